@@ -1,0 +1,458 @@
+"""Claude Code transcripts → :class:`Session`.
+
+Two sources produce the same Session:
+
+* the segment files of ``claude -p --output-format stream-json --verbose`` (``run.jsonl``,
+  ``run.t2.jsonl``, …). ``--resume`` does not replay earlier messages, so segments concatenate;
+* an interactive session file (``~/.claude/projects/<escaped-cwd>/<session>.jsonl``) with its
+  subagent files stitched back in, each as its own thread.
+
+Claude Code writes one ``assistant`` event per content block, all repeating the same
+``message.id`` and ``usage``; the reader merges them into one :class:`Message`, so usage is
+counted once per API request. Anything it does not understand is stepped over, never fatal.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections import Counter
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, Union
+
+MAIN = "main"
+DELEGATION_TOOLS = frozenset({"Agent", "Task"})
+KNOWN_EVENT_TYPES = frozenset({"system", "assistant", "user", "result"})
+_SEGMENT_RE = re.compile(r"\.t(\d+)\.jsonl$")
+
+
+class TranscriptError(ValueError):
+    """A file that cannot be read as a Claude Code transcript; the message names it."""
+
+
+@dataclass(frozen=True)
+class Usage:
+    input: int = 0
+    cache_read: int = 0
+    cache_creation: int = 0
+    output: int = 0
+
+    @property
+    def ctx(self) -> int:
+        """The exact size of the request's whole prompt."""
+        return self.input + self.cache_read + self.cache_creation
+
+    @classmethod
+    def from_json(cls, raw: Any) -> Usage | None:
+        if not isinstance(raw, dict):
+            return None
+        return cls(
+            input=_int(raw.get("input_tokens")),
+            cache_read=_int(raw.get("cache_read_input_tokens")),
+            cache_creation=_int(raw.get("cache_creation_input_tokens")),
+            output=_int(raw.get("output_tokens")),
+        )
+
+
+@dataclass
+class ToolResult:
+    call_id: str
+    text: str
+    is_error: bool
+    thread: str
+
+
+@dataclass
+class ToolCall:
+    id: str
+    name: str
+    input: dict[str, Any]
+    thread: str
+    message_id: str
+    result: ToolResult | None = None
+
+    @property
+    def answered(self) -> bool:
+        return self.result is not None and not self.result.is_error
+
+    @property
+    def input_chars(self) -> int:
+        """What the call occupies in the context: its name plus its input's JSON."""
+        return len(self.name) + len(json.dumps(self.input, ensure_ascii=False))
+
+
+@dataclass
+class Message:
+    """One assistant API request, merged from its per-block events."""
+
+    id: str
+    thread: str
+    usage: Usage | None
+    segment: int
+    blocks: list[dict[str, Any]] = field(default_factory=list)
+    calls: list[ToolCall] = field(default_factory=list)
+    error: str | None = None
+
+    @property
+    def text(self) -> str:
+        return "\n".join(b.get("text") or "" for b in self.blocks if b.get("type") == "text")
+
+    @property
+    def output_chars(self) -> int:
+        """Characters this message adds to the next request's prompt."""
+        chars = 0
+        for block in self.blocks:
+            kind = block.get("type")
+            if kind == "text":
+                chars += len(_str(block.get("text")))
+            elif kind == "thinking":
+                chars += len(_str(block.get("thinking")))
+        return chars + sum(call.input_chars for call in self.calls)
+
+
+@dataclass
+class UserText:
+    text: str
+    thread: str
+
+
+@dataclass
+class Compaction:
+    thread: str
+    pre_tokens: int | None = None
+
+
+@dataclass
+class Result:
+    """The ``result`` event that closes one stream-json segment."""
+
+    text: str
+    subtype: str
+    is_error: bool
+    num_turns: int | None
+    segment: int
+    cost_usd: float | None = None
+    duration_ms: int | None = None
+
+
+Item = Union[Message, ToolResult, UserText, Compaction]
+
+
+@dataclass
+class ParseStats:
+    events: int = 0
+    bad_lines: int = 0
+    event_types: Counter = field(default_factory=Counter)
+
+
+@dataclass
+class Session:
+    """Everything the metrics read, in file order.
+
+    ``timeline`` holds messages, tool results, user text and compactions of every thread;
+    ``thread`` is ``"main"`` or the id of the Agent/Task call that spawned the subagent.
+    """
+
+    timeline: list[Item] = field(default_factory=list)
+    calls: list[ToolCall] = field(default_factory=list)
+    results: list[Result] = field(default_factory=list)
+    inits: list[dict[str, Any]] = field(default_factory=list)
+    parse: ParseStats = field(default_factory=ParseStats)
+    files: list[Path] = field(default_factory=list)
+
+    # -- construction -------------------------------------------------------------------
+    @classmethod
+    def from_files(cls, paths: Iterable[str | Path]) -> Session:
+        """One stream-json session from its segment files, in the order given."""
+        builder = _Builder()
+        for segment, path in enumerate(paths):
+            builder.read_file(Path(path), segment=segment, thread=None)
+        return builder.finish()
+
+    @classmethod
+    def from_session_file(cls, path: str | Path) -> Session:
+        """An interactive session: a ``<session>.jsonl`` file, or a project folder (newest file)."""
+        session_file = find_session_file(Path(path))
+        builder = _Builder()
+        builder.read_file(session_file, segment=0, thread=None)
+        for agent_file, thread in _subagent_threads(session_file, builder.agent_links):
+            builder.read_file(agent_file, segment=0, thread=thread)
+        return builder.finish()
+
+    @classmethod
+    def from_lines(cls, lines: Iterable[str], name: str = "<lines>") -> Session:
+        """A session from JSON lines in memory (tests and the live harness use this)."""
+        builder = _Builder()
+        builder.read_lines(lines, segment=0, thread=None, name=name)
+        return builder.finish()
+
+    # -- queries ------------------------------------------------------------------------
+    def messages(self, thread: str | None = MAIN) -> list[Message]:
+        return [i for i in self.timeline if isinstance(i, Message) and (thread is None or i.thread == thread)]
+
+    def calls_in(self, thread: str) -> list[ToolCall]:
+        return [c for c in self.calls if c.thread == thread]
+
+    @property
+    def threads(self) -> list[str]:
+        return list(dict.fromkeys(c.thread for c in self.calls))
+
+    def tool_counts(self) -> dict[str, int]:
+        return dict(Counter(c.name for c in self.calls).most_common())
+
+    def answer_texts(self) -> list[str]:
+        """The final answer: every ``result`` text pooled (one per resumed segment); an
+        interactive session has none, so it falls back to the last main-thread assistant text."""
+        texts = [r.text for r in self.results if r.text and not r.is_error]
+        if texts:
+            return texts
+        for message in reversed(self.messages(MAIN)):
+            if message.text.strip():
+                return [message.text]
+        return []
+
+    @property
+    def infra_error(self) -> str | None:
+        """Why this run produced no usable answer, if the transcript says so."""
+        for message in self.messages(MAIN):
+            if message.error:
+                return f"API error in assistant message: {message.error}"
+        for result in self.results:
+            if result.is_error:
+                return f"result event is an error ({result.subtype}): {result.text[:200]}"
+        return None
+
+
+# ---------------------------------------------------------------------------------------
+def segment_files(first: str | Path) -> list[Path]:
+    """``run-x.jsonl`` → [run-x.jsonl, run-x.t2.jsonl, run-x.t3.jsonl, …] as they exist."""
+    first = Path(first)
+    stem = first.name[: -len(".jsonl")] if first.name.endswith(".jsonl") else first.stem
+    later = [p for p in first.parent.glob(f"{glob_escape(stem)}.t*.jsonl") if _SEGMENT_RE.search(p.name)]
+    later.sort(key=lambda p: int(_SEGMENT_RE.search(p.name).group(1)))  # type: ignore[union-attr]
+    return [first, *later]
+
+
+def glob_escape(text: str) -> str:
+    return re.sub(r"([*?\[])", r"[\1]", text)
+
+
+def find_session_file(path: Path) -> Path:
+    if path.is_file():
+        return path
+    if path.is_dir():
+        candidates = [p for p in path.glob("*.jsonl") if not p.name.startswith("agent-")]
+        if candidates:
+            return max(candidates, key=lambda p: p.stat().st_mtime)
+        raise TranscriptError(f"{path}: no session .jsonl file in this folder")
+    raise TranscriptError(f"{path}: no such file or folder")
+
+
+def _subagent_threads(session_file: Path, links: dict[str, str]) -> Iterator[tuple[Path, str]]:
+    """Subagent files of a session, each with the thread id it belongs to.
+
+    The thread is the ``toolUseId`` in ``agent-*.meta.json``; without a meta file, the
+    parent's Task result names the agent (``toolUseResult.agentId``). An agent no call
+    spawned (the compaction agent) keeps a thread of its own, so it is never scored as main.
+    """
+    folders = [session_file.parent, session_file.parent / session_file.stem / "subagents"]
+    seen: set[Path] = set()
+    for folder in folders:
+        for agent_file in sorted(folder.glob("agent-*.jsonl")) if folder.is_dir() else []:
+            if agent_file in seen:
+                continue
+            seen.add(agent_file)
+            agent_id = agent_file.stem[len("agent-") :]
+            if folder == session_file.parent and not _belongs_to(agent_file, session_file.stem):
+                continue
+            yield agent_file, _meta_tool_use_id(agent_file) or links.get(agent_id) or f"agent:{agent_id}"
+
+
+def _belongs_to(agent_file: Path, session_id: str) -> bool:
+    """A flat-layout agent file shares its folder with other sessions' agents."""
+    try:
+        with agent_file.open(encoding="utf-8", errors="replace") as handle:
+            for line in handle:
+                event = _loads(line)
+                if event is not None and "sessionId" in event:
+                    return event["sessionId"] == session_id
+    except OSError:
+        return False
+    return True
+
+
+def _meta_tool_use_id(agent_file: Path) -> str | None:
+    meta = agent_file.with_name(agent_file.stem + ".meta.json")
+    try:
+        data = json.loads(meta.read_text(encoding="utf-8"))
+    except (OSError, ValueError):
+        return None
+    value = data.get("toolUseId") if isinstance(data, dict) else None
+    return value if isinstance(value, str) else None
+
+
+# ---------------------------------------------------------------------------------------
+class _Builder:
+    def __init__(self) -> None:
+        self.session = Session()
+        self.messages: dict[tuple[str, str], Message] = {}
+        self.calls: dict[str, ToolCall] = {}
+        self.agent_links: dict[str, str] = {}
+
+    def finish(self) -> Session:
+        return self.session
+
+    def read_file(self, path: Path, segment: int, thread: str | None) -> None:
+        try:
+            with path.open(encoding="utf-8", errors="replace") as handle:
+                before = self.session.parse.event_types.total()
+                self.read_lines(handle, segment, thread, name=str(path))
+        except FileNotFoundError:
+            raise TranscriptError(f"{path}: no such file") from None
+        except IsADirectoryError:
+            raise TranscriptError(f"{path}: is a folder, not a transcript file") from None
+        except OSError as exc:
+            raise TranscriptError(f"{path}: cannot read ({exc.strerror})") from None
+        known = sum(self.session.parse.event_types[t] for t in KNOWN_EVENT_TYPES)
+        if self.session.parse.event_types.total() == before or known == 0:
+            raise TranscriptError(f"{path}: not a Claude Code transcript (no JSON events)")
+        self.session.files.append(path)
+
+    def read_lines(self, lines: Iterable[str], segment: int, thread: str | None, name: str) -> None:
+        for line in lines:
+            if not line.strip():
+                continue
+            event = _loads(line)
+            if event is None:
+                self.session.parse.bad_lines += 1
+                continue
+            self.session.parse.events += 1
+            kind = _str(event.get("type")) or "?"
+            self.session.parse.event_types[kind] += 1
+            handler = getattr(self, f"_on_{kind}", None)
+            if handler is not None:
+                handler(event, segment, thread or _thread_of(event))
+
+    # -- event handlers -----------------------------------------------------------------
+    def _on_system(self, event: dict, segment: int, thread: str) -> None:
+        subtype = event.get("subtype")
+        if subtype == "init":
+            self.session.inits.append(event)
+        elif subtype in ("compact_boundary", "compaction"):
+            meta = event.get("compactMetadata") or event.get("compact_metadata") or {}
+            pre = meta.get("preTokens", meta.get("pre_tokens")) if isinstance(meta, dict) else None
+            self.session.timeline.append(Compaction(thread, pre if isinstance(pre, int) else None))
+
+    def _on_assistant(self, event: dict, segment: int, thread: str) -> None:
+        raw = event.get("message")
+        if not isinstance(raw, dict):
+            return
+        msg_id = _str(raw.get("id")) or _str(event.get("uuid")) or f"anon-{len(self.session.timeline)}"
+        key = (thread, msg_id)
+        message = self.messages.get(key)
+        if message is None:
+            message = Message(msg_id, thread, Usage.from_json(raw.get("usage")), segment)
+            self.messages[key] = message
+            self.session.timeline.append(message)
+        if isinstance(event.get("error"), str):
+            message.error = event["error"]
+        for block in _blocks(raw.get("content")):
+            if block.get("type") == "tool_use":
+                self._add_call(block, message)
+            else:
+                message.blocks.append(block)
+
+    def _add_call(self, block: dict, message: Message) -> None:
+        call_id = _str(block.get("id")) or f"call-{len(self.calls)}"
+        if call_id in self.calls:  # a repeated event for a block already read
+            return
+        raw_input = block.get("input")
+        call = ToolCall(
+            id=call_id,
+            name=_str(block.get("name")) or "?",
+            input=raw_input if isinstance(raw_input, dict) else {},
+            thread=message.thread,
+            message_id=message.id,
+        )
+        self.calls[call_id] = call
+        message.calls.append(call)
+        self.session.calls.append(call)
+
+    def _on_user(self, event: dict, segment: int, thread: str) -> None:
+        raw = event.get("message")
+        if not isinstance(raw, dict):
+            return
+        content = raw.get("content")
+        if isinstance(content, str):
+            self.session.timeline.append(UserText(content, thread))
+            return
+        structured = event.get("toolUseResult", event.get("tool_use_result"))
+        for block in _blocks(content):
+            if block.get("type") == "tool_result":
+                call_id = _str(block.get("tool_use_id"))
+                result = ToolResult(call_id, result_text(block.get("content")), block.get("is_error") is True, thread)
+                if call_id in self.calls:
+                    self.calls[call_id].result = result
+                self.session.timeline.append(result)
+                if isinstance(structured, dict) and isinstance(structured.get("agentId"), str):
+                    self.agent_links[structured["agentId"]] = call_id
+            elif block.get("type") == "text":
+                self.session.timeline.append(UserText(_str(block.get("text")), thread))
+
+    def _on_result(self, event: dict, segment: int, thread: str) -> None:
+        cost = event.get("total_cost_usd")
+        duration = event.get("duration_ms")
+        turns = event.get("num_turns")
+        self.session.results.append(
+            Result(
+                text=_str(event.get("result")),
+                subtype=_str(event.get("subtype")),
+                is_error=event.get("is_error") is True,
+                num_turns=turns if isinstance(turns, int) else None,
+                segment=segment,
+                cost_usd=float(cost) if isinstance(cost, (int, float)) else None,
+                duration_ms=duration if isinstance(duration, int) else None,
+            )
+        )
+
+
+def result_text(content: Any) -> str:
+    """A tool_result's content as the model saw it: a string, or the text of its blocks."""
+    if isinstance(content, str):
+        return content
+    parts = []
+    for block in _blocks(content):
+        if block.get("type") == "text":
+            parts.append(_str(block.get("text")))
+    return "\n".join(parts)
+
+
+def _thread_of(event: dict) -> str:
+    parent = event.get("parent_tool_use_id")
+    return parent if isinstance(parent, str) and parent else MAIN
+
+
+def _blocks(content: Any) -> list[dict]:
+    if isinstance(content, list):
+        return [b for b in content if isinstance(b, dict)]
+    if isinstance(content, str) and content:
+        return [{"type": "text", "text": content}]
+    return []
+
+
+def _loads(line: str) -> dict | None:
+    try:
+        event = json.loads(line)
+    except ValueError:
+        return None
+    return event if isinstance(event, dict) else None
+
+
+def _str(value: Any) -> str:
+    return value if isinstance(value, str) else ""
+
+
+def _int(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) else 0
