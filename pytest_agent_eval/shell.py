@@ -51,8 +51,8 @@ def _last_path(arguments: str) -> str | None:
     except ValueError:
         tokens = arguments.split()
     paths = [
-        t for t in tokens
-        if not t.startswith("-") and not _NUMBERISH_RE.match(t) and _PATH_TOKEN_RE.match(t)
-        and ("." in t or "/" in t)
+        t
+        for t in tokens
+        if not t.startswith("-") and not _NUMBERISH_RE.match(t) and _PATH_TOKEN_RE.match(t) and ("." in t or "/" in t)
     ]
     return paths[-1] if paths else None

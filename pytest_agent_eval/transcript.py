@@ -20,7 +20,7 @@ from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Union
+from typing import Any
 
 MAIN = "main"
 DELEGATION_TOOLS = frozenset({"Agent", "Task"})
@@ -137,7 +137,7 @@ class Result:
     duration_ms: int | None = None
 
 
-Item = Union[Message, ToolResult, UserText, Compaction]
+Item = Message | ToolResult | UserText | Compaction
 
 
 @dataclass

@@ -37,8 +37,9 @@ def tool_use(name: str, call_id: str | None = None, **tool_input: Any) -> dict:
     return {"type": "tool_use", "id": call_id or f"toolu_{next(_ids):04d}", "name": name, "input": tool_input}
 
 
-def explore_response(sections: dict[str, str], headers: dict[str, str] | None = None,
-                     named: list[str] | None = None) -> str:
+def explore_response(
+    sections: dict[str, str], headers: dict[str, str] | None = None, named: list[str] | None = None
+) -> str:
     """A codegraph_explore response in the 1.6 format: blast radius, file sections, guidance.
 
     ``headers`` maps a path to its header's symbol list, e.g. ``"send(function), etag(calls)"``;
@@ -67,21 +68,40 @@ class Transcript:
 
     # -- events ---------------------------------------------------------------------------
     def init(self, tools: list[str] | None = None, mcp_servers: list[dict] | None = None) -> None:
-        self.events.append({
-            "type": "system", "subtype": "init", "session_id": "s-1",
-            "tools": tools or ["Bash", "Glob", "Grep", "Read"], "mcp_servers": mcp_servers or [],
-        })
+        self.events.append(
+            {
+                "type": "system",
+                "subtype": "init",
+                "session_id": "s-1",
+                "tools": tools or ["Bash", "Glob", "Grep", "Read"],
+                "mcp_servers": mcp_servers or [],
+            }
+        )
 
-    def message(self, *blocks: dict, ctx: int | None = None, thread: str | None = None,
-                msg_id: str | None = None, error: str | None = None) -> str:
+    def message(
+        self,
+        *blocks: dict,
+        ctx: int | None = None,
+        thread: str | None = None,
+        msg_id: str | None = None,
+        error: str | None = None,
+    ) -> str:
         """One assistant request; ``ctx`` defaults to growing by 1,000 tokens per request."""
         self.ctx = ctx if ctx is not None else self.ctx + 1_000
         msg_id = msg_id or f"msg_{next(_ids):04d}"
-        usage = {"input_tokens": 3, "cache_read_input_tokens": self.ctx - 3 - 100,
-                 "cache_creation_input_tokens": 100, "output_tokens": 2}
+        usage = {
+            "input_tokens": 3,
+            "cache_read_input_tokens": self.ctx - 3 - 100,
+            "cache_creation_input_tokens": 100,
+            "output_tokens": 2,
+        }
         for block in blocks or (text(""),):
-            event = {"type": "assistant", "parent_tool_use_id": thread, "session_id": "s-1",
-                     "message": {"id": msg_id, "role": "assistant", "content": [block], "usage": usage}}
+            event = {
+                "type": "assistant",
+                "parent_tool_use_id": thread,
+                "session_id": "s-1",
+                "message": {"id": msg_id, "role": "assistant", "content": [block], "usage": usage},
+            }
             if error:
                 event["error"] = error
             self.events.append(event)
@@ -102,9 +122,14 @@ class Transcript:
         block: dict = {"type": "tool_result", "tool_use_id": call_id, "content": content}
         if is_error is not None:
             block["is_error"] = is_error
-        self.events.append({"type": "user", "parent_tool_use_id": thread,
-                            "message": {"role": "user", "content": [block]},
-                            "tool_use_result": {"stdout": "duplicated structured copy"}})
+        self.events.append(
+            {
+                "type": "user",
+                "parent_tool_use_id": thread,
+                "message": {"role": "user", "content": [block]},
+                "tool_use_result": {"stdout": "duplicated structured copy"},
+            }
+        )
 
     def say(self, value: str, ctx: int | None = None, thread: str | None = None) -> str:
         return self.message(text(value), ctx=ctx, thread=thread)
@@ -113,13 +138,26 @@ class Transcript:
         self.events.append({"type": "user", "message": {"role": "user", "content": value}})
 
     def compact(self, pre_tokens: int = 150_000) -> None:
-        self.events.append({"type": "system", "subtype": "compact_boundary",
-                            "compact_metadata": {"trigger": "auto", "pre_tokens": pre_tokens}})
+        self.events.append(
+            {
+                "type": "system",
+                "subtype": "compact_boundary",
+                "compact_metadata": {"trigger": "auto", "pre_tokens": pre_tokens},
+            }
+        )
 
     def result(self, value: str, is_error: bool = False, num_turns: int = 1) -> None:
-        self.events.append({"type": "result", "subtype": "success", "is_error": is_error,
-                            "num_turns": num_turns, "result": value, "total_cost_usd": 0.01,
-                            "usage": {"input_tokens": 999_999}})
+        self.events.append(
+            {
+                "type": "result",
+                "subtype": "success",
+                "is_error": is_error,
+                "num_turns": num_turns,
+                "result": value,
+                "total_cost_usd": 0.01,
+                "usage": {"input_tokens": 999_999},
+            }
+        )
 
     # -- output ---------------------------------------------------------------------------
     def lines(self) -> list[str]:
