@@ -205,11 +205,10 @@ class Session:
     def answer_texts(self) -> list[str]:
         """The final answer: every ``result`` text pooled (one per resumed segment); an
         interactive session has none, so it falls back to the last main-thread assistant text."""
-        texts = [r.text for r in self.results if r.text and not r.is_error]
-        if texts:
-            return texts
+        if self.results:
+            return [r.text for r in self.results if r.text and not r.is_error]
         for message in reversed(self.messages(MAIN)):
-            if message.text.strip():
+            if message.text.strip() and not message.error:
                 return [message.text]
         return []
 

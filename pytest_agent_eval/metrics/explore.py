@@ -12,8 +12,9 @@ from dataclasses import dataclass, field
 
 _SECTION_RE = re.compile(r"^\*\*`([^`]+)`\*\*(.*)$", re.M)
 _HEADER_SYMBOL_RE = re.compile(r"([\w$]+)\((\w+)\)")
-# Path-shaped tokens: an optional folder chain, then a name with an extension.
-PATH_TOKEN_RE = re.compile(r"(?<![\w/.@-])((?:[\w@.+-]+/)*[\w@+-]+\.[A-Za-z][\w]{0,9})(?![\w/])")
+_CHUNK_SPLIT_RE = re.compile(r"[\s`'\"()\[\]{}<>,;|*=‘’“”]+")
+# A chunk that is a file reference: optional folders, a name with an extension, then `:126-220` or `#L12`.
+_FILE_REF_RE = re.compile(r"^(?P<path>(?:[^/]*/)*[\w@+-][\w@+.-]*\.(?P<ext>[A-Za-z]\w*))(?:[:#].*)?$")
 
 
 @dataclass
@@ -43,8 +44,22 @@ def returned_files(text: str) -> list[str]:
     return [m.group(1) for m in _SECTION_RE.finditer(text)]
 
 
+def file_references(text: str) -> list[tuple[str, str]]:
+    """Path-shaped tokens in ``text`` as (path, extension), ``:line``/``#L`` suffixes dropped.
+
+    Dotted expressions (``res.send``) are path-shaped too; callers that need files decide by
+    folder or by an extension they know, as allocation's bare-basename rule does.
+    """
+    found: list[tuple[str, str]] = []
+    for chunk in _CHUNK_SPLIT_RE.split(text.replace("\\", "/")):
+        match = _FILE_REF_RE.match(chunk.rstrip(".,:;!?"))
+        if match is not None:
+            found.append((match.group("path"), match.group("ext")))
+    return list(dict.fromkeys(found))
+
+
 def mentioned_paths(text: str) -> set[str]:
-    return set(PATH_TOKEN_RE.findall(text))
+    return {path for path, _ in file_references(text)}
 
 
 def same_file(a: str, b: str) -> bool:
