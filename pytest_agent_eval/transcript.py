@@ -256,7 +256,13 @@ def _subagent_threads(session_file: Path, links: dict[str, str]) -> Iterator[tup
     parent's Task result names the agent (``toolUseResult.agentId``). An agent no call
     spawned (the compaction agent) keeps a thread of its own, so it is never scored as main.
     """
-    folders = [session_file.parent, session_file.parent / session_file.stem / "subagents"]
+    # Claude Code writes <session>/subagents/; older versions wrote agent files beside the session,
+    # and copies of single sessions often keep a bare subagents/ folder beside it.
+    folders = [
+        session_file.parent,
+        session_file.parent / session_file.stem / "subagents",
+        session_file.parent / "subagents",
+    ]
     seen: set[Path] = set()
     for folder in folders:
         for agent_file in sorted(folder.glob("agent-*.jsonl")) if folder.is_dir() else []:
@@ -264,7 +270,7 @@ def _subagent_threads(session_file: Path, links: dict[str, str]) -> Iterator[tup
                 continue
             seen.add(agent_file)
             agent_id = agent_file.stem[len("agent-") :]
-            if folder == session_file.parent and not _belongs_to(agent_file, session_file.stem):
+            if folder != folders[1] and not _belongs_to(agent_file, session_file.stem):
                 continue
             yield agent_file, _meta_tool_use_id(agent_file) or links.get(agent_id) or f"agent:{agent_id}"
 
@@ -320,17 +326,25 @@ class _Builder:
         self.session.files.append(path)
 
     def read_lines(self, lines: Iterable[str], segment: int, thread: str | None, name: str) -> None:
+        # The hot loop of scoring: one decode per line and a dict dispatch, nothing else.
+        handlers = {
+            "system": self._on_system,
+            "assistant": self._on_assistant,
+            "user": self._on_user,
+            "result": self._on_result,
+        }
+        parse = self.session.parse
         for line in lines:
-            if not line.strip():
-                continue
             event = _loads(line)
             if event is None:
-                self.session.parse.bad_lines += 1
+                if line.strip():
+                    parse.bad_lines += 1
                 continue
-            self.session.parse.events += 1
-            kind = _str(event.get("type")) or "?"
-            self.session.parse.event_types[kind] += 1
-            handler = getattr(self, f"_on_{kind}", None)
+            parse.events += 1
+            kind = event.get("type")
+            kind = kind if isinstance(kind, str) else "?"
+            parse.event_types[kind] += 1
+            handler = handlers.get(kind)
             if handler is not None:
                 handler(event, segment, thread or _thread_of(event))
 
@@ -441,10 +455,19 @@ def _blocks(content: Any) -> list[dict]:
     return []
 
 
+_DECODER = json.JSONDecoder()
+
+
 def _loads(line: str) -> dict | None:
+    """One JSON object per line; anything else (partial, trailing garbage, a list) is None."""
     try:
-        event = json.loads(line)
+        event, end = _DECODER.raw_decode(line)
     except ValueError:
+        stripped = line.strip()
+        if not stripped or stripped == line:
+            return None
+        return _loads(stripped)
+    if end != len(line) and line[end:].strip():
         return None
     return event if isinstance(event, dict) else None
 

@@ -27,3 +27,10 @@ def test_bad_lines_are_counted_not_fatal():
     session = Session.from_lines(['{"type":"assistant"', "not json", "[1]", '{"type":"weird"}'])
     assert session.parse.bad_lines == 3
     assert session.parse.events == 1
+
+
+def test_indented_lines_and_trailing_garbage():
+    session = Session.from_lines(['   {"type":"result","result":"ok"}  ', '{"type":"result"} trailing', "", "   "])
+    assert session.parse.events == 1
+    assert session.parse.bad_lines == 1
+    assert session.answer_texts() == ["ok"]

@@ -1,0 +1,59 @@
+"""The "Residual context occupancy at end of run" block printed under every arm (seed 002)."""
+
+from __future__ import annotations
+
+from pytest_agent_eval.metrics.occupancy import ALL_GAPS, DEFAULT, MEASURED, Occupancy
+from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
+
+_CALIBRATION_LABELS = {
+    MEASURED: "measured",
+    ALL_GAPS: "fallback over all gaps (none tool-dominated)",
+    DEFAULT: "default",
+}
+
+
+def render_occupancy(o: Occupancy, tool: RetrievalTool = CODEGRAPH) -> str:
+    """The block, one row per family; shares are of the final context and of the nominal window."""
+    win = f"{o.window / 1000:g}k"
+
+    def pct(part: int, whole: int) -> str:
+        return f"{part / whole * 100:.1f}%" if whole > 0 else "0.0%"
+
+    def head(label: str, tokens: int) -> str:
+        return f"  {label:<18}{f'{tokens:,} tok':>12}"
+
+    def row(label: str, tokens: int, chars: int | None = None, results: int = 0) -> str:
+        line = f"{head(label, tokens)}  {pct(tokens, o.ctx_final):>6} of ctx  {pct(tokens, o.window):>6} of {win} win"
+        if chars is not None:
+            line += f"   ({chars:,} chars, {results} result{'' if results == 1 else 's'})"
+        return line
+
+    def family_row(label: str, *families: str) -> str:
+        return row(
+            label,
+            sum(o.residual[f] for f in families),
+            sum(o.residual_chars[f] for f in families),
+            sum(o.residual_results[f] for f in families),
+        )
+
+    measure = f"  measure: {o.chars_per_token:.2f} chars/tok {_CALIBRATION_LABELS.get(o.calibration, o.calibration)}"
+    if o.dispersion is not None:
+        measure += f" ±{o.dispersion * 100:.1f}%"
+    measure += f" · turns {o.turns} · compactions {o.compactions}"
+    if o.evicted > 0:
+        measure += f" · evicted {o.evicted:,} tok"
+    return "\n".join(
+        [
+            "Residual context occupancy at end of run:",
+            f"{head('final context', o.ctx_final)}  {pct(o.ctx_final, o.window):>6} of {win} window",
+            family_row(tool.name, "codegraph"),
+            family_row("Read", "read"),
+            family_row("Grep/Glob", "search"),
+            family_row("Bash", "bash"),
+            family_row("→ file-access", "read", "search", "bash"),
+            family_row("other tools", "other"),
+            row("base (prompt+prose)", o.base),
+            f"{head('  of which fixed', o.ctx_base)}  system + tool schemas + question, before any tool answered",
+            measure,
+        ]
+    )

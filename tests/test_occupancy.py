@@ -1,0 +1,402 @@
+"""Residual context occupancy over synthetic transcripts with known answers, and the real ones.
+
+Tool calls here carry no input unless said, so a call message adds ``len(name) + 2`` characters
+("Read{}") to the next gap; result lengths are chosen so each gap's size is a round number.
+"""
+
+from pathlib import Path
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+from synth import Transcript, text, thinking, tool_use
+
+from pytest_agent_eval.metrics.occupancy import ALL_GAPS, DEFAULT, FAMILIES, MEASURED, Occupancy, family, occupancy
+from pytest_agent_eval.report.blocks.occupancy import render_occupancy
+from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
+from pytest_agent_eval.transcript import Session
+
+CG = "mcp__codegraph__codegraph_explore"  # 33 chars + "{}"
+SOURCEGRAPH = RetrievalTool("sourcegraph", "sg_keyword_search", "src")
+TRANSCRIPTS = Path("/work/shared/transcripts")
+
+
+def step(t: Transcript, ctx: int, name: str, result_chars: int, prose: int = 0, **tool_input) -> str:
+    """A request of size ``ctx`` calling ``name`` (after ``prose`` characters of text), then its result."""
+    call = tool_use(name, **tool_input)
+    t.message(*([text("p" * prose)] if prose else []), call, ctx=ctx)
+    t.reply(call["id"], "x" * result_chars)
+    return call["id"]
+
+
+# -- family attribution ---------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("name", "tool", "expected"),
+    [
+        ("Read", CODEGRAPH, "read"),
+        ("NotebookRead", CODEGRAPH, "read"),
+        ("Grep", CODEGRAPH, "search"),
+        ("Glob", CODEGRAPH, "search"),
+        ("Bash", CODEGRAPH, "bash"),
+        ("BashOutput", CODEGRAPH, "bash"),
+        (CG, CODEGRAPH, "codegraph"),
+        ("mcp__codegraph__codegraph_node", CODEGRAPH, "codegraph"),
+        ("Edit", CODEGRAPH, "other"),
+        ("Task", CODEGRAPH, "other"),
+        ("", CODEGRAPH, "other"),
+        ("mcp__sourcegraph__sg_keyword_search", CODEGRAPH, "other"),
+        ("mcp__sourcegraph__sg_keyword_search", SOURCEGRAPH, "codegraph"),
+        ("mcp__sourcegraph__sg_read_file", SOURCEGRAPH, "codegraph"),
+        (CG, SOURCEGRAPH, "other"),
+        ("Read", SOURCEGRAPH, "read"),
+    ],
+)
+def test_family(name, tool, expected):
+    assert family(name, tool) == expected
+
+
+def test_results_are_charged_to_their_family_and_the_retrieval_server_whatever_it_is():
+    t = Transcript()
+    names = ["Read", "NotebookRead", "Grep", "Glob", "Bash", "BashOutput", "mcp__sourcegraph__sg_read_file", "Edit"]
+    for i, name in enumerate(names):
+        step(t, 10_000 + 1_000 * i, name, 100)
+    t.say("done", ctx=20_000)
+    o = occupancy(t.session(), SOURCEGRAPH)
+    assert o.residual_results == {"codegraph": 1, "read": 2, "search": 2, "bash": 2, "other": 1}
+    assert o.contributed_chars == {"codegraph": 100, "read": 200, "search": 200, "bash": 200, "other": 100}
+    assert render_occupancy(o, SOURCEGRAPH).splitlines()[2].startswith("  sourcegraph   ")
+
+
+# -- calibration ------------------------------------------------------------------------------
+def test_calibration_pools_clean_gaps_and_drops_one_far_above_the_lower_median():
+    t = Transcript()
+    step(t, 10_000, "Read", 994)  # gap 1,000 chars → Δ 500: 2.0 chars/tok
+    step(t, 10_500, "Read", 994)  # → Δ 400: 2.5
+    step(t, 10_900, "Read", 994)  # → Δ 250: 4.0 > 1.5 × lower median 2.5 → shed, dropped
+    t.say("p" * 3_000, ctx=11_150)  # → Δ 100: 30 chars/tok, but prose, not a tool result
+    step(t, 11_250, "Grep", 294)  # → Δ 10: only 300 chars, too small to measure
+    t.say("done", ctx=11_260)
+    o = occupancy(t.session())
+    assert o.chars_per_token == pytest.approx(2_000 / 900)
+    assert (o.calibration, o.calibrated) == (MEASURED, True)
+
+
+def test_even_count_takes_the_lower_median():
+    t = Transcript()
+    step(t, 10_000, "Read", 994)  # Δ 500: 2.0
+    step(t, 10_500, "Read", 994)  # Δ 300: 3.33 — above 1.5 × 2.0 (a true median, 2.67, would keep it)
+    t.say("done", ctx=10_800)
+    assert occupancy(t.session()).chars_per_token == 2.0
+
+
+@pytest.mark.parametrize(("prose", "expected"), [(194, (2.0, MEASURED)), (195, (1_001 / 500, ALL_GAPS))])
+def test_a_clean_gap_is_at_least_80_percent_tool_result(prose, expected):
+    t = Transcript()
+    step(t, 10_000, "Read", 800, prose=prose)  # 800 of 1,000 (or of 1,001) chars
+    t.say("done", ctx=10_500)
+    o = occupancy(t.session())
+    assert (o.chars_per_token, o.calibration) == expected
+
+
+def test_without_a_clean_gap_all_growing_gaps_are_pooled():
+    t = Transcript()
+    t.say("p" * 3_000, ctx=10_000)  # → Δ 1,000
+    step(t, 11_000, "Read", 294)  # 300 chars → Δ 200
+    step(t, 11_200, "Read", 394)  # 400 chars → Δ −50: shrinking, not pooled
+    t.say("p" * 700, ctx=11_150)  # → Δ 0: not pooled
+    t.say("done", ctx=11_150)
+    o = occupancy(t.session())
+    assert o.chars_per_token == 3_300 / 1_200
+    assert (o.calibration, o.calibrated) == (ALL_GAPS, False)
+    assert "2.75 chars/tok fallback over all gaps" in render_occupancy(o)
+
+
+@pytest.mark.parametrize("later_ctx", [None, 10_000, 9_000])
+def test_without_a_growing_gap_the_ratio_is_the_default(later_ctx):
+    t = Transcript()
+    step(t, 10_000, "Read", 2_000)
+    if later_ctx is not None:
+        t.say("done", ctx=later_ctx)
+    o = occupancy(t.session())
+    assert (o.chars_per_token, o.calibration, o.calibrated, o.dispersion) == (3.0, DEFAULT, False, None)
+    assert "measure: 3.00 chars/tok default · turns" in render_occupancy(o)
+
+
+# -- attribution ------------------------------------------------------------------------------
+def test_exact_attribution_base_and_error_bar():
+    t = Transcript()
+    step(t, 10_000, CG, 1_952, query="xy")  # 33 + 15 + 1,952 chars → Δ 1,000
+    step(t, 11_000, "Read", 994)  # 1,000 chars → Δ 500; the ratio is 3,000 / 1,500 = 2.0
+    step(t, 11_500, "Bash", 294)
+    step(t, 11_650, "Edit", 94)
+    step(t, 11_700, "Grep", 194)
+    t.say("done", ctx=11_800)
+    t.result("done")
+    o = occupancy(t.session())
+    assert o.chars_per_token == 2.0
+    assert o.residual == {"codegraph": 976, "read": 497, "search": 97, "bash": 147, "other": 47}
+    assert o.residual == o.contributed
+    assert o.residual_chars == {"codegraph": 1_952, "read": 994, "search": 194, "bash": 294, "other": 94}
+    assert (o.file_access, o.ctx_final, o.ctx_base, o.base) == (741, 11_800, 10_000, 10_036)
+    assert (o.turns, o.compactions, o.evicted) == (6, 0, 0)
+    # Single-result gaps: |976 − 1,000| / 1,000 = 2.4%, |497 − 500| / 500 = 0.6%; the lower median.
+    assert o.dispersion == pytest.approx(0.006)
+    d = o.to_dict()
+    assert d["residual"]["codegraph"] == 976 and d["file_access"] == 741 and d["base"] == 10_036
+    assert d["calibrated"] is True and d["dispersion"] == pytest.approx(0.006)
+
+
+def test_the_error_bar_is_taken_on_gaps_that_are_95_percent_one_result():
+    t = Transcript()
+    step(t, 10_000, "Read", 950, prose=44)  # 95.0% one result: 475 priced vs Δ 500 → 5%
+    step(t, 10_500, "Read", 994)  # 497 vs 500 → 0.6%
+    step(t, 11_000, "Read", 994)  # 497 vs 530 → 6.2%
+    step(t, 11_530, "Read", 930, prose=64)  # 93%: not counted (would be 1.1%)
+    read, grep = tool_use("Read"), tool_use("Grep")
+    t.calls(read, grep, ctx=12_000)
+    t.reply(read["id"], "x" * 497)
+    t.reply(grep["id"], "x" * 491)  # 98.8% tool result, but no one result dominates (would be 1.2%)
+    t.say("done", ctx=12_500)
+    o = occupancy(t.session())
+    assert o.chars_per_token == 2.0  # 5,000 chars over 2,500 tokens, every gap clean
+    assert o.dispersion == pytest.approx(0.05)
+
+
+def test_usage_and_output_are_counted_once_per_message_id():
+    t = Transcript()
+    # Three content blocks → three assistant events with one id and one usage.
+    call = tool_use("Read")
+    t.message(thinking("t" * 50), text("a" * 44), call, ctx=10_000)
+    t.reply(call["id"], "x" * 900)  # the gap: 50 + 44 + 6 + 900 = 1,000 chars, 90% tool result
+    t.say("done", ctx=10_400)
+    session = t.session()
+    assert session.parse.event_types["assistant"] == 4
+    o = occupancy(session)
+    assert (o.turns, o.tokens_processed) == (2, 20_400)
+    assert o.chars_per_token == 2.5
+
+
+def test_tokens_processed_sums_every_request_and_ignores_result_usage(tmp_path):
+    segments = []
+    for n, (first, second) in enumerate([(10_000, 12_000), (13_000, 15_500)]):
+        t = Transcript()
+        step(t, first, "Read", 994)
+        t.say("done", ctx=second)
+        t.result("done")  # carries usage.input_tokens = 999,999
+        segments.append(t.write(tmp_path / f"run{'' if n == 0 else '.t2'}.jsonl"))
+    o = occupancy(Session.from_files(segments))
+    assert o.tokens_processed == 10_000 + 12_000 + 13_000 + 15_500
+    assert (o.turns, o.ctx_base, o.ctx_final) == (4, 10_000, 15_500)
+
+
+def test_a_subagent_has_its_own_window():
+    t = Transcript()
+    task = tool_use("Task")
+    t.message(task, ctx=10_000)
+    grep = tool_use("Grep")  # the subagent's events interleave, tagged with the Task call's id
+    t.message(grep, ctx=3_000, thread=task["id"])
+    t.reply(grep["id"], "x" * 5_000, thread=task["id"])
+    t.say("found it", ctx=6_000, thread=task["id"])
+    t.reply(task["id"], "x" * 994)  # only its summary enters the parent's window: 1,000 chars, Δ 500
+    t.say("done", ctx=10_500)
+    o = occupancy(t.session())
+    assert (o.turns, o.ctx_final, o.chars_per_token) == (2, 10_500, 2.0)
+    assert o.residual == {"codegraph": 0, "read": 0, "search": 0, "bash": 0, "other": 497}
+    assert o.tokens_processed == 10_000 + 10_500 + 3_000 + 6_000
+
+
+# -- leaving the window ------------------------------------------------------------------------
+def test_compaction_clears_the_resident_set():
+    t = Transcript()
+    step(t, 10_000, "Read", 994)  # Δ 500
+    step(t, 10_500, "Bash", 1_994)  # Δ 1,000 → 2.0
+    step(t, 11_500, "Grep", 494)
+    t.compact(pre_tokens=12_000)
+    t.user("This session is being continued from a previous conversation. " + "s" * 37)
+    step(t, 3_000, "Read", 394)
+    t.say("done", ctx=3_250)
+    o = occupancy(t.session())
+    assert (o.compactions, o.chars_per_token) == (1, 2.0)
+    assert o.residual == {"codegraph": 0, "read": 197, "search": 0, "bash": 0, "other": 0}
+    assert o.contributed == {"codegraph": 0, "read": 694, "search": 247, "bash": 997, "other": 0}
+    assert o.evicted == 497 + 997 + 247
+    assert o.base == 3_250 - 197
+
+
+@pytest.mark.parametrize("delta", [1_994, 100])
+def test_a_gap_across_a_compaction_is_neither_calibrated_on_nor_shed(delta):
+    # Δ 1,994 would pull the pooled ratio down to 1.2; Δ 100 would read as a 894-token shortfall.
+    t = Transcript()
+    step(t, 10_000, "Read", 994)  # Δ 500 → 2.0
+    grep = step(t, 10_500, "Grep", 994)
+    t.compact()
+    t.reply(grep + "-late", "x" * 994)  # a result that arrives after the boundary stays resident
+    t.say("done", ctx=10_500 + delta)
+    o = occupancy(t.session())
+    assert (o.chars_per_token, o.compactions) == (2.0, 1)
+    assert o.residual == {"codegraph": 0, "read": 0, "search": 0, "bash": 0, "other": 497}
+    assert o.evicted == 497 + 497
+
+
+def test_micro_compaction_sheds_the_oldest_results_first():
+    t = Transcript()
+    step(t, 10_000, "Read", 1_994)  # 997 tok, Δ 1,000 → 2.0
+    step(t, 11_000, "Bash", 994)  # 497 tok, Δ 500
+    step(t, 11_500, "Grep", 1_994)  # 997 tok, Δ 1,000
+    step(t, 12_500, CG, 1_950, query="xy")  # 975 tok appended, yet the context shrank by 200
+    t.say("done", ctx=12_300)
+    o = occupancy(t.session())
+    assert o.chars_per_token == 2.0
+    # Shortfall 975 + 200 = 1,175: all of Read's 997, then 178 of Bash's 497.
+    assert o.evicted == 1_175
+    assert o.residual == {"codegraph": 975, "read": 0, "search": 997, "bash": 319, "other": 0}
+    assert o.residual_results == {"codegraph": 1, "read": 0, "search": 1, "bash": 1, "other": 0}
+    assert o.residual_chars["bash"] == 638
+    assert o.contributed["read"] == 997
+    assert "· evicted 1,175 tok" in render_occupancy(o)
+
+
+@pytest.mark.parametrize(
+    ("result_chars", "shortfall", "evicted"),
+    [(1_994, 199, 0), (1_994, 201, 201), (20_000, 450, 0), (20_000, 600, 600)],
+)
+def test_a_shortfall_within_the_larger_of_200_tokens_and_5_percent_is_noise(result_chars, shortfall, evicted):
+    t = Transcript()
+    step(t, 10_000, "Read", 1_994)  # 997 tok, Δ 1,000 → 2.0
+    # As much prose as result keeps this gap out of calibration; only the result is priced.
+    step(t, 11_000, "Bash", result_chars, prose=result_chars)
+    t.say("done", ctx=11_000 + result_chars // 2 - shortfall)
+    o = occupancy(t.session())
+    assert o.chars_per_token == 2.0
+    assert o.evicted == evicted
+    assert o.residual["read"] == 997 - evicted
+    assert o.residual["bash"] == result_chars // 2
+
+
+# -- robustness -----------------------------------------------------------------------------------
+def test_an_empty_session():
+    o = occupancy(Session.from_lines([]))
+    assert (o.turns, o.ctx_final, o.base, o.tokens_processed, o.calibration) == (0, 0, 0, 0, DEFAULT)
+    assert render_occupancy(o).splitlines()[1] == "  final context            0 tok    0.0% of 200k window"
+
+
+def test_messages_without_usage_orphan_results_and_flat_gaps():
+    t = Transcript()
+    step(t, 10_000, "Read", 994)
+    t.say("an error, no usage")
+    del t.events[-1]["message"]["usage"]
+    t.reply("toolu_nobody_called", "x" * 100)
+    step(t, 10_600, "Bash", 200)  # Δ 600 over 1,000 + 18 + 100 chars: a clean gap, the only one
+    t.say("flat", ctx=10_600)  # Δ 0 for Bash's 200 chars: 107 tokens short, below the tolerance
+    t.say("shrinking", ctx=10_100)  # Δ −500 with nothing priced: 500 tokens shed, Read's first
+    o = occupancy(t.session())
+    assert (o.turns, o.ctx_final) == (4, 10_100)
+    assert o.chars_per_token == 1_118 / 600
+    assert o.contributed_results == {"codegraph": 0, "read": 1, "search": 0, "bash": 1, "other": 1}
+    assert o.evicted == 500
+    assert o.residual == {"codegraph": 0, "read": round(994 * 600 / 1_118 - 500), "search": 0, "bash": 107, "other": 54}
+
+
+@settings(max_examples=200, deadline=None)
+@given(
+    st.lists(
+        st.tuples(
+            st.sampled_from(["Read", "Grep", "Bash", CG, "Edit", "compact"]),
+            st.integers(0, 20_000),
+            st.integers(-30_000, 30_000),
+        ),
+        max_size=12,
+    )
+)
+def test_residual_never_exceeds_contributed(steps):
+    t = Transcript()
+    ctx = 50_000
+    for name, chars, delta in steps:
+        if name == "compact":
+            t.compact()
+        else:
+            step(t, ctx, name, chars)
+        ctx = max(1, ctx + delta)
+    t.say("done", ctx=ctx)
+    o = occupancy(t.session())
+    assert all(0 <= o.residual[f] <= o.contributed[f] for f in FAMILIES)
+    assert abs(sum(o.contributed.values()) - sum(o.residual.values()) - o.evicted) <= len(FAMILIES)
+    assert o.base >= 0 and o.chars_per_token > 0
+
+
+# -- the rendered block -----------------------------------------------------------------------------
+SEED_BLOCK = """\
+Residual context occupancy at end of run:
+  final context       54,950 tok   27.5% of 200k window
+  codegraph           13,941 tok   25.4% of ctx    7.0% of 200k win   (31,312 chars, 2 results)
+  Read                     0 tok    0.0% of ctx    0.0% of 200k win   (0 chars, 0 results)
+  Grep/Glob                0 tok    0.0% of ctx    0.0% of 200k win   (0 chars, 0 results)
+  Bash                     0 tok    0.0% of ctx    0.0% of 200k win   (0 chars, 0 results)
+  → file-access            0 tok    0.0% of ctx    0.0% of 200k win   (0 chars, 0 results)
+  other tools             33 tok    0.1% of ctx    0.0% of 200k win   (73 chars, 1 result)
+  base (prompt+prose)  40,976 tok   74.6% of ctx   20.5% of 200k win
+    of which fixed    37,726 tok  system + tool schemas + question, before any tool answered
+  measure: 2.25 chars/tok measured ±0.9% · turns 6 · compactions 0"""
+
+
+def test_the_block_has_the_seed_layout():
+    o = Occupancy(ctx_final=54_950, ctx_base=37_726, chars_per_token=2.246, calibration=MEASURED, dispersion=0.009)
+    o.residual.update(codegraph=13_941, other=33)
+    o.residual_chars.update(codegraph=31_312, other=73)
+    o.residual_results.update(codegraph=2, other=1)
+    o.turns = 6
+    assert render_occupancy(o) == SEED_BLOCK
+
+
+def test_the_block_names_the_tool_and_a_default_ratio():
+    o = Occupancy(ctx_final=1_000, ctx_base=900, turns=1, compactions=2, evicted=1_500, window=128_000)
+    lines = render_occupancy(o, SOURCEGRAPH).splitlines()
+    assert lines[1] == "  final context        1,000 tok    0.8% of 128k window"
+    assert lines[2].startswith("  sourcegraph              0 tok")
+    assert lines[-1] == "  measure: 3.00 chars/tok default · turns 1 · compactions 2 · evicted 1,500 tok"
+
+
+# -- real transcripts ---------------------------------------------------------------------------------
+STREAM_RUNS = {
+    "ccb/linux-hda-intel-suspend-fault-001/baseline/claude-code.txt": 24,
+    "ccb/linux-hda-intel-suspend-fault-001/mcp/claude-code.txt": 33,
+    "ccb/bustub-hyperloglog-impl-001/baseline/claude-code.txt": 0,  # a <synthetic> message, zero usage
+    "ccb/bustub-hyperloglog-impl-001/mcp/claude-code.txt": 0,
+    "sjarmak/dependency_recognition-java-unkn__pshKMge/claude-code.txt": 3,
+    "gleam/basic_query.ndjson": 1,
+}
+
+
+def _sane(o: Occupancy) -> None:
+    assert all(0 <= o.residual[f] <= o.contributed[f] for f in FAMILIES)
+    assert o.tokens_processed >= o.ctx_final
+    assert render_occupancy(o).startswith("Residual context occupancy at end of run:")
+
+
+@pytest.mark.parametrize(("path", "turns"), STREAM_RUNS.items())
+def test_real_stream_json_runs(path, turns):
+    o = occupancy(Session.from_files([TRANSCRIPTS / path]), SOURCEGRAPH)
+    _sane(o)
+    assert (o.turns, o.compactions) == (turns, 0)
+    if "/mcp/" in path and turns:
+        assert o.residual["codegraph"] > 0 and o.contributed_results["codegraph"] == 27  # 12 + 12 + 2 + 1
+
+
+def test_real_session_with_a_compaction():
+    [path] = (TRANSCRIPTS / "spotter").glob("*.jsonl")
+    o = occupancy(Session.from_session_file(path))
+    _sane(o)
+    assert o.compactions == 1
+    assert o.turns == 139
+    assert o.calibrated
+    # The compaction summarised everything before it away: what is left is less than was added.
+    assert o.evicted > 0 and sum(o.residual.values()) < sum(o.contributed.values())
+    assert o.ctx_final < 170_251
+
+
+def test_real_session_file_matches_its_stream_json_twin():
+    folder = TRANSCRIPTS / "sjarmak/dependency_recognition-java-unkn__pshKMge"
+    [session_file] = (folder / "sessions/projects/-workspace").glob("*.jsonl")
+    streamed = occupancy(Session.from_files([folder / "claude-code.txt"])).to_dict()
+    interactive = occupancy(Session.from_session_file(session_file)).to_dict()
+    assert streamed == interactive
