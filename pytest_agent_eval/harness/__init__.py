@@ -1,0 +1,1 @@
+"""The harness: provision the tools, index the repo, isolate the arms, drive the agent."""
