@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import re
 import shlex
+from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Literal
 
@@ -56,3 +57,489 @@ def _last_path(arguments: str) -> str | None:
         if not t.startswith("-") and not _NUMBERISH_RE.match(t) and _PATH_TOKEN_RE.match(t) and ("." in t or "/" in t)
     ]
     return paths[-1] if paths else None
+
+
+# ---------------------------------------------------------------------------------------
+# Does a Bash command RUN a given CLI? Agents reach a hidden binary by absolute path, through
+# wrappers (env, sudo, timeout, xargs, find -exec), through package runners (npx) or by
+# handing its script to node, so the check walks every command position of the parsed
+# command line instead of matching a word. Naming the CLI as an argument (grep, ls, which)
+# is a mention and never counts.
+
+_MAX_DEPTH = 8
+_OPERATORS = ("&&", "||", ";;", "|&", ";", "|", "&", "(", ")")
+_REDIRECTS = ("<<<", "<<-", "&>>", "<<", ">>", "<>", ">|", "&>", ">&", "<&", "<", ">")
+_ASSIGN_RE = re.compile(r"^[A-Za-z_]\w*(?:\[[^]]*\])?\+?=")
+_VAR_RE = re.compile(r"^\$(?:\{(\w+)\}|(\w+))")
+_SKIP_WORDS = frozenset({"!", "{", "}", "then", "do", "else", "elif", "if", "while", "until", "fi", "done"})
+_NOT_COMMANDS = frozenset({"for", "case", "select", "[[", "[", "test", "declare", "local", "readonly", "typeset"})
+_SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "ash", "mksh"})
+_NODES = frozenset({"node", "nodejs", "bun", "deno", "tsx", "ts-node"})
+_RUNNER_VERBS = {"npm": {"exec", "x"}, "pnpm": {"dlx", "exec"}, "yarn": {"dlx", "exec"}, "bun": {"x"}}
+_EXEC_SUFFIXES = ("", ".js", ".mjs", ".cjs", ".cmd", ".exe", ".ts")
+# Options of wrapper commands that take the next word as their value (the value is not the command).
+_VALUE_OPTS = {
+    "sudo": {"-u", "-g", "-h", "-C", "-D", "-p", "-r", "-t", "-U", "-T", "-R"},
+    "doas": {"-u", "-C"},
+    "env": {"-u", "--unset", "-C", "--chdir"},
+    "timeout": {"-s", "--signal", "-k", "--kill-after"},
+    "nice": {"-n", "--adjustment"},
+    "ionice": {"-c", "-n", "-p", "--class", "--classdata"},
+    "stdbuf": {"-i", "-o", "-e", "--input", "--output", "--error"},
+    "exec": {"-a"},
+    "xargs": {"-I", "-i", "-n", "-L", "-l", "-P", "-s", "-d", "-E", "-e", "-a", "--arg-file", "--delimiter"},
+    "watch": {"-n", "--interval", "-d"},
+    "time": {"-f", "--format", "-o", "--output"},
+    "node": {"-r", "--require", "--import", "--loader", "--experimental-loader", "-C", "--conditions", "--title"},
+}
+# ``node -e``: the CLI's package required, or the CLI spawned, from inline code.
+_EVAL_CALL_RE = re.compile(r"\b(?:require|import|exec\w*|spawn\w*)\s*\(\s*[\[\"'`]")
+_PLAIN_WRAPPERS = frozenset({"nohup", "setsid", "builtin", "caffeinate", "chronic", "unbuffer"})
+
+
+@dataclass
+class _Word:
+    text: str  # the word with quoting removed; $( … ) and `…` kept as written
+    subs: list[str]  # the command strings of its command/process substitutions
+
+
+@dataclass
+class _Command:
+    words: list[_Word]
+    stdin: list[str]  # heredoc bodies and here-strings fed to it: a script when the command is a shell
+
+
+def invokes_cli(command: str, cli: str = "codegraph") -> bool:
+    """True when the Bash ``command`` runs ``cli`` in some command position (not just names it)."""
+    if not cli or cli not in command:
+        return False
+    return _script_runs(command, cli, 0)
+
+
+def _script_runs(script: str, cli: str, depth: int) -> bool:
+    if depth > _MAX_DEPTH:
+        return False
+    variables: dict[str, _Word] = {}
+    commands, subs = _lex(script)
+    for command in commands:
+        if _command_runs(command, cli, depth, variables):
+            return True
+    return any(_script_runs(sub, cli, depth + 1) for sub in subs)
+
+
+def _command_runs(command: _Command, cli: str, depth: int, variables: dict[str, _Word]) -> bool:
+    """One simple command: skip keywords, assignments and wrappers, then judge the command word."""
+    words = command.words
+    if all(_ASSIGN_RE.match(w.text) for w in words):  # `CG=$(which codegraph)` alone sets a variable
+        for word in words:
+            name, _, value = word.text.partition("=")
+            variables[name.rstrip("+")] = _Word(value, word.subs)
+        return False
+    i = 0
+    while i < len(words) and (words[i].text in _SKIP_WORDS or _ASSIGN_RE.match(words[i].text)):
+        i += 1
+    if i < len(words) and words[i].text in ("export", "readonly") and len(words) > i + 1:
+        for word in words[i + 1 :]:
+            if _ASSIGN_RE.match(word.text):
+                name, _, value = word.text.partition("=")
+                variables[name] = _Word(value, word.subs)
+        return False
+    if i < len(words) and words[i].text == "function":
+        i += 2
+    return _runs_from(words[i:], cli, depth, variables, command.stdin)
+
+
+def _runs_from(
+    words: list[_Word], cli: str, depth: int, variables: dict[str, _Word], stdin: Sequence[str] = ()
+) -> bool:
+    while words:
+        head = _expand(words[0], variables)
+        name = _basename(head.text)
+        rest = words[1:]
+        if name in _NOT_COMMANDS or head.text in _SKIP_WORDS:
+            return name not in _NOT_COMMANDS and _runs_from(rest, cli, depth, variables, stdin)
+        if _is_cli_word(head, cli):
+            return True
+        if name in _PLAIN_WRAPPERS:
+            words = rest
+        elif name == "command":
+            if any(w.text.startswith("-") and ("v" in w.text or "V" in w.text) for w in _leading_options(rest)):
+                return False  # `command -v codegraph` only looks it up
+            words = rest[len(_leading_options(rest)) :]
+        elif name == "env":
+            words, split_string = _skip_env(rest)
+            if split_string is not None:
+                return _script_runs(split_string, cli, depth + 1)
+        elif name == "timeout":
+            words = _skip_options(rest, _VALUE_OPTS["timeout"])[1:]  # then the duration
+        elif name in ("sudo", "doas", "nice", "ionice", "stdbuf", "exec", "xargs", "time"):
+            words = _skip_options(rest, _VALUE_OPTS[name])
+        elif name == "watch":
+            return _script_runs(" ".join(w.text for w in _skip_options(rest, _VALUE_OPTS["watch"])), cli, depth + 1)
+        elif name == "eval":
+            return _script_runs(" ".join(w.text for w in rest), cli, depth + 1)
+        elif name in _SHELLS:
+            return _shell_runs(rest, cli, depth, stdin)
+        elif name in _NODES and not (name == "bun" and rest and rest[0].text == "x"):
+            return _node_runs(rest, cli, name)
+        elif name in ("npx", "bunx", "pnpx") or (rest and rest[0].text in _RUNNER_VERBS.get(name, ())):
+            args = rest if name in ("npx", "bunx", "pnpx") else rest[1:]
+            return _runner_runs(args, cli, depth)
+        elif name == "find":
+            return _find_exec_runs(rest, cli, depth, variables)
+        else:
+            return False
+    return False
+
+
+def _is_cli_word(word: _Word, cli: str) -> bool:
+    """The command word names the CLI by any path, or is computed from a lookup of it (``$(which cli)``)."""
+    if any(cli in sub for sub in word.subs) and word.text.startswith(("$(", "`")):
+        return True
+    return _names_cli_path(word.text, cli, any_folder=False)
+
+
+def _names_cli_path(path: str, cli: str, any_folder: bool) -> bool:
+    """``…/codegraph``, ``codegraph.js``; with ``any_folder``, also a file inside a ``codegraph`` folder."""
+    parts = [p for p in path.split("/") if p]
+    if not parts:
+        return False
+    if any(parts[-1] == cli + suffix for suffix in _EXEC_SUFFIXES):
+        return True
+    folders = parts[:-1]
+    if any_folder:
+        return cli in folders
+    # A package's own bin script run directly: node_modules/[@scope/]codegraph/…
+    return "node_modules" in folders and cli in folders[folders.index("node_modules") :]
+
+
+def _expand(word: _Word, variables: dict[str, _Word]) -> _Word:
+    match = _VAR_RE.match(word.text)
+    if match:
+        value = variables.get(match.group(1) or match.group(2))
+        if value is not None:
+            return _Word(value.text + word.text[match.end() :], value.subs + word.subs)
+    return word
+
+
+def _basename(text: str) -> str:
+    return text.rstrip("/").rsplit("/", 1)[-1]
+
+
+def _leading_options(words: list[_Word]) -> list[_Word]:
+    count = 0
+    while count < len(words) and words[count].text.startswith("-") and words[count].text != "-":
+        count += 1
+        if words[count - 1].text == "--":
+            break
+    return words[:count]
+
+
+def _skip_options(words: list[_Word], with_value: set[str]) -> list[_Word]:
+    """Drop leading options (and the values of those that take one) up to the first operand."""
+    i = 0
+    while i < len(words):
+        text = words[i].text
+        if text == "--":
+            return words[i + 1 :]
+        if not text.startswith("-") or text == "-":
+            break
+        i += 2 if text in with_value else 1
+    return words[i:]
+
+
+def _skip_env(words: list[_Word]) -> tuple[list[_Word], str | None]:
+    i = 0
+    while i < len(words):
+        text = words[i].text
+        if text in ("-S", "--split-string") and i + 1 < len(words):
+            return [], " ".join(w.text for w in words[i + 1 :])
+        if text.startswith("--split-string="):
+            return [], " ".join([text.partition("=")[2]] + [w.text for w in words[i + 1 :]])
+        if text == "--":
+            i += 1
+            break
+        if text in _VALUE_OPTS["env"]:
+            i += 2
+        elif (text.startswith("-") and text != "-") or _ASSIGN_RE.match(text):
+            i += 1
+        else:
+            break
+    return words[i:], None
+
+
+def _shell_runs(words: list[_Word], cli: str, depth: int, stdin: Sequence[str]) -> bool:
+    """``bash -c 'script'`` runs the script, ``sh path/to/codegraph`` that file, a bare ``bash <<EOF`` its stdin."""
+    i = 0
+    inline = False
+    while i < len(words) and words[i].text.startswith(("-", "+")) and words[i].text not in ("-", "--"):
+        text = words[i].text
+        if text in ("-o", "+o", "-O", "+O", "--rcfile", "--init-file"):
+            i += 1
+        elif not text.startswith("--") and "c" in text:
+            inline = True
+        i += 1
+    if i < len(words) and words[i].text == "--":
+        i += 1
+    if i >= len(words) or words[i].text == "-s":
+        return any(_script_runs(script, cli, depth + 1) for script in stdin)
+    if inline:
+        return _script_runs(words[i].text, cli, depth + 1)
+    return _names_cli_path(words[i].text, cli, any_folder=False)
+
+
+def _node_runs(words: list[_Word], cli: str, runtime: str) -> bool:
+    """node's script is the CLI when it is named like it or lives in a folder of that name."""
+    if runtime in ("deno", "bun") and words and words[0].text == "run":
+        words = words[1:]
+    i = 0
+    while i < len(words) and words[i].text.startswith("-") and words[i].text not in ("-", "--"):
+        if words[i].text in ("-e", "--eval", "-p", "--print") and i + 1 < len(words):
+            code = words[i + 1].text
+            return cli in code and bool(_EVAL_CALL_RE.search(code))
+        i += 2 if words[i].text in _VALUE_OPTS["node"] else 1
+    i += i < len(words) and words[i].text == "--"
+    if i >= len(words):
+        return False
+    script = words[i]
+    return _names_cli_path(script.text, cli, any_folder=True) or any(cli in sub for sub in script.subs)
+
+
+def _runner_runs(words: list[_Word], cli: str, depth: int) -> bool:
+    """npx / pnpm dlx / bunx / npm exec: the package (``-p``) or the first operand is the CLI's package."""
+    i = 0
+    while i < len(words):
+        text = words[i].text
+        value = None
+        if text in ("-p", "--package", "-c", "--call") and i + 1 < len(words):
+            value = words[i + 1].text
+            i += 2
+        elif text.startswith(("--package=", "--call=")):
+            value = text.partition("=")[2]
+            i += 1
+        elif text == "--":
+            i += 1
+            break
+        elif text.startswith("-"):
+            i += 1
+            continue
+        else:
+            break
+        if text in ("-c", "--call") or text.startswith("--call="):
+            if _script_runs(value, cli, depth + 1):
+                return True
+        elif _package_name(value) == cli:
+            return True
+    return i < len(words) and (_package_name(words[i].text) == cli or _names_cli_path(words[i].text, cli, False))
+
+
+def _package_name(spec: str) -> str:
+    """``@scope/name@1.2`` → ``name``; ``name@latest`` → ``name``."""
+    if spec.startswith("@"):
+        spec = spec.split("/", 1)[1] if "/" in spec else spec
+    return spec.split("@", 1)[0]
+
+
+def _find_exec_runs(words: list[_Word], cli: str, depth: int, variables: dict[str, _Word]) -> bool:
+    for i, word in enumerate(words):
+        if word.text in ("-exec", "-execdir", "-ok", "-okdir"):
+            action = []
+            for later in words[i + 1 :]:
+                if later.text in (";", "+"):
+                    break
+                action.append(later)
+            if _runs_from(action, cli, depth, variables):
+                return True
+    return False
+
+
+def _lex(script: str) -> tuple[list[_Command], list[str]]:
+    """Split a shell script into simple commands, plus every substitution's command string.
+
+    Quote-aware (single, double, backslash), with operators, redirections (their target is not a
+    word of the command), comments and heredocs (their body is the command's stdin, not commands).
+    Malformed input (unbalanced quotes or parentheses) reads to the end instead of failing.
+    """
+    commands: list[_Command] = []
+    subs: list[str] = []
+    current = _Command([], [])
+    text: list[str] = []
+    word_subs: list[str] = []
+    in_word = False
+    target: str | None = None  # what the next word is: a redirect "target", a "heredoc" delimiter, a "herestring"
+    heredoc_strip = False
+    heredocs: list[tuple[str, bool, list[str]]] = []  # (delimiter, strip tabs, the stdin list to fill)
+    i, n = 0, len(script)
+
+    def end_word() -> None:
+        nonlocal text, word_subs, in_word, target
+        if in_word:
+            word = _Word("".join(text), word_subs)
+            subs.extend(word_subs)
+            if target == "heredoc":
+                heredocs.append((word.text, heredoc_strip, current.stdin))
+            elif target == "herestring":
+                current.stdin.append(word.text)
+            elif target is None:
+                current.words.append(word)
+            target = None
+        text, word_subs, in_word = [], [], False
+
+    def end_command() -> None:
+        nonlocal current, target
+        end_word()
+        if current.words:
+            commands.append(current)
+        current, target = _Command([], []), None
+
+    while i < n:
+        ch = script[i]
+        if ch == "\\" and i + 1 < n:
+            if script[i + 1] != "\n":
+                text.append(script[i + 1])
+                in_word = True
+            i += 2
+        elif ch == "'":
+            end = script.find("'", i + 1)
+            end = n if end < 0 else end
+            text.append(script[i + 1 : end])
+            in_word = True
+            i = end + 1
+        elif script.startswith(("$'", '$"'), i):  # ANSI-C and locale quoting: the quotes still quote
+            i += 1
+        elif ch == '"':
+            i = _double_quoted(script, i + 1, text, word_subs)
+            in_word = True
+        elif ch == "`":
+            end = _backtick_end(script, i + 1)
+            text.append(script[i : end + 1])
+            word_subs.append(script[i + 1 : end])
+            in_word = True
+            i = end + 1
+        elif script.startswith("$((", i):  # arithmetic, not a command
+            end = _paren_end(script, i + 2)
+            text.append(script[i : end + 1])
+            in_word = True
+            i = end + 1
+        elif script.startswith(("$(", "<(", ">("), i):
+            end = _paren_end(script, i + 2)
+            text.append(script[i : end + 1])
+            word_subs.append(script[i + 2 : end])
+            in_word = True
+            i = end + 1
+        elif script.startswith("${", i):
+            end = script.find("}", i)
+            end = n - 1 if end < 0 else end
+            text.append(script[i : end + 1])
+            in_word = True
+            i = end + 1
+        elif ch == "#" and not in_word:
+            end = script.find("\n", i)
+            i = n if end < 0 else end
+        elif ch == "\n":
+            end_command()
+            i += 1
+            for delimiter, strip, stdin in heredocs:
+                body_end, i_after = _heredoc_end(script, i, delimiter, strip)
+                stdin.append(script[i:body_end])
+                i = i_after
+            heredocs = []
+        elif ch in " \t\r":
+            end_word()
+            i += 1
+        elif ch in "<>" or script.startswith("&>", i):
+            if in_word and not "".join(text).isdigit():
+                end_word()
+            text, word_subs, in_word = [], [], False  # a leading fd number belongs to the redirection
+            op = next(r for r in _REDIRECTS if script.startswith(r, i))
+            i += len(op)
+            if op in ("<<", "<<-"):
+                target, heredoc_strip = "heredoc", op == "<<-"
+            else:
+                target = "herestring" if op == "<<<" else "target"
+        elif any(script.startswith(op, i) for op in _OPERATORS):
+            op = next(o for o in _OPERATORS if script.startswith(o, i))
+            end_command()
+            i += len(op)
+        else:
+            text.append(ch)
+            in_word = True
+            i += 1
+    end_command()
+    return commands, subs
+
+
+def _double_quoted(script: str, i: int, text: list[str], subs: list[str]) -> int:
+    """Read a double-quoted string from ``i``; substitutions inside still run. Returns the index after it."""
+    n = len(script)
+    while i < n:
+        ch = script[i]
+        if ch == '"':
+            return i + 1
+        if ch == "\\" and i + 1 < n:
+            text.append(script[i + 1] if script[i + 1] in '"\\$`' else script[i : i + 2])
+            i += 2
+        elif ch == "`":
+            end = _backtick_end(script, i + 1)
+            text.append(script[i : end + 1])
+            subs.append(script[i + 1 : end])
+            i = end + 1
+        elif script.startswith("$(", i) and not script.startswith("$((", i):
+            end = _paren_end(script, i + 2)
+            text.append(script[i : end + 1])
+            subs.append(script[i + 2 : end])
+            i = end + 1
+        else:
+            text.append(ch)
+            i += 1
+    return n
+
+
+def _backtick_end(script: str, i: int) -> int:
+    while i < len(script):
+        if script[i] == "\\":
+            i += 2
+            continue
+        if script[i] == "`":
+            return i
+        i += 1
+    return len(script)
+
+
+def _paren_end(script: str, i: int) -> int:
+    """The index of the ``)`` closing a ``(`` opened just before ``i``, skipping quoted text."""
+    depth = 1
+    n = len(script)
+    while i < n:
+        ch = script[i]
+        if ch == "\\":
+            i += 2
+            continue
+        if ch == "'":
+            end = script.find("'", i + 1)
+            i = n if end < 0 else end + 1
+            continue
+        if ch == '"':
+            i = _double_quoted(script, i + 1, [], [])
+            continue
+        if ch == "(":
+            depth += 1
+        elif ch == ")":
+            depth -= 1
+            if depth == 0:
+                return i
+        i += 1
+    return n
+
+
+def _heredoc_end(script: str, i: int, delimiter: str, strip_tabs: bool) -> tuple[int, int]:
+    """Where a heredoc body starting at ``i`` ends, and the index after its delimiter line."""
+    n = len(script)
+    while i < n:
+        end = script.find("\n", i)
+        end = n if end < 0 else end
+        line = script[i:end]
+        if (line.lstrip("\t") if strip_tabs else line) == delimiter:
+            return i, end + 1
+        i = end + 1
+    return n, n

@@ -1,0 +1,68 @@
+"""Scoring throughput against bare JSON decoding of the same lines.
+
+    python bench/score_bench.py [FILE_OR_DIR …]      # default: ../shared/transcripts
+
+Prints MB/s for scoring (read + every metric) and for bare ``json.loads`` of the same lines, and their
+ratio. Goal: scoring costs at most 1.5× bare decoding.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import time
+from pathlib import Path
+
+from pytest_agent_eval.score import score
+from pytest_agent_eval.transcript import Session
+
+DEFAULT = Path(__file__).resolve().parents[2] / "shared" / "transcripts"
+SUFFIXES = (".jsonl", ".txt", ".ndjson")
+
+
+def transcripts(args: list[str]) -> list[Path]:
+    roots = [Path(a) for a in args] or [DEFAULT]
+    files = []
+    for root in roots:
+        files += sorted(p for p in root.rglob("*") if p.suffix in SUFFIXES) if root.is_dir() else [root]
+    return files
+
+
+def best_of(repeats: int, work) -> float:
+    times = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        work()
+        times.append(time.perf_counter() - start)
+    return min(times)
+
+
+def main() -> int:
+    files = transcripts(sys.argv[1:])
+    texts = [p.read_text(encoding="utf-8", errors="replace") for p in files]
+    megabytes = sum(len(t.encode()) for t in texts) / 1e6
+
+    def decode() -> None:
+        for text in texts:
+            for line in text.splitlines():
+                if line.strip():
+                    try:
+                        json.loads(line)
+                    except ValueError:
+                        pass
+
+    def scoring() -> None:
+        for text in texts:
+            score(Session.from_lines(text.splitlines()))
+
+    bare = best_of(5, decode)
+    scored = best_of(5, scoring)
+    print(f"{len(files)} transcripts, {megabytes:.2f} MB")
+    print(f"bare json.loads   {megabytes / bare:8.1f} MB/s")
+    print(f"scoring           {megabytes / scored:8.1f} MB/s")
+    print(f"ratio             {scored / bare:8.2f}x   (goal <= 1.50x)")
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

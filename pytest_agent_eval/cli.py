@@ -1,0 +1,155 @@
+"""``agent-eval``: score transcripts that already exist, without pytest.
+
+    agent-eval score run-with-1.jsonl                 # later segments (.t2.jsonl, …) are found
+    agent-eval score run.jsonl run.t2.jsonl --json     # segments given in order
+    agent-eval score --session ~/.claude/projects/-tmp-express/
+    agent-eval rescore agent-eval-out/20260801-101500-3fa9c2/   # a campaign or a folder of run-*.jsonl
+    agent-eval compare BASELINE CURRENT --compare-fail "allocation:-5pt,residual:+20%"
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from pathlib import Path
+
+from pytest_agent_eval.report.compare import compare, parse_compare_fail, render_comparison
+from pytest_agent_eval.report.store import StoreError, load_records
+from pytest_agent_eval.rescore import render_rescore, rescore
+from pytest_agent_eval.score import DEFAULT_WINDOW, score
+from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
+from pytest_agent_eval.transcript import Session, TranscriptError, segment_files
+
+
+def _positive_int(text: str) -> int:
+    try:
+        value = int(text.replace("_", "").replace(",", ""))
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a whole number: {text!r}") from None
+    if value <= 0:
+        raise argparse.ArgumentTypeError(f"must be positive: {text!r}")
+    return value
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(prog="agent-eval", description=__doc__.split("\n\n")[0])
+    commands = parser.add_subparsers(dest="command", required=True)
+    cmd = commands.add_parser("score", help="score one session's transcript")
+    cmd.add_argument("files", nargs="*", metavar="FILE",
+                     help="stream-json segment files of one session, in order (a single file brings its .tN segments)")
+    cmd.add_argument("--session", metavar="FILE_OR_DIR",
+                     help="an interactive session file, or its project folder (newest session)")
+    cmd.add_argument("--brief", action="store_true", help="one line per metric")
+    cmd.add_argument("--envelope", action="store_true", help="also print how each explore response was divided")
+    cmd.add_argument("--answer", action="append", default=[], metavar="GLOB",
+                     help="hand-specified answer files: score allocation against these instead of citations")
+    cmd.add_argument("--window", type=_positive_int, default=DEFAULT_WINDOW, metavar="N",
+                     help="context window in tokens (default 200,000)")
+    cmd.add_argument("--json", action="store_true", help="print one JSON object instead of the text blocks")
+    cmd.add_argument("--tool", default=CODEGRAPH.name, help="retrieval tool's MCP server name (default codegraph)")
+    cmd.add_argument("--explore-tool", default=None, help="its explore tool (default <tool>_explore)")
+    cmd.add_argument("--cli-name", default=None, help="its CLI executable (default <tool>)")
+
+    cmd = commands.add_parser("rescore", help="score a campaign's or an old folder's transcripts with today's metrics")
+    cmd.add_argument(
+        "folder",
+        metavar="CAMPAIGN_OR_FOLDER",
+        help="a campaign folder, or a folder of run-<label>.jsonl (+ .tN.jsonl) segment files",
+    )
+    cmd.add_argument("--json", action="store_true", help="print the item records as JSON instead of the table")
+    cmd.add_argument("--out", metavar="FILE", help='also write the records as JSON ({"items": [...]}) to FILE')
+    cmd.add_argument(
+        "--window",
+        type=_positive_int,
+        default=DEFAULT_WINDOW,
+        metavar="N",
+        help="context window in tokens (default 200,000)",
+    )
+    cmd.add_argument("--tool", default=CODEGRAPH.name, help="retrieval tool's MCP server name (default codegraph)")
+
+    cmd = commands.add_parser("compare", help="compare two campaigns (or JSON files of item records)")
+    cmd.add_argument("baseline", metavar="BASELINE", help="campaign folder, items.jsonl or summary.json")
+    cmd.add_argument("current", metavar="CURRENT", help="campaign folder, items.jsonl or summary.json")
+    cmd.add_argument(
+        "--compare-fail",
+        metavar="RULES",
+        default=None,
+        help="fail (exit 1) when a metric regresses, e.g. allocation:-5pt,sufficient:-10pt,residual:+20%%",
+    )
+    return parser
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    if args.command == "rescore":
+        return _rescore(args)
+    if args.command == "compare":
+        return _compare(args)
+    if bool(args.files) == bool(args.session):
+        parser.error("score takes FILE… or --session FILE_OR_DIR (one of the two)")
+    tool = RetrievalTool(args.tool, args.explore_tool or f"{args.tool}_explore", args.cli_name or args.tool)
+    try:
+        if args.session:
+            session = Session.from_session_file(args.session)
+        else:
+            files = segment_files(args.files[0]) if len(args.files) == 1 else args.files
+            session = Session.from_files(files)
+    except TranscriptError as exc:
+        print(f"agent-eval: error: {exc}", file=sys.stderr)
+        return 2
+    card = score(session, tool, args.window, args.answer)
+    if args.json:
+        json.dump(card.to_dict(), sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(card.render(brief=args.brief, envelope=args.envelope))
+    return 0
+
+
+def _rescore(args: argparse.Namespace) -> int:
+    folder = Path(args.folder)
+    if not folder.exists():
+        print(f"agent-eval: error: {folder}: no such file or folder", file=sys.stderr)
+        return 2
+    tool = RetrievalTool(args.tool, f"{args.tool}_explore", args.tool)
+    try:
+        records = rescore(folder, tool, args.window)
+    except StoreError as exc:
+        print(f"agent-eval: error: {exc}", file=sys.stderr)
+        return 2
+    if not records:
+        print(f"agent-eval: error: {folder}: no run-*.jsonl transcripts and no campaign items", file=sys.stderr)
+        return 2
+    if args.out:
+        Path(args.out).write_text(json.dumps({"items": records}, indent=2) + "\n", encoding="utf-8")
+    if args.json:
+        json.dump(records, sys.stdout, indent=2)
+        sys.stdout.write("\n")
+    else:
+        sys.stdout.write(render_rescore(records))
+    return 0
+
+
+def _compare(args: argparse.Namespace) -> int:
+    try:
+        rules = parse_compare_fail(args.compare_fail) if args.compare_fail is not None else []
+    except ValueError as exc:
+        print(f"agent-eval: error: {exc}", file=sys.stderr)
+        return 2
+    sides = []
+    for path in (args.baseline, args.current):
+        try:
+            sides.append(load_records(path))
+        except StoreError as exc:
+            print(f"agent-eval: error: {exc}", file=sys.stderr)
+            return 2
+    rows = compare(sides[0], sides[1], rules)
+    print(render_comparison(rows))
+    return 1 if any(row.failed for row in rows) else 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
