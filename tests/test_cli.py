@@ -1,0 +1,156 @@
+"""`agent-eval score` over transcripts on disk: the blocks, the JSON, segments, sessions and errors."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from synth import Transcript, explore_response
+
+from pytest_agent_eval.cli import main
+
+EXPLORE = "mcp__codegraph__codegraph_explore"
+
+
+def two_turn_run(folder: Path) -> Path:
+    """run-with-1.jsonl + run-with-1.t2.jsonl: one session, resumed once."""
+    first = Transcript()
+    first.init(tools=["Read", EXPLORE])
+    call = first.call(EXPLORE, query="res.send Content-Type")
+    first.reply(
+        call,
+        explore_response(
+            {"lib/response.js": "x = 1\n" * 300, "lib/express.js": "y = 2\n" * 100}, {"lib/response.js": "send(method)"}
+        ),
+    )
+    first.say("`send` in lib/response.js decides it.")
+    first.result("`send` in lib/response.js decides it.")
+    second = Transcript()
+    second.ctx = first.ctx
+    read = second.call("Read", file_path="/tmp/t/lib/express.js")
+    second.reply(read, "     1→y = 2\n" * 100)
+    second.say("lib/express.js wires it.")
+    second.result("lib/express.js wires it.")
+    first.write(folder / "run-with-1.jsonl")
+    second.write(folder / "run-with-1.t2.jsonl")
+    return folder / "run-with-1.jsonl"
+
+
+def test_json_has_every_documented_key(tmp_path, capsys):
+    first = two_turn_run(tmp_path)
+    assert main(["score", str(first), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    occ = data["occupancy"]
+    for key in (
+        "ctx_final",
+        "ctx_base",
+        "chars_per_token",
+        "calibrated",
+        "dispersion",
+        "residual",
+        "contributed",
+        "evicted",
+        "compactions",
+        "turns",
+    ):
+        assert key in occ
+    assert set(occ["residual"]) == {"codegraph", "read", "search", "bash", "other"}
+    assert set(data["sufficiency"]["counts"]) == {
+        "explore_again",
+        "read_returned",
+        "read_missed",
+        "search",
+        "sufficient",
+    }
+    assert {"query", "files", "bucket", "reaction"} <= set(data["sufficiency"]["calls"][0])
+    for key in ("efficiency", "path_efficiency", "used_chars", "envelope_chars", "files", "calls"):
+        assert key in data["allocation"]
+    assert {"path", "chars", "via", "symbol"} <= set(data["allocation"]["files"][0])
+    for key in ("cli_calls", "cli_returned_output", "cold_start_race", "exposed_tools"):
+        assert key in data["contamination"]
+    assert data["tool_counts"] == {EXPLORE: 1, "Read": 1}
+    assert data["parse"] == {"events": 9, "bad_lines": 0}
+    # both segments were found from the first file, and both answers pooled
+    assert len(data["files"]) == 2
+    assert data["allocation"]["efficiency"] == 1.0
+    # the explore's verdict is the final answer of turn 1, not turn 2's Read
+    assert data["sufficiency"]["counts"]["sufficient"] == 1
+
+
+def test_segments_given_explicitly_are_read_in_order(tmp_path, capsys):
+    first = two_turn_run(tmp_path)
+    assert main(["score", str(first), "--json"]) == 0
+    found = json.loads(capsys.readouterr().out)
+    assert main(["score", str(first), str(tmp_path / "run-with-1.t2.jsonl"), "--json"]) == 0
+    explicit = json.loads(capsys.readouterr().out)
+    assert explicit["occupancy"] == found["occupancy"]
+    assert main(["score", str(tmp_path / "run-with-1.t2.jsonl"), "--json"]) == 0
+    alone = json.loads(capsys.readouterr().out)
+    assert alone["tool_counts"] == {"Read": 1}
+
+
+def test_text_blocks(tmp_path, capsys):
+    assert main(["score", str(two_turn_run(tmp_path))]) == 0
+    out = capsys.readouterr().out
+    assert "Residual context occupancy at end of run:" in out
+    assert "Explore sufficiency — what the agent did NEXT (1 answered call):" in out
+    assert "Explore allocation — share of returned bytes the answer used (1 call, 2 files):" in out
+    assert "Contamination" in out
+    assert "VERDICT: codegraph_explore used 1x | Read 1 | Grep/Bash 0" in out
+
+
+def test_brief_envelope_answer_and_window(tmp_path, capsys):
+    first = str(two_turn_run(tmp_path))
+    assert main(["score", first, "--brief"]) == 0
+    brief = capsys.readouterr().out
+    assert "allocation: efficiency 100.0%" in brief
+    assert "Residual context occupancy" not in brief
+    assert main(["score", first, "--answer", "lib/express.js", "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    used = {f["path"] for f in data["allocation"]["files"] if f["via"]}
+    assert used == {"lib/express.js"}
+    assert main(["score", first, "--window", "100000", "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["occupancy"]["window"] == 100_000
+    assert main(["score", first, "--envelope"]) == 0
+    assert "lib/express.js" in capsys.readouterr().out
+
+
+def test_interactive_session_folder(tmp_path, capsys):
+    project = tmp_path / "projects" / "-tmp-express"
+    project.mkdir(parents=True)
+    t = Transcript()
+    grep = t.call("Grep", pattern="etag")
+    t.reply(grep, "lib/utils.js")
+    t.say("See lib/utils.js.")
+    t.write(project / "0b7c.jsonl")
+    assert main(["score", "--session", str(project), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["tool_counts"] == {"Grep": 1}
+
+
+@pytest.mark.parametrize(
+    "name, content, message",
+    [
+        ("missing.jsonl", None, "missing.jsonl: no such file"),
+        ("notes.md", "# just prose\n", "notes.md: not a Claude Code transcript"),
+        ("array.jsonl", "[1, 2]\n", "array.jsonl: not a Claude Code transcript"),
+    ],
+)
+def test_bad_files_are_one_line_errors_with_exit_2(tmp_path, capsys, name, content, message):
+    path = tmp_path / name
+    if content is not None:
+        path.write_text(content)
+    assert main(["score", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert message in err
+    assert err.count("\n") == 1
+
+
+def test_usage_errors(capsys):
+    with pytest.raises(SystemExit) as exc:
+        main(["score"])
+    assert exc.value.code == 2
+    with pytest.raises(SystemExit):
+        main(["score", "x.jsonl", "--window", "lots"])
+    assert "--window" in capsys.readouterr().err
