@@ -1,0 +1,47 @@
+"""A stand-in for the Messages API behind the same HTTP boundary as the real one.
+
+``serve(make_backend("scripted"))`` gives a URL for ``ANTHROPIC_BASE_URL``; nothing else in the
+house needs to know whether the model is real.
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from .anthropic import AnthropicBackend, is_real_key
+from .cassette import CassetteBackend
+from .scripted import ScriptedBackend
+from .server import Backend, Faults, Hit, Passthrough, RunningServer, serve
+from .sse import Reply
+
+BACKENDS = ("scripted", "cassette", "anthropic", "auto")
+
+
+def make_backend(name: str, **opts: Any) -> Backend:
+    """A backend by name; ``auto`` is the real API when ANTHROPIC_API_KEY holds a real key, else scripted."""
+    if name == "auto":
+        name = "anthropic" if is_real_key(os.environ.get("ANTHROPIC_API_KEY")) else "scripted"
+    if name == "scripted":
+        return ScriptedBackend(**opts)
+    if name == "cassette":
+        return CassetteBackend(**opts)
+    if name == "anthropic":
+        return AnthropicBackend(**opts)
+    raise ValueError(f"unknown model backend {name!r}; expected one of {BACKENDS}")
+
+
+__all__ = [
+    "BACKENDS",
+    "AnthropicBackend",
+    "Backend",
+    "CassetteBackend",
+    "Faults",
+    "Hit",
+    "Passthrough",
+    "Reply",
+    "RunningServer",
+    "ScriptedBackend",
+    "make_backend",
+    "serve",
+]

@@ -1,0 +1,62 @@
+"""Replay a recorded run: the model's turns come from a stream-json transcript, the tools run for real.
+
+The N-th request of a thread gets the N-th recorded assistant message of that thread, where N is
+counted from the request itself (assistant messages already in its conversation), so a retried
+request gets the same answer and ``--resume`` continues where the recording did. A subagent's
+requests are recognised by their first user message: the ``prompt`` of the recorded Agent/Task call
+that spawned it. Tool-use ids are kept as recorded, so the CLI's results pair up with them.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from pathlib import Path
+from typing import Any
+
+from ..transcript import DELEGATION_TOOLS, MAIN, Session
+from .scripted import user_question
+from .sse import Reply, tool_use
+
+_REPLAYABLE_BLOCKS = frozenset({"text", "thinking"})
+
+
+class CassetteBackend:
+    def __init__(self, paths: str | Path | Iterable[str | Path]) -> None:
+        self.paths = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
+        session = Session.from_files(self.paths)
+        self.turns: dict[str, list[Reply]] = {}
+        for message in session.messages(thread=None):
+            # A message the CLI synthesised (rate limit, API error) never came from the model.
+            if message.error:
+                continue
+            blocks = [dict(b) for b in message.blocks if b.get("type") in _REPLAYABLE_BLOCKS]
+            blocks += [tool_use(call.name, call.input, call.id) for call in message.calls]
+            if blocks:
+                self.turns.setdefault(message.thread, []).append(Reply(blocks))
+        self.prompts = {
+            str(call.input["prompt"]).strip(): call.id
+            for call in session.calls
+            if call.name in DELEGATION_TOOLS and isinstance(call.input.get("prompt"), str)
+        }
+
+    def describe(self) -> str:
+        count = sum(len(turns) for turns in self.turns.values())
+        return (
+            f"cassette replay of {count} recorded turns from {', '.join(p.name for p in self.paths)} — its figures "
+            "measure the pipeline and the tool's responses, not a model"
+        )
+
+    def thread_of(self, request: dict[str, Any]) -> str:
+        for message in request.get("messages") or []:
+            question = user_question(message) if isinstance(message, dict) else None
+            if question is not None:
+                return self.prompts.get(question, MAIN)
+        return MAIN
+
+    def respond(self, request: dict[str, Any], headers: Mapping[str, str] | None = None) -> Reply:
+        thread = self.thread_of(request)
+        done = sum(1 for m in request.get("messages") or [] if isinstance(m, dict) and m.get("role") == "assistant")
+        recorded = self.turns.get(thread, [])
+        if done < len(recorded):
+            return recorded[done]
+        return Reply.text(f"(cassette exhausted: thread {thread} has {len(recorded)} recorded turns)")

@@ -1,0 +1,316 @@
+"""A deterministic policy agent: the stand-in model that makes the whole pipeline run without an API.
+
+It decides from the request alone (tools offered + conversation), so retries and ``--resume``
+need no server-side state. Per user question:
+
+* **with-arm** (a ``*codegraph_explore`` tool is offered): explore with the question; if the
+  response was trimmed, follow up once (Read the first trimmed file, or explore again with the
+  elided names); then answer citing the section paths and the ``name`` symbols of their headers.
+* **without-arm**: Grep a keyword of the question, Read the top file(s), try the codegraph CLI
+  once through Bash (so the contamination check sees an attempt), then answer citing what it read.
+* **subagent** requests (Agent/Task; the CLI marks their system prompt ``cc_is_subagent=true``):
+  one Grep, then a text summary of the files found. With ``delegate=True`` the main agent first
+  hands each question to such a subagent, so the subagent path runs too.
+
+Its figures measure the harness and the retrieval tool's responses, never a model's judgment.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from pathlib import PurePosixPath
+from typing import Any
+
+from ..metrics.explore import file_sections
+from ..transcript import DELEGATION_TOOLS
+from .sse import Reply, tool_use
+
+FOLLOW_UPS = ("read", "explore", "none")
+# After this many tool calls for one question the agent answers with what it has.
+MAX_STEPS = 8
+
+_REMINDER_RE = re.compile(r"<system-reminder>.*?</system-reminder>", re.S)
+_LOCAL_TAG_RE = re.compile(r"<(local-command-\w+|command-\w+)>.*?</\1>", re.S)
+_CWD_RE = re.compile(r"(?:Primary working directory|Working directory):\s*(\S+)")
+_SUBAGENT_RE = re.compile(r"cc_is_subagent=true|You are a file search specialist|You are an agent for Claude Code")
+_GAP_LINE_RE = re.compile(r"^\.\.\. \(gap: (.*)\) \.\.\.$", re.M)
+_GAP_NAME_RE = re.compile(r"([\w$.]+) \(([^():\s]+):\d+\)")
+_WORD_RE = re.compile(r"[A-Za-z_$][\w$]*(?:[.-][A-Za-z_$][\w$]*)*")
+_DEF_RES = (
+    re.compile(r"^\s*(?:async\s+)?function\s+([\w$]+)", re.M),
+    re.compile(r"^\s*([\w$]+(?:\.[\w$]+)+)\s*=\s*(?:async\s+)?function", re.M),
+    re.compile(r"^\s*(?:export\s+)?(?:async\s+)?(?:def|class|func|fn)\s+([\w$]+)", re.M),
+)
+_LINE_NUMBER_RE = re.compile(r"^\s*\d+(?:\t|→)", re.M)
+_NOT_SOURCE = frozenset({".md", ".txt", ".json", ".yml", ".yaml", ".lock", ".toml", ".cfg", ".ini", ".rst", ""})
+_STOPWORDS = frozenset(
+    "a an and are as at be by can does do for from how in into is it its of on or the this that to what when "
+    "where which who why with without does decide work works handle handles happen explain show".split()
+)
+
+
+# -- reading a request --------------------------------------------------------------------------
+def _text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    if isinstance(content, list):
+        return "\n".join(
+            _text_of(b.get("text") if b.get("type") == "text" else b.get("content"))
+            for b in content
+            if isinstance(b, dict)
+        )
+    return ""
+
+
+def _system_text(request: dict[str, Any]) -> str:
+    parts = [_text_of(request.get("system"))]
+    parts += [_text_of(m.get("content")) for m in request.get("messages") or [] if m.get("role") == "system"]
+    return "\n".join(parts)
+
+
+def user_question(message: dict[str, Any]) -> str | None:
+    """The text a person typed, or None for tool results and CLI-injected reminders."""
+    if message.get("role") != "user":
+        return None
+    content = message.get("content")
+    blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
+    texts = [b.get("text") or "" for b in blocks if isinstance(b, dict) and b.get("type") == "text"]
+    text = _LOCAL_TAG_RE.sub("", _REMINDER_RE.sub("", "\n".join(texts))).strip()
+    return text or None
+
+
+@dataclass
+class Step:
+    name: str
+    input: dict[str, Any]
+    result: str = ""
+    is_error: bool = False
+
+
+@dataclass
+class Turn:
+    """The conversation as the policy sees it: the current question and the calls made for it."""
+
+    question: str
+    steps: list[Step] = field(default_factory=list)
+    cwd: str = ""
+    tools: dict[str, dict[str, Any]] = field(default_factory=dict)
+    subagent: bool = False
+    delegated: list[Step] = field(default_factory=list)
+
+    @classmethod
+    def from_request(cls, request: dict[str, Any]) -> Turn:
+        messages = [m for m in request.get("messages") or [] if isinstance(m, dict)]
+        start, question = 0, ""
+        for i, message in enumerate(messages):
+            text = user_question(message)
+            if text is not None:
+                start, question = i, text
+        steps: dict[str, Step] = {}
+        for message in messages[start:]:
+            content = message.get("content")
+            for block in content if isinstance(content, list) else []:
+                if not isinstance(block, dict):
+                    continue
+                if block.get("type") == "tool_use":
+                    steps[block.get("id", "")] = Step(block.get("name", ""), block.get("input") or {})
+                elif block.get("type") == "tool_result" and block.get("tool_use_id") in steps:
+                    step = steps[block["tool_use_id"]]
+                    step.result, step.is_error = _text_of(block.get("content")), bool(block.get("is_error"))
+        system = _system_text(request)
+        cwd = _CWD_RE.search(system)
+        tools = {t["name"]: t for t in request.get("tools") or [] if isinstance(t, dict) and "name" in t}
+        own = [s for s in steps.values() if s.name not in DELEGATION_TOOLS]
+        delegated = [s for s in steps.values() if s.name in DELEGATION_TOOLS]
+        subagent = bool(_SUBAGENT_RE.search(system))
+        return cls(question, own, cwd.group(1) if cwd else "", tools, subagent, delegated)
+
+    def tool(self, suffix: str) -> str | None:
+        return next((name for name in self.tools if name == suffix or name.endswith(suffix)), None)
+
+    def absolute(self, path: str) -> str:
+        return path if path.startswith("/") or not self.cwd else str(PurePosixPath(self.cwd) / path)
+
+    def relative(self, path: str) -> str:
+        prefix = self.cwd.rstrip("/") + "/"
+        return path[len(prefix) :] if self.cwd and path.startswith(prefix) else path
+
+
+# -- small pieces of judgment -------------------------------------------------------------------
+def keywords(question: str) -> list[str]:
+    """Search terms, most code-like first: dotted/snake/camel identifiers, then the longest words."""
+    words = [w for w in dict.fromkeys(_WORD_RE.findall(question)) if w.lower() not in _STOPWORDS and len(w) > 2]
+
+    def rank(word: str) -> tuple[int, int]:
+        if "." in word or "_" in word or "$" in word or (word[0].islower() and word[1:] != word[1:].lower()):
+            kind = 0  # an identifier: res.send, max_age, sendFile
+        elif "-" in word or word[1:] != word[1:].lower():
+            kind = 1  # a term of art: Content-Type, ETag
+        else:
+            kind = 2
+        return (kind, -len(word))
+
+    return sorted(words, key=rank)
+
+
+def grep_files(result: str) -> list[str]:
+    """Paths from a Grep ``files_with_matches`` result (first line is ``Found N files``)."""
+    lines = [line.strip() for line in result.splitlines()]
+    return [line for line in lines if line and not line.startswith(("Found ", "No files")) and " " not in line]
+
+
+def defined_symbols(source: str, terms: list[str] = (), limit: int = 4) -> list[str]:
+    """Names defined in a Read result (its ``N\\t`` / ``N→`` line-number prefixes removed)."""
+    source = _LINE_NUMBER_RE.sub("", source)
+    names: list[str] = []
+    for pattern in _DEF_RES:
+        names += pattern.findall(source)
+    fragments = {f.lower() for term in terms for f in re.split(r"[.\-]", term) if len(f) > 2}
+    unique = list(dict.fromkeys(names))
+    unique.sort(key=lambda name: not any(f in name.lower() for f in fragments))  # stable: on-topic names first
+    return unique[:limit]
+
+
+def _read_order(path: str) -> tuple[bool, bool, str]:
+    """Code before docs/config, implementation before tests, then by path: Grep lists files by
+    modification time, which ties in a fresh copy and then comes out in varying order."""
+    is_test = bool(re.search(r"(^|/)(tests?|__tests__|spec)/|[._-](test|spec)\.", path))
+    return (PurePosixPath(path).suffix.lower() in _NOT_SOURCE, is_test, path)
+
+
+def _explore_input(schema_tool: dict[str, Any], query: str) -> dict[str, Any]:
+    """The explore tool's input: the query goes into its first required string property."""
+    schema = schema_tool.get("input_schema") or {}
+    props = schema.get("properties") or {}
+    names = [n for n in schema.get("required") or props if (props.get(n) or {}).get("type") == "string"]
+    return {(names[0] if names else "query"): query}
+
+
+def _delegation_input(schema_tool: dict[str, Any], question: str) -> dict[str, Any]:
+    """A foreground search subagent, with only the fields this CLI's Agent/Task schema knows."""
+    wanted = {"description": "Search the codebase", "prompt": question, "subagent_type": "Explore",
+              "run_in_background": False}  # fmt: skip
+    props = (schema_tool.get("input_schema") or {}).get("properties")
+    return {k: v for k, v in wanted.items() if not props or k in props}
+
+
+def _shell_quote(text: str) -> str:
+    return '"' + re.sub(r'(["\\$`])', r"\\\1", text) + '"'
+
+
+# -- the policy -----------------------------------------------------------------------------------
+@dataclass
+class ScriptedBackend:
+    """``follow_up``: what to do after a trimmed explore response (``read``, ``explore`` or ``none``);
+    ``reads``: how many grep hits the without-arm reads; ``thinking``: emit a thinking block per turn;
+    ``delegate``: hand each question to a foreground subagent first (Agent/Task), then go on as usual."""
+
+    follow_up: str = "read"
+    reads: int = 2
+    thinking: bool = False
+    delegate: bool = False
+
+    def __post_init__(self) -> None:
+        if self.follow_up not in FOLLOW_UPS:
+            raise ValueError(f"follow_up must be one of {FOLLOW_UPS}, not {self.follow_up!r}")
+
+    def describe(self) -> str:
+        return (
+            f"scripted policy agent (follow_up={self.follow_up}, reads={self.reads}) — its figures measure the "
+            "pipeline and the tool's responses, not a model"
+        )
+
+    def respond(self, request: dict[str, Any], headers: Mapping[str, str] | None = None) -> Reply:
+        turn = Turn.from_request(request)
+        if not turn.tools or not turn.question:
+            return Reply.text("OK.")
+        delegation = next((name for name in DELEGATION_TOOLS if name in turn.tools), None)
+        if turn.subagent:
+            blocks = self._subagent(turn)
+        elif self.delegate and delegation and not turn.delegated:
+            blocks = [tool_use(delegation, _delegation_input(turn.tools[delegation], turn.question))]
+        elif len(turn.steps) >= MAX_STEPS:
+            blocks = [self._answer(turn)]
+        elif turn.tool("codegraph_explore"):
+            blocks = self._with_arm(turn)
+        else:
+            blocks = self._without_arm(turn)
+        if self.thinking and blocks and blocks[0].get("type") == "tool_use":
+            plan = f"Next: {', '.join(b['name'] for b in blocks)} for: {turn.question[:200]}"
+            blocks = [{"type": "thinking", "thinking": plan, "signature": ""}, *blocks]
+        return Reply(blocks)
+
+    # each step function returns the next message's blocks
+    def _with_arm(self, turn: Turn) -> list[dict[str, Any]]:
+        explore = turn.tool("codegraph_explore")
+        assert explore is not None
+        explores = [s for s in turn.steps if s.name == explore]
+        if not explores:
+            return [tool_use(explore, _explore_input(turn.tools[explore], turn.question))]
+        if not any(file_sections(s.result) for s in explores):
+            return self._without_arm(turn, try_cli=False)  # nothing returned: fall back to search
+        if len(turn.steps) == 1 and self.follow_up != "none":
+            follow = self._follow_up(turn, explore, explores[0].result)
+            if follow:
+                return [follow]
+        return [self._answer(turn)]
+
+    def _follow_up(self, turn: Turn, explore: str, result: str) -> dict[str, Any] | None:
+        """After a trimmed response: Read the first trimmed file, or explore its elided names."""
+        trimmed = "trimmed" in result[result.rfind("\n> ") :] if "\n> " in result else False
+        gaps = [gap for line in _GAP_LINE_RE.findall(result) for gap in _GAP_NAME_RE.findall(line)]
+        if not (trimmed or gaps):
+            return None
+        if self.follow_up == "explore" and gaps:
+            names = list(dict.fromkeys(name for name, _ in gaps))[:4]
+            return tool_use(explore, _explore_input(turn.tools[explore], " ".join(names)))
+        sections = file_sections(result)
+        path = gaps[0][1] if gaps else (sections[0].path if sections else None)
+        if path is None or not turn.tool("Read"):
+            return None
+        return tool_use("Read", {"file_path": turn.absolute(path)})
+
+    def _without_arm(self, turn: Turn, try_cli: bool = True) -> list[dict[str, Any]]:
+        greps = [s for s in turn.steps if s.name == "Grep"]
+        reads = [s for s in turn.steps if s.name == "Read"]
+        hits = [f for s in greps for f in grep_files(s.result) if not s.is_error]
+        terms = keywords(turn.question)
+        if turn.tool("Grep") and not hits and len(greps) < min(3, len(terms)):
+            return [tool_use("Grep", {"pattern": re.escape(terms[len(greps)]), "-i": True})]
+        if turn.tool("Read") and hits and not reads:
+            ranked = sorted(set(hits), key=_read_order)[: self.reads]
+            return [tool_use("Read", {"file_path": turn.absolute(path)}) for path in ranked]
+        if try_cli and turn.tool("Bash") and not any(s.name == "Bash" for s in turn.steps):
+            command = f"codegraph explore {_shell_quote(turn.question)}"
+            return [tool_use("Bash", {"command": command, "description": "Ask codegraph about the question"})]
+        return [self._answer(turn)]
+
+    def _subagent(self, turn: Turn) -> list[dict[str, Any]]:
+        terms = keywords(turn.question)
+        if turn.tool("Grep") and terms and not turn.steps:
+            return [tool_use("Grep", {"pattern": re.escape(terms[0]), "-i": True})]
+        files = sorted({turn.relative(f) for s in turn.steps for f in grep_files(s.result)}, key=_read_order)
+        found = ", ".join(f"`{f}`" for f in files[:5]) or "no matching files"
+        return [{"type": "text", "text": f"Searched for {', '.join(terms[:1]) or 'the task'}: {found}."}]
+
+    def _answer(self, turn: Turn) -> dict[str, Any]:
+        """Cite every file seen with its symbols: section headers for explore, definitions for Read."""
+        cited: dict[str, list[str]] = {}
+        for step in turn.steps:
+            if step.is_error:
+                continue
+            if step.name.endswith("codegraph_explore"):
+                for section in file_sections(step.result):
+                    cited.setdefault(section.path, []).extend(name for name, _ in section.symbols[:3])
+            elif step.name == "Read" and step.input.get("file_path"):
+                path = turn.relative(str(step.input["file_path"]))
+                cited.setdefault(path, []).extend(defined_symbols(step.result, keywords(turn.question)))
+        if not cited:
+            return {"type": "text", "text": f"I could not find code answering: {turn.question}"}
+        lines = [f"Answer to: {turn.question}", ""]
+        for path, names in cited.items():
+            symbols = ", ".join(f"`{n}`" for n in dict.fromkeys(names))
+            lines.append(f"- `{path}`" + (f": {symbols}" if symbols else ""))
+        return {"type": "text", "text": "\n".join(lines)}

@@ -1,0 +1,318 @@
+"""A Messages-API server on loopback, so the real Claude Code CLI can talk to a stand-in model.
+
+The CLI only needs ``POST /v1/messages`` with ``stream: true``; the server also answers the
+non-streaming form, ``/v1/messages/count_tokens``, and GET/HEAD probes, so nothing the CLI might
+try fails for a reason that is not the model's. Faults (HTTP errors, a stream broken mid-message,
+a request left hanging) are injected by request number, to see what the client does with them.
+"""
+
+from __future__ import annotations
+
+import json
+import sys
+import threading
+import traceback
+from collections.abc import Iterator, Mapping
+from dataclasses import dataclass, field
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any, Protocol
+from urllib.parse import urlsplit
+
+from .sse import Reply, message_json, new_id, stream_events
+from .usage import UsageModel
+
+FAULT_KINDS = frozenset({"500", "529", "429", "break", "hang"})
+_ERROR_TYPES = {500: "api_error", 529: "overloaded_error", 429: "rate_limit_error"}
+
+
+@dataclass
+class Passthrough:
+    """A response produced elsewhere (the real API), relayed byte for byte."""
+
+    status: int
+    headers: dict[str, str]
+    body: Iterator[bytes]
+
+
+class Backend(Protocol):
+    def respond(self, request: dict[str, Any], headers: Mapping[str, str] | None = None) -> Reply | Passthrough:
+        """The reply to one message request; ``headers`` are the client's (a forwarding backend needs its betas)."""
+
+    def describe(self) -> str: ...
+
+
+@dataclass
+class Faults:
+    """Which ``POST /v1/messages`` requests (numbered from 1) misbehave, and how.
+
+    Kinds: ``"500"``, ``"529"``, ``"429"`` (an HTTP error with the API's JSON error body),
+    ``"break"`` (the SSE stream stops after the first text delta and the connection closes),
+    ``"hang"`` (no answer at all until the server stops). ``default`` applies to every request
+    not in ``plan`` — e.g. ``Faults(default="500")`` for an API that is down.
+    """
+
+    plan: dict[int, str] = field(default_factory=dict)
+    default: str | None = None
+
+    def __post_init__(self) -> None:
+        for kind in [*self.plan.values(), self.default]:
+            if kind is not None and kind not in FAULT_KINDS:
+                raise ValueError(f"unknown fault {kind!r}; expected one of {sorted(FAULT_KINDS)}")
+
+    def for_request(self, number: int) -> str | None:
+        return self.plan.get(number, self.default)
+
+    @classmethod
+    def coerce(cls, faults: Faults | Mapping[int, str] | None) -> Faults:
+        if isinstance(faults, Faults):
+            return faults
+        return cls(plan={int(k): str(v) for k, v in (faults or {}).items()})
+
+
+@dataclass
+class Hit:
+    """One HTTP request the server received (any path), for reports on what a client calls.
+
+    ``status`` 0 means it was never answered (a ``hang`` fault)."""
+
+    method: str
+    path: str
+    status: int
+    fault: str | None = None
+
+
+class _Server(ThreadingHTTPServer):
+    daemon_threads = True
+    block_on_close = False
+
+    def __init__(self, address: tuple[str, int], backend: Backend, faults: Faults) -> None:
+        super().__init__(address, _Handler)
+        self.backend = backend
+        self.faults = faults
+        self.usage_model = UsageModel()
+        self.stopping = threading.Event()
+        self.lock = threading.Lock()
+        self.requests: list[dict[str, Any]] = []
+        self.token_counts: list[dict[str, Any]] = []
+        self.hits: list[Hit] = []
+        self.errors: list[str] = []
+
+    def handle_error(self, request: Any, client_address: Any) -> None:
+        """A client that hangs up mid-stream (a CLI timing out, a test's broken read) is not a server error."""
+        if isinstance(sys.exc_info()[1], ConnectionError):
+            return
+        super().handle_error(request, client_address)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+    server: _Server
+
+    def log_message(self, format: str, *args: Any) -> None:
+        """Quiet: the hit log replaces stderr noise."""
+
+    # -- plumbing ---------------------------------------------------------------------------
+    def _record(self, status: int, fault: str | None = None) -> None:
+        with self.server.lock:
+            self.server.hits.append(Hit(self.command, self.path, status, fault))
+
+    def _send_json(self, status: int, body: Any, head_only: bool = False) -> None:
+        data = json.dumps(body).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("request-id", new_id("req"))
+        self.end_headers()
+        if not head_only:
+            self.wfile.write(data)
+        self._record(status)
+
+    def _send_error(self, status: int, message: str, fault: str | None = None) -> None:
+        error_type = _ERROR_TYPES.get(status, "invalid_request_error" if status < 500 else "api_error")
+        request_id = new_id("req")
+        data = json.dumps(
+            {"type": "error", "error": {"type": error_type, "message": message}, "request_id": request_id}
+        ).encode()
+        self.send_response(status)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.send_header("request-id", request_id)
+        if status in (429, 529):
+            self.send_header("retry-after", "0")
+        self.end_headers()
+        self.wfile.write(data)
+        self._record(status, fault)
+
+    def _chunk(self, data: bytes) -> None:
+        self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
+        self.wfile.flush()
+
+    def _read_json(self) -> Any:
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        return json.loads(raw or b"{}")
+
+    # -- verbs --------------------------------------------------------------------------------
+    def do_HEAD(self) -> None:
+        self._send_json(200, {}, head_only=True)
+
+    def do_GET(self) -> None:
+        path = urlsplit(self.path).path.rstrip("/")
+        if path == "/v1/models":
+            self._send_json(200, {"data": [], "has_more": False, "first_id": None, "last_id": None})
+        elif path in ("", "/v1"):
+            self._send_json(200, {})
+        else:
+            self._send_error(404, f"Not found: {path}")
+
+    def do_POST(self) -> None:
+        path = urlsplit(self.path).path.rstrip("/")
+        try:
+            body = self._read_json()
+        except ValueError:
+            self._send_error(400, "request body is not JSON")
+            return
+        if path == "/v1/messages/count_tokens":
+            with self.server.lock:
+                self.server.token_counts.append(body)
+            self._send_json(200, {"input_tokens": self.server.usage_model.count(body)})
+        elif path == "/v1/messages":
+            self._messages(body)
+        else:
+            self._send_error(404, f"Not found: {path}")
+
+    def _messages(self, request: dict[str, Any]) -> None:
+        with self.server.lock:
+            self.server.requests.append(request)
+            number = len(self.server.requests)
+        fault = self.server.faults.for_request(number)
+        if fault in ("500", "529", "429"):
+            self._send_error(int(fault), "Injected fault", fault)
+            return
+        if fault == "hang":
+            self._record(0, fault)
+            self.close_connection = True
+            self.server.stopping.wait()
+            return
+        try:
+            reply = self.server.backend.respond(request, dict(self.headers.items()))
+        except Exception:
+            with self.server.lock:
+                self.server.errors.append(traceback.format_exc())
+            self._send_error(500, "backend failed")
+            return
+        if isinstance(reply, Passthrough):
+            self._relay(reply)
+            return
+        model = str(request.get("model") or "stand-in")
+        usage = self.server.usage_model.usage(request)
+        message_id = new_id("msg")
+        if not request.get("stream"):
+            self._send_json(200, message_json(reply, model, usage, message_id))
+            return
+        self.send_response(200)
+        self.send_header("Content-Type", "text/event-stream; charset=utf-8")
+        self.send_header("Cache-Control", "no-cache")
+        self.send_header("Transfer-Encoding", "chunked")
+        self.send_header("request-id", new_id("req"))
+        self.end_headers()
+        self._record(200, fault)
+        frames = list(stream_events(reply, model, usage, message_id))
+        if fault == "break":
+            # message_start, ping, the first block's start and first delta; then the line goes dead
+            frames = frames[: min(4, len(frames) - 1)]
+        for frame in frames:
+            self._chunk(frame)
+        if fault == "break":
+            self.close_connection = True
+            return
+        self._chunk(b"")
+
+    def _relay(self, reply: Passthrough) -> None:
+        self.send_response(reply.status)
+        for name, value in reply.headers.items():
+            if name.lower() not in ("transfer-encoding", "content-length", "connection", "content-encoding"):
+                self.send_header(name, value)
+        self.send_header("Transfer-Encoding", "chunked")
+        self.end_headers()
+        self._record(reply.status)
+        for data in reply.body:
+            self._chunk(data)
+        self._chunk(b"")
+
+
+class RunningServer:
+    """A started server; a context manager that stops it. ``requests`` holds every message request body."""
+
+    def __init__(self, server: _Server) -> None:
+        self._server = server
+        self._thread = threading.Thread(
+            target=server.serve_forever, kwargs={"poll_interval": 0.05}, name="model-server", daemon=True
+        )  # a short poll so stop() returns at once
+        self._thread.start()
+
+    @property
+    def port(self) -> int:
+        return self._server.server_address[1]
+
+    @property
+    def host(self) -> str:
+        return self._server.server_address[0]
+
+    @property
+    def url(self) -> str:
+        return f"http://{self.host}:{self.port}"
+
+    @property
+    def backend(self) -> Backend:
+        return self._server.backend
+
+    @property
+    def requests(self) -> list[dict[str, Any]]:
+        """Bodies of ``POST /v1/messages`` in arrival order (faulted ones included)."""
+        with self._server.lock:
+            return list(self._server.requests)
+
+    @property
+    def token_counts(self) -> list[dict[str, Any]]:
+        """Bodies of ``POST /v1/messages/count_tokens``."""
+        with self._server.lock:
+            return list(self._server.token_counts)
+
+    @property
+    def hits(self) -> list[Hit]:
+        with self._server.lock:
+            return list(self._server.hits)
+
+    @property
+    def errors(self) -> list[str]:
+        """Tracebacks of backend failures (each was answered with HTTP 500)."""
+        with self._server.lock:
+            return list(self._server.errors)
+
+    def stop(self) -> None:
+        self._server.stopping.set()  # releases hanging requests
+        self._server.shutdown()
+        self._server.server_close()
+        self._thread.join(timeout=5)
+
+    def __enter__(self) -> RunningServer:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
+
+
+_LOOPBACK = ("127.0.0.1", "localhost")
+
+
+def serve(
+    backend: Backend, host: str = "127.0.0.1", port: int = 0, faults: Faults | Mapping[int, str] | None = None
+) -> RunningServer:
+    """Start serving ``backend`` in a background thread; ``port=0`` picks a free port."""
+    if host not in _LOOPBACK:
+        raise ValueError(f"the model server binds loopback only, not {host!r}")
+    return RunningServer(_Server((host, port), backend, Faults.coerce(faults)))
+
+
+__all__ = ["Backend", "Faults", "Hit", "Passthrough", "RunningServer", "serve"]

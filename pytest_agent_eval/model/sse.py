@@ -1,0 +1,124 @@
+"""The assistant reply a backend decides on, and its Messages-API wire forms (SSE stream and JSON).
+
+The event order is the one the real API sends and Claude Code parses: ``message_start``, then per
+content block ``content_block_start`` / ``content_block_delta``… / ``content_block_stop``, then
+``message_delta`` (stop_reason, usage) and ``message_stop``.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+from .usage import estimate_tokens
+
+# Text and tool input are streamed in pieces of this many characters, as the API streams tokens.
+CHUNK_CHARS = 40
+
+
+@dataclass
+class Reply:
+    """One assistant message: ``blocks`` are API content blocks (text, tool_use, thinking)."""
+
+    blocks: list[dict[str, Any]] = field(default_factory=list)
+    stop_reason: str | None = None
+
+    @property
+    def final_stop_reason(self) -> str:
+        if self.stop_reason:
+            return self.stop_reason
+        return "tool_use" if any(b.get("type") == "tool_use" for b in self.blocks) else "end_turn"
+
+    @classmethod
+    def text(cls, text: str) -> Reply:
+        return cls([{"type": "text", "text": text}])
+
+
+def new_id(prefix: str) -> str:
+    return f"{prefix}_01{uuid.uuid4().hex[:22]}"
+
+
+def tool_use(name: str, tool_input: dict[str, Any], call_id: str | None = None) -> dict[str, Any]:
+    return {"type": "tool_use", "id": call_id or new_id("toolu"), "name": name, "input": tool_input}
+
+
+def output_tokens(reply: Reply) -> int:
+    """Output tokens estimated from the reply's serialized blocks (same ratio as the prompt)."""
+    return max(1, estimate_tokens(json.dumps(reply.blocks, ensure_ascii=False)))
+
+
+def message_json(reply: Reply, model: str, usage: dict[str, int], message_id: str) -> dict[str, Any]:
+    """The non-streaming response body."""
+    return {
+        "id": message_id,
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": reply.blocks,
+        "stop_reason": reply.final_stop_reason,
+        "stop_sequence": None,
+        "usage": {**usage, "output_tokens": output_tokens(reply)},
+    }
+
+
+def event(name: str, data: dict[str, Any]) -> bytes:
+    return f"event: {name}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+
+
+def _pieces(text: str) -> list[str]:
+    return [text[i : i + CHUNK_CHARS] for i in range(0, len(text), CHUNK_CHARS)] or [""]
+
+
+def _block_events(index: int, block: dict[str, Any]) -> Iterator[bytes]:
+    kind = block.get("type")
+    if kind == "text":
+        yield event(
+            "content_block_start",
+            {"type": "content_block_start", "index": index, "content_block": {"type": "text", "text": ""}},
+        )
+        for piece in _pieces(block.get("text", "")):
+            delta = {"type": "text_delta", "text": piece}
+            yield event("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta})
+    elif kind == "tool_use":
+        start = {"type": "tool_use", "id": block["id"], "name": block["name"], "input": {}}
+        yield event("content_block_start", {"type": "content_block_start", "index": index, "content_block": start})
+        for piece in _pieces(json.dumps(block.get("input") or {}, ensure_ascii=False)):
+            delta = {"type": "input_json_delta", "partial_json": piece}
+            yield event("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta})
+    elif kind == "thinking":
+        start = {"type": "thinking", "thinking": "", "signature": ""}
+        yield event("content_block_start", {"type": "content_block_start", "index": index, "content_block": start})
+        for piece in _pieces(block.get("thinking", "")):
+            delta = {"type": "thinking_delta", "thinking": piece}
+            yield event("content_block_delta", {"type": "content_block_delta", "index": index, "delta": delta})
+        signature = {"type": "signature_delta", "signature": block.get("signature") or "c2NyaXB0ZWQ="}
+        yield event("content_block_delta", {"type": "content_block_delta", "index": index, "delta": signature})
+    else:
+        raise ValueError(f"cannot stream a content block of type {kind!r}")
+    yield event("content_block_stop", {"type": "content_block_stop", "index": index})
+
+
+def stream_events(reply: Reply, model: str, usage: dict[str, int], message_id: str) -> Iterator[bytes]:
+    """The SSE byte frames of one streamed message."""
+    start_usage = {**usage, "output_tokens": 1}
+    message = {
+        "id": message_id,
+        "type": "message",
+        "role": "assistant",
+        "model": model,
+        "content": [],
+        "stop_reason": None,
+        "stop_sequence": None,
+        "usage": start_usage,
+    }
+    yield event("message_start", {"type": "message_start", "message": message})
+    yield event("ping", {"type": "ping"})
+    for index, block in enumerate(reply.blocks):
+        yield from _block_events(index, block)
+    final_usage = {**usage, "output_tokens": output_tokens(reply)}
+    delta = {"stop_reason": reply.final_stop_reason, "stop_sequence": None}
+    yield event("message_delta", {"type": "message_delta", "delta": delta, "usage": final_usage})
+    yield event("message_stop", {"type": "message_stop"})

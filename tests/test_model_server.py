@@ -1,0 +1,488 @@
+"""The stand-in Messages-API server, spoken to with a plain HTTP client (urllib) on loopback."""
+
+from __future__ import annotations
+
+import http.client
+import json
+import socket
+import time
+import urllib.error
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from synth import Transcript, explore_response, text, tool_use
+
+from pytest_agent_eval.model import (
+    AnthropicBackend,
+    CassetteBackend,
+    Faults,
+    Reply,
+    ScriptedBackend,
+    make_backend,
+    serve,
+)
+from pytest_agent_eval.model.scripted import keywords
+from pytest_agent_eval.model.usage import CHARS_PER_TOKEN, UsageModel
+
+pytestmark = pytest.mark.timeout(60)
+
+EXPLORE_TEXT = (Path(__file__).parent / "data/explore-express-1.6.1.txt").read_text(encoding="utf-8")
+EXPLORE = "mcp__codegraph__codegraph_explore"
+CWD = "/work/repo"
+SYSTEM = [{"type": "text", "text": "You are a Claude agent, built on Anthropic's Claude Agent SDK."}]
+ENV = {"role": "system", "content": f"# Environment\n - Primary working directory: {CWD}\n"}
+
+
+def _tool(name: str, **props: str) -> dict[str, Any]:
+    properties = {key: {"type": kind} for key, kind in props.items()}
+    return {"name": name, "input_schema": {"type": "object", "properties": properties, "required": list(props)}}
+
+
+WITHOUT_TOOLS = [_tool("Agent", prompt="string"), _tool("Bash", command="string"), _tool("Grep", pattern="string"),
+                 _tool("Read", file_path="string")]  # fmt: skip
+WITH_TOOLS = [*WITHOUT_TOOLS, _tool(EXPLORE, query="string")]
+
+
+class Canned:
+    """A backend that always gives the same reply (framing tests need no policy)."""
+
+    def __init__(self, reply: Reply) -> None:
+        self.reply = reply
+
+    def respond(self, request: dict[str, Any], headers: Any = None) -> Reply:
+        return self.reply
+
+    def describe(self) -> str:
+        return "canned"
+
+
+class Broken:
+    def respond(self, request: dict[str, Any], headers: Any = None) -> Reply:
+        raise RuntimeError("policy bug")
+
+    def describe(self) -> str:
+        return "broken"
+
+
+# -- a tiny client ------------------------------------------------------------------------------
+def _post(url: str, body: dict[str, Any], path: str = "/v1/messages?beta=true", timeout: float = 10):
+    request = urllib.request.Request(url + path, data=json.dumps(body).encode(), method="POST",
+                                     headers={"content-type": "application/json", "x-api-key": "k"})  # fmt: skip
+    return urllib.request.urlopen(request, timeout=timeout)
+
+
+def _events(raw: bytes) -> list[tuple[str, dict[str, Any]]]:
+    """SSE frames → (event name, data); asserts each frame's name matches its data's type."""
+    events = []
+    for frame in raw.decode().split("\n\n"):
+        if not frame.strip():
+            continue
+        lines = dict(line.split(": ", 1) for line in frame.splitlines())
+        data = json.loads(lines["data"])
+        assert lines["event"] == data["type"]
+        events.append((lines["event"], data))
+    return events
+
+
+def _stream(url: str, body: dict[str, Any]) -> tuple[list[tuple[str, dict[str, Any]]], Any]:
+    with _post(url, {**body, "stream": True}) as response:
+        return _events(response.read()), response
+
+
+def _assemble(events: list[tuple[str, dict[str, Any]]]) -> dict[str, Any]:
+    """Rebuild the message from its events the way a streaming client does."""
+    message: dict[str, Any] = {}
+    partial: dict[int, str] = {}
+    for name, data in events:
+        if name == "message_start":
+            message = data["message"]
+        elif name == "content_block_start":
+            assert data["index"] == len(message["content"])
+            message["content"].append(dict(data["content_block"]))
+        elif name == "content_block_delta":
+            block, delta = message["content"][data["index"]], data["delta"]
+            if delta["type"] == "text_delta":
+                block["text"] += delta["text"]
+            elif delta["type"] == "input_json_delta":
+                partial[data["index"]] = partial.get(data["index"], "") + delta["partial_json"]
+            elif delta["type"] == "thinking_delta":
+                block["thinking"] += delta["thinking"]
+            elif delta["type"] == "signature_delta":
+                block["signature"] = delta["signature"]
+        elif name == "content_block_stop" and data["index"] in partial:
+            message["content"][data["index"]]["input"] = json.loads(partial[data["index"]])
+        elif name == "message_delta":
+            message.update(data["delta"])
+            message["usage"] = data["usage"]
+    return message
+
+
+def _request(*messages: dict[str, Any], tools: list[dict[str, Any]] | None = None, **extra: Any) -> dict[str, Any]:
+    return {"model": "claude-sonnet-5-5", "max_tokens": 1000, "system": SYSTEM, "tools": tools or [],
+            "messages": list(messages), **extra}  # fmt: skip
+
+
+def _user(value: str) -> dict[str, Any]:
+    return {"role": "user", "content": [{"type": "text", "text": value}]}
+
+
+# -- SSE framing ----------------------------------------------------------------------------------
+def test_stream_frames_text_tool_use_and_thinking_as_the_api_does() -> None:
+    long_text = "The answer is in `lib/response.js`. " * 5
+    reply = Reply([{"type": "thinking", "thinking": "plan: read the file", "signature": ""}, text(long_text),
+                   tool_use("Read", "toolu_1", file_path="/repo/lib/response.js", limit=40)])  # fmt: skip
+    with serve(Canned(reply)) as server:
+        events, response = _stream(server.url, _request(_user("hi")))
+    assert response.status == 200
+    assert response.headers["Content-Type"].startswith("text/event-stream")
+    assert response.headers["request-id"].startswith("req_")
+    names = [name for name, _ in events]
+    assert names[:2] == ["message_start", "ping"] and names[-2:] == ["message_delta", "message_stop"]
+    assert names.count("content_block_start") == names.count("content_block_stop") == 3
+    assert names.count("content_block_delta") > 3 + 1  # text and tool input arrive in pieces
+    deltas = [d["delta"]["type"] for n, d in events if n == "content_block_delta"]
+    assert {"thinking_delta", "signature_delta", "text_delta", "input_json_delta"} == set(deltas)
+    message = _assemble(events)
+    assert message["role"] == "assistant" and message["model"] == "claude-sonnet-5-5"
+    assert message["id"].startswith("msg_") and message["stop_reason"] == "tool_use"
+    thinking, said, call = message["content"]
+    assert thinking["thinking"] == "plan: read the file" and thinking["signature"]
+    assert said == text(long_text)
+    assert call == tool_use("Read", "toolu_1", file_path="/repo/lib/response.js", limit=40)
+
+
+def test_a_text_only_reply_ends_the_turn_and_the_non_streaming_form_matches() -> None:
+    with serve(Canned(Reply.text("done"))) as server:
+        events, _ = _stream(server.url, _request(_user("hi")))
+        with _post(server.url, _request(_user("hi"))) as response:
+            body = json.load(response)
+    assert _assemble(events)["stop_reason"] == "end_turn"
+    assert body["type"] == "message" and body["content"] == [text("done")] and body["stop_reason"] == "end_turn"
+    assert set(body["usage"]) >= {"input_tokens", "cache_read_input_tokens", "cache_creation_input_tokens"}
+
+
+def test_fields_the_cli_sends_are_tolerated() -> None:
+    request = _request(
+        _user("question"),
+        {"role": "system", "content": "# Environment\n - Primary working directory: /x"},
+        {"role": "assistant", "content": [{"type": "thinking", "thinking": "t", "signature": "s"}, text("a")]},
+        _user("again"),
+        thinking={"type": "adaptive", "display": "updates"},
+        context_management={"edits": [{"type": "clear_thinking_20251015", "keep": "all"}]},
+        output_config={"effort": "medium"},
+        metadata={"user_id": "{}"},
+        some_future_field={"x": 1},
+    )
+    with serve(Canned(Reply.text("ok"))) as server:
+        events, _ = _stream(server.url, request)
+        assert server.requests == [{**request, "stream": True}]
+    assert _assemble(events)["content"] == [text("ok")]
+
+
+def test_count_tokens_probes_and_unknown_paths() -> None:
+    request = _request(_user("x" * 3000))
+    with serve(Canned(Reply.text("ok"))) as server:
+        with _post(server.url, request, path="/v1/messages/count_tokens?beta=true") as response:
+            counted = json.load(response)["input_tokens"]
+        with urllib.request.urlopen(server.url + "/", timeout=5) as response:
+            assert response.status == 200
+        head = urllib.request.Request(server.url + "/v1/messages", method="HEAD")
+        with urllib.request.urlopen(head, timeout=5) as response:
+            assert response.status == 200
+        with pytest.raises(urllib.error.HTTPError) as missing:
+            urllib.request.urlopen(server.url + "/v1/nothing", timeout=5)
+        assert json.load(missing.value)["error"]["type"] == "invalid_request_error"
+        assert server.requests == []  # probes are not message requests
+        assert server.token_counts == [request]
+        events, _ = _stream(server.url, request)
+    usage = _assemble(events)["usage"]
+    assert counted == usage["input_tokens"] + usage["cache_read_input_tokens"] + usage["cache_creation_input_tokens"]
+    assert counted >= 3000 / CHARS_PER_TOKEN
+
+
+def test_binds_loopback_only() -> None:
+    with pytest.raises(ValueError, match="loopback"):
+        serve(Canned(Reply.text("x")), host="0.0.0.0")
+    with serve(Canned(Reply.text("x"))) as server:
+        assert server.host == "127.0.0.1" and server.url == f"http://127.0.0.1:{server.port}"
+
+
+# -- usage --------------------------------------------------------------------------------------
+def test_usage_reads_the_shared_prefix_from_cache_and_grows_by_what_was_appended() -> None:
+    first = _request(_user("Where is res.send?"), ENV, tools=WITH_TOOLS)
+    call = tool_use(EXPLORE, "toolu_1", query="res.send")
+    result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": EXPLORE_TEXT}
+    appended = [{"role": "assistant", "content": [call]}, {"role": "user", "content": [result]}]
+    second = {**first, "messages": [*first["messages"], *appended]}
+    with serve(Canned(Reply.text("ok"))) as server:
+        one = _assemble(_stream(server.url, first)[0])["usage"]
+        two = _assemble(_stream(server.url, second)[0])["usage"]
+    ctx = [u["input_tokens"] + u["cache_read_input_tokens"] + u["cache_creation_input_tokens"] for u in (one, two)]
+    assert one["cache_read_input_tokens"] == 0 and 0 < one["input_tokens"] <= 10
+    assert two["cache_read_input_tokens"] == ctx[0]  # everything the first request sent is cached
+    growth = len(EXPLORE_TEXT) / CHARS_PER_TOKEN
+    assert 0.95 * growth < ctx[1] - ctx[0] < 1.15 * growth
+    assert two["cache_creation_input_tokens"] == ctx[1] - ctx[0] - two["input_tokens"]
+
+
+def test_usage_ignores_moved_cache_markers_and_string_versus_block_content() -> None:
+    model = UsageModel()
+    plain = _request(_user("q"), {"role": "system", "content": "env"})
+    marked = _request(
+        {"role": "user", "content": [{"type": "text", "text": "q", "cache_control": {"type": "ephemeral"}}]},
+        {"role": "system", "content": [{"type": "text", "text": "env"}]},
+        _user("more"),
+    )
+    first = model.usage(plain)
+    second = model.usage(marked)
+    assert second["cache_read_input_tokens"] == sum(first.values())
+
+
+# -- faults -------------------------------------------------------------------------------------
+def test_the_nth_request_fails_with_the_apis_json_error_and_the_next_succeeds() -> None:
+    with serve(Canned(Reply.text("ok")), faults={2: "500", 3: "529"}) as server:
+        _stream(server.url, _request(_user("1")))
+        for status, kind in ((500, "api_error"), (529, "overloaded_error")):
+            with pytest.raises(urllib.error.HTTPError) as failed:
+                _post(server.url, _request(_user("2"), stream=True))
+            assert failed.value.code == status and failed.value.headers["request-id"].startswith("req_")
+            body = json.load(failed.value)
+            assert body["type"] == "error" and body["error"]["type"] == kind
+        events, _ = _stream(server.url, _request(_user("4")))
+        assert [h.status for h in server.hits] == [200, 500, 529, 200]
+        assert len(server.requests) == 4
+    assert _assemble(events)["content"] == [text("ok")]
+
+
+def test_a_broken_stream_stops_mid_message() -> None:
+    with serve(Canned(Reply.text("a long answer " * 20)), faults=Faults({1: "break"})) as server:
+        response = _post(server.url, _request(_user("q"), stream=True))
+        assert response.status == 200
+        with pytest.raises(http.client.IncompleteRead) as cut:
+            response.read()
+        names = [name for name, _ in _events(cut.value.partial)]
+        assert names == ["message_start", "ping", "content_block_start", "content_block_delta"]
+        events, _ = _stream(server.url, _request(_user("q")))  # the server itself is fine
+    assert [n for n, _ in events][-1] == "message_stop"
+
+
+def test_a_hanging_request_never_answers_until_the_server_stops() -> None:
+    server = serve(Canned(Reply.text("ok")), faults=Faults(default="hang"))
+    try:
+        with pytest.raises((TimeoutError, socket.timeout, urllib.error.URLError)):
+            _post(server.url, _request(_user("q"), stream=True), timeout=1)
+        assert len(server.requests) == 1 and server.hits[0].fault == "hang"
+    finally:
+        started = time.monotonic()
+        server.stop()
+    assert time.monotonic() - started < 5
+
+
+def test_unknown_fault_kinds_are_refused() -> None:
+    with pytest.raises(ValueError, match="unknown fault"):
+        Faults({1: "explode"})
+
+
+def test_a_failing_backend_answers_500_and_keeps_the_traceback() -> None:
+    with serve(Broken()) as server:
+        with pytest.raises(urllib.error.HTTPError) as failed:
+            _post(server.url, _request(_user("q"), stream=True))
+        assert failed.value.code == 500
+        assert "policy bug" in server.errors[0]
+
+
+# -- the scripted policy, through the server ----------------------------------------------------
+def _turn(url: str, messages: list[dict[str, Any]], tools: list[dict[str, Any]], **extra: Any) -> dict[str, Any]:
+    """One request; returns the assembled reply and appends it to ``messages``."""
+    message = _assemble(_stream(url, _request(*messages, tools=tools, **extra))[0])
+    messages.append({"role": "assistant", "content": message["content"]})
+    return message
+
+
+def _result(messages: list[dict[str, Any]], call_id: str, content: str, is_error: bool = False) -> None:
+    block = {"type": "tool_result", "tool_use_id": call_id, "content": content, "is_error": is_error}
+    messages.append({"role": "user", "content": [block]})
+
+
+def test_with_arm_explores_reads_the_trimmed_file_then_cites_section_headers() -> None:
+    question = "How does res.send decide the Content-Type and ETag?"
+    messages = [_user(question), ENV]
+    with serve(make_backend("scripted")) as server:
+        explore = _turn(server.url, messages, WITH_TOOLS)["content"][0]
+        assert (explore["name"], explore["input"]) == (EXPLORE, {"query": question})
+        _result(messages, explore["id"], EXPLORE_TEXT)
+        read = _turn(server.url, messages, WITH_TOOLS)["content"][0]
+        # the first gap marker names charsetRegExp (lib/response.js:57): its file is Read
+        assert (read["name"], read["input"]) == ("Read", {"file_path": f"{CWD}/lib/response.js"})
+        _result(messages, read["id"], "1\tvar res = module.exports")
+        answer = _turn(server.url, messages, WITH_TOOLS)
+    assert answer["stop_reason"] == "end_turn"
+    said = answer["content"][0]["text"]
+    for path in ("lib/response.js", "lib/utils.js", "lib/router/index.js"):
+        assert f"`{path}`" in said
+    assert "`createETagGenerator`" in said and "`jsonp`" in said
+
+
+def test_with_arm_can_explore_the_elided_names_instead() -> None:
+    messages = [_user("How does res.send work?"), ENV]
+    with serve(make_backend("scripted", follow_up="explore")) as server:
+        first = _turn(server.url, messages, WITH_TOOLS)["content"][0]
+        _result(messages, first["id"], EXPLORE_TEXT)
+        again = _turn(server.url, messages, WITH_TOOLS)["content"][0]
+    assert again["name"] == EXPLORE and again["input"]["query"].split()[:2] == ["charsetRegExp", "status"]
+
+
+def test_with_arm_answers_after_an_untrimmed_response_and_greps_after_an_empty_one() -> None:
+    untrimmed = explore_response({"lib/a.js": "function a() {}"}, headers={"lib/a.js": "a(function)"})
+    untrimmed = untrimmed.replace("trimmed", "shown")
+    messages = [_user("where is a?"), ENV]
+    with serve(make_backend("scripted")) as server:
+        call = _turn(server.url, messages, WITH_TOOLS)["content"][0]
+        _result(messages, call["id"], untrimmed)
+        assert _turn(server.url, messages, WITH_TOOLS)["content"][0]["text"].endswith("- `lib/a.js`: `a`")
+        empty = [_user("where is zebra_stripes?"), ENV]
+        call = _turn(server.url, empty, WITH_TOOLS)["content"][0]
+        _result(empty, call["id"], "No results found")
+        grep = _turn(server.url, empty, WITH_TOOLS)["content"][0]
+    assert (grep["name"], grep["input"]["pattern"]) == ("Grep", "zebra_stripes")
+
+
+def test_without_arm_greps_reads_source_first_tries_the_cli_once_then_answers() -> None:
+    question = "How does res.send decide the Content-Type?"
+    messages = [_user(question), ENV]
+    with serve(make_backend("scripted", reads=2)) as server:
+        grep = _turn(server.url, messages, WITHOUT_TOOLS)["content"][0]
+        assert (grep["name"], grep["input"]["pattern"]) == ("Grep", r"res\.send")
+        _result(messages, grep["id"], "Found 3 files\nHistory.md\nlib/response.js\ntest/res.send.js")
+        reads = _turn(server.url, messages, WITHOUT_TOOLS)["content"]
+        # two calls in one message; source before docs and tests
+        assert [r["input"]["file_path"] for r in reads] == [f"{CWD}/lib/response.js", f"{CWD}/test/res.send.js"]
+        _result(messages, reads[0]["id"], "110\t */\n111\tres.send = function send(body) {\n112\t  var chunk")
+        messages[-1]["content"].append(
+            {"type": "tool_result", "tool_use_id": reads[1]["id"], "content": "1\t'use strict'"}
+        )
+        bash = _turn(server.url, messages, WITHOUT_TOOLS)["content"][0]
+        assert bash["name"] == "Bash" and bash["input"]["command"] == f'codegraph explore "{question}"'
+        _result(messages, bash["id"], "codegraph: command not found", is_error=True)
+        answer = _turn(server.url, messages, WITHOUT_TOOLS)["content"][0]["text"]
+        assert "- `lib/response.js`: `res.send`" in answer and "`test/res.send.js`" in answer
+        # a second question starts the policy again (a CLI reminder alone is not a question)
+        messages.append(
+            {"role": "user", "content": [text("<system-reminder>\nbackground task done\n</system-reminder>")]}
+        )
+        assert _turn(server.url, messages, WITHOUT_TOOLS)["stop_reason"] == "end_turn"
+        messages.append(_user("And where is res.json?"))
+        again = _turn(server.url, messages, WITHOUT_TOOLS)["content"][0]
+    assert (again["name"], again["input"]["pattern"]) == ("Grep", r"res\.json")
+
+
+def test_without_arm_tries_the_next_keyword_when_grep_finds_nothing() -> None:
+    messages = [_user("How does Express negotiate acceptable languages?"), ENV]
+    with serve(make_backend("scripted")) as server:
+        first = _turn(server.url, messages, WITHOUT_TOOLS)["content"][0]
+        _result(messages, first["id"], "No files found")
+        second = _turn(server.url, messages, WITHOUT_TOOLS)["content"][0]
+    assert [first["input"]["pattern"], second["input"]["pattern"]] == keywords(messages[0]["content"][0]["text"])[:2]
+    assert (first["input"]["pattern"], second["input"]["pattern"]) == ("acceptable", "negotiate")
+
+
+def test_subagent_requests_grep_once_then_summarise() -> None:
+    system = [{"type": "text", "text": "x-anthropic-billing-header: cc_version=2.1.332; cc_is_subagent=true;"}]
+    messages = [_user("Find where etag is generated"), ENV]
+    tools = [t for t in WITHOUT_TOOLS if t["name"] != "Agent"]
+    with serve(make_backend("scripted")) as server:
+        grep = _turn(server.url, messages, tools, system=system)["content"][0]
+        assert (grep["name"], grep["input"]["pattern"]) == ("Grep", "generated")
+        _result(messages, grep["id"], f"Found 3 files\nREADME.md\n{CWD}/lib/utils.js\n{CWD}/lib/app.js")
+        summary = _turn(server.url, messages, tools, system=system)
+    assert summary["stop_reason"] == "end_turn"
+    assert summary["content"] == [text("Searched for generated: `lib/app.js`, `lib/utils.js`, `README.md`.")]
+
+
+def test_requests_without_tools_get_a_plain_answer() -> None:
+    with serve(make_backend("scripted")) as server:
+        message = _turn(server.url, [_user("Summarise this conversation")], [])
+    assert message["content"] == [text("OK.")]
+
+
+def test_scripted_can_emit_thinking_and_refuses_unknown_follow_ups() -> None:
+    with serve(make_backend("scripted", thinking=True)) as server:
+        blocks = _turn(server.url, [_user("where is res.send?"), ENV], WITH_TOOLS)["content"]
+    assert [b["type"] for b in blocks] == ["thinking", "tool_use"] and "where is res.send" in blocks[0]["thinking"]
+    with pytest.raises(ValueError, match="follow_up"):
+        ScriptedBackend(follow_up="guess")
+
+
+# -- cassette -----------------------------------------------------------------------------------
+def _recording(tmp_path: Path) -> tuple[Path, dict[str, str]]:
+    t = Transcript()
+    t.init()
+    grep = t.call("Grep", pattern="etag")
+    t.reply(grep, "Found 1 file\nlib/utils.js")
+    agent = t.call("Agent", prompt="Find the etag generator", description="find etag")
+    sub = t.call("Read", thread=agent, file_path="/r/lib/utils.js")
+    t.reply(sub, "1\tfunction etag()", thread=agent)
+    t.say("It is createETagGenerator.", thread=agent)
+    t.reply(agent, "It is createETagGenerator.")
+    t.message(text("rate limited"), error="rate_limit")  # the CLI's synthetic message is never replayed
+    t.say("`lib/utils.js` builds the ETag.")
+    t.result("`lib/utils.js` builds the ETag.")
+    return t.write(tmp_path / "run.jsonl"), {"grep": grep, "agent": agent, "sub": sub}
+
+
+def test_cassette_replays_each_threads_turns_request_by_request(tmp_path: Path) -> None:
+    path, ids = _recording(tmp_path)
+    main = [_user("Where is the ETag made?"), ENV]
+    sub = [_user("Find the etag generator")]
+    with serve(make_backend("cassette", paths=path)) as server:
+        first = _turn(server.url, main, WITHOUT_TOOLS)["content"]
+        again = _assemble(_stream(server.url, _request(*main[:-1], tools=WITHOUT_TOOLS))[0])["content"]
+        assert first == again  # a retried request gets the same recorded turn
+        assert first == [tool_use("Grep", ids["grep"], pattern="etag")]
+        _result(main, ids["grep"], "Found 1 file\nlib/utils.js")
+        assert _turn(server.url, main, WITHOUT_TOOLS)["content"][0]["id"] == ids["agent"]
+        assert _turn(server.url, sub, WITHOUT_TOOLS)["content"][0] == tool_use(
+            "Read", ids["sub"], file_path="/r/lib/utils.js"
+        )
+        _result(sub, ids["sub"], "1\tfunction etag()")
+        assert _turn(server.url, sub, WITHOUT_TOOLS)["content"] == [text("It is createETagGenerator.")]
+        _result(main, ids["agent"], "It is createETagGenerator.")
+        assert _turn(server.url, main, WITHOUT_TOOLS)["content"] == [text("`lib/utils.js` builds the ETag.")]
+        main.append(_user("one more?"))
+        exhausted = _turn(server.url, main, WITHOUT_TOOLS)["content"][0]["text"]
+    assert "cassette exhausted" in exhausted
+    assert "not a model" in CassetteBackend(path).describe()
+
+
+# -- backends by name ---------------------------------------------------------------------------
+REAL_LOOKING = "sk-ant-api03-" + "Q" * 40
+
+
+def test_make_backend_by_name_and_auto(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert "not a model" in make_backend("scripted").describe()
+    for placeholder in ("", "sk-test", "sk-ant-placeholder-" + "x" * 40, "dummy"):
+        monkeypatch.setenv("ANTHROPIC_API_KEY", placeholder)
+        assert isinstance(make_backend("auto"), ScriptedBackend)
+        with pytest.raises(ValueError, match="real ANTHROPIC_API_KEY"):
+            make_backend("anthropic")
+    monkeypatch.setenv("ANTHROPIC_API_KEY", REAL_LOOKING)
+    backend = make_backend("auto")
+    assert isinstance(backend, AnthropicBackend) and backend.base_url == "https://api.anthropic.com"
+    assert "real model" in backend.describe()
+    with pytest.raises(ValueError, match="unknown model backend"):
+        make_backend("gpt")
+
+
+def test_the_forwarding_backend_relays_an_upstream_stream_untouched() -> None:
+    """Pointed at a second local server (never the real API), the stream and usage pass through."""
+    with serve(Canned(Reply.text("from upstream"))) as upstream:
+        forwarding = AnthropicBackend(api_key=REAL_LOOKING, base_url=upstream.url)
+        with serve(forwarding) as server:
+            events, _ = _stream(server.url, _request(_user("q")))
+            with pytest.raises(urllib.error.HTTPError) as missing:
+                _post(server.url, {"bad": True}, path="/v1/messages/x")
+        assert missing.value.code == 404
+        assert len(upstream.requests) == 1 and upstream.requests[0]["messages"] == [_user("q")]
+    assert _assemble(events)["content"] == [text("from upstream")]
