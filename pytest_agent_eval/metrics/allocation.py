@@ -51,7 +51,7 @@ STOPWORDS = frozenset(
     }
 )  # fmt: skip
 
-# Where a path-shaped chunk of answer text ends: whitespace, quotes, brackets, markdown emphasis.
+# Code in the answer: fenced blocks and inline spans (the symbol channel reads only these).
 _FENCE_RE = re.compile(
     r"^[ \t]*(?P<fence>`{3,}|~{3,})[^\n]*\n(?P<body>.*?)(?:^[ \t]*(?P=fence)[ \t]*$|\Z)", re.M | re.S
 )

@@ -12,6 +12,7 @@ from dataclasses import dataclass, field
 
 _SECTION_RE = re.compile(r"^\*\*`([^`]+)`\*\*(.*)$", re.M)
 _HEADER_SYMBOL_RE = re.compile(r"([\w$]+)\((\w+)\)")
+# Where a path-shaped chunk of text ends: whitespace, quotes, brackets, markdown emphasis.
 _CHUNK_SPLIT_RE = re.compile(r"[\s`'\"()\[\]{}<>,;|*=‘’“”]+")
 # A chunk that is a file reference: optional folders, a name with an extension, then `:126-220` or `#L12`.
 _FILE_REF_RE = re.compile(r"^(?P<path>(?:[^/]*/)*[\w@+-][\w@+.-]*\.(?P<ext>[A-Za-z]\w*))(?:[:#].*)?$")
