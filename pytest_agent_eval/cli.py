@@ -1,10 +1,10 @@
 """``agent-eval``: score transcripts that already exist, without pytest.
 
-    agent-eval score run-with-1.jsonl                 # later segments (.t2.jsonl, …) are found
-    agent-eval score run.jsonl run.t2.jsonl --json     # segments given in order
-    agent-eval score --session ~/.claude/projects/-tmp-express/
-    agent-eval rescore agent-eval-out/20260801-101500-3fa9c2/   # a campaign or a folder of run-*.jsonl
-    agent-eval compare BASELINE CURRENT --compare-fail "allocation:-5pt,residual:+20%"
+agent-eval score run-with-1.jsonl                 # later segments (.t2.jsonl, …) are found
+agent-eval score run.jsonl run.t2.jsonl --json     # segments given in order
+agent-eval score --session ~/.claude/projects/-tmp-express/
+agent-eval rescore agent-eval-out/20260801-101500-3fa9c2/   # a campaign or a folder of run-*.jsonl
+agent-eval compare BASELINE CURRENT --compare-fail "allocation:-5pt,residual:+20%"
 """
 
 from __future__ import annotations
@@ -37,16 +37,31 @@ def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agent-eval", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
     cmd = commands.add_parser("score", help="score one session's transcript")
-    cmd.add_argument("files", nargs="*", metavar="FILE",
-                     help="stream-json segment files of one session, in order (a single file brings its .tN segments)")
-    cmd.add_argument("--session", metavar="FILE_OR_DIR",
-                     help="an interactive session file, or its project folder (newest session)")
+    cmd.add_argument(
+        "files",
+        nargs="*",
+        metavar="FILE",
+        help="stream-json segment files of one session, in order (a single file brings its .tN segments)",
+    )
+    cmd.add_argument(
+        "--session", metavar="FILE_OR_DIR", help="an interactive session file, or its project folder (newest session)"
+    )
     cmd.add_argument("--brief", action="store_true", help="one line per metric")
     cmd.add_argument("--envelope", action="store_true", help="also print how each explore response was divided")
-    cmd.add_argument("--answer", action="append", default=[], metavar="GLOB",
-                     help="hand-specified answer files: score allocation against these instead of citations")
-    cmd.add_argument("--window", type=_positive_int, default=DEFAULT_WINDOW, metavar="N",
-                     help="context window in tokens (default 200,000)")
+    cmd.add_argument(
+        "--answer",
+        action="append",
+        default=[],
+        metavar="GLOB",
+        help="hand-specified answer files: score allocation against these instead of citations",
+    )
+    cmd.add_argument(
+        "--window",
+        type=_positive_int,
+        default=DEFAULT_WINDOW,
+        metavar="N",
+        help="context window in tokens (default 200,000)",
+    )
     cmd.add_argument("--json", action="store_true", help="print one JSON object instead of the text blocks")
     cmd.add_argument("--tool", default=CODEGRAPH.name, help="retrieval tool's MCP server name (default codegraph)")
     cmd.add_argument("--explore-tool", default=None, help="its explore tool (default <tool>_explore)")

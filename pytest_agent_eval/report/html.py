@@ -1,0 +1,571 @@
+"""One self-contained HTML report of a campaign: tables, charts, and every run's transcript.
+
+Self-contained means it opens from an archive years later with no network: CSS and JS are inline, the
+charts are SVG drawn by the page's own script from the JSON embedded in it, and nothing is fetched.
+When the script has drawn a chart it sets ``data-rendered`` on it, and ``data-charts-rendered`` on
+``<body>`` once all are drawn, so a headless browser can tell a drawn page from a broken one.
+"""
+
+from __future__ import annotations
+
+import html
+import json
+import statistics
+from collections.abc import Sequence
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from pytest_agent_eval.metrics.sufficiency import BUCKETS
+from pytest_agent_eval.report.compare import arm_namer, entry_of, residual
+from pytest_agent_eval.report.stats import (
+    bootstrap_ci,
+    dollars,
+    median_range,
+    paired_differences,
+    percent,
+    seconds,
+    small_n_warning,
+    tokens,
+)
+from pytest_agent_eval.report.store import Campaign, write_atomic
+from pytest_agent_eval.report.tables import MODEL_FREE_BACKENDS
+from pytest_agent_eval.tool import RetrievalTool
+from pytest_agent_eval.transcript import Compaction, Message, Session, ToolResult, TranscriptError, UserText
+
+Record = dict[str, Any]
+
+REPORT = "report.html"
+# Explore responses run to 30k+ characters; the report shows the head of each result, and says so.
+RESULT_CHARS = 4000
+TEXT_CHARS = 6000
+BUCKET_LABELS = {key: label for key, label, _ in BUCKETS}
+BUCKET_COLORS = {
+    "explore_again": "#d9534f",
+    "read_returned": "#f0ad4e",
+    "read_missed": "#9b59b6",
+    "search": "#5bc0de",
+    "sufficient": "#5cb85c",
+}
+
+
+def _scores(record: Record) -> dict[str, Any]:
+    return record.get("scores") or record.get("score") or {}
+
+
+def _e(value: Any) -> str:
+    return html.escape(str(value), quote=True)
+
+
+# -- the data the charts are drawn from ----------------------------------------------------------------------
+def _groups(records: Sequence[Record]) -> dict[tuple[str, str], list[Record]]:
+    """Scored runs per (entry, arm), in the order they ran."""
+    arm_of = arm_namer(records)
+    groups: dict[tuple[str, str], list[Record]] = {}
+    for record in records:
+        key = (entry_of(record), arm_of(record))
+        groups.setdefault(key, [])
+        if _scores(record) and record.get("outcome") != "error":
+            groups[key].append(record)
+    return groups
+
+
+def _spread(values: Sequence[float | None]) -> dict[str, Any] | None:
+    present = [v for v in values if v is not None]
+    if not present:
+        return None
+    return {"median": statistics.median(present), "min": min(present), "max": max(present), "n": len(present)}
+
+
+def chart_data(records: Sequence[Record]) -> dict[str, Any]:
+    """What the page's script draws: residual per entry and arm, pooled buckets per arm, allocation per call."""
+    groups = _groups(records)
+    entries = list(dict.fromkeys(entry for entry, _ in groups))
+    residuals = []
+    for entry in entries:
+        # The without-arm's residual is its file access, the others' the tool's: the same bytes, two ways in.
+        arms = [
+            {
+                "arm": arm,
+                "kind": "file-access" if arm.split("@")[0] == "without" else "tool",
+                "spread": _spread([residual(r) for r in runs]),
+            }
+            for (group_entry, arm), runs in groups.items()
+            if group_entry == entry
+        ]
+        residuals.append({"entry": entry, "arms": arms})
+    buckets = []
+    arms = list(dict.fromkeys(arm for _, arm in groups))
+    for arm in arms:
+        counts = dict.fromkeys(BUCKET_LABELS, 0)
+        for (_, group_arm), runs in groups.items():
+            if group_arm != arm:
+                continue
+            for run in runs:
+                for key, value in (_scores(run).get("sufficiency", {}).get("counts") or {}).items():
+                    counts[key] = counts.get(key, 0) + value
+        buckets.append({"arm": arm, "counts": counts})
+    allocation = []
+    for (entry, arm), runs in groups.items():
+        calls = [
+            {"run": run.get("run"), "index": call["index"], "query": call.get("query", ""), "value": call["efficiency"]}
+            for run in runs
+            for call in _scores(run).get("allocation", {}).get("calls") or []
+            if call.get("efficiency") is not None
+        ]
+        if calls:
+            allocation.append({"group": f"{entry} · {arm}", "calls": calls})
+    return {
+        "residual": residuals,
+        "buckets": buckets,
+        "bucketLabels": BUCKET_LABELS,
+        "bucketColors": BUCKET_COLORS,
+        "allocation": allocation,
+    }
+
+
+# -- the page ------------------------------------------------------------------------------------------------
+def render_html(
+    records: Sequence[Record],
+    title: str = "agent-eval report",
+    backend_note: str = "",
+    base_dir: str | Path | None = None,
+) -> str:
+    """The whole report as one HTML string; segments are read relative to ``base_dir``."""
+    base = Path(base_dir) if base_dir is not None else Path.cwd()
+    data = json.dumps(chart_data(records), ensure_ascii=False).replace("<", "\\u003c")
+    generated = datetime.now(timezone.utc).isoformat(timespec="seconds")
+    parts = [
+        "<!DOCTYPE html>",
+        '<html lang="en"><head><meta charset="utf-8">',
+        '<meta name="viewport" content="width=device-width, initial-scale=1">',
+        # No network, ever: a report opened from an archive must not call home or break offline.
+        '<meta http-equiv="Content-Security-Policy" content="default-src \'none\'; '
+        "style-src 'unsafe-inline'; script-src 'unsafe-inline'; img-src data:\">",
+        f"<title>{_e(title)}</title>",
+        f"<style>{_CSS}</style>",
+        "</head><body>",
+        f"<header><h1>{_e(title)}</h1>",
+        f'<p class="backend" id="backend-note">{_e(backend_note or "model backend: not recorded")}</p>',
+        f'<p class="meta">{len(records)} item record(s) · generated {_e(generated)}</p></header>',
+        _warnings(records),
+        "<main>",
+        '<section id="tables"><h2>Per entry × arm</h2>',
+        '<p class="hint">median [min–max] over the scored runs of each arm</p>',
+        _table(records),
+        _paired_table(records),
+        "</section>",
+        '<section id="charts"><h2>Charts</h2>',
+        _chart("chart-residual", "Residual at end of run: the tool's responses (with) vs file access (without)"),
+        _chart("chart-sufficiency", "Explore sufficiency: what the agent did next, pooled per arm"),
+        _chart("chart-allocation", "Allocation efficiency per explore call"),
+        "</section>",
+        '<section id="runs"><h2>Runs</h2>',
+        *(_run(record, base) for record in records),
+        "</section></main>",
+        f'<script type="application/json" id="chart-data">{data}</script>',
+        f"<script>{_JS}</script>",
+        "</body></html>",
+    ]
+    return "\n".join(p for p in parts if p) + "\n"
+
+
+def _warnings(records: Sequence[Record]) -> str:
+    lines = []
+    for (entry, arm), runs in _groups(records).items():
+        warning = small_n_warning(len(runs))
+        if warning:
+            lines.append(f"<li>{_e(entry)} · {_e(arm)}: {_e(warning)}</li>")
+    errors = [r for r in records if r.get("outcome") == "error"]
+    if errors:
+        lines.append(f"<li>{len(errors)} run(s) ended in an infrastructure error and are not scored</li>")
+    if not lines:
+        return ""
+    return f'<div class="warning" id="small-n"><strong>Read with care</strong><ul>{"".join(lines)}</ul></div>'
+
+
+_COLUMNS: list[tuple[str, Any, Any]] = [
+    ("residual", residual, tokens),
+    ("final ctx", lambda r: _scores(r).get("occupancy", {}).get("ctx_final"), tokens),
+    ("sufficient", lambda r: _share(r, "sufficient"), percent),
+    ("explore again", lambda r: _share(r, "explore_again"), percent),
+    ("allocation", lambda r: _scores(r).get("allocation", {}).get("efficiency"), percent),
+    ("tokens processed", lambda r: _scores(r).get("occupancy", {}).get("tokens_processed"), tokens),
+    ("cost", lambda r: _scores(r).get("cost_usd"), dollars),
+    ("wall", lambda r: r.get("wall_s"), seconds),
+]
+
+
+def _share(record: Record, bucket: str) -> float | None:
+    counts = _scores(record).get("sufficiency", {}).get("counts") or {}
+    answered = sum(counts.values())
+    return counts.get(bucket, 0) / answered if answered else None
+
+
+def _table(records: Sequence[Record]) -> str:
+    head = "".join(f"<th>{_e(name)}</th>" for name in ["entry", "arm", "n", *(c[0] for c in _COLUMNS)])
+    rows = []
+    for (entry, arm), runs in _groups(records).items():
+        warning = small_n_warning(len(runs))
+        n_cell = f'<td class="small-n" title="{_e(warning)}">{len(runs)} ⚠</td>' if warning else f"<td>{len(runs)}</td>"
+        cells = "".join(f"<td>{_e(median_range([value(r) for r in runs], show))}</td>" for _, value, show in _COLUMNS)
+        rows.append(f"<tr><td>{_e(entry)}</td><td>{_e(arm)}</td>{n_cell}{cells}</tr>")
+    table = f'<table class="figures"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
+    return f'<div class="scroll">{table}</div>'
+
+
+_PAIRED: list[tuple[str, Any, Any]] = [
+    ("retrieval residual", residual, tokens),
+    ("tokens processed", lambda r: _scores(r).get("occupancy", {}).get("tokens_processed"), tokens),
+    ("cost", lambda r: _scores(r).get("cost_usd"), dollars),
+]
+
+
+def _paired_table(records: Sequence[Record]) -> str:
+    """With − without per entry, run against run, with a bootstrap interval of the mean difference."""
+    groups = _groups(records)
+    rows = []
+    for entry in dict.fromkeys(entry for entry, _ in groups):
+        with_runs, without_runs = groups.get((entry, "with"), []), groups.get((entry, "without"), [])
+        if not with_runs or not without_runs:
+            continue
+        cells = []
+        for _, value, show in _PAIRED:
+            diffs = paired_differences(
+                {r.get("run"): value(r) for r in with_runs}, {r.get("run"): value(r) for r in without_runs}
+            )
+            warning = small_n_warning(len(diffs))
+            if warning:
+                cells.append(f'<td class="small-n" title="{_e(warning)}">{len(diffs)} pair(s) ⚠</td>')
+                continue
+            low, high = bootstrap_ci(diffs)
+            mean = statistics.fmean(diffs)
+            cells.append(f"<td>{_e(_signed(mean, show))} [{_e(_signed(low, show))}, {_e(_signed(high, show))}]</td>")
+        rows.append(f"<tr><td>{_e(entry)}</td>{''.join(cells)}</tr>")
+    if not rows:
+        return ""
+    head = "".join(f"<th>{_e(name)}</th>" for name in ["entry", *(c[0] for c in _PAIRED)])
+    return (
+        '<h3>With − without, paired by run</h3><p class="hint">mean difference [95% bootstrap interval]; '
+        "negative means the with-arm spent less</p>"
+        f'<div class="scroll"><table class="figures paired"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table></div>"
+    )
+
+
+def _signed(value: float, show: Any) -> str:
+    return f"−{show(-value)}" if value < 0 else f"+{show(value)}"
+
+
+def _chart(chart_id: str, caption: str) -> str:
+    return f'<figure><figcaption>{_e(caption)}</figcaption><div class="chart" id="{chart_id}"></div></figure>'
+
+
+# -- one run's transcript ------------------------------------------------------------------------------------
+def _run(record: Record, base: Path) -> str:
+    scores = _scores(record)
+    outcome = record.get("outcome", "?")
+    label = " · ".join(str(x) for x in (record.get("entry"), record.get("arm"), record.get("run")) if x is not None)
+    summary = (
+        f'<summary><span class="outcome {_e(outcome)}">{_e(outcome)}</span> '
+        f'<strong>{_e(record.get("id"))}</strong> <span class="meta">{_e(label)}</span></summary>'
+    )
+    body = [_run_meta(record)]
+    segments = [Path(s) if Path(s).is_absolute() else base / s for s in record.get("segments") or []]
+    missing = [p for p in segments if not p.is_file()]
+    if not segments:
+        body.append('<p class="meta">no transcript segments recorded</p>')
+    elif missing:
+        body.append(f'<p class="warning">segment not found: {_e(missing[0])}</p>')
+    else:
+        try:
+            session = Session.from_files(segments)
+        except (TranscriptError, OSError) as exc:
+            body.append(f'<p class="warning">unreadable transcript: {_e(exc)}</p>')
+        else:
+            body.append(_transcript(session, scores))
+    return f'<details class="run" id="run-{_e(record.get("id"))}">{summary}{"".join(body)}</details>'
+
+
+def _run_meta(record: Record) -> str:
+    rows = []
+    for question in record.get("questions") or []:
+        rows.append(f"<li>question: {_e(question)}</li>")
+    if record.get("error"):
+        rows.append(f'<li class="error">error: {_e(record["error"])}</li>')
+    versions = ", ".join(f"{k} {record[k]}" for k in ("tool_version", "claude_version", "backend") if record.get(k))
+    if versions:
+        rows.append(f"<li>{_e(versions)}</li>")
+    timing = [f"{k} {seconds(record[k])}" for k in ("wall_s", "agent_s") if isinstance(record.get(k), (int, float))]
+    if timing:
+        rows.append(f"<li>{_e(' · '.join(timing))}</li>")
+    return f'<ul class="run-meta">{"".join(rows)}</ul>' if rows else ""
+
+
+def _transcript(session: Session, scores: dict[str, Any]) -> str:
+    """The timeline, with each explore call marked by its bucket and the files the answer cited from it."""
+    name = str(scores.get("tool") or "codegraph")
+    tool = RetrievalTool(name, f"{name}_explore", name)
+    verdicts = iter((scores.get("sufficiency") or {}).get("calls") or [])
+    files_by_call: dict[int, list[dict[str, Any]]] = {}
+    for use in (scores.get("allocation") or {}).get("files") or []:
+        files_by_call.setdefault(use["call"], []).append(use)
+    # The metrics list explore calls in session order; allocation numbers only the answered ones.
+    marks: dict[str, str] = {}
+    answered = 0
+    for call in session.calls:
+        if not tool.is_explore(call.name):
+            continue
+        verdict = next(verdicts, None)
+        cited = []
+        if call.answered:
+            answered += 1
+            cited = files_by_call.get(answered, [])
+        marks[call.id] = _explore_mark(verdict, cited)
+
+    out = []
+    for item in session.timeline:
+        thread = "" if item.thread == "main" else f'<span class="thread">subagent {_e(item.thread[-8:])}</span> '
+        if isinstance(item, Message):
+            if item.text.strip():
+                out.append(f'<div class="msg">{thread}<pre>{_e(_clip(item.text, TEXT_CHARS))}</pre></div>')
+            for call in item.calls:
+                explore = " explore" if call.id in marks else ""
+                args = json.dumps(call.input, ensure_ascii=False)
+                out.append(
+                    f'<div class="call{explore}" data-call="{_e(call.id)}">{thread}<code class="tool">'
+                    f"{_e(call.name)}</code> <code>{_e(_clip(args, 400))}</code>{marks.get(call.id, '')}</div>"
+                )
+            if item.error:
+                out.append(f'<div class="warning">API error: {_e(item.error)}</div>')
+        elif isinstance(item, ToolResult):
+            flag = ' <span class="error">error</span>' if item.is_error else ""
+            clipped = "" if len(item.text) <= RESULT_CHARS else f", first {RESULT_CHARS:,} shown"
+            out.append(
+                f'<details class="result"><summary>{thread}result {len(item.text):,} chars{clipped}{flag}</summary>'
+                f"<pre>{_e(item.text[:RESULT_CHARS])}</pre></details>"
+            )
+        elif isinstance(item, UserText):
+            out.append(f'<div class="user">{thread}<pre>{_e(_clip(item.text, TEXT_CHARS))}</pre></div>')
+        elif isinstance(item, Compaction):
+            out.append(f'<div class="compaction">compaction (pre {item.pre_tokens or "?"} tokens)</div>')
+    answers = session.answer_texts()
+    if answers:
+        answer = "\n\n".join(answers)
+        out.append(f'<div class="answer"><h4>Final answer</h4><pre>{_e(_clip(answer, TEXT_CHARS))}</pre></div>')
+    return f'<div class="timeline">{"".join(out)}</div>'
+
+
+def _explore_mark(verdict: dict[str, Any] | None, cited: list[dict[str, Any]]) -> str:
+    if verdict is None:
+        return ""
+    bucket = verdict.get("bucket")
+    if bucket is None:
+        badge = f'<span class="bucket errored">{_e(verdict.get("reaction", "errored"))} — not bucketed</span>'
+    else:
+        note = f" {verdict['note']}" if verdict.get("note") else ""
+        badge = (
+            f'<span class="bucket" data-bucket="{_e(bucket)}" style="background:{BUCKET_COLORS[bucket]}">'
+            f"{_e(BUCKET_LABELS[bucket])}</span> → {_e(verdict.get('reaction', ''))}{_e(note)}"
+        )
+    rows = "".join(
+        f'<li class="{"cited" if use.get("via") else "unused"}"><code>{_e(use["path"])}</code> '
+        f"{use['chars']:,} chars · "
+        f"{_e(_via(use))}</li>"
+        for use in cited
+    )
+    files = f'<ul class="files">{rows}</ul>' if rows else ""
+    return f'<div class="verdict">{badge}{files}</div>'
+
+
+def _via(use: dict[str, Any]) -> str:
+    if not use.get("via"):
+        return "not cited"
+    if use.get("symbol"):
+        return f"cited via {use['via']} {use['symbol']}"
+    return f"cited via {use['via']}"
+
+
+def _clip(text: str, limit: int) -> str:
+    return text if len(text) <= limit else f"{text[:limit]}\n… ({len(text) - limit:,} more chars)"
+
+
+# -- the campaign's report -----------------------------------------------------------------------------------
+def backend_note(backend: Any) -> str:
+    """What drove the agent; a model-free backend is said to measure the pipeline, not a model."""
+    if isinstance(backend, dict):
+        name = str(backend.get("name") or "?")
+        description = str(backend.get("description") or name)
+    else:
+        name = description = str(backend) if backend else "not recorded"
+    note = f"model backend: {description}"
+    if name in MODEL_FREE_BACKENDS:
+        note += " — these figures measure the pipeline and the tool's responses, not a model"
+    return note
+
+
+def write_html(campaign: Campaign) -> Path:
+    """``report.html`` in the campaign folder, from its items as recorded."""
+    records = campaign.items()
+    backend = campaign.manifest.get("backend") or next((r.get("backend") for r in records if r.get("backend")), None)
+    text = render_html(records, f"agent-eval campaign {campaign.id}", backend_note(backend), campaign.path)
+    path = campaign.path / REPORT
+    write_atomic(path, text)
+    return path
+
+
+_CSS = """
+body{font:14px/1.45 system-ui,-apple-system,Segoe UI,sans-serif;margin:0;color:#222;background:#fafafa}
+header{background:#263238;color:#fff;padding:14px 24px}header h1{margin:0 0 4px;font-size:20px}
+.backend{background:#fff3cd;color:#5c4400;padding:6px 10px;border-radius:4px;display:inline-block;margin:4px 0}
+.meta{color:#888;font-size:12px}header .meta{color:#b0bec5}
+main{padding:8px 24px 40px}h2{border-bottom:1px solid #ddd;padding-bottom:4px}
+.warning{background:#fdecea;border-left:4px solid #d9534f;padding:8px 14px;margin:12px 24px}
+.warning ul{margin:4px 0}.hint{color:#666;margin-top:-6px}
+.scroll{overflow-x:auto}table.figures{border-collapse:collapse;background:#fff;font-variant-numeric:tabular-nums}
+table.figures th,table.figures td{border:1px solid #ddd;padding:4px 8px;text-align:left;white-space:nowrap}
+table.figures th{background:#eceff1}td.small-n{background:#fdecea;color:#a94442;font-weight:bold}
+figure{background:#fff;border:1px solid #ddd;border-radius:4px;padding:10px;margin:12px 0}
+figcaption{font-weight:600;margin-bottom:6px}.chart svg{max-width:100%;height:auto}
+.chart text{font-size:11px;fill:#333}.chart .axis{stroke:#999}.chart .empty{fill:#999}
+details.run{background:#fff;border:1px solid #ddd;border-radius:4px;margin:6px 0;padding:4px 10px}
+details.run>summary{cursor:pointer;padding:4px 0}.outcome{padding:1px 6px;border-radius:3px;color:#fff}
+.outcome.passed{background:#5cb85c}.outcome.failed{background:#d9534f}.outcome.error{background:#777}
+.timeline pre{white-space:pre-wrap;margin:2px 0;font-size:12px}.msg{border-left:3px solid #90a4ae;padding-left:8px}
+.user{border-left:3px solid #263238;padding-left:8px;background:#eceff1}
+.call{margin:4px 0;padding:2px 6px;background:#f5f5f5}.call.explore{background:#e8f4fd;border:1px solid #5bc0de}
+code.tool{font-weight:bold}.thread{font-size:11px;background:#ddd;padding:0 4px;border-radius:3px}
+details.result{margin:2px 0 2px 16px;color:#555}details.result pre{max-height:360px;overflow:auto}
+details.result summary{cursor:pointer;font-size:12px}
+.bucket{color:#fff;padding:1px 6px;border-radius:3px;font-size:12px}.bucket.errored{background:#777}
+.verdict{margin:4px 0 2px 12px}.files{margin:2px 0;font-size:12px}.files .cited{color:#2e7d32}
+.files .unused{color:#999}.compaction{text-align:center;color:#a94442;border-top:2px dashed #a94442}
+.answer{border:1px solid #5cb85c;background:#f1f8f1;padding:4px 10px;margin-top:8px}.error{color:#a94442}
+"""
+
+_JS = r"""
+(function () {
+  "use strict";
+  var NS = "http://www.w3.org/2000/svg";
+  var data = JSON.parse(document.getElementById("chart-data").textContent);
+
+  function el(name, attrs, parent, text) {
+    var node = document.createElementNS(NS, name);
+    for (var key in attrs) node.setAttribute(key, attrs[key]);
+    if (text !== undefined) node.textContent = text;
+    if (parent) parent.appendChild(node);
+    return node;
+  }
+  function svg(host, width, height) {
+    var root = el("svg", {viewBox: "0 0 " + width + " " + height, width: width, height: height, role: "img"});
+    host.appendChild(root);
+    return root;
+  }
+  function tok(v) {
+    return v >= 1e6 ? (v / 1e6).toFixed(1) + "M" : v >= 1000 ? (v / 1000).toFixed(1) + "k" : String(Math.round(v));
+  }
+  function pct(v) { return (v * 100).toFixed(0) + "%"; }
+  function done(host) { host.setAttribute("data-rendered", "true"); }
+  function empty(root, width, text) {
+    el("text", {x: width / 2, y: 30, "text-anchor": "middle", "class": "empty"}, root, text);
+  }
+
+  function residual(host) {
+    var rows = data.residual, W = 720, left = 150, right = 150, barH = 14, H = 20, max = 0;
+    rows.forEach(function (r) {
+      H += Math.max(1, r.arms.length) * (barH + 4) + 14;
+      r.arms.forEach(function (a) { if (a.spread) max = Math.max(max, a.spread.max); });
+    });
+    var root = svg(host, W, H);
+    if (!rows.length || !max) { empty(root, W, "no residual figures"); return done(host); }
+    var scale = function (v) { return left + (W - left - right) * v / max; };
+    var y = 14;
+    rows.forEach(function (r) {
+      el("text", {x: left - 8, y: y + 11, "text-anchor": "end", "font-weight": "bold"}, root, r.entry);
+      r.arms.forEach(function (a) {
+        var s = a.spread, color = a.kind === "tool" ? "#1e88e5" : "#8d6e63";
+        if (!s) {
+          el("text", {x: left + 4, y: y + 11, "class": "empty"}, root, a.arm + ": not scored");
+          y += barH + 4;
+          return;
+        }
+        var bar = el("rect", {x: left, y: y, width: Math.max(1, scale(s.median) - left), height: barH,
+                              fill: color, "class": "bar " + a.kind}, root);
+        el("title", {}, bar, a.arm + " " + a.kind + " residual, median " + tok(s.median) + " [" + tok(s.min) + "–" +
+           tok(s.max) + "] n=" + s.n);
+        el("line", {x1: scale(s.min), x2: scale(s.max), y1: y + barH / 2, y2: y + barH / 2, stroke: "#222"}, root);
+        el("text", {x: scale(s.max) + 6, y: y + 11}, root,
+           a.arm + " " + tok(s.median) + " " + a.kind + (s.n < 2 ? " (n=" + s.n + "!)" : ""));
+        y += barH + 4;
+      });
+      y += 14;
+    });
+    el("line", {x1: left, x2: left, y1: 8, y2: H - 8, "class": "axis"}, root);
+    done(host);
+  }
+
+  function sufficiency(host) {
+    var rows = data.buckets, keys = Object.keys(data.bucketLabels), W = 720, left = 150, barH = 22;
+    var H = 66 + rows.length * (barH + 12), root = svg(host, W, H);
+    if (!rows.length) { empty(root, W, "no explore calls"); return done(host); }
+    rows.forEach(function (r, i) {
+      var y = 10 + i * (barH + 12), total = 0, x = left;
+      keys.forEach(function (k) { total += r.counts[k] || 0; });
+      el("text", {x: left - 8, y: y + 15, "text-anchor": "end"}, root, r.arm + " (" + total + " calls)");
+      if (!total) { el("text", {x: left + 4, y: y + 15, "class": "empty"}, root, "no answered explore call"); return; }
+      keys.forEach(function (k) {
+        var n = r.counts[k] || 0, w = (W - left - 20) * n / total;
+        if (!n) return;
+        var seg = el("rect", {x: x, y: y, width: w, height: barH, fill: data.bucketColors[k],
+                              "class": "bucket " + k}, root);
+        el("title", {}, seg, data.bucketLabels[k] + ": " + n + " (" + pct(n / total) + ")");
+        if (w > 34) {
+          el("text", {x: x + w / 2, y: y + 15, "text-anchor": "middle", style: "fill:#fff"}, root, pct(n / total));
+        }
+        x += w;
+      });
+    });
+    // The legend wraps to a second line rather than running off the chart.
+    var lx = left, ly = H - 24;
+    keys.forEach(function (k) {
+      var label = el("text", {x: lx + 14, y: ly}, root, data.bucketLabels[k]);
+      var width = 24 + label.getComputedTextLength();
+      if (lx + width > W && lx > left) {
+        lx = left;
+        ly += 16;
+        label.setAttribute("x", lx + 14);
+        label.setAttribute("y", ly);
+      }
+      el("rect", {x: lx, y: ly - 10, width: 10, height: 10, fill: data.bucketColors[k]}, root);
+      lx += width;
+    });
+    done(host);
+  }
+
+  function allocation(host) {
+    var rows = data.allocation, W = 720, left = 150, right = 20, rowH = 30, H = 40 + rows.length * rowH;
+    var root = svg(host, W, H);
+    if (!rows.length) { empty(root, W, "no explore call returned a file section"); return done(host); }
+    var scale = function (v) { return left + (W - left - right) * v; };
+    [0, 0.25, 0.5, 0.75, 1].forEach(function (t) {
+      el("line", {x1: scale(t), x2: scale(t), y1: 8, y2: H - 22, "class": "axis", "stroke-dasharray": "2,3"}, root);
+      el("text", {x: scale(t), y: H - 8, "text-anchor": "middle"}, root, pct(t));
+    });
+    rows.forEach(function (r, i) {
+      var y = 20 + i * rowH;
+      el("text", {x: left - 8, y: y + 4, "text-anchor": "end"}, root, r.group);
+      r.calls.forEach(function (c, j) {
+        // A small fixed vertical offset per call, so equal efficiencies stay visible as separate dots.
+        var dot = el("circle", {cx: scale(c.value), cy: y + ((j % 3) - 1) * 5, r: 5, fill: "#1e88e5",
+                                "fill-opacity": 0.6, "class": "call-dot"}, root);
+        el("title", {}, dot, "run " + c.run + " call " + c.index + " “" + c.query + "”: " + pct(c.value));
+      });
+    });
+    done(host);
+  }
+
+  var charts = [["chart-residual", residual], ["chart-sufficiency", sufficiency], ["chart-allocation", allocation]];
+  charts.forEach(function (pair) { pair[1](document.getElementById(pair[0])); });
+  document.body.setAttribute("data-charts-rendered", String(charts.length));
+})();
+"""

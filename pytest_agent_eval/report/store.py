@@ -1,0 +1,236 @@
+"""The campaign store: every campaign gets its own folder, and nothing in it is ever overwritten.
+
+Seed 001 records why: the original harness wrote every campaign to the same folder, so a published
+baseline could no longer be re-derived from the logs on disk. Here a campaign is
+
+    <out_dir>/<YYYYmmdd-HHMMSS>-<6 hex>/
+        manifest.json     id, created, config, config_hash, backend, versions — written once
+        items.jsonl       one item record per line, appended (a re-run of an item appends again)
+        items/<item id>/  the item's transcript segments, written by the harness
+
+An item record is one corpus entry × arm × run (``id``, ``entry``, ``arm``, ``run``, ``outcome``,
+``segments`` relative to the campaign folder, ``scores`` …). Appends take a file lock and are fsynced, so
+several xdist workers can record into one campaign at once, and a crash loses at most the line being written.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import re
+import secrets
+import time
+from collections.abc import Iterable
+from dataclasses import dataclass
+from datetime import datetime, timezone
+from pathlib import Path
+from typing import Any
+
+from filelock import FileLock
+
+MANIFEST = "manifest.json"
+ITEMS = "items.jsonl"
+ITEM_DIRS = "items"
+_LOCK = ".items.jsonl.lock"
+_UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
+
+Record = dict[str, Any]
+
+
+class StoreError(ValueError):
+    """A campaign folder or records file that cannot be read; the message names it."""
+
+
+def config_hash(config: dict[str, Any]) -> str:
+    """A stable digest of the configuration: campaigns run with equal configs share it."""
+    canonical = json.dumps(config, sort_keys=True, separators=(",", ":"), default=str)
+    return hashlib.sha256(canonical.encode("utf-8")).hexdigest()
+
+
+@dataclass
+class Campaign:
+    path: Path
+    manifest: dict[str, Any]
+
+    @property
+    def id(self) -> str:
+        return str(self.manifest.get("id") or self.path.name)
+
+    @property
+    def items_file(self) -> Path:
+        return self.path / ITEMS
+
+    # -- life cycle ------------------------------------------------------------------------------------------
+    @classmethod
+    def create(
+        cls,
+        out_dir: str | Path,
+        config: dict[str, Any],
+        backend: Any = None,
+        versions: dict[str, Any] | None = None,
+    ) -> Campaign:
+        """A new, empty campaign folder under ``out_dir``; never reuses one that exists.
+
+        ``backend`` and ``versions`` default to the config's keys of the same name. The folder's 6 hex are
+        3 of the config hash (equal configs sort together) and 3 random, and ``mkdir`` without ``exist_ok``
+        is the guard: two processes starting in the same second cannot both get one folder.
+        """
+        out_dir = Path(out_dir)
+        out_dir.mkdir(parents=True, exist_ok=True)
+        digest = config_hash(config)
+        for _ in range(100):
+            stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+            path = out_dir / f"{stamp}-{digest[:3]}{secrets.token_hex(2)[:3]}"
+            try:
+                path.mkdir()
+            except FileExistsError:
+                continue
+            break
+        else:  # pragma: no cover - 100 collisions of 12 random bits in one second
+            raise StoreError(f"{out_dir}: could not find a free campaign folder name")
+        manifest = {
+            "id": path.name,
+            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            "config": config,
+            "config_hash": digest,
+            "backend": backend if backend is not None else config.get("backend"),
+            "versions": versions if versions is not None else config.get("versions") or {},
+        }
+        write_atomic(path / MANIFEST, json.dumps(manifest, indent=2, default=str) + "\n")
+        return cls(path, manifest)
+
+    @classmethod
+    def open(cls, path: str | Path) -> Campaign:
+        path = Path(path)
+        manifest_file = path / MANIFEST
+        if not manifest_file.is_file():
+            raise StoreError(f"{path}: not a campaign folder (no {MANIFEST})")
+        try:
+            manifest = json.loads(manifest_file.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            raise StoreError(f"{manifest_file}: unreadable manifest: {exc}") from None
+        if not isinstance(manifest, dict):
+            raise StoreError(f"{manifest_file}: the manifest is not a JSON object")
+        return cls(path, manifest)
+
+    # -- writing ---------------------------------------------------------------------------------------------
+    def item_dir(self, item_id: str) -> Path:
+        """The folder for one item's segments (created); ids are made safe as one path component."""
+        path = self.path / ITEM_DIRS / safe_name(item_id)
+        path.mkdir(parents=True, exist_ok=True)
+        return path
+
+    def record(self, item_record: Record) -> None:
+        """Append one item record as one line, durably, under a lock shared by every process."""
+        if not isinstance(item_record.get("id"), str) or not item_record["id"]:
+            raise ValueError("an item record needs a non-empty string 'id'")
+        line = json.dumps(item_record, ensure_ascii=False, default=str) + "\n"
+        with FileLock(str(self.path / _LOCK)):
+            with self.items_file.open("a", encoding="utf-8") as handle:
+                handle.write(line)
+                handle.flush()
+                os.fsync(handle.fileno())
+
+    # -- reading ---------------------------------------------------------------------------------------------
+    def items(self) -> list[Record]:
+        """Every item, the last record of each id winning (a resumed or re-run item appends again)."""
+        if not self.items_file.exists():
+            return []
+        return _last_per_id(_read_jsonl(self.items_file))
+
+    def resolve(self, segment: str | Path) -> Path:
+        """A record's segment path: relative ones are relative to the campaign folder."""
+        segment = Path(segment)
+        return segment if segment.is_absolute() else self.path / segment
+
+    def complete_ids(self) -> set[str]:
+        """Items that need no re-run: not an error, and every segment on disk ends with a result event."""
+        done = set()
+        for item in self.items():
+            segments = item.get("segments") or []
+            if item.get("outcome") == "error" or not segments:
+                continue
+            if all(ends_with_result(self.resolve(s)) for s in segments):
+                done.add(item["id"])
+        return done
+
+
+def safe_name(item_id: str) -> str:
+    return _UNSAFE.sub("_", item_id).strip("._") or "item"
+
+
+def ends_with_result(path: Path) -> bool:
+    """Whether a stream-json segment finished: its last JSON line is a ``result`` event."""
+    try:
+        lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
+    except OSError:
+        return False
+    for line in reversed(lines):
+        if not line.strip():
+            continue
+        try:
+            event = json.loads(line)
+        except ValueError:
+            return False  # a torn last line: the agent was killed mid-write
+        return isinstance(event, dict) and event.get("type") == "result"
+    return False
+
+
+def load_records(path: str | Path) -> list[Record]:
+    """Item records from a campaign folder, an ``items.jsonl``, or a JSON file (``{"items": […]}`` or a list).
+
+    ``summary.json`` files that call the list ``records`` are read too.
+    """
+    path = Path(path)
+    if path.is_dir():
+        if (path / MANIFEST).is_file():
+            return Campaign.open(path).items()
+        if (path / ITEMS).is_file():
+            return _last_per_id(_read_jsonl(path / ITEMS))
+        raise StoreError(f"{path}: not a campaign folder (no {MANIFEST} or {ITEMS})")
+    if not path.is_file():
+        raise StoreError(f"{path}: no such file or folder")
+    if path.suffix == ".jsonl":
+        return _last_per_id(_read_jsonl(path))
+    try:
+        data = json.loads(path.read_text(encoding="utf-8"))
+    except (OSError, ValueError) as exc:
+        raise StoreError(f"{path}: not a JSON file: {exc}") from None
+    if isinstance(data, dict):
+        data = data.get("items", data.get("records"))
+    if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
+        raise StoreError(f"{path}: expected a list of item records, or an object with an 'items' list")
+    return data
+
+
+def _read_jsonl(path: Path) -> Iterable[Record]:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise StoreError(f"{path}: {exc}") from None
+    for line in text.splitlines():
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            continue  # a line torn by a crash; the next record of that id (if any) supersedes it
+        if isinstance(record, dict) and isinstance(record.get("id"), str):
+            yield record
+
+
+def _last_per_id(records: Iterable[Record]) -> list[Record]:
+    latest: dict[str, Record] = {}
+    for record in records:
+        latest[record["id"]] = record  # keeps the position of the id's first record: the order items ran
+    return list(latest.values())
+
+
+def write_atomic(path: Path, text: str) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    with tmp.open("w", encoding="utf-8") as handle:
+        handle.write(text)
+        handle.flush()
+        os.fsync(handle.fileno())
+    os.replace(tmp, path)

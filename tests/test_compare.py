@@ -1,0 +1,226 @@
+import json
+import math
+
+import pytest
+from synth import Transcript, explore_response
+
+from pytest_agent_eval.cli import main
+from pytest_agent_eval.report.compare import Rule, compare, medians, parse_compare_fail, render_comparison
+from pytest_agent_eval.score import score_session
+
+EXPLORE = "mcp__codegraph__codegraph_explore"
+RULES = "allocation:-5pt,sufficient:-10pt,residual:+20%"
+
+
+def with_run(run: int, cite: bool = True, scale: int = 1, again: bool = False, entry: str = "express") -> dict:
+    """A with-arm run: one explore (two with ``again``) returning response.js and utils.js, then the answer."""
+    t = Transcript()
+    t.init(tools=["Read", EXPLORE])
+    grown = 0  # what the last tool result added to the next request's prompt, in tokens (~2 chars each)
+    for query in ["res.send", "res.send body"][: 2 if again else 1]:
+        call = t.call(EXPLORE, query=query, ctx=t.ctx + 100 + grown)
+        response = explore_response(
+            {
+                "lib/response.js": "function send(body) {}\n" * 20 * scale,
+                "lib/utils.js": "exports.etag = etag;\n" * 6 * scale,
+            }
+        )
+        t.reply(call, response)
+        grown = len(response) // 2
+    answer = "res.send lives in `lib/response.js`." if cite else "It is handled by the framework."
+    t.say(answer, ctx=t.ctx + 100 + grown)
+    t.result(answer)
+    return record(t, entry, "with", run)
+
+
+def without_run(run: int, lines: int = 100, entry: str = "express") -> dict:
+    t = Transcript()
+    t.init()
+    call = t.call("Read", file_path="/repo/lib/response.js")
+    content = "     1→function send(body) {}\n" * lines
+    t.reply(call, content)
+    t.say("res.send lives in lib/response.js", ctx=t.ctx + 100 + len(content) // 2)
+    t.result("res.send lives in lib/response.js")
+    return record(t, entry, "without", run)
+
+
+def record(t: Transcript, entry: str, arm: str, run: int) -> dict:
+    return {
+        "id": f"{entry}-{arm}-{run}",
+        "entry": entry,
+        "arm": arm,
+        "run": run,
+        "outcome": "passed",
+        "scores": score_session(t.session()),
+    }
+
+
+def baseline() -> list[dict]:
+    return [with_run(1), with_run(2), without_run(1), without_run(2)]
+
+
+def failed(rows):
+    return sorted((r.entry, r.arm, r.metric) for r in rows if r.failed)
+
+
+def test_parse_compare_fail_reads_points_percent_and_direction():
+    rules = parse_compare_fail("allocation:-5pt, sufficient:-10pt,residual:+20%,tokens:15%,allocation:2.5pt")
+    assert rules == [
+        Rule("allocation", 5.0, "pt", -1),
+        Rule("sufficient", 10.0, "pt", -1),
+        Rule("residual", 20.0, "%", 1),
+        Rule("tokens", 15.0, "%", 1),  # no sign: the metric's bad direction (more tokens)
+        Rule("allocation", 2.5, "pt", -1),  # no sign: less allocation is worse
+    ]
+    assert str(rules[2]) == "residual:+20%"
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("allocation:-5", "cannot read 'allocation:-5'"),
+        ("allocation:-5pt,bogus:+5%", "unknown metric in 'bogus:+5%'"),
+        ("residual:+20pt", "'residual:+20pt': residual is not a share"),
+        ("allocation=-5pt", "cannot read 'allocation=-5pt'"),
+        ("sufficient:-ten%", "cannot read 'sufficient:-ten%'"),
+        (" , ", "no rule"),
+    ],
+)
+def test_parse_compare_fail_names_the_bad_token(text, fragment):
+    with pytest.raises(ValueError, match="--compare-fail") as info:
+        parse_compare_fail(text)
+    assert fragment in str(info.value)
+
+
+def test_medians_per_entry_and_arm_skip_errored_runs():
+    runs = [
+        with_run(1),
+        with_run(2, cite=False),
+        with_run(3),
+        {"id": "x", "entry": "express", "arm": "with", "outcome": "error", "scores": None},
+    ]
+    figures = medians(runs)
+    assert list(figures) == [("express", "with")]
+    cited = runs[0]["scores"]["allocation"]["efficiency"]
+    assert figures["express", "with"]["n"] == 3
+    assert figures["express", "with"]["allocation"] == pytest.approx(cited)  # median of (e, 0, e)
+    assert figures["express", "with"]["sufficient"] == 1.0
+    assert figures["express", "with"]["residual"] == runs[0]["scores"]["occupancy"]["residual"]["codegraph"]
+
+
+def test_compare_flags_exactly_the_allocation_drop():
+    current = [with_run(1, cite=False), with_run(2, cite=False), without_run(1), without_run(2)]
+    rows = compare(baseline(), current, parse_compare_fail(RULES))
+    assert failed(rows) == [("express", "with", "allocation")]
+    allocation = next(r for r in rows if r.metric == "allocation")
+    assert allocation.after == 0
+    assert allocation.change == pytest.approx(-100 * allocation.before)
+    assert allocation.unit == "pt"
+    assert allocation.rule == "allocation:-5pt"
+
+
+def test_compare_flags_exactly_the_residual_rise():
+    current = [with_run(1, scale=3), with_run(2, scale=3), without_run(1), without_run(2)]
+    rows = compare(baseline(), current, parse_compare_fail(RULES))
+    assert failed(rows) == [("express", "with", "residual")]
+    residual = next(r for r in rows if r.metric == "residual" and r.arm == "with")
+    assert residual.change == pytest.approx((residual.after / residual.before - 1) * 100)
+    assert residual.change > 100
+
+
+def test_without_arm_residual_is_file_access():
+    current = [with_run(1), with_run(2), without_run(1, lines=300), without_run(2, lines=300)]
+    rows = compare(baseline(), current, parse_compare_fail("residual:+20%"))
+    assert failed(rows) == [("express", "without", "residual")]
+    row = next(r for r in rows if r.arm == "without" and r.metric == "residual")
+    assert row.before == baseline()[2]["scores"]["occupancy"]["file_access"]
+
+
+def test_compare_flags_a_sufficiency_drop_and_respects_thresholds():
+    current = [with_run(1, again=True), with_run(2, again=True), without_run(1), without_run(2)]
+    rows = compare(baseline(), current, parse_compare_fail("sufficient:-10pt,explore_again:+60pt"))
+    # 100% → 50% sufficient is -50pt (fails); explore again 0% → 50% is +50pt, under its 60pt threshold.
+    assert failed(rows) == [("express", "with", "sufficient")]
+    again = next(r for r in rows if r.metric == "explore_again")
+    assert (again.before, again.after, again.change) == (0.0, 0.5, 50.0)
+    assert not again.failed
+
+
+def test_no_change_and_no_rules_never_fail():
+    rows = compare(baseline(), baseline(), parse_compare_fail(RULES))
+    assert failed(rows) == []
+    assert {r.change for r in rows if r.rule} == {0.0}
+    plain = compare(baseline(), baseline())
+    assert {r.metric for r in plain} == {"allocation", "sufficient", "explore_again", "residual", "tokens", "cost"}
+    assert not any(r.failed for r in plain)
+
+
+def test_relative_change_from_zero():
+    rule = Rule("cost", 10, "%", 1)
+    assert rule.change(0, 0) == 0
+    assert rule.change(0, 0.5) == math.inf
+    assert rule.fails(rule.change(0, 0.5))
+    assert rule.fails(10.0) and not rule.fails(9.9)
+
+
+def test_only_entries_scored_on_both_sides_are_compared():
+    current = [with_run(1, entry="gin"), without_run(1, entry="gin")]
+    assert compare(baseline(), current) == []
+    assert render_comparison([]) == "nothing to compare: no (entry, arm) was scored in both"
+
+
+def test_render_comparison_names_entry_metric_before_after_change():
+    current = [with_run(1, cite=False), without_run(1)]
+    text = render_comparison(compare(baseline(), current, parse_compare_fail(RULES)))
+    line = next(line for line in text.splitlines() if " allocation " in line)
+    before = baseline()[0]["scores"]["allocation"]["efficiency"]
+    assert line.split()[:5] == ["express", "with", "allocation", f"{before:.1%}", "0.0%"]
+    assert f"{-before * 100:+.1f}pt" in line
+    assert "2→1" in line and "FAILED allocation:-5pt" in line
+    assert "warning: n=1: never read a single run (seeds: never n=1)" in text
+    assert text.splitlines()[0].split() == ["entry", "arm", "metric", "before", "after", "change", "n", "rule"]
+    assert text.rstrip().endswith("1 regression(s) beyond --compare-fail thresholds")
+
+
+def write(path, records):
+    path.write_text(json.dumps({"items": records}))
+    return str(path)
+
+
+def test_cli_compare_exit_codes(tmp_path, capsys):
+    base = write(tmp_path / "base.json", baseline())
+    same = write(tmp_path / "same.json", baseline())
+    worse = write(tmp_path / "worse.json", [with_run(1, cite=False), with_run(2, cite=False)])
+    assert main(["compare", base, same, "--compare-fail", RULES]) == 0
+    assert "allocation" in capsys.readouterr().out
+    assert main(["compare", base, worse]) == 0  # no rules: a report, never a failure
+    capsys.readouterr()
+    assert main(["compare", base, worse, "--compare-fail", RULES]) == 1
+    assert "FAILED allocation:-5pt" in capsys.readouterr().out
+
+
+def test_cli_compare_bad_input_exits_2_naming_it(tmp_path, capsys):
+    base = write(tmp_path / "base.json", baseline())
+    assert main(["compare", base, base, "--compare-fail", "allocation:5"]) == 2
+    assert "--compare-fail: cannot read 'allocation:5'" in capsys.readouterr().err
+    missing = str(tmp_path / "missing.json")
+    assert main(["compare", base, missing]) == 2
+    assert f"{missing}: no such file or folder" in capsys.readouterr().err
+    broken = tmp_path / "broken.json"
+    broken.write_text("{")
+    assert main(["compare", str(broken), base]) == 2
+    assert f"{broken}: not a JSON file" in capsys.readouterr().err
+
+
+def labelled(run: dict, label: str) -> dict:
+    return {**run, "arm_label": label}
+
+
+def test_campaigns_of_two_versions_line_up_by_arm():
+    before = [labelled(with_run(1), "with@1.6.1"), labelled(with_run(2), "with@1.6.1")]
+    after = [labelled(with_run(1, cite=False), "with@1.7.0"), labelled(with_run(2, cite=False), "with@1.7.0")]
+    assert failed(compare(before, after, parse_compare_fail("allocation:-5pt"))) == [("express", "with", "allocation")]
+    # One campaign running the with-arm at two versions keeps them apart instead of pooling them.
+    both = [labelled(with_run(1), "with@1.6.1"), labelled(with_run(1, cite=False), "with@local")]
+    assert sorted(medians(both)) == [("express", "with@1.6.1"), ("express", "with@local")]
+    assert medians(both)["express", "with@local"]["allocation"] == 0

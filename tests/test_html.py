@@ -1,0 +1,233 @@
+import os
+import re
+import shutil
+import signal
+import subprocess
+from pathlib import Path
+
+import pytest
+from synth import Transcript, explore_response
+
+from pytest_agent_eval.report.html import backend_note, render_html, write_html
+from pytest_agent_eval.report.store import Campaign
+from pytest_agent_eval.score import score_session
+from pytest_agent_eval.transcript import Session
+
+EXPLORE = "mcp__codegraph__codegraph_explore"
+QUESTION = "How does res.send pick <script>alert(1)</script> the Content-Type?"
+CHROMIUM = next((path for path in map(shutil.which, ("chromium", "chromium-browser")) if path), None)
+
+
+def with_transcript(path: Path, read_after: bool) -> Path:
+    t = Transcript()
+    t.init(tools=["Read", EXPLORE])
+    t.user(QUESTION)
+    call = t.call(EXPLORE, query="res.send </script><b>Content-Type")
+    t.reply(call, explore_response({"lib/response.js": "function send(body) {}\n" * 20, "lib/utils.js": "x;\n" * 30}))
+    if read_after:
+        read = t.call("Read", file_path="/repo/lib/utils.js")
+        t.reply(read, "     1→x;\n" * 30)
+    t.say("`lib/response.js` sets it.")
+    t.result("`lib/response.js` sets it.")
+    return t.write(path)
+
+
+def without_transcript(path: Path) -> Path:
+    t = Transcript()
+    t.init()
+    t.user(QUESTION)
+    grep = t.call("Grep", pattern="send")
+    t.reply(grep, "lib/response.js:1: function send")
+    t.result("lib/response.js")
+    return t.write(path)
+
+
+@pytest.fixture
+def campaign(tmp_path) -> Campaign:
+    """express: 2 runs per arm; gin: 1 run per arm (n=1 must be flagged); one infrastructure error."""
+    campaign = Campaign.create(tmp_path / "out", {"backend": "scripted"})
+    for entry, runs in (("express", (1, 2)), ("gin", (1,))):
+        for arm in ("with", "without"):
+            for run in runs:
+                item_id = f"{entry}-{arm}-{run}"
+                path = campaign.item_dir(item_id) / f"run-{item_id}.jsonl"
+                if arm == "with":
+                    with_transcript(path, read_after=run == 2)
+                else:
+                    without_transcript(path)
+                campaign.record(
+                    {
+                        "id": item_id,
+                        "entry": entry,
+                        "arm": arm,
+                        "run": run,
+                        "tool_version": "1.6.1",
+                        "claude_version": "2.1.332",
+                        "backend": "scripted",
+                        "questions": [QUESTION],
+                        "outcome": "passed",
+                        "error": None,
+                        "segments": [str(path.relative_to(campaign.path))],
+                        "scores": score_session(Session.from_files([path])),
+                        "wall_s": 12.3,
+                        "agent_s": 11.0,
+                    }
+                )
+    campaign.record(
+        {"id": "gin-with-2", "entry": "gin", "arm": "with", "run": 2, "outcome": "error", "error": "rate_limit"}
+    )
+    return campaign
+
+
+def run_section(page: str, item_id: str) -> str:
+    match = re.search(
+        rf'<details class="run" id="run-{re.escape(item_id)}">(.*?)</details>\s*(?=<details class="run"|</section>)',
+        page,
+        re.S,
+    )
+    assert match, item_id
+    return match.group(1)
+
+
+def test_report_layout_tables_and_warnings(campaign):
+    page = render_html(campaign.items(), "express campaign", backend_note("scripted"), campaign.path)
+    note = page.index("model backend: scripted — these figures measure the pipeline")
+    assert note < page.index('<section id="tables">') < page.index('<section id="charts">') < page.index('id="runs"')
+    warnings = re.search(r'<div class="warning" id="small-n">(.*?)</div>', page, re.S).group(1)
+    assert "gin · with: n=1: never read a single run (seeds: never n=1)" in warnings
+    assert "gin · without: n=1" in warnings
+    assert "express" not in warnings
+    assert "1 run(s) ended in an infrastructure error" in warnings
+    figures = re.search(r'<table class="figures">(.*?)</table>', page, re.S).group(1)
+    rows = re.findall(r"<tr><td>(.*?)</td><td>(.*?)</td>(<td.*?</td>)(.*?)</tr>", figures)
+    assert [(entry, arm) for entry, arm, _, _ in rows] == [
+        ("express", "with"),
+        ("express", "without"),
+        ("gin", "with"),
+        ("gin", "without"),
+    ]
+    express_with = rows[0]
+    assert express_with[2] == "<td>2</td>"
+    assert "small-n" in rows[2][2]  # gin · with scored one run (the other errored)
+    # express · with: run 1 moved on, run 2 read a file it was given → sufficient median 50% over [0%–100%].
+    assert "<td>50.0% [0.0%–100.0%]</td>" in express_with[3]
+    assert "<td>12.3s [12.3s–12.3s]</td>" in express_with[3]
+
+
+def test_paired_differences_with_bootstrap_interval(campaign):
+    records = campaign.items()
+    page = render_html(records, "t", "note", campaign.path)
+    paired = re.search(r'<table class="figures paired">(.*?)</table>', page, re.S).group(1)
+    rows = dict(re.findall(r"<tr><td>(\w+)</td>(.*?)</tr>", paired))
+    by_id = {r["id"]: r["scores"] for r in records if r.get("scores")}
+    diffs = [
+        by_id[f"express-with-{run}"]["occupancy"]["residual"]["codegraph"]
+        - by_id[f"express-without-{run}"]["occupancy"]["file_access"]
+        for run in (1, 2)
+    ]
+    assert diffs[0] == diffs[1] > 0  # both runs gave the same response: the interval is that one value
+    assert rows["express"].startswith(f"<td>+{diffs[0]} [+{diffs[0]}, +{diffs[0]}]</td>")
+    # gin has one pair: no interval, the n=1 warning instead.
+    assert rows["gin"].count("1 pair(s) ⚠") == 3
+
+
+def test_transcript_view_marks_buckets_and_cited_files(campaign):
+    page = render_html(campaign.items(), "t", "note", campaign.path)
+    moved_on = run_section(page, "express-with-1")
+    assert 'data-bucket="sufficient"' in moved_on and "final answer" in moved_on
+    read_again = run_section(page, "express-with-2")
+    assert 'data-bucket="read_returned"' in read_again
+    assert "Read a file we returned</span> → Read utils.js" in read_again
+    cited = re.findall(r'<li class="(cited|unused)"><code>(.*?)</code> ([\d,]+) chars · (.*?)</li>', read_again)
+    assert [(kind, path, via) for kind, path, _, via in cited] == [
+        ("cited", "lib/response.js", "cited via path"),
+        ("unused", "lib/utils.js", "not cited"),
+    ]
+    assert "<h4>Final answer</h4><pre>`lib/response.js` sets it.</pre>" in read_again
+    assert "data-bucket" not in run_section(page, "express-without-1")
+    assert "no transcript segments recorded" in run_section(page, "gin-with-2")
+
+
+def test_report_escapes_and_is_self_contained(campaign):
+    page = render_html(campaign.items(), "<b>title</b>", "note", campaign.path)
+    assert "<script>alert(1)</script>" not in page
+    assert "&lt;script&gt;alert(1)&lt;/script&gt;" in page
+    assert "<title>&lt;b&gt;title&lt;/b&gt;</title>" in page
+    # A query holding "</script>" must not end the embedded chart data early.
+    assert page.count("</script>") == 2
+    assert "res.send \\u003c/script>\\u003cb>Content-Type" in page
+    # Nothing is fetched: no external scripts, styles, images or fonts; the one URL is the SVG namespace.
+    assert not re.search(r"<(link|img|iframe)\b|\b(src|href)=|@import|url\(", page)
+    assert set(re.findall(r"https?://[^\s\"']+", page)) == {"http://www.w3.org/2000/svg"}
+    assert "Content-Security-Policy" in page
+
+
+def test_missing_segments_are_reported_not_fatal(campaign, tmp_path):
+    records = campaign.items()
+    page = render_html(records, "t", "note", tmp_path / "elsewhere")
+    assert "segment not found: " in run_section(page, "express-with-1")
+
+
+def test_backend_note():
+    assert backend_note("cassette").endswith("not a model")
+    assert backend_note({"name": "anthropic", "description": "Anthropic Messages API"}) == (
+        "model backend: Anthropic Messages API"
+    )
+    assert backend_note(None) == "model backend: not recorded"
+
+
+def test_write_html_into_the_campaign(campaign):
+    path = write_html(campaign)
+    assert path == campaign.path / "report.html"
+    page = path.read_text(encoding="utf-8")
+    assert f"<h1>agent-eval campaign {campaign.id}</h1>" in page
+    assert "model backend: scripted — these figures measure the pipeline" in page
+
+
+def chromium(profile: Path, *args: str) -> subprocess.CompletedProcess:
+    """Headless Chromium with no network chatter; its whole process group is stopped even on a timeout."""
+    assert CHROMIUM is not None
+    command = [
+        CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
+        "--disable-component-update", "--disable-sync", f"--user-data-dir={profile}", *args,
+    ]  # fmt: skip
+    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
+    try:
+        out, err = proc.communicate(timeout=120)
+    finally:
+        if proc.poll() is None:
+            os.killpg(proc.pid, signal.SIGKILL)
+            proc.communicate()
+    return subprocess.CompletedProcess(command, proc.returncode, out, err)
+
+
+def chart(dom: str, chart_id: str) -> str:
+    match = re.search(rf'<div class="chart" id="{chart_id}" data-rendered="true">(.*?)</div>', dom, re.S)
+    assert match, f"{chart_id} was not rendered"
+    return match.group(1)
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium binary (Debian: apt-get install chromium)")
+def test_charts_render_in_headless_chromium(campaign, tmp_path):
+    report = write_html(campaign)
+    result = chromium(tmp_path / "profile", "--dump-dom", report.as_uri())
+    assert result.returncode == 0, result.stderr[-2000:]
+    dom = result.stdout
+    assert 'data-charts-rendered="3"' in dom
+    residual = chart(dom, "chart-residual")
+    # One bar per (entry, arm): express and gin, with and without.
+    assert len(re.findall(r'<rect [^>]*class="bar tool"', residual)) == 2
+    assert len(re.findall(r'<rect [^>]*class="bar file-access"', residual)) == 2
+    buckets = chart(dom, "chart-sufficiency")
+    # The with-arm's 3 answered calls: 2 moved on, 1 read a returned file; the without-arm has none.
+    assert re.search(r'class="bucket sufficient"><title>moved on / answered: 2 \(67%\)</title>', buckets)
+    assert re.search(r'class="bucket read_returned"><title>Read a file we returned: 1 \(33%\)</title>', buckets)
+    assert "no answered explore call" in buckets
+    dots = chart(dom, "chart-allocation")
+    assert len(re.findall(r"<circle ", dots)) == 3  # one per explore call that returned file sections
+
+    screenshot = tmp_path / "report.png"
+    shot = chromium(tmp_path / "profile2", "--window-size=1200,1400", f"--screenshot={screenshot}", report.as_uri())
+    assert shot.returncode == 0, shot.stderr[-2000:]
+    assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
+    assert screenshot.stat().st_size > 20_000  # a blank page compresses to a few KB
