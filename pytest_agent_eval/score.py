@@ -86,13 +86,15 @@ class Scorecard:
         eff = "n/a" if alloc.efficiency is None else f"{alloc.efficiency:.1%}"
         answered = sum(suf.counts.values())
         share = f"{suf.counts['sufficient'] / answered:.0%}" if answered else "n/a"
-        return "\n".join([
-            f"occupancy: final ctx {occ.ctx_final:,} tok · {self.tool.name} residual "
-            f"{occ.residual['codegraph']:,} tok · file-access residual {occ.file_access:,} tok",
-            f"sufficiency: {answered} answered calls, {share} moved on",
-            f"allocation: efficiency {eff}",
-            f"contamination: {con.cli_returned_output} CLI calls returned output, {con.cli_blocked} blocked",
-        ])
+        return "\n".join(
+            [
+                f"occupancy: final ctx {occ.ctx_final:,} tok · {self.tool.name} residual "
+                f"{occ.residual['codegraph']:,} tok · file-access residual {occ.file_access:,} tok",
+                f"sufficiency: {answered} answered calls, {share} moved on",
+                f"allocation: efficiency {eff}",
+                f"contamination: {con.cli_returned_output} CLI calls returned output, {con.cli_blocked} blocked",
+            ]
+        )
 
 
 def score(
@@ -116,7 +118,12 @@ def score_session(session: Session, tool: RetrievalTool = CODEGRAPH, window: int
     return score(session, tool, window).to_dict()
 
 
-def render_session(session: Session, tool: RetrievalTool = CODEGRAPH, window: int = DEFAULT_WINDOW,
-                   brief: bool = False, envelope: bool = False) -> str:
+def render_session(
+    session: Session,
+    tool: RetrievalTool = CODEGRAPH,
+    window: int = DEFAULT_WINDOW,
+    brief: bool = False,
+    envelope: bool = False,
+) -> str:
     """The text blocks the seeds print for one session."""
     return score(session, tool, window).render(brief=brief, envelope=envelope)

@@ -1,0 +1,314 @@
+"""The run's settings: command-line options, their ini keys, and the thresholds file.
+
+Precedence, stated once: a command-line option beats its ini key (``[pytest]`` / ``[tool.pytest.ini_options]``),
+which beats the built-in default. The ``agent_eval`` marker's arguments (``entries=``, ``arms=``, ``runs=``,
+``turns=``) narrow or override these for the one test they decorate. Thresholds come from ``agent-eval.yaml``
+(see :mod:`pytest_agent_eval.report.gates`).
+
+Nothing here touches the network or npm: it only parses text.
+"""
+
+from __future__ import annotations
+
+import os
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+DEFAULT_CG_VERSION = "1.6.1"
+BACKENDS = ("auto", "anthropic", "scripted", "cassette")
+ARM_NAMES = ("with", "without")
+
+
+class OptionError(ValueError):
+    """A bad option or ini value; the message names the option."""
+
+
+@dataclass(frozen=True)
+class Arm:
+    """One side of the A/B. ``tool_spec`` pins the codegraph build (``1.6.1``, ``latest``, ``local:<path>``);
+    None means ``--cg-version``."""
+
+    name: str
+    tool_spec: str | None = None
+
+    @property
+    def label(self) -> str:
+        """The arm as it appears in item ids and tables; a local path shows only its last part."""
+        if self.tool_spec is None:
+            return self.name
+        spec = self.tool_spec
+        if spec.startswith("local:"):
+            spec = "local:" + (Path(spec[len("local:") :]).name or spec[len("local:") :])
+        return f"{self.name}@{spec}"
+
+    @property
+    def has_tool(self) -> bool:
+        return self.name == "with"
+
+
+@dataclass
+class AgentEvalConfig:
+    arms: list[Arm] = field(default_factory=lambda: [Arm("with"), Arm("without")])
+    runs: int = 2
+    turns: int | None = None  # None: every `||` turn of the question
+    cg_version: str = DEFAULT_CG_VERSION
+    corpus: Path = Path("corpus.json")
+    corpus_dir: Path = field(default_factory=lambda: cache_root() / "corpus")
+    out: Path | None = None  # None until the plugin picks agent-eval-out/<timestamp> (the same on every worker)
+    model: str = "sonnet"
+    effort: str = "high"
+    max_budget_usd: float = 4.0
+    agent_timeout: float = 900.0
+    offline: bool = False
+    backend: str = "auto"
+    thresholds_file: Path | None = None
+    cassettes: list[Path] = field(default_factory=list)
+
+    def tool_spec(self, arm: Arm) -> str:
+        return arm.tool_spec or self.cg_version
+
+    @property
+    def cache(self) -> Path:
+        return cache_root()
+
+
+def cache_root() -> Path:
+    """Where provisioned CLIs, indexes and the corpus clones live across runs."""
+    if os.environ.get("AGENT_EVAL_CACHE"):
+        return Path(os.environ["AGENT_EVAL_CACHE"])
+    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
+    return Path(base) / "pytest-agent-eval"
+
+
+# -- value parsers: each raises OptionError naming nothing but the value; the caller adds the option ------------
+def parse_arms(text: str) -> list[Arm]:
+    arms: list[Arm] = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        name, _, spec = part.partition("@")
+        if name not in ARM_NAMES:
+            raise OptionError(
+                f"unknown arm {name!r} in {text!r} (arms are 'with' and 'without', optionally @<version>)"
+            )
+        if "@" in part and not spec:
+            raise OptionError(f"arm {part!r} has an empty version after '@'")
+        if spec.startswith("local:") and not spec[len("local:") :]:
+            raise OptionError(f"arm {part!r}: local: needs a path")
+        arms.append(Arm(name, spec or None))
+    if not arms:
+        raise OptionError(f"no arm in {text!r}")
+    labels = [a.label for a in arms]
+    duplicates = sorted({label for label in labels if labels.count(label) > 1})
+    if duplicates:
+        raise OptionError(f"arm {duplicates[0]!r} given twice in {text!r}")
+    return arms
+
+
+def parse_positive_int(text: str) -> int:
+    try:
+        value = int(str(text).strip())
+    except ValueError:
+        raise OptionError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise OptionError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def parse_positive_float(text: str) -> float:
+    try:
+        value = float(str(text).strip())
+    except ValueError:
+        raise OptionError(f"expected a positive number, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise OptionError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def parse_version(text: str) -> str:
+    value = str(text).strip()
+    if not value or any(c.isspace() for c in value):
+        raise OptionError(f"expected a version ('1.6.1', 'latest' or 'local:<path>'), got {text!r}")
+    if value == "local:":
+        raise OptionError("local: needs a path")
+    return value
+
+
+def parse_word(text: str) -> str:
+    value = str(text).strip()
+    if not value or any(c.isspace() for c in value):
+        raise OptionError(f"expected a single word, got {text!r}")
+    return value
+
+
+def parse_backend(text: str) -> str:
+    value = str(text).strip()
+    if value not in BACKENDS:
+        raise OptionError(f"expected one of {', '.join(BACKENDS)}, got {text!r}")
+    return value
+
+
+def parse_bool(text: str | bool) -> bool:
+    if isinstance(text, bool):
+        return text
+    value = str(text).strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off", ""):
+        return False
+    raise OptionError(f"expected true or false, got {text!r}")
+
+
+def parse_path(text: str) -> Path:
+    value = str(text).strip()
+    if not value:
+        raise OptionError("expected a path, got an empty value")
+    return Path(os.path.expanduser(value))
+
+
+def parse_paths(text: str) -> list[Path]:
+    paths = [parse_path(part) for part in str(text).split(",") if part.strip()]
+    if not paths:
+        raise OptionError("expected one or more comma-separated paths")
+    return paths
+
+
+@dataclass(frozen=True)
+class Option:
+    """One setting: its flag, its ini key, how its text becomes a value, and the config field it fills."""
+
+    flag: str
+    ini: str
+    attr: str
+    parse: Callable[[Any], Any]
+    help: str
+    metavar: str | None = None
+    is_flag: bool = False
+
+
+OPTIONS: tuple[Option, ...] = (
+    Option(
+        "--arms",
+        "agent_eval_arms",
+        "arms",
+        parse_arms,
+        "arms to run, comma-separated: with,without; an arm may pin a build: with@1.6.1, with@local:<path> "
+        "(default with,without)",
+        "ARMS",
+    ),
+    Option("--runs", "agent_eval_runs", "runs", parse_positive_int, "runs per corpus entry and arm (default 2)", "N"),
+    Option(
+        "--turns",
+        "agent_eval_turns",
+        "turns",
+        parse_positive_int,
+        "use the first N '||' turns of each question (default: all)",
+        "N",
+    ),
+    Option(
+        "--cg-version",
+        "agent_eval_cg_version",
+        "cg_version",
+        parse_version,
+        f"codegraph build for arms that pin none: a version, 'latest' or 'local:<path>' (default {DEFAULT_CG_VERSION})",
+        "VERSION",
+    ),
+    Option(
+        "--corpus", "agent_eval_corpus", "corpus", parse_path, "corpus file (default corpus.json at rootdir)", "FILE"
+    ),
+    Option(
+        "--corpus-dir",
+        "agent_eval_corpus_dir",
+        "corpus_dir",
+        parse_path,
+        "where corpus repositories are cloned (default ~/.cache/pytest-agent-eval/corpus)",
+        "DIR",
+    ),
+    Option(
+        "--agent-eval-out",
+        "agent_eval_out",
+        "out",
+        parse_path,
+        "output folder for transcripts and summary.json (default agent-eval-out/<timestamp> at rootdir)",
+        "DIR",
+    ),
+    Option("--model", "agent_eval_model", "model", parse_word, "model the agent runs (default sonnet)", "MODEL"),
+    Option("--effort", "agent_eval_effort", "effort", parse_word, "the agent's --effort (default high)", "EFFORT"),
+    Option(
+        "--max-budget-usd",
+        "agent_eval_max_budget_usd",
+        "max_budget_usd",
+        parse_positive_float,
+        "the agent's --max-budget-usd per process (default 4)",
+        "USD",
+    ),
+    Option(
+        "--agent-timeout",
+        "agent_eval_agent_timeout",
+        "agent_timeout",
+        parse_positive_float,
+        "seconds one agent process may run before it is killed as an infrastructure error (default 900)",
+        "SECONDS",
+    ),
+    Option(
+        "--offline",
+        "agent_eval_offline",
+        "offline",
+        parse_bool,
+        "never clone or install: use only what the caches already hold",
+        is_flag=True,
+    ),
+    Option(
+        "--agent-backend",
+        "agent_eval_backend",
+        "backend",
+        parse_backend,
+        f"model behind the agent: {', '.join(BACKENDS)} (default auto: the real API when "
+        "ANTHROPIC_API_KEY holds a real key, else scripted)",
+        "NAME",
+    ),
+    Option(
+        "--agent-cassette",
+        "agent_eval_cassette",
+        "cassettes",
+        parse_paths,
+        "recorded transcripts the cassette backend replays, comma-separated",
+        "FILES",
+    ),
+)
+THRESHOLDS_INI = "agent_eval_thresholds"
+
+
+def resolve(get_option: Callable[[str], Any], get_ini: Callable[[str], Any], rootpath: Path) -> AgentEvalConfig:
+    """Build the config from option values (None when not given) and ini values ('' when not set).
+
+    Raises OptionError naming the flag (or ini key) whose value is bad.
+    """
+    config = AgentEvalConfig(corpus=rootpath / "corpus.json")
+    for option in OPTIONS:
+        raw = get_option(option.attr)
+        source = option.flag
+        if raw is None or (option.is_flag and raw is False):
+            raw = get_ini(option.ini)
+            source = f"ini {option.ini}"
+            if raw in (None, "", []):
+                continue
+        try:
+            value = option.parse(raw)
+        except OptionError as exc:
+            raise OptionError(f"{source}: {exc}") from None
+        base = Path.cwd() if source == option.flag else rootpath
+        if isinstance(value, Path):
+            value = base / value
+        elif isinstance(value, list):
+            value = [base / v if isinstance(v, Path) else v for v in value]
+        setattr(config, option.attr, value)
+    if config.backend == "cassette" and not config.cassettes:
+        raise OptionError("--agent-backend cassette: needs --agent-cassette FILES (or ini agent_eval_cassette)")
+    thresholds = get_ini(THRESHOLDS_INI)
+    config.thresholds_file = (rootpath / thresholds) if thresholds else None
+    if config.thresholds_file is None and (rootpath / "agent-eval.yaml").is_file():
+        config.thresholds_file = rootpath / "agent-eval.yaml"
+    return config

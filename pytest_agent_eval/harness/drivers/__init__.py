@@ -1,0 +1,110 @@
+"""Ways of driving the agent (``headless``: ``claude -p``), and what they share.
+
+An :class:`AgentInfraError` means the run produced no transcript worth scoring — the CLI is missing, it
+timed out, it wrote no result event, the API failed — which is never a verdict on the retrieval tool.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import selectors
+import signal
+import subprocess
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+
+class AgentInfraError(RuntimeError):
+    """The harness, the CLI or the API failed; the message says which."""
+
+
+def warm_mcp_server(command: Sequence[str], cwd: Path, env: Mapping[str, str], timeout_s: float = 120.0) -> float:
+    """Start an MCP stdio server, wait for its answer to ``initialize``, stop it; returns the seconds it took.
+
+    Run once before the agent so the first real start (loading the index, filling the OS cache) is not part of
+    the measured run: an agent facing a cold start turns to Read/grep and the A/B measures latency instead of
+    retrieval. Raises AgentInfraError when the server does not answer.
+    """
+    request = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "initialize",
+        "params": {
+            "protocolVersion": "2025-06-18",
+            "capabilities": {},
+            "clientInfo": {"name": "pytest-agent-eval-prewarm", "version": "1"},
+        },
+    }
+    started = time.monotonic()
+    try:
+        process = subprocess.Popen(
+            list(command),
+            cwd=cwd,
+            env=dict(env),
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=subprocess.PIPE,
+            start_new_session=True,
+        )
+    except OSError as exc:
+        raise AgentInfraError(f"cannot start MCP server {command[0]}: {exc}") from None
+    try:
+        assert process.stdin is not None and process.stdout is not None
+        process.stdin.write((json.dumps(request) + "\n").encode())
+        process.stdin.flush()
+        answer = _read_response(process, timeout_s)
+        if answer is None:
+            raise AgentInfraError(
+                f"MCP server {' '.join(command)} did not answer initialize within {timeout_s:g}s"
+                f" (exit code {process.poll()})"
+            )
+    finally:
+        _stop(process)
+    return time.monotonic() - started
+
+
+def _read_response(process: subprocess.Popen, timeout_s: float) -> dict | None:
+    """The first JSON-RPC response with id 1 on stdout; None on timeout or exit."""
+    assert process.stdout is not None
+    deadline = time.monotonic() + timeout_s
+    buffer = b""
+    with selectors.DefaultSelector() as selector:
+        selector.register(process.stdout, selectors.EVENT_READ)
+        while time.monotonic() < deadline:
+            if not selector.select(timeout=max(0.0, deadline - time.monotonic())):
+                continue
+            chunk = os.read(process.stdout.fileno(), 65536)
+            if not chunk:
+                return None
+            buffer += chunk
+            *lines, buffer = buffer.split(b"\n")
+            for line in lines:
+                try:
+                    message = json.loads(line)
+                except ValueError:
+                    continue  # servers may log to stdout before speaking JSON-RPC
+                if isinstance(message, dict) and message.get("id") == 1 and ("result" in message or "error" in message):
+                    return message
+    return None
+
+
+def _stop(process: subprocess.Popen) -> None:
+    for stream in (process.stdin, process.stdout, process.stderr):
+        if stream is not None:
+            stream.close()
+    try:
+        process.wait(timeout=5)
+        return
+    except subprocess.TimeoutExpired:
+        pass
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(process.pid, sig)
+            process.wait(timeout=5)
+            return
+        except ProcessLookupError:
+            return
+        except subprocess.TimeoutExpired:
+            continue

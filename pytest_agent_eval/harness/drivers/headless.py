@@ -1,0 +1,248 @@
+"""Drive ``claude -p`` over the turns of one question, one stream-json segment per turn.
+
+Turn 1 starts a session; each later turn ``--resume``s it, so earlier tool output stays in the window.
+Segments land as ``run-<label>.jsonl``, ``run-<label>.t2.jsonl``, … with each process's stderr beside it
+(``run-<label>.stderr``, ``run-<label>.t2.stderr``).
+
+The CLI fails in two known ways, and a watchdog handles both: it may hang after writing its ``result``
+event (killed a few seconds later; the segment is complete and kept), or it may never write one (killed
+at the timeout; the partial segment is kept and :class:`AgentInfraError` is raised).
+
+The environment is passed to the child only; nothing here writes it to a file, so an API key in it never
+lands on disk.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import signal
+import subprocess
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from pytest_agent_eval.harness.drivers import AgentInfraError
+
+ALLOWED_TOOLS = "Grep,Glob,TodoWrite"
+RESULT_GRACE_S = 5.0  # how long a CLI may linger after its result event before it counts as hung
+_KILL_WAIT_S = 3.0
+
+
+@dataclass(frozen=True)
+class HeadlessOptions:
+    """The flags every agent process gets; one object per run, shared by its turns."""
+
+    claude: str
+    mcp_config: Path
+    settings: Path
+    model: str = "sonnet"
+    effort: str = "high"
+    max_budget_usd: float = 4.0
+    timeout_s: float = 900.0
+    result_grace_s: float = RESULT_GRACE_S
+    allowed_tools: str = ALLOWED_TOOLS
+
+
+@dataclass
+class RunRecord:
+    """What the driver did: one entry per agent process, in turn order."""
+
+    label: str
+    segments: list[Path] = field(default_factory=list)
+    stderr: list[Path] = field(default_factory=list)
+    wall_s: list[float] = field(default_factory=list)
+    exit_codes: list[int | None] = field(default_factory=list)
+    hung_after_result: list[bool] = field(default_factory=list)
+    session_id: str | None = None
+
+    def to_dict(self) -> dict:
+        return {
+            "label": self.label,
+            "segments": [str(p) for p in self.segments],
+            "stderr": [str(p) for p in self.stderr],
+            "wall_s": [round(s, 3) for s in self.wall_s],
+            "exit_codes": self.exit_codes,
+            "hung_after_result": self.hung_after_result,
+            "session_id": self.session_id,
+        }
+
+
+def segment_name(label: str, turn: int, suffix: str = ".jsonl") -> str:
+    """``run-<label>.jsonl`` for turn 1, ``run-<label>.t<N>.jsonl`` after it."""
+    return f"run-{label}{'' if turn == 1 else f'.t{turn}'}{suffix}"
+
+
+def build_command(question: str, options: HeadlessOptions, resume: str | None = None) -> list[str]:
+    command = [
+        options.claude,
+        "-p",
+        question,
+        "--output-format",
+        "stream-json",
+        "--verbose",
+        "--permission-mode",
+        "bypassPermissions",
+        "--model",
+        options.model,
+        "--effort",
+        options.effort,
+        "--max-budget-usd",
+        f"{options.max_budget_usd:g}",
+        "--strict-mcp-config",
+        "--mcp-config",
+        str(options.mcp_config),
+        "--settings",
+        str(options.settings),
+        "--allowedTools",
+        options.allowed_tools,
+    ]
+    if resume:
+        command += ["--resume", resume]
+    return command
+
+
+def run_headless(
+    questions: Sequence[str],
+    *,
+    label: str,
+    out_dir: Path,
+    cwd: Path,
+    env: Mapping[str, str],
+    options: HeadlessOptions,
+) -> RunRecord:
+    """Run every turn; raises AgentInfraError (partial segments kept) when a turn yields no result event."""
+    if not questions:
+        raise ValueError("no question to ask")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    record = RunRecord(label=label)
+    for turn, question in enumerate(questions, start=1):
+        if turn > 1 and not record.session_id:
+            raise AgentInfraError(f"turn {turn}: no session id in {record.segments[-1]}, so it cannot be resumed")
+        segment = out_dir / segment_name(label, turn)
+        stderr = out_dir / segment_name(label, turn, ".stderr")
+        outcome = _run_process(build_command(question, options, record.session_id), segment, stderr, cwd, env, options)
+        record.segments.append(segment)
+        record.stderr.append(stderr)
+        record.wall_s.append(outcome.wall_s)
+        record.exit_codes.append(outcome.exit_code)
+        record.hung_after_result.append(outcome.hung_after_result)
+        record.session_id = outcome.session_id or record.session_id
+        if not outcome.saw_result:
+            why = (
+                f"timed out after {options.timeout_s:g}s"
+                if outcome.timed_out
+                else f"exited with code {outcome.exit_code}"
+            )
+            raise AgentInfraError(
+                f"turn {turn}: claude {why} without a result event (partial segment kept: {segment})"
+                + _stderr_tail(stderr)
+            )
+    return record
+
+
+@dataclass
+class _Outcome:
+    exit_code: int | None = None
+    wall_s: float = 0.0
+    saw_result: bool = False
+    timed_out: bool = False
+    hung_after_result: bool = False
+    session_id: str | None = None
+
+
+def _run_process(
+    command: list[str], segment: Path, stderr_path: Path, cwd: Path, env: Mapping[str, str], options: HeadlessOptions
+) -> _Outcome:
+    outcome = _Outcome()
+    result_seen = threading.Event()
+    started = time.monotonic()
+    with segment.open("wb") as out, stderr_path.open("wb") as err:
+        try:
+            # A new session makes the CLI and the MCP servers it spawned one process group, killed together.
+            process = subprocess.Popen(
+                command,
+                cwd=cwd,
+                env=dict(env),
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=err,
+                start_new_session=True,
+            )
+        except FileNotFoundError:
+            raise AgentInfraError(f"claude CLI not found: {command[0]}") from None
+        except PermissionError:
+            raise AgentInfraError(f"claude CLI is not executable: {command[0]}") from None
+
+        def pump() -> None:
+            assert process.stdout is not None
+            for raw in process.stdout:
+                out.write(raw)
+                out.flush()
+                event = _event(raw)
+                if event is None:
+                    continue
+                if isinstance(event.get("session_id"), str) and event["session_id"]:
+                    outcome.session_id = event["session_id"]
+                if event.get("type") == "result":
+                    result_seen.set()
+
+        reader = threading.Thread(target=pump, daemon=True)
+        reader.start()
+        deadline = started + options.timeout_s
+        try:
+            while process.poll() is None:
+                now = time.monotonic()
+                if result_seen.is_set():
+                    try:
+                        process.wait(timeout=options.result_grace_s)
+                    except subprocess.TimeoutExpired:
+                        outcome.hung_after_result = True
+                    break
+                if now >= deadline:
+                    outcome.timed_out = True
+                    break
+                result_seen.wait(timeout=min(0.2, deadline - now))
+        finally:
+            # Also on an interrupt (Ctrl-C, pytest-timeout): never leave the CLI or its MCP servers running.
+            _kill_group(process)
+        outcome.exit_code = process.wait()
+        outcome.wall_s = time.monotonic() - started
+        reader.join(timeout=_KILL_WAIT_S)
+    outcome.saw_result = result_seen.is_set()
+    return outcome
+
+
+def _kill_group(process: subprocess.Popen) -> None:
+    """SIGTERM, then SIGKILL, the CLI's process group, until no member is left (MCP servers included)."""
+    for sig in (signal.SIGTERM, signal.SIGKILL):
+        try:
+            os.killpg(process.pid, sig)
+        except ProcessLookupError:
+            return
+        deadline = time.monotonic() + _KILL_WAIT_S
+        while time.monotonic() < deadline:
+            process.poll()  # reap the leader, or its zombie keeps the group alive
+            try:
+                os.killpg(process.pid, 0)
+            except ProcessLookupError:
+                return
+            time.sleep(0.05)
+
+
+def _event(raw: bytes) -> dict | None:
+    try:
+        event = json.loads(raw)
+    except ValueError:
+        return None
+    return event if isinstance(event, dict) else None
+
+
+def _stderr_tail(path: Path, lines: int = 5) -> str:
+    try:
+        tail = path.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-lines:]
+    except OSError:
+        return ""
+    return ("; stderr: " + " | ".join(tail)) if tail else ""

@@ -1,0 +1,366 @@
+"""Terminal tables over the runs of a session, and the same figures as ``summary.json``.
+
+Input is plain data — one record per item, as the plugin collects them on the controller — so the tables
+read the same under xdist as in one process, and can be rebuilt from ``summary.json`` alone.
+
+Small n is the rule here (runs make 1–5 explore calls), so every per-arm figure is shown as
+``median [min–max]`` over runs, never as a single number.
+"""
+
+from __future__ import annotations
+
+import inspect
+import statistics
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any
+
+import tabulate as tabulate_module
+from tabulate import tabulate
+
+MODEL_FREE_BACKENDS = ("scripted", "cassette")
+_PRESERVE_PARAM = "preserve_whitespace" in inspect.signature(tabulate).parameters
+
+Record = dict[str, Any]
+
+# (label, figure, formatter) rows of the ARM COMPARISON, by section.
+_SECTIONS: list[tuple[str, list[tuple[str, str, str]]]] = [
+    (
+        "behaviour",
+        [
+            ("duration", "duration_s", "duration"),
+            ("tool calls", "tool_calls", "int"),
+            ("Read", "read_calls", "int"),
+            ("codegraph calls", "codegraph_calls", "int"),
+            ("cost", "cost_usd", "usd"),
+        ],
+    ),
+    (
+        "occupancy (residual at end of run)",
+        [
+            ("final context", "ctx_final", "tok"),
+            ("codegraph residual", "codegraph_residual", "tok"),
+            ("file-access residual", "file_access_residual", "tok"),
+            ("retrieval residual", "residual_tokens", "tok"),
+            ("share of final context", "residual_share", "pct"),
+            ("share of window", "window_share", "pct"),
+            ("turns", "turns", "num"),
+        ],
+    ),
+    (
+        "sufficiency (what the agent did next)",
+        [
+            ("answered explore calls", "explore_calls", "int"),
+            ("explore again", "explore_again_share", "pct"),
+            ("Read a file we returned", "read_returned_share", "pct"),
+            ("Read a file we did not return", "read_missed_share", "pct"),
+            ("Grep/Glob", "search_share", "pct"),
+            ("moved on / answered", "sufficient_share", "pct"),
+            ("errored calls", "explore_errors", "int"),
+        ],
+    ),
+    (
+        "allocation (share of returned bytes the answer cited)",
+        [
+            ("efficiency per run", "allocation", "pct"),
+            ("path-cited alone", "path_allocation", "pct"),
+        ],
+    ),
+    (
+        "contamination",
+        [
+            ("CLI calls that RETURNED output", "cli_returned_output", "int"),
+            ("CLI calls blocked", "cli_blocked", "int"),
+        ],
+    ),
+]
+
+
+# -- formatting ------------------------------------------------------------------------------------------------
+def fmt(value: float | None, kind: str) -> str:
+    if value is None:
+        return "n/a"
+    if kind == "pct":
+        return f"{value:.1%}"
+    if kind == "tok":
+        return f"{value:,.0f}"
+    if kind == "usd":
+        return f"${value:.2f}"
+    if kind == "duration":
+        return duration(value)
+    if kind == "int":
+        return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.1f}"
+    return f"{value:g}"
+
+
+def duration(seconds: float) -> str:
+    seconds = round(seconds)
+    minutes, rest = divmod(seconds, 60)
+    return f"{minutes}m {rest}s" if minutes else f"{rest}s"
+
+
+def kilo(value: float | None) -> str:
+    if value is None:
+        return "n/a"
+    if value >= 1_000_000:
+        return f"{value / 1_000_000:.1f}M"
+    return f"{value / 1000:.0f}k" if value >= 1000 else f"{value:.0f}"
+
+
+def spread(values: Sequence[float | None], kind: str) -> str:
+    """``median [min–max]`` over runs; a single run shows only its value."""
+    present = [v for v in values if v is not None]
+    if not present:
+        return "n/a"
+    middle = statistics.median(present)
+    if len(present) == 1:
+        return fmt(middle, kind)
+    return f"{fmt(middle, kind)} [{fmt(min(present), kind)}–{fmt(max(present), kind)}]"
+
+
+def _median(records: Iterable[Record], figure: str) -> float | None:
+    values = [r["figures"].get(figure) for r in records]
+    present = [v for v in values if v is not None]
+    return statistics.median(present) if present else None
+
+
+# -- header --------------------------------------------------------------------------------------------------
+def header(records: Sequence[Record]) -> str:
+    """Names the model backend; a model-free backend is said to measure the pipeline, not a model."""
+    backends = {(r.get("backend") or {}).get("name", "?"): (r.get("backend") or {}) for r in records}
+    lines = []
+    for name, backend in sorted(backends.items()):
+        description = backend.get("description") or name
+        model = next((r.get("model") for r in records if (r.get("backend") or {}).get("name") == name), None)
+        line = f"model backend: {description}"
+        if model and name not in MODEL_FREE_BACKENDS:
+            line += f" · model {model}"
+        if name in MODEL_FREE_BACKENDS and "not a model" not in description:
+            line += " — these figures measure the pipeline and the tool's responses, not a model"
+        lines.append(line)
+    return "\n".join(lines)
+
+
+# -- per item ------------------------------------------------------------------------------------------------
+def item_blocks(record: Record) -> str:
+    title = f"── {record['id']} ({record.get('outcome', '?')}) "
+    body = record.get("blocks") or record.get("infra_error") or ""
+    failed = [g for g in record.get("gates") or [] if not g["passed"]]
+    gates = "".join(f"\nGATE FAILED {g['gate']}: {g['message']}" for g in failed)
+    return f"{title:─<100}\n{body.rstrip()}{gates}"
+
+
+# -- arm comparison ------------------------------------------------------------------------------------------
+def scored(records: Iterable[Record]) -> list[Record]:
+    """Runs that produced a transcript worth reading (infrastructure errors have no figures)."""
+    return [r for r in records if r.get("figures")]
+
+
+def arm_labels(records: Iterable[Record]) -> list[str]:
+    return list(dict.fromkeys(r["arm_label"] for r in records))
+
+
+def arm_comparison(entry: str, records: Sequence[Record]) -> str:
+    runs = scored(records)
+    labels = arm_labels(records)
+    by_arm = {label: [r for r in runs if r["arm_label"] == label] for label in labels}
+    errors = {
+        label: sum(1 for r in records if r["arm_label"] == label and r.get("outcome") == "error") for label in labels
+    }
+    head = ["", *(f"{label} (n={len(by_arm[label])})" for label in labels)]
+    rows: list[list[str]] = []
+    for title, section in _SECTIONS:
+        rows.append([title, *[""] * len(labels)])
+        for label, figure, kind in section:
+            cells = [spread([r["figures"].get(figure) for r in by_arm[arm]], kind) for arm in labels]
+            rows.append([f"  {label}", *cells])
+        if title.startswith("allocation"):
+            rows.append(["  pooled efficiency", *(_pooled_allocation(by_arm[arm]) for arm in labels)])
+    if any(errors.values()):
+        rows.append(["infrastructure errors (not scored)", *(str(errors[arm]) for arm in labels)])
+    return f"ARM COMPARISON — {entry}\n{_table(rows, head, 'simple')}"
+
+
+def _pooled_allocation(runs: Sequence[Record]) -> str:
+    used = envelope = 0
+    for run in runs:
+        alloc = (run.get("score") or {}).get("allocation") or {}
+        used += alloc.get("used_chars") or 0
+        envelope += alloc.get("envelope_chars") or 0
+    if not envelope:
+        return "n/a"
+    return f"{used / envelope:.1%} ({used:,}/{envelope:,} chars)"
+
+
+# -- campaign ------------------------------------------------------------------------------------------------
+def with_without(records: Sequence[Record]) -> tuple[str, str] | None:
+    """The W and WO arms of the campaign table: the first arm of each kind, in the order they ran."""
+    labels = arm_labels(records)
+    with_arm = next((r["arm_label"] for r in records if r["arm"] == "with"), None)
+    without_arm = next((r["arm_label"] for r in records if r["arm"] == "without"), None)
+    if with_arm is None or without_arm is None or not labels:
+        return None
+    return with_arm, without_arm
+
+
+def campaign_usable(records: Iterable[Record]) -> list[Record]:
+    """Scored runs minus contaminated without-arms, which measured the tool after all."""
+    return [r for r in scored(records) if not (r["arm"] == "without" and r.get("contaminated"))]
+
+
+def campaign_table(records: Sequence[Record]) -> str | None:
+    """Per entry, the tool's residual in the with-arm against file-access residual in the without-arm."""
+    pair = with_without(records)
+    if pair is None:
+        return None
+    w_label, wo_label = pair
+    usable = campaign_usable(records)
+    rows, residual_changes, share_changes = [], [], []
+    for entry in dict.fromkeys(r["entry"] for r in records):
+        w = [r for r in usable if r["entry"] == entry and r["arm_label"] == w_label]
+        wo = [r for r in usable if r["entry"] == entry and r["arm_label"] == wo_label]
+        if not w or not wo:
+            continue
+        w_res, wo_res = _median(w, "codegraph_residual"), _median(wo, "file_access_residual")
+        w_ctx, wo_ctx = _median(w, "ctx_final"), _median(wo, "ctx_final")
+        w_share = _ratio(w_res, w_ctx)
+        wo_share = _ratio(wo_res, wo_ctx)
+        change = _change(w_res, wo_res)
+        if change is not None:
+            residual_changes.append(change)
+        share_change = _change(w_share, wo_share)
+        if share_change is not None:
+            share_changes.append(share_change)
+        window = (w[0].get("score") or {}).get("occupancy", {}).get("window") or 200_000
+        rows.append(
+            [
+                entry,
+                f"{fmt(_median(w, 'turns'), 'num')}/{fmt(_median(wo, 'turns'), 'num')}",
+                f"{kilo(w_ctx)}→{kilo(wo_ctx)}",
+                f"{kilo(w_res)}→{kilo(wo_res)}" + (f"  ({change:+.0%})" if change is not None else ""),
+                f"{fmt(w_share, 'pct')}→{fmt(wo_share, 'pct')}",
+                f"{fmt(_ratio(w_res, window), 'pct')}→{fmt(_ratio(wo_res, window), 'pct')}",
+            ]
+        )
+    if not rows:
+        return None
+    head = ["entry", "turns W→WO", "final ctx W→WO", "residual W→WO", "% of ctx W→WO", "% of window W→WO"]
+    text = _table(rows, head, "plain")
+    lines = [
+        f"CAMPAIGN — W = {w_label}: the tool's responses still resident · WO = {wo_label}: "
+        "Read + Grep/Glob + Bash results still resident (medians over runs)",
+        text,
+        "",
+    ]
+    if residual_changes:
+        average = statistics.mean(residual_changes)
+        line = f"AVERAGE: retrieval residual {abs(average):.0%} {_direction(average)} with the tool"
+        if share_changes:
+            share = statistics.mean(share_changes)
+            line += f" · share-of-context {abs(share):.0%} {_direction(share)}"
+        lines.append(line)
+    dropped = len(scored(records)) - len(usable)
+    if dropped:
+        lines.append(f"({dropped} contaminated without-arm run(s) left out)")
+    return "\n".join(lines)
+
+
+def throughput_table(records: Sequence[Record]) -> str | None:
+    """Time, tool calls, tokens processed and cost, W→WO, with what the with-arm saved."""
+    pair = with_without(records)
+    if pair is None:
+        return None
+    w_label, wo_label = pair
+    usable = campaign_usable(records)
+    rows = []
+    for entry in dict.fromkeys(r["entry"] for r in records):
+        w = [r for r in usable if r["entry"] == entry and r["arm_label"] == w_label]
+        wo = [r for r in usable if r["entry"] == entry and r["arm_label"] == wo_label]
+        if not w or not wo:
+            continue
+        rows.append(
+            [
+                entry,
+                _pair(w, wo, "duration_s", lambda v: duration(v)),
+                _pair(w, wo, "tool_calls", lambda v: f"{v:g}"),
+                _pair(w, wo, "tokens_processed", kilo, saved=True),
+                _pair(w, wo, "cost_usd", lambda v: f"${v:.2f}", saved=True),
+            ]
+        )
+    if not rows:
+        return None
+    head = ["entry", "time W→WO", "tools W→WO", "tokens W→WO (saved)", "cost W→WO (saved)"]
+    return _table(rows, head, "plain")
+
+
+def _table(rows: list[list[str]], head: list[str], style: str) -> str:
+    """tabulate, keeping the indent that puts a figure under its section (it strips cells by default)."""
+    if _PRESERVE_PARAM:
+        return tabulate(rows, headers=head, tablefmt=style, disable_numparse=True, preserve_whitespace=True)
+    saved = tabulate_module.PRESERVE_WHITESPACE  # tabulate < 0.10 has only the module switch
+    tabulate_module.PRESERVE_WHITESPACE = True
+    try:
+        return tabulate(rows, headers=head, tablefmt=style, disable_numparse=True)
+    finally:
+        tabulate_module.PRESERVE_WHITESPACE = saved
+
+
+def _pair(
+    w: Sequence[Record], wo: Sequence[Record], figure: str, show: Callable[[float], str], saved: bool = False
+) -> str:
+    a, b = _median(w, figure), _median(wo, figure)
+    if a is None or b is None:
+        return "n/a"
+    text = f"{show(a)}→{show(b)}"
+    if saved and b:
+        text += f"  ({1 - a / b:.0%})"
+    return text
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def _change(w: float | None, wo: float | None) -> float | None:
+    """Relative change of W over WO; positive means the with-arm leaves MORE behind."""
+    return w / wo - 1 if w is not None and wo else None
+
+
+def _direction(change: float) -> str:
+    return "HIGHER" if change > 0 else "LOWER" if change < 0 else "UNCHANGED"
+
+
+# -- everything ----------------------------------------------------------------------------------------------
+def terminal_report(records: Sequence[Record], verbose: bool = False) -> str:
+    parts = [header(records)]
+    if verbose:
+        parts += [item_blocks(r) for r in records]
+    for entry in dict.fromkeys(r["entry"] for r in records):
+        parts.append(arm_comparison(entry, [r for r in records if r["entry"] == entry]))
+    for table in (campaign_table(records), throughput_table(records)):
+        if table:
+            parts.append(table)
+    return "\n\n".join(p for p in parts if p) + "\n"
+
+
+def summary(records: Sequence[Record], meta: dict[str, Any]) -> dict[str, Any]:
+    """``summary.json``: ``meta``, per entry and arm the median/min/max of every figure, and every record."""
+    arms: dict[str, dict[str, Any]] = {}
+    for entry in dict.fromkeys(r["entry"] for r in records):
+        entry_records = [r for r in records if r["entry"] == entry]
+        arms[entry] = {}
+        for label in arm_labels(entry_records):
+            runs = [r for r in scored(entry_records) if r["arm_label"] == label]
+            figures = sorted({k for r in runs for k in r["figures"]})
+            arms[entry][label] = {
+                "runs": len(runs),
+                "errors": sum(1 for r in entry_records if r["arm_label"] == label and r.get("outcome") == "error"),
+                "median": {k: _median(runs, k) for k in figures},
+                "min": {k: _extreme(runs, k, min) for k in figures},
+                "max": {k: _extreme(runs, k, max) for k in figures},
+            }
+    return {**meta, "entries": arms, "records": list(records)}
+
+
+def _extreme(runs: Sequence[Record], figure: str, pick: Callable) -> float | None:
+    present = [r["figures"].get(figure) for r in runs if r["figures"].get(figure) is not None]
+    return pick(present) if present else None

@@ -1,0 +1,723 @@
+"""The pytest layer end to end, with pytester.
+
+The only stand-in is the model side: a tiny ``claude`` executable that prints transcripts written with
+``synth`` (keyed by arm and question) and logs how it was called. Everything between — options, items,
+the workspace, the CLI block and its self-check, the model server, the headless driver and its watchdog,
+scoring, gates, reports — is the real code. Provisioning, cloning and indexing (npm, network) are replaced
+in the pytester conftest only.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import textwrap
+import xml.etree.ElementTree as ET
+from pathlib import Path
+
+import pytest
+from synth import Transcript, explore_response
+
+from pytest_agent_eval.config import OPTIONS
+from pytest_agent_eval.harness.drivers import AgentInfraError, warm_mcp_server
+from pytest_agent_eval.harness.drivers.headless import HeadlessOptions, build_command, run_headless, segment_name
+from pytest_agent_eval.report import gates, tables
+from pytest_agent_eval.score import score_session
+
+SECRET_KEY = "sk-ant-api03-" + "Q7rT9vLm2Xw8Kp4Zn6Bd" * 3
+
+CONFTEST = """
+from pathlib import Path
+
+import pytest
+
+from pytest_agent_eval.harness.provision import Provisioned
+
+HERE = Path(__file__).parent
+
+
+@pytest.fixture(scope="session")
+def claude_cli():
+    return Provisioned("claude", HERE / "standin" / "claude", "standin", "standin")
+
+
+@pytest.fixture
+def codegraph(agent_case):
+    # Never started: the stand-in claude does not launch MCP servers, and the warm-up is skipped below.
+    return Provisioned("codegraph", Path("/opt/codegraph-not-here/bin/codegraph"), "1.6.1", "1.6.1")
+
+
+@pytest.fixture
+def indexed_repo(tmp_path_factory):
+    repo = tmp_path_factory.mktemp("repo")
+    (repo / "lib").mkdir()
+    (repo / "lib" / "response.js").write_text("function send() {}\\n")
+    return repo
+
+
+@pytest.fixture
+def codegraph_warm():
+    return None
+"""
+
+STANDIN = '''#!{python}
+"""Stand-in claude: prints the transcript recorded for (arm, question); logs its argv and env."""
+import hashlib, json, os, sys, time
+from pathlib import Path
+
+root = Path(__file__).parent
+argv = sys.argv[1:]
+
+
+def opt(name):
+    return argv[argv.index(name) + 1] if name in argv else None
+
+
+arm = "with" if "codegraph" in Path(opt("--mcp-config")).name else "without"
+keys = ("HOME", "TMPDIR", "PATH", "ANTHROPIC_BASE_URL", "CODEGRAPH_NO_PROMPT_HOOK", "DO_NOT_TRACK",
+        "CODEGRAPH_NO_DAEMON", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "DISABLE_TELEMETRY",
+        "DISABLE_AUTOUPDATER", "IS_SANDBOX", "ENABLE_TOOL_SEARCH", "CLAUDE_CODE_ENABLE_TASKS")
+record = {{"argv": argv, "cwd": os.getcwd(), "arm": arm, "env": {{k: os.environ.get(k) for k in keys}},
+          "real_key": os.environ.get("ANTHROPIC_API_KEY") == {secret!r}}}
+with open(root / "calls.jsonl", "a") as log:
+    log.write(json.dumps(record) + "\\n")
+key = hashlib.sha1(opt("-p").encode()).hexdigest()[:10]
+lines = (root / f"{{arm}}-{{key}}.jsonl").read_text().splitlines()
+mode = lines.pop(0)[1:] if lines and lines[0].startswith("#") else ""
+for line in lines:
+    if mode == "stall" and json.loads(line).get("type") == "result":
+        time.sleep(600)
+    print(line, flush=True)
+if mode == "hang":
+    time.sleep(600)
+'''
+
+
+# -- transcripts --------------------------------------------------------------------------------------------
+def with_clean(answer: str = "res.send lives in `lib/response.js`.") -> Transcript:
+    t = Transcript()
+    t.init(tools=["Bash", "Read", "mcp__codegraph__codegraph_explore"])
+    call = t.call("mcp__codegraph__codegraph_explore", query="res.send")
+    t.reply(call, explore_response({"lib/response.js": "function send() {}\n" * 40, "lib/express.js": "x\n" * 60}))
+    t.say(answer)
+    t.result(answer)
+    return t
+
+
+def without_clean() -> Transcript:
+    t = Transcript()
+    t.init()
+    call = t.call("Read", file_path="lib/response.js")
+    t.reply(call, "     1→function send() {}\n" * 30)
+    t.say("It is `lib/response.js`.")
+    t.result("It is `lib/response.js`.")
+    return t
+
+
+def without_contaminated() -> Transcript:
+    t = Transcript()
+    t.init()
+    call = t.call("Bash", command="codegraph explore 'res.send'")
+    t.reply(call, "**`lib/response.js`**\n\nfunction send() {}\n")
+    t.result("It is `lib/response.js`.")
+    return t
+
+
+def api_error() -> Transcript:
+    t = Transcript()
+    t.init()
+    t.message(error="rate_limit")
+    t.result("API Error: rate limited", is_error=True)
+    return t
+
+
+def no_result() -> Transcript:
+    t = Transcript()
+    t.init()
+    t.say("thinking about it")
+    return t
+
+
+# -- the pytester project -----------------------------------------------------------------------------------
+def entry(name: str, question: str, language: str = "JavaScript") -> dict:
+    return {
+        "name": name,
+        "repo": f"https://github.com/example/{name}",
+        "size": "Small",
+        "files": 10,
+        "question": question,
+        "_language": language,
+    }
+
+
+class Project:
+    """A pytester folder with a corpus, the eval test, the stand-in claude and its transcripts."""
+
+    def __init__(self, pytester: pytest.Pytester, entries: list[dict]) -> None:
+        self.pytester = pytester
+        self.path = pytester.path
+        corpus: dict[str, list] = {}
+        for item in entries:
+            corpus.setdefault(item.pop("_language"), []).append(item)
+        (self.path / "corpus.json").write_text(json.dumps(corpus, indent=2))
+        pytester.makeconftest(CONFTEST)
+        (self.path / "evals").mkdir()
+        (self.path / "evals" / "test_ab.py").write_text(
+            (Path(__file__).parents[1] / "evals" / "test_ab.py").read_text()
+        )
+        self.standin = self.path / "standin"
+        self.standin.mkdir()
+        claude = self.standin / "claude"
+        claude.write_text(STANDIN.format(python=sys.executable, secret=SECRET_KEY))
+        claude.chmod(0o755)
+
+    def script(self, arm: str, question: str, transcript: Transcript, mode: str = "") -> None:
+        key = hashlib.sha1(question.encode()).hexdigest()[:10]
+        lines = ([f"#{mode}"] if mode else []) + transcript.lines()
+        (self.standin / f"{arm}-{key}.jsonl").write_text("\n".join(lines) + "\n")
+
+    def calls(self) -> list[dict]:
+        log = self.standin / "calls.jsonl"
+        return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
+
+    def run(self, *args: str, in_subprocess: bool = False) -> pytest.RunResult:
+        base = ["evals", "-p", "no:cacheprovider", "--agent-backend", "scripted", "--agent-eval-out", "out", *args]
+        if in_subprocess:
+            return self.pytester.runpytest_subprocess(*base)
+        return self.pytester.runpytest(*base)
+
+    def summary(self) -> dict:
+        return json.loads((self.path / "out" / "summary.json").read_text())
+
+
+Q_EXPRESS = "How does res.send decide the Content-Type?"
+Q_GIN = "How does gin route requests?"
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> Project:
+    return Project(pytester, [entry("express", Q_EXPRESS), entry("gin", Q_GIN, "Go")])
+
+
+def clean_scripts(project: Project) -> None:
+    for question in (Q_EXPRESS, Q_GIN):
+        project.script("with", question, with_clean())
+        project.script("without", question, without_clean())
+
+
+def test_items_get_readable_ids(project):
+    result = project.run("--collect-only", "-q", "--runs", "2")
+    result.stdout.fnmatch_lines(
+        [
+            "evals/test_ab.py::test_ab[[]express-with-1]",
+            "evals/test_ab.py::test_ab[[]express-with-2]",
+            "evals/test_ab.py::test_ab[[]express-without-1]",
+            "evals/test_ab.py::test_ab[[]express-without-2]",
+            "evals/test_ab.py::test_ab[[]gin-with-1]",
+            "*8 tests collected*",
+        ]
+    )
+
+
+def test_k_selects_entries_and_arms(project):
+    result = project.run("--collect-only", "-q", "--runs", "1", "-k", "express")
+    result.stdout.fnmatch_lines(["*test_ab[[]express-with-1]", "*test_ab[[]express-without-1]", "*2/4 tests*"])
+    result = project.run("--collect-only", "-q", "--runs", "1", "-k", "with and not without")
+    lines = [line for line in result.stdout.lines if "::" in line]
+    assert lines == ["evals/test_ab.py::test_ab[express-with-1]", "evals/test_ab.py::test_ab[gin-with-1]"]
+
+
+def test_pinned_arms_and_marker_selection(project):
+    result = project.run(
+        "--collect-only", "-q", "--runs", "1", "--arms", "with@1.6.1,with@local:/src/codegraph", "-m", "agent_eval"
+    )
+    lines = [line for line in result.stdout.lines if "::" in line]
+    assert lines == [
+        "evals/test_ab.py::test_ab[express-with@1.6.1-1]",
+        "evals/test_ab.py::test_ab[express-with@local:codegraph-1]",
+        "evals/test_ab.py::test_ab[gin-with@1.6.1-1]",
+        "evals/test_ab.py::test_ab[gin-with@local:codegraph-1]",
+    ]
+
+
+DUMP_CONFIG = """
+import json, dataclasses
+
+def test_dump(agent_eval_config, tmp_path_factory):
+    data = {k: (str(v) if not isinstance(v, (int, float, bool, type(None), list)) else v)
+            for k, v in dataclasses.asdict(agent_eval_config).items()}
+    data["arms"] = [a.label for a in agent_eval_config.arms]
+    data["cassettes"] = [str(p) for p in agent_eval_config.cassettes]
+    (tmp_path_factory.getbasetemp().parent / "config.json").write_text(json.dumps(data))
+"""
+
+# option → (command-line value, ini value, config attribute, expected from the command line, expected from ini)
+OPTION_CASES = {
+    "--arms": ("with@1.6.1", "without", "arms", ["with@1.6.1"], ["without"]),
+    "--runs": ("3", "5", "runs", 3, 5),
+    "--turns": ("1", "2", "turns", 1, 2),
+    "--cg-version": ("latest", "1.5.0", "cg_version", "latest", "1.5.0"),
+    "--corpus": ("c1.json", "c2.json", "corpus", "c1.json", "c2.json"),
+    "--corpus-dir": ("cd1", "cd2", "corpus_dir", "cd1", "cd2"),
+    "--agent-eval-out": ("o1", "o2", "out", "o1", "o2"),
+    "--model": ("opus", "haiku", "model", "opus", "haiku"),
+    "--effort": ("low", "medium", "effort", "low", "medium"),
+    "--max-budget-usd": ("1.5", "2", "max_budget_usd", 1.5, 2.0),
+    "--agent-timeout": ("30", "60", "agent_timeout", 30.0, 60.0),
+    "--agent-backend": ("scripted", "cassette", "backend", "scripted", "cassette"),
+    "--agent-cassette": ("a.jsonl", "b.jsonl,c.jsonl", "cassettes", ["a.jsonl"], ["b.jsonl", "c.jsonl"]),
+}
+
+
+def test_every_option_is_covered():
+    assert {o.flag for o in OPTIONS} == {*OPTION_CASES, "--offline"}
+
+
+@pytest.mark.parametrize("flag", sorted(OPTION_CASES))
+def test_option_and_ini_key(pytester, flag):
+    cli_value, ini_value, attr, from_cli, from_ini = OPTION_CASES[flag]
+    option = next(o for o in OPTIONS if o.flag == flag)
+    extra = "agent_eval_cassette = x.jsonl" if flag == "--agent-backend" else ""
+    pytester.makeini(f"[pytest]\n{option.ini} = {ini_value}\n{extra}\n")
+    pytester.makepyfile(DUMP_CONFIG)
+
+    def resolved(*args: str):
+        result = pytester.runpytest("-p", "no:cacheprovider", *args)
+        assert result.ret == 0, result.stdout.str() + result.stderr.str()
+        value = json.loads((pytester.path.parent / "config.json").read_text())[attr]
+        return _relative(value, pytester.path)
+
+    assert resolved() == from_ini  # the ini key alone
+    assert resolved(flag, cli_value) == from_cli  # the option beats the ini key
+
+
+def _relative(value, root: Path):
+    if isinstance(value, list):
+        return [_relative(v, root) for v in value]
+    if isinstance(value, str) and value.startswith(str(root) + os.sep):
+        return value[len(str(root)) + 1 :]
+    return value
+
+
+def test_offline_flag_and_ini(pytester):
+    pytester.makepyfile(DUMP_CONFIG)
+    read = lambda: json.loads((pytester.path.parent / "config.json").read_text())["offline"]  # noqa: E731
+    assert pytester.runpytest("-p", "no:cacheprovider").ret == 0 and read() is False
+    assert pytester.runpytest("-p", "no:cacheprovider", "--offline").ret == 0 and read() is True
+    pytester.makeini("[pytest]\nagent_eval_offline = true\n")
+    assert pytester.runpytest("-p", "no:cacheprovider").ret == 0 and read() is True
+
+
+@pytest.mark.parametrize(
+    ("args", "ini", "message"),
+    [
+        (["--runs", "0"], "", "--runs: expected a positive integer, got '0'"),
+        (["--turns", "x"], "", "--turns: expected a positive integer, got 'x'"),
+        (["--arms", "with,sideways"], "", "--arms: unknown arm 'sideways'"),
+        (["--arms", "with,with"], "", "--arms: arm 'with' given twice"),
+        (["--arms", "with@"], "", "--arms: arm 'with@' has an empty version"),
+        (["--max-budget-usd", "-1"], "", "--max-budget-usd: expected a positive number"),
+        (["--agent-timeout", "soon"], "", "--agent-timeout: expected a positive number"),
+        (["--agent-backend", "gpt"], "", "--agent-backend: expected one of auto, anthropic, scripted, cassette"),
+        (["--agent-backend", "cassette"], "", "--agent-backend cassette: needs --agent-cassette"),
+        (["--cg-version", "local:"], "", "--cg-version: local: needs a path"),
+        ([], "agent_eval_runs = many", "ini agent_eval_runs: expected a positive integer, got 'many'"),
+        ([], "agent_eval_offline = maybe", "ini agent_eval_offline: expected true or false"),
+        ([], "agent_eval_thresholds = bad.yaml", "bad.yaml: residual: unknown figure"),
+    ],
+)
+def test_bad_option_values_are_usage_errors(project, args, ini, message):
+    (project.path / "bad.yaml").write_text("residual: {max: 5}\n")
+    if ini:
+        project.pytester.makeini(f"[pytest]\n{ini}\n")
+    result = project.run("--collect-only", *args)
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert message in result.stderr.str()
+
+
+def test_bad_corpus_is_a_collection_error_naming_entry_and_field(project):
+    bad = entry("express", Q_EXPRESS)
+    bad.pop("_language")
+    bad["files"] = "many"
+    (project.path / "corpus.json").write_text(json.dumps({"JavaScript": [bad]}))
+    result = project.run("--collect-only")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*ERROR collecting evals/test_ab.py*", '*agent-eval corpus:*"express"*"files"*'])
+
+
+def test_collect_only_touches_no_npm_and_no_network(project, monkeypatch):
+    traps = project.path / "traps"
+    traps.mkdir()
+    for tool in ("npm", "npx", "git", "node", "codegraph", "claude"):
+        trap = traps / tool
+        trap.write_text(f"#!/bin/sh\necho {tool} >> {traps / 'ran.log'}\nexit 1\n")
+        trap.chmod(0o755)
+    monkeypatch.setenv("PATH", f"{traps}{os.pathsep}{os.environ['PATH']}")
+    monkeypatch.setenv("AGENT_EVAL_CACHE", str(project.path / "cache"))
+    connects: list = []
+    real_connect = socket.socket.connect
+    monkeypatch.setattr(socket.socket, "connect", lambda self, addr: connects.append(addr) or real_connect(self, addr))
+    (project.path / "conftest.py").unlink()  # the real fixtures, as a user has them
+    # pytest-benchmark, when installed, runs `git rev-parse` at startup; that one is not ours.
+    result = project.run("--collect-only", "-q", "--cg-version", "latest", "-p", "no:benchmark")
+    assert result.ret == 0
+    result.stdout.fnmatch_lines(["*8 tests collected*"])
+    assert not (traps / "ran.log").exists()
+    assert connects == []
+    assert not (project.path / "cache").exists()
+    assert not (project.path / "out").exists()
+
+
+# -- running items -------------------------------------------------------------------------------------------
+def test_clean_runs_pass_and_carry_their_figures(project):
+    clean_scripts(project)
+    result = project.run("--runs", "1", "--junitxml", "junit.xml", "-v")
+    result.assert_outcomes(passed=4)
+    out = result.stdout.str()
+    assert "model backend: scripted policy agent" in out
+    assert "measure the pipeline and the tool's responses, not a model" in out
+    assert out.count("ARM COMPARISON — express") == 1 and out.count("ARM COMPARISON — gin") == 1
+    assert "── express-with-1 (passed) " in out  # -v prints each item's blocks
+    assert "Explore allocation — share of returned bytes the answer used" in out
+    assert "CAMPAIGN — W = with" in out
+
+    # user_properties reach junitxml
+    xml = ET.parse(project.path / "junit.xml")
+    case = next(c for c in xml.iter("testcase") if c.get("name") == "test_ab[express-with-1]")
+    props = {p.get("name"): p.get("value") for p in case.iter("property")}
+    assert props["agent_eval.codegraph_calls"] == "1"
+    assert props["agent_eval.sufficient_share"] == "1.0"
+    assert props["agent_eval.contaminated"] == "False"
+    expected = score_session(with_clean().session())["allocation"]["efficiency"]
+    assert 0 < expected < 1
+    assert float(props["agent_eval.allocation"]) == pytest.approx(expected)
+
+    summary = project.summary()
+    assert summary["arms"] == ["with", "without"]
+    records = {r["id"]: r for r in summary["records"]}
+    assert set(records) == {"express-with-1", "express-without-1", "gin-with-1", "gin-without-1"}
+    assert records["express-without-1"]["figures"]["read_calls"] == 1
+    assert records["express-without-1"]["figures"]["codegraph_calls"] == 0
+    assert summary["entries"]["express"]["with"]["median"]["codegraph_calls"] == 1
+    # the transcript store: segments, stderr, MCP configs, hook settings
+    run_dir = project.path / "out" / "express" / "express-with-1"
+    key = hashlib.sha1(Q_EXPRESS.encode()).hexdigest()[:10]
+    assert (run_dir / "run-with-1.jsonl").read_text() == (project.standin / f"with-{key}.jsonl").read_text()
+    assert (run_dir / "run-with-1.stderr").exists()
+    servers = json.loads((run_dir / "mcp-codegraph.json").read_text())["mcpServers"]
+    assert servers["codegraph"]["args"][:2] == ["serve", "--mcp"]
+    assert json.loads((project.path / "out/express/express-without-1/mcp-empty.json").read_text()) == {"mcpServers": {}}
+
+
+def test_agent_command_line_and_environment(project):
+    clean_scripts(project)
+    project.run("--runs", "1", "-k", "express", "--model", "opus", "--effort", "low", "--max-budget-usd", "2.5")
+    calls = {c["arm"]: c for c in project.calls()}
+    argv = calls["with"]["argv"]
+    for flag, value in [
+        ("--output-format", "stream-json"),
+        ("--permission-mode", "bypassPermissions"),
+        ("--model", "opus"),
+        ("--effort", "low"),
+        ("--max-budget-usd", "2.5"),
+        ("--allowedTools", "Grep,Glob,TodoWrite"),
+    ]:
+        assert argv[argv.index(flag) + 1] == value
+    assert "--strict-mcp-config" in argv and "--verbose" in argv
+    assert Path(argv[argv.index("--mcp-config") + 1]).name == "mcp-codegraph.json"
+    assert Path(calls["without"]["argv"][calls["without"]["argv"].index("--mcp-config") + 1]).name == "mcp-empty.json"
+    settings = json.loads(Path(argv[argv.index("--settings") + 1]).read_text())
+    assert "PreToolUse" in settings["hooks"]
+    env = calls["with"]["env"]
+    assert env["CODEGRAPH_NO_PROMPT_HOOK"] == "1" and env["CODEGRAPH_NO_DAEMON"] == "1"
+    assert env["ENABLE_TOOL_SEARCH"] == "false" and env["CLAUDE_CODE_ENABLE_TASKS"] == "false"
+    assert env["IS_SANDBOX"] == "1" and env["DISABLE_AUTOUPDATER"] == "1" and env["DO_NOT_TRACK"] == "1"
+    assert env["ANTHROPIC_BASE_URL"].startswith("http://127.0.0.1:")
+    assert env["HOME"] != os.environ.get("HOME") and env["HOME"].endswith("home")
+    assert calls["with"]["cwd"].endswith(os.path.join("workspace", "repo"))
+    assert "/opt/codegraph-not-here/bin" not in env["PATH"]
+
+
+def test_multi_turn_resumes_the_session_and_turns_option_cuts(pytester):
+    questions = ["How does res.send work?", "Where is ETag set?", "What about HEAD?"]
+    project = Project(pytester, [entry("express", "||".join(questions))])
+    for question in questions:
+        project.script("with", question, with_clean())
+    result = project.run("--runs", "1", "--arms", "with", "--turns", "2")
+    result.assert_outcomes(passed=1)
+    argvs = [c["argv"] for c in project.calls()]
+    assert [a[a.index("-p") + 1] for a in argvs] == questions[:2]
+    assert "--resume" not in argvs[0]
+    assert argvs[1][argvs[1].index("--resume") + 1] == "s-1"
+    run_dir = project.path / "out" / "express" / "express-with-1"
+    assert sorted(p.name for p in run_dir.glob("run-*.jsonl")) == ["run-with-1.jsonl", "run-with-1.t2.jsonl"]
+    record = project.summary()["records"][0]
+    assert record["turns"] == 2
+    assert len(record["driver"]["segments"]) == 2
+
+
+def test_contaminated_without_arm_fails(project):
+    project.script("with", Q_EXPRESS, with_clean())
+    project.script("without", Q_EXPRESS, without_contaminated())
+    result = project.run("--runs", "1", "-k", "express")
+    result.assert_outcomes(passed=1, failed=1)
+    result.stdout.fnmatch_lines(
+        [
+            "*agent-eval gate failed for express / without:*",
+            "*contamination: without-arm contaminated: 1 Bash call(s) to the codegraph CLI returned output*",
+        ]
+    )
+    assert "CLI calls that RETURNED output" in result.stdout.str()
+
+
+def test_threshold_gates_from_yaml(project):
+    clean_scripts(project)
+    (project.path / "agent-eval.yaml").write_text(
+        textwrap.dedent("""
+        residual_tokens: {max: 100000}
+        arms:
+          with: {codegraph_calls: {max: 0}}
+        entries:
+          gin:
+            arms:
+              with: {codegraph_calls: {max: 5}}
+    """)
+    )
+    result = project.run("--runs", "1")
+    result.assert_outcomes(passed=3, failed=1)
+    result.stdout.fnmatch_lines(["*FAILED evals/test_ab.py::test_ab[[]express-with-1]*"])
+    result.stdout.fnmatch_lines(["*codegraph_calls: codegraph_calls 1 is above the maximum 0*"])
+    records = {r["id"]: r for r in project.summary()["records"]}
+    assert records["express-with-1"]["outcome"] == "failed"
+    assert records["gin-with-1"]["outcome"] == "passed"
+
+
+def test_infrastructure_failures_are_errors_not_failures(pytester):
+    project = Project(pytester, [entry("apierr", "q1"), entry("noresult", "q2"), entry("stall", "q3")])
+    project.script("without", "q1", api_error())
+    project.script("without", "q2", no_result())
+    project.script("without", "q3", with_clean(), mode="stall")
+    result = project.run("--runs", "1", "--arms", "without", "--agent-timeout", "2")
+    result.assert_outcomes(errors=3)
+    out = result.stdout.str()
+    assert "agent-eval infrastructure error in apierr-without-1: API error in assistant message: rate_limit" in out
+    assert "noresult-without-1: turn 1: claude exited with code 0 without a result event" in out
+    assert "stall-without-1: turn 1: claude timed out after 2s without a result event" in out
+    records = {r["id"]: r for r in project.summary()["records"]}
+    assert {r["outcome"] for r in records.values()} == {"error"}
+    assert "infrastructure errors (not scored)" in out
+    partial = project.path / "out" / "stall" / "stall-without-1" / "run-without-1.jsonl"
+    assert partial.read_text().count("\n") == len(with_clean().lines()) - 1  # everything before the result
+
+
+def test_cli_that_hangs_after_its_result_is_killed_and_kept(pytester):
+    project = Project(pytester, [entry("express", Q_EXPRESS)])
+    project.script("with", Q_EXPRESS, with_clean(), mode="hang")
+    result = project.run("--runs", "1", "--arms", "with", "--agent-timeout", "120")
+    result.assert_outcomes(passed=1)
+    driver = project.summary()["records"][0]["driver"]
+    assert driver["hung_after_result"] == [True]
+    assert driver["wall_s"][0] < 30
+
+
+def test_real_key_reaches_the_cli_but_no_file(project, monkeypatch):
+    clean_scripts(project)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET_KEY)
+    result = project.pytester.runpytest(
+        "evals",
+        "-p",
+        "no:cacheprovider",
+        "--agent-eval-out",
+        "out",
+        "--runs",
+        "1",
+        "-k",
+        "express",
+        "--junitxml",
+        "junit.xml",
+    )
+    result.assert_outcomes(passed=2)
+    calls = project.calls()
+    assert calls and all(c["real_key"] and c["env"]["ANTHROPIC_BASE_URL"] is None for c in calls)
+    assert "model backend: real model" in result.stdout.str()
+    for path in project.path.rglob("*"):
+        if path.is_file() and path.name != "calls.jsonl" and not path.is_relative_to(project.standin):
+            assert SECRET_KEY.encode() not in path.read_bytes(), path
+
+
+def test_summary_printed_once_under_xdist(pytester):
+    project = Project(pytester, [entry("gin", Q_GIN, "Go"), entry("express", Q_EXPRESS)])  # corpus order: gin first
+    clean_scripts(project)
+    result = project.run("--runs", "2", "-n", "2", in_subprocess=True)
+    result.assert_outcomes(passed=8)
+    out = result.stdout.str()
+    assert out.count("ARM COMPARISON — express") == 1
+    assert out.count("ARM COMPARISON — gin") == 1
+    assert out.index("ARM COMPARISON — gin") < out.index("ARM COMPARISON — express")
+    assert out.count("CAMPAIGN — W = with") == 1
+    summary = project.summary()
+    assert len(summary["records"]) == 8
+    assert summary["entries"]["gin"]["without"]["runs"] == 2
+    assert {r["id"] for r in summary["records"]} >= {"gin-without-2", "express-with-1"}
+
+
+def test_default_output_folder_is_shared_by_xdist_workers(project):
+    clean_scripts(project)
+    result = project.pytester.runpytest_subprocess(
+        "evals", "-p", "no:cacheprovider", "--agent-backend", "scripted", "--runs", "1", "-n", "2"
+    )
+    result.assert_outcomes(passed=4)
+    [stamp] = list((project.path / "agent-eval-out").iterdir())
+    assert sorted(p.name for p in stamp.iterdir()) == ["express", "gin", "summary.json"]
+
+
+def test_marker_narrows_entries_and_overrides_arms(project):
+    clean_scripts(project)
+    (project.path / "evals" / "test_mine.py").write_text(
+        textwrap.dedent("""
+        import pytest
+
+        @pytest.mark.agent_eval(entries=["gin"], arms="with", runs=1)
+        def test_gin_uses_codegraph(agent_result, agent_gate):
+            agent_gate(agent_result)
+            assert agent_result.figures["codegraph_calls"] == 1
+    """)
+    )
+    result = project.run("--runs", "3", "-k", "test_gin_uses_codegraph")
+    result.assert_outcomes(passed=1)
+    assert [r["id"] for r in project.summary()["records"]] == ["gin-with-1"]
+
+
+# -- the pieces without pytest -------------------------------------------------------------------------------
+def test_driver_names_segments_and_resumes():
+    options = HeadlessOptions(claude="claude", mcp_config=Path("m.json"), settings=Path("s.json"), max_budget_usd=4)
+    assert segment_name("with-1", 1) == "run-with-1.jsonl"
+    assert segment_name("with-1", 3) == "run-with-1.t3.jsonl"
+    assert segment_name("with-1", 2, ".stderr") == "run-with-1.t2.stderr"
+    command = build_command("Q?", options, resume="abc")
+    assert command[:3] == ["claude", "-p", "Q?"]
+    assert command[command.index("--max-budget-usd") + 1] == "4"
+    assert command[-2:] == ["--resume", "abc"]
+    assert "--resume" not in build_command("Q?", options)
+
+
+def test_driver_reports_a_missing_cli(tmp_path):
+    options = HeadlessOptions(claude=str(tmp_path / "no-claude"), mcp_config=tmp_path / "m", settings=tmp_path / "s")
+    with pytest.raises(AgentInfraError, match="claude CLI not found"):
+        run_headless(
+            ["Q"], label="with-1", out_dir=tmp_path / "out", cwd=tmp_path, env=dict(os.environ), options=options
+        )
+
+
+def test_warm_up_fails_when_the_server_never_answers(tmp_path):
+    with pytest.raises(AgentInfraError, match="did not answer initialize"):
+        warm_mcp_server(
+            [sys.executable, "-c", "import sys; sys.stdin.read()"], cwd=tmp_path, env=dict(os.environ), timeout_s=1
+        )
+
+
+def test_warm_up_against_real_codegraph(tmp_path):
+    binary = os.environ.get("AGENT_EVAL_CODEGRAPH_BIN") or shutil.which("codegraph")
+    if not binary:
+        pytest.skip("no codegraph on PATH (set AGENT_EVAL_CODEGRAPH_BIN to run this)")
+    repo = tmp_path / "repo"
+    (repo / "lib").mkdir(parents=True)
+    (repo / "lib" / "response.js").write_text("function send(a) { return a }\nmodule.exports = { send }\n")
+    env = {**os.environ, "HOME": str(tmp_path), "CODEGRAPH_NO_DAEMON": "1", "DO_NOT_TRACK": "1"}
+    subprocess.run([binary, "init", "-i", str(repo)], cwd=repo, env=env, check=True, capture_output=True, timeout=300)
+    seconds = warm_mcp_server([binary, "serve", "--mcp", "--path", str(repo)], cwd=repo, env=env, timeout_s=120)
+    assert 0 < seconds < 120
+
+
+def test_threshold_precedence_and_validation():
+    thresholds = gates.parse_thresholds(
+        {
+            "allocation": {"min": 0.5},
+            "residual_tokens": {"max": 100},
+            "arms": {"with": {"allocation": {"min": 0.6}}, "with@1.6.1": {"allocation": {"min": 0.7}}},
+            "entries": {"express": {"residual_tokens": {"max": 50}, "arms": {"with": {"allocation": {"max": 0.95}}}}},
+        }
+    )
+    assert thresholds.for_run("gin", "without", "without") == {
+        "allocation": gates.Bound(min=0.5),
+        "residual_tokens": gates.Bound(max=100),
+    }
+    assert thresholds.for_run("gin", "with", "with@1.6.1")["allocation"] == gates.Bound(min=0.7)
+    assert thresholds.for_run("express", "with", "with") == {
+        "allocation": gates.Bound(min=0.6, max=0.95),
+        "residual_tokens": gates.Bound(max=50),
+    }
+    with pytest.raises(gates.ThresholdError, match=r"entries\.express\.alloc: unknown figure"):
+        gates.parse_thresholds({"entries": {"express": {"alloc": {"min": 1}}}})
+    with pytest.raises(gates.ThresholdError, match=r"allocation\.min: expected a number"):
+        gates.parse_thresholds({"allocation": {"min": "high"}})
+
+
+def test_gate_skips_figures_a_run_does_not_have():
+    score = score_session(without_clean().session())
+    figures = gates.figures(score, wall_s=1.0)
+    assert figures["allocation"] is None and figures["read_calls"] == 1
+    verdicts = gates.evaluate(
+        score,
+        figures,
+        entry="e",
+        arm_name="without",
+        arm_label="without",
+        thresholds=gates.parse_thresholds({"allocation": {"min": 0.9}, "read_calls": {"max": 0}}),
+    )
+    assert [(v.gate, v.passed) for v in verdicts] == [("contamination", True), ("read_calls", False)]
+
+
+def test_campaign_table_says_which_way_the_residual_moved():
+    def record(arm: str, entry_name: str, residual: int, ctx: int) -> dict:
+        key = "codegraph_residual" if arm == "with" else "file_access_residual"
+        return {
+            "entry": entry_name,
+            "arm": arm,
+            "arm_label": arm,
+            "run": 1,
+            "figures": {key: residual, "ctx_final": ctx, "turns": 3},
+        }
+
+    records = [
+        record("with", "gin", 15_000, 56_000),
+        record("without", "gin", 8_000, 49_000),
+        record("with", "okhttp", 20_000, 61_000),
+        record("without", "okhttp", 16_000, 59_000),
+    ]
+    table = tables.campaign_table(records)
+    assert "15k→8k  (+88%)" in table and "20k→16k  (+25%)" in table
+    assert "AVERAGE: retrieval residual 56% HIGHER with the tool" in table
+    assert tables.spread([3, 1, 2], "int") == "2 [1–3]"
+    assert tables.spread([None, 0.5], "pct") == "50.0%"
+
+
+def test_marker_naming_an_unknown_entry_is_a_collection_error(project):
+    (project.path / "evals" / "test_mine.py").write_text(
+        textwrap.dedent("""
+        import pytest
+
+        @pytest.mark.agent_eval(entries=["nope"])
+        def test_x(agent_result):
+            pass
+    """)
+    )
+    result = project.run("--collect-only", "-q")
+    assert result.ret == pytest.ExitCode.INTERRUPTED
+    result.stdout.fnmatch_lines(["*@pytest.mark.agent_eval: entries not in the corpus: nope*"])
+
+
+def test_item_aborts_when_claude_is_not_on_the_agents_path(project):
+    clean_scripts(project)
+    (project.standin / "claude").unlink()
+    result = project.run("--runs", "1", "-k", "express and not without")
+    result.assert_outcomes(errors=1)
+    result.stdout.fnmatch_lines(
+        ["*infrastructure error in express-with-1: CLI block self-check:*required tool `claude` is not found*"]
+    )
+    assert project.calls() == []
