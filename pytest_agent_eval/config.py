@@ -257,7 +257,7 @@ OPTIONS: tuple[Option, ...] = (
         "agent_eval_offline",
         "offline",
         parse_bool,
-        "never clone or install: use only what the caches already hold",
+        "do not try to clone: take each corpus entry from its offline source (npm:, pypi:, a local path)",
         is_flag=True,
     ),
     Option(
