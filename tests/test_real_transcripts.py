@@ -11,9 +11,7 @@ from pytest_agent_eval.score import score
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
 from pytest_agent_eval.transcript import Session
 
-ROOT = Path(__file__).resolve().parents[2] / "shared" / "transcripts"
-if not ROOT.is_dir():  # CI lays shared/ beside the clone
-    ROOT = Path(__file__).resolve().parents[1].parent / "shared" / "transcripts"
+ROOT = Path(__file__).resolve().parents[2] / "shared" / "transcripts"  # shared/ lies beside the checkout
 pytestmark = pytest.mark.skipif(not ROOT.is_dir(), reason=f"no shared transcripts at {ROOT}")
 
 SOURCEGRAPH = RetrievalTool("sourcegraph", "sg_keyword_search", "src")
