@@ -47,6 +47,8 @@ class Scorecard:
             "parse": {"events": self.session.parse.events, "bad_lines": self.session.parse.bad_lines},
             "results": len(results),
             "infra_error": self.session.infra_error,
+            "models": self.session.models,
+            "stand_in": self.session.stand_in,
             "cost_usd": round(sum(costs), 6) if costs else None,
             "duration_ms": sum(durations) if durations else None,
         }
@@ -77,6 +79,13 @@ class Scorecard:
             f"VERDICT: {self.tool.explore} used {explore}x | Read {reads} | Grep/Bash {searches}",
             f"tools: {tools}",
         ]
+        if session.models:
+            lines.append(f"model: {', '.join(session.models)}")
+        if session.stand_in:
+            lines.append(
+                f"STAND-IN MODEL ({session.stand_in}): these figures measure the pipeline and the tool's responses, "
+                "not a model"
+            )
         if session.infra_error:
             lines.append(f"INFRASTRUCTURE: {session.infra_error}")
         return "\n".join(lines)

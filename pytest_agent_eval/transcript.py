@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 MAIN = "main"
+STAND_IN_PREFIX = "stand-in"
 DELEGATION_TOOLS = frozenset({"Agent", "Task"})
 KNOWN_EVENT_TYPES = frozenset({"system", "assistant", "user", "result"})
 _SEGMENT_RE = re.compile(r"\.t(\d+)\.jsonl$")
@@ -94,6 +95,7 @@ class Message:
     blocks: list[dict[str, Any]] = field(default_factory=list)
     calls: list[ToolCall] = field(default_factory=list)
     error: str | None = None
+    model: str = ""
 
     @property
     def text(self) -> str:
@@ -211,6 +213,16 @@ class Session:
             if message.text.strip() and not message.error:
                 return [message.text]
         return []
+
+    @property
+    def models(self) -> list[str]:
+        """The models that answered, in order of first appearance (``<synthetic>`` messages left out)."""
+        return list(dict.fromkeys(m.model for m in self.messages(None) if m.model and m.model != "<synthetic>"))
+
+    @property
+    def stand_in(self) -> str | None:
+        """The stand-in model that produced this session, if one did (it names itself ``stand-in-…``)."""
+        return next((m for m in self.models if m.startswith(STAND_IN_PREFIX)), None)
 
     @property
     def infra_error(self) -> str | None:
@@ -366,7 +378,7 @@ class _Builder:
         key = (thread, msg_id)
         message = self.messages.get(key)
         if message is None:
-            message = Message(msg_id, thread, Usage.from_json(raw.get("usage")), segment)
+            message = Message(msg_id, thread, Usage.from_json(raw.get("usage")), segment, model=_str(raw.get("model")))
             self.messages[key] = message
             self.session.timeline.append(message)
         if isinstance(event.get("error"), str):

@@ -154,3 +154,17 @@ def test_usage_errors(capsys):
     with pytest.raises(SystemExit):
         main(["score", "x.jsonl", "--window", "lots"])
     assert "--window" in capsys.readouterr().err
+
+
+def test_a_stand_in_model_says_so_in_the_report(tmp_path, capsys):
+    t = Transcript()
+    t.say("answer")
+    t.result("answer")
+    for event in t.events:
+        if event["type"] == "assistant":
+            event["message"]["model"] = "stand-in-scripted"
+    path = t.write(tmp_path / "run.jsonl")
+    assert main(["score", str(path)]) == 0
+    assert "STAND-IN MODEL (stand-in-scripted): these figures measure the pipeline" in capsys.readouterr().out
+    assert main(["score", str(path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["stand_in"] == "stand-in-scripted"

@@ -21,6 +21,8 @@ _REPLAYABLE_BLOCKS = frozenset({"text", "thinking"})
 
 
 class CassetteBackend:
+    stand_in_model = "stand-in-cassette"
+
     def __init__(self, paths: str | Path | Iterable[str | Path]) -> None:
         self.paths = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
         session = Session.from_files(self.paths)

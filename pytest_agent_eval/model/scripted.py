@@ -21,7 +21,7 @@ import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from pathlib import PurePosixPath
-from typing import Any
+from typing import Any, ClassVar
 
 from ..metrics.explore import file_sections
 from ..transcript import DELEGATION_TOOLS
@@ -211,6 +211,7 @@ class ScriptedBackend:
     reads: int = 2
     thinking: bool = False
     delegate: bool = False
+    stand_in_model: ClassVar[str] = "stand-in-scripted"
 
     def __post_init__(self) -> None:
         if self.follow_up not in FOLLOW_UPS:

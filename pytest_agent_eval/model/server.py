@@ -204,7 +204,8 @@ class _Handler(BaseHTTPRequestHandler):
         if isinstance(reply, Passthrough):
             self._relay(reply)
             return
-        model = str(request.get("model") or "stand-in")
+        # A stand-in names itself in every message, so any transcript it produced says so when scored.
+        model = getattr(self.server.backend, "stand_in_model", None) or str(request.get("model") or "stand-in")
         usage = self.server.usage_model.usage(request)
         message_id = new_id("msg")
         if not request.get("stream"):
