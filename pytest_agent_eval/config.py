@@ -16,9 +16,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_agent_eval.report.compare import Rule, parse_compare_fail
+
 DEFAULT_CG_VERSION = "1.6.1"
 BACKENDS = ("auto", "anthropic", "scripted", "cassette")
 ARM_NAMES = ("with", "without")
+CAMPAIGN_TURNS = 3  # the seeds' campaign: the README question and two in-flow follow-ups
 
 
 class OptionError(ValueError):
@@ -56,7 +59,7 @@ class AgentEvalConfig:
     cg_version: str = DEFAULT_CG_VERSION
     corpus: Path = Path("corpus.json")
     corpus_dir: Path = field(default_factory=lambda: cache_root() / "corpus")
-    out: Path | None = None  # None until the plugin picks agent-eval-out/<timestamp> (the same on every worker)
+    out: Path | None = None  # the parent of campaign folders; None means agent-eval-out at rootdir
     model: str = "sonnet"
     effort: str = "high"
     max_budget_usd: float = 4.0
@@ -65,6 +68,13 @@ class AgentEvalConfig:
     backend: str = "auto"
     thresholds_file: Path | None = None
     cassettes: list[Path] = field(default_factory=list)
+    resume: Path | None = None  # a campaign folder to finish instead of starting a new one
+    retries: int = 0  # extra attempts for a run that hit an infrastructure error
+    compare: Path | None = None  # a baseline campaign folder or JSON of item records
+    compare_fail: list[Rule] = field(default_factory=list)
+    campaign: str | None = None  # run only corpus entries whose "campaign" is this
+    include_contaminated: bool = False
+    campaign_dir: Path | None = None  # the campaign folder this session writes; set by the plugin
 
     def tool_spec(self, arm: Arm) -> str:
         return arm.tool_spec or self.cg_version
@@ -115,6 +125,24 @@ def parse_positive_int(text: str) -> int:
     if value < 1:
         raise OptionError(f"expected a positive integer, got {text!r}")
     return value
+
+
+def parse_count(text: str) -> int:
+    try:
+        value = int(str(text).strip())
+    except ValueError:
+        raise OptionError(f"expected a whole number >= 0, got {text!r}") from None
+    if value < 0:
+        raise OptionError(f"expected a whole number >= 0, got {text!r}")
+    return value
+
+
+def parse_rules(text: str) -> list[Rule]:
+    try:
+        return parse_compare_fail(str(text))
+    except ValueError as exc:
+        # compare.py names its own CLI flag; the caller puts the plugin's option (or ini key) in front instead.
+        raise OptionError(str(exc).removeprefix("--compare-fail: ")) from None
 
 
 def parse_positive_float(text: str) -> float:
@@ -195,7 +223,7 @@ OPTIONS: tuple[Option, ...] = (
         "arms",
         parse_arms,
         "arms to run, comma-separated: with,without; an arm may pin a build: with@1.6.1, with@local:<path> "
-        "(default with,without)",
+        "(default with,without); item ids write @ as ':' (express-with:1.6.1-1), so -k 'with:1.6.1' selects it",
         "ARMS",
     ),
     Option("--runs", "agent_eval_runs", "runs", parse_positive_int, "runs per corpus entry and arm (default 2)", "N"),
@@ -231,8 +259,61 @@ OPTIONS: tuple[Option, ...] = (
         "agent_eval_out",
         "out",
         parse_path,
-        "output folder for transcripts and summary.json (default agent-eval-out/<timestamp> at rootdir)",
+        "folder that holds campaign folders: each session writes a new <time>-<hash>/ in it with the manifest, "
+        "items.jsonl, every item's transcripts, summary.json and report.html (default agent-eval-out at rootdir)",
         "DIR",
+    ),
+    Option(
+        "--agent-eval-resume",
+        "agent_eval_resume",
+        "resume",
+        parse_path,
+        "finish this campaign folder: items it completed are re-scored from their transcripts, not re-run; "
+        "the rest run into the same folder",
+        "CAMPAIGN",
+    ),
+    Option(
+        "--agent-eval-retries",
+        "agent_eval_retries",
+        "retries",
+        parse_count,
+        "re-run an item whose agent hit an infrastructure error up to N more times (gate failures are never "
+        "retried; each failed attempt is kept in attempt-<k>/) (default 0)",
+        "N",
+    ),
+    Option(
+        "--agent-eval-compare",
+        "agent_eval_compare",
+        "compare",
+        parse_path,
+        "baseline to compare this session against at the end: a campaign folder or a JSON of item records",
+        "BASELINE",
+    ),
+    Option(
+        "--agent-eval-compare-fail",
+        "agent_eval_compare_fail",
+        "compare_fail",
+        parse_rules,
+        "fail the session when a metric regressed against --agent-eval-compare, e.g. "
+        "allocation:-5pt,sufficient:-10pt,residual:+20%",
+        "RULES",
+    ),
+    Option(
+        "--agent-eval-campaign",
+        "agent_eval_campaign",
+        "campaign",
+        parse_word,
+        'run only the corpus entries tagged with this campaign ("campaign": "readme"), 3 turns unless --turns, '
+        "and print the seed's campaign tables",
+        "NAME",
+    ),
+    Option(
+        "--agent-eval-include-contaminated",
+        "agent_eval_include_contaminated",
+        "include_contaminated",
+        parse_bool,
+        "keep contaminated without-arm runs in the campaign tables (dropped by default)",
+        is_flag=True,
     ),
     Option("--model", "agent_eval_model", "model", parse_word, "model the agent runs (default sonnet)", "MODEL"),
     Option("--effort", "agent_eval_effort", "effort", parse_word, "the agent's --effort (default high)", "EFFORT"),
@@ -305,6 +386,10 @@ def resolve(get_option: Callable[[str], Any], get_ini: Callable[[str], Any], roo
         elif isinstance(value, list):
             value = [base / v if isinstance(v, Path) else v for v in value]
         setattr(config, option.attr, value)
+    if config.campaign is not None and config.turns is None:
+        config.turns = CAMPAIGN_TURNS  # seed 002: occupancy is only chargeable over several turns
+    if config.compare_fail and config.compare is None:
+        raise OptionError("--agent-eval-compare-fail: needs a baseline: --agent-eval-compare (or its ini key)")
     if config.backend == "cassette" and not config.cassettes:
         raise OptionError("--agent-backend cassette: needs --agent-cassette FILES (or ini agent_eval_cassette)")
     thresholds = get_ini(THRESHOLDS_INI)

@@ -9,16 +9,22 @@ corpus entry × arm × run by the plugin. Every harness step is lazy: nothing is
 indexed until an item runs, so ``--collect-only`` needs no network and no npm.
 
 A harness step that fails raises :class:`AgentInfraError`, which the plugin reports as an ERROR that
-says which step — never as a failed gate.
+says which step — never as a failed gate. With ``--agent-eval-retries N`` the agent's run (not provisioning)
+is tried up to N more times on such an error; each failed attempt's files are kept in ``attempt-<k>/``.
+
+Every item writes into the session's campaign folder (:mod:`pytest_agent_eval.report.store`). With
+``--agent-eval-resume`` an item the campaign already completed is not run again: :func:`agent_result`
+re-scores its saved segments, and nothing below it (provisioning, index, agent) is even set up.
 """
 
 from __future__ import annotations
 
 import json
 import os
-import shutil
+import re
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass
+from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -29,10 +35,14 @@ from pytest_agent_eval.corpus import CorpusEntry
 from pytest_agent_eval.harness.drivers import AgentInfraError, warm_mcp_server
 from pytest_agent_eval.harness.drivers.headless import HeadlessOptions, RunRecord, run_headless
 from pytest_agent_eval.report import gates
+from pytest_agent_eval.report.store import Campaign
 from pytest_agent_eval.tool import CODEGRAPH
+from pytest_agent_eval.transcript import segment_files
 
 CONFIG_KEY = pytest.StashKey[AgentEvalConfig]()
 RECORD_KEY = pytest.StashKey[dict]()
+ITEM_ID_KEY = pytest.StashKey[str]()
+_LATER_SEGMENT = re.compile(r"\.t\d+\.jsonl$")
 
 # Every agent process gets these on top of the isolated HOME/TMPDIR: no prompt hook feeding the without-arm,
 # no daemon outliving the run, no telemetry or update traffic, no deferred tool loading hiding schemas.
@@ -64,7 +74,9 @@ class EvalCase:
 
     @property
     def id(self) -> str:
-        return f"{self.entry.name}-{self.arm.label}-{self.run}"
+        """``express-with-1``; a pinned arm writes ``@`` as ``:`` (``express-with:1.6.0-1``), because
+        ``pytest -k`` cannot parse ``@`` and can parse ``-k "with:1.6.0"``."""
+        return f"{self.entry.name}-{self.arm.label.replace('@', ':')}-{self.run}"
 
 
 @dataclass(frozen=True)
@@ -103,6 +115,32 @@ def record_of(node: pytest.Item) -> dict:
     return node.stash[RECORD_KEY]
 
 
+def item_id(node: pytest.Item, case: EvalCase) -> str:
+    """The item's id in the campaign: the case id, unless the plugin had to tell two tests apart."""
+    return node.stash.get(ITEM_ID_KEY, case.id)
+
+
+def set_aside(folder: Path) -> Path | None:
+    """Move a run's files (segments, stderr, run.json) into the next free ``attempt-<k>/``; None if none."""
+    files = [p for p in folder.iterdir() if p.is_file() and (p.name.startswith("run-") or p.name == "run.json")]
+    if not files:
+        return None
+    k = 1
+    while (folder / f"attempt-{k}").exists():
+        k += 1
+    target = folder / f"attempt-{k}"
+    target.mkdir()
+    for path in files:
+        path.rename(target / path.name)
+    return target
+
+
+def item_segments(folder: Path) -> list[Path]:
+    """The segments in an item folder, in turn order (a run that died early may have none)."""
+    firsts = sorted(p for p in folder.glob("run-*.jsonl") if not _LATER_SEGMENT.search(p.name))
+    return segment_files(firsts[0]) if firsts else []
+
+
 def _step(what: str, action: Callable[[], T]) -> T:
     """Run a harness step; any failure becomes an infrastructure error naming the step."""
     try:
@@ -119,6 +157,51 @@ def _memo(memo: dict, key: Any, make: Callable[[], T]) -> T:
     return memo[key]
 
 
+# -- the campaign ---------------------------------------------------------------------------------------------
+def campaign_config(cfg: AgentEvalConfig, entries: list[CorpusEntry]) -> dict[str, Any]:
+    """What the campaign measured, as the manifest keeps it; its hash tells equal campaigns apart."""
+    return {
+        "corpus": str(cfg.corpus),
+        "campaign": cfg.campaign,
+        "entries": [
+            {
+                "name": e.name,
+                "language": e.language,
+                "repo": e.repo,
+                "questions": e.questions[: cfg.turns] if cfg.turns else e.questions,
+            }
+            for e in entries
+        ],
+        "arms": [{"label": a.label, "name": a.name, "tool_spec": cfg.tool_spec(a)} for a in cfg.arms],
+        "runs": cfg.runs,
+        "turns": cfg.turns,
+        "cg_version": cfg.cg_version,
+        "model": cfg.model,
+        "effort": cfg.effort,
+        "max_budget_usd": cfg.max_budget_usd,
+        "agent_timeout": cfg.agent_timeout,
+        "backend": cfg.backend,
+    }
+
+
+def start_campaign(cfg: AgentEvalConfig) -> Campaign:
+    """A new campaign folder under ``--agent-eval-out`` for this session; its path goes into ``cfg``."""
+    from pytest_agent_eval.corpus import CorpusError, load_corpus
+
+    try:
+        entries = select_campaign(load_corpus(cfg.corpus), cfg.campaign)
+    except CorpusError:
+        entries = []  # collection reports the corpus error; the manifest still says what was asked
+    assert cfg.out is not None
+    campaign = Campaign.create(cfg.out, campaign_config(cfg, entries), versions={})
+    cfg.campaign_dir = campaign.path
+    return campaign
+
+
+def select_campaign(entries: list[CorpusEntry], campaign: str | None) -> list[CorpusEntry]:
+    return entries if campaign is None else [e for e in entries if e.campaign == campaign]
+
+
 # -- configuration --------------------------------------------------------------------------------------------
 @pytest.fixture(scope="session")
 def agent_eval_config(request: pytest.FixtureRequest) -> AgentEvalConfig:
@@ -130,6 +213,23 @@ def agent_eval_config(request: pytest.FixtureRequest) -> AgentEvalConfig:
 def agent_case(request: pytest.FixtureRequest) -> EvalCase:
     """The item's entry × arm × run; the plugin parametrizes it, so this body only runs when it did not."""
     raise pytest.UsageError(f"{request.node.nodeid}: agent_case is parametrized by the agent-eval plugin only")
+
+
+@pytest.fixture(scope="session")
+def agent_campaign(agent_eval_config: AgentEvalConfig) -> Campaign:
+    """The campaign folder this session writes: new, or the one --agent-eval-resume names."""
+    if agent_eval_config.campaign_dir is None:  # the first item of a session without xdist
+        return start_campaign(agent_eval_config)
+    return Campaign.open(agent_eval_config.campaign_dir)
+
+
+@pytest.fixture(scope="session")
+def agent_resumed(agent_eval_config: AgentEvalConfig, agent_campaign: Campaign) -> dict[str, dict]:
+    """With --agent-eval-resume: the records of the items the campaign completed, by id (else empty)."""
+    if agent_eval_config.resume is None:
+        return {}
+    done = agent_campaign.complete_ids()
+    return {record["id"]: record for record in agent_campaign.items() if record["id"] in done}
 
 
 @pytest.fixture(scope="session")
@@ -193,13 +293,11 @@ def agent_workspace(indexed_repo: Path, tmp_path: Path) -> Any:
 
 
 @pytest.fixture
-def agent_run_dir(agent_case: EvalCase, agent_eval_config: AgentEvalConfig) -> Path:
-    """``<out>/<entry>/<item id>/``: segments, stderr, MCP config and hook settings of this item."""
-    assert agent_eval_config.out is not None
-    folder = agent_eval_config.out / agent_case.entry.name / agent_case.id
-    if folder.exists():  # an explicit --agent-eval-out reused: never mix an old run's segments in
-        shutil.rmtree(folder)
-    folder.mkdir(parents=True)
+def agent_run_dir(request: pytest.FixtureRequest, agent_case: EvalCase, agent_campaign: Campaign) -> Path:
+    """``<campaign>/items/<item id>/``: segments, stderr, MCP config and hook settings of this item."""
+    folder = agent_campaign.item_dir(item_id(request.node, agent_case))
+    # A resumed campaign re-running an item that errored: its old files are kept, never mixed in.
+    set_aside(folder)
     return folder
 
 
@@ -297,10 +395,23 @@ def agent_run(
     agent_model_server: ModelEndpoint,
     codegraph_warm: float | None,
 ) -> RunRecord:
-    """Drive ``claude -p`` over the item's turns; segments land in :func:`agent_run_dir`."""
+    """Drive ``claude -p`` over the item's turns; segments land in :func:`agent_run_dir`.
+
+    An infrastructure error (no result event, an API error in the transcript) is retried up to
+    ``--agent-eval-retries`` times, each failed attempt moved to ``attempt-<k>/`` first.
+    """
+    from pytest_agent_eval.transcript import Session
+
     cfg = agent_eval_config
     record = record_of(request.node)
-    record.update(backend=agent_model_server.to_dict(), run_dir=str(agent_run_dir))
+    tool = request.getfixturevalue("codegraph")  # already set up: mcp_config and the index depend on it
+    record.update(
+        backend=agent_model_server.to_dict(),
+        run_dir=str(agent_run_dir),
+        tool_version=tool.version,
+        tool_spec=cfg.tool_spec(agent_case.arm),
+        claude_version=claude_cli.version,
+    )
     options = HeadlessOptions(
         claude=str(claude_cli.bin),
         mcp_config=mcp_config,
@@ -310,38 +421,83 @@ def agent_run(
         max_budget_usd=cfg.max_budget_usd,
         timeout_s=cfg.agent_timeout,
     )
-    run = run_headless(
-        agent_case.questions,
-        label=f"{agent_case.arm.label}-{agent_case.run}".replace("/", "_"),
-        out_dir=agent_run_dir,
-        cwd=agent_workspace.repo,
-        env=agent_env,
-        options=options,
-    )
+    attempts: list[dict[str, Any]] = record.setdefault("attempts", [])
+    for attempt in range(cfg.retries + 1):
+        try:
+            run = run_headless(
+                agent_case.questions,
+                label=f"{agent_case.arm.label}-{agent_case.run}".replace("/", "_"),
+                out_dir=agent_run_dir,
+                cwd=agent_workspace.repo,
+                env=agent_env,
+                options=options,
+            )
+            infra = _step("reading the transcript", partial(Session.from_files, run.segments)).infra_error
+            if infra:
+                raise AgentInfraError(infra)
+            break
+        except AgentInfraError as exc:
+            if attempt == cfg.retries:
+                if attempts:
+                    raise AgentInfraError(f"{exc} (attempt {attempt + 1} of {cfg.retries + 1})") from exc
+                raise
+            kept = set_aside(agent_run_dir)
+            attempts.append({"error": str(exc), "folder": kept.name if kept else None})
     record["driver"] = run.to_dict()
     (agent_run_dir / "run.json").write_text(json.dumps(run.to_dict(), indent=2) + "\n", encoding="utf-8")
     return run
 
 
 @pytest.fixture
-def agent_result(request: pytest.FixtureRequest, agent_case: EvalCase, agent_run: RunRecord) -> AgentResult:
-    """The run scored: figures attached to ``user_properties`` (junitxml carries them) and to the report."""
+def agent_result(
+    request: pytest.FixtureRequest,
+    agent_case: EvalCase,
+    agent_campaign: Campaign,
+    agent_resumed: dict[str, dict],
+) -> AgentResult:
+    """The run scored: figures attached to ``user_properties`` (junitxml carries them) and to the report.
+
+    An item a resumed campaign completed is re-scored from its saved segments instead of being run.
+    """
     from pytest_agent_eval.score import render_session, score_session
     from pytest_agent_eval.transcript import Session
 
+    record = record_of(request.node)
+    done = agent_resumed.get(item_id(request.node, agent_case))
+    if done is not None:
+        agent_run = _resumed_run(agent_campaign, done)
+        keep = ("backend", "tool_version", "tool_spec", "claude_version", "driver", "attempts", "wall_s", "agent_s")
+        record.update({key: done[key] for key in keep if key in done}, segments=done["segments"], resumed=True)
+    else:
+        agent_run = request.getfixturevalue("agent_run")
     session = _step("reading the transcript", lambda: Session.from_files(agent_run.segments))
     if session.infra_error:
         raise AgentInfraError(session.infra_error)
     score = score_session(session, tool=CODEGRAPH)
     figures = gates.figures(score, wall_s=sum(agent_run.wall_s), tool=CODEGRAPH)
     blocks = render_session(session, tool=CODEGRAPH)
-    (agent_run.segments[0].parent / "score.json").write_text(json.dumps(score, indent=2) + "\n", encoding="utf-8")
-    record = record_of(request.node)
-    record.update(figures=figures, score=score, blocks=blocks)
+    if done is None:
+        (agent_run.segments[0].parent / "score.json").write_text(json.dumps(score, indent=2) + "\n", encoding="utf-8")
+    # Known even when the test never calls agent_gate: the campaign tables drop contaminated without-arms.
+    contaminated = not gates.contamination_verdict(score, agent_case.arm.has_tool, CODEGRAPH).passed
+    record.update(figures=figures, scores=score, blocks=blocks, contaminated=contaminated)
     for name, value in figures.items():
         if value is not None:
             request.node.user_properties.append((f"agent_eval.{name}", value))
     return AgentResult(case=agent_case, run=agent_run, score=score, figures=figures, blocks=blocks)
+
+
+def _resumed_run(campaign: Campaign, done: dict[str, Any]) -> RunRecord:
+    """The driver's record of a completed item, rebuilt from what the campaign saved."""
+    driver = done.get("driver") or {}
+    return RunRecord(
+        label=str(driver.get("label") or done["id"]),
+        segments=[campaign.resolve(s) for s in done["segments"]],
+        wall_s=list(driver.get("wall_s") or [done.get("agent_s") or 0.0]),
+        exit_codes=list(driver.get("exit_codes") or []),
+        hung_after_result=list(driver.get("hung_after_result") or []),
+        session_id=driver.get("session_id"),
+    )
 
 
 @pytest.fixture(scope="session")

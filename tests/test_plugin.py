@@ -66,7 +66,11 @@ def codegraph_warm():
 """
 
 STANDIN = '''#!{python}
-"""Stand-in claude: prints the transcript recorded for (arm, question); logs its argv and env."""
+"""Stand-in claude: prints the transcript recorded for (arm, question); logs its argv and env.
+
+The n-th call for one (arm, question) prints <arm>-<key>.call<n>.jsonl when that file exists; the index
+the workspace carries says which codegraph built it (.codegraph/built-by, written by a fake codegraph).
+"""
 import hashlib, json, os, sys, time
 from pathlib import Path
 
@@ -82,12 +86,18 @@ arm = "with" if "codegraph" in Path(opt("--mcp-config")).name else "without"
 keys = ("HOME", "TMPDIR", "PATH", "ANTHROPIC_BASE_URL", "CODEGRAPH_NO_PROMPT_HOOK", "DO_NOT_TRACK",
         "CODEGRAPH_NO_DAEMON", "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC", "DISABLE_TELEMETRY",
         "DISABLE_AUTOUPDATER", "IS_SANDBOX", "ENABLE_TOOL_SEARCH", "CLAUDE_CODE_ENABLE_TASKS")
+built_by = Path(".codegraph", "built-by")
 record = {{"argv": argv, "cwd": os.getcwd(), "arm": arm, "env": {{k: os.environ.get(k) for k in keys}},
-          "real_key": os.environ.get("ANTHROPIC_API_KEY") == {secret!r}}}
+          "real_key": os.environ.get("ANTHROPIC_API_KEY") == {secret!r},
+          "built_by": built_by.read_text().strip() if built_by.exists() else None}}
 with open(root / "calls.jsonl", "a") as log:
     log.write(json.dumps(record) + "\\n")
 key = hashlib.sha1(opt("-p").encode()).hexdigest()[:10]
-lines = (root / f"{{arm}}-{{key}}.jsonl").read_text().splitlines()
+counter = root / f"count-{{arm}}-{{key}}"
+n = int(counter.read_text()) + 1 if counter.exists() else 1
+counter.write_text(str(n))
+nth = root / f"{{arm}}-{{key}}.call{{n}}.jsonl"
+lines = (nth if nth.exists() else root / f"{{arm}}-{{key}}.jsonl").read_text().splitlines()
 mode = lines.pop(0)[1:] if lines and lines[0].startswith("#") else ""
 for line in lines:
     if mode == "stall" and json.loads(line).get("type") == "result":
@@ -176,10 +186,12 @@ class Project:
         claude.write_text(STANDIN.format(python=sys.executable, secret=SECRET_KEY))
         claude.chmod(0o755)
 
-    def script(self, arm: str, question: str, transcript: Transcript, mode: str = "") -> None:
+    def script(self, arm: str, question: str, transcript: Transcript, mode: str = "", call: int | None = None) -> None:
+        """What the stand-in prints for (arm, question): always, or only on its ``call``-th call for them."""
         key = hashlib.sha1(question.encode()).hexdigest()[:10]
         lines = ([f"#{mode}"] if mode else []) + transcript.lines()
-        (self.standin / f"{arm}-{key}.jsonl").write_text("\n".join(lines) + "\n")
+        name = f"{arm}-{key}.call{call}.jsonl" if call else f"{arm}-{key}.jsonl"
+        (self.standin / name).write_text("\n".join(lines) + "\n")
 
     def calls(self) -> list[dict]:
         log = self.standin / "calls.jsonl"
@@ -191,8 +203,20 @@ class Project:
             return self.pytester.runpytest_subprocess(*base)
         return self.pytester.runpytest(*base)
 
+    def campaigns(self) -> list[Path]:
+        """The campaign folders under out/, oldest first (their names start with the time)."""
+        out = self.path / "out"
+        return sorted(p for p in out.iterdir() if p.is_dir()) if out.exists() else []
+
+    def campaign(self) -> Path:
+        """The newest campaign folder."""
+        return self.campaigns()[-1]
+
+    def item_dir(self, item_id: str) -> Path:
+        return self.campaign() / "items" / item_id
+
     def summary(self) -> dict:
-        return json.loads((self.path / "out" / "summary.json").read_text())
+        return json.loads((self.campaign() / "summary.json").read_text())
 
 
 Q_EXPRESS = "How does res.send decide the Content-Type?"
@@ -237,12 +261,18 @@ def test_pinned_arms_and_marker_selection(project):
         "--collect-only", "-q", "--runs", "1", "--arms", "with@1.6.1,with@local:/src/codegraph", "-m", "agent_eval"
     )
     lines = [line for line in result.stdout.lines if "::" in line]
+    # `@` is written `:` in ids: pytest -k cannot parse `@`, and can parse the arm as written here.
     assert lines == [
-        "evals/test_ab.py::test_ab[express-with@1.6.1-1]",
-        "evals/test_ab.py::test_ab[express-with@local:codegraph-1]",
-        "evals/test_ab.py::test_ab[gin-with@1.6.1-1]",
-        "evals/test_ab.py::test_ab[gin-with@local:codegraph-1]",
+        "evals/test_ab.py::test_ab[express-with:1.6.1-1]",
+        "evals/test_ab.py::test_ab[express-with:local:codegraph-1]",
+        "evals/test_ab.py::test_ab[gin-with:1.6.1-1]",
+        "evals/test_ab.py::test_ab[gin-with:local:codegraph-1]",
     ]
+    result = project.run(
+        "--collect-only", "-q", "--runs", "1", "--arms", "with@1.6.1,with@local:/src/codegraph", "-k", "with:1.6.1"
+    )
+    lines = [line for line in result.stdout.lines if "::" in line]
+    assert lines == ["evals/test_ab.py::test_ab[express-with:1.6.1-1]", "evals/test_ab.py::test_ab[gin-with:1.6.1-1]"]
 
 
 DUMP_CONFIG = """
@@ -271,19 +301,52 @@ OPTION_CASES = {
     "--agent-timeout": ("30", "60", "agent_timeout", 30.0, 60.0),
     "--agent-backend": ("scripted", "cassette", "backend", "scripted", "cassette"),
     "--agent-cassette": ("a.jsonl", "b.jsonl,c.jsonl", "cassettes", ["a.jsonl"], ["b.jsonl", "c.jsonl"]),
+    "--agent-eval-resume": ("r1", "r2", "resume", "r1", "r2"),
+    "--agent-eval-retries": ("1", "0", "retries", 1, 0),
+    "--agent-eval-compare": ("b1", "b2.json", "compare", "b1", "b2.json"),
+    "--agent-eval-compare-fail": (
+        "allocation:-5pt",
+        "residual:+20%",
+        "compare_fail",
+        [{"metric": "allocation", "threshold": 5.0, "unit": "pt", "direction": -1}],
+        [{"metric": "residual", "threshold": 20.0, "unit": "%", "direction": 1}],
+    ),
+    "--agent-eval-campaign": ("readme", "other", "campaign", "readme", "other"),
 }
+FLAGS = {"--offline", "--agent-eval-include-contaminated"}
+
+
+def test_help_lists_every_option_and_ini_key(pytester):
+    result = pytester.runpytest("--help")
+    assert result.ret == 0, result.stderr.str()
+    out = result.stdout.str()
+    for option in OPTIONS:
+        assert option.flag in out and option.ini in out
+    assert "residual:+20%" in out
 
 
 def test_every_option_is_covered():
-    assert {o.flag for o in OPTIONS} == {*OPTION_CASES, "--offline"}
+    assert {o.flag for o in OPTIONS} == {*OPTION_CASES, *FLAGS}
+
+
+def _baselines(root: Path) -> None:
+    """The campaign folders and baseline JSON that --agent-eval-resume / --agent-eval-compare cases name."""
+    for name in ("r1", "r2", "b1", "base"):
+        (root / name).mkdir(exist_ok=True)
+        (root / name / "manifest.json").write_text(json.dumps({"id": name}))
+    (root / "b2.json").write_text(json.dumps({"items": []}))
 
 
 @pytest.mark.parametrize("flag", sorted(OPTION_CASES))
 def test_option_and_ini_key(pytester, flag):
     cli_value, ini_value, attr, from_cli, from_ini = OPTION_CASES[flag]
     option = next(o for o in OPTIONS if o.flag == flag)
-    extra = "agent_eval_cassette = x.jsonl" if flag == "--agent-backend" else ""
-    pytester.makeini(f"[pytest]\n{option.ini} = {ini_value}\n{extra}\n")
+    extra = {
+        "--agent-backend": "agent_eval_cassette = x.jsonl",
+        "--agent-eval-compare-fail": "agent_eval_compare = base",
+    }
+    pytester.makeini(f"[pytest]\n{option.ini} = {ini_value}\n{extra.get(flag, '')}\n")
+    _baselines(pytester.path)
     pytester.makepyfile(DUMP_CONFIG)
 
     def resolved(*args: str):
@@ -304,13 +367,17 @@ def _relative(value, root: Path):
     return value
 
 
-def test_offline_flag_and_ini(pytester):
+@pytest.mark.parametrize("flag", sorted(FLAGS))
+def test_flags_and_their_ini_keys(pytester, flag):
+    option = next(o for o in OPTIONS if o.flag == flag)
     pytester.makepyfile(DUMP_CONFIG)
-    read = lambda: json.loads((pytester.path.parent / "config.json").read_text())["offline"]  # noqa: E731
+    read = lambda: json.loads((pytester.path.parent / "config.json").read_text())[option.attr]  # noqa: E731
     assert pytester.runpytest("-p", "no:cacheprovider").ret == 0 and read() is False
-    assert pytester.runpytest("-p", "no:cacheprovider", "--offline").ret == 0 and read() is True
-    pytester.makeini("[pytest]\nagent_eval_offline = true\n")
+    assert pytester.runpytest("-p", "no:cacheprovider", flag).ret == 0 and read() is True
+    pytester.makeini(f"[pytest]\n{option.ini} = true\n")
     assert pytester.runpytest("-p", "no:cacheprovider").ret == 0 and read() is True
+    # a session without an agent-eval item writes no campaign folder
+    assert not (pytester.path / "agent-eval-out").exists()
 
 
 @pytest.mark.parametrize(
@@ -405,13 +472,13 @@ def test_clean_runs_pass_and_carry_their_figures(project):
     assert records["express-without-1"]["figures"]["codegraph_calls"] == 0
     assert summary["entries"]["express"]["with"]["median"]["codegraph_calls"] == 1
     # the transcript store: segments, stderr, MCP configs, hook settings
-    run_dir = project.path / "out" / "express" / "express-with-1"
+    run_dir = project.item_dir("express-with-1")
     key = hashlib.sha1(Q_EXPRESS.encode()).hexdigest()[:10]
     assert (run_dir / "run-with-1.jsonl").read_text() == (project.standin / f"with-{key}.jsonl").read_text()
     assert (run_dir / "run-with-1.stderr").exists()
     servers = json.loads((run_dir / "mcp-codegraph.json").read_text())["mcpServers"]
     assert servers["codegraph"]["args"][:2] == ["serve", "--mcp"]
-    assert json.loads((project.path / "out/express/express-without-1/mcp-empty.json").read_text()) == {"mcpServers": {}}
+    assert json.loads((project.item_dir("express-without-1") / "mcp-empty.json").read_text()) == {"mcpServers": {}}
 
 
 def test_agent_command_line_and_environment(project):
@@ -454,7 +521,7 @@ def test_multi_turn_resumes_the_session_and_turns_option_cuts(pytester):
     assert [a[a.index("-p") + 1] for a in argvs] == questions[:2]
     assert "--resume" not in argvs[0]
     assert argvs[1][argvs[1].index("--resume") + 1] == "s-1"
-    run_dir = project.path / "out" / "express" / "express-with-1"
+    run_dir = project.item_dir("express-with-1")
     assert sorted(p.name for p in run_dir.glob("run-*.jsonl")) == ["run-with-1.jsonl", "run-with-1.t2.jsonl"]
     record = project.summary()["records"][0]
     assert record["turns"] == 2
@@ -511,7 +578,7 @@ def test_infrastructure_failures_are_errors_not_failures(pytester):
     records = {r["id"]: r for r in project.summary()["records"]}
     assert {r["outcome"] for r in records.values()} == {"error"}
     assert "infrastructure errors (not scored)" in out
-    partial = project.path / "out" / "stall" / "stall-without-1" / "run-without-1.jsonl"
+    partial = project.item_dir("stall-without-1") / "run-without-1.jsonl"
     assert partial.read_text().count("\n") == len(with_clean().lines()) - 1  # everything before the result
 
 
@@ -572,8 +639,16 @@ def test_default_output_folder_is_shared_by_xdist_workers(project):
         "evals", "-p", "no:cacheprovider", "--agent-backend", "scripted", "--runs", "1", "-n", "2"
     )
     result.assert_outcomes(passed=4)
-    [stamp] = list((project.path / "agent-eval-out").iterdir())
-    assert sorted(p.name for p in stamp.iterdir()) == ["express", "gin", "summary.json"]
+    [campaign] = list((project.path / "agent-eval-out").iterdir())
+    names = {p.name for p in campaign.iterdir()}
+    assert names >= {"manifest.json", "items.jsonl", "items", "summary.json", "report.html"}
+    assert sorted(p.name for p in (campaign / "items").iterdir()) == [
+        "express-with-1",
+        "express-without-1",
+        "gin-with-1",
+        "gin-without-1",
+    ]
+    assert len((campaign / "items.jsonl").read_text().splitlines()) == 4
 
 
 def test_marker_narrows_entries_and_overrides_arms(project):

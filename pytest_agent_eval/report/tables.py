@@ -4,7 +4,8 @@ Input is plain data — one record per item, as the plugin collects them on the 
 read the same under xdist as in one process, and can be rebuilt from ``summary.json`` alone.
 
 Small n is the rule here (runs make 1–5 explore calls), so every per-arm figure is shown as
-``median [min–max]`` over runs, never as a single number.
+``median [min–max]`` over runs, never as a single number; arms are compared run against run (the paired
+difference of run k of each arm) with a bootstrap interval; and an arm with fewer than two runs says so.
 """
 
 from __future__ import annotations
@@ -16,6 +17,9 @@ from typing import Any
 
 import tabulate as tabulate_module
 from tabulate import tabulate
+
+from pytest_agent_eval.metrics.sufficiency import BUCKETS
+from pytest_agent_eval.report.stats import bootstrap_ci, paired_differences, small_n_warning
 
 MODEL_FREE_BACKENDS = ("scripted", "cassette")
 _PRESERVE_PARAM = "preserve_whitespace" in inspect.signature(tabulate).parameters
@@ -75,6 +79,22 @@ _SECTIONS: list[tuple[str, list[tuple[str, str, str]]]] = [
 ]
 
 
+# (label, figure, formatter) of the paired differences under each ARM COMPARISON.
+_PAIRED: list[tuple[str, str, str]] = [
+    ("retrieval residual", "residual_tokens", "tok"),
+    ("final context", "ctx_final", "tok"),
+    ("tokens processed", "tokens_processed", "tok"),
+    ("tool calls", "tool_calls", "int"),
+    ("duration", "duration_s", "sec"),
+    ("cost", "cost_usd", "usd"),
+]
+
+
+def _scores(record: Record) -> dict[str, Any]:
+    # Item records call it "scores"; summary.json files written before campaigns called it "score".
+    return record.get("scores") or record.get("score") or {}
+
+
 # -- formatting ------------------------------------------------------------------------------------------------
 def fmt(value: float | None, kind: str) -> str:
     if value is None:
@@ -87,6 +107,8 @@ def fmt(value: float | None, kind: str) -> str:
         return f"${value:.2f}"
     if kind == "duration":
         return duration(value)
+    if kind == "sec":
+        return f"{value:,.1f}s"
     if kind == "int":
         return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.1f}"
     return f"{value:g}"
@@ -177,13 +199,55 @@ def arm_comparison(entry: str, records: Sequence[Record]) -> str:
             rows.append(["  pooled efficiency", *(_pooled_allocation(by_arm[arm]) for arm in labels)])
     if any(errors.values()):
         rows.append(["infrastructure errors (not scored)", *(str(errors[arm]) for arm in labels)])
-    return f"ARM COMPARISON — {entry}\n{_table(rows, head, 'simple')}"
+    lines = [f"ARM COMPARISON — {entry}", _table(rows, head, "simple")]
+    lines += paired_lines(runs, labels)
+    for label in labels:
+        warning = small_n_warning(len(by_arm[label]))
+        if warning:
+            lines.append(f"warning: {entry} / {label}: {warning}")
+    return "\n".join(lines)
+
+
+def reference_arm(records: Sequence[Record], labels: Sequence[str]) -> str | None:
+    """What the other arms are compared against: the first without-arm, else the last arm (the baseline build)."""
+    if len(labels) < 2:
+        return None
+    without = next((r["arm_label"] for r in records if r["arm"] == "without" and r["arm_label"] in labels), None)
+    return without or labels[-1]
+
+
+def paired_lines(runs: Sequence[Record], labels: Sequence[str]) -> list[str]:
+    """Each arm minus the reference, run k against run k: mean difference and its 95% bootstrap interval."""
+    reference = reference_arm(runs, labels) if runs else None
+    if reference is None:
+        return []
+    lines = []
+    for label in (a for a in labels if a != reference):
+        lines.append(f"paired {label} − {reference}, run against run: mean difference [95% bootstrap CI]")
+        for title, figure, kind in _PAIRED:
+            diffs = paired_differences(_by_run(runs, label, figure), _by_run(runs, reference, figure))
+            if not diffs:
+                continue
+            mean = statistics.fmean(diffs)
+            low, high = bootstrap_ci(diffs)
+            text = f"{_signed(mean, kind)} [{_signed(low, kind)}, {_signed(high, kind)}]"
+            note = f"  n={len(diffs)} pair(s)" + ("  (n<2: no interval to read)" if len(diffs) < 2 else "")
+            lines.append(f"  {title:<20} {text}{note}")
+    return lines
+
+
+def _by_run(runs: Sequence[Record], label: str, figure: str) -> dict[int, float | None]:
+    return {r["run"]: r["figures"].get(figure) for r in runs if r["arm_label"] == label}
+
+
+def _signed(value: float, kind: str) -> str:
+    return ("+" if value >= 0 else "−") + fmt(abs(value), kind)
 
 
 def _pooled_allocation(runs: Sequence[Record]) -> str:
     used = envelope = 0
     for run in runs:
-        alloc = (run.get("score") or {}).get("allocation") or {}
+        alloc = _scores(run).get("allocation") or {}
         used += alloc.get("used_chars") or 0
         envelope += alloc.get("envelope_chars") or 0
     if not envelope:
@@ -202,24 +266,38 @@ def with_without(records: Sequence[Record]) -> tuple[str, str] | None:
     return with_arm, without_arm
 
 
-def campaign_usable(records: Iterable[Record]) -> list[Record]:
-    """Scored runs minus contaminated without-arms, which measured the tool after all."""
+def campaign_usable(records: Iterable[Record], include_contaminated: bool = False) -> list[Record]:
+    """Scored runs minus contaminated without-arms, which measured the tool after all (seed 002)."""
+    if include_contaminated:
+        return scored(records)
     return [r for r in scored(records) if not (r["arm"] == "without" and r.get("contaminated"))]
 
 
-def campaign_table(records: Sequence[Record]) -> str | None:
+def contaminated_note(records: Sequence[Record], include_contaminated: bool = False) -> str | None:
+    """Says how many contaminated without-arm runs the campaign tables dropped (or kept)."""
+    count = sum(1 for r in scored(records) if r["arm"] == "without" and r.get("contaminated"))
+    if not count:
+        return None
+    if include_contaminated:
+        return f"({count} contaminated without-arm run(s) KEPT by --agent-eval-include-contaminated)"
+    return f"({count} contaminated without-arm run(s) dropped; --agent-eval-include-contaminated keeps them)"
+
+
+def campaign_table(records: Sequence[Record], include_contaminated: bool = False) -> str | None:
     """Per entry, the tool's residual in the with-arm against file-access residual in the without-arm."""
     pair = with_without(records)
     if pair is None:
         return None
     w_label, wo_label = pair
-    usable = campaign_usable(records)
-    rows, residual_changes, share_changes = [], [], []
+    usable = campaign_usable(records, include_contaminated)
+    rows, residual_changes, share_changes, warnings = [], [], [], []
     for entry in dict.fromkeys(r["entry"] for r in records):
         w = [r for r in usable if r["entry"] == entry and r["arm_label"] == w_label]
         wo = [r for r in usable if r["entry"] == entry and r["arm_label"] == wo_label]
         if not w or not wo:
             continue
+        if min(len(w), len(wo)) < 2:
+            warnings.append(f"warning: {entry}: medians over W n={len(w)} / WO n={len(wo)} — seeds: never n=1")
         w_res, wo_res = _median(w, "codegraph_residual"), _median(wo, "file_access_residual")
         w_ctx, wo_ctx = _median(w, "ctx_final"), _median(wo, "ctx_final")
         w_share = _ratio(w_res, w_ctx)
@@ -230,7 +308,7 @@ def campaign_table(records: Sequence[Record]) -> str | None:
         share_change = _change(w_share, wo_share)
         if share_change is not None:
             share_changes.append(share_change)
-        window = (w[0].get("score") or {}).get("occupancy", {}).get("window") or 200_000
+        window = _scores(w[0]).get("occupancy", {}).get("window") or 200_000
         rows.append(
             [
                 entry,
@@ -258,25 +336,36 @@ def campaign_table(records: Sequence[Record]) -> str | None:
             share = statistics.mean(share_changes)
             line += f" · share-of-context {abs(share):.0%} {_direction(share)}"
         lines.append(line)
-    dropped = len(scored(records)) - len(usable)
-    if dropped:
-        lines.append(f"({dropped} contaminated without-arm run(s) left out)")
+    note = contaminated_note(records, include_contaminated)
+    if note:
+        lines.append(note)
+    lines += warnings
     return "\n".join(lines)
 
 
-def throughput_table(records: Sequence[Record]) -> str | None:
+def throughput_table(records: Sequence[Record], include_contaminated: bool = False) -> str | None:
     """Time, tool calls, tokens processed and cost, W→WO, with what the with-arm saved."""
     pair = with_without(records)
     if pair is None:
         return None
     w_label, wo_label = pair
-    usable = campaign_usable(records)
+    usable = campaign_usable(records, include_contaminated)
     rows = []
+    saved: dict[str, list[float]] = {"cost": [], "tokens": [], "time": [], "tool calls": []}
     for entry in dict.fromkeys(r["entry"] for r in records):
         w = [r for r in usable if r["entry"] == entry and r["arm_label"] == w_label]
         wo = [r for r in usable if r["entry"] == entry and r["arm_label"] == wo_label]
         if not w or not wo:
             continue
+        for name, figure in (
+            ("cost", "cost_usd"),
+            ("tokens", "tokens_processed"),
+            ("time", "duration_s"),
+            ("tool calls", "tool_calls"),
+        ):
+            a, b = _median(w, figure), _median(wo, figure)
+            if a is not None and b:
+                saved[name].append(1 - a / b)
         rows.append(
             [
                 entry,
@@ -289,7 +378,65 @@ def throughput_table(records: Sequence[Record]) -> str | None:
     if not rows:
         return None
     head = ["entry", "time W→WO", "tools W→WO", "tokens W→WO (saved)", "cost W→WO (saved)"]
-    return _table(rows, head, "plain")
+    average = " · ".join(f"{name} {statistics.mean(v):.0%}" for name, v in saved.items() if v)
+    text = _table(rows, head, "plain")
+    return f"{text}\n\nAVERAGE saved: {average}" if average else text
+
+
+def secondary_table(records: Sequence[Record]) -> str | None:
+    """Seed 002's secondary readings of the with-arm: what followed each explore, and allocation, per entry."""
+    w_label = next((r["arm_label"] for r in records if r["arm"] == "with"), None)
+    if w_label is None:
+        return None
+    runs = [r for r in scored(records) if r["arm_label"] == w_label]
+    keys = [key for key, _, _ in BUCKETS]
+    pooled = dict.fromkeys(keys, 0)
+    pooled_used = pooled_envelope = pooled_calls = 0
+    rows = []
+    for entry in dict.fromkeys(r["entry"] for r in records):
+        counts = dict.fromkeys(keys, 0)
+        used = envelope = calls = 0
+        for run in (r for r in runs if r["entry"] == entry):
+            for key, value in (_scores(run).get("sufficiency", {}).get("counts") or {}).items():
+                counts[key] = counts.get(key, 0) + value
+            alloc = _scores(run).get("allocation") or {}
+            used += alloc.get("used_chars") or 0
+            envelope += alloc.get("envelope_chars") or 0
+            calls += sum(1 for c in alloc.get("calls") or [] if c.get("efficiency") is not None)
+        answered = sum(counts[k] for k in keys)
+        for key in keys:
+            pooled[key] += counts[key]
+        pooled_used += used
+        pooled_envelope += envelope
+        pooled_calls += calls
+        rows.append(
+            [
+                entry,
+                str(answered),
+                *(f"{counts[k]} {counts[k] / answered:.0%}" if answered else "0" for k in keys),
+                fmt(used / envelope, "pct") if envelope else "n/a",
+                kilo(envelope),
+            ]
+        )
+    if not rows:
+        return None
+    head = ["repo", "calls", "again", "read-ret", "read-miss", "grep", "MOVED ON", "alloc eff", "envelope"]
+    total = sum(pooled.values())
+    labels = {key: label for key, label, _ in BUCKETS}
+    labels["read_missed"] = "Read a file we did NOT return"
+    shares = [f"{labels[k]} {pooled[k] / total:.0%}" if total else f"{labels[k]} n/a" for k in keys]
+    efficiency = fmt(pooled_used / pooled_envelope, "pct") if pooled_envelope else "n/a"
+    return "\n".join(
+        [
+            f"SECONDARY READINGS — {w_label}, absolute (no before/after)",
+            _table(rows, head, "plain"),
+            "",
+            f"POOLED ({total} answered explore calls):",
+            "  " + " · ".join(shares[:3]),
+            "  · " + " · ".join(shares[3:]),
+            f"POOLED allocation efficiency: {efficiency} over {pooled_calls} calls / {kilo(pooled_envelope)} chars",
+        ]
+    )
 
 
 def _table(rows: list[list[str]], head: list[str], style: str) -> str:
@@ -330,13 +477,20 @@ def _direction(change: float) -> str:
 
 
 # -- everything ----------------------------------------------------------------------------------------------
-def terminal_report(records: Sequence[Record], verbose: bool = False) -> str:
+def terminal_report(
+    records: Sequence[Record], verbose: bool = False, campaign: bool = False, include_contaminated: bool = False
+) -> str:
+    """Header, (with ``verbose``) every item's blocks, an ARM COMPARISON per entry, the campaign tables;
+    ``campaign`` adds seed 002's secondary readings."""
     parts = [header(records)]
     if verbose:
         parts += [item_blocks(r) for r in records]
     for entry in dict.fromkeys(r["entry"] for r in records):
         parts.append(arm_comparison(entry, [r for r in records if r["entry"] == entry]))
-    for table in (campaign_table(records), throughput_table(records)):
+    tables = [campaign_table(records, include_contaminated), throughput_table(records, include_contaminated)]
+    if campaign:
+        tables.append(secondary_table(records))
+    for table in tables:
         if table:
             parts.append(table)
     return "\n\n".join(p for p in parts if p) + "\n"
