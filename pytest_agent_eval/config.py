@@ -20,6 +20,7 @@ from pytest_agent_eval.report.compare import Rule, parse_compare_fail
 
 DEFAULT_CG_VERSION = "1.6.1"
 BACKENDS = ("auto", "anthropic", "scripted", "cassette")
+MODES = ("headless", "tmux", "all")  # seed 004's MODE token: claude -p, the TUI in tmux, or both
 ARM_NAMES = ("with", "without")
 CAMPAIGN_TURNS = 3  # the seeds' campaign: the README question and two in-flow follow-ups
 
@@ -66,6 +67,7 @@ class AgentEvalConfig:
     agent_timeout: float = 900.0
     offline: bool = False
     backend: str = "auto"
+    mode: str = "headless"
     thresholds_file: Path | None = None
     cassettes: list[Path] = field(default_factory=list)
     resume: Path | None = None  # a campaign folder to finish instead of starting a new one
@@ -75,6 +77,10 @@ class AgentEvalConfig:
     campaign: str | None = None  # run only corpus entries whose "campaign" is this
     include_contaminated: bool = False
     campaign_dir: Path | None = None  # the campaign folder this session writes; set by the plugin
+
+    @property
+    def drivers(self) -> list[str]:
+        return ["headless", "tmux"] if self.mode == "all" else [self.mode]
 
     def tool_spec(self, arm: Arm) -> str:
         return arm.tool_spec or self.cg_version
@@ -175,6 +181,13 @@ def parse_backend(text: str) -> str:
     value = str(text).strip()
     if value not in BACKENDS:
         raise OptionError(f"expected one of {', '.join(BACKENDS)}, got {text!r}")
+    return value
+
+
+def parse_mode(text: str) -> str:
+    value = str(text).strip()
+    if value not in MODES:
+        raise OptionError(f"expected one of {', '.join(MODES)}, got {text!r}")
     return value
 
 
@@ -349,6 +362,15 @@ OPTIONS: tuple[Option, ...] = (
         f"model behind the agent: {', '.join(BACKENDS)} (default auto: the real API when "
         "ANTHROPIC_API_KEY holds a real key, else scripted)",
         "NAME",
+    ),
+    Option(
+        "--agent-mode",
+        "agent_eval_mode",
+        "mode",
+        parse_mode,
+        "how the agent is driven: headless (claude -p, stream-json), tmux (the interactive TUI, scored from its "
+        "session file) or all (both; tmux items are named <entry>-<arm>-tmux-<run>) (default headless)",
+        "MODE",
     ),
     Option(
         "--agent-cassette",

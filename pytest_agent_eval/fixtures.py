@@ -34,6 +34,7 @@ from pytest_agent_eval.config import AgentEvalConfig, Arm
 from pytest_agent_eval.corpus import CorpusEntry
 from pytest_agent_eval.harness.drivers import AgentInfraError, warm_mcp_server
 from pytest_agent_eval.harness.drivers.headless import HeadlessOptions, RunRecord, run_headless
+from pytest_agent_eval.harness.drivers.tmux import TmuxOptions, run_tmux
 from pytest_agent_eval.report import gates
 from pytest_agent_eval.report.store import Campaign
 from pytest_agent_eval.tool import CODEGRAPH
@@ -71,12 +72,14 @@ class EvalCase:
     arm: Arm
     run: int
     questions: tuple[str, ...]
+    driver: str = "headless"
 
     @property
     def id(self) -> str:
-        """``express-with-1``; a pinned arm writes ``@`` as ``:`` (``express-with:1.6.0-1``), because
-        ``pytest -k`` cannot parse ``@`` and can parse ``-k "with:1.6.0"``."""
-        return f"{self.entry.name}-{self.arm.label.replace('@', ':')}-{self.run}"
+        """``express-with-1`` (``express-with-tmux-1`` when driven in tmux); a pinned arm writes ``@`` as ``:``
+        (``express-with:1.6.0-1``), because ``pytest -k`` cannot parse ``@`` and can parse ``-k "with:1.6.0"``."""
+        driver = "" if self.driver == "headless" else f"-{self.driver}"
+        return f"{self.entry.name}-{self.arm.label.replace('@', ':')}{driver}-{self.run}"
 
 
 @dataclass(frozen=True)
@@ -421,16 +424,20 @@ def agent_run(
         max_budget_usd=cfg.max_budget_usd,
         timeout_s=cfg.agent_timeout,
     )
+    if agent_case.driver == "tmux":
+        drive = partial(run_tmux, options=TmuxOptions.from_headless(options))
+    else:
+        drive = partial(run_headless, options=options)
+    record["mode"] = agent_case.driver
     attempts: list[dict[str, Any]] = record.setdefault("attempts", [])
     for attempt in range(cfg.retries + 1):
         try:
-            run = run_headless(
+            run = drive(
                 agent_case.questions,
                 label=f"{agent_case.arm.label}-{agent_case.run}".replace("/", "_"),
                 out_dir=agent_run_dir,
                 cwd=agent_workspace.repo,
                 env=agent_env,
-                options=options,
             )
             infra = _step("reading the transcript", partial(Session.from_files, run.segments)).infra_error
             if infra:

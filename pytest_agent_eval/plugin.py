@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import json
 from collections import Counter
+from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
@@ -175,11 +176,14 @@ def _corpus(config: pytest.Config) -> list[CorpusEntry]:
     return loaded
 
 
-def cases_for(entries: list[CorpusEntry], arms: list[Arm], runs: int, turns: int | None) -> list[EvalCase]:
+def cases_for(
+    entries: list[CorpusEntry], arms: list[Arm], runs: int, turns: int | None, drivers: Sequence[str] = ("headless",)
+) -> list[EvalCase]:
     return [
-        EvalCase(entry, arm, run, tuple(entry.questions[:turns] if turns else entry.questions))
+        EvalCase(entry, arm, run, tuple(entry.questions[:turns] if turns else entry.questions), driver)
         for entry in entries
         for arm in arms
+        for driver in drivers
         for run in range(1, runs + 1)
     ]
 
@@ -220,7 +224,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                 f'--agent-eval-campaign {cfg.campaign}: no corpus entry has "campaign": "{cfg.campaign}"'
             )
     params = [
-        pytest.param(case, id=case.id, marks=pytest.mark.agent_eval) for case in cases_for(entries, arms, runs, turns)
+        pytest.param(case, id=case.id, marks=pytest.mark.agent_eval)
+        for case in cases_for(entries, arms, runs, turns, cfg.drivers)
     ]
     metafunc.parametrize("agent_case", params)
 

@@ -5,6 +5,7 @@ This is the single entry point the CLI and the pytest plugin share.
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -68,15 +69,11 @@ class Scorecard:
 
     def header(self) -> str:
         session = self.session
-        counts = session.tool_counts()
-        explore = sum(n for name, n in counts.items() if self.tool.is_explore(name))
-        reads = sum(n for name, n in counts.items() if name in ("Read", "NotebookRead"))
-        searches = sum(n for name, n in counts.items() if name in ("Grep", "Glob", "Bash"))
-        tools = ", ".join(f"{name} {n}" for name, n in counts.items()) or "none"
+        tools = ", ".join(f"{name} {n}" for name, n in session.tool_counts().items()) or "none"
         bad = f" ({session.parse.bad_lines} bad lines skipped)" if session.parse.bad_lines else ""
         lines = [
             f"Session: {len(session.files) or 1} segment(s), {session.parse.events} events{bad}",
-            f"VERDICT: {self.tool.explore} used {explore}x | Read {reads} | Grep/Bash {searches}",
+            verdict_lines(session, self.tool),
             f"tools: {tools}",
         ]
         if session.models:
@@ -104,6 +101,31 @@ class Scorecard:
                 f"contamination: {con.cli_returned_output} CLI calls returned output, {con.cli_blocked} blocked",
             ]
         )
+
+
+def verdict_lines(session: Session, tool: RetrievalTool = CODEGRAPH) -> str:
+    """``VERDICT: <explore> used Nx | Read N | Grep/Bash N`` and ``TOKENS:`` summed once per API request.
+
+    Every thread counts, subagents included: that is what the interactive arm is run to see. Usage is taken
+    once per message id (the CLI repeats it on every content block of a message).
+    """
+    counts = Counter(call.name for call in session.calls)
+    explore = sum(n for name, n in counts.items() if tool.is_explore(name))
+    reads = counts["Read"] + counts["NotebookRead"]
+    searches = counts["Grep"] + counts["Glob"] + counts["Bash"]
+    usages = {}
+    for message in session.messages(None):
+        if message.usage is not None:
+            usages.setdefault(message.id, message.usage)
+    total_in = sum(u.input for u in usages.values())
+    out = sum(u.output for u in usages.values())
+    read = sum(u.cache_read for u in usages.values())
+    write = sum(u.cache_creation for u in usages.values())
+    return (
+        f"VERDICT: {tool.explore} used {explore}x | Read {reads} | Grep/Bash {searches}\n"
+        f"TOKENS: in {total_in:,} | out {out:,} | cache read {read:,} | cache write {write:,}"
+        f" | {len(usages)} request{'' if len(usages) == 1 else 's'}"
+    )
 
 
 def score(

@@ -14,6 +14,7 @@ counted once per API request. Anything it does not understand is stepped over, n
 
 from __future__ import annotations
 
+import itertools
 import json
 import re
 from collections import Counter
@@ -167,10 +168,16 @@ class Session:
     # -- construction -------------------------------------------------------------------
     @classmethod
     def from_files(cls, paths: Iterable[str | Path]) -> Session:
-        """One stream-json session from its segment files, in the order given."""
+        """One stream-json session from its segment files, in the order given.
+
+        A single interactive session file is read as one, with its subagent files stitched in.
+        """
+        paths = [Path(p) for p in paths]
+        if len(paths) == 1 and _is_interactive(paths[0]):
+            return cls.from_session_file(paths[0])
         builder = _Builder()
         for segment, path in enumerate(paths):
-            builder.read_file(Path(path), segment=segment, thread=None)
+            builder.read_file(path, segment=segment, thread=None)
         return builder.finish()
 
     @classmethod
@@ -285,6 +292,19 @@ def _subagent_threads(session_file: Path, links: dict[str, str]) -> Iterator[tup
             if folder != folders[1] and not _belongs_to(agent_file, session_file.stem):
                 continue
             yield agent_file, _meta_tool_use_id(agent_file) or links.get(agent_id) or f"agent:{agent_id}"
+
+
+def _is_interactive(path: Path, sniff_lines: int = 20) -> bool:
+    """Session files carry ``sessionId``/``parentUuid`` on their events; stream-json carries ``session_id``."""
+    try:
+        with path.open(encoding="utf-8", errors="replace") as handle:
+            for line in itertools.islice(handle, sniff_lines):
+                event = _loads(line)
+                if event is not None and ("parentUuid" in event or "sessionId" in event):
+                    return True
+    except OSError:
+        return False
+    return False
 
 
 def _belongs_to(agent_file: Path, session_id: str) -> bool:

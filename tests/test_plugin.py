@@ -248,6 +248,20 @@ def test_items_get_readable_ids(project):
     )
 
 
+def test_agent_mode_all_adds_tmux_items(project):
+    result = project.run("--collect-only", "-q", "--runs", "1", "--agent-mode", "all", "-k", "express")
+    lines = [line for line in result.stdout.lines if "::" in line]
+    assert lines == [
+        "evals/test_ab.py::test_ab[express-with-1]",
+        "evals/test_ab.py::test_ab[express-with-tmux-1]",
+        "evals/test_ab.py::test_ab[express-without-1]",
+        "evals/test_ab.py::test_ab[express-without-tmux-1]",
+    ]
+    result = project.run("--collect-only", "-q", "--runs", "1", "--agent-mode", "all", "-k", "tmux and not without")
+    lines = [line for line in result.stdout.lines if "::" in line]
+    assert lines == ["evals/test_ab.py::test_ab[express-with-tmux-1]", "evals/test_ab.py::test_ab[gin-with-tmux-1]"]
+
+
 def test_k_selects_entries_and_arms(project):
     result = project.run("--collect-only", "-q", "--runs", "1", "-k", "express")
     result.stdout.fnmatch_lines(["*test_ab[[]express-with-1]", "*test_ab[[]express-without-1]", "*2/4 tests*"])
@@ -300,6 +314,7 @@ OPTION_CASES = {
     "--max-budget-usd": ("1.5", "2", "max_budget_usd", 1.5, 2.0),
     "--agent-timeout": ("30", "60", "agent_timeout", 30.0, 60.0),
     "--agent-backend": ("scripted", "cassette", "backend", "scripted", "cassette"),
+    "--agent-mode": ("all", "tmux", "mode", "all", "tmux"),
     "--agent-cassette": ("a.jsonl", "b.jsonl,c.jsonl", "cassettes", ["a.jsonl"], ["b.jsonl", "c.jsonl"]),
     "--agent-eval-resume": ("r1", "r2", "resume", "r1", "r2"),
     "--agent-eval-retries": ("1", "0", "retries", 1, 0),
@@ -391,6 +406,7 @@ def test_flags_and_their_ini_keys(pytester, flag):
         (["--max-budget-usd", "-1"], "", "--max-budget-usd: expected a positive number"),
         (["--agent-timeout", "soon"], "", "--agent-timeout: expected a positive number"),
         (["--agent-backend", "gpt"], "", "--agent-backend: expected one of auto, anthropic, scripted, cassette"),
+        (["--agent-mode", "gui"], "", "--agent-mode: expected one of headless, tmux, all"),
         (["--agent-backend", "cassette"], "", "--agent-backend cassette: needs --agent-cassette"),
         (["--cg-version", "local:"], "", "--cg-version: local: needs a path"),
         ([], "agent_eval_runs = many", "ini agent_eval_runs: expected a positive integer, got 'many'"),

@@ -77,7 +77,8 @@ def _short(name: str) -> str:
 @pytest.mark.parametrize("relpath", sorted(FACTS))
 def test_readme_facts(relpath: str) -> None:
     lines, events, ids, tools, result, compactions = FACTS[relpath]
-    session = Session.from_files([ROOT / relpath])
+    # the file's own facts: read alone, with no subagent file stitched in
+    session = Session.from_lines((ROOT / relpath).read_text(encoding="utf-8").splitlines())
     assert session.parse.events + session.parse.bad_lines == lines
     assert session.parse.event_types["assistant"] == events
     assert len(session.messages(thread=None)) == ids
@@ -162,6 +163,6 @@ def test_meta_file_links_a_subagent(tmp_path: Path) -> None:
 
 
 def test_shared_copy_with_a_bare_subagents_folder_is_stitched() -> None:
-    session = Session.from_session_file(ROOT / SPOTTER)
+    session = Session.from_files([ROOT / SPOTTER])  # an interactive file is recognised as one
     [task] = [c for c in session.calls if c.name == "Task"]
     assert len(session.calls_in(task.id)) == 33
