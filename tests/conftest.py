@@ -1,1 +1,45 @@
+from __future__ import annotations
+
+import shutil
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from pytest_agent_eval.config import DEFAULT_CG_VERSION, AgentEvalConfig, cache_root
+from pytest_agent_eval.corpus import load_corpus
+from pytest_agent_eval.harness.index import indexed_copy
+from pytest_agent_eval.harness.provision import (
+    CLAUDE_CODE_VERSION,
+    Provisioned,
+    provision_claude,
+    provision_codegraph,
+)
+from pytest_agent_eval.harness.repos import fetch_repo
+
 pytest_plugins = ["pytester"]
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+@dataclass(frozen=True)
+class RealTools:
+    """The parts a user has for real: Claude Code and codegraph from npm, express indexed by that codegraph."""
+
+    cache: Path
+    claude: Provisioned
+    codegraph: Provisioned
+    express: Path  # an indexed copy: copy it before use
+
+
+@pytest.fixture(scope="session")
+def real_tools() -> RealTools:
+    """Provisioned through the package into the plugin's cache, file-locked: xdist workers install once."""
+    if shutil.which("npm") is None or shutil.which("node") is None:
+        pytest.skip("npm and node are needed to provision Claude Code and codegraph")
+    cache = cache_root()
+    claude = provision_claude(CLAUDE_CODE_VERSION, cache)
+    codegraph = provision_codegraph(DEFAULT_CG_VERSION, cache)
+    entry = next(e for e in load_corpus(REPO / "corpus.json") if e.name == "express")
+    express = fetch_repo(entry, AgentEvalConfig().corpus_dir, offline=True)
+    return RealTools(cache, claude, codegraph, indexed_copy(express, codegraph, cache))

@@ -19,26 +19,16 @@ from typing import Any
 
 import pytest
 
+from conftest import RealTools
 from pytest_agent_eval.metrics.explore import file_sections
 from pytest_agent_eval.model import Faults, RunningServer, make_backend, serve
 from pytest_agent_eval.transcript import Session
 
-PROBE = Path("/tmp/probe")
 QUESTION = "How does res.send decide the Content-Type and ETag?"
 CLI_TIMEOUT = 180
 
 
-def _find(env_var: str, name: str, fallback: Path) -> str | None:
-    candidate = os.environ.get(env_var) or shutil.which(name) or (str(fallback) if fallback.exists() else None)
-    return candidate if candidate and os.access(candidate, os.X_OK) else None
-
-
-CLAUDE = _find("AGENT_EVAL_CLAUDE", "claude", PROBE / "cc/node_modules/.bin/claude")
-CODEGRAPH = _find("AGENT_EVAL_CODEGRAPH", "codegraph", PROBE / "cg/node_modules/.bin/codegraph")
-EXPRESS = Path(os.environ.get("AGENT_EVAL_EXPRESS", PROBE / "ex/package"))
-
 pytestmark = [
-    pytest.mark.skipif(CLAUDE is None, reason="claude CLI not found: set AGENT_EVAL_CLAUDE or put claude on PATH"),
     pytest.mark.timeout(CLI_TIMEOUT * 3),
 ]
 
@@ -74,13 +64,14 @@ class Sandbox:
 
     root: Path
     repo: Path
+    tools: RealTools
 
     def mcp_config(self, with_codegraph: bool) -> Path:
         servers = {}
         if with_codegraph:
             env = {"HOME": str(self.root / "cg-home"), "DO_NOT_TRACK": "1", "CODEGRAPH_NO_DAEMON": "1"}
             servers["codegraph"] = {
-                "command": CODEGRAPH,
+                "command": str(self.tools.codegraph.bin),
                 "args": ["serve", "--mcp", "--path", str(self.repo)],
                 "env": env,
             }
@@ -114,7 +105,7 @@ class Sandbox:
         resume: str | None = None,
         **extra_env: str,
     ) -> CliRun:
-        command = [CLAUDE, "-p", question, "--output-format", "stream-json", "--verbose",
+        command = [str(self.tools.claude.bin), "-p", question, "--output-format", "stream-json", "--verbose",
                    "--permission-mode", "bypassPermissions", "--model", "sonnet",
                    "--strict-mcp-config", "--mcp-config", str(self.mcp_config(with_codegraph)),
                    "--allowedTools", "Grep,Glob,TodoWrite"]  # fmt: skip
@@ -151,23 +142,12 @@ def _kill_group(process: subprocess.Popen) -> None:
 
 
 @pytest.fixture
-def sandbox(tmp_path: Path) -> Sandbox:
-    if not (EXPRESS / "lib/response.js").exists():
-        pytest.skip(f"express 4.21.2 source not found at {EXPRESS} (set AGENT_EVAL_EXPRESS)")
+def sandbox(tmp_path: Path, real_tools: RealTools) -> Sandbox:
     repo = tmp_path / "express"
-    shutil.copytree(EXPRESS, repo, symlinks=True)
+    shutil.copytree(real_tools.express, repo, symlinks=True)  # indexed by the codegraph that serves it
     for folder in ("home", "tmp", "cg-home"):
         (tmp_path / folder).mkdir()
-    return Sandbox(tmp_path, repo)
-
-
-def _index(sandbox: Sandbox) -> None:
-    if CODEGRAPH is None:
-        pytest.skip("codegraph CLI not found: set AGENT_EVAL_CODEGRAPH or put codegraph on PATH")
-    if not (sandbox.repo / ".codegraph").exists():
-        env = {**os.environ, "HOME": str(sandbox.root / "cg-home"), "DO_NOT_TRACK": "1", "CODEGRAPH_NO_DAEMON": "1"}
-        subprocess.run([CODEGRAPH, "init", "-y", str(sandbox.repo)], env=env, check=True, timeout=300,
-                       capture_output=True)  # fmt: skip
+    return Sandbox(tmp_path, repo, real_tools)
 
 
 def _tool_names(run: CliRun) -> list[str]:
@@ -197,7 +177,6 @@ def test_without_arm_greps_reads_tries_the_cli_and_answers(sandbox: Sandbox) -> 
 
 
 def test_with_arm_explores_through_the_real_codegraph_mcp_server(sandbox: Sandbox) -> None:
-    _index(sandbox)
     with serve(make_backend("scripted")) as server:
         run = sandbox.run(server, QUESTION, with_codegraph=True)
     assert run.returncode == 0, run.stderr[-2000:]

@@ -21,6 +21,7 @@ from pathlib import Path
 import pytest
 from synth import Transcript, explore_response, tool_use
 
+from conftest import RealTools
 from pytest_agent_eval.harness.drivers import AgentInfraError
 from pytest_agent_eval.harness.drivers.headless import HeadlessOptions
 from pytest_agent_eval.harness.drivers.tmux import (
@@ -44,22 +45,13 @@ from pytest_agent_eval.model import RunningServer, make_backend, serve
 from pytest_agent_eval.score import score, verdict_lines
 from pytest_agent_eval.transcript import Session, UserText
 
-PROBE = Path("/tmp/probe")
 QUESTION = "How does res.send decide the Content-Type and ETag?"
 SECOND = "Where is the router's next() function that walks the middleware stack?"
 TURN_TIMEOUT = 180.0
 RULE = "─" * 80
 
 
-def _find(env_var: str, name: str, fallback: Path) -> str | None:
-    candidate = os.environ.get(env_var) or shutil.which(name) or (str(fallback) if fallback.exists() else None)
-    return candidate if candidate and os.access(candidate, os.X_OK) else None
-
-
 TMUX = shutil.which("tmux")
-CLAUDE = _find("AGENT_EVAL_CLAUDE", "claude", PROBE / "cc/node_modules/.bin/claude")
-CODEGRAPH = _find("AGENT_EVAL_CODEGRAPH", "codegraph", PROBE / "cg/node_modules/.bin/codegraph")
-EXPRESS = Path(os.environ.get("AGENT_EVAL_EXPRESS", PROBE / "ex/package"))
 
 needs_tmux = pytest.mark.skipif(TMUX is None, reason="tmux not found (CI: apt-get install -y tmux)")
 
@@ -363,12 +355,13 @@ def test_typing_is_retried_until_the_question_shows_then_sent(tmp_path: Path) ->
 class Sandbox:
     root: Path
     repo: Path
+    tools: RealTools
 
     def mcp_config(self, with_codegraph: bool, delay_s: int = 0) -> Path:
         servers = {}
         if with_codegraph:
             env = {"HOME": str(self.root / "cg-home"), "DO_NOT_TRACK": "1", "CODEGRAPH_NO_DAEMON": "1"}
-            command = [str(CODEGRAPH), "serve", "--mcp", "--path", str(self.repo)]
+            command = [str(self.tools.codegraph.bin), "serve", "--mcp", "--path", str(self.repo)]
             if delay_s:  # a server slow to come up, as a large index or a cold disk makes it
                 command = ["sh", "-c", f'sleep {delay_s}; exec "$@"', "sh", *command]
             servers["codegraph"] = {"command": command[0], "args": command[1:], "env": env}
@@ -402,7 +395,7 @@ class Sandbox:
             settings.write_text("{}")
         options = {"timeout_s": TURN_TIMEOUT, **options}
         mcp = self.mcp_config(with_codegraph, mcp_delay_s)
-        opts = TmuxOptions(claude=str(CLAUDE), mcp_config=mcp, settings=settings, **options)  # type: ignore[arg-type]
+        opts = TmuxOptions(claude=str(self.tools.claude.bin), mcp_config=mcp, settings=settings, **options)  # type: ignore[arg-type]
         started = time.monotonic()
         try:
             return run_tmux(questions, label=label, out_dir=self.root / "out", cwd=self.repo,
@@ -412,24 +405,15 @@ class Sandbox:
 
 
 @pytest.fixture
-def sandbox(tmp_path: Path) -> Iterator[Sandbox]:
-    if not (EXPRESS / "lib/response.js").exists():
-        pytest.skip(f"express 4.21.2 source not found at {EXPRESS} (set AGENT_EVAL_EXPRESS)")
+def sandbox(tmp_path: Path, real_tools: RealTools) -> Iterator[Sandbox]:
     repo = tmp_path / "express"
-    shutil.copytree(EXPRESS, repo, symlinks=True)
+    shutil.copytree(real_tools.express, repo, symlinks=True)  # indexed by the codegraph that serves it
     for folder in ("home", "tmp", "cg-home"):
         (tmp_path / folder).mkdir()
-    yield Sandbox(tmp_path, repo)
+    yield Sandbox(tmp_path, repo, real_tools)
     # nothing of the run may outlive it: no CLI, no MCP server started for this repo
     leftovers = subprocess.run(["ps", "-A", "-o", "pid=,args="], capture_output=True, text=True).stdout
     assert str(tmp_path) not in leftovers, leftovers
-
-
-def _index(sandbox: Sandbox) -> None:
-    if CODEGRAPH is None:
-        pytest.skip("codegraph CLI not found: set AGENT_EVAL_CODEGRAPH or put codegraph on PATH")
-    env = {**os.environ, "HOME": str(sandbox.root / "cg-home"), "DO_NOT_TRACK": "1", "CODEGRAPH_NO_DAEMON": "1"}
-    subprocess.run([CODEGRAPH, "init", "-y", str(sandbox.repo)], env=env, check=True, timeout=300, capture_output=True)
 
 
 def _usage_from_file(path: Path) -> tuple[int, int, int, int, int]:
@@ -479,7 +463,6 @@ def _check_scored(record: TmuxRunRecord, sandbox: Sandbox, server: RunningServer
 class TestRealCliInTmux:
     pytestmark = [  # noqa: RUF012
         needs_tmux,
-        pytest.mark.skipif(CLAUDE is None, reason="claude CLI not found: set AGENT_EVAL_CLAUDE or put claude on PATH"),
         pytest.mark.timeout(int(TURN_TIMEOUT * 3)),
     ]
 
@@ -500,7 +483,6 @@ class TestRealCliInTmux:
         assert "Explore sufficiency: no answered codegraph_explore calls" in score(session).render()
 
     def test_with_arm_in_tmux_explores_through_the_real_codegraph_mcp_server(self, sandbox: Sandbox) -> None:
-        _index(sandbox)
         with serve(make_backend("scripted")) as server:
             record = sandbox.run(server, [QUESTION], with_codegraph=True)
         assert "mcp__codegraph__codegraph_explore" in {t["name"] for t in server.requests[0]["tools"]}
@@ -515,7 +497,6 @@ class TestRealCliInTmux:
 
     def test_the_question_waits_for_a_slow_mcp_server(self, sandbox: Sandbox) -> None:
         # typed any earlier, the question goes out without the MCP tools and the with-arm runs as a without-arm
-        _index(sandbox)
         with serve(make_backend("scripted")) as server:
             record = sandbox.run(server, [QUESTION], with_codegraph=True, mcp_delay_s=15)
         assert record.mcp_s > 3  # the panel showed "… codegraph" (starting) before "✔"
@@ -529,7 +510,7 @@ class TestRealCliInTmux:
         with serve(make_backend("scripted")) as server:
             settings = sandbox.root / "settings.json"
             settings.write_text("{}")
-            opts = TmuxOptions(claude=str(CLAUDE), mcp_config=config, settings=settings)
+            opts = TmuxOptions(claude=str(sandbox.tools.claude.bin), mcp_config=config, settings=settings)
             with pytest.raises(AgentInfraError, match=r"MCP server\(s\) codegraph failed to connect"):
                 run_tmux([QUESTION], label="t", out_dir=sandbox.root / "out", cwd=sandbox.repo,
                          env=sandbox.env(server), options=opts)  # fmt: skip
