@@ -5,6 +5,10 @@ counted from the request itself (assistant messages already in its conversation)
 request gets the same answer and ``--resume`` continues where the recording did. A subagent's
 requests are recognised by their first user message: the ``prompt`` of the recorded Agent/Task call
 that spawned it. Tool-use ids are kept as recorded, so the CLI's results pair up with them.
+
+A replay usually runs in another working copy than the recording (a new workspace per item), so the
+recorded working directory in tool inputs (a Read's ``file_path``, a path in a Bash command) is rewritten
+to the replaying CLI's own: the tools must run against the repository being evaluated, not the old copy.
 """
 
 from __future__ import annotations
@@ -14,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..transcript import DELEGATION_TOOLS, MAIN, Session
-from .scripted import user_question
+from .scripted import _CWD_RE, _system_text, user_question
 from .sse import Reply, tool_use
 
 _REPLAYABLE_BLOCKS = frozenset({"text", "thinking"})
@@ -35,6 +39,7 @@ class CassetteBackend:
             blocks += [tool_use(call.name, call.input, call.id) for call in message.calls]
             if blocks:
                 self.turns.setdefault(message.thread, []).append(Reply(blocks))
+        self.cwd = next((str(i["cwd"]) for i in session.inits if isinstance(i.get("cwd"), str) and i["cwd"]), None)
         self.prompts = {
             str(call.input["prompt"]).strip(): call.id
             for call in session.calls
@@ -60,5 +65,20 @@ class CassetteBackend:
         done = sum(1 for m in request.get("messages") or [] if isinstance(m, dict) and m.get("role") == "assistant")
         recorded = self.turns.get(thread, [])
         if done < len(recorded):
-            return recorded[done]
+            reply = recorded[done]
+            found = _CWD_RE.search(_system_text(request))
+            if self.cwd and found and found.group(1) != self.cwd:
+                reply = Reply(_rebase(reply.blocks, self.cwd, found.group(1)), reply.stop_reason)
+            return reply
         return Reply.text(f"(cassette exhausted: thread {thread} has {len(recorded)} recorded turns)")
+
+
+def _rebase(value: Any, old: str, new: str) -> Any:
+    """``value`` with every occurrence of the directory ``old`` in its strings replaced by ``new``."""
+    if isinstance(value, str):
+        return value.replace(old, new)
+    if isinstance(value, list):
+        return [_rebase(item, old, new) for item in value]
+    if isinstance(value, dict):
+        return {key: _rebase(item, old, new) for key, item in value.items()}
+    return value

@@ -192,6 +192,7 @@ def _run_process(
         reader = threading.Thread(target=pump, daemon=True)
         reader.start()
         deadline = started + options.timeout_s
+        ended = None
         try:
             while process.poll() is None:
                 now = time.monotonic()
@@ -205,18 +206,20 @@ def _run_process(
                     outcome.timed_out = True
                     break
                 result_seen.wait(timeout=min(0.2, deadline - now))
+            # The agent's own time ends here: stopping what it left behind is the harness's.
+            ended = time.monotonic()
         finally:
             # Also on an interrupt (Ctrl-C, pytest-timeout): never leave the CLI or its MCP servers running.
             _kill_group(process)
         outcome.exit_code = process.wait()
-        outcome.wall_s = time.monotonic() - started
+        outcome.wall_s = (ended or time.monotonic()) - started
         reader.join(timeout=_KILL_WAIT_S)
     outcome.saw_result = result_seen.is_set()
     return outcome
 
 
 def _kill_group(process: subprocess.Popen) -> None:
-    """SIGTERM, then SIGKILL, the CLI's process group, until no member is left (MCP servers included)."""
+    """SIGTERM, then SIGKILL, the CLI's process group, until no member is left running (MCP servers included)."""
     for sig in (signal.SIGTERM, signal.SIGKILL):
         try:
             os.killpg(process.pid, sig)
@@ -225,11 +228,34 @@ def _kill_group(process: subprocess.Popen) -> None:
         deadline = time.monotonic() + _KILL_WAIT_S
         while time.monotonic() < deadline:
             process.poll()  # reap the leader, or its zombie keeps the group alive
-            try:
-                os.killpg(process.pid, 0)
-            except ProcessLookupError:
+            if not _group_alive(process.pid):
                 return
             time.sleep(0.05)
+
+
+def _group_alive(pgid: int) -> bool:
+    """Whether a process of the group still runs. Zombies do not count: an MCP server that outlived the CLI
+    is reparented to init, which may take a second or more to reap it (on every turn), and a zombie holds
+    nothing."""
+    try:
+        os.killpg(pgid, 0)
+    except ProcessLookupError:
+        return False
+    proc = Path("/proc")
+    if not (proc / "self" / "stat").exists():
+        return True  # no procfs (macOS): a zombie-only group counts as alive until reaped
+    for entry in proc.iterdir():
+        if not entry.name.isdigit():
+            continue
+        try:
+            stat = (entry / "stat").read_text()
+        except OSError:
+            continue
+        # "pid (comm) state ppid pgrp …"; comm may hold spaces and parentheses, so split after the last ")"
+        fields = stat[stat.rfind(")") + 2 :].split()
+        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
+            return True
+    return False
 
 
 def _event(raw: bytes) -> dict | None:

@@ -1,0 +1,343 @@
+"""End to end: ``pytest evals`` with the REAL Claude Code CLI and the REAL codegraph, only the model stood in.
+
+The session fixture provisions Claude Code 2.1.332 and codegraph 1.6.1 from npm, express 4.21.2 from its npm
+tarball and its index, through the package's own provisioning into the plugin's default cache
+(``~/.cache/pytest-agent-eval`` or ``$AGENT_EVAL_CACHE``), so CI installs once and the runs below find
+everything warm. Each test runs pytest in a subprocess against the repository's real ``evals/`` and
+``corpus.json`` (or, to inject model-server faults, a copy of them with a conftest that overrides the
+model server), and then checks that no ``claude``/``codegraph`` process it started is left.
+
+Deselect with ``-m "not e2e"``; skipped only when npm/node are not installed.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import signal
+import subprocess
+import sys
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+from pytest_agent_eval.config import DEFAULT_CG_VERSION, AgentEvalConfig, cache_root
+from pytest_agent_eval.corpus import load_corpus
+from pytest_agent_eval.fixtures import STANDIN_API_KEY
+from pytest_agent_eval.harness.index import indexed_copy
+from pytest_agent_eval.harness.provision import (
+    CLAUDE_CODE_VERSION,
+    Provisioned,
+    provision_claude,
+    provision_codegraph,
+    read_builds,
+)
+from pytest_agent_eval.harness.repos import fetch_repo
+from pytest_agent_eval.metrics.explore import file_sections
+from pytest_agent_eval.tool import CODEGRAPH
+from pytest_agent_eval.transcript import Session
+
+REPO = Path(__file__).resolve().parents[1]
+TAG_VAR = "AGENT_EVAL_E2E_TAG"  # every process a test starts inherits it, so leftovers can be told apart
+RUN_TIMEOUT = 420.0
+HANG_TIMEOUT_S = 20  # --agent-timeout for the hang: several times a normal turn (~3 s), far below the API's 600 s
+# Figures each metric and the contamination gate put in a record (see pytest_agent_eval.report.gates.FIGURES).
+OCCUPANCY = ("ctx_final", "codegraph_residual", "file_access_residual", "residual_tokens", "residual_share")
+SUFFICIENCY = ("explore_calls", "explore_again_share", "read_returned_share", "sufficient_share")
+ALLOCATION = ("allocation", "path_allocation")
+CONTAMINATION = ("cli_calls", "cli_blocked", "cli_returned_output")
+
+pytestmark = [
+    pytest.mark.e2e,
+    pytest.mark.timeout(900),
+    pytest.mark.skipif(
+        shutil.which("npm") is None or shutil.which("node") is None, reason="npm and node are needed to provision"
+    ),
+]
+
+
+@dataclass(frozen=True)
+class Tools:
+    cache: Path
+    claude: Provisioned
+    codegraph: Provisioned
+    express: Path
+
+
+@pytest.fixture(scope="session")
+def tools() -> Tools:
+    """Provision once per worker (file-locked, so xdist workers install and index once between them)."""
+    cache = cache_root()
+    claude = provision_claude(CLAUDE_CODE_VERSION, cache)
+    codegraph = provision_codegraph(DEFAULT_CG_VERSION, cache)
+    entry = next(e for e in load_corpus(REPO / "corpus.json") if e.name == "express")
+    express = fetch_repo(entry, AgentEvalConfig().corpus_dir, offline=True)
+    indexed_copy(express, codegraph, cache)
+    assert (claude.version, codegraph.version) == (CLAUDE_CODE_VERSION, DEFAULT_CG_VERSION)
+    assert (express / "lib" / "response.js").is_file()
+    return Tools(cache, claude, codegraph, express)
+
+
+@pytest.fixture
+def tag(tmp_path: Path) -> Iterator[str]:
+    """A marker for this test's processes; teardown kills any the test left (after it asserted there were none)."""
+    value = uuid.uuid4().hex
+    yield value
+    for pid, _ in _leftovers(value, tmp_path):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
+
+
+def _leftovers(tag: str, tmp_path: Path) -> list[tuple[int, str]]:
+    """``pgrep -f 'claude|codegraph'`` narrowed to this test's processes: its tag in the environment, or its
+    tmp folder on the command line (an MCP server may get a trimmed environment but always its --path)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            environ = (proc / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if not re.search(r"claude|codegraph", cmdline):
+            continue
+        if f"{TAG_VAR}={tag}".encode() in environ or str(tmp_path) in cmdline:
+            found.append((int(proc.name), cmdline))
+    return found
+
+
+def _env(tools: Tools, tag: str, **extra: str) -> dict[str, str]:
+    """The inner pytest's environment: the pinned claude first on PATH, the shared cache, no real key, no
+    CLAUDE_*/ANTHROPIC_* or outer-pytest settings leaking in."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE_", "PYTEST_"))}
+    env["PATH"] = os.pathsep.join([str(tools.claude.bin.parent), env.get("PATH", "")])
+    env["AGENT_EVAL_CACHE"] = str(tools.cache)
+    env[TAG_VAR] = tag
+    env.update(extra)
+    return env
+
+
+def _pytest(args: list[str], cwd: Path, env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "pytest", *args, "-p", "no:cacheprovider", f"--basetemp={tmp_path / 'bt'}"]
+    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT)
+    print(done.stdout[-6000:], done.stderr[-3000:], sep="\n")
+    return done
+
+
+def _summary(out: Path) -> dict[str, dict]:
+    """The records of the one campaign a session wrote under ``--agent-eval-out``, by item id."""
+    (path,) = out.glob("*/summary.json")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return {record["id"]: record for record in data["records"]}
+
+
+def _session(record: dict) -> Session:
+    return Session.from_files([Path(p) for p in record["driver"]["segments"]])
+
+
+def _explores(session: Session) -> list:
+    return [c for c in session.calls if CODEGRAPH.is_explore(c.name)]
+
+
+def _index_builds(cache: Path) -> list[dict]:
+    return [b for b in read_builds(cache) if b["kind"] == "index" and Path(b["repo"]).name == "express"]
+
+
+def _project(tmp_path: Path, faults: dict[int, dict]) -> Path:
+    """A copy of the real evals and thresholds with a conftest whose model server misbehaves per run number."""
+    project = tmp_path / "project"
+    (project / "evals").mkdir(parents=True)
+    shutil.copy(REPO / "evals" / "test_ab.py", project / "evals" / "test_ab.py")
+    shutil.copy(REPO / "agent-eval.yaml", project / "agent-eval.yaml")
+    (project / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
+    (project / "conftest.py").write_text(CONFTEST.format(faults=faults), encoding="utf-8")
+    return project
+
+
+CONFTEST = '''
+import json
+from urllib.parse import urlsplit
+
+import pytest
+
+from pytest_agent_eval.fixtures import ModelEndpoint
+from pytest_agent_eval.model import Faults, make_backend, serve
+
+FAULTS = {faults!r}  # run number -> Faults(**kwargs)
+
+
+@pytest.fixture
+def agent_model_server(agent_case, agent_run_dir):
+    """The scripted model behind a server that injects this run's faults; what it saw goes to model-hits.json."""
+    backend = make_backend("scripted")
+    server = serve(backend, faults=Faults(**FAULTS.get(agent_case.run, {{}})))
+    try:
+        yield ModelEndpoint("scripted", backend.describe(), server.url)
+    finally:
+        server.stop()
+        hits = [[h.status, h.fault] for h in server.hits if urlsplit(h.path).path == "/v1/messages"]
+        (agent_run_dir / "model-hits.json").write_text(json.dumps(hits))
+'''
+
+
+# -- a. the campaign ------------------------------------------------------------------------------------------
+def test_both_arms_two_runs_three_turns_under_xdist(tools: Tools, tag: str, tmp_path: Path) -> None:
+    out = tmp_path / "out"
+    builds_before = len(_index_builds(tools.cache))
+    args = ["evals", "-k", "express", "-n", "2", "--runs", "2", "--agent-backend", "scripted", "--offline"]
+    done = _pytest([*args, f"--agent-eval-out={out}"], REPO, _env(tools, tag), tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:]
+    assert re.search(r"\b4 passed\b", done.stdout)
+    assert "ARM COMPARISON — express" in done.stdout and "CAMPAIGN" in done.stdout
+    assert done.stdout.count("ARM COMPARISON — express") == 1  # printed by the controller only
+    records = _summary(out)
+    assert sorted(records) == ["express-with-1", "express-with-2", "express-without-1", "express-without-2"]
+
+    for record in records.values():
+        assert record["outcome"] == "passed" and record["turns"] == 3 and record["backend"]["name"] == "scripted"
+        assert len(record["driver"]["segments"]) == 3 and record["driver"]["exit_codes"] == [0, 0, 0]
+        figures = record["figures"]
+        for name in (*OCCUPANCY, *SUFFICIENCY, *ALLOCATION, *CONTAMINATION):
+            assert name in figures, f"{record['id']}: no {name}"
+        assert figures["residual_tokens"] > 0 and figures["ctx_final"] > figures["residual_tokens"]
+        assert {"occupancy", "sufficiency", "allocation", "contamination"} <= record["scores"].keys()
+        gates = {g["gate"]: g["passed"] for g in record["gates"]}
+        assert gates["contamination"] is True and record["contaminated"] is False
+
+    for run in (1, 2):
+        with_arm, without = records[f"express-with-{run}"], records[f"express-without-{run}"]
+        # the with-arm explored once per turn and got file sections of express's lib/
+        explores = _explores(_session(with_arm))
+        assert len(explores) == 3 and "**`lib/response.js`**" in explores[0].result.text
+        for call in explores:
+            assert call.result is not None and not call.result.is_error
+            paths = [s.path for s in file_sections(call.result.text)]
+            assert paths and all(p.startswith("lib/") for p in paths)
+            assert all(f"**`{p}`**" in call.result.text for p in paths)
+        figures = with_arm["figures"]
+        assert figures["codegraph_calls"] == 3 and figures["explore_calls"] == 3 and figures["allocation"] == 1.0
+        assert figures["codegraph_residual"] > 0 and figures["sufficient_share"] is not None
+        # the without-arm tried the codegraph CLI once per turn; the hook denied it and nothing came back
+        session = _session(without)
+        bash = [c for c in session.calls if c.name == "Bash"]
+        assert len(bash) == 3 and all(c.input["command"].startswith("codegraph explore ") for c in bash)
+        for call in bash:
+            assert call.result is not None and call.result.is_error
+            assert "agent-eval: the `codegraph` CLI is not available in this evaluation arm" in call.result.text
+            assert not file_sections(call.result.text)
+        assert not _explores(session)
+        figures = without["figures"]
+        assert (figures["cli_calls"], figures["cli_blocked"], figures["cli_returned_output"]) == (3, 3, 0)
+        assert figures["codegraph_calls"] == 0 and figures["allocation"] is None
+
+    # the placeholder key went to the CLI's environment only: no transcript, record, config or HOME holds it
+    for path in tmp_path.rglob("*"):
+        if path.is_file() and not path.is_symlink():
+            data = path.read_bytes()
+            assert STANDIN_API_KEY.encode() not in data and STANDIN_API_KEY[-20:].encode() not in data, path
+    # the session fixture built express's index; two workers and four items built none
+    assert len(_index_builds(tools.cache)) == builds_before
+    assert _leftovers(tag, tmp_path) == []
+
+
+# -- b. a hanging API request ---------------------------------------------------------------------------------
+def test_a_hanging_model_is_an_infrastructure_error_with_the_partial_transcript_kept(
+    tools: Tools, tag: str, tmp_path: Path
+) -> None:
+    # request 1 (the explore call) is answered, request 2 never is
+    project = _project(tmp_path, {1: {"plan": {2: "hang"}}})
+    out = tmp_path / "out"
+    args = ["evals", "-k", "express", "--arms", "with", "--runs", "1", "--turns", "1", "--offline"]
+    args += [f"--agent-timeout={HANG_TIMEOUT_S}", f"--corpus={REPO / 'corpus.json'}", f"--agent-eval-out={out}"]
+    done = _pytest(args, project, _env(tools, tag), tmp_path)
+    assert done.returncode == 1
+    assert re.search(r"\b1 error\b", done.stdout) and not re.search(r"\bfailed\b", done.stdout)
+    record = _summary(out)["express-with-1"]
+    segment = Path(record["run_dir"]) / "run-with-1.jsonl"
+    message = (
+        f"turn 1: claude timed out after {HANG_TIMEOUT_S}s without a result event (partial segment kept: {segment})"
+    )
+    assert f"agent-eval infrastructure error in express-with-1: {message}" in done.stdout
+    assert record["outcome"] == "error" and record["infra_error"].startswith(message) and "figures" not in record
+    hits = json.loads((segment.parent / "model-hits.json").read_text())
+    assert hits == [[200, None], [0, "hang"]]  # 0: never answered
+    # what happened before the hang is on disk: the init, the explore call and its real answer, no result
+    session = Session.from_files([segment])
+    assert session.inits and not session.results
+    (explore,) = _explores(session)
+    assert explore.result is not None and "**`lib/response.js`**" in explore.result.text
+    assert _leftovers(tag, tmp_path) == []
+
+
+# -- c. HTTP 500 from the API ---------------------------------------------------------------------------------
+def test_a_single_500_is_retried_and_a_persistent_500_is_an_infrastructure_error(
+    tools: Tools, tag: str, tmp_path: Path
+) -> None:
+    # run 1: the first request fails once; run 2: every request fails and the CLI gives up after one retry
+    project = _project(tmp_path, {1: {"plan": {1: "500"}}, 2: {"default": "500"}})
+    out = tmp_path / "out"
+    args = ["evals", "-k", "express", "--arms", "with", "--runs", "2", "--turns", "1", "--offline"]
+    args += [f"--corpus={REPO / 'corpus.json'}", f"--agent-eval-out={out}"]
+    done = _pytest(args, project, _env(tools, tag, CLAUDE_CODE_MAX_RETRIES="1"), tmp_path)
+    assert done.returncode == 1
+    assert re.search(r"\b1 passed\b", done.stdout) and re.search(r"\b1 error\b", done.stdout)
+    assert not re.search(r"\bfailed\b", done.stdout)
+    records = _summary(out)
+
+    retried = records["express-with-1"]
+    assert retried["outcome"] == "passed" and retried["figures"]["codegraph_calls"] == 1
+    statuses = [h[0] for h in json.loads((Path(retried["run_dir"]) / "model-hits.json").read_text())]
+    assert statuses[:2] == [500, 200] and 500 not in statuses[1:]
+    events = [json.loads(line) for line in Path(retried["driver"]["segments"][0]).read_text().splitlines()]
+    retries = [e for e in events if e.get("type") == "system" and e.get("subtype") == "api_retry"]
+    assert [(r["attempt"], r["error_status"]) for r in retries] == [(1, 500)]
+
+    failed = records["express-with-2"]
+    assert failed["outcome"] == "error" and "figures" not in failed
+    assert "API error" in failed["infra_error"] and "server_error" in failed["infra_error"]  # the API's 500 type
+    assert f"agent-eval infrastructure error in express-with-2: {failed['infra_error']}" in done.stdout
+    statuses = [h[0] for h in json.loads((Path(failed["run_dir"]) / "model-hits.json").read_text())]
+    assert statuses == [500, 500]  # the first try and the one retry CLAUDE_CODE_MAX_RETRIES allows
+    assert _leftovers(tag, tmp_path) == []
+
+
+# -- d. record, then replay ----------------------------------------------------------------------------------
+def test_a_cassette_replays_a_recorded_run_against_the_same_codegraph(tools: Tools, tag: str, tmp_path: Path) -> None:
+    common = ["evals", "-k", "express", "--arms", "with", "--runs", "1", "--offline"]
+    recorded_out, replay_out = tmp_path / "recorded", tmp_path / "replay"
+    env = _env(tools, tag)
+    done = _pytest([*common, "--agent-backend", "scripted", f"--agent-eval-out={recorded_out}"], REPO, env, tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:]
+    recorded = _summary(recorded_out)["express-with-1"]
+    cassette = ",".join(recorded["driver"]["segments"])
+    replay_args = [*common, "--agent-backend", "cassette", f"--agent-cassette={cassette}"]
+    done = _pytest([*replay_args, f"--agent-eval-out={replay_out}"], REPO, env, tmp_path / "again")
+    assert done.returncode == 0, done.stdout[-3000:]
+    replayed = _summary(replay_out)["express-with-1"]
+    assert replayed["backend"]["name"] == "cassette" and len(replayed["driver"]["segments"]) == 3
+
+    before, after = _session(recorded), _session(replayed)
+    # the replay runs in a workspace of its own: recorded paths are moved there, so its tools read today's copy
+    old_cwd, new_cwd = before.inits[0]["cwd"], after.inits[0]["cwd"]
+    assert old_cwd != new_cwd
+    moved = [(c.id, c.name, json.loads(json.dumps(c.input).replace(old_cwd, new_cwd))) for c in before.calls]
+    assert [(c.id, c.name, c.input) for c in after.calls] == moved
+    reads = [c.input["file_path"] for c in after.calls if c.name == "Read"]
+    assert reads and all(path.startswith(new_cwd + "/") for path in reads)
+    recorded_texts = [c.result.text for c in _explores(before)]
+    replayed_texts = [c.result.text for c in _explores(after)]
+    assert len(recorded_texts) == 3 and all(file_sections(t) for t in recorded_texts)
+    assert replayed_texts == recorded_texts  # the same codegraph on the same index answers byte for byte
+    assert after.answer_texts() == before.answer_texts()
+    chars = [r["scores"]["occupancy"]["residual_chars"]["codegraph"] for r in (recorded, replayed)]
+    assert chars[0] == chars[1] > 0
+    assert _leftovers(tag, tmp_path) == []
