@@ -1,9 +1,9 @@
 """End to end: ``pytest evals`` with the REAL Claude Code CLI and the REAL codegraph, only the model stood in.
 
-The session fixture provisions Claude Code 2.1.332 and codegraph 1.6.1 from npm, express 4.21.2 from its npm
-tarball and its index, through the package's own provisioning into the plugin's default cache
-(``~/.cache/pytest-agent-eval`` or ``$AGENT_EVAL_CACHE``), so CI installs once and the runs below find
-everything warm. Each test runs pytest in a subprocess against the repository's real ``evals/`` and
+The session fixture ``real_tools`` (tests/conftest.py) provisions Claude Code 2.1.332 and codegraph 1.6.1
+from npm, express 4.21.2 from its npm tarball and its index, through the package's own provisioning into the
+plugin's default cache (``~/.cache/pytest-agent-eval`` or ``$AGENT_EVAL_CACHE``), so CI installs once and the
+runs below find everything warm. Each test runs pytest in a subprocess against the repository's real ``evals/`` and
 ``corpus.json`` (or, to inject model-server faults, a copy of them with a conftest that overrides the
 model server), and then checks that no ``claude``/``codegraph`` process it started is left.
 
@@ -21,23 +21,15 @@ import subprocess
 import sys
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
-from pytest_agent_eval.config import DEFAULT_CG_VERSION, AgentEvalConfig, cache_root
-from pytest_agent_eval.corpus import load_corpus
+from conftest import RealTools
 from pytest_agent_eval.fixtures import STANDIN_API_KEY
-from pytest_agent_eval.harness.index import indexed_copy
 from pytest_agent_eval.harness.provision import (
-    CLAUDE_CODE_VERSION,
-    Provisioned,
-    provision_claude,
-    provision_codegraph,
     read_builds,
 )
-from pytest_agent_eval.harness.repos import fetch_repo
 from pytest_agent_eval.metrics.explore import file_sections
 from pytest_agent_eval.tool import CODEGRAPH
 from pytest_agent_eval.transcript import Session
@@ -59,28 +51,6 @@ pytestmark = [
         shutil.which("npm") is None or shutil.which("node") is None, reason="npm and node are needed to provision"
     ),
 ]
-
-
-@dataclass(frozen=True)
-class Tools:
-    cache: Path
-    claude: Provisioned
-    codegraph: Provisioned
-    express: Path
-
-
-@pytest.fixture(scope="session")
-def tools() -> Tools:
-    """Provision once per worker (file-locked, so xdist workers install and index once between them)."""
-    cache = cache_root()
-    claude = provision_claude(CLAUDE_CODE_VERSION, cache)
-    codegraph = provision_codegraph(DEFAULT_CG_VERSION, cache)
-    entry = next(e for e in load_corpus(REPO / "corpus.json") if e.name == "express")
-    express = fetch_repo(entry, AgentEvalConfig().corpus_dir, offline=True)
-    indexed_copy(express, codegraph, cache)
-    assert (claude.version, codegraph.version) == (CLAUDE_CODE_VERSION, DEFAULT_CG_VERSION)
-    assert (express / "lib" / "response.js").is_file()
-    return Tools(cache, claude, codegraph, express)
 
 
 @pytest.fixture
@@ -114,7 +84,7 @@ def _leftovers(tag: str, tmp_path: Path) -> list[tuple[int, str]]:
     return found
 
 
-def _env(tools: Tools, tag: str, **extra: str) -> dict[str, str]:
+def _env(tools: RealTools, tag: str, **extra: str) -> dict[str, str]:
     """The inner pytest's environment: the pinned claude first on PATH, the shared cache, no real key, no
     CLAUDE_*/ANTHROPIC_* or outer-pytest settings leaking in."""
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE_", "PYTEST_"))}
@@ -190,11 +160,11 @@ def agent_model_server(agent_case, agent_run_dir):
 
 
 # -- a. the campaign ------------------------------------------------------------------------------------------
-def test_both_arms_two_runs_three_turns_under_xdist(tools: Tools, tag: str, tmp_path: Path) -> None:
+def test_both_arms_two_runs_three_turns_under_xdist(real_tools: RealTools, tag: str, tmp_path: Path) -> None:
     out = tmp_path / "out"
-    builds_before = len(_index_builds(tools.cache))
+    builds_before = len(_index_builds(real_tools.cache))
     args = ["evals", "-k", "express", "-n", "2", "--runs", "2", "--agent-backend", "scripted", "--offline"]
-    done = _pytest([*args, f"--agent-eval-out={out}"], REPO, _env(tools, tag), tmp_path)
+    done = _pytest([*args, f"--agent-eval-out={out}"], REPO, _env(real_tools, tag), tmp_path)
     assert done.returncode == 0, done.stdout[-3000:]
     assert re.search(r"\b4 passed\b", done.stdout)
     assert "ARM COMPARISON — express" in done.stdout and "CAMPAIGN" in done.stdout
@@ -245,20 +215,20 @@ def test_both_arms_two_runs_three_turns_under_xdist(tools: Tools, tag: str, tmp_
             data = path.read_bytes()
             assert STANDIN_API_KEY.encode() not in data and STANDIN_API_KEY[-20:].encode() not in data, path
     # the session fixture built express's index; two workers and four items built none
-    assert len(_index_builds(tools.cache)) == builds_before
+    assert len(_index_builds(real_tools.cache)) == builds_before
     assert _leftovers(tag, tmp_path) == []
 
 
 # -- b. a hanging API request ---------------------------------------------------------------------------------
 def test_a_hanging_model_is_an_infrastructure_error_with_the_partial_transcript_kept(
-    tools: Tools, tag: str, tmp_path: Path
+    real_tools: RealTools, tag: str, tmp_path: Path
 ) -> None:
     # request 1 (the explore call) is answered, request 2 never is
     project = _project(tmp_path, {1: {"plan": {2: "hang"}}})
     out = tmp_path / "out"
     args = ["evals", "-k", "express", "--arms", "with", "--runs", "1", "--turns", "1", "--offline"]
     args += [f"--agent-timeout={HANG_TIMEOUT_S}", f"--corpus={REPO / 'corpus.json'}", f"--agent-eval-out={out}"]
-    done = _pytest(args, project, _env(tools, tag), tmp_path)
+    done = _pytest(args, project, _env(real_tools, tag), tmp_path)
     assert done.returncode == 1
     assert re.search(r"\b1 error\b", done.stdout) and not re.search(r"\bfailed\b", done.stdout)
     record = _summary(out)["express-with-1"]
@@ -280,14 +250,14 @@ def test_a_hanging_model_is_an_infrastructure_error_with_the_partial_transcript_
 
 # -- c. HTTP 500 from the API ---------------------------------------------------------------------------------
 def test_a_single_500_is_retried_and_a_persistent_500_is_an_infrastructure_error(
-    tools: Tools, tag: str, tmp_path: Path
+    real_tools: RealTools, tag: str, tmp_path: Path
 ) -> None:
     # run 1: the first request fails once; run 2: every request fails and the CLI gives up after one retry
     project = _project(tmp_path, {1: {"plan": {1: "500"}}, 2: {"default": "500"}})
     out = tmp_path / "out"
     args = ["evals", "-k", "express", "--arms", "with", "--runs", "2", "--turns", "1", "--offline"]
     args += [f"--corpus={REPO / 'corpus.json'}", f"--agent-eval-out={out}"]
-    done = _pytest(args, project, _env(tools, tag, CLAUDE_CODE_MAX_RETRIES="1"), tmp_path)
+    done = _pytest(args, project, _env(real_tools, tag, CLAUDE_CODE_MAX_RETRIES="1"), tmp_path)
     assert done.returncode == 1
     assert re.search(r"\b1 passed\b", done.stdout) and re.search(r"\b1 error\b", done.stdout)
     assert not re.search(r"\bfailed\b", done.stdout)
@@ -311,10 +281,12 @@ def test_a_single_500_is_retried_and_a_persistent_500_is_an_infrastructure_error
 
 
 # -- d. record, then replay ----------------------------------------------------------------------------------
-def test_a_cassette_replays_a_recorded_run_against_the_same_codegraph(tools: Tools, tag: str, tmp_path: Path) -> None:
+def test_a_cassette_replays_a_recorded_run_against_the_same_codegraph(
+    real_tools: RealTools, tag: str, tmp_path: Path
+) -> None:
     common = ["evals", "-k", "express", "--arms", "with", "--runs", "1", "--offline"]
     recorded_out, replay_out = tmp_path / "recorded", tmp_path / "replay"
-    env = _env(tools, tag)
+    env = _env(real_tools, tag)
     done = _pytest([*common, "--agent-backend", "scripted", f"--agent-eval-out={recorded_out}"], REPO, env, tmp_path)
     assert done.returncode == 0, done.stdout[-3000:]
     recorded = _summary(recorded_out)["express-with-1"]
