@@ -306,7 +306,7 @@ def agent_run_dir(request: pytest.FixtureRequest, agent_case: EvalCase, agent_ca
 
 # -- isolation -----------------------------------------------------------------------------------------------
 @pytest.fixture
-def cli_block(claude_cli: Any, agent_run_dir: Path, tmp_path: Path) -> CliBlock:
+def cli_block(claude_cli: Any, agent_run_dir: Path, tmp_path: Path, _agent_eval_memo: dict) -> CliBlock:
     """PATH without the codegraph CLI + a PreToolUse hook denying it, both probed; the item aborts if not."""
     from pytest_agent_eval.harness.isolation import self_check, shim_path, write_hook_settings
 
@@ -315,7 +315,8 @@ def cli_block(claude_cli: Any, agent_run_dir: Path, tmp_path: Path) -> CliBlock:
     path_env = os.pathsep.join([str(Path(claude_cli.bin).parent), os.environ.get("PATH", "")])
     shimmed = shim_path(path_env, cli, tmp_path / "shim")
     settings = write_hook_settings(agent_run_dir / "hook-settings.json", cli)
-    _step("CLI block self-check", lambda: self_check(shimmed, settings, cli, required=("claude", "node")))
+    proven: set[str] = _agent_eval_memo.setdefault("proven hooks", set())  # the PATH layer is checked every item
+    _step("CLI block self-check", lambda: self_check(shimmed, settings, cli, ("claude", "node"), proven))
     return CliBlock(path=shimmed, settings=settings)
 
 
@@ -374,13 +375,23 @@ def agent_env(agent_workspace: Any, cli_block: CliBlock, agent_model_server: Mod
 
 @pytest.fixture
 def codegraph_warm(
-    agent_case: EvalCase, codegraph: Any, agent_workspace: Any, agent_env: dict[str, str]
+    agent_case: EvalCase,
+    codegraph: Any,
+    indexed_repo: Path,
+    agent_workspace: Any,
+    agent_env: dict[str, str],
+    _agent_eval_memo: dict,
 ) -> float | None:
-    """Start the MCP server once and stop it before the agent, so its cold start is not measured."""
+    """Start the MCP server and stop it before the first agent of this build and index, so its cold start
+    (node, native modules, the index read from disk) is not measured; later items find it all cached."""
     if not agent_case.arm.has_tool:
         return None
     command = [str(codegraph.bin), "serve", "--mcp", "--path", str(agent_workspace.repo)]
-    return warm_mcp_server(command, cwd=agent_workspace.repo, env=agent_env)
+    return _memo(
+        _agent_eval_memo,
+        ("warm", str(codegraph.bin), str(indexed_repo)),
+        lambda: warm_mcp_server(command, cwd=agent_workspace.repo, env=agent_env),
+    )
 
 
 # -- the run -------------------------------------------------------------------------------------------------

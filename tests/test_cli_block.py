@@ -23,6 +23,7 @@ from synth import Transcript
 from pytest_agent_eval.harness.isolation import (
     HOOK_MODULE,
     IsolationError,
+    hook_command,
     self_check,
     shim_path,
     write_hook_settings,
@@ -327,6 +328,21 @@ def test_self_check_passes_on_a_good_setup(bins, tmp_path):
     _, tools, _ = bins
     path = shim_path(os.pathsep.join([str(tools), "/usr/bin", "/bin"]), "codegraph", tmp_path / "shim")
     self_check(path, write_hook_settings(tmp_path / "hook-settings.json", "codegraph"), "codegraph")
+
+
+def test_a_proven_hook_is_not_probed_again_but_the_path_still_is(bins, tmp_path):
+    _, tools, _ = bins
+    path = shim_path(str(tools), "codegraph", tmp_path / "shim")
+    settings = write_hook_settings(tmp_path / "hook-settings.json", "codegraph")
+    proven: set[str] = set()
+    self_check(path, settings, "codegraph", proven_hooks=proven)
+    assert proven == {hook_command("codegraph")}
+    leaky = hook_settings(tmp_path, "Bash", "while read -r _; do :; done")
+    with pytest.raises(IsolationError, match="allowed"):
+        self_check(path, leaky, "codegraph", proven_hooks=proven)  # a different command is probed
+    assert proven == {hook_command("codegraph")}
+    with pytest.raises(IsolationError, match="still resolves"):
+        self_check(str(tools), settings, "codegraph", proven_hooks=proven)
 
 
 def test_self_check_quotes_an_interpreter_path_with_spaces(bins, tmp_path, monkeypatch):

@@ -86,11 +86,19 @@ def write_hook_settings(dest: Path, cli: str) -> Path:
     return dest
 
 
-def self_check(path_env: str, settings: Path, cli: str, required: Sequence[str] = ("claude", "node")) -> None:
+def self_check(
+    path_env: str,
+    settings: Path,
+    cli: str,
+    required: Sequence[str] = ("claude", "node"),
+    proven_hooks: set[str] | None = None,
+) -> None:
     """Refuse to start a run whose CLI block leaks: probe the real hook and the shimmed PATH.
 
     The hook must deny an absolute-path call and a ``VAR=1 cli …`` call and allow a mere mention
     (``grep cli src/``); ``cli`` must not resolve on ``path_env`` and every ``required`` tool must.
+    A hook command already in ``proven_hooks`` passed these probes earlier in this process and is not
+    run again (each probe starts an interpreter); commands that pass are added to it.
     """
     problems: list[str] = []
     found = shutil.which(cli, path=path_env)
@@ -107,7 +115,11 @@ def self_check(path_env: str, settings: Path, cli: str, required: Sequence[str] 
         (f"grep {cli} src/", False),
     ]
     env = {**os.environ, "PATH": path_env}
+    proven = proven_hooks if proven_hooks is not None else set()
     for command in commands:
+        if command in proven:
+            continue
+        failures = len(problems)
         for probe, must_deny in probes:
             denied, error = _run_hook(command, probe, env)
             if error:
@@ -115,6 +127,8 @@ def self_check(path_env: str, settings: Path, cli: str, required: Sequence[str] 
             elif denied != must_deny:
                 verdict = "allowed" if must_deny else "denied"
                 problems.append(f"hook layer: `{command}` {verdict} `{probe}`")
+        if len(problems) == failures:
+            proven.add(command)
     if problems:
         raise IsolationError("CLI isolation self-check failed: " + "; ".join(problems))
 
