@@ -12,7 +12,6 @@ from __future__ import annotations
 import hashlib
 import json
 import os
-import shutil
 import socket
 import subprocess
 import sys
@@ -712,10 +711,8 @@ def test_warm_up_fails_when_the_server_never_answers(tmp_path):
         )
 
 
-def test_warm_up_against_real_codegraph(tmp_path):
-    binary = os.environ.get("AGENT_EVAL_CODEGRAPH_BIN") or shutil.which("codegraph")
-    if not binary:
-        pytest.skip("no codegraph on PATH (set AGENT_EVAL_CODEGRAPH_BIN to run this)")
+def test_warm_up_against_real_codegraph(tmp_path, real_tools):
+    binary = str(real_tools.codegraph.bin)
     repo = tmp_path / "repo"
     (repo / "lib").mkdir(parents=True)
     (repo / "lib" / "response.js").write_text("function send(a) { return a }\nmodule.exports = { send }\n")
