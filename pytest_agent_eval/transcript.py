@@ -138,6 +138,7 @@ class Result:
     segment: int
     cost_usd: float | None = None
     duration_ms: int | None = None
+    api_error_status: int | None = None
 
 
 Item = Message | ToolResult | UserText | Compaction
@@ -234,9 +235,10 @@ class Session:
     @property
     def infra_error(self) -> str | None:
         """Why this run produced no usable answer, if the transcript says so."""
+        status = next((f" (HTTP {r.api_error_status})" for r in self.results if r.api_error_status), "")
         for message in self.messages(MAIN):
             if message.error:
-                return f"API error in assistant message: {message.error}"
+                return f"API error in assistant message: {message.error}{status}"
         for result in self.results:
             if result.is_error:
                 return f"result event is an error ({result.subtype}): {result.text[:200]}"
@@ -459,6 +461,7 @@ class _Builder:
                 segment=segment,
                 cost_usd=float(cost) if isinstance(cost, (int, float)) else None,
                 duration_ms=duration if isinstance(duration, int) else None,
+                api_error_status=_int(event.get("api_error_status")) or None,
             )
         )
 

@@ -34,3 +34,11 @@ def test_indented_lines_and_trailing_garbage():
     assert session.parse.events == 1
     assert session.parse.bad_lines == 1
     assert session.answer_texts() == ["ok"]
+
+
+def test_an_api_error_names_the_http_status():
+    t = Transcript()
+    t.message(thinking("x"), error="server_error")
+    t.result("API Error: 500", is_error=True)
+    t.events[-1]["api_error_status"] = 500
+    assert t.session().infra_error == "API error in assistant message: server_error (HTTP 500)"
