@@ -33,6 +33,24 @@ def _positive_int(text: str) -> int:
     return value
 
 
+def _add_scoring_options(cmd: argparse.ArgumentParser) -> None:
+    """What every scoring command takes: the window and the retrieval tool under test."""
+    cmd.add_argument(
+        "--window",
+        type=_positive_int,
+        default=DEFAULT_WINDOW,
+        metavar="N",
+        help="context window in tokens (default 200,000)",
+    )
+    cmd.add_argument("--tool", default=CODEGRAPH.name, help="retrieval tool's MCP server name (default codegraph)")
+    cmd.add_argument("--explore-tool", default=None, help="its explore tool (default <tool>_explore)")
+    cmd.add_argument("--cli-name", default=None, help="its CLI executable (default <tool>)")
+
+
+def _tool(args: argparse.Namespace) -> RetrievalTool:
+    return RetrievalTool(args.tool, args.explore_tool or f"{args.tool}_explore", args.cli_name or args.tool)
+
+
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agent-eval", description=__doc__.split("\n\n")[0])
     commands = parser.add_subparsers(dest="command", required=True)
@@ -55,17 +73,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="GLOB",
         help="hand-specified answer files: score allocation against these instead of citations",
     )
-    cmd.add_argument(
-        "--window",
-        type=_positive_int,
-        default=DEFAULT_WINDOW,
-        metavar="N",
-        help="context window in tokens (default 200,000)",
-    )
     cmd.add_argument("--json", action="store_true", help="print one JSON object instead of the text blocks")
-    cmd.add_argument("--tool", default=CODEGRAPH.name, help="retrieval tool's MCP server name (default codegraph)")
-    cmd.add_argument("--explore-tool", default=None, help="its explore tool (default <tool>_explore)")
-    cmd.add_argument("--cli-name", default=None, help="its CLI executable (default <tool>)")
+    _add_scoring_options(cmd)
 
     cmd = commands.add_parser("rescore", help="score a campaign's or an old folder's transcripts with today's metrics")
     cmd.add_argument(
@@ -75,14 +84,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cmd.add_argument("--json", action="store_true", help="print the item records as JSON instead of the table")
     cmd.add_argument("--out", metavar="FILE", help='also write the records as JSON ({"items": [...]}) to FILE')
-    cmd.add_argument(
-        "--window",
-        type=_positive_int,
-        default=DEFAULT_WINDOW,
-        metavar="N",
-        help="context window in tokens (default 200,000)",
-    )
-    cmd.add_argument("--tool", default=CODEGRAPH.name, help="retrieval tool's MCP server name (default codegraph)")
+    _add_scoring_options(cmd)
 
     cmd = commands.add_parser("compare", help="compare two campaigns (or JSON files of item records)")
     cmd.add_argument("baseline", metavar="BASELINE", help="campaign folder, items.jsonl or summary.json")
@@ -105,7 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _compare(args)
     if bool(args.files) == bool(args.session):
         parser.error("score takes FILE… or --session FILE_OR_DIR (one of the two)")
-    tool = RetrievalTool(args.tool, args.explore_tool or f"{args.tool}_explore", args.cli_name or args.tool)
+    tool = _tool(args)
     try:
         if args.session:
             session = Session.from_session_file(args.session)
@@ -129,7 +131,7 @@ def _rescore(args: argparse.Namespace) -> int:
     if not folder.exists():
         print(f"agent-eval: error: {folder}: no such file or folder", file=sys.stderr)
         return 2
-    tool = RetrievalTool(args.tool, f"{args.tool}_explore", args.tool)
+    tool = _tool(args)
     try:
         records = rescore(folder, tool, args.window)
     except StoreError as exc:

@@ -32,7 +32,7 @@ import pytest
 
 from pytest_agent_eval.config import AgentEvalConfig, Arm
 from pytest_agent_eval.corpus import CorpusEntry
-from pytest_agent_eval.harness.drivers import AgentInfraError, warm_mcp_server
+from pytest_agent_eval.harness.drivers import AgentInfraError, agent_environment, warm_mcp_server
 from pytest_agent_eval.harness.drivers.headless import HeadlessOptions, RunRecord, run_headless
 from pytest_agent_eval.harness.drivers.tmux import TmuxOptions, run_tmux
 from pytest_agent_eval.report import gates
@@ -47,19 +47,6 @@ _LATER_SEGMENT = re.compile(r"\.t\d+\.jsonl$")
 
 # Every agent process gets these on top of the isolated HOME/TMPDIR: no prompt hook feeding the without-arm,
 # no daemon outliving the run, no telemetry or update traffic, no deferred tool loading hiding schemas.
-AGENT_ENV = {
-    "CODEGRAPH_NO_PROMPT_HOOK": "1",
-    "DO_NOT_TRACK": "1",
-    "CODEGRAPH_NO_DAEMON": "1",
-    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-    "DISABLE_TELEMETRY": "1",
-    "DISABLE_AUTOUPDATER": "1",
-    "IS_SANDBOX": "1",
-    "ENABLE_TOOL_SEARCH": "false",
-    "CLAUDE_CODE_ENABLE_TASKS": "false",
-}
-# The CLI only needs *a* key to talk to the local stand-in server; a real key never goes there.
-STANDIN_API_KEY = "sk-ant-agent-eval-local-stand-in"
 
 T = TypeVar("T")
 
@@ -363,13 +350,8 @@ def agent_model_server(agent_eval_config: AgentEvalConfig) -> Iterator[ModelEndp
 @pytest.fixture
 def agent_env(agent_workspace: Any, cli_block: CliBlock, agent_model_server: ModelEndpoint) -> dict[str, str]:
     """The agent's environment: isolated HOME/TMPDIR, the blocked PATH, the flags, the model endpoint."""
-    env = agent_workspace.env(os.environ)
+    env = agent_environment(agent_workspace.env(os.environ), agent_model_server.url)
     env["PATH"] = cli_block.path
-    env.update(AGENT_ENV)
-    if agent_model_server.url is not None:
-        env["ANTHROPIC_BASE_URL"] = agent_model_server.url
-        env["ANTHROPIC_API_KEY"] = STANDIN_API_KEY
-        env.pop("ANTHROPIC_AUTH_TOKEN", None)
     return env
 
 

@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 
 from conftest import RealTools
+from pytest_agent_eval.harness.drivers import agent_environment
 from pytest_agent_eval.metrics.explore import file_sections
 from pytest_agent_eval.model import Faults, RunningServer, make_backend, serve
 from pytest_agent_eval.transcript import Session
@@ -80,20 +81,9 @@ class Sandbox:
         return path
 
     def env(self, server: RunningServer, **extra: str) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE_"))}
-        env.update(
-            ANTHROPIC_BASE_URL=server.url,
-            ANTHROPIC_API_KEY="sk-stand-in",
-            CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
-            DISABLE_TELEMETRY="1",
-            DISABLE_AUTOUPDATER="1",
-            HOME=str(self.root / "home"),
-            TMPDIR=str(self.root / "tmp"),
-            IS_SANDBOX="1",
-            ENABLE_TOOL_SEARCH="false",
-            CLAUDE_CODE_ENABLE_TASKS="false",
-            DO_NOT_TRACK="1",
-        )
+        base = {k: v for k, v in os.environ.items() if not k.startswith("CLAUDE_")}
+        base.update(HOME=str(self.root / "home"), TMPDIR=str(self.root / "tmp"))
+        env = agent_environment(base, server.url)
         env.update(extra)
         return env
 

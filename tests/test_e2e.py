@@ -26,7 +26,7 @@ from pathlib import Path
 import pytest
 
 from conftest import RealTools
-from pytest_agent_eval.fixtures import STANDIN_API_KEY
+from pytest_agent_eval.harness.drivers import STANDIN_API_KEY
 from pytest_agent_eval.harness.provision import (
     read_builds,
 )

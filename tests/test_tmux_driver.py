@@ -22,7 +22,7 @@ import pytest
 from synth import Transcript, explore_response, tool_use
 
 from conftest import RealTools
-from pytest_agent_eval.harness.drivers import AgentInfraError
+from pytest_agent_eval.harness.drivers import AgentInfraError, agent_environment
 from pytest_agent_eval.harness.drivers.headless import HeadlessOptions
 from pytest_agent_eval.harness.drivers.tmux import (
     TmuxOptions,
@@ -370,21 +370,9 @@ class Sandbox:
         return path
 
     def env(self, server: RunningServer) -> dict[str, str]:
-        env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE_"))}
-        env.update(
-            ANTHROPIC_BASE_URL=server.url,
-            ANTHROPIC_API_KEY="sk-ant-agent-eval-local-stand-in",
-            CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC="1",
-            DISABLE_TELEMETRY="1",
-            DISABLE_AUTOUPDATER="1",
-            HOME=str(self.root / "home"),
-            TMPDIR=str(self.root / "tmp"),
-            IS_SANDBOX="1",
-            ENABLE_TOOL_SEARCH="false",
-            CLAUDE_CODE_ENABLE_TASKS="false",
-            DO_NOT_TRACK="1",
-        )
-        return env
+        base = {k: v for k, v in os.environ.items() if not k.startswith("CLAUDE_")}
+        base.update(HOME=str(self.root / "home"), TMPDIR=str(self.root / "tmp"))
+        return agent_environment(base, server.url)
 
     def run(self, server: RunningServer, questions: list[str], with_codegraph: bool = False,
             label: str = "t", hook: bool = False, mcp_delay_s: int = 0, **options: float) -> TmuxRunRecord:  # fmt: skip

@@ -15,6 +15,32 @@ import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
 
+# What every agent process runs with, whatever drives it: no prompt hook, no telemetry or updates, no daemon
+# left behind, bypassPermissions allowed as root, MCP tools offered directly, Grep/Glob not hidden by tasks.
+AGENT_ENV = {
+    "CODEGRAPH_NO_PROMPT_HOOK": "1",
+    "DO_NOT_TRACK": "1",
+    "CODEGRAPH_NO_DAEMON": "1",
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    "DISABLE_TELEMETRY": "1",
+    "DISABLE_AUTOUPDATER": "1",
+    "IS_SANDBOX": "1",
+    "ENABLE_TOOL_SEARCH": "false",
+    "CLAUDE_CODE_ENABLE_TASKS": "false",
+}
+# The CLI only needs *a* key to talk to the local stand-in server; a real key never goes there.
+STANDIN_API_KEY = "sk-ant-agent-eval-local-stand-in"
+
+
+def agent_environment(base: Mapping[str, str], model_url: str | None) -> dict[str, str]:
+    """``base`` with the agent's flags; with a stand-in model (``model_url``) its address and a placeholder key,
+    every other ANTHROPIC_* variable dropped so no real credential travels to it."""
+    env = {**base, **AGENT_ENV}
+    if model_url is not None:
+        env = {k: v for k, v in env.items() if not k.startswith("ANTHROPIC_")}
+        env.update(ANTHROPIC_BASE_URL=model_url, ANTHROPIC_API_KEY=STANDIN_API_KEY)
+    return env
+
 
 class AgentInfraError(RuntimeError):
     """The harness, the CLI or the API failed; the message says which."""
