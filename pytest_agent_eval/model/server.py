@@ -118,6 +118,7 @@ class _Handler(BaseHTTPRequestHandler):
 
     def _send_json(self, status: int, body: Any, head_only: bool = False) -> None:
         data = json.dumps(body).encode()
+        self._record(status)  # before the client can see the answer and send its next request
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -125,7 +126,6 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         if not head_only:
             self.wfile.write(data)
-        self._record(status)
 
     def _send_error(self, status: int, message: str, fault: str | None = None) -> None:
         error_type = _ERROR_TYPES.get(status, "invalid_request_error" if status < 500 else "api_error")
@@ -133,6 +133,7 @@ class _Handler(BaseHTTPRequestHandler):
         data = json.dumps(
             {"type": "error", "error": {"type": error_type, "message": message}, "request_id": request_id}
         ).encode()
+        self._record(status, fault)  # before the client can see the answer and send its next request
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -141,7 +142,6 @@ class _Handler(BaseHTTPRequestHandler):
             self.send_header("retry-after", "0")
         self.end_headers()
         self.wfile.write(data)
-        self._record(status, fault)
 
     def _chunk(self, data: bytes) -> None:
         self.wfile.write(b"%x\r\n%s\r\n" % (len(data), data))
