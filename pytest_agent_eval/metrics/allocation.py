@@ -216,6 +216,8 @@ def _matches_glob(path: str, globs: Sequence[str]) -> bool:
 
 def _cited(sections: list[FileSection], answer: str) -> dict[str, tuple[str, str | None]]:
     """path → (channel, symbol) for every returned file the answer cites; the path channel wins."""
+    if not sections:  # nothing returned, nothing to credit: skip reading the answer
+        return {}
     paths = list(dict.fromkeys(s.path for s in sections))
     extensions = {p.rsplit(".", 1)[1].lower() for p in paths if "." in p.rsplit("/", 1)[-1]}
     cited_paths = citation_paths(answer, extensions)
