@@ -399,7 +399,7 @@ def backend_note(backend: Any) -> str:
     else:
         name = description = str(backend) if backend else "not recorded"
     note = f"model backend: {description}"
-    if name in MODEL_FREE_BACKENDS:
+    if name in MODEL_FREE_BACKENDS and "not a model" not in description:
         note += " — these figures measure the pipeline and the tool's responses, not a model"
     return note
 
@@ -471,7 +471,8 @@ _JS = r"""
   }
 
   function residual(host) {
-    var rows = data.residual, W = 720, left = 150, right = 150, barH = 14, H = 20, max = 0;
+    // the right margin holds the label after the longest bar ("without 55.6k file-access (n=1!)")
+    var rows = data.residual, W = 760, left = 150, right = 230, barH = 14, H = 20, max = 0;
     rows.forEach(function (r) {
       H += Math.max(1, r.arms.length) * (barH + 4) + 14;
       r.arms.forEach(function (a) { if (a.spread) max = Math.max(max, a.spread.max); });

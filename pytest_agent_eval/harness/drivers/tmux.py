@@ -47,7 +47,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_agent_eval.harness.drivers import AgentInfraError
-from pytest_agent_eval.harness.drivers.headless import ALLOWED_TOOLS, HeadlessOptions, RunRecord
+from pytest_agent_eval.harness.drivers.headless import HeadlessOptions, RunRecord
 from pytest_agent_eval.transcript import _belongs_to
 
 TYPED_PROBE_CHARS = 24  # how much of a question must be on screen before Enter (seed 004)
@@ -71,15 +71,10 @@ _FATAL_SCREENS = ("Unable to connect to Anthropic services", "Invalid API key", 
 
 @dataclass(frozen=True)
 class TmuxOptions:
-    """The flags of the interactive CLI (headless's, less ``-p``-only ones) and how the pane is watched."""
+    """The run settings shared with headless (``run``) and how the pane is watched; ``run.timeout_s`` is per
+    turn, as in headless."""
 
-    claude: str
-    mcp_config: Path
-    settings: Path
-    model: str = "sonnet"
-    effort: str = "high"
-    timeout_s: float = 900.0  # per turn, as in headless
-    allowed_tools: str = ALLOWED_TOOLS
+    run: HeadlessOptions
     width: int = 230
     height: int = 60
     poll_s: float = 0.5
@@ -89,20 +84,6 @@ class TmuxOptions:
     type_attempts: int = 5
     type_check_s: float = 3.0
     exit_grace_s: float = 10.0
-
-    @classmethod
-    def from_headless(cls, options: HeadlessOptions, **overrides: float | int) -> TmuxOptions:
-        """The same run settings; ``--max-budget-usd`` is dropped, the interactive CLI refuses it."""
-        return cls(
-            claude=options.claude,
-            mcp_config=options.mcp_config,
-            settings=options.settings,
-            model=options.model,
-            effort=options.effort,
-            timeout_s=options.timeout_s,
-            allowed_tools=options.allowed_tools,
-            **overrides,  # type: ignore[arg-type]
-        )
 
 
 @dataclass
@@ -138,21 +119,24 @@ class TmuxRunRecord(RunRecord):
 
 def build_command(options: TmuxOptions, session_id: str) -> list[str]:
     """The interactive CLI's argv; ``--session-id`` names the session file before it exists."""
+    run = options.run
+    # Headless's flags less the ``-p``-only ones: ``run.max_budget_usd`` is not passed, the interactive CLI
+    # refuses ``--max-budget-usd`` (and ``run.result_grace_s`` is a ``-p`` watchdog setting).
     return [
-        options.claude,
+        run.claude,
         "--permission-mode",
         "bypassPermissions",
         "--model",
-        options.model,
+        run.model,
         "--effort",
-        options.effort,
+        run.effort,
         "--strict-mcp-config",
         "--mcp-config",
-        str(options.mcp_config),
+        str(run.mcp_config),
         "--settings",
-        str(options.settings),
+        str(run.settings),
         "--allowedTools",
-        options.allowed_tools,
+        run.allowed_tools,
         "--session-id",
         session_id,
     ]
@@ -476,7 +460,7 @@ class _Driver:
         """Wait for ``stable_polls`` unchanged screens with the empty input box back; returns the screen and
         when the conversation part of it last changed."""
         opts = self.options
-        deadline = started + opts.timeout_s
+        deadline = started + opts.run.timeout_s
         previous, steady, changed, talk = None, 0, time.monotonic(), None
         while True:
             screen = self.poll()
@@ -492,7 +476,7 @@ class _Driver:
                 if any(marker in screen for marker in _CONFIRM):
                     raise AgentInfraError("the CLI is waiting on a dialog in mid-run")
             if time.monotonic() >= deadline:
-                raise AgentInfraError(f"timed out after {opts.timeout_s:g}s without the prompt coming back")
+                raise AgentInfraError(f"timed out after {opts.run.timeout_s:g}s without the prompt coming back")
             time.sleep(opts.poll_s)
 
     def exit(self) -> None:
@@ -540,7 +524,7 @@ def run_tmux(
     try:
         tmux.start(build_command(options, session_id), cwd, options.width, options.height)
         driver.start_up()
-        driver.wait_for_mcp(mcp_server_names(options.mcp_config))
+        driver.wait_for_mcp(mcp_server_names(options.run.mcp_config))
         for turn, question in enumerate(map(_one_line, questions), start=1):
             record.typing_attempts.append(driver.type_question(question))
             started = time.monotonic()
