@@ -107,6 +107,7 @@ class _Word:
 class _Command:
     words: list[_Word]
     stdin: list[str]  # heredoc bodies and here-strings fed to it: a script when the command is a shell
+    piped: bool = False  # its stdin is the output of the command before it (``a | b``)
 
 
 def invokes_cli(command: str, cli: str = "codegraph") -> bool:
@@ -121,13 +122,16 @@ def _script_runs(script: str, cli: str, depth: int) -> bool:
         return False
     variables: dict[str, _Word] = {}
     commands, subs = _lex(script)
+    printed: list[str] = []  # the literal output of the previous command, as far as it is known
     for command in commands:
-        if _command_runs(command, cli, depth, variables):
+        stdin = command.stdin + printed if command.piped else command.stdin
+        if _command_runs(command, cli, depth, variables, stdin):
             return True
+        printed = _literal_output(command.words, stdin)
     return any(_script_runs(sub, cli, depth + 1) for sub in subs)
 
 
-def _command_runs(command: _Command, cli: str, depth: int, variables: dict[str, _Word]) -> bool:
+def _command_runs(command: _Command, cli: str, depth: int, variables: dict[str, _Word], stdin: list[str]) -> bool:
     """One simple command: skip keywords, assignments and wrappers, then judge the command word."""
     words = command.words
     if all(_ASSIGN_RE.match(w.text) for w in words):  # `CG=$(which codegraph)` alone sets a variable
@@ -146,7 +150,7 @@ def _command_runs(command: _Command, cli: str, depth: int, variables: dict[str, 
         return False
     if i < len(words) and words[i].text == "function":
         i += 2
-    return _runs_from(words[i:], cli, depth, variables, command.stdin)
+    return _runs_from(words[i:], cli, depth, variables, stdin)
 
 
 def _runs_from(
@@ -269,23 +273,74 @@ def _skip_env(words: list[_Word]) -> tuple[list[_Word], str | None]:
 
 
 def _shell_runs(words: list[_Word], cli: str, depth: int, stdin: Sequence[str]) -> bool:
-    """``bash -c 'script'`` runs the script, ``sh path/to/codegraph`` that file, a bare ``bash <<EOF`` its stdin."""
+    """``bash -c 'script'`` runs the script, ``sh path/to/codegraph`` that file, ``bash`` or ``bash -s`` its stdin."""
     i = 0
-    inline = False
+    inline = from_stdin = False
     while i < len(words) and words[i].text.startswith(("-", "+")) and words[i].text not in ("-", "--"):
         text = words[i].text
         if text in ("-o", "+o", "-O", "+O", "--rcfile", "--init-file"):
             i += 1
-        elif not text.startswith("--") and "c" in text:
-            inline = True
+        elif text.startswith("-") and not text.startswith("--"):
+            inline = inline or "c" in text
+            from_stdin = from_stdin or "s" in text  # -s: the operands are arguments, the script is stdin
         i += 1
     if i < len(words) and words[i].text == "--":
         i += 1
-    if i >= len(words) or words[i].text == "-s":
-        return any(_script_runs(script, cli, depth + 1) for script in stdin)
-    if inline:
+    if inline and i < len(words):
         return _script_runs(words[i].text, cli, depth + 1)
+    if from_stdin or i >= len(words) or words[i].text in ("-", "/dev/stdin"):
+        return any(_script_runs(script, cli, depth + 1) for script in stdin)
     return _names_cli_path(words[i].text, cli, any_folder=False)
+
+
+def _literal_output(words: list[_Word], stdin: list[str]) -> list[str]:
+    """What ``echo``, ``printf`` or a bare ``cat`` print: the script a shell reads in ``echo 'cli x' | sh``."""
+    texts = [w.text for w in words]
+    while texts and _ASSIGN_RE.match(texts[0]):
+        texts = texts[1:]
+    if not texts:
+        return []
+    name, args = _basename(texts[0]), texts[1:]
+    if name == "echo":
+        while args and re.fullmatch(r"-[neE]+", args[0]):
+            args = args[1:]
+        # dash's and zsh's echo decode escapes; decoding them errs on the side of seeing an invocation.
+        return [_unescape(" ".join(args))]
+    if name == "printf" and args and args[0] != "-v":  # -v assigns a variable instead of printing
+        args = args[1:] if args[0] == "--" else args
+        return [_printf(args[0], args[1:])] if args else []
+    if name == "cat" and all(a == "-" for a in args):
+        return stdin
+    return []
+
+
+_ESCAPES = {"n": "\n", "t": "\t", "r": "\r", "\\": "\\"}
+_FORMAT_RE = re.compile(r"%[-+ #0-9.]*([a-zA-Z%])")
+
+
+def _unescape(text: str) -> str:
+    return re.sub(r"\\(.)", lambda m: _ESCAPES.get(m.group(1), m.group(0)), text, flags=re.S)
+
+
+def _printf(form: str, args: list[str]) -> str:
+    """printf's output: the format with escapes decoded and the arguments put in, reused while arguments remain."""
+    form = _unescape(form)
+    out: list[str] = []
+    while True:
+        used = last = 0
+        for match in _FORMAT_RE.finditer(form):
+            out.append(form[last : match.start()])
+            last = match.end()
+            if match.group(1) == "%":
+                out.append("%")
+                continue
+            value = args[used] if used < len(args) else ""
+            out.append(_unescape(value) if match.group(1) == "b" else value)
+            used += 1
+        out.append(form[last:])
+        args = args[used:]
+        if not args or not used:
+            return "".join(out)
 
 
 def _node_runs(words: list[_Word], cli: str, runtime: str) -> bool:
@@ -385,12 +440,14 @@ def _lex(script: str) -> tuple[list[_Command], list[str]]:
             target = None
         text, word_subs, in_word = [], [], False
 
-    def end_command() -> None:
+    def end_command(piped: bool = False) -> None:
         nonlocal current, target
         end_word()
         if current.words:
             commands.append(current)
-        current, target = _Command([], []), None
+        elif current.piped:  # `a |<newline> b`: the pipe carries over the line break
+            piped = True
+        current, target = _Command([], [], piped), None
 
     while i < n:
         ch = script[i]
@@ -459,7 +516,7 @@ def _lex(script: str) -> tuple[list[_Command], list[str]]:
                 target = "herestring" if op == "<<<" else "target"
         elif any(script.startswith(op, i) for op in _OPERATORS):
             op = next(o for o in _OPERATORS if script.startswith(o, i))
-            end_command()
+            end_command(piped=op in ("|", "|&"))
             i += len(op)
         else:
             text.append(ch)

@@ -100,6 +100,23 @@ INVOCATIONS = [
     "$'codegraph' explore x",
     "\\codegraph explore x",
     "codegraph explore 'unbalanced",
+    # a script piped or fed into a shell: what echo / printf / cat print is the script it runs
+    "echo 'codegraph explore x' | sh",
+    "printf 'codegraph x\\n' | bash",
+    "echo codegraph x | bash -s",
+    "sh <<< 'codegraph x'",
+    "cat <<EOF | sh\ncodegraph x\nEOF",
+    "cat <<'EOF' | bash -x\nset -e\ncd /repo\ncodegraph explore x\nEOF",
+    "echo -e 'cd /repo\\ncodegraph explore x' | bash -ex",
+    "printf '%s\\n' 'codegraph explore x' | zsh",
+    "echo 'codegraph explore x' |\n  dash -s -- arg",
+    "echo 'codegraph explore x' | cat | ksh",
+    "echo 'codegraph explore x' |& bash -",
+    # a lookup of the CLI, made in this same command, used as the command word
+    "CG=$(command -v codegraph); $CG explore x",
+    'CG=$(type -P codegraph) && "$CG" explore x',
+    '"$(which codegraph)" explore',
+    "`which codegraph` x",
 ]
 
 MENTIONS = [
@@ -127,6 +144,14 @@ MENTIONS = [
     "cat > notes.md <<'EOF'\ncodegraph explore x\nEOF",
     "# codegraph explore x",
     "echo \"unbalanced 'codegraph",
+    "echo codegraph | grep code",
+    "echo 'codegraph is great' > notes.txt",
+    "echo 'codegraph explore x' | tee notes.txt",
+    "echo 'codegraph explore x'; sh",
+    "printf 'echo %s\\n' codegraph | sh",  # the shell only echoes the word
+    "bash < script.sh",  # the script's text is not in the command: undecidable, so allowed
+    "$CG explore x",  # set by an earlier command: cannot be resolved here
+    "CG=codegraph $CG explore x",  # the shell expands $CG before this assignment takes effect
 ]
 
 
@@ -225,7 +250,7 @@ def test_hook_allows_on_bad_input(payload):
 
 
 @settings(deadline=None)
-@given(st.text(alphabet=st.sampled_from(list("codegraph $()`'\"\\|&;<>{}#=\n\t-/.xe")), max_size=60))
+@given(st.text(alphabet=st.sampled_from(list("codegraph $()`'\"\\|&;<>{}#=\n\t-/.xe%")), max_size=60))
 def test_invokes_cli_never_raises(command):
     assert invokes_cli(command) in (True, False)
 
