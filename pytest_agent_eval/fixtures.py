@@ -418,7 +418,7 @@ def agent_run(
         timeout_s=cfg.agent_timeout,
     )
     if agent_case.driver == "tmux":
-        drive = partial(run_tmux, options=TmuxOptions.from_headless(options))
+        drive = partial(run_tmux, options=TmuxOptions(run=options))
     else:
         drive = partial(run_headless, options=options)
     record["mode"] = agent_case.driver

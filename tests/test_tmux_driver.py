@@ -193,8 +193,8 @@ def test_escape_cwd_replaces_every_non_alphanumeric_character() -> None:
 
 def test_the_command_is_headless_less_the_print_only_flags() -> None:
     headless = HeadlessOptions(claude="/bin/claude", mcp_config=Path("/m.json"), settings=Path("/s.json"), effort="max")
-    options = TmuxOptions.from_headless(headless, poll_s=0.25)
-    settings = (options.effort, options.poll_s, options.width, options.height, options.stable_polls)
+    options = TmuxOptions(run=headless, poll_s=0.25)
+    settings = (options.run.effort, options.poll_s, options.width, options.height, options.stable_polls)
     assert settings == ("max", 0.25, 230, 60, 16)
     assert build_command(options, "11111111-2222-3333-4444-555555555555") == [
         "/bin/claude", "--permission-mode", "bypassPermissions", "--model", "sonnet", "--effort", "max",
@@ -337,7 +337,8 @@ while True:
 @needs_tmux
 def test_typing_is_retried_until_the_question_shows_then_sent(tmp_path: Path) -> None:
     tmux = _Tmux({"PATH": os.environ["PATH"], "HOME": str(tmp_path), "LANG": "C.UTF-8"})
-    options = TmuxOptions(claude="-", mcp_config=tmp_path, settings=tmp_path, poll_s=0.1, type_check_s=1.5)
+    run = HeadlessOptions(claude="-", mcp_config=tmp_path, settings=tmp_path)
+    options = TmuxOptions(run=run, poll_s=0.1, type_check_s=1.5)
     record = TmuxRunRecord(label="t")
     driver = _Driver(tmux, options, record)
     try:
@@ -375,15 +376,16 @@ class Sandbox:
         return agent_environment(base, server.url)
 
     def run(self, server: RunningServer, questions: list[str], with_codegraph: bool = False,
-            label: str = "t", hook: bool = False, mcp_delay_s: int = 0, **options: float) -> TmuxRunRecord:  # fmt: skip
+            label: str = "t", hook: bool = False, mcp_delay_s: int = 0,
+            timeout_s: float = TURN_TIMEOUT) -> TmuxRunRecord:  # fmt: skip
         settings = self.root / "settings.json"
         if hook:
             write_hook_settings(settings, "codegraph")
         else:
             settings.write_text("{}")
-        options = {"timeout_s": TURN_TIMEOUT, **options}
         mcp = self.mcp_config(with_codegraph, mcp_delay_s)
-        opts = TmuxOptions(claude=str(self.tools.claude.bin), mcp_config=mcp, settings=settings, **options)  # type: ignore[arg-type]
+        run = HeadlessOptions(claude=str(self.tools.claude.bin), mcp_config=mcp, settings=settings, timeout_s=timeout_s)
+        opts = TmuxOptions(run=run)
         started = time.monotonic()
         try:
             return run_tmux(questions, label=label, out_dir=self.root / "out", cwd=self.repo,
@@ -498,7 +500,8 @@ class TestRealCliInTmux:
         with serve(make_backend("scripted")) as server:
             settings = sandbox.root / "settings.json"
             settings.write_text("{}")
-            opts = TmuxOptions(claude=str(sandbox.tools.claude.bin), mcp_config=config, settings=settings)
+            run = HeadlessOptions(claude=str(sandbox.tools.claude.bin), mcp_config=config, settings=settings)
+            opts = TmuxOptions(run=run)
             with pytest.raises(AgentInfraError, match=r"MCP server\(s\) codegraph failed to connect"):
                 run_tmux([QUESTION], label="t", out_dir=sandbox.root / "out", cwd=sandbox.repo,
                          env=sandbox.env(server), options=opts)  # fmt: skip

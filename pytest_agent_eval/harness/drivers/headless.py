@@ -33,16 +33,17 @@ _KILL_WAIT_S = 3.0
 
 @dataclass(frozen=True)
 class HeadlessOptions:
-    """The flags every agent process gets; one object per run, shared by its turns."""
+    """The flags every agent process gets; one object per run, shared by its turns and, as ``TmuxOptions.run``,
+    by the interactive driver."""
 
     claude: str
     mcp_config: Path
     settings: Path
     model: str = "sonnet"
     effort: str = "high"
-    max_budget_usd: float = 4.0
-    timeout_s: float = 900.0
-    result_grace_s: float = RESULT_GRACE_S
+    max_budget_usd: float = 4.0  # -p only: the interactive CLI refuses it
+    timeout_s: float = 900.0  # per turn
+    result_grace_s: float = RESULT_GRACE_S  # -p only
     allowed_tools: str = ALLOWED_TOOLS
 
 
