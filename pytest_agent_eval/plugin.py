@@ -16,6 +16,7 @@ once, writes ``summary.json`` and ``report.html`` into the campaign, and applies
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections import Counter
 from collections.abc import Sequence
@@ -58,6 +59,7 @@ from pytest_agent_eval.fixtures import (
     start_campaign,
 )
 from pytest_agent_eval.harness.drivers import AgentInfraError
+from pytest_agent_eval.harness.progress import listen
 from pytest_agent_eval.report import compare, gates, tables
 from pytest_agent_eval.report.html import write_html
 from pytest_agent_eval.report.store import (
@@ -137,7 +139,21 @@ def pytest_configure(config: pytest.Config) -> None:
         _check_campaign_paths(cfg)
         cfg.campaign_dir = cfg.resume
         config.pluginmanager.register(Reporter(config), "agent_eval_reporter")
+        # Installs and index builds announce themselves; under xdist they run on workers, whose output
+        # pytest does not show, and the builds are still listed in <cache>/builds.log.
+        config.add_cleanup(listen(lambda text: _show_progress(config, text)))
     config.stash[CONFIG_KEY] = cfg
+
+
+def _show_progress(config: pytest.Config, text: str) -> None:
+    terminal = config.pluginmanager.get_plugin("terminalreporter")
+    capture = config.pluginmanager.get_plugin("capturemanager")
+    if terminal is None:
+        return
+    # Announcements come from inside fixtures, while output is captured: step around it, as live logging does.
+    with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
+        terminal.ensure_newline()
+        terminal.write_line(f"agent-eval: {text}")
 
 
 def _check_campaign_paths(cfg: Any) -> None:

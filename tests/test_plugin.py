@@ -809,3 +809,17 @@ def test_item_aborts_when_claude_is_not_on_the_agents_path(project):
         ["*infrastructure error in express-with-1: CLI block self-check:*required tool `claude` is not found*"]
     )
     assert project.calls() == []
+
+
+def test_harness_progress_reaches_the_terminal(pytester):
+    pytester.makepyfile(
+        """
+        from pytest_agent_eval.harness.progress import announce
+
+        def test_announces():
+            announce("npm install @colbymchenry/codegraph@1.6.1 …")
+        """
+    )
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")  # real fd capture, as a user runs it
+    result.assert_outcomes(passed=1)
+    result.stdout.fnmatch_lines(["agent-eval: npm install @colbymchenry/codegraph@1.6.1 …"])

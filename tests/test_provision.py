@@ -6,6 +6,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -381,3 +382,21 @@ def _codegraph(cg: Provisioned, command: str, repo: Path) -> str:
         [str(cg.bin), command, str(repo)], cwd=repo, env=env, capture_output=True, text=True, timeout=120, check=True
     )
     return proc.stdout
+
+
+def test_long_tool_runs_are_announced_and_quick_queries_are_not():
+    from pytest_agent_eval.harness.progress import listen
+    from pytest_agent_eval.harness.provision import run_tool
+
+    heard: list[str] = []
+    stop = listen(heard.append)
+    try:
+        run_tool([sys.executable, "-c", "print('ok')"], "npm install demo@1")
+        run_tool([sys.executable, "-c", "print('1.0.0')"], "demo --version", quiet=True)
+    finally:
+        stop()
+    assert heard[0] == "npm install demo@1 …"
+    assert re.fullmatch(r"npm install demo@1: done in \d+\.\ds", heard[1])
+    assert len(heard) == 2
+    run_tool([sys.executable, "-c", "pass"], "after stop")
+    assert len(heard) == 2

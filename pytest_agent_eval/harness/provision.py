@@ -25,6 +25,8 @@ from typing import Any
 
 from filelock import FileLock
 
+from pytest_agent_eval.harness.progress import announce
+
 CODEGRAPH_PACKAGE = "@colbymchenry/codegraph"
 CLAUDE_PACKAGE = "@anthropic-ai/claude-code"
 # The Claude Code release the harness is pinned to; its engines field says node>=22 but it runs on 20.
@@ -221,7 +223,7 @@ def _package_bin(package_dir: Path, name: str) -> Path:
 
 
 def _npm_latest(package: str) -> str:
-    out = run_tool(["npm", "view", f"{package}@latest", "version"], what=f"npm view {package}@latest")
+    out = run_tool(["npm", "view", f"{package}@latest", "version"], what=f"npm view {package}@latest", quiet=True)
     match = _VERSION_RE.search(out)
     if not match:
         raise ProvisionError(f"npm view {package}@latest printed no version: {tail(out)}")
@@ -229,7 +231,7 @@ def _npm_latest(package: str) -> str:
 
 
 def _run_version(binary: Path, name: str) -> str:
-    out = run_tool([str(binary), "--version"], what=f"{name} --version", timeout=60)
+    out = run_tool([str(binary), "--version"], what=f"{name} --version", timeout=60, quiet=True)
     match = _VERSION_RE.search(out)
     if not match:
         raise ProvisionError(f"{binary} --version printed no version: {tail(out)}")
@@ -237,9 +239,21 @@ def _run_version(binary: Path, name: str) -> str:
 
 
 def run_tool(
-    cmd: list[str], what: str, cwd: Path | None = None, timeout: float = NPM_TIMEOUT, env: dict[str, str] | None = None
+    cmd: list[str],
+    what: str,
+    cwd: Path | None = None,
+    timeout: float = NPM_TIMEOUT,
+    env: dict[str, str] | None = None,
+    quiet: bool = False,
 ) -> str:
-    """Run a tool to completion and return its stdout; any failure is a ProvisionError with its stderr tail."""
+    """Run a tool to completion and return its stdout; any failure is a ProvisionError with its stderr tail.
+
+    Unless ``quiet`` (a quick query), the run is announced before and after: installs and index builds
+    take minutes on a first run and must not look like a hang.
+    """
+    started = time.monotonic()
+    if not quiet:
+        announce(f"{what} …")
     try:
         proc = subprocess.run(
             cmd,
@@ -256,6 +270,8 @@ def run_tool(
         raise ProvisionError(f"{what}: timed out after {timeout:.0f}s") from exc
     if proc.returncode != 0:
         raise ProvisionError(f"{what} failed (exit {proc.returncode}):\n{tail(proc.stderr or proc.stdout)}")
+    if not quiet:
+        announce(f"{what}: done in {time.monotonic() - started:.1f}s")
     return proc.stdout
 
 
