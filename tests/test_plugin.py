@@ -203,9 +203,10 @@ class Project:
         return self.pytester.runpytest(*base)
 
     def campaigns(self) -> list[Path]:
-        """The campaign folders under out/, oldest first (their names start with the time)."""
+        """The campaign folders under out/, oldest first by their manifests (names only order whole seconds)."""
         out = self.path / "out"
-        return sorted(p for p in out.iterdir() if p.is_dir()) if out.exists() else []
+        folders = [p for p in out.iterdir() if p.is_dir()] if out.exists() else []
+        return sorted(folders, key=lambda p: json.loads((p / "manifest.json").read_text())["created"])
 
     def campaign(self) -> Path:
         """The newest campaign folder."""

@@ -34,7 +34,7 @@ def test_create_names_the_folder_and_writes_the_manifest(tmp_path):
     assert manifest["config_hash"] == config_hash(CONFIG)
     assert manifest["backend"] == "scripted"
     assert manifest["versions"] == {"codegraph": "1.6.1"}
-    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\+00:00", manifest["created"])
+    assert re.fullmatch(r"\d{4}-\d\d-\d\dT\d\d:\d\d:\d\d\.\d{6}\+00:00", manifest["created"])
     assert Campaign.open(campaign.path).manifest == manifest
 
 

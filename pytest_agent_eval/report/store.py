@@ -91,7 +91,8 @@ class Campaign:
             raise StoreError(f"{out_dir}: could not find a free campaign folder name")
         manifest = {
             "id": path.name,
-            "created": datetime.now(timezone.utc).isoformat(timespec="seconds"),
+            # microseconds: two sessions can start within one second, and their folder names do not order them
+            "created": datetime.now(timezone.utc).isoformat(timespec="microseconds"),
             "config": config,
             "config_hash": digest,
             "backend": backend if backend is not None else config.get("backend"),
