@@ -459,7 +459,7 @@ def agent_result(
 
     An item a resumed campaign completed is re-scored from its saved segments instead of being run.
     """
-    from pytest_agent_eval.score import render_session, score_session
+    from pytest_agent_eval.score import score as score_of
     from pytest_agent_eval.transcript import Session
 
     record = record_of(request.node)
@@ -473,9 +473,10 @@ def agent_result(
     session = _step("reading the transcript", lambda: Session.from_files(agent_run.segments))
     if session.infra_error:
         raise AgentInfraError(session.infra_error)
-    score = score_session(session, tool=CODEGRAPH)
+    card = score_of(session, CODEGRAPH)  # scored once: the figures and the printed blocks come from one card
+    score = card.to_dict()
     figures = gates.figures(score, wall_s=sum(agent_run.wall_s), tool=CODEGRAPH)
-    blocks = render_session(session, tool=CODEGRAPH)
+    blocks = card.render()
     if done is None:
         (agent_run.segments[0].parent / "score.json").write_text(json.dumps(score, indent=2) + "\n", encoding="utf-8")
     # Known even when the test never calls agent_gate: the campaign tables drop contaminated without-arms.

@@ -147,14 +147,3 @@ def score(
 def score_session(session: Session, tool: RetrievalTool = CODEGRAPH, window: int = DEFAULT_WINDOW) -> dict[str, Any]:
     """Every figure of one session as JSON-ready data."""
     return score(session, tool, window).to_dict()
-
-
-def render_session(
-    session: Session,
-    tool: RetrievalTool = CODEGRAPH,
-    window: int = DEFAULT_WINDOW,
-    brief: bool = False,
-    envelope: bool = False,
-) -> str:
-    """The text blocks the seeds print for one session."""
-    return score(session, tool, window).render(brief=brief, envelope=envelope)

@@ -14,6 +14,7 @@ counted once per API request. Anything it does not understand is stepped over, n
 
 from __future__ import annotations
 
+import glob
 import itertools
 import json
 import re
@@ -250,13 +251,9 @@ def segment_files(first: str | Path) -> list[Path]:
     """``run-x.jsonl`` → [run-x.jsonl, run-x.t2.jsonl, run-x.t3.jsonl, …] as they exist."""
     first = Path(first)
     stem = first.name[: -len(".jsonl")] if first.name.endswith(".jsonl") else first.stem
-    later = [p for p in first.parent.glob(f"{glob_escape(stem)}.t*.jsonl") if _SEGMENT_RE.search(p.name)]
+    later = [p for p in first.parent.glob(f"{glob.escape(stem)}.t*.jsonl") if _SEGMENT_RE.search(p.name)]
     later.sort(key=lambda p: int(_SEGMENT_RE.search(p.name).group(1)))  # type: ignore[union-attr]
     return [first, *later]
-
-
-def glob_escape(text: str) -> str:
-    return re.sub(r"([*?\[])", r"[\1]", text)
 
 
 def find_session_file(path: Path) -> Path:

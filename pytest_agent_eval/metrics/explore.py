@@ -69,7 +69,3 @@ def same_file(a: str, b: str) -> bool:
     if not a or not b:
         return False
     return a == b or a.endswith("/" + b) or b.endswith("/" + a)
-
-
-def find_file(path: str, candidates: list[str]) -> str | None:
-    return next((c for c in candidates if same_file(path, c)), None)
