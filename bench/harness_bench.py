@@ -3,11 +3,12 @@
     python bench/harness_bench.py                  # -n 1, 2, 4; express; 4 runs per arm; warm caches
     python bench/harness_bench.py --cold           # each -n session starts from an empty cache of its own
 
-Each session runs ``pytest evals -k <entry> --agent-backend scripted --offline`` from the repository root into a
-fresh ``--agent-eval-out``. Per item it prints the harness overhead: the item's wall time (setup + call, as the
-plugin records ``wall_s``) minus the agent processes' own wall time (``agent_s``, the sum of the driver's
-per-turn ``wall_s``), and that overhead as a share of the agent's time. Per session it prints the installs and
-index builds ``builds.log`` gained (:func:`~pytest_agent_eval.harness.provision.read_builds`) and the throughput.
+Each session runs ``pytest evals -k <entry> --agent-eval-backend scripted --agent-eval-offline`` from the
+repository root into a fresh ``--agent-eval-out``. Per item it prints the harness overhead: the item's wall time
+(setup + call, as the plugin records ``wall_s``) minus the agent processes' own wall time (``agent_s``, the sum of
+the driver's per-turn ``wall_s``), and that overhead as a share of the agent's time. Per session it prints the
+installs and index builds ``builds.log`` gained (:func:`~pytest_agent_eval.harness.provision.read_builds`) and the
+throughput.
 
 Goals: overhead ≤ 5% of the agent's time; one index build per (repository, codegraph version) whatever -n is.
 Warm mode provisions the pinned Claude Code and codegraph, the entry and its index first, so every session
@@ -65,8 +66,25 @@ def junit_times(path: Path) -> dict[str, float]:
 def session(workers: int, args: argparse.Namespace, out: Path, env: dict[str, str], cache: Path) -> dict[str, Any]:
     """One ``pytest evals`` session: its items' times, its builds, its wall time."""
     junit = out.parent / f"{out.name}.junit.xml"
-    command = [sys.executable, "-m", "pytest", "evals", "-k", args.k, "-n", str(workers), "--runs", str(args.runs)]
-    command += ["--agent-backend", "scripted", "--offline", f"--agent-eval-out={out}", f"--junitxml={junit}"]
+    command = [
+        sys.executable,
+        "-m",
+        "pytest",
+        "evals",
+        "-k",
+        args.k,
+        "-n",
+        str(workers),
+        "--agent-eval-runs",
+        str(args.runs),
+    ]
+    command += [
+        "--agent-eval-backend",
+        "scripted",
+        "--agent-eval-offline",
+        f"--agent-eval-out={out}",
+        f"--junitxml={junit}",
+    ]
     command += ["-p", "no:cacheprovider", "-q", f"--basetemp={out.parent / f'{out.name}.tmp'}"]
     before = len(read_builds(cache))
     started = time.monotonic()
@@ -179,7 +197,8 @@ def main() -> int:
         fresh = len(read_builds(cache)) - before
         print(f"warm-up: {fresh} install/index build(s) in {time.monotonic() - started:.1f} s into {cache}")
     print(
-        f"harness bench: pytest evals -k {args.k} --runs {args.runs} --agent-backend scripted --offline; "
+        f"harness bench: pytest evals -k {args.k} --agent-eval-runs {args.runs} "
+        "--agent-eval-backend scripted --agent-eval-offline; "
         f"claude {CLAUDE_CODE_VERSION}, codegraph {DEFAULT_CG_VERSION}; {os.cpu_count()} CPUs; out {scratch}"
     )
     for n in workers:

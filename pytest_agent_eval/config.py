@@ -32,7 +32,7 @@ class OptionError(ValueError):
 @dataclass(frozen=True)
 class Arm:
     """One side of the A/B. ``tool_spec`` pins the codegraph build (``1.6.1``, ``latest``, ``local:<path>``);
-    None means ``--cg-version``."""
+    None means ``--agent-eval-tool-version``."""
 
     name: str
     tool_spec: str | None = None
@@ -227,21 +227,30 @@ class Option:
     help: str
     metavar: str | None = None
     is_flag: bool = False
+    short: str | None = None  # a second spelling users type in the headline command (--arms)
 
 
 OPTIONS: tuple[Option, ...] = (
     Option(
-        "--arms",
+        "--agent-eval-arms",
         "agent_eval_arms",
         "arms",
         parse_arms,
         "arms to run, comma-separated: with,without; an arm may pin a build: with@1.6.1, with@local:<path> "
         "(default with,without); item ids write @ as ':' (express-with:1.6.1-1), so -k 'with:1.6.1' selects it",
         "ARMS",
+        short="--arms",
     ),
-    Option("--runs", "agent_eval_runs", "runs", parse_positive_int, "runs per corpus entry and arm (default 2)", "N"),
     Option(
-        "--turns",
+        "--agent-eval-runs",
+        "agent_eval_runs",
+        "runs",
+        parse_positive_int,
+        "runs per corpus entry and arm (default 2)",
+        "N",
+    ),
+    Option(
+        "--agent-eval-turns",
         "agent_eval_turns",
         "turns",
         parse_positive_int,
@@ -249,18 +258,23 @@ OPTIONS: tuple[Option, ...] = (
         "N",
     ),
     Option(
-        "--cg-version",
-        "agent_eval_cg_version",
+        "--agent-eval-tool-version",
+        "agent_eval_tool_version",
         "cg_version",
         parse_version,
         f"codegraph build for arms that pin none: a version, 'latest' or 'local:<path>' (default {DEFAULT_CG_VERSION})",
         "VERSION",
     ),
     Option(
-        "--corpus", "agent_eval_corpus", "corpus", parse_path, "corpus file (default corpus.json at rootdir)", "FILE"
+        "--agent-eval-corpus",
+        "agent_eval_corpus",
+        "corpus",
+        parse_path,
+        "corpus file (default corpus.json at rootdir)",
+        "FILE",
     ),
     Option(
-        "--corpus-dir",
+        "--agent-eval-corpus-dir",
         "agent_eval_corpus_dir",
         "corpus_dir",
         parse_path,
@@ -316,8 +330,8 @@ OPTIONS: tuple[Option, ...] = (
         "agent_eval_campaign",
         "campaign",
         parse_word,
-        'run only the corpus entries tagged with this campaign ("campaign": "readme"), 3 turns unless --turns, '
-        "and print the seed's campaign tables",
+        'run only the corpus entries tagged with this campaign ("campaign": "readme"), 3 turns unless '
+        "--agent-eval-turns, and print the seed's campaign tables",
         "NAME",
     ),
     Option(
@@ -328,10 +342,19 @@ OPTIONS: tuple[Option, ...] = (
         "keep contaminated without-arm runs in the campaign tables (dropped by default)",
         is_flag=True,
     ),
-    Option("--model", "agent_eval_model", "model", parse_word, "model the agent runs (default sonnet)", "MODEL"),
-    Option("--effort", "agent_eval_effort", "effort", parse_word, "the agent's --effort (default high)", "EFFORT"),
     Option(
-        "--max-budget-usd",
+        "--agent-eval-model", "agent_eval_model", "model", parse_word, "model the agent runs (default sonnet)", "MODEL"
+    ),
+    Option(
+        "--agent-eval-effort",
+        "agent_eval_effort",
+        "effort",
+        parse_word,
+        "the agent's --effort (default high)",
+        "EFFORT",
+    ),
+    Option(
+        "--agent-eval-max-budget-usd",
         "agent_eval_max_budget_usd",
         "max_budget_usd",
         parse_positive_float,
@@ -339,15 +362,15 @@ OPTIONS: tuple[Option, ...] = (
         "USD",
     ),
     Option(
-        "--agent-timeout",
-        "agent_eval_agent_timeout",
+        "--agent-eval-timeout",
+        "agent_eval_timeout",
         "agent_timeout",
         parse_positive_float,
         "seconds one agent process may run before it is killed as an infrastructure error (default 900)",
         "SECONDS",
     ),
     Option(
-        "--offline",
+        "--agent-eval-offline",
         "agent_eval_offline",
         "offline",
         parse_bool,
@@ -355,7 +378,7 @@ OPTIONS: tuple[Option, ...] = (
         is_flag=True,
     ),
     Option(
-        "--agent-backend",
+        "--agent-eval-backend",
         "agent_eval_backend",
         "backend",
         parse_backend,
@@ -364,7 +387,7 @@ OPTIONS: tuple[Option, ...] = (
         "NAME",
     ),
     Option(
-        "--agent-mode",
+        "--agent-eval-mode",
         "agent_eval_mode",
         "mode",
         parse_mode,
@@ -373,7 +396,7 @@ OPTIONS: tuple[Option, ...] = (
         "MODE",
     ),
     Option(
-        "--agent-cassette",
+        "--agent-eval-cassette",
         "agent_eval_cassette",
         "cassettes",
         parse_paths,
@@ -413,7 +436,9 @@ def resolve(get_option: Callable[[str], Any], get_ini: Callable[[str], Any], roo
     if config.compare_fail and config.compare is None:
         raise OptionError("--agent-eval-compare-fail: needs a baseline: --agent-eval-compare (or its ini key)")
     if config.backend == "cassette" and not config.cassettes:
-        raise OptionError("--agent-backend cassette: needs --agent-cassette FILES (or ini agent_eval_cassette)")
+        raise OptionError(
+            "--agent-eval-backend cassette: needs --agent-eval-cassette FILES (or ini agent_eval_cassette)"
+        )
     thresholds = get_ini(THRESHOLDS_INI)
     config.thresholds_file = (rootpath / thresholds) if thresholds else None
     if config.thresholds_file is None and (rootpath / "agent-eval.yaml").is_file():

@@ -252,7 +252,7 @@ def claude_cli(agent_eval_config: AgentEvalConfig) -> Any:
 
 @pytest.fixture
 def corpus_repo(agent_case: EvalCase, agent_eval_config: AgentEvalConfig, _agent_eval_memo: dict) -> Path:
-    """The entry's repository under ``--corpus-dir``, fetched once."""
+    """The entry's repository under ``--agent-eval-corpus-dir``, fetched once."""
     from pytest_agent_eval.harness.repos import fetch_repo
 
     entry, cfg = agent_case.entry, agent_eval_config

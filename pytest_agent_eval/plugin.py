@@ -102,7 +102,8 @@ _NOT_STORED = ("blocks",)
 MARKER = (
     "agent_eval(entries=None, arms=None, runs=None, turns=None): an agent evaluation (a test using the agent "
     "fixtures), parametrized over corpus entry × arm × run; the arguments narrow the entries and override "
-    "--arms/--runs/--turns for this test. Every generated item carries the marker, so -m agent_eval selects them"
+    "--arms/--agent-eval-runs/--agent-eval-turns for this test. Every generated item carries the marker, so "
+    "-m agent_eval selects them"
 )
 _MARKER_ARGS = ("entries", "arms", "runs", "turns")
 
@@ -112,10 +113,11 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     for option in OPTIONS:
         dest = f"agent_eval_{option.attr}"
         text = option.help.replace("%", "%%")  # argparse %-formats help (residual:+20%)
+        names = [option.flag] + ([option.short] if option.short else [])
         if option.is_flag:
-            group.addoption(option.flag, action="store_true", default=None, dest=dest, help=text)
+            group.addoption(*names, action="store_true", default=None, dest=dest, help=text)
         else:
-            group.addoption(option.flag, default=None, dest=dest, metavar=option.metavar, help=text)
+            group.addoption(*names, default=None, dest=dest, metavar=option.metavar, help=text)
         parser.addini(option.ini, f"{option.help} [ini for {option.flag}]", default="")
     parser.addini(THRESHOLDS_INI, "thresholds file, relative to rootdir (default agent-eval.yaml)", default="")
 

@@ -37,7 +37,7 @@ from pytest_agent_eval.transcript import Session
 REPO = Path(__file__).resolve().parents[1]
 TAG_VAR = "AGENT_EVAL_E2E_TAG"  # every process a test starts inherits it, so leftovers can be told apart
 RUN_TIMEOUT = 420.0
-HANG_TIMEOUT_S = 20  # --agent-timeout for the hang: several times a normal turn (~3 s), far below the API's 600 s
+HANG_TIMEOUT_S = 20  # --agent-eval-timeout for the hang: several times a normal turn (~3 s), far below the API's 600 s
 # Figures each metric and the contamination gate put in a record (see pytest_agent_eval.report.gates.FIGURES).
 OCCUPANCY = ("ctx_final", "codegraph_residual", "file_access_residual", "residual_tokens", "residual_share")
 SUFFICIENCY = ("explore_calls", "explore_again_share", "read_returned_share", "sufficient_share")
@@ -163,7 +163,18 @@ def agent_model_server(agent_case, agent_run_dir):
 def test_both_arms_two_runs_three_turns_under_xdist(real_tools: RealTools, tag: str, tmp_path: Path) -> None:
     out = tmp_path / "out"
     builds_before = len(_index_builds(real_tools.cache))
-    args = ["evals", "-k", "express", "-n", "2", "--runs", "2", "--agent-backend", "scripted", "--offline"]
+    args = [
+        "evals",
+        "-k",
+        "express",
+        "-n",
+        "2",
+        "--agent-eval-runs",
+        "2",
+        "--agent-eval-backend",
+        "scripted",
+        "--agent-eval-offline",
+    ]
     done = _pytest([*args, f"--agent-eval-out={out}"], REPO, _env(real_tools, tag), tmp_path)
     assert done.returncode == 0, done.stdout[-3000:]
     assert re.search(r"\b4 passed\b", done.stdout)
@@ -226,8 +237,23 @@ def test_a_hanging_model_is_an_infrastructure_error_with_the_partial_transcript_
     # request 1 (the explore call) is answered, request 2 never is
     project = _project(tmp_path, {1: {"plan": {2: "hang"}}})
     out = tmp_path / "out"
-    args = ["evals", "-k", "express", "--arms", "with", "--runs", "1", "--turns", "1", "--offline"]
-    args += [f"--agent-timeout={HANG_TIMEOUT_S}", f"--corpus={REPO / 'corpus.json'}", f"--agent-eval-out={out}"]
+    args = [
+        "evals",
+        "-k",
+        "express",
+        "--arms",
+        "with",
+        "--agent-eval-runs",
+        "1",
+        "--agent-eval-turns",
+        "1",
+        "--agent-eval-offline",
+    ]
+    args += [
+        f"--agent-eval-timeout={HANG_TIMEOUT_S}",
+        f"--agent-eval-corpus={REPO / 'corpus.json'}",
+        f"--agent-eval-out={out}",
+    ]
     done = _pytest(args, project, _env(real_tools, tag), tmp_path)
     assert done.returncode == 1
     assert re.search(r"\b1 error\b", done.stdout) and not re.search(r"\bfailed\b", done.stdout)
@@ -255,8 +281,19 @@ def test_a_single_500_is_retried_and_a_persistent_500_is_an_infrastructure_error
     # run 1: the first request fails once; run 2: every request fails and the CLI gives up after one retry
     project = _project(tmp_path, {1: {"plan": {1: "500"}}, 2: {"default": "500"}})
     out = tmp_path / "out"
-    args = ["evals", "-k", "express", "--arms", "with", "--runs", "2", "--turns", "1", "--offline"]
-    args += [f"--corpus={REPO / 'corpus.json'}", f"--agent-eval-out={out}"]
+    args = [
+        "evals",
+        "-k",
+        "express",
+        "--arms",
+        "with",
+        "--agent-eval-runs",
+        "2",
+        "--agent-eval-turns",
+        "1",
+        "--agent-eval-offline",
+    ]
+    args += [f"--agent-eval-corpus={REPO / 'corpus.json'}", f"--agent-eval-out={out}"]
     done = _pytest(args, project, _env(real_tools, tag, CLAUDE_CODE_MAX_RETRIES="1"), tmp_path)
     assert done.returncode == 1
     assert re.search(r"\b1 passed\b", done.stdout) and re.search(r"\b1 error\b", done.stdout)
@@ -284,14 +321,16 @@ def test_a_single_500_is_retried_and_a_persistent_500_is_an_infrastructure_error
 def test_a_cassette_replays_a_recorded_run_against_the_same_codegraph(
     real_tools: RealTools, tag: str, tmp_path: Path
 ) -> None:
-    common = ["evals", "-k", "express", "--arms", "with", "--runs", "1", "--offline"]
+    common = ["evals", "-k", "express", "--arms", "with", "--agent-eval-runs", "1", "--agent-eval-offline"]
     recorded_out, replay_out = tmp_path / "recorded", tmp_path / "replay"
     env = _env(real_tools, tag)
-    done = _pytest([*common, "--agent-backend", "scripted", f"--agent-eval-out={recorded_out}"], REPO, env, tmp_path)
+    done = _pytest(
+        [*common, "--agent-eval-backend", "scripted", f"--agent-eval-out={recorded_out}"], REPO, env, tmp_path
+    )
     assert done.returncode == 0, done.stdout[-3000:]
     recorded = _summary(recorded_out)["express-with-1"]
     cassette = ",".join(recorded["driver"]["segments"])
-    replay_args = [*common, "--agent-backend", "cassette", f"--agent-cassette={cassette}"]
+    replay_args = [*common, "--agent-eval-backend", "cassette", f"--agent-eval-cassette={cassette}"]
     done = _pytest([*replay_args, f"--agent-eval-out={replay_out}"], REPO, env, tmp_path / "again")
     assert done.returncode == 0, done.stdout[-3000:]
     replayed = _summary(replay_out)["express-with-1"]

@@ -197,7 +197,7 @@ class Project:
         return [json.loads(line) for line in log.read_text().splitlines()] if log.exists() else []
 
     def run(self, *args: str, in_subprocess: bool = False) -> pytest.RunResult:
-        base = ["evals", "-p", "no:cacheprovider", "--agent-backend", "scripted", "--agent-eval-out", "out", *args]
+        base = ["evals", "-p", "no:cacheprovider", "--agent-eval-backend", "scripted", "--agent-eval-out", "out", *args]
         if in_subprocess:
             return self.pytester.runpytest_subprocess(*base)
         return self.pytester.runpytest(*base)
@@ -235,7 +235,7 @@ def clean_scripts(project: Project) -> None:
 
 
 def test_items_get_readable_ids(project):
-    result = project.run("--collect-only", "-q", "--runs", "2")
+    result = project.run("--collect-only", "-q", "--agent-eval-runs", "2")
     result.stdout.fnmatch_lines(
         [
             "evals/test_ab.py::test_ab[[]express-with-1]",
@@ -249,7 +249,7 @@ def test_items_get_readable_ids(project):
 
 
 def test_agent_mode_all_adds_tmux_items(project):
-    result = project.run("--collect-only", "-q", "--runs", "1", "--agent-mode", "all", "-k", "express")
+    result = project.run("--collect-only", "-q", "--agent-eval-runs", "1", "--agent-eval-mode", "all", "-k", "express")
     lines = [line for line in result.stdout.lines if "::" in line]
     assert lines == [
         "evals/test_ab.py::test_ab[express-with-1]",
@@ -257,22 +257,31 @@ def test_agent_mode_all_adds_tmux_items(project):
         "evals/test_ab.py::test_ab[express-without-1]",
         "evals/test_ab.py::test_ab[express-without-tmux-1]",
     ]
-    result = project.run("--collect-only", "-q", "--runs", "1", "--agent-mode", "all", "-k", "tmux and not without")
+    result = project.run(
+        "--collect-only", "-q", "--agent-eval-runs", "1", "--agent-eval-mode", "all", "-k", "tmux and not without"
+    )
     lines = [line for line in result.stdout.lines if "::" in line]
     assert lines == ["evals/test_ab.py::test_ab[express-with-tmux-1]", "evals/test_ab.py::test_ab[gin-with-tmux-1]"]
 
 
 def test_k_selects_entries_and_arms(project):
-    result = project.run("--collect-only", "-q", "--runs", "1", "-k", "express")
+    result = project.run("--collect-only", "-q", "--agent-eval-runs", "1", "-k", "express")
     result.stdout.fnmatch_lines(["*test_ab[[]express-with-1]", "*test_ab[[]express-without-1]", "*2/4 tests*"])
-    result = project.run("--collect-only", "-q", "--runs", "1", "-k", "with and not without")
+    result = project.run("--collect-only", "-q", "--agent-eval-runs", "1", "-k", "with and not without")
     lines = [line for line in result.stdout.lines if "::" in line]
     assert lines == ["evals/test_ab.py::test_ab[express-with-1]", "evals/test_ab.py::test_ab[gin-with-1]"]
 
 
 def test_pinned_arms_and_marker_selection(project):
     result = project.run(
-        "--collect-only", "-q", "--runs", "1", "--arms", "with@1.6.1,with@local:/src/codegraph", "-m", "agent_eval"
+        "--collect-only",
+        "-q",
+        "--agent-eval-runs",
+        "1",
+        "--arms",
+        "with@1.6.1,with@local:/src/codegraph",
+        "-m",
+        "agent_eval",
     )
     lines = [line for line in result.stdout.lines if "::" in line]
     # `@` is written `:` in ids: pytest -k cannot parse `@`, and can parse the arm as written here.
@@ -283,7 +292,14 @@ def test_pinned_arms_and_marker_selection(project):
         "evals/test_ab.py::test_ab[gin-with:local:codegraph-1]",
     ]
     result = project.run(
-        "--collect-only", "-q", "--runs", "1", "--arms", "with@1.6.1,with@local:/src/codegraph", "-k", "with:1.6.1"
+        "--collect-only",
+        "-q",
+        "--agent-eval-runs",
+        "1",
+        "--arms",
+        "with@1.6.1,with@local:/src/codegraph",
+        "-k",
+        "with:1.6.1",
     )
     lines = [line for line in result.stdout.lines if "::" in line]
     assert lines == ["evals/test_ab.py::test_ab[express-with:1.6.1-1]", "evals/test_ab.py::test_ab[gin-with:1.6.1-1]"]
@@ -302,20 +318,20 @@ def test_dump(agent_eval_config, tmp_path_factory):
 
 # option → (command-line value, ini value, config attribute, expected from the command line, expected from ini)
 OPTION_CASES = {
-    "--arms": ("with@1.6.1", "without", "arms", ["with@1.6.1"], ["without"]),
-    "--runs": ("3", "5", "runs", 3, 5),
-    "--turns": ("1", "2", "turns", 1, 2),
-    "--cg-version": ("latest", "1.5.0", "cg_version", "latest", "1.5.0"),
-    "--corpus": ("c1.json", "c2.json", "corpus", "c1.json", "c2.json"),
-    "--corpus-dir": ("cd1", "cd2", "corpus_dir", "cd1", "cd2"),
+    "--agent-eval-arms": ("with@1.6.1", "without", "arms", ["with@1.6.1"], ["without"]),
+    "--agent-eval-runs": ("3", "5", "runs", 3, 5),
+    "--agent-eval-turns": ("1", "2", "turns", 1, 2),
+    "--agent-eval-tool-version": ("latest", "1.5.0", "cg_version", "latest", "1.5.0"),
+    "--agent-eval-corpus": ("c1.json", "c2.json", "corpus", "c1.json", "c2.json"),
+    "--agent-eval-corpus-dir": ("cd1", "cd2", "corpus_dir", "cd1", "cd2"),
     "--agent-eval-out": ("o1", "o2", "out", "o1", "o2"),
-    "--model": ("opus", "haiku", "model", "opus", "haiku"),
-    "--effort": ("low", "medium", "effort", "low", "medium"),
-    "--max-budget-usd": ("1.5", "2", "max_budget_usd", 1.5, 2.0),
-    "--agent-timeout": ("30", "60", "agent_timeout", 30.0, 60.0),
-    "--agent-backend": ("scripted", "cassette", "backend", "scripted", "cassette"),
-    "--agent-mode": ("all", "tmux", "mode", "all", "tmux"),
-    "--agent-cassette": ("a.jsonl", "b.jsonl,c.jsonl", "cassettes", ["a.jsonl"], ["b.jsonl", "c.jsonl"]),
+    "--agent-eval-model": ("opus", "haiku", "model", "opus", "haiku"),
+    "--agent-eval-effort": ("low", "medium", "effort", "low", "medium"),
+    "--agent-eval-max-budget-usd": ("1.5", "2", "max_budget_usd", 1.5, 2.0),
+    "--agent-eval-timeout": ("30", "60", "agent_timeout", 30.0, 60.0),
+    "--agent-eval-backend": ("scripted", "cassette", "backend", "scripted", "cassette"),
+    "--agent-eval-mode": ("all", "tmux", "mode", "all", "tmux"),
+    "--agent-eval-cassette": ("a.jsonl", "b.jsonl,c.jsonl", "cassettes", ["a.jsonl"], ["b.jsonl", "c.jsonl"]),
     "--agent-eval-resume": ("r1", "r2", "resume", "r1", "r2"),
     "--agent-eval-retries": ("1", "0", "retries", 1, 0),
     "--agent-eval-compare": ("b1", "b2.json", "compare", "b1", "b2.json"),
@@ -328,7 +344,7 @@ OPTION_CASES = {
     ),
     "--agent-eval-campaign": ("readme", "other", "campaign", "readme", "other"),
 }
-FLAGS = {"--offline", "--agent-eval-include-contaminated"}
+FLAGS = {"--agent-eval-offline", "--agent-eval-include-contaminated"}
 
 
 def test_help_lists_every_option_and_ini_key(pytester):
@@ -357,7 +373,7 @@ def test_option_and_ini_key(pytester, flag):
     cli_value, ini_value, attr, from_cli, from_ini = OPTION_CASES[flag]
     option = next(o for o in OPTIONS if o.flag == flag)
     extra = {
-        "--agent-backend": "agent_eval_cassette = x.jsonl",
+        "--agent-eval-backend": "agent_eval_cassette = x.jsonl",
         "--agent-eval-compare-fail": "agent_eval_compare = base",
     }
     pytester.makeini(f"[pytest]\n{option.ini} = {ini_value}\n{extra.get(flag, '')}\n")
@@ -398,17 +414,21 @@ def test_flags_and_their_ini_keys(pytester, flag):
 @pytest.mark.parametrize(
     ("args", "ini", "message"),
     [
-        (["--runs", "0"], "", "--runs: expected a positive integer, got '0'"),
-        (["--turns", "x"], "", "--turns: expected a positive integer, got 'x'"),
-        (["--arms", "with,sideways"], "", "--arms: unknown arm 'sideways'"),
-        (["--arms", "with,with"], "", "--arms: arm 'with' given twice"),
-        (["--arms", "with@"], "", "--arms: arm 'with@' has an empty version"),
-        (["--max-budget-usd", "-1"], "", "--max-budget-usd: expected a positive number"),
-        (["--agent-timeout", "soon"], "", "--agent-timeout: expected a positive number"),
-        (["--agent-backend", "gpt"], "", "--agent-backend: expected one of auto, anthropic, scripted, cassette"),
-        (["--agent-mode", "gui"], "", "--agent-mode: expected one of headless, tmux, all"),
-        (["--agent-backend", "cassette"], "", "--agent-backend cassette: needs --agent-cassette"),
-        (["--cg-version", "local:"], "", "--cg-version: local: needs a path"),
+        (["--agent-eval-runs", "0"], "", "--agent-eval-runs: expected a positive integer, got '0'"),
+        (["--agent-eval-turns", "x"], "", "--agent-eval-turns: expected a positive integer, got 'x'"),
+        (["--arms", "with,sideways"], "", "--agent-eval-arms: unknown arm 'sideways'"),
+        (["--arms", "with,with"], "", "--agent-eval-arms: arm 'with' given twice"),
+        (["--arms", "with@"], "", "--agent-eval-arms: arm 'with@' has an empty version"),
+        (["--agent-eval-max-budget-usd", "-1"], "", "--agent-eval-max-budget-usd: expected a positive number"),
+        (["--agent-eval-timeout", "soon"], "", "--agent-eval-timeout: expected a positive number"),
+        (
+            ["--agent-eval-backend", "gpt"],
+            "",
+            "--agent-eval-backend: expected one of auto, anthropic, scripted, cassette",
+        ),
+        (["--agent-eval-mode", "gui"], "", "--agent-eval-mode: expected one of headless, tmux, all"),
+        (["--agent-eval-backend", "cassette"], "", "--agent-eval-backend cassette: needs --agent-eval-cassette"),
+        (["--agent-eval-tool-version", "local:"], "", "--agent-eval-tool-version: local: needs a path"),
         ([], "agent_eval_runs = many", "ini agent_eval_runs: expected a positive integer, got 'many'"),
         ([], "agent_eval_offline = maybe", "ini agent_eval_offline: expected true or false"),
         ([], "agent_eval_thresholds = bad.yaml", "bad.yaml: residual: unknown figure"),
@@ -447,7 +467,7 @@ def test_collect_only_touches_no_npm_and_no_network(project, monkeypatch):
     monkeypatch.setattr(socket.socket, "connect", lambda self, addr: connects.append(addr) or real_connect(self, addr))
     (project.path / "conftest.py").unlink()  # the real fixtures, as a user has them
     # pytest-benchmark, when installed, runs `git rev-parse` at startup; that one is not ours.
-    result = project.run("--collect-only", "-q", "--cg-version", "latest", "-p", "no:benchmark")
+    result = project.run("--collect-only", "-q", "--agent-eval-tool-version", "latest", "-p", "no:benchmark")
     assert result.ret == 0
     result.stdout.fnmatch_lines(["*8 tests collected*"])
     assert not (traps / "ran.log").exists()
@@ -459,7 +479,7 @@ def test_collect_only_touches_no_npm_and_no_network(project, monkeypatch):
 # -- running items -------------------------------------------------------------------------------------------
 def test_clean_runs_pass_and_carry_their_figures(project):
     clean_scripts(project)
-    result = project.run("--runs", "1", "--junitxml", "junit.xml", "-v")
+    result = project.run("--agent-eval-runs", "1", "--junitxml", "junit.xml", "-v")
     result.assert_outcomes(passed=4)
     out = result.stdout.str()
     assert "model backend: scripted policy agent" in out
@@ -499,7 +519,18 @@ def test_clean_runs_pass_and_carry_their_figures(project):
 
 def test_agent_command_line_and_environment(project):
     clean_scripts(project)
-    project.run("--runs", "1", "-k", "express", "--model", "opus", "--effort", "low", "--max-budget-usd", "2.5")
+    project.run(
+        "--agent-eval-runs",
+        "1",
+        "-k",
+        "express",
+        "--agent-eval-model",
+        "opus",
+        "--agent-eval-effort",
+        "low",
+        "--agent-eval-max-budget-usd",
+        "2.5",
+    )
     calls = {c["arm"]: c for c in project.calls()}
     argv = calls["with"]["argv"]
     for flag, value in [
@@ -531,7 +562,7 @@ def test_multi_turn_resumes_the_session_and_turns_option_cuts(pytester):
     project = Project(pytester, [entry("express", "||".join(questions))])
     for question in questions:
         project.script("with", question, with_clean())
-    result = project.run("--runs", "1", "--arms", "with", "--turns", "2")
+    result = project.run("--agent-eval-runs", "1", "--arms", "with", "--agent-eval-turns", "2")
     result.assert_outcomes(passed=1)
     argvs = [c["argv"] for c in project.calls()]
     assert [a[a.index("-p") + 1] for a in argvs] == questions[:2]
@@ -547,7 +578,7 @@ def test_multi_turn_resumes_the_session_and_turns_option_cuts(pytester):
 def test_contaminated_without_arm_fails(project):
     project.script("with", Q_EXPRESS, with_clean())
     project.script("without", Q_EXPRESS, without_contaminated())
-    result = project.run("--runs", "1", "-k", "express")
+    result = project.run("--agent-eval-runs", "1", "-k", "express")
     result.assert_outcomes(passed=1, failed=1)
     result.stdout.fnmatch_lines(
         [
@@ -571,7 +602,7 @@ def test_threshold_gates_from_yaml(project):
               with: {codegraph_calls: {max: 5}}
     """)
     )
-    result = project.run("--runs", "1")
+    result = project.run("--agent-eval-runs", "1")
     result.assert_outcomes(passed=3, failed=1)
     result.stdout.fnmatch_lines(["*FAILED evals/test_ab.py::test_ab[[]express-with-1]*"])
     result.stdout.fnmatch_lines(["*codegraph_calls: codegraph_calls 1 is above the maximum 0*"])
@@ -585,7 +616,7 @@ def test_infrastructure_failures_are_errors_not_failures(pytester):
     project.script("without", "q1", api_error())
     project.script("without", "q2", no_result())
     project.script("without", "q3", with_clean(), mode="stall")
-    result = project.run("--runs", "1", "--arms", "without", "--agent-timeout", "2")
+    result = project.run("--agent-eval-runs", "1", "--arms", "without", "--agent-eval-timeout", "2")
     result.assert_outcomes(errors=3)
     out = result.stdout.str()
     assert "agent-eval infrastructure error in apierr-without-1: API error in assistant message: rate_limit" in out
@@ -601,7 +632,7 @@ def test_infrastructure_failures_are_errors_not_failures(pytester):
 def test_cli_that_hangs_after_its_result_is_killed_and_kept(pytester):
     project = Project(pytester, [entry("express", Q_EXPRESS)])
     project.script("with", Q_EXPRESS, with_clean(), mode="hang")
-    result = project.run("--runs", "1", "--arms", "with", "--agent-timeout", "120")
+    result = project.run("--agent-eval-runs", "1", "--arms", "with", "--agent-eval-timeout", "120")
     result.assert_outcomes(passed=1)
     driver = project.summary()["records"][0]["driver"]
     assert driver["hung_after_result"] == [True]
@@ -617,7 +648,7 @@ def test_real_key_reaches_the_cli_but_no_file(project, monkeypatch):
         "no:cacheprovider",
         "--agent-eval-out",
         "out",
-        "--runs",
+        "--agent-eval-runs",
         "1",
         "-k",
         "express",
@@ -636,7 +667,7 @@ def test_real_key_reaches_the_cli_but_no_file(project, monkeypatch):
 def test_summary_printed_once_under_xdist(pytester):
     project = Project(pytester, [entry("gin", Q_GIN, "Go"), entry("express", Q_EXPRESS)])  # corpus order: gin first
     clean_scripts(project)
-    result = project.run("--runs", "2", "-n", "2", in_subprocess=True)
+    result = project.run("--agent-eval-runs", "2", "-n", "2", in_subprocess=True)
     result.assert_outcomes(passed=8)
     out = result.stdout.str()
     assert out.count("ARM COMPARISON — express") == 1
@@ -652,7 +683,7 @@ def test_summary_printed_once_under_xdist(pytester):
 def test_default_output_folder_is_shared_by_xdist_workers(project):
     clean_scripts(project)
     result = project.pytester.runpytest_subprocess(
-        "evals", "-p", "no:cacheprovider", "--agent-backend", "scripted", "--runs", "1", "-n", "2"
+        "evals", "-p", "no:cacheprovider", "--agent-eval-backend", "scripted", "--agent-eval-runs", "1", "-n", "2"
     )
     result.assert_outcomes(passed=4)
     [campaign] = list((project.path / "agent-eval-out").iterdir())
@@ -679,7 +710,7 @@ def test_marker_narrows_entries_and_overrides_arms(project):
             assert agent_result.figures["codegraph_calls"] == 1
     """)
     )
-    result = project.run("--runs", "3", "-k", "test_gin_uses_codegraph")
+    result = project.run("--agent-eval-runs", "3", "-k", "test_gin_uses_codegraph")
     result.assert_outcomes(passed=1)
     assert [r["id"] for r in project.summary()["records"]] == ["gin-with-1"]
 
@@ -804,7 +835,7 @@ def test_marker_naming_an_unknown_entry_is_a_collection_error(project):
 def test_item_aborts_when_claude_is_not_on_the_agents_path(project):
     clean_scripts(project)
     (project.standin / "claude").unlink()
-    result = project.run("--runs", "1", "-k", "express and not without")
+    result = project.run("--agent-eval-runs", "1", "-k", "express and not without")
     result.assert_outcomes(errors=1)
     result.stdout.fnmatch_lines(
         ["*infrastructure error in express-with-1: CLI block self-check:*required tool `claude` is not found*"]

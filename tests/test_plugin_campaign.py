@@ -49,7 +49,7 @@ def scripted(project: Project, arm: str, question: str, call: int | None = None)
 # -- a new campaign per session ------------------------------------------------------------------------------
 def test_each_session_writes_a_new_campaign_and_never_touches_an_old_one(project):
     clean_scripts(project)
-    result = project.run("--runs", "1")
+    result = project.run("--agent-eval-runs", "1")
     result.assert_outcomes(passed=2)
     [first] = project.campaigns()
     assert re.fullmatch(r"\d{8}-\d{6}-[0-9a-f]{6}", first.name)
@@ -93,7 +93,7 @@ def test_each_session_writes_a_new_campaign_and_never_touches_an_old_one(project
     assert {b["arm"] for b in data["buckets"]} == {"with", "without"}
     assert json.loads((first / "summary.json").read_text())["campaign"] == first.name
 
-    project.run("--runs", "1").assert_outcomes(passed=2)
+    project.run("--agent-eval-runs", "1").assert_outcomes(passed=2)
     assert len(project.campaigns()) == 2 and project.campaign() != first
     assert {p: p.read_bytes() for p in first.rglob("*") if p.is_file()} == before
 
@@ -111,7 +111,7 @@ def test_collect_only_and_deselected_sessions_write_no_campaign(project):
 def test_resume_rescores_complete_items_and_runs_the_rest(project):
     project.script("with", Q_EXPRESS, with_clean())
     project.script("without", Q_EXPRESS, api_error())
-    project.run("--runs", "2").assert_outcomes(passed=2, errors=2)
+    project.run("--agent-eval-runs", "2").assert_outcomes(passed=2, errors=2)
     [campaign] = project.campaigns()
     assert len(project.calls()) == 4
     errored = scripted(project, "without", Q_EXPRESS)
@@ -119,7 +119,7 @@ def test_resume_rescores_complete_items_and_runs_the_rest(project):
     # The without-arm's API is back; and a threshold now fails the with-arm, which was complete.
     project.script("without", Q_EXPRESS, without_clean())
     (project.path / "agent-eval.yaml").write_text("arms:\n  with: {codegraph_calls: {max: 0}}\n")
-    result = project.run("--runs", "2", "--agent-eval-resume", str(campaign))
+    result = project.run("--agent-eval-runs", "2", "--agent-eval-resume", str(campaign))
     result.assert_outcomes(passed=2, failed=2)
     calls = project.calls()[4:]
     assert [c["arm"] for c in calls] == ["without", "without"]  # the complete with-runs were not re-run
@@ -156,15 +156,15 @@ def test_resume_rescores_complete_items_and_runs_the_rest(project):
 def test_resume_under_xdist_and_with_other_settings(project):
     project.script("with", Q_EXPRESS, with_clean())
     project.script("without", Q_EXPRESS, no_result())
-    project.run("--runs", "1").assert_outcomes(passed=1, errors=1)
+    project.run("--agent-eval-runs", "1").assert_outcomes(passed=1, errors=1)
     [campaign] = project.campaigns()
     project.script("without", Q_EXPRESS, without_clean())
-    result = project.run("--runs", "1", "--agent-eval-resume", str(campaign), "-n", "2", in_subprocess=True)
+    result = project.run("--agent-eval-runs", "1", "--agent-eval-resume", str(campaign), "-n", "2", in_subprocess=True)
     result.assert_outcomes(passed=2)
     assert [c["arm"] for c in project.calls()] == ["with", "without", "without"]
     assert "settings differ" not in result.stdout.str()
     # more runs into the same campaign: only the new run numbers run, and the terminal says the config moved
-    result = project.run("--runs", "2", "--agent-eval-resume", str(campaign))
+    result = project.run("--agent-eval-runs", "2", "--agent-eval-resume", str(campaign))
     result.assert_outcomes(passed=4)
     assert [c["arm"] for c in project.calls()[3:]] == ["with", "without"]
     result.stdout.fnmatch_lines(["*agent-eval: warning: this session's settings differ from the resumed campaign's*"])
@@ -187,7 +187,7 @@ def test_retries_rerun_infrastructure_errors_only(pytester):
     project.script("with", "q2", no_result())  # never finishes
     project.script("without", "q2", without_clean())
     (project.path / "agent-eval.yaml").write_text("arms:\n  with: {codegraph_calls: {max: 0}}\n")
-    result = project.run("--runs", "1", "--agent-eval-retries", "1")
+    result = project.run("--agent-eval-runs", "1", "--agent-eval-retries", "1")
     result.assert_outcomes(passed=2, failed=1, errors=1)
     arms = [(c["arm"], c["argv"][c["argv"].index("-p") + 1]) for c in project.calls()]
     assert arms.count(("with", Q_EXPRESS)) == 1
@@ -214,18 +214,22 @@ def test_retries_rerun_infrastructure_errors_only(pytester):
 # -- compare-fail --------------------------------------------------------------------------------------------
 def test_compare_fail_fails_the_session_exactly_when_a_metric_regressed(project):
     clean_scripts(project)
-    project.run("--runs", "1").assert_outcomes(passed=2)
+    project.run("--agent-eval-runs", "1").assert_outcomes(passed=2)
     baseline = project.campaign()
     rules = "allocation:-5pt,sufficient:-10pt,residual:+20%"
 
-    same = project.run("--runs", "1", "--agent-eval-compare", str(baseline), "--agent-eval-compare-fail", rules)
+    same = project.run(
+        "--agent-eval-runs", "1", "--agent-eval-compare", str(baseline), "--agent-eval-compare-fail", rules
+    )
     assert same.ret == pytest.ExitCode.OK
     same.stdout.fnmatch_lines(["*entry*arm*metric*before*after*change*", "*express*with*allocation*+0.0pt*"])
     assert "REGRESSION" not in same.stdout.str()
 
     # The answer now cites the small file: allocation drops from 83% to 17% of the returned bytes.
     project.script("with", Q_EXPRESS, with_clean("It lives in `lib/express.js`."))
-    worse = project.run("--runs", "1", "--agent-eval-compare", str(baseline), "--agent-eval-compare-fail", rules)
+    worse = project.run(
+        "--agent-eval-runs", "1", "--agent-eval-compare", str(baseline), "--agent-eval-compare-fail", rules
+    )
     worse.assert_outcomes(passed=2)  # every item passed; the session fails on the comparison
     assert worse.ret == pytest.ExitCode.TESTS_FAILED
     worse.stdout.fnmatch_lines(
@@ -236,7 +240,9 @@ def test_compare_fail_fails_the_session_exactly_when_a_metric_regressed(project)
     )
     # a JSON baseline works the same
     summary = baseline / "summary.json"
-    again = project.run("--runs", "1", "--agent-eval-compare", str(summary), "--agent-eval-compare-fail", rules)
+    again = project.run(
+        "--agent-eval-runs", "1", "--agent-eval-compare", str(summary), "--agent-eval-compare-fail", rules
+    )
     assert again.ret == pytest.ExitCode.TESTS_FAILED
 
 
@@ -313,12 +319,12 @@ def test_two_builds_of_codegraph_as_two_arms(project, monkeypatch):
     project.script("with", Q_EXPRESS, with_clean())
     arms = f"with@local:{project.path / 'cg-new'},with@1.6.0"
 
-    collected = project.run("--collect-only", "-q", "--runs", "2", "--arms", arms, "-k", "with:1.6.0")
+    collected = project.run("--collect-only", "-q", "--agent-eval-runs", "2", "--arms", arms, "-k", "with:1.6.0")
     assert [line for line in collected.stdout.lines if "::" in line] == [
         "evals/test_ab.py::test_ab[express-with:1.6.0-1]",
         "evals/test_ab.py::test_ab[express-with:1.6.0-2]",
     ]
-    result = project.run("--runs", "2", "--arms", arms)
+    result = project.run("--agent-eval-runs", "2", "--arms", arms)
     result.assert_outcomes(passed=4)
     # each arm's workspace carries the index its own build made, and its MCP config starts that build
     assert sorted(c["built_by"] for c in project.calls()) == ["1.6.0", "1.6.0", "1.7.0-dev", "1.7.0-dev"]
@@ -363,7 +369,7 @@ def campaign_project(pytester: pytest.Pytester) -> Project:
 
 def test_campaign_selects_its_entries_three_turns_and_drops_contaminated_runs(pytester):
     project = campaign_project(pytester)
-    result = project.run("--runs", "2", "--agent-eval-campaign", "readme")
+    result = project.run("--agent-eval-runs", "2", "--agent-eval-campaign", "readme")
     result.assert_outcomes(passed=7, failed=1)  # the contaminated run fails its gate
     result.stdout.fnmatch_lines(["*FAILED evals/test_ab.py::test_ab[[]express-without-1]*"])
     result.stdout.fnmatch_lines(["*contamination: without-arm contaminated: 1 Bash call(s) to the codegraph CLI*"])
@@ -389,7 +395,7 @@ def test_campaign_selects_its_entries_three_turns_and_drops_contaminated_runs(py
 def campaign_project_rerun(project: Project, *args: str) -> str:
     for counter in project.standin.glob("count-*"):
         counter.unlink()  # the contaminated transcript is the first call's again
-    result = project.run("--runs", "2", "--agent-eval-campaign", "readme", *args)
+    result = project.run("--agent-eval-runs", "2", "--agent-eval-campaign", "readme", *args)
     result.assert_outcomes(passed=7, failed=1)
     return result.stdout.str()
 
@@ -445,7 +451,7 @@ def test_item_ids_tell_two_tests_of_one_case_apart(project):
             assert agent_result.figures["tool_calls"] >= 1
     """)
     )
-    project.run("--runs", "1", "--arms", "with").assert_outcomes(passed=2)
+    project.run("--agent-eval-runs", "1", "--arms", "with").assert_outcomes(passed=2)
     ids = sorted(r["id"] for r in lines_of(project.campaign() / "items.jsonl"))
     assert ids == ["test_ab.express-with-1", "test_mine.express-with-1"]
     assert sorted(p.name for p in (project.campaign() / "items").iterdir()) == ids
@@ -454,9 +460,9 @@ def test_item_ids_tell_two_tests_of_one_case_apart(project):
 def test_a_stalled_transcript_is_not_resumed_as_complete(project):
     # A run killed mid-write leaves a segment without a result event: resume runs it again.
     project.script("with", Q_EXPRESS, with_clean(), mode="stall")
-    project.run("--runs", "1", "--arms", "with", "--agent-timeout", "2").assert_outcomes(errors=1)
+    project.run("--agent-eval-runs", "1", "--arms", "with", "--agent-eval-timeout", "2").assert_outcomes(errors=1)
     campaign = project.campaign()
     project.script("with", Q_EXPRESS, with_clean())
-    result = project.run("--runs", "1", "--arms", "with", "--agent-eval-resume", str(campaign))
+    result = project.run("--agent-eval-runs", "1", "--arms", "with", "--agent-eval-resume", str(campaign))
     result.assert_outcomes(passed=1)
     assert len(project.calls()) == 2
