@@ -90,6 +90,15 @@ class AgentEvalConfig:
         return cache_root()
 
 
+PACKAGED = Path(__file__).resolve().parent / "data"  # the default corpus.json and agent-eval.yaml ship here
+
+
+def default_file(rootpath: Path, name: str) -> Path:
+    """``name`` at rootdir when the project has its own, else the copy shipped with the package."""
+    own = rootpath / name
+    return own if own.is_file() else PACKAGED / name
+
+
 def cache_root() -> Path:
     """Where provisioned CLIs, indexes and the corpus clones live across runs."""
     if os.environ.get("AGENT_EVAL_CACHE"):
@@ -270,7 +279,7 @@ OPTIONS: tuple[Option, ...] = (
         "agent_eval_corpus",
         "corpus",
         parse_path,
-        "corpus file (default corpus.json at rootdir)",
+        "corpus file (default corpus.json at rootdir, else the one shipped with the package)",
         "FILE",
     ),
     Option(
@@ -412,7 +421,7 @@ def resolve(get_option: Callable[[str], Any], get_ini: Callable[[str], Any], roo
 
     Raises OptionError naming the flag (or ini key) whose value is bad.
     """
-    config = AgentEvalConfig(corpus=rootpath / "corpus.json")
+    config = AgentEvalConfig(corpus=default_file(rootpath, "corpus.json"))
     for option in OPTIONS:
         raw = get_option(option.attr)
         source = option.flag
@@ -441,6 +450,6 @@ def resolve(get_option: Callable[[str], Any], get_ini: Callable[[str], Any], roo
         )
     thresholds = get_ini(THRESHOLDS_INI)
     config.thresholds_file = (rootpath / thresholds) if thresholds else None
-    if config.thresholds_file is None and (rootpath / "agent-eval.yaml").is_file():
-        config.thresholds_file = rootpath / "agent-eval.yaml"
+    if config.thresholds_file is None:
+        config.thresholds_file = default_file(rootpath, "agent-eval.yaml")
     return config
