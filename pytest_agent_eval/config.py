@@ -93,12 +93,6 @@ class AgentEvalConfig:
 PACKAGED = Path(__file__).resolve().parent / "data"  # the default corpus.json and agent-eval.yaml ship here
 
 
-def default_file(rootpath: Path, name: str) -> Path:
-    """``name`` at rootdir when the project has its own, else the copy shipped with the package."""
-    own = rootpath / name
-    return own if own.is_file() else PACKAGED / name
-
-
 def cache_root() -> Path:
     """Where provisioned CLIs, indexes and the corpus clones live across runs."""
     if os.environ.get("AGENT_EVAL_CACHE"):
@@ -421,7 +415,8 @@ def resolve(get_option: Callable[[str], Any], get_ini: Callable[[str], Any], roo
 
     Raises OptionError naming the flag (or ini key) whose value is bad.
     """
-    config = AgentEvalConfig(corpus=default_file(rootpath, "corpus.json"))
+    own_corpus = rootpath / "corpus.json"
+    config = AgentEvalConfig(corpus=own_corpus if own_corpus.is_file() else PACKAGED / "corpus.json")
     for option in OPTIONS:
         raw = get_option(option.attr)
         source = option.flag
@@ -450,6 +445,8 @@ def resolve(get_option: Callable[[str], Any], get_ini: Callable[[str], Any], roo
         )
     thresholds = get_ini(THRESHOLDS_INI)
     config.thresholds_file = (rootpath / thresholds) if thresholds else None
-    if config.thresholds_file is None:
-        config.thresholds_file = default_file(rootpath, "agent-eval.yaml")
+    if config.thresholds_file is None and (rootpath / "agent-eval.yaml").is_file():
+        config.thresholds_file = rootpath / "agent-eval.yaml"
+    elif config.thresholds_file is None and config.corpus == PACKAGED / "corpus.json":
+        config.thresholds_file = PACKAGED / "agent-eval.yaml"  # set for the packaged corpus, not for a project's own
     return config
