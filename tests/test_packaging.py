@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import subprocess
 import sys
 import tarfile
@@ -52,17 +53,29 @@ def pytest_configure(config):
 """
 
 
-def _build(kind: str, dest: Path) -> Path:
-    """``python -m build``: setuptools from the package index in an isolated environment, as a release builds."""
-    command = [sys.executable, "-m", "build", f"--{kind}", "--outdir", str(dest), str(REPO)]
-    subprocess.run(command, check=True, timeout=600, capture_output=True)
-    (built,) = dest.glob("pytest_agent_eval-*.whl" if kind == "wheel" else "pytest_agent_eval-*.tar.gz")
-    return built
+# What a build must not see: local venvs, earlier builds, campaign output, caches.
+NOT_SOURCE = shutil.ignore_patterns(
+    ".git", ".venv", "build", "dist", "*.egg-info", "agent-eval-out", "__pycache__", ".*cache"
+)
 
 
 @pytest.fixture(scope="module")
-def wheel(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    return _build("wheel", tmp_path_factory.mktemp("dist"))
+def dists(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
+    """``python -m build`` as a release runs it: the sdist, then the wheel built from that sdist, with setuptools
+    from the package index in an isolated environment. It builds a copy of the checkout (links kept as links), so
+    xdist workers building at once never share build/ or *.egg-info."""
+    source = tmp_path_factory.mktemp("source") / "pytest-agent-eval"
+    shutil.copytree(REPO, source, symlinks=True, ignore=NOT_SOURCE)
+    dest = source.parent / "dist"
+    subprocess.run([sys.executable, "-m", "build", "--outdir", str(dest), str(source)], check=True, timeout=900)
+    (sdist,) = dest.glob("pytest_agent_eval-*.tar.gz")
+    (wheel,) = dest.glob("pytest_agent_eval-*.whl")
+    return {"sdist": sdist, "wheel": wheel}
+
+
+@pytest.fixture(scope="module")
+def wheel(dists: dict[str, Path]) -> Path:
+    return dists["wheel"]
 
 
 def test_wheel_holds_the_default_corpus_thresholds_and_eval_as_real_files(wheel: Path) -> None:
@@ -74,8 +87,8 @@ def test_wheel_holds_the_default_corpus_thresholds_and_eval_as_real_files(wheel:
     assert any(name.endswith(".dist-info/licenses/LICENSE") for name in names)
 
 
-def test_sdist_carries_the_license_and_its_tests_run_from_it(tmp_path: Path) -> None:
-    with tarfile.open(_build("sdist", tmp_path / "dist")) as archive:
+def test_sdist_carries_the_license_and_its_tests_run_from_it(dists: dict[str, Path], tmp_path: Path) -> None:
+    with tarfile.open(dists["sdist"]) as archive:
         archive.extractall(tmp_path / "src", filter="data")
     (unpacked,) = (tmp_path / "src").iterdir()
     expected = ["LICENSE", "conftest.py", "tests/conftest.py", "tests/synth.py", "tests/transcripts.py"]
