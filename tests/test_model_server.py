@@ -24,7 +24,7 @@ from pytest_agent_eval.model import (
     serve,
 )
 from pytest_agent_eval.model.scripted import keywords
-from pytest_agent_eval.model.usage import CHARS_PER_TOKEN, UsageModel
+from pytest_agent_eval.model.usage import UsageModel, count_tokens, text_tokens
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -199,7 +199,7 @@ def test_count_tokens_probes_and_unknown_paths() -> None:
         events, _ = _stream(server.url, request)
     usage = _assemble(events)["usage"]
     assert counted == usage["input_tokens"] + usage["cache_read_input_tokens"] + usage["cache_creation_input_tokens"]
-    assert counted >= 3000 / CHARS_PER_TOKEN
+    assert counted >= text_tokens("x" * 3000) == 3000 // 6
 
 
 def test_binds_loopback_only() -> None:
@@ -222,9 +222,11 @@ def test_usage_reads_the_shared_prefix_from_cache_and_grows_by_what_was_appended
     ctx = [u["input_tokens"] + u["cache_read_input_tokens"] + u["cache_creation_input_tokens"] for u in (one, two)]
     assert one["cache_read_input_tokens"] == 0 and 0 < one["input_tokens"] <= 10
     assert two["cache_read_input_tokens"] == ctx[0]  # everything the first request sent is cached
-    growth = len(EXPLORE_TEXT) / CHARS_PER_TOKEN
-    assert 0.95 * growth < ctx[1] - ctx[0] < 1.15 * growth
+    # It grew by exactly what was appended, structure and role framing included.
+    assert ctx[1] - ctx[0] == count_tokens(call) + count_tokens(result) + 2 * 4
     assert two["cache_creation_input_tokens"] == ctx[1] - ctx[0] - two["input_tokens"]
+    assert [t.count.results for t in server.truth] == [{}, {"toolu_1": count_tokens(result)}]
+    assert [t.count.tokens for t in server.truth] == ctx
 
 
 def test_usage_ignores_moved_cache_markers_and_string_versus_block_content() -> None:
@@ -235,8 +237,8 @@ def test_usage_ignores_moved_cache_markers_and_string_versus_block_content() -> 
         {"role": "system", "content": [{"type": "text", "text": "env"}]},
         _user("more"),
     )
-    first = model.usage(plain)
-    second = model.usage(marked)
+    first, _ = model.usage(plain)
+    second, _ = model.usage(marked)
     assert second["cache_read_input_tokens"] == sum(first.values())
 
 
