@@ -227,10 +227,10 @@ def _gaps(session: Session, tool: RetrievalTool) -> tuple[list[int], list[_Gap],
             gap.chars += item.output_chars
         elif isinstance(item, ToolResult):
             # A result without its call still occupies the window; it is charged to "other".
-            gap.results.append((family(names.get(item.call_id, ""), tool), len(item.text)))
-            gap.chars += len(item.text)
+            gap.results.append((family(names.get(item.call_id, ""), tool), item.chars))
+            gap.chars += item.chars
         elif isinstance(item, UserText):
-            gap.chars += len(item.text)
+            gap.chars += item.chars
         elif isinstance(item, Compaction):
             compactions += 1
             gap.cleared_at = len(gap.results)
