@@ -214,13 +214,13 @@ def test_compaction_clears_the_resident_set():
     t.compact(pre_tokens=12_000)
     t.user("This session is being continued from a previous conversation. " + "s" * 37)
     step(t, 3_000, "Read", 394)
-    t.say("done", ctx=3_250)
+    t.say("done", ctx=3_200)  # 400 chars, Δ 200: priced at the ratio, so no per-result cost on top
     o = occupancy(t.session())
-    assert (o.compactions, o.chars_per_token) == (1, 2.0)
+    assert (o.compactions, o.chars_per_token, o.per_result_tokens) == (1, 2.0, 0.0)
     assert o.residual == {"codegraph": 0, "read": 197, "search": 0, "bash": 0, "other": 0}
     assert o.contributed == {"codegraph": 0, "read": 694, "search": 247, "bash": 997, "other": 0}
     assert o.evicted == 497 + 997 + 247
-    assert o.base == 3_250 - 197
+    assert o.base == 3_200 - 197
 
 
 @pytest.mark.parametrize("delta", [1_994, 100])

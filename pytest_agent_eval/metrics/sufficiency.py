@@ -22,6 +22,7 @@ applied:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from pytest_agent_eval.metrics.explore import mentioned_paths, returned_files, same_file
@@ -104,9 +105,15 @@ class _Reaction:
 class _Response:
     """What one explore shipped, plus what earlier explores of its thread shipped (rule 7)."""
 
+    text: str
     returned: list[str]
-    mentioned: set[str]
     earlier: list[str]
+
+    @cached_property
+    def mentioned(self) -> set[str]:
+        """Every path the response names; read only when a Read missed, as most verdicts never need it
+        and a large response names tens of thousands of dotted tokens."""
+        return mentioned_paths(self.text)
 
 
 def sufficiency(session: Session, tool: RetrievalTool = CODEGRAPH) -> Sufficiency:
@@ -132,7 +139,7 @@ def sufficiency(session: Session, tool: RetrievalTool = CODEGRAPH) -> Sufficienc
             continue
         text = call.result.text
         earlier = shipped.setdefault(call.thread, [])
-        response = _Response(returned_files(text), mentioned_paths(text), list(earlier))
+        response = _Response(text, returned_files(text), list(earlier))
         earlier.extend(response.returned)
 
         thread_messages = messages_by_thread[call.thread]
