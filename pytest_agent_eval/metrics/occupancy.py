@@ -12,13 +12,17 @@ Only the main thread counts: a subagent has its own window and only its summary 
 
 Added to the seed, because a single chars/token ratio cannot price every result right:
 
-* **a per-result cost.** Every content block carries framing the characters do not show (its type,
+* **a per-result cost.** Every content block carries framing its characters do not show (its type,
   ``tool_use_id``, the content array: ~40 tokens on the API), so a 90-character Grep result costs about
-  twice its characters' worth. Small clean gaps (≤ :data:`CALIBRATION_MIN_CHARS`, still ≥ 80% tool
-  result) measure it: their growth beyond their characters' price, per block, lower median (hidden
-  content such as redacted thinking only pushes it up). The ratio is then re-measured on the big clean
-  gaps net of that framing, a few rounds. Without a small clean gap, or when the cost lands outside
-  0…:data:`MAX_PER_RESULT_TOKENS`, it is 0 and the single ratio prices everything, as in the seed.
+  twice its characters' worth. Small gaps (≤ :data:`CALIBRATION_MIN_CHARS`) with a tool result and
+  nothing hidden (no redacted or empty thinking) measure it: their growth beyond their characters'
+  price, per block, lower median (hidden content only pushes it up). The 80% rule does not apply to
+  them: a call's own input is a fixed share of a small gap and is priced like any characters. The ratio
+  is then re-measured on the big clean gaps net of that framing, a few rounds. Without such a gap, or
+  when the cost lands outside 0…:data:`MAX_PER_RESULT_TOKENS`, it is 0: characters alone are priced,
+  as in the seed. A call and its result always share a gap, so the cost is split evenly
+  between the blocks: a call's framing is heavier than a result's, which leaves small results
+  over-priced by ~10–20 tokens each.
 * **a clean gap measures its own results.** A gap the calibration kept as unshed grew by exactly what
   it appended, so its results are priced at that growth, less the rest of the gap (prose, calls,
   framing) at the run's terms, split among them by their prices: two Read results of one run came out
@@ -158,7 +162,7 @@ class _Gap:
 
     chars: int = 0
     blocks: int = 0  # content blocks appended: each carries its framing
-    prose_blocks: int = 0  # of which neither a tool call nor a tool result (text, thinking, user text)
+    hidden_blocks: int = 0  # of which redacted or empty thinking: tokens the transcript does not show
     results: list[tuple[str, int]] = field(default_factory=list)  # (family, chars), in order
     cleared_at: int | None = None  # results before this index were compacted away
     delta: int = 0
@@ -173,9 +177,9 @@ class _Gap:
         return self.cleared_at is None and self.delta > 0 and self.chars > CALIBRATION_MIN_CHARS
 
     @property
-    def pure_tool_traffic(self) -> bool:
-        """Growing, uncompacted, and nothing but calls and their results: no thinking that may be redacted."""
-        return self.cleared_at is None and self.delta > 0 and bool(self.results) and self.prose_blocks == 0
+    def fully_shown(self) -> bool:
+        """Growing, uncompacted, with tool results, and every block's content in the transcript."""
+        return self.cleared_at is None and self.delta > 0 and bool(self.results) and self.hidden_blocks == 0
 
     @property
     def tool_dominated(self) -> bool:
@@ -298,7 +302,7 @@ def _gaps(session: Session, tool: RetrievalTool) -> tuple[list[int], list[_Gap],
                 gap = _Gap()
             gap.chars += item.output_chars
             gap.blocks += len(item.blocks) + len(item.calls)
-            gap.prose_blocks += len(item.blocks)
+            gap.hidden_blocks += sum(_hidden(block) for block in item.blocks)
         elif isinstance(item, ToolResult):
             # A result without its call still occupies the window; it is charged to "other".
             gap.results.append((family(names.get(item.call_id, ""), tool), item.chars))
@@ -307,11 +311,16 @@ def _gaps(session: Session, tool: RetrievalTool) -> tuple[list[int], list[_Gap],
         elif isinstance(item, UserText):
             gap.chars += item.chars
             gap.blocks += 1
-            gap.prose_blocks += 1
         elif isinstance(item, Compaction):
             compactions += 1
             gap.cleared_at = len(gap.results)
     return ctxs, gaps, compactions
+
+
+def _hidden(block: dict[str, Any]) -> bool:
+    """Thinking the transcript does not show: redacted, or streamed empty with only its signature."""
+    kind = block.get("type")
+    return kind == "redacted_thinking" or (kind == "thinking" and not block.get("thinking"))
 
 
 def _calibrate(gaps: list[_Gap]) -> _Pricing:
@@ -319,17 +328,19 @@ def _calibrate(gaps: list[_Gap]) -> _Pricing:
     per-result cost and the family ratios where the gaps measure them (see the module docstring)."""
     clean = [g for g in gaps if g.clean and g.tool_dominated]
     if clean:
-        framing = [g for g in gaps if g.pure_tool_traffic and 0 < g.chars <= CALIBRATION_MIN_CHARS]
-        ratio, kept = _pooled(clean, 0.0)
+        framing = [g for g in gaps if g.fully_shown and 0 < g.chars <= CALIBRATION_MIN_CHARS]
+        pooled = _pooled(clean, 0.0)
+        assert pooled is not None  # a clean gap grows
+        ratio, kept = pooled
         per_result = 0.0
         for _ in range(CALIBRATION_ROUNDS if framing else 0):
             costs = sorted((g.delta - g.chars / ratio) / g.blocks for g in framing)
             per_result = costs[(len(costs) - 1) // 2]
-            if not 0 < per_result <= MAX_PER_RESULT_TOKENS:
-                per_result = 0.0
-                ratio, kept = _pooled(clean, per_result)
+            framed = _pooled(clean, per_result) if 0 < per_result <= MAX_PER_RESULT_TOKENS else None
+            if framed is None:
+                per_result, (ratio, kept) = 0.0, pooled
                 break
-            ratio, kept = _pooled(clean, per_result)
+            ratio, kept = framed
         return _Pricing(ratio, MEASURED, per_result, _family_ratios(kept, ratio, per_result), kept)
     growing = [g for g in gaps if g.cleared_at is None and g.delta > 0 and g.chars > 0]
     if growing:
@@ -337,13 +348,16 @@ def _calibrate(gaps: list[_Gap]) -> _Pricing:
     return _Pricing(DEFAULT_CHARS_PER_TOKEN, DEFAULT)
 
 
-def _pooled(clean: list[_Gap], per_result: float) -> tuple[float, list[_Gap]]:
-    """The ratio pooled over the clean gaps net of their framing, and the gaps it was pooled over."""
+def _pooled(clean: list[_Gap], per_result: float) -> tuple[float, list[_Gap]] | None:
+    """The ratio pooled over the clean gaps net of their framing, and the gaps it was pooled over; None when
+    the framing leaves no gap any growth (it cannot be right)."""
 
     def net(g: _Gap) -> float:
         return g.delta - per_result * g.blocks
 
-    usable = [g for g in clean if net(g) > 0] or clean
+    usable = [g for g in clean if net(g) > 0]
+    if not usable:
+        return None
     # Shedding can only push a gap's chars/token up, so the lower median is the honest centre.
     ratios = sorted(g.chars / net(g) for g in usable)
     ceiling = SHED_FACTOR * ratios[(len(ratios) - 1) // 2]
