@@ -21,6 +21,7 @@ import re
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 
@@ -87,9 +88,9 @@ class ToolCall:
     def answered(self) -> bool:
         return self.result is not None and not self.result.is_error
 
-    @property
+    @cached_property
     def input_chars(self) -> int:
-        """What the call occupies in the context: its name plus its input's JSON."""
+        """What the call occupies in the context: its name plus its input's JSON (worked out once)."""
         return len(self.name) + len(json.dumps(self.input, ensure_ascii=False))
 
 

@@ -45,6 +45,7 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
@@ -161,15 +162,12 @@ class _Gap:
     """What was appended between two measured requests."""
 
     chars: int = 0
+    tool_chars: int = 0  # of which tool results
     blocks: int = 0  # content blocks appended: each carries its framing
     hidden_blocks: int = 0  # of which redacted or empty thinking: tokens the transcript does not show
     results: list[tuple[str, int]] = field(default_factory=list)  # (family, chars), in order
     cleared_at: int | None = None  # results before this index were compacted away
     delta: int = 0
-
-    @property
-    def tool_chars(self) -> int:
-        return sum(chars for _, chars in self.results)
 
     @property
     def clean(self) -> bool:
@@ -203,6 +201,10 @@ class _Pricing:
     per_result: float = 0.0
     family_ratio: dict[str, float] = field(default_factory=dict)
     kept: list[_Gap] = field(default_factory=list)  # the gaps the ratios were measured on
+
+    @cached_property
+    def kept_ids(self) -> set[int]:
+        return {id(g) for g in self.kept}
 
     def tokens(self, fam: str, chars: int) -> float:
         return chars / self.family_ratio.get(fam, self.chars_per_token) + self.per_result
@@ -307,6 +309,7 @@ def _gaps(session: Session, tool: RetrievalTool) -> tuple[list[int], list[_Gap],
             # A result without its call still occupies the window; it is charged to "other".
             gap.results.append((family(names.get(item.call_id, ""), tool), item.chars))
             gap.chars += item.chars
+            gap.tool_chars += item.chars
             gap.blocks += 1
         elif isinstance(item, UserText):
             gap.chars += item.chars
@@ -384,7 +387,7 @@ def _family_ratios(kept: list[_Gap], ratio: float, per_result: float) -> dict[st
 def _measured_scale(gap: _Gap, pricing: _Pricing) -> float:
     """A gap the calibration kept as unshed measured its own results: its growth less the rest of it (prose,
     calls, framing) at the run's terms. The factor that brings the results' prices to that; 1 elsewhere."""
-    if not any(g is gap for g in pricing.kept):
+    if id(gap) not in pricing.kept_ids:
         return 1.0
     priced = sum(pricing.tokens(fam, chars) for fam, chars in gap.results)
     rest = (gap.chars - gap.tool_chars) / pricing.chars_per_token + pricing.per_result * (gap.blocks - len(gap.results))
