@@ -242,6 +242,51 @@ def test_usage_ignores_moved_cache_markers_and_string_versus_block_content() -> 
     assert second["cache_read_input_tokens"] == sum(first.values())
 
 
+def test_text_is_counted_in_pieces_so_code_is_denser_than_prose() -> None:
+    prose = "The router walks the middleware stack until one of them sends a response. " * 20
+    assert len(prose) / text_tokens(prose) > 4  # words are one token each
+    assert len(EXPLORE_TEXT) / text_tokens(EXPLORE_TEXT) < 3  # punctuation and numbers are not
+    assert text_tokens("sendOptionsResponse") == 4  # 19 letters: one token per six
+    assert text_tokens("") == 0 and count_tokens("") == 1  # an empty string still has its quotes
+
+
+def test_a_tool_result_costs_its_framing_on_top_of_its_text() -> None:
+    small = {"type": "tool_result", "tool_use_id": "toolu_01abcdef0123456789abcdef", "content": "No matches found"}
+    framing = count_tokens(small) - text_tokens(small["content"])
+    assert 30 <= framing <= 50  # the API's ~40 tokens for type, id and the rest
+    listed = {**small, "content": [{"type": "text", "text": small["content"]}]}
+    assert count_tokens(listed) > count_tokens(small)  # a content array is more structure
+
+
+def test_the_truth_is_kept_per_reply_and_appended_to_the_truth_log(tmp_path: Path) -> None:
+    call = tool_use(EXPLORE, "toolu_1", query="res.send")
+    result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": EXPLORE_TEXT}
+    first = _request(_user("Where is res.send?"), tools=WITH_TOOLS)
+    second = {**first, "messages": [*first["messages"], {"role": "assistant", "content": [call]},
+                                    {"role": "user", "content": [result]}]}  # fmt: skip
+    log = tmp_path / "truth.jsonl"
+    with serve(Canned(Reply.text("ok")), truth_log=log) as server:
+        replies = [_assemble(_stream(server.url, request)[0]) for request in (first, second)]
+        truth = server.truth
+    assert [t.message_id for t in truth] == [r["id"] for r in replies]
+    usage = replies[1]["usage"]
+    assert (
+        truth[1].count.tokens
+        == usage["input_tokens"] + usage["cache_read_input_tokens"] + usage["cache_creation_input_tokens"]
+    )
+    assert truth[1].count.results == {"toolu_1": count_tokens(result)}
+    logged = [json.loads(line) for line in log.read_text().splitlines()]
+    assert logged == [t.to_dict() for t in truth]
+
+
+def test_the_truth_log_can_be_set_from_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENT_EVAL_TRUTH_LOG", str(tmp_path / "truth.jsonl"))
+    with serve(Canned(Reply.text("ok"))) as server:
+        _stream(server.url, _request(_user("hello")))
+    [record] = [json.loads(line) for line in (tmp_path / "truth.jsonl").read_text().splitlines()]
+    assert record["message_id"].startswith("msg_") and record["results"] == {} and record["tokens"] > 0
+
+
 # -- faults -------------------------------------------------------------------------------------
 def test_the_nth_request_fails_with_the_apis_json_error_and_the_next_succeeds() -> None:
     with serve(Canned(Reply.text("ok")), faults={2: "500", 3: "529"}) as server:
