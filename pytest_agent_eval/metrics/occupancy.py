@@ -45,7 +45,6 @@ from __future__ import annotations
 
 from collections import deque
 from dataclasses import dataclass, field
-from functools import cached_property
 from typing import Any
 
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
@@ -168,6 +167,7 @@ class _Gap:
     results: list[tuple[str, int]] = field(default_factory=list)  # (family, chars), in order
     cleared_at: int | None = None  # results before this index were compacted away
     delta: int = 0
+    measured: bool = False  # kept by the calibration: its growth prices its own results
 
     @property
     def clean(self) -> bool:
@@ -200,11 +200,6 @@ class _Pricing:
     calibration: str
     per_result: float = 0.0
     family_ratio: dict[str, float] = field(default_factory=dict)
-    kept: list[_Gap] = field(default_factory=list)  # the gaps the ratios were measured on
-
-    @cached_property
-    def kept_ids(self) -> set[int]:
-        return {id(g) for g in self.kept}
 
     def tokens(self, fam: str, chars: int) -> float:
         return chars / self.family_ratio.get(fam, self.chars_per_token) + self.per_result
@@ -344,7 +339,9 @@ def _calibrate(gaps: list[_Gap]) -> _Pricing:
                 per_result, (ratio, kept) = 0.0, pooled
                 break
             ratio, kept = framed
-        return _Pricing(ratio, MEASURED, per_result, _family_ratios(kept, ratio, per_result), kept)
+        for g in kept:
+            g.measured = True
+        return _Pricing(ratio, MEASURED, per_result, _family_ratios(kept, ratio, per_result))
     growing = [g for g in gaps if g.cleared_at is None and g.delta > 0 and g.chars > 0]
     if growing:
         return _Pricing(sum(g.chars for g in growing) / sum(g.delta for g in growing), ALL_GAPS)
@@ -387,7 +384,7 @@ def _family_ratios(kept: list[_Gap], ratio: float, per_result: float) -> dict[st
 def _measured_scale(gap: _Gap, pricing: _Pricing) -> float:
     """A gap the calibration kept as unshed measured its own results: its growth less the rest of it (prose,
     calls, framing) at the run's terms. The factor that brings the results' prices to that; 1 elsewhere."""
-    if id(gap) not in pricing.kept_ids:
+    if not gap.measured:
         return 1.0
     priced = sum(pricing.tokens(fam, chars) for fam, chars in gap.results)
     rest = (gap.chars - gap.tool_chars) / pricing.chars_per_token + pricing.per_result * (gap.blocks - len(gap.results))
