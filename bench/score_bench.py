@@ -3,7 +3,8 @@
     python bench/score_bench.py [FILE_OR_DIR …]      # default: bench/data/transcripts
 
 Prints MB/s for scoring (read + every metric) and for bare ``json.loads`` of the same lines, and their
-ratio. Goal: scoring costs at most 1.5× bare decoding.
+ratio. Goal: scoring costs at most 1.5× bare decoding. Times are this process's CPU time, the best of
+several rounds that run both in turn: on a machine shared with other work, wall time measures the neighbours.
 """
 
 from __future__ import annotations
@@ -38,9 +39,9 @@ def best_of(repeats: int, *works: Callable[[], None]) -> list[float]:
     best = [float("inf")] * len(works)
     for _ in range(repeats):
         for i, work in enumerate(works):
-            start = time.perf_counter()
+            start = time.process_time()
             work()
-            best[i] = min(best[i], time.perf_counter() - start)
+            best[i] = min(best[i], time.process_time() - start)
     return best
 
 
