@@ -73,8 +73,10 @@ SHED_FACTOR = 1.5
 DISPERSION_RESULT_SHARE = 0.95
 # Per-result cost: above this a small gap's growth is hidden content, not framing (the API's is ~40).
 MAX_PER_RESULT_TOKENS = 120
-# Rounds of (per-result cost from the small gaps, ratio from the big ones net of it); it settles in two.
-CALIBRATION_ROUNDS = 3
+# Rounds of (per-result cost from the small gaps, ratio from the big ones net of it); it settles in two or
+# three: a round that moves the cost by less than SETTLED_TOKENS is the last.
+CALIBRATION_ROUNDS = 4
+SETTLED_TOKENS = 0.01
 # Below this shortfall a gap is attribution noise, not shedding (real shedding is thousands).
 EVICTION_FLOOR_TOKENS = 200
 EVICTION_TOOL_SHARE = 0.05
@@ -236,10 +238,12 @@ def occupancy(session: Session, tool: RetrievalTool = CODEGRAPH, window: int = W
     contributed = dict.fromkeys(FAMILIES, 0.0)
     evicted = 0.0
 
+    ratio_of, ratio, per_result = pricing.family_ratio.get, pricing.chars_per_token, pricing.per_result
+
     def append(results: list[tuple[str, int]], scale: float = 1.0) -> float:
         tokens = 0.0
         for fam, chars in results:
-            priced = pricing.tokens(fam, chars) * scale
+            priced = (chars / ratio_of(fam, ratio) + per_result) * scale  # pricing.tokens, inlined: the hot loop
             tokens += priced
             contributed[fam] += priced
             out.contributed_chars[fam] += chars
@@ -333,12 +337,15 @@ def _calibrate(gaps: list[_Gap]) -> _Pricing:
         per_result = 0.0
         for _ in range(CALIBRATION_ROUNDS if framing else 0):
             costs = sorted((g.delta - g.chars / ratio) / g.blocks for g in framing)
+            settled = abs(costs[(len(costs) - 1) // 2] - per_result) < SETTLED_TOKENS
             per_result = costs[(len(costs) - 1) // 2]
             framed = _pooled(clean, per_result) if 0 < per_result <= MAX_PER_RESULT_TOKENS else None
             if framed is None:
                 per_result, (ratio, kept) = 0.0, pooled
                 break
             ratio, kept = framed
+            if settled:
+                break
         for g in kept:
             g.measured = True
         return _Pricing(ratio, MEASURED, per_result, _family_ratios(kept, ratio, per_result))
@@ -352,17 +359,14 @@ def _pooled(clean: list[_Gap], per_result: float) -> tuple[float, list[_Gap]] | 
     """The ratio pooled over the clean gaps net of their framing, and the gaps it was pooled over; None when
     the framing leaves no gap any growth (it cannot be right)."""
 
-    def net(g: _Gap) -> float:
-        return g.delta - per_result * g.blocks
-
-    usable = [g for g in clean if net(g) > 0]
+    usable = [(g, net) for g in clean if (net := g.delta - per_result * g.blocks) > 0]
     if not usable:
         return None
     # Shedding can only push a gap's chars/token up, so the lower median is the honest centre.
-    ratios = sorted(g.chars / net(g) for g in usable)
+    ratios = sorted(g.chars / net for g, net in usable)
     ceiling = SHED_FACTOR * ratios[(len(ratios) - 1) // 2]
-    kept = [g for g in usable if g.chars / net(g) <= ceiling]
-    return sum(g.chars for g in kept) / sum(net(g) for g in kept), kept
+    kept = [(g, net) for g, net in usable if g.chars / net <= ceiling]
+    return sum(g.chars for g, _ in kept) / sum(net for _, net in kept), [g for g, _ in kept]
 
 
 def _family_ratios(kept: list[_Gap], ratio: float, per_result: float) -> dict[str, float]:
