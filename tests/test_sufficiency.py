@@ -137,6 +137,28 @@ def test_a_shell_read_in_the_same_message_is_concurrent_too():
     assert (s.calls[0].bucket, s.concurrent) == ("sufficient", 1)
 
 
+def test_a_read_beside_two_explores_is_stepped_over_for_each():
+    t = Transcript()
+    a, b, r = t.calls(tool_use(EXPLORE, query="a"), tool_use(EXPLORE, query="b"), tool_use("Read", file_path="/t/x.js"))
+    t.reply(a, explore_response({"lib/a.js": "a()"}))
+    t.reply(b, explore_response({"lib/b.js": "b()"}))
+    t.reply(r, "source")
+    t.say("done")
+    assert judge(t).concurrent == 2
+
+
+def test_a_read_issued_before_the_explore_in_its_message_is_not_concurrent():
+    t = Transcript()
+    read, explore_, grep = tool_use("Read", file_path="/t/x.js"), tool_use(EXPLORE, query="q"), tool_use("Grep")
+    r, e, g = t.calls(read, explore_, grep)
+    t.reply(r, "source")
+    t.reply(e, explore_response({"lib/a.js": "a()"}))
+    t.reply(g, "lib/a.js:1")
+    t.say("done")
+    s = judge(t)
+    assert (s.concurrent, s.calls[0].bucket) == (1, "sufficient")  # only the Grep after it was stepped over
+
+
 # -- rule 2: bookkeeping is stepped over --------------------------------------------------
 def test_toolsearch_then_explore_again_is_explore_again():
     t = Transcript()
