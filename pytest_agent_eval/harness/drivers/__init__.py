@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 import os
 import selectors
-import signal
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+
+from pytest_agent_eval.harness.process import start_group, stop_group
 
 # What every agent process runs with, whatever drives it: no prompt hook, no telemetry or updates, no daemon
 # left behind, bypassPermissions allowed as root, MCP tools offered directly, Grep/Glob not hidden by tasks.
@@ -65,14 +66,8 @@ def warm_mcp_server(command: Sequence[str], cwd: Path, env: Mapping[str, str], t
     }
     started = time.monotonic()
     try:
-        process = subprocess.Popen(
-            list(command),
-            cwd=cwd,
-            env=dict(env),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
+        process = start_group(
+            command, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
         )
     except OSError as exc:
         raise AgentInfraError(f"cannot start MCP server {command[0]}: {exc}") from None
@@ -117,20 +112,12 @@ def _read_response(process: subprocess.Popen, timeout_s: float) -> dict | None:
 
 
 def _stop(process: subprocess.Popen) -> None:
+    """Close its pipes (a stdio server exits on EOF), give it a moment, then stop its group."""
     for stream in (process.stdin, process.stdout, process.stderr):
         if stream is not None:
             stream.close()
     try:
         process.wait(timeout=5)
-        return
     except subprocess.TimeoutExpired:
         pass
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(process.pid, sig)
-            process.wait(timeout=5)
-            return
-        except ProcessLookupError:
-            return
-        except subprocess.TimeoutExpired:
-            continue
+    stop_group(process)
