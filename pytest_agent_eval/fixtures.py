@@ -275,11 +275,13 @@ def indexed_repo(corpus_repo: Path, codegraph: Any, agent_eval_config: AgentEval
 
 
 @pytest.fixture
-def agent_workspace(indexed_repo: Path, tmp_path: Path) -> Any:
-    """This item's own copy of the indexed repository, with an isolated HOME and TMPDIR."""
-    from pytest_agent_eval.harness.workspace import make_workspace
+def agent_workspace(agent_case: EvalCase, indexed_repo: Path, tmp_path: Path) -> Any:
+    """This item's own copy of the indexed repository (the without-arm's without the index), with an isolated
+    HOME and TMPDIR."""
+    from pytest_agent_eval.harness.workspace import TOOL_STATE, make_workspace
 
-    return _step("making the workspace", lambda: make_workspace(indexed_repo, tmp_path / "workspace"))
+    without = () if agent_case.arm.has_tool else TOOL_STATE
+    return _step("making the workspace", lambda: make_workspace(indexed_repo, tmp_path / "workspace", without))
 
 
 @pytest.fixture
@@ -305,6 +307,30 @@ def cli_block(claude_cli: Any, agent_run_dir: Path, tmp_path: Path, _agent_eval_
     proven: set[str] = _agent_eval_memo.setdefault("proven hooks", set())  # the PATH layer is checked every item
     _step("CLI block self-check", lambda: self_check(shimmed, settings, cli, ("claude", "node"), proven))
     return CliBlock(path=shimmed, settings=settings)
+
+
+@pytest.fixture
+def agent_sandbox(
+    agent_case: EvalCase,
+    agent_eval_config: AgentEvalConfig,
+    claude_cli: Any,
+    codegraph: Any,
+    agent_workspace: Any,
+    agent_run_dir: Path,
+    tmp_path: Path,
+) -> Any:
+    """The bubblewrap sandbox the agent runs in (see :mod:`pytest_agent_eval.harness.sandbox`); the item errors,
+    saying what to install, where it cannot be had."""
+    from pytest_agent_eval.harness import sandbox
+
+    if not sandbox.enabled():
+        return None
+    _step("sandbox", sandbox.check_sandbox)
+    readable = [*sandbox.install_paths(claude_cli.bin), agent_run_dir, tmp_path / "shim"]
+    if agent_case.arm.has_tool:
+        readable += sandbox.install_paths(codegraph.bin)  # its MCP server runs inside, under the agent
+    workspace = [agent_workspace.repo, agent_workspace.home, agent_workspace.tmp]
+    return sandbox.sandbox_for(cache=agent_eval_config.cache, writable=workspace, readable=readable, cli=CODEGRAPH.cli)
 
 
 @pytest.fixture
@@ -350,8 +376,10 @@ def agent_model_server(agent_eval_config: AgentEvalConfig) -> Iterator[ModelEndp
 @pytest.fixture
 def agent_env(agent_workspace: Any, cli_block: CliBlock, agent_model_server: ModelEndpoint) -> dict[str, str]:
     """The agent's environment: isolated HOME/TMPDIR, the blocked PATH, the flags, the model endpoint."""
+    from pytest_agent_eval.harness.sandbox import npm_env
+
     env = agent_environment(agent_workspace.env(os.environ), agent_model_server.url)
-    env["PATH"] = cli_block.path
+    env.update(npm_env(agent_workspace.home), PATH=cli_block.path)
     return env
 
 
@@ -390,12 +418,15 @@ def agent_run(
     agent_env: dict[str, str],
     agent_model_server: ModelEndpoint,
     codegraph_warm: float | None,
+    agent_sandbox: Any,
+    _agent_eval_memo: dict,
 ) -> RunRecord:
     """Drive ``claude -p`` over the item's turns; segments land in :func:`agent_run_dir`.
 
     An infrastructure error (no result event, an API error in the transcript) is retried up to
     ``--agent-eval-retries`` times, each failed attempt moved to ``attempt-<k>/`` first.
     """
+    from pytest_agent_eval.harness.probe import prove_block
     from pytest_agent_eval.transcript import Session
 
     cfg = agent_eval_config
@@ -416,7 +447,17 @@ def agent_run(
         effort=cfg.effort,
         max_budget_usd=cfg.max_budget_usd,
         timeout_s=cfg.agent_timeout,
+        sandbox=agent_sandbox,
     )
+    _memo(  # once per worker: the block holds through Claude Code itself, not only when the hook is called
+        _agent_eval_memo,
+        "block proven",
+        lambda: _step(
+            "CLI block probe through Claude Code",
+            partial(prove_block, options, CODEGRAPH.cli, cwd=agent_workspace.repo, env=agent_env,
+                    out_dir=agent_run_dir / "block-probe"),
+        ),
+    )  # fmt: skip
     if agent_case.driver == "tmux":
         drive = partial(run_tmux, options=TmuxOptions(run=options))
     else:

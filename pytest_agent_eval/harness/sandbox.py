@@ -75,6 +75,11 @@ class Sandbox:
         for path in self.readable:
             if path.exists():
                 args += ["--ro-bind", str(path), str(path)]
+        for path in self.hidden:
+            # Hidden again where an exposed folder brought it back (a global node_modules, a checkout).
+            if any(path != shown and path.is_relative_to(shown) for shown in self.readable) and path.exists():
+                if not path.is_symlink():
+                    args += ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", os.devnull, str(path)]
         for path in self.writable:
             args += ["--bind", str(path), str(path)]
         return [*args, *self.extra_args, "--", *command]
@@ -176,3 +181,12 @@ def check_sandbox(bwrap: str | None = None) -> None:
 
 def _unique(paths: Iterable[Path]) -> list[Path]:
     return list(dict.fromkeys(paths))
+
+
+def install_paths(binary: Path) -> list[Path]:
+    """What running ``binary`` reads of its install: the file, the file it links to, and the ``node_modules``
+    folder it sits in (a node shim loads its package and its dependencies; a compiled CLI needs only itself)."""
+    binary = Path(binary)
+    target = binary.resolve()
+    modules = next((p for p in target.parents if p.name == "node_modules"), None)
+    return [binary, target] + ([modules] if modules is not None else [])

@@ -33,13 +33,30 @@ AGENT_ENV = {
 STANDIN_API_KEY = "sk-ant-agent-eval-local-stand-in"
 
 
+# The only variables of the harness's environment an agent gets: what a shell and node need to run, locale,
+# proxies and CA bundles for the real API, and the CLI's retry knob. Everything else — CLAUDE_CONFIG_DIR (the
+# user's own hooks and apiKeyHelper), CLAUDE_CODE_OAUTH_TOKEN, ANTHROPIC_AUTH_TOKEN, CLAUDE_CODE_USE_BEDROCK or
+# _VERTEX, npm settings — never passes through.
+ALLOWED_ENV = frozenset(
+    {
+        "PATH", "HOME", "TMPDIR", "TMP", "TEMP", "USER", "LOGNAME", "SHELL", "TERM", "COLORTERM", "TZ", "LANG",
+        "LANGUAGE", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy",
+        "SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS", "CLAUDE_CODE_MAX_RETRIES",
+    }
+)  # fmt: skip
+ALLOWED_PREFIXES = ("LC_", "AGENT_EVAL_E2E_")  # locale; the tag the end-to-end tests find their processes by
+REAL_API_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")  # passed only when the agent talks to the real API
+
+
 def agent_environment(base: Mapping[str, str], model_url: str | None) -> dict[str, str]:
-    """``base`` with the agent's flags; with a stand-in model (``model_url``) its address and a placeholder key,
-    every other ANTHROPIC_* variable dropped so no real credential travels to it."""
-    env = {**base, **AGENT_ENV}
+    """The allow-listed part of ``base`` with the agent's flags; with a stand-in model (``model_url``) its address
+    and a placeholder key, with the real API only ANTHROPIC_API_KEY/ANTHROPIC_BASE_URL of ``base``."""
+    env = {k: v for k, v in base.items() if k in ALLOWED_ENV or k.startswith(ALLOWED_PREFIXES)}
+    env.update(AGENT_ENV)
     if model_url is not None:
-        env = {k: v for k, v in env.items() if not k.startswith("ANTHROPIC_")}
         env.update(ANTHROPIC_BASE_URL=model_url, ANTHROPIC_API_KEY=STANDIN_API_KEY)
+    else:
+        env.update({k: base[k] for k in REAL_API_ENV if k in base})
     return env
 
 
