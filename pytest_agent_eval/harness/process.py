@@ -61,14 +61,23 @@ def stop_group(process: subprocess.Popen, wait_s: float = KILL_WAIT_S) -> None:
         try:
             os.killpg(process.pid, sig)
         except ProcessLookupError:
-            process.poll()
+            _reap(process)
             return
         deadline = time.monotonic() + wait_s
         while time.monotonic() < deadline:
             process.poll()  # reap the leader, or its zombie keeps the group alive
             if not group_alive(process.pid):
+                _reap(process)
                 return
             time.sleep(0.05)
+
+
+def _reap(process: subprocess.Popen) -> None:
+    """Collect the leader's exit status: it is dead or a zombie by now, so this returns at once."""
+    try:
+        process.wait(timeout=KILL_WAIT_S)
+    except subprocess.TimeoutExpired:
+        pass
 
 
 def group_alive(pgid: int) -> bool:

@@ -67,19 +67,16 @@ class Sandbox:
         """``command`` run inside the sandbox (a bubblewrap argv)."""
         args = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
         args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent"]
-        for path in self.hidden:
-            if path == Path("/") or path.is_symlink() or not path.exists():
-                continue
-            # A file is hidden by /dev/null bound over it: it is then an empty, non-executable device.
-            args += ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", os.devnull, str(path)]
-        for path in self.readable:
+        shown = self.readable
+        # Hidden first (a path inside another hidden one needs no mount of its own), then bound back in, then
+        # hidden again where an exposed folder brought it back (a global node_modules, a checkout).
+        first = [p for p in self.hidden if not any(p != h and p.is_relative_to(h) for h in self.hidden)]
+        again = [p for p in self.hidden if any(p != s and p.is_relative_to(s) for s in shown)]
+        args += _hide(first)
+        for path in shown:
             if path.exists():
                 args += ["--ro-bind", str(path), str(path)]
-        for path in self.hidden:
-            # Hidden again where an exposed folder brought it back (a global node_modules, a checkout).
-            if any(path != shown and path.is_relative_to(shown) for shown in self.readable) and path.exists():
-                if not path.is_symlink():
-                    args += ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", os.devnull, str(path)]
+        args += _hide(again)
         for path in self.writable:
             args += ["--bind", str(path), str(path)]
         return [*args, *self.extra_args, "--", *command]
@@ -177,6 +174,17 @@ def check_sandbox(bwrap: str | None = None) -> None:
         raise SandboxUnavailable(f"bubblewrap could not start: {exc}; {INSTALL_HINT}") from None
     if done.returncode != 0:
         raise SandboxUnavailable(f"bubblewrap failed here ({done.stderr.strip()[-300:]}); {INSTALL_HINT}")
+
+
+def _hide(paths: Iterable[Path]) -> list[str]:
+    """bubblewrap arguments emptying each folder and turning each file into ``/dev/null`` (an empty device that
+    cannot be run); a symlink is left alone, its target is hidden in its own right."""
+    args: list[str] = []
+    for path in paths:
+        if path == Path("/") or path.is_symlink() or not path.exists():
+            continue
+        args += ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", os.devnull, str(path)]
+    return args
 
 
 def _unique(paths: Iterable[Path]) -> list[Path]:
