@@ -143,14 +143,15 @@ def npm_global_root() -> Path | None:
 def npm_env(home: Path) -> dict[str, str]:
     """npm/npx settings for the agent: no registry to fetch from, an empty cache in its own HOME, no user or
     global npmrc that could name another registry."""
-    npmrc = Path(home) / ".npmrc"
-    if not npmrc.exists():
-        npmrc.write_text("", encoding="utf-8")
+    npmrc, global_npmrc = Path(home) / ".npmrc", Path(home) / ".npmrc-global"
+    for path in (npmrc, global_npmrc):
+        if not path.exists():
+            path.write_text("", encoding="utf-8")
     return {
         "npm_config_registry": CLOSED_REGISTRY,
         "npm_config_cache": str(Path(home) / ".npm"),
         "npm_config_userconfig": str(npmrc),
-        "npm_config_globalconfig": str(npmrc),
+        "npm_config_globalconfig": str(global_npmrc),
         "npm_config_offline": "true",
         "npm_config_update_notifier": "false",
     }
