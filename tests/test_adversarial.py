@@ -187,7 +187,7 @@ def test_killing_pytest_with_sigkill_leaves_no_agent_behind(real_tools: RealTool
     )
     try:
         deadline = time.monotonic() + RUN_TIMEOUT
-        while not [cmd for _, cmd in _tagged(tag) if cmd.startswith("sleep 300")]:
+        while not [cmd for _, cmd in _tagged(tag) if cmd.startswith("perl -e sleep 300")]:
             assert inner.poll() is None, "pytest ended before the agent's long call started"
             assert time.monotonic() < deadline, "the agent's long call never started"
             time.sleep(0.2)
