@@ -15,7 +15,7 @@ from pathlib import Path
 import pytest
 
 from pytest_agent_eval.harness.drivers import STANDIN_API_KEY, agent_environment
-from pytest_agent_eval.harness.process import group_alive, start_group, stop_group
+from pytest_agent_eval.harness.process import group_alive, start_group, stop_group, watched
 from pytest_agent_eval.harness.sandbox import (
     CLOSED_REGISTRY,
     Sandbox,
@@ -219,3 +219,26 @@ def test_a_group_started_by_a_killed_harness_dies_with_it(tmp_path: Path) -> Non
     while group_alive(child) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert not group_alive(child)
+
+
+def test_the_watchdog_kills_its_command_when_the_watched_parent_dies(tmp_path: Path) -> None:
+    """The tmux driver's case: the agent's parent is a tmux server, so the harness is watched instead."""
+    harness = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+    marker = tmp_path / "started"
+    command = watched([sys.executable, "-c", f"open({str(marker)!r}, 'w'); import time; time.sleep(300)"], harness.pid)
+    dog = subprocess.Popen(command, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not marker.exists():
+            assert time.monotonic() < deadline and dog.poll() is None
+            time.sleep(0.05)
+        assert group_alive(dog.pid)
+        harness.kill()
+        harness.wait()
+        assert dog.wait(timeout=10) == 137
+        deadline = time.monotonic() + 5
+        while group_alive(dog.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not group_alive(dog.pid)  # the watched command went with it
+    finally:
+        stop_group(dog)

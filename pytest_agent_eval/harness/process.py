@@ -16,6 +16,7 @@ from __future__ import annotations
 import ctypes
 import ctypes.util
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -102,3 +103,63 @@ def group_alive(pgid: int) -> bool:
         if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
             return True
     return False
+
+
+WATCH_POLL_S = 0.5
+
+
+def watched(command: Sequence[str], parent: int | None = None) -> list[str]:
+    """``command`` under a watchdog that stops it when ``parent`` (this process by default) is gone.
+
+    For a process this one cannot be the parent of — the agent under a tmux server, which outlives whoever
+    started it — the parent-death signal does not reach, so the watchdog polls for the parent instead.
+    """
+    return [sys.executable, "-m", __name__, "--watch", str(parent or os.getpid()), "--", *command]
+
+
+def watchdog(parent: int, command: Sequence[str]) -> int:
+    """Run ``command``; kill it when ``parent`` dies (then end the tmux server it runs under, if any); returns
+    the command's exit status, or 137 when it was killed.
+
+    The command stays in the watchdog's session, so a TUI keeps its controlling terminal; in the sandbox,
+    killing bubblewrap ends its whole PID namespace.
+    """
+    process = subprocess.Popen(list(command), preexec_fn=_die_with_parent())
+    while process.poll() is None:
+        if not _alive(parent):
+            process.kill()
+            process.wait()
+            if os.environ.get("TMUX") and shutil.which("tmux"):
+                subprocess.run(["tmux", "kill-server"], capture_output=True, timeout=10)
+            return 137
+        try:
+            process.wait(timeout=WATCH_POLL_S)
+        except subprocess.TimeoutExpired:
+            pass
+    return process.returncode
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    try:
+        with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as handle:
+            return handle.read().rpartition(")")[2].split()[0] not in ("Z", "X")
+    except OSError:
+        return True  # no procfs: kill() said it exists
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args = list(sys.argv[1:] if argv is None else argv)
+    if len(args) < 4 or args[0] != "--watch" or args[2] != "--":
+        print("usage: python -m pytest_agent_eval.harness.process --watch PID -- COMMAND…", file=sys.stderr)
+        return 2
+    return watchdog(int(args[1]), args[3:])
+
+
+if __name__ == "__main__":
+    sys.exit(main())

@@ -48,6 +48,7 @@ from pathlib import Path
 
 from pytest_agent_eval.harness.drivers import AgentInfraError
 from pytest_agent_eval.harness.drivers.headless import HeadlessOptions, RunRecord, settings_flags
+from pytest_agent_eval.harness.process import watched
 from pytest_agent_eval.transcript import _belongs_to
 
 TYPED_PROBE_CHARS = 24  # how much of a question must be on screen before Enter (seed 004)
@@ -518,7 +519,7 @@ def run_tmux(
     failure: AgentInfraError | None = None
     turn = 0
     try:
-        tmux.start(options.run.launch(build_command(options, session_id)), cwd, options.width, options.height)
+        tmux.start(watched(options.run.launch(build_command(options, session_id))), cwd, options.width, options.height)
         driver.start_up()
         driver.wait_for_mcp(mcp_server_names(options.run.mcp_config))
         for turn, question in enumerate(map(_one_line, questions), start=1):
