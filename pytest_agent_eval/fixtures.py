@@ -404,6 +404,34 @@ def codegraph_warm(
     )
 
 
+@pytest.fixture
+def agent_block_proven(
+    claude_cli: Any,
+    cli_block: CliBlock,
+    agent_sandbox: Any,
+    agent_workspace: Any,
+    agent_env: dict[str, str],
+    agent_run_dir: Path,
+    _agent_eval_memo: dict,
+) -> None:
+    """Once per worker: a probe session through Claude Code itself, in the sandbox, whose Bash call of the tool
+    must come back denied by the hook (see :mod:`pytest_agent_eval.harness.probe`); the item errors if not."""
+    from pytest_agent_eval.harness.probe import prove_block
+
+    options = HeadlessOptions(
+        claude=str(claude_cli.bin), mcp_config=Path(os.devnull), settings=cli_block.settings, sandbox=agent_sandbox
+    )
+    probe = partial(
+        prove_block,
+        options,
+        CODEGRAPH.cli,
+        cwd=agent_workspace.repo,
+        env=agent_env,
+        out_dir=agent_run_dir / "block-probe",
+    )
+    _memo(_agent_eval_memo, "block proven", lambda: _step("CLI block probe through Claude Code", probe))
+
+
 # -- the run -------------------------------------------------------------------------------------------------
 @pytest.fixture
 def agent_run(
@@ -419,14 +447,13 @@ def agent_run(
     agent_model_server: ModelEndpoint,
     codegraph_warm: float | None,
     agent_sandbox: Any,
-    _agent_eval_memo: dict,
+    agent_block_proven: None,
 ) -> RunRecord:
     """Drive ``claude -p`` over the item's turns; segments land in :func:`agent_run_dir`.
 
     An infrastructure error (no result event, an API error in the transcript) is retried up to
     ``--agent-eval-retries`` times, each failed attempt moved to ``attempt-<k>/`` first.
     """
-    from pytest_agent_eval.harness.probe import prove_block
     from pytest_agent_eval.transcript import Session
 
     cfg = agent_eval_config
@@ -449,15 +476,6 @@ def agent_run(
         timeout_s=cfg.agent_timeout,
         sandbox=agent_sandbox,
     )
-    _memo(  # once per worker: the block holds through Claude Code itself, not only when the hook is called
-        _agent_eval_memo,
-        "block proven",
-        lambda: _step(
-            "CLI block probe through Claude Code",
-            partial(prove_block, options, CODEGRAPH.cli, cwd=agent_workspace.repo, env=agent_env,
-                    out_dir=agent_run_dir / "block-probe"),
-        ),
-    )  # fmt: skip
     if agent_case.driver == "tmux":
         drive = partial(run_tmux, options=TmuxOptions(run=options))
     else:

@@ -32,6 +32,7 @@ from pytest_agent_eval.fixtures import (
     ITEM_ID_KEY,
     EvalCase,
     _agent_eval_memo,
+    agent_block_proven,
     agent_campaign,
     agent_case,
     agent_env,
@@ -75,6 +76,7 @@ from pytest_agent_eval.report.store import (
 
 __all__ = [  # the fixtures, re-exported so pytest finds them in this plugin module
     "_agent_eval_memo",
+    "agent_block_proven",
     "agent_campaign",
     "agent_case",
     "agent_env",
