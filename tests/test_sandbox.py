@@ -242,3 +242,21 @@ def test_the_watchdog_kills_its_command_when_the_watched_parent_dies(tmp_path: P
         assert not group_alive(dog.pid)  # the watched command went with it
     finally:
         stop_group(dog)
+
+
+@needs_bwrap
+def test_node_under_a_hidden_folder_still_runs_but_its_global_tool_does_not(host: Path) -> None:
+    """nvm's layout: node and the global packages under one prefix in HOME (here: in the hidden cache)."""
+    prefix = host / "cache" / "nvm" / "v20"
+    (prefix / "bin").mkdir(parents=True)
+    (prefix / "bin" / "node").write_text("#!/bin/sh\necho NODE RUNS\n")
+    (prefix / "bin" / "node").chmod(0o755)
+    package = prefix / "lib" / "node_modules" / "@colbymchenry" / "codegraph"
+    package.mkdir(parents=True)
+    (package / "package.json").write_text("{}")
+    (package / "cli.sh").write_text("#!/bin/sh\necho CODEGRAPH OUTPUT\n")
+    (package / "cli.sh").chmod(0o755)
+    (prefix / "bin" / "codegraph").symlink_to(package / "cli.sh")
+    sandbox = sandbox_for(cache=host / "cache", writable=[host / "work"], path_env=str(prefix / "bin"))
+    done = _run(sandbox, f"{prefix}/bin/node; {package}/cli.sh; {prefix}/bin/codegraph", host / "work")
+    assert "NODE RUNS" in done.stdout and "CODEGRAPH OUTPUT" not in done.stdout

@@ -101,6 +101,12 @@ def sandbox_for(
     hidden += tool_installs(cli, package, os.environ.get("PATH", "") if path_env is None else path_env)
     # The hook runs `<python> -m pytest_agent_eval.harness.hook`: its interpreter and this package stay readable.
     runtime = {Path(sys.prefix), Path(sys.base_prefix), Path(pytest_agent_eval.__file__).resolve().parents[1]}
+    # node installed under a hidden folder (nvm keeps it in HOME): its prefix comes back, its global packages
+    # (the tool's among them) are hidden again by Sandbox.wrap.
+    node = shutil.which("node", path=os.environ.get("PATH", "") if path_env is None else path_env)
+    prefix = Path(node).resolve().parents[1] if node else None
+    if prefix is not None and any(prefix.is_relative_to(h.resolve()) for h in hidden if h.exists()):
+        runtime.add(prefix)
     return Sandbox(
         hidden=tuple(_unique(p.resolve() if not p.is_symlink() else p for p in hidden)),
         readable=tuple(_unique(Path(p).resolve() for p in [*runtime, *readable])),
