@@ -330,7 +330,12 @@ def agent_sandbox(
     if agent_case.arm.has_tool:
         readable += sandbox.install_paths(codegraph.bin)  # its MCP server runs inside, under the agent
     workspace = [agent_workspace.repo, agent_workspace.home, agent_workspace.tmp]
-    return sandbox.sandbox_for(cache=agent_eval_config.cache, writable=workspace, readable=readable, cli=CODEGRAPH.cli)
+    # The campaign holds the other items' transcripts (the with-arm's codegraph answers); only this item's folder
+    # comes back. The corpus folder may lie outside the cache.
+    cfg = agent_eval_config
+    campaigns = cfg.campaign_dir.parent if cfg.campaign_dir is not None else cfg.out
+    hidden = [p for p in (cfg.out, campaigns, cfg.corpus_dir) if p is not None]
+    return sandbox.sandbox_for(cache=cfg.cache, writable=workspace, readable=readable, hidden=hidden, cli=CODEGRAPH.cli)
 
 
 @pytest.fixture

@@ -260,3 +260,15 @@ def test_node_under_a_hidden_folder_still_runs_but_its_global_tool_does_not(host
     sandbox = sandbox_for(cache=host / "cache", writable=[host / "work"], path_env=str(prefix / "bin"))
     done = _run(sandbox, f"{prefix}/bin/node; {package}/cli.sh; {prefix}/bin/codegraph", host / "work")
     assert "NODE RUNS" in done.stdout and "CODEGRAPH OUTPUT" not in done.stdout
+
+
+@needs_bwrap
+def test_other_items_of_the_campaign_are_hidden_but_this_one_is_readable(host: Path) -> None:
+    out = host / "work" / "agent-eval-out"
+    mine, other = out / "c1" / "items" / "express-without-1", out / "c1" / "items" / "express-with-1"
+    for folder in (mine, other):
+        folder.mkdir(parents=True)
+        (folder / "run.jsonl").write_text(f"transcript of {folder.name}\n")
+    sandbox = sandbox_for(cache=host / "cache", writable=[], readable=[mine], hidden=[out], path_env="")
+    done = _run(sandbox, f"cat {mine}/run.jsonl {other}/run.jsonl", host)
+    assert "transcript of express-without-1" in done.stdout and "express-with-1" not in done.stdout

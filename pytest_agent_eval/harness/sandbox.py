@@ -31,7 +31,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Iterable, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest_agent_eval
@@ -61,7 +61,6 @@ class Sandbox:
     readable: tuple[Path, ...]
     writable: tuple[Path, ...]
     bwrap: str = "bwrap"
-    extra_args: tuple[str, ...] = field(default=())
 
     def wrap(self, command: Sequence[str]) -> list[str]:
         """``command`` run inside the sandbox (a bubblewrap argv)."""
@@ -79,7 +78,7 @@ class Sandbox:
         args += _hide(again)
         for path in self.writable:
             args += ["--bind", str(path), str(path)]
-        return [*args, *self.extra_args, "--", *command]
+        return [*args, "--", *command]
 
 
 def sandbox_for(
@@ -87,20 +86,23 @@ def sandbox_for(
     cache: Path,
     writable: Iterable[Path],
     readable: Iterable[Path] = (),
+    hidden: Iterable[Path] = (),
     cli: str = "codegraph",
     package: str = "@colbymchenry/codegraph",
     path_env: str | None = None,
 ) -> Sandbox:
     """The sandbox of one agent run: ``writable`` is its workspace, ``readable`` what it must read besides
-    the system (the Claude Code install, the run folder, the shimmed PATH's folder, the with-arm's tool)."""
-    hidden = [Path(tempfile.gettempdir()), Path("/tmp"), Path("/var/tmp"), Path(cache), Path.home()]
+    the system (the Claude Code install, the run folder, the shimmed PATH's folder, the with-arm's tool),
+    ``hidden`` what it must not see besides the defaults (the campaign folder: other items' transcripts)."""
+    hidden = [Path(tempfile.gettempdir()), Path("/tmp"), Path("/var/tmp"), Path(cache), Path.home(), *hidden]
     for name in ("HOME", "SUDO_HOME"):
         if os.environ.get(name):
             hidden.append(Path(os.environ[name]))
     hidden += [Path("/etc/claude-code")]  # managed settings: hooks or a disableAllHooks of the machine's own
     hidden += tool_installs(cli, package, os.environ.get("PATH", "") if path_env is None else path_env)
-    # The hook runs `<python> -m pytest_agent_eval.harness.hook`: its interpreter and this package stay readable.
-    runtime = {Path(sys.prefix), Path(sys.base_prefix), Path(pytest_agent_eval.__file__).resolve().parents[1]}
+    # The hook runs `<python> -m pytest_agent_eval.harness.hook`: its interpreter and this package stay readable
+    # (the package folder only: a checkout around it may hold campaigns of with-arm transcripts).
+    runtime = {Path(sys.prefix), Path(sys.base_prefix), Path(pytest_agent_eval.__file__).resolve().parent}
     # node installed under a hidden folder (nvm keeps it in HOME): its prefix comes back, its global packages
     # (the tool's among them) are hidden again by Sandbox.wrap.
     node = shutil.which("node", path=os.environ.get("PATH", "") if path_env is None else path_env)
