@@ -23,6 +23,7 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -317,14 +318,18 @@ def agent_sandbox(
     codegraph: Any,
     agent_workspace: Any,
     agent_run_dir: Path,
+    agent_model_server: ModelEndpoint,
     tmp_path: Path,
-) -> Any:
+) -> Iterator[Any]:
     """The bubblewrap sandbox the agent runs in (see :mod:`pytest_agent_eval.harness.sandbox`); the item errors,
-    saying what to install, where it cannot be had."""
+    saying what to install, where it cannot be had. With a stand-in model it has no network: only the model
+    server's port is carried in (:mod:`pytest_agent_eval.harness.relay`); the real API needs the host's."""
     from pytest_agent_eval.harness import sandbox
+    from pytest_agent_eval.harness.relay import carried
 
     if not sandbox.enabled():
-        return None
+        yield None
+        return
     _step("sandbox", sandbox.check_sandbox)
     readable = [*sandbox.install_paths(claude_cli.bin), agent_run_dir, tmp_path / "shim"]
     if agent_case.arm.has_tool:
@@ -335,7 +340,12 @@ def agent_sandbox(
     cfg = agent_eval_config
     campaigns = cfg.campaign_dir.parent if cfg.campaign_dir is not None else cfg.out
     hidden = [p for p in (cfg.out, campaigns, cfg.corpus_dir) if p is not None]
-    return sandbox.sandbox_for(cache=cfg.cache, writable=workspace, readable=readable, hidden=hidden, cli=CODEGRAPH.cli)
+    with ExitStack() as stack:
+        url = agent_model_server.url
+        relay = _step("model relay", lambda: stack.enter_context(carried(url))) if url is not None else None
+        yield sandbox.sandbox_for(
+            cache=cfg.cache, writable=workspace, readable=readable, hidden=hidden, relay=relay, cli=CODEGRAPH.cli
+        )
 
 
 @pytest.fixture

@@ -3,12 +3,15 @@ workspace without the index, npm without a registry, and process groups that die
 
 from __future__ import annotations
 
+import contextlib
 import os
 import shutil
+import socket
 import subprocess
 import sys
 import tempfile
 import textwrap
+import threading
 import time
 from pathlib import Path
 
@@ -16,6 +19,7 @@ import pytest
 
 from pytest_agent_eval.harness.drivers import STANDIN_API_KEY, agent_environment
 from pytest_agent_eval.harness.process import group_alive, start_group, stop_group, watched
+from pytest_agent_eval.harness.relay import carried
 from pytest_agent_eval.harness.sandbox import (
     CLOSED_REGISTRY,
     Sandbox,
@@ -272,3 +276,40 @@ def test_other_items_of_the_campaign_are_hidden_but_this_one_is_readable(host: P
     sandbox = sandbox_for(cache=host / "cache", writable=[], readable=[mine], hidden=[out], path_env="")
     done = _run(sandbox, f"cat {mine}/run.jsonl {other}/run.jsonl", host)
     assert "transcript of express-without-1" in done.stdout and "express-with-1" not in done.stdout
+
+
+@needs_bwrap
+def test_without_a_network_only_the_relayed_port_is_reachable(host: Path) -> None:
+    relayed, other = socket.create_server(("127.0.0.1", 0)), socket.create_server(("127.0.0.1", 0))
+    answers = []
+
+    def answer(server: socket.socket, text: bytes) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = server.accept()
+                with conn:
+                    conn.sendall(text)
+                answers.append(text)
+
+    for server, text in ((relayed, b"MODEL"), (other, b"ELSEWHERE")):
+        threading.Thread(target=answer, args=(server, text), daemon=True).start()
+    port, other_port = relayed.getsockname()[1], other.getsockname()[1]
+    probe = textwrap.dedent("""
+        import socket, sys
+        for port in sys.argv[1:]:
+            try:
+                with socket.create_connection(("127.0.0.1", int(port)), timeout=5) as s:
+                    print(port, s.recv(100).decode() or "EMPTY")
+            except OSError as exc:
+                print(port, "REFUSED", type(exc).__name__)
+    """)
+    try:
+        with carried(f"http://127.0.0.1:{port}") as relay:
+            sandbox = sandbox_for(cache=host / "cache", writable=[host / "work"], relay=relay, path_env="")
+            command = sandbox.wrap([sys.executable, "-c", probe, str(port), str(other_port)])
+            done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    finally:
+        relayed.close()
+        other.close()
+    assert f"{port} MODEL" in done.stdout, done.stderr
+    assert f"{other_port} REFUSED" in done.stdout  # the host's other loopback ports do not exist in there

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
@@ -18,6 +19,7 @@ from typing import Any
 from pytest_agent_eval.harness.drivers import STANDIN_API_KEY
 from pytest_agent_eval.harness.drivers.headless import HeadlessOptions, run_headless
 from pytest_agent_eval.harness.isolation import IsolationError
+from pytest_agent_eval.harness.relay import carried
 from pytest_agent_eval.model.server import serve
 from pytest_agent_eval.model.sse import Reply, tool_use
 from pytest_agent_eval.transcript import Session
@@ -49,17 +51,16 @@ def prove_block(options: HeadlessOptions, cli: str, *, cwd: Path, env: Mapping[s
     """Run the probe session; raise IsolationError unless the CLI ran the Bash call through the hook, which
     denied it. ``options`` are the run's (claude, settings, sandbox); the model is the probe's own."""
     command = f"{cli} --version"
-    server = serve(_ProbeModel(command))
-    try:
+    empty = out_dir / "mcp-empty.json"
+    out_dir.mkdir(parents=True, exist_ok=True)
+    empty.write_text('{"mcpServers": {}}\n', encoding="utf-8")
+    with serve(_ProbeModel(command)) as server, ExitStack() as stack:
         probe_env = {**env, "ANTHROPIC_BASE_URL": server.url, "ANTHROPIC_API_KEY": STANDIN_API_KEY}
-        empty = out_dir / "mcp-empty.json"
-        out_dir.mkdir(parents=True, exist_ok=True)
-        empty.write_text('{"mcpServers": {}}\n', encoding="utf-8")
         probe = replace(options, mcp_config=empty, timeout_s=PROBE_TIMEOUT_S, max_budget_usd=1.0)
+        if probe.sandbox is not None and probe.sandbox.relay is not None:  # no network: carry the probe's port in
+            probe = replace(probe, sandbox=replace(probe.sandbox, relay=stack.enter_context(carried(server.url))))
         record = run_headless(["agent-eval block probe"], label="block-probe", out_dir=out_dir, cwd=cwd,
                               env=probe_env, options=probe)  # fmt: skip
-    finally:
-        server.stop()
     calls = [c for c in Session.from_files(record.segments).calls if c.name == "Bash"]
     results = [c.result.text for c in calls if c.result is not None]
     denial = DENIAL_MARK.format(cli=cli)

@@ -29,7 +29,7 @@ KILL_WAIT_S = 3.0
 _PR_SET_PDEATHSIG = 1
 
 
-def _die_with_parent() -> Callable[[], None] | None:
+def die_with_parent() -> Callable[[], None] | None:
     """A ``preexec_fn`` setting the parent-death signal (Linux only; elsewhere None and the group kill remains)."""
     if not sys.platform.startswith("linux"):
         return None
@@ -52,7 +52,7 @@ def start_group(command: Sequence[str], *, cwd: Path | str, env: Mapping[str, st
     bound to the thread that forks, so call this from a thread that lives as long as the process should.
     """
     return subprocess.Popen(
-        list(command), cwd=cwd, env=dict(env), start_new_session=True, preexec_fn=_die_with_parent(), **popen
+        list(command), cwd=cwd, env=dict(env), start_new_session=True, preexec_fn=die_with_parent(), **popen
     )
 
 
@@ -124,7 +124,7 @@ def watchdog(parent: int, command: Sequence[str]) -> int:
     The command stays in the watchdog's session, so a TUI keeps its controlling terminal; in the sandbox,
     killing bubblewrap ends its whole PID namespace.
     """
-    process = subprocess.Popen(list(command), preexec_fn=_die_with_parent())
+    process = subprocess.Popen(list(command), preexec_fn=die_with_parent())
     while process.poll() is None:
         if not _alive(parent):
             process.kill()

@@ -35,6 +35,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest_agent_eval
+from pytest_agent_eval.harness.relay import relay_command
 
 # Tests switch the sandbox off to prove their attacks would otherwise get through; not a user option.
 DISABLE_VAR = "AGENT_EVAL_INTERNAL_NO_SANDBOX"
@@ -61,6 +62,8 @@ class Sandbox:
     readable: tuple[Path, ...]
     writable: tuple[Path, ...]
     bwrap: str = "bwrap"
+    # (port, Unix socket): no network but this loopback port, carried in by pytest_agent_eval.harness.relay
+    relay: tuple[int, Path] | None = None
 
     def wrap(self, command: Sequence[str]) -> list[str]:
         """``command`` run inside the sandbox (a bubblewrap argv)."""
@@ -78,6 +81,10 @@ class Sandbox:
         args += _hide(again)
         for path in self.writable:
             args += ["--bind", str(path), str(path)]
+        if self.relay is not None:
+            port, path = self.relay
+            args += ["--unshare-net", "--bind", str(path.parent), str(path.parent)]
+            command = relay_command(port, path, command)
         return [*args, "--", *command]
 
 
@@ -87,6 +94,7 @@ def sandbox_for(
     writable: Iterable[Path],
     readable: Iterable[Path] = (),
     hidden: Iterable[Path] = (),
+    relay: tuple[int, Path] | None = None,
     cli: str = "codegraph",
     package: str = "@colbymchenry/codegraph",
     path_env: str | None = None,
@@ -114,6 +122,7 @@ def sandbox_for(
         readable=tuple(_unique(Path(p).resolve() for p in [*runtime, *readable])),
         writable=tuple(_unique(Path(p).resolve() for p in writable)),
         bwrap=shutil.which("bwrap") or "bwrap",
+        relay=relay,
     )
 
 
