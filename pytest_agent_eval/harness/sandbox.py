@@ -15,8 +15,9 @@ the agent, every shell and subprocess it starts, and every subagent run in a mou
 * processes live in their own PID namespace and die with their parent (see
   :mod:`pytest_agent_eval.harness.process`).
 
-The network is shared, so the model server on 127.0.0.1 stays reachable; npm and npx are pointed at a
-closed loopback port with an empty cache (:func:`npm_env`), so they cannot fetch the tool either.
+With a ``relay`` the sandbox has a network of its own in which only the model server's loopback port exists
+(:mod:`pytest_agent_eval.harness.relay`); without one (the real API) the host's network is shared. npm and
+npx are pointed at a closed loopback port with an empty cache either way (:func:`npm_env`).
 
 bubblewrap works as root and, through unprivileged user namespaces, as an ordinary user. Where it cannot
 run, :func:`check_sandbox` raises :class:`SandboxUnavailable` saying what to install or enable.
