@@ -30,6 +30,7 @@ CLI_TIMEOUT = 180
 
 
 pytestmark = [
+    pytest.mark.slow,  # the real Claude Code CLI
     pytest.mark.timeout(CLI_TIMEOUT * 3),
 ]
 

@@ -2,16 +2,15 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 from synth import Transcript, explore_response
+from transcripts import transcripts
 
 from pytest_agent_eval.metrics.contamination import contamination
 from pytest_agent_eval.report.blocks.contamination import render_contamination
 from pytest_agent_eval.tool import RetrievalTool
 from pytest_agent_eval.transcript import Session
 
-CCB = Path("/work/shared/transcripts/ccb")
+CCB = transcripts() / "ccb"
 HDA = CCB / "linux-hda-intel-suspend-fault-001"
 SOURCEGRAPH = RetrievalTool(name="sourcegraph", explore="sg_keyword_search", cli="src")
 

@@ -38,6 +38,7 @@ ALLOCATION = ("allocation", "path_allocation")
 CONTAMINATION = ("cli_calls", "cli_blocked", "cli_returned_output")
 
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.e2e,
     pytest.mark.timeout(900),
     pytest.mark.skipif(

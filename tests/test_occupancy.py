@@ -4,12 +4,11 @@ Tool calls here carry no input unless said, so a call message adds ``len(name) +
 ("Read{}") to the next gap; result lengths are chosen so each gap's size is a round number.
 """
 
-from pathlib import Path
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from synth import Transcript, text, thinking, tool_use
+from transcripts import transcripts
 
 from pytest_agent_eval.metrics.occupancy import ALL_GAPS, DEFAULT, FAMILIES, MEASURED, Occupancy, family, occupancy
 from pytest_agent_eval.report.blocks.occupancy import render_occupancy
@@ -18,7 +17,7 @@ from pytest_agent_eval.transcript import Session
 
 CG = "mcp__codegraph__codegraph_explore"  # 33 chars + "{}"
 SOURCEGRAPH = RetrievalTool("sourcegraph", "sg_keyword_search", "src")
-TRANSCRIPTS = Path("/work/shared/transcripts")
+TRANSCRIPTS = transcripts()
 
 
 def step(t: Transcript, ctx: int, name: str, result_chars: int, prose: int = 0, **tool_input) -> str:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from synth import Transcript, explore_response, text, tool_use
+from transcripts import transcripts
 
 from pytest_agent_eval.metrics.sufficiency import BUCKETS, CallVerdict, Sufficiency, sufficiency
 from pytest_agent_eval.report.blocks.sufficiency import render_sufficiency
@@ -15,7 +16,7 @@ from pytest_agent_eval.transcript import Session
 
 EXPLORE = "mcp__codegraph__codegraph_explore"
 DATA = Path(__file__).parent / "data"
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "transcripts"
+SHARED = transcripts()
 SOURCEGRAPH = RetrievalTool("sourcegraph", "sg_keyword_search", "src")
 HDA_MCP = "ccb/linux-hda-intel-suspend-fault-001/mcp/claude-code.txt"
 
@@ -497,10 +498,6 @@ def test_to_dict_shape():
 
 
 # -- real transcripts nobody here wrote ---------------------------------------------------------------
-real = pytest.mark.skipif(not SHARED.is_dir(), reason=f"no shared transcripts at {SHARED}")
-
-
-@real
 def test_sourcegraph_arm_finds_twelve_explore_calls():
     s = sufficiency(Session.from_files([SHARED / HDA_MCP]), SOURCEGRAPH)
     assert len(s.calls) == 12
@@ -511,14 +508,9 @@ def test_sourcegraph_arm_finds_twelve_explore_calls():
     assert {c.reaction for c in s.calls[:-1]} == {"sg_keyword_search", "sg_read_file", "sg_commit_search"}
 
 
-@real
 @pytest.mark.parametrize(
     "path",
-    sorted(
-        p.relative_to(SHARED).as_posix()
-        for p in (SHARED.rglob("*") if SHARED.is_dir() else [])
-        if p.suffix in (".txt", ".jsonl", ".ndjson")
-    ),
+    sorted(p.relative_to(SHARED).as_posix() for p in SHARED.rglob("*") if p.suffix in (".txt", ".jsonl", ".ndjson")),
 )
 def test_every_real_transcript_scores(path):
     session = Session.from_files([SHARED / path])
@@ -529,7 +521,6 @@ def test_every_real_transcript_scores(path):
         assert render_sufficiency(s)
 
 
-@real
 def test_real_subagent_thread_is_judged_on_its_own(tmp_path):
     """spotter's Task subagent, stitched in, with Grep standing in for the explore tool."""
     session_file = tmp_path / "4d5611e5-241a-462a-8d15-5122611a9569.jsonl"
