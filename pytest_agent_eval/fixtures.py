@@ -23,6 +23,7 @@ import json
 import os
 import re
 from collections.abc import Callable, Iterator
+from contextlib import ExitStack
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
@@ -275,11 +276,13 @@ def indexed_repo(corpus_repo: Path, codegraph: Any, agent_eval_config: AgentEval
 
 
 @pytest.fixture
-def agent_workspace(indexed_repo: Path, tmp_path: Path) -> Any:
-    """This item's own copy of the indexed repository, with an isolated HOME and TMPDIR."""
-    from pytest_agent_eval.harness.workspace import make_workspace
+def agent_workspace(agent_case: EvalCase, indexed_repo: Path, tmp_path: Path) -> Any:
+    """This item's own copy of the indexed repository (the without-arm's without the index), with an isolated
+    HOME and TMPDIR."""
+    from pytest_agent_eval.harness.workspace import TOOL_STATE, make_workspace
 
-    return _step("making the workspace", lambda: make_workspace(indexed_repo, tmp_path / "workspace"))
+    without = () if agent_case.arm.has_tool else TOOL_STATE
+    return _step("making the workspace", lambda: make_workspace(indexed_repo, tmp_path / "workspace", without))
 
 
 @pytest.fixture
@@ -305,6 +308,44 @@ def cli_block(claude_cli: Any, agent_run_dir: Path, tmp_path: Path, _agent_eval_
     proven: set[str] = _agent_eval_memo.setdefault("proven hooks", set())  # the PATH layer is checked every item
     _step("CLI block self-check", lambda: self_check(shimmed, settings, cli, ("claude", "node"), proven))
     return CliBlock(path=shimmed, settings=settings)
+
+
+@pytest.fixture
+def agent_sandbox(
+    agent_case: EvalCase,
+    agent_eval_config: AgentEvalConfig,
+    claude_cli: Any,
+    codegraph: Any,
+    agent_workspace: Any,
+    agent_run_dir: Path,
+    agent_model_server: ModelEndpoint,
+    tmp_path: Path,
+) -> Iterator[Any]:
+    """The bubblewrap sandbox the agent runs in (see :mod:`pytest_agent_eval.harness.sandbox`); the item errors,
+    saying what to install, where it cannot be had. With a stand-in model it has no network: only the model
+    server's port is carried in (:mod:`pytest_agent_eval.harness.relay`); the real API needs the host's."""
+    from pytest_agent_eval.harness import sandbox
+    from pytest_agent_eval.harness.relay import carried
+
+    if not sandbox.enabled():
+        yield None
+        return
+    _step("sandbox", sandbox.check_sandbox)
+    readable = [*sandbox.install_paths(claude_cli.bin), agent_run_dir, tmp_path / "shim"]
+    if agent_case.arm.has_tool:
+        readable += sandbox.install_paths(codegraph.bin)  # its MCP server runs inside, under the agent
+    workspace = [agent_workspace.repo, agent_workspace.home, agent_workspace.tmp]
+    # The campaign holds the other items' transcripts (the with-arm's codegraph answers); only this item's folder
+    # comes back. The corpus folder may lie outside the cache.
+    cfg = agent_eval_config
+    campaigns = cfg.campaign_dir.parent if cfg.campaign_dir is not None else cfg.out
+    hidden = [p for p in (cfg.out, campaigns, cfg.corpus_dir) if p is not None]
+    with ExitStack() as stack:
+        url = agent_model_server.url
+        relay = _step("model relay", lambda: stack.enter_context(carried(url))) if url is not None else None
+        yield sandbox.sandbox_for(
+            cache=cfg.cache, writable=workspace, readable=readable, hidden=hidden, relay=relay, cli=CODEGRAPH.cli
+        )
 
 
 @pytest.fixture
@@ -350,8 +391,10 @@ def agent_model_server(agent_eval_config: AgentEvalConfig) -> Iterator[ModelEndp
 @pytest.fixture
 def agent_env(agent_workspace: Any, cli_block: CliBlock, agent_model_server: ModelEndpoint) -> dict[str, str]:
     """The agent's environment: isolated HOME/TMPDIR, the blocked PATH, the flags, the model endpoint."""
+    from pytest_agent_eval.harness.sandbox import npm_env
+
     env = agent_environment(agent_workspace.env(os.environ), agent_model_server.url)
-    env["PATH"] = cli_block.path
+    env.update(npm_env(agent_workspace.home), PATH=cli_block.path)
     return env
 
 
@@ -376,6 +419,34 @@ def codegraph_warm(
     )
 
 
+@pytest.fixture
+def agent_block_proven(
+    claude_cli: Any,
+    cli_block: CliBlock,
+    agent_sandbox: Any,
+    agent_workspace: Any,
+    agent_env: dict[str, str],
+    agent_run_dir: Path,
+    _agent_eval_memo: dict,
+) -> None:
+    """Once per worker: a probe session through Claude Code itself, in the sandbox, whose Bash call of the tool
+    must come back denied by the hook (see :mod:`pytest_agent_eval.harness.probe`); the item errors if not."""
+    from pytest_agent_eval.harness.probe import prove_block
+
+    options = HeadlessOptions(
+        claude=str(claude_cli.bin), mcp_config=Path(os.devnull), settings=cli_block.settings, sandbox=agent_sandbox
+    )
+    probe = partial(
+        prove_block,
+        options,
+        CODEGRAPH.cli,
+        cwd=agent_workspace.repo,
+        env=agent_env,
+        out_dir=agent_run_dir / "block-probe",
+    )
+    _memo(_agent_eval_memo, "block proven", lambda: _step("CLI block probe through Claude Code", probe))
+
+
 # -- the run -------------------------------------------------------------------------------------------------
 @pytest.fixture
 def agent_run(
@@ -390,6 +461,8 @@ def agent_run(
     agent_env: dict[str, str],
     agent_model_server: ModelEndpoint,
     codegraph_warm: float | None,
+    agent_sandbox: Any,
+    agent_block_proven: None,
 ) -> RunRecord:
     """Drive ``claude -p`` over the item's turns; segments land in :func:`agent_run_dir`.
 
@@ -416,6 +489,7 @@ def agent_run(
         effort=cfg.effort,
         max_budget_usd=cfg.max_budget_usd,
         timeout_s=cfg.agent_timeout,
+        sandbox=agent_sandbox,
     )
     if agent_case.driver == "tmux":
         drive = partial(run_tmux, options=TmuxOptions(run=options))

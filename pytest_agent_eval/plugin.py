@@ -32,6 +32,7 @@ from pytest_agent_eval.fixtures import (
     ITEM_ID_KEY,
     EvalCase,
     _agent_eval_memo,
+    agent_block_proven,
     agent_campaign,
     agent_case,
     agent_env,
@@ -42,6 +43,7 @@ from pytest_agent_eval.fixtures import (
     agent_resumed,
     agent_run,
     agent_run_dir,
+    agent_sandbox,
     agent_thresholds,
     agent_workspace,
     campaign_config,
@@ -74,6 +76,7 @@ from pytest_agent_eval.report.store import (
 
 __all__ = [  # the fixtures, re-exported so pytest finds them in this plugin module
     "_agent_eval_memo",
+    "agent_block_proven",
     "agent_campaign",
     "agent_case",
     "agent_env",
@@ -84,6 +87,7 @@ __all__ = [  # the fixtures, re-exported so pytest finds them in this plugin mod
     "agent_resumed",
     "agent_run",
     "agent_run_dir",
+    "agent_sandbox",
     "agent_thresholds",
     "agent_workspace",
     "claude_cli",

@@ -1,6 +1,10 @@
 from __future__ import annotations
 
+import os
 import shutil
+import signal
+import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -43,3 +47,17 @@ def real_tools() -> RealTools:
     entry = next(e for e in load_corpus(REPO / "corpus.json") if e.name == "express")
     express = fetch_repo(entry, AgentEvalConfig().corpus_dir, offline=True)
     return RealTools(cache, claude, codegraph, indexed_copy(express, codegraph, cache))
+
+
+@pytest.fixture
+def tag(tmp_path: Path) -> Iterator[str]:
+    """A marker for this test's processes; teardown kills any the test left (after it asserted there were none)."""
+    from e2e_support import leftovers
+
+    value = uuid.uuid4().hex
+    yield value
+    for pid, _ in leftovers(value, tmp_path):
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass

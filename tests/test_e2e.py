@@ -13,17 +13,12 @@ Deselect with ``-m "not e2e"``; skipped only when npm/node are not installed.
 from __future__ import annotations
 
 import json
-import os
 import re
 import shutil
-import signal
-import subprocess
-import sys
-import uuid
-from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
+from e2e_support import inner_env, leftovers, run_pytest, summary
 
 from conftest import RealTools
 from pytest_agent_eval.harness.drivers import STANDIN_API_KEY
@@ -35,8 +30,6 @@ from pytest_agent_eval.tool import CODEGRAPH
 from pytest_agent_eval.transcript import Session
 
 REPO = Path(__file__).resolve().parents[1]
-TAG_VAR = "AGENT_EVAL_E2E_TAG"  # every process a test starts inherits it, so leftovers can be told apart
-RUN_TIMEOUT = 420.0
 HANG_TIMEOUT_S = 20  # --agent-eval-timeout for the hang: several times a normal turn (~3 s), far below the API's 600 s
 # Figures each metric and the contamination gate put in a record (see pytest_agent_eval.report.gates.FIGURES).
 OCCUPANCY = ("ctx_final", "codegraph_residual", "file_access_residual", "residual_tokens", "residual_share")
@@ -52,63 +45,6 @@ pytestmark = [
         shutil.which("npm") is None or shutil.which("node") is None, reason="npm and node are needed to provision"
     ),
 ]
-
-
-@pytest.fixture
-def tag(tmp_path: Path) -> Iterator[str]:
-    """A marker for this test's processes; teardown kills any the test left (after it asserted there were none)."""
-    value = uuid.uuid4().hex
-    yield value
-    for pid, _ in _leftovers(value, tmp_path):
-        try:
-            os.kill(pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
-
-
-def _leftovers(tag: str, tmp_path: Path) -> list[tuple[int, str]]:
-    """``pgrep -f 'claude|codegraph'`` narrowed to this test's processes: its tag in the environment, or its
-    tmp folder on the command line (an MCP server may get a trimmed environment but always its --path)."""
-    found = []
-    for proc in Path("/proc").iterdir():
-        if not proc.name.isdigit():
-            continue
-        try:
-            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
-            environ = (proc / "environ").read_bytes().split(b"\0")
-        except OSError:
-            continue
-        if not re.search(r"claude|codegraph", cmdline):
-            continue
-        if f"{TAG_VAR}={tag}".encode() in environ or str(tmp_path) in cmdline:
-            found.append((int(proc.name), cmdline))
-    return found
-
-
-def _env(tools: RealTools, tag: str, **extra: str) -> dict[str, str]:
-    """The inner pytest's environment: the pinned claude first on PATH, the shared cache, no real key, no
-    CLAUDE_*/ANTHROPIC_* or outer-pytest settings leaking in."""
-    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE_", "PYTEST_"))}
-    env["PATH"] = os.pathsep.join([str(tools.claude.bin.parent), env.get("PATH", "")])
-    env["AGENT_EVAL_CACHE"] = str(tools.cache)
-    env[TAG_VAR] = tag
-    env.update(extra)
-    return env
-
-
-def _pytest(args: list[str], cwd: Path, env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess:
-    tmp_path.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "pytest", *args, "-p", "no:cacheprovider", f"--basetemp={tmp_path / 'bt'}"]
-    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT)
-    print(done.stdout[-6000:], done.stderr[-3000:], sep="\n")
-    return done
-
-
-def _summary(out: Path) -> dict[str, dict]:
-    """The records of the one campaign a session wrote under ``--agent-eval-out``, by item id."""
-    (path,) = out.glob("*/summary.json")
-    data = json.loads(path.read_text(encoding="utf-8"))
-    return {record["id"]: record for record in data["records"]}
 
 
 def _session(record: dict) -> Session:
@@ -176,12 +112,12 @@ def test_both_arms_two_runs_three_turns_under_xdist(real_tools: RealTools, tag: 
         "scripted",
         "--agent-eval-offline",
     ]
-    done = _pytest([*args, f"--agent-eval-out={out}"], REPO, _env(real_tools, tag), tmp_path)
+    done = run_pytest([*args, f"--agent-eval-out={out}"], REPO, inner_env(real_tools, tag), tmp_path)
     assert done.returncode == 0, done.stdout[-3000:]
     assert re.search(r"\b4 passed\b", done.stdout)
     assert "ARM COMPARISON — express" in done.stdout and "CAMPAIGN" in done.stdout
     assert done.stdout.count("ARM COMPARISON — express") == 1  # printed by the controller only
-    records = _summary(out)
+    records = summary(out)
     assert sorted(records) == ["express-with-1", "express-with-2", "express-without-1", "express-without-2"]
 
     for record in records.values():
@@ -228,7 +164,7 @@ def test_both_arms_two_runs_three_turns_under_xdist(real_tools: RealTools, tag: 
             assert STANDIN_API_KEY.encode() not in data and STANDIN_API_KEY[-20:].encode() not in data, path
     # the session fixture built express's index; two workers and four items built none
     assert len(_index_builds(real_tools.cache)) == builds_before
-    assert _leftovers(tag, tmp_path) == []
+    assert leftovers(tag, tmp_path) == []
 
 
 # -- b. a hanging API request ---------------------------------------------------------------------------------
@@ -255,10 +191,10 @@ def test_a_hanging_model_is_an_infrastructure_error_with_the_partial_transcript_
         f"--agent-eval-corpus={REPO / 'corpus.json'}",
         f"--agent-eval-out={out}",
     ]
-    done = _pytest(args, project, _env(real_tools, tag), tmp_path)
+    done = run_pytest(args, project, inner_env(real_tools, tag), tmp_path)
     assert done.returncode == 1
     assert re.search(r"\b1 error\b", done.stdout) and not re.search(r"\bfailed\b", done.stdout)
-    record = _summary(out)["express-with-1"]
+    record = summary(out)["express-with-1"]
     segment = Path(record["run_dir"]) / "run-with-1.jsonl"
     message = (
         f"turn 1: claude timed out after {HANG_TIMEOUT_S}s without a result event (partial segment kept: {segment})"
@@ -272,7 +208,7 @@ def test_a_hanging_model_is_an_infrastructure_error_with_the_partial_transcript_
     assert session.inits and not session.results
     (explore,) = _explores(session)
     assert explore.result is not None and "**`lib/response.js`**" in explore.result.text
-    assert _leftovers(tag, tmp_path) == []
+    assert leftovers(tag, tmp_path) == []
 
 
 # -- c. HTTP 500 from the API ---------------------------------------------------------------------------------
@@ -295,11 +231,11 @@ def test_a_single_500_is_retried_and_a_persistent_500_is_an_infrastructure_error
         "--agent-eval-offline",
     ]
     args += [f"--agent-eval-corpus={REPO / 'corpus.json'}", f"--agent-eval-out={out}"]
-    done = _pytest(args, project, _env(real_tools, tag, CLAUDE_CODE_MAX_RETRIES="1"), tmp_path)
+    done = run_pytest(args, project, inner_env(real_tools, tag, CLAUDE_CODE_MAX_RETRIES="1"), tmp_path)
     assert done.returncode == 1
     assert re.search(r"\b1 passed\b", done.stdout) and re.search(r"\b1 error\b", done.stdout)
     assert not re.search(r"\bfailed\b", done.stdout)
-    records = _summary(out)
+    records = summary(out)
 
     retried = records["express-with-1"]
     assert retried["outcome"] == "passed" and retried["figures"]["codegraph_calls"] == 1
@@ -315,7 +251,7 @@ def test_a_single_500_is_retried_and_a_persistent_500_is_an_infrastructure_error
     assert f"agent-eval infrastructure error in express-with-2: {failed['infra_error']}" in done.stdout
     statuses = [h[0] for h in json.loads((Path(failed["run_dir"]) / "model-hits.json").read_text())]
     assert statuses == [500, 500]  # the first try and the one retry CLAUDE_CODE_MAX_RETRIES allows
-    assert _leftovers(tag, tmp_path) == []
+    assert leftovers(tag, tmp_path) == []
 
 
 # -- d. record, then replay ----------------------------------------------------------------------------------
@@ -324,17 +260,17 @@ def test_a_cassette_replays_a_recorded_run_against_the_same_codegraph(
 ) -> None:
     common = ["evals", "-k", "express", "--arms", "with", "--agent-eval-runs", "1", "--agent-eval-offline"]
     recorded_out, replay_out = tmp_path / "recorded", tmp_path / "replay"
-    env = _env(real_tools, tag)
-    done = _pytest(
+    env = inner_env(real_tools, tag)
+    done = run_pytest(
         [*common, "--agent-eval-backend", "scripted", f"--agent-eval-out={recorded_out}"], REPO, env, tmp_path
     )
     assert done.returncode == 0, done.stdout[-3000:]
-    recorded = _summary(recorded_out)["express-with-1"]
+    recorded = summary(recorded_out)["express-with-1"]
     cassette = ",".join(recorded["driver"]["segments"])
     replay_args = [*common, "--agent-eval-backend", "cassette", f"--agent-eval-cassette={cassette}"]
-    done = _pytest([*replay_args, f"--agent-eval-out={replay_out}"], REPO, env, tmp_path / "again")
+    done = run_pytest([*replay_args, f"--agent-eval-out={replay_out}"], REPO, env, tmp_path / "again")
     assert done.returncode == 0, done.stdout[-3000:]
-    replayed = _summary(replay_out)["express-with-1"]
+    replayed = summary(replay_out)["express-with-1"]
     assert replayed["backend"]["name"] == "cassette" and len(replayed["driver"]["segments"]) == 3
 
     before, after = _session(recorded), _session(replayed)
@@ -352,4 +288,4 @@ def test_a_cassette_replays_a_recorded_run_against_the_same_codegraph(
     assert after.answer_texts() == before.answer_texts()
     chars = [r["scores"]["occupancy"]["residual_chars"]["codegraph"] for r in (recorded, replayed)]
     assert chars[0] == chars[1] > 0
-    assert _leftovers(tag, tmp_path) == []
+    assert leftovers(tag, tmp_path) == []

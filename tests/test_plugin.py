@@ -46,6 +46,15 @@ HERE = Path(__file__).parent
 def claude_cli():
     return Provisioned("claude", HERE / "standin" / "claude", "standin", "standin")
 
+@pytest.fixture
+def agent_sandbox():
+    return None  # the stand-in claude reads its transcripts from this test's tmp folder, which the sandbox hides
+
+
+@pytest.fixture
+def agent_block_proven():
+    return None  # the stand-in claude runs no hooks: there is nothing to prove through it
+
 
 @pytest.fixture
 def codegraph(agent_case):

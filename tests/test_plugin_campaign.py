@@ -288,6 +288,15 @@ BUILDS = {"local:" + str(HERE / "cg-new"): ("cg-new", "1.7.0-dev"), "1.6.0": ("c
 def claude_cli():
     return Provisioned("claude", HERE / "standin" / "claude", "standin", "standin")
 
+@pytest.fixture
+def agent_sandbox():
+    return None  # the stand-in claude reads its transcripts from this test's tmp folder, which the sandbox hides
+
+
+@pytest.fixture
+def agent_block_proven():
+    return None  # the stand-in claude runs no hooks: there is nothing to prove through it
+
 
 @pytest.fixture
 def codegraph(agent_case, agent_eval_config):

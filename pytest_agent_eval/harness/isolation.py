@@ -11,6 +11,11 @@ PATH, agents run it (14 of 15 without-arm runs did, seed 002). So both arms run 
 
 Prevention fails silently when the binary moves, so :func:`self_check` probes both layers with the
 real hook program before any run, and the contamination metric re-reads every Bash command after.
+
+Text matching cannot be complete (a quoted name, a Python subprocess), so these two layers only make the
+agent's attempts visible; what seals the without-arm is the sandbox it runs in, where the tool does not
+exist (:mod:`pytest_agent_eval.harness.sandbox`), and the probe through Claude Code itself
+(:mod:`pytest_agent_eval.harness.probe`).
 """
 
 from __future__ import annotations

@@ -30,8 +30,14 @@ class Workspace:
         return env
 
 
-def make_workspace(source: Path, dest: Path) -> Workspace:
-    """Copy ``source`` to ``dest/repo`` and create ``dest/home`` and ``dest/tmp``.
+# What the retrieval tool leaves in a repository: its index. A without-arm copy carries none of it, so no
+# route (sqlite3, a copied binary, a script of the agent's own) can read answers out of it.
+TOOL_STATE = (".codegraph",)
+
+
+def make_workspace(source: Path, dest: Path, without: tuple[str, ...] = ()) -> Workspace:
+    """Copy ``source`` to ``dest/repo`` (less any file or folder named in ``without``, at any depth) and create
+    ``dest/home`` and ``dest/tmp``.
 
     ``dest`` must not hold a workspace already: reusing one would carry an earlier run's edits.
     """
@@ -43,7 +49,7 @@ def make_workspace(source: Path, dest: Path) -> Workspace:
     if repo.exists():
         raise FileExistsError(f"{repo} already exists; a workspace is made once, in a fresh folder")
     dest.mkdir(parents=True, exist_ok=True)
-    shutil.copytree(source, repo, symlinks=True)
+    shutil.copytree(source, repo, symlinks=True, ignore=shutil.ignore_patterns(*without) if without else None)
     home.mkdir(exist_ok=True)
     tmp.mkdir(exist_ok=True)
     return Workspace(repo=repo, home=home, tmp=tmp)

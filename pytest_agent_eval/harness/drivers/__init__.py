@@ -9,11 +9,12 @@ from __future__ import annotations
 import json
 import os
 import selectors
-import signal
 import subprocess
 import time
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+
+from pytest_agent_eval.harness.process import start_group, stop_group
 
 # What every agent process runs with, whatever drives it: no prompt hook, no telemetry or updates, no daemon
 # left behind, bypassPermissions allowed as root, MCP tools offered directly, Grep/Glob not hidden by tasks.
@@ -32,13 +33,30 @@ AGENT_ENV = {
 STANDIN_API_KEY = "sk-ant-agent-eval-local-stand-in"
 
 
+# The only variables of the harness's environment an agent gets: what a shell and node need to run, locale,
+# proxies and CA bundles for the real API, and the CLI's retry knob. Everything else — CLAUDE_CONFIG_DIR (the
+# user's own hooks and apiKeyHelper), CLAUDE_CODE_OAUTH_TOKEN, ANTHROPIC_AUTH_TOKEN, CLAUDE_CODE_USE_BEDROCK or
+# _VERTEX, npm settings — never passes through.
+ALLOWED_ENV = frozenset(
+    {
+        "PATH", "HOME", "TMPDIR", "TMP", "TEMP", "USER", "LOGNAME", "SHELL", "TERM", "COLORTERM", "TZ", "LANG",
+        "LANGUAGE", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy",
+        "SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS", "CLAUDE_CODE_MAX_RETRIES",
+    }
+)  # fmt: skip
+ALLOWED_PREFIXES = ("LC_", "AGENT_EVAL_E2E_")  # locale; the tag the end-to-end tests find their processes by
+REAL_API_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")  # passed only when the agent talks to the real API
+
+
 def agent_environment(base: Mapping[str, str], model_url: str | None) -> dict[str, str]:
-    """``base`` with the agent's flags; with a stand-in model (``model_url``) its address and a placeholder key,
-    every other ANTHROPIC_* variable dropped so no real credential travels to it."""
-    env = {**base, **AGENT_ENV}
+    """The allow-listed part of ``base`` with the agent's flags; with a stand-in model (``model_url``) its address
+    and a placeholder key, with the real API only ANTHROPIC_API_KEY/ANTHROPIC_BASE_URL of ``base``."""
+    env = {k: v for k, v in base.items() if k in ALLOWED_ENV or k.startswith(ALLOWED_PREFIXES)}
+    env.update(AGENT_ENV)
     if model_url is not None:
-        env = {k: v for k, v in env.items() if not k.startswith("ANTHROPIC_")}
         env.update(ANTHROPIC_BASE_URL=model_url, ANTHROPIC_API_KEY=STANDIN_API_KEY)
+    else:
+        env.update({k: base[k] for k in REAL_API_ENV if k in base})
     return env
 
 
@@ -65,14 +83,8 @@ def warm_mcp_server(command: Sequence[str], cwd: Path, env: Mapping[str, str], t
     }
     started = time.monotonic()
     try:
-        process = subprocess.Popen(
-            list(command),
-            cwd=cwd,
-            env=dict(env),
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=subprocess.PIPE,
-            start_new_session=True,
+        process = start_group(
+            command, cwd=cwd, env=env, stdin=subprocess.PIPE, stdout=subprocess.PIPE, stderr=subprocess.PIPE
         )
     except OSError as exc:
         raise AgentInfraError(f"cannot start MCP server {command[0]}: {exc}") from None
@@ -117,20 +129,12 @@ def _read_response(process: subprocess.Popen, timeout_s: float) -> dict | None:
 
 
 def _stop(process: subprocess.Popen) -> None:
+    """Close its pipes (a stdio server exits on EOF), give it a moment, then stop its group."""
     for stream in (process.stdin, process.stdout, process.stderr):
         if stream is not None:
             stream.close()
     try:
         process.wait(timeout=5)
-        return
     except subprocess.TimeoutExpired:
         pass
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(process.pid, sig)
-            process.wait(timeout=5)
-            return
-        except ProcessLookupError:
-            return
-        except subprocess.TimeoutExpired:
-            continue
+    stop_group(process)

@@ -15,8 +15,6 @@ lands on disk.
 from __future__ import annotations
 
 import json
-import os
-import signal
 import subprocess
 import threading
 import time
@@ -25,6 +23,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_agent_eval.harness.drivers import AgentInfraError
+from pytest_agent_eval.harness.process import start_group, stop_group
+from pytest_agent_eval.harness.sandbox import Sandbox
 
 ALLOWED_TOOLS = "Grep,Glob,TodoWrite"
 RESULT_GRACE_S = 5.0  # how long a CLI may linger after its result event before it counts as hung
@@ -45,6 +45,11 @@ class HeadlessOptions:
     timeout_s: float = 900.0  # per turn
     result_grace_s: float = RESULT_GRACE_S  # -p only
     allowed_tools: str = ALLOWED_TOOLS
+    sandbox: Sandbox | None = None  # where the agent's process tree runs; None only when a test switched it off
+
+    def launch(self, command: list[str]) -> list[str]:
+        """``command`` as started: inside the sandbox when there is one."""
+        return self.sandbox.wrap(command) if self.sandbox is not None else command
 
 
 @dataclass
@@ -76,6 +81,20 @@ def segment_name(label: str, turn: int, suffix: str = ".jsonl") -> str:
     return f"run-{label}{'' if turn == 1 else f'.t{turn}'}{suffix}"
 
 
+def settings_flags(options: HeadlessOptions) -> list[str]:
+    """Only the harness's settings and MCP servers: no user, project or local settings file (a repository's
+    ``.claude/settings.json`` with ``disableAllHooks``, or one the agent writes in turn 1, changes nothing)."""
+    return [
+        "--setting-sources",
+        "",
+        "--strict-mcp-config",
+        "--mcp-config",
+        str(options.mcp_config),
+        "--settings",
+        str(options.settings),
+    ]
+
+
 def build_command(question: str, options: HeadlessOptions, resume: str | None = None) -> list[str]:
     command = [
         options.claude,
@@ -92,11 +111,7 @@ def build_command(question: str, options: HeadlessOptions, resume: str | None = 
         options.effort,
         "--max-budget-usd",
         f"{options.max_budget_usd:g}",
-        "--strict-mcp-config",
-        "--mcp-config",
-        str(options.mcp_config),
-        "--settings",
-        str(options.settings),
+        *settings_flags(options),
         "--allowedTools",
         options.allowed_tools,
     ]
@@ -124,7 +139,8 @@ def run_headless(
             raise AgentInfraError(f"turn {turn}: no session id in {record.segments[-1]}, so it cannot be resumed")
         segment = out_dir / segment_name(label, turn)
         stderr = out_dir / segment_name(label, turn, ".stderr")
-        outcome = _run_process(build_command(question, options, record.session_id), segment, stderr, cwd, env, options)
+        command = options.launch(build_command(question, options, record.session_id))
+        outcome = _run_process(command, segment, stderr, cwd, env, options)
         record.segments.append(segment)
         record.stderr.append(stderr)
         record.wall_s.append(outcome.wall_s)
@@ -163,14 +179,8 @@ def _run_process(
     with segment.open("wb") as out, stderr_path.open("wb") as err:
         try:
             # A new session makes the CLI and the MCP servers it spawned one process group, killed together.
-            process = subprocess.Popen(
-                command,
-                cwd=cwd,
-                env=dict(env),
-                stdin=subprocess.DEVNULL,
-                stdout=subprocess.PIPE,
-                stderr=err,
-                start_new_session=True,
+            process = start_group(
+                command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err
             )
         except FileNotFoundError:
             raise AgentInfraError(f"claude CLI not found: {command[0]}") from None
@@ -211,52 +221,12 @@ def _run_process(
             ended = time.monotonic()
         finally:
             # Also on an interrupt (Ctrl-C, pytest-timeout): never leave the CLI or its MCP servers running.
-            _kill_group(process)
+            stop_group(process)
         outcome.exit_code = process.wait()
         outcome.wall_s = (ended or time.monotonic()) - started
         reader.join(timeout=_KILL_WAIT_S)
     outcome.saw_result = result_seen.is_set()
     return outcome
-
-
-def _kill_group(process: subprocess.Popen) -> None:
-    """SIGTERM, then SIGKILL, the CLI's process group, until no member is left running (MCP servers included)."""
-    for sig in (signal.SIGTERM, signal.SIGKILL):
-        try:
-            os.killpg(process.pid, sig)
-        except ProcessLookupError:
-            return
-        deadline = time.monotonic() + _KILL_WAIT_S
-        while time.monotonic() < deadline:
-            process.poll()  # reap the leader, or its zombie keeps the group alive
-            if not _group_alive(process.pid):
-                return
-            time.sleep(0.05)
-
-
-def _group_alive(pgid: int) -> bool:
-    """Whether a process of the group still runs. Zombies do not count: an MCP server that outlived the CLI
-    is reparented to init, which may take a second or more to reap it (on every turn), and a zombie holds
-    nothing."""
-    try:
-        os.killpg(pgid, 0)
-    except ProcessLookupError:
-        return False
-    proc = Path("/proc")
-    if not (proc / "self" / "stat").exists():
-        return True  # no procfs (macOS): a zombie-only group counts as alive until reaped
-    for entry in proc.iterdir():
-        if not entry.name.isdigit():
-            continue
-        try:
-            stat = (entry / "stat").read_text()
-        except OSError:
-            continue
-        # "pid (comm) state ppid pgrp …"; comm may hold spaces and parentheses, so split after the last ")"
-        fields = stat[stat.rfind(")") + 2 :].split()
-        if len(fields) > 2 and fields[2] == str(pgid) and fields[0] not in ("Z", "X"):
-            return True
-    return False
 
 
 def _event(raw: bytes) -> dict | None:

@@ -47,7 +47,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_agent_eval.harness.drivers import AgentInfraError
-from pytest_agent_eval.harness.drivers.headless import HeadlessOptions, RunRecord
+from pytest_agent_eval.harness.drivers.headless import HeadlessOptions, RunRecord, settings_flags
+from pytest_agent_eval.harness.process import watched
 from pytest_agent_eval.transcript import _belongs_to
 
 TYPED_PROBE_CHARS = 24  # how much of a question must be on screen before Enter (seed 004)
@@ -130,11 +131,7 @@ def build_command(options: TmuxOptions, session_id: str) -> list[str]:
         run.model,
         "--effort",
         run.effort,
-        "--strict-mcp-config",
-        "--mcp-config",
-        str(run.mcp_config),
-        "--settings",
-        str(run.settings),
+        *settings_flags(run),
         "--allowedTools",
         run.allowed_tools,
         "--session-id",
@@ -522,7 +519,7 @@ def run_tmux(
     failure: AgentInfraError | None = None
     turn = 0
     try:
-        tmux.start(build_command(options, session_id), cwd, options.width, options.height)
+        tmux.start(watched(options.run.launch(build_command(options, session_id))), cwd, options.width, options.height)
         driver.start_up()
         driver.wait_for_mcp(mcp_server_names(options.run.mcp_config))
         for turn, question in enumerate(map(_one_line, questions), start=1):

@@ -1,0 +1,61 @@
+"""What the end-to-end tests share: running pytest in a subprocess against the real tools, reading the campaign
+it wrote, and finding the processes it left behind."""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+
+from conftest import RealTools
+
+TAG_VAR = "AGENT_EVAL_E2E_TAG"  # every process a test starts inherits it, so leftovers can be told apart
+RUN_TIMEOUT = 420.0
+
+
+def leftovers(tag: str, tmp_path: Path) -> list[tuple[int, str]]:
+    """``pgrep -f 'claude|codegraph'`` narrowed to this test's processes: its tag in the environment, or its
+    tmp folder on the command line (an MCP server may get a trimmed environment but always its --path)."""
+    found = []
+    for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
+        try:
+            cmdline = (proc / "cmdline").read_bytes().replace(b"\0", b" ").decode(errors="replace")
+            environ = (proc / "environ").read_bytes().split(b"\0")
+        except OSError:
+            continue
+        if not re.search(r"claude|codegraph", cmdline):
+            continue
+        if f"{TAG_VAR}={tag}".encode() in environ or str(tmp_path) in cmdline:
+            found.append((int(proc.name), cmdline))
+    return found
+
+
+def inner_env(tools: RealTools, tag: str, **extra: str) -> dict[str, str]:
+    """The inner pytest's environment: the pinned claude first on PATH, the shared cache, no real key, no
+    CLAUDE_*/ANTHROPIC_* or outer-pytest settings leaking in."""
+    env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE_", "PYTEST_"))}
+    env["PATH"] = os.pathsep.join([str(tools.claude.bin.parent), env.get("PATH", "")])
+    env["AGENT_EVAL_CACHE"] = str(tools.cache)
+    env[TAG_VAR] = tag
+    env.update(extra)
+    return env
+
+
+def run_pytest(args: list[str], cwd: Path, env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess:
+    tmp_path.mkdir(parents=True, exist_ok=True)
+    command = [sys.executable, "-m", "pytest", *args, "-p", "no:cacheprovider", f"--basetemp={tmp_path / 'bt'}"]
+    done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT)
+    print(done.stdout[-6000:], done.stderr[-3000:], sep="\n")
+    return done
+
+
+def summary(out: Path) -> dict[str, dict]:
+    """The records of the one campaign a session wrote under ``--agent-eval-out``, by item id."""
+    (path,) = out.glob("*/summary.json")
+    data = json.loads(path.read_text(encoding="utf-8"))
+    return {record["id"]: record for record in data["records"]}

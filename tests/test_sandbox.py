@@ -1,0 +1,315 @@
+"""The seal of the without-arm, part by part: the bubblewrap sandbox, the agent's allow-listed environment, the
+workspace without the index, npm without a registry, and process groups that die with the harness."""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import tempfile
+import textwrap
+import threading
+import time
+from pathlib import Path
+
+import pytest
+
+from pytest_agent_eval.harness.drivers import STANDIN_API_KEY, agent_environment
+from pytest_agent_eval.harness.process import group_alive, start_group, stop_group, watched
+from pytest_agent_eval.harness.relay import carried
+from pytest_agent_eval.harness.sandbox import (
+    CLOSED_REGISTRY,
+    Sandbox,
+    SandboxUnavailable,
+    check_sandbox,
+    install_paths,
+    npm_env,
+    sandbox_for,
+    tool_installs,
+)
+from pytest_agent_eval.harness.workspace import TOOL_STATE, make_workspace
+
+needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+
+
+@pytest.fixture
+def host(tmp_path: Path) -> Path:
+    """A fake host: a cache with a tool install and a claude install, a PATH folder holding the tool."""
+    root = tmp_path / "host"
+    tool_bin = root / "cache" / "codegraph" / "1.0" / "node_modules" / ".bin"
+    tool_bin.mkdir(parents=True)
+    (tool_bin / "codegraph").write_text("#!/bin/sh\necho CODEGRAPH OUTPUT\n")
+    (tool_bin / "codegraph").chmod(0o755)
+    claude_bin = root / "cache" / "claude" / "1.0" / "node_modules" / ".bin"
+    claude_bin.mkdir(parents=True)
+    (claude_bin / "claude").write_text("#!/bin/sh\necho CLAUDE RUNS\n")
+    (claude_bin / "claude").chmod(0o755)
+    global_bin = root / "usr-local-bin"
+    global_bin.mkdir()
+    (global_bin / "codegraph").symlink_to(tool_bin / "codegraph")
+    (global_bin / "other").write_text("#!/bin/sh\necho OTHER\n")
+    (global_bin / "other").chmod(0o755)
+    work = root / "work"
+    work.mkdir()
+    return root
+
+
+def _run(sandbox: Sandbox, script: str, cwd: Path) -> subprocess.CompletedProcess:
+    return subprocess.run(sandbox.wrap(["sh", "-c", script]), cwd=cwd, capture_output=True, text=True, timeout=60)
+
+
+# -- the sandbox ---------------------------------------------------------------------------------------------
+@needs_bwrap
+def test_the_tool_is_gone_every_way_but_claude_and_the_workspace_remain(host: Path, tmp_path: Path) -> None:
+    cache, work, path_bin = host / "cache", host / "work", host / "usr-local-bin"
+    claude = cache / "claude" / "1.0" / "node_modules" / ".bin" / "claude"
+    # the PATH folder is exposed (as /usr/local/bin would be): its other programs run, its codegraph does not
+    readable = [*install_paths(claude), path_bin]
+    sandbox = sandbox_for(cache=cache, writable=[work], readable=readable, path_env=str(path_bin))
+    tool = cache / "codegraph" / "1.0" / "node_modules" / ".bin" / "codegraph"
+    script = textwrap.dedent(f"""
+        {tool} ; {path_bin}/codegraph ; ls {cache}/codegraph ; ls {cache}
+        {claude} && {path_bin}/other && echo written > {work}/out ; touch {host}/escape
+    """)
+    done = _run(sandbox, script, work)
+    assert "CODEGRAPH OUTPUT" not in done.stdout
+    assert "CLAUDE RUNS" in done.stdout and "OTHER" in done.stdout  # claude and the rest of PATH still run
+    assert (work / "out").read_text() == "written\n"  # the workspace is writable
+    assert not (host / "escape").exists()  # nothing else is
+    assert tool.is_file()  # hidden in the sandbox only
+    # outside the sandbox the same script does reach the tool: the test can fail
+    assert "CODEGRAPH OUTPUT" in subprocess.run(["sh", "-c", script], capture_output=True, text=True).stdout
+
+
+@needs_bwrap
+def test_an_exposed_folder_does_not_bring_a_hidden_one_back(host: Path) -> None:
+    cache, work = host / "cache", host / "work"
+    # exposing the whole host (a checkout holding the cache, say) must keep the cache hidden
+    sandbox = sandbox_for(cache=cache, writable=[work], readable=[host], path_env="")
+    done = _run(sandbox, f"cat {cache}/codegraph/1.0/node_modules/.bin/codegraph; ls {host}", work)
+    assert "CODEGRAPH OUTPUT" not in done.stdout and "work" in done.stdout
+
+
+@needs_bwrap
+def test_the_user_home_and_tmp_are_hidden(host: Path, tmp_path: Path) -> None:
+    secret = Path.home() / f".agent-eval-sandbox-test-{os.getpid()}"
+    secret.write_text("user's own file\n")
+    try:
+        (tmp_path / "other-item").mkdir()
+        sandbox = sandbox_for(cache=host / "cache", writable=[host / "work"], path_env="")
+        done = _run(sandbox, f"cat {secret}; ls {tmp_path}", host / "work")
+    finally:
+        secret.unlink()
+    assert "user's own file" not in done.stdout
+    assert "other-item" not in done.stdout  # another item's folder under /tmp is not there
+
+
+def test_tool_installs_finds_the_cli_on_path_and_what_it_links_to(host: Path) -> None:
+    path_bin = host / "usr-local-bin"
+    found = tool_installs("codegraph", "@colbymchenry/codegraph", str(path_bin))
+    assert path_bin / "codegraph" in found
+    assert (host / "cache" / "codegraph" / "1.0" / "node_modules" / ".bin" / "codegraph").resolve() in found
+
+
+@needs_bwrap
+@pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root to become nobody")
+def test_the_sandbox_works_for_an_ordinary_user() -> None:
+    # pytest's tmp_path is root's alone; nobody must be able to reach the folder to be hidden
+    hidden = Path(tempfile.mkdtemp(prefix="agent-eval-nobody-"))
+    hidden.chmod(0o755)
+    (hidden / "f").write_text("SECRET\n")
+    sandbox = Sandbox(hidden=(hidden,), readable=(), writable=(), bwrap=shutil.which("bwrap") or "bwrap")
+    command = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", *sandbox.wrap(["ls", str(hidden)])]
+    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == ""
+    plain = subprocess.run([*command[:4], "ls", str(hidden)], capture_output=True, text=True, timeout=60)
+    shutil.rmtree(hidden)
+    assert plain.stdout.strip() == "f"  # the same user outside the sandbox sees the file
+
+
+def test_a_missing_bwrap_names_what_to_install(tmp_path: Path) -> None:
+    with pytest.raises(SandboxUnavailable, match=r"apt-get install bubblewrap"):
+        check_sandbox(str(tmp_path / "no-bwrap"))
+
+
+# -- environment, workspace, npm -----------------------------------------------------------------------------
+def test_the_agent_environment_is_built_from_an_allow_list() -> None:
+    base = {
+        "PATH": "/usr/bin",
+        "HOME": "/ws/home",
+        "LC_ALL": "C.UTF-8",
+        "CLAUDE_CONFIG_DIR": "/home/me/.claude",
+        "CLAUDE_CODE_OAUTH_TOKEN": "oauth",
+        "ANTHROPIC_AUTH_TOKEN": "bearer",
+        "ANTHROPIC_API_KEY": "sk-ant-real",
+        "CLAUDE_CODE_USE_BEDROCK": "1",
+        "CLAUDE_CODE_USE_VERTEX": "1",
+        "NODE_OPTIONS": "--require /home/me/evil.js",
+        "npm_config_registry": "https://registry.npmjs.org/",
+        "SOMETHING_ELSE": "x",
+    }
+    standin = agent_environment(base, "http://127.0.0.1:1234")
+    assert standin["ANTHROPIC_API_KEY"] == STANDIN_API_KEY and standin["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:1234"
+    real = agent_environment(base, None)
+    assert real["ANTHROPIC_API_KEY"] == "sk-ant-real"
+    for env in (standin, real):
+        assert {"PATH", "HOME", "LC_ALL"} <= env.keys()
+        for name in ("CLAUDE_CONFIG_DIR", "CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_USE_BEDROCK",
+                     "CLAUDE_CODE_USE_VERTEX", "NODE_OPTIONS", "npm_config_registry", "SOMETHING_ELSE"):  # fmt: skip
+            assert name not in env
+
+
+def test_the_without_arm_workspace_holds_no_index(tmp_path: Path) -> None:
+    source = tmp_path / "indexed"
+    (source / ".codegraph").mkdir(parents=True)
+    (source / ".codegraph" / "codegraph.db").write_text("index")
+    (source / "lib").mkdir()
+    (source / "lib" / "a.js").write_text("a")
+    without = make_workspace(source, tmp_path / "without", TOOL_STATE)
+    assert not (without.repo / ".codegraph").exists() and (without.repo / "lib" / "a.js").is_file()
+    assert (make_workspace(source, tmp_path / "with").repo / ".codegraph" / "codegraph.db").is_file()
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(shutil.which("npx") is None, reason="npx is not installed")
+def test_npx_cannot_fetch_a_package(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {"PATH": os.environ["PATH"], "HOME": str(home), **npm_env(home)}
+    assert env["npm_config_registry"] == CLOSED_REGISTRY
+    done = subprocess.run(
+        ["npx", "-y", "left-pad@1.3.0"], env=env, cwd=tmp_path, capture_output=True, text=True, timeout=120
+    )
+    assert done.returncode != 0
+    assert not list((home / ".npm").rglob("left-pad*"))
+
+
+# -- process groups ------------------------------------------------------------------------------------------
+def test_stop_group_ends_the_leader_and_its_children(tmp_path: Path) -> None:
+    process = start_group(["sh", "-c", "sleep 300 & sleep 300"], cwd=tmp_path, env=os.environ)
+    time.sleep(0.3)
+    assert group_alive(process.pid)
+    stop_group(process)
+    assert not group_alive(process.pid) and process.returncode is not None
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the parent-death signal is Linux's")
+def test_a_group_started_by_a_killed_harness_dies_with_it(tmp_path: Path) -> None:
+    """The harness (a Python process that started a child with start_group) is SIGKILLed: no finally runs,
+    and the child must still die."""
+    pid_file = tmp_path / "child.pid"
+    harness = subprocess.Popen(
+        [sys.executable, "-c", textwrap.dedent(f"""
+            import os, sys, time
+            from pytest_agent_eval.harness.process import start_group
+            child = start_group([sys.executable, "-c", "import time; time.sleep(300)"], cwd="/", env=os.environ)
+            open({str(pid_file)!r}, "w").write(str(child.pid))
+            time.sleep(300)
+        """)],
+    )  # fmt: skip
+    deadline = time.monotonic() + 30
+    while not pid_file.exists() or not pid_file.read_text():
+        assert time.monotonic() < deadline, "the harness never started its child"
+        time.sleep(0.05)
+    child = int(pid_file.read_text())
+    assert group_alive(child)
+    harness.kill()
+    harness.wait()
+    deadline = time.monotonic() + 10
+    while group_alive(child) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not group_alive(child)
+
+
+def test_the_watchdog_kills_its_command_when_the_watched_parent_dies(tmp_path: Path) -> None:
+    """The tmux driver's case: the agent's parent is a tmux server, so the harness is watched instead."""
+    harness = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(300)"])
+    marker = tmp_path / "started"
+    command = watched([sys.executable, "-c", f"open({str(marker)!r}, 'w'); import time; time.sleep(300)"], harness.pid)
+    dog = subprocess.Popen(command, start_new_session=True)
+    try:
+        deadline = time.monotonic() + 30
+        while not marker.exists():
+            assert time.monotonic() < deadline and dog.poll() is None
+            time.sleep(0.05)
+        assert group_alive(dog.pid)
+        harness.kill()
+        harness.wait()
+        assert dog.wait(timeout=10) == 137
+        deadline = time.monotonic() + 5
+        while group_alive(dog.pid) and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert not group_alive(dog.pid)  # the watched command went with it
+    finally:
+        stop_group(dog)
+
+
+@needs_bwrap
+def test_node_under_a_hidden_folder_still_runs_but_its_global_tool_does_not(host: Path) -> None:
+    """nvm's layout: node and the global packages under one prefix in HOME (here: in the hidden cache)."""
+    prefix = host / "cache" / "nvm" / "v20"
+    (prefix / "bin").mkdir(parents=True)
+    (prefix / "bin" / "node").write_text("#!/bin/sh\necho NODE RUNS\n")
+    (prefix / "bin" / "node").chmod(0o755)
+    package = prefix / "lib" / "node_modules" / "@colbymchenry" / "codegraph"
+    package.mkdir(parents=True)
+    (package / "package.json").write_text("{}")
+    (package / "cli.sh").write_text("#!/bin/sh\necho CODEGRAPH OUTPUT\n")
+    (package / "cli.sh").chmod(0o755)
+    (prefix / "bin" / "codegraph").symlink_to(package / "cli.sh")
+    sandbox = sandbox_for(cache=host / "cache", writable=[host / "work"], path_env=str(prefix / "bin"))
+    done = _run(sandbox, f"{prefix}/bin/node; {package}/cli.sh; {prefix}/bin/codegraph", host / "work")
+    assert "NODE RUNS" in done.stdout and "CODEGRAPH OUTPUT" not in done.stdout
+
+
+@needs_bwrap
+def test_other_items_of_the_campaign_are_hidden_but_this_one_is_readable(host: Path) -> None:
+    out = host / "work" / "agent-eval-out"
+    mine, other = out / "c1" / "items" / "express-without-1", out / "c1" / "items" / "express-with-1"
+    for folder in (mine, other):
+        folder.mkdir(parents=True)
+        (folder / "run.jsonl").write_text(f"transcript of {folder.name}\n")
+    sandbox = sandbox_for(cache=host / "cache", writable=[], readable=[mine], hidden=[out], path_env="")
+    done = _run(sandbox, f"cat {mine}/run.jsonl {other}/run.jsonl", host)
+    assert "transcript of express-without-1" in done.stdout and "express-with-1" not in done.stdout
+
+
+@needs_bwrap
+def test_without_a_network_only_the_relayed_port_is_reachable(host: Path) -> None:
+    relayed, other = socket.create_server(("127.0.0.1", 0)), socket.create_server(("127.0.0.1", 0))
+    answers = []
+
+    def answer(server: socket.socket, text: bytes) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = server.accept()
+                with conn:
+                    conn.sendall(text)
+                answers.append(text)
+
+    for server, text in ((relayed, b"MODEL"), (other, b"ELSEWHERE")):
+        threading.Thread(target=answer, args=(server, text), daemon=True).start()
+    port, other_port = relayed.getsockname()[1], other.getsockname()[1]
+    probe = textwrap.dedent("""
+        import socket, sys
+        for port in sys.argv[1:]:
+            try:
+                with socket.create_connection(("127.0.0.1", int(port)), timeout=5) as s:
+                    print(port, s.recv(100).decode() or "EMPTY")
+            except OSError as exc:
+                print(port, "REFUSED", type(exc).__name__)
+    """)
+    try:
+        with carried(f"http://127.0.0.1:{port}") as relay:
+            sandbox = sandbox_for(cache=host / "cache", writable=[host / "work"], relay=relay, path_env="")
+            command = sandbox.wrap([sys.executable, "-c", probe, str(port), str(other_port)])
+            done = subprocess.run(command, capture_output=True, text=True, timeout=60)
+    finally:
+        relayed.close()
+        other.close()
+    assert f"{port} MODEL" in done.stdout, done.stderr
+    assert f"{other_port} REFUSED" in done.stdout  # the host's other loopback ports do not exist in there
