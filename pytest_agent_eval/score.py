@@ -98,7 +98,8 @@ class Scorecard:
                 f"{occ.residual['codegraph']:,} tok · file-access residual {occ.file_access:,} tok",
                 f"sufficiency: {answered} answered calls, {share} moved on",
                 f"allocation: efficiency {eff}",
-                f"contamination: {con.cli_returned_output} CLI calls returned output, {con.cli_blocked} blocked",
+                f"contamination: {len(con.leaks)} results carried {self.tool.name} output; "
+                f"{con.cli_calls} CLI calls, {con.cli_blocked} denied by the hook",
             ]
         )
 

@@ -8,7 +8,7 @@ from synth import Transcript, explore_response
 
 from pytest_agent_eval.metrics.contamination import contamination
 from pytest_agent_eval.report.blocks.contamination import render_contamination
-from pytest_agent_eval.tool import RetrievalTool
+from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
 from pytest_agent_eval.transcript import Session
 
 CCB = Path("/work/shared/transcripts/ccb")
@@ -66,7 +66,7 @@ def test_counts_across_threads_and_keeps_the_thread():
     t = Transcript()
     t.init()
     blocked = t.call("Bash", command="/usr/local/bin/codegraph explore routing")
-    t.reply(blocked, "Hook PreToolUse:Bash denied this tool", is_error=True)
+    t.reply(blocked, "PreToolUse:Bash hook denied this tool: " + CODEGRAPH.deny_reason, is_error=True)
     task = t.call("Task", prompt="look around")
     leaked = t.call("Bash", thread=task, command="ls .codegraph && codegraph explore routing")
     t.reply(leaked, explore_response({"lib/router.js": "x"}), thread=task)
@@ -75,11 +75,31 @@ def test_counts_across_threads_and_keeps_the_thread():
     report = contamination(t.session()).to_dict()
     assert report["cli_calls"] == 2
     assert report["cli_blocked"] == 1
-    assert report["cli_returned_output"] == 1
     assert report["contaminated"] is True
     assert report["commands"] == [
-        {"command": "/usr/local/bin/codegraph explore routing", "blocked": True, "thread": "main"},
-        {"command": "ls .codegraph && codegraph explore routing", "blocked": False, "thread": task},
+        {
+            "call_id": blocked,
+            "tool": "Bash",
+            "command": "/usr/local/bin/codegraph explore routing",
+            "blocked": True,
+            "thread": "main",
+        },
+        {
+            "call_id": leaked,
+            "tool": "Bash",
+            "command": "ls .codegraph && codegraph explore routing",
+            "blocked": False,
+            "thread": task,
+        },
+    ]
+    assert report["leaks"] == [
+        {
+            "thread": task,
+            "call_id": leaked,
+            "tool": "Bash",
+            "fingerprint": "explore heading",
+            "excerpt": "**Exploration: synthetic**",
+        }
     ]
 
 
@@ -87,7 +107,7 @@ def test_ccb_transcripts_never_touch_codegraph():
     for folder in sorted(CCB.glob("*/*")):
         session = Session.from_files([folder / "claude-code.txt"])
         report = contamination(session)
-        assert (report.cli_calls, report.cli_blocked, report.cli_returned_output) == (0, 0, 0), folder
+        assert (report.cli_calls, report.cli_blocked, report.leaks) == (0, 0, []), folder
         assert report.exposed_tools == [] and not report.cold_start_race and not report.contaminated
 
 
@@ -101,15 +121,16 @@ def test_ccb_sourcegraph_arm_exposes_its_server():
 
 
 def test_real_bash_commands_are_classified_by_command_position():
-    # The hda baseline arm ran git three times (one result empty) and `git log --grep=…` is not grep.
+    # The hda baseline arm ran git three times and `git log --grep=…` is not grep.
     session = Session.from_files([HDA / "baseline" / "claude-code.txt"])
     git = contamination(session, RetrievalTool(name="git", cli="git"))
-    assert (git.cli_calls, git.cli_blocked, git.cli_returned_output) == (3, 0, 2)
+    assert (git.cli_calls, git.cli_blocked) == (3, 0)
     grep = contamination(session, RetrievalTool(name="grep", cli="grep"))
     assert [c.command[:8] for c in grep.commands] == ["grep -n "]
-    # `bash /tests/test.sh` failed: an error result is a blocked attempt, not output.
+    # `bash /tests/test.sh` failed: an error result proves no block (only the hook's own denial does).
     bash = contamination(session, RetrievalTool(name="test", cli="test.sh"))
-    assert (bash.cli_calls, bash.cli_blocked, bash.cli_returned_output) == (1, 1, 0)
+    assert (bash.cli_calls, bash.cli_blocked) == (1, 0)
+    assert bash.commands[0].call_id in {c.id for c in session.calls if c.result and c.result.is_error}
 
 
 def test_rendered_block():
@@ -117,20 +138,25 @@ def test_rendered_block():
     t.init(
         tools=["Bash", "mcp__codegraph__codegraph_explore"], mcp_servers=[{"name": "codegraph", "status": "connected"}]
     )
-    for status in (True, True, False):
-        call = t.call("Bash", command="codegraph explore x")
-        t.reply(call, "bash: codegraph: command not found" if status else "**Exploration: x**", is_error=status)
+    denied = t.call("Bash", command="codegraph explore x")
+    t.reply(denied, CODEGRAPH.deny_reason, is_error=True)
+    failed = t.call("Bash", command="codegraph explore x")
+    t.reply(failed, "bash: codegraph: command not found", is_error=True)
+    leaked = t.call("Bash", command="codegraph explore x")
+    t.reply(leaked, "**Exploration: x**", is_error=False)
     race = t.call("mcp__codegraph__codegraph_explore", query="x")
     t.reply(race, "No such tool available: mcp__codegraph__codegraph_explore", is_error=True)
-    text = render_contamination(contamination(t.session()))
-    lines = text.splitlines()
-    assert lines[0] == "Contamination (codegraph CLI through Bash):"
-    assert lines[1].startswith("  CLI calls that RETURNED output    1")
-    assert "numbers are void" in lines[1]
-    assert lines[2] == "  CLI attempts blocked              2"
-    assert lines[3] == "  exposed tools: mcp__codegraph__codegraph_explore, server:codegraph (connected)"
-    assert lines[4].startswith("  cold-start race:")
-    assert len(lines) == 5
+    lines = render_contamination(contamination(t.session())).splitlines()
+    assert lines[0] == "Contamination (codegraph output the agent saw; codegraph CLI calls):"
+    assert lines[1] == "  results carrying codegraph output   1   !! a without-arm with these is void"
+    assert lines[2] == f'    Bash call {leaked} (thread main): explore heading — "**Exploration: x**"'
+    assert lines[3:6] == [
+        "  CLI calls (command matcher)        3",
+        "  of those, denied by the hook       1",
+        "  exposed tools: mcp__codegraph__codegraph_explore, server:codegraph (connected)",
+    ]
+    assert lines[6].startswith("  cold-start race:")
+    assert len(lines) == 7
 
 
 def test_rendered_block_of_a_clean_arm():
@@ -138,8 +164,9 @@ def test_rendered_block_of_a_clean_arm():
     t.init()
     text = render_contamination(contamination(t.session()))
     assert text.splitlines() == [
-        "Contamination (codegraph CLI through Bash):",
-        "  CLI calls that RETURNED output    0",
-        "  CLI attempts blocked              0",
+        "Contamination (codegraph output the agent saw; codegraph CLI calls):",
+        "  results carrying codegraph output   0",
+        "  CLI calls (command matcher)        0",
+        "  of those, denied by the hook       0",
         "  exposed tools: none",
     ]
