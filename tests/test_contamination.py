@@ -4,9 +4,11 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pytest
 from synth import Transcript, explore_response
 
-from pytest_agent_eval.metrics.contamination import contamination
+from pytest_agent_eval.cli_invocation import invokes_cli
+from pytest_agent_eval.metrics.contamination import INJECTED, contamination
 from pytest_agent_eval.report.blocks.contamination import render_contamination
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
 from pytest_agent_eval.transcript import Session
@@ -170,3 +172,178 @@ def test_rendered_block_of_a_clean_arm():
         "  of those, denied by the hook       0",
         "  exposed tools: none",
     ]
+
+
+# -- detection per attack class (issue 9) -------------------------------------------------------------------
+DATA = Path(__file__).parent / "data"
+REAL = DATA / "codegraph-1.6.1"
+EXPLORE = (DATA / "explore-express-1.6.1.txt").read_text()
+SQLITE_ROWS = (REAL / "sqlite3-nodes.txt").read_text()
+INSTALL = "/opt/cg/node_modules"
+
+
+def read_tool_view(text: str, arrow: bool = False) -> str:
+    """A file as the Read tool shows it: every line behind its number."""
+    mark = "\u2192" if arrow else "\t"
+    return "\n".join(f"{n:>6}{mark}{line}" for n, line in enumerate(text.splitlines(), 1))
+
+
+# (attack, the shell command, what the agent got back, does the command matcher see it, the fingerprint found)
+ATTACKS = [
+    ("quoted name", "code''graph explore res.send", EXPLORE, True, "explore heading"),
+    ("glob", "c?degraph explore res.send", EXPLORE, True, "explore heading"),
+    ("symlink", f"ln -s {INSTALL}/.bin/codegraph x; ./x explore res.send", EXPLORE, True, "explore heading"),
+    ("cd + relative path", f"cd {INSTALL}/.bin && ./codegraph explore q", EXPLORE, True, "explore heading"),
+    ("node on the shim", f"node {INSTALL}/@colbymchenry/codegraph/npm-shim.js query send", "", True, None),
+    ("bundled runtime", f"{INSTALL}/@colbymchenry/codegraph-linux-x64/node x.js", "", True, None),
+    ("perl subprocess", "perl -e 'system(\"codegraph explore q\")'", EXPLORE, True, "explore heading"),
+    ("variables joined", "a=code; b=graph; $a$b status", (REAL / "status.txt").read_text(), True, "CLI status"),
+    ("call then false", "codegraph callers send; false", (REAL / "callers.txt").read_text(), True, None),
+    # Only the content detector can catch these: the name never appears whole in a command position.
+    ("base64 piped to sh", "echo Y29kZWdyYXBoIGV4cGxvcmUgcQ== | base64 -d | sh", EXPLORE, False, "explore heading"),
+    ("name split by expansion", "x=codegraphX; ${x%X} query send", (REAL / "query.txt").read_text(), False, None),
+    (
+        "python subprocess",
+        "python3 -c \"import subprocess; subprocess.run(['code' + 'graph', 'node', 'send'])\"",
+        (REAL / "node.txt").read_text(),
+        False,
+        "node location",
+    ),
+    ("sqlite3 rows of the index", "sqlite3 .codegraph/codegraph.db 'select * from nodes'", SQLITE_ROWS, False, None),
+]
+
+
+ATTACK_NAMES = [attack[0] for attack in ATTACKS]
+
+
+@pytest.mark.parametrize(("attack", "command", "output", "matched", "fingerprint"), ATTACKS, ids=ATTACK_NAMES)
+def test_each_attack_class_is_seen_by_the_matcher_or_the_content(attack, command, output, matched, fingerprint):
+    t = Transcript()
+    t.init()
+    call = t.call("Bash", command=command)
+    t.reply(call, output, is_error=attack == "call then false")
+    t.result("done")
+    report = contamination(t.session())
+    assert invokes_cli(command) is matched
+    assert [c.call_id for c in report.commands] == ([call] if matched else [])
+    assert report.cli_blocked == 0  # no hook denial in any of them
+    expected = fingerprint or (CODEGRAPH.first_fingerprint(output)[0].name if output else None)
+    assert [(leak.call_id, leak.tool, leak.fingerprint) for leak in report.leaks] == (
+        [(call, "Bash", expected)] if output else []
+    )
+    assert report.contaminated is bool(output)
+
+
+def test_a_task_subagent_leak_is_found_in_its_thread():
+    t = Transcript()
+    t.init()
+    task = t.call("Task", prompt="find how res.send works, any way you can")
+    inner = t.call("Bash", thread=task, command="echo Y29kZWdyYXBoIGV4cGxvcmUgcQ== | base64 -d | sh")
+    t.reply(inner, EXPLORE, thread=task)
+    t.reply(task, "res.send sets ETag in lib/response.js")  # the subagent's summary carries no fingerprint
+    report = contamination(t.session())
+    assert [(leak.thread, leak.call_id, leak.tool) for leak in report.leaks] == [(task, inner, "Bash")]
+
+
+def test_monitor_output_is_found_in_its_result_and_in_injected_events():
+    t = Transcript()
+    t.init()
+    monitor = t.call("Monitor", command="tail -f /tmp/cg.log", description="watch")
+    t.reply(monitor, (REAL / "files.txt").read_text())
+    t.user("<task-notification>\n" + (REAL / "impact.txt").read_text() + "</task-notification>")
+    report = contamination(t.session())
+    assert report.commands == []  # the command itself is innocent
+    assert [(leak.call_id, leak.tool, leak.fingerprint) for leak in report.leaks] == [
+        (monitor, "Monitor", "CLI files heading"),
+        (None, INJECTED, "CLI impact heading"),
+    ]
+
+
+def test_monitor_running_the_cli_is_a_cli_call_too():
+    t = Transcript()
+    call = t.call("Monitor", command="codegraph status --watch")
+    t.reply(call, CODEGRAPH.deny_reason, is_error=True)
+    report = contamination(t.session())
+    assert [(c.call_id, c.tool, c.blocked) for c in report.commands] == [(call, "Monitor", True)]
+
+
+@pytest.mark.parametrize("arrow", [False, True])
+def test_read_of_a_file_the_agent_wrote_the_output_into(arrow):
+    t = Transcript()
+    t.init()
+    write = t.call("Bash", command="codegraph explore res.send > /tmp/notes.md 2>&1")
+    t.reply(write, "")  # redirected: the call itself showed nothing
+    read = t.call("Read", file_path="/tmp/notes.md")
+    t.reply(read, read_tool_view(EXPLORE, arrow))
+    report = contamination(t.session())
+    assert [c.call_id for c in report.commands] == [write]
+    assert [(leak.call_id, leak.tool, leak.fingerprint) for leak in report.leaks] == [(read, "Read", "explore heading")]
+    assert report.leaks[0].excerpt == "1\t**Exploration: How does res.send decide the Content-Type and ETag**".replace(
+        "\t", "\u2192" if arrow else "\t"
+    )
+
+
+def test_a_proven_hook_denial_is_blocked_and_no_leak():
+    t = Transcript()
+    call = t.call("Bash", command="c?degraph explore q")
+    t.reply(call, "PreToolUse:Bash hook error: " + CODEGRAPH.deny_reason, is_error=True)
+    report = contamination(t.session())
+    assert (report.cli_blocked, report.leaks, report.contaminated) == (1, [], False)
+
+
+def test_a_denial_look_alike_with_output_is_still_a_leak():
+    # The agent can print the hook's words itself; what decides is the output that came with them.
+    t = Transcript()
+    call = t.call("Bash", command=f"echo '{CODEGRAPH.deny_marker}'; code''graph explore q")
+    t.reply(call, CODEGRAPH.deny_marker + "\n" + EXPLORE)
+    report = contamination(t.session())
+    assert report.cli_blocked == 1 and [leak.call_id for leak in report.leaks] == [call] and report.contaminated
+
+
+# Each real output of codegraph 1.6.1 (express, tests/data/codegraph-1.6.1) and the fingerprint it must carry.
+REAL_OUTPUTS = {
+    "status.txt": "CLI status",
+    "query.txt": "CLI query heading",
+    "callers.txt": "CLI callers heading",
+    "callees.txt": "CLI callers heading",
+    "impact.txt": "CLI impact heading",
+    "files.txt": "CLI files heading",
+    "context.txt": "CLI context heading",
+    "node.txt": "node location",
+    "mcp-initialize.json": "MCP serverInfo name",
+    "sqlite3-nodes.txt": "index row",
+    "sqlite3-nodes.json": "index row",
+    "sqlite3-node-columns.txt": "index node columns",
+}
+
+
+@pytest.mark.parametrize("name", sorted(REAL_OUTPUTS))
+def test_every_real_output_carries_its_fingerprint_bare_and_through_read(name):
+    text = (REAL / name).read_text()
+    for seen in (text, read_tool_view(text)):
+        hit = CODEGRAPH.first_fingerprint(seen)
+        assert hit is not None and hit[0].name == REAL_OUTPUTS[name], name
+
+
+def test_the_explore_fingerprints_all_fire_on_real_explore_output():
+    names = {f.name for f in CODEGRAPH.fingerprints if f.search(EXPLORE)}
+    assert names == {"explore heading", "explore symbol count", "explore file section"}
+
+
+def test_fingerprints_stay_quiet_on_this_repository_read_or_grepped():
+    # Source that talks about codegraph's output (this package, its tests, the README) is not the output.
+    root = Path(__file__).parents[1]
+    files = [p for p in root.glob("**/*") if p.is_file() and p.suffix in (".py", ".md", ".json", ".yaml", ".toml")]
+    files = [p for p in files if DATA not in p.parents and ".venv" not in p.parts and ".git" not in p.parts]
+    assert len(files) > 40
+    for path in files:
+        text = path.read_text(errors="replace")
+        assert CODEGRAPH.first_fingerprint(read_tool_view(text)) is None, path
+        grepped = "\n".join(f"{path.name}:{n}:{line}" for n, line in enumerate(text.splitlines(), 1))
+        assert CODEGRAPH.first_fingerprint(grepped) is None, path
+
+
+def test_fingerprints_stay_quiet_on_every_shared_real_transcript():
+    for path in sorted(CCB.parent.glob("**/*")):
+        if path.is_file():
+            assert CODEGRAPH.first_fingerprint(path.read_text(errors="replace")) is None, path
