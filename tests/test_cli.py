@@ -67,7 +67,7 @@ def test_json_has_every_documented_key(tmp_path, capsys):
     for key in ("efficiency", "path_efficiency", "used_chars", "envelope_chars", "files", "calls"):
         assert key in data["allocation"]
     assert {"path", "chars", "via", "symbol"} <= set(data["allocation"]["files"][0])
-    for key in ("cli_calls", "cli_returned_output", "cold_start_race", "exposed_tools"):
+    for key in ("cli_calls", "cli_blocked", "commands", "leaks", "cold_start_race", "exposed_tools", "contaminated"):
         assert key in data["contamination"]
     assert data["tool_counts"] == {EXPLORE: 1, "Read": 1}
     assert data["parse"] == {"events": 9, "bad_lines": 0}

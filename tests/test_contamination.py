@@ -198,10 +198,22 @@ ATTACKS = [
     ("bundled runtime", f"{INSTALL}/@colbymchenry/codegraph-linux-x64/node x.js", "", True, None),
     ("perl subprocess", "perl -e 'system(\"codegraph explore q\")'", EXPLORE, True, "explore heading"),
     ("variables joined", "a=code; b=graph; $a$b status", (REAL / "status.txt").read_text(), True, "CLI status"),
-    ("call then false", "codegraph callers send; false", (REAL / "callers.txt").read_text(), True, None),
+    (
+        "call then false",
+        "codegraph callers send; false",
+        (REAL / "callers.txt").read_text(),
+        True,
+        "CLI callers heading",
+    ),
     # Only the content detector can catch these: the name never appears whole in a command position.
     ("base64 piped to sh", "echo Y29kZWdyYXBoIGV4cGxvcmUgcQ== | base64 -d | sh", EXPLORE, False, "explore heading"),
-    ("name split by expansion", "x=codegraphX; ${x%X} query send", (REAL / "query.txt").read_text(), False, None),
+    (
+        "name split by expansion",
+        "x=codegraphX; ${x%X} query send",
+        (REAL / "query.txt").read_text(),
+        False,
+        "CLI query heading",
+    ),
     (
         "python subprocess",
         "python3 -c \"import subprocess; subprocess.run(['code' + 'graph', 'node', 'send'])\"",
@@ -209,7 +221,13 @@ ATTACKS = [
         False,
         "node location",
     ),
-    ("sqlite3 rows of the index", "sqlite3 .codegraph/codegraph.db 'select * from nodes'", SQLITE_ROWS, False, None),
+    (
+        "sqlite3 rows of the index",
+        "sqlite3 .codegraph/codegraph.db 'select * from nodes'",
+        SQLITE_ROWS,
+        False,
+        "index row",
+    ),
 ]
 
 
@@ -227,9 +245,8 @@ def test_each_attack_class_is_seen_by_the_matcher_or_the_content(attack, command
     assert invokes_cli(command) is matched
     assert [c.call_id for c in report.commands] == ([call] if matched else [])
     assert report.cli_blocked == 0  # no hook denial in any of them
-    expected = fingerprint or (CODEGRAPH.first_fingerprint(output)[0].name if output else None)
     assert [(leak.call_id, leak.tool, leak.fingerprint) for leak in report.leaks] == (
-        [(call, "Bash", expected)] if output else []
+        [(call, "Bash", fingerprint)] if output else []
     )
     assert report.contaminated is bool(output)
 

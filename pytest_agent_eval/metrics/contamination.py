@@ -6,7 +6,8 @@ name split across variables, a Python subprocess, a Task subagent, a Read of a f
 wrote the output into, sqlite3 on the index), so contamination is judged from what reached the
 agent: every tool result of every thread (and every injected message, where Monitor events land)
 is searched for the tool's output fingerprints (``RetrievalTool.fingerprints``). Any hit is a
-leak, and one leak contaminates the arm.
+leak, and one leak contaminates the arm. Results of the tool's own MCP tools are not leaks but
+``mcp_calls``: the with-arm's variable under test, and in a without-arm a failure of their own.
 
 The command matcher stays as a fast first layer naming the calls that TRIED to run the CLI. A
 call counts as blocked only when its result carries the PreToolUse hook's own denial; a
@@ -75,6 +76,7 @@ class Contamination:
     cli: str
     commands: list[CliCommand] = field(default_factory=list)
     leaks: list[Leak] = field(default_factory=list)
+    mcp_calls: list[str] = field(default_factory=list)  # ids of calls to the tool's own MCP tools
     cold_start_race: bool = False
     exposed_tools: list[str] = field(default_factory=list)
 
@@ -99,6 +101,7 @@ class Contamination:
             "cli_blocked": self.cli_blocked,
             "commands": [c.to_dict() for c in self.commands],
             "leaks": [leak.to_dict() for leak in self.leaks],
+            "mcp_calls": list(self.mcp_calls),
             "cold_start_race": self.cold_start_race,
             "exposed_tools": list(self.exposed_tools),
             "contaminated": self.contaminated,
@@ -113,16 +116,20 @@ def contamination(session: Session, tool: RetrievalTool = CODEGRAPH) -> Contamin
         if isinstance(command, str) and invokes_cli(command, tool.cli):
             report.commands.append(CliCommand(call.id, call.name, command, _denied(call, tool), call.thread))
     report.leaks = leaks(session, tool)
+    report.mcp_calls = [call.id for call in session.calls if tool.owns(call.name)]
     report.cold_start_race = any(isinstance(i, ToolResult) and COLD_START_MARKER in i.text for i in session.timeline)
     return report
 
 
 def leaks(session: Session, tool: RetrievalTool = CODEGRAPH) -> list[Leak]:
-    """Each tool result and injected message, in every thread, that carries one of the tool's fingerprints."""
+    """Each tool result and injected message, in every thread, that carries one of the tool's fingerprints
+    (results of the tool's own MCP tools aside)."""
     names = {call.id: call.name for call in session.calls}
     found: list[Leak] = []
     for item in session.timeline:
         if not isinstance(item, (ToolResult, UserText)):
+            continue
+        if isinstance(item, ToolResult) and tool.owns(names.get(item.call_id, "")):
             continue
         hit = tool.first_fingerprint(item.text)
         if hit is None:

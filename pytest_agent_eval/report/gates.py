@@ -236,6 +236,9 @@ def contamination_verdict(score: dict[str, Any], arm_has_tool: bool, tool: Retri
         named = "; ".join(describe_leak(leak) for leak in leaks[:SHOWN_LEAKS])
         more = f"; and {len(leaks) - SHOWN_LEAKS} more" if len(leaks) > SHOWN_LEAKS else ""
         reasons.append(f"{len(leaks)} tool result(s) carried {tool.name} output: {named}{more}")
+    mcp_calls = con.get("mcp_calls") or []
+    if mcp_calls:
+        reasons.append(f"{len(mcp_calls)} call(s) to {tool.name}'s MCP tools: {', '.join(map(str, mcp_calls))}")
     exposed = con.get("exposed_tools") or []
     if exposed:
         reasons.append(f"init listed {tool.name} tool(s): {', '.join(map(str, exposed))}")
