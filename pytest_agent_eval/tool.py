@@ -49,7 +49,8 @@ CODEGRAPH_FINGERPRINTS: tuple[Fingerprint, ...] = (
     fingerprint("index file row", r"{line}file:[^|\s]+\|file\|"),
     # A ``nodes`` row without its id: kind|name|qualified_name|file_path|language|start/end line/column.
     fingerprint(
-        "index node columns", rf"(?:{{line}}|\|)(?:{_NODE_KINDS})\|[^|\n]+\|[^|\n]+\|[^|\n]+\|[a-z+#]+\|\d+\|\d+\|\d+\|\d+(?:\||$)"
+        "index node columns",
+        rf"(?:{{line}}|\|)(?:{_NODE_KINDS})\|[^|\n]+\|[^|\n]+\|[^|\n]+\|[a-z+#]+\|\d+\|\d+\|\d+\|\d+(?:\||$)",
     ),
     fingerprint("CLI status", r"{line}CodeGraph Status[ \t]*\n"),
     fingerprint("CLI query heading", r'{line}Search Results for ".*":[ \t]*$'),

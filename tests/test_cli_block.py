@@ -225,9 +225,10 @@ def test_invocation_is_denied_seen_and_counted(command):
     assert invokes_cli(command)
 
     # What Claude Code hands the agent for a denial: the hook's own reason, the only proof of a block.
-    denial = "PreToolUse:Bash hook denied this tool: " + json.loads(done.stdout)["hookSpecificOutput"][
-        "permissionDecisionReason"
-    ]
+    denial = (
+        "PreToolUse:Bash hook denied this tool: "
+        + json.loads(done.stdout)["hookSpecificOutput"]["permissionDecisionReason"]
+    )
     session = one_bash_call(command, denial, True).session()
     blocked = contamination(session)
     assert (blocked.cli_calls, blocked.cli_blocked, blocked.leaks) == (1, 1, [])
