@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -364,3 +367,55 @@ def test_fingerprints_stay_quiet_on_every_shared_real_transcript():
     for path in sorted(CCB.parent.glob("**/*")):
         if path.is_file():
             assert CODEGRAPH.first_fingerprint(path.read_text(errors="replace")) is None, path
+
+
+# -- the fingerprints against the real codegraph, live ------------------------------------------------------
+LIVE_COMMANDS = {
+    ("explore", "how does res.send set the ETag"): "explore heading",
+    ("node", "send"): "node location",
+    ("query", "send"): "CLI query heading",
+    ("callers", "send"): "CLI callers heading",
+    ("callees", "send"): "CLI callers heading",
+    ("impact", "etag"): "CLI impact heading",
+    ("files",): "CLI files heading",
+    ("context", "how does send work"): "CLI context heading",
+    ("status",): "CLI status",
+}
+
+
+@pytest.mark.slow
+def test_live_codegraph_output_carries_its_fingerprints_and_its_source_does_not(real_tools, tmp_path):
+    repo = tmp_path / "express"
+    shutil.copytree(real_tools.express, repo, symlinks=True)
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {**os.environ, "HOME": str(home), "DO_NOT_TRACK": "1", "CODEGRAPH_NO_DAEMON": "1", "NO_COLOR": "1"}
+    for args, name in LIVE_COMMANDS.items():
+        done = subprocess.run(
+            [str(real_tools.codegraph.bin), *args], cwd=repo, env=env, capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, (args, done.stderr)
+        hit = CODEGRAPH.first_fingerprint(done.stdout)
+        assert hit is not None and hit[0].name == name, (args, done.stdout[:300])
+    if shutil.which("sqlite3"):
+        rows = subprocess.run(
+            ["sqlite3", str(repo / ".codegraph" / "codegraph.db"), "select * from nodes limit 3"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout
+        assert CODEGRAPH.first_fingerprint(rows)[0].name == "index row"
+    # The package's own source and docs name every heading inside string literals: Read or grep, never a leak.
+    package = Path(real_tools.codegraph.bin).resolve().parent
+    while package.name != "codegraph" and package != package.parent:
+        package = package.parent
+    sources = [p for p in package.parent.glob("codegraph*/**/*") if p.is_file() and p.suffix in (".js", ".md", ".ts")]
+    assert len(sources) > 100
+    for path in sources:
+        text = path.read_text(errors="replace")
+        assert CODEGRAPH.first_fingerprint(read_tool_view(text)) is None, path
+        grepped = "\n".join(f"{path.name}:{n}:{line}" for n, line in enumerate(text.splitlines(), 1))
+        assert CODEGRAPH.first_fingerprint(grepped) is None, path
+    # Nor is express's own source, read through the Read tool.
+    for path in repo.glob("lib/**/*.js"):
+        assert CODEGRAPH.first_fingerprint(read_tool_view(path.read_text())) is None, path
