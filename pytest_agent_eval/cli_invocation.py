@@ -52,6 +52,7 @@ _SPAWN_RE = re.compile(r"\b(?:subprocess|system|popen|Popen|exec\w*|spawn\w*|che
 # Commands that make a new name for a file: ``ln -s …/codegraph x`` makes ``./x`` the CLI.
 _LINKERS = frozenset({"ln", "cp", "install", "mv"})
 _GLOB_CHARS = frozenset("*?[")
+_GLOB_RE = re.compile(r"\[[^]]*\]|[*?]")
 
 
 @dataclass
@@ -200,7 +201,7 @@ def _is_cli_word(word: _Word, cli: str, scope: _Scope) -> bool:
         return True
     # The package's bundled runtime (…/codegraph-linux-x64/node) runs nothing but the CLI's own code.
     folders = [p for p in path.split("/") if p][:-1]
-    return _basename(path) in _NODES and any(_part_is(f, cli + "-*") for f in folders)
+    return _basename(path) in _NODES and any(f.startswith(cli + "-") for f in folders)
 
 
 def _names_cli_path(path: str, cli: str, any_folder: bool) -> bool:
@@ -213,16 +214,20 @@ def _names_cli_path(path: str, cli: str, any_folder: bool) -> bool:
         return True
     folders = parts[:-1]
     if any_folder:
-        return any(_part_is(cli, f) or _part_is(f, cli + "-*") for f in folders)
+        return any(_part_is(cli, f) or f.startswith(cli + "-") for f in folders)
     # A package's own bin script run directly: node_modules/[@scope/]codegraph/…
     return "node_modules" in folders and any(_part_is(cli, f) for f in folders[folders.index("node_modules") :])
 
 
 def _part_is(name: str, pattern: str) -> bool:
-    """One path part equals ``name``, or is a glob that can match it (``c?degraph``, ``[c]odegraph``)."""
+    """One path part equals ``name``, or is a glob that spells most of it (``c?degraph``, ``[c]odegraph``);
+    a glob that would match anything (``*.js``, ``*``) names nothing in particular."""
     if name == pattern:
         return True
-    return any(ch in _GLOB_CHARS for ch in pattern) and fnmatchcase(name, pattern)
+    if not any(ch in _GLOB_CHARS for ch in pattern):
+        return False
+    literal = _GLOB_RE.sub("", pattern)
+    return 2 * len(literal) >= len(name) and fnmatchcase(name, pattern)
 
 
 def _expand(word: _Word, scope: _Scope) -> _Word:

@@ -173,6 +173,13 @@ MENTIONS = [
     "bash < script.sh",  # the script's text is not in the command: undecidable, so allowed
     "$CG explore x",  # set by an earlier command: cannot be resolved here
     "CG=codegraph $CG explore x",  # the shell expands $CG before this assignment takes effect
+    "node scripts/*.js",  # globs that match anything name nothing in particular
+    "node */index.js",
+    "./*.sh",
+    "c* --help",
+    "ls c?degraph",  # a glob that spells the name, as an argument
+    "ln -s /opt/cg/bin/codegraph x",  # a name made for it, never run
+    "cd /opt/cg/node_modules/.bin && ls",
 ]
 
 
