@@ -16,18 +16,24 @@ _LINE = r"^(?:[ \t]*\d+(?:\t|\u2192))?"
 
 @dataclass(frozen=True)
 class Fingerprint:
-    """A named pattern that only the tool's own output produces (never a source file or a grep of one)."""
+    """A named pattern that only the tool's own output produces (never a source file or a grep of one).
+
+    ``probe`` is a cheap pattern every match contains (a literal, mostly): most results lack it, and a
+    search for it costs a fraction of the full pattern's, which is tried only where the probe is found.
+    """
 
     name: str
     pattern: re.Pattern[str]
+    probe: re.Pattern[str]
 
     def search(self, text: str) -> re.Match[str] | None:
-        return self.pattern.search(text)
+        return self.pattern.search(text) if self.probe.search(text) else None
 
 
-def fingerprint(name: str, regex: str) -> Fingerprint:
-    """A multiline fingerprint; ``{line}`` in ``regex`` stands for a line start (optionally Read-numbered)."""
-    return Fingerprint(name, re.compile(regex.replace("{line}", _LINE), re.M))
+def fingerprint(name: str, regex: str, probe: str) -> Fingerprint:
+    """A multiline fingerprint; ``{line}`` in ``regex`` stands for a line start (optionally Read-numbered);
+    ``probe`` is a regex (usually an escaped literal) that any match of ``regex`` contains."""
+    return Fingerprint(name, re.compile(regex.replace("{line}", _LINE), re.M), re.compile(probe, re.M))
 
 
 # codegraph 1.6.1's NODE_KINDS: the prefix of every node id in its index (``function:<md5>``).
@@ -35,29 +41,43 @@ _NODE_KINDS = (
     "file|module|class|struct|interface|trait|protocol|function|method|property|field|variable|constant|enum"
     "|enum_member|type_alias|namespace|parameter|import|export|route|component|union"
 )
+_POSITIONS = r"\|\d+\|\d+\|\d+\|\d+(?:\||$)"  # start/end line/column of a nodes row
 
 # Taken from the real output of codegraph 1.6.1 (explore, node, query, callers, callees, impact, files, context,
 # status, the MCP initialize response, sqlite3 rows of .codegraph/codegraph.db); tests/test_contamination.py
 # checks them against that output and against codegraph's own source.
 CODEGRAPH_FINGERPRINTS: tuple[Fingerprint, ...] = (
-    fingerprint("explore heading", r"{line}\*\*Exploration: [^\n]+\*\*[ \t]*$"),
-    fingerprint("explore symbol count", r"{line}Found \d+ symbols? across \d+ files?\."),
-    fingerprint("explore file section", r"{line}\*\*`[^`\n]+`\*\* \u2014 [\w$.]+\([a-z_ ]+\)(?:,|[ \t]*$)"),
-    fingerprint("node location", r"{line}\*\*Location:\*\* \S+:\d+[ \t]*\n{line}\*\*Signature:\*\*"),
-    fingerprint("MCP serverInfo name", r'"serverInfo"\s*:\s*\{\s*"name"\s*:\s*"codegraph"'),
-    fingerprint("index row", rf"\b(?:{_NODE_KINDS}):[0-9a-f]{{32}}\b"),
-    fingerprint("index file row", r"{line}file:[^|\s]+\|file\|"),
+    fingerprint("explore heading", r"{line}\*\*Exploration: [^\n]+\*\*[ \t]*$", re.escape("**Exploration: ")),
+    fingerprint("explore symbol count", r"{line}Found \d+ symbols? across \d+ files?\.", r"Found \d+ symbols? across "),
+    fingerprint(
+        "explore file section", r"{line}\*\*`[^`\n]+`\*\* \u2014 [\w$.]+\([a-z_ ]+\)(?:,|[ \t]*$)", "`\\*\\* \u2014 "
+    ),
+    fingerprint(
+        "node location", r"{line}\*\*Location:\*\* \S+:\d+[ \t]*\n{line}\*\*Signature:\*\*", re.escape("**Location:** ")
+    ),
+    fingerprint("MCP serverInfo name", r'"serverInfo"\s*:\s*\{\s*"name"\s*:\s*"codegraph"', re.escape('"serverInfo"')),
+    fingerprint("index row", rf"\b(?:{_NODE_KINDS}):[0-9a-f]{{32}}\b", r":[0-9a-f]{32}\b"),
+    fingerprint("index file row", r"{line}file:[^|\s]+\|file\|", re.escape("|file|")),
     # A ``nodes`` row without its id: kind|name|qualified_name|file_path|language|start/end line/column.
     fingerprint(
         "index node columns",
-        rf"(?:{{line}}|\|)(?:{_NODE_KINDS})\|[^|\n]+\|[^|\n]+\|[^|\n]+\|[a-z+#]+\|\d+\|\d+\|\d+\|\d+(?:\||$)",
+        rf"(?:{{line}}|\|)(?:{_NODE_KINDS})\|[^|\n]+\|[^|\n]+\|[^|\n]+\|[a-z+#]+{_POSITIONS}",
+        _POSITIONS,
     ),
-    fingerprint("CLI status", r"{line}CodeGraph Status[ \t]*\n"),
-    fingerprint("CLI query heading", r'{line}Search Results for ".*":[ \t]*$'),
-    fingerprint("CLI callers heading", r'{line}Calle(?:r|e)s of ".*" \(\d+\):[ \t]*$'),
-    fingerprint("CLI impact heading", r'{line}Impact of changing ".*" \u2014 \d+ affected symbols?:'),
-    fingerprint("CLI files heading", r"{line}Project Structure \(\d+ files?\):[ \t]*$"),
-    fingerprint("CLI context heading", r"{line}## Code Context[ \t]*\n(?:{line}[ \t]*\n)?{line}\*\*Query:\*\* "),
+    fingerprint("CLI status", r"{line}CodeGraph Status[ \t]*\n", "CodeGraph Status"),
+    fingerprint("CLI query heading", r'{line}Search Results for ".*":[ \t]*$', 'Search Results for "'),
+    fingerprint("CLI callers heading", r'{line}Calle(?:r|e)s of ".*" \(\d+\):[ \t]*$', 'Calle[re]s of "'),
+    fingerprint(
+        "CLI impact heading", r'{line}Impact of changing ".*" \u2014 \d+ affected symbols?:', 'Impact of changing "'
+    ),
+    fingerprint(
+        "CLI files heading", r"{line}Project Structure \(\d+ files?\):[ \t]*$", re.escape("Project Structure (")
+    ),
+    fingerprint(
+        "CLI context heading",
+        r"{line}## Code Context[ \t]*\n(?:{line}[ \t]*\n)?{line}\*\*Query:\*\* ",
+        "## Code Context",
+    ),
 )
 
 # The PreToolUse hook's own denial: the hook writes the reason, the contamination metric reads the marker (its
