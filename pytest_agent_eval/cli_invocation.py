@@ -196,7 +196,8 @@ def _is_cli_word(word: _Word, cli: str, scope: _Scope) -> bool:
     """The command word names the CLI by any path, a name made for it, its bundled runtime, or a lookup of it."""
     if any(cli in sub for sub in word.subs) and word.text.startswith(("$(", "`")):
         return True
-    path = _resolve(scope.cwd, word.text)
+    # A bare name is looked up on PATH, never in the working folder; a path with a slash is relative to it.
+    path = _resolve(scope.cwd, word.text) if "/" in word.text else word.text
     if _basename(path) in scope.aliases or _names_cli_path(path, cli, any_folder=False):
         return True
     # The package's bundled runtime (…/codegraph-linux-x64/node) runs nothing but the CLI's own code.

@@ -180,6 +180,7 @@ MENTIONS = [
     "ls c?degraph",  # a glob that spells the name, as an argument
     "ln -s /opt/cg/bin/codegraph x",  # a name made for it, never run
     "cd /opt/cg/node_modules/.bin && ls",
+    "cd /opt/cg/node_modules/@colbymchenry/codegraph-linux-x64 && node --version",  # PATH's node, not the bundled one
 ]
 
 
