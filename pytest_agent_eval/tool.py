@@ -64,6 +64,7 @@ CODEGRAPH_FINGERPRINTS: tuple[Fingerprint, ...] = (
         rf"(?:{{line}}|\|)(?:{_NODE_KINDS})\|[^|\n]+\|[^|\n]+\|[^|\n]+\|[a-z+#]+{_POSITIONS}",
         _POSITIONS,
     ),
+    fingerprint("CLI usage", r"{line}Usage: codegraph \[options\] \[command\][ \t]*$", re.escape("Usage: codegraph ")),
     fingerprint("CLI status", r"{line}CodeGraph Status[ \t]*\n", "CodeGraph Status"),
     fingerprint("CLI query heading", r'{line}Search Results for ".*":[ \t]*$', 'Search Results for "'),
     fingerprint("CLI callers heading", r'{line}Calle(?:r|e)s of ".*" \(\d+\):[ \t]*$', 'Calle[re]s of "'),

@@ -323,6 +323,7 @@ def test_a_denial_look_alike_with_output_is_still_a_leak():
 # Each real output of codegraph 1.6.1 (express, tests/data/codegraph-1.6.1) and the fingerprint it must carry.
 REAL_OUTPUTS = {
     "status.txt": "CLI status",
+    "help.txt": "CLI usage",
     "query.txt": "CLI query heading",
     "callers.txt": "CLI callers heading",
     "callees.txt": "CLI callers heading",
@@ -380,6 +381,7 @@ LIVE_COMMANDS = {
     ("files",): "CLI files heading",
     ("context", "how does send work"): "CLI context heading",
     ("status",): "CLI status",
+    ("--help",): "CLI usage",
 }
 
 
