@@ -52,6 +52,8 @@ CODEGRAPH_FINGERPRINTS: tuple[Fingerprint, ...] = (
     fingerprint(
         "explore file section", r"{line}\*\*`[^`\n]+`\*\* \u2014 [\w$.]+\([a-z_ ]+\)(?:,|[ \t]*$)", "`\\*\\* \u2014 "
     ),
+    # Survives ``| tail`` or ``| sed -n`` cutting the heading off: explore and node mark elided source so.
+    fingerprint("explore gap marker", r"{line}\.\.\. \(gap(?:: [^\n]+)?\) \.\.\.[ \t]*$", re.escape("... (gap")),
     fingerprint(
         "node location", r"{line}\*\*Location:\*\* \S+:\d+[ \t]*\n{line}\*\*Signature:\*\*", re.escape("**Location:** ")
     ),

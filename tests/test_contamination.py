@@ -202,6 +202,13 @@ ATTACKS = [
     ("perl subprocess", "perl -e 'system(\"codegraph explore q\")'", EXPLORE, True, "explore heading"),
     ("variables joined", "a=code; b=graph; $a$b status", (REAL / "status.txt").read_text(), True, "CLI status"),
     (
+        "heading cut off by sed",
+        "codegraph explore res.send | sed -n '40,90p'",
+        "\n".join(EXPLORE.splitlines()[39:90]),
+        True,
+        "explore gap marker",
+    ),
+    (
         "call then false",
         "codegraph callers send; false",
         (REAL / "callers.txt").read_text(),
@@ -348,7 +355,7 @@ def test_every_real_output_carries_its_fingerprint_bare_and_through_read(name):
 
 def test_the_explore_fingerprints_all_fire_on_real_explore_output():
     names = {f.name for f in CODEGRAPH.fingerprints if f.search(EXPLORE)}
-    assert names == {"explore heading", "explore symbol count", "explore file section"}
+    assert names == {"explore heading", "explore symbol count", "explore file section", "explore gap marker"}
 
 
 def test_fingerprints_stay_quiet_on_this_repository_read_or_grepped():
