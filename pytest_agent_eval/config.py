@@ -90,6 +90,9 @@ class AgentEvalConfig:
         return cache_root()
 
 
+PACKAGED = Path(__file__).resolve().parent / "data"  # the default corpus.json and agent-eval.yaml ship here
+
+
 def cache_root() -> Path:
     """Where provisioned CLIs, indexes and the corpus clones live across runs."""
     if os.environ.get("AGENT_EVAL_CACHE"):
@@ -270,7 +273,7 @@ OPTIONS: tuple[Option, ...] = (
         "agent_eval_corpus",
         "corpus",
         parse_path,
-        "corpus file (default corpus.json at rootdir)",
+        "corpus file (default corpus.json at rootdir, else the one shipped with the package)",
         "FILE",
     ),
     Option(
@@ -412,7 +415,8 @@ def resolve(get_option: Callable[[str], Any], get_ini: Callable[[str], Any], roo
 
     Raises OptionError naming the flag (or ini key) whose value is bad.
     """
-    config = AgentEvalConfig(corpus=rootpath / "corpus.json")
+    own_corpus = rootpath / "corpus.json"
+    config = AgentEvalConfig(corpus=own_corpus if own_corpus.is_file() else PACKAGED / "corpus.json")
     for option in OPTIONS:
         raw = get_option(option.attr)
         source = option.flag
@@ -443,4 +447,6 @@ def resolve(get_option: Callable[[str], Any], get_ini: Callable[[str], Any], roo
     config.thresholds_file = (rootpath / thresholds) if thresholds else None
     if config.thresholds_file is None and (rootpath / "agent-eval.yaml").is_file():
         config.thresholds_file = rootpath / "agent-eval.yaml"
+    elif config.thresholds_file is None and config.corpus == PACKAGED / "corpus.json":
+        config.thresholds_file = PACKAGED / "agent-eval.yaml"  # set for the packaged corpus, not for a project's own
     return config

@@ -17,13 +17,17 @@ from __future__ import annotations
 import glob
 import itertools
 import json
+import math
 import re
 import stat
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 from typing import Any
+
+import msgspec
 
 MAIN = "main"
 STAND_IN_PREFIX = "stand-in"
@@ -64,10 +68,17 @@ class Usage:
 
 @dataclass
 class ToolResult:
+    """``text`` is what parsers read (its text blocks); ``chars`` what it puts in the prompt (:func:`content_chars`)."""
+
     call_id: str
     text: str
     is_error: bool
     thread: str
+    chars: int = -1
+
+    def __post_init__(self) -> None:
+        if self.chars < 0:
+            self.chars = len(self.text)
 
 
 @dataclass
@@ -83,9 +94,9 @@ class ToolCall:
     def answered(self) -> bool:
         return self.result is not None and not self.result.is_error
 
-    @property
+    @cached_property
     def input_chars(self) -> int:
-        """What the call occupies in the context: its name plus its input's JSON."""
+        """What the call occupies in the context: its name plus its input's JSON (worked out once)."""
         return len(self.name) + len(json.dumps(self.input, ensure_ascii=False))
 
 
@@ -108,21 +119,21 @@ class Message:
 
     @property
     def output_chars(self) -> int:
-        """Characters this message adds to the next request's prompt."""
-        chars = 0
-        for block in self.blocks:
-            kind = block.get("type")
-            if kind == "text":
-                chars += len(_str(block.get("text")))
-            elif kind == "thinking":
-                chars += len(_str(block.get("thinking")))
-        return chars + sum(call.input_chars for call in self.calls)
+        """Characters this message adds to the next request's prompt: every block's (:func:`content_chars`)."""
+        return content_chars(self.blocks) + sum(call.input_chars for call in self.calls)
 
 
 @dataclass
 class UserText:
+    """User content that is not a tool result; ``chars`` counts non-text blocks (an image) too."""
+
     text: str
     thread: str
+    chars: int = -1
+
+    def __post_init__(self) -> None:
+        if self.chars < 0:
+            self.chars = len(self.text)
 
 
 @dataclass
@@ -475,7 +486,10 @@ class _Builder:
         for block in _blocks(content):
             if block.get("type") == "tool_result":
                 call_id = _str(block.get("tool_use_id"))
-                result = ToolResult(call_id, result_text(block.get("content")), block.get("is_error") is True, thread)
+                content = block.get("content")
+                result = ToolResult(
+                    call_id, result_text(content), block.get("is_error") is True, thread, content_chars(content)
+                )
                 if call_id in self.calls:
                     self.calls[call_id].result = result
                 self.session.timeline.append(result)
@@ -483,6 +497,8 @@ class _Builder:
                     self.agent_links[structured["agentId"]] = call_id
             elif block.get("type") == "text":
                 self.session.timeline.append(UserText(_str(block.get("text")), thread))
+            else:  # an image or a document the user attached still occupies the window
+                self.session.timeline.append(UserText("", thread, content_chars(block)))
 
     def _on_result(self, event: dict, segment: int, thread: str) -> None:
         cost = event.get("total_cost_usd")
@@ -513,6 +529,26 @@ def result_text(content: Any) -> str:
     return "\n".join(parts)
 
 
+# Keys that frame a block rather than carry its content: its kind, ids, the thinking signature, markers.
+_FRAMING_KEYS = frozenset({"type", "id", "tool_use_id", "signature", "media_type", "cache_control", "is_error"})
+
+
+def content_chars(content: Any) -> int:
+    """The characters a piece of message content puts in the prompt, the same way for every kind of block:
+    every string in it but the framing (:data:`_FRAMING_KEYS`) — a text's text, a thinking block's thinking,
+    a redacted thinking block's data, an image's encoded source; the blocks of a multi-block result summed.
+
+    Structure (braces, keys, the block's type) is not characters the spec prices: occupancy charges it as a
+    per-result cost."""
+    if isinstance(content, str):
+        return len(content)
+    if isinstance(content, list):
+        return sum(content_chars(item) for item in content)
+    if isinstance(content, dict):
+        return sum(content_chars(value) for key, value in content.items() if key not in _FRAMING_KEYS)
+    return 0
+
+
 def _thread_of(event: dict) -> str:
     parent = event.get("parent_tool_use_id")
     return parent if isinstance(parent, str) and parent else MAIN
@@ -531,12 +567,30 @@ def _no_constant(name: str) -> None:
     return None
 
 
-_DECODER = json.JSONDecoder(parse_constant=_no_constant)
+def _finite_float(text: str) -> float | None:
+    """A number too large for a float (``1e999``) is read as null too, never as infinity."""
+    value = float(text)
+    return value if math.isfinite(value) else None
+
+
+_DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite_float)
+# msgspec decodes a line about twice as fast as the standard library, and decoding is most of scoring's time.
+_FAST_DECODER = msgspec.json.Decoder()
 
 
 def _loads(line: str) -> dict | None:
     """One JSON object per line; anything else (partial, nested past the recursion limit, trailing garbage,
     a list) is None."""
+    try:
+        event = _FAST_DECODER.decode(line)
+    except msgspec.DecodeError:
+        return _loads_leniently(line)  # NaN, odd whitespace: the standard library's reading decides
+    except RecursionError:  # msgspec's own depth limit: the standard library would go no deeper
+        return None
+    return event if isinstance(event, dict) else None
+
+
+def _loads_leniently(line: str) -> dict | None:
     try:
         event, end = _DECODER.raw_decode(line)
     except RecursionError:
@@ -545,7 +599,7 @@ def _loads(line: str) -> dict | None:
         stripped = line.strip()
         if not stripped or stripped == line:
             return None
-        return _loads(stripped)
+        return _loads_leniently(stripped)
     if end != len(line) and line[end:].strip():
         return None
     return event if isinstance(event, dict) else None

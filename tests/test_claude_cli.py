@@ -22,7 +22,9 @@ import pytest
 from conftest import RealTools
 from pytest_agent_eval.harness.drivers import agent_environment
 from pytest_agent_eval.metrics.explore import file_sections
+from pytest_agent_eval.metrics.occupancy import FAMILIES, occupancy
 from pytest_agent_eval.model import Faults, RunningServer, make_backend, serve
+from pytest_agent_eval.model.truth import resident_truth
 from pytest_agent_eval.transcript import Session
 
 QUESTION = "How does res.send decide the Content-Type and ETag?"
@@ -30,6 +32,7 @@ CLI_TIMEOUT = 180
 
 
 pytestmark = [
+    pytest.mark.slow,  # the real Claude Code CLI
     pytest.mark.timeout(CLI_TIMEOUT * 3),
 ]
 
@@ -270,3 +273,22 @@ def test_a_delegated_subagent_is_recognised_and_answered(sandbox: Sandbox) -> No
     assert "Searched for res.send: `lib/response.js`, `lib/router/index.js`" in agent.result.text
     assert [c.name for c in session.calls_in("main")] == ["Agent", "Grep", "Read", "Read", "Bash"]
     assert any("cc_is_subagent=true" in json.dumps(r["system"]) for r in server.requests)
+
+
+@pytest.mark.e2e
+@pytest.mark.parametrize("with_codegraph", [True, False], ids=["with", "without"])
+def test_occupancy_is_close_to_what_the_server_counted(sandbox: Sandbox, with_codegraph: bool) -> None:
+    # Visible thinking on every turn: the gaps carry prose the estimate has to price around.
+    with serve(make_backend("scripted", thinking=True)) as server:
+        run = sandbox.run(server, QUESTION, with_codegraph=with_codegraph)
+    assert run.result["is_error"] is False
+    session = run.session()
+    counts = {truth.message_id: truth.count for truth in server.truth}
+    truth = resident_truth(session, counts)
+    assert truth is not None
+    assert counts[session.messages()[-1].id].tokens == session.messages()[-1].usage.ctx
+    occ = occupancy(session)
+    assert sum(truth.values()) > 10_000  # explore output or Read results are resident
+    for fam in FAMILIES:
+        bound = max(0.05 * truth[fam], 40 * occ.residual_results[fam])
+        assert abs(occ.residual[fam] - truth[fam]) <= bound, (fam, occ.residual[fam], truth[fam])

@@ -220,7 +220,7 @@ def test_a_line_over_the_limit_is_a_bad_line_read_past(tmp_path, capsys):
 
 def test_json_never_carries_nan_or_infinity(tmp_path, capsys):
     path = one_turn(tmp_path / "run.jsonl")
-    text = path.read_text().replace('"total_cost_usd": 0.01', '"total_cost_usd": NaN')
+    text = path.read_text().replace('"total_cost_usd": 0.01', '"total_cost_usd": NaN, "x": 1e999')
     path.write_text(text.replace('"usage": {"input_tokens": 999999}', '"usage": {"input_tokens": -Infinity}'))
     assert "NaN" in path.read_text()
     assert main(["score", str(path), "--json"]) == 0

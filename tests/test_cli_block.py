@@ -412,10 +412,12 @@ def test_a_proven_hook_is_not_probed_again_but_the_path_still_is(bins, tmp_path)
 
 def test_self_check_quotes_an_interpreter_path_with_spaces(bins, tmp_path, monkeypatch):
     _, tools, _ = bins
+    # A wrapper, not a symlink: a linked interpreter looks for pyvenv.cfg beside the link and loses the venv.
     spaced = tmp_path / "my python" / "python"
     spaced.parent.mkdir()
-    spaced.symlink_to(sys.executable)
+    executable(spaced, f'#!/bin/sh\nexec {shlex.quote(sys.executable)} "$@"\n')
     monkeypatch.setattr(sys, "executable", str(spaced))
+    assert shlex.split(hook_command("codegraph"))[0] == str(spaced)
     path = shim_path(str(tools), "codegraph", tmp_path / "shim")
     self_check(path, write_hook_settings(tmp_path / "hook-settings.json", "codegraph"), "codegraph")
 

@@ -9,6 +9,7 @@ from pathlib import Path
 
 import pytest
 from synth import Transcript, explore_response
+from transcripts import transcripts
 
 from pytest_agent_eval.cli_invocation import invokes_cli
 from pytest_agent_eval.metrics.contamination import INJECTED, contamination
@@ -16,7 +17,7 @@ from pytest_agent_eval.report.blocks.contamination import render_contamination
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
 from pytest_agent_eval.transcript import Session
 
-CCB = Path("/work/shared/transcripts/ccb")
+CCB = transcripts() / "ccb"
 HDA = CCB / "linux-hda-intel-suspend-fault-001"
 SOURCEGRAPH = RetrievalTool(name="sourcegraph", explore="sg_keyword_search", cli="src")
 

@@ -45,6 +45,7 @@ ALLOCATION = ("allocation", "path_allocation")
 CONTAMINATION = ("leaks", "cli_calls", "cli_blocked")
 
 pytestmark = [
+    pytest.mark.slow,
     pytest.mark.e2e,
     pytest.mark.timeout(900),
     pytest.mark.skipif(

@@ -207,6 +207,7 @@ def chart(dom: str, chart_id: str) -> str:
     return match.group(1)
 
 
+@pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason="no chromium binary (Debian: apt-get install chromium)")
 def test_charts_render_in_headless_chromium(campaign, tmp_path):
     report = write_html(campaign)

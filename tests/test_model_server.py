@@ -24,7 +24,7 @@ from pytest_agent_eval.model import (
     serve,
 )
 from pytest_agent_eval.model.scripted import keywords
-from pytest_agent_eval.model.usage import CHARS_PER_TOKEN, UsageModel
+from pytest_agent_eval.model.usage import UsageModel, count_tokens, text_tokens
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -199,7 +199,7 @@ def test_count_tokens_probes_and_unknown_paths() -> None:
         events, _ = _stream(server.url, request)
     usage = _assemble(events)["usage"]
     assert counted == usage["input_tokens"] + usage["cache_read_input_tokens"] + usage["cache_creation_input_tokens"]
-    assert counted >= 3000 / CHARS_PER_TOKEN
+    assert counted >= text_tokens("x" * 3000) == 3000 // 6
 
 
 def test_binds_loopback_only() -> None:
@@ -222,9 +222,11 @@ def test_usage_reads_the_shared_prefix_from_cache_and_grows_by_what_was_appended
     ctx = [u["input_tokens"] + u["cache_read_input_tokens"] + u["cache_creation_input_tokens"] for u in (one, two)]
     assert one["cache_read_input_tokens"] == 0 and 0 < one["input_tokens"] <= 10
     assert two["cache_read_input_tokens"] == ctx[0]  # everything the first request sent is cached
-    growth = len(EXPLORE_TEXT) / CHARS_PER_TOKEN
-    assert 0.95 * growth < ctx[1] - ctx[0] < 1.15 * growth
+    # It grew by exactly what was appended, structure and role framing included.
+    assert ctx[1] - ctx[0] == count_tokens(call) + count_tokens(result) + 2 * 4
     assert two["cache_creation_input_tokens"] == ctx[1] - ctx[0] - two["input_tokens"]
+    assert [t.count.results for t in server.truth] == [{}, {"toolu_1": count_tokens(result)}]
+    assert [t.count.tokens for t in server.truth] == ctx
 
 
 def test_usage_ignores_moved_cache_markers_and_string_versus_block_content() -> None:
@@ -235,9 +237,54 @@ def test_usage_ignores_moved_cache_markers_and_string_versus_block_content() -> 
         {"role": "system", "content": [{"type": "text", "text": "env"}]},
         _user("more"),
     )
-    first = model.usage(plain)
-    second = model.usage(marked)
+    first, _ = model.usage(plain)
+    second, _ = model.usage(marked)
     assert second["cache_read_input_tokens"] == sum(first.values())
+
+
+def test_text_is_counted_in_pieces_so_code_is_denser_than_prose() -> None:
+    prose = "The router walks the middleware stack until one of them sends a response. " * 20
+    assert len(prose) / text_tokens(prose) > 4  # words are one token each
+    assert len(EXPLORE_TEXT) / text_tokens(EXPLORE_TEXT) < 3  # punctuation and numbers are not
+    assert text_tokens("sendOptionsResponse") == 4  # 19 letters: one token per six
+    assert text_tokens("") == 0 and count_tokens("") == 1  # an empty string still has its quotes
+
+
+def test_a_tool_result_costs_its_framing_on_top_of_its_text() -> None:
+    small = {"type": "tool_result", "tool_use_id": "toolu_01abcdef0123456789abcdef", "content": "No matches found"}
+    framing = count_tokens(small) - text_tokens(small["content"])
+    assert 30 <= framing <= 50  # the API's ~40 tokens for type, id and the rest
+    listed = {**small, "content": [{"type": "text", "text": small["content"]}]}
+    assert count_tokens(listed) > count_tokens(small)  # a content array is more structure
+
+
+def test_the_truth_is_kept_per_reply_and_appended_to_the_truth_log(tmp_path: Path) -> None:
+    call = tool_use(EXPLORE, "toolu_1", query="res.send")
+    result = {"type": "tool_result", "tool_use_id": "toolu_1", "content": EXPLORE_TEXT}
+    first = _request(_user("Where is res.send?"), tools=WITH_TOOLS)
+    second = {**first, "messages": [*first["messages"], {"role": "assistant", "content": [call]},
+                                    {"role": "user", "content": [result]}]}  # fmt: skip
+    log = tmp_path / "truth.jsonl"
+    with serve(Canned(Reply.text("ok")), truth_log=log) as server:
+        replies = [_assemble(_stream(server.url, request)[0]) for request in (first, second)]
+        truth = server.truth
+    assert [t.message_id for t in truth] == [r["id"] for r in replies]
+    usage = replies[1]["usage"]
+    assert (
+        truth[1].count.tokens
+        == usage["input_tokens"] + usage["cache_read_input_tokens"] + usage["cache_creation_input_tokens"]
+    )
+    assert truth[1].count.results == {"toolu_1": count_tokens(result)}
+    logged = [json.loads(line) for line in log.read_text().splitlines()]
+    assert logged == [t.to_dict() for t in truth]
+
+
+def test_the_truth_log_can_be_set_from_the_environment(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("AGENT_EVAL_TRUTH_LOG", str(tmp_path / "truth.jsonl"))
+    with serve(Canned(Reply.text("ok"))) as server:
+        _stream(server.url, _request(_user("hello")))
+    [record] = [json.loads(line) for line in (tmp_path / "truth.jsonl").read_text().splitlines()]
+    assert record["message_id"].startswith("msg_") and record["results"] == {} and record["tokens"] > 0
 
 
 # -- faults -------------------------------------------------------------------------------------

@@ -4,12 +4,11 @@ Tool calls here carry no input unless said, so a call message adds ``len(name) +
 ("Read{}") to the next gap; result lengths are chosen so each gap's size is a round number.
 """
 
-from pathlib import Path
-
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from synth import Transcript, text, thinking, tool_use
+from transcripts import transcripts
 
 from pytest_agent_eval.metrics.occupancy import ALL_GAPS, DEFAULT, FAMILIES, MEASURED, Occupancy, family, occupancy
 from pytest_agent_eval.report.blocks.occupancy import render_occupancy
@@ -18,7 +17,7 @@ from pytest_agent_eval.transcript import Session
 
 CG = "mcp__codegraph__codegraph_explore"  # 33 chars + "{}"
 SOURCEGRAPH = RetrievalTool("sourcegraph", "sg_keyword_search", "src")
-TRANSCRIPTS = Path("/work/shared/transcripts")
+TRANSCRIPTS = transcripts()
 
 
 def step(t: Transcript, ctx: int, name: str, result_chars: int, prose: int = 0, **tool_input) -> str:
@@ -122,6 +121,69 @@ def test_without_a_growing_gap_the_ratio_is_the_default(later_ctx):
     assert "measure: 3.00 chars/tok default · turns" in render_occupancy(o)
 
 
+# -- per-result cost, gaps that measure their own results, family ratios ------------------------
+def test_small_gaps_measure_a_per_result_cost_and_the_ratio_is_taken_net_of_it():
+    # The truth: 2.0 chars/token plus 40 tokens per block (a call and its result).
+    t = Transcript()
+    step(t, 10_000, "Read", 3_994)  # 4,000 chars → Δ 2,000 + 80
+    step(t, 12_080, "Read", 7_994)  # 8,000 chars → Δ 4,000 + 80
+    step(t, 16_160, "Grep", 94)  # 100 chars → Δ 50 + 80: mostly framing
+    t.say("done", ctx=16_290)
+    o = occupancy(t.session())
+    assert o.per_result_tokens == pytest.approx(40, abs=0.01)
+    assert o.chars_per_token == pytest.approx(2.0, abs=0.001)
+    # The big gaps price their own result (growth less the call's 3 + 40); the Grep its 47 + 40.
+    assert o.residual == {"codegraph": 0, "read": 2_037 + 4_037, "search": 87, "bash": 0, "other": 0}
+    assert o.to_dict()["per_result_tokens"] == pytest.approx(40, abs=0.01)
+    # The error bar on the same footing: 4,037 for a gap that grew by 4,080 (its call is in it).
+    assert o.dispersion == pytest.approx(43 / 4_080, abs=1e-4)
+
+
+@pytest.mark.parametrize(
+    ("hidden", "delta"),
+    [(False, 400), (False, 40), (True, 130)],
+    ids=["above the bound", "below the characters' price", "redacted thinking"],
+)
+def test_without_a_believable_small_gap_there_is_no_per_result_cost(hidden, delta):
+    t = Transcript()
+    step(t, 10_000, "Read", 3_994)
+    grep = tool_use("Grep")
+    blocks = [{"type": "redacted_thinking", "data": ""}, grep] if hidden else [grep]
+    t.message(*blocks, ctx=12_000)
+    t.reply(grep["id"], "x" * 94)
+    t.say("done", ctx=12_000 + delta)
+    o = occupancy(t.session())
+    assert (o.per_result_tokens, o.chars_per_token) == (0.0, 2.0)
+
+
+def test_a_clean_gap_prices_its_own_results_so_a_lighter_one_is_not_read_as_eviction():
+    t = Transcript()
+    step(t, 10_000, "Read", 1_994)  # 2,000 chars → Δ 1,000
+    step(t, 11_000, "Read", 1_994)  # → Δ 1,000
+    step(t, 12_000, "Read", 9_994)  # 10,000 chars of a lighter file → Δ 3,846, 327 short of the pooled ratio
+    t.say("done", ctx=15_846)
+    o = occupancy(t.session())
+    ratio = 14_000 / 5_846
+    assert o.chars_per_token == pytest.approx(ratio)
+    assert o.evicted == 0  # the seed's single ratio would have shed 327 tokens of the first Read
+    assert o.residual["read"] == round(2 * (1_000 - 6 / ratio) + 3_846 - 6 / ratio)
+
+
+def test_a_family_is_priced_at_its_own_ratio_where_no_gap_of_its_own_measures_it():
+    t = Transcript()
+    step(t, 10_000, "Grep", 994)  # 1,000 chars → Δ 357: a listing, 2.8 chars/token
+    step(t, 10_357, "Read", 1_994)  # → Δ 1,000
+    step(t, 11_357, "Read", 1_994)  # → Δ 1,000
+    step(t, 12_357, "Grep", 494, prose=600)  # mostly prose: not clean, its result is priced
+    t.say("done", ctx=13_000)
+    o = occupancy(t.session())
+    ratio = 5_000 / 2_357
+    search = 994 / (357 - 6 / ratio)
+    assert o.chars_per_token == pytest.approx(ratio)
+    assert o.family_chars_per_token["search"] == pytest.approx(search)
+    assert o.residual["search"] == round(357 - 6 / ratio + 494 / search)
+
+
 # -- attribution ------------------------------------------------------------------------------
 def test_exact_attribution_base_and_error_bar():
     t = Transcript()
@@ -214,13 +276,13 @@ def test_compaction_clears_the_resident_set():
     t.compact(pre_tokens=12_000)
     t.user("This session is being continued from a previous conversation. " + "s" * 37)
     step(t, 3_000, "Read", 394)
-    t.say("done", ctx=3_250)
+    t.say("done", ctx=3_200)  # 400 chars, Δ 200: priced at the ratio, so no per-result cost on top
     o = occupancy(t.session())
-    assert (o.compactions, o.chars_per_token) == (1, 2.0)
+    assert (o.compactions, o.chars_per_token, o.per_result_tokens) == (1, 2.0, 0.0)
     assert o.residual == {"codegraph": 0, "read": 197, "search": 0, "bash": 0, "other": 0}
     assert o.contributed == {"codegraph": 0, "read": 694, "search": 247, "bash": 997, "other": 0}
     assert o.evicted == 497 + 997 + 247
-    assert o.base == 3_250 - 197
+    assert o.base == 3_200 - 197
 
 
 @pytest.mark.parametrize("delta", [1_994, 100])

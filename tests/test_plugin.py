@@ -28,6 +28,8 @@ from pytest_agent_eval.harness.drivers.headless import HeadlessOptions, build_co
 from pytest_agent_eval.report import gates, tables
 from pytest_agent_eval.score import score_session
 
+pytestmark = pytest.mark.slow  # pytester sessions, several in subprocesses, that run the stand-in claude
+
 SECRET_KEY = "sk-ant-api03-" + "Q7rT9vLm2Xw8Kp4Zn6Bd" * 3
 
 CONFTEST = """

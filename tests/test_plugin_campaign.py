@@ -30,6 +30,8 @@ from test_plugin import (
 from pytest_agent_eval.report import tables
 from pytest_agent_eval.report.store import config_hash
 
+pytestmark = pytest.mark.slow  # pytester sessions, several in subprocesses, that run the stand-in claude
+
 
 @pytest.fixture
 def project(pytester: pytest.Pytester) -> Project:

@@ -31,6 +31,7 @@ from pytest_agent_eval.harness.repos import fetch_repo
 from pytest_agent_eval.harness.workspace import make_workspace
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
+pytestmark = pytest.mark.slow  # npm installs, registry downloads and index builds
 
 EXPRESS = CorpusEntry(
     name="express",

@@ -1,4 +1,4 @@
-"""Transcripts nobody here wrote (../shared/transcripts): every file reads, and the facts its README states come out."""
+"""Transcripts nobody here wrote (tests/data/transcripts): every file reads, and its README's facts come out."""
 
 from __future__ import annotations
 
@@ -6,13 +6,13 @@ import shutil
 from pathlib import Path
 
 import pytest
+from transcripts import transcripts
 
 from pytest_agent_eval.score import score
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
 from pytest_agent_eval.transcript import Session
 
-ROOT = Path(__file__).resolve().parents[2] / "shared" / "transcripts"  # shared/ lies beside the checkout
-pytestmark = pytest.mark.skipif(not ROOT.is_dir(), reason=f"no shared transcripts at {ROOT}")
+ROOT = transcripts()
 
 SOURCEGRAPH = RetrievalTool("sourcegraph", "sg_keyword_search", "src")
 HDA = "ccb/linux-hda-intel-suspend-fault-001"

@@ -7,6 +7,7 @@ from pathlib import Path
 
 import pytest
 from synth import Transcript, explore_response, text, tool_use
+from transcripts import transcripts
 
 from pytest_agent_eval.metrics.sufficiency import BUCKETS, CallVerdict, Sufficiency, sufficiency
 from pytest_agent_eval.report.blocks.sufficiency import render_sufficiency
@@ -15,7 +16,7 @@ from pytest_agent_eval.transcript import Session
 
 EXPLORE = "mcp__codegraph__codegraph_explore"
 DATA = Path(__file__).parent / "data"
-SHARED = Path(__file__).resolve().parents[2] / "shared" / "transcripts"
+SHARED = transcripts()
 SOURCEGRAPH = RetrievalTool("sourcegraph", "sg_keyword_search", "src")
 HDA_MCP = "ccb/linux-hda-intel-suspend-fault-001/mcp/claude-code.txt"
 
@@ -134,6 +135,28 @@ def test_a_shell_read_in_the_same_message_is_concurrent_too():
     t.say("done")
     s = judge(t)
     assert (s.calls[0].bucket, s.concurrent) == ("sufficient", 1)
+
+
+def test_a_read_beside_two_explores_is_stepped_over_for_each():
+    t = Transcript()
+    a, b, r = t.calls(tool_use(EXPLORE, query="a"), tool_use(EXPLORE, query="b"), tool_use("Read", file_path="/t/x.js"))
+    t.reply(a, explore_response({"lib/a.js": "a()"}))
+    t.reply(b, explore_response({"lib/b.js": "b()"}))
+    t.reply(r, "source")
+    t.say("done")
+    assert judge(t).concurrent == 2
+
+
+def test_a_read_issued_before_the_explore_in_its_message_is_not_concurrent():
+    t = Transcript()
+    read, explore_, grep = tool_use("Read", file_path="/t/x.js"), tool_use(EXPLORE, query="q"), tool_use("Grep")
+    r, e, g = t.calls(read, explore_, grep)
+    t.reply(r, "source")
+    t.reply(e, explore_response({"lib/a.js": "a()"}))
+    t.reply(g, "lib/a.js:1")
+    t.say("done")
+    s = judge(t)
+    assert (s.concurrent, s.calls[0].bucket) == (1, "sufficient")  # only the Grep after it was stepped over
 
 
 # -- rule 2: bookkeeping is stepped over --------------------------------------------------
@@ -497,10 +520,6 @@ def test_to_dict_shape():
 
 
 # -- real transcripts nobody here wrote ---------------------------------------------------------------
-real = pytest.mark.skipif(not SHARED.is_dir(), reason=f"no shared transcripts at {SHARED}")
-
-
-@real
 def test_sourcegraph_arm_finds_twelve_explore_calls():
     s = sufficiency(Session.from_files([SHARED / HDA_MCP]), SOURCEGRAPH)
     assert len(s.calls) == 12
@@ -511,14 +530,9 @@ def test_sourcegraph_arm_finds_twelve_explore_calls():
     assert {c.reaction for c in s.calls[:-1]} == {"sg_keyword_search", "sg_read_file", "sg_commit_search"}
 
 
-@real
 @pytest.mark.parametrize(
     "path",
-    sorted(
-        p.relative_to(SHARED).as_posix()
-        for p in (SHARED.rglob("*") if SHARED.is_dir() else [])
-        if p.suffix in (".txt", ".jsonl", ".ndjson")
-    ),
+    sorted(p.relative_to(SHARED).as_posix() for p in SHARED.rglob("*") if p.suffix in (".txt", ".jsonl", ".ndjson")),
 )
 def test_every_real_transcript_scores(path):
     session = Session.from_files([SHARED / path])
@@ -529,7 +543,6 @@ def test_every_real_transcript_scores(path):
         assert render_sufficiency(s)
 
 
-@real
 def test_real_subagent_thread_is_judged_on_its_own(tmp_path):
     """spotter's Task subagent, stitched in, with Grep standing in for the explore tool."""
     session_file = tmp_path / "4d5611e5-241a-462a-8d15-5122611a9569.jsonl"

@@ -54,6 +54,7 @@ RULE = "─" * 80
 TMUX = shutil.which("tmux")
 
 needs_tmux = pytest.mark.skipif(TMUX is None, reason="tmux not found (CI: apt-get install -y tmux)")
+slow = pytest.mark.slow  # a real tmux server
 
 # -- screens as this CLI (2.1.332) draws them in a 230×60 pane, rules shortened --------------------------------
 TRUST = f"""
@@ -281,6 +282,7 @@ def _alive(pid: int) -> bool:
     return not stat.exists() or stat.read_text().rpartition(")")[2].split()[0] != "Z"
 
 
+@slow
 @needs_tmux
 def test_the_pane_gets_the_env_without_it_on_a_command_line_and_close_kills_everything(tmp_path: Path) -> None:
     secret = "sk-ant-api03-not-a-real-key-0123456789"
@@ -334,6 +336,7 @@ while True:
 """
 
 
+@slow
 @needs_tmux
 def test_typing_is_retried_until_the_question_shows_then_sent(tmp_path: Path) -> None:
     tmux = _Tmux({"PATH": os.environ["PATH"], "HOME": str(tmp_path), "LANG": "C.UTF-8"})
@@ -452,6 +455,7 @@ def _check_scored(record: TmuxRunRecord, sandbox: Sandbox, server: RunningServer
 
 class TestRealCliInTmux:
     pytestmark = [  # noqa: RUF012
+        slow,
         needs_tmux,
         pytest.mark.timeout(int(TURN_TIMEOUT * 3)),
     ]

@@ -1,3 +1,5 @@
+import json
+
 from synth import Transcript, thinking, tool_use
 
 from pytest_agent_eval.transcript import MAIN, Session
@@ -42,3 +44,48 @@ def test_an_api_error_names_the_http_status():
     t.result("API Error: 500", is_error=True)
     t.events[-1]["api_error_status"] = 500
     assert t.session().infra_error == "API error in assistant message: server_error (HTTP 500)"
+
+
+def _line(event: dict) -> str:
+    return json.dumps(event)
+
+
+def test_every_kind_of_block_is_counted_by_its_characters():
+    image = {"type": "image", "source": {"type": "base64", "media_type": "image/png", "data": "A" * 400}}
+    lines = [
+        _line(
+            {
+                "type": "assistant",
+                "message": {
+                    "id": "m1",
+                    "content": [
+                        {"type": "redacted_thinking", "data": "R" * 300},
+                        {"type": "thinking", "thinking": "plan", "signature": "S" * 50},
+                        {"type": "text", "text": "look"},
+                        {"type": "tool_use", "id": "t1", "name": "Read", "input": {"file_path": "a.js"}},
+                    ],
+                },
+            }
+        ),
+        _line(
+            {
+                "type": "user",
+                "message": {
+                    "content": [
+                        {
+                            "type": "tool_result",
+                            "tool_use_id": "t1",
+                            "content": [{"type": "text", "text": "one"}, image, {"type": "text", "text": "three"}],
+                        },
+                        image,
+                    ]
+                },
+            }
+        ),
+    ]
+    session = Session.from_lines(lines)
+    message, result, attached = session.timeline
+    assert message.output_chars == 300 + len("plan") + len("look") + session.calls[0].input_chars
+    # A multi-block result is the sum of its blocks, an image by its encoded source; the parsers read its text.
+    assert (result.chars, result.text) == (3 + 400 + 5, "one\nthree")
+    assert (attached.chars, attached.text) == (400, "")

@@ -9,6 +9,36 @@ result is priced at it, and results leave the resident set on a compaction (all 
 micro-compaction (a gap that grew by less than was appended: the oldest go first).
 
 Only the main thread counts: a subagent has its own window and only its summary comes back.
+
+Added to the seed, because a single chars/token ratio cannot price every result right:
+
+* **a per-result cost.** Every content block carries framing its characters do not show (its type,
+  ``tool_use_id``, the content array: ~40 tokens on the API), so a 90-character Grep result costs about
+  twice its characters' worth. Small gaps (≤ :data:`CALIBRATION_MIN_CHARS`) with a tool result and
+  nothing hidden (no redacted or empty thinking) measure it: their growth beyond their characters'
+  price, per block, lower median (hidden content only pushes it up). The 80% rule does not apply to
+  them: a call's own input is a fixed share of a small gap and is priced like any characters. The ratio
+  is then re-measured on the big clean gaps net of that framing, a few rounds. Without such a gap, or
+  when the cost lands outside 0…:data:`MAX_PER_RESULT_TOKENS`, it is 0: characters alone are priced,
+  as in the seed. A call and its result always share a gap, so the cost is split evenly
+  between the blocks: a call's framing is heavier than a result's, which leaves small results
+  over-priced by ~10–20 tokens each.
+* **a clean gap measures its own results.** A gap the calibration kept as unshed grew by exactly what
+  it appended, so its results are priced at that growth, less the rest of the gap (prose, calls,
+  framing) at the run's terms, split among them by their prices: two Read results of one run came out
+  at 2.4 and 3.5 chars/token, far more apart than any ratio can follow. Every other gap's results are
+  priced at the ratio, and a shortfall past the seed's tolerance there is still eviction, FIFO.
+* **a ratio per family where its own gaps measure it**, for results no clean gap of their own measures
+  (and to split a gap between families). Line-numbered source, explore output and Grep
+  listings tokenise at different densities (a run's Read results came out 4–6% over-priced at the run's
+  ratio). A big clean gap that is ≥ :data:`DISPERSION_RESULT_SHARE` one family's results measures that
+  family's ratio directly; the family is priced at it (pooled over its gaps, within a factor
+  :data:`SHED_FACTOR` of the run's ratio), every other family at the run's ratio.
+
+The error bar stays the seed's, on the same footing as the pricing: on gaps that are ≥ 95% one result,
+the distance between that result's price — the run's ratio plus the per-result cost — and the gap's
+growth. It bounds a result priced at the run's terms; one its own gap measured is closer (a family
+ratio or a gap measured on the very gap it is tested on would hide its own error).
 """
 
 from __future__ import annotations
@@ -41,6 +71,12 @@ CALIBRATION_TOOL_SHARE = 0.8
 SHED_FACTOR = 1.5
 # Error bar: on a gap that is almost all one result, the measured growth is that result's size.
 DISPERSION_RESULT_SHARE = 0.95
+# Per-result cost: above this a small gap's growth is hidden content, not framing (the API's is ~40).
+MAX_PER_RESULT_TOKENS = 120
+# Rounds of (per-result cost from the small gaps, ratio from the big ones net of it); it settles in two or
+# three: a round that moves the cost by less than SETTLED_TOKENS is the last.
+CALIBRATION_ROUNDS = 4
+SETTLED_TOKENS = 0.01
 # Below this shortfall a gap is attribution noise, not shedding (real shedding is thousands).
 EVICTION_FLOOR_TOKENS = 200
 EVICTION_TOOL_SHARE = 0.05
@@ -69,6 +105,8 @@ class Occupancy:
     chars_per_token: float = DEFAULT_CHARS_PER_TOKEN
     calibration: str = DEFAULT
     dispersion: float | None = None
+    per_result_tokens: float = 0.0
+    family_chars_per_token: dict[str, float] = field(default_factory=dict)
     residual: dict[str, int] = field(default_factory=_zeros)
     contributed: dict[str, int] = field(default_factory=_zeros)
     residual_chars: dict[str, int] = field(default_factory=_zeros)
@@ -102,6 +140,8 @@ class Occupancy:
             "calibrated": self.calibrated,
             "calibration": self.calibration,
             "dispersion": self.dispersion,
+            "per_result_tokens": self.per_result_tokens,
+            "family_chars_per_token": dict(self.family_chars_per_token),
             "residual": dict(self.residual),
             "contributed": dict(self.contributed),
             "residual_chars": dict(self.residual_chars),
@@ -123,36 +163,69 @@ class _Gap:
     """What was appended between two measured requests."""
 
     chars: int = 0
+    tool_chars: int = 0  # of which tool results
+    blocks: int = 0  # content blocks appended: each carries its framing
+    hidden_blocks: int = 0  # of which redacted or empty thinking: tokens the transcript does not show
     results: list[tuple[str, int]] = field(default_factory=list)  # (family, chars), in order
     cleared_at: int | None = None  # results before this index were compacted away
     delta: int = 0
-
-    @property
-    def tool_chars(self) -> int:
-        return sum(chars for _, chars in self.results)
+    measured: bool = False  # kept by the calibration: its growth prices its own results
 
     @property
     def clean(self) -> bool:
         """Growing, uncompacted and big enough to measure a ratio on."""
         return self.cleared_at is None and self.delta > 0 and self.chars > CALIBRATION_MIN_CHARS
 
+    @property
+    def fully_shown(self) -> bool:
+        """Growing, uncompacted, with tool results, and every block's content in the transcript."""
+        return self.cleared_at is None and self.delta > 0 and bool(self.results) and self.hidden_blocks == 0
+
+    @property
+    def tool_dominated(self) -> bool:
+        return self.tool_chars >= CALIBRATION_TOOL_SHARE * self.chars
+
+    def family_share(self) -> tuple[str, int] | None:
+        """The family holding ≥ DISPERSION_RESULT_SHARE of the gap's characters, and its characters."""
+        by_family: dict[str, int] = {}
+        for fam, chars in self.results:
+            by_family[fam] = by_family.get(fam, 0) + chars
+        fam, chars = max(by_family.items(), key=lambda item: item[1], default=("", 0))
+        return (fam, chars) if by_family and chars >= DISPERSION_RESULT_SHARE * self.chars else None
+
+
+@dataclass
+class _Pricing:
+    """Tokens of a result: its characters at its family's ratio (or the run's), plus the per-result cost."""
+
+    chars_per_token: float
+    calibration: str
+    per_result: float = 0.0
+    family_ratio: dict[str, float] = field(default_factory=dict)
+
+    def tokens(self, fam: str, chars: int) -> float:
+        return chars / self.family_ratio.get(fam, self.chars_per_token) + self.per_result
+
 
 @dataclass
 class _Resident:
     family: str
     tokens: float
+    chars: float
 
 
 def occupancy(session: Session, tool: RetrievalTool = CODEGRAPH, window: int = WINDOW_TOKENS) -> Occupancy:
     """Residual context occupancy of the session's main thread at its last request."""
     ctxs, gaps, compactions = _gaps(session, tool)
-    ratio, calibration = _calibrate(gaps)
+    pricing = _calibrate(gaps)
     out = Occupancy(
         ctx_final=ctxs[-1] if ctxs else 0,
         ctx_base=ctxs[0] if ctxs else 0,
-        chars_per_token=ratio,
-        calibration=calibration,
-        dispersion=_dispersion(gaps, ratio),
+        chars_per_token=pricing.chars_per_token,
+        calibration=pricing.calibration,
+        dispersion=_dispersion(gaps, pricing),
+        per_result_tokens=pricing.per_result,
+        family_chars_per_token=dict(pricing.family_ratio),
         compactions=compactions,
         turns=len(ctxs),
         window=window,
@@ -165,15 +238,17 @@ def occupancy(session: Session, tool: RetrievalTool = CODEGRAPH, window: int = W
     contributed = dict.fromkeys(FAMILIES, 0.0)
     evicted = 0.0
 
-    def append(results: list[tuple[str, int]]) -> float:
+    ratio_of, ratio, per_result = pricing.family_ratio.get, pricing.chars_per_token, pricing.per_result
+
+    def append(results: list[tuple[str, int]], scale: float = 1.0) -> float:
         tokens = 0.0
         for fam, chars in results:
-            priced = chars / ratio
+            priced = (chars / ratio_of(fam, ratio) + per_result) * scale  # pricing.tokens, inlined: the hot loop
             tokens += priced
             contributed[fam] += priced
             out.contributed_chars[fam] += chars
             out.contributed_results[fam] += 1
-            resident.append(_Resident(fam, priced))
+            resident.append(_Resident(fam, priced, chars))
         return tokens
 
     for gap in gaps:
@@ -185,19 +260,21 @@ def occupancy(session: Session, tool: RetrievalTool = CODEGRAPH, window: int = W
             resident.clear()
             append(gap.results[gap.cleared_at :])
             continue
-        tool_tokens = append(gap.results)
+        tool_tokens = append(gap.results, _measured_scale(gap, pricing))
         shortfall = tool_tokens - gap.delta
         if shortfall > max(EVICTION_FLOOR_TOKENS, EVICTION_TOOL_SHARE * tool_tokens):
             evicted += _evict_oldest(resident, shortfall)
 
     left = dict.fromkeys(FAMILIES, 0.0)
+    left_chars = dict.fromkeys(FAMILIES, 0.0)
     for r in resident:
         left[r.family] += r.tokens
+        left_chars[r.family] += r.chars
         out.residual_results[r.family] += 1
     for fam in FAMILIES:
         out.residual[fam] = round(left[fam])
         out.contributed[fam] = round(contributed[fam])
-        out.residual_chars[fam] = round(left[fam] * ratio)
+        out.residual_chars[fam] = round(left_chars[fam])
     out.evicted = round(evicted)
     return out
 
@@ -225,37 +302,105 @@ def _gaps(session: Session, tool: RetrievalTool) -> tuple[list[int], list[_Gap],
                 ctxs.append(ctx)
                 gap = _Gap()
             gap.chars += item.output_chars
+            gap.blocks += len(item.blocks) + len(item.calls)
+            gap.hidden_blocks += sum(_hidden(block) for block in item.blocks)
         elif isinstance(item, ToolResult):
             # A result without its call still occupies the window; it is charged to "other".
-            gap.results.append((family(names.get(item.call_id, ""), tool), len(item.text)))
-            gap.chars += len(item.text)
+            gap.results.append((family(names.get(item.call_id, ""), tool), item.chars))
+            gap.chars += item.chars
+            gap.tool_chars += item.chars
+            gap.blocks += 1
         elif isinstance(item, UserText):
-            gap.chars += len(item.text)
+            gap.chars += item.chars
+            gap.blocks += 1
         elif isinstance(item, Compaction):
             compactions += 1
             gap.cleared_at = len(gap.results)
     return ctxs, gaps, compactions
 
 
-def _calibrate(gaps: list[_Gap]) -> tuple[float, str]:
-    """chars/token, pooled over the clean tool-dominated gaps, with the shed ones dropped."""
-    clean = [g for g in gaps if g.clean and g.tool_chars >= CALIBRATION_TOOL_SHARE * g.chars]
+def _hidden(block: dict[str, Any]) -> bool:
+    """Thinking the transcript does not show: redacted, or streamed empty with only its signature."""
+    kind = block.get("type")
+    return kind == "redacted_thinking" or (kind == "thinking" and not block.get("thinking"))
+
+
+def _calibrate(gaps: list[_Gap]) -> _Pricing:
+    """chars/token, pooled over the clean tool-dominated gaps with the shed ones dropped; then the
+    per-result cost and the family ratios where the gaps measure them (see the module docstring)."""
+    clean = [g for g in gaps if g.clean and g.tool_dominated]
     if clean:
-        # Shedding can only push a gap's chars/token up, so the lower median is the honest centre.
-        ratios = sorted(g.chars / g.delta for g in clean)
-        ceiling = SHED_FACTOR * ratios[(len(ratios) - 1) // 2]
-        kept = [g for g in clean if g.chars / g.delta <= ceiling]
-        return sum(g.chars for g in kept) / sum(g.delta for g in kept), MEASURED
+        framing = [g for g in gaps if g.fully_shown and 0 < g.chars <= CALIBRATION_MIN_CHARS]
+        pooled = _pooled(clean, 0.0)
+        assert pooled is not None  # a clean gap grows
+        ratio, kept = pooled
+        per_result = 0.0
+        for _ in range(CALIBRATION_ROUNDS if framing else 0):
+            costs = sorted((g.delta - g.chars / ratio) / g.blocks for g in framing)
+            settled = abs(costs[(len(costs) - 1) // 2] - per_result) < SETTLED_TOKENS
+            per_result = costs[(len(costs) - 1) // 2]
+            framed = _pooled(clean, per_result) if 0 < per_result <= MAX_PER_RESULT_TOKENS else None
+            if framed is None:
+                per_result, (ratio, kept) = 0.0, pooled
+                break
+            ratio, kept = framed
+            if settled:
+                break
+        for g in kept:
+            g.measured = True
+        return _Pricing(ratio, MEASURED, per_result, _family_ratios(kept, ratio, per_result))
     growing = [g for g in gaps if g.cleared_at is None and g.delta > 0 and g.chars > 0]
     if growing:
-        return sum(g.chars for g in growing) / sum(g.delta for g in growing), ALL_GAPS
-    return DEFAULT_CHARS_PER_TOKEN, DEFAULT
+        return _Pricing(sum(g.chars for g in growing) / sum(g.delta for g in growing), ALL_GAPS)
+    return _Pricing(DEFAULT_CHARS_PER_TOKEN, DEFAULT)
 
 
-def _dispersion(gaps: list[_Gap], ratio: float) -> float | None:
-    """Median relative error of the run-level ratio on gaps that are (almost) one tool result."""
+def _pooled(clean: list[_Gap], per_result: float) -> tuple[float, list[_Gap]] | None:
+    """The ratio pooled over the clean gaps net of their framing, and the gaps it was pooled over; None when
+    the framing leaves no gap any growth (it cannot be right)."""
+
+    usable = [(g, net) for g in clean if (net := g.delta - per_result * g.blocks) > 0]
+    if not usable:
+        return None
+    # Shedding can only push a gap's chars/token up, so the lower median is the honest centre.
+    ratios = sorted(g.chars / net for g, net in usable)
+    ceiling = SHED_FACTOR * ratios[(len(ratios) - 1) // 2]
+    kept = [(g, net) for g, net in usable if g.chars / net <= ceiling]
+    return sum(g.chars for g, _ in kept) / sum(net for _, net in kept), [g for g, _ in kept]
+
+
+def _family_ratios(kept: list[_Gap], ratio: float, per_result: float) -> dict[str, float]:
+    """chars/token of each family that has gaps of its own: what is left of their growth once the rest of
+    the gap (prose, framing) is priced at the run's terms, pooled; kept within SHED_FACTOR of the run's."""
+    chars: dict[str, int] = {}
+    tokens: dict[str, float] = {}
+    for g in kept:
+        share = g.family_share()
+        if share is None:
+            continue
+        fam, fam_chars = share
+        chars[fam] = chars.get(fam, 0) + fam_chars
+        tokens[fam] = tokens.get(fam, 0.0) + g.delta - per_result * g.blocks - (g.chars - fam_chars) / ratio
+    measured = {fam: chars[fam] / tokens[fam] for fam in chars if tokens[fam] > 0}
+    return {fam: r for fam, r in measured.items() if ratio / SHED_FACTOR <= r <= ratio * SHED_FACTOR}
+
+
+def _measured_scale(gap: _Gap, pricing: _Pricing) -> float:
+    """A gap the calibration kept as unshed measured its own results: its growth less the rest of it (prose,
+    calls, framing) at the run's terms. The factor that brings the results' prices to that; 1 elsewhere."""
+    if not gap.measured:
+        return 1.0
+    priced = sum(pricing.tokens(fam, chars) for fam, chars in gap.results)
+    rest = (gap.chars - gap.tool_chars) / pricing.chars_per_token + pricing.per_result * (gap.blocks - len(gap.results))
+    measured = gap.delta - rest
+    return measured / priced if priced > 0 and measured > 0 else 1.0
+
+
+def _dispersion(gaps: list[_Gap], pricing: _Pricing) -> float | None:
+    """Median relative error of the run-level pricing (ratio and per-result cost) on gaps that are (almost)
+    one tool result."""
     errors = sorted(
-        abs(g.tool_chars / ratio - g.delta) / g.delta
+        abs(sum(chars / pricing.chars_per_token + pricing.per_result for _, chars in g.results) - g.delta) / g.delta
         for g in gaps
         if g.clean and g.results and max(chars for _, chars in g.results) >= DISPERSION_RESULT_SHARE * g.chars
     )
@@ -272,6 +417,7 @@ def _evict_oldest(resident: deque[_Resident], tokens: float) -> float:
             tokens -= head.tokens
             evicted += head.tokens
         else:
+            head.chars *= 1 - tokens / head.tokens
             head.tokens -= tokens
             evicted += tokens
             tokens = 0

@@ -5,8 +5,9 @@ on. Each vote lands in one of five buckets (:data:`BUCKETS`, worst → best), an
 points at a different fix. Eight rules keep the vote honest; each is named below where it is
 applied:
 
-1. only a later message counts — a file access fired in the explore's own message predates
-   the response, so it is stepped over and counted ``concurrent``;
+1. only a later message counts — a file access fired after the explore in its own message
+   predates the response, so it is stepped over and counted ``concurrent`` (once per explore
+   it was stepped over for: a Read beside two explores counts twice);
 2. bookkeeping (ToolSearch, TodoWrite) is stepped over;
 3. reactions are matched within one thread (a subagent's calls are not the parent's verdict);
 4. a delegation is judged by the subagent's first substantive call (``Agent → …``), without
@@ -21,6 +22,7 @@ applied:
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from functools import cached_property
 from typing import Any
 
 from pytest_agent_eval.metrics.explore import mentioned_paths, returned_files, same_file
@@ -103,9 +105,15 @@ class _Reaction:
 class _Response:
     """What one explore shipped, plus what earlier explores of its thread shipped (rule 7)."""
 
+    text: str
     returned: list[str]
-    mentioned: set[str]
     earlier: list[str]
+
+    @cached_property
+    def mentioned(self) -> set[str]:
+        """Every path the response names; read only when a Read missed, as most verdicts never need it
+        and a large response names tens of thousands of dotted tokens."""
+        return mentioned_paths(self.text)
 
 
 def sufficiency(session: Session, tool: RetrievalTool = CODEGRAPH) -> Sufficiency:
@@ -118,7 +126,6 @@ def sufficiency(session: Session, tool: RetrievalTool = CODEGRAPH) -> Sufficienc
         position.update((c.id, len(thread_messages)) for c in message.calls)
         thread_messages.append(message)
     shipped: dict[str, list[str]] = {}  # thread → files earlier explores of it returned
-    concurrent: set[str] = set()
 
     for call in session.calls:
         if not tool.is_explore(call.name):
@@ -132,15 +139,16 @@ def sufficiency(session: Session, tool: RetrievalTool = CODEGRAPH) -> Sufficienc
             continue
         text = call.result.text
         earlier = shipped.setdefault(call.thread, [])
-        response = _Response(returned_files(text), mentioned_paths(text), list(earlier))
+        response = _Response(text, returned_files(text), list(earlier))
         earlier.extend(response.returned)
 
         thread_messages = messages_by_thread[call.thread]
         index = position[call.id]
-        # Rule 1: a file access issued alongside the explore is not a verdict on it.
-        for sibling in thread_messages[index].calls:
-            if sibling is not call and _is_file_access(sibling):
-                concurrent.add(sibling.id)
+        # Rule 1: a file access issued after the explore in its own message is stepped over, not a verdict:
+        # counted once per explore it was stepped over for, as the seed's classifier counts it.
+        siblings = thread_messages[index].calls
+        after = next(i for i, sibling in enumerate(siblings) if sibling is call) + 1
+        out.concurrent += sum(_is_file_access(sibling) for sibling in siblings[after:])
         next_call = _next_call(thread_messages[index + 1 :])
         if next_call is None:
             verdict = _Reaction("sufficient", FINAL_ANSWER)
@@ -152,7 +160,6 @@ def sufficiency(session: Session, tool: RetrievalTool = CODEGRAPH) -> Sufficienc
         out.calls.append(
             CallVerdict(query, len(response.returned), verdict.bucket, verdict.reaction, verdict.note, call.thread)
         )
-    out.concurrent = len(concurrent)
     return out
 
 

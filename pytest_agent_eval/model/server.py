@@ -4,25 +4,34 @@ The CLI only needs ``POST /v1/messages`` with ``stream: true``; the server also 
 non-streaming form, ``/v1/messages/count_tokens``, and GET/HEAD probes, so nothing the CLI might
 try fails for a reason that is not the model's. Faults (HTTP errors, a stream broken mid-message,
 a request left hanging) are injected by request number, to see what the client does with them.
+
+It knows the truth occupancy estimates: every answered message request is counted (:mod:`.usage`), and
+the count — the prompt's tokens and each tool result's — is kept per reply (:attr:`RunningServer.truth`)
+and, with ``truth_log`` (or ``AGENT_EVAL_TRUTH_LOG`` in the environment), appended to a JSON-lines file
+keyed by the reply's message id, which the transcript records too.
 """
 
 from __future__ import annotations
 
 import json
+import os
 import sys
 import threading
 import traceback
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from .sse import Reply, message_json, new_id, stream_events
-from .usage import UsageModel
+from .usage import PromptCount, UsageModel
 
 FAULT_KINDS = frozenset({"500", "529", "429", "break", "hang"})
 _ERROR_TYPES = {500: "api_error", 529: "overloaded_error", 429: "rate_limit_error"}
+# Where a server started without ``truth_log`` appends its truth (so a harness run can keep it).
+TRUTH_LOG_ENV = "AGENT_EVAL_TRUTH_LOG"
 
 
 @dataclass
@@ -70,6 +79,17 @@ class Faults:
 
 
 @dataclass
+class Truth:
+    """What the server counted for one answered message request; ``message_id`` is its reply's."""
+
+    message_id: str
+    count: PromptCount
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"message_id": self.message_id, **self.count.to_dict()}
+
+
+@dataclass
 class Hit:
     """One HTTP request the server received (any path), for reports on what a client calls.
 
@@ -85,11 +105,13 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
 
-    def __init__(self, address: tuple[str, int], backend: Backend, faults: Faults) -> None:
+    def __init__(self, address: tuple[str, int], backend: Backend, faults: Faults, truth_log: Path | None) -> None:
         super().__init__(address, _Handler)
         self.backend = backend
         self.faults = faults
+        self.truth_log = truth_log
         self.usage_model = UsageModel()
+        self.truth: list[Truth] = []
         self.stopping = threading.Event()
         self.lock = threading.Lock()
         self.requests: list[dict[str, Any]] = []
@@ -206,8 +228,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         # A stand-in names itself in every message, so any transcript it produced says so when scored.
         model = getattr(self.server.backend, "stand_in_model", None) or str(request.get("model") or "stand-in")
-        usage = self.server.usage_model.usage(request)
+        usage, count = self.server.usage_model.usage(request)
         message_id = new_id("msg")
+        self._keep_truth(Truth(message_id, count))
         if not request.get("stream"):
             self._send_json(200, message_json(reply, model, usage, message_id))
             return
@@ -228,6 +251,13 @@ class _Handler(BaseHTTPRequestHandler):
             self.close_connection = True
             return
         self._chunk(b"")
+
+    def _keep_truth(self, truth: Truth) -> None:
+        with self.server.lock:
+            self.server.truth.append(truth)
+            if self.server.truth_log is not None:
+                with self.server.truth_log.open("a", encoding="utf-8") as log:
+                    log.write(json.dumps(truth.to_dict()) + "\n")
 
     def _relay(self, reply: Passthrough) -> None:
         self.send_response(reply.status)
@@ -281,6 +311,12 @@ class RunningServer:
             return list(self._server.token_counts)
 
     @property
+    def truth(self) -> list[Truth]:
+        """What the server counted for each answered message request, in arrival order."""
+        with self._server.lock:
+            return list(self._server.truth)
+
+    @property
     def hits(self) -> list[Hit]:
         with self._server.lock:
             return list(self._server.hits)
@@ -308,12 +344,20 @@ _LOOPBACK = ("127.0.0.1", "localhost")
 
 
 def serve(
-    backend: Backend, host: str = "127.0.0.1", port: int = 0, faults: Faults | Mapping[int, str] | None = None
+    backend: Backend,
+    host: str = "127.0.0.1",
+    port: int = 0,
+    faults: Faults | Mapping[int, str] | None = None,
+    truth_log: str | Path | None = None,
 ) -> RunningServer:
-    """Start serving ``backend`` in a background thread; ``port=0`` picks a free port."""
+    """Start serving ``backend`` in a background thread; ``port=0`` picks a free port.
+
+    ``truth_log`` (default: ``$AGENT_EVAL_TRUTH_LOG`` if set): a JSON-lines file each answered request's
+    :class:`Truth` is appended to."""
     if host not in _LOOPBACK:
         raise ValueError(f"the model server binds loopback only, not {host!r}")
-    return RunningServer(_Server((host, port), backend, Faults.coerce(faults)))
+    log = truth_log or os.environ.get(TRUTH_LOG_ENV) or None
+    return RunningServer(_Server((host, port), backend, Faults.coerce(faults), Path(log) if log else None))
 
 
-__all__ = ["Backend", "Faults", "Hit", "Passthrough", "RunningServer", "serve"]
+__all__ = ["TRUTH_LOG_ENV", "Backend", "Faults", "Hit", "Passthrough", "RunningServer", "Truth", "serve"]

@@ -1,34 +1,69 @@
-"""Usage figures for a stand-in model, as a prompt-caching client would see them.
+"""Usage figures for a stand-in model, counted the way the real API counts a prompt.
 
-The prompt's size is estimated from its serialized form: ``chars / CHARS_PER_TOKEN`` over the
-system prompt, the tool definitions and every message content block (JSON, ``cache_control``
-markers removed because the CLI moves them between requests). 3.0 chars/token sits between
-English prose (~4) and the code/JSON-heavy prompts of a coding agent (the seeds measure ~2.3 for
-explore output), so ``ctx`` grows by roughly what a request appended.
+**The counting model** (deterministic, so a test can hold occupancy to it). The API tokenises the
+whole serialised request, structure included, so every piece is counted: the system prompt, the tool
+definitions and every message content block, each as the JSON value it is (``cache_control`` markers
+removed: the CLI moves them between requests). A JSON value costs
 
-Split: the longest prefix (in whole units: system, tools, then each content block) shared with
-an earlier request is ``cache_read``; of the new part, a few tokens are plain ``input`` (what
-follows the client's last cache breakpoint) and the rest ``cache_creation``. So
-``input + cache_read + cache_creation`` is the whole prompt, as in the real API.
+* a string: its text's tokens plus one for the quotes; a number, ``true``/``false``/``null``: one;
+* an object: two for the braces, and per member its key's tokens plus two (quotes, colon) and its value;
+* an array: two for the brackets plus its items;
+
+and a message adds :data:`MESSAGE_FRAME_TOKENS` for its role. Text is cut BPE-style into pieces: a run
+of letters (one token per :data:`LETTERS_PER_TOKEN` letters, so ``the`` is one and
+``sendOptionsResponse`` four), up to three digits, one other character, or a run of whitespace, each
+optionally led by a space. Dense, line-numbered source comes out near 2.5 characters a token and prose
+near 4.5, as on the real tokenizer, so no single chars/token ratio prices both exactly; and a
+tool_result's framing (type, ``tool_use_id``, content array) costs a few dozen tokens whatever its size.
+
+Split: the longest prefix (in whole units: system, tools, then each content block) shared with an
+earlier request is ``cache_read``; of the new part, a few tokens are plain ``input`` (what follows the
+client's last cache breakpoint) and the rest ``cache_creation``. So ``input + cache_read +
+cache_creation`` is the whole prompt, as in the real API.
+
+The truth a stand-in knows: :meth:`UsageModel.count_prompt` gives, per request, the prompt's tokens and
+each tool_result block's tokens by ``tool_use_id``, which is what occupancy estimates from the outside.
 """
 
 from __future__ import annotations
 
 import json
-import math
+import re
 import threading
 from collections import deque
+from dataclasses import dataclass, field
 from typing import Any
 
-CHARS_PER_TOKEN = 3.0
+LETTERS_PER_TOKEN = 6
+MESSAGE_FRAME_TOKENS = 4
 # Tokens after the client's last cache breakpoint; Claude Code's requests show single digits here.
 FRESH_INPUT_TOKENS = 4
 # Earlier prompts remembered for prefix matching (a cache holds many conversations at once).
 REMEMBERED_PROMPTS = 64
+# Counted units remembered by their serialised form: each request repeats every earlier block.
+REMEMBERED_UNITS = 4096
+
+_PIECE_RE = re.compile(r" ?[A-Za-z]+| ?\d{1,3}| ?[^\sA-Za-z\d]|\s+")
+_LONG_WORD_RE = re.compile(rf"[A-Za-z]{{{LETTERS_PER_TOKEN + 1},}}")
 
 
-def estimate_tokens(text: str) -> int:
-    return math.ceil(len(text) / CHARS_PER_TOKEN)
+def text_tokens(text: str) -> int:
+    """Tokens of a piece of text under the counting model (see the module docstring)."""
+    if not text:
+        return 0
+    extra = sum((len(word) - 1) // LETTERS_PER_TOKEN for word in _LONG_WORD_RE.findall(text))
+    return len(_PIECE_RE.findall(text)) + extra
+
+
+def count_tokens(value: Any) -> int:
+    """Tokens of a JSON value, structure included (see the module docstring)."""
+    if isinstance(value, str):
+        return text_tokens(value) + 1
+    if isinstance(value, dict):
+        return 2 + sum(text_tokens(str(k)) + 2 + count_tokens(v) for k, v in value.items())
+    if isinstance(value, list):
+        return 2 + sum(count_tokens(v) for v in value)
+    return 1
 
 
 def _without_cache_control(value: Any) -> Any:
@@ -39,23 +74,93 @@ def _without_cache_control(value: Any) -> Any:
     return value
 
 
-def _dumps(value: Any) -> str:
-    return json.dumps(_without_cache_control(value), ensure_ascii=False, sort_keys=True)
+@dataclass(frozen=True)
+class Unit:
+    """One piece of a prompt: ``key`` (its serialised form) decides cache hits, ``tokens`` its size."""
+
+    key: str
+    tokens: int
+    tool_use_id: str | None = None  # set on a tool_result block
 
 
-def prompt_units(request: dict[str, Any]) -> list[str]:
-    """The prompt as an ordered list of serialized pieces; a cached prefix is a run of equal leading pieces."""
-    system = request.get("system") or []
-    system = [{"type": "text", "text": system}] if isinstance(system, str) else system
-    units = [_dumps(system), _dumps(request.get("tools") or [])]
-    for message in request.get("messages") or []:
-        if not isinstance(message, dict):
-            continue
-        content = message.get("content")
-        # A string and a one-text-block list are the same prompt (the CLI sends either for one message).
-        blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
-        units.extend(f"{message.get('role')}:{_dumps(block)}" for block in blocks)
-    return units
+@dataclass
+class PromptCount:
+    """The truth about one request: its prompt's tokens and each tool_result's, by ``tool_use_id``."""
+
+    tokens: int
+    results: dict[str, int] = field(default_factory=dict)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"tokens": self.tokens, "results": dict(self.results)}
+
+
+class UsageModel:
+    """Remembers recent prompts and prices each new one against the longest shared prefix."""
+
+    def __init__(self) -> None:
+        self._seen: deque[list[str]] = deque(maxlen=REMEMBERED_PROMPTS)
+        self._counted: dict[str, int] = {}
+        self._lock = threading.Lock()
+
+    def _unit(self, prefix: str, value: Any) -> Unit:
+        clean = _without_cache_control(value)
+        key = prefix + json.dumps(clean, ensure_ascii=False, sort_keys=True)
+        with self._lock:
+            tokens = self._counted.get(key)
+        if tokens is None:
+            tokens = count_tokens(clean)
+            with self._lock:
+                if len(self._counted) >= REMEMBERED_UNITS:
+                    self._counted.clear()
+                self._counted[key] = tokens
+        result_id = clean.get("tool_use_id") if isinstance(clean, dict) and clean.get("type") == "tool_result" else None
+        return Unit(key, tokens, result_id if isinstance(result_id, str) else None)
+
+    def prompt_units(self, request: dict[str, Any]) -> list[Unit]:
+        """The prompt as an ordered list of units; a cached prefix is a run of equal leading units."""
+        system = request.get("system") or []
+        system = [{"type": "text", "text": system}] if isinstance(system, str) else system
+        units = [self._unit("system:", system), self._unit("tools:", request.get("tools") or [])]
+        for message in request.get("messages") or []:
+            if not isinstance(message, dict):
+                continue
+            content = message.get("content")
+            # A string and a one-text-block list are the same prompt (the CLI sends either for one message).
+            blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
+            role = f"{message.get('role')}:"
+            units.append(Unit(role, MESSAGE_FRAME_TOKENS))
+            units.extend(self._unit(role, block) for block in blocks)
+        return units
+
+    def count_prompt(self, request: dict[str, Any]) -> PromptCount:
+        """The whole prompt's tokens and each tool result's, without touching the cache."""
+        return _truth(self.prompt_units(request))
+
+    def usage(self, request: dict[str, Any]) -> tuple[dict[str, int], PromptCount]:
+        """The usage a caching API reports for ``request``, and the truth it was computed from."""
+        units = self.prompt_units(request)
+        keys = [u.key for u in units]
+        with self._lock:
+            shared = max((_shared_prefix(keys, old) for old in self._seen), default=0)
+            self._seen.append(keys)
+        truth = _truth(units)
+        cached = min(truth.tokens, sum(u.tokens for u in units[:shared]))
+        fresh = min(truth.tokens - cached, FRESH_INPUT_TOKENS)
+        usage = {
+            "input_tokens": fresh,
+            "cache_creation_input_tokens": truth.tokens - cached - fresh,
+            "cache_read_input_tokens": cached,
+        }
+        return usage, truth
+
+    def count(self, request: dict[str, Any]) -> int:
+        """What ``/v1/messages/count_tokens`` answers: the whole prompt, without touching the cache."""
+        return self.count_prompt(request).tokens
+
+
+def _truth(units: list[Unit]) -> PromptCount:
+    results = {u.tool_use_id: u.tokens for u in units if u.tool_use_id is not None}
+    return PromptCount(max(1, sum(u.tokens for u in units)), results)
 
 
 def _shared_prefix(a: list[str], b: list[str]) -> int:
@@ -65,29 +170,3 @@ def _shared_prefix(a: list[str], b: list[str]) -> int:
             break
         n += 1
     return n
-
-
-class UsageModel:
-    """Remembers recent prompts and prices each new one against the longest shared prefix."""
-
-    def __init__(self) -> None:
-        self._seen: deque[list[str]] = deque(maxlen=REMEMBERED_PROMPTS)
-        self._lock = threading.Lock()
-
-    def usage(self, request: dict[str, Any]) -> dict[str, int]:
-        units = prompt_units(request)
-        with self._lock:
-            shared = max((_shared_prefix(units, old) for old in self._seen), default=0)
-            self._seen.append(units)
-        total = max(1, estimate_tokens("".join(units)))
-        cached = min(total, estimate_tokens("".join(units[:shared])))
-        fresh = min(total - cached, FRESH_INPUT_TOKENS)
-        return {
-            "input_tokens": fresh,
-            "cache_creation_input_tokens": total - cached - fresh,
-            "cache_read_input_tokens": cached,
-        }
-
-    def count(self, request: dict[str, Any]) -> int:
-        """What ``/v1/messages/count_tokens`` answers: the whole prompt, without touching the cache."""
-        return max(1, estimate_tokens("".join(prompt_units(request))))

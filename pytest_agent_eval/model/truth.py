@@ -1,0 +1,46 @@
+"""What a stand-in server knows about a session it served, held against what occupancy estimates.
+
+The server keeps, per answered request, the prompt's tokens and each tool result's (:class:`~.server.Truth`),
+keyed by the id of the reply, which the transcript records as the assistant message's id. So the tokens each
+tool family occupies at the end of a session are read straight off the request that produced its last
+main-thread message: no estimate, the count the usage figures were made from.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping
+from pathlib import Path
+
+from ..metrics.occupancy import FAMILIES, family
+from ..tool import CODEGRAPH, RetrievalTool
+from ..transcript import MAIN, Session
+from .usage import PromptCount
+
+
+def read_truth_log(path: str | Path) -> dict[str, PromptCount]:
+    """message id → the count of the request it answered, from a server's ``truth_log`` (JSON lines)."""
+    counts: dict[str, PromptCount] = {}
+    with Path(path).open(encoding="utf-8") as log:
+        for number, line in enumerate(log, start=1):
+            try:
+                record = json.loads(line)
+                counts[record["message_id"]] = PromptCount(int(record["tokens"]), dict(record["results"]))
+            except (ValueError, KeyError, TypeError) as exc:
+                raise ValueError(f"{path}:{number}: not a truth record ({exc})") from None
+    return counts
+
+
+def resident_truth(
+    session: Session, counts: Mapping[str, PromptCount], tool: RetrievalTool = CODEGRAPH
+) -> dict[str, int] | None:
+    """Tokens each family's tool results occupy in the main thread's last request, as the server counted
+    them; None when the server did not answer that request (another server's session, a real API's)."""
+    measured = [m for m in session.messages(MAIN) if m.usage is not None and m.usage.ctx > 0]
+    if not measured or measured[-1].id not in counts:
+        return None
+    names = {call.id: call.name for call in session.calls}
+    resident = dict.fromkeys(FAMILIES, 0)
+    for call_id, tokens in counts[measured[-1].id].results.items():
+        resident[family(names.get(call_id, ""), tool)] += tokens
+    return resident

@@ -1,0 +1,70 @@
+"""Occupancy against the truth: sessions of the real Claude Code CLI with real codegraph responses, served by the
+stand-in model, whose server counted every request (bench/data/README.md says how they were made)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from pytest_agent_eval.metrics.occupancy import FAMILIES, occupancy
+from pytest_agent_eval.model.truth import read_truth_log, resident_truth
+from pytest_agent_eval.transcript import MAIN, Session, segment_files
+
+DATA = Path(__file__).resolve().parents[1] / "bench" / "data"
+SESSIONS = sorted(p for p in (DATA / "transcripts").rglob("run-*.jsonl") if ".t" not in p.name[len("run-") :])
+# What the pricing achieves on these sessions; the accuracy bench prints the figures.
+FAMILY_SHARE, TOKENS_PER_RESULT = 0.05, 40
+MEAN_ERROR = 0.01
+
+
+@pytest.fixture(scope="module")
+def counts():
+    return read_truth_log(DATA / "truth.jsonl")
+
+
+def _session_id(first: Path) -> str:
+    return "/".join(first.relative_to(DATA / "transcripts").parts[:2])
+
+
+def test_the_corpus_has_both_arms_and_both_splits():
+    ids = [_session_id(p) for p in SESSIONS]
+    assert len(ids) >= 20
+    assert {i.split("/")[0] for i in ids} == {"calibration", "held-out"}
+    assert any(i.endswith("-with") for i in ids) and any(i.endswith("-without") for i in ids)
+
+
+@pytest.mark.parametrize("first", SESSIONS, ids=_session_id)
+def test_every_family_is_priced_close_to_what_the_server_counted(first, counts):
+    session = Session.from_files(segment_files(first))
+    truth = resident_truth(session, counts)
+    assert truth is not None
+    last = [m for m in session.messages(MAIN) if m.usage is not None][-1]
+    assert counts[last.id].tokens == last.usage.ctx  # the usage the CLI recorded is the count itself
+    occ = occupancy(session)
+    for fam in FAMILIES:
+        bound = max(FAMILY_SHARE * truth[fam], TOKENS_PER_RESULT * occ.residual_results[fam])
+        assert abs(occ.residual[fam] - truth[fam]) <= bound, (fam, occ.residual[fam], truth[fam])
+
+
+def test_the_mean_error_over_the_corpus(counts):
+    errors = truths = 0
+    for first in SESSIONS:
+        session = Session.from_files(segment_files(first))
+        truth = resident_truth(session, counts)
+        occ = occupancy(session)
+        errors += sum(abs(occ.residual[f] - truth[f]) for f in FAMILIES)
+        truths += sum(truth.values())
+    assert errors / truths <= MEAN_ERROR
+
+
+def test_a_session_the_server_did_not_answer_has_no_truth(counts):
+    session = Session.from_files(segment_files(SESSIONS[0]))
+    assert resident_truth(session, {}) is None
+
+
+def test_a_broken_truth_log_names_its_line(tmp_path):
+    log = tmp_path / "truth.jsonl"
+    log.write_text('{"message_id": "msg_1", "tokens": 5, "results": {}}\nnot json\n')
+    with pytest.raises(ValueError, match=r"truth.jsonl:2: not a truth record"):
+        read_truth_log(log)

@@ -1,0 +1,36 @@
+"""Real Claude Code transcripts nobody here wrote, kept in tests/data/transcripts (sources in its README.md).
+
+The largest files are stored gzipped to keep the checkout small. The parser reads plain files, so the first call
+unpacks the whole tree once per process into a temporary folder (removed at exit) that tests read and glob as-is.
+"""
+
+from __future__ import annotations
+
+import atexit
+import functools
+import gzip
+import shutil
+import tempfile
+from pathlib import Path
+
+DATA = Path(__file__).resolve().parent / "data" / "transcripts"
+
+
+@functools.cache
+def transcripts() -> Path:
+    """The transcripts folder, every ``.gz`` unpacked beside where it was; fails loudly if the data is missing."""
+    if not (DATA / "README.md").is_file():
+        raise FileNotFoundError(f"test data missing: {DATA} (it is part of the repository and of the sdist)")
+    unpacked = Path(tempfile.mkdtemp(prefix="agent-eval-transcripts-"))
+    atexit.register(shutil.rmtree, unpacked, ignore_errors=True)
+    for source in DATA.rglob("*"):
+        if not source.is_file() or source.name == "README.md":
+            continue
+        target = unpacked / source.relative_to(DATA)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.suffix == ".gz":
+            with gzip.open(source, "rb") as packed, open(target.with_suffix(""), "wb") as plain:
+                shutil.copyfileobj(packed, plain)
+        else:
+            shutil.copyfile(source, target)
+    return unpacked
