@@ -11,9 +11,11 @@ from __future__ import annotations
 
 import argparse
 import json
+import math
 import sys
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from pytest_agent_eval.report.compare import compare, parse_compare_fail, render_comparison
 from pytest_agent_eval.report.store import StoreError, load_records
@@ -21,6 +23,21 @@ from pytest_agent_eval.rescore import render_rescore, rescore
 from pytest_agent_eval.score import DEFAULT_WINDOW, score
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
 from pytest_agent_eval.transcript import Session, TranscriptError, segment_files
+
+
+def json_text(data: Any) -> str:
+    """Strict JSON: a figure with no defined value (NaN, ±Infinity) is null, never the non-JSON ``NaN``."""
+    return json.dumps(_finite(data), indent=2, allow_nan=False)
+
+
+def _finite(value: Any) -> Any:
+    if isinstance(value, float):
+        return value if math.isfinite(value) else None
+    if isinstance(value, dict):
+        return {key: _finite(item) for key, item in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [_finite(item) for item in value]
+    return value
 
 
 def _positive_int(text: str) -> int:
@@ -119,8 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return 2
     card = score(session, tool, args.window, args.answer)
     if args.json:
-        json.dump(card.to_dict(), sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        sys.stdout.write(json_text(card.to_dict()) + "\n")
     else:
         sys.stdout.write(card.render(brief=args.brief, envelope=args.envelope))
     return 0
@@ -141,10 +157,9 @@ def _rescore(args: argparse.Namespace) -> int:
         print(f"agent-eval: error: {folder}: no run-*.jsonl transcripts and no campaign items", file=sys.stderr)
         return 2
     if args.out:
-        Path(args.out).write_text(json.dumps({"items": records}, indent=2) + "\n", encoding="utf-8")
+        Path(args.out).write_text(json_text({"items": records}) + "\n", encoding="utf-8")
     if args.json:
-        json.dump(records, sys.stdout, indent=2)
-        sys.stdout.write("\n")
+        sys.stdout.write(json_text(records) + "\n")
     else:
         sys.stdout.write(render_rescore(records))
     return 0

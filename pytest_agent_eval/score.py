@@ -46,6 +46,8 @@ class Scorecard:
             "contamination": self.contamination.to_dict(),
             "tool_counts": self.session.tool_counts(),
             "parse": {"events": self.session.parse.events, "bad_lines": self.session.parse.bad_lines},
+            "ends_mid_turn": self.session.ends_mid_turn,
+            "unfinished_segments": list(self.session.parse.unfinished),
             "results": len(results),
             "infra_error": self.session.infra_error,
             "models": self.session.models,
@@ -85,6 +87,8 @@ class Scorecard:
             )
         if session.infra_error:
             lines.append(f"INFRASTRUCTURE: {session.infra_error}")
+        for name in session.parse.unfinished:
+            lines.append(f"NOTICE: {name} ends mid-turn (no result event): cut off; the figures cover what was written")
         return "\n".join(lines)
 
     def brief(self) -> str:
@@ -98,7 +102,8 @@ class Scorecard:
                 f"{occ.residual['codegraph']:,} tok · file-access residual {occ.file_access:,} tok",
                 f"sufficiency: {answered} answered calls, {share} moved on",
                 f"allocation: efficiency {eff}",
-                f"contamination: {con.cli_returned_output} CLI calls returned output, {con.cli_blocked} blocked",
+                f"contamination: {len(con.leaks)} results carried {self.tool.name} output; "
+                f"{con.cli_calls} CLI calls, {con.cli_blocked} denied by the hook",
             ]
         )
 

@@ -1,11 +1,92 @@
-"""The retrieval tool under test: which MCP tools, which explore tool, which CLI.
+"""The retrieval tool under test: which MCP tools, which explore tool, which CLI, what its output looks like.
 
 Every metric takes one of these, so the same code scores codegraph or any other MCP server.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+import re
+from dataclasses import dataclass, field
+
+# A line as the agent may see it: bare (Bash, Monitor, MCP) or behind the Read tool's line number
+# (``    12\t`` or ``    12→``). Anchoring at a line start keeps a fingerprint from firing on the tool's own
+# source, where the same words sit inside a string literal after code.
+_LINE = r"^(?:[ \t]*\d+(?:\t|\u2192))?"
+
+
+@dataclass(frozen=True)
+class Fingerprint:
+    """A named pattern that only the tool's own output produces (never a source file or a grep of one).
+
+    ``probe`` is a cheap pattern every match contains (a literal, mostly): most results lack it, and a
+    search for it costs a fraction of the full pattern's, which is tried only where the probe is found.
+    """
+
+    name: str
+    pattern: re.Pattern[str]
+    probe: re.Pattern[str]
+
+    def search(self, text: str) -> re.Match[str] | None:
+        return self.pattern.search(text) if self.probe.search(text) else None
+
+
+def fingerprint(name: str, regex: str, probe: str) -> Fingerprint:
+    """A multiline fingerprint; ``{line}`` in ``regex`` stands for a line start (optionally Read-numbered);
+    ``probe`` is a regex (usually an escaped literal) that any match of ``regex`` contains."""
+    return Fingerprint(name, re.compile(regex.replace("{line}", _LINE), re.M), re.compile(probe, re.M))
+
+
+# codegraph 1.6.1's NODE_KINDS: the prefix of every node id in its index (``function:<md5>``).
+_NODE_KINDS = (
+    "file|module|class|struct|interface|trait|protocol|function|method|property|field|variable|constant|enum"
+    "|enum_member|type_alias|namespace|parameter|import|export|route|component|union"
+)
+_POSITIONS = r"\|\d+\|\d+\|\d+\|\d+(?:\||$)"  # start/end line/column of a nodes row
+
+# Taken from the real output of codegraph 1.6.1 (explore, node, query, callers, callees, impact, files, context,
+# status, the MCP initialize response, sqlite3 rows of .codegraph/codegraph.db); tests/test_contamination.py
+# checks them against that output and against codegraph's own source.
+CODEGRAPH_FINGERPRINTS: tuple[Fingerprint, ...] = (
+    fingerprint("explore heading", r"{line}\*\*Exploration: [^\n]+\*\*[ \t]*$", re.escape("**Exploration: ")),
+    fingerprint("explore symbol count", r"{line}Found \d+ symbols? across \d+ files?\.", r"Found \d+ symbols? across "),
+    fingerprint(
+        "explore file section", r"{line}\*\*`[^`\n]+`\*\* \u2014 [\w$.]+\([a-z_ ]+\)(?:,|[ \t]*$)", "`\\*\\* \u2014 "
+    ),
+    # Survives ``| tail`` or ``| sed -n`` cutting the heading off: explore and node mark elided source so.
+    fingerprint("explore gap marker", r"{line}\.\.\. \(gap(?:: [^\n]+)?\) \.\.\.[ \t]*$", re.escape("... (gap")),
+    fingerprint(
+        "node location", r"{line}\*\*Location:\*\* \S+:\d+[ \t]*\n{line}\*\*Signature:\*\*", re.escape("**Location:** ")
+    ),
+    fingerprint("MCP serverInfo name", r'"serverInfo"\s*:\s*\{\s*"name"\s*:\s*"codegraph"', re.escape('"serverInfo"')),
+    fingerprint("index row", rf"\b(?:{_NODE_KINDS}):[0-9a-f]{{32}}\b", r":[0-9a-f]{32}\b"),
+    fingerprint("index file row", r"{line}file:[^|\s]+\|file\|", re.escape("|file|")),
+    # A ``nodes`` row without its id: kind|name|qualified_name|file_path|language|start/end line/column.
+    fingerprint(
+        "index node columns",
+        rf"(?:{{line}}|\|)(?:{_NODE_KINDS})\|[^|\n]+\|[^|\n]+\|[^|\n]+\|[a-z+#]+{_POSITIONS}",
+        _POSITIONS,
+    ),
+    fingerprint("CLI usage", r"{line}Usage: codegraph \[options\] \[command\][ \t]*$", re.escape("Usage: codegraph ")),
+    fingerprint("CLI status", r"{line}CodeGraph Status[ \t]*\n", "CodeGraph Status"),
+    fingerprint("CLI query heading", r'{line}Search Results for ".*":[ \t]*$', 'Search Results for "'),
+    fingerprint("CLI callers heading", r'{line}Calle(?:r|e)s of ".*" \(\d+\):[ \t]*$', 'Calle[re]s of "'),
+    fingerprint(
+        "CLI impact heading", r'{line}Impact of changing ".*" \u2014 \d+ affected symbols?:', 'Impact of changing "'
+    ),
+    fingerprint(
+        "CLI files heading", r"{line}Project Structure \(\d+ files?\):[ \t]*$", re.escape("Project Structure (")
+    ),
+    fingerprint(
+        "CLI context heading",
+        r"{line}## Code Context[ \t]*\n(?:{line}[ \t]*\n)?{line}\*\*Query:\*\* ",
+        "## Code Context",
+    ),
+)
+
+# The PreToolUse hook's own denial: the hook writes the reason, the contamination metric reads the marker (its
+# first clause, which Claude Code passes through verbatim) as the only proof that a call was blocked.
+HOOK_DENY_MARKER = "agent-eval: the `{cli}` CLI is not available in this evaluation arm"
+HOOK_DENY_REASON = HOOK_DENY_MARKER + "; use the tools you were given (Read, Grep, Glob, Bash without it)."
 
 
 @dataclass(frozen=True)
@@ -14,12 +95,14 @@ class RetrievalTool:
 
     ``name`` is matched (case-insensitively) inside MCP tool names such as
     ``mcp__codegraph__codegraph_explore``; ``explore`` is the tool whose responses carry
-    ``**`path`**`` file sections; ``cli`` is the executable an arm must not reach from Bash.
+    ``**`path`**`` file sections; ``cli`` is the executable an arm must not reach from Bash;
+    ``fingerprints`` recognise the tool's output wherever the agent saw it.
     """
 
     name: str = "codegraph"
     explore: str = "codegraph_explore"
     cli: str = "codegraph"
+    fingerprints: tuple[Fingerprint, ...] = field(default=CODEGRAPH_FINGERPRINTS)
 
     def owns(self, tool_name: str) -> bool:
         """True for any tool of this server (MCP-prefixed or bare)."""
@@ -27,6 +110,24 @@ class RetrievalTool:
 
     def is_explore(self, tool_name: str) -> bool:
         return tool_name == self.explore or tool_name.endswith("__" + self.explore)
+
+    @property
+    def deny_reason(self) -> str:
+        """What the PreToolUse hook tells the agent when it denies a call to this CLI."""
+        return HOOK_DENY_REASON.format(cli=self.cli)
+
+    @property
+    def deny_marker(self) -> str:
+        """The part of ``deny_reason`` whose presence in a result proves the hook denied the call."""
+        return HOOK_DENY_MARKER.format(cli=self.cli)
+
+    def first_fingerprint(self, text: str) -> tuple[Fingerprint, re.Match[str]] | None:
+        """The first of the tool's fingerprints found in ``text``, with its match."""
+        for candidate in self.fingerprints:
+            match = candidate.search(text)
+            if match:
+                return candidate, match
+        return None
 
 
 CODEGRAPH = RetrievalTool()

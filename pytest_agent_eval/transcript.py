@@ -17,7 +17,9 @@ from __future__ import annotations
 import glob
 import itertools
 import json
+import math
 import re
+import stat
 from collections import Counter
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
@@ -32,6 +34,8 @@ STAND_IN_PREFIX = "stand-in"
 DELEGATION_TOOLS = frozenset({"Agent", "Task"})
 KNOWN_EVENT_TYPES = frozenset({"system", "assistant", "user", "result"})
 _SEGMENT_RE = re.compile(r"\.t(\d+)\.jsonl$")
+# A line longer than this is a bad line, read past in bounded steps: a runaway file never exhausts memory.
+MAX_LINE_BYTES = 64 * 1024 * 1024
 
 
 class TranscriptError(ValueError):
@@ -160,6 +164,8 @@ class ParseStats:
     events: int = 0
     bad_lines: int = 0
     event_types: Counter = field(default_factory=Counter)
+    # stream-json files whose last turn has no ``result`` event: the run was cut off mid-turn
+    unfinished: list[str] = field(default_factory=list)
 
 
 @dataclass
@@ -189,7 +195,7 @@ class Session:
             return cls.from_session_file(paths[0])
         builder = _Builder()
         for segment, path in enumerate(paths):
-            builder.read_file(path, segment=segment, thread=None)
+            builder.read_file(path, segment=segment, thread=None, expect_result=True)
         return builder.finish()
 
     @classmethod
@@ -215,6 +221,11 @@ class Session:
 
     def calls_in(self, thread: str) -> list[ToolCall]:
         return [c for c in self.calls if c.thread == thread]
+
+    @property
+    def ends_mid_turn(self) -> bool:
+        """A stream-json segment ends without the ``result`` event that closes a turn (the run was cut off)."""
+        return bool(self.parse.unfinished)
 
     @property
     def threads(self) -> list[str]:
@@ -267,7 +278,7 @@ def segment_files(first: str | Path) -> list[Path]:
 
 
 def find_session_file(path: Path) -> Path:
-    if path.is_file():
+    if path.exists() and not path.is_dir():  # a FIFO or device too: reading it says why it is refused
         return path
     if path.is_dir():
         candidates = [p for p in path.glob("*.jsonl") if not p.name.startswith("agent-")]
@@ -306,12 +317,11 @@ def _subagent_threads(session_file: Path, links: dict[str, str]) -> Iterator[tup
 def _is_interactive(path: Path, sniff_lines: int = 20) -> bool:
     """Session files carry ``sessionId``/``parentUuid`` on their events; stream-json carries ``session_id``."""
     try:
-        with path.open(encoding="utf-8", errors="replace") as handle:
-            for line in itertools.islice(handle, sniff_lines):
-                event = _loads(line)
-                if event is not None and ("parentUuid" in event or "sessionId" in event):
-                    return True
-    except OSError:
+        for line in itertools.islice(_lines(path), sniff_lines):
+            event = _loads(line) if line is not None else None
+            if event is not None and ("parentUuid" in event or "sessionId" in event):
+                return True
+    except (OSError, TranscriptError):
         return False
     return False
 
@@ -319,14 +329,42 @@ def _is_interactive(path: Path, sniff_lines: int = 20) -> bool:
 def _belongs_to(agent_file: Path, session_id: str) -> bool:
     """A flat-layout agent file shares its folder with other sessions' agents."""
     try:
-        with agent_file.open(encoding="utf-8", errors="replace") as handle:
-            for line in handle:
-                event = _loads(line)
-                if event is not None and "sessionId" in event:
-                    return event["sessionId"] == session_id
-    except OSError:
+        for line in _lines(agent_file):
+            event = _loads(line) if line is not None else None
+            if event is not None and "sessionId" in event:
+                return event["sessionId"] == session_id
+    except (OSError, TranscriptError):
         return False
     return True
+
+
+def _require_regular(path: Path) -> None:
+    """Only a regular file is read: a FIFO, socket or device (``/dev/zero``) may never end, so it is refused."""
+    try:
+        mode = path.stat().st_mode
+    except FileNotFoundError:
+        raise TranscriptError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise TranscriptError(f"{path}: cannot read ({exc.strerror})") from None
+    if stat.S_ISDIR(mode):
+        raise TranscriptError(f"{path}: is a folder, not a transcript file")
+    if not stat.S_ISREG(mode):
+        raise TranscriptError(
+            f"{path}: not a regular file (a pipe, socket or device may never end); save the transcript to a file first"
+        )
+
+
+def _lines(path: Path) -> Iterator[str | None]:
+    """The file's lines, decoded; ``None`` stands for a line over ``MAX_LINE_BYTES``, read past in bounded steps."""
+    _require_regular(path)
+    with path.open("rb") as handle:
+        while line := handle.readline(MAX_LINE_BYTES + 1):
+            if len(line) > MAX_LINE_BYTES:
+                while (rest := handle.readline(MAX_LINE_BYTES)) and not rest.endswith(b"\n"):
+                    pass
+                yield None
+            else:
+                yield line.decode("utf-8", errors="replace")
 
 
 def _meta_tool_use_id(agent_file: Path) -> str | None:
@@ -350,15 +388,11 @@ class _Builder:
     def finish(self) -> Session:
         return self.session
 
-    def read_file(self, path: Path, segment: int, thread: str | None) -> None:
+    def read_file(self, path: Path, segment: int, thread: str | None, expect_result: bool = False) -> None:
+        """``expect_result``: a stream-json segment, which ends with a ``result`` event unless cut off."""
+        before = self.session.parse.event_types.total()
         try:
-            with path.open(encoding="utf-8", errors="replace") as handle:
-                before = self.session.parse.event_types.total()
-                self.read_lines(handle, segment, thread, name=str(path))
-        except FileNotFoundError:
-            raise TranscriptError(f"{path}: no such file") from None
-        except IsADirectoryError:
-            raise TranscriptError(f"{path}: is a folder, not a transcript file") from None
+            self.read_lines(_lines(path), segment, thread, name=str(path), expect_result=expect_result)
         except OSError as exc:
             raise TranscriptError(f"{path}: cannot read ({exc.strerror})") from None
         known = sum(self.session.parse.event_types[t] for t in KNOWN_EVENT_TYPES)
@@ -366,7 +400,9 @@ class _Builder:
             raise TranscriptError(f"{path}: not a Claude Code transcript (no JSON events)")
         self.session.files.append(path)
 
-    def read_lines(self, lines: Iterable[str], segment: int, thread: str | None, name: str) -> None:
+    def read_lines(
+        self, lines: Iterable[str | None], segment: int, thread: str | None, name: str, expect_result: bool = False
+    ) -> None:
         # The hot loop of scoring: one decode per line and a dict dispatch, nothing else.
         handlers = {
             "system": self._on_system,
@@ -375,10 +411,11 @@ class _Builder:
             "result": self._on_result,
         }
         parse = self.session.parse
+        turn_open = True  # until a result event closes it; any later assistant/user event opens the next
         for line in lines:
-            event = _loads(line)
+            event = _loads(line) if line is not None else None  # None: a line too long to read
             if event is None:
-                if line.strip():
+                if line is None or line.strip():
                     parse.bad_lines += 1
                 continue
             parse.events += 1
@@ -388,6 +425,9 @@ class _Builder:
             handler = handlers.get(kind)
             if handler is not None:
                 handler(event, segment, thread or _thread_of(event))
+                turn_open = kind != "result" and (turn_open or kind != "system")
+        if expect_result and turn_open:
+            parse.unfinished.append(name)
 
     # -- event handlers -----------------------------------------------------------------
     def _on_system(self, event: dict, segment: int, thread: str) -> None:
@@ -522,23 +562,39 @@ def _blocks(content: Any) -> list[dict]:
     return []
 
 
-_DECODER = json.JSONDecoder()
+def _no_constant(name: str) -> None:
+    """``NaN`` and ``Infinity`` are not JSON: read as null, so no figure downstream is ever NaN."""
+    return None
+
+
+def _finite_float(text: str) -> float | None:
+    """A number too large for a float (``1e999``) is read as null too, never as infinity."""
+    value = float(text)
+    return value if math.isfinite(value) else None
+
+
+_DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite_float)
 # msgspec decodes a line about twice as fast as the standard library, and decoding is most of scoring's time.
 _FAST_DECODER = msgspec.json.Decoder()
 
 
 def _loads(line: str) -> dict | None:
-    """One JSON object per line; anything else (partial, trailing garbage, a list) is None."""
+    """One JSON object per line; anything else (partial, nested past the recursion limit, trailing garbage,
+    a list) is None."""
     try:
         event = _FAST_DECODER.decode(line)
     except msgspec.DecodeError:
         return _loads_leniently(line)  # NaN, odd whitespace: the standard library's reading decides
+    except RecursionError:  # msgspec's own depth limit: the standard library would go no deeper
+        return None
     return event if isinstance(event, dict) else None
 
 
 def _loads_leniently(line: str) -> dict | None:
     try:
         event, end = _DECODER.raw_decode(line)
+    except RecursionError:
+        return None
     except ValueError:
         stripped = line.strip()
         if not stripped or stripped == line:

@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import json
+import os
 from pathlib import Path
 
 import pytest
 from synth import Transcript, explore_response
 
+from pytest_agent_eval import transcript
 from pytest_agent_eval.cli import main
 
 EXPLORE = "mcp__codegraph__codegraph_explore"
@@ -67,7 +69,7 @@ def test_json_has_every_documented_key(tmp_path, capsys):
     for key in ("efficiency", "path_efficiency", "used_chars", "envelope_chars", "files", "calls"):
         assert key in data["allocation"]
     assert {"path", "chars", "via", "symbol"} <= set(data["allocation"]["files"][0])
-    for key in ("cli_calls", "cli_returned_output", "cold_start_race", "exposed_tools"):
+    for key in ("cli_calls", "cli_blocked", "commands", "leaks", "cold_start_race", "exposed_tools", "contaminated"):
         assert key in data["contamination"]
     assert data["tool_counts"] == {EXPLORE: 1, "Read": 1}
     assert data["parse"] == {"events": 9, "bad_lines": 0}
@@ -168,3 +170,91 @@ def test_a_stand_in_model_says_so_in_the_report(tmp_path, capsys):
     assert "STAND-IN MODEL (stand-in-scripted): these figures measure the pipeline" in capsys.readouterr().out
     assert main(["score", str(path), "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["stand_in"] == "stand-in-scripted"
+
+
+# -- robustness: `agent-eval score` never hangs, never prints NaN, survives nesting, says when a run was cut off --
+def one_turn(path: Path, finished: bool = True) -> Path:
+    t = Transcript()
+    t.init(tools=["Read"])
+    read = t.call("Read", file_path="/repo/lib/a.js")
+    t.reply(read, "     1→x = 1\n")
+    t.say("lib/a.js")
+    if finished:
+        t.result("lib/a.js")
+    return t.write(path)
+
+
+@pytest.mark.timeout(60)
+@pytest.mark.parametrize("kind", ["fifo", "device"])
+def test_a_file_that_never_ends_is_refused_not_waited_on(tmp_path, capsys, kind):
+    if kind == "fifo":
+        path = tmp_path / "run.jsonl"
+        os.mkfifo(path)  # nobody ever writes to it: opening it for reading would block forever
+    else:
+        path = Path("/dev/zero")  # endless, and one line with no newline in it
+    assert main(["score", str(path)]) == 2
+    assert main(["score", "--session", str(path)]) == 2
+    err = capsys.readouterr().err.splitlines()
+    assert (
+        err
+        == [
+            f"agent-eval: error: {path}: not a regular file (a pipe, socket or device may never end); "
+            "save the transcript to a file first"
+        ]
+        * 2
+    )
+
+
+def test_a_line_over_the_limit_is_a_bad_line_read_past(tmp_path, capsys):
+    good = one_turn(tmp_path / "good.jsonl").read_bytes()
+    path = tmp_path / "run.jsonl"
+    with path.open("wb") as handle:
+        handle.write(good[: good.index(b"\n") + 1])  # the init event
+        handle.write(b"x" * (transcript.MAX_LINE_BYTES + 1) + b"\n")  # a runaway line, one byte over
+        handle.write(good[good.index(b"\n") + 1 :])
+    assert main(["score", str(path), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["parse"]["bad_lines"] == 1
+    assert data["tool_counts"] == {"Read": 1} and data["results"] == 1
+
+
+def test_json_never_carries_nan_or_infinity(tmp_path, capsys):
+    path = one_turn(tmp_path / "run.jsonl")
+    text = path.read_text().replace('"total_cost_usd": 0.01', '"total_cost_usd": NaN, "x": 1e999')
+    path.write_text(text.replace('"usage": {"input_tokens": 999999}', '"usage": {"input_tokens": -Infinity}'))
+    assert "NaN" in path.read_text()
+    assert main(["score", str(path), "--json"]) == 0
+    out = capsys.readouterr().out
+
+    def refuse(name: str) -> None:
+        raise AssertionError(f"{name} in --json output")
+
+    data = json.loads(out, parse_constant=refuse)
+    assert data["cost_usd"] is None
+
+
+def test_deeply_nested_json_is_a_bad_line_not_a_crash(tmp_path, capsys):
+    path = one_turn(tmp_path / "run.jsonl")
+    deep = '{"type": "user", "message": {"content": ' + "[" * 100_000 + "]" * 100_000 + "}}\n"
+    path.write_text(path.read_text() + deep)
+    assert main(["score", str(path), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert data["parse"]["bad_lines"] == 1 and data["tool_counts"] == {"Read": 1}
+
+
+def test_a_run_cut_off_mid_turn_says_so(tmp_path, capsys):
+    cut = one_turn(tmp_path / "cut.jsonl", finished=False)
+    assert main(["score", str(cut)]) == 0
+    assert f"NOTICE: {cut} ends mid-turn (no result event): cut off; the figures cover what was written" in (
+        capsys.readouterr().out
+    )
+    assert main(["score", str(cut), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert (data["ends_mid_turn"], data["unfinished_segments"]) == (True, [str(cut)])
+
+    done = one_turn(tmp_path / "done.jsonl")
+    assert main(["score", str(done), "--json"]) == 0
+    data = json.loads(capsys.readouterr().out)
+    assert (data["ends_mid_turn"], data["unfinished_segments"]) == (False, [])
+    assert main(["score", str(done)]) == 0
+    assert "NOTICE" not in capsys.readouterr().out

@@ -20,6 +20,7 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from synth import Transcript
 
+from pytest_agent_eval.cli_invocation import invokes_cli
 from pytest_agent_eval.harness.isolation import (
     HOOK_MODULE,
     IsolationError,
@@ -29,7 +30,6 @@ from pytest_agent_eval.harness.isolation import (
     write_hook_settings,
 )
 from pytest_agent_eval.metrics.contamination import contamination
-from pytest_agent_eval.shell import invokes_cli
 
 INVOCATIONS = [
     "codegraph explore 'how does routing work'",
@@ -117,6 +117,27 @@ INVOCATIONS = [
     'CG=$(type -P codegraph) && "$CG" explore x',
     '"$(which codegraph)" explore',
     "`which codegraph` x",
+    # de-quoted before any shortcut; globs that can match the name; names made for it; the package's shim and runtime
+    "code''graph explore x",
+    '"code"graph explore x',
+    "c\\odegraph explore x",
+    "c?degraph explore x",
+    "/opt/cg/bin/c*graph explore x",
+    "[c]odegraph explore x",
+    "~/.cache/*/c?degraph/1.6.1/node_modules/.bin/codegraph explore x",
+    "ln -s /opt/cg/node_modules/.bin/codegraph x; ./x explore q",
+    "cp /opt/cg/node_modules/.bin/codegraph /tmp/y && /tmp/y explore q",
+    "alias q='codegraph explore'; q routing",
+    "cd /opt/cg/node_modules/.bin && ./codegraph explore x",
+    "cd /opt/cg/node_modules/@colbymchenry/codegraph && node npm-shim.js explore x",
+    "cd /opt/cg/node_modules/@colbymchenry/codegraph-linux-x64 && ./node lib/dist/bin/codegraph.js explore x",
+    "/opt/cg/node_modules/@colbymchenry/codegraph-linux-x64/node /tmp/anything.js",
+    "/opt/cg/node_modules/@colbymchenry/codegraph-linux-x64/bin/codegraph explore x",
+    "a=code; b=graph; $a$b explore x",
+    'a=code; "${a}graph" explore x',
+    "codegraph explore x; false",
+    "python3 -c \"import subprocess; subprocess.run(['codegraph', 'explore', 'x'])\"",
+    "perl -e 'system(\"codegraph explore x\")'",
 ]
 
 MENTIONS = [
@@ -152,6 +173,14 @@ MENTIONS = [
     "bash < script.sh",  # the script's text is not in the command: undecidable, so allowed
     "$CG explore x",  # set by an earlier command: cannot be resolved here
     "CG=codegraph $CG explore x",  # the shell expands $CG before this assignment takes effect
+    "node scripts/*.js",  # globs that match anything name nothing in particular
+    "node */index.js",
+    "./*.sh",
+    "c* --help",
+    "ls c?degraph",  # a glob that spells the name, as an argument
+    "ln -s /opt/cg/bin/codegraph x",  # a name made for it, never run
+    "cd /opt/cg/node_modules/.bin && ls",
+    "cd /opt/cg/node_modules/@colbymchenry/codegraph-linux-x64 && node --version",  # PATH's node, not the bundled one
 ]
 
 
@@ -203,13 +232,21 @@ def test_invocation_is_denied_seen_and_counted(command):
     assert "codegraph" in json.loads(done.stdout)["hookSpecificOutput"]["permissionDecisionReason"]
     assert invokes_cli(command)
 
-    blocked = contamination(one_bash_call(command, "Hook PreToolUse:Bash denied this tool", True).session())
-    assert (blocked.cli_calls, blocked.cli_blocked, blocked.cli_returned_output) == (1, 1, 0)
+    # What Claude Code hands the agent for a denial: the hook's own reason, the only proof of a block.
+    denial = (
+        "PreToolUse:Bash hook denied this tool: "
+        + json.loads(done.stdout)["hookSpecificOutput"]["permissionDecisionReason"]
+    )
+    session = one_bash_call(command, denial, True).session()
+    blocked = contamination(session)
+    assert (blocked.cli_calls, blocked.cli_blocked, blocked.leaks) == (1, 1, [])
     assert not blocked.contaminated
-    assert blocked.to_dict()["commands"] == [{"command": command, "blocked": True, "thread": "main"}]
+    assert blocked.to_dict()["commands"] == [
+        {"call_id": session.calls[0].id, "tool": "Bash", "command": command, "blocked": True, "thread": "main"}
+    ]
 
     leaked = contamination(one_bash_call(command, "**Exploration: x**\nsrc/router.js ...", None).session())
-    assert (leaked.cli_calls, leaked.cli_blocked, leaked.cli_returned_output) == (1, 0, 1)
+    assert (leaked.cli_calls, leaked.cli_blocked, len(leaked.leaks)) == (1, 0, 1)
     assert leaked.contaminated and leaked.to_dict()["contaminated"] is True
 
 
@@ -218,7 +255,7 @@ def test_mention_is_allowed_and_not_counted(command):
     assert decision(run_hook(hook_event(command))) is None
     assert not invokes_cli(command)
     report = contamination(one_bash_call(command, "src/a.js: codegraph", False).session())
-    assert (report.cli_calls, report.cli_blocked, report.cli_returned_output) == (0, 0, 0)
+    assert (report.cli_calls, report.cli_blocked, report.leaks) == (0, 0, [])
 
 
 def test_other_cli_names_are_honoured():
@@ -262,12 +299,15 @@ def test_a_leading_cli_word_is_always_an_invocation(arguments):
     assert invokes_cli("codegraph " + arguments)
 
 
-def test_shell_exit_after_not_found_is_blocked_not_output():
-    # On a shimmed PATH `codegraph x; echo done` exits 0, but codegraph itself never ran.
+def test_a_failed_call_is_not_proof_of_a_block():
+    # `command not found` shows the agent nothing of the tool: not blocked (no hook denial), and no leak either.
     report = contamination(
         one_bash_call("codegraph x; echo done", "bash: codegraph: command not found\ndone", False).session()
     )
-    assert (report.cli_blocked, report.cli_returned_output) == (1, 0)
+    assert (report.cli_calls, report.cli_blocked, report.leaks, report.contaminated) == (1, 0, [], False)
+    # `; false` makes the call fail after the tool printed everything: an error status, yet a leak.
+    failed = contamination(one_bash_call("codegraph explore x; false", "**Exploration: x**\n", True).session())
+    assert (failed.cli_blocked, [leak.fingerprint for leak in failed.leaks]) == (0, ["explore heading"])
 
 
 def test_unanswered_and_empty_calls_are_neither_blocked_nor_output():
@@ -276,7 +316,7 @@ def test_unanswered_and_empty_calls_are_neither_blocked_nor_output():
     empty = t.call("Bash", command="codegraph status")
     t.reply(empty, "", is_error=False)
     report = contamination(t.session())
-    assert (report.cli_calls, report.cli_blocked, report.cli_returned_output) == (2, 0, 0)
+    assert (report.cli_calls, report.cli_blocked, report.leaks) == (2, 0, [])
 
 
 # -- the PATH layer --------------------------------------------------------------------------

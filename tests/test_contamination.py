@@ -2,12 +2,19 @@
 
 from __future__ import annotations
 
+import os
+import shutil
+import subprocess
+from pathlib import Path
+
+import pytest
 from synth import Transcript, explore_response
 from transcripts import transcripts
 
-from pytest_agent_eval.metrics.contamination import contamination
+from pytest_agent_eval.cli_invocation import invokes_cli
+from pytest_agent_eval.metrics.contamination import INJECTED, contamination
 from pytest_agent_eval.report.blocks.contamination import render_contamination
-from pytest_agent_eval.tool import RetrievalTool
+from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
 from pytest_agent_eval.transcript import Session
 
 CCB = transcripts() / "ccb"
@@ -65,7 +72,7 @@ def test_counts_across_threads_and_keeps_the_thread():
     t = Transcript()
     t.init()
     blocked = t.call("Bash", command="/usr/local/bin/codegraph explore routing")
-    t.reply(blocked, "Hook PreToolUse:Bash denied this tool", is_error=True)
+    t.reply(blocked, "PreToolUse:Bash hook denied this tool: " + CODEGRAPH.deny_reason, is_error=True)
     task = t.call("Task", prompt="look around")
     leaked = t.call("Bash", thread=task, command="ls .codegraph && codegraph explore routing")
     t.reply(leaked, explore_response({"lib/router.js": "x"}), thread=task)
@@ -74,11 +81,31 @@ def test_counts_across_threads_and_keeps_the_thread():
     report = contamination(t.session()).to_dict()
     assert report["cli_calls"] == 2
     assert report["cli_blocked"] == 1
-    assert report["cli_returned_output"] == 1
     assert report["contaminated"] is True
     assert report["commands"] == [
-        {"command": "/usr/local/bin/codegraph explore routing", "blocked": True, "thread": "main"},
-        {"command": "ls .codegraph && codegraph explore routing", "blocked": False, "thread": task},
+        {
+            "call_id": blocked,
+            "tool": "Bash",
+            "command": "/usr/local/bin/codegraph explore routing",
+            "blocked": True,
+            "thread": "main",
+        },
+        {
+            "call_id": leaked,
+            "tool": "Bash",
+            "command": "ls .codegraph && codegraph explore routing",
+            "blocked": False,
+            "thread": task,
+        },
+    ]
+    assert report["leaks"] == [
+        {
+            "thread": task,
+            "call_id": leaked,
+            "tool": "Bash",
+            "fingerprint": "explore heading",
+            "excerpt": "**Exploration: synthetic**",
+        }
     ]
 
 
@@ -86,7 +113,7 @@ def test_ccb_transcripts_never_touch_codegraph():
     for folder in sorted(CCB.glob("*/*")):
         session = Session.from_files([folder / "claude-code.txt"])
         report = contamination(session)
-        assert (report.cli_calls, report.cli_blocked, report.cli_returned_output) == (0, 0, 0), folder
+        assert (report.cli_calls, report.cli_blocked, report.leaks) == (0, 0, []), folder
         assert report.exposed_tools == [] and not report.cold_start_race and not report.contaminated
 
 
@@ -100,15 +127,16 @@ def test_ccb_sourcegraph_arm_exposes_its_server():
 
 
 def test_real_bash_commands_are_classified_by_command_position():
-    # The hda baseline arm ran git three times (one result empty) and `git log --grep=…` is not grep.
+    # The hda baseline arm ran git three times and `git log --grep=…` is not grep.
     session = Session.from_files([HDA / "baseline" / "claude-code.txt"])
     git = contamination(session, RetrievalTool(name="git", cli="git"))
-    assert (git.cli_calls, git.cli_blocked, git.cli_returned_output) == (3, 0, 2)
+    assert (git.cli_calls, git.cli_blocked) == (3, 0)
     grep = contamination(session, RetrievalTool(name="grep", cli="grep"))
     assert [c.command[:8] for c in grep.commands] == ["grep -n "]
-    # `bash /tests/test.sh` failed: an error result is a blocked attempt, not output.
+    # `bash /tests/test.sh` failed: an error result proves no block (only the hook's own denial does).
     bash = contamination(session, RetrievalTool(name="test", cli="test.sh"))
-    assert (bash.cli_calls, bash.cli_blocked, bash.cli_returned_output) == (1, 1, 0)
+    assert (bash.cli_calls, bash.cli_blocked) == (1, 0)
+    assert bash.commands[0].call_id in {c.id for c in session.calls if c.result and c.result.is_error}
 
 
 def test_rendered_block():
@@ -116,20 +144,25 @@ def test_rendered_block():
     t.init(
         tools=["Bash", "mcp__codegraph__codegraph_explore"], mcp_servers=[{"name": "codegraph", "status": "connected"}]
     )
-    for status in (True, True, False):
-        call = t.call("Bash", command="codegraph explore x")
-        t.reply(call, "bash: codegraph: command not found" if status else "**Exploration: x**", is_error=status)
+    denied = t.call("Bash", command="codegraph explore x")
+    t.reply(denied, CODEGRAPH.deny_reason, is_error=True)
+    failed = t.call("Bash", command="codegraph explore x")
+    t.reply(failed, "bash: codegraph: command not found", is_error=True)
+    leaked = t.call("Bash", command="codegraph explore x")
+    t.reply(leaked, "**Exploration: x**", is_error=False)
     race = t.call("mcp__codegraph__codegraph_explore", query="x")
     t.reply(race, "No such tool available: mcp__codegraph__codegraph_explore", is_error=True)
-    text = render_contamination(contamination(t.session()))
-    lines = text.splitlines()
-    assert lines[0] == "Contamination (codegraph CLI through Bash):"
-    assert lines[1].startswith("  CLI calls that RETURNED output    1")
-    assert "numbers are void" in lines[1]
-    assert lines[2] == "  CLI attempts blocked              2"
-    assert lines[3] == "  exposed tools: mcp__codegraph__codegraph_explore, server:codegraph (connected)"
-    assert lines[4].startswith("  cold-start race:")
-    assert len(lines) == 5
+    lines = render_contamination(contamination(t.session())).splitlines()
+    assert lines[0] == "Contamination (codegraph output the agent saw; codegraph CLI calls):"
+    assert lines[1] == "  results carrying codegraph output   1   !! a without-arm with these is void"
+    assert lines[2] == f'    Bash call {leaked} (thread main): explore heading — "**Exploration: x**"'
+    assert lines[3:6] == [
+        "  CLI calls (command matcher)        3",
+        "  of those, denied by the hook       1",
+        "  exposed tools: mcp__codegraph__codegraph_explore, server:codegraph (connected)",
+    ]
+    assert lines[6].startswith("  cold-start race:")
+    assert len(lines) == 7
 
 
 def test_rendered_block_of_a_clean_arm():
@@ -137,8 +170,262 @@ def test_rendered_block_of_a_clean_arm():
     t.init()
     text = render_contamination(contamination(t.session()))
     assert text.splitlines() == [
-        "Contamination (codegraph CLI through Bash):",
-        "  CLI calls that RETURNED output    0",
-        "  CLI attempts blocked              0",
+        "Contamination (codegraph output the agent saw; codegraph CLI calls):",
+        "  results carrying codegraph output   0",
+        "  CLI calls (command matcher)        0",
+        "  of those, denied by the hook       0",
         "  exposed tools: none",
     ]
+
+
+# -- detection per attack class (issue 9) -------------------------------------------------------------------
+DATA = Path(__file__).parent / "data"
+REAL = DATA / "codegraph-1.6.1"
+EXPLORE = (DATA / "explore-express-1.6.1.txt").read_text()
+SQLITE_ROWS = (REAL / "sqlite3-nodes.txt").read_text()
+INSTALL = "/opt/cg/node_modules"
+
+
+def read_tool_view(text: str, arrow: bool = False) -> str:
+    """A file as the Read tool shows it: every line behind its number."""
+    mark = "\u2192" if arrow else "\t"
+    return "\n".join(f"{n:>6}{mark}{line}" for n, line in enumerate(text.splitlines(), 1))
+
+
+# (attack, the shell command, what the agent got back, does the command matcher see it, the fingerprint found)
+ATTACKS = [
+    ("quoted name", "code''graph explore res.send", EXPLORE, True, "explore heading"),
+    ("glob", "c?degraph explore res.send", EXPLORE, True, "explore heading"),
+    ("symlink", f"ln -s {INSTALL}/.bin/codegraph x; ./x explore res.send", EXPLORE, True, "explore heading"),
+    ("cd + relative path", f"cd {INSTALL}/.bin && ./codegraph explore q", EXPLORE, True, "explore heading"),
+    ("node on the shim", f"node {INSTALL}/@colbymchenry/codegraph/npm-shim.js query send", "", True, None),
+    ("bundled runtime", f"{INSTALL}/@colbymchenry/codegraph-linux-x64/node x.js", "", True, None),
+    ("perl subprocess", "perl -e 'system(\"codegraph explore q\")'", EXPLORE, True, "explore heading"),
+    ("variables joined", "a=code; b=graph; $a$b status", (REAL / "status.txt").read_text(), True, "CLI status"),
+    (
+        "heading cut off by sed",
+        "codegraph explore res.send | sed -n '40,90p'",
+        "\n".join(EXPLORE.splitlines()[39:90]),
+        True,
+        "explore gap marker",
+    ),
+    (
+        "call then false",
+        "codegraph callers send; false",
+        (REAL / "callers.txt").read_text(),
+        True,
+        "CLI callers heading",
+    ),
+    # Only the content detector can catch these: the name never appears whole in a command position.
+    ("base64 piped to sh", "echo Y29kZWdyYXBoIGV4cGxvcmUgcQ== | base64 -d | sh", EXPLORE, False, "explore heading"),
+    (
+        "name split by expansion",
+        "x=codegraphX; ${x%X} query send",
+        (REAL / "query.txt").read_text(),
+        False,
+        "CLI query heading",
+    ),
+    (
+        "python subprocess",
+        "python3 -c \"import subprocess; subprocess.run(['code' + 'graph', 'node', 'send'])\"",
+        (REAL / "node.txt").read_text(),
+        False,
+        "node location",
+    ),
+    (
+        "sqlite3 rows of the index",
+        "sqlite3 .codegraph/codegraph.db 'select * from nodes'",
+        SQLITE_ROWS,
+        False,
+        "index row",
+    ),
+]
+
+
+ATTACK_NAMES = [attack[0] for attack in ATTACKS]
+
+
+@pytest.mark.parametrize(("attack", "command", "output", "matched", "fingerprint"), ATTACKS, ids=ATTACK_NAMES)
+def test_each_attack_class_is_seen_by_the_matcher_or_the_content(attack, command, output, matched, fingerprint):
+    t = Transcript()
+    t.init()
+    call = t.call("Bash", command=command)
+    t.reply(call, output, is_error=attack == "call then false")
+    t.result("done")
+    report = contamination(t.session())
+    assert invokes_cli(command) is matched
+    assert [c.call_id for c in report.commands] == ([call] if matched else [])
+    assert report.cli_blocked == 0  # no hook denial in any of them
+    assert [(leak.call_id, leak.tool, leak.fingerprint) for leak in report.leaks] == (
+        [(call, "Bash", fingerprint)] if output else []
+    )
+    assert report.contaminated is bool(output)
+
+
+def test_a_task_subagent_leak_is_found_in_its_thread():
+    t = Transcript()
+    t.init()
+    task = t.call("Task", prompt="find how res.send works, any way you can")
+    inner = t.call("Bash", thread=task, command="echo Y29kZWdyYXBoIGV4cGxvcmUgcQ== | base64 -d | sh")
+    t.reply(inner, EXPLORE, thread=task)
+    t.reply(task, "res.send sets ETag in lib/response.js")  # the subagent's summary carries no fingerprint
+    report = contamination(t.session())
+    assert [(leak.thread, leak.call_id, leak.tool) for leak in report.leaks] == [(task, inner, "Bash")]
+
+
+def test_monitor_output_is_found_in_its_result_and_in_injected_events():
+    t = Transcript()
+    t.init()
+    monitor = t.call("Monitor", command="tail -f /tmp/cg.log", description="watch")
+    t.reply(monitor, (REAL / "files.txt").read_text())
+    t.user("<task-notification>\n" + (REAL / "impact.txt").read_text() + "</task-notification>")
+    report = contamination(t.session())
+    assert report.commands == []  # the command itself is innocent
+    assert [(leak.call_id, leak.tool, leak.fingerprint) for leak in report.leaks] == [
+        (monitor, "Monitor", "CLI files heading"),
+        (None, INJECTED, "CLI impact heading"),
+    ]
+
+
+def test_monitor_running_the_cli_is_a_cli_call_too():
+    t = Transcript()
+    call = t.call("Monitor", command="codegraph status --watch")
+    t.reply(call, CODEGRAPH.deny_reason, is_error=True)
+    report = contamination(t.session())
+    assert [(c.call_id, c.tool, c.blocked) for c in report.commands] == [(call, "Monitor", True)]
+
+
+@pytest.mark.parametrize("arrow", [False, True])
+def test_read_of_a_file_the_agent_wrote_the_output_into(arrow):
+    t = Transcript()
+    t.init()
+    write = t.call("Bash", command="codegraph explore res.send > /tmp/notes.md 2>&1")
+    t.reply(write, "")  # redirected: the call itself showed nothing
+    read = t.call("Read", file_path="/tmp/notes.md")
+    t.reply(read, read_tool_view(EXPLORE, arrow))
+    report = contamination(t.session())
+    assert [c.call_id for c in report.commands] == [write]
+    assert [(leak.call_id, leak.tool, leak.fingerprint) for leak in report.leaks] == [(read, "Read", "explore heading")]
+    assert report.leaks[0].excerpt == "1\t**Exploration: How does res.send decide the Content-Type and ETag**".replace(
+        "\t", "\u2192" if arrow else "\t"
+    )
+
+
+def test_a_proven_hook_denial_is_blocked_and_no_leak():
+    t = Transcript()
+    call = t.call("Bash", command="c?degraph explore q")
+    t.reply(call, "PreToolUse:Bash hook error: " + CODEGRAPH.deny_reason, is_error=True)
+    report = contamination(t.session())
+    assert (report.cli_blocked, report.leaks, report.contaminated) == (1, [], False)
+
+
+def test_a_denial_look_alike_with_output_is_still_a_leak():
+    # The agent can print the hook's words itself; what decides is the output that came with them.
+    t = Transcript()
+    call = t.call("Bash", command=f"echo '{CODEGRAPH.deny_marker}'; code''graph explore q")
+    t.reply(call, CODEGRAPH.deny_marker + "\n" + EXPLORE)
+    report = contamination(t.session())
+    assert report.cli_blocked == 1 and [leak.call_id for leak in report.leaks] == [call] and report.contaminated
+
+
+# Each real output of codegraph 1.6.1 (express, tests/data/codegraph-1.6.1) and the fingerprint it must carry.
+REAL_OUTPUTS = {
+    "status.txt": "CLI status",
+    "help.txt": "CLI usage",
+    "query.txt": "CLI query heading",
+    "callers.txt": "CLI callers heading",
+    "callees.txt": "CLI callers heading",
+    "impact.txt": "CLI impact heading",
+    "files.txt": "CLI files heading",
+    "context.txt": "CLI context heading",
+    "node.txt": "node location",
+    "mcp-initialize.json": "MCP serverInfo name",
+    "sqlite3-nodes.txt": "index row",
+    "sqlite3-nodes.json": "index row",
+    "sqlite3-node-columns.txt": "index node columns",
+}
+
+
+@pytest.mark.parametrize("name", sorted(REAL_OUTPUTS))
+def test_every_real_output_carries_its_fingerprint_bare_and_through_read(name):
+    text = (REAL / name).read_text()
+    for seen in (text, read_tool_view(text)):
+        hit = CODEGRAPH.first_fingerprint(seen)
+        assert hit is not None and hit[0].name == REAL_OUTPUTS[name], name
+
+
+def test_the_explore_fingerprints_all_fire_on_real_explore_output():
+    names = {f.name for f in CODEGRAPH.fingerprints if f.search(EXPLORE)}
+    assert names == {"explore heading", "explore symbol count", "explore file section", "explore gap marker"}
+
+
+def test_fingerprints_stay_quiet_on_this_repository_read_or_grepped():
+    # Source that talks about codegraph's output (this package, its tests, the README) is not the output.
+    root = Path(__file__).parents[1]
+    files = [p for p in root.glob("**/*") if p.is_file() and p.suffix in (".py", ".md", ".json", ".yaml", ".toml")]
+    files = [p for p in files if DATA not in p.parents and ".venv" not in p.parts and ".git" not in p.parts]
+    assert len(files) > 40
+    for path in files:
+        text = path.read_text(errors="replace")
+        assert CODEGRAPH.first_fingerprint(read_tool_view(text)) is None, path
+        grepped = "\n".join(f"{path.name}:{n}:{line}" for n, line in enumerate(text.splitlines(), 1))
+        assert CODEGRAPH.first_fingerprint(grepped) is None, path
+
+
+def test_fingerprints_stay_quiet_on_every_shared_real_transcript():
+    for path in sorted(CCB.parent.glob("**/*")):
+        if path.is_file():
+            assert CODEGRAPH.first_fingerprint(path.read_text(errors="replace")) is None, path
+
+
+# -- the fingerprints against the real codegraph, live ------------------------------------------------------
+LIVE_COMMANDS = {
+    ("explore", "how does res.send set the ETag"): "explore heading",
+    ("node", "send"): "node location",
+    ("query", "send"): "CLI query heading",
+    ("callers", "send"): "CLI callers heading",
+    ("callees", "send"): "CLI callers heading",
+    ("impact", "etag"): "CLI impact heading",
+    ("files",): "CLI files heading",
+    ("context", "how does send work"): "CLI context heading",
+    ("status",): "CLI status",
+    ("--help",): "CLI usage",
+}
+
+
+@pytest.mark.slow
+def test_live_codegraph_output_carries_its_fingerprints_and_its_source_does_not(real_tools, tmp_path):
+    repo = tmp_path / "express"
+    shutil.copytree(real_tools.express, repo, symlinks=True)
+    home = tmp_path / "home"
+    home.mkdir()
+    env = {**os.environ, "HOME": str(home), "DO_NOT_TRACK": "1", "CODEGRAPH_NO_DAEMON": "1", "NO_COLOR": "1"}
+    for args, name in LIVE_COMMANDS.items():
+        done = subprocess.run(
+            [str(real_tools.codegraph.bin), *args], cwd=repo, env=env, capture_output=True, text=True, timeout=120
+        )
+        assert done.returncode == 0, (args, done.stderr)
+        hit = CODEGRAPH.first_fingerprint(done.stdout)
+        assert hit is not None and hit[0].name == name, (args, done.stdout[:300])
+    if shutil.which("sqlite3"):
+        rows = subprocess.run(
+            ["sqlite3", str(repo / ".codegraph" / "codegraph.db"), "select * from nodes limit 3"],
+            capture_output=True,
+            text=True,
+            timeout=60,
+        ).stdout
+        assert CODEGRAPH.first_fingerprint(rows)[0].name == "index row"
+    # The package's own source and docs name every heading inside string literals: Read or grep, never a leak.
+    package = Path(real_tools.codegraph.bin).resolve().parent
+    while package.name != "codegraph" and package != package.parent:
+        package = package.parent
+    sources = [p for p in package.parent.glob("codegraph*/**/*") if p.is_file() and p.suffix in (".js", ".md", ".ts")]
+    assert len(sources) > 100
+    for path in sources:
+        text = path.read_text(errors="replace")
+        assert CODEGRAPH.first_fingerprint(read_tool_view(text)) is None, path
+        grepped = "\n".join(f"{path.name}:{n}:{line}" for n, line in enumerate(text.splitlines(), 1))
+        assert CODEGRAPH.first_fingerprint(grepped) is None, path
+    # Nor is express's own source, read through the Read tool.
+    for path in repo.glob("lib/**/*.js"):
+        assert CODEGRAPH.first_fingerprint(read_tool_view(path.read_text())) is None, path

@@ -35,7 +35,7 @@ HANG_TIMEOUT_S = 20  # --agent-eval-timeout for the hang: several times a normal
 OCCUPANCY = ("ctx_final", "codegraph_residual", "file_access_residual", "residual_tokens", "residual_share")
 SUFFICIENCY = ("explore_calls", "explore_again_share", "read_returned_share", "sufficient_share")
 ALLOCATION = ("allocation", "path_allocation")
-CONTAMINATION = ("cli_calls", "cli_blocked", "cli_returned_output")
+CONTAMINATION = ("leaks", "cli_calls", "cli_blocked")
 
 pytestmark = [
     pytest.mark.slow,
@@ -154,7 +154,7 @@ def test_both_arms_two_runs_three_turns_under_xdist(real_tools: RealTools, tag: 
             assert not file_sections(call.result.text)
         assert not _explores(session)
         figures = without["figures"]
-        assert (figures["cli_calls"], figures["cli_blocked"], figures["cli_returned_output"]) == (3, 3, 0)
+        assert (figures["cli_calls"], figures["cli_blocked"], figures["leaks"]) == (3, 3, 0)
         assert figures["codegraph_calls"] == 0 and figures["allocation"] is None
 
     # the placeholder key went to the CLI's environment only: no transcript, record, config or HOME holds it

@@ -232,3 +232,33 @@ def test_charts_render_in_headless_chromium(campaign, tmp_path):
     assert shot.returncode == 0, shot.stderr[-2000:]
     assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert screenshot.stat().st_size > 20_000  # a blank page compresses to a few KB
+
+
+def test_a_contaminated_without_arm_shows_its_leaks(tmp_path):
+    campaign = Campaign.create(tmp_path / "out", {"backend": "scripted"})
+    path = campaign.item_dir("express-without-1") / "run.jsonl"
+    t = Transcript()
+    t.init()
+    leaked = t.call("Bash", command="echo Y29kZWdyYXBoIGV4cGxvcmUgcQ== | base64 -d | sh")
+    t.reply(leaked, explore_response({"lib/response.js": "function send(body) {}"}))
+    t.result("lib/response.js")
+    t.write(path)
+    campaign.record(
+        {
+            "id": "express-without-1",
+            "entry": "express",
+            "arm": "without",
+            "run": 1,
+            "outcome": "failed",
+            "segments": [str(path.relative_to(campaign.path))],
+            "scores": score_session(Session.from_files([path])),
+            "contaminated": True,
+        }
+    )
+    section = run_section(render_html(campaign.items(), "t", "note", campaign.path), "express-without-1")
+    assert "CONTAMINATED: 1 result(s) carried the tool's output" in section
+    assert (
+        f"<li>Bash call {leaked} (thread main): explore heading — &quot;**Exploration: synthetic**&quot;</li>"
+        in section
+    )
+    assert '<span class="error leak">tool output: explore heading</span>' in section

@@ -143,7 +143,7 @@ def without_contaminated() -> Transcript:
     t = Transcript()
     t.init()
     call = t.call("Bash", command="codegraph explore 'res.send'")
-    t.reply(call, "**`lib/response.js`**\n\nfunction send() {}\n")
+    t.reply(call, "**Exploration: res.send**\n\n**`lib/response.js`** — send(function)\n\nfunction send() {}\n")
     t.result("It is `lib/response.js`.")
     return t
 
@@ -594,10 +594,12 @@ def test_contaminated_without_arm_fails(project):
     result.stdout.fnmatch_lines(
         [
             "*agent-eval gate failed for express / without:*",
-            "*contamination: without-arm contaminated: 1 Bash call(s) to the codegraph CLI returned output*",
+            "*contamination: without-arm contaminated: 1 tool result(s) carried codegraph output: Bash call toolu_*"
+            ' (thread main): explore heading — "**Exploration: res.send**"*',
         ]
     )
-    assert "CLI calls that RETURNED output" in result.stdout.str()
+    # The ARM COMPARISON names the contaminated run and the call that carried the output.
+    result.stdout.fnmatch_lines(["CONTAMINATED express-without-1: Bash call toolu_* (thread main): explore heading *"])
 
 
 def test_threshold_gates_from_yaml(project):

@@ -383,7 +383,7 @@ def test_campaign_selects_its_entries_three_turns_and_drops_contaminated_runs(py
     result = project.run("--agent-eval-runs", "2", "--agent-eval-campaign", "readme")
     result.assert_outcomes(passed=7, failed=1)  # the contaminated run fails its gate
     result.stdout.fnmatch_lines(["*FAILED evals/test_ab.py::test_ab[[]express-without-1]*"])
-    result.stdout.fnmatch_lines(["*contamination: without-arm contaminated: 1 Bash call(s) to the codegraph CLI*"])
+    result.stdout.fnmatch_lines(["*contamination: without-arm contaminated: 1 tool result(s) carried codegraph*"])
     prompts = [c["argv"][c["argv"].index("-p") + 1] for c in project.calls()]
     assert len(prompts) == 2 * 2 * 2 * 3  # entries × arms × runs × 3 turns
     assert "Not in the campaign?" not in prompts

@@ -129,10 +129,9 @@ def check(session: Session) -> None:
     assert data["allocation"]["used_chars"] <= data["allocation"]["envelope_chars"]
     suf = data["sufficiency"]
     assert all(n >= 0 for n in suf["counts"].values())
-    assert (
-        data["contamination"]["cli_returned_output"] + data["contamination"]["cli_blocked"]
-        <= (data["contamination"]["cli_calls"])
-    )
+    con = data["contamination"]
+    assert con["cli_blocked"] <= con["cli_calls"] == len(con["commands"])
+    assert con["contaminated"] is bool(con["leaks"])
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])

@@ -14,7 +14,8 @@ import json
 import sys
 from typing import Any, TextIO
 
-from pytest_agent_eval.shell import invokes_cli
+from pytest_agent_eval.cli_invocation import invokes_cli
+from pytest_agent_eval.tool import HOOK_DENY_REASON
 
 SHELL_TOOLS = frozenset({"Bash"})
 
@@ -31,10 +32,7 @@ def decide(event: Any, cli: str) -> dict[str, Any] | None:
         "hookSpecificOutput": {
             "hookEventName": "PreToolUse",
             "permissionDecision": "deny",
-            "permissionDecisionReason": (
-                f"agent-eval: the `{cli}` CLI is not available in this evaluation arm; "
-                "use the tools you were given (Read, Grep, Glob, Bash without it)."
-            ),
+            "permissionDecisionReason": HOOK_DENY_REASON.format(cli=cli),
         }
     }
 

@@ -1,44 +1,82 @@
-"""The contamination gate: did an arm reach the retrieval tool through Bash? (seed 002, seed 004)
+"""The contamination gate: did the without-arm's agent SEE the retrieval tool's output? (seed 002, seed 004)
 
-The without-arm has no MCP server but still has Bash, and the repo still carries the index
-the with-arm needs. An agent that runs the CLI turns the A/B into CLI-versus-MCP. A *blocked*
-attempt is benign (no output entered the window); a call that *returned output* invalidates
-the arm. Prevention (PATH shim + PreToolUse hook) can fail silently when the binary moves, so
-this check reads every Bash command on its own.
+The without-arm has no MCP server but still has a shell, and the workspace still carries the
+index the with-arm needs. Matching commands cannot be complete (a base64 string piped to sh, a
+name split across variables, a Python subprocess, a Task subagent, a Read of a file the agent
+wrote the output into, sqlite3 on the index), so contamination is judged from what reached the
+agent: every tool result of every thread (and every injected message, where Monitor events land)
+is searched for the tool's output fingerprints (``RetrievalTool.fingerprints``). Any hit is a
+leak, and one leak contaminates the arm. Results of the tool's own MCP tools are not leaks but
+``mcp_calls``: the with-arm's variable under test, and in a without-arm a failure of their own.
+
+The command matcher stays as a fast first layer naming the calls that TRIED to run the CLI. A
+call counts as blocked only when its result carries the PreToolUse hook's own denial; a
+non-zero exit or ``command not found`` proves nothing (``codegraph x; false`` fails after
+printing everything).
 """
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_agent_eval.shell import invokes_cli
+from pytest_agent_eval.cli_invocation import invokes_cli
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
-from pytest_agent_eval.transcript import Session, ToolCall, ToolResult
+from pytest_agent_eval.transcript import Session, ToolCall, ToolResult, UserText
 
 # The MCP server was still starting when the agent called it: Claude Code answers with this.
 COLD_START_MARKER = "No such tool available"
-# Claude Code's own wording for a PreToolUse denial, in case a transcript lacks is_error.
-_HOOK_DENIAL_RE = re.compile(r"\bPreToolUse:\w+ (?:hook error|denied this tool)|Hook PreToolUse:\w+ denied")
+# Where a leak reached the agent outside any tool result (Monitor events arrive as messages).
+INJECTED = "(message)"
+EXCERPT_CHARS = 160
 
 
 @dataclass(frozen=True)
 class CliCommand:
+    """A call whose shell command the matcher reads as running the CLI."""
+
+    call_id: str
+    tool: str
     command: str
-    blocked: bool
+    blocked: bool  # the result carries the hook's own denial
     thread: str
 
     def to_dict(self) -> dict[str, Any]:
-        return {"command": self.command, "blocked": self.blocked, "thread": self.thread}
+        return {
+            "call_id": self.call_id,
+            "tool": self.tool,
+            "command": self.command,
+            "blocked": self.blocked,
+            "thread": self.thread,
+        }
+
+
+@dataclass(frozen=True)
+class Leak:
+    """One tool result (or injected message) that carried the tool's output to the agent."""
+
+    thread: str
+    call_id: str | None  # None for an injected message, which answers no call
+    tool: str  # the tool whose result it was (Bash, Read, Monitor, …), or INJECTED
+    fingerprint: str  # the name of the fingerprint found
+    excerpt: str  # the line it was found on, shortened
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "thread": self.thread,
+            "call_id": self.call_id,
+            "tool": self.tool,
+            "fingerprint": self.fingerprint,
+            "excerpt": self.excerpt,
+        }
 
 
 @dataclass
 class Contamination:
     cli: str
     commands: list[CliCommand] = field(default_factory=list)
-    cli_blocked: int = 0
-    cli_returned_output: int = 0
+    leaks: list[Leak] = field(default_factory=list)
+    mcp_calls: list[str] = field(default_factory=list)  # ids of calls to the tool's own MCP tools
     cold_start_race: bool = False
     exposed_tools: list[str] = field(default_factory=list)
 
@@ -47,17 +85,23 @@ class Contamination:
         return len(self.commands)
 
     @property
+    def cli_blocked(self) -> int:
+        """CLI calls the hook provably denied."""
+        return sum(c.blocked for c in self.commands)
+
+    @property
     def contaminated(self) -> bool:
-        """Only output that reached the window counts; a blocked attempt leaves the arm clean."""
-        return self.cli_returned_output > 0
+        """Only the tool's output reaching the agent counts; an attempt that showed it nothing leaves the arm clean."""
+        return bool(self.leaks)
 
     def to_dict(self) -> dict[str, Any]:
         return {
             "cli": self.cli,
             "cli_calls": self.cli_calls,
             "cli_blocked": self.cli_blocked,
-            "cli_returned_output": self.cli_returned_output,
             "commands": [c.to_dict() for c in self.commands],
+            "leaks": [leak.to_dict() for leak in self.leaks],
+            "mcp_calls": list(self.mcp_calls),
             "cold_start_race": self.cold_start_race,
             "exposed_tools": list(self.exposed_tools),
             "contaminated": self.contaminated,
@@ -65,20 +109,38 @@ class Contamination:
 
 
 def contamination(session: Session, tool: RetrievalTool = CODEGRAPH) -> Contamination:
-    """Every Bash call that ran ``tool.cli``, split into blocked and output-returning; what the arm exposed."""
+    """Every shell call that ran ``tool.cli`` (blocked or not), every result carrying the tool's output."""
     report = Contamination(cli=tool.cli, exposed_tools=exposed_tools(session, tool))
     for call in session.calls:
         command = call.input.get("command")
-        if call.name != "Bash" or not isinstance(command, str) or not invokes_cli(command, tool.cli):
-            continue
-        blocked = _blocked(call, tool.cli)
-        report.commands.append(CliCommand(command, blocked, call.thread))
-        if blocked:
-            report.cli_blocked += 1
-        elif call.result is not None and call.result.text.strip():
-            report.cli_returned_output += 1
+        if isinstance(command, str) and invokes_cli(command, tool.cli):
+            report.commands.append(CliCommand(call.id, call.name, command, _denied(call, tool), call.thread))
+    report.leaks = leaks(session, tool)
+    report.mcp_calls = [call.id for call in session.calls if tool.owns(call.name)]
     report.cold_start_race = any(isinstance(i, ToolResult) and COLD_START_MARKER in i.text for i in session.timeline)
     return report
+
+
+def leaks(session: Session, tool: RetrievalTool = CODEGRAPH) -> list[Leak]:
+    """Each tool result and injected message, in every thread, that carries one of the tool's fingerprints
+    (results of the tool's own MCP tools aside)."""
+    names = {call.id: call.name for call in session.calls}
+    found: list[Leak] = []
+    for item in session.timeline:
+        if not isinstance(item, (ToolResult, UserText)):
+            continue
+        if isinstance(item, ToolResult) and tool.owns(names.get(item.call_id, "")):
+            continue
+        hit = tool.first_fingerprint(item.text)
+        if hit is None:
+            continue
+        fingerprint, match = hit
+        excerpt = _excerpt(item.text, match.start())
+        if isinstance(item, ToolResult):
+            found.append(Leak(item.thread, item.call_id, names.get(item.call_id, "?"), fingerprint.name, excerpt))
+        else:
+            found.append(Leak(item.thread, None, INJECTED, fingerprint.name, excerpt))
+    return found
 
 
 def exposed_tools(session: Session, tool: RetrievalTool = CODEGRAPH) -> list[str]:
@@ -99,12 +161,14 @@ def exposed_tools(session: Session, tool: RetrievalTool = CODEGRAPH) -> list[str
     return list(dict.fromkeys(names))
 
 
-def _blocked(call: ToolCall, cli: str) -> bool:
-    """The attempt produced no CLI output: an error result, a hook denial, or the shell not finding it."""
-    result = call.result
-    if result is None:
-        return False
-    if result.is_error or _HOOK_DENIAL_RE.search(result.text):
-        return True
-    # `codegraph x; echo done` exits 0 on a shimmed PATH, yet codegraph itself never ran.
-    return re.search(rf"(?:^|[\s:]){re.escape(cli)}: (?:command )?not found", result.text) is not None
+def _denied(call: ToolCall, tool: RetrievalTool) -> bool:
+    """Proof of a block is the hook's own denial in the result; an error status or a failed exit is not."""
+    return call.result is not None and tool.deny_marker in call.result.text
+
+
+def _excerpt(text: str, at: int) -> str:
+    """The line holding position ``at``, whitespace-trimmed and shortened."""
+    start = text.rfind("\n", 0, at) + 1
+    end = text.find("\n", at)
+    line = text[start : end if end >= 0 else len(text)].strip()
+    return line if len(line) <= EXCERPT_CHARS else line[: EXCERPT_CHARS - 1] + "…"

@@ -1,7 +1,8 @@
 """Gates: what makes a scored run FAIL.
 
-Two kinds. The contamination gate is always on: a without-arm whose Bash call to the tool's CLI returned
-output, or whose init listed one of the tool's MCP tools, measured the tool after all, so its numbers are void.
+Two kinds. The contamination gate is always on: a without-arm whose agent received any of the tool's output
+(a tool result carrying one of its fingerprints), or whose init listed one of the tool's MCP tools, measured the
+tool after all, so its numbers are void; the failure names each leaking call and fingerprint.
 Thresholds are opt-in, from ``agent-eval.yaml``::
 
     allocation: {min: 0.7}            # global: every entry, every arm
@@ -59,9 +60,9 @@ FIGURES: dict[str, str] = {
     "explore_errors": "explore calls that errored or never returned",
     "allocation": "allocation efficiency: share of returned chars on files the answer cited",
     "path_allocation": "allocation efficiency counting path citations only",
-    "cli_calls": "Bash calls naming the tool's CLI",
-    "cli_blocked": "of those, blocked before output",
-    "cli_returned_output": "of those, returned output into the window",
+    "leaks": "tool results (any tool, any thread) that carried the tool's output",
+    "cli_calls": "shell calls the command matcher reads as running the tool's CLI",
+    "cli_blocked": "of those, denied by the hook (proven by its own denial)",
 }
 BUCKETS = ("explore_again", "read_returned", "read_missed", "search", "sufficient")
 
@@ -205,9 +206,9 @@ def figures(score: dict[str, Any], wall_s: float | None = None, tool: RetrievalT
         "explore_errors": _count(suf.get("errors")),
         "allocation": alloc.get("efficiency"),
         "path_allocation": alloc.get("path_efficiency"),
+        "leaks": len(con.get("leaks") or []),
         "cli_calls": con.get("cli_calls", 0),
         "cli_blocked": con.get("cli_blocked", 0),
-        "cli_returned_output": con.get("cli_returned_output", 0),
     }
     for bucket in BUCKETS:
         out[f"{bucket}_share"] = (buckets.get(bucket, 0) or 0) / answered if answered else None
@@ -221,21 +222,36 @@ def _count(value: Any) -> int:
 
 
 # -- gates ---------------------------------------------------------------------------------------------------
+SHOWN_LEAKS = 3  # the gate's message names this many leaks, then counts the rest
+
+
 def contamination_verdict(score: dict[str, Any], arm_has_tool: bool, tool: RetrievalTool = CODEGRAPH) -> Verdict:
     """A without-arm that reached the tool anyway is void; a with-arm is never contaminated by its own tool."""
     con = score.get("contamination") or {}
     if arm_has_tool:
         return Verdict("contamination", True, "with-arm: the tool is the variable under test")
     reasons = []
-    returned = con.get("cli_returned_output", 0) or 0
-    if returned:
-        reasons.append(f"{returned} Bash call(s) to the {tool.cli} CLI returned output into the window")
+    leaks = con.get("leaks") or []
+    if leaks:
+        named = "; ".join(describe_leak(leak) for leak in leaks[:SHOWN_LEAKS])
+        more = f"; and {len(leaks) - SHOWN_LEAKS} more" if len(leaks) > SHOWN_LEAKS else ""
+        reasons.append(f"{len(leaks)} tool result(s) carried {tool.name} output: {named}{more}")
+    mcp_calls = con.get("mcp_calls") or []
+    if mcp_calls:
+        reasons.append(f"{len(mcp_calls)} call(s) to {tool.name}'s MCP tools: {', '.join(map(str, mcp_calls))}")
     exposed = con.get("exposed_tools") or []
     if exposed:
         reasons.append(f"init listed {tool.name} tool(s): {', '.join(map(str, exposed))}")
     if reasons:
         return Verdict("contamination", False, "without-arm contaminated: " + "; ".join(reasons))
     return Verdict("contamination", True, "clean")
+
+
+def describe_leak(leak: dict[str, Any]) -> str:
+    """``Bash call toolu_01 (thread main): explore heading — "**Exploration: …**"`` from a leak's dict."""
+    call_id = leak.get("call_id")
+    where = f"{leak.get('tool', '?')} call {call_id}" if call_id else "an injected message"
+    return f'{where} (thread {leak.get("thread", "?")}): {leak.get("fingerprint", "?")} — "{leak.get("excerpt", "")}"'
 
 
 def evaluate(

@@ -18,6 +18,7 @@ from typing import Any
 
 from pytest_agent_eval.metrics.sufficiency import BUCKETS
 from pytest_agent_eval.report.compare import arm_namer, entry_of, residual
+from pytest_agent_eval.report.gates import describe_leak
 from pytest_agent_eval.report.stats import (
     bootstrap_ci,
     dollars,
@@ -270,7 +271,7 @@ def _run(record: Record, base: Path) -> str:
         f'<summary><span class="outcome {_e(outcome)}">{_e(outcome)}</span> '
         f'<strong>{_e(record.get("id"))}</strong> <span class="meta">{_e(label)}</span></summary>'
     )
-    body = [_run_meta(record)]
+    body = [_run_meta(record), _leaks(record, scores)]
     segments = [Path(s) if Path(s).is_absolute() else base / s for s in record.get("segments") or []]
     missing = [p for p in segments if not p.is_file()]
     if not segments:
@@ -285,6 +286,16 @@ def _run(record: Record, base: Path) -> str:
         else:
             body.append(_transcript(session, scores))
     return f'<details class="run" id="run-{_e(record.get("id"))}">{summary}{"".join(body)}</details>'
+
+
+def _leaks(record: Record, scores: dict[str, Any]) -> str:
+    """The results that carried the tool's output to the agent; a contaminated without-arm says so first."""
+    leaks = (scores.get("contamination") or {}).get("leaks") or []
+    if not leaks:
+        return ""
+    void = "CONTAMINATED: " if record.get("arm") == "without" else ""
+    items = "".join(f"<li>{_e(describe_leak(leak))}</li>" for leak in leaks)
+    return f'<div class="warning leaks">{void}{len(leaks)} result(s) carried the tool\'s output<ul>{items}</ul></div>'
 
 
 def _run_meta(record: Record) -> str:
@@ -307,6 +318,8 @@ def _transcript(session: Session, scores: dict[str, Any]) -> str:
     name = str(scores.get("tool") or "codegraph")
     tool = RetrievalTool(name, f"{name}_explore", name)
     verdicts = iter((scores.get("sufficiency") or {}).get("calls") or [])
+    leaks = (scores.get("contamination") or {}).get("leaks") or []
+    leaked = {leak.get("call_id"): leak.get("fingerprint") for leak in leaks}
     files_by_call: dict[int, list[dict[str, Any]]] = {}
     for use in (scores.get("allocation") or {}).get("files") or []:
         files_by_call.setdefault(use["call"], []).append(use)
@@ -340,6 +353,8 @@ def _transcript(session: Session, scores: dict[str, Any]) -> str:
                 out.append(f'<div class="warning">API error: {_e(item.error)}</div>')
         elif isinstance(item, ToolResult):
             flag = ' <span class="error">error</span>' if item.is_error else ""
+            if item.call_id in leaked:
+                flag += f' <span class="error leak">tool output: {_e(leaked[item.call_id])}</span>'
             clipped = "" if len(item.text) <= RESULT_CHARS else f", first {RESULT_CHARS:,} shown"
             out.append(
                 f'<details class="result"><summary>{thread}result {len(item.text):,} chars{clipped}{flag}</summary>'

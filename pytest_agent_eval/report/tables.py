@@ -19,6 +19,7 @@ import tabulate as tabulate_module
 from tabulate import tabulate
 
 from pytest_agent_eval.metrics.sufficiency import BUCKETS
+from pytest_agent_eval.report.gates import describe_leak
 from pytest_agent_eval.report.stats import bootstrap_ci, paired_differences, small_n_warning
 
 MODEL_FREE_BACKENDS = ("scripted", "cassette")
@@ -72,8 +73,9 @@ _SECTIONS: list[tuple[str, list[tuple[str, str, str]]]] = [
     (
         "contamination",
         [
-            ("CLI calls that RETURNED output", "cli_returned_output", "int"),
-            ("CLI calls blocked", "cli_blocked", "int"),
+            ("results carrying the tool's output", "leaks", "int"),
+            ("CLI calls (command matcher)", "cli_calls", "int"),
+            ("of those, denied by the hook", "cli_blocked", "int"),
         ],
     ),
 ]
@@ -200,12 +202,27 @@ def arm_comparison(entry: str, records: Sequence[Record]) -> str:
     if any(errors.values()):
         rows.append(["infrastructure errors (not scored)", *(str(errors[arm]) for arm in labels)])
     lines = [f"ARM COMPARISON — {entry}", _table(rows, head, "simple")]
+    lines += contamination_lines(runs)
     lines += paired_lines(runs, labels)
     for label in labels:
         warning = small_n_warning(len(by_arm[label]))
         if warning:
             lines.append(f"warning: {entry} / {label}: {warning}")
     return "\n".join(lines)
+
+
+def contamination_lines(runs: Sequence[Record]) -> list[str]:
+    """Each contaminated without-arm run, with the first call that carried the tool's output to the agent."""
+    lines = []
+    for run in runs:
+        if run["arm"] != "without" or not run.get("contaminated"):
+            continue
+        leaks = ((run.get("scores") or {}).get("contamination") or {}).get("leaks") or []
+        line = f"CONTAMINATED {run.get('id', '?')}"
+        if leaks:
+            line += f": {describe_leak(leaks[0])}" + (f" (+{len(leaks) - 1} more)" if len(leaks) > 1 else "")
+        lines.append(line)
+    return lines
 
 
 def reference_arm(records: Sequence[Record], labels: Sequence[str]) -> str | None:

@@ -3,14 +3,19 @@
 from __future__ import annotations
 
 from pytest_agent_eval.metrics.contamination import Contamination
+from pytest_agent_eval.report.gates import describe_leak
 
 
 def render_contamination(c: Contamination, indent: str = "") -> str:
     lines = [
-        f"{indent}Contamination ({c.cli} CLI through Bash):",
-        f"{indent}  CLI calls that RETURNED output {c.cli_returned_output:>4}"
-        + ("   !! this arm reached the CLI — its numbers are void" if c.contaminated else ""),
-        f"{indent}  CLI attempts blocked           {c.cli_blocked:>4}",
+        f"{indent}Contamination ({c.cli} output the agent saw; {c.cli} CLI calls):",
+        f"{indent}  {'results carrying ' + c.cli + ' output':<32}{len(c.leaks):>4}"
+        + ("   !! a without-arm with these is void" if c.contaminated else ""),
+    ]
+    lines += [f"{indent}    {describe_leak(leak.to_dict())}" for leak in c.leaks]
+    lines += [
+        f"{indent}  {'CLI calls (command matcher)':<32}{c.cli_calls:>4}",
+        f"{indent}  {'of those, denied by the hook':<32}{c.cli_blocked:>4}",
         f"{indent}  exposed tools: {', '.join(c.exposed_tools) if c.exposed_tools else 'none'}",
     ]
     if c.cold_start_race:

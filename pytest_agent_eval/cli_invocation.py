@@ -1,76 +1,27 @@
-"""What a Bash command does to files: read one, search, or write.
+"""Does a shell command RUN a given CLI? The command matcher, a fast first layer (seed 004).
 
-Agents reach for ``sed -n '100,200p' lib/x.js`` as readily as for the Read tool, so the
-sufficiency metric has to see shell reads and searches too. A heredoc or a ``> file``
-redirect is writing, never reading.
+Agents reach a hidden binary by absolute path, through wrappers (env, sudo, timeout, xargs,
+find -exec), package runners (npx), quoting (``code''graph``), globs (``c?degraph``), a symlink
+or copy, a ``cd`` and a relative path, the package's node shim or its bundled runtime, so the
+check parses the command line and walks every command position instead of matching a word.
+Naming the CLI as an argument (grep, ls, which) is a mention and never counts. It cannot be
+complete (base64 piped to sh, a name built at run time): the contamination metric judges what
+the agent SAW, from the tool's output fingerprints; this only names the calls that tried.
 """
 
 from __future__ import annotations
 
+import posixpath
 import re
-import shlex
 from collections.abc import Sequence
-from dataclasses import dataclass
-from typing import Literal
-
-# A command position: the start, after a separator, or inside $( … ) / backticks.
-_POSITION = r"(?:^|[;&|(]|\$\(|`)\s*(?:sudo\s+)?"
-_READ_RE = re.compile(_POSITION + r"(?:cat|bat|head|tail|less|more|nl|sed|awk)\s+([^\n|;&]*)", re.M)
-_SEARCH_RE = re.compile(_POSITION + r"(?:grep|egrep|fgrep|rg|ag|ack|find|fd|ls|tree)\b", re.M)
-_HEREDOC_RE = re.compile(r"<<-?\s*['\"]?\w")
-# A stdout redirect into a file; ``2>/dev/null`` and ``2>&1`` are not writing.
-_REDIRECT_RE = re.compile(r"(?<![0-9&>])>>?\s*(?![&>])(?!/dev/null)\S")
-_PATH_TOKEN_RE = re.compile(r"^[\w./~@+-]*[\w~@+-]$")
-_NUMBERISH_RE = re.compile(r"^[\d,+\-$p]+$")
-
-Access = Literal["read", "search", "write"]
-
-
-@dataclass(frozen=True)
-class ShellAccess:
-    kind: Access
-    path: str | None = None
-
-
-def bash_access(command: str) -> ShellAccess | None:
-    """Classify a Bash command as a file read (with the file), a search, or a write."""
-    if _HEREDOC_RE.search(command) or _REDIRECT_RE.search(command):
-        return ShellAccess("write")
-    for match in _READ_RE.finditer(command):
-        path = _last_path(match.group(1))
-        if path:
-            return ShellAccess("read", path)
-    if _SEARCH_RE.search(command):
-        return ShellAccess("search")
-    return None
-
-
-def _last_path(arguments: str) -> str | None:
-    """The last path-shaped argument, flags and numbers (``-n``, ``'100,200p'``) stripped."""
-    try:
-        tokens = shlex.split(arguments, comments=False)
-    except ValueError:
-        tokens = arguments.split()
-    paths = [
-        t
-        for t in tokens
-        if not t.startswith("-") and not _NUMBERISH_RE.match(t) and _PATH_TOKEN_RE.match(t) and ("." in t or "/" in t)
-    ]
-    return paths[-1] if paths else None
-
-
-# ---------------------------------------------------------------------------------------
-# Does a Bash command RUN a given CLI? Agents reach a hidden binary by absolute path, through
-# wrappers (env, sudo, timeout, xargs, find -exec), through package runners (npx) or by
-# handing its script to node, so the check walks every command position of the parsed
-# command line instead of matching a word. Naming the CLI as an argument (grep, ls, which)
-# is a mention and never counts.
+from dataclasses import dataclass, field
+from fnmatch import fnmatchcase
 
 _MAX_DEPTH = 8
 _OPERATORS = ("&&", "||", ";;", "|&", ";", "|", "&", "(", ")")
 _REDIRECTS = ("<<<", "<<-", "&>>", "<<", ">>", "<>", ">|", "&>", ">&", "<&", "<", ">")
 _ASSIGN_RE = re.compile(r"^[A-Za-z_]\w*(?:\[[^]]*\])?\+?=")
-_VAR_RE = re.compile(r"^\$(?:\{(\w+)\}|(\w+))")
+_VAR_RE = re.compile(r"\$(?:\{(\w+)\}|(\w+))")
 _SKIP_WORDS = frozenset({"!", "{", "}", "then", "do", "else", "elif", "if", "while", "until", "fi", "done"})
 _NOT_COMMANDS = frozenset({"for", "case", "select", "[[", "[", "test", "declare", "local", "readonly", "typeset"})
 _SHELLS = frozenset({"sh", "bash", "zsh", "dash", "ksh", "ash", "mksh"})
@@ -95,6 +46,13 @@ _VALUE_OPTS = {
 # ``node -e``: the CLI's package required, or the CLI spawned, from inline code.
 _EVAL_CALL_RE = re.compile(r"\b(?:require|import|exec\w*|spawn\w*)\s*\(\s*[\[\"'`]")
 _PLAIN_WRAPPERS = frozenset({"nohup", "setsid", "builtin", "caffeinate", "chronic", "unbuffer"})
+# Interpreters whose inline code (``python3 -c``, ``perl -e``) may spawn the CLI by name.
+_INTERPRETERS = frozenset({"python", "python3", "python2", "perl", "ruby", "php"})
+_SPAWN_RE = re.compile(r"\b(?:subprocess|system|popen|Popen|exec\w*|spawn\w*|check_output|run|call)\b|`")
+# Commands that make a new name for a file: ``ln -s …/codegraph x`` makes ``./x`` the CLI.
+_LINKERS = frozenset({"ln", "cp", "install", "mv"})
+_GLOB_CHARS = frozenset("*?[")
+_GLOB_RE = re.compile(r"\[[^]]*\]|[*?]")
 
 
 @dataclass
@@ -110,34 +68,49 @@ class _Command:
     piped: bool = False  # its stdin is the output of the command before it (``a | b``)
 
 
+@dataclass
+class _Scope:
+    """What earlier commands of the script set: variables, names made for the CLI, the working folder."""
+
+    variables: dict[str, _Word] = field(default_factory=dict)
+    aliases: set[str] = field(default_factory=set)
+    cwd: str = ""
+
+
 def invokes_cli(command: str, cli: str = "codegraph") -> bool:
-    """True when the Bash ``command`` runs ``cli`` in some command position (not just names it)."""
-    if not cli or cli not in command:
+    """True when the shell ``command`` runs ``cli`` in some command position (not just names it)."""
+    if not cli or not _may_name(command, cli):
         return False
     return _script_runs(command, cli, 0)
+
+
+def _may_name(command: str, cli: str) -> bool:
+    """The cheap shortcut, taken only after quotes and backslashes are gone (``code''graph``, ``\\codegraph``);
+    a glob or a variable can spell the name without containing it."""
+    return cli in re.sub(r"[\"'\\]", "", command) or any(ch in _GLOB_CHARS or ch == "$" for ch in command)
 
 
 def _script_runs(script: str, cli: str, depth: int) -> bool:
     if depth > _MAX_DEPTH:
         return False
-    variables: dict[str, _Word] = {}
+    scope = _Scope()
     commands, subs = _lex(script)
     printed: list[str] = []  # the literal output of the previous command, as far as it is known
     for command in commands:
         stdin = command.stdin + printed if command.piped else command.stdin
-        if _command_runs(command, cli, depth, variables, stdin):
+        if _command_runs(command, cli, depth, scope, stdin):
             return True
         printed = _literal_output(command.words, stdin)
     return any(_script_runs(sub, cli, depth + 1) for sub in subs)
 
 
-def _command_runs(command: _Command, cli: str, depth: int, variables: dict[str, _Word], stdin: list[str]) -> bool:
+def _command_runs(command: _Command, cli: str, depth: int, scope: _Scope, stdin: list[str]) -> bool:
     """One simple command: skip keywords, assignments and wrappers, then judge the command word."""
     words = command.words
     if all(_ASSIGN_RE.match(w.text) for w in words):  # `CG=$(which codegraph)` alone sets a variable
         for word in words:
             name, _, value = word.text.partition("=")
-            variables[name.rstrip("+")] = _Word(value, word.subs)
+            scope.variables[name.rstrip("+")] = _expand(_Word(value, word.subs), scope)
         return False
     i = 0
     while i < len(words) and (words[i].text in _SKIP_WORDS or _ASSIGN_RE.match(words[i].text)):
@@ -146,23 +119,44 @@ def _command_runs(command: _Command, cli: str, depth: int, variables: dict[str, 
         for word in words[i + 1 :]:
             if _ASSIGN_RE.match(word.text):
                 name, _, value = word.text.partition("=")
-                variables[name] = _Word(value, word.subs)
+                scope.variables[name] = _expand(_Word(value, word.subs), scope)
         return False
     if i < len(words) and words[i].text == "function":
         i += 2
-    return _runs_from(words[i:], cli, depth, variables, stdin)
+    _remember(words[i:], cli, depth, scope)
+    return _runs_from(words[i:], cli, depth, scope, stdin)
 
 
-def _runs_from(
-    words: list[_Word], cli: str, depth: int, variables: dict[str, _Word], stdin: Sequence[str] = ()
-) -> bool:
+def _remember(words: list[_Word], cli: str, depth: int, scope: _Scope) -> None:
+    """``cd`` moves the working folder; ``ln``/``cp`` of the CLI and ``alias`` make new names for it."""
+    if not words:
+        return
+    name = _basename(_expand(words[0], scope).text)
+    operands = [_expand(w, scope).text for w in words[1:] if not w.text.startswith("-")]
+    if name in ("cd", "pushd") and operands:
+        scope.cwd = _resolve(scope.cwd, operands[0])
+    elif name in _LINKERS and len(operands) >= 2:
+        if any(_names_cli_path(_resolve(scope.cwd, o), cli, any_folder=True) for o in operands[:-1]):
+            scope.aliases.add(_basename(operands[-1]))
+    elif name == "alias":
+        for operand in operands:
+            alias, _, value = operand.partition("=")
+            if value and _script_runs(value, cli, depth + 1):
+                scope.aliases.add(alias)
+
+
+def _resolve(cwd: str, path: str) -> str:
+    return posixpath.normpath(posixpath.join(cwd, path)) if cwd and not path.startswith(("/", "~")) else path
+
+
+def _runs_from(words: list[_Word], cli: str, depth: int, scope: _Scope, stdin: Sequence[str] = ()) -> bool:
     while words:
-        head = _expand(words[0], variables)
+        head = _expand(words[0], scope)
         name = _basename(head.text)
         rest = words[1:]
         if name in _NOT_COMMANDS or head.text in _SKIP_WORDS:
-            return name not in _NOT_COMMANDS and _runs_from(rest, cli, depth, variables, stdin)
-        if _is_cli_word(head, cli):
+            return name not in _NOT_COMMANDS and _runs_from(rest, cli, depth, scope, stdin)
+        if _is_cli_word(head, cli, scope):
             return True
         if name in _PLAIN_WRAPPERS:
             words = rest
@@ -181,49 +175,76 @@ def _runs_from(
         elif name == "watch":
             return _script_runs(" ".join(w.text for w in _skip_options(rest, _VALUE_OPTS["watch"])), cli, depth + 1)
         elif name == "eval":
-            return _script_runs(" ".join(w.text for w in rest), cli, depth + 1)
+            return _script_runs(" ".join(_expand(w, scope).text for w in rest), cli, depth + 1)
         elif name in _SHELLS:
-            return _shell_runs(rest, cli, depth, stdin)
+            return _shell_runs(rest, cli, depth, stdin, scope)
         elif name in _NODES and not (name == "bun" and rest and rest[0].text == "x"):
-            return _node_runs(rest, cli, name)
+            return _node_runs([_expand(w, scope) for w in rest], cli, name, scope)
+        elif name in _INTERPRETERS or re.fullmatch(r"python3\.\d+", name):
+            return _interpreter_runs([_expand(w, scope) for w in rest], cli, stdin)
         elif name in ("npx", "bunx", "pnpx") or (rest and rest[0].text in _RUNNER_VERBS.get(name, ())):
             args = rest if name in ("npx", "bunx", "pnpx") else rest[1:]
             return _runner_runs(args, cli, depth)
         elif name == "find":
-            return _find_exec_runs(rest, cli, depth, variables)
+            return _find_exec_runs(rest, cli, depth, scope)
         else:
             return False
     return False
 
 
-def _is_cli_word(word: _Word, cli: str) -> bool:
-    """The command word names the CLI by any path, or is computed from a lookup of it (``$(which cli)``)."""
+def _is_cli_word(word: _Word, cli: str, scope: _Scope) -> bool:
+    """The command word names the CLI by any path, a name made for it, its bundled runtime, or a lookup of it."""
     if any(cli in sub for sub in word.subs) and word.text.startswith(("$(", "`")):
         return True
-    return _names_cli_path(word.text, cli, any_folder=False)
+    # A bare name is looked up on PATH, never in the working folder; a path with a slash is relative to it.
+    path = _resolve(scope.cwd, word.text) if "/" in word.text else word.text
+    if _basename(path) in scope.aliases or _names_cli_path(path, cli, any_folder=False):
+        return True
+    # The package's bundled runtime (…/codegraph-linux-x64/node) runs nothing but the CLI's own code.
+    folders = [p for p in path.split("/") if p][:-1]
+    return _basename(path) in _NODES and any(f.startswith(cli + "-") for f in folders)
 
 
 def _names_cli_path(path: str, cli: str, any_folder: bool) -> bool:
-    """``…/codegraph``, ``codegraph.js``; with ``any_folder``, also a file inside a ``codegraph`` folder."""
+    """``…/codegraph``, ``codegraph.js``, a glob matching either; with ``any_folder``, also a file inside a
+    ``codegraph`` (or ``codegraph-<platform>``) folder."""
     parts = [p for p in path.split("/") if p]
     if not parts:
         return False
-    if any(parts[-1] == cli + suffix for suffix in _EXEC_SUFFIXES):
+    if any(_part_is(cli + suffix, parts[-1]) for suffix in _EXEC_SUFFIXES):
         return True
     folders = parts[:-1]
     if any_folder:
-        return cli in folders
+        return any(_part_is(cli, f) or f.startswith(cli + "-") for f in folders)
     # A package's own bin script run directly: node_modules/[@scope/]codegraph/…
-    return "node_modules" in folders and cli in folders[folders.index("node_modules") :]
+    return "node_modules" in folders and any(_part_is(cli, f) for f in folders[folders.index("node_modules") :])
 
 
-def _expand(word: _Word, variables: dict[str, _Word]) -> _Word:
-    match = _VAR_RE.match(word.text)
-    if match:
-        value = variables.get(match.group(1) or match.group(2))
-        if value is not None:
-            return _Word(value.text + word.text[match.end() :], value.subs + word.subs)
-    return word
+def _part_is(name: str, pattern: str) -> bool:
+    """One path part equals ``name``, or is a glob that spells most of it (``c?degraph``, ``[c]odegraph``);
+    a glob that would match anything (``*.js``, ``*``) names nothing in particular."""
+    if name == pattern:
+        return True
+    if not any(ch in _GLOB_CHARS for ch in pattern):
+        return False
+    literal = _GLOB_RE.sub("", pattern)
+    return 2 * len(literal) >= len(name) and fnmatchcase(name, pattern)
+
+
+def _expand(word: _Word, scope: _Scope) -> _Word:
+    """Every ``$name``/``${name}`` set earlier in the script put in (``a=code; b=graph; $a$b``)."""
+    if "$" not in word.text:
+        return word
+    subs = list(word.subs)
+
+    def value(match: re.Match[str]) -> str:
+        known = scope.variables.get(match.group(1) or match.group(2))
+        if known is None:
+            return match.group(0)
+        subs.extend(known.subs)
+        return known.text
+
+    return _Word(_VAR_RE.sub(value, word.text), subs)
 
 
 def _basename(text: str) -> str:
@@ -272,7 +293,7 @@ def _skip_env(words: list[_Word]) -> tuple[list[_Word], str | None]:
     return words[i:], None
 
 
-def _shell_runs(words: list[_Word], cli: str, depth: int, stdin: Sequence[str]) -> bool:
+def _shell_runs(words: list[_Word], cli: str, depth: int, stdin: Sequence[str], scope: _Scope) -> bool:
     """``bash -c 'script'`` runs the script, ``sh path/to/codegraph`` that file, ``bash`` or ``bash -s`` its stdin."""
     i = 0
     inline = from_stdin = False
@@ -290,7 +311,8 @@ def _shell_runs(words: list[_Word], cli: str, depth: int, stdin: Sequence[str]) 
         return _script_runs(words[i].text, cli, depth + 1)
     if from_stdin or i >= len(words) or words[i].text in ("-", "/dev/stdin"):
         return any(_script_runs(script, cli, depth + 1) for script in stdin)
-    return _names_cli_path(words[i].text, cli, any_folder=False)
+    script = _resolve(scope.cwd, _expand(words[i], scope).text)
+    return _basename(script) in scope.aliases or _names_cli_path(script, cli, any_folder=False)
 
 
 def _literal_output(words: list[_Word], stdin: list[str]) -> list[str]:
@@ -343,8 +365,9 @@ def _printf(form: str, args: list[str]) -> str:
             return "".join(out)
 
 
-def _node_runs(words: list[_Word], cli: str, runtime: str) -> bool:
-    """node's script is the CLI when it is named like it or lives in a folder of that name."""
+def _node_runs(words: list[_Word], cli: str, runtime: str, scope: _Scope) -> bool:
+    """node's script is the CLI when it is named like it, lives in a folder of that name (the package's
+    ``npm-shim.js``, its ``dist/bin/codegraph.js``), or is a name made for it."""
     if runtime in ("deno", "bun") and words and words[0].text == "run":
         words = words[1:]
     i = 0
@@ -357,7 +380,18 @@ def _node_runs(words: list[_Word], cli: str, runtime: str) -> bool:
     if i >= len(words):
         return False
     script = words[i]
-    return _names_cli_path(script.text, cli, any_folder=True) or any(cli in sub for sub in script.subs)
+    path = _resolve(scope.cwd, script.text)
+    if _basename(path) in scope.aliases or _names_cli_path(path, cli, any_folder=True):
+        return True
+    return any(cli in sub for sub in script.subs)
+
+
+def _interpreter_runs(words: list[_Word], cli: str, stdin: Sequence[str]) -> bool:
+    """``python3 -c``/``perl -e`` code, or a script fed on stdin, that names the CLI and spawns a process."""
+    codes = [words[i + 1].text for i in range(len(words) - 1) if words[i].text in ("-c", "-e", "-E", "-r")]
+    if not any(not w.text.startswith("-") for w in words) or any(w.text == "-" for w in words):
+        codes += list(stdin)
+    return any(cli in code and _SPAWN_RE.search(code) for code in codes)
 
 
 def _runner_runs(words: list[_Word], cli: str, depth: int) -> bool:
@@ -395,7 +429,7 @@ def _package_name(spec: str) -> str:
     return spec.split("@", 1)[0]
 
 
-def _find_exec_runs(words: list[_Word], cli: str, depth: int, variables: dict[str, _Word]) -> bool:
+def _find_exec_runs(words: list[_Word], cli: str, depth: int, scope: _Scope) -> bool:
     for i, word in enumerate(words):
         if word.text in ("-exec", "-execdir", "-ok", "-okdir"):
             action = []
@@ -403,7 +437,7 @@ def _find_exec_runs(words: list[_Word], cli: str, depth: int, variables: dict[st
                 if later.text in (";", "+"):
                     break
                 action.append(later)
-            if _runs_from(action, cli, depth, variables):
+            if _runs_from(action, cli, depth, scope):
                 return True
     return False
 
