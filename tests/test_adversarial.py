@@ -120,6 +120,7 @@ def test_no_attack_gets_codegraph_output_to_the_sealed_without_arm(
     assert "attack: subagent bash" in attacks.values()  # the subagent's own Bash ran too
     leaks = _leaks(record)
     assert leaks == {}, {attacks.get(k, k): v for k, v in leaks.items()}
+    assert record["outcome"] == "passed", record.get("error")  # and the gate found nothing either
     # the block probe ran through Claude Code before the item, and its Bash call was denied by the hook
     probe = next((Path(record["run_dir"]) / "block-probe").glob("run-*.jsonl")).read_text(encoding="utf-8")
     assert DENIAL in probe
@@ -141,6 +142,10 @@ def test_with_the_sandbox_switched_off_an_attack_gets_through(real_tools: RealTo
         "attack: sqlite3 on the cached index",
     }
     assert hidden_from_text_matching <= leaked
+    # the gate judges from what the agent saw: the item fails, naming a leaking call and the fingerprint it carried
+    assert record["outcome"] == "failed"
+    assert "without-arm contaminated" in record["error"] and "codegraph output: Bash call toolu_" in record["error"]
+    assert any(name in record["error"] for name in ("CLI usage", "index row", "index file row", "explore heading"))
 
 
 def test_settings_and_environment_cannot_switch_the_hook_off(real_tools: RealTools, tag: str, tmp_path: Path) -> None:
