@@ -34,7 +34,14 @@ import pytest
 from pytest_agent_eval.config import AgentEvalConfig, Arm
 from pytest_agent_eval.corpus import CorpusEntry
 from pytest_agent_eval.harness.drivers import AgentInfraError, agent_environment, warm_mcp_server
-from pytest_agent_eval.harness.drivers.headless import HeadlessOptions, RunRecord, run_headless
+from pytest_agent_eval.harness.drivers.headless import (
+    STALL_S_REAL_API,
+    STALL_S_STAND_IN,
+    HeadlessOptions,
+    RunRecord,
+    TurnError,
+    run_headless,
+)
 from pytest_agent_eval.harness.drivers.tmux import TmuxOptions, run_tmux
 from pytest_agent_eval.report import gates
 from pytest_agent_eval.report.store import Campaign
@@ -124,6 +131,13 @@ def set_aside(folder: Path) -> Path | None:
     for path in files:
         path.rename(target / path.name)
     return target
+
+
+def note_driver(record: dict, run: RunRecord) -> None:
+    """Put the driver's record on the item's, with ``stalled`` up front: a stalled turn's time is no
+    measurement of the agent, so whatever compares times must see it without digging."""
+    record["driver"] = run.to_dict()
+    record["stalled"] = bool(run.stalled_turns)
 
 
 def item_segments(folder: Path) -> list[Path]:
@@ -489,6 +503,7 @@ def agent_run(
         effort=cfg.effort,
         max_budget_usd=cfg.max_budget_usd,
         timeout_s=cfg.agent_timeout,
+        stall_s=STALL_S_REAL_API if agent_model_server.url is None else STALL_S_STAND_IN,
         sandbox=agent_sandbox,
     )
     if agent_case.driver == "tmux":
@@ -511,13 +526,15 @@ def agent_run(
                 raise AgentInfraError(infra)
             break
         except AgentInfraError as exc:
+            if isinstance(exc, TurnError):
+                note_driver(record, exc.run)
             if attempt == cfg.retries:
                 if attempts:
                     raise AgentInfraError(f"{exc} (attempt {attempt + 1} of {cfg.retries + 1})") from exc
                 raise
             kept = set_aside(agent_run_dir)
             attempts.append({"error": str(exc), "folder": kept.name if kept else None})
-    record["driver"] = run.to_dict()
+    note_driver(record, run)
     (agent_run_dir / "run.json").write_text(json.dumps(run.to_dict(), indent=2) + "\n", encoding="utf-8")
     return run
 
@@ -540,7 +557,10 @@ def agent_result(
     done = agent_resumed.get(item_id(request.node, agent_case))
     if done is not None:
         agent_run = _resumed_run(agent_campaign, done)
-        keep = ("backend", "tool_version", "tool_spec", "claude_version", "driver", "attempts", "wall_s", "agent_s")
+        keep = (
+            "backend", "tool_version", "tool_spec", "claude_version", "driver", "attempts", "wall_s", "agent_s",
+            "stalled", "source", "tool_provision", "warnings",
+        )  # fmt: skip
         record.update({key: done[key] for key in keep if key in done}, segments=done["segments"], resumed=True)
     else:
         agent_run = request.getfixturevalue("agent_run")
@@ -572,6 +592,9 @@ def _resumed_run(campaign: Campaign, done: dict[str, Any]) -> RunRecord:
         exit_codes=list(driver.get("exit_codes") or []),
         hung_after_result=list(driver.get("hung_after_result") or []),
         session_id=driver.get("session_id"),
+        longest_silence_s=list(driver.get("longest_silence_s") or []),
+        api_retries=list(driver.get("api_retries") or []),
+        stall_s=driver.get("stall_s"),
     )
 
 

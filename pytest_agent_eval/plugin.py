@@ -317,6 +317,24 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
     return report
 
 
+def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> Any:
+    """An item with a stalled turn says so on its own line: its time is not the agent's."""
+    data = getattr(report, "agent_eval", None)
+    if report.when != "call" or not isinstance(data, dict) or not data.get("stalled"):
+        return None
+    letter = {"passed": ".", "failed": "F"}.get(report.outcome, "s")
+    return report.outcome, letter, (f"{report.outcome.upper()} ({stall_note(data)})", {"yellow": True})
+
+
+def stall_note(record: dict) -> str:
+    """``stalled: turn 1 silent 280s (threshold 30s)`` from an item record."""
+    driver = record.get("driver") or {}
+    silences = driver.get("longest_silence_s") or []
+    turns = [t for t in driver.get("stalled_turns") or [] if 0 < t <= len(silences)]
+    what = ", ".join(f"turn {t} silent {silences[t - 1]:.0f}s" for t in turns)
+    return f"stalled: {what} (threshold {driver.get('stall_s') or 0:g}s)"
+
+
 class Reporter:
     """Controller-side: makes the campaign, gathers the records (local or from xdist workers), reports once."""
 
@@ -422,6 +440,11 @@ class Reporter:
             if failed:
                 terminalreporter.write_line(
                     "agent-eval: the session fails: metrics regressed beyond --agent-eval-compare-fail", red=True
+                )
+        for record in records:
+            if record.get("stalled"):
+                terminalreporter.write_line(
+                    f"agent-eval: {record['id']} {stall_note(record)}; its time is no measurement", yellow=True
                 )
         if self.campaign is not None:
             drift = self.config_drift()
