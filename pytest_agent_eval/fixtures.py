@@ -43,12 +43,14 @@ from pytest_agent_eval.harness.drivers.headless import (
     run_headless,
 )
 from pytest_agent_eval.harness.drivers.tmux import TmuxOptions, run_tmux
+from pytest_agent_eval.harness.failures import FailureMemo
 from pytest_agent_eval.report import gates
 from pytest_agent_eval.report.store import Campaign
 from pytest_agent_eval.tool import CODEGRAPH
 from pytest_agent_eval.transcript import segment_files
 
 CONFIG_KEY = pytest.StashKey[AgentEvalConfig]()
+SESSION_KEY = pytest.StashKey[str]()  # this session's id: made by the controller, handed to xdist workers
 RECORD_KEY = pytest.StashKey[dict]()
 ITEM_ID_KEY = pytest.StashKey[str]()
 _LATER_SEGMENT = re.compile(r"\.t\d+\.jsonl$")
@@ -243,50 +245,65 @@ def _agent_eval_memo() -> dict:
     return {}
 
 
+@pytest.fixture(scope="session")
+def agent_failure_memo(request: pytest.FixtureRequest, agent_eval_config: AgentEvalConfig) -> FailureMemo:
+    """The provisioning failures of this session, seen by every xdist worker (see
+    :mod:`pytest_agent_eval.harness.failures`): a failed clone, install or build is tried once per session."""
+    return FailureMemo(agent_eval_config.cache, request.config.stash[SESSION_KEY])
+
+
 # -- tools, repository, index --------------------------------------------------------------------------------
 @pytest.fixture
-def codegraph(agent_case: EvalCase, agent_eval_config: AgentEvalConfig, _agent_eval_memo: dict) -> Any:
+def codegraph(
+    agent_case: EvalCase, agent_eval_config: AgentEvalConfig, _agent_eval_memo: dict, agent_failure_memo: FailureMemo
+) -> Any:
     """The codegraph build of this item's arm, provisioned once per version."""
     from pytest_agent_eval.harness.provision import provision_codegraph
 
     spec = agent_eval_config.tool_spec(agent_case.arm)
+    provision = partial(
+        _step, f"provisioning codegraph {spec}", lambda: provision_codegraph(spec, agent_eval_config.cache)
+    )
     return _memo(
-        _agent_eval_memo,
-        ("codegraph", spec),
-        lambda: _step(f"provisioning codegraph {spec}", lambda: provision_codegraph(spec, agent_eval_config.cache)),
+        _agent_eval_memo, ("codegraph", spec), lambda: agent_failure_memo.attempt(f"codegraph {spec}", provision)
     )
 
 
 @pytest.fixture(scope="session")
-def claude_cli(agent_eval_config: AgentEvalConfig) -> Any:
+def claude_cli(agent_eval_config: AgentEvalConfig, agent_failure_memo: FailureMemo) -> Any:
     """The Claude Code CLI (the one on PATH, else an npm install into the cache)."""
     from pytest_agent_eval.harness.provision import provision_claude
 
-    return _step("provisioning the claude CLI", lambda: provision_claude(None, agent_eval_config.cache))
+    provision = partial(_step, "provisioning the claude CLI", lambda: provision_claude(None, agent_eval_config.cache))
+    return agent_failure_memo.attempt("claude", provision)
 
 
 @pytest.fixture
-def corpus_repo(agent_case: EvalCase, agent_eval_config: AgentEvalConfig, _agent_eval_memo: dict) -> Path:
+def corpus_repo(
+    agent_case: EvalCase, agent_eval_config: AgentEvalConfig, _agent_eval_memo: dict, agent_failure_memo: FailureMemo
+) -> Path:
     """The entry's repository under ``--agent-eval-corpus-dir``, fetched once."""
     from pytest_agent_eval.harness.repos import fetch_repo
 
     entry, cfg = agent_case.entry, agent_eval_config
-    return _memo(
-        _agent_eval_memo,
-        ("repo", entry.name),
-        lambda: _step(f"fetching {entry.name}", lambda: fetch_repo(entry, cfg.corpus_dir, offline=cfg.offline)),
-    )
+    fetch = partial(_step, f"fetching {entry.name}", lambda: fetch_repo(entry, cfg.corpus_dir, offline=cfg.offline))
+    key = f"repo {entry.name} {entry.repo} {entry.source} offline={cfg.offline} in {cfg.corpus_dir}"
+    return _memo(_agent_eval_memo, ("repo", entry.name), lambda: agent_failure_memo.attempt(key, fetch))
 
 
 @pytest.fixture
-def indexed_repo(corpus_repo: Path, codegraph: Any, agent_eval_config: AgentEvalConfig) -> Path:
+def indexed_repo(
+    corpus_repo: Path, codegraph: Any, agent_eval_config: AgentEvalConfig, agent_failure_memo: FailureMemo
+) -> Path:
     """A copy of the repository indexed by this arm's codegraph (once per repository × build, locked)."""
     from pytest_agent_eval.harness.index import indexed_copy
 
-    return _step(
+    index = partial(
+        _step,
         f"indexing {corpus_repo.name} with codegraph {codegraph.version}",
         lambda: indexed_copy(corpus_repo, codegraph, agent_eval_config.cache),
     )
+    return agent_failure_memo.attempt(f"index {corpus_repo} with {codegraph.bin}", index)
 
 
 @pytest.fixture

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import uuid
 from collections import Counter
 from collections.abc import Sequence
 from pathlib import Path
@@ -30,6 +31,7 @@ from pytest_agent_eval.corpus import CorpusEntry, CorpusError, load_corpus
 from pytest_agent_eval.fixtures import (
     CONFIG_KEY,
     ITEM_ID_KEY,
+    SESSION_KEY,
     EvalCase,
     _agent_eval_memo,
     agent_block_proven,
@@ -37,6 +39,7 @@ from pytest_agent_eval.fixtures import (
     agent_case,
     agent_env,
     agent_eval_config,
+    agent_failure_memo,
     agent_gate,
     agent_model_server,
     agent_result,
@@ -61,6 +64,7 @@ from pytest_agent_eval.fixtures import (
     start_campaign,
 )
 from pytest_agent_eval.harness.drivers import AgentInfraError
+from pytest_agent_eval.harness.failures import FailureMemo
 from pytest_agent_eval.harness.progress import listen
 from pytest_agent_eval.report import compare, gates, tables
 from pytest_agent_eval.report.html import write_html
@@ -81,6 +85,7 @@ __all__ = [  # the fixtures, re-exported so pytest finds them in this plugin mod
     "agent_case",
     "agent_env",
     "agent_eval_config",
+    "agent_failure_memo",
     "agent_gate",
     "agent_model_server",
     "agent_result",
@@ -141,7 +146,10 @@ def pytest_configure(config: pytest.Config) -> None:
     if worker_input is not None:
         if worker_input.get("agent_eval_campaign"):
             cfg.campaign_dir = Path(worker_input["agent_eval_campaign"])
+        config.stash[SESSION_KEY] = worker_input.get("agent_eval_session") or uuid.uuid4().hex[:12]
     else:
+        config.stash[SESSION_KEY] = session_id = uuid.uuid4().hex[:12]
+        config.add_cleanup(FailureMemo(cfg.cache, session_id).clear)
         _check_campaign_paths(cfg)
         cfg.campaign_dir = cfg.resume
         config.pluginmanager.register(Reporter(config), "agent_eval_reporter")
@@ -181,6 +189,7 @@ def pytest_configure_node(node: Any) -> None:
     """xdist controller → worker: share the campaign folder, so every item lands in it."""
     folder = node.config.stash[CONFIG_KEY].campaign_dir
     node.workerinput["agent_eval_campaign"] = str(folder) if folder is not None else ""
+    node.workerinput["agent_eval_session"] = node.config.stash[SESSION_KEY]
 
 
 # -- items -----------------------------------------------------------------------------------------------------
