@@ -135,6 +135,23 @@ def set_aside(folder: Path) -> Path | None:
     return target
 
 
+def provenance(repo: Path, tool: Any, claude: Any, offline: bool) -> dict[str, Any]:
+    """Where the item's code under test and tools came from (see :func:`pytest_agent_eval.harness.repos.
+    fetched_source` and :class:`pytest_agent_eval.harness.provision.Provisioned`), and what to warn about."""
+    from pytest_agent_eval.harness.provenance import git_state
+    from pytest_agent_eval.harness.repos import fallback_warning, fetched_source
+
+    # A repository the harness did not fetch (a test's own folder) is described as a local path.
+    source = fetched_source(repo) or {"kind": "local", "path": str(repo), "git_state": git_state(repo)}
+    fallback = fallback_warning(repo, offline)
+    return {
+        "source": source,
+        "tool_provision": dict(getattr(tool, "origin", None) or {}),
+        "claude_provision": dict(getattr(claude, "origin", None) or {}),
+        "warnings": [fallback] if fallback else [],
+    }
+
+
 def note_driver(record: dict, run: RunRecord) -> None:
     """Put the driver's record on the item's, with ``stalled`` up front: a stalled turn's time is no
     measurement of the agent, so whatever compares times must see it without digging."""
@@ -505,12 +522,16 @@ def agent_run(
     cfg = agent_eval_config
     record = record_of(request.node)
     tool = request.getfixturevalue("codegraph")  # already set up: mcp_config and the index depend on it
+    # The fetched repository under the index; a test that supplies its own indexed_repo has none.
+    fetched = "corpus_repo" in request.fixturenames
+    repo = request.getfixturevalue("corpus_repo") if fetched else request.getfixturevalue("indexed_repo")
     record.update(
         backend=agent_model_server.to_dict(),
         run_dir=str(agent_run_dir),
         tool_version=tool.version,
         tool_spec=cfg.tool_spec(agent_case.arm),
         claude_version=claude_cli.version,
+        **provenance(repo, tool, claude_cli, cfg.offline),
     )
     options = HeadlessOptions(
         claude=str(claude_cli.bin),
@@ -576,7 +597,7 @@ def agent_result(
         agent_run = _resumed_run(agent_campaign, done)
         keep = (
             "backend", "tool_version", "tool_spec", "claude_version", "driver", "attempts", "wall_s", "agent_s",
-            "stalled", "source", "tool_provision", "warnings",
+            "stalled", "source", "tool_provision", "claude_provision", "warnings",
         )  # fmt: skip
         record.update({key: done[key] for key in keep if key in done}, segments=done["segments"], resumed=True)
     else:

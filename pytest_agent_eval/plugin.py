@@ -66,6 +66,7 @@ from pytest_agent_eval.fixtures import (
 from pytest_agent_eval.harness.drivers import AgentInfraError
 from pytest_agent_eval.harness.failures import FailureMemo
 from pytest_agent_eval.harness.progress import listen
+from pytest_agent_eval.harness.provenance import gather_provenance
 from pytest_agent_eval.report import compare, gates, tables
 from pytest_agent_eval.report.html import write_html
 from pytest_agent_eval.report.store import (
@@ -484,7 +485,8 @@ class Reporter:
 
 
 def finish_manifest(campaign: Campaign, records: list[dict]) -> None:
-    """Add what only the runs could tell — the resolved codegraph and Claude Code versions and the model backend.
+    """Add what only the runs could tell — the resolved codegraph and Claude Code versions, the model backend,
+    and where the code under test and the tools came from (``provenance``).
 
     The manifest's config and hash stay as written; a resumed campaign keeps the versions of arms it ran before.
     """
@@ -503,5 +505,6 @@ def finish_manifest(campaign: Campaign, records: list[dict]) -> None:
     backend = next((r["backend"] for r in records if isinstance(r.get("backend"), dict)), None)
     if backend is not None:
         manifest["backend"] = backend
+    manifest["provenance"] = gather_provenance(records, manifest.get("provenance"))
     write_atomic(campaign.path / MANIFEST, json.dumps(manifest, indent=2, default=str) + "\n")
     campaign.manifest = manifest

@@ -19,6 +19,7 @@ import pytest
 
 from pytest_agent_eval.corpus import CorpusEntry
 from pytest_agent_eval.harness.index import indexed_copy
+from pytest_agent_eval.harness.provenance import git_state
 from pytest_agent_eval.harness.provision import (
     CLAUDE_CODE_VERSION,
     Provisioned,
@@ -27,8 +28,9 @@ from pytest_agent_eval.harness.provision import (
     provision_codegraph,
     read_builds,
 )
-from pytest_agent_eval.harness.repos import fetch_repo
+from pytest_agent_eval.harness.repos import fallback_warning, fetch_repo, fetched_source
 from pytest_agent_eval.harness.workspace import make_workspace
+from pytest_agent_eval.warnings import AgentEvalWarning
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow  # npm installs, registry downloads and index builds
@@ -221,7 +223,13 @@ def test_fetch_express_offline_from_npm(tmp_path: Path) -> None:
     assert repo == corpus / "express"
     assert "res.send = function send(body)" in (repo / "lib" / "response.js").read_text()
     assert json.loads((repo / "package.json").read_text())["version"] == "4.21.2"
-    assert json.loads((corpus / ".express.fetched").read_text()) == {"how": "source", "from": "npm:express@4.21.2"}
+    assert json.loads((corpus / ".express.fetched").read_text()) == {
+        "how": "source",
+        "from": "npm:express@4.21.2",
+        "source": {"kind": "npm", "spec": "npm:express@4.21.2", "version": "4.21.2"},
+    }
+    assert fetched_source(repo) == {"kind": "npm", "spec": "npm:express@4.21.2", "version": "4.21.2"}
+    assert fallback_warning(repo, offline=True) is None  # offline asked for the source: no fallback
     assert not list(corpus.glob(".express.partial-*"))
     # Reused: a file added to the fetched copy survives a second fetch.
     (repo / "marker.txt").write_text("kept")
@@ -232,9 +240,18 @@ def test_fetch_express_offline_from_npm(tmp_path: Path) -> None:
 @pytest.mark.timeout(300)
 def test_fetch_falls_back_to_the_source_when_the_clone_fails(tmp_path: Path) -> None:
     entry = dataclasses.replace(EXPRESS, repo=f"file://{tmp_path}/no-such-repo.git")
-    repo = fetch_repo(entry, tmp_path / "corpus")
+    with pytest.warns(
+        AgentEvalWarning, match=r"express: the code under test is the offline source npm:express@4\.21\.2"
+    ):
+        repo = fetch_repo(entry, tmp_path / "corpus")
     assert (repo / "lib" / "response.js").is_file()
     assert json.loads((tmp_path / "corpus" / ".express.fetched").read_text())["how"] == "source"
+    source = fetched_source(repo)
+    assert (source["kind"], source["spec"], source["version"]) == ("npm", "npm:express@4.21.2", "4.21.2")
+    assert "git clone" in source["fallback"] and "no-such-repo.git" in source["fallback"]
+    # Reusing the fallback copy warns again: every session that tests it must hear it is not the clone.
+    with pytest.warns(AgentEvalWarning, match="not a clone"):
+        assert fetch_repo(entry, tmp_path / "corpus") == repo
 
 
 @pytest.mark.timeout(300)
@@ -273,6 +290,8 @@ def test_fetch_clones_a_git_url(tmp_path: Path) -> None:
     shallow = subprocess.run(["git", "rev-parse", "--is-shallow-repository"], cwd=repo, capture_output=True, text=True)
     assert shallow.stdout.strip() == "true"
     assert json.loads((tmp_path / "corpus" / ".tiny.fetched").read_text())["how"] == "clone"
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=upstream, capture_output=True, text=True).stdout.strip()
+    assert fetched_source(repo) == {"kind": "clone", "url": f"file://{upstream}", "commit": head}
     # Offline with no source: an error that says why.
     with pytest.raises(ProvisionError, match="no offline source"):
         fetch_repo(CorpusEntry("other", "Go", f"file://{upstream}", "Small", 1, ["?"]), tmp_path / "c2", offline=True)
@@ -303,6 +322,38 @@ def test_fetch_copies_a_local_source(tmp_path: Path) -> None:
     repo = fetch_repo(entry, tmp_path / "corpus", offline=True)
     assert (repo / "lib" / "a.js").read_text() == "module.exports = 1\n"
     assert repo != checkout
+    assert fetched_source(repo) == {"kind": "local", "path": str(checkout), "git_state": None}  # not a git tree
+
+
+def test_a_cached_copy_is_reused_only_when_its_origin_is_what_the_entry_asks(tmp_path: Path) -> None:
+    checkout = tmp_path / "v1"
+    (checkout / "lib").mkdir(parents=True)
+    (checkout / "lib" / "a.js").write_text("// v1\n")
+    entry = CorpusEntry("local", "JavaScript", "https://example.invalid/x.git", "Small", 1, ["?"], str(checkout))
+    repo = fetch_repo(entry, tmp_path / "corpus", offline=True)
+    (repo / "kept.txt").write_text("a copy of what was asked is reused")
+    assert fetch_repo(entry, tmp_path / "corpus", offline=True) == repo and (repo / "kept.txt").exists()
+    # The entry now pins another source: the cached copy of the old one is not it.
+    other = tmp_path / "v2"
+    (other / "lib").mkdir(parents=True)
+    (other / "lib" / "a.js").write_text("// v2\n")
+    moved = dataclasses.replace(entry, source=str(other))
+    assert fetch_repo(moved, tmp_path / "corpus", offline=True) == repo
+    assert (repo / "lib" / "a.js").read_text() == "// v2\n" and not (repo / "kept.txt").exists()
+    assert fetched_source(repo)["path"] == str(other)
+
+
+def test_git_state_says_commit_and_dirt(tmp_path: Path) -> None:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid"}  # fmt: skip
+    (tmp_path / "a.js").write_text("1\n")
+    for cmd in (["git", "init", "-q"], ["git", "add", "."], ["git", "commit", "-qm", "first"]):
+        subprocess.run(cmd, cwd=tmp_path, env=env, check=True)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True).stdout.strip()
+    assert git_state(tmp_path) == {"commit": head, "dirty": False}
+    (tmp_path / "new.js").write_text("2\n")  # untracked files are indexed too
+    assert git_state(tmp_path) == {"commit": head, "dirty": True}
+    assert git_state(tmp_path.parent / "nowhere") is None
 
 
 # --- index and workspace -------------------------------------------------------------------------------

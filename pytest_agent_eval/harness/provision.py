@@ -18,7 +18,7 @@ import re
 import shutil
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -26,6 +26,7 @@ from typing import Any
 from filelock import FileLock
 
 from pytest_agent_eval.harness.progress import announce
+from pytest_agent_eval.harness.provenance import git_state
 
 CODEGRAPH_PACKAGE = "@colbymchenry/codegraph"
 CLAUDE_PACKAGE = "@anthropic-ai/claude-code"
@@ -46,12 +47,17 @@ class ProvisionError(RuntimeError):
 
 @dataclass(frozen=True)
 class Provisioned:
-    """A ready-to-run tool: ``bin`` is the executable, ``version`` what it reports, ``spec`` what was asked."""
+    """A ready-to-run tool: ``bin`` is the executable, ``version`` what it reports, ``spec`` what was asked;
+    ``origin`` how it was provisioned (the record's ``tool_provision``): ``{"kind": "npm", "spec":
+    "<package>@<version>", "version", "path": <install prefix>}``, ``{"kind": "local", "spec": "local:…",
+    "version", "path": <checkout>, "git_state": {"commit", "dirty"} | None, "build": <built copy>}`` or
+    ``{"kind": "path", "spec": "PATH", "version", "path": <executable>}``."""
 
     name: str
     bin: Path
     version: str
     spec: str
+    origin: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
 def provision_codegraph(spec: str, cache: Path) -> Provisioned:
@@ -74,7 +80,9 @@ def provision_claude(spec: str | None, cache: Path) -> Provisioned:
         found = shutil.which("claude")
         if found:
             path = Path(found)
-            return Provisioned("claude", path, _run_version(path, "claude"), "PATH")
+            version = _run_version(path, "claude")
+            origin = {"kind": "path", "spec": "PATH", "version": version, "path": str(path)}
+            return Provisioned("claude", path, version, "PATH", origin)
         spec = CLAUDE_CODE_VERSION
     return _provision_npm("claude", CLAUDE_PACKAGE, spec, Path(cache))
 
@@ -129,10 +137,11 @@ def _provision_npm(name: str, package: str, spec: str, cache: Path) -> Provision
     root.mkdir(parents=True, exist_ok=True)
     prefix = root / version
     marker = prefix / MARKER
+    origin = {"kind": "npm", "spec": f"{package}@{version}", "version": version, "path": str(prefix)}
     with FileLock(str(root / f"{version}.lock")):
         done = _done(marker)
         if done:
-            return Provisioned(name, Path(done["bin"]), done["version"], spec)
+            return Provisioned(name, Path(done["bin"]), done["version"], spec, origin)
         # No marker: nothing here, or an install that died half-way. Start clean.
         shutil.rmtree(prefix, ignore_errors=True)
         prefix.mkdir(parents=True)
@@ -155,7 +164,7 @@ def _provision_npm(name: str, package: str, spec: str, cache: Path) -> Provision
         seconds = round(time.monotonic() - started, 2)
         _write_marker(marker, {"bin": str(binary), "version": reported, "package": package})
         record_build(cache, "install", what=f"{package}@{version}", version=reported, seconds=seconds)
-        return Provisioned(name, binary, reported, spec)
+        return Provisioned(name, binary, reported, spec, origin)
 
 
 def _provision_local(spec: str, checkout: Path, cache: Path) -> Provisioned:
@@ -167,10 +176,19 @@ def _provision_local(spec: str, checkout: Path, cache: Path) -> Provisioned:
     key = f"local-{checkout.name}-{_fingerprint(checkout)}"
     build = root / key
     marker = build / MARKER
+    origin = {
+        "kind": "local",
+        "spec": spec,
+        "path": str(checkout),
+        "git_state": git_state(checkout),
+        "build": str(build),
+    }
     with FileLock(str(root / f"{key}.lock")):
         done = _done(marker)
         if done:
-            return Provisioned("codegraph", Path(done["bin"]), done["version"], spec)
+            return Provisioned(
+                "codegraph", Path(done["bin"]), done["version"], spec, {**origin, "version": done["version"]}
+            )
         shutil.rmtree(build, ignore_errors=True)
         started = time.monotonic()
         shutil.copytree(checkout, build, symlinks=True, ignore=shutil.ignore_patterns(*_LOCAL_SKIP))
@@ -185,7 +203,7 @@ def _provision_local(spec: str, checkout: Path, cache: Path) -> Provisioned:
         seconds = round(time.monotonic() - started, 2)
         _write_marker(marker, {"bin": str(binary), "version": version, "checkout": str(checkout)})
         record_build(cache, "install", what=f"local:{checkout}", version=version, seconds=seconds)
-        return Provisioned("codegraph", binary, version, spec)
+        return Provisioned("codegraph", binary, version, spec, {**origin, "version": version})
 
 
 # Build products and indexes of the checkout are not part of what gets built.
