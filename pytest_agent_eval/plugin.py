@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import contextlib
 import json
+import sys
 import uuid
 from collections import Counter
 from collections.abc import Sequence
@@ -78,6 +79,7 @@ from pytest_agent_eval.report.store import (
     safe_name,
     write_atomic,
 )
+from pytest_agent_eval.resume_command import resume_command
 
 __all__ = [  # the fixtures, re-exported so pytest finds them in this plugin module
     "_agent_eval_memo",
@@ -279,6 +281,39 @@ def _case_of(item: pytest.Item) -> EvalCase | None:
     return case if isinstance(case, EvalCase) else None
 
 
+# -- interrupts ------------------------------------------------------------------------------------------------
+class AgentInterrupted(Exception):
+    """Ctrl-C during an agent item, turned into this item's error so that pytest reports it and stops cleanly."""
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Any:
+    return (yield from _interruptible(item, "setting up"))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    return (yield from _interruptible(item, "running"))
+
+
+def _interruptible(item: pytest.Item, phase: str) -> Any:
+    """A generator for the hook wrappers above: a KeyboardInterrupt raised inside an agent item becomes
+    :class:`AgentInterrupted` and stops the session after it.
+
+    By then the driver has stopped the agent's process group (its ``finally``) and its segments are on disk.
+    Left as a KeyboardInterrupt, the item would get no report, and pytest's own ``tmp_path`` teardown, which
+    expects one, dies with a KeyError traceback at the end of the session.
+    """
+    try:
+        return (yield)
+    except KeyboardInterrupt:
+        if _case_of(item) is None:
+            raise
+        record_of(item)["interrupted"] = True
+        item.session.shouldstop = "agent-eval: interrupted (Ctrl-C)"
+        raise AgentInterrupted(f"interrupted while {phase}; the agent was stopped, its files so far kept") from None
+
+
 # -- reports ---------------------------------------------------------------------------------------------------
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
@@ -287,6 +322,12 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
     if case is None:
         return report
     record = record_of(item)
+    if call.excinfo is not None and call.excinfo.errisinstance(AgentInterrupted):
+        # Not a result of any kind: the campaign does not record it, and a resume runs the item again.
+        report.longrepr = f"agent-eval: {case.id} {call.excinfo.value}"
+        return report
+    if record.get("interrupted"):
+        return report  # the teardown of the interrupted item
     if call.excinfo is not None and call.excinfo.errisinstance(AgentInfraError):
         # An infrastructure failure is an ERROR whose message says which step failed, not a traceback to read.
         record["infra_error"] = str(call.excinfo.value)
@@ -337,11 +378,11 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -
 
 
 def stall_note(record: dict) -> str:
-    """``stalled: turn 1 silent 280s (threshold 30s)`` from an item record."""
+    """``stalled: turn 1 silent 280.4s (threshold 30s)`` from an item record."""
     driver = record.get("driver") or {}
     silences = driver.get("longest_silence_s") or []
     turns = [t for t in driver.get("stalled_turns") or [] if 0 < t <= len(silences)]
-    what = ", ".join(f"turn {t} silent {silences[t - 1]:.0f}s" for t in turns)
+    what = ", ".join(f"turn {t} silent {silences[t - 1]:.1f}s" for t in turns)
     return f"stalled: {what} (threshold {driver.get('stall_s') or 0:g}s)"
 
 
@@ -355,6 +396,10 @@ class Reporter:
         self.made_early: Path | None = None
         self.regressions: list[compare.Regression] | None = None
         self.written: list[Path] = []
+        self.interrupted = False
+
+    def pytest_keyboard_interrupt(self, excinfo: Any) -> None:
+        self.interrupted = True  # a Ctrl-C anywhere, or the stop an interrupted agent item asked for
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
@@ -425,6 +470,7 @@ class Reporter:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
+        self.say_how_to_resume(terminalreporter)
         if not self.records:
             return
         records = self.ordered()
@@ -467,6 +513,14 @@ class Reporter:
             )
             for path in self.written:
                 terminalreporter.write_line(f"agent-eval: wrote {path}")
+
+    def say_how_to_resume(self, terminalreporter: Any) -> None:
+        folder = self.config.stash[CONFIG_KEY].campaign_dir
+        if not self.interrupted or folder is None or not Path(folder, MANIFEST).exists():
+            return
+        program = sys.argv[0] if sys.argv else "pytest"
+        command = resume_command(program, self.config.invocation_params.args, Path(folder).resolve())
+        terminalreporter.write_line(f"agent-eval: interrupted — resume with: {command}", yellow=True, bold=True)
 
     def config_drift(self) -> str | None:
         """A resumed campaign run with other settings mixes two configurations: say so, do not forbid it."""

@@ -112,6 +112,8 @@ mode = lines.pop(0)[1:] if lines and lines[0].startswith("#") else ""
 for line in lines:
     if mode == "stall" and json.loads(line).get("type") == "result":
         time.sleep(600)
+    if mode.startswith("pause") and json.loads(line).get("type") == "result":
+        time.sleep(float(mode[len("pause"):]))  # silent, then done: a turn that stalled and recovered
     print(line, flush=True)
 if mode == "hang":
     time.sleep(600)
@@ -632,7 +634,7 @@ def test_infrastructure_failures_are_errors_not_failures(pytester):
     result = project.run("--agent-eval-runs", "1", "--arms", "without", "--agent-eval-timeout", "2")
     result.assert_outcomes(errors=3)
     out = result.stdout.str()
-    assert "agent-eval infrastructure error in apierr-without-1: turn 1: API error in assistant message: rate_limit" in out
+    assert "error in apierr-without-1: turn 1: API error in assistant message: rate_limit" in out
     assert "noresult-without-1: turn 1: claude exited with code 0 without a result event" in out
     assert "stall-without-1: turn 1: claude timed out after 2s without a result event" in out
     records = {r["id"]: r for r in project.summary()["records"]}
