@@ -470,7 +470,10 @@ class Reporter:
                 session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(self, terminalreporter: Any) -> None:
-        self.say_how_to_resume(terminalreporter)
+        self.summarize(terminalreporter)
+        self.say_how_to_resume(terminalreporter)  # last: the line to copy after an interrupt
+
+    def summarize(self, terminalreporter: Any) -> None:
         if not self.records:
             return
         records = self.ordered()

@@ -256,7 +256,7 @@ def _running(marker: str) -> list[int]:
 def test_ctrl_c_stops_the_agent_keeps_the_campaign_and_says_how_to_resume(pytester: pytest.Pytester) -> None:
     project = Project(pytester, [entry("express", Q_EXPRESS), entry("gin", "How does gin route?")])
     project.script("without", Q_EXPRESS, without_clean())
-    project.script("without", "How does gin route?", with_clean(), mode="stall")  # sleeps before its result
+    project.script("without", "How does gin route?", without_clean(), mode="stall")  # sleeps before its result
     args = ["evals", "-p", "no:cacheprovider", "--agent-eval-backend", "scripted", "--agent-eval-out", "out"]
     args += ["--agent-eval-runs", "1", "--arms", "without"]
     process = subprocess.Popen(
@@ -274,6 +274,7 @@ def test_ctrl_c_stops_the_agent_keeps_the_campaign_and_says_how_to_resume(pytest
         time.sleep(0.5)  # it has printed what it prints before its long sleep
         process.send_signal(signal.SIGINT)
         out, _ = process.communicate(timeout=60)
+        print(out)  # what the user sees after Ctrl-C
     finally:
         process.kill()
     assert process.returncode == 2, out  # pytest's "interrupted"
@@ -289,9 +290,9 @@ def test_ctrl_c_stops_the_agent_keeps_the_campaign_and_says_how_to_resume(pytest
     records = [json.loads(line) for line in (campaign / "items.jsonl").read_text().splitlines()]
     assert [(r["id"], r["outcome"]) for r in records] == [("express-without-1", "passed")]
     partial = campaign / "items" / "gin-without-1" / "run-without-1.jsonl"
-    assert partial.read_text().count("\n") == len(with_clean().lines()) - 1
+    assert partial.read_text().count("\n") == len(without_clean().lines()) - 1
     # And the printed command finishes it: only the interrupted item runs again.
-    project.script("without", "How does gin route?", with_clean())
+    project.script("without", "How does gin route?", without_clean())
     resumed = project.pytester.runpytest(*args, "--agent-eval-resume", str(campaign))
     resumed.assert_outcomes(passed=2)
     assert len(project.calls()) == 3
