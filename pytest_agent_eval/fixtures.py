@@ -631,6 +631,7 @@ def _resumed_run(campaign: Campaign, done: dict[str, Any]) -> RunRecord:
         hung_after_result=list(driver.get("hung_after_result") or []),
         session_id=driver.get("session_id"),
         longest_silence_s=list(driver.get("longest_silence_s") or []),
+        silence_after=list(driver.get("silence_after") or []),
         api_retries=list(driver.get("api_retries") or []),
         stall_s=driver.get("stall_s"),
     )

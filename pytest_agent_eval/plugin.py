@@ -378,11 +378,14 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -
 
 
 def stall_note(record: dict) -> str:
-    """``stalled: turn 1 silent 280.4s (threshold 30s)`` from an item record."""
+    """``stalled: turn 1 silent 280.4s after user tool_result (threshold 30s)`` from an item record."""
     driver = record.get("driver") or {}
     silences = driver.get("longest_silence_s") or []
     turns = [t for t in driver.get("stalled_turns") or [] if 0 < t <= len(silences)]
-    what = ", ".join(f"turn {t} silent {silences[t - 1]:.1f}s" for t in turns)
+    after = driver.get("silence_after") or []
+    what = ", ".join(
+        f"turn {t} silent {silences[t - 1]:.1f}s" + (f" after {after[t - 1]}" if t <= len(after) else "") for t in turns
+    )
     return f"stalled: {what} (threshold {driver.get('stall_s') or 0:g}s)"
 
 

@@ -77,7 +77,7 @@ def test_a_silent_turn_is_flagged_stalled_by_its_longest_silence(tmp_path: Path)
     options = scripted_claude(tmp_path, paused, lines)
     run = drive(tmp_path, HeadlessOptions(**{**options.__dict__, "stall_s": 1.0}), ["Q1", "Q2"])
     assert run.longest_silence_s[0] >= 1.4 and run.longest_silence_s[1] < 1.0
-    assert run.stalled_turns == [1]
+    assert run.stalled_turns == [1] and run.silence_after[0] == "assistant text"  # then the result came
     driver = run.to_dict()
     assert driver["stalled_turns"] == [1] and driver["stall_s"] == 1.0 and driver["api_retries"] == [0, 0]
 
@@ -175,7 +175,9 @@ def test_a_stalled_turn_is_in_the_record_and_on_the_items_line(pytester: pytest.
     result = project.run("--agent-eval-runs", "1", "-v")
     result.assert_outcomes(passed=2)
     out = result.stdout.str()
-    result.stdout.fnmatch_lines(["*express-without-1] PASSED (stalled: turn 1 silent 1.[5-9]s (threshold 0.5s))*"])
+    result.stdout.fnmatch_lines(
+        ["*express-without-1] PASSED (stalled: turn 1 silent 1.[5-9]s after assistant text (threshold 0.5s))*"]
+    )
     assert "agent-eval: express-without-1 stalled: turn 1 silent" in out
     records = {r["id"]: r for r in project.summary()["records"]}
     assert records["express-without-1"]["stalled"] is True
@@ -348,6 +350,7 @@ def test_real_cli_a_hanging_request_is_retried_and_the_turn_flagged_stalled(tmp_
         run = run_headless(
             ["How does res.send work?"], label="w-1", out_dir=tmp_path / "out", cwd=tmp_path, env=env, options=options
         )
-    print(f"hanging request: longest silence {run.longest_silence_s[0]:.1f}s, {run.api_retries[0]} retries")
+    print(f"hanging request: silent {run.longest_silence_s[0]:.1f}s after {run.silence_after[0]}, {run.api_retries}")
     assert run.api_retries[0] >= 1
     assert run.longest_silence_s[0] >= 2.9 and run.stalled_turns == [1]
+    assert run.silence_after[0] == "system init"  # waiting on the model, not on a tool

@@ -81,6 +81,7 @@ class RunRecord:
     hung_after_result: list[bool] = field(default_factory=list)
     session_id: str | None = None
     longest_silence_s: list[float] = field(default_factory=list)  # per turn: the longest gap between lines
+    silence_after: list[str] = field(default_factory=list)  # per turn: the line that gap followed (see _what)
     api_retries: list[int] = field(default_factory=list)  # per turn: the CLI's api_retry events
     stall_s: float | None = None  # the threshold the turns were judged by (None: not measured)
 
@@ -101,6 +102,7 @@ class RunRecord:
             "hung_after_result": self.hung_after_result,
             "session_id": self.session_id,
             "longest_silence_s": [round(s, 3) for s in self.longest_silence_s],
+            "silence_after": self.silence_after,
             "api_retries": self.api_retries,
             "stall_s": self.stall_s,
             "stalled_turns": self.stalled_turns,
@@ -187,6 +189,7 @@ def run_headless(
         record.exit_codes.append(outcome.exit_code)
         record.hung_after_result.append(outcome.hung_after_result)
         record.longest_silence_s.append(outcome.longest_silence_s)
+        record.silence_after.append(outcome.silence_after)
         record.api_retries.append(outcome.api_retries)
         record.session_id = outcome.session_id or record.session_id
         later = f"; turns {turn + 1}-{len(questions)} not run" if turn < len(questions) else ""
@@ -226,6 +229,7 @@ class _Outcome:
     hung_after_result: bool = False
     session_id: str | None = None
     longest_silence_s: float = 0.0
+    silence_after: str = "start"
     api_retries: int = 0
 
 
@@ -247,16 +251,23 @@ def _run_process(
             raise AgentInfraError(f"claude CLI is not executable: {command[0]}") from None
 
         last_line = [started]
+        last_what = ["start"]
+
+        def silence(now: float) -> None:
+            if now - last_line[0] > outcome.longest_silence_s:
+                outcome.longest_silence_s = now - last_line[0]
+                outcome.silence_after = last_what[0]
 
         def pump() -> None:
             assert process.stdout is not None
             for raw in process.stdout:
                 now = time.monotonic()
-                outcome.longest_silence_s = max(outcome.longest_silence_s, now - last_line[0])
+                silence(now)
                 last_line[0] = now
                 out.write(raw)
                 out.flush()
                 event = _event(raw)
+                last_what[0] = _what(event)
                 if event is None:
                     continue
                 if isinstance(event.get("session_id"), str) and event["session_id"]:
@@ -286,7 +297,7 @@ def _run_process(
             # The agent's own time ends here: stopping what it left behind is the harness's.
             ended = time.monotonic()
             if not result_seen.is_set():  # a turn that never finished was silent from its last line to here
-                outcome.longest_silence_s = max(outcome.longest_silence_s, ended - last_line[0])
+                silence(ended)
         finally:
             # Also on an interrupt (Ctrl-C, pytest-timeout): never leave the CLI or its MCP servers running.
             stop_group(process)
@@ -295,6 +306,21 @@ def _run_process(
         reader.join(timeout=_KILL_WAIT_S)
     outcome.saw_result = result_seen.is_set()
     return outcome
+
+
+def _what(event: dict | None) -> str:
+    """A line, in a word or three, so a stall says what it waited on: after ``user tool_result`` or ``system
+    init`` the CLI waited on the model (a request, its retries); after ``assistant tool_use <name>``, on a tool."""
+    if event is None:
+        return "a non-JSON line"
+    kind = str(event.get("type"))
+    if kind == "system":
+        return f"system {event.get('subtype')}"
+    content = (event.get("message") or {}).get("content") if isinstance(event.get("message"), dict) else None
+    if isinstance(content, list) and content and isinstance(content[-1], dict):
+        last = content[-1]
+        return " ".join(str(x) for x in (kind, last.get("type"), last.get("name")) if x)
+    return kind
 
 
 def _event(raw: bytes) -> dict | None:
