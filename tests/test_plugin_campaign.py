@@ -202,7 +202,7 @@ def test_retries_rerun_infrastructure_errors_only(pytester):
     records = {r["id"]: r for r in lines_of(campaign / "items.jsonl")}
     assert records["express-without-1"]["outcome"] == "passed"
     assert records["express-without-1"]["attempts"] == [
-        {"error": "API error in assistant message: rate_limit", "folder": "attempt-1"}
+        {"error": "turn 1: API error in assistant message: rate_limit", "folder": "attempt-1"}
     ]
     assert records["express-with-1"]["attempts"] == []
     folder = campaign / "items" / "express-without-1"
