@@ -318,7 +318,10 @@ def _is_interactive(path: Path, sniff_lines: int = 20) -> bool:
     """Session files carry ``sessionId``/``parentUuid`` on their events; stream-json carries ``session_id``."""
     try:
         for line in itertools.islice(_lines(path), sniff_lines):
-            event = _loads(line) if line is not None else None
+            # Decode only a line that names one of the keys: stream-json lines (explore responses) are long.
+            if line is None or (b'"parentUuid"' not in line and b'"sessionId"' not in line):
+                continue
+            event = _loads(line)
             if event is not None and ("parentUuid" in event or "sessionId" in event):
                 return True
     except (OSError, TranscriptError):
@@ -354,8 +357,9 @@ def _require_regular(path: Path) -> None:
         )
 
 
-def _lines(path: Path) -> Iterator[str | None]:
-    """The file's lines, decoded; ``None`` stands for a line over ``MAX_LINE_BYTES``, read past in bounded steps."""
+def _lines(path: Path) -> Iterator[bytes | None]:
+    """The file's lines as bytes (the decoder reads UTF-8 itself, which saves making a str of every line);
+    ``None`` stands for a line over ``MAX_LINE_BYTES``, read past in bounded steps."""
     _require_regular(path)
     with path.open("rb") as handle:
         while line := handle.readline(MAX_LINE_BYTES + 1):
@@ -364,7 +368,7 @@ def _lines(path: Path) -> Iterator[str | None]:
                     pass
                 yield None
             else:
-                yield line.decode("utf-8", errors="replace")
+                yield line
 
 
 def _meta_tool_use_id(agent_file: Path) -> str | None:
@@ -401,7 +405,12 @@ class _Builder:
         self.session.files.append(path)
 
     def read_lines(
-        self, lines: Iterable[str | None], segment: int, thread: str | None, name: str, expect_result: bool = False
+        self,
+        lines: Iterable[str | bytes | None],
+        segment: int,
+        thread: str | None,
+        name: str,
+        expect_result: bool = False,
     ) -> None:
         # The hot loop of scoring: one decode per line and a dict dispatch, nothing else.
         handlers = {
@@ -578,13 +587,15 @@ _DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite_flo
 _FAST_DECODER = msgspec.json.Decoder()
 
 
-def _loads(line: str) -> dict | None:
-    """One JSON object per line; anything else (partial, nested past the recursion limit, trailing garbage,
-    a list) is None."""
+def _loads(line: str | bytes) -> dict | None:
+    """One JSON object per line (text, or UTF-8 bytes); anything else (partial, nested past the recursion limit,
+    trailing garbage, a list) is None."""
     try:
         event = _FAST_DECODER.decode(line)
     except msgspec.DecodeError:
-        return _loads_leniently(line)  # NaN, odd whitespace: the standard library's reading decides
+        # NaN, odd whitespace, invalid UTF-8: the standard library's reading of the text decides
+        text = line.decode("utf-8", errors="replace") if isinstance(line, bytes) else line
+        return _loads_leniently(text)
     except RecursionError:  # msgspec's own depth limit: the standard library would go no deeper
         return None
     return event if isinstance(event, dict) else None
