@@ -51,24 +51,28 @@ def fingerprint(name: str, regex: str, *literals: str, probe: str | None = None)
 
 
 class _Scanner:
-    """Finds the first of several fingerprints in a text with one literal pass (see :class:`Fingerprint`)."""
+    """Finds the first of several fingerprints in a text; one literal pass screens out the texts that hold none.
+
+    The automaton searches leftmost-first, without overlaps (several times faster than reporting every
+    occurrence): it finds a match whenever any literal occurs, which is all the screen needs.
+    """
 
     def __init__(self, fingerprints: tuple[Fingerprint, ...]) -> None:
         self.fingerprints = fingerprints
         literals = list(dict.fromkeys(lit for fp in fingerprints for lit in fp.literals))
-        self.owners = [[i for i, fp in enumerate(fingerprints) if lit in fp.literals] for lit in literals]
-        self.automaton = ahocorasick_rs.AhoCorasick(literals) if literals else None
-        self.probed = [(i, fp.probe) for i, fp in enumerate(fingerprints) if fp.probe is not None]
+        self.automaton = (
+            ahocorasick_rs.AhoCorasick(literals, matchkind=ahocorasick_rs.MatchKind.LeftmostFirst) if literals else None
+        )
+        self.probes = [fp.probe for fp in fingerprints if fp.probe is not None]
 
     def first(self, text: str) -> tuple[Fingerprint, re.Match[str]] | None:
-        found = {i for i, probe in self.probed if probe.search(text)}
-        if self.automaton is not None:
-            for literal in self.automaton.find_matches_as_indexes(text, overlapping=True):
-                found.update(self.owners[literal[0]])
-        for i in sorted(found):
-            match = self.fingerprints[i].pattern.search(text)
+        literal = self.automaton is not None and bool(self.automaton.find_matches_as_indexes(text))
+        if not literal and not any(probe.search(text) for probe in self.probes):
+            return None
+        for candidate in self.fingerprints:
+            match = candidate.search(text)
             if match:
-                return self.fingerprints[i], match
+                return candidate, match
         return None
 
 

@@ -341,10 +341,12 @@ def _belongs_to(agent_file: Path, session_id: str) -> bool:
     return True
 
 
-def _require_regular(path: Path) -> None:
-    """Only a regular file is read: a FIFO, socket or device (``/dev/zero``) may never end, so it is refused."""
+def _require_regular(path: Path) -> int:
+    """Only a regular file is read: a FIFO, socket or device (``/dev/zero``) may never end, so it is refused.
+    Its size in bytes."""
     try:
-        mode = path.stat().st_mode
+        info = path.stat()
+        mode = info.st_mode
     except FileNotFoundError:
         raise TranscriptError(f"{path}: no such file") from None
     except OSError as exc:
@@ -355,13 +357,17 @@ def _require_regular(path: Path) -> None:
         raise TranscriptError(
             f"{path}: not a regular file (a pipe, socket or device may never end); save the transcript to a file first"
         )
+    return info.st_size
 
 
 def _lines(path: Path) -> Iterator[bytes | None]:
     """The file's lines as bytes (the decoder reads UTF-8 itself, which saves making a str of every line);
     ``None`` stands for a line over ``MAX_LINE_BYTES``, read past in bounded steps."""
-    _require_regular(path)
+    size = _require_regular(path)
     with path.open("rb") as handle:
+        if size <= MAX_LINE_BYTES:  # no line can be too long: one read, then a split (a readline costs more)
+            yield from handle.read().split(b"\n")
+            return
         while line := handle.readline(MAX_LINE_BYTES + 1):
             if len(line) > MAX_LINE_BYTES:
                 while (rest := handle.readline(MAX_LINE_BYTES)) and not rest.endswith(b"\n"):
