@@ -48,7 +48,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
-from pytest_agent_eval.transcript import MAIN, Compaction, Message, Session, ToolResult, UserText, content_chars
+from pytest_agent_eval.transcript import MAIN, Compaction, Message, Session, ToolResult, UserText
 
 FAMILIES = ("codegraph", "read", "search", "bash", "other")
 # The without-arm's way of getting the same bytes into the agent's head.
@@ -218,17 +218,21 @@ class _Pricing:
 
     chars_per_token: float
     calibration: str
-    framing: float  # tokens per framing character
+    framing: float = 0.0  # tokens per framing character of a result: 0 where no small gap measures it
     framing_calibration: str = DEFAULT
     family_ratio: dict[str, float] = field(default_factory=dict)
+
+    @property
+    def rest_framing(self) -> float:
+        """Tokens per framing character of the rest of a gap: measured, or else at the one ratio."""
+        return self.framing if self.framing_calibration == MEASURED else 1 / self.chars_per_token
 
     def tokens(self, fam: str, chars: int, frame: int) -> float:
         return chars / self.family_ratio.get(fam, self.chars_per_token) + frame * self.framing
 
     def rest(self, gap: _Gap) -> float:
         """Everything of the gap that is not a tool result (prose, calls, framing), at the run's terms."""
-        framing = self.framing if self.framing_calibration == MEASURED else 1 / self.chars_per_token
-        return (gap.chars - gap.tool_chars) / self.chars_per_token + (gap.frame - gap.result_frame) * framing
+        return (gap.chars - gap.tool_chars) / self.chars_per_token + (gap.frame - gap.result_frame) * self.rest_framing
 
 
 @dataclass
@@ -378,8 +382,9 @@ def _calibrate(gaps: list[_Gap]) -> _Pricing:
                 break
         for g in kept:
             g.measured = True
-        family_ratio = _family_ratios(kept, ratio, framing)
-        return _Pricing(ratio, MEASURED, framing, measured, family_ratio)
+        pricing = _Pricing(ratio, MEASURED, framing, measured)
+        pricing.family_ratio = _family_ratios(kept, pricing)
+        return pricing
     growing = [g for g in gaps if g.cleared_at is None and g.delta > 0 and g.chars > 0]
     if growing:
         return _Pricing(sum(g.chars for g in growing) / sum(g.delta for g in growing), ALL_GAPS, 0.0)
@@ -402,7 +407,7 @@ def _pooled(clean: list[_Gap], framing: float | None) -> tuple[float, list[_Gap]
     return sum(chars for _, chars, _ in kept) / sum(net for _, _, net in kept), [g for g, _, _ in kept]
 
 
-def _family_ratios(kept: list[_Gap], ratio: float, framing: float) -> dict[str, float]:
+def _family_ratios(kept: list[_Gap], pricing: _Pricing) -> dict[str, float]:
     """chars/token of each family that has gaps of its own: what is left of their growth once the rest of
     the gap (prose, framing) is priced at the run's terms, pooled; kept within SHED_FACTOR of the run's."""
     chars: dict[str, int] = {}
@@ -411,9 +416,11 @@ def _family_ratios(kept: list[_Gap], ratio: float, framing: float) -> dict[str, 
         share = g.family_share()
         if share is None:
             continue
-        fam, fam_chars, _ = share
+        fam, fam_chars, fam_frame = share
         chars[fam] = chars.get(fam, 0) + fam_chars
-        tokens[fam] = tokens.get(fam, 0.0) + g.delta - framing * g.frame - (g.chars - fam_chars) / ratio
+        rest = (g.chars - fam_chars) / pricing.chars_per_token + (g.frame - fam_frame) * pricing.rest_framing
+        tokens[fam] = tokens.get(fam, 0.0) + g.delta - rest - fam_frame * pricing.framing
+    ratio = pricing.chars_per_token
     measured = {fam: chars[fam] / tokens[fam] for fam in chars if tokens[fam] > 0}
     return {fam: r for fam, r in measured.items() if ratio / SHED_FACTOR <= r <= ratio * SHED_FACTOR}
 
