@@ -553,8 +553,7 @@ def content_chars(content: Any) -> int:
     every string in it but the framing (:data:`_FRAMING_KEYS`) — a text's text, a thinking block's thinking,
     a redacted thinking block's data, an image's encoded source; the blocks of a multi-block result summed.
 
-    Structure (braces, keys, the block's type) is not characters the spec prices: occupancy charges it as a
-    per-result cost."""
+    Structure (braces, keys, the block's type, ids) is not content: occupancy counts it apart, as framing."""
     if isinstance(content, str):
         return len(content)
     if isinstance(content, list):

@@ -12,17 +12,26 @@ Only the main thread counts: a subagent has its own window and only its summary 
 
 Added to the seed, because a single chars/token ratio cannot price every result right:
 
-* **a per-result cost.** Every content block carries framing its characters do not show (its type,
-  ``tool_use_id``, the content array: ~40 tokens on the API), so a 90-character Grep result costs about
-  twice its characters' worth. Small gaps (≤ :data:`CALIBRATION_MIN_CHARS`) with a tool result and
-  nothing hidden (no redacted or empty thinking) measure it: their growth beyond their characters'
-  price, per block, lower median (hidden content only pushes it up). The 80% rule does not apply to
-  them: a call's own input is a fixed share of a small gap and is priced like any characters. The ratio
-  is then re-measured on the big clean gaps net of that framing, a few rounds. Without such a gap, or
-  when the cost lands outside 0…:data:`MAX_PER_RESULT_TOKENS`, it is 0: characters alone are priced,
-  as in the seed. A call and its result always share a gap, so the cost is split evenly
-  between the blocks: a call's framing is heavier than a result's, which leaves small results
-  over-priced by ~10–20 tokens each.
+* **framing, priced by the characters that show it.** Every block and message carries structure its
+  content does not show (a tool_result's type, ``tool_use_id`` and content array; a tool_use's type and
+  id; each message's role and content array), so a 90-character Grep result costs about twice its
+  characters' worth. The transcript shows that structure, so it is counted as characters of its own, the
+  *framing* (:data:`RESULT_FRAME_CHARS` and the like, plus the ids as written), apart from the *content*
+  (prose, thinking, a call's name and input, the results). Small gaps (content ≤
+  :data:`CALIBRATION_MIN_CHARS`) with a tool result and nothing hidden (no redacted or empty thinking)
+  measure its density: their growth beyond their content's price, per framing character, lower median
+  (hidden content only pushes it up). The ratio is then re-measured on the big clean gaps net of their
+  framing, a few rounds. A result is priced at its content's ratio plus its own framing at that density.
+
+  Why characters, not a cost per block: a call and its result always share a gap (the call ends one
+  request, its result opens the next), so no fit over gaps can tell a call's framing from its result's,
+  and an even split per block charged the call's (and the messages') heavier framing to the result,
+  small results 10–25 tokens high. Counted by characters, a result gets only its own block's share:
+  ~30–40% of a small gap's framing, as the stand-in's counting model (:mod:`..model.usage`) has it.
+
+  Without a believable small gap (none, or a density outside 0…:data:`MAX_FRAMING_TOKENS_PER_CHAR`) the
+  seed's fall-back stands: a result is priced at the single ratio by its content, nothing on top; the
+  rest of a clean gap (below) prices its framing at that ratio too, characters like any.
 * **a clean gap measures its own results.** A gap the calibration kept as unshed grew by exactly what
   it appended, so its results are priced at that growth, less the rest of the gap (prose, calls,
   framing) at the run's terms, split among them by their prices: two Read results of one run came out
@@ -36,8 +45,8 @@ Added to the seed, because a single chars/token ratio cannot price every result 
   :data:`SHED_FACTOR` of the run's ratio), every other family at the run's ratio.
 
 The error bar stays the seed's, on the same footing as the pricing: on gaps that are ≥ 95% one result,
-the distance between that result's price — the run's ratio plus the per-result cost — and the gap's
-growth. It bounds a result priced at the run's terms; one its own gap measured is closer (a family
+the distance between that result's price — its content at the run's ratio plus its framing — and the
+gap's growth. It bounds a result priced at the run's terms; one its own gap measured is closer (a family
 ratio or a gap measured on the very gap it is tested on would hide its own error).
 """
 
