@@ -50,6 +50,24 @@ def fingerprint(name: str, regex: str, *literals: str, probe: str | None = None)
     )
 
 
+# Scanners by the identity of their fingerprints (hashing sixteen patterns per result would cost more than the
+# scan); each entry keeps its tuple alive, so an id is not reused while it is cached.
+_SCANNERS: dict[int, tuple[tuple[Fingerprint, ...], _Scanner]] = {}
+
+
+def _scanner(fingerprints: tuple[Fingerprint, ...]) -> _Scanner:
+    cached = _SCANNERS.get(id(fingerprints))
+    if cached is None or cached[0] is not fingerprints:
+        cached = _SCANNERS[id(fingerprints)] = (fingerprints, _Scanner(fingerprints))
+    return cached[1]
+
+
+@functools.lru_cache(maxsize=1024)
+def _contains_folded(name: str, tool_name: str) -> bool:
+    """``name`` in ``tool_name``, ignoring case; remembered, since every result asks it of the same few names."""
+    return name.lower() in tool_name.lower()
+
+
 class _Scanner:
     """Finds the first of several fingerprints in a text; one literal pass screens out the texts that hold none.
 
@@ -74,11 +92,6 @@ class _Scanner:
             if match:
                 return candidate, match
         return None
-
-
-@functools.lru_cache(maxsize=16)
-def _scanner(fingerprints: tuple[Fingerprint, ...]) -> _Scanner:
-    return _Scanner(fingerprints)
 
 
 # codegraph 1.6.1's NODE_KINDS: the prefix of every node id in its index (``function:<md5>``).
@@ -149,7 +162,7 @@ class RetrievalTool:
 
     def owns(self, tool_name: str) -> bool:
         """True for any tool of this server (MCP-prefixed or bare)."""
-        return self.name.lower() in tool_name.lower()
+        return _contains_folded(self.name, tool_name)
 
     def is_explore(self, tool_name: str) -> bool:
         return tool_name == self.explore or tool_name.endswith("__" + self.explore)
