@@ -349,6 +349,6 @@ def test_a_cassette_replays_a_recorded_run_against_the_same_codegraph(
     assert len(recorded_texts) == 3 and all(file_sections(t) for t in recorded_texts)
     assert replayed_texts == recorded_texts  # the same codegraph on the same index answers byte for byte
     assert after.answer_texts() == before.answer_texts()
-    chars = [r["scores"]["occupancy"]["residual_chars"]["codegraph"] for r in (recorded, replayed)]
+    chars = [r["scores"]["occupancy"]["residual_chars"]["tool"] for r in (recorded, replayed)]
     assert chars[0] == chars[1] > 0
     assert _leftovers(tag, tmp_path) == []

@@ -128,7 +128,7 @@ def test_interactive_and_stream_json_copies_of_one_run_agree() -> None:
 def test_sourcegraph_arm_is_scored_as_the_retrieval_tool() -> None:
     data = score(Session.from_files([ROOT / HDA / "mcp/claude-code.txt"]), SOURCEGRAPH).to_dict()
     assert sum(data["sufficiency"]["counts"].values()) + data["sufficiency"]["errors"] == 12
-    assert data["occupancy"]["residual"]["codegraph"] > 0  # the retrieval tool's family, whatever its name
+    assert data["occupancy"]["residual"]["tool"] > 0  # the retrieval tool's family, whatever its name
 
 
 @pytest.mark.parametrize("layout", ["nested", "flat"])
