@@ -150,10 +150,10 @@ def _check(values: dict[str, Any]) -> None:
         if not isinstance(values.get(name), str) or not values[name]:
             raise RecordError(f"{name}: expected a non-empty string, got {values.get(name)!r}")
     for name, types in _TYPES.items():
-        if (name in values and not isinstance(values[name], types)) or (
-            isinstance(values.get(name), bool) and (name in ("run", "wall_s", "agent_s"))
-        ):
-            raise RecordError(f"{name}: expected {' or '.join(t.__name__ for t in types)}, got {values[name]!r}")
+        value = values.get(name)
+        # bool is an int to isinstance, but a run number or a duration of True is a broken record
+        if name in values and (not isinstance(value, types) or (isinstance(value, bool) and bool not in types)):
+            raise RecordError(f"{name}: expected {' or '.join(t.__name__ for t in types)}, got {value!r}")
     if not all(isinstance(s, str) for s in values.get("segments") or []):
         raise RecordError(f"segments: expected a list of paths, got {values['segments']!r}")
 
