@@ -55,7 +55,7 @@ SECTION_TITLES = {
     ALLOCATION: "allocation (share of returned bytes the answer cited)",
     CONTAMINATION: "contamination",
 }
-_HIDDEN = {"tokens_processed", "cli_calls"}  # in summary.json and the paired lines, not in the per-arm rows
+_HIDDEN = {"cli_calls"}  # in summary.json, not in the per-arm rows (blocked + returned say it)
 PAIRED_FIGURES = ("residual_tokens", "ctx_final", "tokens_processed", "tool_calls", "duration_s", "cost_usd")
 
 
