@@ -71,6 +71,24 @@ def cases_for(
     ]
 
 
+class SelectionError(ValueError):
+    """A test or a campaign that selects no entry, or one the corpus does not have."""
+
+
+def select_entries(entries: list[CorpusEntry], wanted: Sequence[str] | None, campaign: str | None) -> list[CorpusEntry]:
+    """The entries a test runs: the ones its marker names (all without one), of ``--agent-eval-campaign`` if set."""
+    if wanted is not None:
+        missing = [name for name in wanted if name not in {e.name for e in entries}]
+        if missing:
+            raise SelectionError(f"entries not in the corpus: {', '.join(missing)}")
+        entries = [e for e in entries if e.name in wanted]
+    if campaign is not None:
+        entries = select_campaign(entries, campaign)
+        if not entries:
+            raise SelectionError(f'--agent-eval-campaign {campaign}: no corpus entry has "campaign": "{campaign}"')
+    return entries
+
+
 def select_campaign(entries: list[CorpusEntry], campaign: str | None) -> list[CorpusEntry]:
     """The entries tagged with ``--agent-eval-campaign`` (all of them without one)."""
     return entries if campaign is None else [e for e in entries if e.campaign == campaign]

@@ -1,9 +1,9 @@
 """The run's settings: command-line options, their ini keys, and the thresholds file.
 
-Precedence, stated once: a command-line option beats its ini key (``[pytest]`` / ``[tool.pytest.ini_options]``),
-which beats the built-in default. The ``agent_eval`` marker's arguments (``entries=``, ``arms=``, ``runs=``,
-``turns=``) narrow or override these for the one test they decorate. Thresholds come from ``agent-eval.yaml``
-(see :mod:`pytest_agent_eval.report.gates`).
+Precedence, stated once: the ``agent_eval`` marker's arguments (``entries=``, ``arms=``, ``runs=``, ``turns=``)
+beat a command-line option for the one test they decorate (:func:`for_test`); a command-line option beats its ini
+key (``[pytest]`` / ``[tool.pytest.ini_options]``), which beats the built-in default (:func:`resolve`).
+Thresholds come from ``agent-eval.yaml`` (see :mod:`pytest_agent_eval.report.gates`).
 
 Nothing here touches the network or npm: it only parses text.
 """
@@ -480,3 +480,35 @@ def resolve(get_option: Callable[[str], Any], get_ini: Callable[[str], Any], roo
     if config.thresholds_file is None and (rootpath / "agent-eval.yaml").is_file():
         config.thresholds_file = rootpath / "agent-eval.yaml"
     return config
+
+
+MARKER_ARGS = ("entries", "arms", "runs", "turns")
+
+
+@dataclass(frozen=True)
+class TestSettings:
+    """What one eval test runs: the session's settings, narrowed by its ``agent_eval`` marker."""
+
+    arms: list[Arm]
+    runs: int
+    turns: int | None
+    entries: list[str] | None  # the corpus entries it names; None: every entry
+
+
+def for_test(config: AgentEvalConfig, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> TestSettings:
+    """The marker's arguments over the session's settings; OptionError names the bad argument."""
+    kwargs = kwargs or {}
+    unknown = sorted(set(kwargs) - set(MARKER_ARGS))
+    if args or unknown:
+        raise OptionError(f"takes only keyword arguments {', '.join(MARKER_ARGS)}")
+    arms, runs, turns = config.arms, config.runs, config.turns
+    if kwargs.get("arms") is not None:
+        value = kwargs["arms"]
+        arms = parse_arms(value if isinstance(value, str) else ",".join(value))
+    if kwargs.get("runs") is not None:
+        runs = parse_positive_int(kwargs["runs"])
+    if kwargs.get("turns") is not None:
+        turns = parse_positive_int(kwargs["turns"])
+    wanted = kwargs.get("entries")
+    entries = None if wanted is None else ([wanted] if isinstance(wanted, str) else list(wanted))
+    return TestSettings(arms, runs, turns, entries)

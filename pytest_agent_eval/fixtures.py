@@ -2,7 +2,7 @@
 
     def test_mine(agent_result, agent_gate):
         agent_gate(agent_result)                       # contamination + agent-eval.yaml thresholds
-        assert agent_result.figures["codegraph_calls"] >= 1
+        assert agent_result.figures["retrieval_calls"] >= 1
 
 Any test that requests one of them (or carries ``@pytest.mark.agent_eval``) is parametrized over
 corpus entry × arm × run by the plugin. Every harness step is lazy: nothing is provisioned, cloned or

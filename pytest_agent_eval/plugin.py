@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 
 from pytest_agent_eval import fixtures
-from pytest_agent_eval.cases import EvalCase, cases_for, select_campaign
-from pytest_agent_eval.config import OPTIONS, THRESHOLDS_INI, OptionError, parse_arms, parse_positive_int, resolve
+from pytest_agent_eval.cases import EvalCase, SelectionError, cases_for, select_entries
+from pytest_agent_eval.config import OPTIONS, THRESHOLDS_INI, OptionError, for_test, resolve
 from pytest_agent_eval.corpus import CorpusEntry, CorpusError, load_corpus
 from pytest_agent_eval.fixtures import CONFIG_KEY, ITEM_ID_KEY, SESSION_KEY, record_of
 from pytest_agent_eval.harness.drivers import AgentInfraError
@@ -38,7 +38,6 @@ MARKER = (
     "--arms/--agent-eval-runs/--agent-eval-turns for this test. Every generated item carries the marker, so "
     "-m agent_eval selects them"
 )
-_MARKER_ARGS = ("entries", "arms", "runs", "turns")
 
 
 def pytest_addoption(parser: pytest.Parser) -> None:
@@ -123,42 +122,18 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     if "agent_case" not in metafunc.fixturenames:
         return
     cfg = metafunc.config.stash[CONFIG_KEY]
-    entries = _corpus(metafunc.config)
-    arms, runs, turns = cfg.arms, cfg.runs, cfg.turns
     marker = metafunc.definition.get_closest_marker("agent_eval")
-    if marker is not None:
-        where = f"{metafunc.definition.nodeid}: @pytest.mark.agent_eval"
-        unknown = sorted(set(marker.kwargs) - set(_MARKER_ARGS))
-        if marker.args or unknown:
-            raise pytest.Collector.CollectError(f"{where}: takes only keyword arguments {', '.join(_MARKER_ARGS)}")
-        try:
-            if marker.kwargs.get("arms") is not None:
-                value = marker.kwargs["arms"]
-                arms = parse_arms(value if isinstance(value, str) else ",".join(value))
-            if marker.kwargs.get("runs") is not None:
-                runs = parse_positive_int(marker.kwargs["runs"])
-            if marker.kwargs.get("turns") is not None:
-                turns = parse_positive_int(marker.kwargs["turns"])
-        except OptionError as exc:
-            raise pytest.Collector.CollectError(f"{where}: {exc}") from None
-        wanted = marker.kwargs.get("entries")
-        if wanted is not None:
-            wanted = [wanted] if isinstance(wanted, str) else list(wanted)
-            missing = [name for name in wanted if name not in {e.name for e in entries}]
-            if missing:
-                raise pytest.Collector.CollectError(f"{where}: entries not in the corpus: {', '.join(missing)}")
-            entries = [e for e in entries if e.name in wanted]
-    if cfg.campaign is not None:
-        entries = select_campaign(entries, cfg.campaign)
-        if not entries:
-            raise pytest.Collector.CollectError(
-                f'--agent-eval-campaign {cfg.campaign}: no corpus entry has "campaign": "{cfg.campaign}"'
-            )
-    params = [
-        pytest.param(case, id=case.id, marks=pytest.mark.agent_eval)
-        for case in cases_for(entries, arms, runs, turns, cfg.drivers)
-    ]
-    metafunc.parametrize("agent_case", params)
+    try:
+        test = for_test(cfg, marker.args, marker.kwargs) if marker is not None else for_test(cfg)
+    except OptionError as exc:
+        raise pytest.Collector.CollectError(f"{metafunc.definition.nodeid}: @pytest.mark.agent_eval: {exc}") from None
+    try:
+        entries = select_entries(_corpus(metafunc.config), test.entries, cfg.campaign)
+    except SelectionError as exc:
+        where = f"{metafunc.definition.nodeid}: @pytest.mark.agent_eval: " if test.entries is not None else ""
+        raise pytest.Collector.CollectError(f"{where}{exc}") from None
+    cases = cases_for(entries, test.arms, test.runs, test.turns, cfg.drivers)
+    metafunc.parametrize("agent_case", [pytest.param(case, id=case.id, marks=pytest.mark.agent_eval) for case in cases])
 
 
 @pytest.hookimpl(trylast=True)
