@@ -20,7 +20,7 @@ from pytest_agent_eval.campaign.store import Campaign, StoreError, inside, write
 from pytest_agent_eval.metrics.figures import FIGURES
 from pytest_agent_eval.metrics.sufficiency import BUCKETS
 from pytest_agent_eval.report.aggregate import Aggregate, aggregate
-from pytest_agent_eval.report.format import seconds
+from pytest_agent_eval.report.format import seconds, tokens
 from pytest_agent_eval.report.stats import small_n_warning
 from pytest_agent_eval.report.terminal import backend_note, cell, paired_cell, tool_name
 from pytest_agent_eval.tool import RetrievalTool
@@ -61,6 +61,8 @@ def chart_data(found: Aggregate) -> dict[str, Any]:
                     # The retrieval residual is the tool's responses with the tool, file access without it.
                     "kind": "tool" if group.has_tool else "file-access",
                     "spread": None if spread is None else vars(spread),
+                    # the numbers as every table prints them: the page's script formats nothing itself
+                    "text": None if spread is None else {k: tokens(v) for k, v in vars(spread).items() if k != "n"},
                 }
             )
         residuals.append({"entry": entry, "arms": arms})
@@ -417,9 +419,6 @@ _JS = r"""
     host.appendChild(root);
     return root;
   }
-  function tok(v) {
-    return v >= 1e6 ? (v / 1e6).toFixed(1) + "M" : v >= 1000 ? (v / 1000).toFixed(1) + "k" : String(Math.round(v));
-  }
   function pct(v) { return (v * 100).toFixed(0) + "%"; }
   function done(host) { host.setAttribute("data-rendered", "true"); }
   function empty(root, width, text) {
@@ -448,11 +447,11 @@ _JS = r"""
         }
         var bar = el("rect", {x: left, y: y, width: Math.max(1, scale(s.median) - left), height: barH,
                               fill: color, "class": "bar " + a.kind}, root);
-        el("title", {}, bar, a.arm + " " + a.kind + " residual, median " + tok(s.median) + " [" + tok(s.min) + "–" +
-           tok(s.max) + "] n=" + s.n);
+        el("title", {}, bar, a.arm + " " + a.kind + " residual, median " + a.text.median + " [" + a.text.min + "–" +
+           a.text.max + "] n=" + s.n);
         el("line", {x1: scale(s.min), x2: scale(s.max), y1: y + barH / 2, y2: y + barH / 2, stroke: "#222"}, root);
         el("text", {x: scale(s.max) + 6, y: y + 11}, root,
-           a.arm + " " + tok(s.median) + " " + a.kind + (s.n < 2 ? " (n=" + s.n + "!)" : ""));
+           a.arm + " " + a.text.median + " " + a.kind + (s.n < 2 ? " (n=" + s.n + "!)" : ""));
         y += barH + 4;
       });
       y += 14;
