@@ -20,8 +20,14 @@ from pytest_agent_eval.metrics.figures import ALIASES, figures_of
 SCHEMA = 2
 UNKNOWN_ARM = "?"
 # Occupancy's per-family tables that schema 1 keyed by "codegraph".
-_FAMILY_TABLES = ("residual", "residual_chars", "residual_results", "contributed", "contributed_chars",
-                  "contributed_results")  # fmt: skip
+_FAMILY_TABLES = (
+    "residual",
+    "residual_chars",
+    "residual_results",
+    "contributed",
+    "contributed_chars",
+    "contributed_results",
+)
 
 
 class RecordError(ValueError):

@@ -1,5 +1,6 @@
-"""The terminal tables over a session's runs: they only render an :class:`~pytest_agent_eval.report.aggregate.
-Aggregate`, with the catalogue's labels and formatters, so they read the same numbers as ``report.html``.
+"""The terminal tables over a session's runs. They only render: the numbers come from one
+:class:`~pytest_agent_eval.report.aggregate.Aggregate`, with the catalogue's labels and formatters, so they read
+the same as ``report.html``.
 
 Every per-arm figure shows as ``median [min–max]`` over runs; arms are compared run against run with a
 bootstrap interval; an arm with fewer than two runs says so.
