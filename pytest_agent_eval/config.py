@@ -24,6 +24,7 @@ from pytest_agent_eval.model import BACKENDS
 
 DEFAULT_CG_VERSION = "1.6.1"
 MODES = ("headless", "tmux", "all")  # seed 004's MODE token: claude -p, the TUI in tmux, or both
+DEFAULT_OUT = "agent-eval-out"
 CAMPAIGN_TURNS = 3  # the seeds' campaign: the README question and two in-flow follow-ups
 
 
@@ -39,7 +40,7 @@ class AgentEvalConfig:
     cg_version: str = DEFAULT_CG_VERSION
     corpus: Path = Path("corpus.json")
     corpus_dir: Path = field(default_factory=lambda: cache_root() / "corpus")
-    out: Path | None = None  # the parent of campaign folders; None means agent-eval-out at rootdir
+    out: Path | None = None  # the parent of campaign folders; resolve() makes it agent-eval-out at rootdir
     model: str = "sonnet"
     effort: str = "high"
     max_budget_usd: float = 4.0
@@ -467,6 +468,8 @@ def resolve(get_option: Callable[[str], Any], get_ini: Callable[[str], Any], roo
         elif isinstance(value, list):
             value = [base / v if isinstance(v, Path) else v for v in value]
         setattr(config, option.attr, value)
+    if config.out is None:
+        config.out = rootpath / DEFAULT_OUT
     if config.campaign is not None and config.turns is None:
         config.turns = CAMPAIGN_TURNS  # seed 002: occupancy is only chargeable over several turns
     if config.compare_fail and config.compare is None:

@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import contextlib
 from collections import Counter
-from pathlib import Path
 from typing import Any
 
 import pytest
@@ -31,7 +30,6 @@ from pytest_agent_eval.session import EvalSession, SessionError
 
 CORPUS_KEY = pytest.StashKey[Any]()
 SETUP_S_KEY = pytest.StashKey[float]()
-DEFAULT_OUT = "agent-eval-out"
 MARKER = (
     "agent_eval(entries=None, arms=None, runs=None, turns=None): an agent evaluation (a test using the agent "
     "fixtures), parametrized over corpus entry × arm × run; the arguments narrow the entries and override "
@@ -64,15 +62,12 @@ def pytest_configure(config: pytest.Config) -> None:
         gates.load_thresholds(cfg.thresholds_file)  # a bad thresholds file is a usage error, before anything runs
     except (OptionError, gates.ThresholdError) as exc:
         raise pytest.UsageError(str(exc)) from None
-    if cfg.out is None:
-        cfg.out = config.rootpath / DEFAULT_OUT
     session = EvalSession(cfg)
     config.stash[CONFIG_KEY] = cfg
     config.stash[SESSION_KEY] = session
     worker_input = getattr(config, "workerinput", None)
-    if worker_input is not None:
-        if worker_input.get("agent_eval_campaign"):
-            cfg.campaign_dir = Path(worker_input["agent_eval_campaign"])
+    if worker_input is not None:  # an xdist worker writes into the campaign its controller made
+        session.join(worker_input.get("agent_eval_campaign") or None)
         return
     try:
         session.claim()

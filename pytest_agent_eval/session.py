@@ -71,6 +71,11 @@ class EvalSession:
             raise SessionError(f"--agent-eval-compare: {exc}") from None
         cfg.campaign_dir = cfg.resume
 
+    def join(self, campaign_dir: str | None) -> None:
+        """An xdist worker: write into the campaign the controller made (None: it made none yet)."""
+        if campaign_dir:
+            self.cfg.campaign_dir = Path(campaign_dir)
+
     def start_early(self) -> None:
         """Under xdist the controller makes the campaign before the workers start, to hand them its path."""
         if self.cfg.campaign_dir is None:
