@@ -53,3 +53,17 @@ def test_the_compare_gate_fails_exactly_on_a_regression(tmp_path):
     failed = [line for line in lines if line.text.startswith("agent-eval: REGRESSION in express")]
     assert failed and failed[0].markup == {"red": True, "bold": True}
     assert "with allocation (allocation:-5pt)" in failed[0].text
+
+
+def test_a_gate_message_reads_like_the_tables_and_stays_exact():
+    from pytest_agent_eval.report import gates
+
+    thresholds = gates.parse_thresholds({"residual_tokens": {"max": 60_000}, "codegraph_calls": {"max": 0}})
+    figures = {"residual_tokens": 60_001, "retrieval_calls": 1}
+    verdicts = gates.evaluate({}, figures, entry="e", arm_name="with", arm_label="with", thresholds=thresholds)
+    messages = [v.message for v in verdicts if not v.passed]
+    # 60,001 and 60,000 both print as 60.0k: the exact numbers say why the gate failed
+    assert messages == [
+        "residual_tokens 60.0k (60,001) is above the maximum 60.0k (60,000)",
+        "retrieval_calls 1 is above the maximum 0",  # codegraph_calls: the figure's old name, still read
+    ]

@@ -178,9 +178,11 @@ def evaluate(
             continue
         shown = show(name, value)
         if bound.min is not None and value < bound.min:
-            verdicts.append(Verdict(name, False, f"{name} {shown} is below the minimum {show(name, bound.min)}"))
+            mine, limit = _side_by_side(name, value, bound.min)
+            verdicts.append(Verdict(name, False, f"{name} {mine} is below the minimum {limit}"))
         elif bound.max is not None and value > bound.max:
-            verdicts.append(Verdict(name, False, f"{name} {shown} is above the maximum {show(name, bound.max)}"))
+            mine, limit = _side_by_side(name, value, bound.max)
+            verdicts.append(Verdict(name, False, f"{name} {mine} is above the maximum {limit}"))
         else:
             verdicts.append(Verdict(name, True, f"{name} {shown} within {_range(name, bound)}"))
     return verdicts
@@ -192,6 +194,14 @@ def failure_message(verdicts: list[Verdict], entry: str, arm_label: str) -> str 
         return None
     lines = [f"agent-eval gate failed for {entry} / {arm_label}:"] + [f"  {v.gate}: {v.message}" for v in failed]
     return "\n".join(lines)
+
+
+def _side_by_side(name: str, value: float, limit: float) -> tuple[str, str]:
+    """A value and its limit as tables print them (``61.2k``), exact too when rounding makes them look equal."""
+    shown, limit_shown = show(name, value), show(name, limit)
+    if shown == limit_shown:
+        return f"{shown} ({value:,})", f"{limit_shown} ({limit:,})"
+    return shown, limit_shown
 
 
 def _range(name: str, bound: Bound) -> str:
