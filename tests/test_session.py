@@ -9,6 +9,7 @@ from test_compare import with_run, without_run
 from pytest_agent_eval.campaign.record import ItemRecord
 from pytest_agent_eval.campaign.store import Campaign
 from pytest_agent_eval.config import AgentEvalConfig, parse_rules
+from pytest_agent_eval.report import gates
 from pytest_agent_eval.session import EvalSession
 
 
@@ -56,8 +57,6 @@ def test_the_compare_gate_fails_exactly_on_a_regression(tmp_path):
 
 
 def test_a_gate_message_reads_like_the_tables_and_stays_exact():
-    from pytest_agent_eval.report import gates
-
     thresholds = gates.parse_thresholds({"residual_tokens": {"max": 60_000}, "codegraph_calls": {"max": 0}})
     figures = {"residual_tokens": 60_001, "retrieval_calls": 1}
     verdicts = gates.evaluate({}, figures, entry="e", arm_name="with", arm_label="with", thresholds=thresholds)
