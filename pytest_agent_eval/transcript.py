@@ -277,6 +277,11 @@ def segment_files(first: str | Path) -> list[Path]:
     return [first, *later]
 
 
+def is_later_segment(path: str | Path) -> bool:
+    """Whether a file is a later turn's segment (``run-x.t2.jsonl``) rather than a session's first."""
+    return _SEGMENT_RE.search(Path(path).name) is not None
+
+
 def find_session_file(path: Path) -> Path:
     if path.exists() and not path.is_dir():  # a FIFO or device too: reading it says why it is refused
         return path

@@ -38,14 +38,14 @@ def step(t: Transcript, ctx: int, name: str, result_chars: int, prose: int = 0, 
         ("Glob", CODEGRAPH, "search"),
         ("Bash", CODEGRAPH, "bash"),
         ("BashOutput", CODEGRAPH, "bash"),
-        (CG, CODEGRAPH, "codegraph"),
-        ("mcp__codegraph__codegraph_node", CODEGRAPH, "codegraph"),
+        (CG, CODEGRAPH, "tool"),
+        ("mcp__codegraph__codegraph_node", CODEGRAPH, "tool"),
         ("Edit", CODEGRAPH, "other"),
         ("Task", CODEGRAPH, "other"),
         ("", CODEGRAPH, "other"),
         ("mcp__sourcegraph__sg_keyword_search", CODEGRAPH, "other"),
-        ("mcp__sourcegraph__sg_keyword_search", SOURCEGRAPH, "codegraph"),
-        ("mcp__sourcegraph__sg_read_file", SOURCEGRAPH, "codegraph"),
+        ("mcp__sourcegraph__sg_keyword_search", SOURCEGRAPH, "tool"),
+        ("mcp__sourcegraph__sg_read_file", SOURCEGRAPH, "tool"),
         (CG, SOURCEGRAPH, "other"),
         ("Read", SOURCEGRAPH, "read"),
     ],
@@ -61,8 +61,8 @@ def test_results_are_charged_to_their_family_and_the_retrieval_server_whatever_i
         step(t, 10_000 + 1_000 * i, name, 100)
     t.say("done", ctx=20_000)
     o = occupancy(t.session(), SOURCEGRAPH)
-    assert o.residual_results == {"codegraph": 1, "read": 2, "search": 2, "bash": 2, "other": 1}
-    assert o.contributed_chars == {"codegraph": 100, "read": 200, "search": 200, "bash": 200, "other": 100}
+    assert o.residual_results == {"tool": 1, "read": 2, "search": 2, "bash": 2, "other": 1}
+    assert o.contributed_chars == {"tool": 100, "read": 200, "search": 200, "bash": 200, "other": 100}
     assert render_occupancy(o, SOURCEGRAPH).splitlines()[2].startswith("  sourcegraph   ")
 
 
@@ -133,7 +133,7 @@ def test_small_gaps_measure_a_per_result_cost_and_the_ratio_is_taken_net_of_it()
     assert o.per_result_tokens == pytest.approx(40, abs=0.01)
     assert o.chars_per_token == pytest.approx(2.0, abs=0.001)
     # The big gaps price their own result (growth less the call's 3 + 40); the Grep its 47 + 40.
-    assert o.residual == {"codegraph": 0, "read": 2_037 + 4_037, "search": 87, "bash": 0, "other": 0}
+    assert o.residual == {"tool": 0, "read": 2_037 + 4_037, "search": 87, "bash": 0, "other": 0}
     assert o.to_dict()["per_result_tokens"] == pytest.approx(40, abs=0.01)
     # The error bar on the same footing: 4,037 for a gap that grew by 4,080 (its call is in it).
     assert o.dispersion == pytest.approx(43 / 4_080, abs=1e-4)
@@ -196,15 +196,15 @@ def test_exact_attribution_base_and_error_bar():
     t.result("done")
     o = occupancy(t.session())
     assert o.chars_per_token == 2.0
-    assert o.residual == {"codegraph": 976, "read": 497, "search": 97, "bash": 147, "other": 47}
+    assert o.residual == {"tool": 976, "read": 497, "search": 97, "bash": 147, "other": 47}
     assert o.residual == o.contributed
-    assert o.residual_chars == {"codegraph": 1_952, "read": 994, "search": 194, "bash": 294, "other": 94}
+    assert o.residual_chars == {"tool": 1_952, "read": 994, "search": 194, "bash": 294, "other": 94}
     assert (o.file_access, o.ctx_final, o.ctx_base, o.base) == (741, 11_800, 10_000, 10_036)
     assert (o.turns, o.compactions, o.evicted) == (6, 0, 0)
     # Single-result gaps: |976 − 1,000| / 1,000 = 2.4%, |497 − 500| / 500 = 0.6%; the lower median.
     assert o.dispersion == pytest.approx(0.006)
     d = o.to_dict()
-    assert d["residual"]["codegraph"] == 976 and d["file_access"] == 741 and d["base"] == 10_036
+    assert d["residual"]["tool"] == 976 and d["file_access"] == 741 and d["base"] == 10_036
     assert d["calibrated"] is True and d["dispersion"] == pytest.approx(0.006)
 
 
@@ -263,7 +263,7 @@ def test_a_subagent_has_its_own_window():
     t.say("done", ctx=10_500)
     o = occupancy(t.session())
     assert (o.turns, o.ctx_final, o.chars_per_token) == (2, 10_500, 2.0)
-    assert o.residual == {"codegraph": 0, "read": 0, "search": 0, "bash": 0, "other": 497}
+    assert o.residual == {"tool": 0, "read": 0, "search": 0, "bash": 0, "other": 497}
     assert o.tokens_processed == 10_000 + 10_500 + 3_000 + 6_000
 
 
@@ -279,8 +279,8 @@ def test_compaction_clears_the_resident_set():
     t.say("done", ctx=3_200)  # 400 chars, Δ 200: priced at the ratio, so no per-result cost on top
     o = occupancy(t.session())
     assert (o.compactions, o.chars_per_token, o.per_result_tokens) == (1, 2.0, 0.0)
-    assert o.residual == {"codegraph": 0, "read": 197, "search": 0, "bash": 0, "other": 0}
-    assert o.contributed == {"codegraph": 0, "read": 694, "search": 247, "bash": 997, "other": 0}
+    assert o.residual == {"tool": 0, "read": 197, "search": 0, "bash": 0, "other": 0}
+    assert o.contributed == {"tool": 0, "read": 694, "search": 247, "bash": 997, "other": 0}
     assert o.evicted == 497 + 997 + 247
     assert o.base == 3_200 - 197
 
@@ -296,7 +296,7 @@ def test_a_gap_across_a_compaction_is_neither_calibrated_on_nor_shed(delta):
     t.say("done", ctx=10_500 + delta)
     o = occupancy(t.session())
     assert (o.chars_per_token, o.compactions) == (2.0, 1)
-    assert o.residual == {"codegraph": 0, "read": 0, "search": 0, "bash": 0, "other": 497}
+    assert o.residual == {"tool": 0, "read": 0, "search": 0, "bash": 0, "other": 497}
     assert o.evicted == 497 + 497
 
 
@@ -311,8 +311,8 @@ def test_micro_compaction_sheds_the_oldest_results_first():
     assert o.chars_per_token == 2.0
     # Shortfall 975 + 200 = 1,175: all of Read's 997, then 178 of Bash's 497.
     assert o.evicted == 1_175
-    assert o.residual == {"codegraph": 975, "read": 0, "search": 997, "bash": 319, "other": 0}
-    assert o.residual_results == {"codegraph": 1, "read": 0, "search": 1, "bash": 1, "other": 0}
+    assert o.residual == {"tool": 975, "read": 0, "search": 997, "bash": 319, "other": 0}
+    assert o.residual_results == {"tool": 1, "read": 0, "search": 1, "bash": 1, "other": 0}
     assert o.residual_chars["bash"] == 638
     assert o.contributed["read"] == 997
     assert "· evicted 1,175 tok" in render_occupancy(o)
@@ -354,9 +354,9 @@ def test_messages_without_usage_orphan_results_and_flat_gaps():
     o = occupancy(t.session())
     assert (o.turns, o.ctx_final) == (4, 10_100)
     assert o.chars_per_token == 1_118 / 600
-    assert o.contributed_results == {"codegraph": 0, "read": 1, "search": 0, "bash": 1, "other": 1}
+    assert o.contributed_results == {"tool": 0, "read": 1, "search": 0, "bash": 1, "other": 1}
     assert o.evicted == 500
-    assert o.residual == {"codegraph": 0, "read": round(994 * 600 / 1_118 - 500), "search": 0, "bash": 107, "other": 54}
+    assert o.residual == {"tool": 0, "read": round(994 * 600 / 1_118 - 500), "search": 0, "bash": 107, "other": 54}
 
 
 @settings(max_examples=200, deadline=None)
@@ -403,9 +403,9 @@ Residual context occupancy at end of run:
 
 def test_the_block_has_the_seed_layout():
     o = Occupancy(ctx_final=54_950, ctx_base=37_726, chars_per_token=2.246, calibration=MEASURED, dispersion=0.009)
-    o.residual.update(codegraph=13_941, other=33)
-    o.residual_chars.update(codegraph=31_312, other=73)
-    o.residual_results.update(codegraph=2, other=1)
+    o.residual.update(tool=13_941, other=33)
+    o.residual_chars.update(tool=31_312, other=73)
+    o.residual_results.update(tool=2, other=1)
     o.turns = 6
     assert render_occupancy(o) == SEED_BLOCK
 
@@ -441,7 +441,7 @@ def test_real_stream_json_runs(path, turns):
     _sane(o)
     assert (o.turns, o.compactions) == (turns, 0)
     if "/mcp/" in path and turns:
-        assert o.residual["codegraph"] > 0 and o.contributed_results["codegraph"] == 27  # 12 + 12 + 2 + 1
+        assert o.residual["tool"] > 0 and o.contributed_results["tool"] == 27  # 12 + 12 + 2 + 1
 
 
 def test_real_session_with_a_compaction():
