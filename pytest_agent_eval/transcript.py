@@ -314,7 +314,7 @@ def _subagent_threads(session_file: Path, links: dict[str, str]) -> Iterator[tup
                 continue
             seen.add(agent_file)
             agent_id = agent_file.stem[len("agent-") :]
-            if folder != folders[1] and not _belongs_to(agent_file, session_file.stem):
+            if folder != folders[1] and not belongs_to(agent_file, session_file.stem):
                 continue
             yield agent_file, _meta_tool_use_id(agent_file) or links.get(agent_id) or f"agent:{agent_id}"
 
@@ -331,7 +331,7 @@ def _is_interactive(path: Path, sniff_lines: int = 20) -> bool:
     return False
 
 
-def _belongs_to(agent_file: Path, session_id: str) -> bool:
+def belongs_to(agent_file: Path, session_id: str) -> bool:
     """A flat-layout agent file shares its folder with other sessions' agents."""
     try:
         for line in _lines(agent_file):
