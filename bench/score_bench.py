@@ -16,6 +16,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from pytest_agent_eval.report.blocks import render_scorecard
 from pytest_agent_eval.score import score
 from pytest_agent_eval.transcript import Session, segment_files
 
@@ -65,7 +66,7 @@ def main() -> int:
 
     def scoring() -> None:
         for segments in grouped:
-            score(Session.from_files(segments)).render()
+            render_scorecard(score(Session.from_files(segments)))
 
     bare, scored = best_of(REPEATS, decode, scoring)
     print(f"{len(grouped)} sessions, {len(files)} transcript files, {megabytes:.2f} MB")

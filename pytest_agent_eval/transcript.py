@@ -277,6 +277,11 @@ def segment_files(first: str | Path) -> list[Path]:
     return [first, *later]
 
 
+def is_later_segment(path: str | Path) -> bool:
+    """Whether a file is a later turn's segment (``run-x.t2.jsonl``) rather than a session's first."""
+    return _SEGMENT_RE.search(Path(path).name) is not None
+
+
 def find_session_file(path: Path) -> Path:
     if path.exists() and not path.is_dir():  # a FIFO or device too: reading it says why it is refused
         return path
@@ -309,7 +314,7 @@ def _subagent_threads(session_file: Path, links: dict[str, str]) -> Iterator[tup
                 continue
             seen.add(agent_file)
             agent_id = agent_file.stem[len("agent-") :]
-            if folder != folders[1] and not _belongs_to(agent_file, session_file.stem):
+            if folder != folders[1] and not belongs_to(agent_file, session_file.stem):
                 continue
             yield agent_file, _meta_tool_use_id(agent_file) or links.get(agent_id) or f"agent:{agent_id}"
 
@@ -329,7 +334,7 @@ def _is_interactive(path: Path, sniff_lines: int = 20) -> bool:
     return False
 
 
-def _belongs_to(agent_file: Path, session_id: str) -> bool:
+def belongs_to(agent_file: Path, session_id: str) -> bool:
     """A flat-layout agent file shares its folder with other sessions' agents."""
     try:
         for line in _lines(agent_file):

@@ -55,14 +55,14 @@ def step(t: Transcript, ctx: int, name: str, result_chars: int, prose: int = 0, 
         ("Glob", CODEGRAPH, "search"),
         ("Bash", CODEGRAPH, "bash"),
         ("BashOutput", CODEGRAPH, "bash"),
-        (CG, CODEGRAPH, "codegraph"),
-        ("mcp__codegraph__codegraph_node", CODEGRAPH, "codegraph"),
+        (CG, CODEGRAPH, "tool"),
+        ("mcp__codegraph__codegraph_node", CODEGRAPH, "tool"),
         ("Edit", CODEGRAPH, "other"),
         ("Task", CODEGRAPH, "other"),
         ("", CODEGRAPH, "other"),
         ("mcp__sourcegraph__sg_keyword_search", CODEGRAPH, "other"),
-        ("mcp__sourcegraph__sg_keyword_search", SOURCEGRAPH, "codegraph"),
-        ("mcp__sourcegraph__sg_read_file", SOURCEGRAPH, "codegraph"),
+        ("mcp__sourcegraph__sg_keyword_search", SOURCEGRAPH, "tool"),
+        ("mcp__sourcegraph__sg_read_file", SOURCEGRAPH, "tool"),
         (CG, SOURCEGRAPH, "other"),
         ("Read", SOURCEGRAPH, "read"),
     ],
@@ -78,8 +78,8 @@ def test_results_are_charged_to_their_family_and_the_retrieval_server_whatever_i
         step(t, 10_000 + 1_000 * i, name, 100)
     t.say("done", ctx=20_000)
     o = occupancy(t.session(), SOURCEGRAPH)
-    assert o.residual_results == {"codegraph": 1, "read": 2, "search": 2, "bash": 2, "other": 1}
-    assert o.contributed_chars == {"codegraph": 100, "read": 200, "search": 200, "bash": 200, "other": 100}
+    assert o.residual_results == {"tool": 1, "read": 2, "search": 2, "bash": 2, "other": 1}
+    assert o.contributed_chars == {"tool": 100, "read": 200, "search": 200, "bash": 200, "other": 100}
     assert render_occupancy(o, SOURCEGRAPH).splitlines()[2].startswith("  sourcegraph   ")
 
 
@@ -154,7 +154,7 @@ def test_small_gaps_measure_the_framing_and_the_ratio_is_taken_net_of_it():
     # its 47 and its framing.
     own = 3 + STEP_FRAMING / 2
     assert o.residual == {
-        "codegraph": 0,
+        "tool": 0,
         "read": round(2_000 + framing - own + 4_000 + framing - own),
         "search": round(47 + RESULT_FRAMING / 2),
         "bash": 0,
@@ -226,16 +226,16 @@ def test_exact_attribution_base_and_error_bar():
     assert o.chars_per_token == 2.0
     # The two clean gaps price their own results: growth less the call and the step's framing at the ratio.
     codegraph, read = 1_000 - (48 + STEP_FRAMING) // 2, 500 - (6 + STEP_FRAMING) // 2
-    assert o.residual == {"codegraph": codegraph, "read": read, "search": 97, "bash": 147, "other": 47}
+    assert o.residual == {"tool": codegraph, "read": read, "search": 97, "bash": 147, "other": 47}
     assert o.residual == o.contributed
-    assert o.residual_chars == {"codegraph": 1_952, "read": 994, "search": 194, "bash": 294, "other": 94}
+    assert o.residual_chars == {"tool": 1_952, "read": 994, "search": 194, "bash": 294, "other": 94}
     base = 11_800 - codegraph - read - 97 - 147 - 47
     assert (o.file_access, o.ctx_final, o.ctx_base, o.base) == (read + 97 + 147, 11_800, 10_000, base)
     assert (o.turns, o.compactions, o.evicted) == (6, 0, 0)
     # Single-result gaps: |976 − 1,000| / 1,000 = 2.4%, |497 − 500| / 500 = 0.6%; the lower median.
     assert o.dispersion == pytest.approx(0.006)
     d = o.to_dict()
-    assert d["residual"]["codegraph"] == codegraph and d["file_access"] == read + 244 and d["base"] == base
+    assert d["residual"]["tool"] == codegraph and d["file_access"] == read + 244 and d["base"] == base
     assert d["calibrated"] is True and d["dispersion"] == pytest.approx(0.006)
 
 
@@ -294,7 +294,7 @@ def test_a_subagent_has_its_own_window():
     t.say("done", ctx=10_500)
     o = occupancy(t.session())
     assert (o.turns, o.ctx_final, o.chars_per_token) == (2, 10_500, 2.0)
-    assert o.residual == {"codegraph": 0, "read": 0, "search": 0, "bash": 0, "other": 500 - (6 + STEP_FRAMING) // 2}
+    assert o.residual == {"tool": 0, "read": 0, "search": 0, "bash": 0, "other": 500 - (6 + STEP_FRAMING) // 2}
     assert o.tokens_processed == 10_000 + 10_500 + 3_000 + 6_000
 
 
@@ -312,8 +312,8 @@ def test_compaction_clears_the_resident_set():
     assert (o.compactions, o.chars_per_token, o.framing_tokens_per_char) == (1, 2.0, 0.0)
     read, bash = 500 - (6 + STEP_FRAMING) // 2, 1_000 - (6 + STEP_FRAMING) // 2  # clean: their own growth
     later = round(394 / (994 / read))  # at the ratio the first Read's own gap measured for the family
-    assert o.residual == {"codegraph": 0, "read": later, "search": 0, "bash": 0, "other": 0}
-    assert o.contributed == {"codegraph": 0, "read": read + later, "search": 247, "bash": bash, "other": 0}
+    assert o.residual == {"tool": 0, "read": later, "search": 0, "bash": 0, "other": 0}
+    assert o.contributed == {"tool": 0, "read": read + later, "search": 247, "bash": bash, "other": 0}
     assert o.evicted == read + bash + 247
     assert o.base == 3_200 - later
 
@@ -329,7 +329,7 @@ def test_a_gap_across_a_compaction_is_neither_calibrated_on_nor_shed(delta):
     t.say("done", ctx=10_500 + delta)
     o = occupancy(t.session())
     assert (o.chars_per_token, o.compactions) == (2.0, 1)
-    assert o.residual == {"codegraph": 0, "read": 0, "search": 0, "bash": 0, "other": 497}
+    assert o.residual == {"tool": 0, "read": 0, "search": 0, "bash": 0, "other": 497}
     assert o.evicted == 500 - (6 + STEP_FRAMING) // 2 + 497
 
 
@@ -347,8 +347,8 @@ def test_micro_compaction_sheds_the_oldest_results_first():
     # Shortfall 975 + 200 = 1,175: all of Read's, then the rest of it from Bash's.
     assert o.evicted == 1_175
     left = bash - (1_175 - read)
-    assert o.residual == {"codegraph": 975, "read": 0, "search": search, "bash": left, "other": 0}
-    assert o.residual_results == {"codegraph": 1, "read": 0, "search": 1, "bash": 1, "other": 0}
+    assert o.residual == {"tool": 975, "read": 0, "search": search, "bash": left, "other": 0}
+    assert o.residual_results == {"tool": 1, "read": 0, "search": 1, "bash": 1, "other": 0}
     assert o.residual_chars["bash"] == round(994 * left / bash)
     assert o.contributed["read"] == read
     assert "· evicted 1,175 tok" in render_occupancy(o)
@@ -391,7 +391,7 @@ def test_messages_without_usage_orphan_results_and_flat_gaps():
     assert (o.turns, o.ctx_final) == (4, 10_100)
     ratio = 1_118 / 600
     assert o.chars_per_token == ratio
-    assert o.contributed_results == {"codegraph": 0, "read": 1, "search": 0, "bash": 1, "other": 1}
+    assert o.contributed_results == {"tool": 0, "read": 1, "search": 0, "bash": 1, "other": 1}
     # The clean gap's growth, less its call, its prose and the framing of its messages and call, is its two results'.
     framing = 4 * MESSAGE_FRAME_CHARS + CALL_FRAME_CHARS + ID_CHARS + BLOCK_FRAME_CHARS
     results = 600 - (24 + framing) / ratio
@@ -400,7 +400,7 @@ def test_messages_without_usage_orphan_results_and_flat_gaps():
     # The shrink sheds them both, then the rest of its 500 tokens from Bash's 107.
     assert o.evicted == 500
     bash = round(200 / ratio - (500 - results))
-    assert o.residual == {"codegraph": 0, "read": 0, "search": 0, "bash": bash, "other": 0}
+    assert o.residual == {"tool": 0, "read": 0, "search": 0, "bash": bash, "other": 0}
 
 
 @settings(max_examples=200, deadline=None)
@@ -447,9 +447,9 @@ Residual context occupancy at end of run:
 
 def test_the_block_has_the_seed_layout():
     o = Occupancy(ctx_final=54_950, ctx_base=37_726, chars_per_token=2.246, calibration=MEASURED, dispersion=0.009)
-    o.residual.update(codegraph=13_941, other=33)
-    o.residual_chars.update(codegraph=31_312, other=73)
-    o.residual_results.update(codegraph=2, other=1)
+    o.residual.update(tool=13_941, other=33)
+    o.residual_chars.update(tool=31_312, other=73)
+    o.residual_results.update(tool=2, other=1)
     o.turns = 6
     assert render_occupancy(o) == SEED_BLOCK
 
@@ -485,7 +485,7 @@ def test_real_stream_json_runs(path, turns):
     _sane(o)
     assert (o.turns, o.compactions) == (turns, 0)
     if "/mcp/" in path and turns:
-        assert o.residual["codegraph"] > 0 and o.contributed_results["codegraph"] == 27  # 12 + 12 + 2 + 1
+        assert o.residual["tool"] > 0 and o.contributed_results["tool"] == 27  # 12 + 12 + 2 + 1
 
 
 def test_real_session_with_a_compaction():

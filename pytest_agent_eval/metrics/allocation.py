@@ -84,6 +84,7 @@ class CallAllocation:
     path_used_chars: int
     files: int
     used_files: int
+    call_id: str = ""  # the explore call's tool_use id
 
     @property
     def efficiency(self) -> float | None:
@@ -96,6 +97,7 @@ class CallAllocation:
     def to_dict(self) -> dict[str, Any]:
         return {
             "index": self.index,
+            "call": self.call_id,
             "query": self.query,
             "efficiency": self.efficiency,
             "path_efficiency": self.path_efficiency,
@@ -177,7 +179,7 @@ def allocation(session: Session, tool: RetrievalTool = CODEGRAPH, answer_globs: 
         sections += returned
         files += [FileUse(s.path, s.chars, index) for s in returned]
         query = call.input.get("query")
-        calls.append(CallAllocation(index, query if isinstance(query, str) else "", 0, 0, 0, len(returned), 0))
+        calls.append(CallAllocation(index, query if isinstance(query, str) else "", 0, 0, 0, len(returned), 0, call.id))
 
     if answer_globs:
         source = "globs"

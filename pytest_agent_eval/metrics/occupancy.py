@@ -59,7 +59,7 @@ from typing import Any
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
 from pytest_agent_eval.transcript import MAIN, Compaction, Message, Session, ToolResult, UserText
 
-FAMILIES = ("codegraph", "read", "search", "bash", "other")
+FAMILIES = ("tool", "read", "search", "bash", "other")  # "tool": the retrieval tool under test, whatever its name
 # The without-arm's way of getting the same bytes into the agent's head.
 FILE_ACCESS = ("read", "search", "bash")
 _BUILTIN_FAMILIES = {
@@ -104,9 +104,9 @@ MEASURED, ALL_GAPS, DEFAULT = "measured", "all gaps", "default"
 
 
 def family(tool_name: str, tool: RetrievalTool = CODEGRAPH) -> str:
-    """The family a tool's results are charged to; any tool of the retrieval server is "codegraph"."""
+    """The family a tool's results are charged to; any tool of the retrieval server is "tool"."""
     if tool_name and tool.owns(tool_name):
-        return "codegraph"
+        return "tool"
     return _BUILTIN_FAMILIES.get(tool_name, "other")
 
 
