@@ -138,7 +138,7 @@ def test_without_a_growing_gap_the_ratio_is_the_default(later_ctx):
     assert "measure: 3.00 chars/tok default · turns" in render_occupancy(o)
 
 
-# -- per-result cost, gaps that measure their own results, family ratios ------------------------
+# -- framing, gaps that measure their own results, family ratios -----------------------------------
 def test_small_gaps_measure_the_framing_and_the_ratio_is_taken_net_of_it():
     # The truth: 2.0 chars/token of content, half a token per framing character.
     framing = (STEP_FRAMING + RESULT_FRAMING) // 2  # (an even number of characters)
