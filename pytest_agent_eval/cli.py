@@ -4,7 +4,7 @@ agent-eval score run-with-1.jsonl                 # later segments (.t2.jsonl, â
 agent-eval score run.jsonl run.t2.jsonl --json     # segments given in order
 agent-eval score --session ~/.claude/projects/-tmp-express/
 agent-eval rescore agent-eval-out/20260801-101500-3fa9c2/   # a campaign or a folder of run-*.jsonl
-agent-eval compare BASELINE CURRENT --compare-fail "allocation:-5pt,residual:+20%"
+agent-eval compare BASELINE CURRENT --compare-fail "allocation:-5pt,residual_tokens:+20%"
 """
 
 from __future__ import annotations
@@ -17,10 +17,14 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_agent_eval.report.compare import compare, parse_compare_fail, render_comparison
-from pytest_agent_eval.report.store import StoreError, load_records
-from pytest_agent_eval.rescore import render_rescore, rescore
-from pytest_agent_eval.score import DEFAULT_WINDOW, score
+from pytest_agent_eval.campaign.rescore import rescore
+from pytest_agent_eval.campaign.store import StoreError, load_records
+from pytest_agent_eval.config import OptionError, parse_rules
+from pytest_agent_eval.metrics.occupancy import WINDOW_TOKENS
+from pytest_agent_eval.report.blocks import render_scorecard
+from pytest_agent_eval.report.compare import compare, render_comparison
+from pytest_agent_eval.report.terminal import render_rescore
+from pytest_agent_eval.score import score
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
 from pytest_agent_eval.transcript import Session, TranscriptError, segment_files
 
@@ -55,9 +59,9 @@ def _add_scoring_options(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument(
         "--window",
         type=_positive_int,
-        default=DEFAULT_WINDOW,
+        default=WINDOW_TOKENS,
         metavar="N",
-        help="context window in tokens (default 200,000)",
+        help=f"context window in tokens (default {WINDOW_TOKENS:,})",
     )
     cmd.add_argument("--tool", default=CODEGRAPH.name, help="retrieval tool's MCP server name (default codegraph)")
     cmd.add_argument("--explore-tool", default=None, help="its explore tool (default <tool>_explore)")
@@ -110,7 +114,7 @@ def build_parser() -> argparse.ArgumentParser:
         "--compare-fail",
         metavar="RULES",
         default=None,
-        help="fail (exit 1) when a metric regresses, e.g. allocation:-5pt,sufficient:-10pt,residual:+20%%",
+        help="fail (exit 1) when a figure regresses, e.g. allocation:-5pt,sufficient_share:-10pt,residual_tokens:+20%%",
     )
     return parser
 
@@ -138,7 +142,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         sys.stdout.write(json_text(card.to_dict()) + "\n")
     else:
-        sys.stdout.write(card.render(brief=args.brief, envelope=args.envelope))
+        sys.stdout.write(render_scorecard(card, brief=args.brief, envelope=args.envelope))
     return 0
 
 
@@ -148,18 +152,21 @@ def _rescore(args: argparse.Namespace) -> int:
         print(f"agent-eval: error: {folder}: no such file or folder", file=sys.stderr)
         return 2
     tool = _tool(args)
+    problems: list[str] = []
     try:
-        records = rescore(folder, tool, args.window)
+        records = rescore(folder, tool, args.window, problems)
     except StoreError as exc:
         print(f"agent-eval: error: {exc}", file=sys.stderr)
         return 2
+    _warn(problems)
     if not records:
         print(f"agent-eval: error: {folder}: no run-*.jsonl transcripts and no campaign items", file=sys.stderr)
         return 2
+    data = [record.to_dict() for record in records]
     if args.out:
-        Path(args.out).write_text(json_text({"items": records}) + "\n", encoding="utf-8")
+        Path(args.out).write_text(json_text({"items": data}) + "\n", encoding="utf-8")
     if args.json:
-        sys.stdout.write(json_text(records) + "\n")
+        sys.stdout.write(json_text(data) + "\n")
     else:
         sys.stdout.write(render_rescore(records))
     return 0
@@ -167,20 +174,28 @@ def _rescore(args: argparse.Namespace) -> int:
 
 def _compare(args: argparse.Namespace) -> int:
     try:
-        rules = parse_compare_fail(args.compare_fail) if args.compare_fail is not None else []
-    except ValueError as exc:
-        print(f"agent-eval: error: {exc}", file=sys.stderr)
+        rules = parse_rules(args.compare_fail) if args.compare_fail is not None else []
+    except OptionError as exc:
+        print(f"agent-eval: error: --compare-fail: {exc}", file=sys.stderr)
         return 2
     sides = []
+    problems: list[str] = []
     for path in (args.baseline, args.current):
         try:
-            sides.append(load_records(path))
+            sides.append(load_records(path, problems))
         except StoreError as exc:
             print(f"agent-eval: error: {exc}", file=sys.stderr)
             return 2
+    _warn(problems)
     rows = compare(sides[0], sides[1], rules)
     print(render_comparison(rows))
     return 1 if any(row.failed for row in rows) else 0
+
+
+def _warn(problems: list[str]) -> None:
+    """Records that could not be read are skipped, each named on stderr: the rest still counts."""
+    for problem in problems:
+        print(f"agent-eval: warning: {problem}", file=sys.stderr)
 
 
 if __name__ == "__main__":

@@ -1,55 +1,35 @@
 """The run's settings: command-line options, their ini keys, and the thresholds file.
 
-Precedence, stated once: a command-line option beats its ini key (``[pytest]`` / ``[tool.pytest.ini_options]``),
-which beats the built-in default. The ``agent_eval`` marker's arguments (``entries=``, ``arms=``, ``runs=``,
-``turns=``) narrow or override these for the one test they decorate. Thresholds come from ``agent-eval.yaml``
-(see :mod:`pytest_agent_eval.report.gates`).
+Precedence, stated once: the ``agent_eval`` marker's arguments (``entries=``, ``arms=``, ``runs=``, ``turns=``)
+beat a command-line option for the one test they decorate (:func:`for_test`); a command-line option beats its ini
+key (``[pytest]`` / ``[tool.pytest.ini_options]``), which beats the built-in default (:func:`resolve`).
+Thresholds come from ``agent-eval.yaml`` (see :mod:`pytest_agent_eval.report.gates`).
 
 Nothing here touches the network or npm: it only parses text.
 """
 
 from __future__ import annotations
 
+import math
 import os
+import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_agent_eval.report.compare import Rule, parse_compare_fail
+from pytest_agent_eval.cases import ARM_NAMES, Arm
+from pytest_agent_eval.metrics.figures import FIGURES, lookup
+from pytest_agent_eval.model import BACKENDS
 
 DEFAULT_CG_VERSION = "1.6.1"
-BACKENDS = ("auto", "anthropic", "scripted", "cassette")
 MODES = ("headless", "tmux", "all")  # seed 004's MODE token: claude -p, the TUI in tmux, or both
-ARM_NAMES = ("with", "without")
+DEFAULT_OUT = "agent-eval-out"
 CAMPAIGN_TURNS = 3  # the seeds' campaign: the README question and two in-flow follow-ups
 
 
 class OptionError(ValueError):
     """A bad option or ini value; the message names the option."""
-
-
-@dataclass(frozen=True)
-class Arm:
-    """One side of the A/B. ``tool_spec`` pins the codegraph build (``1.6.1``, ``latest``, ``local:<path>``);
-    None means ``--agent-eval-tool-version``."""
-
-    name: str
-    tool_spec: str | None = None
-
-    @property
-    def label(self) -> str:
-        """The arm as it appears in item ids and tables; a local path shows only its last part."""
-        if self.tool_spec is None:
-            return self.name
-        spec = self.tool_spec
-        if spec.startswith("local:"):
-            spec = "local:" + (Path(spec[len("local:") :]).name or spec[len("local:") :])
-        return f"{self.name}@{spec}"
-
-    @property
-    def has_tool(self) -> bool:
-        return self.name == "with"
 
 
 @dataclass
@@ -60,7 +40,7 @@ class AgentEvalConfig:
     cg_version: str = DEFAULT_CG_VERSION
     corpus: Path = Path("corpus.json")
     corpus_dir: Path = field(default_factory=lambda: cache_root() / "corpus")
-    out: Path | None = None  # the parent of campaign folders; None means agent-eval-out at rootdir
+    out: Path | None = None  # the parent of campaign folders; resolve() makes it agent-eval-out at rootdir
     model: str = "sonnet"
     effort: str = "high"
     max_budget_usd: float = 4.0
@@ -146,12 +126,69 @@ def parse_count(text: str) -> int:
     return value
 
 
+@dataclass(frozen=True)
+class Rule:
+    """One regression rule of compare-fail (pytest-benchmark's UX): ``residual_tokens:+20%``.
+
+    The sign is the direction that fails (``-`` a drop, ``+`` a rise; without one, the figure's bad direction);
+    ``pt`` is percentage points of a share, ``%`` a change relative to the baseline.
+    """
+
+    metric: str
+    threshold: float  # in the unit's terms: 5 means 5pt or 5%
+    unit: str  # "pt" | "%"
+    direction: int  # -1 a drop fails, +1 a rise fails
+
+    def __str__(self) -> str:
+        return f"{self.metric}:{'+' if self.direction > 0 else '-'}{self.threshold:g}{self.unit}"
+
+    def change(self, before: float, after: float) -> float:
+        """The change in the rule's unit: points of a share, or percent of the baseline."""
+        if self.unit == "pt":
+            return (after - before) * 100
+        if before == 0:
+            return 0.0 if after == 0 else math.copysign(math.inf, after)
+        return (after / before - 1) * 100
+
+    def fails(self, change: float) -> bool:
+        # A hair of tolerance so a change of exactly the threshold fails despite float rounding.
+        return change * self.direction >= self.threshold - 1e-9
+
+
+_RULE_RE = re.compile(r"^(?P<metric>[a-z_]+):(?P<sign>[+-]?)(?P<number>\d+(?:\.\d+)?)(?P<unit>pt|%)$")
+
+
 def parse_rules(text: str) -> list[Rule]:
-    try:
-        return parse_compare_fail(str(text))
-    except ValueError as exc:
-        # compare.py names its own CLI flag; the caller puts the plugin's option (or ini key) in front instead.
-        raise OptionError(str(exc).removeprefix("--compare-fail: ")) from None
+    """``"allocation:-5pt,residual_tokens:+20%"`` → rules; the error names the first token it cannot read.
+
+    A rule names a figure of :mod:`pytest_agent_eval.metrics.figures` that has a better direction (an old
+    spelling such as ``residual`` or ``sufficient`` is read as today's name).
+    """
+    rules = []
+    for token in (t.strip() for t in str(text).split(",")):
+        if not token:
+            continue
+        match = _RULE_RE.match(token)
+        if match is None:
+            raise OptionError(
+                f"cannot read {token!r}: expected METRIC:[+|-]NUMBER(pt|%), "
+                "e.g. allocation:-5pt or residual_tokens:+20%"
+            )
+        figure = lookup(match["metric"])
+        if figure is None or figure.better is None:
+            known = ", ".join(f.name for f in FIGURES.values() if f.better is not None)
+            raise OptionError(f"unknown metric in {token!r}; known: {known}")
+        if match["unit"] == "pt" and not figure.is_share:
+            raise OptionError(
+                f"{token!r}: {figure.name} is not a share, so points mean nothing; "
+                f"use a relative threshold like {figure.name}:+20%"
+            )
+        sign = match["sign"]
+        direction = (1 if sign == "+" else -1) if sign else -figure.better
+        rules.append(Rule(figure.name, float(match["number"]), match["unit"], direction))
+    if not rules:
+        raise OptionError(f"no rule in {text!r}")
+    return rules
 
 
 def parse_positive_float(text: str) -> float:
@@ -324,8 +361,8 @@ OPTIONS: tuple[Option, ...] = (
         "agent_eval_compare_fail",
         "compare_fail",
         parse_rules,
-        "fail the session when a metric regressed against --agent-eval-compare, e.g. "
-        "allocation:-5pt,sufficient:-10pt,residual:+20%",
+        "fail the session when a figure regressed against --agent-eval-compare, e.g. "
+        "allocation:-5pt,sufficient_share:-10pt,residual_tokens:+20%",
         "RULES",
     ),
     Option(
@@ -435,6 +472,8 @@ def resolve(get_option: Callable[[str], Any], get_ini: Callable[[str], Any], roo
         elif isinstance(value, list):
             value = [base / v if isinstance(v, Path) else v for v in value]
         setattr(config, option.attr, value)
+    if config.out is None:
+        config.out = rootpath / DEFAULT_OUT
     if config.campaign is not None and config.turns is None:
         config.turns = CAMPAIGN_TURNS  # seed 002: occupancy is only chargeable over several turns
     if config.compare_fail and config.compare is None:
@@ -450,3 +489,35 @@ def resolve(get_option: Callable[[str], Any], get_ini: Callable[[str], Any], roo
     elif config.thresholds_file is None and config.corpus == PACKAGED / "corpus.json":
         config.thresholds_file = PACKAGED / "agent-eval.yaml"  # set for the packaged corpus, not for a project's own
     return config
+
+
+MARKER_ARGS = ("entries", "arms", "runs", "turns")
+
+
+@dataclass(frozen=True)
+class TestSettings:
+    """What one eval test runs: the session's settings, narrowed by its ``agent_eval`` marker."""
+
+    arms: list[Arm]
+    runs: int
+    turns: int | None
+    entries: list[str] | None  # the corpus entries it names; None: every entry
+
+
+def for_test(config: AgentEvalConfig, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> TestSettings:
+    """The marker's arguments over the session's settings; OptionError names the bad argument."""
+    kwargs = kwargs or {}
+    unknown = sorted(set(kwargs) - set(MARKER_ARGS))
+    if args or unknown:
+        raise OptionError(f"takes only keyword arguments {', '.join(MARKER_ARGS)}")
+    arms, runs, turns = config.arms, config.runs, config.turns
+    if kwargs.get("arms") is not None:
+        value = kwargs["arms"]
+        arms = parse_arms(value if isinstance(value, str) else ",".join(value))
+    if kwargs.get("runs") is not None:
+        runs = parse_positive_int(kwargs["runs"])
+    if kwargs.get("turns") is not None:
+        turns = parse_positive_int(kwargs["turns"])
+    wanted = kwargs.get("entries")
+    entries = None if wanted is None else ([wanted] if isinstance(wanted, str) else list(wanted))
+    return TestSettings(arms, runs, turns, entries)

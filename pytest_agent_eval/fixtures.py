@@ -2,7 +2,7 @@
 
     def test_mine(agent_result, agent_gate):
         agent_gate(agent_result)                       # contamination + agent-eval.yaml thresholds
-        assert agent_result.figures["codegraph_calls"] >= 1
+        assert agent_result.figures["retrieval_calls"] >= 1
 
 Any test that requests one of them (or carries ``@pytest.mark.agent_eval``) is parametrized over
 corpus entry × arm × run by the plugin. Every harness step is lazy: nothing is provisioned, cloned or
@@ -12,7 +12,8 @@ A harness step that fails raises :class:`AgentInfraError`, which the plugin repo
 says which step — never as a failed gate. With ``--agent-eval-retries N`` the agent's run (not provisioning)
 is tried up to N more times on such an error; each failed attempt's files are kept in ``attempt-<k>/``.
 
-Every item writes into the session's campaign folder (:mod:`pytest_agent_eval.report.store`). With
+Every item writes into the session's campaign folder (:mod:`pytest_agent_eval.campaign.store`), and fills in
+its typed record (:class:`~pytest_agent_eval.campaign.record.ItemRecord`) as it goes. With
 ``--agent-eval-resume`` an item the campaign already completed is not run again: :func:`agent_result`
 re-scores its saved segments, and nothing below it (provisioning, index, agent) is even set up.
 """
@@ -21,7 +22,6 @@ from __future__ import annotations
 
 import json
 import os
-import re
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass
@@ -31,8 +31,10 @@ from typing import Any, TypeVar
 
 import pytest
 
-from pytest_agent_eval.config import AgentEvalConfig, Arm
-from pytest_agent_eval.corpus import CorpusEntry
+from pytest_agent_eval.campaign.record import ItemRecord
+from pytest_agent_eval.campaign.store import Campaign
+from pytest_agent_eval.cases import EvalCase
+from pytest_agent_eval.config import AgentEvalConfig
 from pytest_agent_eval.harness.drivers import AgentInfraError, agent_environment, warm_mcp_server
 from pytest_agent_eval.harness.drivers.headless import (
     STALL_S_REAL_API,
@@ -44,39 +46,19 @@ from pytest_agent_eval.harness.drivers.headless import (
 )
 from pytest_agent_eval.harness.drivers.tmux import TmuxOptions, run_tmux
 from pytest_agent_eval.harness.failures import FailureMemo
+from pytest_agent_eval.metrics.figures import figures_of
 from pytest_agent_eval.report import gates
-from pytest_agent_eval.report.store import Campaign
+from pytest_agent_eval.report.blocks import render_scorecard
+from pytest_agent_eval.session import EvalSession, new_record
 from pytest_agent_eval.tool import CODEGRAPH
-from pytest_agent_eval.transcript import segment_files
 
 CONFIG_KEY = pytest.StashKey[AgentEvalConfig]()
-SESSION_KEY = pytest.StashKey[str]()  # this session's id: made by the controller, handed to xdist workers
-RECORD_KEY = pytest.StashKey[dict]()
+SESSION_KEY = pytest.StashKey[EvalSession]()
+RECORD_KEY = pytest.StashKey[ItemRecord]()
+FAILURES_KEY = pytest.StashKey[FailureMemo]()  # this session's provisioning failures, shared with xdist workers
 ITEM_ID_KEY = pytest.StashKey[str]()
-_LATER_SEGMENT = re.compile(r"\.t\d+\.jsonl$")
-
-# Every agent process gets these on top of the isolated HOME/TMPDIR: no prompt hook feeding the without-arm,
-# no daemon outliving the run, no telemetry or update traffic, no deferred tool loading hiding schemas.
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class EvalCase:
-    """One item: a corpus entry, an arm, a run number, and the turns it asks."""
-
-    entry: CorpusEntry
-    arm: Arm
-    run: int
-    questions: tuple[str, ...]
-    driver: str = "headless"
-
-    @property
-    def id(self) -> str:
-        """``express-with-1`` (``express-with-tmux-1`` when driven in tmux); a pinned arm writes ``@`` as ``:``
-        (``express-with:1.6.0-1``), because ``pytest -k`` cannot parse ``@`` and can parse ``-k "with:1.6.0"``."""
-        driver = "" if self.driver == "headless" else f"-{self.driver}"
-        return f"{self.entry.name}-{self.arm.label.replace('@', ':')}{driver}-{self.run}"
 
 
 @dataclass(frozen=True)
@@ -108,10 +90,11 @@ class AgentResult:
     blocks: str
 
 
-def record_of(node: pytest.Item) -> dict:
-    """The plain-data record of an item that the plugin ships to the controller."""
+def record_of(node: pytest.Item) -> ItemRecord:
+    """The item's record, made on first use; the fixtures fill it in, the plugin finishes and ships it."""
     if RECORD_KEY not in node.stash:
-        node.stash[RECORD_KEY] = {}
+        case = node.callspec.params["agent_case"]  # type: ignore[attr-defined]
+        node.stash[RECORD_KEY] = new_record(case, item_id(node, case), node.nodeid, node.config.stash[CONFIG_KEY])
     return node.stash[RECORD_KEY]
 
 
@@ -135,34 +118,25 @@ def set_aside(folder: Path) -> Path | None:
     return target
 
 
-def provenance(repo: Path, tool: Any, claude: Any, offline: bool) -> dict[str, Any]:
+def provenance(record: ItemRecord, repo: Path, tool: Any, claude: Any, offline: bool) -> None:
     """Where the item's code under test and tools came from (see :func:`pytest_agent_eval.harness.repos.
     fetched_source` and :class:`pytest_agent_eval.harness.provision.Provisioned`), and what to warn about."""
     from pytest_agent_eval.harness.provenance import git_state
     from pytest_agent_eval.harness.repos import fallback_warning, fetched_source
 
     # A repository the harness did not fetch (a test's own folder) is described as a local path.
-    source = fetched_source(repo) or {"kind": "local", "path": str(repo), "git_state": git_state(repo)}
+    record.source = fetched_source(repo) or {"kind": "local", "path": str(repo), "git_state": git_state(repo)}
+    record.tool_provision = dict(getattr(tool, "origin", None) or {})
+    record.claude_provision = dict(getattr(claude, "origin", None) or {})
     fallback = fallback_warning(repo, offline)
-    return {
-        "source": source,
-        "tool_provision": dict(getattr(tool, "origin", None) or {}),
-        "claude_provision": dict(getattr(claude, "origin", None) or {}),
-        "warnings": [fallback] if fallback else [],
-    }
+    record.warnings = [fallback] if fallback else []
 
 
-def note_driver(record: dict, run: RunRecord) -> None:
+def note_driver(record: ItemRecord, run: RunRecord) -> None:
     """Put the driver's record on the item's, with ``stalled`` up front: a stalled turn's time is no
     measurement of the agent, so whatever compares times must see it without digging."""
-    record["driver"] = run.to_dict()
-    record["stalled"] = bool(run.stalled_turns)
-
-
-def item_segments(folder: Path) -> list[Path]:
-    """The segments in an item folder, in turn order (a run that died early may have none)."""
-    firsts = sorted(p for p in folder.glob("run-*.jsonl") if not _LATER_SEGMENT.search(p.name))
-    return segment_files(firsts[0]) if firsts else []
+    record.driver = run.to_dict()
+    record.stalled = bool(run.stalled_turns)
 
 
 def _step(what: str, action: Callable[[], T]) -> T:
@@ -181,51 +155,6 @@ def _memo(memo: dict, key: Any, make: Callable[[], T]) -> T:
     return memo[key]
 
 
-# -- the campaign ---------------------------------------------------------------------------------------------
-def campaign_config(cfg: AgentEvalConfig, entries: list[CorpusEntry]) -> dict[str, Any]:
-    """What the campaign measured, as the manifest keeps it; its hash tells equal campaigns apart."""
-    return {
-        "corpus": str(cfg.corpus),
-        "campaign": cfg.campaign,
-        "entries": [
-            {
-                "name": e.name,
-                "language": e.language,
-                "repo": e.repo,
-                "questions": e.questions[: cfg.turns] if cfg.turns else e.questions,
-            }
-            for e in entries
-        ],
-        "arms": [{"label": a.label, "name": a.name, "tool_spec": cfg.tool_spec(a)} for a in cfg.arms],
-        "runs": cfg.runs,
-        "turns": cfg.turns,
-        "cg_version": cfg.cg_version,
-        "model": cfg.model,
-        "effort": cfg.effort,
-        "max_budget_usd": cfg.max_budget_usd,
-        "agent_timeout": cfg.agent_timeout,
-        "backend": cfg.backend,
-    }
-
-
-def start_campaign(cfg: AgentEvalConfig) -> Campaign:
-    """A new campaign folder under ``--agent-eval-out`` for this session; its path goes into ``cfg``."""
-    from pytest_agent_eval.corpus import CorpusError, load_corpus
-
-    try:
-        entries = select_campaign(load_corpus(cfg.corpus), cfg.campaign)
-    except CorpusError:
-        entries = []  # collection reports the corpus error; the manifest still says what was asked
-    assert cfg.out is not None
-    campaign = Campaign.create(cfg.out, campaign_config(cfg, entries), versions={})
-    cfg.campaign_dir = campaign.path
-    return campaign
-
-
-def select_campaign(entries: list[CorpusEntry], campaign: str | None) -> list[CorpusEntry]:
-    return entries if campaign is None else [e for e in entries if e.campaign == campaign]
-
-
 # -- configuration --------------------------------------------------------------------------------------------
 @pytest.fixture(scope="session")
 def agent_eval_config(request: pytest.FixtureRequest) -> AgentEvalConfig:
@@ -240,41 +169,36 @@ def agent_case(request: pytest.FixtureRequest) -> EvalCase:
 
 
 @pytest.fixture(scope="session")
-def agent_campaign(agent_eval_config: AgentEvalConfig) -> Campaign:
+def agent_campaign(request: pytest.FixtureRequest) -> Campaign:
     """The campaign folder this session writes: new, or the one --agent-eval-resume names."""
-    if agent_eval_config.campaign_dir is None:  # the first item of a session without xdist
-        return start_campaign(agent_eval_config)
-    return Campaign.open(agent_eval_config.campaign_dir)
+    return request.config.stash[SESSION_KEY].item_campaign()
 
 
 @pytest.fixture(scope="session")
-def agent_resumed(agent_eval_config: AgentEvalConfig, agent_campaign: Campaign) -> dict[str, dict]:
+def agent_resumed(request: pytest.FixtureRequest, agent_campaign: Campaign) -> dict[str, ItemRecord]:
     """With --agent-eval-resume: the records of the items the campaign completed, by id (else empty)."""
-    if agent_eval_config.resume is None:
-        return {}
-    done = agent_campaign.complete_ids()
-    return {record["id"]: record for record in agent_campaign.items() if record["id"] in done}
+    return request.config.stash[SESSION_KEY].resumed()
 
 
 @pytest.fixture(scope="session")
-def _agent_eval_memo() -> dict:
+def agent_eval_memo() -> dict:
     """Per-worker memo: provision, fetch and index once per key (the harness also caches on disk, locked)."""
     return {}
 
 
 @pytest.fixture(scope="session")
-def agent_failure_memo(request: pytest.FixtureRequest, agent_eval_config: AgentEvalConfig) -> FailureMemo:
+def agent_failure_memo(request: pytest.FixtureRequest) -> FailureMemo:
     """The provisioning failures of this session, seen by every xdist worker (see
     :mod:`pytest_agent_eval.harness.failures`): a failed clone, install or build is tried once per session."""
-    return FailureMemo(agent_eval_config.cache, request.config.stash[SESSION_KEY])
+    return request.config.stash[FAILURES_KEY]
 
 
 # -- tools, repository, index --------------------------------------------------------------------------------
 @pytest.fixture
 def codegraph(
-    agent_case: EvalCase, agent_eval_config: AgentEvalConfig, _agent_eval_memo: dict, agent_failure_memo: FailureMemo
+    agent_case: EvalCase, agent_eval_config: AgentEvalConfig, agent_eval_memo: dict, agent_failure_memo: FailureMemo
 ) -> Any:
-    """The codegraph build of this item's arm, provisioned once per version."""
+    """The codegraph build of this item's arm, provisioned once per version (and tried once per session)."""
     from pytest_agent_eval.harness.provision import provision_codegraph
 
     spec = agent_eval_config.tool_spec(agent_case.arm)
@@ -282,7 +206,7 @@ def codegraph(
         _step, f"provisioning codegraph {spec}", lambda: provision_codegraph(spec, agent_eval_config.cache)
     )
     return _memo(
-        _agent_eval_memo, ("codegraph", spec), lambda: agent_failure_memo.attempt(f"codegraph {spec}", provision)
+        agent_eval_memo, ("codegraph", spec), lambda: agent_failure_memo.attempt(f"codegraph {spec}", provision)
     )
 
 
@@ -297,15 +221,15 @@ def claude_cli(agent_eval_config: AgentEvalConfig, agent_failure_memo: FailureMe
 
 @pytest.fixture
 def corpus_repo(
-    agent_case: EvalCase, agent_eval_config: AgentEvalConfig, _agent_eval_memo: dict, agent_failure_memo: FailureMemo
+    agent_case: EvalCase, agent_eval_config: AgentEvalConfig, agent_eval_memo: dict, agent_failure_memo: FailureMemo
 ) -> Path:
-    """The entry's repository under ``--agent-eval-corpus-dir``, fetched once."""
+    """The entry's repository under ``--agent-eval-corpus-dir``, fetched once (and tried once per session)."""
     from pytest_agent_eval.harness.repos import fetch_repo
 
     entry, cfg = agent_case.entry, agent_eval_config
     fetch = partial(_step, f"fetching {entry.name}", lambda: fetch_repo(entry, cfg.corpus_dir, offline=cfg.offline))
     key = f"repo {entry.name} {entry.repo} {entry.source} offline={cfg.offline} in {cfg.corpus_dir}"
-    return _memo(_agent_eval_memo, ("repo", entry.name), lambda: agent_failure_memo.attempt(key, fetch))
+    return _memo(agent_eval_memo, ("repo", entry.name), lambda: agent_failure_memo.attempt(key, fetch))
 
 
 @pytest.fixture
@@ -344,7 +268,7 @@ def agent_run_dir(request: pytest.FixtureRequest, agent_case: EvalCase, agent_ca
 
 # -- isolation -----------------------------------------------------------------------------------------------
 @pytest.fixture
-def cli_block(claude_cli: Any, agent_run_dir: Path, tmp_path: Path, _agent_eval_memo: dict) -> CliBlock:
+def cli_block(claude_cli: Any, agent_run_dir: Path, tmp_path: Path, agent_eval_memo: dict) -> CliBlock:
     """PATH without the codegraph CLI + a PreToolUse hook denying it, both probed; the item aborts if not."""
     from pytest_agent_eval.harness.isolation import self_check, shim_path, write_hook_settings
 
@@ -353,7 +277,7 @@ def cli_block(claude_cli: Any, agent_run_dir: Path, tmp_path: Path, _agent_eval_
     path_env = os.pathsep.join([str(Path(claude_cli.bin).parent), os.environ.get("PATH", "")])
     shimmed = shim_path(path_env, cli, tmp_path / "shim")
     settings = write_hook_settings(agent_run_dir / "hook-settings.json", cli)
-    proven: set[str] = _agent_eval_memo.setdefault("proven hooks", set())  # the PATH layer is checked every item
+    proven: set[str] = agent_eval_memo.setdefault("proven hooks", set())  # the PATH layer is checked every item
     _step("CLI block self-check", lambda: self_check(shimmed, settings, cli, ("claude", "node"), proven))
     return CliBlock(path=shimmed, settings=settings)
 
@@ -453,7 +377,7 @@ def codegraph_warm(
     indexed_repo: Path,
     agent_workspace: Any,
     agent_env: dict[str, str],
-    _agent_eval_memo: dict,
+    agent_eval_memo: dict,
 ) -> float | None:
     """Start the MCP server and stop it before the first agent of this build and index, so its cold start
     (node, native modules, the index read from disk) is not measured; later items find it all cached."""
@@ -461,7 +385,7 @@ def codegraph_warm(
         return None
     command = [str(codegraph.bin), "serve", "--mcp", "--path", str(agent_workspace.repo)]
     return _memo(
-        _agent_eval_memo,
+        agent_eval_memo,
         ("warm", str(codegraph.bin), str(indexed_repo)),
         lambda: warm_mcp_server(command, cwd=agent_workspace.repo, env=agent_env),
     )
@@ -475,7 +399,7 @@ def agent_block_proven(
     agent_workspace: Any,
     agent_env: dict[str, str],
     agent_run_dir: Path,
-    _agent_eval_memo: dict,
+    agent_eval_memo: dict,
 ) -> None:
     """Once per worker: a probe session through Claude Code itself, in the sandbox, whose Bash call of the tool
     must come back denied by the hook (see :mod:`pytest_agent_eval.harness.probe`); the item errors if not."""
@@ -492,7 +416,7 @@ def agent_block_proven(
         env=agent_env,
         out_dir=agent_run_dir / "block-probe",
     )
-    _memo(_agent_eval_memo, "block proven", lambda: _step("CLI block probe through Claude Code", probe))
+    _memo(agent_eval_memo, "block proven", lambda: _step("CLI block probe through Claude Code", probe))
 
 
 # -- the run -------------------------------------------------------------------------------------------------
@@ -522,17 +446,15 @@ def agent_run(
     cfg = agent_eval_config
     record = record_of(request.node)
     tool = request.getfixturevalue("codegraph")  # already set up: mcp_config and the index depend on it
+    record.backend = agent_model_server.to_dict()
+    record.run_dir = str(agent_run_dir)
+    record.tool_version = tool.version
+    record.tool_spec = cfg.tool_spec(agent_case.arm)
+    record.claude_version = claude_cli.version
     # The fetched repository under the index; a test that supplies its own indexed_repo has none.
     fetched = "corpus_repo" in request.fixturenames
     repo = request.getfixturevalue("corpus_repo") if fetched else request.getfixturevalue("indexed_repo")
-    record.update(
-        backend=agent_model_server.to_dict(),
-        run_dir=str(agent_run_dir),
-        tool_version=tool.version,
-        tool_spec=cfg.tool_spec(agent_case.arm),
-        claude_version=claude_cli.version,
-        **provenance(repo, tool, claude_cli, cfg.offline),
-    )
+    provenance(record, repo, tool, claude_cli, cfg.offline)
     options = HeadlessOptions(
         claude=str(claude_cli.bin),
         mcp_config=mcp_config,
@@ -548,8 +470,8 @@ def agent_run(
         drive = partial(run_tmux, options=TmuxOptions(run=options))
     else:
         drive = partial(run_headless, options=options)
-    record["mode"] = agent_case.driver
-    attempts: list[dict[str, Any]] = record.setdefault("attempts", [])
+    record.mode = agent_case.driver
+    attempts = record.attempts
     for attempt in range(cfg.retries + 1):
         try:
             run = drive(
@@ -582,7 +504,7 @@ def agent_result(
     request: pytest.FixtureRequest,
     agent_case: EvalCase,
     agent_campaign: Campaign,
-    agent_resumed: dict[str, dict],
+    agent_resumed: dict[str, ItemRecord],
 ) -> AgentResult:
     """The run scored: figures attached to ``user_properties`` (junitxml carries them) and to the report.
 
@@ -592,14 +514,16 @@ def agent_result(
     from pytest_agent_eval.transcript import Session
 
     record = record_of(request.node)
-    done = agent_resumed.get(item_id(request.node, agent_case))
+    done = agent_resumed.get(record.id)
     if done is not None:
-        agent_run = _resumed_run(agent_campaign, done)
+        agent_run = _step("reading the resumed item", lambda: _resumed_run(agent_campaign, done))
         keep = (
             "backend", "tool_version", "tool_spec", "claude_version", "driver", "attempts", "wall_s", "agent_s",
             "stalled", "source", "tool_provision", "claude_provision", "warnings",
         )  # fmt: skip
-        record.update({key: done[key] for key in keep if key in done}, segments=done["segments"], resumed=True)
+        for key in keep:
+            setattr(record, key, getattr(done, key))
+        record.segments, record.resumed = list(done.segments), True
     else:
         agent_run = request.getfixturevalue("agent_run")
     session = _step("reading the transcript", lambda: Session.from_files(agent_run.segments))
@@ -607,26 +531,25 @@ def agent_result(
         raise AgentInfraError(session.infra_error)
     card = score_of(session, CODEGRAPH)  # scored once: the figures and the printed blocks come from one card
     score = card.to_dict()
-    figures = gates.figures(score, wall_s=sum(agent_run.wall_s), tool=CODEGRAPH)
-    blocks = card.render()
+    figures = figures_of(score, has_tool=agent_case.arm.has_tool, wall_s=sum(agent_run.wall_s), tool=CODEGRAPH)
     if done is None:
         (agent_run.segments[0].parent / "score.json").write_text(json.dumps(score, indent=2) + "\n", encoding="utf-8")
     # Known even when the test never calls agent_gate: the campaign tables drop contaminated without-arms.
-    contaminated = not gates.contamination_verdict(score, agent_case.arm.has_tool, CODEGRAPH).passed
-    record.update(figures=figures, scores=score, blocks=blocks, contaminated=contaminated)
+    record.contaminated = not gates.contamination_verdict(score, agent_case.arm.has_tool, CODEGRAPH).passed
+    record.figures, record.scores, record.blocks = figures, score, render_scorecard(card)
     for name, value in figures.items():
         if value is not None:
             request.node.user_properties.append((f"agent_eval.{name}", value))
-    return AgentResult(case=agent_case, run=agent_run, score=score, figures=figures, blocks=blocks)
+    return AgentResult(case=agent_case, run=agent_run, score=score, figures=figures, blocks=record.blocks or "")
 
 
-def _resumed_run(campaign: Campaign, done: dict[str, Any]) -> RunRecord:
+def _resumed_run(campaign: Campaign, done: ItemRecord) -> RunRecord:
     """The driver's record of a completed item, rebuilt from what the campaign saved."""
-    driver = done.get("driver") or {}
+    driver = done.driver or {}
     return RunRecord(
-        label=str(driver.get("label") or done["id"]),
-        segments=[campaign.resolve(s) for s in done["segments"]],
-        wall_s=list(driver.get("wall_s") or [done.get("agent_s") or 0.0]),
+        label=str(driver.get("label") or done.id),
+        segments=campaign.segments(done),
+        wall_s=list(driver.get("wall_s") or [done.agent_s or 0.0]),
         exit_codes=list(driver.get("exit_codes") or []),
         hung_after_result=list(driver.get("hung_after_result") or []),
         session_id=driver.get("session_id"),
@@ -659,9 +582,9 @@ def agent_gate(request: pytest.FixtureRequest, agent_thresholds: gates.Threshold
             tool=CODEGRAPH,
         )
         record = record_of(request.node)
-        record["gates"] = [v.to_dict() for v in verdicts]
-        record["contaminated"] = not verdicts[0].passed
-        request.node.user_properties.append(("agent_eval.contaminated", record["contaminated"]))
+        record.gates = [v.to_dict() for v in verdicts]
+        record.contaminated = not verdicts[0].passed
+        request.node.user_properties.append(("agent_eval.contaminated", record.contaminated))
         message = gates.failure_message(verdicts, case.entry.name, case.arm.label)
         if message:
             pytest.fail(message, pytrace=False)

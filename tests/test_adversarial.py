@@ -131,15 +131,12 @@ def test_with_the_sandbox_switched_off_an_attack_gets_through(real_tools: RealTo
     attacks = _attacks(record)
     leaked = {attacks.get(k, k) for k in _leaks(record)}
     print("leaked without the sandbox:", sorted(leaked))
-    # the routes text matching cannot see reach the installed tool when only the hook and the PATH shim stand
+    # the routes no command matcher can see reach the installed tool when only the hook and the PATH shim stand
+    # (the matcher denies the quoted, globbed, linked, interpreted and split-variable calls by itself)
     hidden_from_text_matching = {
-        "attack: glob",
-        "attack: symlink",
-        "attack: python subprocess",
-        "attack: perl subprocess",
         "attack: base64 piped to sh",
-        "attack: split variables",
         "attack: sqlite3 on the cached index",
+        "attack: hunt for an index",
     }
     assert hidden_from_text_matching <= leaked
     # the gate judges from what the agent saw: the item fails, naming a leaking call and the fingerprint it carried

@@ -323,7 +323,8 @@ def test_envelope_view_lists_each_call_s_sections():
 
 
 def test_to_dict_shape():
-    d = allocation(seed_session()).to_dict()
+    session = seed_session()
+    d = allocation(session).to_dict()
     assert d["efficiency"] == pytest.approx(17465 / 21319)
     assert d["path_efficiency"] == pytest.approx(13843 / 21319)
     assert (d["used_chars"], d["envelope_chars"], d["path_used_chars"]) == (17465, 21319, 13843)
@@ -337,6 +338,7 @@ def test_to_dict_shape():
     }
     assert d["calls"][0] == {
         "index": 1,
+        "call": session.calls[0].id,  # the explore call's tool_use id: reports join on it
         "query": "q1",
         "efficiency": pytest.approx(10121 / 12048),
         "path_efficiency": pytest.approx(10121 / 12048),

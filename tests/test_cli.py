@@ -57,7 +57,7 @@ def test_json_has_every_documented_key(tmp_path, capsys):
         "turns",
     ):
         assert key in occ
-    assert set(occ["residual"]) == {"codegraph", "read", "search", "bash", "other"}
+    assert set(occ["residual"]) == {"tool", "read", "search", "bash", "other"}
     assert set(data["sufficiency"]["counts"]) == {
         "explore_again",
         "read_returned",

@@ -5,11 +5,14 @@ import pytest
 from synth import Transcript, explore_response
 
 from pytest_agent_eval.cli import main
-from pytest_agent_eval.report.compare import Rule, compare, medians, parse_compare_fail, render_comparison
+from pytest_agent_eval.config import OptionError, Rule
+from pytest_agent_eval.config import parse_rules as parse_compare_fail
+from pytest_agent_eval.report.compare import compare, medians, render_comparison
 from pytest_agent_eval.score import score_session
 
 EXPLORE = "mcp__codegraph__codegraph_explore"
-RULES = "allocation:-5pt,sufficient:-10pt,residual:+20%"
+RULES = "allocation:-5pt,sufficient_share:-10pt,residual_tokens:+20%"
+OLD_RULES = "allocation:-5pt,sufficient:-10pt,residual:+20%"  # the spellings before the figure catalogue
 
 
 def with_run(run: int, cite: bool = True, scale: int = 1, again: bool = False, entry: str = "express") -> dict:
@@ -67,12 +70,13 @@ def test_parse_compare_fail_reads_points_percent_and_direction():
     rules = parse_compare_fail("allocation:-5pt, sufficient:-10pt,residual:+20%,tokens:15%,allocation:2.5pt")
     assert rules == [
         Rule("allocation", 5.0, "pt", -1),
-        Rule("sufficient", 10.0, "pt", -1),
-        Rule("residual", 20.0, "%", 1),
-        Rule("tokens", 15.0, "%", 1),  # no sign: the metric's bad direction (more tokens)
+        Rule("sufficient_share", 10.0, "pt", -1),
+        Rule("residual_tokens", 20.0, "%", 1),
+        Rule("tokens_processed", 15.0, "%", 1),  # no sign: the metric's bad direction (more tokens)
         Rule("allocation", 2.5, "pt", -1),  # no sign: less allocation is worse
     ]
-    assert str(rules[2]) == "residual:+20%"
+    assert str(rules[2]) == "residual_tokens:+20%"
+    assert parse_compare_fail(OLD_RULES) == parse_compare_fail(RULES)
 
 
 @pytest.mark.parametrize(
@@ -80,14 +84,14 @@ def test_parse_compare_fail_reads_points_percent_and_direction():
     [
         ("allocation:-5", "cannot read 'allocation:-5'"),
         ("allocation:-5pt,bogus:+5%", "unknown metric in 'bogus:+5%'"),
-        ("residual:+20pt", "'residual:+20pt': residual is not a share"),
+        ("residual:+20pt", "'residual:+20pt': residual_tokens is not a share"),
         ("allocation=-5pt", "cannot read 'allocation=-5pt'"),
         ("sufficient:-ten%", "cannot read 'sufficient:-ten%'"),
         (" , ", "no rule"),
     ],
 )
 def test_parse_compare_fail_names_the_bad_token(text, fragment):
-    with pytest.raises(ValueError, match="--compare-fail") as info:
+    with pytest.raises(OptionError) as info:
         parse_compare_fail(text)
     assert fragment in str(info.value)
 
@@ -104,8 +108,8 @@ def test_medians_per_entry_and_arm_skip_errored_runs():
     cited = runs[0]["scores"]["allocation"]["efficiency"]
     assert figures["express", "with"]["n"] == 3
     assert figures["express", "with"]["allocation"] == pytest.approx(cited)  # median of (e, 0, e)
-    assert figures["express", "with"]["sufficient"] == 1.0
-    assert figures["express", "with"]["residual"] == runs[0]["scores"]["occupancy"]["residual"]["codegraph"]
+    assert figures["express", "with"]["sufficient_share"] == 1.0
+    assert figures["express", "with"]["residual_tokens"] == runs[0]["scores"]["occupancy"]["residual"]["tool"]
 
 
 def test_compare_flags_exactly_the_allocation_drop():
@@ -122,26 +126,26 @@ def test_compare_flags_exactly_the_allocation_drop():
 def test_compare_flags_exactly_the_residual_rise():
     current = [with_run(1, scale=3), with_run(2, scale=3), without_run(1), without_run(2)]
     rows = compare(baseline(), current, parse_compare_fail(RULES))
-    assert failed(rows) == [("express", "with", "residual")]
-    residual = next(r for r in rows if r.metric == "residual" and r.arm == "with")
+    assert failed(rows) == [("express", "with", "residual_tokens")]
+    residual = next(r for r in rows if r.metric == "residual_tokens" and r.arm == "with")
     assert residual.change == pytest.approx((residual.after / residual.before - 1) * 100)
     assert residual.change > 100
 
 
 def test_without_arm_residual_is_file_access():
     current = [with_run(1), with_run(2), without_run(1, lines=300), without_run(2, lines=300)]
-    rows = compare(baseline(), current, parse_compare_fail("residual:+20%"))
-    assert failed(rows) == [("express", "without", "residual")]
-    row = next(r for r in rows if r.arm == "without" and r.metric == "residual")
+    rows = compare(baseline(), current, parse_compare_fail("residual_tokens:+20%"))
+    assert failed(rows) == [("express", "without", "residual_tokens")]
+    row = next(r for r in rows if r.arm == "without" and r.metric == "residual_tokens")
     assert row.before == baseline()[2]["scores"]["occupancy"]["file_access"]
 
 
 def test_compare_flags_a_sufficiency_drop_and_respects_thresholds():
     current = [with_run(1, again=True), with_run(2, again=True), without_run(1), without_run(2)]
-    rows = compare(baseline(), current, parse_compare_fail("sufficient:-10pt,explore_again:+60pt"))
+    rows = compare(baseline(), current, parse_compare_fail("sufficient_share:-10pt,explore_again_share:+60pt"))
     # 100% → 50% sufficient is -50pt (fails); explore again 0% → 50% is +50pt, under its 60pt threshold.
-    assert failed(rows) == [("express", "with", "sufficient")]
-    again = next(r for r in rows if r.metric == "explore_again")
+    assert failed(rows) == [("express", "with", "sufficient_share")]
+    again = next(r for r in rows if r.metric == "explore_again_share")
     assert (again.before, again.after, again.change) == (0.0, 0.5, 50.0)
     assert not again.failed
 
@@ -151,12 +155,19 @@ def test_no_change_and_no_rules_never_fail():
     assert failed(rows) == []
     assert {r.change for r in rows if r.rule} == {0.0}
     plain = compare(baseline(), baseline())
-    assert {r.metric for r in plain} == {"allocation", "sufficient", "explore_again", "residual", "tokens", "cost"}
+    assert {r.metric for r in plain} == {
+        "allocation",
+        "sufficient_share",
+        "explore_again_share",
+        "residual_tokens",
+        "tokens_processed",
+        "cost_usd",
+    }
     assert not any(r.failed for r in plain)
 
 
 def test_relative_change_from_zero():
-    rule = Rule("cost", 10, "%", 1)
+    rule = Rule("cost_usd", 10, "%", 1)
     assert rule.change(0, 0) == 0
     assert rule.change(0, 0.5) == math.inf
     assert rule.fails(rule.change(0, 0.5))
@@ -196,6 +207,8 @@ def test_cli_compare_exit_codes(tmp_path, capsys):
     assert main(["compare", base, worse]) == 0  # no rules: a report, never a failure
     capsys.readouterr()
     assert main(["compare", base, worse, "--compare-fail", RULES]) == 1
+    assert "FAILED allocation:-5pt" in capsys.readouterr().out
+    assert main(["compare", base, worse, "--compare-fail", OLD_RULES]) == 1  # old spellings still read
     assert "FAILED allocation:-5pt" in capsys.readouterr().out
 
 

@@ -31,8 +31,8 @@ from pytest_agent_eval.transcript import Session
 
 REPO = Path(__file__).resolve().parents[1]
 HANG_TIMEOUT_S = 20  # --agent-eval-timeout for the hang: several times a normal turn (~3 s), far below the API's 600 s
-# Figures each metric and the contamination gate put in a record (see pytest_agent_eval.report.gates.FIGURES).
-OCCUPANCY = ("ctx_final", "codegraph_residual", "file_access_residual", "residual_tokens", "residual_share")
+# Figures each metric and the contamination gate put in a record (see pytest_agent_eval.metrics.figures).
+OCCUPANCY = ("ctx_final", "tool_residual", "file_access_residual", "residual_tokens", "residual_share")
 SUFFICIENCY = ("explore_calls", "explore_again_share", "read_returned_share", "sufficient_share")
 ALLOCATION = ("allocation", "path_allocation")
 CONTAMINATION = ("leaks", "cli_calls", "cli_blocked")
@@ -142,8 +142,8 @@ def test_both_arms_two_runs_three_turns_under_xdist(real_tools: RealTools, tag: 
             assert paths and all(p.startswith("lib/") for p in paths)
             assert all(f"**`{p}`**" in call.result.text for p in paths)
         figures = with_arm["figures"]
-        assert figures["codegraph_calls"] == 3 and figures["explore_calls"] == 3 and figures["allocation"] == 1.0
-        assert figures["codegraph_residual"] > 0 and figures["sufficient_share"] is not None
+        assert figures["retrieval_calls"] == 3 and figures["explore_calls"] == 3 and figures["allocation"] == 1.0
+        assert figures["tool_residual"] > 0 and figures["sufficient_share"] is not None
         # the without-arm tried the codegraph CLI once per turn; the hook denied it and nothing came back
         session = _session(without)
         bash = [c for c in session.calls if c.name == "Bash"]
@@ -155,7 +155,7 @@ def test_both_arms_two_runs_three_turns_under_xdist(real_tools: RealTools, tag: 
         assert not _explores(session)
         figures = without["figures"]
         assert (figures["cli_calls"], figures["cli_blocked"], figures["leaks"]) == (3, 3, 0)
-        assert figures["codegraph_calls"] == 0 and figures["allocation"] is None
+        assert figures["retrieval_calls"] == 0 and figures["allocation"] is None
 
     # the placeholder key went to the CLI's environment only: no transcript, record, config or HOME holds it
     for path in tmp_path.rglob("*"):
@@ -200,7 +200,7 @@ def test_a_hanging_model_is_an_infrastructure_error_with_the_partial_transcript_
         f"turn 1: claude timed out after {HANG_TIMEOUT_S}s without a result event (partial segment kept: {segment})"
     )
     assert f"agent-eval infrastructure error in express-with-1: {message}" in done.stdout
-    assert record["outcome"] == "error" and record["infra_error"].startswith(message) and "figures" not in record
+    assert record["outcome"] == "error" and record["infra_error"].startswith(message) and not record["figures"]
     hits = json.loads((segment.parent / "model-hits.json").read_text())
     assert hits == [[200, None], [0, "hang"]]  # 0: never answered
     # what happened before the hang is on disk: the init, the explore call and its real answer, no result
@@ -238,7 +238,7 @@ def test_a_single_500_is_retried_and_a_persistent_500_is_an_infrastructure_error
     records = summary(out)
 
     retried = records["express-with-1"]
-    assert retried["outcome"] == "passed" and retried["figures"]["codegraph_calls"] == 1
+    assert retried["outcome"] == "passed" and retried["figures"]["retrieval_calls"] == 1
     statuses = [h[0] for h in json.loads((Path(retried["run_dir"]) / "model-hits.json").read_text())]
     assert statuses[:2] == [500, 200] and 500 not in statuses[1:]
     events = [json.loads(line) for line in Path(retried["driver"]["segments"][0]).read_text().splitlines()]
@@ -246,7 +246,7 @@ def test_a_single_500_is_retried_and_a_persistent_500_is_an_infrastructure_error
     assert [(r["attempt"], r["error_status"]) for r in retries] == [(1, 500)]
 
     failed = records["express-with-2"]
-    assert failed["outcome"] == "error" and "figures" not in failed
+    assert failed["outcome"] == "error" and not failed["figures"]  # no figures: not scored
     assert "API error" in failed["infra_error"] and "server_error" in failed["infra_error"]  # the API's 500 type
     assert f"agent-eval infrastructure error in express-with-2: {failed['infra_error']}" in done.stdout
     assert failed["infra_error"].startswith("turn 1: API error") and failed["driver"]["api_retries"] == [1]
@@ -293,6 +293,6 @@ def test_a_cassette_replays_a_recorded_run_against_the_same_codegraph(
     assert len(recorded_texts) == 3 and all(file_sections(t) for t in recorded_texts)
     assert replayed_texts == recorded_texts  # the same codegraph on the same index answers byte for byte
     assert after.answer_texts() == before.answer_texts()
-    chars = [r["scores"]["occupancy"]["residual_chars"]["codegraph"] for r in (recorded, replayed)]
+    chars = [r["scores"]["occupancy"]["residual_chars"]["tool"] for r in (recorded, replayed)]
     assert chars[0] == chars[1] > 0
     assert leftovers(tag, tmp_path) == []

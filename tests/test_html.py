@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from synth import Transcript, explore_response
 
+from pytest_agent_eval.campaign.store import Campaign
 from pytest_agent_eval.report.html import backend_note, render_html, write_html
-from pytest_agent_eval.report.store import Campaign
 from pytest_agent_eval.score import score_session
 from pytest_agent_eval.transcript import Session
 
@@ -110,23 +110,23 @@ def test_report_layout_tables_and_warnings(campaign):
     assert express_with[2] == "<td>2</td>"
     assert "small-n" in rows[2][2]  # gin · with scored one run (the other errored)
     # express · with: run 1 moved on, run 2 read a file it was given → sufficient median 50% over [0%–100%].
-    assert "<td>50.0% [0.0%–100.0%]</td>" in express_with[3]
-    assert "<td>12.3s [12.3s–12.3s]</td>" in express_with[3]
+    assert '<td data-figure="sufficient_share">50.0% [0.0%–100.0%]</td>' in express_with[3]
+    assert '<td data-figure="duration_s">11.0s [11.0s–11.0s]</td>' in express_with[3]  # the agent's time
 
 
 def test_paired_differences_with_bootstrap_interval(campaign):
     records = campaign.items()
     page = render_html(records, "t", "note", campaign.path)
-    paired = re.search(r'<table class="figures paired">(.*?)</table>', page, re.S).group(1)
+    paired = re.search(r'<table class="figures paired"[^>]*>(.*?)</table>', page, re.S).group(1)
     rows = dict(re.findall(r"<tr><td>(\w+)</td>(.*?)</tr>", paired))
-    by_id = {r["id"]: r["scores"] for r in records if r.get("scores")}
+    by_id = {r.id: r.scores for r in records if r.scores}
     diffs = [
-        by_id[f"express-with-{run}"]["occupancy"]["residual"]["codegraph"]
+        by_id[f"express-with-{run}"]["occupancy"]["residual"]["tool"]
         - by_id[f"express-without-{run}"]["occupancy"]["file_access"]
         for run in (1, 2)
     ]
     assert diffs[0] == diffs[1] > 0  # both runs gave the same response: the interval is that one value
-    assert rows["express"].startswith(f"<td>+{diffs[0]} [+{diffs[0]}, +{diffs[0]}]</td>")
+    assert rows["express"].startswith(f'<td data-figure="residual_tokens">+{diffs[0]} [+{diffs[0]}, +{diffs[0]}]</td>')
     # gin has one pair: no interval, the n=1 warning instead.
     assert rows["gin"].count("1 pair(s) ⚠") == 3
 

@@ -27,8 +27,8 @@ from test_plugin import (
     without_contaminated,
 )
 
-from pytest_agent_eval.report import tables
-from pytest_agent_eval.report.store import config_hash
+from pytest_agent_eval.campaign.store import config_hash
+from pytest_agent_eval.report import terminal as tables
 
 pytestmark = pytest.mark.slow  # pytester sessions, several in subprocesses, that run the stand-in claude
 
@@ -82,7 +82,7 @@ def test_each_session_writes_a_new_campaign_and_never_touches_an_old_one(project
     assert record["segments"] == ["items/express-with-1/run-with-1.jsonl"]
     assert (first / record["segments"][0]).read_text() == scripted(project, "with", Q_EXPRESS)
     assert record["scores"]["sufficiency"]["counts"]["sufficient"] == 1
-    assert record["figures"]["codegraph_calls"] == 1
+    assert record["figures"]["retrieval_calls"] == 1
     assert 0 < record["agent_s"] <= record["wall_s"]
     assert "blocks" not in record  # terminal text, re-derived from the segments
 
@@ -128,7 +128,7 @@ def test_resume_rescores_complete_items_and_runs_the_rest(project):
     assert project.campaigns() == [campaign]  # no new folder
     # the re-scored runs went through the same gates
     result.stdout.fnmatch_lines(["*FAILED evals/test_ab.py::test_ab[[]express-with-1]*"])
-    result.stdout.fnmatch_lines(["*codegraph_calls 1 is above the maximum 0*"])
+    result.stdout.fnmatch_lines(["*retrieval_calls 1 is above the maximum 0*"])
     result.stdout.fnmatch_lines(["*2 re-scored from the resumed campaign, not re-run*"])
     out = result.stdout.str()
     assert "with (n=2)" in out and "without (n=2)" in out  # the tables include them
@@ -419,8 +419,7 @@ def test_campaign_naming_no_entry_is_a_collection_error(project):
 
 def test_contaminated_runs_move_the_campaign_medians_only_when_included():
     def record(arm: str, run: int, residual: int, contaminated: bool = False) -> dict:
-        key = "codegraph_residual" if arm == "with" else "file_access_residual"
-        figures = {key: residual, "ctx_final": 50_000, "turns": 3}
+        figures = {"residual_tokens": residual, "ctx_final": 50_000, "turns": 3}
         return {
             "entry": "gin",
             "arm": arm,
@@ -431,8 +430,8 @@ def test_contaminated_runs_move_the_campaign_medians_only_when_included():
         }
 
     records = [record("with", 1, 16_000), record("without", 1, 2_000, True), record("without", 2, 8_000)]
-    assert "16k→8k  (+100%)" in tables.campaign_table(records)
-    assert "16k→5k  (+220%)" in tables.campaign_table(records, include_contaminated=True)
+    assert "16.0k→8.0k  (+100%)" in tables.campaign_table(records)
+    assert "16.0k→5.0k  (+220%)" in tables.campaign_table(records, include_contaminated=True)
 
 
 # -- statistics in the tables --------------------------------------------------------------------------------

@@ -4,9 +4,10 @@ from pathlib import Path
 import pytest
 from synth import Transcript, explore_response
 
+from pytest_agent_eval.campaign.rescore import find_sessions, parse_label, rescore
+from pytest_agent_eval.campaign.store import Campaign, load_records
 from pytest_agent_eval.cli import main
-from pytest_agent_eval.report.store import Campaign, load_records
-from pytest_agent_eval.rescore import find_sessions, parse_label, render_rescore, rescore
+from pytest_agent_eval.report.terminal import render_rescore
 from pytest_agent_eval.score import score_session
 from pytest_agent_eval.transcript import Session
 
@@ -97,7 +98,7 @@ def test_parse_label(label, entry, arm, run):
 
 
 def test_rescore_a_harness_folder(harness_folder):
-    records = {r["id"]: r for r in rescore(harness_folder)}
+    records = {r.id: r for r in rescore(harness_folder)}
     assert list(records) == [
         "excalidraw/run-with-2",
         "run-express-with-1",
@@ -105,27 +106,27 @@ def test_rescore_a_harness_folder(harness_folder):
         "run-headless-with",
     ]
     two_turns = records["run-express-with-1"]
-    assert (two_turns["entry"], two_turns["arm"], two_turns["run"]) == ("express", "with", 1)
-    assert two_turns["segments"] == ["run-express-with-1.jsonl", "run-express-with-1.t2.jsonl"]
-    assert two_turns["outcome"] == "passed"
+    assert (two_turns.entry, two_turns.arm, two_turns.run) == ("express", "with", 1)
+    assert two_turns.segments == ["run-express-with-1.jsonl", "run-express-with-1.t2.jsonl"]
+    assert two_turns.outcome == "passed"
     # Both turns are one session: turn 1's explore was followed by a Read of a file it returned, turn 2's by the answer.
-    counts = two_turns["scores"]["sufficiency"]["counts"]
+    counts = two_turns.scores["sufficiency"]["counts"]
     assert counts == {"explore_again": 0, "read_returned": 1, "read_missed": 0, "search": 0, "sufficient": 1}
-    assert two_turns["scores"]["results"] == 2
-    expected = score_session(Session.from_files([harness_folder / s for s in two_turns["segments"]]))
-    assert two_turns["scores"] == expected
-    assert (records["excalidraw/run-with-2"]["entry"], records["excalidraw/run-with-2"]["run"]) == ("excalidraw", 2)
-    assert records["run-express-without-1"]["arm"] == "without"
-    assert records["run-express-without-1"]["scores"]["sufficiency"]["answered"] == 0
+    assert two_turns.scores["results"] == 2
+    expected = score_session(Session.from_files([harness_folder / s for s in two_turns.segments]))
+    assert two_turns.scores == expected
+    assert (records["excalidraw/run-with-2"].entry, records["excalidraw/run-with-2"].run) == ("excalidraw", 2)
+    assert records["run-express-without-1"].arm == "without"
+    assert records["run-express-without-1"].scores["sufficiency"]["answered"] == 0
     headless = records["run-headless-with"]
-    assert (headless["entry"], headless["arm"], headless["run"]) == ("run-headless-with", "with", None)
+    assert (headless.entry, headless.arm, headless.run) == ("run-headless-with", "with", None)
 
 
 def test_rescore_marks_infrastructure_errors(tmp_path):
     rate_limited(tmp_path / "run-bustub-with-1.jsonl")
     (record,) = rescore(tmp_path)
-    assert record["outcome"] == "error"
-    assert "rate_limit" in record["error"]
+    assert record.outcome == "error"
+    assert "rate_limit" in record.error
 
 
 def test_rescore_a_campaign_replaces_scores_and_keeps_the_record(tmp_path):
@@ -158,11 +159,11 @@ def test_rescore_a_campaign_replaces_scores_and_keeps_the_record(tmp_path):
         ["run-gone.jsonl"],
     ]
     fresh, gone = rescore(campaign.path)
-    assert fresh["scores"] == score_session(Session.from_files([first]))
-    assert (fresh["outcome"], fresh["tool_version"], fresh["segments"]) == ("failed", "1.6.1", stale["segments"])
-    assert gone["outcome"] == "error"
-    assert "run-gone.jsonl" in gone["error"]
-    assert gone["scores"] is None
+    assert fresh.scores == score_session(Session.from_files([first]))
+    assert (fresh.outcome, fresh.tool_version, fresh.segments) == ("failed", "1.6.1", stale["segments"])
+    assert gone.outcome == "error"
+    assert "run-gone.jsonl" in gone.error
+    assert gone.scores is None
 
 
 def test_render_rescore_table_and_pooled_buckets(harness_folder):
@@ -186,7 +187,7 @@ def test_cli_rescore(harness_folder, tmp_path, capsys):
     out_file = tmp_path / "rescored.json"
     assert main(["rescore", str(harness_folder), "--json", "--out", str(out_file)]) == 0
     printed = json.loads(capsys.readouterr().out)
-    assert [r["id"] for r in printed] == [r["id"] for r in load_records(out_file)]
+    assert [r["id"] for r in printed] == [r.id for r in load_records(out_file)]
     # A rescored folder is a baseline compare can read.
     assert main(["compare", str(out_file), str(out_file), "--compare-fail", "allocation:-5pt"]) == 0
 

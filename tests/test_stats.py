@@ -5,15 +5,8 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_agent_eval.report.stats import (
-    bootstrap_ci,
-    median_range,
-    paired_differences,
-    percent,
-    seconds,
-    small_n_warning,
-    tokens,
-)
+from pytest_agent_eval.report.format import median_range, percent, seconds, tokens
+from pytest_agent_eval.report.stats import bootstrap_ci, paired_differences, small_n_warning
 
 
 def test_median_range_formats_median_and_extremes():

@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 from synth import Transcript
 
-from pytest_agent_eval.report import store
-from pytest_agent_eval.report.store import Campaign, StoreError, config_hash, load_records
+from pytest_agent_eval.campaign import store
+from pytest_agent_eval.campaign.store import Campaign, StoreError, config_hash, load_records
 
 CONFIG = {"backend": "scripted", "corpus": ["express"], "runs": 2, "versions": {"codegraph": "1.6.1"}}
 
@@ -82,8 +82,8 @@ def test_last_record_per_id_wins_in_the_order_items_first_ran(tmp_path):
     # A line torn by a crash mid-write is stepped over, not fatal.
     with (campaign.path / "items.jsonl").open("a") as handle:
         handle.write('{"id": "c", "outcome": "pa')
-    assert [(r["id"], r["outcome"]) for r in campaign.items()] == [("a", "passed"), ("b", "passed")]
-    with pytest.raises(ValueError, match="'id'"):
+    assert [(r.id, r.outcome) for r in campaign.items()] == [("a", "passed"), ("b", "passed")]
+    with pytest.raises(ValueError, match="id: expected a non-empty string"):
         campaign.record({"outcome": "passed"})
 
 
@@ -93,7 +93,7 @@ def test_two_processes_recording_at_once_lose_nothing(tmp_path):
     worker = textwrap.dedent(
         """
         import sys
-        from pytest_agent_eval.report.store import Campaign
+        from pytest_agent_eval.campaign.store import Campaign
         campaign = Campaign.open(sys.argv[1])
         for i in range(60):
             campaign.record({"id": f"{sys.argv[2]}-{i}", "outcome": "passed", "pad": sys.argv[2] * 40_000})
@@ -110,7 +110,7 @@ def test_two_processes_recording_at_once_lose_nothing(tmp_path):
     assert len(lines) == 120
     records = [json.loads(line) for line in lines]  # every line is whole JSON
     assert all(r["pad"] == r["id"][0] * 40_000 for r in records)
-    assert {r["id"] for r in campaign.items()} == {f"{n}-{i}" for n in "pq" for i in range(60)}
+    assert {r.id for r in campaign.items()} == {f"{n}-{i}" for n in "pq" for i in range(60)}
 
 
 def test_complete_ids_for_resume(tmp_path):
@@ -149,17 +149,17 @@ def test_load_records_from_every_source(tmp_path):
     campaign = Campaign.create(tmp_path / "out", CONFIG)
     campaign.record({"id": "a", "entry": "express", "outcome": "passed"})
     campaign.record({"id": "a", "entry": "express", "outcome": "failed"})
-    assert [r["outcome"] for r in load_records(campaign.path)] == ["failed"]
-    assert [r["outcome"] for r in load_records(campaign.path / "items.jsonl")] == ["failed"]
+    assert [r.outcome for r in load_records(campaign.path)] == ["failed"]
+    assert [r.outcome for r in load_records(campaign.path / "items.jsonl")] == ["failed"]
     summary = tmp_path / "summary.json"
     summary.write_text(json.dumps({"meta": {}, "items": [{"id": "x"}, {"id": "y"}]}))
-    assert [r["id"] for r in load_records(summary)] == ["x", "y"]
+    assert [r.id for r in load_records(summary)] == ["x", "y"]
     plugin_summary = tmp_path / "plugin-summary.json"
     plugin_summary.write_text(json.dumps({"records": [{"id": "z"}]}))
-    assert [r["id"] for r in load_records(plugin_summary)] == ["z"]
+    assert [r.id for r in load_records(plugin_summary)] == ["z"]
     listed = tmp_path / "list.json"
     listed.write_text(json.dumps([{"id": "w"}]))
-    assert [r["id"] for r in load_records(listed)] == ["w"]
+    assert [r.id for r in load_records(listed)] == ["w"]
 
 
 @pytest.mark.parametrize(

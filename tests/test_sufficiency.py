@@ -492,7 +492,11 @@ def test_note_line_counts_concurrent_and_errored():
 
 
 def test_to_dict_shape():
-    data = judge(cg22_express_baseline()).to_dict()
+    session = cg22_express_baseline().session()
+    data = sufficiency(session).to_dict()
+    explore_ids = [call.id for call in session.calls if call.name.endswith("codegraph_explore")]
+    # Each verdict names the call it judged, so reports join them by id, not by position.
+    assert [verdict.pop("call") for verdict in data["calls"]] == explore_ids
     assert data == {
         "counts": {"explore_again": 1, "read_returned": 1, "read_missed": 0, "search": 0, "sufficient": 0},
         "calls": [

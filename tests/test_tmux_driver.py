@@ -42,7 +42,8 @@ from pytest_agent_eval.harness.drivers.tmux import (
 )
 from pytest_agent_eval.harness.isolation import write_hook_settings
 from pytest_agent_eval.model import RunningServer, make_backend, serve
-from pytest_agent_eval.score import score, verdict_lines
+from pytest_agent_eval.report.blocks import render_scorecard, verdict_lines
+from pytest_agent_eval.score import score
 from pytest_agent_eval.transcript import Session, UserText
 
 QUESTION = "How does res.send decide the Content-Type and ETag?"
@@ -442,7 +443,7 @@ def _check_scored(record: TmuxRunRecord, sandbox: Sandbox, server: RunningServer
     assert tokens == f"TOKENS: in {n_in:,} | out {n_out:,} | cache read {n_read:,} | cache write {n_write:,} | " \
                      f"{requests} requests"  # fmt: skip
     assert requests == len(server.requests) and n_write > 20_000  # the CLI's own prompt is big
-    blocks = score(session).render()
+    blocks = render_scorecard(score(session))
     assert verdict in blocks
     for heading in ("Residual context occupancy at end of run:", "Explore sufficiency", "Explore allocation"):
         assert heading in blocks
@@ -474,7 +475,7 @@ class TestRealCliInTmux:
         pane = record.pane.read_text()
         assert pane.startswith("===== turn 1 =====") and f"● Answer to: {QUESTION}" in pane
         assert session.answer_texts()[0].startswith(f"Answer to: {QUESTION}")
-        assert "Explore sufficiency: no answered codegraph_explore calls" in score(session).render()
+        assert "Explore sufficiency: no answered codegraph_explore calls" in render_scorecard(score(session))
 
     def test_with_arm_in_tmux_explores_through_the_real_codegraph_mcp_server(self, sandbox: Sandbox) -> None:
         with serve(make_backend("scripted")) as server:
@@ -485,7 +486,7 @@ class TestRealCliInTmux:
         explore = session.calls[0]
         assert explore.input == {"query": QUESTION} and "**`lib/response.js`**" in explore.result.text
         assert verdict_lines(session).splitlines()[0] == "VERDICT: codegraph_explore used 1x | Read 1 | Grep/Bash 0"
-        blocks = score(session).render()
+        blocks = render_scorecard(score(session))
         assert "Explore sufficiency — what the agent did NEXT (1 answered call)" in blocks
         assert "Explore allocation — share of returned bytes the answer used (1 call" in blocks
 

@@ -37,6 +37,7 @@ class FailureMemo:
     """The failures of one session, by key (what was asked: ``codegraph 1.6.1``, ``repo express …``)."""
 
     def __init__(self, cache: Path, session_id: str) -> None:
+        self.session_id = session_id
         self.root = Path(cache) / FAILURES_DIR / session_id
 
     def attempt(self, key: str, action: Callable[[], T]) -> T:

@@ -60,9 +60,11 @@ class CallVerdict:
     reaction: str
     note: str = ""
     thread: str = MAIN
+    call_id: str = ""  # the judged call's tool_use id: reports join verdicts to calls by it, not by position
 
     def to_dict(self) -> dict[str, Any]:
         return {
+            "call": self.call_id,
             "query": self.query,
             "files": self.files,
             "bucket": self.bucket,
@@ -135,7 +137,7 @@ def sufficiency(session: Session, tool: RetrievalTool = CODEGRAPH) -> Sufficienc
         if call.result is None or call.result.is_error:
             out.errors += 1
             reaction = "errored" if call.result is not None else "no response"
-            out.calls.append(CallVerdict(query, 0, None, reaction, "(not bucketed)", call.thread))
+            out.calls.append(CallVerdict(query, 0, None, reaction, "(not bucketed)", call.thread, call.id))
             continue
         text = call.result.text
         earlier = shipped.setdefault(call.thread, [])
@@ -158,7 +160,9 @@ def sufficiency(session: Session, tool: RetrievalTool = CODEGRAPH) -> Sufficienc
             verdict = _reaction(next_call, response, tool)
         out.counts[verdict.bucket] += 1
         out.calls.append(
-            CallVerdict(query, len(response.returned), verdict.bucket, verdict.reaction, verdict.note, call.thread)
+            CallVerdict(
+                query, len(response.returned), verdict.bucket, verdict.reaction, verdict.note, call.thread, call.id
+            )
         )
     return out
 

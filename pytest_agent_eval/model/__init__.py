@@ -15,7 +15,7 @@ from .scripted import ScriptedBackend
 from .server import Backend, Faults, Hit, Passthrough, RunningServer, serve
 from .sse import Reply
 
-BACKENDS = ("scripted", "cassette", "anthropic", "auto")
+BACKENDS = ("auto", "anthropic", "scripted", "cassette")
 
 
 def make_backend(name: str, **opts: Any) -> Backend:

@@ -5,7 +5,7 @@ Two kinds. The contamination gate is always on: a without-arm whose agent receiv
 tool after all, so its numbers are void; the failure names each leaking call and fingerprint.
 Thresholds are opt-in, from ``agent-eval.yaml``::
 
-    allocation: {min: 0.7}            # global: every entry, every arm
+    allocation: {min: 0.7}            # global: every entry, every arm (figures: metrics/figures.py)
     sufficient_share: {min: 0.2}
     residual_tokens: {max: 60000}
     arms:
@@ -18,7 +18,8 @@ Thresholds are opt-in, from ``agent-eval.yaml``::
 
 The most specific bound wins, per figure and per side (min/max): entry+arm > entry > arm > global. An arm key
 is the arm's name (``with``) or its full label (``with@1.6.1``, which beats the name). A figure the run has no
-value for (allocation without an explore call) is not gated.
+value for (allocation without an explore call) is not gated. Earlier spellings of a figure's name
+(``codegraph_calls``) are read as today's (``retrieval_calls``).
 
 An infrastructure failure is not a gate: it never reaches here (the fixtures raise it as an error).
 """
@@ -31,40 +32,10 @@ from typing import Any
 
 import yaml
 
+from pytest_agent_eval.cases import Arm
+from pytest_agent_eval.metrics.figures import FIGURES, lookup
+from pytest_agent_eval.report.format import show
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
-
-DEFAULT_WINDOW = 200_000
-FILE_ACCESS = ("read", "search", "bash")
-
-# Every figure a threshold may name; the same names are the user_properties and summary.json keys.
-FIGURES: dict[str, str] = {
-    "duration_s": "wall time of the agent processes, seconds",
-    "cost_usd": "cost the CLI reported",
-    "tool_calls": "tool calls, every thread",
-    "read_calls": "Read tool calls",
-    "codegraph_calls": "calls to the retrieval tool's MCP tools",
-    "turns": "assistant requests in the main thread",
-    "tokens_processed": "prompt tokens summed over requests",
-    "ctx_final": "final context, tokens",
-    "codegraph_residual": "tokens of the tool's responses still resident at the end",
-    "file_access_residual": "tokens of Read + Grep/Glob + Bash results still resident at the end",
-    "residual_tokens": "retrieval residual: tool + file-access tokens still resident at the end",
-    "residual_share": "retrieval residual as a share of the final context",
-    "window_share": "retrieval residual as a share of the window",
-    "explore_calls": "answered explore calls",
-    "explore_again_share": "share of explore calls followed by another tool call",
-    "read_returned_share": "share followed by a Read of a file the response returned",
-    "read_missed_share": "share followed by a Read of a file it did not return",
-    "search_share": "share followed by Grep/Glob or a shell search",
-    "sufficient_share": "share followed by moving on / answering",
-    "explore_errors": "explore calls that errored or never returned",
-    "allocation": "allocation efficiency: share of returned chars on files the answer cited",
-    "path_allocation": "allocation efficiency counting path citations only",
-    "leaks": "tool results (any tool, any thread) that carried the tool's output",
-    "cli_calls": "shell calls the command matcher reads as running the tool's CLI",
-    "cli_blocked": "of those, denied by the hook (proven by its own denial)",
-}
-BUCKETS = ("explore_again", "read_returned", "read_missed", "search", "sufficient")
 
 
 class ThresholdError(ValueError):
@@ -158,7 +129,8 @@ def _bounds(body: Any, where: str, prefix: str) -> dict[str, Bound]:
     bounds: dict[str, Bound] = {}
     for name, spec in _mapping(body, where, prefix.rstrip(".") or "top level").items():
         key = f"{prefix}{name}"
-        if name not in FIGURES:
+        figure = lookup(str(name))
+        if figure is None:
             raise ThresholdError(f"{where}: {key}: unknown figure (known: {', '.join(FIGURES)})")
         spec = _mapping(spec, where, key)
         unknown = set(spec) - {"min", "max"}
@@ -167,58 +139,8 @@ def _bounds(body: Any, where: str, prefix: str) -> dict[str, Bound]:
         for side, value in spec.items():
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise ThresholdError(f"{where}: {key}.{side}: expected a number, got {value!r}")
-        bounds[str(name)] = Bound(min=spec.get("min"), max=spec.get("max"))
+        bounds[figure.name] = Bound(min=spec.get("min"), max=spec.get("max"))
     return bounds
-
-
-# -- figures ------------------------------------------------------------------------------------------------
-def figures(score: dict[str, Any], wall_s: float | None = None, tool: RetrievalTool = CODEGRAPH) -> dict[str, Any]:
-    """The named scalar figures of one scored run (``None`` where the run has no value)."""
-    occ = score.get("occupancy") or {}
-    suf = score.get("sufficiency") or {}
-    alloc = score.get("allocation") or {}
-    con = score.get("contamination") or {}
-    counts = score.get("tool_counts") or {}
-    residual = occ.get("residual") or {}
-    ctx_final = occ.get("ctx_final")
-    window = occ.get("window") or DEFAULT_WINDOW
-    tool_residual = residual.get("codegraph", 0) or 0
-    file_access = sum(residual.get(k, 0) or 0 for k in FILE_ACCESS)
-    retrieval = tool_residual + file_access
-    buckets = suf.get("counts") or {}
-    answered = sum(buckets.get(b, 0) or 0 for b in BUCKETS)
-    duration = wall_s if wall_s is not None else (score["duration_ms"] / 1000 if score.get("duration_ms") else None)
-    out: dict[str, Any] = {
-        "duration_s": round(duration, 3) if duration is not None else None,
-        "cost_usd": score.get("cost_usd"),
-        "tool_calls": sum(counts.values()),
-        "read_calls": counts.get("Read", 0),
-        "codegraph_calls": sum(n for name, n in counts.items() if tool.owns(name)),
-        "turns": occ.get("turns"),
-        "tokens_processed": occ.get("tokens_processed"),
-        "ctx_final": ctx_final,
-        "codegraph_residual": tool_residual,
-        "file_access_residual": file_access,
-        "residual_tokens": retrieval,
-        "residual_share": (retrieval / ctx_final) if ctx_final else None,
-        "window_share": retrieval / window,
-        "explore_calls": answered,
-        "explore_errors": _count(suf.get("errors")),
-        "allocation": alloc.get("efficiency"),
-        "path_allocation": alloc.get("path_efficiency"),
-        "leaks": len(con.get("leaks") or []),
-        "cli_calls": con.get("cli_calls", 0),
-        "cli_blocked": con.get("cli_blocked", 0),
-    }
-    for bucket in BUCKETS:
-        out[f"{bucket}_share"] = (buckets.get(bucket, 0) or 0) / answered if answered else None
-    return out
-
-
-def _count(value: Any) -> int:
-    if isinstance(value, int):
-        return value
-    return len(value) if isinstance(value, (list, tuple, dict)) else 0
 
 
 # -- gates ---------------------------------------------------------------------------------------------------
@@ -265,16 +187,18 @@ def evaluate(
     tool: RetrievalTool = CODEGRAPH,
 ) -> list[Verdict]:
     """Every gate that applies to this run, passed or not, contamination first."""
-    verdicts = [contamination_verdict(score, arm_name == "with", tool)]
+    verdicts = [contamination_verdict(score, Arm(arm_name).has_tool, tool)]
     for name, bound in sorted(thresholds.for_run(entry, arm_name, arm_label).items()):
         value = figs.get(name)
         if value is None:
             continue
-        shown = _fmt(name, value)
+        shown = show(name, value)
         if bound.min is not None and value < bound.min:
-            verdicts.append(Verdict(name, False, f"{name} {shown} is below the minimum {_fmt(name, bound.min)}"))
+            mine, limit = _side_by_side(name, value, bound.min)
+            verdicts.append(Verdict(name, False, f"{name} {mine} is below the minimum {limit}"))
         elif bound.max is not None and value > bound.max:
-            verdicts.append(Verdict(name, False, f"{name} {shown} is above the maximum {_fmt(name, bound.max)}"))
+            mine, limit = _side_by_side(name, value, bound.max)
+            verdicts.append(Verdict(name, False, f"{name} {mine} is above the maximum {limit}"))
         else:
             verdicts.append(Verdict(name, True, f"{name} {shown} within {_range(name, bound)}"))
     return verdicts
@@ -288,15 +212,15 @@ def failure_message(verdicts: list[Verdict], entry: str, arm_label: str) -> str 
     return "\n".join(lines)
 
 
-def _fmt(name: str, value: float) -> str:
-    if name.endswith("_share") or name.endswith("allocation"):
-        return f"{value:.1%}"
-    if isinstance(value, float) and not value.is_integer():
-        return f"{value:.4g}"
-    return f"{int(value):,}"
+def _side_by_side(name: str, value: float, limit: float) -> tuple[str, str]:
+    """A value and its limit as tables print them (``61.2k``), exact too when rounding makes them look equal."""
+    shown, limit_shown = show(name, value), show(name, limit)
+    if shown == limit_shown:
+        return f"{shown} ({value:,})", f"{limit_shown} ({limit:,})"
+    return shown, limit_shown
 
 
 def _range(name: str, bound: Bound) -> str:
-    low = _fmt(name, bound.min) if bound.min is not None else "-inf"
-    high = _fmt(name, bound.max) if bound.max is not None else "+inf"
+    low = show(name, bound.min) if bound.min is not None else "-inf"
+    high = show(name, bound.max) if bound.max is not None else "+inf"
     return f"[{low}, {high}]"

@@ -10,31 +10,24 @@ from __future__ import annotations
 
 import html
 import json
-import statistics
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from pytest_agent_eval.campaign.record import ItemRecord
+from pytest_agent_eval.campaign.store import Campaign, StoreError, inside, write_atomic
+from pytest_agent_eval.metrics.figures import FIGURES
 from pytest_agent_eval.metrics.sufficiency import BUCKETS
-from pytest_agent_eval.report.compare import arm_namer, entry_of, residual
+from pytest_agent_eval.report.aggregate import Aggregate, aggregate
+from pytest_agent_eval.report.format import seconds, tokens
 from pytest_agent_eval.report.gates import describe_leak
-from pytest_agent_eval.report.stats import (
-    bootstrap_ci,
-    dollars,
-    median_range,
-    paired_differences,
-    percent,
-    seconds,
-    small_n_warning,
-    tokens,
-)
-from pytest_agent_eval.report.store import Campaign, write_atomic
-from pytest_agent_eval.report.tables import MODEL_FREE_BACKENDS
+from pytest_agent_eval.report.stats import small_n_warning
+from pytest_agent_eval.report.terminal import backend_note, cell, paired_cell, tool_name
 from pytest_agent_eval.tool import RetrievalTool
 from pytest_agent_eval.transcript import Compaction, Message, Session, ToolResult, TranscriptError, UserText
 
-Record = dict[str, Any]
+Records = Sequence[ItemRecord | Mapping[str, Any]]
 
 REPORT = "report.html"
 # Explore responses run to 30k+ characters; the report shows the head of each result, and says so.
@@ -50,68 +43,43 @@ BUCKET_COLORS = {
 }
 
 
-def _scores(record: Record) -> dict[str, Any]:
-    return record.get("scores") or record.get("score") or {}
-
-
 def _e(value: Any) -> str:
     return html.escape(str(value), quote=True)
 
 
 # -- the data the charts are drawn from ----------------------------------------------------------------------
-def _groups(records: Sequence[Record]) -> dict[tuple[str, str], list[Record]]:
-    """Scored runs per (entry, arm), in the order they ran."""
-    arm_of = arm_namer(records)
-    groups: dict[tuple[str, str], list[Record]] = {}
-    for record in records:
-        key = (entry_of(record), arm_of(record))
-        groups.setdefault(key, [])
-        if _scores(record) and record.get("outcome") != "error":
-            groups[key].append(record)
-    return groups
-
-
-def _spread(values: Sequence[float | None]) -> dict[str, Any] | None:
-    present = [v for v in values if v is not None]
-    if not present:
-        return None
-    return {"median": statistics.median(present), "min": min(present), "max": max(present), "n": len(present)}
-
-
-def chart_data(records: Sequence[Record]) -> dict[str, Any]:
+def chart_data(found: Aggregate) -> dict[str, Any]:
     """What the page's script draws: residual per entry and arm, pooled buckets per arm, allocation per call."""
-    groups = _groups(records)
-    entries = list(dict.fromkeys(entry for entry, _ in groups))
     residuals = []
-    for entry in entries:
-        # The without-arm's residual is its file access, the others' the tool's: the same bytes, two ways in.
-        arms = [
-            {
-                "arm": arm,
-                "kind": "file-access" if arm.split("@")[0] == "without" else "tool",
-                "spread": _spread([residual(r) for r in runs]),
-            }
-            for (group_entry, arm), runs in groups.items()
-            if group_entry == entry
-        ]
+    for entry in found.entries:
+        arms = []
+        for arm in found.arms_of(entry):
+            group = found.groups[entry, arm]
+            spread = group.spread("residual_tokens")
+            arms.append(
+                {
+                    "arm": arm,
+                    # The retrieval residual is the tool's responses with the tool, file access without it.
+                    "kind": "tool" if group.has_tool else "file-access",
+                    "spread": None if spread is None else vars(spread),
+                    # the numbers as every table prints them: the page's script formats nothing itself
+                    "text": None if spread is None else {k: tokens(v) for k, v in vars(spread).items() if k != "n"},
+                }
+            )
         residuals.append({"entry": entry, "arms": arms})
     buckets = []
-    arms = list(dict.fromkeys(arm for _, arm in groups))
-    for arm in arms:
+    for arm in found.arms:
         counts = dict.fromkeys(BUCKET_LABELS, 0)
-        for (_, group_arm), runs in groups.items():
-            if group_arm != arm:
-                continue
-            for run in runs:
-                for key, value in (_scores(run).get("sufficiency", {}).get("counts") or {}).items():
-                    counts[key] = counts.get(key, 0) + value
+        for group in (g for g in found.groups.values() if g.arm == arm):
+            for key, value in group.bucket_counts().items():
+                counts[key] = counts.get(key, 0) + value
         buckets.append({"arm": arm, "counts": counts})
     allocation = []
-    for (entry, arm), runs in groups.items():
+    for (entry, arm), group in found.groups.items():
         calls = [
-            {"run": run.get("run"), "index": call["index"], "query": call.get("query", ""), "value": call["efficiency"]}
-            for run in runs
-            for call in _scores(run).get("allocation", {}).get("calls") or []
+            {"run": run.run, "index": call["index"], "query": call.get("query", ""), "value": call["efficiency"]}
+            for run in group.runs
+            for call in ((run.scores or {}).get("allocation") or {}).get("calls") or []
             if call.get("efficiency") is not None
         ]
         if calls:
@@ -127,14 +95,16 @@ def chart_data(records: Sequence[Record]) -> dict[str, Any]:
 
 # -- the page ------------------------------------------------------------------------------------------------
 def render_html(
-    records: Sequence[Record],
+    records: Records,
     title: str = "agent-eval report",
     backend_note: str = "",
     base_dir: str | Path | None = None,
 ) -> str:
-    """The whole report as one HTML string; segments are read relative to ``base_dir``."""
+    """The whole report as one HTML string; segments are read inside ``base_dir`` (the campaign), never outside."""
     base = Path(base_dir) if base_dir is not None else Path.cwd()
-    data = json.dumps(chart_data(records), ensure_ascii=False).replace("<", "\\u003c")
+    found = aggregate(records)
+    records = found.records
+    data = json.dumps(chart_data(found), ensure_ascii=False).replace("<", "\\u003c")
     generated = datetime.now(timezone.utc).isoformat(timespec="seconds")
     parts = [
         "<!DOCTYPE html>",
@@ -149,12 +119,12 @@ def render_html(
         f"<header><h1>{_e(title)}</h1>",
         f'<p class="backend" id="backend-note">{_e(backend_note or "model backend: not recorded")}</p>',
         f'<p class="meta">{len(records)} item record(s) · generated {_e(generated)}</p></header>',
-        _warnings(records),
+        _warnings(found),
         "<main>",
         '<section id="tables"><h2>Per entry × arm</h2>',
         '<p class="hint">median [min–max] over the scored runs of each arm</p>',
-        _table(records),
-        _paired_table(records),
+        _table(found),
+        *(_paired_table(found, arm, reference) for arm, reference in _pairs(found)),
         "</section>",
         '<section id="charts"><h2>Charts</h2>',
         _chart("chart-residual", "Residual at end of run: the tool's responses (with) vs file access (without)"),
@@ -171,91 +141,81 @@ def render_html(
     return "\n".join(p for p in parts if p) + "\n"
 
 
-def _warnings(records: Sequence[Record]) -> str:
+def _warnings(found: Aggregate) -> str:
     lines = []
-    for (entry, arm), runs in _groups(records).items():
-        warning = small_n_warning(len(runs))
+    for (entry, arm), group in found.groups.items():
+        warning = small_n_warning(len(group.runs))
         if warning:
             lines.append(f"<li>{_e(entry)} · {_e(arm)}: {_e(warning)}</li>")
-    errors = [r for r in records if r.get("outcome") == "error"]
+    errors = sum(group.errors for group in found.groups.values())
     if errors:
-        lines.append(f"<li>{len(errors)} run(s) ended in an infrastructure error and are not scored</li>")
+        lines.append(f"<li>{errors} run(s) ended in an infrastructure error and are not scored</li>")
     if not lines:
         return ""
     return f'<div class="warning" id="small-n"><strong>Read with care</strong><ul>{"".join(lines)}</ul></div>'
 
 
-_COLUMNS: list[tuple[str, Any, Any]] = [
-    ("residual", residual, tokens),
-    ("final ctx", lambda r: _scores(r).get("occupancy", {}).get("ctx_final"), tokens),
-    ("sufficient", lambda r: _share(r, "sufficient"), percent),
-    ("explore again", lambda r: _share(r, "explore_again"), percent),
-    ("allocation", lambda r: _scores(r).get("allocation", {}).get("efficiency"), percent),
-    ("tokens processed", lambda r: _scores(r).get("occupancy", {}).get("tokens_processed"), tokens),
-    ("cost", lambda r: _scores(r).get("cost_usd"), dollars),
-    ("wall", lambda r: r.get("wall_s"), seconds),
-]
+# The per entry × arm table's columns, and the paired table's: figures of the catalogue, printed by its units.
+COLUMNS = (
+    "residual_tokens",
+    "ctx_final",
+    "sufficient_share",
+    "explore_again_share",
+    "allocation",
+    "tokens_processed",
+    "cost_usd",
+    "duration_s",
+)
+PAIRED_COLUMNS = ("residual_tokens", "tokens_processed", "cost_usd")
 
 
-def _share(record: Record, bucket: str) -> float | None:
-    counts = _scores(record).get("sufficiency", {}).get("counts") or {}
-    answered = sum(counts.values())
-    return counts.get(bucket, 0) / answered if answered else None
-
-
-def _table(records: Sequence[Record]) -> str:
-    head = "".join(f"<th>{_e(name)}</th>" for name in ["entry", "arm", "n", *(c[0] for c in _COLUMNS)])
+def _table(found: Aggregate) -> str:
+    tool = tool_name(found.records)
+    titles = [FIGURES[name].title(tool) for name in COLUMNS]
+    head = "".join(f"<th>{_e(name)}</th>" for name in ["entry", "arm", "n", *titles])
     rows = []
-    for (entry, arm), runs in _groups(records).items():
-        warning = small_n_warning(len(runs))
-        n_cell = f'<td class="small-n" title="{_e(warning)}">{len(runs)} ⚠</td>' if warning else f"<td>{len(runs)}</td>"
-        cells = "".join(f"<td>{_e(median_range([value(r) for r in runs], show))}</td>" for _, value, show in _COLUMNS)
+    for (entry, arm), group in found.groups.items():
+        warning = small_n_warning(len(group.runs))
+        n = len(group.runs)
+        n_cell = f'<td class="small-n" title="{_e(warning)}">{n} ⚠</td>' if warning else f"<td>{n}</td>"
+        cells = "".join(f'<td data-figure="{name}">{_e(cell(group, name))}</td>' for name in COLUMNS)
         rows.append(f"<tr><td>{_e(entry)}</td><td>{_e(arm)}</td>{n_cell}{cells}</tr>")
     table = f'<table class="figures"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
     return f'<div class="scroll">{table}</div>'
 
 
-_PAIRED: list[tuple[str, Any, Any]] = [
-    ("retrieval residual", residual, tokens),
-    ("tokens processed", lambda r: _scores(r).get("occupancy", {}).get("tokens_processed"), tokens),
-    ("cost", lambda r: _scores(r).get("cost_usd"), dollars),
-]
+def _pairs(found: Aggregate) -> list[tuple[str, str]]:
+    """Each arm against the reference arm (the one without the tool, else the last), as the terminal pairs them."""
+    reference = found.reference()
+    return [(arm, reference) for arm in found.arms if reference is not None and arm != reference]
 
 
-def _paired_table(records: Sequence[Record]) -> str:
-    """With − without per entry, run against run, with a bootstrap interval of the mean difference."""
-    groups = _groups(records)
+def _paired_table(found: Aggregate, arm: str, reference: str) -> str:
+    """Arm − reference per entry, run against run, with a bootstrap interval of the mean difference."""
+    tool = tool_name(found.records)
     rows = []
-    for entry in dict.fromkeys(entry for entry, _ in groups):
-        with_runs, without_runs = groups.get((entry, "with"), []), groups.get((entry, "without"), [])
-        if not with_runs or not without_runs:
+    for entry in found.entries:
+        if found.group(entry, arm) is None or found.group(entry, reference) is None:
             continue
         cells = []
-        for _, value, show in _PAIRED:
-            diffs = paired_differences(
-                {r.get("run"): value(r) for r in with_runs}, {r.get("run"): value(r) for r in without_runs}
-            )
-            warning = small_n_warning(len(diffs))
+        for name in PAIRED_COLUMNS:
+            paired = found.paired(entry, arm, reference, name)
+            n = len(paired.diffs) if paired else 0
+            warning = small_n_warning(n)
             if warning:
-                cells.append(f'<td class="small-n" title="{_e(warning)}">{len(diffs)} pair(s) ⚠</td>')
+                cells.append(f'<td class="small-n" title="{_e(warning)}">{n} pair(s) ⚠</td>')
                 continue
-            low, high = bootstrap_ci(diffs)
-            mean = statistics.fmean(diffs)
-            cells.append(f"<td>{_e(_signed(mean, show))} [{_e(_signed(low, show))}, {_e(_signed(high, show))}]</td>")
+            cells.append(f'<td data-figure="{name}">{_e(paired_cell(found, entry, arm, reference, name))}</td>')
         rows.append(f"<tr><td>{_e(entry)}</td>{''.join(cells)}</tr>")
     if not rows:
         return ""
-    head = "".join(f"<th>{_e(name)}</th>" for name in ["entry", *(c[0] for c in _PAIRED)])
+    head = "".join(f"<th>{_e(name)}</th>" for name in ["entry", *(FIGURES[n].title(tool) for n in PAIRED_COLUMNS)])
     return (
-        '<h3>With − without, paired by run</h3><p class="hint">mean difference [95% bootstrap interval]; '
-        "negative means the with-arm spent less</p>"
-        f'<div class="scroll"><table class="figures paired"><thead><tr>{head}</tr></thead>'
-        f"<tbody>{''.join(rows)}</tbody></table></div>"
+        f'<h3>{_e(arm)} − {_e(reference)}, paired by run</h3><p class="hint">mean difference [95% bootstrap '
+        f"interval]; negative means {_e(arm)} spent less</p>"
+        f'<div class="scroll"><table class="figures paired" data-arms="{_e(arm)} − {_e(reference)}">'
+        f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
     )
-
-
-def _signed(value: float, show: Any) -> str:
-    return f"−{show(-value)}" if value < 0 else f"+{show(value)}"
 
 
 def _chart(chart_id: str, caption: str) -> str:
@@ -263,18 +223,24 @@ def _chart(chart_id: str, caption: str) -> str:
 
 
 # -- one run's transcript ------------------------------------------------------------------------------------
-def _run(record: Record, base: Path) -> str:
-    scores = _scores(record)
-    outcome = record.get("outcome", "?")
-    label = " · ".join(str(x) for x in (record.get("entry"), record.get("arm"), record.get("run")) if x is not None)
+def _run(record: ItemRecord, base: Path) -> str:
+    scores = record.scores or {}
+    outcome = record.outcome
+    label = " · ".join(str(x) for x in (record.entry, record.arm_label, record.run) if x is not None)
     summary = (
         f'<summary><span class="outcome {_e(outcome)}">{_e(outcome)}</span> '
-        f'<strong>{_e(record.get("id"))}</strong> <span class="meta">{_e(label)}</span></summary>'
+        f'<strong>{_e(record.id)}</strong> <span class="meta">{_e(label)}</span></summary>'
     )
     body = [_run_meta(record), _leaks(record, scores)]
-    segments = [Path(s) if Path(s).is_absolute() else base / s for s in record.get("segments") or []]
-    missing = [p for p in segments if not p.is_file()]
-    if not segments:
+    try:
+        segments = [inside(base, s) for s in record.segments]
+    except StoreError as exc:
+        body.append(f'<p class="warning">{_e(exc)}</p>')
+        segments = None
+    missing = [p for p in segments or [] if not p.is_file()]
+    if segments is None:
+        pass
+    elif not segments:
         body.append('<p class="meta">no transcript segments recorded</p>')
     elif missing:
         body.append(f'<p class="warning">segment not found: {_e(missing[0])}</p>')
@@ -285,29 +251,30 @@ def _run(record: Record, base: Path) -> str:
             body.append(f'<p class="warning">unreadable transcript: {_e(exc)}</p>')
         else:
             body.append(_transcript(session, scores))
-    return f'<details class="run" id="run-{_e(record.get("id"))}">{summary}{"".join(body)}</details>'
+    return f'<details class="run" id="run-{_e(record.id)}">{summary}{"".join(body)}</details>'
 
 
-def _leaks(record: Record, scores: dict[str, Any]) -> str:
+def _leaks(record: ItemRecord, scores: dict[str, Any]) -> str:
     """The results that carried the tool's output to the agent; a contaminated without-arm says so first."""
     leaks = (scores.get("contamination") or {}).get("leaks") or []
     if not leaks:
         return ""
-    void = "CONTAMINATED: " if record.get("arm") == "without" else ""
+    void = "CONTAMINATED: " if not record.has_tool else ""
     items = "".join(f"<li>{_e(describe_leak(leak))}</li>" for leak in leaks)
     return f'<div class="warning leaks">{void}{len(leaks)} result(s) carried the tool\'s output<ul>{items}</ul></div>'
 
 
-def _run_meta(record: Record) -> str:
+def _run_meta(record: ItemRecord) -> str:
     rows = []
-    for question in record.get("questions") or []:
+    for question in record.questions:
         rows.append(f"<li>question: {_e(question)}</li>")
-    if record.get("error"):
-        rows.append(f'<li class="error">error: {_e(record["error"])}</li>')
-    versions = ", ".join(f"{k} {record[k]}" for k in ("tool_version", "claude_version", "backend") if record.get(k))
+    if record.error:
+        rows.append(f'<li class="error">error: {_e(record.error)}</li>')
+    known = {"tool_version": record.tool_version, "claude_version": record.claude_version, "backend": record.backend}
+    versions = ", ".join(f"{k} {v}" for k, v in known.items() if v)
     if versions:
         rows.append(f"<li>{_e(versions)}</li>")
-    timing = [f"{k} {seconds(record[k])}" for k in ("wall_s", "agent_s") if isinstance(record.get(k), (int, float))]
+    timing = [f"{k} {seconds(v)}" for k, v in (("wall_s", record.wall_s), ("agent_s", record.agent_s)) if v is not None]
     if timing:
         rows.append(f"<li>{_e(' · '.join(timing))}</li>")
     return f'<ul class="run-meta">{"".join(rows)}</ul>' if rows else ""
@@ -317,23 +284,27 @@ def _transcript(session: Session, scores: dict[str, Any]) -> str:
     """The timeline, with each explore call marked by its bucket and the files the answer cited from it."""
     name = str(scores.get("tool") or "codegraph")
     tool = RetrievalTool(name, f"{name}_explore", name)
-    verdicts = iter((scores.get("sufficiency") or {}).get("calls") or [])
+    verdict_list = (scores.get("sufficiency") or {}).get("calls") or []
+    by_id = {v["call"]: v for v in verdict_list if v.get("call")}
+    in_order = iter(verdict_list)  # records written before verdicts carried the call id: in session order
+    allocation = scores.get("allocation") or {}
+    index_of = {c["call"]: c["index"] for c in allocation.get("calls") or [] if c.get("call")}
     leaks = (scores.get("contamination") or {}).get("leaks") or []
     leaked = {leak.get("call_id"): leak.get("fingerprint") for leak in leaks}
     files_by_call: dict[int, list[dict[str, Any]]] = {}
-    for use in (scores.get("allocation") or {}).get("files") or []:
+    for use in allocation.get("files") or []:
         files_by_call.setdefault(use["call"], []).append(use)
-    # The metrics list explore calls in session order; allocation numbers only the answered ones.
+    # Allocation numbers only the answered explore calls, in session order.
     marks: dict[str, str] = {}
     answered = 0
     for call in session.calls:
         if not tool.is_explore(call.name):
             continue
-        verdict = next(verdicts, None)
+        verdict = by_id.get(call.id) if by_id else next(in_order, None)
         cited = []
         if call.answered:
             answered += 1
-            cited = files_by_call.get(answered, [])
+            cited = files_by_call.get(index_of.get(call.id, answered), [])
         marks[call.id] = _explore_mark(verdict, cited)
 
     out = []
@@ -406,23 +377,10 @@ def _clip(text: str, limit: int) -> str:
 
 
 # -- the campaign's report -----------------------------------------------------------------------------------
-def backend_note(backend: Any) -> str:
-    """What drove the agent; a model-free backend is said to measure the pipeline, not a model."""
-    if isinstance(backend, dict):
-        name = str(backend.get("name") or "?")
-        description = str(backend.get("description") or name)
-    else:
-        name = description = str(backend) if backend else "not recorded"
-    note = f"model backend: {description}"
-    if name in MODEL_FREE_BACKENDS and "not a model" not in description:
-        note += " — these figures measure the pipeline and the tool's responses, not a model"
-    return note
-
-
 def write_html(campaign: Campaign) -> Path:
     """``report.html`` in the campaign folder, from its items as recorded."""
     records = campaign.items()
-    backend = campaign.manifest.get("backend") or next((r.get("backend") for r in records if r.get("backend")), None)
+    backend = campaign.manifest.get("backend") or next((r.backend for r in records if r.backend), None)
     text = render_html(records, f"agent-eval campaign {campaign.id}", backend_note(backend), campaign.path)
     path = campaign.path / REPORT
     write_atomic(path, text)
@@ -476,9 +434,6 @@ _JS = r"""
     host.appendChild(root);
     return root;
   }
-  function tok(v) {
-    return v >= 1e6 ? (v / 1e6).toFixed(1) + "M" : v >= 1000 ? (v / 1000).toFixed(1) + "k" : String(Math.round(v));
-  }
   function pct(v) { return (v * 100).toFixed(0) + "%"; }
   function done(host) { host.setAttribute("data-rendered", "true"); }
   function empty(root, width, text) {
@@ -507,11 +462,11 @@ _JS = r"""
         }
         var bar = el("rect", {x: left, y: y, width: Math.max(1, scale(s.median) - left), height: barH,
                               fill: color, "class": "bar " + a.kind}, root);
-        el("title", {}, bar, a.arm + " " + a.kind + " residual, median " + tok(s.median) + " [" + tok(s.min) + "–" +
-           tok(s.max) + "] n=" + s.n);
+        el("title", {}, bar, a.arm + " " + a.kind + " residual, median " + a.text.median + " [" + a.text.min + "–" +
+           a.text.max + "] n=" + s.n);
         el("line", {x1: scale(s.min), x2: scale(s.max), y1: y + barH / 2, y2: y + barH / 2, stroke: "#222"}, root);
         el("text", {x: scale(s.max) + 6, y: y + 11}, root,
-           a.arm + " " + tok(s.median) + " " + a.kind + (s.n < 2 ? " (n=" + s.n + "!)" : ""));
+           a.arm + " " + a.text.median + " " + a.kind + (s.n < 2 ? " (n=" + s.n + "!)" : ""));
         y += barH + 4;
       });
       y += 14;

@@ -1,4 +1,4 @@
-"""The numbers behind every per-arm figure: ``median [min–max]``, paired differences, a bootstrap CI.
+"""The statistics behind every per-arm figure: paired differences, a bootstrap CI, the small-n warning.
 
 Runs make 1–5 explore calls, so one run's figures are coarse: every figure is shown as a median with its
 range, arms are compared run against run, and n=1 carries a warning (seed 001: "never n=1").
@@ -9,69 +9,10 @@ from __future__ import annotations
 import math
 import random
 import statistics
-from collections.abc import Callable, Mapping, Sequence
-
-Formatter = Callable[[float], str]
-
-
-# -- formatters ------------------------------------------------------------------------------------------------
-def percent(value: float) -> str:
-    """A share: ``0.549`` → ``54.9%``."""
-    return f"{value:.1%}"
-
-
-def tokens(value: float) -> str:
-    """A token count as the seeds print it: ``54950`` → ``54.9k``, ``1_250_000`` → ``1.2M``."""
-    if abs(value) >= 1_000_000:
-        return f"{_floor1(value / 1_000_000)}M"
-    if abs(value) >= 1000:
-        return f"{_floor1(value / 1000)}k"
-    return f"{value:.0f}"
-
-
-def seconds(value: float) -> str:
-    """``12.34`` → ``12.3s``; a minute or more → ``3m 05s``."""
-    if round(value, 1) < 60:
-        return f"{value:.1f}s"
-    minutes, rest = divmod(round(value), 60)
-    return f"{minutes}m {rest:02d}s"
-
-
-def dollars(value: float) -> str:
-    return f"${value:.2f}"
-
-
-def number(value: float) -> str:
-    return f"{value:,.0f}" if float(value).is_integer() else f"{value:,.1f}"
-
-
-FORMATTERS: dict[str, Formatter] = {
-    "percent": percent,
-    "tokens": tokens,
-    "seconds": seconds,
-    "dollars": dollars,
-    "number": number,
-}
-
-
-def _floor1(value: float) -> str:
-    # Truncate rather than round, so 54,950 reads 54.9k as in the seeds and never rounds up past what was measured.
-    return f"{math.floor(value * 10 + 1e-9) / 10:.1f}"
+from collections.abc import Mapping, Sequence
 
 
 # -- summaries -------------------------------------------------------------------------------------------------
-def median_range(values: Sequence[float | None], fmt: Formatter | str = number) -> str:
-    """``median [min–max]`` over the values present; one value shows alone, none shows ``n/a``."""
-    show = FORMATTERS[fmt] if isinstance(fmt, str) else fmt
-    present = [v for v in values if v is not None]
-    if not present:
-        return "n/a"
-    middle = show(statistics.median(present))
-    if len(present) == 1:
-        return middle
-    return f"{middle} [{show(min(present))}–{show(max(present))}]"
-
-
 def paired_differences(
     with_values: Mapping[int, float | None] | Sequence[float | None],
     without_values: Mapping[int, float | None] | Sequence[float | None],

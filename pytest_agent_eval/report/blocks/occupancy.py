@@ -46,7 +46,7 @@ def render_occupancy(o: Occupancy, tool: RetrievalTool = CODEGRAPH) -> str:
         [
             "Residual context occupancy at end of run:",
             f"{head('final context', o.ctx_final)}  {pct(o.ctx_final, o.window):>6} of {win} window",
-            family_row(tool.name, "codegraph"),
+            family_row(tool.name, "tool"),
             family_row("Read", "read"),
             family_row("Grep/Glob", "search"),
             family_row("Bash", "bash"),

@@ -8,34 +8,40 @@ baseline could no longer be re-derived from the logs on disk. Here a campaign is
         items.jsonl       one item record per line, appended (a re-run of an item appends again)
         items/<item id>/  the item's transcript segments, written by the harness
 
-An item record is one corpus entry × arm × run (``id``, ``entry``, ``arm``, ``run``, ``outcome``,
-``segments`` relative to the campaign folder, ``scores`` …). Appends take a file lock and are fsynced, so
-several xdist workers can record into one campaign at once, and a crash loses at most the line being written.
+An item record (:mod:`pytest_agent_eval.campaign.record`) is one corpus entry × arm × run. Appends take a
+file lock and are fsynced, so several xdist workers can record into one campaign at once, and a crash loses at
+most the line being written. Reading never trusts the folder: a line torn mid-character, a record of the wrong
+shape or a segment path leading outside the campaign is a problem named by file and line (or item), never a
+traceback, and nothing outside the campaign folder is ever read. A campaign being resumed is locked, so two
+sessions cannot interleave their transcripts in it.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import json
 import os
 import re
 import secrets
 import time
-from collections.abc import Iterable
-from dataclasses import dataclass
+from collections.abc import Iterable, Iterator, Mapping
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from filelock import FileLock
+from filelock import FileLock, Timeout
+
+from pytest_agent_eval.campaign.record import ItemRecord, RecordError
+from pytest_agent_eval.transcript import is_later_segment, segment_files
 
 MANIFEST = "manifest.json"
 ITEMS = "items.jsonl"
 ITEM_DIRS = "items"
 _LOCK = ".items.jsonl.lock"
+RESUME_LOCK = ".resume.lock"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
-
-Record = dict[str, Any]
 
 
 class StoreError(ValueError):
@@ -52,6 +58,7 @@ def config_hash(config: dict[str, Any]) -> str:
 class Campaign:
     path: Path
     manifest: dict[str, Any]
+    problems: list[str] = field(default_factory=list)  # what the last read of items.jsonl had to skip
 
     @property
     def id(self) -> str:
@@ -122,11 +129,18 @@ class Campaign:
         path.mkdir(parents=True, exist_ok=True)
         return path
 
-    def record(self, item_record: Record) -> None:
-        """Append one item record as one line, durably, under a lock shared by every process."""
-        if not isinstance(item_record.get("id"), str) or not item_record["id"]:
-            raise ValueError("an item record needs a non-empty string 'id'")
-        line = json.dumps(item_record, ensure_ascii=False, default=str) + "\n"
+    def segments_on_disk(self, item_id: str) -> list[Path]:
+        """The segments the harness wrote into an item's folder, in turn order (a run that died early has none)."""
+        folder = self.path / ITEM_DIRS / safe_name(item_id)
+        firsts = sorted(p for p in folder.glob("run-*.jsonl") if not is_later_segment(p))
+        return segment_files(firsts[0]) if firsts else []
+
+    def record(self, item_record: ItemRecord | Mapping[str, Any]) -> None:
+        """Append one item record as one line, durably, under a lock shared by every process; a record of the
+        wrong shape is a RecordError before anything is written."""
+        if not isinstance(item_record, ItemRecord):
+            item_record = ItemRecord.from_dict(item_record)
+        line = json.dumps(item_record.to_dict(), ensure_ascii=False, default=str) + "\n"
         with FileLock(str(self.path / _LOCK)):
             with self.items_file.open("a", encoding="utf-8") as handle:
                 handle.write(line)
@@ -134,27 +148,66 @@ class Campaign:
                 os.fsync(handle.fileno())
 
     # -- reading ---------------------------------------------------------------------------------------------
-    def items(self) -> list[Record]:
-        """Every item, the last record of each id winning (a resumed or re-run item appends again)."""
+    def items(self) -> list[ItemRecord]:
+        """Every item, the last record of each id winning (a resumed or re-run item appends again).
+
+        Lines that cannot be read are skipped and named in :attr:`problems`.
+        """
+        self.problems = []
         if not self.items_file.exists():
             return []
-        return _last_per_id(_read_jsonl(self.items_file))
+        return _last_per_id(_read_jsonl(self.items_file, self.problems))
 
     def resolve(self, segment: str | Path) -> Path:
-        """A record's segment path: relative ones are relative to the campaign folder."""
-        segment = Path(segment)
-        return segment if segment.is_absolute() else self.path / segment
+        """A record's segment path, which must lie inside the campaign folder; StoreError if it does not."""
+        return inside(self.path, segment)
+
+    def segments(self, item: ItemRecord) -> list[Path]:
+        """The item's segment files, every one checked to lie inside the campaign."""
+        return [self.resolve(s) for s in item.segments]
 
     def complete_ids(self) -> set[str]:
-        """Items that need no re-run: not an error, and every segment on disk ends with a result event."""
+        """Items that need no re-run: not an error, and every segment on disk ends with a result event.
+
+        An item whose segments cannot be read (outside the campaign) is not complete: it runs again.
+        """
         done = set()
         for item in self.items():
-            segments = item.get("segments") or []
-            if item.get("outcome") == "error" or not segments:
+            if item.outcome == "error" or not item.segments:
                 continue
-            if all(ends_with_result(self.resolve(s)) for s in segments):
-                done.add(item["id"])
+            try:
+                files = self.segments(item)
+            except StoreError as exc:
+                self.problems.append(f"{item.id}: {exc}")
+                continue
+            if all(ends_with_result(path) for path in files):
+                done.add(item.id)
         return done
+
+    @contextlib.contextmanager
+    def resuming(self) -> Iterator[None]:
+        """Hold the campaign for one resuming session; a second one gets StoreError at once, not a wait."""
+        lock = FileLock(str(self.path / RESUME_LOCK))
+        try:
+            lock.acquire(timeout=0)
+        except Timeout:
+            raise StoreError(
+                f"{self.path}: another session is resuming this campaign (lock {self.path / RESUME_LOCK}); "
+                "wait for it to finish"
+            ) from None
+        try:
+            yield
+        finally:
+            lock.release()
+
+
+def inside(root: str | Path, segment: str | Path) -> Path:
+    """``root / segment``, which must stay inside ``root`` (no ``..`` or absolute path out); StoreError if not."""
+    base = Path(root).resolve()
+    target = (base / segment).resolve()
+    if not target.is_relative_to(base):
+        raise StoreError(f"segment {str(segment)!r} lies outside the campaign folder {root}: not read")
+    return target
 
 
 def safe_name(item_id: str) -> str:
@@ -178,22 +231,27 @@ def ends_with_result(path: Path) -> bool:
     return False
 
 
-def load_records(path: str | Path) -> list[Record]:
+def load_records(path: str | Path, problems: list[str] | None = None) -> list[ItemRecord]:
     """Item records from a campaign folder, an ``items.jsonl``, or a JSON file (``{"items": […]}`` or a list).
 
-    ``summary.json`` files that call the list ``records`` are read too.
+    ``summary.json`` files that call the list ``records`` are read too. Records that cannot be read are
+    skipped and named in ``problems``.
     """
     path = Path(path)
+    problems = problems if problems is not None else []
     if path.is_dir():
         if (path / MANIFEST).is_file():
-            return Campaign.open(path).items()
+            campaign = Campaign.open(path)
+            records = campaign.items()
+            problems += campaign.problems
+            return records
         if (path / ITEMS).is_file():
-            return _last_per_id(_read_jsonl(path / ITEMS))
+            return _last_per_id(_read_jsonl(path / ITEMS, problems))
         raise StoreError(f"{path}: not a campaign folder (no {MANIFEST} or {ITEMS})")
     if not path.is_file():
         raise StoreError(f"{path}: no such file or folder")
     if path.suffix == ".jsonl":
-        return _last_per_id(_read_jsonl(path))
+        return _last_per_id(_read_jsonl(path, problems))
     try:
         data = json.loads(path.read_text(encoding="utf-8"))
     except (OSError, ValueError) as exc:
@@ -202,29 +260,38 @@ def load_records(path: str | Path) -> list[Record]:
         data = data.get("items", data.get("records"))
     if not isinstance(data, list) or not all(isinstance(r, dict) for r in data):
         raise StoreError(f"{path}: expected a list of item records, or an object with an 'items' list")
-    return data
+    records = []
+    for index, item in enumerate(data):
+        try:
+            records.append(ItemRecord.from_dict(item))
+        except RecordError as exc:
+            problems.append(f"{path}: record {index + 1}: {exc}: skipped")
+    return records
 
 
-def _read_jsonl(path: Path) -> Iterable[Record]:
+def _read_jsonl(path: Path, problems: list[str]) -> Iterator[ItemRecord]:
     try:
-        text = path.read_text(encoding="utf-8")
+        raw = path.read_bytes()
     except OSError as exc:
         raise StoreError(f"{path}: {exc}") from None
-    for line in text.splitlines():
+    for number, line in enumerate(raw.splitlines(), start=1):
         if not line.strip():
             continue
         try:
-            record = json.loads(line)
-        except ValueError:
-            continue  # a line torn by a crash; the next record of that id (if any) supersedes it
-        if isinstance(record, dict) and isinstance(record.get("id"), str):
-            yield record
+            data = json.loads(line.decode("utf-8"))
+        except ValueError:  # UnicodeDecodeError too: a line torn mid-character by a crash
+            problems.append(f"{path}:{number}: a torn line (not complete JSON): skipped")
+            continue
+        try:
+            yield ItemRecord.from_dict(data)
+        except RecordError as exc:
+            problems.append(f"{path}:{number}: not an item record: {exc}: skipped")
 
 
-def _last_per_id(records: Iterable[Record]) -> list[Record]:
-    latest: dict[str, Record] = {}
+def _last_per_id(records: Iterable[ItemRecord]) -> list[ItemRecord]:
+    latest: dict[str, ItemRecord] = {}
     for record in records:
-        latest[record["id"]] = record  # keeps the position of the id's first record: the order items ran
+        latest[record.id] = record  # keeps the position of the id's first record: the order items ran
     return list(latest.values())
 
 

@@ -1,0 +1,131 @@
+"""Score old transcripts again with today's classifier.
+
+Seed 001 could not tell whether a moved baseline meant the classifier moved or the logs did; rescoring the
+same files with the current metrics answers that. Two layouts are read:
+
+* a campaign folder (``manifest.json`` + ``items.jsonl``): every item's segments, its record kept and its
+  ``scores`` replaced; an item whose segments cannot be read (missing, or a path leading outside the
+  campaign) is an item in error saying why, and nothing outside the campaign folder is read;
+* a folder laid out by the original harness: ``run-<label>.jsonl`` with later turns in
+  ``run-<label>.t2.jsonl``, … (searched recursively; ``ab-readme/<repo>/`` subfolders name the entry).
+"""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+from typing import Any
+
+from pytest_agent_eval.campaign.record import ItemRecord
+from pytest_agent_eval.campaign.store import MANIFEST, Campaign, StoreError
+from pytest_agent_eval.cases import Arm
+from pytest_agent_eval.metrics.figures import figures_of
+from pytest_agent_eval.metrics.occupancy import WINDOW_TOKENS
+from pytest_agent_eval.score import score_session
+from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
+from pytest_agent_eval.transcript import Session, TranscriptError, is_later_segment, segment_files
+
+# run-<entry>-<arm>-<n>, where the entry may itself contain dashes and either end may be missing.
+_LABEL = re.compile(r"^run-?(?:(?P<entry>.+?)-)??(?P<arm>with|without|new|baseline|base)(?:-(?P<run>\d+))?$")
+# Words the original harness put in labels that name the harness mode, not the corpus entry.
+_MODES = frozenset({"headless", "tmux", "interactive"})
+
+
+def find_sessions(folder: str | Path) -> list[list[Path]]:
+    """Each session's segment files, in order: a campaign's items, else every ``run-*.jsonl`` family."""
+    folder = Path(folder)
+    if folder.is_file():
+        return [segment_files(folder)]
+    if (folder / MANIFEST).is_file():
+        campaign = Campaign.open(folder)
+        sessions = []
+        for item in campaign.items():
+            try:
+                sessions.append(campaign.segments(item))
+            except StoreError:
+                continue  # rescore() says why; a list of sessions has no place for it
+        return [files for files in sessions if files]
+    firsts = sorted(p for p in folder.rglob("run*.jsonl") if not is_later_segment(p))
+    return [segment_files(p) for p in firsts]
+
+
+def parse_label(label: str) -> dict[str, Any]:
+    """``run-express-with-1`` → entry express, arm with, run 1; what cannot be read stays None."""
+    match = _LABEL.match(label)
+    if match is None:
+        return {"entry": None, "arm": None, "run": None}
+    entry = match["entry"]
+    if entry is not None:
+        words = [w for w in entry.split("-") if w not in _MODES]
+        entry = "-".join(words) or None
+    return {"entry": entry, "arm": match["arm"], "run": int(match["run"]) if match["run"] else None}
+
+
+def rescore(
+    folder: str | Path, tool: RetrievalTool = CODEGRAPH, window: int = WINDOW_TOKENS, problems: list[str] | None = None
+) -> list[ItemRecord]:
+    """Item records for every session under ``folder``, scored with the current metrics; lines of a campaign
+    that cannot be read at all are named in ``problems``."""
+    folder = Path(folder)
+    if folder.is_dir() and (folder / MANIFEST).is_file():
+        campaign = Campaign.open(folder)
+        records = _rescore_campaign(campaign, tool, window)
+        if problems is not None:
+            problems += campaign.problems
+        return records
+    root = folder.parent if folder.is_file() else folder
+    records = []
+    for files in find_sessions(folder):
+        first = files[0]
+        label = first.name[: -len(".jsonl")]
+        guess = parse_label(label)
+        relative = first.parent.relative_to(root)
+        # ab-readme keeps one folder per repo: that folder is the entry when the label does not name one.
+        entry = guess["entry"] or (relative.parts[-1] if relative.parts else label)
+        item_id = "/".join([*relative.parts, label])
+        record = ItemRecord.from_dict(
+            {
+                "id": item_id,
+                "entry": entry,
+                "arm": guess["arm"],
+                "run": guess["run"],
+                "segments": [str(p.relative_to(root)) for p in files],
+            }
+        )
+        records.append(_scored(record, files, tool, window))
+    return records
+
+
+def _rescore_campaign(campaign: Campaign, tool: RetrievalTool, window: int) -> list[ItemRecord]:
+    records = []
+    for item in campaign.items():
+        if not item.segments:
+            records.append(item)
+            continue
+        try:
+            files = campaign.segments(item)
+        except StoreError as exc:
+            item.outcome, item.error, item.scores, item.figures = "error", str(exc), None, {}
+            records.append(item)
+            continue
+        # Gates are not re-run here, so the outcome the campaign recorded stands unless the transcript is broken.
+        records.append(_scored(item, files, tool, window, keep_outcome=True))
+    return records
+
+
+def _scored(
+    record: ItemRecord, files: list[Path], tool: RetrievalTool, window: int, keep_outcome: bool = False
+) -> ItemRecord:
+    try:
+        session = Session.from_files(files)
+    except (TranscriptError, OSError) as exc:
+        record.outcome, record.error, record.scores, record.figures = "error", str(exc), None, {}
+        return record
+    record.scores = score_session(session, tool, window)
+    record.figures = figures_of(record.scores, has_tool=Arm(record.arm).has_tool, wall_s=record.agent_s, tool=tool)
+    if session.infra_error:
+        record.outcome, record.error = "error", session.infra_error
+    elif not keep_outcome:
+        # A rescored folder has no gates: "passed" here means a usable transcript that scored.
+        record.outcome, record.error = "passed", None
+    return record

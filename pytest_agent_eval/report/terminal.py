@@ -1,0 +1,438 @@
+"""The terminal tables over a session's runs. They only render: the numbers come from one
+:class:`~pytest_agent_eval.report.aggregate.Aggregate`, with the catalogue's labels and formatters, so they read
+the same as ``report.html``.
+
+Every per-arm figure shows as ``median [min–max]`` over runs; arms are compared run against run with a
+bootstrap interval; an arm with fewer than two runs says so.
+"""
+
+from __future__ import annotations
+
+import inspect
+import statistics
+from collections.abc import Callable, Iterable, Mapping, Sequence
+from typing import Any
+
+import tabulate as tabulate_module
+from tabulate import tabulate
+
+from pytest_agent_eval.campaign.record import ItemRecord, as_records
+from pytest_agent_eval.metrics.figures import (
+    ALLOCATION,
+    BEHAVIOUR,
+    CONTAMINATION,
+    FIGURES,
+    OCCUPANCY,
+    SUFFICIENCY,
+)
+from pytest_agent_eval.metrics.sufficiency import BUCKETS
+from pytest_agent_eval.report.aggregate import Aggregate, ArmRuns, aggregate
+from pytest_agent_eval.report.format import (
+    change,
+    direction,
+    dollars,
+    formatter,
+    median_range,
+    number,
+    percent,
+    seconds,
+    signed,
+    tokens,
+)
+from pytest_agent_eval.report.gates import describe_leak
+from pytest_agent_eval.report.stats import small_n_warning
+from pytest_agent_eval.tool import CODEGRAPH
+
+MODEL_FREE_BACKENDS = ("scripted", "cassette")
+MODEL_FREE_NOTE = " — these figures measure the pipeline and the tool's responses, not a model"
+_PRESERVE_PARAM = "preserve_whitespace" in inspect.signature(tabulate).parameters
+
+Records = Iterable[ItemRecord | Mapping[str, Any]]
+
+# The ARM COMPARISON's sections: a title, and the figures it shows (in the catalogue's order).
+SECTION_TITLES = {
+    BEHAVIOUR: "behaviour",
+    OCCUPANCY: "occupancy (residual at end of run)",
+    SUFFICIENCY: "sufficiency (what the agent did next)",
+    ALLOCATION: "allocation (share of returned bytes the answer cited)",
+    CONTAMINATION: "contamination",
+}
+PAIRED_FIGURES = ("residual_tokens", "ctx_final", "tokens_processed", "tool_calls", "duration_s", "cost_usd")
+
+
+def backend_note(backend: Any, model: str | None = None) -> str:
+    """What drove the agent; a model-free backend is said to measure the pipeline, not a model."""
+    if isinstance(backend, dict):
+        name = str(backend.get("name") or "?")
+        description = str(backend.get("description") or name)
+    else:
+        name = description = str(backend) if backend else "not recorded"
+    note = f"model backend: {description}"
+    if model and name not in MODEL_FREE_BACKENDS:
+        note += f" · model {model}"
+    if name in MODEL_FREE_BACKENDS and "not a model" not in description:
+        note += MODEL_FREE_NOTE
+    return note
+
+
+def header(records: Sequence[ItemRecord]) -> str:
+    """Names the model backend of every run."""
+
+    def name_of(backend: Any) -> str:
+        return str(backend.get("name", "?")) if isinstance(backend, dict) else str(backend or "?")
+
+    backends = {name_of(r.backend): r.backend for r in records}
+    lines = []
+    for name, backend in sorted(backends.items()):
+        model = next((r.model for r in records if name_of(r.backend) == name), None)
+        lines.append(backend_note(backend or name, model))
+    return "\n".join(lines)
+
+
+def item_blocks(record: ItemRecord) -> str:
+    title = f"── {record.id} ({record.outcome}) "
+    body = record.blocks or record.infra_error or ""
+    failed = [g for g in record.gates if not g["passed"]]
+    gates = "".join(f"\nGATE FAILED {g['gate']}: {g['message']}" for g in failed)
+    return f"{title:─<100}\n{body.rstrip()}{gates}"
+
+
+def tool_name(records: Sequence[ItemRecord]) -> str:
+    return next((str(r.scores["tool"]) for r in records if r.scores and r.scores.get("tool")), CODEGRAPH.name)
+
+
+# -- arm comparison ------------------------------------------------------------------------------------------
+def cell(group: ArmRuns | None, figure: str) -> str:
+    """One figure of one entry × arm as every table prints it: ``median [min–max]``."""
+    return median_range(group.values(figure) if group else [], formatter(figure))
+
+
+def pooled_allocation(group: ArmRuns | None) -> str:
+    used, envelope, _ = group.pooled_allocation() if group else (0, 0, 0)
+    return f"{used / envelope:.1%} ({used:,}/{envelope:,} chars)" if envelope else "n/a"
+
+
+def paired_cell(found: Aggregate, entry: str, arm: str, reference: str, figure: str) -> str | None:
+    """``mean [low, high]`` of arm − reference, run against run; None when no run pairs."""
+    paired = found.paired(entry, arm, reference, figure)
+    if paired is None:
+        return None
+    show = formatter(figure)
+    return f"{signed(paired.mean, show)} [{signed(paired.low, show)}, {signed(paired.high, show)}]"
+
+
+def arm_comparison(entry: str, records: Records, found: Aggregate | None = None) -> str:
+    found = found or aggregate(records)
+    arms = found.arms_of(entry)
+    groups = [found.group(entry, arm) for arm in arms]
+    tool = tool_name(found.records)
+    head = ["", *(f"{arm} (n={len(g.runs) if g else 0})" for arm, g in zip(arms, groups, strict=True))]
+    rows: list[list[str]] = []
+    for section, title in SECTION_TITLES.items():
+        rows.append([title, *[""] * len(arms)])
+        for figure in (f for f in FIGURES.values() if f.section == section):
+            rows.append([f"  {figure.title(tool)}", *(cell(g, figure.name) for g in groups)])
+        if section == ALLOCATION:
+            rows.append(["  pooled efficiency", *(pooled_allocation(g) for g in groups)])
+    if any(g.errors for g in groups if g):
+        rows.append(["infrastructure errors (not scored)", *(str(g.errors if g else 0) for g in groups)])
+    lines = [f"ARM COMPARISON — {entry}", _table(rows, head, "simple")]
+    lines += contamination_lines(g for g in groups if g is not None)
+    reference = found.reference(entry)
+    for arm in (a for a in arms if reference is not None and a != reference):
+        lines.append(f"paired {arm} − {reference}, run against run: mean difference [95% bootstrap CI]")
+        for name in PAIRED_FIGURES:
+            text = paired_cell(found, entry, arm, reference, name)
+            if text is None:
+                continue
+            n = len(found.paired(entry, arm, reference, name).diffs)
+            note = f"  n={n} pair(s)" + ("  (n<2: no interval to read)" if n < 2 else "")
+            lines.append(f"  {FIGURES[name].title(tool):<20} {text}{note}")
+    for arm, group in zip(arms, groups, strict=True):
+        warning = small_n_warning(len(group.runs) if group else 0)
+        if warning:
+            lines.append(f"warning: {entry} / {arm}: {warning}")
+    return "\n".join(lines)
+
+
+def contamination_lines(groups: Iterable[ArmRuns]) -> list[str]:
+    """Each contaminated run of an arm without the tool, with the first call that carried the tool's output."""
+    lines = []
+    for run in (run for group in groups if not group.has_tool for run in group.runs if run.contaminated):
+        leaks = ((run.scores or {}).get("contamination") or {}).get("leaks") or []
+        line = f"CONTAMINATED {run.id}"
+        if leaks:
+            line += f": {describe_leak(leaks[0])}" + (f" (+{len(leaks) - 1} more)" if len(leaks) > 1 else "")
+        lines.append(line)
+    return lines
+
+
+# -- campaign ------------------------------------------------------------------------------------------------
+def contaminated_note(found: Aggregate, include_contaminated: bool = False) -> str | None:
+    """Says how many contaminated without-arm runs the campaign tables dropped (or kept)."""
+    count = found.contaminated()
+    if not count:
+        return None
+    if include_contaminated:
+        return f"({count} contaminated without-arm run(s) KEPT by --agent-eval-include-contaminated)"
+    return f"({count} contaminated without-arm run(s) dropped; --agent-eval-include-contaminated keeps them)"
+
+
+def campaign_pairs(found: Aggregate, include_contaminated: bool) -> list[tuple[str, ArmRuns, ArmRuns]]:
+    """Per entry, the W and WO runs the campaign tables read (contaminated WO runs dropped unless kept)."""
+    pair = found.pair()
+    if pair is None:
+        return []
+    out = []
+    for entry in found.entries:
+        w, wo = found.group(entry, pair[0]), found.group(entry, pair[1])
+        if w is None or wo is None:
+            continue
+        if not include_contaminated:
+            wo = wo.without_contaminated()
+        if w.runs and wo.runs:
+            out.append((entry, w, wo))
+    return out
+
+
+def relative_change(w: float | None, wo: float | None) -> float | None:
+    """Relative change of W over WO; positive means the with-arm has MORE."""
+    return w / wo - 1 if w is not None and wo else None
+
+
+def _ratio(a: float | None, b: float | None) -> float | None:
+    return a / b if a is not None and b else None
+
+
+def campaign_table(records: Records, include_contaminated: bool = False, found: Aggregate | None = None) -> str | None:
+    """Per entry, the retrieval residual of W (the tool's responses) against WO (file access), seed 002."""
+    found = found or aggregate(records)
+    pairs = campaign_pairs(found, include_contaminated)
+    if not pairs:
+        return None
+    w_label, wo_label = found.pair() or ("", "")
+    rows, residual_changes, share_changes, warnings = [], [], [], []
+    for entry, w, wo in pairs:
+        if min(len(w.runs), len(wo.runs)) < 2:
+            warnings.append(
+                f"warning: {entry}: medians over W n={len(w.runs)} / WO n={len(wo.runs)} — seeds: never n=1"
+            )
+        w_res, wo_res = w.median("residual_tokens"), wo.median("residual_tokens")
+        w_ctx, wo_ctx = w.median("ctx_final"), wo.median("ctx_final")
+        w_share, wo_share = _ratio(w_res, w_ctx), _ratio(wo_res, wo_ctx)
+        moved = relative_change(w_res, wo_res)
+        if moved is not None:
+            residual_changes.append(moved)
+        share_moved = relative_change(w_share, wo_share)
+        if share_moved is not None:
+            share_changes.append(share_moved)
+        rows.append(
+            [
+                entry,
+                f"{_show(w.median('turns'), number)}/{_show(wo.median('turns'), number)}",
+                f"{_show(w_ctx, tokens)}→{_show(wo_ctx, tokens)}",
+                f"{_show(w_res, tokens)}→{_show(wo_res, tokens)}"
+                + (f"  ({change(moved)})" if moved is not None else ""),
+                f"{_show(w_share, percent)}→{_show(wo_share, percent)}",
+                f"{_show(_ratio(w_res, w.window), percent)}→{_show(_ratio(wo_res, wo.window), percent)}",
+            ]
+        )
+    head = ["entry", "turns W→WO", "final ctx W→WO", "residual W→WO", "% of ctx W→WO", "% of window W→WO"]
+    lines = [
+        f"CAMPAIGN — W = {w_label}: the tool's responses still resident · WO = {wo_label}: "
+        "Read + Grep/Glob + Bash results still resident (medians over runs)",
+        _table(rows, head, "plain"),
+        "",
+    ]
+    if residual_changes:
+        average = statistics.mean(residual_changes)
+        line = f"AVERAGE: retrieval residual {abs(average):.0%} {direction(average)} with the tool"
+        if share_changes:
+            share = statistics.mean(share_changes)
+            line += f" · share-of-context {abs(share):.0%} {direction(share)}"
+        lines.append(line)
+    note = contaminated_note(found, include_contaminated)
+    if note:
+        lines.append(note)
+    lines += warnings
+    return "\n".join(lines)
+
+
+def throughput_table(
+    records: Records, include_contaminated: bool = False, found: Aggregate | None = None
+) -> str | None:
+    """Time, tool calls, tokens processed and cost, W→WO, with what the with-arm saved."""
+    found = found or aggregate(records)
+    pairs = campaign_pairs(found, include_contaminated)
+    if not pairs:
+        return None
+    rows = []
+    saved: dict[str, list[float]] = {"cost": [], "tokens": [], "time": [], "tool calls": []}
+    for entry, w, wo in pairs:
+        for name, figure in (
+            ("cost", "cost_usd"),
+            ("tokens", "tokens_processed"),
+            ("time", "duration_s"),
+            ("tool calls", "tool_calls"),
+        ):
+            a, b = w.median(figure), wo.median(figure)
+            if a is not None and b:
+                saved[name].append(1 - a / b)
+        rows.append(
+            [
+                entry,
+                _pair(w, wo, "duration_s", seconds),
+                _pair(w, wo, "tool_calls", number),
+                _pair(w, wo, "tokens_processed", tokens, saved=True),
+                _pair(w, wo, "cost_usd", dollars, saved=True),
+            ]
+        )
+    head = ["entry", "time W→WO", "tools W→WO", "tokens W→WO (saved)", "cost W→WO (saved)"]
+    average = " · ".join(f"{name} {statistics.mean(v):.0%}" for name, v in saved.items() if v)
+    text = _table(rows, head, "plain")
+    return f"{text}\n\nAVERAGE saved: {average}" if average else text
+
+
+def secondary_table(records: Records, found: Aggregate | None = None) -> str | None:
+    """Seed 002's secondary readings of the with-arm: what followed each explore, and allocation, per entry."""
+    found = found or aggregate(records)
+    w_label = next((g.arm for g in found.groups.values() if g.has_tool), None)
+    if w_label is None:
+        return None
+    keys = [key for key, _, _ in BUCKETS]
+    pooled = dict.fromkeys(keys, 0)
+    pooled_used = pooled_envelope = pooled_calls = 0
+    rows = []
+    for entry in found.entries:
+        group = found.group(entry, w_label) or ArmRuns(entry, w_label, True)
+        counts = group.bucket_counts()
+        used, envelope, calls = group.pooled_allocation()
+        answered = sum(counts[k] for k in keys)
+        for key in keys:
+            pooled[key] += counts[key]
+        pooled_used += used
+        pooled_envelope += envelope
+        pooled_calls += calls
+        rows.append(
+            [
+                entry,
+                str(answered),
+                *(f"{counts[k]} {counts[k] / answered:.0%}" if answered else "0" for k in keys),
+                percent(used / envelope) if envelope else "n/a",
+                tokens(envelope),
+            ]
+        )
+    if not rows:
+        return None
+    head = ["repo", "calls", "again", "read-ret", "read-miss", "grep", "MOVED ON", "alloc eff", "envelope"]
+    total = sum(pooled.values())
+    labels = {key: label for key, label, _ in BUCKETS}
+    labels["read_missed"] = "Read a file we did NOT return"
+    shares = [f"{labels[k]} {pooled[k] / total:.0%}" if total else f"{labels[k]} n/a" for k in keys]
+    efficiency = percent(pooled_used / pooled_envelope) if pooled_envelope else "n/a"
+    return "\n".join(
+        [
+            f"SECONDARY READINGS — {w_label}, absolute (no before/after)",
+            _table(rows, head, "plain"),
+            "",
+            f"POOLED ({total} answered explore calls):",
+            "  " + " · ".join(shares[:3]),
+            "  · " + " · ".join(shares[3:]),
+            f"POOLED allocation efficiency: {efficiency} over {pooled_calls} calls / {tokens(pooled_envelope)} chars",
+        ]
+    )
+
+
+def _show(value: float | None, fmt: Callable[[float], str]) -> str:
+    return "n/a" if value is None else fmt(value)
+
+
+def _table(rows: list[list[str]], head: list[str], style: str) -> str:
+    """tabulate, keeping the indent that puts a figure under its section (it strips cells by default)."""
+    if _PRESERVE_PARAM:
+        return tabulate(rows, headers=head, tablefmt=style, disable_numparse=True, preserve_whitespace=True)
+    saved = tabulate_module.PRESERVE_WHITESPACE  # tabulate < 0.10 has only the module switch
+    tabulate_module.PRESERVE_WHITESPACE = True
+    try:
+        return tabulate(rows, headers=head, tablefmt=style, disable_numparse=True)
+    finally:
+        tabulate_module.PRESERVE_WHITESPACE = saved
+
+
+def _pair(w: ArmRuns, wo: ArmRuns, figure: str, show: Callable[[float], str], saved: bool = False) -> str:
+    a, b = w.median(figure), wo.median(figure)
+    if a is None or b is None:
+        return "n/a"
+    text = f"{show(a)}→{show(b)}"
+    if saved and b:
+        text += f"  ({1 - a / b:.0%})"
+    return text
+
+
+# -- everything ----------------------------------------------------------------------------------------------
+def terminal_report(
+    records: Records,
+    verbose: bool = False,
+    campaign: bool = False,
+    include_contaminated: bool = False,
+    entry_order: Sequence[str] = (),
+) -> str:
+    """Header, (with ``verbose``) every item's blocks, an ARM COMPARISON per entry, the campaign tables;
+    ``campaign`` adds seed 002's secondary readings."""
+    found = aggregate(records, entry_order=entry_order)
+    parts = [header(found.records)]
+    if verbose:
+        parts += [item_blocks(r) for r in found.records]
+    parts += [arm_comparison(entry, found.records, found) for entry in found.entries]
+    tables = [
+        campaign_table(found.records, include_contaminated, found),
+        throughput_table(found.records, include_contaminated, found),
+    ]
+    if campaign:
+        tables.append(secondary_table(found.records, found))
+    parts += [table for table in tables if table]
+    return "\n\n".join(p for p in parts if p) + "\n"
+
+
+def summary(records: Records, meta: dict[str, Any]) -> dict[str, Any]:
+    """``summary.json``: ``meta``, per entry and arm the median/min/max of every figure, and every record."""
+    found = aggregate(records)
+    return {**meta, "entries": found.summary(), "records": [r.to_dict() for r in found.records]}
+
+
+def render_rescore(records: Records) -> str:
+    """One row per session: label, turns, retrieval residual, sufficiency counts, allocation; the pooled buckets."""
+    typed = as_records(records)
+    rows = []
+    keys = [key for key, _, _ in BUCKETS]
+    pooled = dict.fromkeys(keys, 0)
+    for record in typed:
+        scores = record.scores
+        if not scores:
+            rows.append([record.id, "", "", "", "", f"error: {record.error or 'not scored'}"])
+            continue
+        counts = scores["sufficiency"]["counts"]
+        for key in pooled:
+            pooled[key] += counts.get(key, 0)
+        value = record.figures.get("residual_tokens")
+        kind = str(scores.get("tool") or CODEGRAPH.name) if record.has_tool else "file-access"
+        efficiency = record.figures.get("allocation")
+        rows.append(
+            [
+                record.id,
+                scores["occupancy"].get("turns", ""),
+                f"{tokens(value)} {kind}" if value is not None else "n/a",
+                " / ".join(str(counts.get(key, 0)) for key in pooled),
+                percent(efficiency) if efficiency is not None else "n/a",
+                f"error: {record.error}" if record.outcome == "error" else "",
+            ]
+        )
+    head = ["label", "turns", "residual", "again / returned / missed / grep / moved on", "allocation", ""]
+    table = tabulate(rows, headers=head, tablefmt="simple", disable_numparse=True)
+    total = sum(pooled.values())
+    shares = (
+        " · ".join(f"{label} {pooled[key]} ({pooled[key] / total:.0%})" for key, label, _ in BUCKETS)
+        if total
+        else "no answered explore call"
+    )
+    return f"{table}\n\npooled over {len(typed)} session(s), {total} answered explore calls: {shares}\n"

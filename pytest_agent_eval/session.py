@@ -1,0 +1,269 @@
+"""EvalSession: one pytest session's evaluation — its campaign's life, the records coming in, and what goes
+out at the end (manifest versions, ``summary.json``, ``report.html``, the compare gate, the terminal lines).
+
+Plain Python: the plugin's hooks each call one method here, and nothing here imports pytest. Under xdist,
+every process has one: a worker's appends its items to the shared campaign; the controller's makes the
+campaign, gathers the workers' records (plain data) and reports once.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_agent_eval.campaign.manifest import campaign_config, finish_manifest
+from pytest_agent_eval.campaign.record import ItemRecord
+from pytest_agent_eval.campaign.store import MANIFEST, Campaign, StoreError, config_hash, load_records, write_atomic
+from pytest_agent_eval.cases import EvalCase, select_campaign
+from pytest_agent_eval.config import AgentEvalConfig
+from pytest_agent_eval.corpus import CorpusEntry, CorpusError, load_corpus
+from pytest_agent_eval.report import compare as compare_gate
+from pytest_agent_eval.report.html import write_html
+from pytest_agent_eval.report.terminal import summary, terminal_report
+from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
+
+SUMMARY = "summary.json"
+
+
+class SessionError(ValueError):
+    """A setting that makes the session impossible (a resume folder in use, a baseline that cannot be read)."""
+
+
+@dataclass
+class Line:
+    """One line of the terminal summary, with how it is marked (``red``, ``yellow``, ``bold``)."""
+
+    text: str
+    markup: dict[str, bool] = field(default_factory=dict)
+
+
+class EvalSession:
+    def __init__(self, cfg: AgentEvalConfig, tool: RetrievalTool = CODEGRAPH) -> None:
+        self.cfg = cfg
+        self.tool = tool
+        self.records: dict[str, ItemRecord] = {}  # by node id: the controller's gathered records
+        self.campaign: Campaign | None = None
+        self.regressions: list[compare_gate.Regression] | None = None
+        self.written: list[Path] = []
+        self.problems: list[str] = []  # records of a resumed campaign or a baseline that could not be read
+        self._made_early: Path | None = None
+        self._resumed: dict[str, ItemRecord] | None = None
+        self._held = contextlib.ExitStack()
+
+    # -- the campaign's life ---------------------------------------------------------------------------------
+    def claim(self) -> None:
+        """Controller, before anything runs: a resumed campaign is opened and locked for this session, a
+        baseline read; either failing is a SessionError naming the option."""
+        cfg = self.cfg
+        try:
+            if cfg.resume is not None:
+                campaign = Campaign.open(cfg.resume)
+                self._held.enter_context(campaign.resuming())
+        except StoreError as exc:
+            raise SessionError(f"--agent-eval-resume: {exc}") from None
+        try:
+            if cfg.compare is not None:
+                load_records(cfg.compare)
+        except StoreError as exc:
+            raise SessionError(f"--agent-eval-compare: {exc}") from None
+        cfg.campaign_dir = cfg.resume
+
+    def join(self, campaign_dir: str | None) -> None:
+        """An xdist worker: write into the campaign the controller made (None: it made none yet)."""
+        if campaign_dir:
+            self.cfg.campaign_dir = Path(campaign_dir)
+
+    def start_early(self) -> None:
+        """Under xdist the controller makes the campaign before the workers start, to hand them its path."""
+        if self.cfg.campaign_dir is None:
+            self._made_early = self.start().path
+
+    def start(self) -> Campaign:
+        """A new campaign folder under ``--agent-eval-out``; its path goes into the config."""
+        try:
+            entries = select_campaign(load_corpus(self.cfg.corpus), self.cfg.campaign)
+        except CorpusError:
+            entries = []  # collection reports the corpus error; the manifest still says what was asked
+        assert self.cfg.out is not None
+        campaign = Campaign.create(self.cfg.out, campaign_config(self.cfg, entries), versions={})
+        self.cfg.campaign_dir = campaign.path
+        return campaign
+
+    def item_campaign(self) -> Campaign:
+        """The campaign this process's items write into: new (the first item without xdist), or the shared one."""
+        if self.cfg.campaign_dir is None:
+            return self.start()
+        return Campaign.open(self.cfg.campaign_dir)
+
+    def resumed(self) -> dict[str, ItemRecord]:
+        """With --agent-eval-resume: the records of the items the campaign completed, by id (else empty)."""
+        if self._resumed is None:
+            self._resumed = {}
+            if self.cfg.resume is not None:
+                campaign = self.item_campaign()
+                done = campaign.complete_ids()
+                self._resumed = {r.id: r for r in campaign.items() if r.id in done}
+        return self._resumed
+
+    def close(self) -> None:
+        """Release the resume lock; an early campaign no agent item wrote into is no campaign."""
+        self._held.close()
+        folder = self._made_early
+        if folder is not None and not self.records and [p.name for p in folder.iterdir()] == [MANIFEST]:
+            (folder / MANIFEST).unlink()
+            folder.rmdir()
+
+    # -- records ---------------------------------------------------------------------------------------------
+    def finish_item(
+        self,
+        record: ItemRecord,
+        *,
+        outcome: str,
+        error: str | None,
+        ran_s: float,
+    ) -> dict[str, Any]:
+        """An item's last report: complete its record, append it to the campaign (unless it was resumed, and so
+        is there already), and return it as the plain data xdist carries to the controller."""
+        record.outcome = outcome
+        record.error = error
+        driver = record.driver or {}
+        # A resumed item keeps the times of the session that ran it.
+        if record.wall_s is None:
+            record.wall_s = round(ran_s, 3)
+        if record.agent_s is None:
+            record.agent_s = round(sum(driver.get("wall_s") or []), 3)
+        if self.cfg.campaign_dir is not None and not record.resumed:
+            campaign = Campaign.open(self.cfg.campaign_dir)
+            record.segments = [str(p.relative_to(campaign.path)) for p in campaign.segments_on_disk(record.id)]
+            campaign.record(record)
+        return json.loads(json.dumps(record.to_dict(stored=False), default=str))
+
+    def collect(self, nodeid: str, data: Any) -> None:
+        """Controller: a record from a report (local or a worker's)."""
+        if isinstance(data, dict):
+            self.records[nodeid] = ItemRecord.from_dict(data)
+
+    def ordered(self) -> list[ItemRecord]:
+        """The records in corpus order, then arm order, then run."""
+        entry_order = {e.name: i for i, e in enumerate(self._corpus())}
+        arm_order = {arm.label: i for i, arm in enumerate(self.cfg.arms)}
+        return sorted(
+            self.records.values(),
+            key=lambda r: (
+                entry_order.get(r.entry, 1 << 30),
+                r.entry,
+                arm_order.get(r.arm_label, 99),
+                r.arm_label,
+                r.run or 0,
+                r.nodeid or "",
+            ),
+        )
+
+    # -- the end ---------------------------------------------------------------------------------------------
+    def finish(self) -> bool:
+        """Write the campaign's versions, summary and report, apply compare-fail; True if a figure regressed."""
+        cfg = self.cfg
+        if not self.records or cfg.campaign_dir is None:
+            return False
+        self.campaign = Campaign.open(cfg.campaign_dir)
+        records = self.ordered()
+        finish_manifest(self.campaign, records, self.tool.name)
+        meta = {
+            "campaign": self.campaign.id,
+            "corpus": str(cfg.corpus),
+            "arms": [arm.label for arm in cfg.arms],
+            "runs": cfg.runs,
+            "model": cfg.model,
+            "effort": cfg.effort,
+            "backend": cfg.backend,
+            "cg_version": cfg.cg_version,
+        }
+        path = self.campaign.path / SUMMARY
+        write_atomic(path, json.dumps(summary(records, meta), indent=2, default=str) + "\n")
+        self.written = [path, write_html(self.campaign)]
+        if cfg.compare is None:
+            return False
+        self.regressions = compare_gate.compare(load_records(cfg.compare, self.problems), records, cfg.compare_fail)
+        return any(row.failed for row in self.regressions)
+
+    def terminal_lines(self, verbose: bool = False) -> list[Line]:
+        """The agent-eval section of the terminal summary."""
+        if not self.records:
+            return []
+        cfg = self.cfg
+        records = self.ordered()
+        text = terminal_report(
+            records,
+            verbose=verbose,
+            campaign=cfg.campaign is not None,
+            include_contaminated=cfg.include_contaminated,
+            entry_order=[e.name for e in self._corpus()],
+        )
+        lines = [Line(text.rstrip())]
+        if self.regressions is not None:
+            lines += [Line(""), Line(f"COMPARE — {cfg.compare} (before) → this session (after)")]
+            lines.append(Line(compare_gate.render_comparison(self.regressions, "--agent-eval-compare-fail")))
+            failed = [row for row in self.regressions if row.failed]
+            for entry in dict.fromkeys(row.entry for row in failed):
+                what = ", ".join(f"{row.arm} {row.metric} ({row.rule})" for row in failed if row.entry == entry)
+                lines.append(Line(f"agent-eval: REGRESSION in {entry}: {what}", {"red": True, "bold": True}))
+            if failed:
+                lines.append(
+                    Line(
+                        "agent-eval: the session fails: figures regressed beyond --agent-eval-compare-fail",
+                        {"red": True},
+                    )
+                )
+        campaign = self.campaign
+        problems = [*self.problems, *(campaign.problems if campaign is not None else [])]
+        lines += [Line(f"agent-eval: warning: {problem}", {"yellow": True}) for problem in problems]
+        if campaign is not None:
+            drift = self.config_drift()
+            if drift:
+                lines.append(Line(f"agent-eval: warning: {drift}", {"yellow": True}))
+            resumed = sum(1 for r in records if r.resumed)
+            note = f" ({resumed} re-scored from the resumed campaign, not re-run)" if resumed else ""
+            lines.append(Line(f"agent-eval: campaign {campaign.id}: {len(records)} run(s){note} in {campaign.path}"))
+            lines += [Line(f"agent-eval: wrote {path}") for path in self.written]
+        return lines
+
+    def config_drift(self) -> str | None:
+        """A resumed campaign run with other settings mixes two configurations: say so, do not forbid it."""
+        cfg = self.cfg
+        if cfg.resume is None or self.campaign is None:
+            return None
+        try:
+            entries = select_campaign(load_corpus(cfg.corpus), cfg.campaign)
+        except CorpusError:
+            return None
+        now = config_hash(campaign_config(cfg, entries))
+        then = self.campaign.manifest.get("config_hash")
+        if now == then:
+            return None
+        return f"this session's settings differ from the resumed campaign's (config hash {now[:12]} ≠ {str(then)[:12]})"
+
+    def _corpus(self) -> list[CorpusEntry]:
+        try:
+            return load_corpus(self.cfg.corpus)
+        except CorpusError:
+            return []
+
+
+def new_record(case: EvalCase, item_id: str, nodeid: str, cfg: AgentEvalConfig) -> ItemRecord:
+    """The record an item starts with; the fixtures fill in what the harness and the scoring learn."""
+    return ItemRecord(
+        id=item_id,
+        entry=case.entry.name,
+        arm=case.arm.name,
+        arm_label=case.arm.label,
+        run=case.run,
+        nodeid=nodeid,
+        language=case.entry.language,
+        questions=list(case.questions),
+        turns=len(case.questions),
+        model=cfg.model,
+        effort=cfg.effort,
+    )

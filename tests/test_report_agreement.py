@@ -1,0 +1,98 @@
+"""The terminal tables and report.html are two views of one aggregation: the same campaign shows the same numbers."""
+
+from __future__ import annotations
+
+import html
+import re
+
+import pytest
+from test_compare import with_run, without_run
+
+from pytest_agent_eval.campaign.record import ItemRecord
+from pytest_agent_eval.metrics.figures import FIGURES
+from pytest_agent_eval.report.html import COLUMNS, PAIRED_COLUMNS, render_html
+from pytest_agent_eval.report.terminal import terminal_report
+
+
+def labelled(record: dict, label: str, agent_s: float) -> ItemRecord:
+    return ItemRecord.from_dict({**record, "arm_label": label, "agent_s": agent_s, "id": f"{record['id']}-{label}"})
+
+
+def ab_campaign() -> list[ItemRecord]:
+    return [
+        labelled(with_run(1), "with", 61.0),
+        labelled(with_run(2, cite=False, scale=2), "with", 185.0),
+        labelled(with_run(3, again=True), "with", 12.3),
+        labelled(without_run(1), "without", 40.0),
+        labelled(without_run(2, lines=300), "without", 95.5),
+        labelled(without_run(3, lines=50), "without", 20.0),
+        labelled(with_run(1, entry="gin"), "with", 30.0),
+        labelled(without_run(1, entry="gin"), "without", 31.0),
+    ]
+
+
+def two_builds_campaign() -> list[ItemRecord]:
+    """One arm at two builds (with@local:cg vs with@1.6.0): no without-arm, and still a paired comparison."""
+    return [
+        labelled(with_run(1), "with@local:cg", 50.0),
+        labelled(with_run(2, scale=3), "with@local:cg", 70.0),
+        labelled(with_run(1, cite=False), "with@1.6.0", 55.0),
+        labelled(with_run(2, again=True), "with@1.6.0", 65.0),
+    ]
+
+
+def html_cells(page: str) -> dict[tuple[str, str, str], str]:
+    """(entry, arm, figure) → the text of report.html's per entry × arm cell."""
+    table = re.search(r'<table class="figures">(.*?)</table>', page, re.S).group(1)
+    cells = {}
+    for entry, arm, rest in re.findall(r"<tr><td>(.*?)</td><td>(.*?)</td><td[^>]*>.*?</td>(.*?)</tr>", table):
+        for figure, text in re.findall(r'<td data-figure="(\w+)">(.*?)</td>', rest):
+            cells[entry, arm, figure] = html.unescape(text)
+    return cells
+
+
+def html_paired(page: str) -> dict[tuple[str, str, str], str]:
+    """(arms, entry, figure) → the text of a paired cell, ``arms`` as ``with − without``."""
+    cells = {}
+    for arms, body in re.findall(r'<table class="figures paired" data-arms="(.*?)">(.*?)</table>', page, re.S):
+        for entry, rest in re.findall(r"<tr><td>(.*?)</td>(.*?)</tr>", body):
+            for figure, text in re.findall(r'<td data-figure="(\w+)">(.*?)</td>', rest):
+                cells[html.unescape(arms), entry, figure] = html.unescape(text)
+    return cells
+
+
+def terminal_cells(text: str) -> dict[tuple[str, str, str], str]:
+    """(entry, arm, figure label) → the ARM COMPARISON's cell, and (arms, entry, label) → its paired line."""
+    cells: dict[tuple[str, str, str], str] = {}
+    for block in text.split("ARM COMPARISON — ")[1:]:
+        lines = block.splitlines()
+        entry = lines[0].strip()
+        arms = [re.sub(r" \(n=\d+\)$", "", a) for a in re.split(r"\s{2,}", lines[1].strip())]
+        pairs = None
+        for line in lines[3:]:
+            if line.startswith("paired "):
+                pairs = re.match(r"paired (.*?), run against run", line).group(1)
+                continue
+            if pairs is not None and line.startswith("  "):
+                label, value = re.match(r"  (.+?)\s{2,}(.+?\])", line).groups()
+                cells[pairs, entry, label] = value
+            elif line.startswith("  "):
+                label, *values = re.split(r"\s{2,}", line.strip())
+                cells.update({(entry, arm, label): value for arm, value in zip(arms, values, strict=True)})
+    return cells
+
+
+@pytest.mark.parametrize("records", [ab_campaign(), two_builds_campaign()], ids=["with-without", "two-builds"])
+def test_terminal_tables_and_html_show_the_same_numbers(records):
+    page = render_html(records, "t", "note")
+    text = terminal_report(records)
+    in_html, in_terminal = html_cells(page), terminal_cells(text)
+    assert {(e, a) for e, a, _ in in_html} == {(r.entry, r.arm_label) for r in records}
+    for (entry, arm, figure), value in in_html.items():
+        assert in_terminal[entry, arm, FIGURES[figure].title()] == value, (entry, arm, figure)
+    paired = html_paired(page)
+    assert paired, "report.html has a paired table for the arms that ran"
+    for (arms, entry, figure), value in paired.items():
+        assert in_terminal[arms, entry, FIGURES[figure].title()] == value, (arms, entry, figure)
+    assert {f for _, _, f in paired} == set(PAIRED_COLUMNS)
+    assert len(in_html) == len({(r.entry, r.arm_label) for r in records}) * len(COLUMNS)

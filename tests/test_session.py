@@ -1,0 +1,68 @@
+"""EvalSession without pytest: records in; manifest versions, summary.json, report.html and the compare gate out."""
+
+from __future__ import annotations
+
+import json
+
+from test_compare import with_run, without_run
+
+from pytest_agent_eval.campaign.record import ItemRecord
+from pytest_agent_eval.campaign.store import Campaign
+from pytest_agent_eval.config import AgentEvalConfig, parse_rules
+from pytest_agent_eval.report import gates
+from pytest_agent_eval.session import EvalSession
+
+
+def session_of(tmp_path, records, **settings) -> EvalSession:
+    cfg = AgentEvalConfig(out=tmp_path / "out", corpus=tmp_path / "no-corpus.json", **settings)
+    session = EvalSession(cfg)
+    session.claim()
+    session.start()
+    for record in records:
+        data = {**record, "tool_version": "1.6.1", "backend": {"name": "scripted", "description": "scripted agent"}}
+        session.collect(f"evals/test_ab.py::test_ab[{record['id']}]", ItemRecord.from_dict(data).to_dict())
+    return session
+
+
+def test_a_session_writes_its_campaign_and_reports_once(tmp_path):
+    session = session_of(tmp_path, [with_run(1), with_run(2), without_run(1), without_run(2)])
+    assert session.finish() is False  # no baseline: nothing can regress
+    campaign = Campaign.open(session.cfg.campaign_dir)
+    summary = json.loads((campaign.path / "summary.json").read_text())
+    assert summary["entries"]["express"]["with"]["runs"] == 2
+    assert [r["id"] for r in summary["records"]] == ["express-with-1", "express-with-2", "express-without-1",
+                                                      "express-without-2"]  # fmt: skip
+    assert (campaign.path / "report.html").is_file()
+    assert campaign.manifest["versions"]["codegraph"] == {"with": "1.6.1", "without": "1.6.1"}
+    text = "\n".join(line.text for line in session.terminal_lines())
+    assert "ARM COMPARISON — express" in text and "paired with − without" in text
+    assert f"agent-eval: campaign {campaign.id}: 4 run(s) in {campaign.path}" in text
+    session.close()
+
+
+def test_the_compare_gate_fails_exactly_on_a_regression(tmp_path):
+    baseline = session_of(tmp_path / "a", [with_run(1), with_run(2)])
+    baseline.finish()
+    rules = parse_rules("allocation:-5pt")
+    before = baseline.cfg.campaign_dir / "summary.json"  # its records; the items were never run into the folder
+    same = session_of(tmp_path / "b", [with_run(1), with_run(2)], compare=before, compare_fail=rules)
+    assert same.finish() is False
+    worse = [with_run(1, cite=False), with_run(2, cite=False)]
+    regressed = session_of(tmp_path / "c", worse, compare=before, compare_fail=rules)
+    assert regressed.finish() is True
+    lines = regressed.terminal_lines()
+    failed = [line for line in lines if line.text.startswith("agent-eval: REGRESSION in express")]
+    assert failed and failed[0].markup == {"red": True, "bold": True}
+    assert "with allocation (allocation:-5pt)" in failed[0].text
+
+
+def test_a_gate_message_reads_like_the_tables_and_stays_exact():
+    thresholds = gates.parse_thresholds({"residual_tokens": {"max": 60_000}, "codegraph_calls": {"max": 0}})
+    figures = {"residual_tokens": 60_001, "retrieval_calls": 1}
+    verdicts = gates.evaluate({}, figures, entry="e", arm_name="with", arm_label="with", thresholds=thresholds)
+    messages = [v.message for v in verdicts if not v.passed]
+    # 60,001 and 60,000 both print as 60.0k: the exact numbers say why the gate failed
+    assert messages == [
+        "residual_tokens 60.0k (60,001) is above the maximum 60.0k (60,000)",
+        "retrieval_calls 1 is above the maximum 0",  # codegraph_calls: the figure's old name, still read
+    ]
