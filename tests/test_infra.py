@@ -300,6 +300,43 @@ def test_ctrl_c_stops_the_agent_keeps_the_campaign_and_says_how_to_resume(pytest
     assert len(project.calls()) == 3
 
 
+@pytest.mark.slow
+def test_ctrl_c_under_xdist_stops_every_agent_and_says_how_to_resume(pytester: pytest.Pytester) -> None:
+    """A terminal's Ctrl-C reaches the controller and its workers (one process group)."""
+    project = Project(pytester, [entry("express", Q_EXPRESS), entry("gin", "How does gin route?")])
+    for question in (Q_EXPRESS, "How does gin route?"):
+        project.script("without", question, without_clean(), mode="stall")
+    args = ["evals", "-p", "no:cacheprovider", "--agent-eval-backend", "scripted", "--agent-eval-out", "out"]
+    args += ["--agent-eval-runs", "1", "--arms", "without", "-n", "2"]
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pytest", *args],
+        cwd=project.path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=True,  # its own group, as a terminal's foreground job is
+    )
+    try:
+        deadline = time.monotonic() + 90
+        while len(project.calls()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(project.calls()) == 2, "the agents never started"
+        time.sleep(0.5)
+        os.killpg(process.pid, signal.SIGINT)
+        out, _ = process.communicate(timeout=60)
+        print(out)
+    finally:
+        process.kill()
+    assert "Traceback" not in out and "KeyError" not in out and "INTERNALERROR" not in out, out
+    campaign = project.campaign()
+    assert (
+        f"agent-eval: interrupted — resume with: python -m pytest {' '.join(args)} --agent-eval-resume {campaign}"
+        in out
+    )
+    assert not _running(str(project.standin)), "a stand-in agent outlived the interrupt"
+    assert not (campaign / "items.jsonl").exists() or not (campaign / "items.jsonl").read_text().strip()
+
+
 # -- the real CLI against the stand-in server with injected faults -----------------------------------------------
 @pytest.fixture
 def real_cli_options(tmp_path: Path, real_tools) -> tuple[HeadlessOptions, dict[str, str]]:
