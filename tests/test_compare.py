@@ -189,7 +189,9 @@ def test_render_comparison_names_entry_metric_before_after_change():
     assert f"{-before * 100:+.1f}pt" in line
     assert "2→1" in line and "FAILED allocation:-5pt" in line
     assert "warning: n=1: never read a single run (seeds: never n=1)" in text
-    assert text.splitlines()[0].split() == ["entry", "arm", "metric", "before", "after", "change", "n", "rule"]
+    head = ["entry", "arm", "metric", "before", "after", "change", "mean", "[95%", "interval]", "n", "rule"]
+    assert text.splitlines()[0].split() == head
+    assert "n<2: no interval" in line  # the current side has one run
     assert text.rstrip().endswith("1 regression(s) beyond --compare-fail thresholds")
 
 
