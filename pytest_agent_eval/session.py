@@ -79,7 +79,7 @@ class EvalSession:
         try:
             if cfg.replay is not None:
                 self.replay_path = baseline.find(cfg.replay, cfg.out, exclude=cfg.resume)
-                if not self.replay_path.is_dir():
+                if not (self.replay_path / MANIFEST).is_file():
                     raise StoreError(f"{self.replay_path}: replay needs a saved baseline or a campaign folder")
                 load_records(self.replay_path)
         except StoreError as exc:

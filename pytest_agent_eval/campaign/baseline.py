@@ -134,7 +134,7 @@ def find(spec: str | Path, out: str | Path, exclude: str | Path | None = None) -
     path = Path(text)
     if path.exists():
         return path
-    tried.append(f"no file or folder {path.resolve()}")
+    tried.append(f"{path}: no such file or folder")
     raise StoreError(f"cannot find baseline {text!r}: " + "; ".join(tried))
 
 
@@ -144,3 +144,18 @@ def size_note(path: str | Path) -> str:
     records = sum(1 for line in (path / ITEMS).read_text(encoding="utf-8").splitlines() if line.strip())
     size = sum(p.stat().st_size for p in path.iterdir() if p.is_file())
     return f"{records} record(s), {size / 1024:.0f} kB"
+
+
+def recording(campaign: Campaign, item_id: str, entry: str, arm: str, run: int | None) -> list[Path]:
+    """The segments a replayed item's model replays: the recorded item of the same id, else of the same entry,
+    arm and run (an id that pins a build, ``express-with:local:x-1``, still finds ``express-with-1``)."""
+    records = campaign.items()
+    found = next((r for r in records if r.id == item_id), None)
+    found = found or next((r for r in records if (r.entry, r.arm, r.run) == (entry, arm, run)), None)
+    if found is None:
+        ids = ", ".join(r.id for r in records[:8]) + (" …" if len(records) > 8 else "")
+        raise StoreError(f"{campaign.path}: no recording of {item_id} (it recorded: {ids or 'nothing'})")
+    segments = campaign.segments(found)
+    if found.outcome == "error" or not segments or not all(p.is_file() for p in segments):
+        raise StoreError(f"{campaign.path}: the recording of {found.id} is incomplete (outcome {found.outcome})")
+    return segments
