@@ -96,18 +96,18 @@ def unpack(baseline: str | Path, into: str | Path) -> Path:
     return into
 
 
-def latest(out: str | Path) -> Path | None:
-    """The newest campaign in the out folder: its ``latest`` pointer if it has one, else by manifest ``created``."""
+def latest(out: str | Path, exclude: str | Path | None = None) -> Path | None:
+    """The newest campaign in the out folder other than ``exclude``: its ``latest`` pointer if it has one,
+    else by manifest ``created``."""
     out = Path(out)
+    skip = Path(exclude).resolve() if exclude is not None else None
     pointer = out / LATEST
-    if pointer.exists() and (pointer.resolve() / MANIFEST).is_file():
+    if pointer.exists() and (pointer.resolve() / MANIFEST).is_file() and pointer.resolve() != skip:
         return pointer.resolve()
-    if pointer.is_file():
-        named = out / pointer.read_text(encoding="utf-8").strip()
-        if (named / MANIFEST).is_file():
-            return named
     found: list[tuple[str, str, Path]] = []
     for folder in out.iterdir() if out.is_dir() else []:
+        if folder.is_symlink() or folder.resolve() == skip:
+            continue
         if folder.is_dir() and folder.name != BASELINES and (folder / MANIFEST).is_file():
             with contextlib.suppress(StoreError):
                 created = str(Campaign.open(folder).manifest.get("created") or "")
@@ -127,8 +127,8 @@ def find(spec: str | Path, out: str | Path, exclude: str | Path | None = None) -
             return named
         tried.append(f"no baseline named {text!r} in {baselines_dir(out)}")
     if text == LATEST:
-        newest = latest(out)
-        if newest is not None and (exclude is None or newest.resolve() != Path(exclude).resolve()):
+        newest = latest(out, exclude)
+        if newest is not None:
             return newest
         tried.append(f"no campaign in {out} for 'latest'")
     path = Path(text)
