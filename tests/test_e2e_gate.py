@@ -55,7 +55,8 @@ const serving = args[0] === 'serve';
 const child = spawn(process.execPath, [real, ...args], { stdio: ['inherit', serving ? 'pipe' : 'inherit', 'inherit'] });
 child.on('exit', (code, signal) => process.exit(signal ? 1 : code));
 for (const sig of ['SIGINT', 'SIGTERM', 'SIGHUP']) process.on(sig, () => child.kill(sig));
-const PADDING = '**`PADDED_FILE`** padding(function)\n```js\n' + '// a file this question never needed\n'.repeat(400) + '```\n\n';
+const FILLER = '// a file this question never needed\n'.repeat(400);
+const PADDING = '**`PADDED_FILE`** padding(function)\n```js\n' + FILLER + '```\n\n';
 function pad(line) {
   let message;
   try { message = JSON.parse(line); } catch (e) { return line; }
