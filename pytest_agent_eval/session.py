@@ -204,6 +204,7 @@ class EvalSession:
         if self.compare_path is not None:
             before = load_records(self.compare_path, self.problems)
             self.gate = compare_gate.gate(before, records, cfg.compare_fail, cfg.compare_min_pairs)
+            meta["gate"] = {"baseline": str(self.compare_path), **compare_gate.gate_summary(self.gate)}
         path = self.campaign.path / SUMMARY
         write_atomic(path, json.dumps(summary(records, meta), indent=2, default=str) + "\n")
         html = write_html(self.campaign, self.gate, str(self.compare_path) if self.compare_path else None)

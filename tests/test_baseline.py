@@ -172,6 +172,12 @@ def test_a_session_saves_a_baseline_and_a_later_one_gates_against_it_by_name(tmp
     assert any(line.text.startswith("agent-eval: REGRESSION in express") for line in lines)
     last = next(line for line in lines if line.text.startswith("agent-eval: the session fails: gate: FAILED"))
     assert last.markup == {"red": True}
+    summary = json.loads((second.campaign.path / "summary.json").read_text())
+    assert summary["gate"]["passed"] is False and summary["gate"]["pairs"] == 2
+    assert summary["gate"]["baseline"] == str(tmp_path / "out" / "baselines" / "main")
+    assert [(r["arm"], r["metric"], r["rule"]) for r in summary["gate"]["regressions"]] == [
+        ("with", "allocation", "allocation:-5pt")
+    ]
     # report.html carries the comparison and its verdicts
     html = (second.campaign.path / "report.html").read_text()
     assert 'id="comparison" data-gate="failed"' in html and "FAILED allocation:-5pt" in html

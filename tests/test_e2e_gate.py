@@ -49,7 +49,8 @@ PACKAGE_JSON = {
 WRAPPER = r"""#!/usr/bin/env node
 'use strict';
 const { spawn } = require('child_process');
-const real = require.resolve('@colbymchenry/codegraph/npm-shim.js');
+const path = require('path');
+const real = path.join(__dirname, '..', 'node_modules', '@colbymchenry', 'codegraph', 'npm-shim.js');
 const args = process.argv.slice(2);
 const serving = args[0] === 'serve';
 const child = spawn(process.execPath, [real, ...args], { stdio: ['inherit', serving ? 'pipe' : 'inherit', 'inherit'] });

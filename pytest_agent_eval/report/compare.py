@@ -283,6 +283,35 @@ def gate_line(result: GateResult) -> str:
     return f"gate: passed — {pairs}; {checked} rule check(s), none regressed"
 
 
+def gate_summary(result: GateResult) -> dict[str, Any]:
+    """The gate as plain data (``summary.json``): what it compared, its verdict, and each failing or undecided row."""
+    return {
+        "passed": not result.failed,
+        "verdict": gate_line(result),
+        "rules": [str(rule) for rule in result.rules],
+        "pairs": len(result.matched),
+        "baseline_pairs": len(result.baseline_pairs),
+        "problems": result.problems,
+        "regressions": [_row_summary(row) for row in result.regressions],
+        "undecided": [_row_summary(row) for row in result.undecided],
+    }
+
+
+def _row_summary(row: Regression) -> dict[str, Any]:
+    return {
+        "entry": row.entry,
+        "arm": row.arm,
+        "metric": row.metric,
+        "rule": row.rule,
+        "before": row.before,
+        "after": row.after,
+        "change": row.change,
+        "mean_change": row.mean_change,
+        "interval": list(row.interval) if row.interval is not None else None,
+        "n": [row.n_before, row.n_after],
+    }
+
+
 def interval_text(row: Regression) -> str:
     """``mean [low, high]`` of the change in the row's unit; ``n<2`` when a side has one run."""
     if row.interval is None or row.mean_change is None:
