@@ -23,6 +23,7 @@ from pytest_agent_eval.config import AgentEvalConfig
 from pytest_agent_eval.corpus import CorpusEntry, CorpusError, load_corpus
 from pytest_agent_eval.report import compare as compare_gate
 from pytest_agent_eval.report.html import write_html
+from pytest_agent_eval.report.replay import caveat as replay_caveat
 from pytest_agent_eval.report.replay import replay_note
 from pytest_agent_eval.report.terminal import summary, terminal_report
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
@@ -251,7 +252,8 @@ class EvalSession:
     def _gate_lines(self, result: compare_gate.GateResult) -> list[Line]:
         flag = "--agent-eval-compare-fail"
         lines = [Line(""), Line(f"COMPARE — {self.compare_path} (before) → this session (after)")]
-        lines.append(Line(compare_gate.render_comparison(result.rows, flag)))
+        caveat = replay_caveat if self.replay_path is not None else None
+        lines.append(Line(compare_gate.render_comparison(result.rows, flag, caveat)))
         for problem in result.problems:
             lines.append(Line(f"agent-eval: GATE FAILED: {problem}", {"red": True, "bold": True}))
         for entry in dict.fromkeys(row.entry for row in result.regressions):

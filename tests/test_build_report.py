@@ -88,5 +88,12 @@ def test_every_figure_says_what_it_means_under_replay():
     note = replay.replay_note("agent-eval-out/baselines/recorded")
     assert note.startswith("REPLAY of agent-eval-out/baselines/recorded: every model turn is the recorded one")
     replayed = {**SCRIPTED, "name": "cassette", "replay": "agent-eval-out/baselines/recorded"}
-    page = render_html([labelled(with_run(1), "with", replayed)], "t")
+    runs = [labelled(with_run(1), "with", replayed), labelled(with_run(2), "with", replayed)]
+    result = gate([with_run(1), with_run(2)], runs, parse_rules("allocation:-5pt"))
+    page = render_html(runs, "t", comparison=result, compared_with="recorded")
     assert 'id="replay-note"' in page and "measures this build: " in page
+    rows = dict(re.findall(r"<td>express</td><td>with</td><td>(\w+)</td>.*?<td>([^<]*)</td></tr>", page))
+    assert rows["allocation"] == "ok allocation:-5pt"  # the build's own figure: no caveat
+    assert rows["cost_usd"] == "(not measured under replay)"
+    assert rows["sufficient_share"] == "(fixed by the recording under replay)"
+    assert replay.caveat("allocation") is None

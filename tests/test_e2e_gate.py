@@ -151,7 +151,10 @@ def test_record_once_then_replay_gates_two_builds(real_tools: RealTools, tag: st
     checkout = degraded_checkout(real_tools.cache / "e2e-fixtures" / "codegraph-padded")
     done = run_pytest([*common, *gate, f"--agent-eval-tool-version=local:{checkout}"], REPO, env, tmp_path / "bad")
     assert done.returncode == 1, done.stdout[-4000:]
-    assert re.search(r"\b1 passed\b", done.stdout)  # the item passed; the session fails on the gate
+    # the item fails its own allocation floor (agent-eval.yaml), and the session its comparison with the baseline
+    assert re.search(r"\b1 failed\b", done.stdout) and "agent-eval gate failed for express / with" in done.stdout
+    assert re.search(r"express +with +allocation .* FAILED allocation:-5pt", done.stdout)
+    assert re.search(r"express +with +cost_usd .* \(not measured under replay\)", done.stdout)
     assert "agent-eval: REGRESSION in express: with allocation (allocation:-5pt)" in done.stdout
     assert "agent-eval: the session fails: gate: FAILED — 1 of 1 baseline (entry, arm) pair(s) compared" in (
         done.stdout

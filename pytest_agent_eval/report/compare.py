@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -221,14 +221,18 @@ def _row(
     )
 
 
-def render_comparison(rows: Sequence[Regression], flag: str = "--compare-fail") -> str:
+def render_comparison(
+    rows: Sequence[Regression], flag: str = "--compare-fail", caveat: Callable[[str], str | None] | None = None
+) -> str:
     """A table naming entry, arm, figure, before, after, change (median), the mean change with its interval,
-    and each rule's verdict."""
+    and each rule's verdict; ``caveat`` notes a figure that does not measure what the comparison is about
+    (under replay: one the recording fixed)."""
     if not rows:
         return "nothing to compare: no (entry, arm) was scored in both"
     table = []
     for row in rows:
         show = formatter(row.metric)
+        note = caveat(row.metric) if caveat is not None else None
         table.append(
             [
                 row.entry,
@@ -239,7 +243,7 @@ def render_comparison(rows: Sequence[Regression], flag: str = "--compare-fail") 
                 _change(row.change, row.unit),
                 interval_text(row),
                 f"{row.n_before}→{row.n_after}",
-                row.verdict,
+                " ".join(part for part in (row.verdict, f"({note})" if note else "") if part),
             ]
         )
     text = tabulate(

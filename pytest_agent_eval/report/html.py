@@ -23,6 +23,7 @@ from pytest_agent_eval.report.aggregate import Aggregate, aggregate
 from pytest_agent_eval.report.compare import GateResult, gate_line, interval_text
 from pytest_agent_eval.report.format import formatter, seconds, tokens
 from pytest_agent_eval.report.gates import describe_leak
+from pytest_agent_eval.report.replay import caveat as replay_caveat
 from pytest_agent_eval.report.replay import replay_note
 from pytest_agent_eval.report.stats import small_n_warning
 from pytest_agent_eval.report.terminal import (
@@ -116,6 +117,7 @@ def render_html(
     base = Path(base_dir) if base_dir is not None else Path.cwd()
     found = aggregate(records)
     records = found.records
+    replayed = replay_source(records)
     data = json.dumps(chart_data(found), ensure_ascii=False).replace("<", "\\u003c")
     generated = datetime.now(timezone.utc).isoformat(timespec="seconds")
     parts = [
@@ -132,9 +134,9 @@ def render_html(
         f'<p class="backend" id="backend-note">{_e(backend_note or "model backend: not recorded")}</p>',
         f'<p class="meta">{len(records)} item record(s) · generated {_e(generated)}</p></header>',
         _warnings(found),
-        _replay(records),
+        _replay(replayed),
         "<main>",
-        _comparison(comparison, compared_with),
+        _comparison(comparison, compared_with, replayed is not None),
         '<section id="tables"><h2>Per entry × arm</h2>',
         '<p class="hint">median [min–max] over the scored runs of each arm</p>',
         _table(found),
@@ -155,16 +157,20 @@ def render_html(
     return "\n".join(p for p in parts if p) + "\n"
 
 
-def _replay(records: Sequence[ItemRecord]) -> str:
-    """A replayed campaign says which figures measure the build and which the recording fixed."""
+def replay_source(records: Sequence[ItemRecord]) -> str | None:
+    """The baseline a replayed campaign's recordings came from (None: not a replay)."""
     backends = [r.backend for r in records if isinstance(r.backend, dict)]
-    source = next((b["replay"] for b in backends if b.get("replay")), None)
+    return next((str(b["replay"]) for b in backends if b.get("replay")), None)
+
+
+def _replay(source: str | None) -> str:
+    """A replayed campaign says which figures measure the build and which the recording fixed."""
     if source is None:
         return ""
     return f'<div class="warning" id="replay-note"><pre>{_e(replay_note(source))}</pre></div>'
 
 
-def _comparison(result: GateResult | None, compared_with: str | None) -> str:
+def _comparison(result: GateResult | None, compared_with: str | None, replayed: bool = False) -> str:
     """The compare gate's rows and verdict: before → after, the mean change with its interval, each rule."""
     if result is None:
         return ""
@@ -175,6 +181,7 @@ def _comparison(result: GateResult | None, compared_with: str | None) -> str:
     for row in result.rows:
         show = formatter(row.metric)
         css = "failed" if row.failed else ("undecided" if row.undecided else "")
+        note = replay_caveat(row.metric) if replayed else None
         cells = [
             row.entry,
             row.arm,
@@ -184,7 +191,7 @@ def _comparison(result: GateResult | None, compared_with: str | None) -> str:
             f"{row.change:+.1f}{row.unit}",
             interval_text(row),
             f"{row.n_before}→{row.n_after}",
-            row.verdict,
+            " ".join(part for part in (row.verdict, f"({note})" if note else "") if part),
         ]
         rows.append(f'<tr class="{css}">{"".join(f"<td>{_e(c)}</td>" for c in cells)}</tr>')
     head = "".join(

@@ -59,6 +59,12 @@ def meaning(figure: str) -> str:
     return MEANING[FIGURES[figure].name]
 
 
+def caveat(figure: str) -> str | None:
+    """What a comparison row of a replay says about a figure that does not measure the build; None if it does."""
+    found = meaning(figure)
+    return None if found == MEASURED else f"{found} under replay"
+
+
 def figures_by_meaning() -> dict[str, list[str]]:
     grouped: dict[str, list[str]] = {MEASURED: [], PARTLY: [], FIXED: [], NOT_MEASURED: []}
     for name in FIGURES:
