@@ -547,7 +547,7 @@ def resolve(get_option: Callable[[str], Any], get_ini: Callable[[str], Any], roo
             f"--agent-eval-replay: the recorded transcripts are the model; it cannot run with "
             f"--agent-eval-backend {config.backend}"
         )
-    if config.backend == "cassette" and not config.cassettes:
+    if config.backend == "cassette" and not config.cassettes and config.replay is None:
         raise OptionError(
             "--agent-eval-backend cassette: needs --agent-eval-cassette FILES (or ini agent_eval_cassette)"
         )

@@ -13,9 +13,9 @@ from pytest_agent_eval.campaign import baseline
 from pytest_agent_eval.campaign.record import ItemRecord
 from pytest_agent_eval.campaign.store import Campaign, StoreError, load_records
 from pytest_agent_eval.cli import main
-from pytest_agent_eval.config import AgentEvalConfig, parse_rules
+from pytest_agent_eval.config import AgentEvalConfig, OptionError, parse_rules, resolve
 from pytest_agent_eval.score import score_session
-from pytest_agent_eval.session import EvalSession
+from pytest_agent_eval.session import EvalSession, SessionError
 from pytest_agent_eval.transcript import Session
 
 from synth import Transcript, explore_response  # isort: skip
@@ -189,3 +189,24 @@ def test_a_session_saves_a_baseline_and_a_later_one_gates_against_it_by_name(tmp
     text = "\n".join(line.text for line in elsewhere.terminal_lines())
     assert "agent-eval: GATE FAILED: compared nothing" in text
     elsewhere.close()
+
+
+def test_replay_and_min_pairs_options_are_checked_when_read(tmp_path):
+    def config(**given):
+        return resolve(lambda attr: given.get(attr), lambda key: "", tmp_path)
+
+    assert config(replay="recorded").replay == "recorded"
+    assert config(replay="recorded", backend="cassette").backend == "cassette"  # its cassettes come from the baseline
+    with pytest.raises(OptionError, match=r"--agent-eval-replay: .* cannot run with --agent-eval-backend scripted"):
+        config(replay="recorded", backend="scripted")
+    with pytest.raises(OptionError, match="--agent-eval-compare-min-pairs: needs a baseline"):
+        config(compare_min_pairs="2")
+    with pytest.raises(OptionError, match="--agent-eval-save-baseline: expected a name"):
+        config(save_baseline="../up")
+    assert config(compare="main", compare_min_pairs="2").compare_min_pairs == 2
+
+
+def test_a_session_refuses_a_replay_baseline_it_cannot_find(tmp_path):
+    session = EvalSession(AgentEvalConfig(out=tmp_path / "out", replay="recorded"))
+    with pytest.raises(SessionError, match=r"--agent-eval-replay: cannot find baseline 'recorded': no baseline named"):
+        session.claim()
