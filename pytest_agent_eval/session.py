@@ -183,9 +183,14 @@ class EvalSession:
 
     # -- the end ---------------------------------------------------------------------------------------------
     def finish(self) -> bool:
-        """Write the campaign's versions, summary and report, apply compare-fail; True if a figure regressed."""
+        """Write the campaign's versions, summary and report, apply the compare gate; True if the gate failed (a
+        figure regressed, a verdict was undecided, or it compared too little). A session that selected no agent
+        item is no evaluation (an ini ``agent_eval_compare`` applies to unit-test sessions too): it is warned
+        about, not failed; any agent item that ran, skipped or errored has a record, and takes part."""
         cfg = self.cfg
         if not self.records or cfg.campaign_dir is None:
+            if self.compare_path is not None:
+                self.problems.append(f"--agent-eval-compare {cfg.compare}: no agent item ran, nothing was compared")
             return False
         self.campaign = Campaign.open(cfg.campaign_dir)
         records = self.ordered()
@@ -218,7 +223,7 @@ class EvalSession:
     def terminal_lines(self, verbose: bool = False) -> list[Line]:
         """The agent-eval section of the terminal summary."""
         if not self.records:
-            return []
+            return [Line(f"agent-eval: warning: {problem}", {"yellow": True}) for problem in self.problems]
         cfg = self.cfg
         records = self.ordered()
         text = terminal_report(

@@ -151,7 +151,8 @@ def session_of(tmp_path, records, **settings) -> EvalSession:
     session.start()
     for record in records:
         data = {**record, "backend": {"name": "scripted", "description": "scripted agent"}}
-        shipped = session.finish_item(ItemRecord.from_dict(data), outcome="passed", error=None, ran_s=1.0)
+        outcome = record.get("outcome", "passed")
+        shipped = session.finish_item(ItemRecord.from_dict(data), outcome=outcome, error=None, ran_s=1.0)
         session.collect(f"evals/test_ab.py::test_ab[{record['id']}]", shipped)
     return session
 
@@ -210,3 +211,24 @@ def test_a_session_refuses_a_replay_baseline_it_cannot_find(tmp_path):
     session = EvalSession(AgentEvalConfig(out=tmp_path / "out", replay="recorded"))
     with pytest.raises(SessionError, match=r"--agent-eval-replay: cannot find baseline 'recorded': no baseline named"):
         session.claim()
+
+
+def test_a_session_that_selected_no_agent_item_warns_that_it_compared_nothing(tmp_path):
+    first = session_of(tmp_path, [with_run(1), with_run(2)], save_baseline="main")
+    first.finish()
+    first.close()
+    # an ini agent_eval_compare applies to a unit-test session too: no agent item ran, so it is no evaluation
+    empty = EvalSession(AgentEvalConfig(out=tmp_path / "out", corpus=tmp_path / "none.json", compare="main"))
+    empty.claim()
+    assert empty.finish() is False
+    lines = empty.terminal_lines()
+    assert [line.text for line in lines] == [
+        "agent-eval: warning: --agent-eval-compare main: no agent item ran, nothing was compared"
+    ]
+    empty.close()
+    # an agent item that ran but was not scored (skipped, errored) takes part: that gate compared nothing, and fails
+    skipped = {"id": "express-with-1", "entry": "express", "arm": "with", "run": 1, "outcome": "skipped"}
+    unscored = session_of(tmp_path, [skipped], compare="main")
+    assert unscored.finish() is True
+    assert any("GATE FAILED: compared nothing" in line.text for line in unscored.terminal_lines())
+    unscored.close()
