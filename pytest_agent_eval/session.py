@@ -23,7 +23,6 @@ from pytest_agent_eval.corpus import CorpusEntry, CorpusError, load_corpus
 from pytest_agent_eval.report import compare as compare_gate
 from pytest_agent_eval.report.html import write_html
 from pytest_agent_eval.report.terminal import summary, terminal_report
-from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
 
 SUMMARY = "summary.json"
 
@@ -41,9 +40,8 @@ class Line:
 
 
 class EvalSession:
-    def __init__(self, cfg: AgentEvalConfig, tool: RetrievalTool = CODEGRAPH) -> None:
+    def __init__(self, cfg: AgentEvalConfig) -> None:
         self.cfg = cfg
-        self.tool = tool
         self.records: dict[str, ItemRecord] = {}  # by node id: the controller's gathered records
         self.campaign: Campaign | None = None
         self.regressions: list[compare_gate.Regression] | None = None
@@ -170,7 +168,7 @@ class EvalSession:
             return False
         self.campaign = Campaign.open(cfg.campaign_dir)
         records = self.ordered()
-        finish_manifest(self.campaign, records, self.tool.name)
+        finish_manifest(self.campaign, records, cfg.tool.name)
         meta = {
             "campaign": self.campaign.id,
             "corpus": str(cfg.corpus),
@@ -179,7 +177,8 @@ class EvalSession:
             "model": cfg.model,
             "effort": cfg.effort,
             "backend": cfg.backend,
-            "cg_version": cfg.cg_version,
+            "tool": cfg.tool.name,
+            "tool_version": cfg.default_tool_spec,
         }
         path = self.campaign.path / SUMMARY
         write_atomic(path, json.dumps(summary(records, meta), indent=2, default=str) + "\n")

@@ -60,7 +60,7 @@ def agent_block_proven():
 
 
 @pytest.fixture
-def codegraph(agent_case):
+def tool_build(agent_case):
     # Never started: the stand-in claude does not launch MCP servers, and the warm-up is skipped below.
     return Provisioned("codegraph", Path("/opt/codegraph-not-here/bin/codegraph"), "1.6.1", "1.6.1")
 
@@ -74,7 +74,7 @@ def indexed_repo(tmp_path_factory):
 
 
 @pytest.fixture
-def codegraph_warm():
+def tool_warm():
     return None
 """
 
@@ -335,7 +335,7 @@ OPTION_CASES = {
     "--agent-eval-arms": ("with@1.6.1", "without", "arms", ["with@1.6.1"], ["without"]),
     "--agent-eval-runs": ("3", "5", "runs", 3, 5),
     "--agent-eval-turns": ("1", "2", "turns", 1, 2),
-    "--agent-eval-tool-version": ("latest", "1.5.0", "cg_version", "latest", "1.5.0"),
+    "--agent-eval-tool-version": ("latest", "1.5.0", "tool_version", "latest", "1.5.0"),
     "--agent-eval-corpus": ("c1.json", "c2.json", "corpus", "c1.json", "c2.json"),
     "--agent-eval-corpus-dir": ("cd1", "cd2", "corpus_dir", "cd1", "cd2"),
     "--agent-eval-out": ("o1", "o2", "out", "o1", "o2"),
