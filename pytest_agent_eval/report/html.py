@@ -24,7 +24,7 @@ from pytest_agent_eval.report.format import seconds, tokens
 from pytest_agent_eval.report.gates import describe_leak
 from pytest_agent_eval.report.stats import small_n_warning
 from pytest_agent_eval.report.terminal import backend_note, cell, paired_cell, tool_name
-from pytest_agent_eval.tool import RetrievalTool
+from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
 from pytest_agent_eval.transcript import Compaction, Message, Session, ToolResult, TranscriptError, UserText
 
 Records = Sequence[ItemRecord | Mapping[str, Any]]
@@ -282,8 +282,8 @@ def _run_meta(record: ItemRecord) -> str:
 
 def _transcript(session: Session, scores: dict[str, Any]) -> str:
     """The timeline, with each explore call marked by its bucket and the files the answer cited from it."""
-    name = str(scores.get("tool") or "codegraph")
-    tool = RetrievalTool(name, f"{name}_explore", name)
+    name = str(scores.get("tool") or CODEGRAPH.name)
+    tool = RetrievalTool(name, str(scores.get("explore") or f"{name}_explore"), name)  # older records: no explore
     verdict_list = (scores.get("sufficiency") or {}).get("calls") or []
     by_id = {v["call"]: v for v in verdict_list if v.get("call")}
     in_order = iter(verdict_list)  # records written before verdicts carried the call id: in session order
