@@ -327,6 +327,7 @@ def test_dump(agent_eval_config, tmp_path_factory):
             for k, v in dataclasses.asdict(agent_eval_config).items()}
     data["arms"] = [a.label for a in agent_eval_config.arms]
     data["cassettes"] = [str(p) for p in agent_eval_config.cassettes]
+    data["tool"] = agent_eval_config.tool.name
     (tmp_path_factory.getbasetemp().parent / "config.json").write_text(json.dumps(data))
 """
 
@@ -357,7 +358,14 @@ OPTION_CASES = {
         [{"metric": "residual_tokens", "threshold": 20.0, "unit": "%", "direction": 1}],  # its old spelling
     ),
     "--agent-eval-campaign": ("readme", "other", "campaign", "readme", "other"),
+    "--agent-eval-tool": ("mytools:ALPHA", "mytools:BETA", "tool", "alpha", "beta"),  # DUMP_CONFIG keeps its name
 }
+TOOLS_MODULE = """
+from pytest_agent_eval.tool import RetrievalTool
+
+ALPHA = RetrievalTool(name="alpha", package="alpha-mcp")
+BETA = RetrievalTool(name="beta", package="beta-mcp")
+"""
 FLAGS = {"--agent-eval-offline", "--agent-eval-include-contaminated"}
 
 
@@ -389,7 +397,9 @@ def test_option_and_ini_key(pytester, flag):
     extra = {
         "--agent-eval-backend": "agent_eval_cassette = x.jsonl",
         "--agent-eval-compare-fail": "agent_eval_compare = base",
+        "--agent-eval-tool": "pythonpath = .",  # where mytools.py is
     }
+    pytester.makepyfile(mytools=TOOLS_MODULE)
     pytester.makeini(f"[pytest]\n{option.ini} = {ini_value}\n{extra.get(flag, '')}\n")
     _baselines(pytester.path)
     pytester.makepyfile(DUMP_CONFIG)

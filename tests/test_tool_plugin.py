@@ -230,15 +230,17 @@ def test_pytest_evals_runs_both_arms_with_a_second_tool(real_tools: RealTools, t
     figures = without["figures"]
     assert figures["cli_calls"] == figures["cli_blocked"] == len(bash) and figures["leaks"] == 0
     assert figures["retrieval_calls"] == 0
-    (with_repo,) = (tmp_path / "bt").glob("test_ab_express_with_1_*/workspace/repo")
-    (without_repo,) = (tmp_path / "bt").glob("test_ab_express_without_1_*/workspace/repo")
+    with_repo = tmp_path / "bt" / "test_ab_express_with_1_0" / "workspace" / "repo"
+    without_repo = tmp_path / "bt" / "test_ab_express_without_1_0" / "workspace" / "repo"
+    assert (with_repo / "lib" / "response.js").is_file() and (without_repo / "lib" / "response.js").is_file()
     assert (with_repo / ".tinygrep" / "index.json").is_file() and not (without_repo / ".tinygrep").exists()
     # the tables and the report name the tool
     assert "tinygrep calls" in done.stdout and "tinygrep residual" in done.stdout
     assert "codegraph" not in done.stdout
     (html,) = out.glob("*/report.html")
     report = html.read_text()
-    assert "tinygrep calls" in report and "mcp__tinygrep__tinygrep_find" in report
+    assert "retrieval tool under test: tinygrep" in report and "mcp__tinygrep__tinygrep_find" in report
+    assert report.count('class="call explore"') == 2  # its explore calls marked in the timeline
     manifest = json.loads(next(out.glob("*/manifest.json")).read_text())
     assert manifest["config"]["tool"] == "tinygrep" and manifest["versions"]["tinygrep"] == {
         "with": "0.1.0",

@@ -118,6 +118,7 @@ def render_html(
         "</head><body>",
         f"<header><h1>{_e(title)}</h1>",
         f'<p class="backend" id="backend-note">{_e(backend_note or "model backend: not recorded")}</p>',
+        f'<p class="meta" id="tool">retrieval tool under test: {_e(tool_name(records))}</p>',
         f'<p class="meta">{len(records)} item record(s) · generated {_e(generated)}</p></header>',
         _warnings(found),
         "<main>",
