@@ -247,3 +247,14 @@ def test_pytest_evals_runs_both_arms_with_a_second_tool(real_tools: RealTools, t
         "without": "0.1.0",
     }
     assert leftovers(tag, tmp_path) == []
+
+
+def test_the_scoring_cli_takes_a_tool_description() -> None:
+    from pytest_agent_eval.cli import build_parser, tool_of
+
+    args = build_parser().parse_args(["score", "--tool", "tinygrep_tool:TINYGREP", "run.jsonl"])
+    assert tool_of(args) == TINYGREP
+    args = build_parser().parse_args(["score", "--tool", "sg", "run.jsonl"])
+    assert (tool_of(args).name, tool_of(args).explore, tool_of(args).cli) == ("sg", "sg_explore", "sg")
+    with pytest.raises(SystemExit):
+        build_parser().parse_args(["score", "--tool", "tinygrep_tool:NOPE", "run.jsonl"])
