@@ -5,7 +5,6 @@ Selected with ``--agent-eval-tool tinygrep_tool:TINYGREP`` (this folder importab
 
 from __future__ import annotations
 
-import re
 from pathlib import Path
 
 from pytest_agent_eval.tool import RetrievalTool, fingerprint
@@ -15,10 +14,10 @@ SERVER = Path(__file__).resolve().parent / "tinygrep_mcp.py"
 # What only tinygrep's output holds (see tinygrep_mcp.py): its heading, its section headers, the first line of
 # its index file, its MCP initialize answer.
 TINYGREP_FINGERPRINTS = (
-    fingerprint("tinygrep heading", r'{line}### tinygrep: \d+ sections? for "', re.escape("### tinygrep: ")),
-    fingerprint("tinygrep section", r"{line}\*\*`[^`\n]+`\*\* \u00b7 [\w$]+\(\w+\)", "`\\*\\* \u00b7 "),
-    fingerprint("tinygrep index", r'{line}\{"format": "tinygrep-index/\d+",', re.escape('"tinygrep-index/')),
-    fingerprint("MCP serverInfo name", r'"serverInfo"\s*:\s*\{\s*"name"\s*:\s*"tinygrep"', re.escape('"serverInfo"')),
+    fingerprint("tinygrep heading", r'{line}### tinygrep: \d+ sections? for "', "### tinygrep: "),
+    fingerprint("tinygrep section", r"{line}\*\*`[^`\n]+`\*\* \u00b7 [\w$]+\(\w+\)", "`** \u00b7 "),
+    fingerprint("tinygrep index", r'{line}\{"format": "tinygrep-index/\d+",', '"tinygrep-index/'),
+    fingerprint("MCP serverInfo name", r'"serverInfo"\s*:\s*\{\s*"name"\s*:\s*"tinygrep"', '"serverInfo"'),
 )
 
 TINYGREP = RetrievalTool(
