@@ -210,6 +210,7 @@ def _provision_build(tool: RetrievalTool, spec: str, local: Path | None, cache: 
     with FileLock(str(root / f"{key}.lock")):
         done = _done(marker)
         if not done:
+            started = time.monotonic()
             shutil.rmtree(folder, ignore_errors=True)
             folder.mkdir(parents=True)
             binary = folder / source.name
@@ -222,7 +223,8 @@ def _provision_build(tool: RetrievalTool, spec: str, local: Path | None, cache: 
                 raise
             done = {"bin": str(binary), "version": version, "build": str(source)}
             _write_marker(marker, done)
-            record_build(cache, "install", what=f"local:{source}", version=version, seconds=0.0)
+            seconds = round(time.monotonic() - started, 2)
+            record_build(cache, "install", what=f"local:{source}", version=version, seconds=seconds)
     if local is None and done["version"] != spec:
         raise ProvisionError(f"{tool.name}: {source} --version reports {done['version']}, expected {spec}")
     return Provisioned(name, Path(done["bin"]), done["version"], spec)
