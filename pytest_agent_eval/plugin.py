@@ -67,7 +67,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SESSION_KEY] = session
     worker_input = getattr(config, "workerinput", None)
     if worker_input is not None:  # an xdist worker writes into the campaign its controller made
-        session.join(worker_input.get("agent_eval_campaign") or None)
+        session.join(worker_input.get("agent_eval_campaign") or None, worker_input.get("agent_eval_replay") or None)
         return
     try:
         session.claim()
@@ -96,6 +96,8 @@ def pytest_configure_node(node: Any) -> None:
     """xdist controller → worker: share the campaign folder, so every item lands in it."""
     folder = node.config.stash[CONFIG_KEY].campaign_dir
     node.workerinput["agent_eval_campaign"] = str(folder) if folder is not None else ""
+    replay = node.config.stash[SESSION_KEY].replay_path
+    node.workerinput["agent_eval_replay"] = str(replay) if replay is not None else ""
 
 
 # -- items -----------------------------------------------------------------------------------------------------

@@ -354,10 +354,14 @@ OPTION_CASES = {
         "allocation:-5pt",
         "residual:+20%",
         "compare_fail",
-        [{"metric": "allocation", "threshold": 5.0, "unit": "pt", "direction": -1}],
-        [{"metric": "residual_tokens", "threshold": 20.0, "unit": "%", "direction": 1}],  # its old spelling
+        [{"metric": "allocation", "threshold": 5.0, "unit": "pt", "direction": -1, "confidence": None}],
+        # its old spelling
+        [{"metric": "residual_tokens", "threshold": 20.0, "unit": "%", "direction": 1, "confidence": None}],
     ),
     "--agent-eval-campaign": ("readme", "other", "campaign", "readme", "other"),
+    "--agent-eval-save-baseline": ("nightly", "weekly", "save_baseline", "nightly", "weekly"),
+    "--agent-eval-replay": ("b1", "r1", "replay", "b1", "r1"),
+    "--agent-eval-compare-min-pairs": ("2", "3", "compare_min_pairs", 2, 3),
     "--agent-eval-tool": ("mytools:ALPHA", "mytools:BETA", "tool", "alpha", "beta"),  # DUMP_CONFIG keeps its name
 }
 TOOLS_MODULE = """
@@ -397,6 +401,7 @@ def test_option_and_ini_key(pytester, flag):
     extra = {
         "--agent-eval-backend": "agent_eval_cassette = x.jsonl",
         "--agent-eval-compare-fail": "agent_eval_compare = base",
+        "--agent-eval-compare-min-pairs": "agent_eval_compare = base",
         "--agent-eval-tool": "pythonpath = .",  # where mytools.py is
     }
     pytester.makepyfile(mytools=TOOLS_MODULE)
