@@ -24,7 +24,7 @@ import json
 import os
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import Any, TypeVar
@@ -50,7 +50,7 @@ from pytest_agent_eval.metrics.figures import figures_of
 from pytest_agent_eval.report import gates
 from pytest_agent_eval.report.blocks import render_scorecard
 from pytest_agent_eval.session import EvalSession, new_record
-from pytest_agent_eval.tool import CODEGRAPH
+from pytest_agent_eval.tool import RetrievalTool
 
 CONFIG_KEY = pytest.StashKey[AgentEvalConfig]()
 SESSION_KEY = pytest.StashKey[EvalSession]()
@@ -196,19 +196,33 @@ def agent_failure_memo(request: pytest.FixtureRequest) -> FailureMemo:
 
 
 # -- tools, repository, index --------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def agent_tool(agent_eval_config: AgentEvalConfig) -> RetrievalTool:
+    """The retrieval tool under test (``--agent-eval-tool``; codegraph unless a project names its own)."""
+    return agent_eval_config.tool
+
+
 @pytest.fixture
-def codegraph(
-    agent_case: EvalCase, agent_eval_config: AgentEvalConfig, agent_eval_memo: dict, agent_failure_memo: FailureMemo
+def tool_build(
+    agent_case: EvalCase,
+    agent_tool: RetrievalTool,
+    agent_eval_config: AgentEvalConfig,
+    agent_eval_memo: dict,
+    agent_failure_memo: FailureMemo,
 ) -> Any:
-    """The codegraph build of this item's arm, provisioned once per version (and tried once per session)."""
-    from pytest_agent_eval.harness.provision import provision_codegraph
+    """The retrieval tool's build of this item's arm, provisioned once per version (and tried once per session)."""
+    from pytest_agent_eval.harness.provision import provision_tool
 
     spec = agent_eval_config.tool_spec(agent_case.arm)
     provision = partial(
-        _step, f"provisioning codegraph {spec}", lambda: provision_codegraph(spec, agent_eval_config.cache)
+        _step,
+        f"provisioning {agent_tool.name} {spec}",
+        lambda: provision_tool(agent_tool, spec, agent_eval_config.cache),
     )
     return _memo(
-        agent_eval_memo, ("codegraph", spec), lambda: agent_failure_memo.attempt(f"codegraph {spec}", provision)
+        agent_eval_memo,
+        ("tool", agent_tool.name, spec),
+        lambda: agent_failure_memo.attempt(f"{agent_tool.name} {spec}", provision),
     )
 
 
@@ -236,26 +250,30 @@ def corpus_repo(
 
 @pytest.fixture
 def indexed_repo(
-    corpus_repo: Path, codegraph: Any, agent_eval_config: AgentEvalConfig, agent_failure_memo: FailureMemo
+    corpus_repo: Path,
+    agent_tool: RetrievalTool,
+    tool_build: Any,
+    agent_eval_config: AgentEvalConfig,
+    agent_failure_memo: FailureMemo,
 ) -> Path:
-    """A copy of the repository indexed by this arm's codegraph (once per repository × build, locked)."""
+    """A copy of the repository indexed by this arm's tool build (once per repository × build, locked)."""
     from pytest_agent_eval.harness.index import indexed_copy
 
     index = partial(
         _step,
-        f"indexing {corpus_repo.name} with codegraph {codegraph.version}",
-        lambda: indexed_copy(corpus_repo, codegraph, agent_eval_config.cache),
+        f"indexing {corpus_repo.name} with {agent_tool.name} {tool_build.version}",
+        lambda: indexed_copy(corpus_repo, agent_tool, tool_build, agent_eval_config.cache),
     )
-    return agent_failure_memo.attempt(f"index {corpus_repo} with {codegraph.bin}", index)
+    return agent_failure_memo.attempt(f"index {corpus_repo} with {tool_build.bin}", index)
 
 
 @pytest.fixture
-def agent_workspace(agent_case: EvalCase, indexed_repo: Path, tmp_path: Path) -> Any:
-    """This item's own copy of the indexed repository (the without-arm's without the index), with an isolated
-    HOME and TMPDIR."""
-    from pytest_agent_eval.harness.workspace import TOOL_STATE, make_workspace
+def agent_workspace(agent_case: EvalCase, agent_tool: RetrievalTool, indexed_repo: Path, tmp_path: Path) -> Any:
+    """This item's own copy of the indexed repository (the without-arm's without the tool's state), with an
+    isolated HOME and TMPDIR."""
+    from pytest_agent_eval.harness.workspace import make_workspace
 
-    without = () if agent_case.arm.has_tool else TOOL_STATE
+    without = () if agent_case.arm.has_tool else agent_tool.state_dirs
     return _step("making the workspace", lambda: make_workspace(indexed_repo, tmp_path / "workspace", without))
 
 
@@ -270,11 +288,13 @@ def agent_run_dir(request: pytest.FixtureRequest, agent_case: EvalCase, agent_ca
 
 # -- isolation -----------------------------------------------------------------------------------------------
 @pytest.fixture
-def cli_block(claude_cli: Any, agent_run_dir: Path, tmp_path: Path, agent_eval_memo: dict) -> CliBlock:
-    """PATH without the codegraph CLI + a PreToolUse hook denying it, both probed; the item aborts if not."""
+def cli_block(
+    claude_cli: Any, agent_tool: RetrievalTool, agent_run_dir: Path, tmp_path: Path, agent_eval_memo: dict
+) -> CliBlock:
+    """PATH without the tool's CLI + a PreToolUse hook denying it, both probed; the item aborts if not."""
     from pytest_agent_eval.harness.isolation import self_check, shim_path, write_hook_settings
 
-    cli = CODEGRAPH.cli
+    cli = agent_tool.cli
     # claude must resolve on the agent's PATH wherever it was provisioned; node is expected on PATH already.
     path_env = os.pathsep.join([str(Path(claude_cli.bin).parent), os.environ.get("PATH", "")])
     shimmed = shim_path(path_env, cli, tmp_path / "shim")
@@ -289,7 +309,8 @@ def agent_sandbox(
     agent_case: EvalCase,
     agent_eval_config: AgentEvalConfig,
     claude_cli: Any,
-    codegraph: Any,
+    agent_tool: RetrievalTool,
+    tool_build: Any,
     agent_workspace: Any,
     agent_run_dir: Path,
     agent_model_server: ModelEndpoint,
@@ -307,9 +328,9 @@ def agent_sandbox(
     _step("sandbox", sandbox.check_sandbox)
     readable = [*sandbox.install_paths(claude_cli.bin), agent_run_dir, tmp_path / "shim"]
     if agent_case.arm.has_tool:
-        readable += sandbox.install_paths(codegraph.bin)  # its MCP server runs inside, under the agent
+        readable += sandbox.install_paths(tool_build.bin)  # its MCP server runs inside, under the agent
     workspace = [agent_workspace.repo, agent_workspace.home, agent_workspace.tmp]
-    # The campaign holds the other items' transcripts (the with-arm's codegraph answers); only this item's folder
+    # The campaign holds the other items' transcripts (the with-arm's tool answers); only this item's folder
     # comes back. The corpus folder may lie outside the cache.
     cfg = agent_eval_config
     campaigns = cfg.campaign_dir.parent if cfg.campaign_dir is not None else cfg.out
@@ -318,22 +339,20 @@ def agent_sandbox(
         url = agent_model_server.url
         relay = _step("model relay", lambda: stack.enter_context(carried(url))) if url is not None else None
         yield sandbox.sandbox_for(
-            cache=cfg.cache, writable=workspace, readable=readable, hidden=hidden, relay=relay, cli=CODEGRAPH.cli
+            cache=cfg.cache, writable=workspace, readable=readable, hidden=hidden, relay=relay, tool=agent_tool
         )
 
 
 @pytest.fixture
-def mcp_config(agent_case: EvalCase, codegraph: Any, agent_workspace: Any, agent_run_dir: Path) -> Path:
-    """``mcp-codegraph.json`` (with-arm) or ``mcp-empty.json`` (without-arm), passed with --strict-mcp-config."""
+def mcp_config(
+    agent_case: EvalCase, agent_tool: RetrievalTool, tool_build: Any, agent_workspace: Any, agent_run_dir: Path
+) -> Path:
+    """``mcp-<tool>.json`` (with-arm) or ``mcp-empty.json`` (without-arm), passed with --strict-mcp-config."""
     if agent_case.arm.has_tool:
-        path = agent_run_dir / "mcp-codegraph.json"
+        path = agent_run_dir / f"mcp-{agent_tool.name}.json"
+        command = agent_tool.mcp_command(tool_build.bin, agent_workspace.repo)
         servers = {
-            CODEGRAPH.name: {
-                "type": "stdio",
-                "command": str(codegraph.bin),
-                "args": ["serve", "--mcp", "--path", str(agent_workspace.repo)],
-                "env": {"CODEGRAPH_NO_DAEMON": "1", "DO_NOT_TRACK": "1"},
-            }
+            agent_tool.name: {"type": "stdio", "command": command[0], "args": command[1:], "env": dict(agent_tool.env)}
         }
     else:
         path = agent_run_dir / "mcp-empty.json"
@@ -365,7 +384,7 @@ def agent_model_server(request: pytest.FixtureRequest, agent_eval_config: AgentE
     """The local Messages-API server for a stand-in backend, per worker (per item under replay); nothing for
     the real API."""
     from pytest_agent_eval.campaign import baseline
-    from pytest_agent_eval.model import AnthropicBackend, CassetteBackend, make_backend, serve
+    from pytest_agent_eval.model import AnthropicBackend, CassetteBackend, ScriptedBackend, make_backend, serve
 
     cfg = agent_eval_config
     source: Campaign | None = request.getfixturevalue("agent_replay_source")
@@ -385,6 +404,8 @@ def agent_model_server(request: pytest.FixtureRequest, agent_eval_config: AgentE
         return
     options: dict[str, Any] = {"paths": cfg.cassettes} if cfg.backend == "cassette" else {}
     backend = _step(f"model backend {cfg.backend}", lambda: make_backend(cfg.backend, **options))
+    if isinstance(backend, ScriptedBackend):  # the stand-in calls the tool under test by its own names
+        backend = replace(backend, explore=cfg.tool.explore, cli=cfg.tool.cli)
     if isinstance(backend, AnthropicBackend):
         yield ModelEndpoint("anthropic", backend.describe())
         return
@@ -397,19 +418,24 @@ def agent_model_server(request: pytest.FixtureRequest, agent_eval_config: AgentE
 
 
 @pytest.fixture
-def agent_env(agent_workspace: Any, cli_block: CliBlock, agent_model_server: ModelEndpoint) -> dict[str, str]:
-    """The agent's environment: isolated HOME/TMPDIR, the blocked PATH, the flags, the model endpoint."""
+def agent_env(
+    agent_tool: RetrievalTool, agent_workspace: Any, cli_block: CliBlock, agent_model_server: ModelEndpoint
+) -> dict[str, str]:
+    """The agent's environment: isolated HOME/TMPDIR, the blocked PATH, the agent's and the tool's flags, the
+    model endpoint."""
     from pytest_agent_eval.harness.sandbox import npm_env
 
     env = agent_environment(agent_workspace.env(os.environ), agent_model_server.url)
+    env.update(agent_tool.env)
     env.update(npm_env(agent_workspace.home), PATH=cli_block.path)
     return env
 
 
 @pytest.fixture
-def codegraph_warm(
+def tool_warm(
     agent_case: EvalCase,
-    codegraph: Any,
+    agent_tool: RetrievalTool,
+    tool_build: Any,
     indexed_repo: Path,
     agent_workspace: Any,
     agent_env: dict[str, str],
@@ -419,10 +445,10 @@ def codegraph_warm(
     (node, native modules, the index read from disk) is not measured; later items find it all cached."""
     if not agent_case.arm.has_tool:
         return None
-    command = [str(codegraph.bin), "serve", "--mcp", "--path", str(agent_workspace.repo)]
+    command = agent_tool.mcp_command(tool_build.bin, agent_workspace.repo)
     return _memo(
         agent_eval_memo,
-        ("warm", str(codegraph.bin), str(indexed_repo)),
+        ("warm", str(tool_build.bin), str(indexed_repo)),
         lambda: warm_mcp_server(command, cwd=agent_workspace.repo, env=agent_env),
     )
 
@@ -430,6 +456,7 @@ def codegraph_warm(
 @pytest.fixture
 def agent_block_proven(
     claude_cli: Any,
+    agent_tool: RetrievalTool,
     cli_block: CliBlock,
     agent_sandbox: Any,
     agent_workspace: Any,
@@ -447,7 +474,7 @@ def agent_block_proven(
     probe = partial(
         prove_block,
         options,
-        CODEGRAPH.cli,
+        agent_tool.cli,
         cwd=agent_workspace.repo,
         env=agent_env,
         out_dir=agent_run_dir / "block-probe",
@@ -468,7 +495,7 @@ def agent_run(
     cli_block: CliBlock,
     agent_env: dict[str, str],
     agent_model_server: ModelEndpoint,
-    codegraph_warm: float | None,
+    tool_warm: float | None,
     agent_sandbox: Any,
     agent_block_proven: None,
 ) -> RunRecord:
@@ -481,7 +508,7 @@ def agent_run(
 
     cfg = agent_eval_config
     record = record_of(request.node)
-    tool = request.getfixturevalue("codegraph")  # already set up: mcp_config and the index depend on it
+    tool = request.getfixturevalue("tool_build")  # already set up: mcp_config and the index depend on it
     record.backend = agent_model_server.to_dict()
     record.run_dir = str(agent_run_dir)
     record.tool_version = tool.version
@@ -565,13 +592,14 @@ def agent_result(
     session = _step("reading the transcript", lambda: Session.from_files(agent_run.segments))
     if session.infra_error:
         raise AgentInfraError(session.infra_error)
-    card = score_of(session, CODEGRAPH)  # scored once: the figures and the printed blocks come from one card
+    tool = request.getfixturevalue("agent_tool")
+    card = score_of(session, tool)  # scored once: the figures and the printed blocks come from one card
     score = card.to_dict()
-    figures = figures_of(score, has_tool=agent_case.arm.has_tool, wall_s=sum(agent_run.wall_s), tool=CODEGRAPH)
+    figures = figures_of(score, has_tool=agent_case.arm.has_tool, wall_s=sum(agent_run.wall_s), tool=tool)
     if done is None:
         (agent_run.segments[0].parent / "score.json").write_text(json.dumps(score, indent=2) + "\n", encoding="utf-8")
     # Known even when the test never calls agent_gate: the campaign tables drop contaminated without-arms.
-    record.contaminated = not gates.contamination_verdict(score, agent_case.arm.has_tool, CODEGRAPH).passed
+    record.contaminated = not gates.contamination_verdict(score, agent_case.arm.has_tool, tool).passed
     record.figures, record.scores, record.blocks = figures, score, render_scorecard(card)
     for name, value in figures.items():
         if value is not None:
@@ -603,7 +631,9 @@ def agent_thresholds(agent_eval_config: AgentEvalConfig) -> gates.Thresholds:
 
 
 @pytest.fixture
-def agent_gate(request: pytest.FixtureRequest, agent_thresholds: gates.Thresholds) -> Callable[[AgentResult], None]:
+def agent_gate(
+    request: pytest.FixtureRequest, agent_thresholds: gates.Thresholds, agent_tool: RetrievalTool
+) -> Callable[[AgentResult], None]:
     """``agent_gate(result)`` FAILS the item on contamination or a threshold, naming each gate."""
 
     def check(result: AgentResult) -> None:
@@ -615,7 +645,7 @@ def agent_gate(request: pytest.FixtureRequest, agent_thresholds: gates.Threshold
             arm_name=case.arm.name,
             arm_label=case.arm.label,
             thresholds=agent_thresholds,
-            tool=CODEGRAPH,
+            tool=agent_tool,
         )
         record = record_of(request.node)
         record.gates = [v.to_dict() for v in verdicts]

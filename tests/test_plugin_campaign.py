@@ -299,7 +299,7 @@ def agent_block_proven():
 
 
 @pytest.fixture
-def codegraph(agent_case, agent_eval_config):
+def tool_build(agent_case, agent_eval_config):
     spec = agent_eval_config.tool_spec(agent_case.arm)
     folder, version = BUILDS[spec]
     return Provisioned("codegraph", HERE / folder / "codegraph", version, spec)
@@ -314,7 +314,7 @@ def corpus_repo(tmp_path_factory):
 
 
 @pytest.fixture
-def codegraph_warm():
+def tool_warm():
     return None
 """
 
