@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_agent_eval.campaign.record import ItemRecord
@@ -58,5 +58,13 @@ def finish_manifest(campaign: Campaign, records: Sequence[ItemRecord], tool_name
     backend = next((r.backend for r in records if isinstance(r.backend, dict)), None)
     if backend is not None:
         manifest["backend"] = backend
+    write_atomic(campaign.path / MANIFEST, json.dumps(manifest, indent=2, default=str) + "\n")
+    campaign.manifest = manifest
+
+
+def update_manifest(campaign: Campaign, fields: Mapping[str, Any]) -> None:
+    """Set top-level manifest keys outside the hashed config (the selection, the shard, the corpus hash)."""
+    manifest = Campaign.open(campaign.path).manifest
+    manifest.update(fields)
     write_atomic(campaign.path / MANIFEST, json.dumps(manifest, indent=2, default=str) + "\n")
     campaign.manifest = manifest
