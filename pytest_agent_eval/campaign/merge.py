@@ -61,6 +61,9 @@ def merge(out: str | Path, folders: Sequence[str | Path]) -> EvalSession:
         source = shard.path / ITEM_DIRS / safe_name(record.id)
         if source.is_dir():
             shutil.copytree(source, campaign.path / ITEM_DIRS / safe_name(record.id))
+        if isinstance(record.scores, dict) and record.scores.get("files"):
+            # the transcripts the scores were read from, where they now are (the shard's machine is gone)
+            record.scores["files"] = [str(campaign.resolve(segment)) for segment in record.segments]
         campaign.record(record)
     session = EvalSession(_config_of(campaign))
     session.records = {record.nodeid or record.id: record for _, record in records}
