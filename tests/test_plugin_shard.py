@@ -205,17 +205,22 @@ def test_a_shard_resumes_as_itself_under_xdist(project):
 
 
 def test_xdist_workers_with_their_own_cwd_and_cache_write_the_campaign(project, tmp_path):
-    """``--tx popen//chdir=…`` workers start elsewhere, as ``--tx ssh=…`` ones do: what they record reaches the
-    campaign the controller made."""
+    """``--tx popen//chdir=…`` workers run from their own copy of the project (rsynced, as ``--tx ssh=…`` ones
+    do), with their own cwd and cache: what they record reaches the campaign the controller made."""
+    project.pytester.makeini("[pytest]\n")  # a project's rootdir is where its ini is, on every machine
     specs = []
     for name in ("w1", "w2"):
-        (tmp_path / name).mkdir()
         specs += ["--tx", f"popen//chdir={tmp_path / name}//env:AGENT_EVAL_CACHE={tmp_path / name / 'cache'}"]
-    result = project.run("--agent-eval-runs", "1", "-k", "express or gin", "--dist", "load", *specs, in_subprocess=True)
+    rsync = [f"--rsyncdir={project.path}", "--rsyncignore=out"]
+    # xdist maps an argument that is a path under an rsync root to the worker's copy (and refuses other paths)
+    args = [str(project.path / "evals"), "-p", "no:cacheprovider", "--agent-eval-backend=scripted"]
+    args += [f"--agent-eval-out={project.path / 'out'}", "--agent-eval-runs=1", "-k", "express or gin"]
+    result = project.pytester.runpytest_subprocess(*args, "--dist=load", *specs, *rsync)
     result.assert_outcomes(passed=4)
     [campaign] = project.campaigns()
     records = Campaign.open(campaign).items()
     assert sorted(r.id for r in records) == ["express-with-1", "express-without-1", "gin-with-1", "gin-without-1"]
     for record in records:
         assert all(path.is_file() for path in Campaign.open(campaign).segments(record))
-    assert not list((tmp_path / "w1").glob("out*")) and not list((tmp_path / "w2").glob("out*"))
+    # each worker had its own copy of the project to start from
+    assert all((tmp_path / name / project.path.name / "corpus.json").is_file() for name in ("w1", "w2"))
