@@ -357,7 +357,7 @@ OPTION_CASES = {
         [{"metric": "residual_tokens", "threshold": 20.0, "unit": "%", "direction": 1}],  # its old spelling
     ),
     "--agent-eval-campaign": ("readme", "other", "campaign", "readme", "other"),
-    "--agent-eval-shard": ("1/3", "2/2", "shard", {"index": 1, "count": 3}, {"index": 2, "count": 2}),
+    "--agent-eval-shard": ("1/3", "2/2", "shard", str({"index": 1, "count": 3}), str({"index": 2, "count": 2})),
 }
 FLAGS = {"--agent-eval-offline", "--agent-eval-include-contaminated"}
 
