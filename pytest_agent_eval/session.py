@@ -269,6 +269,14 @@ class EvalSession:
             resumed = sum(1 for r in records if r.resumed)
             note = f" ({resumed} re-scored from the resumed campaign, not re-run)" if resumed else ""
             lines.append(Line(f"agent-eval: campaign {campaign.id}: {len(records)} run(s){note} in {campaign.path}"))
+            selected = self.selection["selected"]
+            if cfg.shard is not None and self.shard_ids is not None and selected is not None:
+                lines.append(
+                    Line(
+                        f"agent-eval: shard {cfg.shard}: {len(self.shard_ids)} of {len(selected)} selected item(s); "
+                        "join the shards' campaigns with: agent-eval merge OUT CAMPAIGN…"
+                    )
+                )
             lines += [Line(f"agent-eval: wrote {path}") for path in self.written]
         return lines
 

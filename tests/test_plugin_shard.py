@@ -112,6 +112,7 @@ def test_three_shards_side_by_side_merge_into_the_unsharded_campaign(project, ca
         assert not entries & {i.rsplit("-", 2)[0] for i in seen}  # an entry's repository on one shard only
         seen += ids
         assert re.search(rf"{len(selected) - len(ids)} deselected", outputs[index - 1])
+        assert f"agent-eval: shard {index}/3: {len(ids)} of {len(selected)} selected item(s)" in outputs[index - 1]
     assert sorted(seen) == sorted(selected)
 
     code, text = agent_eval_output(capsys, "merge", "merged", *map(str, reversed(folders)))
