@@ -84,8 +84,3 @@ def partition(items: Sequence[tuple[str, EvalCase]], count: int) -> list[list[st
         shards[shard_of[group_key(case)]].append(item_id)
     return shards
 
-
-def shard_loads(items: Sequence[tuple[str, EvalCase]], count: int) -> list[int]:
-    """Each shard's total weight, to see how even a partition is."""
-    cases = dict(items)
-    return [sum(item_weight(cases[i]) for i in ids) for ids in partition(items, count)]
