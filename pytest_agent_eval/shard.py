@@ -83,4 +83,3 @@ def partition(items: Sequence[tuple[str, EvalCase]], count: int) -> list[list[st
     for item_id, case in items:
         shards[shard_of[group_key(case)]].append(item_id)
     return shards
-
