@@ -79,7 +79,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[SESSION_KEY] = session
     config.stash[RESTORED_KEY] = restored
     if worker_input is not None:  # an xdist worker writes into the campaign its controller made
-        session.join(worker_input.get("agent_eval_campaign") or None)
+        session.join(worker_input.get("agent_eval_campaign") or None, worker_input.get("agent_eval_replay") or None)
         return
     try:
         session.claim()
@@ -136,6 +136,8 @@ def pytest_configure_node(node: Any) -> None:
     node.workerinput["agent_eval_campaign"] = str(folder) if folder is not None else ""
     restored = node.config.stash[RESTORED_KEY]
     node.workerinput["agent_eval_restored"] = restored.to_dict() if restored is not None else None
+    replay = node.config.stash[SESSION_KEY].replay_path
+    node.workerinput["agent_eval_replay"] = str(replay) if replay is not None else ""
 
 
 # -- items -----------------------------------------------------------------------------------------------------
