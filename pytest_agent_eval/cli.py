@@ -5,6 +5,7 @@ agent-eval score run.jsonl run.t2.jsonl --json     # segments given in order
 agent-eval score --session ~/.claude/projects/-tmp-express/
 agent-eval rescore agent-eval-out/20260801-101500-3fa9c2/   # a campaign or a folder of run-*.jsonl
 agent-eval compare BASELINE CURRENT --compare-fail "allocation:-5pt,residual_tokens:+20%"
+agent-eval merge merged/ shard-1/ shard-2/ shard-3/     # the campaigns of --agent-eval-shard 1/3 … 3/3 as one
 agent-eval compare recorded latest --compare-fail allocation:-5pt@95   # a saved baseline vs the newest campaign
 
 compare exits 0 when the gate passes, 1 when it fails (a regression, an undecided noise-aware rule, or fewer
@@ -24,6 +25,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agent_eval.campaign import baseline
+from pytest_agent_eval.campaign.merge import MergeError, merge
 from pytest_agent_eval.campaign.rescore import rescore
 from pytest_agent_eval.campaign.store import StoreError, load_records
 from pytest_agent_eval.config import DEFAULT_OUT, OptionError, parse_rules
@@ -153,6 +155,10 @@ def build_parser() -> argparse.ArgumentParser:
     cmd.add_argument(
         "--out", default=DEFAULT_OUT, metavar="DIR", help=f"where baselines and 'latest' are ({DEFAULT_OUT})"
     )
+
+    cmd = commands.add_parser("merge", help="merge the campaigns of shards 1..N (--agent-eval-shard I/N) into one")
+    cmd.add_argument("out", metavar="OUT", help="the merged campaign's folder (new, or an empty one)")
+    cmd.add_argument("campaigns", nargs="+", metavar="CAMPAIGN", help="the shards' campaign folders, any order")
     return parser
 
 
@@ -163,6 +169,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _rescore(args)
     if args.command == "compare":
         return _compare(args)
+    if args.command == "merge":
+        return _merge(args)
     if bool(args.files) == bool(args.session):
         parser.error("score takes FILE… or --session FILE_OR_DIR (one of the two)")
     tool = tool_of(args)
@@ -229,6 +237,20 @@ def _compare(args: argparse.Namespace) -> int:
     result = gate(sides[0], sides[1], rules, args.min_pairs)
     print(render_gate(result))
     return 1 if result.failed else 0
+
+
+def _merge(args: argparse.Namespace) -> int:
+    try:
+        session = merge(args.out, args.campaigns)
+    except MergeError as exc:
+        print(f"agent-eval: error: merge: {exc}", file=sys.stderr)
+        return 2
+    campaign = session.campaign
+    assert campaign is not None
+    print(f"agent-eval: merged {len(args.campaigns)} shard(s), {len(session.records)} run(s), into {campaign.path}")
+    for path in session.written:
+        print(f"agent-eval: wrote {path}")
+    return 0
 
 
 def _warn(problems: list[str]) -> None:

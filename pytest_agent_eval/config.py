@@ -21,6 +21,7 @@ from typing import Any
 from pytest_agent_eval.cases import ARM_NAMES, Arm
 from pytest_agent_eval.metrics.figures import FIGURES, lookup
 from pytest_agent_eval.model import BACKENDS
+from pytest_agent_eval.shard import Shard, ShardError, parse_shard
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool, load_tool
 
 MODES = ("headless", "tmux", "all")  # seed 004's MODE token: claude -p, the TUI in tmux, or both
@@ -57,6 +58,7 @@ class AgentEvalConfig:
     campaign: str | None = None  # run only corpus entries whose "campaign" is this
     include_contaminated: bool = False
     campaign_dir: Path | None = None  # the campaign folder this session writes; set by the plugin
+    shard: Shard | None = None  # run only this shard of the selected items
     save_baseline: str | None = None  # keep this session's campaign as a named baseline
     replay: str | None = None  # a baseline whose transcripts the model replays, item by item (the $0 gate)
     compare_min_pairs: int | None = None  # None: every (entry, arm) the baseline scored must be matched
@@ -301,6 +303,13 @@ def parse_paths(text: str) -> list[Path]:
     return paths
 
 
+def parse_shard_option(text: str) -> Shard:
+    try:
+        return parse_shard(text)
+    except ShardError as exc:
+        raise OptionError(str(exc)) from None
+
+
 @dataclass(frozen=True)
 class Option:
     """One setting: its flag, its ini key, how its text becomes a value, and the config field it fills."""
@@ -518,6 +527,15 @@ OPTIONS: tuple[Option, ...] = (
         "the compare gate fails unless at least N (entry, arm) pairs were scored on both sides (default: every "
         "one the baseline scored; a comparison of nothing always fails)",
         "N",
+    ),
+    Option(
+        "--agent-eval-shard",
+        "agent_eval_shard",
+        "shard",
+        parse_shard_option,
+        "run shard I of N (1-based) of the selected items, e.g. 2/3 in job 2 of a 3-job CI matrix: a repository's "
+        "items stay on one shard; merge the shards' campaigns with 'agent-eval merge'",
+        "I/N",
     ),
     Option(
         "--agent-eval-tool",

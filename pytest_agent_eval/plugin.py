@@ -22,9 +22,10 @@ from typing import Any
 import pytest
 
 from pytest_agent_eval import fixtures
-from pytest_agent_eval.campaign.store import MANIFEST
+from pytest_agent_eval.campaign.selection import Restored, ResumeError, restore
+from pytest_agent_eval.campaign.store import MANIFEST, Campaign, StoreError
 from pytest_agent_eval.cases import EvalCase, SelectionError, cases_for, select_entries
-from pytest_agent_eval.config import OPTIONS, THRESHOLDS_INI, OptionError, for_test, resolve
+from pytest_agent_eval.config import OPTIONS, THRESHOLDS_INI, AgentEvalConfig, OptionError, for_test, resolve
 from pytest_agent_eval.corpus import CorpusEntry, CorpusError, load_corpus
 from pytest_agent_eval.fixtures import CONFIG_KEY, FAILURES_KEY, ITEM_ID_KEY, SESSION_KEY, record_of
 from pytest_agent_eval.harness.drivers import AgentInfraError
@@ -38,6 +39,7 @@ from pytest_agent_eval.session import EvalSession, SessionError
 CORPUS_KEY = pytest.StashKey[Any]()
 SETUP_S_KEY = pytest.StashKey[float]()
 INTERRUPTED_KEY = pytest.StashKey[bool]()
+RESTORED_KEY = pytest.StashKey[Any]()
 MARKER = (
     "agent_eval(entries=None, arms=None, runs=None, turns=None): an agent evaluation (a test using the agent "
     "fixtures), parametrized over corpus entry × arm × run; the arguments narrow the entries and override "
@@ -63,17 +65,26 @@ def pytest_addoption(parser: pytest.Parser) -> None:
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER)
     config.pluginmanager.register(fixtures, "agent_eval_fixtures")  # the fixtures users and evals/ touch
+    worker_input = getattr(config, "workerinput", None)
     try:
-        cfg = resolve(
-            lambda attr: config.getoption(f"agent_eval_{attr}"), lambda key: config.getini(key), config.rootpath
-        )
+        cfg = _resolve(config)
+        if worker_input is not None:  # the controller restored a resumed campaign's settings: take the same
+            restored = worker_input.get("agent_eval_restored")
+            restored = Restored.from_dict(restored) if restored else None
+        else:
+            restored = _restored(config, cfg)
+        if restored is not None:
+            _apply(config, restored)
+            cfg = _resolve(config)
         gates.load_thresholds(cfg.thresholds_file)  # a bad thresholds file is a usage error, before anything runs
-    except (OptionError, gates.ThresholdError) as exc:
+    except (OptionError, gates.ThresholdError, ResumeError) as exc:
         raise pytest.UsageError(str(exc)) from None
     session = EvalSession(cfg)
+    session.invoked_with(config.args, config.option.keyword, config.option.markexpr)
+    session.keep_only = set(restored.selected) if restored is not None and restored.selected is not None else None
     config.stash[CONFIG_KEY] = cfg
     config.stash[SESSION_KEY] = session
-    worker_input = getattr(config, "workerinput", None)
+    config.stash[RESTORED_KEY] = restored
     if worker_input is not None:  # an xdist worker writes into the campaign its controller made
         session.join(worker_input.get("agent_eval_campaign") or None, worker_input.get("agent_eval_replay") or None)
         config.stash[FAILURES_KEY] = FailureMemo(cfg.cache, worker_input.get("agent_eval_session") or uuid.uuid4().hex)
@@ -91,6 +102,31 @@ def pytest_configure(config: pytest.Config) -> None:
     config.add_cleanup(listen(lambda text: _show_progress(config, text)))
 
 
+def _resolve(config: pytest.Config) -> AgentEvalConfig:
+    return resolve(lambda attr: config.getoption(f"agent_eval_{attr}"), lambda key: config.getini(key), config.rootpath)
+
+
+def _restored(config: pytest.Config, cfg: AgentEvalConfig) -> Restored | None:
+    """With --agent-eval-resume: the campaign's selection and settings (a flag contradicting them: ResumeError)."""
+    if cfg.resume is None:
+        return None
+    try:
+        manifest = Campaign.open(cfg.resume).manifest
+    except StoreError as exc:
+        raise pytest.UsageError(f"--agent-eval-resume: {exc}") from None
+    return restore(
+        manifest, lambda attr: config.getoption(f"agent_eval_{attr}"), config.option.keyword, config.option.markexpr
+    )
+
+
+def _apply(config: pytest.Config, restored: Restored) -> None:
+    """As if the resumed campaign's options, -k and -m had been typed on this command line."""
+    for attr, text in restored.options.items():
+        setattr(config.option, f"agent_eval_{attr}", text)
+    config.option.keyword = restored.keyword
+    config.option.markexpr = restored.markexpr
+
+
 def _show_progress(config: pytest.Config, text: str) -> None:
     terminal = config.pluginmanager.get_plugin("terminalreporter")
     capture = config.pluginmanager.get_plugin("capturemanager")
@@ -104,9 +140,12 @@ def _show_progress(config: pytest.Config, text: str) -> None:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
-    """xdist controller → worker: share the campaign folder, so every item lands in it."""
+    """xdist controller → worker: share the campaign folder, so every item lands in it, and a resumed
+    campaign's settings, so every worker selects what the controller restored."""
     folder = node.config.stash[CONFIG_KEY].campaign_dir
     node.workerinput["agent_eval_campaign"] = str(folder) if folder is not None else ""
+    restored = node.config.stash[RESTORED_KEY]
+    node.workerinput["agent_eval_restored"] = restored.to_dict() if restored is not None else None
     replay = node.config.stash[SESSION_KEY].replay_path
     node.workerinput["agent_eval_replay"] = str(replay) if replay is not None else ""
     node.workerinput["agent_eval_session"] = node.config.stash[FAILURES_KEY].session_id  # one failure memo
@@ -146,14 +185,26 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
 
 
 @pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
-    """Campaign item ids are the case ids; two selected tests with the same case are told apart by name."""
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Campaign item ids are the case ids; two selected tests with the same case are told apart by name.
+
+    Runs after ``-k``/``-m`` deselected; then a resumed campaign's selection and ``--agent-eval-shard`` narrow the
+    agent items (the session decides), and the rest are deselected as ``-k`` would."""
     cases = {item: _case_of(item) for item in items}
     counts = Counter(case.id for case in cases.values() if case is not None)
     for item, case in cases.items():
         if case is not None:
             name = getattr(item, "originalname", item.name)
             item.stash[ITEM_ID_KEY] = case.id if counts[case.id] == 1 else f"{name}.{case.id}"
+    session = config.stash[SESSION_KEY]
+    agent_items = [(item.stash[ITEM_ID_KEY], case) for item, case in cases.items() if case is not None]
+    keep = session.select(agent_items)
+    dropped = [item for item, case in cases.items() if case is not None and item.stash[ITEM_ID_KEY] not in keep]
+    if dropped:
+        items[:] = [item for item in items if cases[item] is None or item.stash[ITEM_ID_KEY] in keep]
+        config.hook.pytest_deselected(items=dropped)
+    if hasattr(config, "workeroutput"):  # the controller of an xdist run collects nothing: tell it
+        config.workeroutput["agent_eval_selection"] = session.selection_record()
 
 
 def _case_of(item: pytest.Item) -> EvalCase | None:
@@ -252,6 +303,10 @@ class Reporter:
         # the controller makes it before xdist starts its workers (its hook is trylast), to hand them the path.
         if session.config.pluginmanager.has_plugin("dsession"):
             self.session.start_early()
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        self.session.note_selection(getattr(node, "workeroutput", {}).get("agent_eval_selection"))
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         self.session.collect(report.nodeid, getattr(report, "agent_eval", None))

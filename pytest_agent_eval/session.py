@@ -10,13 +10,15 @@ from __future__ import annotations
 
 import contextlib
 import json
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from pytest_agent_eval.campaign import baseline
-from pytest_agent_eval.campaign.manifest import campaign_config, finish_manifest
+from pytest_agent_eval.campaign.manifest import campaign_config, finish_manifest, update_manifest
 from pytest_agent_eval.campaign.record import ItemRecord
+from pytest_agent_eval.campaign.selection import corpus_hash
 from pytest_agent_eval.campaign.store import MANIFEST, Campaign, StoreError, config_hash, load_records, write_atomic
 from pytest_agent_eval.cases import EvalCase, select_campaign
 from pytest_agent_eval.config import AgentEvalConfig
@@ -26,6 +28,7 @@ from pytest_agent_eval.report.html import write_html
 from pytest_agent_eval.report.replay import caveat as replay_caveat
 from pytest_agent_eval.report.replay import replay_note
 from pytest_agent_eval.report.terminal import summary, terminal_report
+from pytest_agent_eval.shard import partition
 
 SUMMARY = "summary.json"
 
@@ -56,6 +59,10 @@ class EvalSession:
         self._made_early: Path | None = None
         self._resumed: dict[str, ItemRecord] | None = None
         self._held = contextlib.ExitStack()
+        # What the session selected, for the manifest (see campaign/selection.py); "selected" once collected.
+        self.selection: dict[str, Any] = {"args": [], "keyword": "", "markexpr": "", "mode": cfg.mode, "selected": None}
+        self.shard_ids: list[str] | None = None
+        self.keep_only: set[str] | None = None  # a resumed campaign's selected ids: nothing else runs
 
     # -- the campaign's life ---------------------------------------------------------------------------------
     def claim(self) -> None:
@@ -85,6 +92,36 @@ class EvalSession:
             raise SessionError(f"--agent-eval-replay: {exc}") from None
         cfg.campaign_dir = cfg.resume
 
+    def invoked_with(self, args: Sequence[str], keyword: str, markexpr: str) -> None:
+        """The command line's selection (test paths, ``-k``, ``-m``), kept in the manifest."""
+        self.selection.update(args=[str(a) for a in args], keyword=keyword or "", markexpr=markexpr or "")
+
+    def select(self, items: Sequence[tuple[str, EvalCase]]) -> set[str]:
+        """After ``-k``/``-m``: the ids of the items this session runs — those a resumed campaign selected, and of
+        them this shard's (:mod:`pytest_agent_eval.shard`)."""
+        if self.keep_only is not None:
+            items = [(item_id, case) for item_id, case in items if item_id in self.keep_only]
+        self.selection["selected"] = [item_id for item_id, _ in items]
+        shard = self.cfg.shard
+        if shard is None:
+            return {item_id for item_id, _ in items}
+        self.shard_ids = partition(items, shard.count)[shard.index - 1]
+        return set(self.shard_ids)
+
+    def selection_record(self) -> dict[str, Any]:
+        """The manifest's ``selection`` and ``shard`` keys; plain data, so a worker can hand it to the controller."""
+        shard = self.cfg.shard
+        return {
+            "selection": dict(self.selection),
+            "shard": {**shard.to_dict(), "ids": self.shard_ids} if shard is not None else None,
+        }
+
+    def note_selection(self, record: Any) -> None:
+        """Controller under xdist: what a worker's collection selected (every worker selects the same)."""
+        if isinstance(record, dict) and self.selection["selected"] is None:
+            self.selection = dict(record["selection"])
+            self.shard_ids = (record.get("shard") or {}).get("ids")
+
     def join(self, campaign_dir: str | None, replay_dir: str | None = None) -> None:
         """An xdist worker: write into the campaign the controller made (None: it made none yet), and replay the
         baseline the controller resolved (``latest`` on a worker would find the session's own campaign)."""
@@ -105,7 +142,8 @@ class EvalSession:
         except CorpusError:
             entries = []  # collection reports the corpus error; the manifest still says what was asked
         assert self.cfg.out is not None
-        campaign = Campaign.create(self.cfg.out, campaign_config(self.cfg, entries), versions={})
+        extra = {"corpus_hash": corpus_hash(self.cfg.corpus), **self.selection_record()}
+        campaign = Campaign.create(self.cfg.out, campaign_config(self.cfg, entries), versions={}, extra=extra)
         self.cfg.campaign_dir = campaign.path
         return campaign
 
@@ -193,6 +231,10 @@ class EvalSession:
         self.campaign = Campaign.open(cfg.campaign_dir)
         records = self.ordered()
         finish_manifest(self.campaign, records, cfg.tool.name)
+        if self.selection["selected"] is not None:  # known once collection ran here, or a worker said
+            update_manifest(self.campaign, self.selection_record())
+        if not self.campaign.manifest.get("corpus_hash"):
+            update_manifest(self.campaign, {"corpus_hash": corpus_hash(cfg.corpus)})
         meta = {
             "campaign": self.campaign.id,
             "corpus": str(cfg.corpus),
@@ -247,6 +289,14 @@ class EvalSession:
             resumed = sum(1 for r in records if r.resumed)
             note = f" ({resumed} re-scored from the resumed campaign, not re-run)" if resumed else ""
             lines.append(Line(f"agent-eval: campaign {campaign.id}: {len(records)} run(s){note} in {campaign.path}"))
+            selected = self.selection["selected"]
+            if cfg.shard is not None and self.shard_ids is not None and selected is not None:
+                lines.append(
+                    Line(
+                        f"agent-eval: shard {cfg.shard}: {len(self.shard_ids)} of {len(selected)} selected item(s); "
+                        "join the shards' campaigns with: agent-eval merge OUT CAMPAIGN…"
+                    )
+                )
             lines += [Line(f"agent-eval: wrote {path}") for path in self.written]
         if self.saved_baseline is not None:
             note = baseline.size_note(self.saved_baseline)

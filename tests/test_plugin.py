@@ -361,6 +361,7 @@ OPTION_CASES = {
         [{"metric": "residual_tokens", "threshold": 20.0, "unit": "%", "direction": 1, "confidence": None}],
     ),
     "--agent-eval-campaign": ("readme", "other", "campaign", "readme", "other"),
+    "--agent-eval-shard": ("1/3", "2/2", "shard", str({"index": 1, "count": 3}), str({"index": 2, "count": 2})),
     "--agent-eval-save-baseline": ("nightly", "weekly", "save_baseline", "nightly", "weekly"),
     "--agent-eval-replay": ("b1", "r1", "replay", "b1", "r1"),
     "--agent-eval-compare-min-pairs": ("2", "3", "compare_min_pairs", 2, 3),

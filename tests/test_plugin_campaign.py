@@ -165,10 +165,19 @@ def test_resume_under_xdist_and_with_other_settings(project):
     result.assert_outcomes(passed=2)
     assert [c["arm"] for c in project.calls()] == ["with", "without", "without"]
     assert "settings differ" not in result.stdout.str()
-    # more runs into the same campaign: only the new run numbers run, and the terminal says the config moved
-    result = project.run("--agent-eval-runs", "2", "--agent-eval-resume", str(campaign))
-    result.assert_outcomes(passed=4)
-    assert [c["arm"] for c in project.calls()[3:]] == ["with", "without"]
+    # a resume restores the campaign's settings: a flag that contradicts them is refused, naming both values
+    refused = project.run("--agent-eval-runs", "2", "--agent-eval-resume", str(campaign))
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    assert (
+        "--agent-eval-runs 2 contradicts the resumed campaign, which ran with --agent-eval-runs 1"
+        in refused.stderr.str()
+    )
+    # a corpus edited since: the terminal says the config moved
+    corpus = project.path / "corpus.json"
+    corpus.write_text(corpus.read_text().replace("Content-Type?", "Content-Type header?"))
+    result = project.run("--agent-eval-resume", str(campaign))
+    result.assert_outcomes(passed=2)
+    assert len(project.calls()) == 3  # both items were complete: re-scored, not re-run
     result.stdout.fnmatch_lines(["*agent-eval: warning: this session's settings differ from the resumed campaign's*"])
     assert project.campaigns() == [campaign]
 

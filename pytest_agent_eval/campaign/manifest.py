@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import json
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 from pytest_agent_eval.campaign.record import ItemRecord
@@ -90,3 +90,11 @@ def gather_provenance(records: Sequence[ItemRecord], earlier: dict[str, Any] | N
 def _add(values: list[Any], value: Any) -> None:
     if value not in values:
         values.append(value)
+
+
+def update_manifest(campaign: Campaign, fields: Mapping[str, Any]) -> None:
+    """Set top-level manifest keys outside the hashed config (the selection, the shard, the corpus hash)."""
+    manifest = Campaign.open(campaign.path).manifest
+    manifest.update(fields)
+    write_atomic(campaign.path / MANIFEST, json.dumps(manifest, indent=2, default=str) + "\n")
+    campaign.manifest = manifest

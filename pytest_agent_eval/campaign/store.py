@@ -76,12 +76,14 @@ class Campaign:
         config: dict[str, Any],
         backend: Any = None,
         versions: dict[str, Any] | None = None,
+        extra: Mapping[str, Any] | None = None,
     ) -> Campaign:
         """A new, empty campaign folder under ``out_dir``; never reuses one that exists.
 
-        ``backend`` and ``versions`` default to the config's keys of the same name. The folder's 6 hex are
-        3 of the config hash (equal configs sort together) and 3 random, and ``mkdir`` without ``exist_ok``
-        is the guard: two processes starting in the same second cannot both get one folder.
+        ``backend`` and ``versions`` default to the config's keys of the same name; ``extra`` adds manifest keys
+        outside the hashed config (the selection, the shard). The folder's 6 hex are 3 of the config hash (equal
+        configs sort together) and 3 random, and ``mkdir`` without ``exist_ok`` is the guard: two processes
+        starting in the same second cannot both get one folder.
         """
         out_dir = Path(out_dir)
         out_dir.mkdir(parents=True, exist_ok=True)
@@ -96,14 +98,42 @@ class Campaign:
             break
         else:  # pragma: no cover - 100 collisions of 12 random bits in one second
             raise StoreError(f"{out_dir}: could not find a free campaign folder name")
+        return cls._begin(path, config, backend, versions, extra)
+
+    @classmethod
+    def create_at(
+        cls,
+        path: str | Path,
+        config: dict[str, Any],
+        backend: Any = None,
+        versions: dict[str, Any] | None = None,
+        extra: Mapping[str, Any] | None = None,
+    ) -> Campaign:
+        """A new campaign in exactly ``path`` (``agent-eval merge OUT``), which must not exist or be empty."""
+        path = Path(path)
+        if path.exists() and (not path.is_dir() or any(path.iterdir())):
+            raise StoreError(f"{path}: exists and is not an empty folder; a campaign is never written over")
+        path.mkdir(parents=True, exist_ok=True)
+        return cls._begin(path, config, backend, versions, extra)
+
+    @classmethod
+    def _begin(
+        cls,
+        path: Path,
+        config: dict[str, Any],
+        backend: Any,
+        versions: dict[str, Any] | None,
+        extra: Mapping[str, Any] | None,
+    ) -> Campaign:
         manifest = {
             "id": path.name,
             # microseconds: two sessions can start within one second, and their folder names do not order them
             "created": datetime.now(timezone.utc).isoformat(timespec="microseconds"),
             "config": config,
-            "config_hash": digest,
+            "config_hash": config_hash(config),
             "backend": backend if backend is not None else config.get("backend"),
             "versions": versions if versions is not None else config.get("versions") or {},
+            **(extra or {}),
         }
         write_atomic(path / MANIFEST, json.dumps(manifest, indent=2, default=str) + "\n")
         return cls(path, manifest)

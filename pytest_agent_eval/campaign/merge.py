@@ -1,0 +1,192 @@
+"""``agent-eval merge OUT SHARD…``: the campaigns of shards 1..N (``--agent-eval-shard I/N``) made into one.
+
+The merged campaign is an ordinary one: its manifest keeps the shards' config (and hash), versions, backend,
+corpus hash and selection, its ``shard`` says what it was merged from, ``items.jsonl`` holds every shard's
+records and ``items/`` their transcripts; ``summary.json`` and ``report.html`` are rendered by the same
+:class:`~pytest_agent_eval.session.EvalSession` the plugin uses. So ``agent-eval rescore``, ``agent-eval
+compare`` and ``--agent-eval-compare`` read it like any other.
+
+Shards merge only when their results are comparable: a field they disagree on is a MergeError naming the field,
+both values and both shards; so is a shard missing, given twice, or an item two shards both ran.
+"""
+
+from __future__ import annotations
+
+import shutil
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from pytest_agent_eval.campaign.record import ItemRecord
+from pytest_agent_eval.campaign.selection import manifest_options
+from pytest_agent_eval.campaign.store import ITEM_DIRS, Campaign, StoreError, safe_name
+from pytest_agent_eval.config import AgentEvalConfig, OptionError, resolve
+from pytest_agent_eval.session import EvalSession
+
+
+class MergeError(ValueError):
+    """Shards that cannot be merged into one campaign; the message names the field or the shard."""
+
+
+def merge(out: str | Path, folders: Sequence[str | Path]) -> EvalSession:
+    """Merge shard campaigns into a new campaign at ``out``; the returned session holds its records and the
+    files it wrote (``session.written``), as after a pytest session."""
+    shards = _shards(folders)
+    first = shards[0]
+    for other in shards[1:]:
+        for name, mine, theirs in _disagreements(first.manifest, other.manifest):
+            raise MergeError(
+                f"shards disagree on {name}: {mine!r} in {_name(first)} ({first.path}) but {theirs!r} in "
+                f"{_name(other)} ({other.path}); their results are not comparable"
+            )
+    records = _records(shards)
+    manifest = first.manifest
+    count = len(shards)
+    merged_from = [{"index": i, "campaign": c.id} for i, c in enumerate(shards, start=1)]
+    try:
+        campaign = Campaign.create_at(
+            out,
+            manifest["config"],
+            backend=manifest.get("backend"),
+            versions=manifest.get("versions"),
+            extra={
+                "corpus_hash": manifest.get("corpus_hash"),
+                "selection": manifest.get("selection"),
+                "shard": {"count": count, "merged_from": merged_from},
+            },
+        )
+    except StoreError as exc:
+        raise MergeError(str(exc)) from None
+    for shard, record in records:
+        source = shard.path / ITEM_DIRS / safe_name(record.id)
+        if source.is_dir():
+            shutil.copytree(source, campaign.path / ITEM_DIRS / safe_name(record.id))
+        if isinstance(record.scores, dict) and record.scores.get("files"):
+            # the transcripts the scores were read from, where they now are (the shard's machine is gone)
+            record.scores["files"] = [str(campaign.resolve(segment)) for segment in record.segments]
+        campaign.record(record)
+    session = EvalSession(_config_of(campaign))
+    session.records = {record.nodeid or record.id: record for _, record in records}
+    session.finish()
+    return session
+
+
+def _shards(folders: Sequence[str | Path]) -> list[Campaign]:
+    """The campaigns in shard order, checked to be shards 1..N of one count, each exactly once."""
+    by_index: dict[int, Campaign] = {}
+    count = None
+    for folder in folders:
+        try:
+            campaign = Campaign.open(folder)
+        except StoreError as exc:
+            raise MergeError(str(exc)) from None
+        shard = campaign.manifest.get("shard") or {}
+        if shard.get("index") is None:
+            raise MergeError(
+                f"{folder}: not a shard's campaign (its manifest has no shard; run with --agent-eval-shard I/N)"
+            )
+        if count is None:
+            count = shard["count"]
+        elif shard["count"] != count:
+            raise MergeError(f"shards disagree on shard count: {count} and {shard['count']} ({folder})")
+        if shard["index"] in by_index:
+            raise MergeError(
+                f"shard {shard['index']}/{count} given twice: {by_index[shard['index']].path} and {folder}"
+            )
+        by_index[shard["index"]] = campaign
+    assert count is not None, "merge needs at least one campaign"
+    missing = [f"{i}/{count}" for i in range(1, count + 1) if i not in by_index]
+    if missing:
+        given = ", ".join(f"{i}/{count}" for i in sorted(by_index))
+        raise MergeError(f"shard {', '.join(missing)} missing: given {given}")
+    return [by_index[i] for i in range(1, count + 1)]
+
+
+def _comparable(manifest: dict[str, Any]) -> dict[str, Any]:
+    """What must be equal for two shards' results to be one campaign's (flattened: name → value)."""
+    backend = manifest.get("backend")
+    fields: dict[str, Any] = {
+        "config_hash": manifest.get("config_hash"),
+        "corpus_hash": manifest.get("corpus_hash"),
+        # the session's url differs per shard; which model answered must not
+        **(
+            {f"backend.{k}": backend.get(k) for k in ("name", "description")}
+            if isinstance(backend, dict)
+            else {"backend.name": backend}
+        ),
+        "selection": (manifest.get("selection") or {}).get("selected"),
+        "-k": (manifest.get("selection") or {}).get("keyword"),
+        "-m": (manifest.get("selection") or {}).get("markexpr"),
+    }
+    for tool, value in (manifest.get("versions") or {}).items():
+        if isinstance(value, dict):
+            fields.update({f"versions.{tool}.{label}": version for label, version in value.items()})
+        else:
+            fields[f"versions.{tool}"] = value
+    return fields
+
+
+# A version or backend detail one shard never learnt (no item of that arm ran there) is no conflict.
+_UNRESOLVED = ("versions.", "backend.")
+
+
+def _disagreements(mine: dict[str, Any], theirs: dict[str, Any]) -> list[tuple[str, Any, Any]]:
+    """Fields both manifests have and hold differently."""
+    a, b = _comparable(mine), _comparable(theirs)
+    return [
+        (name, a[name], b[name])
+        for name in a
+        if name in b and a[name] != b[name] and not (name.startswith(_UNRESOLVED) and None in (a[name], b[name]))
+    ]
+
+
+def _records(shards: list[Campaign]) -> list[tuple[Campaign, ItemRecord]]:
+    """Every shard's records, checked: each item in one shard only, and together exactly the selection."""
+    owner: dict[str, Campaign] = {}
+    records = []
+    for shard in shards:
+        for record in shard.items():
+            if record.id in owner:
+                raise MergeError(
+                    f"item {record.id} is in two shards: {_name(owner[record.id])} ({owner[record.id].path}) "
+                    f"and {_name(shard)} ({shard.path})"
+                )
+            owner[record.id] = shard
+            records.append((shard, record))
+        if shard.problems:
+            raise MergeError(f"{_name(shard)} ({shard.path}): {shard.problems[0]}")
+    selected = (shards[0].manifest.get("selection") or {}).get("selected")
+    if selected is None:
+        raise MergeError(f"{shards[0].path}: its manifest has no selection (was the shard interrupted? resume it)")
+    for shard in shards:
+        unfinished = [i for i in (shard.manifest.get("shard") or {}).get("ids") or [] if i not in owner]
+        if unfinished:
+            raise MergeError(
+                f"{_name(shard)} ({shard.path}) has no record of {len(unfinished)} of its items "
+                f"({', '.join(unfinished[:5])}); finish it with --agent-eval-resume first"
+            )
+    stray = sorted(set(owner) - set(selected))
+    if stray:
+        raise MergeError(f"items outside the shards' selection: {', '.join(stray[:5])} ({_name(owner[stray[0]])})")
+    missing = sorted(set(selected) - set(owner))
+    if missing:
+        raise MergeError(f"selected items no shard ran: {', '.join(missing[:5])} (a shard is missing or unfinished)")
+    order = {item_id: index for index, item_id in enumerate(selected)}
+    return sorted(records, key=lambda pair: order[pair[1].id])  # the order one unsharded session runs them
+
+
+def _config_of(campaign: Campaign) -> AgentEvalConfig:
+    """The settings the shards ran with, resolved from the manifest as a resume would."""
+    texts = manifest_options(campaign.manifest)
+    texts.pop("shard", None)
+    try:
+        cfg = resolve(texts.get, lambda key: "", Path.cwd())
+    except OptionError as exc:
+        raise MergeError(f"{campaign.path}: its manifest's settings cannot be read: {exc}") from None
+    cfg.campaign_dir = campaign.path
+    return cfg
+
+
+def _name(campaign: Campaign) -> str:
+    shard = campaign.manifest.get("shard") or {}
+    return f"shard {shard.get('index')}/{shard.get('count')}"

@@ -1,0 +1,154 @@
+"""What a campaign selected and with which settings — kept in its manifest so a resume or a merge gets them back.
+
+The manifest's ``config`` (hashed) says what was measured; next to it, unhashed, so every shard of one campaign
+shares the config hash:
+
+    "corpus_hash": sha256 of the corpus file's bytes
+    "selection":   {"args": [...], "keyword": "-k text", "markexpr": "-m text", "mode": "headless",
+                    "selected": [every selected item id, before sharding] (once collection has run)}
+    "shard":       {"index": 2, "count": 3, "ids": [this shard's item ids]}, or null;
+                   a merged campaign: {"count": 3, "merged_from": [{"index": 1, "campaign": "<id>"}, ...]}
+
+``pytest evals --agent-eval-resume FOLDER`` alone re-creates the session from these (:func:`resume_options`): a
+flag given that contradicts the manifest is an error naming the flag and both values.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Callable, Mapping
+from dataclasses import asdict, dataclass
+from pathlib import Path
+from typing import Any
+
+from pytest_agent_eval.config import OPTIONS, OptionError
+
+# The settings a resume takes from the manifest (config attr → how the manifest holds it).
+_RESTORED = (
+    "arms",
+    "runs",
+    "turns",
+    "tool_version",
+    "corpus",
+    "model",
+    "effort",
+    "max_budget_usd",
+    "agent_timeout",
+    "backend",
+    "campaign",
+    "mode",
+    "shard",
+)
+
+
+class ResumeError(ValueError):
+    """A flag that contradicts the campaign being resumed; the message names the flag and both values."""
+
+
+@dataclass
+class Restored:
+    """What a resume takes back from the manifest: option texts (attr → text), ``-k``/``-m``, and the item ids
+    the campaign selected before sharding (None if it never recorded them). Plain data: xdist hands it to workers."""
+
+    options: dict[str, str]
+    keyword: str
+    markexpr: str
+    selected: list[str] | None
+
+    def to_dict(self) -> dict[str, Any]:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: Mapping[str, Any]) -> Restored:
+        return cls(dict(data["options"]), data["keyword"], data["markexpr"], data["selected"])
+
+
+def restore(
+    manifest: Mapping[str, Any], given: Callable[[str], Any], keyword: str, markexpr: str, cwd: Path | None = None
+) -> Restored:
+    """Everything a resume re-creates from the manifest; ResumeError names a flag that contradicts it."""
+    options = resume_options(manifest, given, cwd)
+    keyword, markexpr = resume_selection(manifest, keyword, markexpr)
+    selected = (manifest.get("selection") or {}).get("selected")
+    return Restored(options, keyword, markexpr, list(selected) if selected is not None else None)
+
+
+def corpus_hash(path: str | Path) -> str | None:
+    """sha256 of the corpus file (None if it cannot be read: collection reports that)."""
+    try:
+        return hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return None
+
+
+def manifest_options(manifest: Mapping[str, Any]) -> dict[str, str]:
+    """The manifest's settings as the option texts that would re-create them (attr → text); unset ones left out."""
+    config = manifest.get("config") or {}
+    selection = manifest.get("selection") or {}
+    shard = manifest.get("shard") or {}
+    texts: dict[str, str] = {}
+    arms = config.get("arms") or []
+    if arms:
+        # A pinned arm's label differs from its name; its tool_spec is the full spec (a local path in full).
+        texts["arms"] = ",".join(
+            a["name"] if a["label"] == a["name"] else f"{a['name']}@{a['tool_spec']}" for a in arms
+        )
+    for attr in _RESTORED[1:-2]:  # the settings the config holds as they were typed
+        if config.get(attr) is not None:
+            texts[attr] = str(config[attr])
+    if selection.get("mode"):
+        texts["mode"] = str(selection["mode"])
+    if shard.get("index") is not None:
+        texts["shard"] = f"{shard['index']}/{shard['count']}"
+    return texts
+
+
+def resume_options(manifest: Mapping[str, Any], given: Callable[[str], Any], cwd: Path | None = None) -> dict[str, str]:
+    """The option texts a resume sets (attr → text): the manifest's settings, checked against the flags given.
+
+    ``given(attr)`` is the flag's text on this command line (None if not given). A flag whose value differs from
+    the manifest's is a ResumeError naming the flag and both values; one that agrees changes nothing.
+    """
+    cwd = cwd or Path.cwd()
+    texts = manifest_options(manifest)
+    options = {option.attr: option for option in OPTIONS}
+    for attr in _RESTORED:
+        raw = given(attr)
+        if raw is None:
+            continue
+        option = options[attr]
+        now = _parsed(option.parse, raw, cwd)
+        then = _parsed(option.parse, texts[attr], cwd) if attr in texts else None
+        if now != then:
+            shown = texts.get(attr, "not set")
+            raise ResumeError(
+                f"{option.flag} {raw} contradicts the resumed campaign, which ran with {option.flag} {shown}; "
+                "resume without it (the campaign's settings are restored) or start a new campaign"
+            )
+    return texts
+
+
+def resume_selection(manifest: Mapping[str, Any], keyword: str, markexpr: str) -> tuple[str, str]:
+    """The ``-k`` and ``-m`` expressions of the resumed campaign; a different one given is a ResumeError."""
+    selection = manifest.get("selection") or {}
+    restored = []
+    for flag, now in (("-k", keyword), ("-m", markexpr)):
+        then = selection.get("keyword" if flag == "-k" else "markexpr") or ""
+        if now and now != then:
+            raise ResumeError(
+                f"{flag} {now!r} contradicts the resumed campaign, which selected with {flag} {then!r}; "
+                "resume without it or start a new campaign"
+            )
+        restored.append(then)
+    return restored[0], restored[1]
+
+
+def _parsed(parse: Callable[[Any], Any], text: str, cwd: Path) -> Any:
+    try:
+        value = parse(text)
+    except OptionError:
+        return text
+    if isinstance(value, Path):
+        return Path(os.path.normpath(cwd / value))
+    return value
