@@ -13,7 +13,9 @@ harness work lives in :mod:`pytest_agent_eval.fixtures`, the settings in :mod:`p
 from __future__ import annotations
 
 import contextlib
+import os
 from collections import Counter
+from pathlib import Path
 from typing import Any
 
 import pytest
@@ -30,6 +32,8 @@ from pytest_agent_eval.session import EvalSession, SessionError
 
 CORPUS_KEY = pytest.StashKey[Any]()
 SETUP_S_KEY = pytest.StashKey[float]()
+OPTED_OUT_KEY = pytest.StashKey[int]()  # agent items deselected because nobody asked for them
+OPT_IN_HINT = "name their file or folder (pytest evals/) or pass --agent-eval to run them"
 MARKER = (
     "agent_eval(entries=None, arms=None, runs=None, turns=None): an agent evaluation (a test using the agent "
     "fixtures), parametrized over corpus entry × arm × run; the arguments narrow the entries and override "
@@ -50,10 +54,29 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             group.addoption(*names, default=None, dest=dest, metavar=option.metavar, help=text)
         parser.addini(option.ini, f"{option.help} [ini for {option.flag}]", default="")
     parser.addini(THRESHOLDS_INI, "thresholds file, relative to rootdir (default agent-eval.yaml)", default="")
+    # Which items run, not how: in the spirit of pytest-benchmark's --benchmark-skip / --benchmark-only.
+    group.addoption(
+        "--agent-eval",
+        action="store_true",
+        dest="agent_eval_run",
+        help="run the agent evaluations wherever they are collected (by default they run only when their file "
+        "or a folder holding it is named on the command line: they run agents, which costs money with a real key)",
+    )
+    group.addoption(
+        "--agent-eval-skip", action="store_true", dest="agent_eval_skip", help="never run agent evaluations"
+    )
+    group.addoption(
+        "--agent-eval-only",
+        action="store_true",
+        dest="agent_eval_only",
+        help="run only the agent evaluations (implies --agent-eval)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER)
+    if config.getoption("agent_eval_skip") and config.getoption("agent_eval_only"):
+        raise pytest.UsageError("--agent-eval-skip and --agent-eval-only exclude each other")
     config.pluginmanager.register(fixtures, "agent_eval_fixtures")  # the fixtures users and evals/ touch
     try:
         cfg = resolve(
@@ -131,8 +154,53 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     metafunc.parametrize("agent_case", [pytest.param(case, id=case.id, marks=pytest.mark.agent_eval) for case in cases])
 
 
-@pytest.hookimpl(trylast=True)
-def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+@pytest.hookimpl(trylast=True)  # after pytest's own -k/-m deselection
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _opt_in(config, items)
+    _name_items(items)
+
+
+def _opt_in(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Evals are opt-in: an agent item runs when its path is named (or --agent-eval); the rest are deselected."""
+    run_all = config.getoption("agent_eval_run") or config.getoption("agent_eval_only")
+    named = _named_paths(config)
+    keep, dropped = [], []
+    for item in items:
+        if _case_of(item) is None:
+            wanted = not config.getoption("agent_eval_only")
+        elif config.getoption("agent_eval_skip"):
+            wanted = False
+        else:
+            wanted = run_all or _is_named(item, named, config)
+        (keep if wanted else dropped).append(item)
+    config.stash[OPTED_OUT_KEY] = sum(1 for item in dropped if _case_of(item) is not None)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
+
+
+def _named_paths(config: pytest.Config) -> list[str]:
+    """The paths (and --pyargs modules) the command line names; none when pytest chose them (testpaths, cwd)."""
+    if config.args_source != pytest.Config.ArgsSource.ARGS:
+        return []
+    return [arg.split("::")[0] for arg in config.args]
+
+
+def _is_named(item: pytest.Item, named: list[str], config: pytest.Config) -> bool:
+    """The item's file, a folder holding it, or (with --pyargs) its module or package is named."""
+    here = config.invocation_params.dir
+    item_paths = {Path(os.path.abspath(item.path)), item.path.resolve()}  # evals/test_ab.py may be a symlink
+    module = getattr(getattr(item, "module", None), "__name__", "")
+    for arg in named:
+        if config.option.pyargs and (module == arg or module.startswith(arg + ".")):
+            return True
+        arg_paths = {Path(os.path.abspath(here / arg)), (here / arg).resolve()}
+        if any(a == p or a in p.parents for a in arg_paths for p in item_paths):
+            return True
+    return False
+
+
+def _name_items(items: list[pytest.Item]) -> None:
     """Campaign item ids are the case ids; two selected tests with the same case are told apart by name."""
     cases = {item: _case_of(item) for item in items}
     counts = Counter(case.id for case in cases.values() if case is not None)
@@ -146,6 +214,13 @@ def _case_of(item: pytest.Item) -> EvalCase | None:
     callspec = getattr(item, "callspec", None)
     case = callspec.params.get("agent_case") if callspec is not None else None
     return case if isinstance(case, EvalCase) else None
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """An xdist worker tells its controller how many agent items it left out (each worker collects them all)."""
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        output["agent_eval_opted_out"] = session.config.stash.get(OPTED_OUT_KEY, 0)
 
 
 # -- reports ---------------------------------------------------------------------------------------------------
@@ -176,6 +251,12 @@ class Reporter:
 
     def __init__(self, session: EvalSession) -> None:
         self.session = session
+        self.opted_out_on_workers = 0
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        output = getattr(node, "workeroutput", None) or {}
+        self.opted_out_on_workers = max(self.opted_out_on_workers, output.get("agent_eval_opted_out", 0))
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
@@ -193,6 +274,9 @@ class Reporter:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(self, terminalreporter: Any, config: pytest.Config) -> None:
+        opted_out = max(config.stash.get(OPTED_OUT_KEY, 0), self.opted_out_on_workers)
+        if opted_out and config.getoption("verbose") > -2:
+            terminalreporter.write_line(f"agent-eval: {opted_out} agent evaluation item(s) deselected: {OPT_IN_HINT}")
         lines = self.session.terminal_lines(verbose=config.getoption("verbose") > 0)
         if lines:
             terminalreporter.write_sep("=", "agent-eval")
