@@ -16,7 +16,15 @@ from typing import Any
 
 from pytest_agent_eval.campaign.manifest import campaign_config, finish_manifest
 from pytest_agent_eval.campaign.record import ItemRecord
-from pytest_agent_eval.campaign.store import MANIFEST, Campaign, StoreError, config_hash, load_records, write_atomic
+from pytest_agent_eval.campaign.store import (
+    MANIFEST,
+    Campaign,
+    StoreError,
+    campaign_name,
+    config_hash,
+    load_records,
+    write_atomic,
+)
 from pytest_agent_eval.cases import EvalCase, select_campaign
 from pytest_agent_eval.config import AgentEvalConfig
 from pytest_agent_eval.corpus import CorpusEntry, CorpusError, load_corpus
@@ -49,7 +57,6 @@ class EvalSession:
         self.regressions: list[compare_gate.Regression] | None = None
         self.written: list[Path] = []
         self.problems: list[str] = []  # records of a resumed campaign or a baseline that could not be read
-        self._made_early: Path | None = None
         self._resumed: dict[str, ItemRecord] | None = None
         self._held = contextlib.ExitStack()
 
@@ -77,25 +84,33 @@ class EvalSession:
             self.cfg.campaign_dir = Path(campaign_dir)
 
     def start_early(self) -> None:
-        """Under xdist the controller makes the campaign before the workers start, to hand them its path."""
+        """Under xdist the controller names the campaign before the workers start, to hand them its path; the
+        first item that runs makes it, so a session that runs no agent item leaves nothing on disk."""
         if self.cfg.campaign_dir is None:
-            self._made_early = self.start().path
+            assert self.cfg.out is not None
+            self.cfg.campaign_dir = self.cfg.out / campaign_name(config_hash(self._campaign_config()))
 
     def start(self) -> Campaign:
         """A new campaign folder under ``--agent-eval-out``; its path goes into the config."""
+        assert self.cfg.out is not None
+        campaign = Campaign.create(self.cfg.out, self._campaign_config(), versions={})
+        self.cfg.campaign_dir = campaign.path
+        return campaign
+
+    def _campaign_config(self) -> dict[str, Any]:
         try:
             entries = select_campaign(load_corpus(self.cfg.corpus), self.cfg.campaign)
         except CorpusError:
             entries = []  # collection reports the corpus error; the manifest still says what was asked
-        assert self.cfg.out is not None
-        campaign = Campaign.create(self.cfg.out, campaign_config(self.cfg, entries), versions={})
-        self.cfg.campaign_dir = campaign.path
-        return campaign
+        return campaign_config(self.cfg, entries)
 
     def item_campaign(self) -> Campaign:
-        """The campaign this process's items write into: new (the first item without xdist), or the shared one."""
+        """The campaign this process's items write into: new (the first item without xdist), or the shared one
+        (made by whichever worker's item comes first)."""
         if self.cfg.campaign_dir is None:
             return self.start()
+        if not (self.cfg.campaign_dir / MANIFEST).is_file():
+            return Campaign.create_at(self.cfg.campaign_dir, self._campaign_config())
         return Campaign.open(self.cfg.campaign_dir)
 
     def resumed(self) -> dict[str, ItemRecord]:
@@ -109,12 +124,8 @@ class EvalSession:
         return self._resumed
 
     def close(self) -> None:
-        """Release the resume lock; an early campaign no agent item wrote into is no campaign."""
+        """Release the resume lock."""
         self._held.close()
-        folder = self._made_early
-        if folder is not None and not self.records and [p.name for p in folder.iterdir()] == [MANIFEST]:
-            (folder / MANIFEST).unlink()
-            folder.rmdir()
 
     # -- records ---------------------------------------------------------------------------------------------
     def finish_item(

@@ -77,3 +77,30 @@ def test_pyargs_names_the_packaged_evals(pytester):
     result = pytester.runpytest("--pyargs", "pytest_agent_eval.evals", "--collect-only", "-q", "--agent-eval-runs", "1")
     assert collected(result) and all("test_ab[" in line for line in collected(result))
     assert "deselected" not in result.stdout.str()
+
+
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]])
+def test_an_unwritable_out_folder_is_no_error_when_no_eval_runs(project, xdist):
+    blocker = project.path / "a-file"
+    blocker.write_text("not a folder")
+    args = ["-p", "no:cacheprovider", "--agent-eval-out", str(blocker / "out"), *xdist]
+    result = project.pytester.runpytest_subprocess(*args)
+    result.assert_outcomes(passed=1)
+    assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
+
+
+def test_the_out_folder_carries_its_own_gitignore(project):
+    clean_scripts(project)
+    result = project.pytester.runpytest(
+        "evals",
+        "-p",
+        "no:cacheprovider",
+        "--agent-eval-backend",
+        "scripted",
+        "--agent-eval-runs",
+        "1",
+        "-k",
+        "express and not without",
+    )
+    result.assert_outcomes(passed=1)
+    assert (project.path / "agent-eval-out" / ".gitignore").read_text().splitlines()[-1] == "*"

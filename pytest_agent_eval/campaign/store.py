@@ -48,6 +48,22 @@ class StoreError(ValueError):
     """A campaign folder or records file that cannot be read; the message names it."""
 
 
+def campaign_name(digest: str) -> str:
+    """``<UTC time>-<6 hex>``: 3 of the config hash (equal configs sort together) and 3 random."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    return f"{stamp}-{digest[:3]}{secrets.token_hex(2)[:3]}"
+
+
+def make_out_dir(out_dir: Path) -> None:
+    """The folder of campaigns; made here, it carries a ``.gitignore`` of everything, as ``.pytest_cache`` does."""
+    if out_dir.is_dir():
+        return
+    out_dir.mkdir(parents=True, exist_ok=True)
+    ignore = out_dir / ".gitignore"
+    if not ignore.exists():
+        ignore.write_text("# Created by pytest-agent-eval automatically.\n*\n", encoding="utf-8")
+
+
 def config_hash(config: dict[str, Any]) -> str:
     """A stable digest of the configuration: campaigns run with equal configs share it."""
     canonical = json.dumps(config, sort_keys=True, separators=(",", ":"), default=str)
@@ -84,11 +100,10 @@ class Campaign:
         is the guard: two processes starting in the same second cannot both get one folder.
         """
         out_dir = Path(out_dir)
-        out_dir.mkdir(parents=True, exist_ok=True)
+        make_out_dir(out_dir)
         digest = config_hash(config)
         for _ in range(100):
-            stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-            path = out_dir / f"{stamp}-{digest[:3]}{secrets.token_hex(2)[:3]}"
+            path = out_dir / campaign_name(digest)
             try:
                 path.mkdir()
             except FileExistsError:
@@ -96,6 +111,27 @@ class Campaign:
             break
         else:  # pragma: no cover - 100 collisions of 12 random bits in one second
             raise StoreError(f"{out_dir}: could not find a free campaign folder name")
+        return cls._write_new(path, config, digest, backend, versions)
+
+    @classmethod
+    def create_at(cls, path: str | Path, config: dict[str, Any]) -> Campaign:
+        """The campaign at a path chosen beforehand (an xdist controller names it, a worker's first item makes
+        it): whoever makes the folder writes the manifest, the others wait for it and open it."""
+        path = Path(path)
+        make_out_dir(path.parent)
+        try:
+            path.mkdir()
+        except FileExistsError:
+            deadline = time.monotonic() + 30
+            while not (path / MANIFEST).is_file() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            return cls.open(path)
+        return cls._write_new(path, config, config_hash(config), None, {})
+
+    @classmethod
+    def _write_new(
+        cls, path: Path, config: dict[str, Any], digest: str, backend: Any, versions: dict[str, Any] | None
+    ) -> Campaign:
         manifest = {
             "id": path.name,
             # microseconds: two sessions can start within one second, and their folder names do not order them
