@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import threading
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -22,16 +23,20 @@ import pytest
 
 from pytest_agent_eval import fixtures
 from pytest_agent_eval.cases import EvalCase, SelectionError, cases_for, select_entries
-from pytest_agent_eval.config import OPTIONS, THRESHOLDS_INI, OptionError, for_test, resolve
+from pytest_agent_eval.config import OPTIONS, THRESHOLDS_INI, AgentEvalConfig, OptionError, for_test, resolve
 from pytest_agent_eval.corpus import CorpusEntry, CorpusError, load_corpus
 from pytest_agent_eval.fixtures import CONFIG_KEY, ITEM_ID_KEY, SESSION_KEY, record_of
 from pytest_agent_eval.harness.drivers import AgentInfraError
+from pytest_agent_eval.harness.process import stop_all_groups
 from pytest_agent_eval.harness.progress import listen
+from pytest_agent_eval.keywords import ARM_WORD, KeywordSyntaxError, arm_keyword_matcher, keyword_match
 from pytest_agent_eval.report import gates
 from pytest_agent_eval.session import EvalSession, SessionError
 
 CORPUS_KEY = pytest.StashKey[Any]()
 SETUP_S_KEY = pytest.StashKey[float]()
+SETUP_MARGIN_S = 900.0  # installs, the clone and the index, on top of the agent's own limit
+TIMER_KEY = pytest.StashKey[threading.Timer]()
 OPTED_OUT_KEY = pytest.StashKey[int]()  # agent items deselected because nobody asked for them
 OPT_IN_HINT = "name their file or folder (pytest evals/) or pass --agent-eval to run them"
 MARKER = (
@@ -137,10 +142,15 @@ def _corpus(config: pytest.Config) -> list[CorpusEntry]:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    marker = metafunc.definition.get_closest_marker("agent_eval")
     if "agent_case" not in metafunc.fixturenames:
+        if marker is not None:
+            raise pytest.Collector.CollectError(
+                f"{metafunc.definition.nodeid}: @pytest.mark.agent_eval on a test that uses none of the agent "
+                "fixtures: request agent_result (the scored run), and agent_gate to apply the gates"
+            )
         return
     cfg = metafunc.config.stash[CONFIG_KEY]
-    marker = metafunc.definition.get_closest_marker("agent_eval")
     try:
         test = for_test(cfg, marker.args, marker.kwargs) if marker is not None else for_test(cfg)
     except OptionError as exc:
@@ -151,13 +161,45 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         where = f"{metafunc.definition.nodeid}: @pytest.mark.agent_eval: " if test.entries is not None else ""
         raise pytest.Collector.CollectError(f"{where}{exc}") from None
     cases = cases_for(entries, test.arms, test.runs, test.turns, cfg.drivers)
-    metafunc.parametrize("agent_case", [pytest.param(case, id=case.id, marks=pytest.mark.agent_eval) for case in cases])
+    metafunc.parametrize("agent_case", [pytest.param(case, id=case.id, marks=_marks(cfg, case)) for case in cases])
+
+
+def _marks(cfg: AgentEvalConfig, case: EvalCase) -> list[pytest.MarkDecorator]:
+    """Every item: the marker itself; an xdist group per (repository, tool build), so ``--dist loadgroup`` keeps
+    one worker's clone and index; and a pytest-timeout limit from its own agent limit, so a project-wide
+    ``timeout =`` does not kill it mid-run."""
+    limit = cfg.agent_timeout * len(case.questions) * (1 + cfg.retries) + SETUP_MARGIN_S
+    return [
+        pytest.mark.agent_eval,
+        pytest.mark.xdist_group(name=f"{case.entry.name}@{cfg.tool_spec(case.arm)}"),
+        pytest.mark.timeout(limit),
+    ]
 
 
 @pytest.hookimpl(trylast=True)  # after pytest's own -k/-m deselection
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    _arms_by_name(config, items)
     _opt_in(config, items)
     _name_items(items)
+
+
+def _arms_by_name(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``-k with`` / ``-k without`` select one arm each: pytest matches substrings, and "with" is one of
+    "without", so the expression is evaluated again for agent items with those two words naming the arm."""
+    expression = config.getoption("keyword")
+    if not expression or not ARM_WORD.search(expression):
+        return
+    keep, dropped = [], []
+    for item in items:
+        case = _case_of(item)
+        try:
+            wanted = case is None or keyword_match(expression, arm_keyword_matcher(item, case.arm.name))
+        except KeywordSyntaxError:
+            return  # a form this reader does not know: pytest's own selection stands
+        (keep if wanted else dropped).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
 
 
 def _opt_in(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -221,6 +263,31 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
     output = getattr(session.config, "workeroutput", None)
     if output is not None:
         output["agent_eval_opted_out"] = session.config.stash.get(OPTED_OUT_KEY, 0)
+
+
+# -- pytest-timeout --------------------------------------------------------------------------------------------
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_timeout_set_timer(item: pytest.Item, settings: Any) -> bool | None:
+    """Under ``--timeout-method thread`` pytest-timeout would end the whole process, losing the record: for an
+    agent item the limit instead ends the agent's processes, so the run fails as a timed-out run and is kept."""
+    if _case_of(item) is None or settings.method != "thread" or not settings.timeout:
+        return None
+    timer = threading.Timer(settings.timeout, stop_all_groups)
+    timer.name = f"agent-eval timeout {item.nodeid}"
+    timer.daemon = True
+    timer.start()
+    item.stash[TIMER_KEY] = timer
+    return True
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_timeout_cancel_timer(item: pytest.Item) -> bool | None:
+    timer = item.stash.get(TIMER_KEY, None)
+    if timer is None:
+        return None
+    timer.cancel()
+    del item.stash[TIMER_KEY]
+    return True
 
 
 # -- reports ---------------------------------------------------------------------------------------------------
