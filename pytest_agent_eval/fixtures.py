@@ -27,26 +27,26 @@ from contextlib import ExitStack
 from dataclasses import dataclass
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
-from pytest_agent_eval.campaign.record import ItemRecord
-from pytest_agent_eval.campaign.store import Campaign
 from pytest_agent_eval.cases import EvalCase
 from pytest_agent_eval.config import AgentEvalConfig
 from pytest_agent_eval.harness.drivers import AgentInfraError, agent_environment, warm_mcp_server
-from pytest_agent_eval.harness.drivers.headless import HeadlessOptions, RunRecord, run_headless
-from pytest_agent_eval.harness.drivers.tmux import TmuxOptions, run_tmux
-from pytest_agent_eval.metrics.figures import figures_of
-from pytest_agent_eval.report import gates
-from pytest_agent_eval.report.blocks import render_scorecard
-from pytest_agent_eval.session import EvalSession, new_record
-from pytest_agent_eval.tool import CODEGRAPH
+
+# The harness, scoring and reports load when an item first needs them: a suite that runs no agent item (most
+# suites this plugin is installed next to) must not pay for importing them.
+if TYPE_CHECKING:
+    from pytest_agent_eval.campaign.record import ItemRecord
+    from pytest_agent_eval.campaign.store import Campaign
+    from pytest_agent_eval.harness.drivers.headless import RunRecord
+    from pytest_agent_eval.report import gates
+    from pytest_agent_eval.session import EvalSession
 
 CONFIG_KEY = pytest.StashKey[AgentEvalConfig]()
-SESSION_KEY = pytest.StashKey[EvalSession]()
-RECORD_KEY = pytest.StashKey[ItemRecord]()
+SESSION_KEY = pytest.StashKey["EvalSession"]()
+RECORD_KEY = pytest.StashKey["ItemRecord"]()
 ITEM_ID_KEY = pytest.StashKey[str]()
 
 T = TypeVar("T")
@@ -81,8 +81,19 @@ class AgentResult:
     blocks: str
 
 
+def eval_session(config: pytest.Config) -> EvalSession:
+    """This pytest session's :class:`~pytest_agent_eval.session.EvalSession`, made when first needed."""
+    if SESSION_KEY not in config.stash:
+        from pytest_agent_eval.session import EvalSession
+
+        config.stash[SESSION_KEY] = EvalSession(config.stash[CONFIG_KEY])
+    return config.stash[SESSION_KEY]
+
+
 def record_of(node: pytest.Item) -> ItemRecord:
     """The item's record, made on first use; the fixtures fill it in, the plugin finishes and ships it."""
+    from pytest_agent_eval.session import new_record
+
     if RECORD_KEY not in node.stash:
         case = node.callspec.params["agent_case"]  # type: ignore[attr-defined]
         node.stash[RECORD_KEY] = new_record(case, item_id(node, case), node.nodeid, node.config.stash[CONFIG_KEY])
@@ -141,13 +152,13 @@ def agent_case(request: pytest.FixtureRequest) -> EvalCase:
 @pytest.fixture(scope="session")
 def agent_campaign(request: pytest.FixtureRequest) -> Campaign:
     """The campaign folder this session writes: new, or the one --agent-eval-resume names."""
-    return request.config.stash[SESSION_KEY].item_campaign()
+    return eval_session(request.config).item_campaign()
 
 
 @pytest.fixture(scope="session")
 def agent_resumed(request: pytest.FixtureRequest, agent_campaign: Campaign) -> dict[str, ItemRecord]:
     """With --agent-eval-resume: the records of the items the campaign completed, by id (else empty)."""
-    return request.config.stash[SESSION_KEY].resumed()
+    return eval_session(request.config).resumed()
 
 
 @pytest.fixture(scope="session")
@@ -226,6 +237,7 @@ def agent_run_dir(request: pytest.FixtureRequest, agent_case: EvalCase, agent_ca
 def cli_block(claude_cli: Any, agent_run_dir: Path, tmp_path: Path, agent_eval_memo: dict) -> CliBlock:
     """PATH without the codegraph CLI + a PreToolUse hook denying it, both probed; the item aborts if not."""
     from pytest_agent_eval.harness.isolation import self_check, shim_path, write_hook_settings
+    from pytest_agent_eval.tool import CODEGRAPH
 
     cli = CODEGRAPH.cli
     # claude must resolve on the agent's PATH wherever it was provisioned; node is expected on PATH already.
@@ -253,6 +265,7 @@ def agent_sandbox(
     server's port is carried in (:mod:`pytest_agent_eval.harness.relay`); the real API needs the host's."""
     from pytest_agent_eval.harness import sandbox
     from pytest_agent_eval.harness.relay import carried
+    from pytest_agent_eval.tool import CODEGRAPH
 
     if not sandbox.enabled():
         yield None
@@ -278,6 +291,8 @@ def agent_sandbox(
 @pytest.fixture
 def mcp_config(agent_case: EvalCase, codegraph: Any, agent_workspace: Any, agent_run_dir: Path) -> Path:
     """``mcp-codegraph.json`` (with-arm) or ``mcp-empty.json`` (without-arm), passed with --strict-mcp-config."""
+    from pytest_agent_eval.tool import CODEGRAPH
+
     if agent_case.arm.has_tool:
         path = agent_run_dir / "mcp-codegraph.json"
         servers = {
@@ -358,7 +373,9 @@ def agent_block_proven(
 ) -> None:
     """Once per worker: a probe session through Claude Code itself, in the sandbox, whose Bash call of the tool
     must come back denied by the hook (see :mod:`pytest_agent_eval.harness.probe`); the item errors if not."""
+    from pytest_agent_eval.harness.drivers.headless import HeadlessOptions
     from pytest_agent_eval.harness.probe import prove_block
+    from pytest_agent_eval.tool import CODEGRAPH
 
     options = HeadlessOptions(
         claude=str(claude_cli.bin), mcp_config=Path(os.devnull), settings=cli_block.settings, sandbox=agent_sandbox
@@ -396,6 +413,8 @@ def agent_run(
     An infrastructure error (no result event, an API error in the transcript) is retried up to
     ``--agent-eval-retries`` times, each failed attempt moved to ``attempt-<k>/`` first.
     """
+    from pytest_agent_eval.harness.drivers.headless import HeadlessOptions, run_headless
+    from pytest_agent_eval.harness.drivers.tmux import TmuxOptions, run_tmux
     from pytest_agent_eval.transcript import Session
 
     cfg = agent_eval_config
@@ -458,7 +477,11 @@ def agent_result(
 
     An item a resumed campaign completed is re-scored from its saved segments instead of being run.
     """
+    from pytest_agent_eval.metrics.figures import figures_of
+    from pytest_agent_eval.report import gates
+    from pytest_agent_eval.report.blocks import render_scorecard
     from pytest_agent_eval.score import score as score_of
+    from pytest_agent_eval.tool import CODEGRAPH
     from pytest_agent_eval.transcript import Session
 
     record = record_of(request.node)
@@ -492,6 +515,8 @@ def agent_result(
 
 def _resumed_run(campaign: Campaign, done: ItemRecord) -> RunRecord:
     """The driver's record of a completed item, rebuilt from what the campaign saved."""
+    from pytest_agent_eval.harness.drivers.headless import RunRecord
+
     driver = done.driver or {}
     return RunRecord(
         label=str(driver.get("label") or done.id),
@@ -506,12 +531,16 @@ def _resumed_run(campaign: Campaign, done: ItemRecord) -> RunRecord:
 @pytest.fixture(scope="session")
 def agent_thresholds(agent_eval_config: AgentEvalConfig) -> gates.Thresholds:
     """Thresholds from ``agent-eval.yaml`` (validated when the session started)."""
+    from pytest_agent_eval.report import gates
+
     return gates.load_thresholds(agent_eval_config.thresholds_file)
 
 
 @pytest.fixture
 def agent_gate(request: pytest.FixtureRequest, agent_thresholds: gates.Thresholds) -> Callable[[AgentResult], None]:
     """``agent_gate(result)`` FAILS the item on contamination or a threshold, naming each gate."""
+    from pytest_agent_eval.report import gates
+    from pytest_agent_eval.tool import CODEGRAPH
 
     def check(result: AgentResult) -> None:
         case = result.case

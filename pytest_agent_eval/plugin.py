@@ -23,15 +23,23 @@ import pytest
 
 from pytest_agent_eval import fixtures
 from pytest_agent_eval.cases import EvalCase, SelectionError, cases_for, select_entries
-from pytest_agent_eval.config import OPTIONS, THRESHOLDS_INI, AgentEvalConfig, OptionError, for_test, resolve
+from pytest_agent_eval.config import (
+    OPTIONS,
+    PACKAGED,
+    THRESHOLDS_INI,
+    AgentEvalConfig,
+    OptionError,
+    for_test,
+    resolve,
+)
 from pytest_agent_eval.corpus import CorpusEntry, CorpusError, load_corpus
-from pytest_agent_eval.fixtures import CONFIG_KEY, ITEM_ID_KEY, SESSION_KEY, record_of
+from pytest_agent_eval.fixtures import CONFIG_KEY, ITEM_ID_KEY, SESSION_KEY, eval_session, record_of
 from pytest_agent_eval.harness.drivers import AgentInfraError
-from pytest_agent_eval.harness.process import stop_all_groups
 from pytest_agent_eval.harness.progress import listen
 from pytest_agent_eval.keywords import ARM_WORD, KeywordSyntaxError, arm_keyword_matcher, keyword_match
-from pytest_agent_eval.report import gates
-from pytest_agent_eval.session import EvalSession, SessionError
+
+# Only what the hooks need to decide is imported here; the session, the reports and the harness load when an
+# agent item exists (bench/load_bench.py measures what the plugin adds to a suite without one).
 
 CORPUS_KEY = pytest.StashKey[Any]()
 SETUP_S_KEY = pytest.StashKey[float]()
@@ -87,22 +95,30 @@ def pytest_configure(config: pytest.Config) -> None:
         cfg = resolve(
             lambda attr: config.getoption(f"agent_eval_{attr}"), lambda key: config.getini(key), config.rootpath
         )
-        gates.load_thresholds(cfg.thresholds_file)  # a bad thresholds file is a usage error, before anything runs
-    except (OptionError, gates.ThresholdError) as exc:
+    except OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
-    session = EvalSession(cfg)
+    if cfg.thresholds_file is not None and cfg.thresholds_file != PACKAGED / "agent-eval.yaml":
+        from pytest_agent_eval.report import gates  # the project's own file: a mistake is a usage error, now
+
+        try:
+            gates.load_thresholds(cfg.thresholds_file)
+        except gates.ThresholdError as exc:
+            raise pytest.UsageError(str(exc)) from None
     config.stash[CONFIG_KEY] = cfg
-    config.stash[SESSION_KEY] = session
     worker_input = getattr(config, "workerinput", None)
     if worker_input is not None:  # an xdist worker writes into the campaign its controller made
-        session.join(worker_input.get("agent_eval_campaign") or None)
+        if worker_input.get("agent_eval_campaign"):
+            eval_session(config).join(worker_input["agent_eval_campaign"])
         return
-    try:
-        session.claim()
-    except SessionError as exc:
-        raise pytest.UsageError(str(exc)) from None
-    config.add_cleanup(session.close)
-    config.pluginmanager.register(Reporter(session), "agent_eval_reporter")
+    if cfg.resume is not None or cfg.compare is not None:
+        from pytest_agent_eval.session import SessionError
+
+        try:
+            eval_session(config).claim()
+        except SessionError as exc:
+            raise pytest.UsageError(str(exc)) from None
+    config.add_cleanup(lambda: config.stash[SESSION_KEY].close() if SESSION_KEY in config.stash else None)
+    config.pluginmanager.register(Reporter(config), "agent_eval_reporter")
     # Installs and index builds announce themselves; under xdist they run on workers, whose output
     # pytest does not show, and the builds are still listed in <cache>/builds.log.
     config.add_cleanup(listen(lambda text: _show_progress(config, text)))
@@ -272,6 +288,9 @@ def pytest_timeout_set_timer(item: pytest.Item, settings: Any) -> bool | None:
     agent item the limit instead ends the agent's processes, so the run fails as a timed-out run and is kept."""
     if _case_of(item) is None or settings.method != "thread" or not settings.timeout:
         return None
+
+    from pytest_agent_eval.harness.process import stop_all_groups
+
     timer = threading.Timer(settings.timeout, stop_all_groups)
     timer.name = f"agent-eval timeout {item.nodeid}"
     timer.daemon = True
@@ -304,7 +323,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
     if report.when == "setup":
         item.stash[SETUP_S_KEY] = report.duration
     if report.when == "call" or (report.when == "setup" and not report.passed):
-        report.agent_eval = item.config.stash[SESSION_KEY].finish_item(
+        report.agent_eval = eval_session(item.config).finish_item(
             record,
             outcome="error" if report.when == "setup" and report.failed else report.outcome,
             error=str(call.excinfo.value) if call.excinfo is not None else None,
@@ -314,11 +333,15 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
 
 
 class Reporter:
-    """Controller-side hooks: each hands the session what it needs."""
+    """Controller-side hooks: each hands the session what it needs; without an agent item there is none."""
 
-    def __init__(self, session: EvalSession) -> None:
-        self.session = session
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
         self.opted_out_on_workers = 0
+
+    @property
+    def session(self) -> Any:
+        return self.config.stash.get(SESSION_KEY, None)
 
     @pytest.hookimpl(optionalhook=True)
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
@@ -330,21 +353,23 @@ class Reporter:
         # Without xdist the first item makes the campaign (a session with no agent item makes none). Under xdist
         # the controller makes it before xdist starts its workers (its hook is trylast), to hand them the path.
         if session.config.pluginmanager.has_plugin("dsession"):
-            self.session.start_early()
+            eval_session(self.config).start_early()
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        self.session.collect(report.nodeid, getattr(report, "agent_eval", None))
+        data = getattr(report, "agent_eval", None)
+        if data is not None:
+            eval_session(self.config).collect(report.nodeid, data)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        if self.session.finish() and session.exitstatus == pytest.ExitCode.OK:
+        if self.session is not None and self.session.finish() and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(self, terminalreporter: Any, config: pytest.Config) -> None:
         opted_out = max(config.stash.get(OPTED_OUT_KEY, 0), self.opted_out_on_workers)
         if opted_out and config.getoption("verbose") > -2:
             terminalreporter.write_line(f"agent-eval: {opted_out} agent evaluation item(s) deselected: {OPT_IN_HINT}")
-        lines = self.session.terminal_lines(verbose=config.getoption("verbose") > 0)
+        lines = self.session.terminal_lines(verbose=config.getoption("verbose") > 0) if self.session else []
         if lines:
             terminalreporter.write_sep("=", "agent-eval")
         for line in lines:
