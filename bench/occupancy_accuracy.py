@@ -67,7 +67,7 @@ def main() -> int:
     print()
     for split, (errors, truths, worst, misses, families) in totals.items():
         print(
-            f"{split:12} mean error {errors / truths:.2%} · worst {worst:.1%} (families ≥ {SIZABLE_TOKENS:,} tok) · "
+            f"{split:12} mean error {errors / truths:.3%} · worst {worst:.1%} (families ≥ {SIZABLE_TOKENS:,} tok) · "
             f"{misses} of {families} families off by more than max({TOLERANCE_SHARE:.1%}, {TOLERANCE_TOKENS} tok)"
         )
     return 0

@@ -2,7 +2,8 @@
 
     python bench/score_bench.py [FILE_OR_DIR …]      # default: bench/data/transcripts
 
-Prints MB/s for scoring (read + every metric) and for bare ``json.loads`` of the same lines, and their
+Prints MB/s for scoring as ``agent-eval score`` does it (each session's segments read from disk and stitched,
+every metric, the text blocks rendered) and for bare ``json.loads`` of the same files' lines, and their
 ratio. Goal: scoring costs at most 1.5× bare decoding. Times are this process's CPU time, the best of
 several rounds that run both in turn: on a machine shared with other work, wall time measures the neighbours.
 """
@@ -15,8 +16,9 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from pytest_agent_eval.report.blocks import render_scorecard
 from pytest_agent_eval.score import score
-from pytest_agent_eval.transcript import Session
+from pytest_agent_eval.transcript import Session, segment_files
 
 # Sessions of the real Claude Code CLI with real codegraph responses, made through this project's harness
 # (bench/data/README.md): the explore-heavy traffic scoring has to keep up with.
@@ -25,12 +27,14 @@ SUFFIXES = (".jsonl", ".txt", ".ndjson")
 REPEATS = 15
 
 
-def transcripts(args: list[str]) -> list[Path]:
+def sessions(args: list[str]) -> list[list[Path]]:
+    """Each session's segment files: a ``run-x.jsonl`` brings its ``run-x.tN.jsonl``, any other file is one."""
     roots = [Path(a) for a in args] or [DEFAULT]
-    files = []
+    files: list[Path] = []
     for root in roots:
         files += sorted(p for p in root.rglob("*") if p.suffix in SUFFIXES) if root.is_dir() else [root]
-    return files
+    later = {p for f in files if f.suffix == ".jsonl" for p in segment_files(f)[1:]}
+    return [segment_files(f) if f.suffix == ".jsonl" else [f] for f in files if f not in later]
 
 
 def best_of(repeats: int, *works: Callable[[], None]) -> list[float]:
@@ -46,25 +50,26 @@ def best_of(repeats: int, *works: Callable[[], None]) -> list[float]:
 
 
 def main() -> int:
-    files = transcripts(sys.argv[1:])
-    texts = [p.read_text(encoding="utf-8", errors="replace") for p in files]
-    megabytes = sum(len(t.encode()) for t in texts) / 1e6
+    grouped = sessions(sys.argv[1:])
+    files = [f for segments in grouped for f in segments]
+    megabytes = sum(f.stat().st_size for f in files) / 1e6
 
     def decode() -> None:
-        for text in texts:
-            for line in text.splitlines():
-                if line.strip():
-                    try:
-                        json.loads(line)
-                    except ValueError:
-                        pass
+        for path in files:
+            with path.open(encoding="utf-8", errors="replace") as lines:
+                for line in lines:
+                    if line.strip():
+                        try:
+                            json.loads(line)
+                        except ValueError:
+                            pass
 
     def scoring() -> None:
-        for text in texts:
-            score(Session.from_lines(text.splitlines()))
+        for segments in grouped:
+            render_scorecard(score(Session.from_files(segments)))
 
     bare, scored = best_of(REPEATS, decode, scoring)
-    print(f"{len(files)} transcripts, {megabytes:.2f} MB")
+    print(f"{len(grouped)} sessions, {len(files)} transcript files, {megabytes:.2f} MB")
     print(f"bare json.loads   {megabytes / bare:8.1f} MB/s")
     print(f"scoring           {megabytes / scored:8.1f} MB/s")
     print(f"ratio             {scored / bare:8.2f}x   (goal <= 1.50x)")

@@ -5,6 +5,10 @@ agent-eval score run.jsonl run.t2.jsonl --json     # segments given in order
 agent-eval score --session ~/.claude/projects/-tmp-express/
 agent-eval rescore agent-eval-out/20260801-101500-3fa9c2/   # a campaign or a folder of run-*.jsonl
 agent-eval compare BASELINE CURRENT --compare-fail "allocation:-5pt,residual_tokens:+20%"
+agent-eval compare recorded latest --compare-fail allocation:-5pt@95   # a saved baseline vs the newest campaign
+
+compare exits 0 when the gate passes, 1 when it fails (a regression, an undecided noise-aware rule, or fewer
+(entry, arm) pairs compared than asked — nothing compared always fails), 2 on bad input.
 """
 
 from __future__ import annotations
@@ -13,10 +17,12 @@ import argparse
 import json
 import math
 import sys
+import tempfile
 from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
+from pytest_agent_eval.config import DEFAULT_OUT
 from pytest_agent_eval.metrics.occupancy import WINDOW_TOKENS
 from pytest_agent_eval.score import score
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
@@ -99,20 +105,32 @@ def build_parser() -> argparse.ArgumentParser:
     cmd.add_argument(
         "folder",
         metavar="CAMPAIGN_OR_FOLDER",
-        help="a campaign folder, or a folder of run-<label>.jsonl (+ .tN.jsonl) segment files",
+        help="a campaign folder, a saved baseline, or a folder of run-<label>.jsonl (+ .tN.jsonl) segment files",
     )
     cmd.add_argument("--json", action="store_true", help="print the item records as JSON instead of the table")
     cmd.add_argument("--out", metavar="FILE", help='also write the records as JSON ({"items": [...]}) to FILE')
     _add_scoring_options(cmd)
 
     cmd = commands.add_parser("compare", help="compare two campaigns (or JSON files of item records)")
-    cmd.add_argument("baseline", metavar="BASELINE", help="campaign folder, items.jsonl or summary.json")
-    cmd.add_argument("current", metavar="CURRENT", help="campaign folder, items.jsonl or summary.json")
+    where = "a saved baseline's name, 'latest', a campaign folder, items.jsonl or summary.json"
+    cmd.add_argument("baseline", metavar="BASELINE", help=where)
+    cmd.add_argument("current", metavar="CURRENT", help=where)
     cmd.add_argument(
         "--compare-fail",
         metavar="RULES",
         default=None,
-        help="fail (exit 1) when a figure regresses, e.g. allocation:-5pt,sufficient_share:-10pt,residual_tokens:+20%%",
+        help="fail (exit 1) when a figure regresses, e.g. allocation:-5pt,sufficient_share:-10pt,residual_tokens:+20%%;"
+        " @95 after a rule: only when the change's 95%% bootstrap interval lies beyond the threshold",
+    )
+    cmd.add_argument(
+        "--min-pairs",
+        type=_positive_int,
+        default=None,
+        metavar="N",
+        help="fail unless N (entry, arm) pairs were compared (default with rules: every pair the baseline scored)",
+    )
+    cmd.add_argument(
+        "--out", default=DEFAULT_OUT, metavar="DIR", help=f"where baselines and 'latest' are ({DEFAULT_OUT})"
     )
     return parser
 
@@ -160,6 +178,7 @@ class _Version(argparse.Action):
 
 
 def _rescore(args: argparse.Namespace) -> int:
+    from pytest_agent_eval.campaign import baseline
     from pytest_agent_eval.campaign.rescore import rescore
     from pytest_agent_eval.campaign.store import StoreError
     from pytest_agent_eval.report.terminal import render_rescore
@@ -171,7 +190,9 @@ def _rescore(args: argparse.Namespace) -> int:
     tool = _tool(args)
     problems: list[str] = []
     try:
-        records = rescore(folder, tool, args.window, problems)
+        with tempfile.TemporaryDirectory(prefix="agent-eval-baseline-") as unpacked:
+            # A saved baseline keeps its transcripts in one archive: rescore reads them unpacked.
+            records = rescore(baseline.unpack(folder, unpacked), tool, args.window, problems)
     except StoreError as exc:
         print(f"agent-eval: error: {exc}", file=sys.stderr)
         return 2
@@ -190,9 +211,10 @@ def _rescore(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
+    from pytest_agent_eval.campaign import baseline
     from pytest_agent_eval.campaign.store import StoreError, load_records
     from pytest_agent_eval.config import OptionError, parse_rules
-    from pytest_agent_eval.report.compare import compare, render_comparison
+    from pytest_agent_eval.report.compare import gate, render_gate
 
     try:
         rules = parse_rules(args.compare_fail) if args.compare_fail is not None else []
@@ -201,16 +223,16 @@ def _compare(args: argparse.Namespace) -> int:
         return 2
     sides = []
     problems: list[str] = []
-    for path in (args.baseline, args.current):
+    for spec in (args.baseline, args.current):
         try:
-            sides.append(load_records(path, problems))
+            sides.append(load_records(baseline.find(spec, args.out), problems))
         except StoreError as exc:
             print(f"agent-eval: error: {exc}", file=sys.stderr)
             return 2
     _warn(problems)
-    rows = compare(sides[0], sides[1], rules)
-    print(render_comparison(rows))
-    return 1 if any(row.failed for row in rows) else 0
+    result = gate(sides[0], sides[1], rules, args.min_pairs)
+    print(render_gate(result))
+    return 1 if result.failed else 0
 
 
 def _warn(problems: list[str]) -> None:

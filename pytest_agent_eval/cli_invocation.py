@@ -53,6 +53,9 @@ _SPAWN_RE = re.compile(r"\b(?:subprocess|system|popen|Popen|exec\w*|spawn\w*|che
 _LINKERS = frozenset({"ln", "cp", "install", "mv"})
 _GLOB_CHARS = frozenset("*?[")
 _GLOB_RE = re.compile(r"\[[^]]*\]|[*?]")
+# Runs of characters the lexer only copies into the current word: taken whole, not a character at a time.
+_PLAIN_RUN_RE = re.compile(r"[^\\'\"$`#\n \t\r<>&|;()]+")
+_QUOTED_RUN_RE = re.compile(r'[^"\\`$]+')
 
 
 @dataclass
@@ -484,6 +487,12 @@ def _lex(script: str) -> tuple[list[_Command], list[str]]:
         current, target = _Command([], [], piped), None
 
     while i < n:
+        plain = _PLAIN_RUN_RE.match(script, i)
+        if plain:
+            text.append(plain.group())
+            in_word = True
+            i = plain.end()
+            continue
         ch = script[i]
         if ch == "\\" and i + 1 < n:
             if script[i + 1] != "\n":
@@ -564,6 +573,11 @@ def _double_quoted(script: str, i: int, text: list[str], subs: list[str]) -> int
     """Read a double-quoted string from ``i``; substitutions inside still run. Returns the index after it."""
     n = len(script)
     while i < n:
+        plain = _QUOTED_RUN_RE.match(script, i)
+        if plain:
+            text.append(plain.group())
+            i = plain.end()
+            continue
         ch = script[i]
         if ch == '"':
             return i + 1

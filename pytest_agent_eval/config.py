@@ -51,11 +51,14 @@ class AgentEvalConfig:
     cassettes: list[Path] = field(default_factory=list)
     resume: Path | None = None  # a campaign folder to finish instead of starting a new one
     retries: int = 0  # extra attempts for a run that hit an infrastructure error
-    compare: Path | None = None  # a baseline campaign folder or JSON of item records
+    compare: str | None = None  # a baseline: a saved baseline's name, "latest", a campaign folder or a JSON of records
     compare_fail: list[Rule] = field(default_factory=list)
     campaign: str | None = None  # run only corpus entries whose "campaign" is this
     include_contaminated: bool = False
     campaign_dir: Path | None = None  # the campaign folder this session writes; set by the plugin
+    save_baseline: str | None = None  # keep this session's campaign as a named baseline
+    replay: str | None = None  # a baseline whose transcripts the model replays, item by item (the $0 gate)
+    compare_min_pairs: int | None = None  # None: every (entry, arm) the baseline scored must be matched
 
     @property
     def drivers(self) -> list[str]:
@@ -130,16 +133,20 @@ class Rule:
     """One regression rule of compare-fail (pytest-benchmark's UX): ``residual_tokens:+20%``.
 
     The sign is the direction that fails (``-`` a drop, ``+`` a rise; without one, the figure's bad direction);
-    ``pt`` is percentage points of a share, ``%`` a change relative to the baseline.
+    ``pt`` is percentage points of a share, ``%`` a change relative to the baseline. With ``@95``
+    (``confidence``) the rule is noise-aware: it fails only when the change's 95% bootstrap interval lies
+    entirely beyond the threshold, and cannot decide over fewer than three runs a side.
     """
 
     metric: str
     threshold: float  # in the unit's terms: 5 means 5pt or 5%
     unit: str  # "pt" | "%"
     direction: int  # -1 a drop fails, +1 a rise fails
+    confidence: int | None = None  # percent; None: the point change decides
 
     def __str__(self) -> str:
-        return f"{self.metric}:{'+' if self.direction > 0 else '-'}{self.threshold:g}{self.unit}"
+        level = f"@{self.confidence}" if self.confidence is not None else ""
+        return f"{self.metric}:{'+' if self.direction > 0 else '-'}{self.threshold:g}{self.unit}{level}"
 
     def change(self, before: float, after: float) -> float:
         """The change in the rule's unit: points of a share, or percent of the baseline."""
@@ -154,7 +161,9 @@ class Rule:
         return change * self.direction >= self.threshold - 1e-9
 
 
-_RULE_RE = re.compile(r"^(?P<metric>[a-z_]+):(?P<sign>[+-]?)(?P<number>\d+(?:\.\d+)?)(?P<unit>pt|%)$")
+_RULE_RE = re.compile(
+    r"^(?P<metric>[a-z_]+):(?P<sign>[+-]?)(?P<number>\d+(?:\.\d+)?)(?P<unit>pt|%)(?:@(?P<confidence>\d+))?$"
+)
 
 
 def parse_rules(text: str) -> list[Rule]:
@@ -172,8 +181,8 @@ def parse_rules(text: str) -> list[Rule]:
         match = _RULE_RE.match(token)
         if match is None:
             raise OptionError(
-                f"cannot read {token!r}: expected METRIC:[+|-]NUMBER(pt|%), "
-                "e.g. allocation:-5pt or residual_tokens:+20%"
+                f"cannot read {token!r}: expected METRIC:[+|-]NUMBER(pt|%)[@CONFIDENCE], "
+                "e.g. allocation:-5pt, residual_tokens:+20% or allocation:-5pt@95"
             )
         figure = lookup(match["metric"])
         if figure is None or figure.better is None:
@@ -184,9 +193,12 @@ def parse_rules(text: str) -> list[Rule]:
                 f"{token!r}: {figure.name} is not a share, so points mean nothing; "
                 f"use a relative threshold like {figure.name}:+20%"
             )
+        confidence = int(match["confidence"]) if match["confidence"] else None
+        if confidence is not None and not 50 <= confidence <= 99:
+            raise OptionError(f"{token!r}: the confidence after '@' is a percent between 50 and 99, e.g. @95")
         sign = match["sign"]
         direction = (1 if sign == "+" else -1) if sign else -figure.better
-        rules.append(Rule(figure.name, float(match["number"]), match["unit"], direction))
+        rules.append(Rule(figure.name, float(match["number"]), match["unit"], direction, confidence))
     if not rules:
         raise OptionError(f"no rule in {text!r}")
     return rules
@@ -229,6 +241,26 @@ def parse_mode(text: str) -> str:
     value = str(text).strip()
     if value not in MODES:
         raise OptionError(f"expected one of {', '.join(MODES)}, got {text!r}")
+    return value
+
+
+_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+
+
+def parse_name(text: str) -> str:
+    """A baseline's name: one safe path component."""
+    value = str(text).strip()
+    if not _NAME_RE.match(value):
+        raise OptionError(f"expected a name of letters, digits, '.', '_' or '-', got {text!r}")
+    return value
+
+
+def parse_baseline(text: str) -> str:
+    """A baseline as given (a name, 'latest' or a path): :func:`pytest_agent_eval.campaign.baseline.find`
+    resolves it once the out folder is known."""
+    value = os.path.expanduser(str(text).strip())
+    if not value:
+        raise OptionError("expected a baseline name, 'latest' or a folder, got an empty value")
     return value
 
 
@@ -353,8 +385,9 @@ OPTIONS: tuple[Option, ...] = (
         "--agent-eval-compare",
         "agent_eval_compare",
         "compare",
-        parse_path,
-        "baseline to compare this session against at the end: a campaign folder or a JSON of item records",
+        parse_baseline,
+        "baseline to compare this session against at the end: a name saved with --agent-eval-save-baseline, "
+        "'latest' (the newest campaign in --agent-eval-out), a campaign folder or a JSON of item records",
         "BASELINE",
     ),
     Option(
@@ -363,7 +396,8 @@ OPTIONS: tuple[Option, ...] = (
         "compare_fail",
         parse_rules,
         "fail the session when a figure regressed against --agent-eval-compare, e.g. "
-        "allocation:-5pt,sufficient_share:-10pt,residual_tokens:+20%",
+        "allocation:-5pt,sufficient_share:-10pt,residual_tokens:+20%; @95 after a rule fails it only when the "
+        "change's 95% bootstrap interval lies beyond the threshold (allocation:-5pt@95)",
         "RULES",
     ),
     Option(
@@ -444,6 +478,34 @@ OPTIONS: tuple[Option, ...] = (
         "recorded transcripts the cassette backend replays, comma-separated",
         "FILES",
     ),
+    Option(
+        "--agent-eval-save-baseline",
+        "agent_eval_save_baseline",
+        "save_baseline",
+        parse_name,
+        "keep this session's campaign as a named baseline in <out>/baselines/NAME (its records and the "
+        "transcripts rescore and replay need), for --agent-eval-compare NAME and --agent-eval-replay NAME",
+        "NAME",
+    ),
+    Option(
+        "--agent-eval-replay",
+        "agent_eval_replay",
+        "replay",
+        parse_baseline,
+        "the $0 gate: each item's model replays that item's recorded transcript from this baseline (a name, "
+        "'latest' or a campaign folder) while the tools run for real, so the figures measure this build's "
+        "responses to the same calls",
+        "BASELINE",
+    ),
+    Option(
+        "--agent-eval-compare-min-pairs",
+        "agent_eval_compare_min_pairs",
+        "compare_min_pairs",
+        parse_positive_int,
+        "the compare gate fails unless at least N (entry, arm) pairs were scored on both sides (default: every "
+        "one the baseline scored; a comparison of nothing always fails)",
+        "N",
+    ),
 )
 THRESHOLDS_INI = "agent_eval_thresholds"
 
@@ -479,7 +541,14 @@ def resolve(get_option: Callable[[str], Any], get_ini: Callable[[str], Any], roo
         config.turns = CAMPAIGN_TURNS  # seed 002: occupancy is only chargeable over several turns
     if config.compare_fail and config.compare is None:
         raise OptionError("--agent-eval-compare-fail: needs a baseline: --agent-eval-compare (or its ini key)")
-    if config.backend == "cassette" and not config.cassettes:
+    if config.compare_min_pairs is not None and config.compare is None:
+        raise OptionError("--agent-eval-compare-min-pairs: needs a baseline: --agent-eval-compare (or its ini key)")
+    if config.replay is not None and config.backend not in ("auto", "cassette"):
+        raise OptionError(
+            f"--agent-eval-replay: the recorded transcripts are the model; it cannot run with "
+            f"--agent-eval-backend {config.backend}"
+        )
+    if config.backend == "cassette" and not config.cassettes and config.replay is None:
         raise OptionError(
             "--agent-eval-backend cassette: needs --agent-eval-cassette FILES (or ini agent_eval_cassette)"
         )

@@ -59,9 +59,11 @@ class ModelEndpoint:
     backend: str
     description: str
     url: str | None = None
+    replay: str | None = None  # the baseline a replayed item's recording came from
 
     def to_dict(self) -> dict[str, Any]:
-        return {"name": self.backend, "description": self.description, "url": self.url}
+        data = {"name": self.backend, "description": self.description, "url": self.url}
+        return {**data, "replay": self.replay} if self.replay else data
 
 
 @dataclass(frozen=True)
@@ -312,11 +314,45 @@ def mcp_config(agent_case: EvalCase, codegraph: Any, agent_workspace: Any, agent
 
 # -- model ---------------------------------------------------------------------------------------------------
 @pytest.fixture(scope="session")
-def agent_model_server(agent_eval_config: AgentEvalConfig) -> Iterator[ModelEndpoint]:
-    """Per worker: the local Messages-API server for a stand-in backend; nothing for the real API."""
+def agent_replay_source(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Campaign | None:
+    """With --agent-eval-replay: the baseline's records and transcripts, unpacked once per worker."""
+    from pytest_agent_eval.campaign import baseline
+
+    path = eval_session(request.config).replay_path
+    if path is None:
+        return None
+    folder = tmp_path_factory.mktemp("replay")
+    return _step(f"unpacking the replay baseline {path}", lambda: Campaign.open(baseline.unpack(path, folder)))
+
+
+def _model_scope(fixture_name: str, config: pytest.Config) -> str:
+    """A replay serves each item its own recording; every other backend serves all items of a worker."""
+    return "function" if eval_session(config).replay_path is not None else "session"
+
+
+@pytest.fixture(scope=_model_scope)
+def agent_model_server(request: pytest.FixtureRequest, agent_eval_config: AgentEvalConfig) -> Iterator[ModelEndpoint]:
+    """The local Messages-API server for a stand-in backend, per worker (per item under replay); nothing for
+    the real API."""
+    from pytest_agent_eval.campaign import baseline
     from pytest_agent_eval.model import AnthropicBackend, CassetteBackend, make_backend, serve
 
     cfg = agent_eval_config
+    source: Campaign | None = request.getfixturevalue("agent_replay_source")
+    if source is not None:
+        record = record_of(request.node)
+        segments = _step(
+            "finding the item's recording",
+            lambda: baseline.recording(source, record.id, record.entry, record.arm, record.run),
+        )
+        backend = CassetteBackend(segments)
+        replayed = str(eval_session(request.config).replay_path)
+        server = serve(backend)
+        try:
+            yield ModelEndpoint("cassette", backend.describe(), server.url, replay=replayed)
+        finally:
+            server.stop()
+        return
     options: dict[str, Any] = {"paths": cfg.cassettes} if cfg.backend == "cassette" else {}
     backend = _step(f"model backend {cfg.backend}", lambda: make_backend(cfg.backend, **options))
     if isinstance(backend, AnthropicBackend):

@@ -107,10 +107,11 @@ def pytest_configure(config: pytest.Config) -> None:
     config.stash[CONFIG_KEY] = cfg
     worker_input = getattr(config, "workerinput", None)
     if worker_input is not None:  # an xdist worker writes into the campaign its controller made
-        if worker_input.get("agent_eval_campaign"):
-            eval_session(config).join(worker_input["agent_eval_campaign"])
+        campaign, replay = worker_input.get("agent_eval_campaign"), worker_input.get("agent_eval_replay")
+        if campaign or replay:
+            eval_session(config).join(campaign or None, replay or None)
         return
-    if cfg.resume is not None or cfg.compare is not None:
+    if cfg.resume is not None or cfg.compare is not None or cfg.replay is not None:
         from pytest_agent_eval.session import SessionError
 
         try:
@@ -140,6 +141,9 @@ def pytest_configure_node(node: Any) -> None:
     """xdist controller → worker: share the campaign folder, so every item lands in it."""
     folder = node.config.stash[CONFIG_KEY].campaign_dir
     node.workerinput["agent_eval_campaign"] = str(folder) if folder is not None else ""
+    session = node.config.stash.get(SESSION_KEY, None)
+    replay = session.replay_path if session is not None else None
+    node.workerinput["agent_eval_replay"] = str(replay) if replay is not None else ""
 
 
 # -- items -----------------------------------------------------------------------------------------------------

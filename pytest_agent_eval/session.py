@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_agent_eval.campaign import baseline
 from pytest_agent_eval.campaign.manifest import campaign_config, finish_manifest
 from pytest_agent_eval.campaign.record import ItemRecord
 from pytest_agent_eval.campaign.store import (
@@ -30,6 +31,8 @@ from pytest_agent_eval.config import AgentEvalConfig
 from pytest_agent_eval.corpus import CorpusEntry, CorpusError, load_corpus
 from pytest_agent_eval.report import compare as compare_gate
 from pytest_agent_eval.report.html import write_html
+from pytest_agent_eval.report.replay import caveat as replay_caveat
+from pytest_agent_eval.report.replay import replay_note
 from pytest_agent_eval.report.terminal import summary, terminal_report
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
 
@@ -54,7 +57,10 @@ class EvalSession:
         self.tool = tool
         self.records: dict[str, ItemRecord] = {}  # by node id: the controller's gathered records
         self.campaign: Campaign | None = None
-        self.regressions: list[compare_gate.Regression] | None = None
+        self.gate: compare_gate.GateResult | None = None
+        self.compare_path: Path | None = None  # --agent-eval-compare resolved (a saved name, latest, a folder)
+        self.replay_path: Path | None = None  # --agent-eval-replay resolved
+        self.saved_baseline: Path | None = None
         self.written: list[Path] = []
         self.problems: list[str] = []  # records of a resumed campaign or a baseline that could not be read
         self._resumed: dict[str, ItemRecord] | None = None
@@ -71,17 +77,30 @@ class EvalSession:
                 self._held.enter_context(campaign.resuming())
         except StoreError as exc:
             raise SessionError(f"--agent-eval-resume: {exc}") from None
+        assert cfg.out is not None
         try:
             if cfg.compare is not None:
-                load_records(cfg.compare)
+                self.compare_path = baseline.find(cfg.compare, cfg.out, exclude=cfg.resume)
+                load_records(self.compare_path)
         except StoreError as exc:
             raise SessionError(f"--agent-eval-compare: {exc}") from None
+        try:
+            if cfg.replay is not None:
+                self.replay_path = baseline.find(cfg.replay, cfg.out, exclude=cfg.resume)
+                if not (self.replay_path / MANIFEST).is_file():
+                    raise StoreError(f"{self.replay_path}: replay needs a saved baseline or a campaign folder")
+                load_records(self.replay_path)
+        except StoreError as exc:
+            raise SessionError(f"--agent-eval-replay: {exc}") from None
         cfg.campaign_dir = cfg.resume
 
-    def join(self, campaign_dir: str | None) -> None:
-        """An xdist worker: write into the campaign the controller made (None: it made none yet)."""
+    def join(self, campaign_dir: str | None, replay_dir: str | None = None) -> None:
+        """An xdist worker: write into the campaign the controller made (None: it made none yet), and replay the
+        baseline the controller resolved (``latest`` on a worker would find the session's own campaign)."""
         if campaign_dir:
             self.cfg.campaign_dir = Path(campaign_dir)
+        if replay_dir:
+            self.replay_path = Path(replay_dir)
 
     def start_early(self) -> None:
         """Under xdist the controller names the campaign before the workers start, to hand them its path; the
@@ -175,9 +194,14 @@ class EvalSession:
 
     # -- the end ---------------------------------------------------------------------------------------------
     def finish(self) -> bool:
-        """Write the campaign's versions, summary and report, apply compare-fail; True if a figure regressed."""
+        """Write the campaign's versions, summary and report, apply the compare gate; True if the gate failed (a
+        figure regressed, a verdict was undecided, or it compared too little). A session that selected no agent
+        item is no evaluation (an ini ``agent_eval_compare`` applies to unit-test sessions too): it is warned
+        about, not failed; any agent item that ran, skipped or errored has a record, and takes part."""
         cfg = self.cfg
         if not self.records or cfg.campaign_dir is None:
+            if self.compare_path is not None:
+                self.problems.append(f"--agent-eval-compare {cfg.compare}: no agent item ran, nothing was compared")
             return False
         self.campaign = Campaign.open(cfg.campaign_dir)
         records = self.ordered()
@@ -192,18 +216,25 @@ class EvalSession:
             "backend": cfg.backend,
             "cg_version": cfg.cg_version,
         }
+        if self.replay_path is not None:
+            meta["replay_of"] = str(self.replay_path)
+        if self.compare_path is not None:
+            before = load_records(self.compare_path, self.problems)
+            self.gate = compare_gate.gate(before, records, cfg.compare_fail, cfg.compare_min_pairs)
+            meta["gate"] = {"baseline": str(self.compare_path), **compare_gate.gate_summary(self.gate)}
         path = self.campaign.path / SUMMARY
         write_atomic(path, json.dumps(summary(records, meta), indent=2, default=str) + "\n")
-        self.written = [path, write_html(self.campaign)]
-        if cfg.compare is None:
-            return False
-        self.regressions = compare_gate.compare(load_records(cfg.compare, self.problems), records, cfg.compare_fail)
-        return any(row.failed for row in self.regressions)
+        html = write_html(self.campaign, self.gate, str(self.compare_path) if self.compare_path else None)
+        self.written = [path, html]
+        if cfg.save_baseline is not None:
+            assert cfg.out is not None
+            self.saved_baseline = baseline.save(self.campaign, cfg.save_baseline, cfg.out)
+        return self.gate is not None and self.gate.failed
 
     def terminal_lines(self, verbose: bool = False) -> list[Line]:
         """The agent-eval section of the terminal summary."""
         if not self.records:
-            return []
+            return [Line(f"agent-eval: warning: {problem}", {"yellow": True}) for problem in self.problems]
         cfg = self.cfg
         records = self.ordered()
         text = terminal_report(
@@ -214,20 +245,10 @@ class EvalSession:
             entry_order=[e.name for e in self._corpus()],
         )
         lines = [Line(text.rstrip())]
-        if self.regressions is not None:
-            lines += [Line(""), Line(f"COMPARE — {cfg.compare} (before) → this session (after)")]
-            lines.append(Line(compare_gate.render_comparison(self.regressions, "--agent-eval-compare-fail")))
-            failed = [row for row in self.regressions if row.failed]
-            for entry in dict.fromkeys(row.entry for row in failed):
-                what = ", ".join(f"{row.arm} {row.metric} ({row.rule})" for row in failed if row.entry == entry)
-                lines.append(Line(f"agent-eval: REGRESSION in {entry}: {what}", {"red": True, "bold": True}))
-            if failed:
-                lines.append(
-                    Line(
-                        "agent-eval: the session fails: figures regressed beyond --agent-eval-compare-fail",
-                        {"red": True},
-                    )
-                )
+        if self.replay_path is not None:
+            lines += [Line(""), Line(replay_note(self.replay_path), {"yellow": True})]
+        if self.gate is not None:
+            lines += self._gate_lines(self.gate)
         campaign = self.campaign
         problems = [*self.problems, *(campaign.problems if campaign is not None else [])]
         lines += [Line(f"agent-eval: warning: {problem}", {"yellow": True}) for problem in problems]
@@ -239,6 +260,27 @@ class EvalSession:
             note = f" ({resumed} re-scored from the resumed campaign, not re-run)" if resumed else ""
             lines.append(Line(f"agent-eval: campaign {campaign.id}: {len(records)} run(s){note} in {campaign.path}"))
             lines += [Line(f"agent-eval: wrote {path}") for path in self.written]
+        if self.saved_baseline is not None:
+            note = baseline.size_note(self.saved_baseline)
+            lines.append(Line(f"agent-eval: saved baseline {cfg.save_baseline} ({note}) in {self.saved_baseline}"))
+        return lines
+
+    def _gate_lines(self, result: compare_gate.GateResult) -> list[Line]:
+        flag = "--agent-eval-compare-fail"
+        lines = [Line(""), Line(f"COMPARE — {self.compare_path} (before) → this session (after)")]
+        caveat = replay_caveat if self.replay_path is not None else None
+        lines.append(Line(compare_gate.render_comparison(result.rows, flag, caveat)))
+        for problem in result.problems:
+            lines.append(Line(f"agent-eval: GATE FAILED: {problem}", {"red": True, "bold": True}))
+        for entry in dict.fromkeys(row.entry for row in result.regressions):
+            what = ", ".join(f"{r.arm} {r.metric} ({r.rule})" for r in result.regressions if r.entry == entry)
+            lines.append(Line(f"agent-eval: REGRESSION in {entry}: {what}", {"red": True, "bold": True}))
+        for row in result.undecided:
+            lines.append(Line(f"agent-eval: UNDECIDED {row.entry}/{row.arm} {row.rule}: n too small", {"yellow": True}))
+        if result.failed:
+            lines.append(Line(f"agent-eval: the session fails: {compare_gate.gate_line(result)}", {"red": True}))
+        else:
+            lines.append(Line(f"agent-eval: {compare_gate.gate_line(result)}", {"green": True}))
         return lines
 
     def config_drift(self) -> str | None:

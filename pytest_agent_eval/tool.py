@@ -5,8 +5,11 @@ Every metric takes one of these, so the same code scores codegraph or any other 
 
 from __future__ import annotations
 
+import functools
 import re
 from dataclasses import dataclass, field
+
+import ahocorasick_rs
 
 # A line as the agent may see it: bare (Bash, Monitor, MCP) or behind the Read tool's line number
 # (``    12\t`` or ``    12→``). Anchoring at a line start keeps a fingerprint from firing on the tool's own
@@ -18,22 +21,77 @@ _LINE = r"^(?:[ \t]*\d+(?:\t|\u2192))?"
 class Fingerprint:
     """A named pattern that only the tool's own output produces (never a source file or a grep of one).
 
-    ``probe`` is a cheap pattern every match contains (a literal, mostly): most results lack it, and a
-    search for it costs a fraction of the full pattern's, which is tried only where the probe is found.
+    Every match contains one of ``literals`` (or, where no literal fits, a match of the cheap ``probe``): most
+    results hold none, and one pass of an Aho-Corasick automaton finds the literals of every fingerprint at
+    once, so the full pattern is tried only on the few results that hold one.
     """
 
     name: str
     pattern: re.Pattern[str]
-    probe: re.Pattern[str]
+    literals: tuple[str, ...] = ()
+    probe: re.Pattern[str] | None = None
 
     def search(self, text: str) -> re.Match[str] | None:
-        return self.pattern.search(text) if self.probe.search(text) else None
+        if any(literal in text for literal in self.literals) or (self.probe is not None and self.probe.search(text)):
+            return self.pattern.search(text)
+        return None
 
 
-def fingerprint(name: str, regex: str, probe: str) -> Fingerprint:
-    """A multiline fingerprint; ``{line}`` in ``regex`` stands for a line start (optionally Read-numbered);
-    ``probe`` is a regex (usually an escaped literal) that any match of ``regex`` contains."""
-    return Fingerprint(name, re.compile(regex.replace("{line}", _LINE), re.M), re.compile(probe, re.M))
+def fingerprint(name: str, regex: str, *literals: str, probe: str | None = None) -> Fingerprint:
+    """A multiline fingerprint; ``{line}`` in ``regex`` stands for a line start (optionally Read-numbered).
+    Any match of ``regex`` contains one of ``literals``, or else matches ``probe`` (a regex)."""
+    if not literals and probe is None:
+        raise ValueError(f"fingerprint {name!r}: give the literals or the probe every match contains")
+    return Fingerprint(
+        name,
+        re.compile(regex.replace("{line}", _LINE), re.M),
+        literals,
+        re.compile(probe, re.M) if probe is not None else None,
+    )
+
+
+# Scanners by the identity of their fingerprints (hashing sixteen patterns per result would cost more than the
+# scan); each entry keeps its tuple alive, so an id is not reused while it is cached.
+_SCANNERS: dict[int, tuple[tuple[Fingerprint, ...], _Scanner]] = {}
+
+
+def _scanner(fingerprints: tuple[Fingerprint, ...]) -> _Scanner:
+    cached = _SCANNERS.get(id(fingerprints))
+    if cached is None or cached[0] is not fingerprints:
+        cached = _SCANNERS[id(fingerprints)] = (fingerprints, _Scanner(fingerprints))
+    return cached[1]
+
+
+@functools.lru_cache(maxsize=1024)
+def _contains_folded(name: str, tool_name: str) -> bool:
+    """``name`` in ``tool_name``, ignoring case; remembered, since every result asks it of the same few names."""
+    return name.lower() in tool_name.lower()
+
+
+class _Scanner:
+    """Finds the first of several fingerprints in a text; one literal pass screens out the texts that hold none.
+
+    The automaton searches leftmost-first, without overlaps (several times faster than reporting every
+    occurrence): it finds a match whenever any literal occurs, which is all the screen needs.
+    """
+
+    def __init__(self, fingerprints: tuple[Fingerprint, ...]) -> None:
+        self.fingerprints = fingerprints
+        literals = list(dict.fromkeys(lit for fp in fingerprints for lit in fp.literals))
+        self.automaton = (
+            ahocorasick_rs.AhoCorasick(literals, matchkind=ahocorasick_rs.MatchKind.LeftmostFirst) if literals else None
+        )
+        self.probes = [fp.probe for fp in fingerprints if fp.probe is not None]
+
+    def first(self, text: str) -> tuple[Fingerprint, re.Match[str]] | None:
+        literal = self.automaton is not None and bool(self.automaton.find_matches_as_indexes(text))
+        if not literal and not any(probe.search(text) for probe in self.probes):
+            return None
+        for candidate in self.fingerprints:
+            match = candidate.search(text)
+            if match:
+                return candidate, match
+        return None
 
 
 # codegraph 1.6.1's NODE_KINDS: the prefix of every node id in its index (``function:<md5>``).
@@ -47,35 +105,33 @@ _POSITIONS = r"\|\d+\|\d+\|\d+\|\d+(?:\||$)"  # start/end line/column of a nodes
 # status, the MCP initialize response, sqlite3 rows of .codegraph/codegraph.db); tests/test_contamination.py
 # checks them against that output and against codegraph's own source.
 CODEGRAPH_FINGERPRINTS: tuple[Fingerprint, ...] = (
-    fingerprint("explore heading", r"{line}\*\*Exploration: [^\n]+\*\*[ \t]*$", re.escape("**Exploration: ")),
-    fingerprint("explore symbol count", r"{line}Found \d+ symbols? across \d+ files?\.", r"Found \d+ symbols? across "),
+    fingerprint("explore heading", r"{line}\*\*Exploration: [^\n]+\*\*[ \t]*$", "**Exploration: "),
     fingerprint(
-        "explore file section", r"{line}\*\*`[^`\n]+`\*\* \u2014 [\w$.]+\([a-z_ ]+\)(?:,|[ \t]*$)", "`\\*\\* \u2014 "
+        "explore symbol count", r"{line}Found \d+ symbols? across \d+ files?\.", " symbols across ", " symbol across "
+    ),
+    fingerprint(
+        "explore file section", r"{line}\*\*`[^`\n]+`\*\* \u2014 [\w$.]+\([a-z_ ]+\)(?:,|[ \t]*$)", "`** \u2014 "
     ),
     # Survives ``| tail`` or ``| sed -n`` cutting the heading off: explore and node mark elided source so.
-    fingerprint("explore gap marker", r"{line}\.\.\. \(gap(?:: [^\n]+)?\) \.\.\.[ \t]*$", re.escape("... (gap")),
-    fingerprint(
-        "node location", r"{line}\*\*Location:\*\* \S+:\d+[ \t]*\n{line}\*\*Signature:\*\*", re.escape("**Location:** ")
-    ),
-    fingerprint("MCP serverInfo name", r'"serverInfo"\s*:\s*\{\s*"name"\s*:\s*"codegraph"', re.escape('"serverInfo"')),
-    fingerprint("index row", rf"\b(?:{_NODE_KINDS}):[0-9a-f]{{32}}\b", r":[0-9a-f]{32}\b"),
-    fingerprint("index file row", r"{line}file:[^|\s]+\|file\|", re.escape("|file|")),
+    fingerprint("explore gap marker", r"{line}\.\.\. \(gap(?:: [^\n]+)?\) \.\.\.[ \t]*$", "... (gap"),
+    fingerprint("node location", r"{line}\*\*Location:\*\* \S+:\d+[ \t]*\n{line}\*\*Signature:\*\*", "**Location:** "),
+    fingerprint("MCP serverInfo name", r'"serverInfo"\s*:\s*\{\s*"name"\s*:\s*"codegraph"', '"serverInfo"'),
+    fingerprint("index row", rf"\b(?:{_NODE_KINDS}):[0-9a-f]{{32}}\b", probe=r":[0-9a-f]{32}\b"),
+    fingerprint("index file row", r"{line}file:[^|\s]+\|file\|", "|file|"),
     # A ``nodes`` row without its id: kind|name|qualified_name|file_path|language|start/end line/column.
     fingerprint(
         "index node columns",
         rf"(?:{{line}}|\|)(?:{_NODE_KINDS})\|[^|\n]+\|[^|\n]+\|[^|\n]+\|[a-z+#]+{_POSITIONS}",
-        _POSITIONS,
+        probe=_POSITIONS,
     ),
-    fingerprint("CLI usage", r"{line}Usage: codegraph \[options\] \[command\][ \t]*$", re.escape("Usage: codegraph ")),
+    fingerprint("CLI usage", r"{line}Usage: codegraph \[options\] \[command\][ \t]*$", "Usage: codegraph "),
     fingerprint("CLI status", r"{line}CodeGraph Status[ \t]*\n", "CodeGraph Status"),
     fingerprint("CLI query heading", r'{line}Search Results for ".*":[ \t]*$', 'Search Results for "'),
-    fingerprint("CLI callers heading", r'{line}Calle(?:r|e)s of ".*" \(\d+\):[ \t]*$', 'Calle[re]s of "'),
+    fingerprint("CLI callers heading", r'{line}Calle(?:r|e)s of ".*" \(\d+\):[ \t]*$', 'Callers of "', 'Callees of "'),
     fingerprint(
         "CLI impact heading", r'{line}Impact of changing ".*" \u2014 \d+ affected symbols?:', 'Impact of changing "'
     ),
-    fingerprint(
-        "CLI files heading", r"{line}Project Structure \(\d+ files?\):[ \t]*$", re.escape("Project Structure (")
-    ),
+    fingerprint("CLI files heading", r"{line}Project Structure \(\d+ files?\):[ \t]*$", "Project Structure ("),
     fingerprint(
         "CLI context heading",
         r"{line}## Code Context[ \t]*\n(?:{line}[ \t]*\n)?{line}\*\*Query:\*\* ",
@@ -106,7 +162,7 @@ class RetrievalTool:
 
     def owns(self, tool_name: str) -> bool:
         """True for any tool of this server (MCP-prefixed or bare)."""
-        return self.name.lower() in tool_name.lower()
+        return _contains_folded(self.name, tool_name)
 
     def is_explore(self, tool_name: str) -> bool:
         return tool_name == self.explore or tool_name.endswith("__" + self.explore)
@@ -123,11 +179,7 @@ class RetrievalTool:
 
     def first_fingerprint(self, text: str) -> tuple[Fingerprint, re.Match[str]] | None:
         """The first of the tool's fingerprints found in ``text``, with its match."""
-        for candidate in self.fingerprints:
-            match = candidate.search(text)
-            if match:
-                return candidate, match
-        return None
+        return _scanner(self.fingerprints).first(text)
 
 
 CODEGRAPH = RetrievalTool()

@@ -314,7 +314,7 @@ def _subagent_threads(session_file: Path, links: dict[str, str]) -> Iterator[tup
                 continue
             seen.add(agent_file)
             agent_id = agent_file.stem[len("agent-") :]
-            if folder != folders[1] and not _belongs_to(agent_file, session_file.stem):
+            if folder != folders[1] and not belongs_to(agent_file, session_file.stem):
                 continue
             yield agent_file, _meta_tool_use_id(agent_file) or links.get(agent_id) or f"agent:{agent_id}"
 
@@ -323,7 +323,10 @@ def _is_interactive(path: Path, sniff_lines: int = 20) -> bool:
     """Session files carry ``sessionId``/``parentUuid`` on their events; stream-json carries ``session_id``."""
     try:
         for line in itertools.islice(_lines(path), sniff_lines):
-            event = _loads(line) if line is not None else None
+            # Decode only a line that names one of the keys: stream-json lines (explore responses) are long.
+            if line is None or (b'"parentUuid"' not in line and b'"sessionId"' not in line):
+                continue
+            event = _loads(line)
             if event is not None and ("parentUuid" in event or "sessionId" in event):
                 return True
     except (OSError, TranscriptError):
@@ -331,7 +334,7 @@ def _is_interactive(path: Path, sniff_lines: int = 20) -> bool:
     return False
 
 
-def _belongs_to(agent_file: Path, session_id: str) -> bool:
+def belongs_to(agent_file: Path, session_id: str) -> bool:
     """A flat-layout agent file shares its folder with other sessions' agents."""
     try:
         for line in _lines(agent_file):
@@ -343,10 +346,12 @@ def _belongs_to(agent_file: Path, session_id: str) -> bool:
     return True
 
 
-def _require_regular(path: Path) -> None:
-    """Only a regular file is read: a FIFO, socket or device (``/dev/zero``) may never end, so it is refused."""
+def _require_regular(path: Path) -> int:
+    """Only a regular file is read: a FIFO, socket or device (``/dev/zero``) may never end, so it is refused.
+    Its size in bytes."""
     try:
-        mode = path.stat().st_mode
+        info = path.stat()
+        mode = info.st_mode
     except FileNotFoundError:
         raise TranscriptError(f"{path}: no such file") from None
     except OSError as exc:
@@ -357,19 +362,24 @@ def _require_regular(path: Path) -> None:
         raise TranscriptError(
             f"{path}: not a regular file (a pipe, socket or device may never end); save the transcript to a file first"
         )
+    return info.st_size
 
 
-def _lines(path: Path) -> Iterator[str | None]:
-    """The file's lines, decoded; ``None`` stands for a line over ``MAX_LINE_BYTES``, read past in bounded steps."""
-    _require_regular(path)
+def _lines(path: Path) -> Iterator[bytes | None]:
+    """The file's lines as bytes (the decoder reads UTF-8 itself, which saves making a str of every line);
+    ``None`` stands for a line over ``MAX_LINE_BYTES``, read past in bounded steps."""
+    size = _require_regular(path)
     with path.open("rb") as handle:
+        if size <= MAX_LINE_BYTES:  # no line can be too long: one read, then a split (a readline costs more)
+            yield from handle.read().split(b"\n")
+            return
         while line := handle.readline(MAX_LINE_BYTES + 1):
             if len(line) > MAX_LINE_BYTES:
                 while (rest := handle.readline(MAX_LINE_BYTES)) and not rest.endswith(b"\n"):
                     pass
                 yield None
             else:
-                yield line.decode("utf-8", errors="replace")
+                yield line
 
 
 def _meta_tool_use_id(agent_file: Path) -> str | None:
@@ -406,7 +416,12 @@ class _Builder:
         self.session.files.append(path)
 
     def read_lines(
-        self, lines: Iterable[str | None], segment: int, thread: str | None, name: str, expect_result: bool = False
+        self,
+        lines: Iterable[str | bytes | None],
+        segment: int,
+        thread: str | None,
+        name: str,
+        expect_result: bool = False,
     ) -> None:
         # The hot loop of scoring: one decode per line and a dict dispatch, nothing else.
         handlers = {
@@ -543,8 +558,7 @@ def content_chars(content: Any) -> int:
     every string in it but the framing (:data:`_FRAMING_KEYS`) — a text's text, a thinking block's thinking,
     a redacted thinking block's data, an image's encoded source; the blocks of a multi-block result summed.
 
-    Structure (braces, keys, the block's type) is not characters the spec prices: occupancy charges it as a
-    per-result cost."""
+    Structure (braces, keys, the block's type, ids) is not content: occupancy counts it apart, as framing."""
     if isinstance(content, str):
         return len(content)
     if isinstance(content, list):
@@ -583,13 +597,15 @@ _DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite_flo
 _FAST_DECODER = msgspec.json.Decoder()
 
 
-def _loads(line: str) -> dict | None:
-    """One JSON object per line; anything else (partial, nested past the recursion limit, trailing garbage,
-    a list) is None."""
+def _loads(line: str | bytes) -> dict | None:
+    """One JSON object per line (text, or UTF-8 bytes); anything else (partial, nested past the recursion limit,
+    trailing garbage, a list) is None."""
     try:
         event = _FAST_DECODER.decode(line)
     except msgspec.DecodeError:
-        return _loads_leniently(line)  # NaN, odd whitespace: the standard library's reading decides
+        # NaN, odd whitespace, invalid UTF-8: the standard library's reading of the text decides
+        text = line.decode("utf-8", errors="replace") if isinstance(line, bytes) else line
+        return _loads_leniently(text)
     except RecursionError:  # msgspec's own depth limit: the standard library would go no deeper
         return None
     return event if isinstance(event, dict) else None

@@ -94,9 +94,11 @@ def test_cli_rescore_and_compare_warn_per_record_and_go_on(campaign, capsys):
     assert "agent-eval: warning:" in captured.err and "items.jsonl:2: a torn line" in captured.err
     assert "Traceback" not in captured.err
     assert "first" in captured.out and "outside the campaign folder" in captured.out
-    assert main(["compare", str(campaign.path), str(campaign.path)]) == 0
+    # its readable records carry no figures: the comparison compared nothing, which a gate never passes
+    assert main(["compare", str(campaign.path), str(campaign.path)]) == 1
     captured = capsys.readouterr()
     assert "items.jsonl:3: not an item record" in captured.err and "Traceback" not in captured.err
+    assert "GATE FAILED: compared nothing" in captured.out
 
 
 def test_resume_reads_a_damaged_campaign(campaign, tmp_path):

@@ -7,7 +7,7 @@ from synth import Transcript, explore_response
 from pytest_agent_eval.cli import main
 from pytest_agent_eval.config import OptionError, Rule
 from pytest_agent_eval.config import parse_rules as parse_compare_fail
-from pytest_agent_eval.report.compare import compare, medians, render_comparison
+from pytest_agent_eval.report.compare import compare, gate, medians, render_comparison, render_gate
 from pytest_agent_eval.score import score_session
 
 EXPLORE = "mcp__codegraph__codegraph_explore"
@@ -189,7 +189,9 @@ def test_render_comparison_names_entry_metric_before_after_change():
     assert f"{-before * 100:+.1f}pt" in line
     assert "2→1" in line and "FAILED allocation:-5pt" in line
     assert "warning: n=1: never read a single run (seeds: never n=1)" in text
-    assert text.splitlines()[0].split() == ["entry", "arm", "metric", "before", "after", "change", "n", "rule"]
+    head = ["entry", "arm", "metric", "before", "after", "change", "mean", "[95%", "interval]", "n", "rule"]
+    assert text.splitlines()[0].split() == head
+    assert "n<2: no interval" in line  # the current side has one run
     assert text.rstrip().endswith("1 regression(s) beyond --compare-fail thresholds")
 
 
@@ -237,3 +239,108 @@ def test_campaigns_of_two_versions_line_up_by_arm():
     both = [labelled(with_run(1), "with@1.6.1"), labelled(with_run(1, cite=False), "with@local")]
     assert sorted(medians(both)) == [("express", "with@1.6.1"), ("express", "with@local")]
     assert medians(both)["express", "with@local"]["allocation"] == 0
+
+
+# -- the gate: a comparison of nothing, or of too little, fails -------------------------------------------------
+def test_a_gate_over_nothing_fails_and_says_why():
+    current = [with_run(1, entry="gin"), without_run(1, entry="gin")]
+    result = gate(baseline(), current, parse_compare_fail("allocation:-5pt"))
+    assert result.matched == [] and result.failed
+    assert result.problems == [
+        "compared nothing: no (entry, arm) was scored in both the baseline (2 scored) and this run"
+    ]
+    assert gate(baseline(), current).failed  # without rules too: a comparison of nothing is no comparison
+    text = render_gate(result)
+    assert "GATE FAILED: compared nothing" in text and text.endswith(
+        "gate: FAILED — 0 of 2 baseline (entry, arm) pair(s) compared; compared nothing"
+    )
+
+
+def test_a_gate_over_fewer_pairs_than_the_baseline_scored_fails_unless_min_pairs_allows_it():
+    only_with = [with_run(1), with_run(2)]
+    rules = parse_compare_fail("allocation:-5pt")
+    result = gate(baseline(), only_with, rules)
+    assert result.matched == [("express", "with")] and result.unmatched == [("express", "without")]
+    assert result.regressions == [] and result.failed
+    assert result.problems == [
+        "compared 1 (entry, arm) pair(s), fewer than asked (every pair the baseline scored: 2); "
+        "not matched: express/without"
+    ]
+    assert not gate(baseline(), only_with, rules, min_pairs=1).failed
+    assert "min pairs 3: 3" in gate(baseline(), baseline(), rules, min_pairs=3).problems[0]
+    assert not gate(baseline(), only_with).failed  # no rule: a report of what did match
+
+
+def test_cli_compare_of_nothing_in_common_exits_1_naming_why(tmp_path, capsys):
+    base = write(tmp_path / "base.json", baseline())
+    other = write(tmp_path / "other.json", [with_run(1, entry="gin")])
+    assert main(["compare", base, other, "--compare-fail", "allocation:-5pt"]) == 1
+    out = capsys.readouterr().out
+    assert "GATE FAILED: compared nothing" in out and "nothing to compare" not in out
+    partial = write(tmp_path / "partial.json", [with_run(1), with_run(2)])
+    assert main(["compare", base, partial, "--compare-fail", "allocation:-5pt"]) == 1
+    assert "not matched: express/without" in capsys.readouterr().out
+    assert main(["compare", base, partial, "--compare-fail", "allocation:-5pt", "--min-pairs", "1"]) == 0
+    assert "gate: passed — 1 of 2 baseline (entry, arm) pair(s) compared" in capsys.readouterr().out
+
+
+# -- noise-aware rules -----------------------------------------------------------------------------------------
+def with_allocation(run: int, value: float, entry: str = "express") -> dict:
+    """A scored with-arm run whose allocation figure is ``value`` (the rest of its figures left out)."""
+    return {"id": f"{entry}-with-{run}", "entry": entry, "arm": "with", "run": run, "outcome": "passed",
+            "figures": {"allocation": value}}  # fmt: skip
+
+
+def runs_of(values: list[float]) -> list[dict]:
+    return [with_allocation(run, value) for run, value in enumerate(values, start=1)]
+
+
+def allocation_row(before, after, rules="allocation:-5pt@95"):
+    result = gate(runs_of(before), runs_of(after), parse_compare_fail(rules))
+    return next(r for r in result.rows if r.metric == "allocation"), result
+
+
+def test_parse_reads_a_confidence_and_refuses_a_silly_one():
+    (rule,) = parse_compare_fail("allocation:-5pt@95")
+    assert rule == Rule("allocation", 5.0, "pt", -1, 95) and str(rule) == "allocation:-5pt@95"
+    with pytest.raises(OptionError, match="between 50 and 99"):
+        parse_compare_fail("allocation:-5pt@100")
+    with pytest.raises(OptionError, match="cannot read 'allocation:-5pt@'"):
+        parse_compare_fail("allocation:-5pt@")
+
+
+def test_a_noise_aware_rule_fails_only_when_the_whole_interval_is_beyond_the_threshold():
+    # a clear drop of ~30pt with little noise: every resample is beyond -5pt
+    row, result = allocation_row([0.80, 0.82, 0.78, 0.81], [0.50, 0.52, 0.49, 0.51])
+    assert row.failed and not row.undecided and result.failed
+    low, high = row.interval
+    assert low <= row.mean_change <= high < -5 and row.paired
+    # a median drop of 10pt, but one noisy run: the interval reaches past -5pt, so the rule does not fail
+    row, result = allocation_row([0.80, 0.80, 0.80], [0.70, 0.70, 0.95])
+    assert row.change == pytest.approx(-10.0) and parse_compare_fail("allocation:-5pt")[0].fails(row.change)
+    assert not row.failed and row.interval[1] > -5 and not result.failed
+    assert row.verdict == "ok allocation:-5pt@95"
+
+
+def test_a_noise_aware_rule_over_too_few_runs_is_undecided_and_the_gate_does_not_pass():
+    row, result = allocation_row([0.80, 0.80], [0.20, 0.20])
+    assert row.undecided and not row.failed and result.failed
+    assert row.verdict == "UNDECIDED allocation:-5pt@95 (n too small: 3 runs a side needed)"
+    text = render_gate(result)
+    assert "1 verdict(s) undecided" in text and "gate: UNDECIDED (fails)" in text
+    # the same drop under a point rule decides: the medians moved 60pt
+    row, result = allocation_row([0.80, 0.80], [0.20, 0.20], "allocation:-5pt")
+    assert row.failed and not row.undecided
+
+
+def test_every_row_carries_the_interval_of_its_change_unpaired_when_runs_do_not_pair():
+    before = runs_of([0.80, 0.82, 0.78])
+    after = [with_allocation(run, value) for run, value in ((4, 0.6), (5, 0.62), (6, 0.58))]
+    result = gate(before, after, parse_compare_fail("allocation:-5pt@95"))
+    row = next(r for r in result.rows if r.metric == "allocation")
+    assert not row.paired and row.failed
+    assert row.mean_change == pytest.approx(-20.0)
+    text = render_comparison(result.rows)
+    line = next(line for line in text.splitlines() if " allocation " in line)
+    assert f"-20.0pt [{row.interval[0]:+.1f}pt, {row.interval[1]:+.1f}pt]" in line
+    assert "FAILED allocation:-5pt@95" in line

@@ -1,7 +1,8 @@
 """Residual context occupancy over synthetic transcripts with known answers, and the real ones.
 
 Tool calls here carry no input unless said, so a call message adds ``len(name) + 2`` characters
-("Read{}") to the next gap; result lengths are chosen so each gap's size is a round number.
+("Read{}") to the next gap; result lengths are chosen so each gap's size is a round number. Around them a
+step's framing (:data:`STEP_FRAMING`) is priced at the ratio where a gap measures its own result.
 """
 
 import pytest
@@ -10,7 +11,19 @@ from hypothesis import strategies as st
 from synth import Transcript, text, thinking, tool_use
 from transcripts import transcripts
 
-from pytest_agent_eval.metrics.occupancy import ALL_GAPS, DEFAULT, FAMILIES, MEASURED, Occupancy, family, occupancy
+from pytest_agent_eval.metrics.occupancy import (
+    ALL_GAPS,
+    BLOCK_FRAME_CHARS,
+    CALL_FRAME_CHARS,
+    DEFAULT,
+    FAMILIES,
+    MEASURED,
+    MESSAGE_FRAME_CHARS,
+    RESULT_FRAME_CHARS,
+    Occupancy,
+    family,
+    occupancy,
+)
 from pytest_agent_eval.report.blocks.occupancy import render_occupancy
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
 from pytest_agent_eval.transcript import Session
@@ -18,6 +31,10 @@ from pytest_agent_eval.transcript import Session
 CG = "mcp__codegraph__codegraph_explore"  # 33 chars + "{}"
 SOURCEGRAPH = RetrievalTool("sourcegraph", "sg_keyword_search", "src")
 TRANSCRIPTS = transcripts()
+ID_CHARS = len("toolu_0001")
+# The framing of a step that is not its result's: the call block and the two messages' wrappers.
+STEP_FRAMING = 2 * MESSAGE_FRAME_CHARS + CALL_FRAME_CHARS + ID_CHARS
+RESULT_FRAMING = RESULT_FRAME_CHARS + ID_CHARS
 
 
 def step(t: Transcript, ctx: int, name: str, result_chars: int, prose: int = 0, **tool_input) -> str:
@@ -121,22 +138,31 @@ def test_without_a_growing_gap_the_ratio_is_the_default(later_ctx):
     assert "measure: 3.00 chars/tok default · turns" in render_occupancy(o)
 
 
-# -- per-result cost, gaps that measure their own results, family ratios ------------------------
-def test_small_gaps_measure_a_per_result_cost_and_the_ratio_is_taken_net_of_it():
-    # The truth: 2.0 chars/token plus 40 tokens per block (a call and its result).
+# -- framing, gaps that measure their own results, family ratios -----------------------------------
+def test_small_gaps_measure_the_framing_and_the_ratio_is_taken_net_of_it():
+    # The truth: 2.0 chars/token of content, half a token per framing character.
+    framing = (STEP_FRAMING + RESULT_FRAMING) // 2  # (an even number of characters)
     t = Transcript()
-    step(t, 10_000, "Read", 3_994)  # 4,000 chars → Δ 2,000 + 80
-    step(t, 12_080, "Read", 7_994)  # 8,000 chars → Δ 4,000 + 80
-    step(t, 16_160, "Grep", 94)  # 100 chars → Δ 50 + 80: mostly framing
-    t.say("done", ctx=16_290)
+    step(t, 10_000, "Read", 3_994)  # 4,000 chars → Δ 2,000 + the framing
+    step(t, 12_000 + framing, "Read", 7_994)  # 8,000 chars → Δ 4,000 + the framing
+    step(t, 16_000 + 2 * framing, "Grep", 94)  # 100 chars → Δ 50 + the framing: mostly framing
+    t.say("done", ctx=16_050 + 3 * framing)
     o = occupancy(t.session())
-    assert o.per_result_tokens == pytest.approx(40, abs=0.01)
+    assert (o.framing_tokens_per_char, o.framing) == (pytest.approx(0.5, abs=1e-3), MEASURED)
     assert o.chars_per_token == pytest.approx(2.0, abs=0.001)
-    # The big gaps price their own result (growth less the call's 3 + 40); the Grep its 47 + 40.
-    assert o.residual == {"tool": 0, "read": 2_037 + 4_037, "search": 87, "bash": 0, "other": 0}
-    assert o.to_dict()["per_result_tokens"] == pytest.approx(40, abs=0.01)
-    # The error bar on the same footing: 4,037 for a gap that grew by 4,080 (its call is in it).
-    assert o.dispersion == pytest.approx(43 / 4_080, abs=1e-4)
+    # The big gaps price their own result (growth less the call's 3 tokens and the step's framing); the Grep
+    # its 47 and its framing.
+    own = 3 + STEP_FRAMING / 2
+    assert o.residual == {
+        "tool": 0,
+        "read": round(2_000 + framing - own + 4_000 + framing - own),
+        "search": round(47 + RESULT_FRAMING / 2),
+        "bash": 0,
+        "other": 0,
+    }
+    assert o.to_dict()["framing_tokens_per_char"] == pytest.approx(0.5, abs=1e-3)
+    # The error bar on the same footing: the result priced at the run's terms against a gap its call is in.
+    assert o.dispersion == pytest.approx((3 + STEP_FRAMING / 2) / (4_000 + framing), abs=1e-4)
 
 
 @pytest.mark.parametrize(
@@ -144,7 +170,7 @@ def test_small_gaps_measure_a_per_result_cost_and_the_ratio_is_taken_net_of_it()
     [(False, 400), (False, 40), (True, 130)],
     ids=["above the bound", "below the characters' price", "redacted thinking"],
 )
-def test_without_a_believable_small_gap_there_is_no_per_result_cost(hidden, delta):
+def test_without_a_believable_small_gap_there_is_no_framing_cost(hidden, delta):
     t = Transcript()
     step(t, 10_000, "Read", 3_994)
     grep = tool_use("Grep")
@@ -153,7 +179,7 @@ def test_without_a_believable_small_gap_there_is_no_per_result_cost(hidden, delt
     t.reply(grep["id"], "x" * 94)
     t.say("done", ctx=12_000 + delta)
     o = occupancy(t.session())
-    assert (o.per_result_tokens, o.chars_per_token) == (0.0, 2.0)
+    assert (o.framing_tokens_per_char, o.framing, o.chars_per_token) == (0.0, DEFAULT, 2.0)
 
 
 def test_a_clean_gap_prices_its_own_results_so_a_lighter_one_is_not_read_as_eviction():
@@ -166,22 +192,24 @@ def test_a_clean_gap_prices_its_own_results_so_a_lighter_one_is_not_read_as_evic
     ratio = 14_000 / 5_846
     assert o.chars_per_token == pytest.approx(ratio)
     assert o.evicted == 0  # the seed's single ratio would have shed 327 tokens of the first Read
-    assert o.residual["read"] == round(2 * (1_000 - 6 / ratio) + 3_846 - 6 / ratio)
+    own = (6 + STEP_FRAMING) / ratio  # the call and the step's framing, at the ratio
+    assert o.residual["read"] == round(2 * (1_000 - own) + 3_846 - own)
 
 
 def test_a_family_is_priced_at_its_own_ratio_where_no_gap_of_its_own_measures_it():
     t = Transcript()
-    step(t, 10_000, "Grep", 994)  # 1,000 chars → Δ 357: a listing, 2.8 chars/token
-    step(t, 10_357, "Read", 1_994)  # → Δ 1,000
-    step(t, 11_357, "Read", 1_994)  # → Δ 1,000
-    step(t, 12_357, "Grep", 494, prose=600)  # mostly prose: not clean, its result is priced
+    step(t, 10_000, "Grep", 994)  # 1,000 chars → Δ 400: a listing, 2.9 chars/token net of the framing
+    step(t, 10_400, "Read", 1_994)  # → Δ 1,000
+    step(t, 11_400, "Read", 1_994)  # → Δ 1,000
+    step(t, 12_400, "Grep", 494, prose=600)  # mostly prose: not clean, its result is priced
     t.say("done", ctx=13_000)
     o = occupancy(t.session())
-    ratio = 5_000 / 2_357
-    search = 994 / (357 - 6 / ratio)
+    ratio = 5_000 / 2_400
+    own = (6 + STEP_FRAMING) / ratio
+    search = 994 / (400 - own)
     assert o.chars_per_token == pytest.approx(ratio)
     assert o.family_chars_per_token["search"] == pytest.approx(search)
-    assert o.residual["search"] == round(357 - 6 / ratio + 494 / search)
+    assert o.residual["search"] == round(400 - own + 494 / search)
 
 
 # -- attribution ------------------------------------------------------------------------------
@@ -196,15 +224,18 @@ def test_exact_attribution_base_and_error_bar():
     t.result("done")
     o = occupancy(t.session())
     assert o.chars_per_token == 2.0
-    assert o.residual == {"tool": 976, "read": 497, "search": 97, "bash": 147, "other": 47}
+    # The two clean gaps price their own results: growth less the call and the step's framing at the ratio.
+    codegraph, read = 1_000 - (48 + STEP_FRAMING) // 2, 500 - (6 + STEP_FRAMING) // 2
+    assert o.residual == {"tool": codegraph, "read": read, "search": 97, "bash": 147, "other": 47}
     assert o.residual == o.contributed
     assert o.residual_chars == {"tool": 1_952, "read": 994, "search": 194, "bash": 294, "other": 94}
-    assert (o.file_access, o.ctx_final, o.ctx_base, o.base) == (741, 11_800, 10_000, 10_036)
+    base = 11_800 - codegraph - read - 97 - 147 - 47
+    assert (o.file_access, o.ctx_final, o.ctx_base, o.base) == (read + 97 + 147, 11_800, 10_000, base)
     assert (o.turns, o.compactions, o.evicted) == (6, 0, 0)
     # Single-result gaps: |976 − 1,000| / 1,000 = 2.4%, |497 − 500| / 500 = 0.6%; the lower median.
     assert o.dispersion == pytest.approx(0.006)
     d = o.to_dict()
-    assert d["residual"]["tool"] == 976 and d["file_access"] == 741 and d["base"] == 10_036
+    assert d["residual"]["tool"] == codegraph and d["file_access"] == read + 244 and d["base"] == base
     assert d["calibrated"] is True and d["dispersion"] == pytest.approx(0.006)
 
 
@@ -263,7 +294,7 @@ def test_a_subagent_has_its_own_window():
     t.say("done", ctx=10_500)
     o = occupancy(t.session())
     assert (o.turns, o.ctx_final, o.chars_per_token) == (2, 10_500, 2.0)
-    assert o.residual == {"tool": 0, "read": 0, "search": 0, "bash": 0, "other": 497}
+    assert o.residual == {"tool": 0, "read": 0, "search": 0, "bash": 0, "other": 500 - (6 + STEP_FRAMING) // 2}
     assert o.tokens_processed == 10_000 + 10_500 + 3_000 + 6_000
 
 
@@ -276,13 +307,15 @@ def test_compaction_clears_the_resident_set():
     t.compact(pre_tokens=12_000)
     t.user("This session is being continued from a previous conversation. " + "s" * 37)
     step(t, 3_000, "Read", 394)
-    t.say("done", ctx=3_200)  # 400 chars, Δ 200: priced at the ratio, so no per-result cost on top
+    t.say("done", ctx=3_200)  # 400 chars, Δ 200: priced at the ratio, so no framing cost on top
     o = occupancy(t.session())
-    assert (o.compactions, o.chars_per_token, o.per_result_tokens) == (1, 2.0, 0.0)
-    assert o.residual == {"tool": 0, "read": 197, "search": 0, "bash": 0, "other": 0}
-    assert o.contributed == {"tool": 0, "read": 694, "search": 247, "bash": 997, "other": 0}
-    assert o.evicted == 497 + 997 + 247
-    assert o.base == 3_200 - 197
+    assert (o.compactions, o.chars_per_token, o.framing_tokens_per_char) == (1, 2.0, 0.0)
+    read, bash = 500 - (6 + STEP_FRAMING) // 2, 1_000 - (6 + STEP_FRAMING) // 2  # clean: their own growth
+    later = round(394 / (994 / read))  # at the ratio the first Read's own gap measured for the family
+    assert o.residual == {"tool": 0, "read": later, "search": 0, "bash": 0, "other": 0}
+    assert o.contributed == {"tool": 0, "read": read + later, "search": 247, "bash": bash, "other": 0}
+    assert o.evicted == read + bash + 247
+    assert o.base == 3_200 - later
 
 
 @pytest.mark.parametrize("delta", [1_994, 100])
@@ -297,7 +330,7 @@ def test_a_gap_across_a_compaction_is_neither_calibrated_on_nor_shed(delta):
     o = occupancy(t.session())
     assert (o.chars_per_token, o.compactions) == (2.0, 1)
     assert o.residual == {"tool": 0, "read": 0, "search": 0, "bash": 0, "other": 497}
-    assert o.evicted == 497 + 497
+    assert o.evicted == 500 - (6 + STEP_FRAMING) // 2 + 497
 
 
 def test_micro_compaction_sheds_the_oldest_results_first():
@@ -309,12 +342,15 @@ def test_micro_compaction_sheds_the_oldest_results_first():
     t.say("done", ctx=12_300)
     o = occupancy(t.session())
     assert o.chars_per_token == 2.0
-    # Shortfall 975 + 200 = 1,175: all of Read's 997, then 178 of Bash's 497.
+    # The clean gaps price their own results: growth less the call and the step's framing.
+    read, bash, search = (delta - (6 + STEP_FRAMING) // 2 for delta in (1_000, 500, 1_000))
+    # Shortfall 975 + 200 = 1,175: all of Read's, then the rest of it from Bash's.
     assert o.evicted == 1_175
-    assert o.residual == {"tool": 975, "read": 0, "search": 997, "bash": 319, "other": 0}
+    left = bash - (1_175 - read)
+    assert o.residual == {"tool": 975, "read": 0, "search": search, "bash": left, "other": 0}
     assert o.residual_results == {"tool": 1, "read": 0, "search": 1, "bash": 1, "other": 0}
-    assert o.residual_chars["bash"] == 638
-    assert o.contributed["read"] == 997
+    assert o.residual_chars["bash"] == round(994 * left / bash)
+    assert o.contributed["read"] == read
     assert "· evicted 1,175 tok" in render_occupancy(o)
 
 
@@ -324,14 +360,14 @@ def test_micro_compaction_sheds_the_oldest_results_first():
 )
 def test_a_shortfall_within_the_larger_of_200_tokens_and_5_percent_is_noise(result_chars, shortfall, evicted):
     t = Transcript()
-    step(t, 10_000, "Read", 1_994)  # 997 tok, Δ 1,000 → 2.0
+    step(t, 10_000, "Read", 1_994)  # Δ 1,000 → 2.0; its own gap prices it
     # As much prose as result keeps this gap out of calibration; only the result is priced.
     step(t, 11_000, "Bash", result_chars, prose=result_chars)
     t.say("done", ctx=11_000 + result_chars // 2 - shortfall)
     o = occupancy(t.session())
     assert o.chars_per_token == 2.0
     assert o.evicted == evicted
-    assert o.residual["read"] == 997 - evicted
+    assert o.residual["read"] == 1_000 - (6 + STEP_FRAMING) // 2 - evicted
     assert o.residual["bash"] == result_chars // 2
 
 
@@ -350,13 +386,21 @@ def test_messages_without_usage_orphan_results_and_flat_gaps():
     t.reply("toolu_nobody_called", "x" * 100)
     step(t, 10_600, "Bash", 200)  # Δ 600 over 1,000 + 18 + 100 chars: a clean gap, the only one
     t.say("flat", ctx=10_600)  # Δ 0 for Bash's 200 chars: 107 tokens short, below the tolerance
-    t.say("shrinking", ctx=10_100)  # Δ −500 with nothing priced: 500 tokens shed, Read's first
+    t.say("shrinking", ctx=10_100)  # Δ −500 with nothing priced: 500 tokens shed, the oldest first
     o = occupancy(t.session())
     assert (o.turns, o.ctx_final) == (4, 10_100)
-    assert o.chars_per_token == 1_118 / 600
+    ratio = 1_118 / 600
+    assert o.chars_per_token == ratio
     assert o.contributed_results == {"tool": 0, "read": 1, "search": 0, "bash": 1, "other": 1}
+    # The clean gap's growth, less its call, its prose and the framing of its messages and call, is its two results'.
+    framing = 4 * MESSAGE_FRAME_CHARS + CALL_FRAME_CHARS + ID_CHARS + BLOCK_FRAME_CHARS
+    results = 600 - (24 + framing) / ratio
+    assert o.contributed["read"] == round(results * 994 / 1_094)
+    assert o.contributed["other"] == round(results * 100 / 1_094)
+    # The shrink sheds them both, then the rest of its 500 tokens from Bash's 107.
     assert o.evicted == 500
-    assert o.residual == {"tool": 0, "read": round(994 * 600 / 1_118 - 500), "search": 0, "bash": 107, "other": 54}
+    bash = round(200 / ratio - (500 - results))
+    assert o.residual == {"tool": 0, "read": 0, "search": 0, "bash": bash, "other": 0}
 
 
 @settings(max_examples=200, deadline=None)

@@ -13,8 +13,9 @@ from pytest_agent_eval.transcript import MAIN, Session, segment_files
 
 DATA = Path(__file__).resolve().parents[1] / "bench" / "data"
 SESSIONS = sorted(p for p in (DATA / "transcripts").rglob("run-*.jsonl") if ".t" not in p.name[len("run-") :])
-# What the pricing achieves on these sessions; the accuracy bench prints the figures.
-FAMILY_SHARE, TOKENS_PER_RESULT = 0.05, 40
+# Issue 14's goal, which the pricing meets on these sessions (the accuracy bench prints the figures): every family
+# within max(2.5%, 40 tokens) of the truth, and a token-weighted mean error of at most 1% on each split.
+FAMILY_SHARE, FAMILY_TOKENS = 0.025, 40
 MEAN_ERROR = 0.01
 
 
@@ -43,13 +44,14 @@ def test_every_family_is_priced_close_to_what_the_server_counted(first, counts):
     assert counts[last.id].tokens == last.usage.ctx  # the usage the CLI recorded is the count itself
     occ = occupancy(session)
     for fam in FAMILIES:
-        bound = max(FAMILY_SHARE * truth[fam], TOKENS_PER_RESULT * occ.residual_results[fam])
+        bound = max(FAMILY_SHARE * truth[fam], FAMILY_TOKENS)
         assert abs(occ.residual[fam] - truth[fam]) <= bound, (fam, occ.residual[fam], truth[fam])
 
 
-def test_the_mean_error_over_the_corpus(counts):
+@pytest.mark.parametrize("split", ["calibration", "held-out"])
+def test_the_mean_error_over_each_split(split, counts):
     errors = truths = 0
-    for first in SESSIONS:
+    for first in (p for p in SESSIONS if _session_id(p).startswith(f"{split}/")):
         session = Session.from_files(segment_files(first))
         truth = resident_truth(session, counts)
         occ = occupancy(session)

@@ -19,7 +19,6 @@ import zipfile
 from pathlib import Path
 
 import pytest
-
 from conftest import REPO, RealTools
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.timeout(1800)]

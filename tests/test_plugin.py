@@ -353,10 +353,14 @@ OPTION_CASES = {
         "allocation:-5pt",
         "residual:+20%",
         "compare_fail",
-        [{"metric": "allocation", "threshold": 5.0, "unit": "pt", "direction": -1}],
-        [{"metric": "residual_tokens", "threshold": 20.0, "unit": "%", "direction": 1}],  # its old spelling
+        [{"metric": "allocation", "threshold": 5.0, "unit": "pt", "direction": -1, "confidence": None}],
+        # its old spelling
+        [{"metric": "residual_tokens", "threshold": 20.0, "unit": "%", "direction": 1, "confidence": None}],
     ),
     "--agent-eval-campaign": ("readme", "other", "campaign", "readme", "other"),
+    "--agent-eval-save-baseline": ("nightly", "weekly", "save_baseline", "nightly", "weekly"),
+    "--agent-eval-replay": ("b1", "r1", "replay", "b1", "r1"),
+    "--agent-eval-compare-min-pairs": ("2", "3", "compare_min_pairs", 2, 3),
 }
 FLAGS = {"--agent-eval-offline", "--agent-eval-include-contaminated"}
 
@@ -389,6 +393,7 @@ def test_option_and_ini_key(pytester, flag):
     extra = {
         "--agent-eval-backend": "agent_eval_cassette = x.jsonl",
         "--agent-eval-compare-fail": "agent_eval_compare = base",
+        "--agent-eval-compare-min-pairs": "agent_eval_compare = base",
     }
     pytester.makeini(f"[pytest]\n{option.ini} = {ini_value}\n{extra.get(flag, '')}\n")
     _baselines(pytester.path)

@@ -212,8 +212,12 @@ def _unique(paths: Iterable[Path]) -> list[Path]:
 
 def install_paths(binary: Path) -> list[Path]:
     """What running ``binary`` reads of its install: the file, the file it links to, and the ``node_modules``
-    folder it sits in (a node shim loads its package and its dependencies; a compiled CLI needs only itself)."""
+    folder it sits in (a node shim loads its package and its dependencies; a compiled CLI needs only itself) —
+    or, for a local build (``local:<checkout>``, whose bin is no package's dependency), its package folder,
+    which holds its own ``node_modules``."""
     binary = Path(binary)
     target = binary.resolve()
     modules = next((p for p in target.parents if p.name == "node_modules"), None)
+    if modules is None:
+        modules = next((p for p in target.parents if (p / "package.json").is_file()), None)
     return [binary, target] + ([modules] if modules is not None else [])

@@ -222,15 +222,22 @@ def _cited(sections: list[FileSection], answer: str) -> dict[str, tuple[str, str
         return {}
     paths = list(dict.fromkeys(s.path for s in sections))
     extensions = {p.rsplit(".", 1)[1].lower() for p in paths if "." in p.rsplit("/", 1)[-1]}
-    cited_paths = citation_paths(answer, extensions)
+    # Two paths are the same file only if their basenames are equal: compare within a basename, not all pairs.
+    cited_by_name: dict[str, list[str]] = {}
+    for cited in citation_paths(answer, extensions):
+        cited_by_name.setdefault(_basename(cited), []).append(cited)
     verdict: dict[str, tuple[str, str | None]] = {
-        p: ("path", None) for p in paths if any(same_file(p, c) for c in cited_paths)
+        p: ("path", None) for p in paths if any(same_file(p, c) for c in cited_by_name.get(_basename(p), ()))
     }
     owners = symbol_owners(sections)
     for name in code_span_names(answer):
         for path in owners.get(name, ()):
             verdict.setdefault(path, ("symbol", name))
     return verdict
+
+
+def _basename(path: str) -> str:
+    return path.strip().rsplit("/", 1)[-1]
 
 
 def symbol_owners(sections: Iterable[FileSection]) -> dict[str, set[str]]:

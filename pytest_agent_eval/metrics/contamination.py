@@ -117,7 +117,10 @@ def contamination(session: Session, tool: RetrievalTool = CODEGRAPH) -> Contamin
             report.commands.append(CliCommand(call.id, call.name, command, _denied(call, tool), call.thread))
     report.leaks = leaks(session, tool)
     report.mcp_calls = [call.id for call in session.calls if tool.owns(call.name)]
-    report.cold_start_race = any(isinstance(i, ToolResult) and COLD_START_MARKER in i.text for i in session.timeline)
+    # Claude Code's answer to a call of a tool it has not loaded yet is an error result: only those are read.
+    report.cold_start_race = any(
+        isinstance(i, ToolResult) and i.is_error and COLD_START_MARKER in i.text for i in session.timeline
+    )
     return report
 
 

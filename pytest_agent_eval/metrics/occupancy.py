@@ -12,17 +12,26 @@ Only the main thread counts: a subagent has its own window and only its summary 
 
 Added to the seed, because a single chars/token ratio cannot price every result right:
 
-* **a per-result cost.** Every content block carries framing its characters do not show (its type,
-  ``tool_use_id``, the content array: ~40 tokens on the API), so a 90-character Grep result costs about
-  twice its characters' worth. Small gaps (≤ :data:`CALIBRATION_MIN_CHARS`) with a tool result and
-  nothing hidden (no redacted or empty thinking) measure it: their growth beyond their characters'
-  price, per block, lower median (hidden content only pushes it up). The 80% rule does not apply to
-  them: a call's own input is a fixed share of a small gap and is priced like any characters. The ratio
-  is then re-measured on the big clean gaps net of that framing, a few rounds. Without such a gap, or
-  when the cost lands outside 0…:data:`MAX_PER_RESULT_TOKENS`, it is 0: characters alone are priced,
-  as in the seed. A call and its result always share a gap, so the cost is split evenly
-  between the blocks: a call's framing is heavier than a result's, which leaves small results
-  over-priced by ~10–20 tokens each.
+* **framing, priced by the characters that show it.** Every block and message carries structure its
+  content does not show (a tool_result's type, ``tool_use_id`` and content array; a tool_use's type and
+  id; each message's role and content array), so a 90-character Grep result costs about twice its
+  characters' worth. The transcript shows that structure, so it is counted as characters of its own, the
+  *framing* (:data:`RESULT_FRAME_CHARS` and the like, plus the ids as written), apart from the *content*
+  (prose, thinking, a call's name and input, the results). Small gaps (content ≤
+  :data:`CALIBRATION_MIN_CHARS`) with a tool result and nothing hidden (no redacted or empty thinking)
+  measure its density: their growth beyond their content's price, per framing character, lower median
+  (hidden content only pushes it up). The ratio is then re-measured on the big clean gaps net of their
+  framing, a few rounds. A result is priced at its content's ratio plus its own framing at that density.
+
+  Why characters, not a cost per block: a call and its result always share a gap (the call ends one
+  request, its result opens the next), so no fit over gaps can tell a call's framing from its result's,
+  and an even split per block charged the call's (and the messages') heavier framing to the result,
+  small results 10–25 tokens high. Counted by characters, a result gets only its own block's share:
+  ~30–40% of a small gap's framing, as the stand-in's counting model (:mod:`..model.usage`) has it.
+
+  Without a believable small gap (none, or a density outside 0…:data:`MAX_FRAMING_TOKENS_PER_CHAR`) the
+  seed's fall-back stands: a result is priced at the single ratio by its content, nothing on top; the
+  rest of a clean gap (below) prices its framing at that ratio too, characters like any.
 * **a clean gap measures its own results.** A gap the calibration kept as unshed grew by exactly what
   it appended, so its results are priced at that growth, less the rest of the gap (prose, calls,
   framing) at the run's terms, split among them by their prices: two Read results of one run came out
@@ -36,8 +45,8 @@ Added to the seed, because a single chars/token ratio cannot price every result 
   :data:`SHED_FACTOR` of the run's ratio), every other family at the run's ratio.
 
 The error bar stays the seed's, on the same footing as the pricing: on gaps that are ≥ 95% one result,
-the distance between that result's price — the run's ratio plus the per-result cost — and the gap's
-growth. It bounds a result priced at the run's terms; one its own gap measured is closer (a family
+the distance between that result's price — its content at the run's ratio plus its framing — and the
+gap's growth. It bounds a result priced at the run's terms; one its own gap measured is closer (a family
 ratio or a gap measured on the very gap it is tested on would hide its own error).
 """
 
@@ -71,12 +80,21 @@ CALIBRATION_TOOL_SHARE = 0.8
 SHED_FACTOR = 1.5
 # Error bar: on a gap that is almost all one result, the measured growth is that result's size.
 DISPERSION_RESULT_SHARE = 0.95
-# Per-result cost: above this a small gap's growth is hidden content, not framing (the API's is ~40).
-MAX_PER_RESULT_TOKENS = 120
-# Rounds of (per-result cost from the small gaps, ratio from the big ones net of it); it settles in two or
-# three: a round that moves the cost by less than SETTLED_TOKENS is the last.
+# Framing: the characters a block shows around its content (see the module docstring). Serialised compactly,
+# a tool_result without its id and content, a tool_use without its id, name and input, any other block.
+RESULT_FRAME_CHARS = len('{"type":"tool_result","tool_use_id":"","content":""}')
+ERROR_FRAME_CHARS = len(',"is_error":true')
+CALL_FRAME_CHARS = len('{"type":"tool_use","id":"","name":"","input":}')
+BLOCK_FRAME_CHARS = len('{"type":"text","text":""}')
+# A message's own wrapping: an assistant message, and the user message its results (or new text) come back in.
+MESSAGE_FRAME_CHARS = len('{"role":"assistant","content":[]}')
+# Above this a small gap's growth per framing character is hidden content, not structure (JSON punctuation
+# is about a token a character).
+MAX_FRAMING_TOKENS_PER_CHAR = 1.0
+# Rounds of (framing density from the small gaps, ratio from the big ones net of it); it settles in two or
+# three: a round that moves the density by less than SETTLED_DENSITY is the last.
 CALIBRATION_ROUNDS = 4
-SETTLED_TOKENS = 0.01
+SETTLED_DENSITY = 1e-4
 # Below this shortfall a gap is attribution noise, not shedding (real shedding is thousands).
 EVICTION_FLOOR_TOKENS = 200
 EVICTION_TOOL_SHARE = 0.05
@@ -105,7 +123,8 @@ class Occupancy:
     chars_per_token: float = DEFAULT_CHARS_PER_TOKEN
     calibration: str = DEFAULT
     dispersion: float | None = None
-    per_result_tokens: float = 0.0
+    framing_tokens_per_char: float = 0.0
+    framing: str = DEFAULT
     family_chars_per_token: dict[str, float] = field(default_factory=dict)
     residual: dict[str, int] = field(default_factory=_zeros)
     contributed: dict[str, int] = field(default_factory=_zeros)
@@ -140,7 +159,8 @@ class Occupancy:
             "calibrated": self.calibrated,
             "calibration": self.calibration,
             "dispersion": self.dispersion,
-            "per_result_tokens": self.per_result_tokens,
+            "framing_tokens_per_char": self.framing_tokens_per_char,
+            "framing": self.framing,
             "family_chars_per_token": dict(self.family_chars_per_token),
             "residual": dict(self.residual),
             "contributed": dict(self.contributed),
@@ -162,11 +182,11 @@ class Occupancy:
 class _Gap:
     """What was appended between two measured requests."""
 
-    chars: int = 0
-    tool_chars: int = 0  # of which tool results
-    blocks: int = 0  # content blocks appended: each carries its framing
-    hidden_blocks: int = 0  # of which redacted or empty thinking: tokens the transcript does not show
-    results: list[tuple[str, int]] = field(default_factory=list)  # (family, chars), in order
+    chars: int = 0  # content: prose, thinking, tool results
+    frame: int = 0  # framing: every block's structure, a call's id, name and input (see the module docstring)
+    tool_chars: int = 0  # of the content, tool results
+    hidden_blocks: int = 0  # redacted or empty thinking: tokens the transcript does not show
+    results: list[tuple[str, int, int]] = field(default_factory=list)  # (family, chars, frame), in order
     cleared_at: int | None = None  # results before this index were compacted away
     delta: int = 0
     measured: bool = False  # kept by the calibration: its growth prices its own results
@@ -185,26 +205,43 @@ class _Gap:
     def tool_dominated(self) -> bool:
         return self.tool_chars >= CALIBRATION_TOOL_SHARE * self.chars
 
-    def family_share(self) -> tuple[str, int] | None:
-        """The family holding ≥ DISPERSION_RESULT_SHARE of the gap's characters, and its characters."""
-        by_family: dict[str, int] = {}
-        for fam, chars in self.results:
-            by_family[fam] = by_family.get(fam, 0) + chars
-        fam, chars = max(by_family.items(), key=lambda item: item[1], default=("", 0))
-        return (fam, chars) if by_family and chars >= DISPERSION_RESULT_SHARE * self.chars else None
+    @property
+    def result_frame(self) -> int:
+        return sum(frame for _, _, frame in self.results)
+
+    def family_share(self) -> tuple[str, int, int] | None:
+        """The family holding ≥ DISPERSION_RESULT_SHARE of the gap's content, its characters and framing."""
+        by_family: dict[str, tuple[int, int]] = {}
+        for fam, chars, frame in self.results:
+            had_chars, had_frame = by_family.get(fam, (0, 0))
+            by_family[fam] = (had_chars + chars, had_frame + frame)
+        if not by_family:
+            return None
+        fam, (chars, frame) = max(by_family.items(), key=lambda item: item[1][0])
+        return (fam, chars, frame) if chars >= DISPERSION_RESULT_SHARE * self.chars else None
 
 
 @dataclass
 class _Pricing:
-    """Tokens of a result: its characters at its family's ratio (or the run's), plus the per-result cost."""
+    """Tokens of a result: its content at its family's ratio (or the run's), its framing at the framing density."""
 
     chars_per_token: float
     calibration: str
-    per_result: float = 0.0
+    framing: float = 0.0  # tokens per framing character of a result: 0 where no small gap measures it
+    framing_calibration: str = DEFAULT
     family_ratio: dict[str, float] = field(default_factory=dict)
 
-    def tokens(self, fam: str, chars: int) -> float:
-        return chars / self.family_ratio.get(fam, self.chars_per_token) + self.per_result
+    @property
+    def rest_framing(self) -> float:
+        """Tokens per framing character of the rest of a gap: measured, or else at the one ratio."""
+        return self.framing if self.framing_calibration == MEASURED else 1 / self.chars_per_token
+
+    def tokens(self, fam: str, chars: int, frame: int) -> float:
+        return chars / self.family_ratio.get(fam, self.chars_per_token) + frame * self.framing
+
+    def rest(self, gap: _Gap) -> float:
+        """Everything of the gap that is not a tool result (prose, calls, framing), at the run's terms."""
+        return (gap.chars - gap.tool_chars) / self.chars_per_token + (gap.frame - gap.result_frame) * self.rest_framing
 
 
 @dataclass
@@ -224,7 +261,8 @@ def occupancy(session: Session, tool: RetrievalTool = CODEGRAPH, window: int = W
         chars_per_token=pricing.chars_per_token,
         calibration=pricing.calibration,
         dispersion=_dispersion(gaps, pricing),
-        per_result_tokens=pricing.per_result,
+        framing_tokens_per_char=pricing.framing,
+        framing=pricing.framing_calibration,
         family_chars_per_token=dict(pricing.family_ratio),
         compactions=compactions,
         turns=len(ctxs),
@@ -238,12 +276,12 @@ def occupancy(session: Session, tool: RetrievalTool = CODEGRAPH, window: int = W
     contributed = dict.fromkeys(FAMILIES, 0.0)
     evicted = 0.0
 
-    ratio_of, ratio, per_result = pricing.family_ratio.get, pricing.chars_per_token, pricing.per_result
+    ratio_of, ratio, framing = pricing.family_ratio.get, pricing.chars_per_token, pricing.framing
 
-    def append(results: list[tuple[str, int]], scale: float = 1.0) -> float:
+    def append(results: list[tuple[str, int, int]], scale: float = 1.0) -> float:
         tokens = 0.0
-        for fam, chars in results:
-            priced = (chars / ratio_of(fam, ratio) + per_result) * scale  # pricing.tokens, inlined: the hot loop
+        for fam, chars, frame in results:
+            priced = (chars / ratio_of(fam, ratio) + frame * framing) * scale  # pricing.tokens, inlined: hot loop
             tokens += priced
             contributed[fam] += priced
             out.contributed_chars[fam] += chars
@@ -290,6 +328,7 @@ def _gaps(session: Session, tool: RetrievalTool) -> tuple[list[int], list[_Gap],
     gaps: list[_Gap] = []
     gap = _Gap()
     compactions = 0
+    in_user_message = False  # the user items after an assistant message travel as one message
     for item in session.timeline:
         if item.thread != MAIN:
             continue
@@ -301,18 +340,23 @@ def _gaps(session: Session, tool: RetrievalTool) -> tuple[list[int], list[_Gap],
                     gaps.append(gap)
                 ctxs.append(ctx)
                 gap = _Gap()
+            in_user_message = False
             gap.chars += item.output_chars
-            gap.blocks += len(item.blocks) + len(item.calls)
+            gap.frame += MESSAGE_FRAME_CHARS + BLOCK_FRAME_CHARS * len(item.blocks)
+            gap.frame += sum(CALL_FRAME_CHARS + len(call.id) for call in item.calls)
             gap.hidden_blocks += sum(_hidden(block) for block in item.blocks)
         elif isinstance(item, ToolResult):
             # A result without its call still occupies the window; it is charged to "other".
-            gap.results.append((family(names.get(item.call_id, ""), tool), item.chars))
+            frame = RESULT_FRAME_CHARS + len(item.call_id) + (ERROR_FRAME_CHARS if item.is_error else 0)
+            gap.results.append((family(names.get(item.call_id, ""), tool), item.chars, frame))
             gap.chars += item.chars
+            gap.frame += frame + (0 if in_user_message else MESSAGE_FRAME_CHARS)
+            in_user_message = True
             gap.tool_chars += item.chars
-            gap.blocks += 1
         elif isinstance(item, UserText):
             gap.chars += item.chars
-            gap.blocks += 1
+            gap.frame += BLOCK_FRAME_CHARS + (0 if in_user_message else MESSAGE_FRAME_CHARS)
+            in_user_message = True
         elif isinstance(item, Compaction):
             compactions += 1
             gap.cleared_at = len(gap.results)
@@ -326,50 +370,53 @@ def _hidden(block: dict[str, Any]) -> bool:
 
 
 def _calibrate(gaps: list[_Gap]) -> _Pricing:
-    """chars/token, pooled over the clean tool-dominated gaps with the shed ones dropped; then the
-    per-result cost and the family ratios where the gaps measure them (see the module docstring)."""
+    """chars/token, pooled over the clean tool-dominated gaps with the shed ones dropped; then the framing
+    density and the family ratios where the gaps measure them (see the module docstring)."""
     clean = [g for g in gaps if g.clean and g.tool_dominated]
     if clean:
-        framing = [g for g in gaps if g.fully_shown and 0 < g.chars <= CALIBRATION_MIN_CHARS]
-        pooled = _pooled(clean, 0.0)
-        assert pooled is not None  # a clean gap grows
-        ratio, kept = pooled
-        per_result = 0.0
-        for _ in range(CALIBRATION_ROUNDS if framing else 0):
-            costs = sorted((g.delta - g.chars / ratio) / g.blocks for g in framing)
-            settled = abs(costs[(len(costs) - 1) // 2] - per_result) < SETTLED_TOKENS
-            per_result = costs[(len(costs) - 1) // 2]
-            framed = _pooled(clean, per_result) if 0 < per_result <= MAX_PER_RESULT_TOKENS else None
-            if framed is None:
-                per_result, (ratio, kept) = 0.0, pooled
+        small = [g for g in gaps if g.fully_shown and g.chars <= CALIBRATION_MIN_CHARS]
+        ratio, kept = _pooled(clean, None)
+        framing, measured = 0.0, DEFAULT
+        for _ in range(CALIBRATION_ROUNDS if small else 0):
+            densities = sorted((g.delta - g.chars / ratio) / g.frame for g in small)
+            density = densities[(len(densities) - 1) // 2]
+            pooled = _pooled(clean, density) if 0 < density <= MAX_FRAMING_TOKENS_PER_CHAR else None
+            if pooled is None:  # not structure: hidden content, or shedding; every character at the one ratio
+                ratio, kept = _pooled(clean, None)
+                framing, measured = 0.0, DEFAULT
                 break
-            ratio, kept = framed
+            settled = abs(density - framing) < SETTLED_DENSITY
+            (ratio, kept), framing, measured = pooled, density, MEASURED
             if settled:
                 break
         for g in kept:
             g.measured = True
-        return _Pricing(ratio, MEASURED, per_result, _family_ratios(kept, ratio, per_result))
+        pricing = _Pricing(ratio, MEASURED, framing, measured)
+        pricing.family_ratio = _family_ratios(kept, pricing)
+        return pricing
     growing = [g for g in gaps if g.cleared_at is None and g.delta > 0 and g.chars > 0]
     if growing:
-        return _Pricing(sum(g.chars for g in growing) / sum(g.delta for g in growing), ALL_GAPS)
-    return _Pricing(DEFAULT_CHARS_PER_TOKEN, DEFAULT)
+        return _Pricing(sum(g.chars for g in growing) / sum(g.delta for g in growing), ALL_GAPS, 0.0)
+    return _Pricing(DEFAULT_CHARS_PER_TOKEN, DEFAULT, 0.0)
 
 
-def _pooled(clean: list[_Gap], per_result: float) -> tuple[float, list[_Gap]] | None:
-    """The ratio pooled over the clean gaps net of their framing, and the gaps it was pooled over; None when
-    the framing leaves no gap any growth (it cannot be right)."""
-
-    usable = [(g, net) for g in clean if (net := g.delta - per_result * g.blocks) > 0]
-    if not usable:
-        return None
+def _pooled(clean: list[_Gap], framing: float | None) -> tuple[float, list[_Gap]]:
+    """The content's ratio pooled over the clean gaps net of their framing (``None``: framing characters are
+    characters like any, at the one ratio), and the gaps it was pooled over."""
+    if framing is None:
+        usable = [(g, g.chars, g.delta) for g in clean]
+    else:
+        usable = [(g, g.chars, net) for g in clean if (net := g.delta - framing * g.frame) > 0]
+    if not usable:  # the framing leaves no gap any growth: it cannot be right
+        return _pooled(clean, None)
     # Shedding can only push a gap's chars/token up, so the lower median is the honest centre.
-    ratios = sorted(g.chars / net for g, net in usable)
+    ratios = sorted(chars / net for _, chars, net in usable)
     ceiling = SHED_FACTOR * ratios[(len(ratios) - 1) // 2]
-    kept = [(g, net) for g, net in usable if g.chars / net <= ceiling]
-    return sum(g.chars for g, _ in kept) / sum(net for _, net in kept), [g for g, _ in kept]
+    kept = [(g, chars, net) for g, chars, net in usable if chars / net <= ceiling]
+    return sum(chars for _, chars, _ in kept) / sum(net for _, _, net in kept), [g for g, _, _ in kept]
 
 
-def _family_ratios(kept: list[_Gap], ratio: float, per_result: float) -> dict[str, float]:
+def _family_ratios(kept: list[_Gap], pricing: _Pricing) -> dict[str, float]:
     """chars/token of each family that has gaps of its own: what is left of their growth once the rest of
     the gap (prose, framing) is priced at the run's terms, pooled; kept within SHED_FACTOR of the run's."""
     chars: dict[str, int] = {}
@@ -378,9 +425,11 @@ def _family_ratios(kept: list[_Gap], ratio: float, per_result: float) -> dict[st
         share = g.family_share()
         if share is None:
             continue
-        fam, fam_chars = share
+        fam, fam_chars, fam_frame = share
         chars[fam] = chars.get(fam, 0) + fam_chars
-        tokens[fam] = tokens.get(fam, 0.0) + g.delta - per_result * g.blocks - (g.chars - fam_chars) / ratio
+        rest = (g.chars - fam_chars) / pricing.chars_per_token + (g.frame - fam_frame) * pricing.rest_framing
+        tokens[fam] = tokens.get(fam, 0.0) + g.delta - rest - fam_frame * pricing.framing
+    ratio = pricing.chars_per_token
     measured = {fam: chars[fam] / tokens[fam] for fam in chars if tokens[fam] > 0}
     return {fam: r for fam, r in measured.items() if ratio / SHED_FACTOR <= r <= ratio * SHED_FACTOR}
 
@@ -390,19 +439,19 @@ def _measured_scale(gap: _Gap, pricing: _Pricing) -> float:
     calls, framing) at the run's terms. The factor that brings the results' prices to that; 1 elsewhere."""
     if not gap.measured:
         return 1.0
-    priced = sum(pricing.tokens(fam, chars) for fam, chars in gap.results)
-    rest = (gap.chars - gap.tool_chars) / pricing.chars_per_token + pricing.per_result * (gap.blocks - len(gap.results))
-    measured = gap.delta - rest
+    priced = sum(pricing.tokens(fam, chars, frame) for fam, chars, frame in gap.results)
+    measured = gap.delta - pricing.rest(gap)
     return measured / priced if priced > 0 and measured > 0 else 1.0
 
 
 def _dispersion(gaps: list[_Gap], pricing: _Pricing) -> float | None:
-    """Median relative error of the run-level pricing (ratio and per-result cost) on gaps that are (almost)
-    one tool result."""
+    """Median relative error of the run-level pricing (ratio and framing) on gaps that are (almost) one tool
+    result."""
     errors = sorted(
-        abs(sum(chars / pricing.chars_per_token + pricing.per_result for _, chars in g.results) - g.delta) / g.delta
+        abs(sum(chars / pricing.chars_per_token + frame * pricing.framing for _, chars, frame in g.results) - g.delta)
+        / g.delta
         for g in gaps
-        if g.clean and g.results and max(chars for _, chars in g.results) >= DISPERSION_RESULT_SHARE * g.chars
+        if g.clean and g.results and max(chars for _, chars, _ in g.results) >= DISPERSION_RESULT_SHARE * g.chars
     )
     return errors[(len(errors) - 1) // 2] if errors else None
 

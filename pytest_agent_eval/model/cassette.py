@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 from ..transcript import DELEGATION_TOOLS, MAIN, Session
-from .scripted import _CWD_RE, _system_text, user_question
+from .scripted import user_question, working_directory
 from .sse import Reply, tool_use
 
 _REPLAYABLE_BLOCKS = frozenset({"text", "thinking"})
@@ -66,9 +66,9 @@ class CassetteBackend:
         recorded = self.turns.get(thread, [])
         if done < len(recorded):
             reply = recorded[done]
-            found = _CWD_RE.search(_system_text(request))
-            if self.cwd and found and found.group(1) != self.cwd:
-                reply = Reply(_rebase(reply.blocks, self.cwd, found.group(1)), reply.stop_reason)
+            cwd = working_directory(request)
+            if self.cwd and cwd and cwd != self.cwd:
+                reply = Reply(_rebase(reply.blocks, self.cwd, cwd), reply.stop_reason)
             return reply
         return Reply.text(f"(cassette exhausted: thread {thread} has {len(recorded)} recorded turns)")
 

@@ -70,6 +70,12 @@ def _system_text(request: dict[str, Any]) -> str:
     return "\n".join(parts)
 
 
+def working_directory(request: dict[str, Any]) -> str:
+    """The working directory the CLI's system prompt names ('' when it names none)."""
+    found = _CWD_RE.search(_system_text(request))
+    return found.group(1) if found else ""
+
+
 def user_question(message: dict[str, Any]) -> str | None:
     """The text a person typed, or None for tool results and CLI-injected reminders."""
     if message.get("role") != "user":
@@ -120,12 +126,11 @@ class Turn:
                     step = steps[block["tool_use_id"]]
                     step.result, step.is_error = _text_of(block.get("content")), bool(block.get("is_error"))
         system = _system_text(request)
-        cwd = _CWD_RE.search(system)
         tools = {t["name"]: t for t in request.get("tools") or [] if isinstance(t, dict) and "name" in t}
         own = [s for s in steps.values() if s.name not in DELEGATION_TOOLS]
         delegated = [s for s in steps.values() if s.name in DELEGATION_TOOLS]
         subagent = bool(_SUBAGENT_RE.search(system))
-        return cls(question, own, cwd.group(1) if cwd else "", tools, subagent, delegated)
+        return cls(question, own, working_directory(request), tools, subagent, delegated)
 
     def tool(self, suffix: str) -> str | None:
         return next((name for name in self.tools if name == suffix or name.endswith(suffix)), None)

@@ -5,12 +5,19 @@
 The rules (:class:`pytest_agent_eval.config.Rule`) name figures of the catalogue. Every figure is the median
 over the runs of one (entry, arm) (:mod:`pytest_agent_eval.report.aggregate`); errored runs have no figures
 and are left out. Without a rule, the catalogue's headline figures are shown and never fail.
+
+As a gate (:func:`gate`), a comparison that matched no (entry, arm) fails, and so does one that matched
+fewer than asked (by default, with rules: every pair the baseline scored). A noise-aware rule
+(``allocation:-5pt@95``) fails only when the change's bootstrap interval lies wholly beyond its threshold; with
+fewer than three runs a side it is *undecided*, and an undecided gate fails too: a gate that cannot decide must
+not pass silently.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Iterable, Mapping, Sequence
+import statistics
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
@@ -19,16 +26,21 @@ from tabulate import tabulate
 from pytest_agent_eval.campaign.record import ItemRecord, as_records
 from pytest_agent_eval.config import Rule
 from pytest_agent_eval.metrics.figures import FIGURES
-from pytest_agent_eval.report.aggregate import aggregate, arm_namer
+from pytest_agent_eval.report.aggregate import ArmRuns, aggregate, arm_namer
 from pytest_agent_eval.report.format import formatter
-from pytest_agent_eval.report.stats import small_n_warning
+from pytest_agent_eval.report.stats import MIN_RUNS_TO_DECIDE, change_interval, small_n_warning
 
 HEADLINE = [figure.name for figure in FIGURES.values() if figure.headline]
 
 
 @dataclass(frozen=True)
 class Regression:
-    """One figure of one (entry, arm), before and after; ``failed`` when a rule's threshold was reached."""
+    """One figure of one (entry, arm), before and after; ``failed`` when a rule's threshold was reached.
+
+    ``interval`` is the bootstrap interval of the change (in the rule's unit) around ``mean_change``, the
+    change of the means; None with fewer than two runs a side. ``undecided``: a noise-aware rule (``@95``)
+    had too few runs to decide.
+    """
 
     entry: str
     arm: str
@@ -41,6 +53,65 @@ class Regression:
     rule: str | None = None
     n_before: int = 0
     n_after: int = 0
+    mean_change: float | None = None
+    interval: tuple[float, float] | None = None
+    paired: bool = False
+    undecided: bool = False
+
+    @property
+    def verdict(self) -> str:
+        if self.rule is None:
+            return ""
+        if self.undecided:
+            return f"UNDECIDED {self.rule} (n too small: {MIN_RUNS_TO_DECIDE} runs a side needed)"
+        return f"FAILED {self.rule}" if self.failed else f"ok {self.rule}"
+
+
+@dataclass(frozen=True)
+class GateResult:
+    """A comparison as a gate: its rows, which (entry, arm) pairs it matched, and why it fails (if it does)."""
+
+    rows: list[Regression]
+    matched: list[tuple[str, str]]
+    baseline_pairs: list[tuple[str, str]]  # every (entry, arm) the baseline scored
+    rules: list[Rule]
+    min_pairs: int | None = None  # None: every baseline pair when there are rules
+
+    @property
+    def unmatched(self) -> list[tuple[str, str]]:
+        return [key for key in self.baseline_pairs if key not in self.matched]
+
+    @property
+    def regressions(self) -> list[Regression]:
+        return [row for row in self.rows if row.failed]
+
+    @property
+    def undecided(self) -> list[Regression]:
+        return [row for row in self.rows if row.undecided]
+
+    @property
+    def problems(self) -> list[str]:
+        """Why the gate cannot pass whatever the figures say: it compared nothing, or fewer pairs than asked."""
+        if not self.matched:
+            return [
+                "compared nothing: no (entry, arm) was scored in both the baseline "
+                f"({len(self.baseline_pairs)} scored) and this run"
+            ]
+        wanted = self.min_pairs if self.min_pairs is not None else (len(self.baseline_pairs) if self.rules else 0)
+        if len(self.matched) >= wanted:
+            return []
+        missing = ", ".join(f"{entry}/{arm}" for entry, arm in self.unmatched[:6])
+        more = f" (+{len(self.unmatched) - 6} more)" if len(self.unmatched) > 6 else ""
+        asked = "every pair the baseline scored" if self.min_pairs is None else f"min pairs {self.min_pairs}"
+        return [
+            f"compared {len(self.matched)} (entry, arm) pair(s), fewer than asked ({asked}: {wanted}); "
+            f"not matched: {missing}{more}"
+        ]
+
+    @property
+    def failed(self) -> bool:
+        """A gate that compared too little, found a regression, or could not decide, does not pass."""
+        return bool(self.problems or self.regressions or self.undecided)
 
 
 def medians(
@@ -56,52 +127,112 @@ def medians(
     return out
 
 
+def _scored(records: Iterable[ItemRecord | Mapping[str, Any]]) -> dict[tuple[str, str], ArmRuns]:
+    typed = as_records(records)
+    found = aggregate(typed, arm_namer(typed))
+    return {key: group for key, group in found.groups.items() if group.runs}
+
+
+def _values(group: ArmRuns, figure: str) -> dict[int, float]:
+    """A figure's value per run number (a run without one numbered by its position)."""
+    out = {}
+    for position, run in enumerate(group.runs, start=1):
+        value = run.figures.get(figure)
+        if value is not None:
+            out[run.run if run.run is not None else position] = float(value)
+    return out
+
+
 def compare(
     baseline_records: Iterable[ItemRecord | Mapping[str, Any]],
     current_records: Iterable[ItemRecord | Mapping[str, Any]],
     rules: Sequence[Rule] = (),
 ) -> list[Regression]:
-    """The headline figures (and every figure a rule names) of each (entry, arm) both sides scored.
+    """The headline figures (and every figure a rule names) of each (entry, arm) both sides scored."""
+    return gate(baseline_records, current_records, rules).rows
+
+
+def gate(
+    baseline_records: Iterable[ItemRecord | Mapping[str, Any]],
+    current_records: Iterable[ItemRecord | Mapping[str, Any]],
+    rules: Sequence[Rule] = (),
+    min_pairs: int | None = None,
+) -> GateResult:
+    """Compare, and say whether the comparison may pass as a gate.
 
     A figure with rules gets one row per rule (its change in the rule's unit); the others get one row in
-    their natural unit (points for shares, percent otherwise) and never fail.
+    their natural unit (points for shares, percent otherwise) and never fail. A point rule compares the
+    medians; a noise-aware rule (``@95``) fails only when the whole interval of the change lies beyond its
+    threshold, and is undecided with fewer than :data:`MIN_RUNS_TO_DECIDE` runs a side.
     """
     names = list(dict.fromkeys([*HEADLINE, *(rule.metric for rule in rules)]))
-    before_all, after_all = medians(baseline_records, names), medians(current_records, names)
+    before_all, after_all = _scored(baseline_records), _scored(current_records)
+    matched = [key for key in before_all if key in after_all]
     rows = []
-    for key in [k for k in before_all if k in after_all]:
-        before, after = before_all[key], after_all[key]
+    for key in matched:
         for name in names:
-            if before[name] is None or after[name] is None:
+            before, after = _values(before_all[key], name), _values(after_all[key], name)
+            if not before or not after:
                 continue
             ruled = [r for r in rules if r.metric == name]
             for rule in ruled or [Rule(name, math.inf, "pt" if FIGURES[name].is_share else "%", 1)]:
-                change = rule.change(before[name], after[name])
-                rows.append(
-                    Regression(
-                        entry=key[0],
-                        arm=key[1],
-                        metric=name,
-                        before=before[name],
-                        after=after[name],
-                        change=change,
-                        failed=bool(ruled) and rule.fails(change),
-                        unit=rule.unit,
-                        rule=str(rule) if ruled else None,
-                        n_before=before["n"],
-                        n_after=after["n"],
-                    )
-                )
-    return rows
+                rows.append(_row(key, name, rule if ruled else None, rule, before, after))
+    return GateResult(rows, matched, list(before_all), list(rules), min_pairs)
 
 
-def render_comparison(rows: Sequence[Regression], flag: str = "--compare-fail") -> str:
-    """A table naming entry, arm, figure, before, after, change, and which rule failed."""
+def _row(
+    key: tuple[str, str],
+    name: str,
+    rule: Rule | None,
+    unit_rule: Rule,
+    before: dict[int, float],
+    after: dict[int, float],
+) -> Regression:
+    before_median, after_median = statistics.median(before.values()), statistics.median(after.values())
+    change = unit_rule.change(before_median, after_median)
+    mean_change, interval, paired = None, None, False
+    if min(len(before), len(after)) >= 2:
+        level = (rule.confidence if rule is not None and rule.confidence is not None else 95) / 100
+        mean_change, low, high, paired = change_interval(before, after, unit_rule.change, level)
+        interval = (low, high)
+    undecided = failed = False
+    if rule is not None and rule.confidence is not None:
+        undecided = min(len(before), len(after)) < MIN_RUNS_TO_DECIDE
+        # Beyond the threshold means both ends are: the interval's least-bad end regressed too.
+        failed = not undecided and interval is not None and rule.fails(interval[0]) and rule.fails(interval[1])
+    elif rule is not None:
+        failed = rule.fails(change)
+    return Regression(
+        entry=key[0],
+        arm=key[1],
+        metric=name,
+        before=before_median,
+        after=after_median,
+        change=change,
+        failed=failed,
+        unit=unit_rule.unit,
+        rule=str(rule) if rule is not None else None,
+        n_before=len(before),
+        n_after=len(after),
+        mean_change=mean_change,
+        interval=interval,
+        paired=paired,
+        undecided=undecided,
+    )
+
+
+def render_comparison(
+    rows: Sequence[Regression], flag: str = "--compare-fail", caveat: Callable[[str], str | None] | None = None
+) -> str:
+    """A table naming entry, arm, figure, before, after, change (median), the mean change with its interval,
+    and each rule's verdict; ``caveat`` notes a figure that does not measure what the comparison is about
+    (under replay: one the recording fixed)."""
     if not rows:
         return "nothing to compare: no (entry, arm) was scored in both"
     table = []
     for row in rows:
         show = formatter(row.metric)
+        note = caveat(row.metric) if caveat is not None else None
         table.append(
             [
                 row.entry,
@@ -110,22 +241,87 @@ def render_comparison(rows: Sequence[Regression], flag: str = "--compare-fail") 
                 show(row.before),
                 show(row.after),
                 _change(row.change, row.unit),
+                interval_text(row),
                 f"{row.n_before}→{row.n_after}",
-                f"FAILED {row.rule}" if row.failed else (row.rule or ""),
+                " ".join(part for part in (row.verdict, f"({note})" if note else "") if part),
             ]
         )
     text = tabulate(
         table,
-        headers=["entry", "arm", "metric", "before", "after", "change", "n", "rule"],
+        headers=["entry", "arm", "metric", "before", "after", "change", "mean [95% interval]", "n", "rule"],
         tablefmt="simple",
         disable_numparse=True,
     )
     notes = sorted({w for row in rows for w in (small_n_warning(row.n_before), small_n_warning(row.n_after)) if w})
     failed = [row for row in rows if row.failed]
+    undecided = [row for row in rows if row.undecided]
     lines = [text, *(f"warning: {note}" for note in notes)]
     if failed:
         lines.append(f"{len(failed)} regression(s) beyond {flag} thresholds")
+    if undecided:
+        lines.append(
+            f"{len(undecided)} verdict(s) undecided: a noise-aware rule needs {MIN_RUNS_TO_DECIDE} runs a side "
+            "(more --agent-eval-runs, or a point rule without '@')"
+        )
     return "\n".join(lines)
+
+
+def render_gate(result: GateResult, flag: str = "--compare-fail") -> str:
+    """The comparison, then why the gate fails (if it does) and what made it pass or not, in one line."""
+    lines = [render_comparison(result.rows, flag)] if result.rows else []
+    lines += [f"GATE FAILED: {problem}" for problem in result.problems]
+    lines.append(gate_line(result))
+    return "\n".join(lines)
+
+
+def gate_line(result: GateResult) -> str:
+    """The gate's verdict in one line: what it compared and what decided it."""
+    pairs = f"{len(result.matched)} of {len(result.baseline_pairs)} baseline (entry, arm) pair(s) compared"
+    if result.problems:
+        return f"gate: FAILED — {pairs}; {result.problems[0].split(':')[0]}"
+    if result.regressions:
+        return f"gate: FAILED — {pairs}; {len(result.regressions)} regression(s)"
+    if result.undecided:
+        return f"gate: UNDECIDED (fails) — {pairs}; {len(result.undecided)} verdict(s) need more runs"
+    checked = sum(1 for row in result.rows if row.rule)
+    return f"gate: passed — {pairs}; {checked} rule check(s), none regressed"
+
+
+def gate_summary(result: GateResult) -> dict[str, Any]:
+    """The gate as plain data (``summary.json``): what it compared, its verdict, and each failing or undecided row."""
+    return {
+        "passed": not result.failed,
+        "verdict": gate_line(result),
+        "rules": [str(rule) for rule in result.rules],
+        "pairs": len(result.matched),
+        "baseline_pairs": len(result.baseline_pairs),
+        "problems": result.problems,
+        "regressions": [_row_summary(row) for row in result.regressions],
+        "undecided": [_row_summary(row) for row in result.undecided],
+    }
+
+
+def _row_summary(row: Regression) -> dict[str, Any]:
+    return {
+        "entry": row.entry,
+        "arm": row.arm,
+        "metric": row.metric,
+        "rule": row.rule,
+        "before": row.before,
+        "after": row.after,
+        "change": row.change,
+        "mean_change": row.mean_change,
+        "interval": list(row.interval) if row.interval is not None else None,
+        "n": [row.n_before, row.n_after],
+    }
+
+
+def interval_text(row: Regression) -> str:
+    """``mean [low, high]`` of the change in the row's unit; ``n<2`` when a side has one run."""
+    if row.interval is None or row.mean_change is None:
+        return "n<2: no interval"
+    low, high = row.interval
+    return f"{_change(row.mean_change, row.unit)} [{_change(low, row.unit)}, {_change(high, row.unit)}]"
 
 
 def _change(value: float, unit: str) -> str:

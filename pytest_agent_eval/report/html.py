@@ -20,10 +20,20 @@ from pytest_agent_eval.campaign.store import Campaign, StoreError, inside, write
 from pytest_agent_eval.metrics.figures import FIGURES
 from pytest_agent_eval.metrics.sufficiency import BUCKETS
 from pytest_agent_eval.report.aggregate import Aggregate, aggregate
-from pytest_agent_eval.report.format import seconds, tokens
+from pytest_agent_eval.report.compare import GateResult, gate_line, interval_text
+from pytest_agent_eval.report.format import formatter, seconds, tokens
 from pytest_agent_eval.report.gates import describe_leak
+from pytest_agent_eval.report.replay import caveat as replay_caveat
+from pytest_agent_eval.report.replay import replay_note
 from pytest_agent_eval.report.stats import small_n_warning
-from pytest_agent_eval.report.terminal import backend_note, cell, paired_cell, tool_name
+from pytest_agent_eval.report.terminal import (
+    backend_name,
+    backend_note,
+    cell,
+    paired_cell,
+    simulated_cost,
+    tool_name,
+)
 from pytest_agent_eval.tool import RetrievalTool
 from pytest_agent_eval.transcript import Compaction, Message, Session, ToolResult, TranscriptError, UserText
 
@@ -99,11 +109,15 @@ def render_html(
     title: str = "agent-eval report",
     backend_note: str = "",
     base_dir: str | Path | None = None,
+    comparison: GateResult | None = None,
+    compared_with: str | None = None,
 ) -> str:
-    """The whole report as one HTML string; segments are read inside ``base_dir`` (the campaign), never outside."""
+    """The whole report as one HTML string; segments are read inside ``base_dir`` (the campaign), never outside.
+    With ``comparison`` (the session's compare gate against ``compared_with``) it shows the gate's verdicts."""
     base = Path(base_dir) if base_dir is not None else Path.cwd()
     found = aggregate(records)
     records = found.records
+    replayed = replay_source(records)
     data = json.dumps(chart_data(found), ensure_ascii=False).replace("<", "\\u003c")
     generated = datetime.now(timezone.utc).isoformat(timespec="seconds")
     parts = [
@@ -120,7 +134,9 @@ def render_html(
         f'<p class="backend" id="backend-note">{_e(backend_note or "model backend: not recorded")}</p>',
         f'<p class="meta">{len(records)} item record(s) · generated {_e(generated)}</p></header>',
         _warnings(found),
+        _replay(replayed),
         "<main>",
+        _comparison(comparison, compared_with, replayed is not None),
         '<section id="tables"><h2>Per entry × arm</h2>',
         '<p class="hint">median [min–max] over the scored runs of each arm</p>',
         _table(found),
@@ -139,6 +155,62 @@ def render_html(
         "</body></html>",
     ]
     return "\n".join(p for p in parts if p) + "\n"
+
+
+def replay_source(records: Sequence[ItemRecord]) -> str | None:
+    """The baseline a replayed campaign's recordings came from (None: not a replay)."""
+    backends = [r.backend for r in records if isinstance(r.backend, dict)]
+    return next((str(b["replay"]) for b in backends if b.get("replay")), None)
+
+
+def _replay(source: str | None) -> str:
+    """A replayed campaign says which figures measure the build and which the recording fixed."""
+    if source is None:
+        return ""
+    return f'<div class="warning" id="replay-note"><pre>{_e(replay_note(source))}</pre></div>'
+
+
+def _comparison(result: GateResult | None, compared_with: str | None, replayed: bool = False) -> str:
+    """The compare gate's rows and verdict: before → after, the mean change with its interval, each rule."""
+    if result is None:
+        return ""
+    verdict = gate_line(result)
+    state = "failed" if result.failed else "passed"
+    problems = "".join(f'<p class="warning">GATE FAILED: {_e(p)}</p>' for p in result.problems)
+    rows = []
+    for row in result.rows:
+        show = formatter(row.metric)
+        css = "failed" if row.failed else ("undecided" if row.undecided else "")
+        note = replay_caveat(row.metric) if replayed else None
+        cells = [
+            row.entry,
+            row.arm,
+            row.metric,
+            show(row.before),
+            show(row.after),
+            f"{row.change:+.1f}{row.unit}",
+            interval_text(row),
+            f"{row.n_before}→{row.n_after}",
+            " ".join(part for part in (row.verdict, f"({note})" if note else "") if part),
+        ]
+        rows.append(f'<tr class="{css}">{"".join(f"<td>{_e(c)}</td>" for c in cells)}</tr>')
+    head = "".join(
+        f"<th>{_e(h)}</th>"
+        for h in ["entry", "arm", "metric", "before", "after", "change", "mean [interval]", "n", "verdict"]
+    )
+    table = (
+        f'<div class="scroll"><table class="figures compare"><thead><tr>{head}</tr></thead>'
+        f"<tbody>{''.join(rows)}</tbody></table></div>"
+        if rows
+        else ""
+    )
+    return (
+        f'<section id="comparison" data-gate="{state}"><h2>Compared with {_e(compared_with or "the baseline")}</h2>'
+        f'<p class="gate {state}">{_e(verdict)}</p>{problems}'
+        '<p class="hint">before → after are medians; the change of the means carries its bootstrap interval '
+        "(paired by run where both sides ran the same runs)</p>"
+        f"{table}</section>"
+    )
 
 
 def _warnings(found: Aggregate) -> str:
@@ -171,7 +243,8 @@ PAIRED_COLUMNS = ("residual_tokens", "tokens_processed", "cost_usd")
 
 def _table(found: Aggregate) -> str:
     tool = tool_name(found.records)
-    titles = [FIGURES[name].title(tool) for name in COLUMNS]
+    simulated = " (simulated)" if simulated_cost(found.records) else ""
+    titles = [FIGURES[name].title(tool) + (simulated if name == "cost_usd" else "") for name in COLUMNS]
     head = "".join(f"<th>{_e(name)}</th>" for name in ["entry", "arm", "n", *titles])
     rows = []
     for (entry, arm), group in found.groups.items():
@@ -185,14 +258,22 @@ def _table(found: Aggregate) -> str:
 
 
 def _pairs(found: Aggregate) -> list[tuple[str, str]]:
-    """Each arm against the reference arm (the one without the tool, else the last), as the terminal pairs them."""
+    """Each arm against the reference arm (the one without the tool, else the last), as the terminal pairs them,
+    and every two builds of the tool against each other (``with@1.7.0 − with@1.6.1``): a build decision."""
     reference = found.reference()
-    return [(arm, reference) for arm in found.arms if reference is not None and arm != reference]
+    if reference is None:
+        return []
+    pairs = [(arm, reference) for arm in found.arms if arm != reference]
+    builds = [g.arm for g in dict((g.arm, g) for g in found.groups.values()).values() if g.has_tool]
+    for i, arm in enumerate(builds):
+        pairs += [(arm, other) for other in builds[i + 1 :] if (arm, other) not in pairs and (other, arm) not in pairs]
+    return pairs
 
 
 def _paired_table(found: Aggregate, arm: str, reference: str) -> str:
     """Arm − reference per entry, run against run, with a bootstrap interval of the mean difference."""
     tool = tool_name(found.records)
+    simulated = " (simulated)" if simulated_cost(found.records) else ""
     rows = []
     for entry in found.entries:
         if found.group(entry, arm) is None or found.group(entry, reference) is None:
@@ -209,7 +290,8 @@ def _paired_table(found: Aggregate, arm: str, reference: str) -> str:
         rows.append(f"<tr><td>{_e(entry)}</td>{''.join(cells)}</tr>")
     if not rows:
         return ""
-    head = "".join(f"<th>{_e(name)}</th>" for name in ["entry", *(FIGURES[n].title(tool) for n in PAIRED_COLUMNS)])
+    titles = [FIGURES[n].title(tool) + (simulated if n == "cost_usd" else "") for n in PAIRED_COLUMNS]
+    head = "".join(f"<th>{_e(name)}</th>" for name in ["entry", *titles])
     return (
         f'<h3>{_e(arm)} − {_e(reference)}, paired by run</h3><p class="hint">mean difference [95% bootstrap '
         f"interval]; negative means {_e(arm)} spent less</p>"
@@ -270,7 +352,11 @@ def _run_meta(record: ItemRecord) -> str:
         rows.append(f"<li>question: {_e(question)}</li>")
     if record.error:
         rows.append(f'<li class="error">error: {_e(record.error)}</li>')
-    known = {"tool_version": record.tool_version, "claude_version": record.claude_version, "backend": record.backend}
+    known = {
+        "tool_version": record.tool_version,
+        "claude_version": record.claude_version,
+        "backend": backend_name(record.backend),
+    }
     versions = ", ".join(f"{k} {v}" for k, v in known.items() if v)
     if versions:
         rows.append(f"<li>{_e(versions)}</li>")
@@ -377,11 +463,13 @@ def _clip(text: str, limit: int) -> str:
 
 
 # -- the campaign's report -----------------------------------------------------------------------------------
-def write_html(campaign: Campaign) -> Path:
-    """``report.html`` in the campaign folder, from its items as recorded."""
+def write_html(campaign: Campaign, comparison: GateResult | None = None, compared_with: str | None = None) -> Path:
+    """``report.html`` in the campaign folder, from its items as recorded (and the session's compare gate)."""
     records = campaign.items()
-    backend = campaign.manifest.get("backend") or next((r.backend for r in records if r.backend), None)
-    text = render_html(records, f"agent-eval campaign {campaign.id}", backend_note(backend), campaign.path)
+    named = next((r.backend for r in records if backend_name(r.backend)), None)
+    backend = named or campaign.manifest.get("backend")
+    title = f"agent-eval campaign {campaign.id}"
+    text = render_html(records, title, backend_note(backend), campaign.path, comparison, compared_with)
     path = campaign.path / REPORT
     write_atomic(path, text)
     return path
@@ -413,6 +501,9 @@ details.result summary{cursor:pointer;font-size:12px}
 .bucket{color:#fff;padding:1px 6px;border-radius:3px;font-size:12px}.bucket.errored{background:#777}
 .verdict{margin:4px 0 2px 12px}.files{margin:2px 0;font-size:12px}.files .cited{color:#2e7d32}
 .files .unused{color:#999}.compaction{text-align:center;color:#a94442;border-top:2px dashed #a94442}
+tr.failed td{background:#fdecea;color:#a94442;font-weight:bold}tr.undecided td{background:#fff3cd}
+.gate{font-weight:bold;padding:6px 10px;border-radius:4px;display:inline-block}
+.gate.failed{background:#d9534f;color:#fff}.gate.passed{background:#5cb85c;color:#fff}
 .answer{border:1px solid #5cb85c;background:#f1f8f1;padding:4px 10px;margin-top:8px}.error{color:#a94442}
 """
 

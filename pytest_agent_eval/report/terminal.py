@@ -62,11 +62,8 @@ PAIRED_FIGURES = ("residual_tokens", "ctx_final", "tokens_processed", "tool_call
 
 def backend_note(backend: Any, model: str | None = None) -> str:
     """What drove the agent; a model-free backend is said to measure the pipeline, not a model."""
-    if isinstance(backend, dict):
-        name = str(backend.get("name") or "?")
-        description = str(backend.get("description") or name)
-    else:
-        name = description = str(backend) if backend else "not recorded"
+    name = backend_name(backend) or "not recorded"
+    description = str(backend.get("description") or name) if isinstance(backend, dict) else name
     note = f"model backend: {description}"
     if model and name not in MODEL_FREE_BACKENDS:
         note += f" · model {model}"
@@ -75,17 +72,28 @@ def backend_note(backend: Any, model: str | None = None) -> str:
     return note
 
 
+def backend_name(backend: Any) -> str | None:
+    """A record's backend by name (records hold a dict since the harness describes it, a name before)."""
+    if isinstance(backend, dict):
+        return str(backend.get("name")) if backend.get("name") else None
+    return str(backend) if backend else None
+
+
+def simulated_cost(records: Iterable[ItemRecord]) -> bool:
+    """Whether the costs are a stand-in model's (computed from simulated tokens), not an API bill."""
+    names = {backend_name(r.backend) for r in records if r.backend}
+    return bool(names) and names <= set(MODEL_FREE_BACKENDS)
+
+
 def header(records: Sequence[ItemRecord]) -> str:
-    """Names the model backend of every run."""
-
-    def name_of(backend: Any) -> str:
-        return str(backend.get("name", "?")) if isinstance(backend, dict) else str(backend or "?")
-
-    backends = {name_of(r.backend): r.backend for r in records}
+    """Names the model backend of every run; a run that errored before its model started has none to name."""
+    backends = {backend_name(r.backend): r.backend for r in records if backend_name(r.backend)}
     lines = []
     for name, backend in sorted(backends.items()):
-        model = next((r.model for r in records if name_of(r.backend) == name), None)
-        lines.append(backend_note(backend or name, model))
+        model = next((r.model for r in records if backend_name(r.backend) == name), None)
+        lines.append(backend_note(backend, model))
+    if simulated_cost(records):
+        lines.append("costs are SIMULATED: the stand-in model's token counts at list prices, not an API bill")
     return "\n".join(lines)
 
 
@@ -126,12 +134,14 @@ def arm_comparison(entry: str, records: Records, found: Aggregate | None = None)
     arms = found.arms_of(entry)
     groups = [found.group(entry, arm) for arm in arms]
     tool = tool_name(found.records)
+    simulated = simulated_cost(found.records)
     head = ["", *(f"{arm} (n={len(g.runs) if g else 0})" for arm, g in zip(arms, groups, strict=True))]
     rows: list[list[str]] = []
     for section, title in SECTION_TITLES.items():
         rows.append([title, *[""] * len(arms)])
         for figure in (f for f in FIGURES.values() if f.section == section):
-            rows.append([f"  {figure.title(tool)}", *(cell(g, figure.name) for g in groups)])
+            title = figure.title(tool) + (" (simulated)" if figure.name == "cost_usd" and simulated else "")
+            rows.append([f"  {title}", *(cell(g, figure.name) for g in groups)])
         if section == ALLOCATION:
             rows.append(["  pooled efficiency", *(pooled_allocation(g) for g in groups)])
     if any(g.errors for g in groups if g):
@@ -287,7 +297,8 @@ def throughput_table(
                 _pair(w, wo, "cost_usd", dollars, saved=True),
             ]
         )
-    head = ["entry", "time W→WO", "tools W→WO", "tokens W→WO (saved)", "cost W→WO (saved)"]
+    cost = "cost W→WO (saved, simulated)" if simulated_cost(found.records) else "cost W→WO (saved)"
+    head = ["entry", "time W→WO", "tools W→WO", "tokens W→WO (saved)", cost]
     average = " · ".join(f"{name} {statistics.mean(v):.0%}" for name, v in saved.items() if v)
     text = _table(rows, head, "plain")
     return f"{text}\n\nAVERAGE saved: {average}" if average else text

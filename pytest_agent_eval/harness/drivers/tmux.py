@@ -49,7 +49,7 @@ from pathlib import Path
 from pytest_agent_eval.harness.drivers import AgentInfraError
 from pytest_agent_eval.harness.drivers.headless import HeadlessOptions, RunRecord, settings_flags
 from pytest_agent_eval.harness.process import watched
-from pytest_agent_eval.transcript import _belongs_to
+from pytest_agent_eval.transcript import belongs_to
 
 TYPED_PROBE_CHARS = 24  # how much of a question must be on screen before Enter (seed 004)
 _TMUX_SESSION = "agent"
@@ -612,7 +612,7 @@ def copy_session(source: Path, out_dir: Path, label: str) -> Path:
     if nested.is_dir():
         shutil.copytree(nested, folder)
     for agent in sorted(source.parent.glob("agent-*.jsonl")):
-        if _belongs_to(agent, source.stem):
+        if belongs_to(agent, source.stem):
             (folder / "subagents").mkdir(parents=True, exist_ok=True)
             shutil.copy2(agent, folder / "subagents" / agent.name)
             meta = agent.with_name(agent.stem + ".meta.json")
