@@ -15,6 +15,7 @@ from __future__ import annotations
 import contextlib
 import os
 import threading
+import warnings
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -65,7 +66,10 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             group.addoption(*names, action="store_true", default=None, dest=dest, help=text)
         else:
             group.addoption(*names, default=None, dest=dest, metavar=option.metavar, help=text)
-        parser.addini(option.ini, f"{option.help} [ini for {option.flag}]", default="")
+        if option.is_flag:
+            parser.addini(option.ini, f"{option.help} [ini for {option.flag}]", type="bool", default=False)
+        else:
+            parser.addini(option.ini, f"{option.help} [ini for {option.flag}]", default="")
     parser.addini(THRESHOLDS_INI, "thresholds file, relative to rootdir (default agent-eval.yaml)", default="")
     # Which items run, not how: in the spirit of pytest-benchmark's --benchmark-skip / --benchmark-only.
     group.addoption(
@@ -93,7 +97,7 @@ def pytest_configure(config: pytest.Config) -> None:
     config.pluginmanager.register(fixtures, "agent_eval_fixtures")  # the fixtures users and evals/ touch
     try:
         cfg = resolve(
-            lambda attr: config.getoption(f"agent_eval_{attr}"), lambda key: config.getini(key), config.rootpath
+            lambda attr: config.getoption(f"agent_eval_{attr}"), lambda key: _ini(config, key), config.rootpath
         )
     except OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
@@ -125,6 +129,13 @@ def pytest_configure(config: pytest.Config) -> None:
     config.add_cleanup(listen(lambda text: _show_progress(config, text)))
 
 
+def _ini(config: pytest.Config, key: str) -> Any:
+    try:
+        return config.getini(key)
+    except ValueError as exc:  # a bool key pytest cannot read ("maybe"): name the key
+        raise OptionError(f"ini {key}: {exc}") from None
+
+
 def _show_progress(config: pytest.Config, text: str) -> None:
     terminal = config.pluginmanager.get_plugin("terminalreporter")
     capture = config.pluginmanager.get_plugin("capturemanager")
@@ -134,6 +145,25 @@ def _show_progress(config: pytest.Config, text: str) -> None:
     with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
         terminal.ensure_newline()
         terminal.write_line(f"agent-eval: {text}")
+
+
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    """What an evaluation in this session would run against: the model (and why ``auto`` chose it), the arms,
+    the corpus and where campaigns go."""
+    cfg = config.stash[CONFIG_KEY]
+    backend = cfg.backend
+    if backend == "auto":
+        key = os.environ.get("ANTHROPIC_API_KEY")
+        if not key:
+            backend = "auto → scripted stand-in model (no ANTHROPIC_API_KEY)"
+        else:
+            from pytest_agent_eval.model.anthropic import is_real_key
+
+            real = is_real_key(key)
+            backend = "auto → the real API (ANTHROPIC_API_KEY)" if real else "auto → scripted (not a real key)"
+    arms = ",".join(arm.label for arm in cfg.arms)
+    out = cfg.campaign_dir or cfg.out
+    return [f"agent-eval: backend {backend}; arms {arms}; corpus {cfg.corpus}; campaigns in {out}"]
 
 
 @pytest.hookimpl(optionalhook=True)
@@ -342,6 +372,7 @@ class Reporter:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.opted_out_on_workers = 0
+        self.pytest_session: pytest.Session | None = None
 
     @property
     def session(self) -> Any:
@@ -354,6 +385,7 @@ class Reporter:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self.pytest_session = session
         # Without xdist the first item makes the campaign (a session with no agent item makes none). Under xdist
         # the controller makes it before xdist starts its workers (its hook is trylast), to hand them the path.
         if session.config.pluginmanager.has_plugin("dsession"):
@@ -373,8 +405,28 @@ class Reporter:
         opted_out = max(config.stash.get(OPTED_OUT_KEY, 0), self.opted_out_on_workers)
         if opted_out and config.getoption("verbose") > -2:
             terminalreporter.write_line(f"agent-eval: {opted_out} agent evaluation item(s) deselected: {OPT_IN_HINT}")
-        lines = self.session.terminal_lines(verbose=config.getoption("verbose") > 0) if self.session else []
+        verbosity = config.getoption("verbose")
+        lines = self.session.terminal_lines(verbose=verbosity > 0) if self.session else []
+        if verbosity <= -2:  # -qq: the verdict lines, not the tables
+            lines = [line for line in lines if line.text.startswith("agent-eval:")]
         if lines:
             terminalreporter.write_sep("=", "agent-eval")
         for line in lines:
-            terminalreporter.write_line(line.text, **line.markup)
+            if line.warning and _warn_raised(line.text):
+                terminalreporter.write_line(f"{line.text} (an error by -W)", red=True)
+                if self.pytest_session is not None and self.pytest_session.exitstatus == pytest.ExitCode.OK:
+                    self.pytest_session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            elif not line.warning:
+                terminalreporter.write_line(line.text, **line.markup)
+
+
+def _warn_raised(text: str) -> bool:
+    """Issue a pytest warning of the plugin's class (listed in the warnings summary); True when ``-W error`` made
+    it an exception, which the caller turns into a failed session rather than an internal error."""
+    from pytest_agent_eval.warnings import AgentEvalWarning
+
+    try:
+        warnings.warn(AgentEvalWarning(text), stacklevel=2)
+    except AgentEvalWarning:
+        return True
+    return False

@@ -49,6 +49,7 @@ class Line:
 
     text: str
     markup: dict[str, bool] = field(default_factory=dict)
+    warning: bool = False  # the plugin issues it as an AgentEvalWarning (so -W and filterwarnings apply)
 
 
 class EvalSession:
@@ -234,7 +235,9 @@ class EvalSession:
     def terminal_lines(self, verbose: bool = False) -> list[Line]:
         """The agent-eval section of the terminal summary."""
         if not self.records:
-            return [Line(f"agent-eval: warning: {problem}", {"yellow": True}) for problem in self.problems]
+            return [
+                Line(f"agent-eval: warning: {problem}", {"yellow": True}, warning=True) for problem in self.problems
+            ]
         cfg = self.cfg
         records = self.ordered()
         text = terminal_report(
@@ -251,11 +254,11 @@ class EvalSession:
             lines += self._gate_lines(self.gate)
         campaign = self.campaign
         problems = [*self.problems, *(campaign.problems if campaign is not None else [])]
-        lines += [Line(f"agent-eval: warning: {problem}", {"yellow": True}) for problem in problems]
+        lines += [Line(f"agent-eval: warning: {problem}", {"yellow": True}, warning=True) for problem in problems]
         if campaign is not None:
             drift = self.config_drift()
             if drift:
-                lines.append(Line(f"agent-eval: warning: {drift}", {"yellow": True}))
+                lines.append(Line(f"agent-eval: warning: {drift}", {"yellow": True}, warning=True))
             resumed = sum(1 for r in records if r.resumed)
             note = f" ({resumed} re-scored from the resumed campaign, not re-run)" if resumed else ""
             lines.append(Line(f"agent-eval: campaign {campaign.id}: {len(records)} run(s){note} in {campaign.path}"))

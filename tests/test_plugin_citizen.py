@@ -227,3 +227,48 @@ def test_marker_mistakes_are_collection_errors(project, marker, message):
     result = project.run("--collect-only", "-q")
     assert result.ret == pytest.ExitCode.INTERRUPTED
     result.stdout.fnmatch_lines([message])
+
+
+# -- point 6: pytest conventions -------------------------------------------------------------------------------
+def test_drift_is_an_agent_eval_warning_that_w_error_turns_into_a_failure(project):
+    clean_scripts(project)
+    project.run("--agent-eval-runs", "1", "-k", "not without").assert_outcomes(passed=1)
+    campaign = str(project.campaign())
+    result = project.run("--agent-eval-runs", "2", "--agent-eval-resume", campaign, "-k", "not without")
+    result.assert_outcomes(passed=2)
+    result.stdout.fnmatch_lines(["*warnings summary*", "*AgentEvalWarning: agent-eval: warning: this session's*"])
+    assert result.ret == pytest.ExitCode.OK
+    strict = ["-W", "error::pytest_agent_eval.warnings.AgentEvalWarning"]
+    result = project.run("--agent-eval-runs", "3", "--agent-eval-resume", campaign, "-k", "not without", *strict)
+    result.stdout.fnmatch_lines(["*agent-eval: warning: this session's settings differ*(an error by -W)"])
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    ignored = ["-W", "ignore::pytest_agent_eval.warnings.AgentEvalWarning"]
+    result = project.run("--agent-eval-runs", "2", "--agent-eval-resume", campaign, "-k", "not without", *ignored)
+    assert "settings differ" not in result.stdout.str()
+
+
+def test_report_header_names_backend_arms_corpus_and_out(project, monkeypatch):
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    result = project.pytester.runpytest("-p", "no:cacheprovider", "--arms", "with", "--agent-eval-out", "out")
+    result.stdout.fnmatch_lines(
+        [
+            "agent-eval: backend auto → scripted stand-in model (no ANTHROPIC_API_KEY); arms with; "
+            f"corpus {project.path / 'corpus.json'}; campaigns in {project.path / 'out'}"
+        ]
+    )
+
+
+def test_boolean_ini_keys_are_typed_bool(project):
+    (project.path / "pytest.ini").write_text("[pytest]\nagent_eval_offline = yes\n")
+    result = project.pytester.runpytest("-p", "no:cacheprovider", "--help")
+    result.stdout.fnmatch_lines(["*agent_eval_offline (bool):*"])
+    our_help = result.stdout.str().split("A/B evaluation of a retrieval MCP server")[1].split("[pytest] ini-options")[0]
+    assert "`" not in our_help  # help texts are plain text, not reST
+
+
+def test_cli_version():
+    import subprocess
+    import sys
+
+    done = subprocess.run([sys.executable, "-m", "pytest_agent_eval.cli", "--version"], capture_output=True, text=True)
+    assert done.returncode == 0 and done.stdout.startswith("agent-eval ")
