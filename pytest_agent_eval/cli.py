@@ -174,7 +174,8 @@ class _Version(argparse.Action):
             text = version("pytest-agent-eval")
         except PackageNotFoundError:  # a checkout on sys.path, not installed
             text = "unknown"
-        parser.exit(message=f"{parser.prog} {text}\n")
+        print(f"{parser.prog} {text}")
+        parser.exit()
 
 
 def _rescore(args: argparse.Namespace) -> int:

@@ -262,8 +262,12 @@ def test_boolean_ini_keys_are_typed_bool(project):
     (project.path / "pytest.ini").write_text("[pytest]\nagent_eval_offline = yes\n")
     result = project.pytester.runpytest("-p", "no:cacheprovider", "--help")
     result.stdout.fnmatch_lines(["*agent_eval_offline (bool):*"])
-    our_help = result.stdout.str().split("A/B evaluation of a retrieval MCP server")[1].split("[pytest] ini-options")[0]
-    assert "`" not in our_help  # help texts are plain text, not reST
+    lines = result.stdout.lines
+    start = next(i for i, line in enumerate(lines) if line.startswith("A/B evaluation of a retrieval MCP server"))
+    end = next(i for i in range(start + 1, len(lines)) if lines[i] and not lines[i].startswith(" "))
+    ini = [line for line in lines if line.lstrip().startswith("agent_eval_")]
+    assert lines[start + 1 : end] and ini
+    assert not [line for line in [*lines[start + 1 : end], *ini] if "`" in line]  # plain text, not reST
 
 
 def test_cli_version():
