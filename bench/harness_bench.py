@@ -32,11 +32,12 @@ from typing import Any
 
 from tabulate import tabulate
 
-from pytest_agent_eval.config import DEFAULT_CG_VERSION, AgentEvalConfig, cache_root
+from pytest_agent_eval.config import AgentEvalConfig, cache_root
 from pytest_agent_eval.corpus import load_corpus
 from pytest_agent_eval.harness.index import indexed_copy
-from pytest_agent_eval.harness.provision import CLAUDE_CODE_VERSION, provision_claude, provision_codegraph, read_builds
+from pytest_agent_eval.harness.provision import CLAUDE_CODE_VERSION, provision_claude, provision_tool, read_builds
 from pytest_agent_eval.harness.repos import fetch_repo
+from pytest_agent_eval.tool import CODEGRAPH
 
 REPO = Path(__file__).resolve().parents[1]
 GOAL_SHARE = 0.05
@@ -45,9 +46,9 @@ GOAL_SHARE = 0.05
 def warm(cache: Path, entry_name: str) -> Path:
     """Provision the pinned tools, the entry and its index into ``cache``; returns the claude bin folder."""
     claude = provision_claude(CLAUDE_CODE_VERSION, cache)
-    codegraph = provision_codegraph(DEFAULT_CG_VERSION, cache)
+    codegraph = provision_tool(CODEGRAPH, CODEGRAPH.version, cache)
     entry = next(e for e in load_corpus(REPO / "corpus.json") if e.name == entry_name)
-    indexed_copy(fetch_repo(entry, AgentEvalConfig().corpus_dir, offline=True), codegraph, cache)
+    indexed_copy(fetch_repo(entry, AgentEvalConfig().corpus_dir, offline=True), CODEGRAPH, codegraph, cache)
     return claude.bin.parent
 
 
@@ -199,7 +200,7 @@ def main() -> int:
     print(
         f"harness bench: pytest evals -k {args.k} --agent-eval-runs {args.runs} "
         "--agent-eval-backend scripted --agent-eval-offline; "
-        f"claude {CLAUDE_CODE_VERSION}, codegraph {DEFAULT_CG_VERSION}; {os.cpu_count()} CPUs; out {scratch}"
+        f"claude {CLAUDE_CODE_VERSION}, codegraph {CODEGRAPH.version}; {os.cpu_count()} CPUs; out {scratch}"
     )
     for n in workers:
         env = dict(base_env)

@@ -19,13 +19,14 @@ import math
 import sys
 import tempfile
 from collections.abc import Sequence
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from pytest_agent_eval.config import DEFAULT_OUT
 from pytest_agent_eval.metrics.occupancy import WINDOW_TOKENS
 from pytest_agent_eval.score import score
-from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
+from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool, load_tool
 from pytest_agent_eval.transcript import Session, TranscriptError, segment_files
 
 # `score` imports only what scoring needs: it should start about as fast as decoding the file does
@@ -66,12 +67,30 @@ def _add_scoring_options(cmd: argparse.ArgumentParser) -> None:
         metavar="N",
         help=f"context window in tokens (default {WINDOW_TOKENS:,})",
     )
-    cmd.add_argument("--tool", default=CODEGRAPH.name, help="retrieval tool's MCP server name (default codegraph)")
+    cmd.add_argument(
+        "--tool",
+        type=_tool_reference,
+        default=CODEGRAPH.name,
+        help=f"retrieval tool: its MCP server name, or MODULE:ATTR naming a RetrievalTool (default {CODEGRAPH.name})",
+    )
     cmd.add_argument("--explore-tool", default=None, help="its explore tool (default <tool>_explore)")
     cmd.add_argument("--cli-name", default=None, help="its CLI executable (default <tool>)")
 
 
-def _tool(args: argparse.Namespace) -> RetrievalTool:
+def _tool_reference(text: str) -> str | RetrievalTool:
+    """A bare MCP server name, or (with a colon) the RetrievalTool that MODULE:ATTR names."""
+    if ":" not in text:
+        return text
+    try:
+        return load_tool(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def tool_of(args: argparse.Namespace) -> RetrievalTool:
+    if isinstance(args.tool, RetrievalTool):  # a whole description, with the tool's own fingerprints
+        tool = args.tool
+        return replace(tool, explore=args.explore_tool or tool.explore, cli=args.cli_name or tool.cli)
     return RetrievalTool(args.tool, args.explore_tool or f"{args.tool}_explore", args.cli_name or args.tool)
 
 
@@ -144,7 +163,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _compare(args)
     if bool(args.files) == bool(args.session):
         parser.error("score takes FILE… or --session FILE_OR_DIR (one of the two)")
-    tool = _tool(args)
+    tool = tool_of(args)
     try:
         if args.session:
             session = Session.from_session_file(args.session)
@@ -188,7 +207,7 @@ def _rescore(args: argparse.Namespace) -> int:
     if not folder.exists():
         print(f"agent-eval: error: {folder}: no such file or folder", file=sys.stderr)
         return 2
-    tool = _tool(args)
+    tool = tool_of(args)
     problems: list[str] = []
     try:
         with tempfile.TemporaryDirectory(prefix="agent-eval-baseline-") as unpacked:

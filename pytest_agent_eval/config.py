@@ -19,8 +19,8 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agent_eval.cases import ARM_NAMES, Arm
+from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool, load_tool
 
-DEFAULT_CG_VERSION = "1.6.1"
 BACKENDS = ("auto", "anthropic", "scripted", "cassette")  # the models behind the agent (pytest_agent_eval.model)
 MODES = ("headless", "tmux", "all")  # seed 004's MODE token: claude -p, the TUI in tmux, or both
 DEFAULT_OUT = "agent-eval-out"
@@ -36,7 +36,7 @@ class AgentEvalConfig:
     arms: list[Arm] = field(default_factory=lambda: [Arm("with"), Arm("without")])
     runs: int = 2
     turns: int | None = None  # None: every `||` turn of the question
-    cg_version: str = DEFAULT_CG_VERSION
+    tool_version: str | None = None  # None: the tool's own default (RetrievalTool.version)
     corpus: Path = Path("corpus.json")
     corpus_dir: Path = field(default_factory=lambda: cache_root() / "corpus")
     out: Path | None = None  # the parent of campaign folders; resolve() makes it agent-eval-out at rootdir
@@ -59,13 +59,19 @@ class AgentEvalConfig:
     save_baseline: str | None = None  # keep this session's campaign as a named baseline
     replay: str | None = None  # a baseline whose transcripts the model replays, item by item (the $0 gate)
     compare_min_pairs: int | None = None  # None: every (entry, arm) the baseline scored must be matched
+    tool: RetrievalTool = CODEGRAPH  # the retrieval tool under test
 
     @property
     def drivers(self) -> list[str]:
         return ["headless", "tmux"] if self.mode == "all" else [self.mode]
 
+    @property
+    def default_tool_spec(self) -> str:
+        """The build of arms that pin none: --agent-eval-tool-version, else the tool's own default."""
+        return self.tool_version or self.tool.version
+
     def tool_spec(self, arm: Arm) -> str:
-        return arm.tool_spec or self.cg_version
+        return arm.tool_spec or self.default_tool_spec
 
     @property
     def cache(self) -> Path:
@@ -223,6 +229,13 @@ def parse_version(text: str) -> str:
     return value
 
 
+def parse_tool(text: str) -> RetrievalTool:
+    try:
+        return load_tool(str(text))
+    except ValueError as exc:
+        raise OptionError(str(exc)) from None
+
+
 def parse_word(text: str) -> str:
     value = str(text).strip()
     if not value or any(c.isspace() for c in value):
@@ -333,9 +346,10 @@ OPTIONS: tuple[Option, ...] = (
     Option(
         "--agent-eval-tool-version",
         "agent_eval_tool_version",
-        "cg_version",
+        "tool_version",
         parse_version,
-        f"codegraph build for arms that pin none: a version, 'latest' or 'local:<path>' (default {DEFAULT_CG_VERSION})",
+        "build of the retrieval tool for arms that pin none: a version, 'latest' or 'local:<path>' "
+        f"(default the tool's own: {CODEGRAPH.version} for {CODEGRAPH.name})",
         "VERSION",
     ),
     Option(
@@ -505,6 +519,15 @@ OPTIONS: tuple[Option, ...] = (
         "the compare gate fails unless at least N (entry, arm) pairs were scored on both sides (default: every "
         "one the baseline scored; a comparison of nothing always fails)",
         "N",
+    ),
+    Option(
+        "--agent-eval-tool",
+        "agent_eval_tool",
+        "tool",
+        parse_tool,
+        "the retrieval tool under test: MODULE:ATTR naming a pytest_agent_eval.RetrievalTool object (the module "
+        f"importable, e.g. through pytest's pythonpath ini) (default {CODEGRAPH.name})",
+        "MODULE:ATTR",
     ),
 )
 THRESHOLDS_INI = "agent_eval_thresholds"

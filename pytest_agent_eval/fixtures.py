@@ -24,7 +24,7 @@ import json
 import os
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -41,12 +41,15 @@ if TYPE_CHECKING:
     from pytest_agent_eval.campaign.record import ItemRecord
     from pytest_agent_eval.campaign.store import Campaign
     from pytest_agent_eval.harness.drivers.headless import RunRecord
+    from pytest_agent_eval.harness.failures import FailureMemo
     from pytest_agent_eval.report import gates
     from pytest_agent_eval.session import EvalSession
+    from pytest_agent_eval.tool import RetrievalTool
 
 CONFIG_KEY = pytest.StashKey[AgentEvalConfig]()
 SESSION_KEY = pytest.StashKey["EvalSession"]()
 RECORD_KEY = pytest.StashKey["ItemRecord"]()
+FAILURES_KEY = pytest.StashKey["FailureMemo"]()  # this session's provisioning failures, shared with xdist workers
 ITEM_ID_KEY = pytest.StashKey[str]()
 
 T = TypeVar("T")
@@ -122,6 +125,27 @@ def set_aside(folder: Path) -> Path | None:
     return target
 
 
+def provenance(record: ItemRecord, repo: Path, tool: Any, claude: Any, offline: bool) -> None:
+    """Where the item's code under test and tools came from (see :func:`pytest_agent_eval.harness.repos.
+    fetched_source` and :class:`pytest_agent_eval.harness.provision.Provisioned`), and what to warn about."""
+    from pytest_agent_eval.harness.provenance import git_state
+    from pytest_agent_eval.harness.repos import fallback_warning, fetched_source
+
+    # A repository the harness did not fetch (a test's own folder) is described as a local path.
+    record.source = fetched_source(repo) or {"kind": "local", "path": str(repo), "git_state": git_state(repo)}
+    record.tool_provision = dict(getattr(tool, "origin", None) or {})
+    record.claude_provision = dict(getattr(claude, "origin", None) or {})
+    fallback = fallback_warning(repo, offline)
+    record.warnings = [fallback] if fallback else []
+
+
+def note_driver(record: ItemRecord, run: RunRecord) -> None:
+    """Put the driver's record on the item's, with ``stalled`` up front: a stalled turn's time is no
+    measurement of the agent, so whatever compares times must see it without digging."""
+    record.driver = run.to_dict()
+    record.stalled = bool(run.stalled_turns)
+
+
 def _step(what: str, action: Callable[[], T]) -> T:
     """Run a harness step; any failure becomes an infrastructure error naming the step."""
     try:
@@ -169,59 +193,92 @@ def agent_eval_memo() -> dict:
     return {}
 
 
+@pytest.fixture(scope="session")
+def agent_failure_memo(request: pytest.FixtureRequest) -> FailureMemo:
+    """The provisioning failures of this session, seen by every xdist worker (see
+    :mod:`pytest_agent_eval.harness.failures`): a failed clone, install or build is tried once per session."""
+    return request.config.stash[FAILURES_KEY]
+
+
 # -- tools, repository, index --------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def agent_tool(agent_eval_config: AgentEvalConfig) -> RetrievalTool:
+    """The retrieval tool under test (``--agent-eval-tool``; codegraph unless a project names its own)."""
+    return agent_eval_config.tool
+
+
 @pytest.fixture
-def codegraph(agent_case: EvalCase, agent_eval_config: AgentEvalConfig, agent_eval_memo: dict) -> Any:
-    """The codegraph build of this item's arm, provisioned once per version."""
-    from pytest_agent_eval.harness.provision import provision_codegraph
+def tool_build(
+    agent_case: EvalCase,
+    agent_tool: RetrievalTool,
+    agent_eval_config: AgentEvalConfig,
+    agent_eval_memo: dict,
+    agent_failure_memo: FailureMemo,
+) -> Any:
+    """The retrieval tool's build of this item's arm, provisioned once per version (and tried once per session)."""
+    from pytest_agent_eval.harness.provision import provision_tool
 
     spec = agent_eval_config.tool_spec(agent_case.arm)
+    provision = partial(
+        _step,
+        f"provisioning {agent_tool.name} {spec}",
+        lambda: provision_tool(agent_tool, spec, agent_eval_config.cache),
+    )
     return _memo(
         agent_eval_memo,
-        ("codegraph", spec),
-        lambda: _step(f"provisioning codegraph {spec}", lambda: provision_codegraph(spec, agent_eval_config.cache)),
+        ("tool", agent_tool.name, spec),
+        lambda: agent_failure_memo.attempt(f"{agent_tool.name} {spec}", provision),
     )
 
 
 @pytest.fixture(scope="session")
-def claude_cli(agent_eval_config: AgentEvalConfig) -> Any:
+def claude_cli(agent_eval_config: AgentEvalConfig, agent_failure_memo: FailureMemo) -> Any:
     """The Claude Code CLI (the one on PATH, else an npm install into the cache)."""
     from pytest_agent_eval.harness.provision import provision_claude
 
-    return _step("provisioning the claude CLI", lambda: provision_claude(None, agent_eval_config.cache))
+    provision = partial(_step, "provisioning the claude CLI", lambda: provision_claude(None, agent_eval_config.cache))
+    return agent_failure_memo.attempt("claude", provision)
 
 
 @pytest.fixture
-def corpus_repo(agent_case: EvalCase, agent_eval_config: AgentEvalConfig, agent_eval_memo: dict) -> Path:
-    """The entry's repository under ``--agent-eval-corpus-dir``, fetched once."""
+def corpus_repo(
+    agent_case: EvalCase, agent_eval_config: AgentEvalConfig, agent_eval_memo: dict, agent_failure_memo: FailureMemo
+) -> Path:
+    """The entry's repository under ``--agent-eval-corpus-dir``, fetched once (and tried once per session)."""
     from pytest_agent_eval.harness.repos import fetch_repo
 
     entry, cfg = agent_case.entry, agent_eval_config
-    return _memo(
-        agent_eval_memo,
-        ("repo", entry.name),
-        lambda: _step(f"fetching {entry.name}", lambda: fetch_repo(entry, cfg.corpus_dir, offline=cfg.offline)),
-    )
+    fetch = partial(_step, f"fetching {entry.name}", lambda: fetch_repo(entry, cfg.corpus_dir, offline=cfg.offline))
+    key = f"repo {entry.name} {entry.repo} {entry.source} offline={cfg.offline} in {cfg.corpus_dir}"
+    return _memo(agent_eval_memo, ("repo", entry.name), lambda: agent_failure_memo.attempt(key, fetch))
 
 
 @pytest.fixture
-def indexed_repo(corpus_repo: Path, codegraph: Any, agent_eval_config: AgentEvalConfig) -> Path:
-    """A copy of the repository indexed by this arm's codegraph (once per repository × build, locked)."""
+def indexed_repo(
+    corpus_repo: Path,
+    agent_tool: RetrievalTool,
+    tool_build: Any,
+    agent_eval_config: AgentEvalConfig,
+    agent_failure_memo: FailureMemo,
+) -> Path:
+    """A copy of the repository indexed by this arm's tool build (once per repository × build, locked)."""
     from pytest_agent_eval.harness.index import indexed_copy
 
-    return _step(
-        f"indexing {corpus_repo.name} with codegraph {codegraph.version}",
-        lambda: indexed_copy(corpus_repo, codegraph, agent_eval_config.cache),
+    index = partial(
+        _step,
+        f"indexing {corpus_repo.name} with {agent_tool.name} {tool_build.version}",
+        lambda: indexed_copy(corpus_repo, agent_tool, tool_build, agent_eval_config.cache),
     )
+    return agent_failure_memo.attempt(f"index {corpus_repo} with {tool_build.bin}", index)
 
 
 @pytest.fixture
-def agent_workspace(agent_case: EvalCase, indexed_repo: Path, tmp_path: Path) -> Any:
-    """This item's own copy of the indexed repository (the without-arm's without the index), with an isolated
-    HOME and TMPDIR."""
-    from pytest_agent_eval.harness.workspace import TOOL_STATE, make_workspace
+def agent_workspace(agent_case: EvalCase, agent_tool: RetrievalTool, indexed_repo: Path, tmp_path: Path) -> Any:
+    """This item's own copy of the indexed repository (the without-arm's without the tool's state), with an
+    isolated HOME and TMPDIR."""
+    from pytest_agent_eval.harness.workspace import make_workspace
 
-    without = () if agent_case.arm.has_tool else TOOL_STATE
+    without = () if agent_case.arm.has_tool else agent_tool.state_dirs
     return _step("making the workspace", lambda: make_workspace(indexed_repo, tmp_path / "workspace", without))
 
 
@@ -236,12 +293,13 @@ def agent_run_dir(request: pytest.FixtureRequest, agent_case: EvalCase, agent_ca
 
 # -- isolation -----------------------------------------------------------------------------------------------
 @pytest.fixture
-def cli_block(claude_cli: Any, agent_run_dir: Path, tmp_path: Path, agent_eval_memo: dict) -> CliBlock:
-    """PATH without the codegraph CLI + a PreToolUse hook denying it, both probed; the item aborts if not."""
+def cli_block(
+    claude_cli: Any, agent_tool: RetrievalTool, agent_run_dir: Path, tmp_path: Path, agent_eval_memo: dict
+) -> CliBlock:
+    """PATH without the tool's CLI + a PreToolUse hook denying it, both probed; the item aborts if not."""
     from pytest_agent_eval.harness.isolation import self_check, shim_path, write_hook_settings
-    from pytest_agent_eval.tool import CODEGRAPH
 
-    cli = CODEGRAPH.cli
+    cli = agent_tool.cli
     # claude must resolve on the agent's PATH wherever it was provisioned; node is expected on PATH already.
     path_env = os.pathsep.join([str(Path(claude_cli.bin).parent), os.environ.get("PATH", "")])
     shimmed = shim_path(path_env, cli, tmp_path / "shim")
@@ -256,7 +314,8 @@ def agent_sandbox(
     agent_case: EvalCase,
     agent_eval_config: AgentEvalConfig,
     claude_cli: Any,
-    codegraph: Any,
+    agent_tool: RetrievalTool,
+    tool_build: Any,
     agent_workspace: Any,
     agent_run_dir: Path,
     agent_model_server: ModelEndpoint,
@@ -267,7 +326,6 @@ def agent_sandbox(
     server's port is carried in (:mod:`pytest_agent_eval.harness.relay`); the real API needs the host's."""
     from pytest_agent_eval.harness import sandbox
     from pytest_agent_eval.harness.relay import carried
-    from pytest_agent_eval.tool import CODEGRAPH
 
     if not sandbox.enabled():
         yield None
@@ -275,9 +333,9 @@ def agent_sandbox(
     _step("sandbox", sandbox.check_sandbox)
     readable = [*sandbox.install_paths(claude_cli.bin), agent_run_dir, tmp_path / "shim"]
     if agent_case.arm.has_tool:
-        readable += sandbox.install_paths(codegraph.bin)  # its MCP server runs inside, under the agent
+        readable += sandbox.install_paths(tool_build.bin)  # its MCP server runs inside, under the agent
     workspace = [agent_workspace.repo, agent_workspace.home, agent_workspace.tmp]
-    # The campaign holds the other items' transcripts (the with-arm's codegraph answers); only this item's folder
+    # The campaign holds the other items' transcripts (the with-arm's tool answers); only this item's folder
     # comes back. The corpus folder may lie outside the cache.
     cfg = agent_eval_config
     campaigns = cfg.campaign_dir.parent if cfg.campaign_dir is not None else cfg.out
@@ -286,24 +344,20 @@ def agent_sandbox(
         url = agent_model_server.url
         relay = _step("model relay", lambda: stack.enter_context(carried(url))) if url is not None else None
         yield sandbox.sandbox_for(
-            cache=cfg.cache, writable=workspace, readable=readable, hidden=hidden, relay=relay, cli=CODEGRAPH.cli
+            cache=cfg.cache, writable=workspace, readable=readable, hidden=hidden, relay=relay, tool=agent_tool
         )
 
 
 @pytest.fixture
-def mcp_config(agent_case: EvalCase, codegraph: Any, agent_workspace: Any, agent_run_dir: Path) -> Path:
-    """``mcp-codegraph.json`` (with-arm) or ``mcp-empty.json`` (without-arm), passed with --strict-mcp-config."""
-    from pytest_agent_eval.tool import CODEGRAPH
-
+def mcp_config(
+    agent_case: EvalCase, agent_tool: RetrievalTool, tool_build: Any, agent_workspace: Any, agent_run_dir: Path
+) -> Path:
+    """``mcp-<tool>.json`` (with-arm) or ``mcp-empty.json`` (without-arm), passed with --strict-mcp-config."""
     if agent_case.arm.has_tool:
-        path = agent_run_dir / "mcp-codegraph.json"
+        path = agent_run_dir / f"mcp-{agent_tool.name}.json"
+        command = agent_tool.mcp_command(tool_build.bin, agent_workspace.repo)
         servers = {
-            CODEGRAPH.name: {
-                "type": "stdio",
-                "command": str(codegraph.bin),
-                "args": ["serve", "--mcp", "--path", str(agent_workspace.repo)],
-                "env": {"CODEGRAPH_NO_DAEMON": "1", "DO_NOT_TRACK": "1"},
-            }
+            agent_tool.name: {"type": "stdio", "command": command[0], "args": command[1:], "env": dict(agent_tool.env)}
         }
     else:
         path = agent_run_dir / "mcp-empty.json"
@@ -335,7 +389,7 @@ def agent_model_server(request: pytest.FixtureRequest, agent_eval_config: AgentE
     """The local Messages-API server for a stand-in backend, per worker (per item under replay); nothing for
     the real API."""
     from pytest_agent_eval.campaign import baseline
-    from pytest_agent_eval.model import AnthropicBackend, CassetteBackend, make_backend, serve
+    from pytest_agent_eval.model import AnthropicBackend, CassetteBackend, ScriptedBackend, make_backend, serve
 
     cfg = agent_eval_config
     source: Campaign | None = request.getfixturevalue("agent_replay_source")
@@ -355,6 +409,8 @@ def agent_model_server(request: pytest.FixtureRequest, agent_eval_config: AgentE
         return
     options: dict[str, Any] = {"paths": cfg.cassettes} if cfg.backend == "cassette" else {}
     backend = _step(f"model backend {cfg.backend}", lambda: make_backend(cfg.backend, **options))
+    if isinstance(backend, ScriptedBackend):  # the stand-in calls the tool under test by its own names
+        backend = replace(backend, explore=cfg.tool.explore, cli=cfg.tool.cli)
     if isinstance(backend, AnthropicBackend):
         yield ModelEndpoint("anthropic", backend.describe())
         return
@@ -367,19 +423,24 @@ def agent_model_server(request: pytest.FixtureRequest, agent_eval_config: AgentE
 
 
 @pytest.fixture
-def agent_env(agent_workspace: Any, cli_block: CliBlock, agent_model_server: ModelEndpoint) -> dict[str, str]:
-    """The agent's environment: isolated HOME/TMPDIR, the blocked PATH, the flags, the model endpoint."""
+def agent_env(
+    agent_tool: RetrievalTool, agent_workspace: Any, cli_block: CliBlock, agent_model_server: ModelEndpoint
+) -> dict[str, str]:
+    """The agent's environment: isolated HOME/TMPDIR, the blocked PATH, the agent's and the tool's flags, the
+    model endpoint."""
     from pytest_agent_eval.harness.sandbox import npm_env
 
     env = agent_environment(agent_workspace.env(os.environ), agent_model_server.url)
+    env.update(agent_tool.env)
     env.update(npm_env(agent_workspace.home), PATH=cli_block.path)
     return env
 
 
 @pytest.fixture
-def codegraph_warm(
+def tool_warm(
     agent_case: EvalCase,
-    codegraph: Any,
+    agent_tool: RetrievalTool,
+    tool_build: Any,
     indexed_repo: Path,
     agent_workspace: Any,
     agent_env: dict[str, str],
@@ -389,10 +450,10 @@ def codegraph_warm(
     (node, native modules, the index read from disk) is not measured; later items find it all cached."""
     if not agent_case.arm.has_tool:
         return None
-    command = [str(codegraph.bin), "serve", "--mcp", "--path", str(agent_workspace.repo)]
+    command = agent_tool.mcp_command(tool_build.bin, agent_workspace.repo)
     return _memo(
         agent_eval_memo,
-        ("warm", str(codegraph.bin), str(indexed_repo)),
+        ("warm", str(tool_build.bin), str(indexed_repo)),
         lambda: warm_mcp_server(command, cwd=agent_workspace.repo, env=agent_env),
     )
 
@@ -400,6 +461,7 @@ def codegraph_warm(
 @pytest.fixture
 def agent_block_proven(
     claude_cli: Any,
+    agent_tool: RetrievalTool,
     cli_block: CliBlock,
     agent_sandbox: Any,
     agent_workspace: Any,
@@ -411,7 +473,6 @@ def agent_block_proven(
     must come back denied by the hook (see :mod:`pytest_agent_eval.harness.probe`); the item errors if not."""
     from pytest_agent_eval.harness.drivers.headless import HeadlessOptions
     from pytest_agent_eval.harness.probe import prove_block
-    from pytest_agent_eval.tool import CODEGRAPH
 
     options = HeadlessOptions(
         claude=str(claude_cli.bin), mcp_config=Path(os.devnull), settings=cli_block.settings, sandbox=agent_sandbox
@@ -419,7 +480,7 @@ def agent_block_proven(
     probe = partial(
         prove_block,
         options,
-        CODEGRAPH.cli,
+        agent_tool.cli,
         cwd=agent_workspace.repo,
         env=agent_env,
         out_dir=agent_run_dir / "block-probe",
@@ -440,7 +501,7 @@ def agent_run(
     cli_block: CliBlock,
     agent_env: dict[str, str],
     agent_model_server: ModelEndpoint,
-    codegraph_warm: float | None,
+    tool_warm: float | None,
     agent_sandbox: Any,
     agent_block_proven: None,
 ) -> RunRecord:
@@ -449,18 +510,28 @@ def agent_run(
     An infrastructure error (no result event, an API error in the transcript) is retried up to
     ``--agent-eval-retries`` times, each failed attempt moved to ``attempt-<k>/`` first.
     """
-    from pytest_agent_eval.harness.drivers.headless import HeadlessOptions, run_headless
+    from pytest_agent_eval.harness.drivers.headless import (
+        STALL_S_REAL_API,
+        STALL_S_STAND_IN,
+        HeadlessOptions,
+        TurnError,
+        run_headless,
+    )
     from pytest_agent_eval.harness.drivers.tmux import TmuxOptions, run_tmux
     from pytest_agent_eval.transcript import Session
 
     cfg = agent_eval_config
     record = record_of(request.node)
-    tool = request.getfixturevalue("codegraph")  # already set up: mcp_config and the index depend on it
+    tool = request.getfixturevalue("tool_build")  # already set up: mcp_config and the index depend on it
     record.backend = agent_model_server.to_dict()
     record.run_dir = str(agent_run_dir)
     record.tool_version = tool.version
     record.tool_spec = cfg.tool_spec(agent_case.arm)
     record.claude_version = claude_cli.version
+    # The fetched repository under the index; a test that supplies its own indexed_repo has none.
+    fetched = "corpus_repo" in request.fixturenames
+    repo = request.getfixturevalue("corpus_repo") if fetched else request.getfixturevalue("indexed_repo")
+    provenance(record, repo, tool, claude_cli, cfg.offline)
     options = HeadlessOptions(
         claude=str(claude_cli.bin),
         mcp_config=mcp_config,
@@ -469,6 +540,7 @@ def agent_run(
         effort=cfg.effort,
         max_budget_usd=cfg.max_budget_usd,
         timeout_s=cfg.agent_timeout,
+        stall_s=STALL_S_REAL_API if agent_model_server.url is None else STALL_S_STAND_IN,
         sandbox=agent_sandbox,
     )
     if agent_case.driver == "tmux":
@@ -491,13 +563,15 @@ def agent_run(
                 raise AgentInfraError(infra)
             break
         except AgentInfraError as exc:
+            if isinstance(exc, TurnError):
+                note_driver(record, exc.run)
             if attempt == cfg.retries:
                 if attempts:
                     raise AgentInfraError(f"{exc} (attempt {attempt + 1} of {cfg.retries + 1})") from exc
                 raise
             kept = set_aside(agent_run_dir)
             attempts.append({"error": str(exc), "folder": kept.name if kept else None})
-    record.driver = run.to_dict()
+    note_driver(record, run)
     (agent_run_dir / "run.json").write_text(json.dumps(run.to_dict(), indent=2) + "\n", encoding="utf-8")
     return run
 
@@ -517,7 +591,6 @@ def agent_result(
     from pytest_agent_eval.report import gates
     from pytest_agent_eval.report.blocks import render_scorecard
     from pytest_agent_eval.score import score as score_of
-    from pytest_agent_eval.tool import CODEGRAPH
     from pytest_agent_eval.transcript import Session
 
     record = record_of(request.node)
@@ -526,7 +599,10 @@ def agent_result(
         done = None  # the same id from another test (test_a.express-with-1 vs test_b's): not this item's run
     if done is not None:
         agent_run = _step("reading the resumed item", lambda: _resumed_run(agent_campaign, done))
-        keep = ("backend", "tool_version", "tool_spec", "claude_version", "driver", "attempts", "wall_s", "agent_s")
+        keep = (
+            "backend", "tool_version", "tool_spec", "claude_version", "driver", "attempts", "wall_s", "agent_s",
+            "stalled", "source", "tool_provision", "claude_provision", "warnings",
+        )  # fmt: skip
         for key in keep:
             setattr(record, key, getattr(done, key))
         record.segments, record.resumed = list(done.segments), True
@@ -535,13 +611,14 @@ def agent_result(
     session = _step("reading the transcript", lambda: Session.from_files(agent_run.segments))
     if session.infra_error:
         raise AgentInfraError(session.infra_error)
-    card = score_of(session, CODEGRAPH)  # scored once: the figures and the printed blocks come from one card
+    tool = request.getfixturevalue("agent_tool")
+    card = score_of(session, tool)  # scored once: the figures and the printed blocks come from one card
     score = card.to_dict()
-    figures = figures_of(score, has_tool=agent_case.arm.has_tool, wall_s=sum(agent_run.wall_s), tool=CODEGRAPH)
+    figures = figures_of(score, has_tool=agent_case.arm.has_tool, wall_s=sum(agent_run.wall_s), tool=tool)
     if done is None:
         (agent_run.segments[0].parent / "score.json").write_text(json.dumps(score, indent=2) + "\n", encoding="utf-8")
     # Known even when the test never calls agent_gate: the campaign tables drop contaminated without-arms.
-    record.contaminated = not gates.contamination_verdict(score, agent_case.arm.has_tool, CODEGRAPH).passed
+    record.contaminated = not gates.contamination_verdict(score, agent_case.arm.has_tool, tool).passed
     record.figures, record.scores, record.blocks = figures, score, render_scorecard(card)
     for name, value in figures.items():
         if value is not None:
@@ -561,6 +638,10 @@ def _resumed_run(campaign: Campaign, done: ItemRecord) -> RunRecord:
         exit_codes=list(driver.get("exit_codes") or []),
         hung_after_result=list(driver.get("hung_after_result") or []),
         session_id=driver.get("session_id"),
+        longest_silence_s=list(driver.get("longest_silence_s") or []),
+        silence_after=list(driver.get("silence_after") or []),
+        api_retries=list(driver.get("api_retries") or []),
+        stall_s=driver.get("stall_s"),
     )
 
 
@@ -573,10 +654,11 @@ def agent_thresholds(agent_eval_config: AgentEvalConfig) -> gates.Thresholds:
 
 
 @pytest.fixture
-def agent_gate(request: pytest.FixtureRequest, agent_thresholds: gates.Thresholds) -> Callable[[AgentResult], None]:
+def agent_gate(
+    request: pytest.FixtureRequest, agent_thresholds: gates.Thresholds, agent_tool: RetrievalTool
+) -> Callable[[AgentResult], None]:
     """``agent_gate(result)`` FAILS the item on contamination or a threshold, naming each gate."""
     from pytest_agent_eval.report import gates
-    from pytest_agent_eval.tool import CODEGRAPH
 
     def check(result: AgentResult) -> None:
         case = result.case
@@ -587,7 +669,7 @@ def agent_gate(request: pytest.FixtureRequest, agent_thresholds: gates.Threshold
             arm_name=case.arm.name,
             arm_label=case.arm.label,
             thresholds=agent_thresholds,
-            tool=CODEGRAPH,
+            tool=agent_tool,
         )
         record = record_of(request.node)
         record.gates = [v.to_dict() for v in verdicts]

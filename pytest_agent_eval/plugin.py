@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import contextlib
 import os
+import sys
 import threading
+import uuid
 import warnings
 from collections import Counter
 from pathlib import Path
@@ -34,8 +36,9 @@ from pytest_agent_eval.config import (
     resolve,
 )
 from pytest_agent_eval.corpus import CorpusEntry, CorpusError, load_corpus
-from pytest_agent_eval.fixtures import CONFIG_KEY, ITEM_ID_KEY, SESSION_KEY, eval_session, record_of
+from pytest_agent_eval.fixtures import CONFIG_KEY, FAILURES_KEY, ITEM_ID_KEY, SESSION_KEY, eval_session, record_of
 from pytest_agent_eval.harness.drivers import AgentInfraError
+from pytest_agent_eval.harness.failures import FailureMemo
 from pytest_agent_eval.harness.progress import listen
 from pytest_agent_eval.keywords import ARM_WORD, KeywordSyntaxError, arm_keyword_matcher, keyword_match
 
@@ -47,6 +50,7 @@ SETUP_S_KEY = pytest.StashKey[float]()
 SETUP_MARGIN_S = 900.0  # installs, the clone and the index, on top of the agent's own limit
 TIMER_KEY = pytest.StashKey[threading.Timer]()
 OPTED_OUT_KEY = pytest.StashKey[int]()  # agent items deselected because nobody asked for them
+INTERRUPTED_KEY = pytest.StashKey[bool]()
 OPT_IN_HINT = "name their file or folder (pytest evals/) or pass --agent-eval to run them"
 MARKER = (
     "agent_eval(entries=None, arms=None, runs=None, turns=None): an agent evaluation (a test using the agent "
@@ -114,7 +118,10 @@ def pytest_configure(config: pytest.Config) -> None:
         campaign, replay = worker_input.get("agent_eval_campaign"), worker_input.get("agent_eval_replay")
         if campaign or replay:
             eval_session(config).join(campaign or None, replay or None)
+        config.stash[FAILURES_KEY] = FailureMemo(cfg.cache, worker_input.get("agent_eval_session") or uuid.uuid4().hex)
         return
+    failures = config.stash[FAILURES_KEY] = FailureMemo(cfg.cache, uuid.uuid4().hex[:12])
+    config.add_cleanup(failures.clear)
     if cfg.resume is not None or cfg.compare is not None or cfg.replay is not None:
         from pytest_agent_eval.session import SessionError
 
@@ -174,6 +181,7 @@ def pytest_configure_node(node: Any) -> None:
     session = node.config.stash.get(SESSION_KEY, None)
     replay = session.replay_path if session is not None else None
     node.workerinput["agent_eval_replay"] = str(replay) if replay is not None else ""
+    node.workerinput["agent_eval_session"] = node.config.stash[FAILURES_KEY].session_id  # one failure memo
 
 
 # -- items -----------------------------------------------------------------------------------------------------
@@ -343,11 +351,49 @@ def pytest_timeout_cancel_timer(item: pytest.Item) -> bool | None:
     return True
 
 
+# -- interrupts ------------------------------------------------------------------------------------------------
+class AgentInterrupted(Exception):
+    """Ctrl-C during an agent item, turned into this item's error so that pytest reports it and stops cleanly."""
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Any:
+    return (yield from _interruptible(item, "setting up"))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    return (yield from _interruptible(item, "running"))
+
+
+def _interruptible(item: pytest.Item, phase: str) -> Any:
+    """The body of the hook wrappers above: a KeyboardInterrupt raised inside an agent item becomes
+    :class:`AgentInterrupted` and stops the session after it.
+
+    By then the driver has stopped the agent's process group (its ``finally``) and its segments are on disk.
+    Left as a KeyboardInterrupt, the item would get no report, and pytest's own ``tmp_path`` teardown, which
+    expects one, dies with a KeyError traceback at the end of the session.
+    """
+    try:
+        return (yield)
+    except KeyboardInterrupt:
+        if _case_of(item) is None:
+            raise
+        item.stash[INTERRUPTED_KEY] = True
+        item.session.shouldstop = "agent-eval: interrupted (Ctrl-C)"
+        raise AgentInterrupted(f"interrupted while {phase}; the agent was stopped, its files so far kept") from None
+
+
 # -- reports ---------------------------------------------------------------------------------------------------
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
     report = yield
     if _case_of(item) is None:
+        return report
+    if item.stash.get(INTERRUPTED_KEY, False):
+        # Not a result of any kind: the campaign does not record it, and a resume runs the item again.
+        if call.excinfo is not None and call.excinfo.errisinstance(AgentInterrupted):
+            report.longrepr = f"agent-eval: {record_of(item).id} {call.excinfo.value}"
         return report
     record = record_of(item)
     if call.excinfo is not None and call.excinfo.errisinstance(AgentInfraError):
@@ -366,6 +412,21 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
     return report
 
 
+def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> Any:
+    """An item with a stalled turn says so on its own line: its time is not the agent's."""
+    data = getattr(report, "agent_eval", None)
+    if report.when != "call" or not isinstance(data, dict) or not data.get("stalled"):
+        return None
+    from pytest_agent_eval.harness.drivers.headless import stall_note
+
+    letter = {"passed": ".", "failed": "F"}.get(report.outcome, "s")
+    return (
+        report.outcome,
+        letter,
+        (f"{report.outcome.upper()} ({stall_note(data.get('driver') or {})})", {"yellow": True}),
+    )
+
+
 class Reporter:
     """Controller-side hooks: each hands the session what it needs; without an agent item there is none."""
 
@@ -373,6 +434,7 @@ class Reporter:
         self.config = config
         self.opted_out_on_workers = 0
         self.pytest_session: pytest.Session | None = None
+        self.interrupted = False
 
     @property
     def session(self) -> Any:
@@ -382,6 +444,9 @@ class Reporter:
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         output = getattr(node, "workeroutput", None) or {}
         self.opted_out_on_workers = max(self.opted_out_on_workers, output.get("agent_eval_opted_out", 0))
+
+    def pytest_keyboard_interrupt(self, excinfo: Any) -> None:
+        self.interrupted = True  # a Ctrl-C anywhere, or the stop an interrupted agent item asked for
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
@@ -418,6 +483,25 @@ class Reporter:
                     self.pytest_session.exitstatus = pytest.ExitCode.TESTS_FAILED
             elif not line.warning:
                 terminalreporter.write_line(line.text, **line.markup)
+
+        from pytest_agent_eval.harness.drivers.headless import stall_note
+
+        for record in self.session.ordered() if self.session else []:
+            if record.stalled:
+                note = stall_note(record.driver or {})
+                terminalreporter.write_line(f"agent-eval: {record.id} {note}; its time is no measurement", yellow=True)
+        self.say_how_to_resume(terminalreporter, config)  # last: the line to copy after an interrupt
+
+    def say_how_to_resume(self, terminalreporter: Any, config: pytest.Config) -> None:
+        from pytest_agent_eval.campaign.store import MANIFEST
+        from pytest_agent_eval.resume_command import resume_command
+
+        folder = self.config.stash[CONFIG_KEY].campaign_dir
+        if not self.interrupted or folder is None or not (Path(folder) / MANIFEST).exists():
+            return
+        program = sys.argv[0] if sys.argv else "pytest"
+        command = resume_command(program, config.invocation_params.args, Path(folder).resolve())
+        terminalreporter.write_line(f"agent-eval: interrupted — resume with: {command}", yellow=True, bold=True)
 
 
 def _warn_raised(text: str) -> bool:

@@ -34,6 +34,7 @@ class Scorecard:
         return {
             "files": [str(p) for p in self.session.files],
             "tool": self.tool.name,
+            "explore": self.tool.explore,  # the report marks explore calls by it, whatever the tool
             "occupancy": self.occupancy.to_dict(),
             "sufficiency": self.sufficiency.to_dict(),
             "allocation": self.allocation.to_dict(),

@@ -34,7 +34,6 @@ from pytest_agent_eval.report.html import write_html
 from pytest_agent_eval.report.replay import caveat as replay_caveat
 from pytest_agent_eval.report.replay import replay_note
 from pytest_agent_eval.report.terminal import summary, terminal_report
-from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
 
 SUMMARY = "summary.json"
 
@@ -53,9 +52,8 @@ class Line:
 
 
 class EvalSession:
-    def __init__(self, cfg: AgentEvalConfig, tool: RetrievalTool = CODEGRAPH) -> None:
+    def __init__(self, cfg: AgentEvalConfig) -> None:
         self.cfg = cfg
-        self.tool = tool
         self.records: dict[str, ItemRecord] = {}  # by node id: the controller's gathered records
         self.campaign: Campaign | None = None
         self.gate: compare_gate.GateResult | None = None
@@ -206,7 +204,7 @@ class EvalSession:
             return False
         self.campaign = Campaign.open(cfg.campaign_dir)
         records = self.ordered()
-        finish_manifest(self.campaign, records, self.tool.name)
+        finish_manifest(self.campaign, records, cfg.tool.name)
         meta = {
             "campaign": self.campaign.id,
             "corpus": str(cfg.corpus),
@@ -215,7 +213,8 @@ class EvalSession:
             "model": cfg.model,
             "effort": cfg.effort,
             "backend": cfg.backend,
-            "cg_version": cfg.cg_version,
+            "tool": cfg.tool.name,
+            "tool_version": cfg.default_tool_spec,
         }
         if self.replay_path is not None:
             meta["replay_of"] = str(self.replay_path)

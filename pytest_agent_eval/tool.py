@@ -1,13 +1,19 @@
-"""The retrieval tool under test: which MCP tools, which explore tool, which CLI, what its output looks like.
+"""The retrieval tool under test, described once: how it is provisioned, how it indexes and serves a repository,
+which MCP tools it offers, which CLI it has, what its output looks like.
 
-Every metric takes one of these, so the same code scores codegraph or any other MCP server.
+Every metric, the harness and the report take one of these, so the same code evaluates codegraph (:data:`CODEGRAPH`,
+the built-in description) or any other MCP server. A project selects its own with ``--agent-eval-tool
+MODULE:ATTR`` (ini ``agent_eval_tool``), naming a :class:`RetrievalTool` object (see :func:`load_tool`).
 """
 
 from __future__ import annotations
 
 import functools
+import importlib
 import re
+from collections.abc import Mapping
 from dataclasses import dataclass, field
+from pathlib import Path
 
 import ahocorasick_rs
 
@@ -145,20 +151,59 @@ HOOK_DENY_MARKER = "agent-eval: the `{cli}` CLI is not available in this evaluat
 HOOK_DENY_REASON = HOOK_DENY_MARKER + "; use the tools you were given (Read, Grep, Glob, Bash without it)."
 
 
+# Placeholders in RetrievalTool's command templates.
+REPO_PLACEHOLDER = "{repo}"
+
+
 @dataclass(frozen=True)
 class RetrievalTool:
-    """Names that identify the retrieval tool in a transcript.
+    """Everything the harness needs to know of a retrieval tool; nothing outside this description names it.
 
-    ``name`` is matched (case-insensitively) inside MCP tool names such as
-    ``mcp__codegraph__codegraph_explore``; ``explore`` is the tool whose responses carry
-    ``**`path`**`` file sections; ``cli`` is the executable an arm must not reach from Bash;
-    ``fingerprints`` recognise the tool's output wherever the agent saw it.
+    Naming: ``name`` is the MCP server's name in the agent's config (``mcp__<name>__…`` tools) and is matched
+    (case-insensitively) inside tool names; ``explore`` is the tool whose responses carry ``**`path`**`` file
+    sections; ``cli`` is the executable an arm must not reach from Bash; ``fingerprints`` recognise the tool's
+    output wherever the agent saw it.
+
+    Provisioning: ``package`` is the npm package to install (``npm install <package>@<version>`` into the cache;
+    a spec ``local:<checkout>`` builds a copy of a checkout with ``npm install && npm run build``); with no
+    package, ``build`` is a local executable (or a spec ``local:<path>`` names one), copied into the cache.
+    ``version`` is the spec used when neither ``--agent-eval-tool-version`` nor the arm pins one; the build
+    must report it from ``<cli> --version``.
+
+    Running: ``index_args`` and ``serve_args`` follow the executable in the index and MCP server commands,
+    ``{repo}`` standing for the repository; ``state_dirs`` are the files or folders indexing leaves in the
+    repository (the without-arm's copy holds none of them); ``env`` is the tool's own environment (telemetry,
+    daemons, prompt hooks off) for indexing, its MCP server and the agent.
     """
 
     name: str = "codegraph"
     explore: str = "codegraph_explore"
     cli: str = "codegraph"
     fingerprints: tuple[Fingerprint, ...] = field(default=CODEGRAPH_FINGERPRINTS)
+    package: str | None = "@colbymchenry/codegraph"
+    build: Path | None = None
+    version: str = "1.6.1"
+    index_args: tuple[str, ...] = ("init", "-y", REPO_PLACEHOLDER)
+    serve_args: tuple[str, ...] = ("serve", "--mcp", "--path", REPO_PLACEHOLDER)
+    state_dirs: tuple[str, ...] = (".codegraph",)
+    env: Mapping[str, str] = field(
+        hash=False,
+        default_factory=lambda: {"DO_NOT_TRACK": "1", "CODEGRAPH_NO_DAEMON": "1", "CODEGRAPH_NO_PROMPT_HOOK": "1"},
+    )
+
+    def __post_init__(self) -> None:
+        if self.package is None and self.build is None:
+            raise ValueError(f"retrieval tool {self.name!r}: give an npm package or a local build")
+        if not self.state_dirs:
+            raise ValueError(f"retrieval tool {self.name!r}: state_dirs must name what indexing leaves behind")
+
+    def index_command(self, binary: Path | str, repo: Path | str) -> list[str]:
+        """The command that indexes ``repo`` (run with ``repo`` as its working directory)."""
+        return [str(binary), *(a.replace(REPO_PLACEHOLDER, str(repo)) for a in self.index_args)]
+
+    def mcp_command(self, binary: Path | str, repo: Path | str) -> list[str]:
+        """The command that serves ``repo`` over MCP stdio."""
+        return [str(binary), *(a.replace(REPO_PLACEHOLDER, str(repo)) for a in self.serve_args)]
 
     def owns(self, tool_name: str) -> bool:
         """True for any tool of this server (MCP-prefixed or bare)."""
@@ -183,3 +228,23 @@ class RetrievalTool:
 
 
 CODEGRAPH = RetrievalTool()
+
+
+def load_tool(reference: str) -> RetrievalTool:
+    """The :class:`RetrievalTool` that ``MODULE:ATTR`` names (``MODULE`` importable: installed, or on pytest's
+    ``pythonpath``); raises ValueError saying what is wrong."""
+    module_name, sep, attr = reference.strip().partition(":")
+    if not sep or not module_name or not attr:
+        raise ValueError(f"expected MODULE:ATTR naming a RetrievalTool, got {reference!r}")
+    try:
+        module = importlib.import_module(module_name)
+    except ImportError as exc:
+        raise ValueError(f"cannot import {module_name!r} for {reference!r}: {exc}") from None
+    tool = module
+    for part in attr.split("."):
+        if not hasattr(tool, part):
+            raise ValueError(f"{module_name!r} has no attribute {attr!r}")
+        tool = getattr(tool, part)
+    if not isinstance(tool, RetrievalTool):
+        raise ValueError(f"{reference} is a {type(tool).__name__}, not a RetrievalTool")
+    return tool

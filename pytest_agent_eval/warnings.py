@@ -1,12 +1,12 @@
-"""The plugin's own warning class, so ``-W`` and ``filterwarnings`` can name it:
+"""The plugin's warning class: something about a campaign a reader must know, that does not stop it.
 
-pytest evals/ -W error::pytest_agent_eval.warnings.AgentEvalWarning     # a warning fails the session
-filterwarnings = ignore::pytest_agent_eval.warnings.AgentEvalWarning     # or silences it
+Raised with :func:`warnings.warn`, so pytest lists it in its warnings summary (xdist forwards workers'
+warnings), ``-W error::pytest_agent_eval.warnings.AgentEvalWarning`` turns it into an error, and the harness
+also records the text on the item it concerns.
 """
 
 from __future__ import annotations
 
 
 class AgentEvalWarning(UserWarning):
-    """Something the evaluation's figures should be read with: too few runs, a stand-in model, a fallback, records
-    that could not be read, a resumed campaign run with other settings."""
+    """A campaign ran, but not quite as asked (e.g. the corpus came from its offline source, not a clone)."""

@@ -10,16 +10,17 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agent_eval.config import DEFAULT_CG_VERSION, AgentEvalConfig, cache_root
+from pytest_agent_eval.config import AgentEvalConfig, cache_root
 from pytest_agent_eval.corpus import load_corpus
 from pytest_agent_eval.harness.index import indexed_copy
 from pytest_agent_eval.harness.provision import (
     CLAUDE_CODE_VERSION,
     Provisioned,
     provision_claude,
-    provision_codegraph,
+    provision_tool,
 )
 from pytest_agent_eval.harness.repos import fetch_repo
+from pytest_agent_eval.tool import CODEGRAPH
 
 pytest_plugins = ["pytester"]
 
@@ -43,10 +44,10 @@ def real_tools() -> RealTools:
         pytest.skip("npm and node are needed to provision Claude Code and codegraph")
     cache = cache_root()
     claude = provision_claude(CLAUDE_CODE_VERSION, cache)
-    codegraph = provision_codegraph(DEFAULT_CG_VERSION, cache)
+    codegraph = provision_tool(CODEGRAPH, CODEGRAPH.version, cache)
     entry = next(e for e in load_corpus(REPO / "corpus.json") if e.name == "express")
     express = fetch_repo(entry, AgentEvalConfig().corpus_dir, offline=True)
-    return RealTools(cache, claude, codegraph, indexed_copy(express, codegraph, cache))
+    return RealTools(cache, claude, codegraph, indexed_copy(express, CODEGRAPH, codegraph, cache))
 
 
 @pytest.fixture

@@ -17,7 +17,7 @@ RUN_TIMEOUT = 420.0
 
 
 def leftovers(tag: str, tmp_path: Path) -> list[tuple[int, str]]:
-    """``pgrep -f 'claude|codegraph'`` narrowed to this test's processes: its tag in the environment, or its
+    """``pgrep -f 'claude|codegraph|tinygrep'`` narrowed to this test's processes: its tag in the environment, or its
     tmp folder on the command line (an MCP server may get a trimmed environment but always its --path)."""
     found = []
     for proc in Path("/proc").iterdir():
@@ -28,7 +28,7 @@ def leftovers(tag: str, tmp_path: Path) -> list[tuple[int, str]]:
             environ = (proc / "environ").read_bytes().split(b"\0")
         except OSError:
             continue
-        if not re.search(r"claude|codegraph", cmdline):
+        if not re.search(r"claude|codegraph|tinygrep", cmdline):
             continue
         if f"{TAG_VAR}={tag}".encode() in environ or str(tmp_path) in cmdline:
             found.append((int(proc.name), cmdline))

@@ -249,6 +249,13 @@ def test_a_single_500_is_retried_and_a_persistent_500_is_an_infrastructure_error
     assert failed["outcome"] == "error" and not failed["figures"]  # no figures: not scored
     assert "API error" in failed["infra_error"] and "server_error" in failed["infra_error"]  # the API's 500 type
     assert f"agent-eval infrastructure error in express-with-2: {failed['infra_error']}" in done.stdout
+    assert failed["infra_error"].startswith("turn 1: API error") and failed["driver"]["api_retries"] == [1]
+    # where the code under test and the tool came from, on every record and gathered in the manifest
+    assert failed["source"] == {"kind": "npm", "spec": "npm:express@4.21.2", "version": "4.21.2"}
+    assert failed["tool_provision"]["kind"] == "npm" and failed["tool_provision"]["version"] == failed["tool_version"]
+    manifest = json.loads((next(out.iterdir()) / "manifest.json").read_text())
+    assert manifest["provenance"]["sources"] == {"express": [failed["source"]]}
+    assert manifest["provenance"]["tools"] == {"with": [failed["tool_provision"]]}
     statuses = [h[0] for h in json.loads((Path(failed["run_dir"]) / "model-hits.json").read_text())]
     assert statuses == [500, 500]  # the first try and the one retry CLAUDE_CODE_MAX_RETRIES allows
     assert leftovers(tag, tmp_path) == []

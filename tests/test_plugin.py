@@ -60,7 +60,7 @@ def agent_block_proven():
 
 
 @pytest.fixture
-def codegraph(agent_case):
+def tool_build(agent_case):
     # Never started: the stand-in claude does not launch MCP servers, and the warm-up is skipped below.
     return Provisioned("codegraph", Path("/opt/codegraph-not-here/bin/codegraph"), "1.6.1", "1.6.1")
 
@@ -74,7 +74,7 @@ def indexed_repo(tmp_path_factory):
 
 
 @pytest.fixture
-def codegraph_warm():
+def tool_warm():
     return None
 """
 
@@ -115,6 +115,8 @@ mode = lines.pop(0)[1:] if lines and lines[0].startswith("#") else ""
 for line in lines:
     if mode == "stall" and json.loads(line).get("type") == "result":
         time.sleep(600)
+    if mode.startswith("pause") and json.loads(line).get("type") == "result":
+        time.sleep(float(mode[len("pause"):]))  # silent, then done: a turn that stalled and recovered
     print(line, flush=True)
 if mode == "hang":
     time.sleep(600)
@@ -327,6 +329,7 @@ def test_dump(agent_eval_config, tmp_path_factory):
             for k, v in dataclasses.asdict(agent_eval_config).items()}
     data["arms"] = [a.label for a in agent_eval_config.arms]
     data["cassettes"] = [str(p) for p in agent_eval_config.cassettes]
+    data["tool"] = agent_eval_config.tool.name
     (tmp_path_factory.getbasetemp().parent / "config.json").write_text(json.dumps(data))
 """
 
@@ -335,7 +338,7 @@ OPTION_CASES = {
     "--agent-eval-arms": ("with@1.6.1", "without", "arms", ["with@1.6.1"], ["without"]),
     "--agent-eval-runs": ("3", "5", "runs", 3, 5),
     "--agent-eval-turns": ("1", "2", "turns", 1, 2),
-    "--agent-eval-tool-version": ("latest", "1.5.0", "cg_version", "latest", "1.5.0"),
+    "--agent-eval-tool-version": ("latest", "1.5.0", "tool_version", "latest", "1.5.0"),
     "--agent-eval-corpus": ("c1.json", "c2.json", "corpus", "c1.json", "c2.json"),
     "--agent-eval-corpus-dir": ("cd1", "cd2", "corpus_dir", "cd1", "cd2"),
     "--agent-eval-out": ("o1", "o2", "out", "o1", "o2"),
@@ -361,7 +364,14 @@ OPTION_CASES = {
     "--agent-eval-save-baseline": ("nightly", "weekly", "save_baseline", "nightly", "weekly"),
     "--agent-eval-replay": ("b1", "r1", "replay", "b1", "r1"),
     "--agent-eval-compare-min-pairs": ("2", "3", "compare_min_pairs", 2, 3),
+    "--agent-eval-tool": ("mytools:ALPHA", "mytools:BETA", "tool", "alpha", "beta"),  # DUMP_CONFIG keeps its name
 }
+TOOLS_MODULE = """
+from pytest_agent_eval.tool import RetrievalTool
+
+ALPHA = RetrievalTool(name="alpha", package="alpha-mcp")
+BETA = RetrievalTool(name="beta", package="beta-mcp")
+"""
 FLAGS = {"--agent-eval-offline", "--agent-eval-include-contaminated"}
 
 
@@ -394,7 +404,9 @@ def test_option_and_ini_key(pytester, flag):
         "--agent-eval-backend": "agent_eval_cassette = x.jsonl",
         "--agent-eval-compare-fail": "agent_eval_compare = base",
         "--agent-eval-compare-min-pairs": "agent_eval_compare = base",
+        "--agent-eval-tool": "pythonpath = .",  # where mytools.py is
     }
+    pytester.makepyfile(mytools=TOOLS_MODULE)
     pytester.makeini(f"[pytest]\n{option.ini} = {ini_value}\n{extra.get(flag, '')}\n")
     _baselines(pytester.path)
     pytester.makepyfile(DUMP_CONFIG)
@@ -641,7 +653,7 @@ def test_infrastructure_failures_are_errors_not_failures(pytester):
     result = project.run("--agent-eval-runs", "1", "--arms", "without", "--agent-eval-timeout", "2")
     result.assert_outcomes(errors=3)
     out = result.stdout.str()
-    assert "agent-eval infrastructure error in apierr-without-1: API error in assistant message: rate_limit" in out
+    assert "error in apierr-without-1: turn 1: API error in assistant message: rate_limit" in out
     assert "noresult-without-1: turn 1: claude exited with code 0 without a result event" in out
     assert "stall-without-1: turn 1: claude timed out after 2s without a result event" in out
     records = {r["id"]: r for r in project.summary()["records"]}

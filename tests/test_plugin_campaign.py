@@ -202,7 +202,7 @@ def test_retries_rerun_infrastructure_errors_only(pytester):
     records = {r["id"]: r for r in lines_of(campaign / "items.jsonl")}
     assert records["express-without-1"]["outcome"] == "passed"
     assert records["express-without-1"]["attempts"] == [
-        {"error": "API error in assistant message: rate_limit", "folder": "attempt-1"}
+        {"error": "turn 1: API error in assistant message: rate_limit", "folder": "attempt-1"}
     ]
     assert records["express-with-1"]["attempts"] == []
     folder = campaign / "items" / "express-without-1"
@@ -299,7 +299,7 @@ def agent_block_proven():
 
 
 @pytest.fixture
-def codegraph(agent_case, agent_eval_config):
+def tool_build(agent_case, agent_eval_config):
     spec = agent_eval_config.tool_spec(agent_case.arm)
     folder, version = BUILDS[spec]
     return Provisioned("codegraph", HERE / folder / "codegraph", version, spec)
@@ -314,7 +314,7 @@ def corpus_repo(tmp_path_factory):
 
 
 @pytest.fixture
-def codegraph_warm():
+def tool_warm():
     return None
 """
 

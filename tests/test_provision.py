@@ -19,16 +19,19 @@ import pytest
 
 from pytest_agent_eval.corpus import CorpusEntry
 from pytest_agent_eval.harness.index import indexed_copy
+from pytest_agent_eval.harness.provenance import git_state
 from pytest_agent_eval.harness.provision import (
     CLAUDE_CODE_VERSION,
     Provisioned,
     ProvisionError,
     provision_claude,
-    provision_codegraph,
+    provision_tool,
     read_builds,
 )
-from pytest_agent_eval.harness.repos import fetch_repo
+from pytest_agent_eval.harness.repos import fallback_warning, fetch_repo, fetched_source
 from pytest_agent_eval.harness.workspace import make_workspace
+from pytest_agent_eval.tool import CODEGRAPH
+from pytest_agent_eval.warnings import AgentEvalWarning
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 pytestmark = pytest.mark.slow  # npm installs, registry downloads and index builds
@@ -48,7 +51,7 @@ EXPRESS = CorpusEntry(
 def codegraph_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[Path, Provisioned]]:
     """codegraph 1.6.1 installed once for the whole session (about 10 s)."""
     cache = tmp_path_factory.mktemp("cache")
-    yield cache, provision_codegraph("1.6.1", cache)
+    yield cache, provision_tool(CODEGRAPH, "1.6.1", cache)
     shutil.rmtree(cache, ignore_errors=True)  # an install is ~300 MB of bundled runtimes
 
 
@@ -78,7 +81,7 @@ def test_codegraph_installs_into_the_cache(codegraph_cache: tuple[Path, Provisio
     (install,) = _installs(cache)
     assert install["what"] == "@colbymchenry/codegraph@1.6.1" and install["seconds"] > 0
     # A second request is served from the cache: same binary, no new install.
-    assert provision_codegraph("1.6.1", cache) == cg
+    assert provision_tool(CODEGRAPH, "1.6.1", cache) == cg
     assert len(_installs(cache)) == 1
 
 
@@ -89,8 +92,9 @@ def test_parallel_workers_install_once(tmp_path: Path) -> None:
         """
         import sys
         from pathlib import Path
-        from pytest_agent_eval.harness.provision import provision_codegraph
-        print(provision_codegraph("1.6.1", Path(sys.argv[1])).bin)
+        from pytest_agent_eval.harness.provision import provision_tool
+        from pytest_agent_eval.tool import CODEGRAPH
+        print(provision_tool(CODEGRAPH, "1.6.1", Path(sys.argv[1])).bin)
         """
     )
     env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(REPO_ROOT), os.environ.get("PYTHONPATH", "")])}
@@ -117,7 +121,7 @@ def test_parallel_workers_install_once(tmp_path: Path) -> None:
 @pytest.mark.timeout(300)
 def test_unknown_version_is_a_provision_error_with_npm_stderr(tmp_path: Path) -> None:
     with pytest.raises(ProvisionError) as info:
-        provision_codegraph("0.0.999", tmp_path)
+        provision_tool(CODEGRAPH, "0.0.999", tmp_path)
     assert "npm install @colbymchenry/codegraph@0.0.999 failed" in str(info.value)
     assert "ETARGET" in str(info.value) or "No matching version" in str(info.value)
     # The failed install leaves nothing that a later call could mistake for a finished one.
@@ -127,23 +131,23 @@ def test_unknown_version_is_a_provision_error_with_npm_stderr(tmp_path: Path) ->
 
 @pytest.mark.timeout(300)
 def test_latest_resolves_to_a_concrete_version(tmp_path: Path) -> None:
-    cg = provision_codegraph("latest", tmp_path)
+    cg = provision_tool(CODEGRAPH, "latest", tmp_path)
     published = subprocess.run(
         ["npm", "view", "@colbymchenry/codegraph@latest", "version"], capture_output=True, text=True, check=True
     ).stdout.strip()
     assert cg.spec == "latest" and cg.version == published
     # Installed under its version, so a later "latest" or an exact request for it reuses the install.
     assert cg.bin == tmp_path / "codegraph" / published / "node_modules" / ".bin" / "codegraph"
-    assert provision_codegraph(published, tmp_path).bin == cg.bin
+    assert provision_tool(CODEGRAPH, published, tmp_path).bin == cg.bin
     assert len(_installs(tmp_path)) == 1
     shutil.rmtree(tmp_path / "codegraph")
 
 
 def test_bad_spec_is_rejected_before_npm(tmp_path: Path) -> None:
     with pytest.raises(ProvisionError, match="unknown version spec 'newest'"):
-        provision_codegraph("newest", tmp_path)
+        provision_tool(CODEGRAPH, "newest", tmp_path)
     with pytest.raises(ProvisionError, match="not a codegraph checkout"):
-        provision_codegraph(f"local:{tmp_path}", tmp_path / "cache")
+        provision_tool(CODEGRAPH, f"local:{tmp_path}", tmp_path / "cache")
 
 
 @pytest.mark.timeout(300)
@@ -171,16 +175,16 @@ def test_local_checkout_is_built_in_a_copy(tmp_path: Path) -> None:
         "fs.copyFileSync('package.json', 'dist/package.json');\n"
     )
     cache = tmp_path / "cache"
-    cg = provision_codegraph(f"local:{checkout}", cache)
+    cg = provision_tool(CODEGRAPH, f"local:{checkout}", cache)
     assert cg.version == "9.8.7-dev" and cg.spec == f"local:{checkout}"
     assert cg.bin.is_relative_to(cache) and cg.bin.name == "cli.js"
     # The user's checkout is not touched: no node_modules, no dist.
     assert sorted(p.name for p in checkout.iterdir()) == ["build.js", "package.json", "src"]
-    assert provision_codegraph(f"local:{checkout}", cache) == cg
+    assert provision_tool(CODEGRAPH, f"local:{checkout}", cache) == cg
     assert len(_installs(cache)) == 1
     # An edited checkout is a different build.
     (checkout / "package.json").write_text((checkout / "package.json").read_text().replace("9.8.7-dev", "9.8.8-dev"))
-    assert provision_codegraph(f"local:{checkout}", cache).version == "9.8.8-dev"
+    assert provision_tool(CODEGRAPH, f"local:{checkout}", cache).version == "9.8.8-dev"
     assert len(_installs(cache)) == 2
 
 
@@ -221,7 +225,13 @@ def test_fetch_express_offline_from_npm(tmp_path: Path) -> None:
     assert repo == corpus / "express"
     assert "res.send = function send(body)" in (repo / "lib" / "response.js").read_text()
     assert json.loads((repo / "package.json").read_text())["version"] == "4.21.2"
-    assert json.loads((corpus / ".express.fetched").read_text()) == {"how": "source", "from": "npm:express@4.21.2"}
+    assert json.loads((corpus / ".express.fetched").read_text()) == {
+        "how": "source",
+        "from": "npm:express@4.21.2",
+        "source": {"kind": "npm", "spec": "npm:express@4.21.2", "version": "4.21.2"},
+    }
+    assert fetched_source(repo) == {"kind": "npm", "spec": "npm:express@4.21.2", "version": "4.21.2"}
+    assert fallback_warning(repo, offline=True) is None  # offline asked for the source: no fallback
     assert not list(corpus.glob(".express.partial-*"))
     # Reused: a file added to the fetched copy survives a second fetch.
     (repo / "marker.txt").write_text("kept")
@@ -232,9 +242,18 @@ def test_fetch_express_offline_from_npm(tmp_path: Path) -> None:
 @pytest.mark.timeout(300)
 def test_fetch_falls_back_to_the_source_when_the_clone_fails(tmp_path: Path) -> None:
     entry = dataclasses.replace(EXPRESS, repo=f"file://{tmp_path}/no-such-repo.git")
-    repo = fetch_repo(entry, tmp_path / "corpus")
+    with pytest.warns(
+        AgentEvalWarning, match=r"express: the code under test is the offline source npm:express@4\.21\.2"
+    ):
+        repo = fetch_repo(entry, tmp_path / "corpus")
     assert (repo / "lib" / "response.js").is_file()
     assert json.loads((tmp_path / "corpus" / ".express.fetched").read_text())["how"] == "source"
+    source = fetched_source(repo)
+    assert (source["kind"], source["spec"], source["version"]) == ("npm", "npm:express@4.21.2", "4.21.2")
+    assert "git clone" in source["fallback"] and "no-such-repo.git" in source["fallback"]
+    # Reusing the fallback copy warns again: every session that tests it must hear it is not the clone.
+    with pytest.warns(AgentEvalWarning, match="not a clone"):
+        assert fetch_repo(entry, tmp_path / "corpus") == repo
 
 
 @pytest.mark.timeout(300)
@@ -273,6 +292,8 @@ def test_fetch_clones_a_git_url(tmp_path: Path) -> None:
     shallow = subprocess.run(["git", "rev-parse", "--is-shallow-repository"], cwd=repo, capture_output=True, text=True)
     assert shallow.stdout.strip() == "true"
     assert json.loads((tmp_path / "corpus" / ".tiny.fetched").read_text())["how"] == "clone"
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=upstream, capture_output=True, text=True).stdout.strip()
+    assert fetched_source(repo) == {"kind": "clone", "url": f"file://{upstream}", "commit": head}
     # Offline with no source: an error that says why.
     with pytest.raises(ProvisionError, match="no offline source"):
         fetch_repo(CorpusEntry("other", "Go", f"file://{upstream}", "Small", 1, ["?"]), tmp_path / "c2", offline=True)
@@ -303,6 +324,38 @@ def test_fetch_copies_a_local_source(tmp_path: Path) -> None:
     repo = fetch_repo(entry, tmp_path / "corpus", offline=True)
     assert (repo / "lib" / "a.js").read_text() == "module.exports = 1\n"
     assert repo != checkout
+    assert fetched_source(repo) == {"kind": "local", "path": str(checkout), "git_state": None}  # not a git tree
+
+
+def test_a_cached_copy_is_reused_only_when_its_origin_is_what_the_entry_asks(tmp_path: Path) -> None:
+    checkout = tmp_path / "v1"
+    (checkout / "lib").mkdir(parents=True)
+    (checkout / "lib" / "a.js").write_text("// v1\n")
+    entry = CorpusEntry("local", "JavaScript", "https://example.invalid/x.git", "Small", 1, ["?"], str(checkout))
+    repo = fetch_repo(entry, tmp_path / "corpus", offline=True)
+    (repo / "kept.txt").write_text("a copy of what was asked is reused")
+    assert fetch_repo(entry, tmp_path / "corpus", offline=True) == repo and (repo / "kept.txt").exists()
+    # The entry now pins another source: the cached copy of the old one is not it.
+    other = tmp_path / "v2"
+    (other / "lib").mkdir(parents=True)
+    (other / "lib" / "a.js").write_text("// v2\n")
+    moved = dataclasses.replace(entry, source=str(other))
+    assert fetch_repo(moved, tmp_path / "corpus", offline=True) == repo
+    assert (repo / "lib" / "a.js").read_text() == "// v2\n" and not (repo / "kept.txt").exists()
+    assert fetched_source(repo)["path"] == str(other)
+
+
+def test_git_state_says_commit_and_dirt(tmp_path: Path) -> None:
+    env = {**os.environ, "GIT_AUTHOR_NAME": "t", "GIT_AUTHOR_EMAIL": "t@example.invalid",
+           "GIT_COMMITTER_NAME": "t", "GIT_COMMITTER_EMAIL": "t@example.invalid"}  # fmt: skip
+    (tmp_path / "a.js").write_text("1\n")
+    for cmd in (["git", "init", "-q"], ["git", "add", "."], ["git", "commit", "-qm", "first"]):
+        subprocess.run(cmd, cwd=tmp_path, env=env, check=True)
+    head = subprocess.run(["git", "rev-parse", "HEAD"], cwd=tmp_path, capture_output=True, text=True).stdout.strip()
+    assert git_state(tmp_path) == {"commit": head, "dirty": False}
+    (tmp_path / "new.js").write_text("2\n")  # untracked files are indexed too
+    assert git_state(tmp_path) == {"commit": head, "dirty": True}
+    assert git_state(tmp_path.parent / "nowhere") is None
 
 
 # --- index and workspace -------------------------------------------------------------------------------
@@ -319,7 +372,9 @@ def test_indexed_copy_builds_once(
     (source / ".codegraph").mkdir()
     (source / ".codegraph" / "stale.db").write_text("from another version")
     results: list[Path] = []
-    threads = [threading.Thread(target=lambda: results.append(indexed_copy(source, cg, cache))) for _ in range(2)]
+    threads = [
+        threading.Thread(target=lambda: results.append(indexed_copy(source, CODEGRAPH, cg, cache))) for _ in range(2)
+    ]
     for t in threads:
         t.start()
     for t in threads:
@@ -329,7 +384,7 @@ def test_indexed_copy_builds_once(
     assert indexed != source and (indexed / ".codegraph" / "codegraph.db").is_file()
     assert not (indexed / ".codegraph" / "stale.db").exists()
     assert (source / ".codegraph" / "stale.db").exists()  # the corpus copy itself is not touched
-    assert indexed_copy(source, cg, cache) == indexed
+    assert indexed_copy(source, CODEGRAPH, cg, cache) == indexed
     (build,) = _indexes(cache)
     assert build["version"] == "1.6.1" and build["repo"] == str(source.resolve()) and build["seconds"] > 0
     status = _codegraph(cg, "status", indexed)
@@ -343,7 +398,7 @@ def test_index_failure_names_repo_and_version(tmp_path: Path, express_repo: Path
     broken.chmod(0o755)
     cg = Provisioned("codegraph", broken, "0.0.1", "broken build")
     with pytest.raises(ProvisionError) as info:
-        indexed_copy(express_repo, cg, tmp_path / "cache")
+        indexed_copy(express_repo, CODEGRAPH, cg, tmp_path / "cache")
     text = str(info.value)
     assert "codegraph 0.0.1" in text and str(express_repo) in text and "parser crashed on lib/router" in text
     assert _indexes(tmp_path / "cache") == []
@@ -352,7 +407,7 @@ def test_index_failure_names_repo_and_version(tmp_path: Path, express_repo: Path
 @pytest.mark.timeout(300)
 def test_workspace_is_a_separate_copy(codegraph_cache: tuple[Path, Provisioned], express_repo: Path) -> None:
     cache, cg = codegraph_cache
-    indexed = indexed_copy(express_repo, cg, cache)
+    indexed = indexed_copy(express_repo, CODEGRAPH, cg, cache)
     dest = cache.parent / "ws"
     ws = make_workspace(indexed, dest)
     assert (ws.repo, ws.home, ws.tmp) == (dest / "repo", dest / "home", dest / "tmp")

@@ -30,7 +30,8 @@ from pytest_agent_eval.harness.sandbox import (
     sandbox_for,
     tool_installs,
 )
-from pytest_agent_eval.harness.workspace import TOOL_STATE, make_workspace
+from pytest_agent_eval.harness.workspace import make_workspace
+from pytest_agent_eval.tool import CODEGRAPH
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 
@@ -109,7 +110,7 @@ def test_the_user_home_and_tmp_are_hidden(host: Path, tmp_path: Path) -> None:
 
 def test_tool_installs_finds_the_cli_on_path_and_what_it_links_to(host: Path) -> None:
     path_bin = host / "usr-local-bin"
-    found = tool_installs("codegraph", "@colbymchenry/codegraph", str(path_bin))
+    found = tool_installs(CODEGRAPH, str(path_bin))
     assert path_bin / "codegraph" in found
     assert (host / "cache" / "codegraph" / "1.0" / "node_modules" / ".bin" / "codegraph").resolve() in found
 
@@ -169,7 +170,7 @@ def test_the_without_arm_workspace_holds_no_index(tmp_path: Path) -> None:
     (source / ".codegraph" / "codegraph.db").write_text("index")
     (source / "lib").mkdir()
     (source / "lib" / "a.js").write_text("a")
-    without = make_workspace(source, tmp_path / "without", TOOL_STATE)
+    without = make_workspace(source, tmp_path / "without", CODEGRAPH.state_dirs)
     assert not (without.repo / ".codegraph").exists() and (without.repo / "lib" / "a.js").is_file()
     assert (make_workspace(source, tmp_path / "with").repo / ".codegraph" / "codegraph.db").is_file()
 

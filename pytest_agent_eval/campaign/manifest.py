@@ -29,7 +29,8 @@ def campaign_config(cfg: AgentEvalConfig, entries: list[CorpusEntry]) -> dict[st
         "arms": [{"label": a.label, "name": a.name, "tool_spec": cfg.tool_spec(a)} for a in cfg.arms],
         "runs": cfg.runs,
         "turns": cfg.turns,
-        "cg_version": cfg.cg_version,
+        "tool": cfg.tool.name,
+        "tool_version": cfg.default_tool_spec,
         "model": cfg.model,
         "effort": cfg.effort,
         "max_budget_usd": cfg.max_budget_usd,
@@ -39,7 +40,8 @@ def campaign_config(cfg: AgentEvalConfig, entries: list[CorpusEntry]) -> dict[st
 
 
 def finish_manifest(campaign: Campaign, records: Sequence[ItemRecord], tool_name: str) -> None:
-    """Add what only the runs could tell — the resolved tool and Claude Code versions and the model backend.
+    """Add what only the runs could tell — the resolved tool and Claude Code versions, the model backend, and
+    where the code under test and the tools came from (``provenance``, see :func:`gather_provenance`).
 
     The manifest's config and hash stay as written; a resumed campaign keeps the versions of arms it ran before.
     """
@@ -58,5 +60,33 @@ def finish_manifest(campaign: Campaign, records: Sequence[ItemRecord], tool_name
     backend = next((r.backend for r in records if isinstance(r.backend, dict)), None)
     if backend is not None:
         manifest["backend"] = backend
+    manifest["provenance"] = gather_provenance(records, manifest.get("provenance"))
     write_atomic(campaign.path / MANIFEST, json.dumps(manifest, indent=2, default=str) + "\n")
     campaign.manifest = manifest
+
+
+def gather_provenance(records: Sequence[ItemRecord], earlier: dict[str, Any] | None = None) -> dict[str, Any]:
+    """The manifest's ``provenance`` from the item records (merged into ``earlier``, a resumed campaign's):
+    ``{"sources": {entry: [source, …]}, "tools": {arm label: [tool_provision, …]}, "claude": [claude_provision,
+    …], "warnings": [text, …]}``, each list holding every distinct value once, in order of first appearance —
+    more than one means the campaign's items did not all test the same code."""
+    gathered: dict[str, Any] = {"sources": {}, "tools": {}, "claude": [], "warnings": []}
+    for key in gathered:
+        value = (earlier or {}).get(key)
+        if isinstance(value, type(gathered[key])):
+            gathered[key] = value
+    for record in records:
+        if record.source:
+            _add(gathered["sources"].setdefault(record.entry, []), record.source)
+        if record.tool_provision:
+            _add(gathered["tools"].setdefault(record.arm_label, []), record.tool_provision)
+        if record.claude_provision:
+            _add(gathered["claude"], record.claude_provision)
+        for text in record.warnings:
+            _add(gathered["warnings"], text)
+    return gathered
+
+
+def _add(values: list[Any], value: Any) -> None:
+    if value not in values:
+        values.append(value)

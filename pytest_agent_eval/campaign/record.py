@@ -66,6 +66,18 @@ class ItemRecord:
     wall_s: float | None = None
     agent_s: float | None = None
     resumed: bool = False
+    # A turn of the run was silent longer than the driver's threshold (driver["stalled_turns"] says which): its
+    # time is the CLI waiting, not the agent working, so no time comparison may count it.
+    stalled: bool = False
+    # Where the code under test came from: {"kind": "clone", "url", "commit"} | {"kind": "npm" | "pypi", "spec",
+    # "version"} | {"kind": "local", "path", "git_state": {"commit", "dirty"} | None}, + "fallback" (why the
+    # clone was not used) when the offline source stood in for a clone.
+    source: dict[str, Any] | None = None
+    # How the arm's tool and the Claude Code CLI were provisioned: {"kind": "npm" | "local" | "path", "spec",
+    # "version", "path"}, a local build also "git_state" and "build".
+    tool_provision: dict[str, Any] | None = None
+    claude_provision: dict[str, Any] | None = None
+    warnings: list[str] = field(default_factory=list)  # what ran not quite as asked (AgentEvalWarning texts)
     blocks: str | None = None  # the printed metric blocks: shown in the terminal, never stored
     extra: dict[str, Any] = field(default_factory=dict)  # keys a newer writer added: kept, not interpreted
     schema: int = SCHEMA
@@ -146,6 +158,11 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "driver": (dict, type(None)),
     "contaminated": (bool,),
     "resumed": (bool,),
+    "stalled": (bool,),
+    "source": (dict, type(None)),
+    "tool_provision": (dict, type(None)),
+    "claude_provision": (dict, type(None)),
+    "warnings": (list,),
     "wall_s": (int, float, type(None)),
     "agent_s": (int, float, type(None)),
 }

@@ -1,9 +1,10 @@
-"""Install the tools under test into a private cache: codegraph and the Claude Code CLI.
+"""Install the tools under test into a private cache: the retrieval tool and the Claude Code CLI.
 
-Nothing here installs globally or touches the user's own ``codegraph``/``claude``: every install is
-``npm install --prefix <cache>/<tool>/<version>``. Installs are guarded by a file lock so that
-pytest-xdist workers asking for the same version at once install it once (the second waits and
-reuses), and a marker written last makes a half-done install be redone rather than trusted.
+Nothing here installs globally or touches the user's own retrieval tool or ``claude``: every install is
+``npm install --prefix <cache>/<tool>/<version>``, or a copy of a local build under ``<cache>/<tool>/``.
+Installs are guarded by a file lock so that pytest-xdist workers asking for the same version at once install
+it once (the second waits and reuses), and a marker written last makes a half-done install be redone rather
+than trusted.
 
 Every install and index build is appended to ``<cache>/builds.log`` (JSON lines) so a benchmark or a
 test can count what was really built and how long it took.
@@ -18,7 +19,7 @@ import re
 import shutil
 import subprocess
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
@@ -26,8 +27,9 @@ from typing import Any
 from filelock import FileLock
 
 from pytest_agent_eval.harness.progress import announce
+from pytest_agent_eval.harness.provenance import git_state
+from pytest_agent_eval.tool import RetrievalTool
 
-CODEGRAPH_PACKAGE = "@colbymchenry/codegraph"
 CLAUDE_PACKAGE = "@anthropic-ai/claude-code"
 # The Claude Code release the harness is pinned to; its engines field says node>=22 but it runs on 20.
 CLAUDE_CODE_VERSION = "2.1.332"
@@ -46,25 +48,34 @@ class ProvisionError(RuntimeError):
 
 @dataclass(frozen=True)
 class Provisioned:
-    """A ready-to-run tool: ``bin`` is the executable, ``version`` what it reports, ``spec`` what was asked."""
+    """A ready-to-run tool: ``bin`` is the executable, ``version`` what it reports, ``spec`` what was asked;
+    ``origin`` how it was provisioned (the record's ``tool_provision``): ``{"kind": "npm", "spec":
+    "<package>@<version>", "version", "path": <install prefix>}``, ``{"kind": "local", "spec": "local:…",
+    "version", "path": <checkout>, "git_state": {"commit", "dirty"} | None, "build": <built copy>}`` or
+    ``{"kind": "path", "spec": "PATH", "version", "path": <executable>}``."""
 
     name: str
     bin: Path
     version: str
     spec: str
+    origin: dict[str, Any] = field(default_factory=dict, compare=False)
 
 
-def provision_codegraph(spec: str, cache: Path) -> Provisioned:
-    """Make codegraph ``spec`` ("1.6.1", "latest" or "local:<checkout>") runnable from ``cache``.
+def provision_tool(tool: RetrievalTool, spec: str, cache: Path) -> Provisioned:
+    """Make the retrieval tool's build ``spec`` runnable from ``cache``.
 
-    ``local:<path>`` builds a *copy* of the checkout (``npm install && npm run build``), so the
-    user's working tree is never modified and the build under test is a snapshot; the copy is
-    keyed by the checkout's path and content, so an unchanged checkout is built once.
+    An npm tool takes "1.6.1", "latest" or "local:<checkout>"; ``local:<path>`` builds a *copy* of the checkout
+    (``npm install && npm run build``), so the user's working tree is never modified and the build under test is
+    a snapshot; the copy is keyed by the checkout's path and content, so an unchanged checkout is built once.
+    A tool with a local ``build`` takes its version (what the build must report) or ``local:<executable>``.
     """
     cache = Path(cache)
-    if spec.startswith("local:"):
-        return _provision_local(spec, Path(spec[len("local:") :]).expanduser(), cache)
-    return _provision_npm("codegraph", CODEGRAPH_PACKAGE, spec, cache)
+    local = Path(spec[len("local:") :]).expanduser() if spec.startswith("local:") else None
+    if tool.package is None:
+        return _provision_build(tool, spec, local, cache)
+    if local is not None:
+        return _provision_local(tool, spec, local, cache)
+    return _provision_npm(tool.cli, tool.package, spec, cache)
 
 
 def provision_claude(spec: str | None, cache: Path) -> Provisioned:
@@ -74,7 +85,9 @@ def provision_claude(spec: str | None, cache: Path) -> Provisioned:
         found = shutil.which("claude")
         if found:
             path = Path(found)
-            return Provisioned("claude", path, _run_version(path, "claude"), "PATH")
+            version = _run_version(path, "claude")
+            origin = {"kind": "path", "spec": "PATH", "version": version, "path": str(path)}
+            return Provisioned("claude", path, version, "PATH", origin)
         spec = CLAUDE_CODE_VERSION
     return _provision_npm("claude", CLAUDE_PACKAGE, spec, Path(cache))
 
@@ -129,10 +142,11 @@ def _provision_npm(name: str, package: str, spec: str, cache: Path) -> Provision
     root.mkdir(parents=True, exist_ok=True)
     prefix = root / version
     marker = prefix / MARKER
+    origin = {"kind": "npm", "spec": f"{package}@{version}", "version": version, "path": str(prefix)}
     with FileLock(str(root / f"{version}.lock")):
         done = _done(marker)
         if done:
-            return Provisioned(name, Path(done["bin"]), done["version"], spec)
+            return Provisioned(name, Path(done["bin"]), done["version"], spec, origin)
         # No marker: nothing here, or an install that died half-way. Start clean.
         shutil.rmtree(prefix, ignore_errors=True)
         prefix.mkdir(parents=True)
@@ -155,48 +169,93 @@ def _provision_npm(name: str, package: str, spec: str, cache: Path) -> Provision
         seconds = round(time.monotonic() - started, 2)
         _write_marker(marker, {"bin": str(binary), "version": reported, "package": package})
         record_build(cache, "install", what=f"{package}@{version}", version=reported, seconds=seconds)
-        return Provisioned(name, binary, reported, spec)
+        return Provisioned(name, binary, reported, spec, origin)
 
 
-def _provision_local(spec: str, checkout: Path, cache: Path) -> Provisioned:
+def _provision_local(tool: RetrievalTool, spec: str, checkout: Path, cache: Path) -> Provisioned:
     checkout = checkout.resolve()
     if not (checkout / "package.json").is_file():
-        raise ProvisionError(f"{spec}: {checkout} is not a codegraph checkout (no package.json)")
-    root = cache / "codegraph"
+        raise ProvisionError(f"{spec}: {checkout} is not a {tool.name} checkout (no package.json)")
+    name = tool.cli
+    root = cache / name
     root.mkdir(parents=True, exist_ok=True)
-    key = f"local-{checkout.name}-{_fingerprint(checkout)}"
+    skip = (*_LOCAL_SKIP, *tool.state_dirs)
+    key = f"local-{checkout.name}-{_fingerprint(checkout, skip)}"
     build = root / key
     marker = build / MARKER
+    origin = {
+        "kind": "local",
+        "spec": spec,
+        "path": str(checkout),
+        "git_state": git_state(checkout),
+        "build": str(build),
+    }
     with FileLock(str(root / f"{key}.lock")):
         done = _done(marker)
         if done:
-            return Provisioned("codegraph", Path(done["bin"]), done["version"], spec)
+            return Provisioned(name, Path(done["bin"]), done["version"], spec, {**origin, "version": done["version"]})
         shutil.rmtree(build, ignore_errors=True)
         started = time.monotonic()
-        shutil.copytree(checkout, build, symlinks=True, ignore=shutil.ignore_patterns(*_LOCAL_SKIP))
+        shutil.copytree(checkout, build, symlinks=True, ignore=shutil.ignore_patterns(*skip))
         try:
             run_tool(["npm", "install", "--no-audit", "--no-fund"], f"npm install in a copy of {checkout}", build)
             run_tool(["npm", "run", "build"], f"npm run build in a copy of {checkout}", build)
-            binary = _package_bin(build, "codegraph")
-            version = _run_version(binary, "codegraph")
+            binary = _package_bin(build, name)
+            version = _run_version(binary, name)
         except ProvisionError:
             shutil.rmtree(build, ignore_errors=True)
             raise
         seconds = round(time.monotonic() - started, 2)
         _write_marker(marker, {"bin": str(binary), "version": version, "checkout": str(checkout)})
         record_build(cache, "install", what=f"local:{checkout}", version=version, seconds=seconds)
-        return Provisioned("codegraph", binary, version, spec)
+        return Provisioned(name, binary, version, spec, {**origin, "version": version})
 
 
-# Build products and indexes of the checkout are not part of what gets built.
-_LOCAL_SKIP = ("node_modules", ".git", ".codegraph", "dist")
+def _provision_build(tool: RetrievalTool, spec: str, local: Path | None, cache: Path) -> Provisioned:
+    """A local executable copied into the cache (keyed by its path and content, so an edit makes a new copy):
+    the agent's sandbox hides the cache, so the without-arm cannot reach the copy it runs."""
+    source = (local or Path(tool.build or "")).expanduser().resolve()
+    if not source.is_file():
+        raise ProvisionError(f"{tool.name} {spec}: {source} is not an executable file")
+    name = tool.cli
+    root = cache / name
+    root.mkdir(parents=True, exist_ok=True)
+    key = f"local-{source.stem}-{hashlib.sha256(str(source).encode() + source.read_bytes()).hexdigest()[:12]}"
+    folder = root / key
+    marker = folder / MARKER
+    with FileLock(str(root / f"{key}.lock")):
+        done = _done(marker)
+        if not done:
+            started = time.monotonic()
+            shutil.rmtree(folder, ignore_errors=True)
+            folder.mkdir(parents=True)
+            binary = folder / source.name
+            shutil.copy2(source, binary)
+            binary.chmod(binary.stat().st_mode | 0o111)
+            try:
+                version = _run_version(binary, name)
+            except ProvisionError:
+                shutil.rmtree(folder, ignore_errors=True)
+                raise
+            done = {"bin": str(binary), "version": version, "build": str(source)}
+            _write_marker(marker, done)
+            seconds = round(time.monotonic() - started, 2)
+            record_build(cache, "install", what=f"local:{source}", version=version, seconds=seconds)
+    if local is None and done["version"] != spec:
+        raise ProvisionError(f"{tool.name}: {source} --version reports {done['version']}, expected {spec}")
+    origin = {"kind": "local", "spec": spec, "version": done["version"], "path": str(source), "build": str(folder)}
+    return Provisioned(name, Path(done["bin"]), done["version"], spec, origin)
 
 
-def _fingerprint(checkout: Path) -> str:
+# Build products of the checkout are not part of what gets built (nor the tool's index, RetrievalTool.state_dirs).
+_LOCAL_SKIP = ("node_modules", ".git", "dist")
+
+
+def _fingerprint(checkout: Path, skip: tuple[str, ...]) -> str:
     """A hash of the checkout's files (path, size, mtime), so an edited checkout is rebuilt."""
     digest = hashlib.sha256(str(checkout).encode())
     for directory, dirs, files in os.walk(checkout):
-        dirs[:] = sorted(d for d in dirs if d not in _LOCAL_SKIP)
+        dirs[:] = sorted(d for d in dirs if d not in skip)
         for file in sorted(files):
             path = Path(directory) / file
             try:

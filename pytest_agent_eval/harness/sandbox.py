@@ -37,6 +37,7 @@ from pathlib import Path
 
 import pytest_agent_eval
 from pytest_agent_eval.harness.relay import relay_command
+from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
 
 # Tests switch the sandbox off to prove their attacks would otherwise get through; not a user option.
 DISABLE_VAR = "AGENT_EVAL_INTERNAL_NO_SANDBOX"
@@ -96,19 +97,19 @@ def sandbox_for(
     readable: Iterable[Path] = (),
     hidden: Iterable[Path] = (),
     relay: tuple[int, Path] | None = None,
-    cli: str = "codegraph",
-    package: str = "@colbymchenry/codegraph",
+    tool: RetrievalTool = CODEGRAPH,
     path_env: str | None = None,
 ) -> Sandbox:
     """The sandbox of one agent run: ``writable`` is its workspace, ``readable`` what it must read besides
     the system (the Claude Code install, the run folder, the shimmed PATH's folder, the with-arm's tool),
-    ``hidden`` what it must not see besides the defaults (the campaign folder: other items' transcripts)."""
+    ``hidden`` what it must not see besides the defaults (the campaign folder: other items' transcripts) and
+    ``tool``'s installs on the host (:func:`tool_installs`)."""
     hidden = [Path(tempfile.gettempdir()), Path("/tmp"), Path("/var/tmp"), Path(cache), Path.home(), *hidden]
     for name in ("HOME", "SUDO_HOME"):
         if os.environ.get(name):
             hidden.append(Path(os.environ[name]))
     hidden += [Path("/etc/claude-code")]  # managed settings: hooks or a disableAllHooks of the machine's own
-    hidden += tool_installs(cli, package, os.environ.get("PATH", "") if path_env is None else path_env)
+    hidden += tool_installs(tool, os.environ.get("PATH", "") if path_env is None else path_env)
     # The hook runs `<python> -m pytest_agent_eval.harness.hook`: its interpreter and this package stay readable
     # (the package folder only: a checkout around it may hold campaigns of with-arm transcripts).
     runtime = {Path(sys.prefix), Path(sys.base_prefix), Path(pytest_agent_eval.__file__).resolve().parent}
@@ -127,21 +128,23 @@ def sandbox_for(
     )
 
 
-def tool_installs(cli: str, package: str, path_env: str) -> list[Path]:
-    """Every install of the tool the host shows: ``cli`` on each PATH folder (and the file it links to, and
-    that file's package folder), and ``package`` under npm's global root."""
+def tool_installs(tool: RetrievalTool, path_env: str) -> list[Path]:
+    """Every install of the tool the host shows: its CLI on each PATH folder (and the file it links to, and
+    that file's package folder), its npm package under npm's global root, its local build."""
     found: list[Path] = []
+    names = {tool.cli} | ({tool.package.rsplit("/", 1)[-1]} if tool.package else set())
     for directory in path_env.split(os.pathsep):
-        candidate = Path(directory or ".") / cli
+        candidate = Path(directory or ".") / tool.cli
         if candidate.exists() or candidate.is_symlink():
             found.append(candidate)
             target = candidate.resolve()
             found.append(target)
-            names = {cli, package.rsplit("/", 1)[-1]}
             found += [p for p in target.parents if p.name in names and (p / "package.json").is_file()][:1]
-    root = npm_global_root()
+    root = npm_global_root() if tool.package else None
     if root is not None:
-        found.append(root / package)
+        found.append(root / str(tool.package))
+    if tool.build is not None:
+        found.append(Path(tool.build).expanduser())
     return found
 
 

@@ -1,7 +1,9 @@
 """A disposable place for one agent run: a working copy of the indexed repository, its own HOME and TMPDIR.
 
-The indexed copy in the cache is shared by every run of a (repository, codegraph) pair, so an agent
-that edits files, or a codegraph that rewrites its index, must do it in a copy of its own.
+The indexed copy in the cache is shared by every run of a (repository, tool build) pair, so an agent
+that edits files, or a tool that rewrites its index, must do it in a copy of its own. A without-arm copy
+carries none of the tool's state (``RetrievalTool.state_dirs``, passed as ``without``), so no route (sqlite3,
+a copied binary, a script of the agent's own) can read answers out of it.
 """
 
 from __future__ import annotations
@@ -28,11 +30,6 @@ class Workspace:
         for name in _XDG:
             env.pop(name, None)
         return env
-
-
-# What the retrieval tool leaves in a repository: its index. A without-arm copy carries none of it, so no
-# route (sqlite3, a copied binary, a script of the agent's own) can read answers out of it.
-TOOL_STATE = (".codegraph",)
 
 
 def make_workspace(source: Path, dest: Path, without: tuple[str, ...] = ()) -> Workspace:

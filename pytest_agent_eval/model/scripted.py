@@ -3,10 +3,11 @@
 It decides from the request alone (tools offered + conversation), so retries and ``--resume``
 need no server-side state. Per user question:
 
-* **with-arm** (a ``*codegraph_explore`` tool is offered): explore with the question; if the
+* **with-arm** (the retrieval tool's explore tool, ``explore``, is offered, MCP-prefixed or bare): explore
+  with the question; if the
   response was trimmed, follow up once (Read the first trimmed file, or explore again with the
   elided names); then answer citing the section paths and the ``name`` symbols of their headers.
-* **without-arm**: Grep a keyword of the question, Read the top file(s), try the codegraph CLI
+* **without-arm**: Grep a keyword of the question, Read the top file(s), try the tool's CLI (``cli``)
   once through Bash (so the contamination check sees an attempt), then answer citing what it read.
 * **subagent** requests (Agent/Task; the CLI marks their system prompt ``cc_is_subagent=true``):
   one Grep, then a text summary of the files found. With ``delegate=True`` the main agent first
@@ -24,6 +25,7 @@ from pathlib import PurePosixPath
 from typing import Any, ClassVar
 
 from ..metrics.explore import file_sections
+from ..tool import CODEGRAPH
 from ..transcript import DELEGATION_TOOLS
 from .sse import Reply, tool_use
 
@@ -210,12 +212,15 @@ def _shell_quote(text: str) -> str:
 class ScriptedBackend:
     """``follow_up``: what to do after a trimmed explore response (``read``, ``explore`` or ``none``);
     ``reads``: how many grep hits the without-arm reads; ``thinking``: emit a thinking block per turn;
-    ``delegate``: hand each question to a foreground subagent first (Agent/Task), then go on as usual."""
+    ``delegate``: hand each question to a foreground subagent first (Agent/Task), then go on as usual;
+    ``explore`` and ``cli``: the retrieval tool's explore tool and CLI (its ``RetrievalTool`` names them)."""
 
     follow_up: str = "read"
     reads: int = 2
     thinking: bool = False
     delegate: bool = False
+    explore: str = CODEGRAPH.explore
+    cli: str = CODEGRAPH.cli
     stand_in_model: ClassVar[str] = "stand-in-scripted"
 
     def __post_init__(self) -> None:
@@ -239,7 +244,7 @@ class ScriptedBackend:
             blocks = [tool_use(delegation, _delegation_input(turn.tools[delegation], turn.question))]
         elif len(turn.steps) >= MAX_STEPS:
             blocks = [self._answer(turn)]
-        elif turn.tool("codegraph_explore"):
+        elif self._explore_tool(turn):
             blocks = self._with_arm(turn)
         else:
             blocks = self._without_arm(turn)
@@ -248,9 +253,13 @@ class ScriptedBackend:
             blocks = [{"type": "thinking", "thinking": plan, "signature": ""}, *blocks]
         return Reply(blocks)
 
+    def _explore_tool(self, turn: Turn) -> str | None:
+        """The offered name of the explore tool (``mcp__<server>__<explore>``, or bare)."""
+        return next((n for n in turn.tools if n == self.explore or n.endswith("__" + self.explore)), None)
+
     # each step function returns the next message's blocks
     def _with_arm(self, turn: Turn) -> list[dict[str, Any]]:
-        explore = turn.tool("codegraph_explore")
+        explore = self._explore_tool(turn)
         assert explore is not None
         explores = [s for s in turn.steps if s.name == explore]
         if not explores:
@@ -289,8 +298,8 @@ class ScriptedBackend:
             ranked = sorted(set(hits), key=_read_order)[: self.reads]
             return [tool_use("Read", {"file_path": turn.absolute(path)}) for path in ranked]
         if try_cli and turn.tool("Bash") and not any(s.name == "Bash" for s in turn.steps):
-            command = f"codegraph explore {_shell_quote(turn.question)}"
-            return [tool_use("Bash", {"command": command, "description": "Ask codegraph about the question"})]
+            command = f"{self.cli} explore {_shell_quote(turn.question)}"
+            return [tool_use("Bash", {"command": command, "description": f"Ask {self.cli} about the question"})]
         return [self._answer(turn)]
 
     def _subagent(self, turn: Turn) -> list[dict[str, Any]]:
@@ -307,7 +316,7 @@ class ScriptedBackend:
         for step in turn.steps:
             if step.is_error:
                 continue
-            if step.name.endswith("codegraph_explore"):
+            if step.name == self.explore or step.name.endswith("__" + self.explore):
                 for section in file_sections(step.result):
                     cited.setdefault(section.path, []).extend(name for name, _ in section.symbols[:3])
             elif step.name == "Read" and step.input.get("file_path"):

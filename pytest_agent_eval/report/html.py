@@ -34,7 +34,7 @@ from pytest_agent_eval.report.terminal import (
     simulated_cost,
     tool_name,
 )
-from pytest_agent_eval.tool import RetrievalTool
+from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
 from pytest_agent_eval.transcript import Compaction, Message, Session, ToolResult, TranscriptError, UserText
 
 Records = Sequence[ItemRecord | Mapping[str, Any]]
@@ -132,6 +132,7 @@ def render_html(
         "</head><body>",
         f"<header><h1>{_e(title)}</h1>",
         f'<p class="backend" id="backend-note">{_e(backend_note or "model backend: not recorded")}</p>',
+        f'<p class="meta" id="tool">retrieval tool under test: {_e(tool_name(records))}</p>',
         f'<p class="meta">{len(records)} item record(s) · generated {_e(generated)}</p></header>',
         _warnings(found),
         _replay(replayed),
@@ -368,8 +369,8 @@ def _run_meta(record: ItemRecord) -> str:
 
 def _transcript(session: Session, scores: dict[str, Any]) -> str:
     """The timeline, with each explore call marked by its bucket and the files the answer cited from it."""
-    name = str(scores.get("tool") or "codegraph")
-    tool = RetrievalTool(name, f"{name}_explore", name)
+    name = str(scores.get("tool") or CODEGRAPH.name)
+    tool = RetrievalTool(name, str(scores.get("explore") or f"{name}_explore"), name)  # older records: no explore
     verdict_list = (scores.get("sufficiency") or {}).get("calls") or []
     by_id = {v["call"]: v for v in verdict_list if v.get("call")}
     in_order = iter(verdict_list)  # records written before verdicts carried the call id: in session order

@@ -16,12 +16,11 @@ from pathlib import Path
 
 from pytest_agent_eval.harness.process import start_group, stop_group
 
-# What every agent process runs with, whatever drives it: no prompt hook, no telemetry or updates, no daemon
-# left behind, bypassPermissions allowed as root, MCP tools offered directly, Grep/Glob not hidden by tasks.
+# What every agent process runs with, whatever drives it (besides the retrieval tool's own RetrievalTool.env):
+# no telemetry or updates, bypassPermissions allowed as root, MCP tools offered directly, Grep/Glob not hidden
+# by tasks.
 AGENT_ENV = {
-    "CODEGRAPH_NO_PROMPT_HOOK": "1",
     "DO_NOT_TRACK": "1",
-    "CODEGRAPH_NO_DAEMON": "1",
     "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
     "DISABLE_TELEMETRY": "1",
     "DISABLE_AUTOUPDATER": "1",
