@@ -381,7 +381,8 @@ def agent_replay_source(request: pytest.FixtureRequest, tmp_path_factory: pytest
 
 def _model_scope(fixture_name: str, config: pytest.Config) -> str:
     """A replay serves each item its own recording; every other backend serves all items of a worker."""
-    return "function" if eval_session(config).replay_path is not None else "session"
+    # Read from the settings, not the session: pytest asks when it registers the fixture, in every suite.
+    return "function" if config.stash[CONFIG_KEY].replay is not None else "session"
 
 
 @pytest.fixture(scope=_model_scope)

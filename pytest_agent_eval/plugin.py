@@ -483,21 +483,22 @@ class Reporter:
                     self.pytest_session.exitstatus = pytest.ExitCode.TESTS_FAILED
             elif not line.warning:
                 terminalreporter.write_line(line.text, **line.markup)
-
-        from pytest_agent_eval.harness.drivers.headless import stall_note
-
         for record in self.session.ordered() if self.session else []:
             if record.stalled:
+                from pytest_agent_eval.harness.drivers.headless import stall_note
+
                 note = stall_note(record.driver or {})
                 terminalreporter.write_line(f"agent-eval: {record.id} {note}; its time is no measurement", yellow=True)
         self.say_how_to_resume(terminalreporter, config)  # last: the line to copy after an interrupt
 
     def say_how_to_resume(self, terminalreporter: Any, config: pytest.Config) -> None:
+        folder = self.config.stash[CONFIG_KEY].campaign_dir
+        if not self.interrupted or folder is None:
+            return
         from pytest_agent_eval.campaign.store import MANIFEST
         from pytest_agent_eval.resume_command import resume_command
 
-        folder = self.config.stash[CONFIG_KEY].campaign_dir
-        if not self.interrupted or folder is None or not (Path(folder) / MANIFEST).exists():
+        if not (Path(folder) / MANIFEST).exists():
             return
         program = sys.argv[0] if sys.argv else "pytest"
         command = resume_command(program, config.invocation_params.args, Path(folder).resolve())
