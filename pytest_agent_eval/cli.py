@@ -24,18 +24,14 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pytest_agent_eval.campaign import baseline
-from pytest_agent_eval.campaign.merge import MergeError, merge
-from pytest_agent_eval.campaign.rescore import rescore
-from pytest_agent_eval.campaign.store import StoreError, load_records
-from pytest_agent_eval.config import DEFAULT_OUT, OptionError, parse_rules
+from pytest_agent_eval.config import DEFAULT_OUT
 from pytest_agent_eval.metrics.occupancy import WINDOW_TOKENS
-from pytest_agent_eval.report.blocks import render_scorecard
-from pytest_agent_eval.report.compare import gate, render_gate
-from pytest_agent_eval.report.terminal import render_rescore
 from pytest_agent_eval.score import score
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool, load_tool
 from pytest_agent_eval.transcript import Session, TranscriptError, segment_files
+
+# `score` imports only what scoring needs: it should start about as fast as decoding the file does
+# (bench/load_bench.py); the campaign, report and compare modules load in the commands that use them.
 
 
 def json_text(data: Any) -> str:
@@ -101,6 +97,7 @@ def tool_of(args: argparse.Namespace) -> RetrievalTool:
 
 def build_parser() -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="agent-eval", description=__doc__.split("\n\n")[0])
+    parser.add_argument("--version", action=_Version, nargs=0, help="print the version and exit")
     commands = parser.add_subparsers(dest="command", required=True)
     cmd = commands.add_parser("score", help="score one session's transcript")
     cmd.add_argument(
@@ -187,11 +184,32 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.json:
         sys.stdout.write(json_text(card.to_dict()) + "\n")
     else:
+        from pytest_agent_eval.report.blocks import render_scorecard
+
         sys.stdout.write(render_scorecard(card, brief=args.brief, envelope=args.envelope))
     return 0
 
 
+class _Version(argparse.Action):
+    """``--version``, looked up only when asked: reading the package metadata is slow to import."""
+
+    def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
+        from importlib.metadata import PackageNotFoundError, version
+
+        try:
+            text = version("pytest-agent-eval")
+        except PackageNotFoundError:  # a checkout on sys.path, not installed
+            text = "unknown"
+        print(f"{parser.prog} {text}")
+        parser.exit()
+
+
 def _rescore(args: argparse.Namespace) -> int:
+    from pytest_agent_eval.campaign import baseline
+    from pytest_agent_eval.campaign.rescore import rescore
+    from pytest_agent_eval.campaign.store import StoreError
+    from pytest_agent_eval.report.terminal import render_rescore
+
     folder = Path(args.folder)
     if not folder.exists():
         print(f"agent-eval: error: {folder}: no such file or folder", file=sys.stderr)
@@ -220,6 +238,11 @@ def _rescore(args: argparse.Namespace) -> int:
 
 
 def _compare(args: argparse.Namespace) -> int:
+    from pytest_agent_eval.campaign import baseline
+    from pytest_agent_eval.campaign.store import StoreError, load_records
+    from pytest_agent_eval.config import OptionError, parse_rules
+    from pytest_agent_eval.report.compare import gate, render_gate
+
     try:
         rules = parse_rules(args.compare_fail) if args.compare_fail is not None else []
     except OptionError as exc:
@@ -240,6 +263,8 @@ def _compare(args: argparse.Namespace) -> int:
 
 
 def _merge(args: argparse.Namespace) -> int:
+    from pytest_agent_eval.campaign.merge import MergeError, merge
+
     try:
         session = merge(args.out, args.campaigns)
     except MergeError as exc:

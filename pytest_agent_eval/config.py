@@ -19,11 +19,10 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agent_eval.cases import ARM_NAMES, Arm
-from pytest_agent_eval.metrics.figures import FIGURES, lookup
-from pytest_agent_eval.model import BACKENDS
 from pytest_agent_eval.shard import Shard, ShardError, parse_shard
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool, load_tool
 
+BACKENDS = ("auto", "anthropic", "scripted", "cassette")  # the models behind the agent (pytest_agent_eval.model)
 MODES = ("headless", "tmux", "all")  # seed 004's MODE token: claude -p, the TUI in tmux, or both
 DEFAULT_OUT = "agent-eval-out"
 CAMPAIGN_TURNS = 3  # the seeds' campaign: the README question and two in-flow follow-ups
@@ -181,6 +180,8 @@ def parse_rules(text: str) -> list[Rule]:
     A rule names a figure of :mod:`pytest_agent_eval.metrics.figures` that has a better direction (an old
     spelling such as ``residual`` or ``sufficient`` is read as today's name).
     """
+    from pytest_agent_eval.metrics.figures import FIGURES, lookup  # the catalogue loads only when a rule is read
+
     rules = []
     for token in (t.strip() for t in str(text).split(",")):
         if not token:

@@ -27,35 +27,29 @@ from contextlib import ExitStack
 from dataclasses import dataclass, replace
 from functools import partial
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
-from pytest_agent_eval.campaign.record import ItemRecord
-from pytest_agent_eval.campaign.store import Campaign
 from pytest_agent_eval.cases import EvalCase
 from pytest_agent_eval.config import AgentEvalConfig
 from pytest_agent_eval.harness.drivers import AgentInfraError, agent_environment, warm_mcp_server
-from pytest_agent_eval.harness.drivers.headless import (
-    STALL_S_REAL_API,
-    STALL_S_STAND_IN,
-    HeadlessOptions,
-    RunRecord,
-    TurnError,
-    run_headless,
-)
-from pytest_agent_eval.harness.drivers.tmux import TmuxOptions, run_tmux
-from pytest_agent_eval.harness.failures import FailureMemo
-from pytest_agent_eval.metrics.figures import figures_of
-from pytest_agent_eval.report import gates
-from pytest_agent_eval.report.blocks import render_scorecard
-from pytest_agent_eval.session import EvalSession, new_record
-from pytest_agent_eval.tool import RetrievalTool
+
+# The harness, scoring and reports load when an item first needs them: a suite that runs no agent item (most
+# suites this plugin is installed next to) must not pay for importing them.
+if TYPE_CHECKING:
+    from pytest_agent_eval.campaign.record import ItemRecord
+    from pytest_agent_eval.campaign.store import Campaign
+    from pytest_agent_eval.harness.drivers.headless import RunRecord
+    from pytest_agent_eval.harness.failures import FailureMemo
+    from pytest_agent_eval.report import gates
+    from pytest_agent_eval.session import EvalSession
+    from pytest_agent_eval.tool import RetrievalTool
 
 CONFIG_KEY = pytest.StashKey[AgentEvalConfig]()
-SESSION_KEY = pytest.StashKey[EvalSession]()
-RECORD_KEY = pytest.StashKey[ItemRecord]()
-FAILURES_KEY = pytest.StashKey[FailureMemo]()  # this session's provisioning failures, shared with xdist workers
+SESSION_KEY = pytest.StashKey["EvalSession"]()
+RECORD_KEY = pytest.StashKey["ItemRecord"]()
+FAILURES_KEY = pytest.StashKey["FailureMemo"]()  # this session's provisioning failures, shared with xdist workers
 ITEM_ID_KEY = pytest.StashKey[str]()
 
 T = TypeVar("T")
@@ -92,8 +86,20 @@ class AgentResult:
     blocks: str
 
 
+def eval_session(config: pytest.Config) -> EvalSession:
+    """This pytest session's :class:`~pytest_agent_eval.session.EvalSession`, made when first needed."""
+    if SESSION_KEY not in config.stash:
+        from pytest_agent_eval.session import EvalSession
+
+        session = config.stash[SESSION_KEY] = EvalSession(config.stash[CONFIG_KEY])
+        session.invoked_with(config.args, config.option.keyword, config.option.markexpr)  # for the manifest
+    return config.stash[SESSION_KEY]
+
+
 def record_of(node: pytest.Item) -> ItemRecord:
     """The item's record, made on first use; the fixtures fill it in, the plugin finishes and ships it."""
+    from pytest_agent_eval.session import new_record
+
     if RECORD_KEY not in node.stash:
         case = node.callspec.params["agent_case"]  # type: ignore[attr-defined]
         node.stash[RECORD_KEY] = new_record(case, item_id(node, case), node.nodeid, node.config.stash[CONFIG_KEY])
@@ -173,13 +179,13 @@ def agent_case(request: pytest.FixtureRequest) -> EvalCase:
 @pytest.fixture(scope="session")
 def agent_campaign(request: pytest.FixtureRequest) -> Campaign:
     """The campaign folder this session writes: new, or the one --agent-eval-resume names."""
-    return request.config.stash[SESSION_KEY].item_campaign()
+    return eval_session(request.config).item_campaign()
 
 
 @pytest.fixture(scope="session")
 def agent_resumed(request: pytest.FixtureRequest, agent_campaign: Campaign) -> dict[str, ItemRecord]:
     """With --agent-eval-resume: the records of the items the campaign completed, by id (else empty)."""
-    return request.config.stash[SESSION_KEY].resumed()
+    return eval_session(request.config).resumed()
 
 
 @pytest.fixture(scope="session")
@@ -367,7 +373,7 @@ def agent_replay_source(request: pytest.FixtureRequest, tmp_path_factory: pytest
     """With --agent-eval-replay: the baseline's records and transcripts, unpacked once per worker."""
     from pytest_agent_eval.campaign import baseline
 
-    path = request.config.stash[SESSION_KEY].replay_path
+    path = eval_session(request.config).replay_path
     if path is None:
         return None
     folder = tmp_path_factory.mktemp("replay")
@@ -376,7 +382,8 @@ def agent_replay_source(request: pytest.FixtureRequest, tmp_path_factory: pytest
 
 def _model_scope(fixture_name: str, config: pytest.Config) -> str:
     """A replay serves each item its own recording; every other backend serves all items of a worker."""
-    return "function" if config.stash[SESSION_KEY].replay_path is not None else "session"
+    # Read from the settings, not the session: pytest asks when it registers the fixture, in every suite.
+    return "function" if config.stash[CONFIG_KEY].replay is not None else "session"
 
 
 @pytest.fixture(scope=_model_scope)
@@ -395,7 +402,7 @@ def agent_model_server(request: pytest.FixtureRequest, agent_eval_config: AgentE
             lambda: baseline.recording(source, record.id, record.entry, record.arm, record.run),
         )
         backend = CassetteBackend(segments)
-        replayed = str(request.config.stash[SESSION_KEY].replay_path)
+        replayed = str(eval_session(request.config).replay_path)
         server = serve(backend)
         try:
             yield ModelEndpoint("cassette", backend.describe(), server.url, replay=replayed)
@@ -466,6 +473,7 @@ def agent_block_proven(
 ) -> None:
     """Once per worker: a probe session through Claude Code itself, in the sandbox, whose Bash call of the tool
     must come back denied by the hook (see :mod:`pytest_agent_eval.harness.probe`); the item errors if not."""
+    from pytest_agent_eval.harness.drivers.headless import HeadlessOptions
     from pytest_agent_eval.harness.probe import prove_block
 
     options = HeadlessOptions(
@@ -504,6 +512,14 @@ def agent_run(
     An infrastructure error (no result event, an API error in the transcript) is retried up to
     ``--agent-eval-retries`` times, each failed attempt moved to ``attempt-<k>/`` first.
     """
+    from pytest_agent_eval.harness.drivers.headless import (
+        STALL_S_REAL_API,
+        STALL_S_STAND_IN,
+        HeadlessOptions,
+        TurnError,
+        run_headless,
+    )
+    from pytest_agent_eval.harness.drivers.tmux import TmuxOptions, run_tmux
     from pytest_agent_eval.transcript import Session
 
     cfg = agent_eval_config
@@ -573,11 +589,16 @@ def agent_result(
 
     An item a resumed campaign completed is re-scored from its saved segments instead of being run.
     """
+    from pytest_agent_eval.metrics.figures import figures_of
+    from pytest_agent_eval.report import gates
+    from pytest_agent_eval.report.blocks import render_scorecard
     from pytest_agent_eval.score import score as score_of
     from pytest_agent_eval.transcript import Session
 
     record = record_of(request.node)
     done = agent_resumed.get(record.id)
+    if done is not None and done.nodeid not in (None, record.nodeid):
+        done = None  # the same id from another test (test_a.express-with-1 vs test_b's): not this item's run
     if done is not None:
         agent_run = _step("reading the resumed item", lambda: _resumed_run(agent_campaign, done))
         keep = (
@@ -609,6 +630,8 @@ def agent_result(
 
 def _resumed_run(campaign: Campaign, done: ItemRecord) -> RunRecord:
     """The driver's record of a completed item, rebuilt from what the campaign saved."""
+    from pytest_agent_eval.harness.drivers.headless import RunRecord
+
     driver = done.driver or {}
     return RunRecord(
         label=str(driver.get("label") or done.id),
@@ -627,6 +650,8 @@ def _resumed_run(campaign: Campaign, done: ItemRecord) -> RunRecord:
 @pytest.fixture(scope="session")
 def agent_thresholds(agent_eval_config: AgentEvalConfig) -> gates.Thresholds:
     """Thresholds from ``agent-eval.yaml`` (validated when the session started)."""
+    from pytest_agent_eval.report import gates
+
     return gates.load_thresholds(agent_eval_config.thresholds_file)
 
 
@@ -635,6 +660,7 @@ def agent_gate(
     request: pytest.FixtureRequest, agent_thresholds: gates.Thresholds, agent_tool: RetrievalTool
 ) -> Callable[[AgentResult], None]:
     """``agent_gate(result)`` FAILS the item on contamination or a threshold, naming each gate."""
+    from pytest_agent_eval.report import gates
 
     def check(result: AgentResult) -> None:
         case = result.case

@@ -13,8 +13,11 @@ harness work lives in :mod:`pytest_agent_eval.fixtures`, the settings in :mod:`p
 from __future__ import annotations
 
 import contextlib
+import os
 import sys
+import threading
 import uuid
+import warnings
 from collections import Counter
 from pathlib import Path
 from typing import Any
@@ -23,23 +26,34 @@ import pytest
 
 from pytest_agent_eval import fixtures
 from pytest_agent_eval.campaign.selection import Restored, ResumeError, restore
-from pytest_agent_eval.campaign.store import MANIFEST, Campaign, StoreError
 from pytest_agent_eval.cases import EvalCase, SelectionError, cases_for, select_entries
-from pytest_agent_eval.config import OPTIONS, THRESHOLDS_INI, AgentEvalConfig, OptionError, for_test, resolve
+from pytest_agent_eval.config import (
+    OPTIONS,
+    PACKAGED,
+    THRESHOLDS_INI,
+    AgentEvalConfig,
+    OptionError,
+    for_test,
+    resolve,
+)
 from pytest_agent_eval.corpus import CorpusEntry, CorpusError, load_corpus
-from pytest_agent_eval.fixtures import CONFIG_KEY, FAILURES_KEY, ITEM_ID_KEY, SESSION_KEY, record_of
+from pytest_agent_eval.fixtures import CONFIG_KEY, FAILURES_KEY, ITEM_ID_KEY, SESSION_KEY, eval_session, record_of
 from pytest_agent_eval.harness.drivers import AgentInfraError
-from pytest_agent_eval.harness.drivers.headless import stall_note
 from pytest_agent_eval.harness.failures import FailureMemo
 from pytest_agent_eval.harness.progress import listen
-from pytest_agent_eval.report import gates
-from pytest_agent_eval.resume_command import resume_command
-from pytest_agent_eval.session import EvalSession, SessionError
+from pytest_agent_eval.keywords import ARM_WORD, KeywordSyntaxError, arm_keyword_matcher, keyword_match
+
+# Only what the hooks need to decide is imported here; the session, the reports and the harness load when an
+# agent item exists (bench/load_bench.py measures what the plugin adds to a suite without one).
 
 CORPUS_KEY = pytest.StashKey[Any]()
 SETUP_S_KEY = pytest.StashKey[float]()
+SETUP_MARGIN_S = 900.0  # installs, the clone and the index, on top of the agent's own limit
+TIMER_KEY = pytest.StashKey[threading.Timer]()
+OPTED_OUT_KEY = pytest.StashKey[int]()  # agent items deselected because nobody asked for them
 INTERRUPTED_KEY = pytest.StashKey[bool]()
 RESTORED_KEY = pytest.StashKey[Any]()
+OPT_IN_HINT = "name their file or folder (pytest evals/) or pass --agent-eval to run them"
 MARKER = (
     "agent_eval(entries=None, arms=None, runs=None, turns=None): an agent evaluation (a test using the agent "
     "fixtures), parametrized over corpus entry × arm × run; the arguments narrow the entries and override "
@@ -58,12 +72,34 @@ def pytest_addoption(parser: pytest.Parser) -> None:
             group.addoption(*names, action="store_true", default=None, dest=dest, help=text)
         else:
             group.addoption(*names, default=None, dest=dest, metavar=option.metavar, help=text)
-        parser.addini(option.ini, f"{option.help} [ini for {option.flag}]", default="")
+        if option.is_flag:
+            parser.addini(option.ini, f"{option.help} [ini for {option.flag}]", type="bool", default=False)
+        else:
+            parser.addini(option.ini, f"{option.help} [ini for {option.flag}]", default="")
     parser.addini(THRESHOLDS_INI, "thresholds file, relative to rootdir (default agent-eval.yaml)", default="")
+    # Which items run, not how: in the spirit of pytest-benchmark's --benchmark-skip / --benchmark-only.
+    group.addoption(
+        "--agent-eval",
+        action="store_true",
+        dest="agent_eval_run",
+        help="run the agent evaluations wherever they are collected (by default they run only when their file "
+        "or a folder holding it is named on the command line: they run agents, which costs money with a real key)",
+    )
+    group.addoption(
+        "--agent-eval-skip", action="store_true", dest="agent_eval_skip", help="never run agent evaluations"
+    )
+    group.addoption(
+        "--agent-eval-only",
+        action="store_true",
+        dest="agent_eval_only",
+        help="run only the agent evaluations (implies --agent-eval)",
+    )
 
 
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER)
+    if config.getoption("agent_eval_skip") and config.getoption("agent_eval_only"):
+        raise pytest.UsageError("--agent-eval-skip and --agent-eval-only exclude each other")
     config.pluginmanager.register(fixtures, "agent_eval_fixtures")  # the fixtures users and evals/ touch
     worker_input = getattr(config, "workerinput", None)
     try:
@@ -76,40 +112,51 @@ def pytest_configure(config: pytest.Config) -> None:
         if restored is not None:
             _apply(config, restored)
             cfg = _resolve(config)
-        gates.load_thresholds(cfg.thresholds_file)  # a bad thresholds file is a usage error, before anything runs
-    except (OptionError, gates.ThresholdError, ResumeError) as exc:
+    except (OptionError, ResumeError) as exc:
         raise pytest.UsageError(str(exc)) from None
-    session = EvalSession(cfg)
-    session.invoked_with(config.args, config.option.keyword, config.option.markexpr)
-    session.keep_only = set(restored.selected) if restored is not None and restored.selected is not None else None
+    if cfg.thresholds_file is not None and cfg.thresholds_file != PACKAGED / "agent-eval.yaml":
+        from pytest_agent_eval.report import gates  # the project's own file: a mistake is a usage error, now
+
+        try:
+            gates.load_thresholds(cfg.thresholds_file)
+        except gates.ThresholdError as exc:
+            raise pytest.UsageError(str(exc)) from None
     config.stash[CONFIG_KEY] = cfg
-    config.stash[SESSION_KEY] = session
     config.stash[RESTORED_KEY] = restored
+    if restored is not None and restored.selected is not None:
+        eval_session(config).keep_only = set(restored.selected)  # a resumed campaign runs what it selected
     if worker_input is not None:  # an xdist worker writes into the campaign its controller made
-        session.join(worker_input.get("agent_eval_campaign") or None, worker_input.get("agent_eval_replay") or None)
+        campaign, replay = worker_input.get("agent_eval_campaign"), worker_input.get("agent_eval_replay")
+        if campaign or replay:
+            eval_session(config).join(campaign or None, replay or None)
         config.stash[FAILURES_KEY] = FailureMemo(cfg.cache, worker_input.get("agent_eval_session") or uuid.uuid4().hex)
         return
     failures = config.stash[FAILURES_KEY] = FailureMemo(cfg.cache, uuid.uuid4().hex[:12])
     config.add_cleanup(failures.clear)
-    try:
-        session.claim()
-    except SessionError as exc:
-        raise pytest.UsageError(str(exc)) from None
-    config.add_cleanup(session.close)
-    config.pluginmanager.register(Reporter(session), "agent_eval_reporter")
+    if cfg.resume is not None or cfg.compare is not None or cfg.replay is not None:
+        from pytest_agent_eval.session import SessionError
+
+        try:
+            eval_session(config).claim()
+        except SessionError as exc:
+            raise pytest.UsageError(str(exc)) from None
+    config.add_cleanup(lambda: config.stash[SESSION_KEY].close() if SESSION_KEY in config.stash else None)
+    config.pluginmanager.register(Reporter(config), "agent_eval_reporter")
     # Installs and index builds announce themselves; under xdist they run on workers, whose output
     # pytest does not show, and the builds are still listed in <cache>/builds.log.
     config.add_cleanup(listen(lambda text: _show_progress(config, text)))
 
 
 def _resolve(config: pytest.Config) -> AgentEvalConfig:
-    return resolve(lambda attr: config.getoption(f"agent_eval_{attr}"), lambda key: config.getini(key), config.rootpath)
+    return resolve(lambda attr: config.getoption(f"agent_eval_{attr}"), lambda key: _ini(config, key), config.rootpath)
 
 
 def _restored(config: pytest.Config, cfg: AgentEvalConfig) -> Restored | None:
     """With --agent-eval-resume: the campaign's selection and settings (a flag contradicting them: ResumeError)."""
     if cfg.resume is None:
         return None
+    from pytest_agent_eval.campaign.store import Campaign, StoreError
+
     try:
         manifest = Campaign.open(cfg.resume).manifest
     except StoreError as exc:
@@ -127,6 +174,14 @@ def _apply(config: pytest.Config, restored: Restored) -> None:
     config.option.markexpr = restored.markexpr
 
 
+def _ini(config: pytest.Config, key: str) -> Any:
+    try:
+        return config.getini(key)
+    except (ValueError, pytest.UsageError):  # a bool key pytest cannot read ("maybe"): name the key
+        raw = config.inicfg.get(key)
+        raise OptionError(f"ini {key}: expected true or false, got {getattr(raw, 'value', raw)!r}") from None
+
+
 def _show_progress(config: pytest.Config, text: str) -> None:
     terminal = config.pluginmanager.get_plugin("terminalreporter")
     capture = config.pluginmanager.get_plugin("capturemanager")
@@ -138,6 +193,25 @@ def _show_progress(config: pytest.Config, text: str) -> None:
         terminal.write_line(f"agent-eval: {text}")
 
 
+def pytest_report_header(config: pytest.Config) -> list[str]:
+    """What an evaluation in this session would run against: the model (and why ``auto`` chose it), the arms,
+    the corpus and where campaigns go."""
+    cfg = config.stash[CONFIG_KEY]
+    backend = cfg.backend
+    if backend == "auto":
+        key = os.environ.get("ANTHROPIC_API_KEY")
+        if not key:
+            backend = "auto → scripted stand-in model (no ANTHROPIC_API_KEY)"
+        else:
+            from pytest_agent_eval.model.anthropic import is_real_key
+
+            real = is_real_key(key)
+            backend = "auto → the real API (ANTHROPIC_API_KEY)" if real else "auto → scripted (not a real key)"
+    arms = ",".join(arm.label for arm in cfg.arms)
+    out = cfg.campaign_dir or cfg.out
+    return [f"agent-eval: backend {backend}; arms {arms}; corpus {cfg.corpus}; campaigns in {out}"]
+
+
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
     """xdist controller → worker: share the campaign folder, so every item lands in it, and a resumed
@@ -146,7 +220,8 @@ def pytest_configure_node(node: Any) -> None:
     node.workerinput["agent_eval_campaign"] = str(folder) if folder is not None else ""
     restored = node.config.stash[RESTORED_KEY]
     node.workerinput["agent_eval_restored"] = restored.to_dict() if restored is not None else None
-    replay = node.config.stash[SESSION_KEY].replay_path
+    session = node.config.stash.get(SESSION_KEY, None)
+    replay = session.replay_path if session is not None else None
     node.workerinput["agent_eval_replay"] = str(replay) if replay is not None else ""
     node.workerinput["agent_eval_session"] = node.config.stash[FAILURES_KEY].session_id  # one failure memo
 
@@ -167,10 +242,15 @@ def _corpus(config: pytest.Config) -> list[CorpusEntry]:
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    marker = metafunc.definition.get_closest_marker("agent_eval")
     if "agent_case" not in metafunc.fixturenames:
+        if marker is not None:
+            raise pytest.Collector.CollectError(
+                f"{metafunc.definition.nodeid}: @pytest.mark.agent_eval on a test that uses none of the agent "
+                "fixtures: request agent_result (the scored run), and agent_gate to apply the gates"
+            )
         return
     cfg = metafunc.config.stash[CONFIG_KEY]
-    marker = metafunc.definition.get_closest_marker("agent_eval")
     try:
         test = for_test(cfg, marker.args, marker.kwargs) if marker is not None else for_test(cfg)
     except OptionError as exc:
@@ -181,23 +261,100 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
         where = f"{metafunc.definition.nodeid}: @pytest.mark.agent_eval: " if test.entries is not None else ""
         raise pytest.Collector.CollectError(f"{where}{exc}") from None
     cases = cases_for(entries, test.arms, test.runs, test.turns, cfg.drivers)
-    metafunc.parametrize("agent_case", [pytest.param(case, id=case.id, marks=pytest.mark.agent_eval) for case in cases])
+    metafunc.parametrize("agent_case", [pytest.param(case, id=case.id, marks=_marks(cfg, case)) for case in cases])
 
 
-@pytest.hookimpl(trylast=True)
+def _marks(cfg: AgentEvalConfig, case: EvalCase) -> list[pytest.MarkDecorator]:
+    """Every item: the marker itself; an xdist group per (repository, tool build), so ``--dist loadgroup`` keeps
+    one worker's clone and index; and a pytest-timeout limit from its own agent limit, so a project-wide
+    ``timeout =`` does not kill it mid-run."""
+    limit = cfg.agent_timeout * len(case.questions) * (1 + cfg.retries) + SETUP_MARGIN_S
+    return [
+        pytest.mark.agent_eval,
+        pytest.mark.xdist_group(name=f"{case.entry.name}@{cfg.tool_spec(case.arm)}"),
+        pytest.mark.timeout(limit),
+    ]
+
+
+@pytest.hookimpl(trylast=True)  # after pytest's own -k/-m deselection
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Campaign item ids are the case ids; two selected tests with the same case are told apart by name.
+    _arms_by_name(config, items)
+    _opt_in(config, items)
+    _name_items(config, items)
 
-    Runs after ``-k``/``-m`` deselected; then a resumed campaign's selection and ``--agent-eval-shard`` narrow the
-    agent items (the session decides), and the rest are deselected as ``-k`` would."""
+
+def _arms_by_name(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """``-k with`` / ``-k without`` select one arm each: pytest matches substrings, and "with" is one of
+    "without", so the expression is evaluated again for agent items with those two words naming the arm."""
+    expression = config.getoption("keyword")
+    if not expression or not ARM_WORD.search(expression):
+        return
+    keep, dropped = [], []
+    for item in items:
+        case = _case_of(item)
+        try:
+            wanted = case is None or keyword_match(expression, arm_keyword_matcher(item, case.arm.name))
+        except KeywordSyntaxError:
+            return  # a form this reader does not know: pytest's own selection stands
+        (keep if wanted else dropped).append(item)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
+
+
+def _opt_in(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Evals are opt-in: an agent item runs when its path is named (or --agent-eval); the rest are deselected."""
+    run_all = config.getoption("agent_eval_run") or config.getoption("agent_eval_only")
+    named = _named_paths(config)
+    keep, dropped = [], []
+    for item in items:
+        if _case_of(item) is None:
+            wanted = not config.getoption("agent_eval_only")
+        elif config.getoption("agent_eval_skip"):
+            wanted = False
+        else:
+            wanted = run_all or _is_named(item, named, config)
+        (keep if wanted else dropped).append(item)
+    config.stash[OPTED_OUT_KEY] = sum(1 for item in dropped if _case_of(item) is not None)
+    if dropped:
+        config.hook.pytest_deselected(items=dropped)
+        items[:] = keep
+
+
+def _named_paths(config: pytest.Config) -> list[str]:
+    """The paths (and --pyargs modules) the command line names; none when pytest chose them (testpaths, cwd)."""
+    if config.args_source != pytest.Config.ArgsSource.ARGS:
+        return []
+    return [arg.split("::")[0] for arg in config.args]
+
+
+def _is_named(item: pytest.Item, named: list[str], config: pytest.Config) -> bool:
+    """The item's file, a folder holding it, or (with --pyargs) its module or package is named."""
+    here = config.invocation_params.dir
+    item_paths = {Path(os.path.abspath(item.path)), item.path.resolve()}  # evals/test_ab.py may be a symlink
+    module = getattr(getattr(item, "module", None), "__name__", "")
+    for arg in named:
+        if config.option.pyargs and (module == arg or module.startswith(arg + ".")):
+            return True
+        arg_paths = {Path(os.path.abspath(here / arg)), (here / arg).resolve()}
+        if any(a == p or a in p.parents for a in arg_paths for p in item_paths):
+            return True
+    return False
+
+
+def _name_items(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Campaign item ids are the case ids; two selected tests with the same case are told apart by name. Then
+    a resumed campaign's selection and ``--agent-eval-shard`` narrow the agent items (the session decides)."""
     cases = {item: _case_of(item) for item in items}
     counts = Counter(case.id for case in cases.values() if case is not None)
     for item, case in cases.items():
         if case is not None:
             name = getattr(item, "originalname", item.name)
             item.stash[ITEM_ID_KEY] = case.id if counts[case.id] == 1 else f"{name}.{case.id}"
-    session = config.stash[SESSION_KEY]
     agent_items = [(item.stash[ITEM_ID_KEY], case) for item, case in cases.items() if case is not None]
+    if not agent_items:
+        return
+    session = eval_session(config)
     keep = session.select(agent_items)
     dropped = [item for item, case in cases.items() if case is not None and item.stash[ITEM_ID_KEY] not in keep]
     if dropped:
@@ -211,6 +368,41 @@ def _case_of(item: pytest.Item) -> EvalCase | None:
     callspec = getattr(item, "callspec", None)
     case = callspec.params.get("agent_case") if callspec is not None else None
     return case if isinstance(case, EvalCase) else None
+
+
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """An xdist worker tells its controller how many agent items it left out (each worker collects them all)."""
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        output["agent_eval_opted_out"] = session.config.stash.get(OPTED_OUT_KEY, 0)
+
+
+# -- pytest-timeout --------------------------------------------------------------------------------------------
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_timeout_set_timer(item: pytest.Item, settings: Any) -> bool | None:
+    """Under ``--timeout-method thread`` pytest-timeout would end the whole process, losing the record: for an
+    agent item the limit instead ends the agent's processes, so the run fails as a timed-out run and is kept."""
+    if _case_of(item) is None or settings.method != "thread" or not settings.timeout:
+        return None
+
+    from pytest_agent_eval.harness.process import stop_all_groups
+
+    timer = threading.Timer(settings.timeout, stop_all_groups)
+    timer.name = f"agent-eval timeout {item.nodeid}"
+    timer.daemon = True
+    timer.start()
+    item.stash[TIMER_KEY] = timer
+    return True
+
+
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_timeout_cancel_timer(item: pytest.Item) -> bool | None:
+    timer = item.stash.get(TIMER_KEY, None)
+    if timer is None:
+        return None
+    timer.cancel()
+    del item.stash[TIMER_KEY]
+    return True
 
 
 # -- interrupts ------------------------------------------------------------------------------------------------
@@ -265,7 +457,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
     if report.when == "setup":
         item.stash[SETUP_S_KEY] = report.duration
     if report.when == "call" or (report.when == "setup" and not report.passed):
-        report.agent_eval = item.config.stash[SESSION_KEY].finish_item(
+        report.agent_eval = eval_session(item.config).finish_item(
             record,
             outcome="error" if report.when == "setup" and report.failed else report.outcome,
             error=str(call.excinfo.value) if call.excinfo is not None else None,
@@ -279,6 +471,8 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -
     data = getattr(report, "agent_eval", None)
     if report.when != "call" or not isinstance(data, dict) or not data.get("stalled"):
         return None
+    from pytest_agent_eval.harness.drivers.headless import stall_note
+
     letter = {"passed": ".", "failed": "F"}.get(report.outcome, "s")
     return (
         report.outcome,
@@ -288,50 +482,92 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -
 
 
 class Reporter:
-    """Controller-side hooks: each hands the session what it needs."""
+    """Controller-side hooks: each hands the session what it needs; without an agent item there is none."""
 
-    def __init__(self, session: EvalSession) -> None:
-        self.session = session
+    def __init__(self, config: pytest.Config) -> None:
+        self.config = config
+        self.opted_out_on_workers = 0
+        self.pytest_session: pytest.Session | None = None
         self.interrupted = False
+
+    @property
+    def session(self) -> Any:
+        return self.config.stash.get(SESSION_KEY, None)
+
+    @pytest.hookimpl(optionalhook=True)
+    def pytest_testnodedown(self, node: Any, error: Any) -> None:
+        output = getattr(node, "workeroutput", None) or {}
+        self.opted_out_on_workers = max(self.opted_out_on_workers, output.get("agent_eval_opted_out", 0))
+        if output.get("agent_eval_selection"):
+            eval_session(self.config).note_selection(output["agent_eval_selection"])
 
     def pytest_keyboard_interrupt(self, excinfo: Any) -> None:
         self.interrupted = True  # a Ctrl-C anywhere, or the stop an interrupted agent item asked for
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
+        self.pytest_session = session
         # Without xdist the first item makes the campaign (a session with no agent item makes none). Under xdist
         # the controller makes it before xdist starts its workers (its hook is trylast), to hand them the path.
         if session.config.pluginmanager.has_plugin("dsession"):
-            self.session.start_early()
-
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        self.session.note_selection(getattr(node, "workeroutput", {}).get("agent_eval_selection"))
+            eval_session(self.config).start_early()
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        self.session.collect(report.nodeid, getattr(report, "agent_eval", None))
+        data = getattr(report, "agent_eval", None)
+        if data is not None:
+            eval_session(self.config).collect(report.nodeid, data)
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        if self.session.finish() and session.exitstatus == pytest.ExitCode.OK:
+        if self.session is not None and self.session.finish() and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(self, terminalreporter: Any, config: pytest.Config) -> None:
-        lines = self.session.terminal_lines(verbose=config.getoption("verbose") > 0)
+        opted_out = max(config.stash.get(OPTED_OUT_KEY, 0), self.opted_out_on_workers)
+        if opted_out and config.getoption("verbose") > -2:
+            terminalreporter.write_line(f"agent-eval: {opted_out} agent evaluation item(s) deselected: {OPT_IN_HINT}")
+        verbosity = config.getoption("verbose")
+        lines = self.session.terminal_lines(verbose=verbosity > 0) if self.session else []
+        if verbosity <= -2:  # -qq: the verdict lines, not the tables
+            lines = [line for line in lines if line.text.startswith("agent-eval:")]
         if lines:
             terminalreporter.write_sep("=", "agent-eval")
         for line in lines:
-            terminalreporter.write_line(line.text, **line.markup)
-        for record in self.session.ordered():
+            if line.warning and _warn_raised(line.text):
+                terminalreporter.write_line(f"{line.text} (an error by -W)", red=True)
+                if self.pytest_session is not None and self.pytest_session.exitstatus == pytest.ExitCode.OK:
+                    self.pytest_session.exitstatus = pytest.ExitCode.TESTS_FAILED
+            elif not line.warning:
+                terminalreporter.write_line(line.text, **line.markup)
+        for record in self.session.ordered() if self.session else []:
             if record.stalled:
+                from pytest_agent_eval.harness.drivers.headless import stall_note
+
                 note = stall_note(record.driver or {})
                 terminalreporter.write_line(f"agent-eval: {record.id} {note}; its time is no measurement", yellow=True)
         self.say_how_to_resume(terminalreporter, config)  # last: the line to copy after an interrupt
 
     def say_how_to_resume(self, terminalreporter: Any, config: pytest.Config) -> None:
-        folder = self.session.cfg.campaign_dir
-        if not self.interrupted or folder is None or not (Path(folder) / MANIFEST).exists():
+        folder = self.config.stash[CONFIG_KEY].campaign_dir
+        if not self.interrupted or folder is None:
+            return
+        from pytest_agent_eval.campaign.store import MANIFEST
+        from pytest_agent_eval.resume_command import resume_command
+
+        if not (Path(folder) / MANIFEST).exists():
             return
         program = sys.argv[0] if sys.argv else "pytest"
         command = resume_command(program, config.invocation_params.args, Path(folder).resolve())
         terminalreporter.write_line(f"agent-eval: interrupted — resume with: {command}", yellow=True, bold=True)
+
+
+def _warn_raised(text: str) -> bool:
+    """Issue a pytest warning of the plugin's class (listed in the warnings summary); True when ``-W error`` made
+    it an exception, which the caller turns into a failed session rather than an internal error."""
+    from pytest_agent_eval.warnings import AgentEvalWarning
+
+    try:
+        warnings.warn(AgentEvalWarning(text), stacklevel=2)
+    except AgentEvalWarning:
+        return True
+    return False

@@ -19,7 +19,15 @@ from pytest_agent_eval.campaign import baseline
 from pytest_agent_eval.campaign.manifest import campaign_config, finish_manifest, update_manifest
 from pytest_agent_eval.campaign.record import ItemRecord
 from pytest_agent_eval.campaign.selection import corpus_hash
-from pytest_agent_eval.campaign.store import MANIFEST, Campaign, StoreError, config_hash, load_records, write_atomic
+from pytest_agent_eval.campaign.store import (
+    MANIFEST,
+    Campaign,
+    StoreError,
+    campaign_name,
+    config_hash,
+    load_records,
+    write_atomic,
+)
 from pytest_agent_eval.cases import EvalCase, select_campaign
 from pytest_agent_eval.config import AgentEvalConfig
 from pytest_agent_eval.corpus import CorpusEntry, CorpusError, load_corpus
@@ -43,6 +51,7 @@ class Line:
 
     text: str
     markup: dict[str, bool] = field(default_factory=dict)
+    warning: bool = False  # the plugin issues it as an AgentEvalWarning (so -W and filterwarnings apply)
 
 
 class EvalSession:
@@ -56,7 +65,6 @@ class EvalSession:
         self.saved_baseline: Path | None = None
         self.written: list[Path] = []
         self.problems: list[str] = []  # records of a resumed campaign or a baseline that could not be read
-        self._made_early: Path | None = None
         self._resumed: dict[str, ItemRecord] | None = None
         self._held = contextlib.ExitStack()
         # What the session selected, for the manifest (see campaign/selection.py); "selected" once collected.
@@ -131,26 +139,37 @@ class EvalSession:
             self.replay_path = Path(replay_dir)
 
     def start_early(self) -> None:
-        """Under xdist the controller makes the campaign before the workers start, to hand them its path."""
+        """Under xdist the controller names the campaign before the workers start, to hand them its path; the
+        first item that runs makes it, so a session that runs no agent item leaves nothing on disk."""
         if self.cfg.campaign_dir is None:
-            self._made_early = self.start().path
+            assert self.cfg.out is not None
+            self.cfg.campaign_dir = self.cfg.out / campaign_name(config_hash(self._campaign_config()))
 
     def start(self) -> Campaign:
         """A new campaign folder under ``--agent-eval-out``; its path goes into the config."""
+        assert self.cfg.out is not None
+        campaign = Campaign.create(self.cfg.out, self._campaign_config(), versions={}, extra=self._manifest_extra())
+        self.cfg.campaign_dir = campaign.path
+        return campaign
+
+    def _manifest_extra(self) -> dict[str, Any]:
+        """The manifest's keys outside the hashed config: the corpus hash, the selection and the shard."""
+        return {"corpus_hash": corpus_hash(self.cfg.corpus), **self.selection_record()}
+
+    def _campaign_config(self) -> dict[str, Any]:
         try:
             entries = select_campaign(load_corpus(self.cfg.corpus), self.cfg.campaign)
         except CorpusError:
             entries = []  # collection reports the corpus error; the manifest still says what was asked
-        assert self.cfg.out is not None
-        extra = {"corpus_hash": corpus_hash(self.cfg.corpus), **self.selection_record()}
-        campaign = Campaign.create(self.cfg.out, campaign_config(self.cfg, entries), versions={}, extra=extra)
-        self.cfg.campaign_dir = campaign.path
-        return campaign
+        return campaign_config(self.cfg, entries)
 
     def item_campaign(self) -> Campaign:
-        """The campaign this process's items write into: new (the first item without xdist), or the shared one."""
+        """The campaign this process's items write into: new (the first item without xdist), or the shared one
+        (made by whichever worker's item comes first)."""
         if self.cfg.campaign_dir is None:
             return self.start()
+        if not (self.cfg.campaign_dir / MANIFEST).is_file():
+            return Campaign.create_shared(self.cfg.campaign_dir, self._campaign_config(), self._manifest_extra())
         return Campaign.open(self.cfg.campaign_dir)
 
     def resumed(self) -> dict[str, ItemRecord]:
@@ -164,12 +183,8 @@ class EvalSession:
         return self._resumed
 
     def close(self) -> None:
-        """Release the resume lock; an early campaign no agent item wrote into is no campaign."""
+        """Release the resume lock."""
         self._held.close()
-        folder = self._made_early
-        if folder is not None and not self.records and [p.name for p in folder.iterdir()] == [MANIFEST]:
-            (folder / MANIFEST).unlink()
-            folder.rmdir()
 
     # -- records ---------------------------------------------------------------------------------------------
     def finish_item(
@@ -264,7 +279,9 @@ class EvalSession:
     def terminal_lines(self, verbose: bool = False) -> list[Line]:
         """The agent-eval section of the terminal summary."""
         if not self.records:
-            return [Line(f"agent-eval: warning: {problem}", {"yellow": True}) for problem in self.problems]
+            return [
+                Line(f"agent-eval: warning: {problem}", {"yellow": True}, warning=True) for problem in self.problems
+            ]
         cfg = self.cfg
         records = self.ordered()
         text = terminal_report(
@@ -281,11 +298,11 @@ class EvalSession:
             lines += self._gate_lines(self.gate)
         campaign = self.campaign
         problems = [*self.problems, *(campaign.problems if campaign is not None else [])]
-        lines += [Line(f"agent-eval: warning: {problem}", {"yellow": True}) for problem in problems]
+        lines += [Line(f"agent-eval: warning: {problem}", {"yellow": True}, warning=True) for problem in problems]
         if campaign is not None:
             drift = self.config_drift()
             if drift:
-                lines.append(Line(f"agent-eval: warning: {drift}", {"yellow": True}))
+                lines.append(Line(f"agent-eval: warning: {drift}", {"yellow": True}, warning=True))
             resumed = sum(1 for r in records if r.resumed)
             note = f" ({resumed} re-scored from the resumed campaign, not re-run)" if resumed else ""
             lines.append(Line(f"agent-eval: campaign {campaign.id}: {len(records)} run(s){note} in {campaign.path}"))

@@ -25,9 +25,9 @@ import time
 from pathlib import Path
 
 import pytest
+from conftest import RealTools
 from e2e_support import RUN_TIMEOUT, TAG_VAR, inner_env, run_pytest, summary
 
-from conftest import RealTools
 from pytest_agent_eval.harness.sandbox import DISABLE_VAR
 
 REPO = Path(__file__).resolve().parents[1]

@@ -18,8 +18,8 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-
 from conftest import RealTools
+
 from pytest_agent_eval.harness.drivers import agent_environment
 from pytest_agent_eval.metrics.explore import file_sections
 from pytest_agent_eval.metrics.occupancy import FAMILIES, occupancy

@@ -18,9 +18,9 @@ import shutil
 from pathlib import Path
 
 import pytest
+from conftest import RealTools
 from e2e_support import inner_env, leftovers, run_pytest, summary
 
-from conftest import RealTools
 from pytest_agent_eval.harness.drivers import STANDIN_API_KEY
 from pytest_agent_eval.harness.provision import (
     read_builds,

@@ -19,9 +19,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from conftest import RealTools
 from synth import Transcript, explore_response, tool_use
 
-from conftest import RealTools
 from pytest_agent_eval.harness.drivers import AgentInfraError, agent_environment
 from pytest_agent_eval.harness.drivers.headless import HeadlessOptions
 from pytest_agent_eval.harness.drivers.tmux import (

@@ -15,10 +15,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
+from conftest import RealTools
 from e2e_support import inner_env, leftovers, run_pytest, summary
 from tinygrep_tool import SERVER, TINYGREP
 
-from conftest import RealTools
 from pytest_agent_eval.config import AgentEvalConfig, OptionError, parse_tool
 from pytest_agent_eval.harness.drivers import warm_mcp_server
 from pytest_agent_eval.harness.index import indexed_copy

@@ -48,6 +48,22 @@ class StoreError(ValueError):
     """A campaign folder or records file that cannot be read; the message names it."""
 
 
+def campaign_name(digest: str) -> str:
+    """``<UTC time>-<6 hex>``: 3 of the config hash (equal configs sort together) and 3 random."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    return f"{stamp}-{digest[:3]}{secrets.token_hex(2)[:3]}"
+
+
+def make_out_dir(out_dir: Path) -> None:
+    """The folder of campaigns; made here, it carries a ``.gitignore`` of everything, as ``.pytest_cache`` does."""
+    if out_dir.is_dir():
+        return
+    out_dir.mkdir(parents=True, exist_ok=True)
+    ignore = out_dir / ".gitignore"
+    if not ignore.exists():
+        ignore.write_text("# Created by pytest-agent-eval automatically.\n*\n", encoding="utf-8")
+
+
 def config_hash(config: dict[str, Any]) -> str:
     """A stable digest of the configuration: campaigns run with equal configs share it."""
     canonical = json.dumps(config, sort_keys=True, separators=(",", ":"), default=str)
@@ -86,11 +102,10 @@ class Campaign:
         starting in the same second cannot both get one folder.
         """
         out_dir = Path(out_dir)
-        out_dir.mkdir(parents=True, exist_ok=True)
+        make_out_dir(out_dir)
         digest = config_hash(config)
         for _ in range(100):
-            stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-            path = out_dir / f"{stamp}-{digest[:3]}{secrets.token_hex(2)[:3]}"
+            path = out_dir / campaign_name(digest)
             try:
                 path.mkdir()
             except FileExistsError:
@@ -115,6 +130,23 @@ class Campaign:
             raise StoreError(f"{path}: exists and is not an empty folder; a campaign is never written over")
         path.mkdir(parents=True, exist_ok=True)
         return cls._begin(path, config, backend, versions, extra)
+
+    @classmethod
+    def create_shared(
+        cls, path: str | Path, config: dict[str, Any], extra: Mapping[str, Any] | None = None
+    ) -> Campaign:
+        """The campaign at a path chosen beforehand (an xdist controller names it, a worker's first item makes
+        it): whoever makes the folder writes the manifest, the others wait for it and open it."""
+        path = Path(path)
+        make_out_dir(path.parent)
+        try:
+            path.mkdir()
+        except FileExistsError:
+            deadline = time.monotonic() + 30
+            while not (path / MANIFEST).is_file() and time.monotonic() < deadline:
+                time.sleep(0.05)
+            return cls.open(path)
+        return cls._begin(path, config, None, {}, extra)
 
     @classmethod
     def _begin(

@@ -21,11 +21,13 @@ import signal
 import subprocess
 import sys
 import time
+import weakref
 from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
 KILL_WAIT_S = 3.0
+_started: weakref.WeakSet[subprocess.Popen] = weakref.WeakSet()  # the groups of this process, while referenced
 _PR_SET_PDEATHSIG = 1
 
 
@@ -51,9 +53,19 @@ def start_group(command: Sequence[str], *, cwd: Path | str, env: Mapping[str, st
     Extra keyword arguments (``stdin``, ``stdout``, ``stderr``) go to ``Popen``. The parent-death signal is
     bound to the thread that forks, so call this from a thread that lives as long as the process should.
     """
-    return subprocess.Popen(
+    process = subprocess.Popen(
         list(command), cwd=cwd, env=dict(env), start_new_session=True, preexec_fn=die_with_parent(), **popen
     )
+    _started.add(process)
+    return process
+
+
+def stop_all_groups() -> None:
+    """Stop every group started here that still runs: a limit that fires in another thread (pytest-timeout's
+    thread method) ends the agent this way, and the driver, seeing it die, reports the run as it does any."""
+    for process in list(_started):
+        if process.poll() is None:
+            stop_group(process)
 
 
 def stop_group(process: subprocess.Popen, wait_s: float = KILL_WAIT_S) -> None:

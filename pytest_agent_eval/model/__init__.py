@@ -9,13 +9,13 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from pytest_agent_eval.config import BACKENDS  # the option table names the backends
+
 from .anthropic import AnthropicBackend, is_real_key
 from .cassette import CassetteBackend
 from .scripted import ScriptedBackend
 from .server import Backend, Faults, Hit, Passthrough, RunningServer, serve
 from .sse import Reply
-
-BACKENDS = ("auto", "anthropic", "scripted", "cassette")
 
 
 def make_backend(name: str, **opts: Any) -> Backend:

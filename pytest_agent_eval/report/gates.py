@@ -30,8 +30,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-import yaml
-
 from pytest_agent_eval.cases import Arm
 from pytest_agent_eval.metrics.figures import FIGURES, lookup
 from pytest_agent_eval.report.format import show
@@ -88,6 +86,8 @@ def load_thresholds(path: Path | None) -> Thresholds:
     """Read ``agent-eval.yaml``; None or a missing default file means no thresholds."""
     if path is None:
         return Thresholds()
+    import yaml  # here, not at the top: the scorecard's blocks import this module, and yaml is slow to load
+
     try:
         data = yaml.safe_load(Path(path).read_text(encoding="utf-8"))
     except OSError as exc:

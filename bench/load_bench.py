@@ -1,0 +1,80 @@
+"""What the plugin costs a suite that runs no eval, and how fast ``agent-eval score`` starts.
+
+    python bench/load_bench.py [--runs N] [FILE]      # FILE: a transcript (default: the first in bench/data)
+
+Like hyperfine: N runs (CPU time) of each command in turn (so load from other processes weighs on both alike), then the
+medians and their difference or ratio. Goals (issue 10.5): the plugin adds at most 20 ms to a one-test suite
+(``pytest`` vs ``pytest -p no:agent_eval``), and ``agent-eval score FILE`` takes at most 1.5× a bare
+``python -c`` that decodes the same file.
+"""
+
+from __future__ import annotations
+
+import argparse
+import resource
+import statistics
+import subprocess
+import sys
+import tempfile
+from pathlib import Path
+
+DATA = Path(__file__).resolve().parent / "data" / "transcripts"
+PLUGIN_BUDGET_S = 0.020
+SCORE_RATIO = 1.5
+
+
+def timed(command: list[str], cwd: Path) -> float:
+    """The command's CPU time (user + system): on a machine shared with other work, wall time measures the
+    neighbours as much as the command."""
+    before = resource.getrusage(resource.RUSAGE_CHILDREN)
+    subprocess.run(command, cwd=cwd, check=True, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    after = resource.getrusage(resource.RUSAGE_CHILDREN)
+    return (after.ru_utime - before.ru_utime) + (after.ru_stime - before.ru_stime)
+
+
+def medians(commands: dict[str, list[str]], runs: int, cwd: Path) -> dict[str, float]:
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    for command in commands.values():  # warm-up: byte-code caches, the page cache
+        timed(command, cwd)
+    for _ in range(runs):
+        for name, command in commands.items():
+            times[name].append(timed(command, cwd))
+    return {name: statistics.median(values) for name, values in times.items()}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--runs", type=int, default=21)
+    parser.add_argument("file", nargs="?", type=Path, default=None)
+    args = parser.parse_args()
+    transcript = (args.file or sorted(DATA.rglob("*.jsonl"))[0]).resolve()
+    python = sys.executable
+    with tempfile.TemporaryDirectory() as folder:
+        suite = Path(folder)
+        (suite / "test_one.py").write_text("def test_one():\n    assert True\n")
+        pytest = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_one.py"]
+        plugin = medians({"without": [*pytest, "-p", "no:agent_eval"], "with": pytest}, args.runs, suite)
+    decode = f"import json\nfor line in open({str(transcript)!r}, encoding='utf-8'):\n    json.loads(line)"
+    score = medians(
+        {
+            "python -c": [python, "-c", decode],
+            "agent-eval score": [python, "-m", "pytest_agent_eval.cli", "score", str(transcript)],
+        },
+        args.runs,
+        Path.cwd(),
+    )
+    added = plugin["with"] - plugin["without"]
+    ratio = score["agent-eval score"] / score["python -c"]
+    print(
+        f"one-test suite, median of {args.runs}: -p no:agent_eval {plugin['without'] * 1000:.0f} ms, "
+        f"with the plugin {plugin['with'] * 1000:.0f} ms: +{added * 1000:.0f} ms (goal ≤ {PLUGIN_BUDGET_S * 1000:.0f})"
+    )
+    print(
+        f"{transcript.name}, median of {args.runs}: python -c decoding {score['python -c'] * 1000:.0f} ms, "
+        f"agent-eval score {score['agent-eval score'] * 1000:.0f} ms: {ratio:.2f}× (goal ≤ {SCORE_RATIO}×)"
+    )
+    return 0 if added <= PLUGIN_BUDGET_S and ratio <= SCORE_RATIO else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())
