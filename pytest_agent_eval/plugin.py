@@ -177,9 +177,8 @@ def _apply(config: pytest.Config, restored: Restored) -> None:
 def _ini(config: pytest.Config, key: str) -> Any:
     try:
         return config.getini(key)
-    except (ValueError, pytest.UsageError):  # a bool key pytest cannot read ("maybe"): name the key
-        raw = config.inicfg.get(key)
-        raise OptionError(f"ini {key}: expected true or false, got {getattr(raw, 'value', raw)!r}") from None
+    except (ValueError, pytest.UsageError) as exc:  # a bool key pytest cannot read ("maybe"): name the key
+        raise OptionError(f"ini {key}: expected true or false ({exc})") from None
 
 
 def _show_progress(config: pytest.Config, text: str) -> None:

@@ -160,8 +160,8 @@ STALL_CONFTEST = (
 
 @pytest.fixture(autouse=True)
 def quick_stall(monkeypatch):
-    import pytest_agent_eval.fixtures as fixtures
-    monkeypatch.setattr(fixtures, "STALL_S_STAND_IN", 0.5)
+    import pytest_agent_eval.harness.drivers.headless as headless  # the fixtures read it when an item runs
+    monkeypatch.setattr(headless, "STALL_S_STAND_IN", 0.5)
 """
 )
 
