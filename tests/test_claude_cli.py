@@ -20,8 +20,8 @@ from typing import Any
 import pytest
 from conftest import RealTools
 
+from pytest_agent_eval.explore_answer import file_sections
 from pytest_agent_eval.harness.drivers import agent_environment
-from pytest_agent_eval.metrics.explore import file_sections
 from pytest_agent_eval.metrics.occupancy import FAMILIES, occupancy
 from pytest_agent_eval.model import Faults, RunningServer, make_backend, serve
 from pytest_agent_eval.model.truth import resident_truth

@@ -19,7 +19,7 @@ import pytest
 from conftest import RealTools
 from e2e_support import inner_env, leftovers, run_pytest
 
-from pytest_agent_eval.metrics.explore import file_sections
+from pytest_agent_eval.explore_answer import file_sections
 from pytest_agent_eval.tool import CODEGRAPH
 from pytest_agent_eval.transcript import Session
 

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
 
-from pytest_agent_eval.metrics.explore import FileSection, file_references, file_sections, same_file
+from pytest_agent_eval.explore_answer import FileSection, file_references, file_sections, same_file
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
 from pytest_agent_eval.transcript import Session
 

@@ -25,7 +25,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from pytest_agent_eval.metrics.explore import mentioned_paths, returned_files, same_file
+from pytest_agent_eval.explore_answer import mentioned_paths, returned_files, same_file
 from pytest_agent_eval.metrics.file_access import bash_access
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
 from pytest_agent_eval.transcript import DELEGATION_TOOLS, MAIN, Message, Session, ToolCall

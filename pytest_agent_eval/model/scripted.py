@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any, ClassVar
 
-from ..metrics.explore import file_sections
+from ..explore_answer import file_sections
 from ..tool import CODEGRAPH
 from ..transcript import DELEGATION_TOOLS
 from .sse import Reply, tool_use

@@ -1,5 +1,8 @@
 """The shape of an explore response: its per-file sections and the files it only names.
 
+Shared knowledge of the tool's answer format, like :mod:`pytest_agent_eval.cli_invocation`: the metrics read
+answers with it, and the stand-in model reads them to decide its next call, so it belongs to neither.
+
 A file is *returned* when the response carries its section, which starts at a
 ``**`path`**`` header line; the last section ends where the trailing ``\\n> `` guidance
 begins. The header after the path lists ``name(kind)`` for the nodes shipped in that file.
