@@ -616,7 +616,9 @@ def agent_result(
     tool = request.getfixturevalue("agent_tool")
     card = score_of(session, tool)  # scored once: the figures and the printed blocks come from one card
     score = card.to_dict()
-    figures = figures_of(score, has_tool=agent_case.arm.has_tool, wall_s=sum(agent_run.wall_s), tool=tool)
+    figures = figures_of(
+        score, has_tool=agent_case.arm.has_tool, wall_s=sum(agent_run.wall_s), tool=tool, stalled=record.stalled
+    )
     if done is None:
         (agent_run.segments[0].parent / "score.json").write_text(json.dumps(score, indent=2) + "\n", encoding="utf-8")
     # Known even when the test never calls agent_gate: the campaign tables drop contaminated without-arms.

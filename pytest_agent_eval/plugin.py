@@ -470,7 +470,7 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -
     data = getattr(report, "agent_eval", None)
     if report.when != "call" or not isinstance(data, dict) or not data.get("stalled"):
         return None
-    from pytest_agent_eval.harness.drivers.headless import stall_note
+    from pytest_agent_eval.report.format import stall_note
 
     letter = {"passed": ".", "failed": "F"}.get(report.outcome, "s")
     return (
@@ -540,7 +540,7 @@ class Reporter:
                 terminalreporter.write_line(line.text, **line.markup)
         for record in self.session.ordered() if self.session else []:
             if record.stalled:
-                from pytest_agent_eval.harness.drivers.headless import stall_note
+                from pytest_agent_eval.report.format import stall_note
 
                 note = stall_note(record.driver or {})
                 terminalreporter.write_line(f"agent-eval: {record.id} {note}; its time is no measurement", yellow=True)

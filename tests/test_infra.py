@@ -183,6 +183,11 @@ def test_a_stalled_turn_is_in_the_record_and_on_the_items_line(pytester: pytest.
     assert records["express-without-1"]["stalled"] is True
     assert records["express-without-1"]["driver"]["stalled_turns"] == [1]
     assert records["express-with-1"]["stalled"] is False
+    # the stall's time is no duration in any table, and report.html says why
+    assert records["express-without-1"]["figures"]["duration_s"] is None
+    assert records["express-with-1"]["figures"]["duration_s"] is not None
+    html = (project.campaign() / "report.html").read_text()
+    assert "stalled: turn 1 silent" in html and "its time is no measurement" in html
 
 
 # -- provenance --------------------------------------------------------------------------------------------------

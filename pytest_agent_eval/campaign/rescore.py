@@ -122,7 +122,9 @@ def _scored(
         record.outcome, record.error, record.scores, record.figures = "error", str(exc), None, {}
         return record
     record.scores = score_session(session, tool, window)
-    record.figures = figures_of(record.scores, has_tool=Arm(record.arm).has_tool, wall_s=record.agent_s, tool=tool)
+    record.figures = figures_of(
+        record.scores, has_tool=Arm(record.arm).has_tool, wall_s=record.agent_s, tool=tool, stalled=record.stalled
+    )
     if session.infra_error:
         record.outcome, record.error = "error", session.infra_error
     elif not keep_outcome:

@@ -187,9 +187,11 @@ def figures_of(
     has_tool: bool,
     wall_s: float | None = None,
     tool: RetrievalTool = CODEGRAPH,
+    stalled: bool = False,
 ) -> dict[str, float | None]:
     """Every figure of one scored run (``scores`` as :meth:`Scorecard.to_dict` writes it); None where the run
-    has no value (allocation without an explore call)."""
+    has no value (allocation without an explore call). A run with a stalled turn has no duration: its time is
+    the stall's, and a table would read it as time saved or lost."""
     occ = scores.get("occupancy") or {}
     suf = scores.get("sufficiency") or {}
     alloc = scores.get("allocation") or {}
@@ -206,7 +208,7 @@ def figures_of(
     if wall_s is None and scores.get("duration_ms"):
         wall_s = scores["duration_ms"] / 1000
     out: dict[str, float | None] = {
-        "duration_s": round(wall_s, 3) if wall_s is not None else None,
+        "duration_s": round(wall_s, 3) if wall_s is not None and not stalled else None,
         "cost_usd": scores.get("cost_usd"),
         "tool_calls": sum(counts.values()),
         "read_calls": counts.get("Read", 0),

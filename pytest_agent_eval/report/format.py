@@ -7,7 +7,8 @@ from __future__ import annotations
 
 import math
 import statistics
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from typing import Any
 
 from pytest_agent_eval.metrics.figures import COUNT, SECONDS, SHARE, TOKENS, USD, lookup
 
@@ -94,3 +95,14 @@ def change(value: float | None) -> str:
 
 def direction(value: float) -> str:
     return "HIGHER" if value > 0 else "LOWER" if value < 0 else "UNCHANGED"
+
+
+def stall_note(driver: Mapping[str, Any]) -> str:
+    """``stalled: turn 1 silent 280.4s after user tool_result (threshold 30s)`` from a :meth:`RunRecord.to_dict`."""
+    silences = driver.get("longest_silence_s") or []
+    after = driver.get("silence_after") or []
+    turns = [t for t in driver.get("stalled_turns") or [] if 0 < t <= len(silences)]
+    what = ", ".join(
+        f"turn {t} silent {silences[t - 1]:.1f}s" + (f" after {after[t - 1]}" if t <= len(after) else "") for t in turns
+    )
+    return f"stalled: {what} (threshold {driver.get('stall_s') or 0:g}s)"

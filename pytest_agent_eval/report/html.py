@@ -21,7 +21,7 @@ from pytest_agent_eval.metrics.figures import FIGURES
 from pytest_agent_eval.metrics.sufficiency import BUCKETS
 from pytest_agent_eval.report.aggregate import Aggregate, aggregate
 from pytest_agent_eval.report.compare import GateResult, gate_line, interval_text
-from pytest_agent_eval.report.format import formatter, seconds, tokens
+from pytest_agent_eval.report.format import formatter, seconds, stall_note, tokens
 from pytest_agent_eval.report.gates import describe_leak
 from pytest_agent_eval.report.replay import caveat as replay_caveat
 from pytest_agent_eval.report.replay import replay_note
@@ -364,6 +364,9 @@ def _run_meta(record: ItemRecord) -> str:
     timing = [f"{k} {seconds(v)}" for k, v in (("wall_s", record.wall_s), ("agent_s", record.agent_s)) if v is not None]
     if timing:
         rows.append(f"<li>{_e(' · '.join(timing))}</li>")
+    if record.stalled:
+        note = f"{stall_note(record.driver or {})}: its time is no measurement (no duration in the tables)"
+        rows.append(f'<li class="warning stalled">{_e(note)}</li>')
     return f'<ul class="run-meta">{"".join(rows)}</ul>' if rows else ""
 
 

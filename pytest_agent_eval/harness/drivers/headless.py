@@ -30,7 +30,6 @@ import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
 
 from pytest_agent_eval.harness.drivers import AgentInfraError
 from pytest_agent_eval.harness.process import start_group, stop_group
@@ -108,17 +107,6 @@ class RunRecord:
             "stall_s": self.stall_s,
             "stalled_turns": self.stalled_turns,
         }
-
-
-def stall_note(driver: Mapping[str, Any]) -> str:
-    """``stalled: turn 1 silent 280.4s after user tool_result (threshold 30s)`` from a :meth:`RunRecord.to_dict`."""
-    silences = driver.get("longest_silence_s") or []
-    after = driver.get("silence_after") or []
-    turns = [t for t in driver.get("stalled_turns") or [] if 0 < t <= len(silences)]
-    what = ", ".join(
-        f"turn {t} silent {silences[t - 1]:.1f}s" + (f" after {after[t - 1]}" if t <= len(after) else "") for t in turns
-    )
-    return f"stalled: {what} (threshold {driver.get('stall_s') or 0:g}s)"
 
 
 class TurnError(AgentInfraError):
