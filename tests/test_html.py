@@ -221,8 +221,8 @@ def test_charts_render_in_headless_chromium(campaign, tmp_path):
     assert len(re.findall(r'<rect [^>]*class="bar file-access"', residual)) == 2
     buckets = chart(dom, "chart-sufficiency")
     # The with-arm's 3 answered calls: 2 moved on, 1 read a returned file; the without-arm has none.
-    assert re.search(r'class="bucket sufficient"><title>moved on / answered: 2 \(67%\)</title>', buckets)
-    assert re.search(r'class="bucket read_returned"><title>Read a file we returned: 1 \(33%\)</title>', buckets)
+    assert re.search(r'class="bucket sufficient"><title>moved on / answered: 2 \(66.7%\)</title>', buckets)
+    assert re.search(r'class="bucket read_returned"><title>Read a file we returned: 1 \(33.3%\)</title>', buckets)
     assert "no answered explore call" in buckets
     dots = chart(dom, "chart-allocation")
     assert len(re.findall(r"<circle ", dots)) == 3  # one per explore call that returned file sections

@@ -21,7 +21,7 @@ from pytest_agent_eval.metrics.figures import FIGURES
 from pytest_agent_eval.metrics.sufficiency import BUCKETS
 from pytest_agent_eval.report.aggregate import Aggregate, aggregate
 from pytest_agent_eval.report.compare import GateResult, gate_line, interval_text
-from pytest_agent_eval.report.format import formatter, seconds, stall_note, tokens
+from pytest_agent_eval.report.format import formatter, percent, seconds, stall_note, tokens
 from pytest_agent_eval.report.gates import describe_leak
 from pytest_agent_eval.report.replay import caveat as replay_caveat
 from pytest_agent_eval.report.replay import replay_note
@@ -83,11 +83,19 @@ def chart_data(found: Aggregate) -> dict[str, Any]:
         for group in (g for g in found.groups.values() if g.arm == arm):
             for key, value in group.bucket_counts().items():
                 counts[key] = counts.get(key, 0) + value
-        buckets.append({"arm": arm, "counts": counts})
+        total = sum(counts.values())
+        shares = {key: percent(n / total) for key, n in counts.items() if n} if total else {}
+        buckets.append({"arm": arm, "counts": counts, "shares": shares})
     allocation = []
     for (entry, arm), group in found.groups.items():
         calls = [
-            {"run": run.run, "index": call["index"], "query": call.get("query", ""), "value": call["efficiency"]}
+            {
+                "run": run.run,
+                "index": call["index"],
+                "query": call.get("query", ""),
+                "value": call["efficiency"],
+                "text": percent(call["efficiency"]),
+            }
             for run in group.runs
             for call in ((run.scores or {}).get("allocation") or {}).get("calls") or []
             if call.get("efficiency") is not None
@@ -100,6 +108,7 @@ def chart_data(found: Aggregate) -> dict[str, Any]:
         "bucketLabels": BUCKET_LABELS,
         "bucketColors": BUCKET_COLORS,
         "allocation": allocation,
+        "axis": [{"at": at, "text": percent(at)} for at in (0, 0.25, 0.5, 0.75, 1)],
     }
 
 
@@ -529,7 +538,6 @@ _JS = r"""
     host.appendChild(root);
     return root;
   }
-  function pct(v) { return (v * 100).toFixed(0) + "%"; }
   function done(host) { host.setAttribute("data-rendered", "true"); }
   function empty(root, width, text) {
     el("text", {x: width / 2, y: 30, "text-anchor": "middle", "class": "empty"}, root, text);
@@ -584,9 +592,9 @@ _JS = r"""
         if (!n) return;
         var seg = el("rect", {x: x, y: y, width: w, height: barH, fill: data.bucketColors[k],
                               "class": "bucket " + k}, root);
-        el("title", {}, seg, data.bucketLabels[k] + ": " + n + " (" + pct(n / total) + ")");
+        el("title", {}, seg, data.bucketLabels[k] + ": " + n + " (" + r.shares[k] + ")");
         if (w > 34) {
-          el("text", {x: x + w / 2, y: y + 15, "text-anchor": "middle", style: "fill:#fff"}, root, pct(n / total));
+          el("text", {x: x + w / 2, y: y + 15, "text-anchor": "middle", style: "fill:#fff"}, root, r.shares[k]);
         }
         x += w;
       });
@@ -613,9 +621,10 @@ _JS = r"""
     var root = svg(host, W, H);
     if (!rows.length) { empty(root, W, "no explore call returned a file section"); return done(host); }
     var scale = function (v) { return left + (W - left - right) * v; };
-    [0, 0.25, 0.5, 0.75, 1].forEach(function (t) {
-      el("line", {x1: scale(t), x2: scale(t), y1: 8, y2: H - 22, "class": "axis", "stroke-dasharray": "2,3"}, root);
-      el("text", {x: scale(t), y: H - 8, "text-anchor": "middle"}, root, pct(t));
+    data.axis.forEach(function (t) {
+      el("line", {x1: scale(t.at), x2: scale(t.at), y1: 8, y2: H - 22, "class": "axis", "stroke-dasharray": "2,3"},
+         root);
+      el("text", {x: scale(t.at), y: H - 8, "text-anchor": "middle"}, root, t.text);
     });
     rows.forEach(function (r, i) {
       var y = 20 + i * rowH;
@@ -624,7 +633,7 @@ _JS = r"""
         // A small fixed vertical offset per call, so equal efficiencies stay visible as separate dots.
         var dot = el("circle", {cx: scale(c.value), cy: y + ((j % 3) - 1) * 5, r: 5, fill: "#1e88e5",
                                 "fill-opacity": 0.6, "class": "call-dot"}, root);
-        el("title", {}, dot, "run " + c.run + " call " + c.index + " “" + c.query + "”: " + pct(c.value));
+        el("title", {}, dot, "run " + c.run + " call " + c.index + " “" + c.query + "”: " + c.text);
       });
     });
     done(host);
