@@ -372,6 +372,7 @@ def mcp_config(
 def agent_replay_source(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Campaign | None:
     """With --agent-eval-replay: the baseline's records and transcripts, unpacked once per worker."""
     from pytest_agent_eval.campaign import baseline
+    from pytest_agent_eval.campaign.store import Campaign
 
     path = eval_session(request.config).replay_path
     if path is None:

@@ -253,7 +253,8 @@ def test_a_single_500_is_retried_and_a_persistent_500_is_an_infrastructure_error
     # where the code under test and the tool came from, on every record and gathered in the manifest
     assert failed["source"] == {"kind": "npm", "spec": "npm:express@4.21.2", "version": "4.21.2"}
     assert failed["tool_provision"]["kind"] == "npm" and failed["tool_provision"]["version"] == failed["tool_version"]
-    manifest = json.loads((next(out.iterdir()) / "manifest.json").read_text())
+    (campaign,) = (p for p in out.iterdir() if p.is_dir())  # beside it: the out folder's own .gitignore
+    manifest = json.loads((campaign / "manifest.json").read_text())
     assert manifest["provenance"]["sources"] == {"express": [failed["source"]]}
     assert manifest["provenance"]["tools"] == {"with": [failed["tool_provision"]]}
     statuses = [h[0] for h in json.loads((Path(failed["run_dir"]) / "model-hits.json").read_text())]
