@@ -62,6 +62,7 @@ class AgentEvalConfig:
     replay: str | None = None  # a baseline whose transcripts the model replays, item by item (the $0 gate)
     compare_min_pairs: int | None = None  # None: every (entry, arm) the baseline scored must be matched
     tool: RetrievalTool = CODEGRAPH  # the retrieval tool under test
+    json_path: Path | None = None  # also write the machine summary (summary.json) here
 
     @property
     def drivers(self) -> list[str]:
@@ -323,6 +324,7 @@ class Option:
     metavar: str | None = None
     is_flag: bool = False
     short: str | None = None  # a second spelling users type in the headline command (--arms)
+    bare: str | None = None  # the value the flag takes when given without one (--agent-eval-compare: latest)
 
 
 OPTIONS: tuple[Option, ...] = (
@@ -410,8 +412,10 @@ OPTIONS: tuple[Option, ...] = (
         "compare",
         parse_baseline,
         "baseline to compare this session against at the end: a name saved with --agent-eval-save-baseline, "
-        "'latest' (the newest campaign in --agent-eval-out), a campaign folder or a JSON of item records",
+        "'latest' (the newest campaign in --agent-eval-out; the flag alone, after the test paths, means it), a "
+        "campaign folder or a JSON of item records",
         "BASELINE",
+        bare="latest",
     ),
     Option(
         "--agent-eval-compare-fail",
@@ -546,6 +550,14 @@ OPTIONS: tuple[Option, ...] = (
         "the retrieval tool under test: MODULE:ATTR naming a pytest_agent_eval.RetrievalTool object (the module "
         f"importable, e.g. through pytest's pythonpath ini) (default {CODEGRAPH.name})",
         "MODULE:ATTR",
+    ),
+    Option(
+        "--agent-eval-json",
+        "agent_eval_json",
+        "json_path",
+        parse_path,
+        "also write the session's machine summary (the campaign's summary.json) to this path",
+        "PATH",
     ),
 )
 THRESHOLDS_INI = "agent_eval_thresholds"

@@ -70,6 +70,9 @@ def pytest_addoption(parser: pytest.Parser) -> None:
         names = [option.flag] + ([option.short] if option.short else [])
         if option.is_flag:
             group.addoption(*names, action="store_true", default=None, dest=dest, help=text)
+        elif option.bare is not None:
+            group.addoption(*names, nargs="?", const=option.bare, default=None, dest=dest, metavar=option.metavar,
+                            help=text)  # fmt: skip
         else:
             group.addoption(*names, default=None, dest=dest, metavar=option.metavar, help=text)
         if option.is_flag:

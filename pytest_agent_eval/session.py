@@ -26,6 +26,7 @@ from pytest_agent_eval.campaign.store import (
     campaign_name,
     config_hash,
     load_records,
+    point_latest,
     write_atomic,
 )
 from pytest_agent_eval.cases import EvalCase, select_campaign
@@ -268,9 +269,15 @@ class EvalSession:
             self.gate = compare_gate.gate(before, records, cfg.compare_fail, cfg.compare_min_pairs)
             meta["gate"] = {"baseline": str(self.compare_path), **compare_gate.gate_summary(self.gate)}
         path = self.campaign.path / SUMMARY
-        write_atomic(path, json.dumps(summary(records, meta), indent=2, default=str) + "\n")
+        text = json.dumps(summary(records, meta), indent=2, default=str) + "\n"
+        write_atomic(path, text)
         html = write_html(self.campaign, self.gate, str(self.compare_path) if self.compare_path else None)
         self.written = [path, html]
+        if cfg.json_path is not None:  # a known path for CI, whatever the campaign folder is called
+            cfg.json_path.parent.mkdir(parents=True, exist_ok=True)
+            write_atomic(cfg.json_path, text)
+            self.written.append(cfg.json_path)
+        point_latest(self.campaign.path)
         if cfg.save_baseline is not None:
             assert cfg.out is not None
             self.saved_baseline = baseline.save(self.campaign, cfg.save_baseline, cfg.out)

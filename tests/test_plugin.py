@@ -342,6 +342,7 @@ OPTION_CASES = {
     "--agent-eval-corpus": ("c1.json", "c2.json", "corpus", "c1.json", "c2.json"),
     "--agent-eval-corpus-dir": ("cd1", "cd2", "corpus_dir", "cd1", "cd2"),
     "--agent-eval-out": ("o1", "o2", "out", "o1", "o2"),
+    "--agent-eval-json": ("j1.json", "j2.json", "json_path", "j1.json", "j2.json"),
     "--agent-eval-model": ("opus", "haiku", "model", "opus", "haiku"),
     "--agent-eval-effort": ("low", "medium", "effort", "low", "medium"),
     "--agent-eval-max-budget-usd": ("1.5", "2", "max_budget_usd", 1.5, 2.0),

@@ -66,3 +66,30 @@ def test_a_gate_message_reads_like_the_tables_and_stays_exact():
         "residual_tokens 60.0k (60,001) is above the maximum 60.0k (60,000)",
         "retrieval_calls 1 is above the maximum 0",  # codegraph_calls: the figure's old name, still read
     ]
+
+
+def test_the_summary_goes_to_a_known_path_and_latest_names_the_campaign(tmp_path):
+    from pytest_agent_eval.campaign.baseline import latest
+
+    first = session_of(tmp_path, [with_run(1), without_run(1)])
+    first.finish()
+    first.close()
+    json_path = tmp_path / "ci" / "agent-eval.json"
+    second = session_of(tmp_path, [with_run(1), without_run(1)], json_path=json_path)
+    second.finish()
+    campaign = second.cfg.campaign_dir
+    assert json_path.read_text() == (campaign / "summary.json").read_text()  # the same summary, at a known path
+    assert json_path in second.written
+    out = tmp_path / "out"
+    assert (out / "latest").read_text() == f"{campaign.name}\n"  # a file: out/*/summary.json finds each once
+    assert latest(out) == campaign
+    assert latest(out, exclude=campaign) == first.cfg.campaign_dir
+    assert len(list(out.glob("*/summary.json"))) == 2
+    second.close()
+
+
+def test_compare_alone_means_the_latest_campaign(pytester):
+    config = pytester.parseconfig("--agent-eval-compare")
+    assert config.getoption("agent_eval_compare") == "latest"
+    config = pytester.parseconfig("--agent-eval-compare", "nightly")
+    assert config.getoption("agent_eval_compare") == "nightly"

@@ -23,11 +23,19 @@ import tarfile
 from datetime import datetime, timezone
 from pathlib import Path
 
-from pytest_agent_eval.campaign.store import ITEMS, MANIFEST, Campaign, StoreError, inside, write_atomic
+from pytest_agent_eval.campaign.store import (
+    ITEMS,
+    LATEST,
+    MANIFEST,
+    Campaign,
+    StoreError,
+    inside,
+    latest_pointer,
+    write_atomic,
+)
 
 BASELINES = "baselines"
 TRANSCRIPTS = "transcripts.tar.gz"
-LATEST = "latest"
 
 
 def baselines_dir(out: str | Path) -> Path:
@@ -101,9 +109,9 @@ def latest(out: str | Path, exclude: str | Path | None = None) -> Path | None:
     else by manifest ``created``."""
     out = Path(out)
     skip = Path(exclude).resolve() if exclude is not None else None
-    pointer = out / LATEST
-    if pointer.exists() and (pointer.resolve() / MANIFEST).is_file() and pointer.resolve() != skip:
-        return pointer.resolve()
+    pointer = latest_pointer(out)
+    if pointer is not None and pointer.resolve() != skip:
+        return pointer
     found: list[tuple[str, str, Path]] = []
     for folder in out.iterdir() if out.is_dir() else []:
         if folder.is_symlink() or folder.resolve() == skip:

@@ -36,6 +36,7 @@ from filelock import FileLock, Timeout
 from pytest_agent_eval.campaign.record import ItemRecord, RecordError
 from pytest_agent_eval.transcript import is_later_segment, segment_files
 
+LATEST = "latest"  # the out folder's pointer to the newest campaign
 MANIFEST = "manifest.json"
 ITEMS = "items.jsonl"
 ITEM_DIRS = "items"
@@ -364,3 +365,18 @@ def write_atomic(path: Path, text: str) -> None:
         handle.flush()
         os.fsync(handle.fileno())
     os.replace(tmp, path)
+
+
+def point_latest(campaign: Path) -> None:
+    """``<out>/latest``: a text file naming the campaign just written, which ``latest`` (``--agent-eval-compare``)
+    reads. A file, not a link: a link would make ``<out>/*/summary.json`` find the newest campaign twice."""
+    write_atomic(campaign.parent / LATEST, campaign.name + "\n")
+
+
+def latest_pointer(out: Path) -> Path | None:
+    """The campaign ``<out>/latest`` names, if it still is one."""
+    with contextlib.suppress(OSError):
+        name = (out / LATEST).read_text(encoding="utf-8").strip()
+        if name and "/" not in name and (out / name / MANIFEST).is_file():
+            return out / name
+    return None
