@@ -93,3 +93,29 @@ def test_compare_alone_means_the_latest_campaign(pytester):
     assert config.getoption("agent_eval_compare") == "latest"
     config = pytester.parseconfig("--agent-eval-compare", "nightly")
     assert config.getoption("agent_eval_compare") == "nightly"
+
+
+def test_the_manifest_records_what_ran_per_test_function(tmp_path):
+    from pytest_agent_eval.campaign.manifest import what_ran
+
+    def record(test: str, arm: str, run: int) -> ItemRecord:
+        return ItemRecord.from_dict(
+            {"id": f"express-{arm}-{run}", "entry": "express", "arm": arm, "arm_label": arm, "run": run, "turns": 2,
+             "nodeid": f"evals/test_x.py::{test}[express-{arm}-{run}]", "outcome": "passed"}
+        )  # fmt: skip
+
+    # test_narrowed's marker ran only the with-arm, once; test_ab ran both arms twice
+    records = [record("test_ab", arm, run) for arm in ("with", "without") for run in (2, 1)]
+    records.append(record("test_narrowed", "with", 1))
+    assert what_ran(records) == {
+        "evals/test_x.py::test_ab": {
+            "entries": ["express"], "arms": ["with", "without"], "runs": [1, 2], "turns": [2], "items": 4
+        },
+        "evals/test_x.py::test_narrowed": {"entries": ["express"], "arms": ["with"], "runs": [1], "turns": [2],
+                                           "items": 1},
+    }  # fmt: skip
+    session = session_of(tmp_path, [with_run(1), without_run(1)])
+    session.finish()
+    (ran,) = Campaign.open(session.cfg.campaign_dir).manifest["ran"].values()  # these records name no test
+    assert (ran["arms"], ran["items"]) == (["with", "without"], 2)
+    session.close()

@@ -61,8 +61,27 @@ def finish_manifest(campaign: Campaign, records: Sequence[ItemRecord], tool_name
     if backend is not None:
         manifest["backend"] = backend
     manifest["provenance"] = gather_provenance(records, manifest.get("provenance"))
+    manifest["ran"] = what_ran(records)
     write_atomic(campaign.path / MANIFEST, json.dumps(manifest, indent=2, default=str) + "\n")
     campaign.manifest = manifest
+
+
+def what_ran(records: Sequence[ItemRecord]) -> dict[str, Any]:
+    """What the campaign's items were, per test function: its entries, arm labels, runs and turns, and how many
+    items. The config keeps what the command line asked; an ``agent_eval`` marker may narrow it for one test."""
+    tests: dict[str, dict[str, Any]] = {}
+    for record in records:
+        test = record.nodeid.split("[", 1)[0] if record.nodeid else "(test not recorded)"  # records before nodeids
+        ran = tests.setdefault(test, {"entries": [], "arms": [], "runs": [], "turns": [], "items": 0})
+        for key, value in (("entries", record.entry), ("arms", record.arm_label), ("runs", record.run),
+                           ("turns", record.turns)):  # fmt: skip
+            if value is not None and value not in ran[key]:
+                ran[key].append(value)
+        ran["items"] += 1
+    for ran in tests.values():
+        ran["runs"].sort()
+        ran["turns"].sort()
+    return tests
 
 
 def gather_provenance(records: Sequence[ItemRecord], earlier: dict[str, Any] | None = None) -> dict[str, Any]:
