@@ -259,6 +259,34 @@ def _running(marker: str) -> list[int]:
     return found
 
 
+def _interrupted_run(project: Project, args: list[str], group: bool, wait_s: float) -> tuple[str, int]:
+    """``python -m pytest ARGS`` in the project, Ctrl-C'd once two stand-in agents have started: what it printed
+    and its exit code. ``group``: the signal goes to its whole process group, as a terminal's Ctrl-C does."""
+    process = subprocess.Popen(
+        [sys.executable, "-m", "pytest", *args],
+        cwd=project.path,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.STDOUT,
+        text=True,
+        start_new_session=group,  # its own group, as a terminal's foreground job is
+    )
+    try:
+        deadline = time.monotonic() + wait_s
+        while len(project.calls()) < 2 and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert len(project.calls()) == 2, "the agents never started"
+        time.sleep(0.5)  # they have printed what they print before their long sleep
+        if group:
+            os.killpg(process.pid, signal.SIGINT)
+        else:
+            process.send_signal(signal.SIGINT)
+        out, _ = process.communicate(timeout=60)
+        print(out)  # what the user sees after Ctrl-C
+    finally:
+        process.kill()
+    return out, process.returncode
+
+
 @pytest.mark.slow
 def test_ctrl_c_stops_the_agent_keeps_the_campaign_and_says_how_to_resume(pytester: pytest.Pytester) -> None:
     project = Project(pytester, [entry("express", Q_EXPRESS), entry("gin", "How does gin route?")])
@@ -266,25 +294,8 @@ def test_ctrl_c_stops_the_agent_keeps_the_campaign_and_says_how_to_resume(pytest
     project.script("without", "How does gin route?", without_clean(), mode="stall")  # sleeps before its result
     args = ["evals", "-p", "no:cacheprovider", "--agent-eval-backend", "scripted", "--agent-eval-out", "out"]
     args += ["--agent-eval-runs", "1", "--arms", "without"]
-    process = subprocess.Popen(
-        [sys.executable, "-m", "pytest", *args],
-        cwd=project.path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-    )
-    try:
-        deadline = time.monotonic() + 60
-        while len(project.calls()) < 2 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert len(project.calls()) == 2, "the second agent never started"
-        time.sleep(0.5)  # it has printed what it prints before its long sleep
-        process.send_signal(signal.SIGINT)
-        out, _ = process.communicate(timeout=60)
-        print(out)  # what the user sees after Ctrl-C
-    finally:
-        process.kill()
-    assert process.returncode == 2, out  # pytest's "interrupted"
+    out, returncode = _interrupted_run(project, args, group=False, wait_s=60)
+    assert returncode == 2, out  # pytest's "interrupted"
     assert "Traceback" not in out and "KeyError" not in out and "INTERNALERROR" not in out, out
     campaign = project.campaign()
     assert (
@@ -313,25 +324,7 @@ def test_ctrl_c_under_xdist_stops_every_agent_and_says_how_to_resume(pytester: p
         project.script("without", question, without_clean(), mode="stall")
     args = ["evals", "-p", "no:cacheprovider", "--agent-eval-backend", "scripted", "--agent-eval-out", "out"]
     args += ["--agent-eval-runs", "1", "--arms", "without", "-n", "2"]
-    process = subprocess.Popen(
-        [sys.executable, "-m", "pytest", *args],
-        cwd=project.path,
-        stdout=subprocess.PIPE,
-        stderr=subprocess.STDOUT,
-        text=True,
-        start_new_session=True,  # its own group, as a terminal's foreground job is
-    )
-    try:
-        deadline = time.monotonic() + 90
-        while len(project.calls()) < 2 and time.monotonic() < deadline:
-            time.sleep(0.1)
-        assert len(project.calls()) == 2, "the agents never started"
-        time.sleep(0.5)
-        os.killpg(process.pid, signal.SIGINT)
-        out, _ = process.communicate(timeout=60)
-        print(out)
-    finally:
-        process.kill()
+    out, _ = _interrupted_run(project, args, group=True, wait_s=90)
     assert "Traceback" not in out and "KeyError" not in out and "INTERNALERROR" not in out, out
     campaign = project.campaign()
     assert (
