@@ -7,6 +7,7 @@ from synth import Transcript, explore_response
 from pytest_agent_eval.cli import main
 from pytest_agent_eval.config import OptionError, Rule
 from pytest_agent_eval.config import parse_rules as parse_compare_fail
+from pytest_agent_eval.report.aggregate import Row
 from pytest_agent_eval.report.compare import compare, gate, medians, render_comparison, render_gate
 from pytest_agent_eval.score import score_session
 
@@ -260,7 +261,7 @@ def test_a_gate_over_fewer_pairs_than_the_baseline_scored_fails_unless_min_pairs
     only_with = [with_run(1), with_run(2)]
     rules = parse_compare_fail("allocation:-5pt")
     result = gate(baseline(), only_with, rules)
-    assert result.matched == [("express", "with")] and result.unmatched == [("express", "without")]
+    assert result.matched == [(Row("express"), "with")] and result.unmatched == [(Row("express"), "without")]
     assert result.regressions == [] and result.failed
     assert result.problems == [
         "compared 1 (entry, arm) pair(s), fewer than asked (every pair the baseline scored: 2); "

@@ -28,6 +28,7 @@ from test_plugin import (
 )
 
 from pytest_agent_eval.campaign.store import config_hash
+from pytest_agent_eval.report.aggregate import Row
 from pytest_agent_eval.report import terminal as tables
 
 pytestmark = pytest.mark.slow  # pytester sessions, several in subprocesses, that run the stand-in claude
@@ -450,13 +451,13 @@ def test_arm_comparison_pairs_runs_and_warns_below_two():
         return {"entry": "gin", "arm": arm, "arm_label": arm, "run": run, "figures": figures}
 
     two = [record("with", 1, 12), record("with", 2, 30), record("without", 1, 2), record("without", 2, 10)]
-    text = tables.arm_comparison("gin", two)
+    text = tables.arm_comparison(Row("gin"), two)
     assert "paired with − without, run against run: mean difference [95% bootstrap CI]" in text
     assert re.search(r"tool calls\s+\+15 \[\+10, \+20\]  n=2 pair\(s\)", text)
     assert "21 [12–30]" in text  # median [min–max]
     assert "warning" not in text
 
-    one = tables.arm_comparison("gin", two[:1] + two[2:3])
+    one = tables.arm_comparison(Row("gin"), two[:1] + two[2:3])
     assert re.search(r"tool calls\s+\+10 \[\+10, \+10\]  n=1 pair\(s\)  \(n<2: no interval to read\)", one)
     assert "warning: gin / with: n=1: never read a single run (seeds: never n=1)" in one
     assert "warning: gin / without: n=1" in one

@@ -71,7 +71,7 @@ def what_ran(records: Sequence[ItemRecord]) -> dict[str, Any]:
     items. The config keeps what the command line asked; an ``agent_eval`` marker may narrow it for one test."""
     tests: dict[str, dict[str, Any]] = {}
     for record in records:
-        test = record.nodeid.split("[", 1)[0] if record.nodeid else "(test not recorded)"  # records before nodeids
+        test = record.test or "(test not recorded)"  # records before nodeids
         ran = tests.setdefault(test, {"entries": [], "arms": [], "runs": [], "turns": [], "items": 0})
         for key, value in (("entries", record.entry), ("arms", record.arm_label), ("runs", record.run),
                            ("turns", record.turns)):  # fmt: skip

@@ -87,6 +87,11 @@ class ItemRecord:
         return Arm(self.arm).has_tool
 
     @property
+    def test(self) -> str | None:
+        """The test function that ran the item: its nodeid without the parametrization (None before nodeids)."""
+        return self.nodeid.split("[", 1)[0] if self.nodeid else None
+
+    @property
     def scored(self) -> bool:
         """A run with figures to read (an infrastructure error has none)."""
         return bool(self.figures) and self.outcome != "error"

@@ -1,8 +1,11 @@
-"""THE reduction across runs: item records → per entry × arm figures, pooled readings, paired differences.
+"""THE reduction across runs: item records → per row × arm figures, pooled readings, paired differences.
 
 The terminal tables, ``summary.json``, ``report.html`` and the compare gate all read an :class:`Aggregate`, so
 they cannot disagree. Small n is the rule (runs make 1–5 explore calls): every figure is a median with its
 range, and arms are compared run against run (run k of one arm minus run k of the reference arm).
+
+A row is a corpus entry — under its test function when the records came from several: two tests over the same
+entry ask different things, and pooling them would count their runs as one larger n.
 """
 
 from __future__ import annotations
@@ -36,11 +39,32 @@ def spread(values: Iterable[float | None]) -> Spread | None:
     return Spread(statistics.median(present), min(present), max(present), len(present))
 
 
-@dataclass
-class ArmRuns:
-    """One entry × arm: its scored runs (in the order they ran) and how many ended in an error."""
+@dataclass(frozen=True)
+class Row:
+    """What one line of a table pools: the runs of one corpus entry, of one test function when rows tell tests
+    apart (``test`` is then the nodeid without its parametrization; else None, and the row is the entry)."""
 
     entry: str
+    test: str | None = None
+
+    @property
+    def label(self) -> str:
+        """``express`` — or ``test_ab.py::test_routing · express`` when rows tell tests apart (folders left out)."""
+        return self.entry if self.test is None else f"{self.test.rsplit('/', 1)[-1]} · {self.entry}"
+
+
+def tells_tests_apart(records: Iterable[ItemRecord]) -> bool:
+    """Whether rows name their test function: the records came from more than one. A record written before
+    nodeids cannot say which, so records with one pool by entry, as they always did."""
+    tests = {record.test for record in records}
+    return len(tests) > 1 and None not in tests
+
+
+@dataclass
+class ArmRuns:
+    """One row × arm: its scored runs (in the order they ran) and how many ended in an error."""
+
+    row: Row
     arm: str
     has_tool: bool
     runs: list[ItemRecord] = field(default_factory=list)
@@ -64,7 +88,7 @@ class ArmRuns:
         if self.has_tool:
             return self
         clean = [run for run in self.runs if not run.contaminated]
-        return ArmRuns(self.entry, self.arm, self.has_tool, clean, self.errors)
+        return ArmRuns(self.row, self.arm, self.has_tool, clean, self.errors)
 
     @property
     def contaminated(self) -> int:
@@ -110,24 +134,40 @@ class Paired:
 @dataclass
 class Aggregate:
     records: list[ItemRecord]
-    entries: list[str]
+    rows: list[Row]
     arms: list[str]
-    groups: dict[tuple[str, str], ArmRuns]
+    groups: dict[tuple[Row, str], ArmRuns]
 
-    def group(self, entry: str, arm: str) -> ArmRuns | None:
-        return self.groups.get((entry, arm))
+    def group(self, row: Row, arm: str) -> ArmRuns | None:
+        return self.groups.get((row, arm))
 
-    def arms_of(self, entry: str) -> list[str]:
-        return [arm for arm in self.arms if (entry, arm) in self.groups]
+    def arms_of(self, row: Row) -> list[str]:
+        return [arm for arm in self.arms if (row, arm) in self.groups]
 
-    def reference(self, entry: str | None = None) -> str | None:
+    def reference(self) -> str | None:
         """What the other arms are compared against: the first arm without the tool, else the last arm (the
         baseline build of a ``with@new`` vs ``with@old`` campaign); None with fewer than two arms."""
-        arms = self.arms_of(entry) if entry is not None else self.arms
-        if len(arms) < 2:
+        if len(self.arms) < 2:
             return None
-        groups = [g for g in self.groups.values() if g.arm in arms]
-        return next((g.arm for g in groups if not g.has_tool), arms[-1])
+        return next((g.arm for g in self.groups.values() if not g.has_tool), self.arms[-1])
+
+    def pairs(self, row: Row | None = None) -> list[tuple[str, str]]:
+        """The ``(arm, reference)`` pairs every paired table shows: each arm against the reference arm, and
+        every two builds of the tool against each other (``with − with@1.5.0``: a build decision); of one
+        ``row``, the pairs both of whose arms ran it."""
+        reference = self.reference()
+        if reference is None:
+            return []
+        found = [(arm, reference) for arm in self.arms if arm != reference]
+        builds = [arm for arm in self.arms if self._has_tool(arm)]
+        for i, arm in enumerate(builds):
+            found += [(arm, other) for other in builds[i + 1 :] if (arm, other) not in found]
+        if row is None:
+            return found
+        return [(arm, other) for arm, other in found if (row, arm) in self.groups and (row, other) in self.groups]
+
+    def _has_tool(self, arm: str) -> bool:
+        return next(g.has_tool for g in self.groups.values() if g.arm == arm)
 
     def pair(self) -> tuple[str, str] | None:
         """The campaign tables' W and WO: the first arm with the tool and the first without, if both ran."""
@@ -135,8 +175,8 @@ class Aggregate:
         without_arm = next((g.arm for g in self.groups.values() if not g.has_tool), None)
         return (with_arm, without_arm) if with_arm and without_arm else None
 
-    def paired(self, entry: str, arm: str, reference: str, figure: str) -> Paired | None:
-        mine, theirs = self.group(entry, arm), self.group(entry, reference)
+    def paired(self, row: Row, arm: str, reference: str, figure: str) -> Paired | None:
+        mine, theirs = self.group(row, arm), self.group(row, reference)
         if mine is None or theirs is None:
             return None
         diffs = paired_differences(mine.by_run(figure), theirs.by_run(figure))
@@ -149,12 +189,15 @@ class Aggregate:
         return sum(group.contaminated for group in self.groups.values())
 
     def summary(self) -> dict[str, dict[str, Any]]:
-        """Per entry and arm: runs, errors, and the median/min/max of every figure (``summary.json``)."""
+        """Per row and arm: runs, errors, and the median/min/max of every figure (``summary.json``); a row that
+        names its test function also says its entry and test."""
         out: dict[str, dict[str, Any]] = {}
-        for (entry, arm), group in self.groups.items():
+        for (row, arm), group in self.groups.items():
             names = [name for name in FIGURES if any(name in run.figures for run in group.runs)]
             spreads = {name: group.spread(name) for name in names}
-            out.setdefault(entry, {})[arm] = {
+            named = {"entry": row.entry, "test": row.test} if row.test is not None else {}
+            out.setdefault(row.label, {})[arm] = {
+                **named,
                 "runs": len(group.runs),
                 "errors": group.errors,
                 "median": {k: s.median if s else None for k, s in spreads.items()},
@@ -178,22 +221,28 @@ def arm_namer(records: Sequence[ItemRecord]) -> ArmOf:
 
 
 def aggregate(
-    records: Iterable[ItemRecord | Mapping[str, Any]], arm_of: ArmOf | None = None, entry_order: Sequence[str] = ()
+    records: Iterable[ItemRecord | Mapping[str, Any]],
+    arm_of: ArmOf | None = None,
+    entry_order: Sequence[str] = (),
+    by_test: bool | None = None,
 ) -> Aggregate:
-    """Group the records by entry × arm (by label unless ``arm_of`` says otherwise), scored runs apart from
-    errors; entries and arms in the order they first appear."""
+    """Group the records by row × arm (by label unless ``arm_of`` says otherwise), scored runs apart from
+    errors; rows in ``entry_order``, then rows and arms in the order they first appear. Rows tell test functions
+    apart when ``by_test`` says so (by default: when :func:`tells_tests_apart` the records)."""
     typed = as_records(records)
     arm_of = arm_of or by_label
-    groups: dict[tuple[str, str], ArmRuns] = {}
+    if by_test is None:
+        by_test = tells_tests_apart(typed)
+    groups: dict[tuple[Row, str], ArmRuns] = {}
     for record in typed:
-        key = (record.entry, arm_of(record))
+        key = (Row(record.entry, record.test if by_test else None), arm_of(record))
         group = groups.setdefault(key, ArmRuns(key[0], key[1], record.has_tool))
         if record.scored:
             group.runs.append(record)
         elif record.outcome == "error":
             group.errors += 1
-    entries = list(
-        dict.fromkeys([*(e for e in entry_order if any(k[0] == e for k in groups)), *(k[0] for k in groups)])
-    )
-    arms = list(dict.fromkeys(k[1] for k in groups))
-    return Aggregate(typed, entries, arms, groups)
+    seen = list(dict.fromkeys(row for row, _ in groups))
+    rows = [row for entry in entry_order for row in seen if row.entry == entry]
+    rows = list(dict.fromkeys([*rows, *seen]))
+    arms = list(dict.fromkeys(arm for _, arm in groups))
+    return Aggregate(typed, rows, arms, groups)

@@ -4,7 +4,9 @@
 
 The rules (:class:`pytest_agent_eval.config.Rule`) name figures of the catalogue. Every figure is the median
 over the runs of one (entry, arm) (:mod:`pytest_agent_eval.report.aggregate`); errored runs have no figures
-and are left out. Without a rule, the catalogue's headline figures are shown and never fail.
+and are left out. Without a rule, the catalogue's headline figures are shown and never fail. When the two
+campaigns ran several test functions, an entry is compared per test function (its row), never pooled across
+them.
 
 As a gate (:func:`gate`), a comparison that matched no (entry, arm) fails, and so does one that matched
 fewer than asked (by default, with rules: every pair the baseline scored). A noise-aware rule
@@ -26,7 +28,7 @@ from tabulate import tabulate
 from pytest_agent_eval.campaign.record import ItemRecord, as_records
 from pytest_agent_eval.config import Rule
 from pytest_agent_eval.metrics.figures import FIGURES
-from pytest_agent_eval.report.aggregate import ArmRuns, aggregate, arm_namer
+from pytest_agent_eval.report.aggregate import ArmRuns, Row, aggregate, arm_namer, tells_tests_apart
 from pytest_agent_eval.report.format import formatter
 from pytest_agent_eval.report.stats import MIN_RUNS_TO_DECIDE, change_interval, small_n_warning
 
@@ -36,6 +38,7 @@ HEADLINE = [figure.name for figure in FIGURES.values() if figure.headline]
 @dataclass(frozen=True)
 class Regression:
     """One figure of one (entry, arm), before and after; ``failed`` when a rule's threshold was reached.
+    ``test``: the test function, when the comparison tells tests apart.
 
     ``interval`` is the bootstrap interval of the change (in the rule's unit) around ``mean_change``, the
     change of the means; None with fewer than two runs a side. ``undecided``: a noise-aware rule (``@95``)
@@ -57,6 +60,12 @@ class Regression:
     interval: tuple[float, float] | None = None
     paired: bool = False
     undecided: bool = False
+    test: str | None = None
+
+    @property
+    def label(self) -> str:
+        """The entry as the tables name it (with its test function when the comparison tells tests apart)."""
+        return Row(self.entry, self.test).label
 
     @property
     def verdict(self) -> str:
@@ -72,13 +81,13 @@ class GateResult:
     """A comparison as a gate: its rows, which (entry, arm) pairs it matched, and why it fails (if it does)."""
 
     rows: list[Regression]
-    matched: list[tuple[str, str]]
-    baseline_pairs: list[tuple[str, str]]  # every (entry, arm) the baseline scored
+    matched: list[tuple[Row, str]]
+    baseline_pairs: list[tuple[Row, str]]  # every (row, arm) the baseline scored
     rules: list[Rule]
     min_pairs: int | None = None  # None: every baseline pair when there are rules
 
     @property
-    def unmatched(self) -> list[tuple[str, str]]:
+    def unmatched(self) -> list[tuple[Row, str]]:
         return [key for key in self.baseline_pairs if key not in self.matched]
 
     @property
@@ -100,7 +109,7 @@ class GateResult:
         wanted = self.min_pairs if self.min_pairs is not None else (len(self.baseline_pairs) if self.rules else 0)
         if len(self.matched) >= wanted:
             return []
-        missing = ", ".join(f"{entry}/{arm}" for entry, arm in self.unmatched[:6])
+        missing = ", ".join(f"{row.label}/{arm}" for row, arm in self.unmatched[:6])
         more = f" (+{len(self.unmatched) - 6} more)" if len(self.unmatched) > 6 else ""
         asked = "every pair the baseline scored" if self.min_pairs is None else f"min pairs {self.min_pairs}"
         return [
@@ -117,19 +126,16 @@ class GateResult:
 def medians(
     records: Iterable[ItemRecord | Mapping[str, Any]], figures: Sequence[str] = ()
 ) -> dict[tuple[str, str], dict[str, Any]]:
-    """Per (entry, arm): the number of scored runs and each figure's median over them."""
-    typed = as_records(records)
-    found = aggregate(typed, arm_namer(typed))
+    """Per (row label, arm) — the entry, unless the records came from several test functions: the number of
+    scored runs and each figure's median over them."""
     out: dict[tuple[str, str], dict[str, Any]] = {}
-    for key, group in found.groups.items():
-        if group.runs:
-            out[key] = {"n": len(group.runs), **{name: group.median(name) for name in figures or HEADLINE}}
+    for (row, arm), group in _scored(as_records(records)).items():
+        out[row.label, arm] = {"n": len(group.runs), **{name: group.median(name) for name in figures or HEADLINE}}
     return out
 
 
-def _scored(records: Iterable[ItemRecord | Mapping[str, Any]]) -> dict[tuple[str, str], ArmRuns]:
-    typed = as_records(records)
-    found = aggregate(typed, arm_namer(typed))
+def _scored(records: list[ItemRecord], by_test: bool | None = None) -> dict[tuple[Row, str], ArmRuns]:
+    found = aggregate(records, arm_namer(records), by_test=by_test)
     return {key: group for key, group in found.groups.items() if group.runs}
 
 
@@ -166,7 +172,10 @@ def gate(
     threshold, and is undecided with fewer than :data:`MIN_RUNS_TO_DECIDE` runs a side.
     """
     names = list(dict.fromkeys([*HEADLINE, *(rule.metric for rule in rules)]))
-    before_all, after_all = _scored(baseline_records), _scored(current_records)
+    before_records, after_records = as_records(baseline_records), as_records(current_records)
+    # Both sides tell tests apart, or neither: a row must mean the same thing before and after.
+    by_test = tells_tests_apart([*before_records, *after_records])
+    before_all, after_all = _scored(before_records, by_test), _scored(after_records, by_test)
     matched = [key for key in before_all if key in after_all]
     rows = []
     for key in matched:
@@ -181,7 +190,7 @@ def gate(
 
 
 def _row(
-    key: tuple[str, str],
+    key: tuple[Row, str],
     name: str,
     rule: Rule | None,
     unit_rule: Rule,
@@ -203,7 +212,7 @@ def _row(
     elif rule is not None:
         failed = rule.fails(change)
     return Regression(
-        entry=key[0],
+        entry=key[0].entry,
         arm=key[1],
         metric=name,
         before=before_median,
@@ -218,6 +227,7 @@ def _row(
         interval=interval,
         paired=paired,
         undecided=undecided,
+        test=key[0].test,
     )
 
 
@@ -235,7 +245,7 @@ def render_comparison(
         note = caveat(row.metric) if caveat is not None else None
         table.append(
             [
-                row.entry,
+                row.label,
                 row.arm,
                 row.metric,
                 show(row.before),
@@ -303,6 +313,7 @@ def gate_summary(result: GateResult) -> dict[str, Any]:
 
 def _row_summary(row: Regression) -> dict[str, Any]:
     return {
+        **({"test": row.test} if row.test is not None else {}),
         "entry": row.entry,
         "arm": row.arm,
         "metric": row.metric,

@@ -61,10 +61,10 @@ def _e(value: Any) -> str:
 def chart_data(found: Aggregate) -> dict[str, Any]:
     """What the page's script draws: residual per entry and arm, pooled buckets per arm, allocation per call."""
     residuals = []
-    for entry in found.entries:
+    for row in found.rows:
         arms = []
-        for arm in found.arms_of(entry):
-            group = found.groups[entry, arm]
+        for arm in found.arms_of(row):
+            group = found.groups[row, arm]
             spread = group.spread("residual_tokens")
             arms.append(
                 {
@@ -76,7 +76,7 @@ def chart_data(found: Aggregate) -> dict[str, Any]:
                     "text": None if spread is None else {k: tokens(v) for k, v in vars(spread).items() if k != "n"},
                 }
             )
-        residuals.append({"entry": entry, "arms": arms})
+        residuals.append({"entry": row.label, "arms": arms})
     buckets = []
     for arm in found.arms:
         counts = dict.fromkeys(BUCKET_LABELS, 0)
@@ -87,7 +87,7 @@ def chart_data(found: Aggregate) -> dict[str, Any]:
         shares = {key: percent(n / total) for key, n in counts.items() if n} if total else {}
         buckets.append({"arm": arm, "counts": counts, "shares": shares})
     allocation = []
-    for (entry, arm), group in found.groups.items():
+    for (row, arm), group in found.groups.items():
         calls = [
             {
                 "run": run.run,
@@ -101,7 +101,7 @@ def chart_data(found: Aggregate) -> dict[str, Any]:
             if call.get("efficiency") is not None
         ]
         if calls:
-            allocation.append({"group": f"{entry} · {arm}", "calls": calls})
+            allocation.append({"group": f"{row.label} · {arm}", "calls": calls})
     return {
         "residual": residuals,
         "buckets": buckets,
@@ -150,7 +150,7 @@ def render_html(
         '<section id="tables"><h2>Per entry × arm</h2>',
         '<p class="hint">median [min–max] over the scored runs of each arm</p>',
         _table(found),
-        *(_paired_table(found, arm, reference) for arm, reference in _pairs(found)),
+        *(_paired_table(found, arm, reference) for arm, reference in found.pairs()),
         "</section>",
         '<section id="charts"><h2>Charts</h2>',
         _chart("chart-residual", "Residual at end of run: the tool's responses (with) vs file access (without)"),
@@ -193,7 +193,7 @@ def _comparison(result: GateResult | None, compared_with: str | None, replayed: 
         css = "failed" if row.failed else ("undecided" if row.undecided else "")
         note = replay_caveat(row.metric) if replayed else None
         cells = [
-            row.entry,
+            row.label,
             row.arm,
             row.metric,
             show(row.before),
@@ -225,10 +225,10 @@ def _comparison(result: GateResult | None, compared_with: str | None, replayed: 
 
 def _warnings(found: Aggregate) -> str:
     lines = []
-    for (entry, arm), group in found.groups.items():
+    for (row, arm), group in found.groups.items():
         warning = small_n_warning(len(group.runs))
         if warning:
-            lines.append(f"<li>{_e(entry)} · {_e(arm)}: {_e(warning)}</li>")
+            lines.append(f"<li>{_e(row.label)} · {_e(arm)}: {_e(warning)}</li>")
     errors = sum(group.errors for group in found.groups.values())
     if errors:
         lines.append(f"<li>{errors} run(s) ended in an infrastructure error and are not scored</li>")
@@ -257,48 +257,35 @@ def _table(found: Aggregate) -> str:
     titles = [FIGURES[name].title(tool) + (simulated if name == "cost_usd" else "") for name in COLUMNS]
     head = "".join(f"<th>{_e(name)}</th>" for name in ["entry", "arm", "n", *titles])
     rows = []
-    for (entry, arm), group in found.groups.items():
+    for (row, arm), group in found.groups.items():
         warning = small_n_warning(len(group.runs))
         n = len(group.runs)
         n_cell = f'<td class="small-n" title="{_e(warning)}">{n} ⚠</td>' if warning else f"<td>{n}</td>"
         cells = "".join(f'<td data-figure="{name}">{_e(cell(group, name))}</td>' for name in COLUMNS)
-        rows.append(f"<tr><td>{_e(entry)}</td><td>{_e(arm)}</td>{n_cell}{cells}</tr>")
+        rows.append(f"<tr><td>{_e(row.label)}</td><td>{_e(arm)}</td>{n_cell}{cells}</tr>")
     table = f'<table class="figures"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
     return f'<div class="scroll">{table}</div>'
-
-
-def _pairs(found: Aggregate) -> list[tuple[str, str]]:
-    """Each arm against the reference arm (the one without the tool, else the last), as the terminal pairs them,
-    and every two builds of the tool against each other (``with@1.7.0 − with@1.6.1``): a build decision."""
-    reference = found.reference()
-    if reference is None:
-        return []
-    pairs = [(arm, reference) for arm in found.arms if arm != reference]
-    builds = [g.arm for g in dict((g.arm, g) for g in found.groups.values()).values() if g.has_tool]
-    for i, arm in enumerate(builds):
-        pairs += [(arm, other) for other in builds[i + 1 :] if (arm, other) not in pairs and (other, arm) not in pairs]
-    return pairs
 
 
 def _paired_table(found: Aggregate, arm: str, reference: str) -> str:
     """Arm − reference per entry, run against run, with a bootstrap interval of the mean difference."""
     tool = tool_name(found.records)
     simulated = " (simulated)" if simulated_cost(found.records) else ""
-    rows = []
-    for entry in found.entries:
-        if found.group(entry, arm) is None or found.group(entry, reference) is None:
+    lines = []
+    for row in found.rows:
+        if (arm, reference) not in found.pairs(row):
             continue
         cells = []
         for name in PAIRED_COLUMNS:
-            paired = found.paired(entry, arm, reference, name)
+            paired = found.paired(row, arm, reference, name)
             n = len(paired.diffs) if paired else 0
             warning = small_n_warning(n)
             if warning:
                 cells.append(f'<td class="small-n" title="{_e(warning)}">{n} pair(s) ⚠</td>')
                 continue
-            cells.append(f'<td data-figure="{name}">{_e(paired_cell(found, entry, arm, reference, name))}</td>')
-        rows.append(f"<tr><td>{_e(entry)}</td>{''.join(cells)}</tr>")
-    if not rows:
+            cells.append(f'<td data-figure="{name}">{_e(paired_cell(found, row, arm, reference, name))}</td>')
+        lines.append(f"<tr><td>{_e(row.label)}</td>{''.join(cells)}</tr>")
+    if not lines:
         return ""
     titles = [FIGURES[n].title(tool) + (simulated if n == "cost_usd" else "") for n in PAIRED_COLUMNS]
     head = "".join(f"<th>{_e(name)}</th>" for name in ["entry", *titles])
@@ -306,7 +293,7 @@ def _paired_table(found: Aggregate, arm: str, reference: str) -> str:
         f'<h3>{_e(arm)} − {_e(reference)}, paired by run</h3><p class="hint">mean difference [95% bootstrap '
         f"interval]; negative means {_e(arm)} spent less</p>"
         f'<div class="scroll"><table class="figures paired" data-arms="{_e(arm)} − {_e(reference)}">'
-        f"<thead><tr>{head}</tr></thead><tbody>{''.join(rows)}</tbody></table></div>"
+        f"<thead><tr>{head}</tr></thead><tbody>{''.join(lines)}</tbody></table></div>"
     )
 
 

@@ -26,7 +26,7 @@ from pytest_agent_eval.metrics.figures import (
     SUFFICIENCY,
 )
 from pytest_agent_eval.metrics.sufficiency import BUCKETS
-from pytest_agent_eval.report.aggregate import Aggregate, ArmRuns, aggregate
+from pytest_agent_eval.report.aggregate import Aggregate, ArmRuns, Row, aggregate
 from pytest_agent_eval.report.format import (
     change,
     direction,
@@ -120,19 +120,21 @@ def pooled_allocation(group: ArmRuns | None) -> str:
     return f"{used / envelope:.1%} ({used:,}/{envelope:,} chars)" if envelope else "n/a"
 
 
-def paired_cell(found: Aggregate, entry: str, arm: str, reference: str, figure: str) -> str | None:
+def paired_cell(found: Aggregate, row: Row, arm: str, reference: str, figure: str) -> str | None:
     """``mean [low, high]`` of arm − reference, run against run; None when no run pairs."""
-    paired = found.paired(entry, arm, reference, figure)
+    paired = found.paired(row, arm, reference, figure)
     if paired is None:
         return None
     show = formatter(figure)
     return f"{signed(paired.mean, show)} [{signed(paired.low, show)}, {signed(paired.high, show)}]"
 
 
-def arm_comparison(entry: str, records: Records, found: Aggregate | None = None) -> str:
+def arm_comparison(row: Row, records: Records, found: Aggregate | None = None) -> str:
+    """One row's figures per arm, then the paired differences of every pair report.html shows for it."""
     found = found or aggregate(records)
-    arms = found.arms_of(entry)
-    groups = [found.group(entry, arm) for arm in arms]
+    entry = row.label  # as the tables name the row
+    arms = found.arms_of(row)
+    groups = [found.group(row, arm) for arm in arms]
     tool = tool_name(found.records)
     simulated = simulated_cost(found.records)
     head = ["", *(f"{arm} (n={len(g.runs) if g else 0})" for arm, g in zip(arms, groups, strict=True))]
@@ -148,14 +150,13 @@ def arm_comparison(entry: str, records: Records, found: Aggregate | None = None)
         rows.append(["infrastructure errors (not scored)", *(str(g.errors if g else 0) for g in groups)])
     lines = [f"ARM COMPARISON — {entry}", _table(rows, head, "simple")]
     lines += contamination_lines(g for g in groups if g is not None)
-    reference = found.reference(entry)
-    for arm in (a for a in arms if reference is not None and a != reference):
+    for arm, reference in found.pairs(row):
         lines.append(f"paired {arm} − {reference}, run against run: mean difference [95% bootstrap CI]")
         for name in PAIRED_FIGURES:
-            text = paired_cell(found, entry, arm, reference, name)
+            text = paired_cell(found, row, arm, reference, name)
             if text is None:
                 continue
-            n = len(found.paired(entry, arm, reference, name).diffs)
+            n = len(found.paired(row, arm, reference, name).diffs)
             note = f"  n={n} pair(s)" + ("  (n<2: no interval to read)" if n < 2 else "")
             lines.append(f"  {FIGURES[name].title(tool):<20} {text}{note}")
     for arm, group in zip(arms, groups, strict=True):
@@ -189,19 +190,20 @@ def contaminated_note(found: Aggregate, include_contaminated: bool = False) -> s
 
 
 def campaign_pairs(found: Aggregate, include_contaminated: bool) -> list[tuple[str, ArmRuns, ArmRuns]]:
-    """Per entry, the W and WO runs the campaign tables read (contaminated WO runs dropped unless kept)."""
+    """Per row (by its label), the W and WO runs the campaign tables read (contaminated WO runs dropped unless
+    kept)."""
     pair = found.pair()
     if pair is None:
         return []
     out = []
-    for entry in found.entries:
-        w, wo = found.group(entry, pair[0]), found.group(entry, pair[1])
+    for row in found.rows:
+        w, wo = found.group(row, pair[0]), found.group(row, pair[1])
         if w is None or wo is None:
             continue
         if not include_contaminated:
             wo = wo.without_contaminated()
         if w.runs and wo.runs:
-            out.append((entry, w, wo))
+            out.append((row.label, w, wo))
     return out
 
 
@@ -314,8 +316,8 @@ def secondary_table(records: Records, found: Aggregate | None = None) -> str | N
     pooled = dict.fromkeys(keys, 0)
     pooled_used = pooled_envelope = pooled_calls = 0
     rows = []
-    for entry in found.entries:
-        group = found.group(entry, w_label) or ArmRuns(entry, w_label, True)
+    for row in found.rows:
+        group = found.group(row, w_label) or ArmRuns(row, w_label, True)
         counts = group.bucket_counts()
         used, envelope, calls = group.pooled_allocation()
         answered = sum(counts[k] for k in keys)
@@ -326,7 +328,7 @@ def secondary_table(records: Records, found: Aggregate | None = None) -> str | N
         pooled_calls += calls
         rows.append(
             [
-                entry,
+                row.label,
                 str(answered),
                 *(f"{counts[k]} {counts[k] / answered:.0%}" if answered else "0" for k in keys),
                 percent(used / envelope) if envelope else "n/a",
@@ -394,7 +396,7 @@ def terminal_report(
     parts = [header(found.records)]
     if verbose:
         parts += [item_blocks(r) for r in found.records]
-    parts += [arm_comparison(entry, found.records, found) for entry in found.entries]
+    parts += [arm_comparison(row, found.records, found) for row in found.rows]
     tables = [
         campaign_table(found.records, include_contaminated, found),
         throughput_table(found.records, include_contaminated, found),
