@@ -400,7 +400,7 @@ def agent_model_server(request: pytest.FixtureRequest, agent_eval_config: AgentE
         record = record_of(request.node)
         segments = _step(
             "finding the item's recording",
-            lambda: baseline.recording(source, record.id, record.entry, record.arm, record.run),
+            lambda: baseline.recording(source, record.id, record.entry, record.arm, record.run, record.test),
         )
         backend = CassetteBackend(segments)
         replayed = str(eval_session(request.config).replay_path)

@@ -41,6 +41,18 @@ def two_builds_campaign() -> list[ItemRecord]:
     ]
 
 
+def three_arms_campaign() -> list[ItemRecord]:
+    """Two builds of the tool and no tool: report.html pairs each against without AND the builds together."""
+    return [
+        labelled(with_run(1), "with", 61.0),
+        labelled(with_run(2, scale=2), "with", 75.0),
+        labelled(with_run(1, cite=False), "with@1.5.0", 55.0),
+        labelled(with_run(2, again=True), "with@1.5.0", 65.0),
+        labelled(without_run(1), "without", 40.0),
+        labelled(without_run(2, lines=300), "without", 95.5),
+    ]
+
+
 def html_cells(page: str) -> dict[tuple[str, str, str], str]:
     """(entry, arm, figure) → the text of report.html's per entry × arm cell."""
     table = re.search(r'<table class="figures">(.*?)</table>', page, re.S).group(1)
@@ -59,6 +71,12 @@ def html_paired(page: str) -> dict[tuple[str, str, str], str]:
             for figure, text in re.findall(r'<td data-figure="(\w+)">(.*?)</td>', rest):
                 cells[html.unescape(arms), entry, figure] = html.unescape(text)
     return cells
+
+
+def html_pair_rows(page: str) -> set[tuple[str, str]]:
+    """(arms, entry) of every row of a paired table, small-n rows (no figures to read) included."""
+    found = re.findall(r'<table class="figures paired" data-arms="(.*?)">(.*?)</table>', page, re.S)
+    return {(html.unescape(arms), entry) for arms, body in found for entry in re.findall(r"<tr><td>(.*?)</td>", body)}
 
 
 def terminal_cells(text: str) -> dict[tuple[str, str, str], str]:
@@ -82,7 +100,11 @@ def terminal_cells(text: str) -> dict[tuple[str, str, str], str]:
     return cells
 
 
-@pytest.mark.parametrize("records", [ab_campaign(), two_builds_campaign()], ids=["with-without", "two-builds"])
+@pytest.mark.parametrize(
+    "records",
+    [ab_campaign(), two_builds_campaign(), three_arms_campaign()],
+    ids=["with-without", "two-builds", "three-arms"],
+)
 def test_terminal_tables_and_html_show_the_same_numbers(records):
     page = render_html(records, "t", "note")
     text = terminal_report(records)
@@ -95,4 +117,14 @@ def test_terminal_tables_and_html_show_the_same_numbers(records):
     for (arms, entry, figure), value in paired.items():
         assert in_terminal[arms, entry, FIGURES[figure].title()] == value, (arms, entry, figure)
     assert {f for _, _, f in paired} == set(PAIRED_COLUMNS)
+    terminal_pairs = {(arms, entry) for arms, entry, _ in in_terminal if " − " in arms}
+    assert terminal_pairs == html_pair_rows(page), "the terminal pairs the arms report.html pairs"
     assert len(in_html) == len({(r.entry, r.arm_label) for r in records}) * len(COLUMNS)
+
+
+def test_three_arms_pair_each_against_without_and_the_two_builds_together():
+    text = terminal_report(three_arms_campaign())
+    pairs = re.findall(r"^paired (.*?), run against run", text, re.M)
+    assert pairs == ["with − without", "with@1.5.0 − without", "with − with@1.5.0"]
+    page = render_html(three_arms_campaign(), "t", "note")
+    assert re.findall(r'data-arms="(.*?)"', page) == [html.escape(p) for p in pairs]

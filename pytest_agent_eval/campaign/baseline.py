@@ -154,12 +154,18 @@ def size_note(path: str | Path) -> str:
     return f"{records} record(s), {size / 1024:.0f} kB"
 
 
-def recording(campaign: Campaign, item_id: str, entry: str, arm: str, run: int | None) -> list[Path]:
+def recording(
+    campaign: Campaign, item_id: str, entry: str, arm: str, run: int | None, test: str | None = None
+) -> list[Path]:
     """The segments a replayed item's model replays: the recorded item of the same id, else of the same entry,
-    arm and run (an id that pins a build, ``express-with:local:x-1``, still finds ``express-with-1``)."""
+    arm and run (an id that pins a build, ``express-with:local:x-1``, still finds ``express-with-1``) — and of the
+    same ``test`` function when the recording ran that entry in several, so no test replays another's run."""
     records = campaign.items()
     found = next((r for r in records if r.id == item_id), None)
-    found = found or next((r for r in records if (r.entry, r.arm, r.run) == (entry, arm, run)), None)
+    if found is None:
+        same = [r for r in records if (r.entry, r.arm, r.run) == (entry, arm, run)]
+        tests = {r.test for r in same}
+        found = next((r for r in same if r.test == test), None) or (same[0] if len(tests) == 1 else None)
     if found is None:
         ids = ", ".join(r.id for r in records[:8]) + (" …" if len(records) > 8 else "")
         raise StoreError(f"{campaign.path}: no recording of {item_id} (it recorded: {ids or 'nothing'})")
