@@ -28,8 +28,8 @@ from test_plugin import (
 )
 
 from pytest_agent_eval.campaign.store import config_hash
-from pytest_agent_eval.report.aggregate import Row
 from pytest_agent_eval.report import terminal as tables
+from pytest_agent_eval.report.aggregate import Row
 
 pytestmark = pytest.mark.slow  # pytester sessions, several in subprocesses, that run the stand-in claude
 

@@ -10,10 +10,12 @@ import shutil
 import pytest
 from test_baseline import recorded_campaign
 from test_compare import with_run, without_run
+from test_plugin import Q_EXPRESS, Q_GIN, Project, clean_scripts, entry
 
 from pytest_agent_eval.campaign import baseline
 from pytest_agent_eval.campaign.record import ItemRecord
 from pytest_agent_eval.campaign.store import Campaign, StoreError
+from pytest_agent_eval.cli import main
 from pytest_agent_eval.config import parse_rules
 from pytest_agent_eval.report.aggregate import Row, aggregate
 from pytest_agent_eval.report.compare import gate, medians, render_gate
@@ -150,3 +152,46 @@ def test_a_replay_finds_the_recording_of_its_own_test_function(tmp_path):
     assert baseline.recording(campaign, "test_y.express-with:local:x-1", ENTRY, "with", 1, TEST_Y) == y_segments
     with pytest.raises(StoreError, match="no recording of express-with:local:x-1"):
         baseline.recording(campaign, "express-with:local:x-1", ENTRY, "with", 1, "tests/evals/test_b.py::test_z")
+
+
+# -- end to end: two test functions through the plugin, with the stand-in claude ------------------------------
+MINE = """
+import pytest
+
+
+@pytest.mark.agent_eval(entries=["express"])
+def test_mine(agent_result):
+    assert agent_result.figures["tool_calls"] >= 1
+"""
+
+
+@pytest.fixture
+def project(pytester: pytest.Pytester) -> Project:
+    return Project(pytester, [entry("express", Q_EXPRESS), entry("gin", Q_GIN, "Go")])
+
+
+@pytest.mark.slow
+def test_two_test_functions_over_one_entry_stay_apart_end_to_end(project, capsys):
+    clean_scripts(project)
+    (project.path / "evals" / "test_mine.py").write_text(MINE)
+    project.run("--agent-eval-runs", "2", "-k", "express").assert_outcomes(passed=8)
+    text = capsys.readouterr().out
+    blocks = comparison_blocks(text)
+    assert set(blocks) == {"test_ab.py::test_ab · express", "test_mine.py::test_mine · express"}
+    assert all(re.search(r"with \(n=2\)\s+without \(n=2\)", block) for block in blocks.values())
+    assert set(project.summary()["entries"]) == set(blocks)
+    page = (project.campaign() / "report.html").read_text()
+    assert page.count("<td>test_mine.py::test_mine · express</td><td>with</td><td") == 1
+
+    assert main(["compare", str(project.campaign()), str(project.campaign())]) == 0
+    rows = re.findall(
+        r"^(test_\w+\.py::test_\w+ · express)\s+(with|without)\s+residual_tokens.*\s(\d→\d)",
+        capsys.readouterr().out,
+        re.M,
+    )
+    assert sorted(rows) == [
+        ("test_ab.py::test_ab · express", "with", "2→2"),
+        ("test_ab.py::test_ab · express", "without", "2→2"),
+        ("test_mine.py::test_mine · express", "with", "2→2"),
+        ("test_mine.py::test_mine · express", "without", "2→2"),
+    ]
