@@ -16,7 +16,6 @@ What is checked, per command:
 
 from __future__ import annotations
 
-import json
 import os
 import re
 import shlex
@@ -218,7 +217,8 @@ def test_eval_commands_collect_only_entries_with_an_offline_source(example: Exam
     argv = [*without_workers(example.argv), "--collect-only", "-q", "-p", "no:cacheprovider"]
     done = run(argv, ROOT)
     assert done.returncode == 0, f"{example}\n{done.stdout[-3000:]}\n{done.stderr[-3000:]}"
-    assert "error" not in done.stdout.lower().split("\n")[-2], done.stdout[-2000:]
+    summary = done.stdout.strip().splitlines()[-1]
+    assert "error" not in summary, done.stdout[-2000:]
     ids = re.findall(r"::test_\w+\[(.+)\]$", done.stdout, re.M)
     assert ids, f"{example}: selected no agent item\n{done.stdout[-2000:]}"
     names = offline_entries()
@@ -255,9 +255,10 @@ def test_agent_eval_commands_run_or_use_options_that_exist(example: Example, tmp
     if argv[1:2] == ["score"] or not example.needs:
         env = supply_transcripts(example, tmp_path) if example.needs else {}
         argv = [a.replace("~", env["HOME"], 1) if a.startswith("~/") else a for a in argv]
-        tool_module = next((a.split(":")[0] for a in argv if re.fullmatch(r"\w+:[A-Z_]+", a)), None)
-        if tool_module:  # the README's own tool description, saved where the command imports it from
-            (tmp_path / f"{tool_module}.py").write_text(python_block_defining(tool_module.upper()), encoding="utf-8")
+        tool = next((a.split(":") for a in argv if re.fullmatch(r"\w+:[A-Z_]+", a)), None)
+        if tool is not None:  # the README's own tool description, saved where the command imports it from
+            module, attribute = tool
+            (tmp_path / f"{module}.py").write_text(python_block_defining(attribute), encoding="utf-8")
             env["PYTHONPATH"] = str(tmp_path)
         done = run(argv, tmp_path, env)
         assert done.returncode == 0, f"{example}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
@@ -304,6 +305,8 @@ def test_python_blocks_run(start: int, lines: list[str], tmp_path: Path, monkeyp
     shutil.copyfile(tmp_path / "run-with-1.jsonl", tmp_path / "run.jsonl")
     shutil.copyfile(tmp_path / "run-with-1.t2.jsonl", tmp_path / "run.t2.jsonl")
     monkeypatch.chdir(tmp_path)
-    code = compile("\n".join(lines), f"README.md:{start}", "exec")
+    code_text = "\n".join(lines)
+    code = compile(code_text, f"README.md:{start}", "exec")
     exec(code, {"__name__": f"readme_{start}"})
-    json.dumps(capsys.readouterr().out)  # whatever it printed is text
+    if re.search(r"\bprint\(", code_text):
+        assert capsys.readouterr().out.strip(), f"README.md:{start}: printed nothing"
