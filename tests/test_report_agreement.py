@@ -53,6 +53,21 @@ def three_arms_campaign() -> list[ItemRecord]:
     ]
 
 
+def two_tests_campaign() -> list[ItemRecord]:
+    """Two test functions over one entry: each is its own row, in both views."""
+    return [
+        ItemRecord.from_dict({**r.to_dict(), "id": f"{test}.{r.id}", "nodeid": f"evals/test_ab.py::{test}[{r.id}]"})
+        for test, campaign in (("test_ab", ab_campaign()[:6]), ("test_mine", three_arms_campaign()))
+        for r in campaign
+    ]
+
+
+def row_label(record: ItemRecord, records: list[ItemRecord]) -> str:
+    """The row a record is shown in: its entry, after its test function when the campaign ran several."""
+    tests = {r.test for r in records}
+    return f"{record.test.rsplit('/', 1)[-1]} · {record.entry}" if len(tests) > 1 else record.entry
+
+
 def html_cells(page: str) -> dict[tuple[str, str, str], str]:
     """(entry, arm, figure) → the text of report.html's per entry × arm cell."""
     table = re.search(r'<table class="figures">(.*?)</table>', page, re.S).group(1)
@@ -102,14 +117,14 @@ def terminal_cells(text: str) -> dict[tuple[str, str, str], str]:
 
 @pytest.mark.parametrize(
     "records",
-    [ab_campaign(), two_builds_campaign(), three_arms_campaign()],
-    ids=["with-without", "two-builds", "three-arms"],
+    [ab_campaign(), two_builds_campaign(), three_arms_campaign(), two_tests_campaign()],
+    ids=["with-without", "two-builds", "three-arms", "two-tests"],
 )
 def test_terminal_tables_and_html_show_the_same_numbers(records):
     page = render_html(records, "t", "note")
     text = terminal_report(records)
     in_html, in_terminal = html_cells(page), terminal_cells(text)
-    assert {(e, a) for e, a, _ in in_html} == {(r.entry, r.arm_label) for r in records}
+    assert {(e, a) for e, a, _ in in_html} == {(row_label(r, records), r.arm_label) for r in records}
     for (entry, arm, figure), value in in_html.items():
         assert in_terminal[entry, arm, FIGURES[figure].title()] == value, (entry, arm, figure)
     paired = html_paired(page)
@@ -119,7 +134,7 @@ def test_terminal_tables_and_html_show_the_same_numbers(records):
     assert {f for _, _, f in paired} == set(PAIRED_COLUMNS)
     terminal_pairs = {(arms, entry) for arms, entry, _ in in_terminal if " − " in arms}
     assert terminal_pairs == html_pair_rows(page), "the terminal pairs the arms report.html pairs"
-    assert len(in_html) == len({(r.entry, r.arm_label) for r in records}) * len(COLUMNS)
+    assert len(in_html) == len({(row_label(r, records), r.arm_label) for r in records}) * len(COLUMNS)
 
 
 def test_three_arms_pair_each_against_without_and_the_two_builds_together():
