@@ -135,6 +135,10 @@ def test_compare_of_one_test_function_and_old_records_pools_as_before():
     assert all(row.test is None for row in result.rows)
     # an old baseline (no nodeids) against a campaign of two tests: rows cannot be told apart on one side
     assert gate(runs, two_tests()).matched == [(Row(ENTRY), "with"), (Row(ENTRY), "without")]
+    # one test function a side is the same test, whatever path named it (pytest evals vs --pyargs)
+    installed = "../venv/lib/python3.11/site-packages/pytest_agent_eval/evals/test_ab.py::test_ab"
+    moved = gate([of_test(r, "evals/test_ab.py::test_ab") for r in runs], [of_test(r, installed) for r in runs])
+    assert moved.matched == [(Row(ENTRY), "with"), (Row(ENTRY), "without")] and not moved.failed
 
 
 def test_a_replay_finds_the_recording_of_its_own_test_function(tmp_path):

@@ -173,8 +173,10 @@ def gate(
     """
     names = list(dict.fromkeys([*HEADLINE, *(rule.metric for rule in rules)]))
     before_records, after_records = as_records(baseline_records), as_records(current_records)
-    # Both sides tell tests apart, or neither: a row must mean the same thing before and after.
-    by_test = tells_tests_apart([*before_records, *after_records])
+    # Both sides tell tests apart, or neither: a row must mean the same thing before and after. One test function a
+    # side is one test, whatever its path (``pytest evals`` and ``--pyargs`` name the same file differently).
+    named = all(record.test for record in [*before_records, *after_records])
+    by_test = named and (tells_tests_apart(before_records) or tells_tests_apart(after_records))
     before_all, after_all = _scored(before_records, by_test), _scored(after_records, by_test)
     matched = [key for key in before_all if key in after_all]
     rows = []
