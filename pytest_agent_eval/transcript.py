@@ -207,6 +207,7 @@ class Session:
         """An interactive session: a ``<session>.jsonl`` file, or a project folder (newest file)."""
         session_file = find_session_file(Path(path))
         builder = _Builder()
+        builder.interactive = True
         builder.read_file(session_file, segment=0, thread=None)
         builder.read_subagents(session_file)
         return builder.finish()
@@ -402,7 +403,10 @@ class _Builder:
         self.messages: dict[tuple[str, str], Message] = {}
         self.calls: dict[str, ToolCall] = {}
         self.agent_links: dict[str, str] = {}
-        self.interactive = False  # a file read with ``sniff`` turned out to be an interactive session file
+        # Reading an interactive session file (or a file read with ``sniff`` turned out to be one): only then are
+        # subagents linked to the calls that spawned them (a stream-json subagent's events name their call), which
+        # saves searching every result's structured copy for an agent id.
+        self.interactive = False
 
     def finish(self) -> Session:
         return self.session
@@ -438,6 +442,7 @@ class _Builder:
         # The hot loop of scoring: one decode per line and a dispatch on the event's type, nothing else.
         parse = self.session.parse
         turn_open = True  # until a result event closes it; any later assistant/user event opens the next
+        unlinked: list[tuple[_Event, str]] = []  # results read while sniffing, before the file's format was known
         for number, line in enumerate(lines):
             event = _event(line) if line is not None else None  # None: a line too long to read
             if event is None:
@@ -446,6 +451,9 @@ class _Builder:
                 continue
             if sniff and number < SNIFF_LINES and (event.session_id is not UNSET or event.parent_uuid is not UNSET):
                 self.interactive = True
+                for earlier, result_id in unlinked:
+                    self._link_agent(earlier, result_id)
+                unlinked.clear()
             parse.events += 1
             kind = event.type if isinstance(event.type, str) else "?"
             parse.event_types[kind] += 1
@@ -455,7 +463,11 @@ class _Builder:
             if kind == "assistant":
                 self._on_assistant(event, segment, event_thread)
             elif kind == "user":
-                self._on_user(event, event_thread)
+                result_id = self._on_user(event, event_thread)
+                if result_id is not None and self.interactive:
+                    self._link_agent(event, result_id)
+                elif result_id is not None and sniff and number < SNIFF_LINES:  # linked if the file is a session's
+                    unlinked.append((event, result_id))
             elif kind == "system":
                 self._on_system(event, line, event_thread)
             else:
@@ -509,15 +521,21 @@ class _Builder:
         message.calls.append(call)
         self.session.calls.append(call)
 
-    def _on_user(self, event: _Event, thread: str) -> None:
+    def _link_agent(self, event: _Event, result_id: str) -> None:
+        agent_id = event.agent_id()
+        if agent_id:
+            self.agent_links[agent_id] = result_id
+
+    def _on_user(self, event: _Event, thread: str) -> str | None:
+        """The call id of the event's last tool result, if it carried any."""
         raw = event.message
         if not isinstance(raw, dict):
-            return
+            return None
         content = raw.get("content")
         if isinstance(content, str):
             self.session.timeline.append(UserText(content, thread))
-            return
-        agent_id: str | None = None
+            return None
+        result_id: str | None = None
         for block in _blocks(content):
             if block.get("type") == "tool_result":
                 call_id = _str(block.get("tool_use_id"))
@@ -528,14 +546,12 @@ class _Builder:
                 if call_id in self.calls:
                     self.calls[call_id].result = result
                 self.session.timeline.append(result)
-                if agent_id is None:
-                    agent_id = event.agent_id() or ""
-                if agent_id:
-                    self.agent_links[agent_id] = call_id
+                result_id = call_id
             elif block.get("type") == "text":
                 self.session.timeline.append(UserText(_str(block.get("text")), thread))
             else:  # an image or a document the user attached still occupies the window
                 self.session.timeline.append(UserText("", thread, content_chars(block)))
+        return result_id
 
     def _on_result(self, event: _Event, segment: int) -> None:
         cost = event.total_cost_usd
