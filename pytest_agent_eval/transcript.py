@@ -444,6 +444,8 @@ class _Builder:
         turn_open = True  # until a result event closes it; any later assistant/user event opens the next
         unlinked: list[tuple[_Event, str]] = []  # results read while sniffing, before the file's format was known
         for number, line in enumerate(lines):
+            if line is not None and not line:  # the empty line after the last newline: nothing to decode
+                continue
             event = _event(line) if line is not None else None  # None: a line too long to read
             if event is None:
                 if line is None or not _blank(line):
