@@ -56,20 +56,22 @@ def best_of(repeats: int, *works: Callable[[], object]) -> list[float]:
     return best
 
 
-def stage_times(grouped: list[list[Path]], bare: float) -> None:
-    """Each stage on its own, over sessions read beforehand, as a multiple of bare decoding."""
+def stage_times(grouped: list[list[Path]], decode: Callable[[], object]) -> None:
+    """Each stage on its own, over sessions read beforehand, as a multiple of bare decoding (timed among them)."""
     read = [Session.from_files(segments) for segments in grouped]
     cards = [score(session) for session in read]
+    sections = [explore_sections(session.calls, CODEGRAPH) for session in read]  # parsed once, as score() does
     stages: dict[str, Callable[[], object]] = {
         "session (read)": lambda: [Session.from_files(segments) for segments in grouped],
         "explore sections": lambda: [explore_sections(s.calls, CODEGRAPH) for s in read],
         "occupancy": lambda: [occupancy(s) for s in read],
-        "sufficiency": lambda: [sufficiency(s) for s in read],
-        "allocation": lambda: [allocation(s) for s in read],
+        "sufficiency": lambda: [sufficiency(s, CODEGRAPH, parsed) for s, parsed in zip(read, sections, strict=True)],
+        "allocation": lambda: [allocation(s, CODEGRAPH, (), parsed) for s, parsed in zip(read, sections, strict=True)],
         "contamination": lambda: [contamination(s) for s in read],
         "rendering": lambda: [render_scorecard(card) for card in cards],
     }
-    for name, seconds in zip(stages, best_of(REPEATS, *stages.values()), strict=True):
+    bare, *times = best_of(REPEATS, decode, *stages.values())
+    for name, seconds in zip(stages, times, strict=True):
         print(f"  {name:<18}{seconds / bare:6.2f}x")
 
 
@@ -100,7 +102,7 @@ def main() -> int:
     print(f"scoring           {megabytes / scored:8.1f} MB/s")
     print(f"ratio             {scored / bare:8.2f}x   (goal <= 1.50x)")
     if show_stages:
-        stage_times(grouped, bare)
+        stage_times(grouped, decode)
     return 0
 
 
