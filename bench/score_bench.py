@@ -1,11 +1,12 @@
 """Scoring throughput against bare JSON decoding of the same lines.
 
-    python bench/score_bench.py [FILE_OR_DIR …]      # default: bench/data/transcripts
+    python bench/score_bench.py [--stages] [FILE_OR_DIR …]      # default: bench/data/transcripts
 
 Prints MB/s for scoring as ``agent-eval score`` does it (each session's segments read from disk and stitched,
 every metric, the text blocks rendered) and for bare ``json.loads`` of the same files' lines, and their
 ratio. Goal: scoring costs at most 1.5× bare decoding. Times are this process's CPU time, the best of
 several rounds that run both in turn: on a machine shared with other work, wall time measures the neighbours.
+``--stages`` also times each stage alone (reading the session, each metric, rendering), as a share of bare decoding.
 """
 
 from __future__ import annotations
@@ -16,8 +17,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from pytest_agent_eval.explore_answer import explore_sections
+from pytest_agent_eval.metrics.allocation import allocation
+from pytest_agent_eval.metrics.contamination import contamination
+from pytest_agent_eval.metrics.occupancy import occupancy
+from pytest_agent_eval.metrics.sufficiency import sufficiency
 from pytest_agent_eval.report.blocks import render_scorecard
 from pytest_agent_eval.score import score
+from pytest_agent_eval.tool import CODEGRAPH
 from pytest_agent_eval.transcript import Session, segment_files
 
 # Sessions of the real Claude Code CLI with real codegraph responses, made through this project's harness
@@ -37,7 +44,7 @@ def sessions(args: list[str]) -> list[list[Path]]:
     return [segment_files(f) if f.suffix == ".jsonl" else [f] for f in files if f not in later]
 
 
-def best_of(repeats: int, *works: Callable[[], None]) -> list[float]:
+def best_of(repeats: int, *works: Callable[[], object]) -> list[float]:
     """The best time of each ``work`` over ``repeats`` rounds, run in turn within each round, so load from
     other processes on the machine weighs on all of them alike."""
     best = [float("inf")] * len(works)
@@ -49,8 +56,29 @@ def best_of(repeats: int, *works: Callable[[], None]) -> list[float]:
     return best
 
 
+def stage_times(grouped: list[list[Path]], decode: Callable[[], object]) -> None:
+    """Each stage on its own, over sessions read beforehand, as a multiple of bare decoding (timed among them)."""
+    read = [Session.from_files(segments) for segments in grouped]
+    cards = [score(session) for session in read]
+    sections = [explore_sections(session.calls, CODEGRAPH) for session in read]  # parsed once, as score() does
+    stages: dict[str, Callable[[], object]] = {
+        "session (read)": lambda: [Session.from_files(segments) for segments in grouped],
+        "explore sections": lambda: [explore_sections(s.calls, CODEGRAPH) for s in read],
+        "occupancy": lambda: [occupancy(s) for s in read],
+        "sufficiency": lambda: [sufficiency(s, CODEGRAPH, parsed) for s, parsed in zip(read, sections, strict=True)],
+        "allocation": lambda: [allocation(s, CODEGRAPH, (), parsed) for s, parsed in zip(read, sections, strict=True)],
+        "contamination": lambda: [contamination(s) for s in read],
+        "rendering": lambda: [render_scorecard(card) for card in cards],
+    }
+    bare, *times = best_of(REPEATS, decode, *stages.values())
+    for name, seconds in zip(stages, times, strict=True):
+        print(f"  {name:<18}{seconds / bare:6.2f}x")
+
+
 def main() -> int:
-    grouped = sessions(sys.argv[1:])
+    args = sys.argv[1:]
+    show_stages = "--stages" in args
+    grouped = sessions([a for a in args if a != "--stages"])
     files = [f for segments in grouped for f in segments]
     megabytes = sum(f.stat().st_size for f in files) / 1e6
 
@@ -73,6 +101,8 @@ def main() -> int:
     print(f"bare json.loads   {megabytes / bare:8.1f} MB/s")
     print(f"scoring           {megabytes / scored:8.1f} MB/s")
     print(f"ratio             {scored / bare:8.2f}x   (goal <= 1.50x)")
+    if show_stages:
+        stage_times(grouped, decode)
     return 0
 
 

@@ -18,20 +18,18 @@ import argparse
 import json
 import math
 import sys
-import tempfile
 from collections.abc import Sequence
 from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pytest_agent_eval.config import DEFAULT_OUT
 from pytest_agent_eval.metrics.occupancy import WINDOW_TOKENS
 from pytest_agent_eval.score import score
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool, load_tool
 from pytest_agent_eval.transcript import Session, TranscriptError, segment_files
 
 # `score` imports only what scoring needs: it should start about as fast as decoding the file does
-# (bench/load_bench.py); the campaign, report and compare modules load in the commands that use them.
+# (bench/load_bench.py); the campaign, config, report and compare modules load in the commands that use them.
 
 
 def json_text(data: Any) -> str:
@@ -149,9 +147,8 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="N",
         help="fail unless N (entry, arm) pairs were compared (default with rules: every pair the baseline scored)",
     )
-    cmd.add_argument(
-        "--out", default=DEFAULT_OUT, metavar="DIR", help=f"where baselines and 'latest' are ({DEFAULT_OUT})"
-    )
+    # No default here: the config module it lives in is not worth importing for a score command's start-up.
+    cmd.add_argument("--out", metavar="DIR", help="where baselines and 'latest' are (default: --agent-eval-out's)")
 
     cmd = commands.add_parser("merge", help="merge the campaigns of shards 1..N (--agent-eval-shard I/N) into one")
     cmd.add_argument("out", metavar="OUT", help="the merged campaign's folder (new, or an empty one)")
@@ -205,6 +202,8 @@ class _Version(argparse.Action):
 
 
 def _rescore(args: argparse.Namespace) -> int:
+    import tempfile
+
     from pytest_agent_eval.campaign import baseline
     from pytest_agent_eval.campaign.rescore import rescore
     from pytest_agent_eval.campaign.store import StoreError
@@ -240,7 +239,7 @@ def _rescore(args: argparse.Namespace) -> int:
 def _compare(args: argparse.Namespace) -> int:
     from pytest_agent_eval.campaign import baseline
     from pytest_agent_eval.campaign.store import StoreError, load_records
-    from pytest_agent_eval.config import OptionError, parse_rules
+    from pytest_agent_eval.config import DEFAULT_OUT, OptionError, parse_rules
     from pytest_agent_eval.report.compare import gate, render_gate
 
     try:
@@ -252,7 +251,7 @@ def _compare(args: argparse.Namespace) -> int:
     problems: list[str] = []
     for spec in (args.baseline, args.current):
         try:
-            sides.append(load_records(baseline.find(spec, args.out), problems))
+            sides.append(load_records(baseline.find(spec, args.out or DEFAULT_OUT), problems))
         except StoreError as exc:
             print(f"agent-eval: error: {exc}", file=sys.stderr)
             return 2

@@ -11,8 +11,13 @@ begins. The header after the path lists ``name(kind)`` for the nodes shipped in 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    from pytest_agent_eval.tool import RetrievalTool
+    from pytest_agent_eval.transcript import ToolCall
 
 # A section header, wherever it is: led by a literal, the pattern is found by a fast scan for "**`", far
 # quicker on tens of KB than a ``^``-anchored MULTILINE pattern; :func:`_sections` keeps those at a line start.
@@ -59,8 +64,13 @@ def file_sections(text: str) -> list[FileSection]:
     return sections
 
 
-def returned_files(text: str) -> list[str]:
-    return [m.group(1) for m in _sections(text)]
+def explore_sections(calls: Iterable[ToolCall], tool: RetrievalTool) -> dict[str, list[FileSection]]:
+    """The file sections of each answered explore call, by call id: parsed once for every metric that reads them."""
+    return {
+        call.id: file_sections(call.result.text)
+        for call in calls
+        if call.result is not None and not call.result.is_error and tool.is_explore(call.name)
+    }
 
 
 def file_references(text: str) -> list[tuple[str, str]]:

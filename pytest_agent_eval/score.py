@@ -10,6 +10,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_agent_eval.explore_answer import explore_sections
 from pytest_agent_eval.metrics.allocation import Allocation, allocation
 from pytest_agent_eval.metrics.contamination import Contamination, contamination
 from pytest_agent_eval.metrics.occupancy import WINDOW_TOKENS, Occupancy, occupancy
@@ -58,12 +59,13 @@ def score(
     window: int = WINDOW_TOKENS,
     answer_globs: Sequence[str] = (),
 ) -> Scorecard:
+    sections = explore_sections(session.calls, tool)  # both metrics read them: parsed once
     return Scorecard(
         session=session,
         tool=tool,
         occupancy=occupancy(session, tool, window),
-        sufficiency=sufficiency(session, tool),
-        allocation=allocation(session, tool, answer_globs),
+        sufficiency=sufficiency(session, tool, sections),
+        allocation=allocation(session, tool, answer_globs, sections),
         contamination=contamination(session, tool),
     )
 

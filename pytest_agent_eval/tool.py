@@ -78,19 +78,23 @@ class _Scanner:
     """Finds the first of several fingerprints in a text; one literal pass screens out the texts that hold none.
 
     The automaton searches leftmost-first, without overlaps (several times faster than reporting every
-    occurrence): it finds a match whenever any literal occurs, which is all the screen needs.
+    occurrence): it finds a match whenever any literal occurs, which is all the screen needs. It searches the text's
+    UTF-8 bytes: a literal occurs in a text exactly when its bytes occur in the text's, and a ``str`` search costs
+    about six times as much (each match's byte offset is turned back into a character index).
     """
 
     def __init__(self, fingerprints: tuple[Fingerprint, ...]) -> None:
         self.fingerprints = fingerprints
-        literals = list(dict.fromkeys(lit for fp in fingerprints for lit in fp.literals))
+        literals = list(dict.fromkeys(_utf8(lit) for fp in fingerprints for lit in fp.literals))
         self.automaton = (
-            ahocorasick_rs.AhoCorasick(literals, matchkind=ahocorasick_rs.MatchKind.LeftmostFirst) if literals else None
+            ahocorasick_rs.BytesAhoCorasick(literals, matchkind=ahocorasick_rs.MatchKind.LeftmostFirst)
+            if literals
+            else None
         )
         self.probes = [fp.probe for fp in fingerprints if fp.probe is not None]
 
     def first(self, text: str) -> tuple[Fingerprint, re.Match[str]] | None:
-        literal = self.automaton is not None and bool(self.automaton.find_matches_as_indexes(text))
+        literal = self.automaton is not None and bool(self.automaton.find_matches_as_indexes(_utf8(text)))
         if not literal and not any(probe.search(text) for probe in self.probes):
             return None
         for candidate in self.fingerprints:
@@ -98,6 +102,10 @@ class _Scanner:
             if match:
                 return candidate, match
         return None
+
+
+def _utf8(text: str) -> bytes:
+    return text.encode("utf-8", "surrogatepass")  # a lone surrogate (JSON allows one) has bytes too
 
 
 # codegraph 1.6.1's NODE_KINDS: the prefix of every node id in its index (``function:<md5>``).

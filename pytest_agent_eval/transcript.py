@@ -15,7 +15,6 @@ counted once per API request. Anything it does not understand is stepped over, n
 from __future__ import annotations
 
 import glob
-import itertools
 import json
 import math
 import re
@@ -25,15 +24,19 @@ from collections.abc import Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 import msgspec
+from msgspec import UNSET, UnsetType
 
 MAIN = "main"
 STAND_IN_PREFIX = "stand-in"
 DELEGATION_TOOLS = frozenset({"Agent", "Task"})
 KNOWN_EVENT_TYPES = frozenset({"system", "assistant", "user", "result"})
 _SEGMENT_RE = re.compile(r"\.t(\d+)\.jsonl$")
+# Session files carry ``sessionId``/``parentUuid`` on their events, stream-json ``session_id``: a single file given
+# as a session's segments is read as a session file when one of its first lines does.
+SNIFF_LINES = 20
 # A line longer than this is a bad line, read past in bounded steps: a runaway file never exhausts memory.
 MAX_LINE_BYTES = 64 * 1024 * 1024
 
@@ -191,11 +194,12 @@ class Session:
         A single interactive session file is read as one, with its subagent files stitched in.
         """
         paths = [Path(p) for p in paths]
-        if len(paths) == 1 and _is_interactive(paths[0]):
-            return cls.from_session_file(paths[0])
         builder = _Builder()
         for segment, path in enumerate(paths):
-            builder.read_file(path, segment=segment, thread=None, expect_result=True)
+            # A single file's first lines say whether it is a session file: read once, whichever it is.
+            builder.read_file(path, segment=segment, thread=None, expect_result=True, sniff=len(paths) == 1)
+        if builder.interactive:
+            builder.read_subagents(paths[0])
         return builder.finish()
 
     @classmethod
@@ -203,9 +207,9 @@ class Session:
         """An interactive session: a ``<session>.jsonl`` file, or a project folder (newest file)."""
         session_file = find_session_file(Path(path))
         builder = _Builder()
+        builder.interactive = True
         builder.read_file(session_file, segment=0, thread=None)
-        for agent_file, thread in _subagent_threads(session_file, builder.agent_links):
-            builder.read_file(agent_file, segment=0, thread=thread)
+        builder.read_subagents(session_file)
         return builder.finish()
 
     @classmethod
@@ -319,21 +323,6 @@ def _subagent_threads(session_file: Path, links: dict[str, str]) -> Iterator[tup
             yield agent_file, _meta_tool_use_id(agent_file) or links.get(agent_id) or f"agent:{agent_id}"
 
 
-def _is_interactive(path: Path, sniff_lines: int = 20) -> bool:
-    """Session files carry ``sessionId``/``parentUuid`` on their events; stream-json carries ``session_id``."""
-    try:
-        for line in itertools.islice(_lines(path), sniff_lines):
-            # Decode only a line that names one of the keys: stream-json lines (explore responses) are long.
-            if line is None or (b'"parentUuid"' not in line and b'"sessionId"' not in line):
-                continue
-            event = _loads(line)
-            if event is not None and ("parentUuid" in event or "sessionId" in event):
-                return True
-    except (OSError, TranscriptError):
-        return False
-    return False
-
-
 def belongs_to(agent_file: Path, session_id: str) -> bool:
     """A flat-layout agent file shares its folder with other sessions' agents."""
     try:
@@ -365,21 +354,36 @@ def _require_regular(path: Path) -> int:
     return info.st_size
 
 
-def _lines(path: Path) -> Iterator[bytes | None]:
+def _lines(path: Path) -> Iterator[bytes | memoryview | None]:
     """The file's lines as bytes (the decoder reads UTF-8 itself, which saves making a str of every line);
     ``None`` stands for a line over ``MAX_LINE_BYTES``, read past in bounded steps."""
     size = _require_regular(path)
     with path.open("rb") as handle:
-        if size <= MAX_LINE_BYTES:  # no line can be too long: one read, then a split (a readline costs more)
-            yield from handle.read().split(b"\n")
-            return
-        while line := handle.readline(MAX_LINE_BYTES + 1):
-            if len(line) > MAX_LINE_BYTES:
-                while (rest := handle.readline(MAX_LINE_BYTES)) and not rest.endswith(b"\n"):
-                    pass
-                yield None
-            else:
-                yield line
+        if size <= MAX_LINE_BYTES:  # no line can be too long: one read (a readline costs more)
+            yield from _split_lines(handle.read())
+        else:
+            yield from _stream_lines(handle)
+
+
+def _split_lines(data: bytes) -> Iterator[memoryview]:
+    """Each line as a view into ``data``: no line is copied (a ``split`` copies the whole file once more)."""
+    view = memoryview(data)
+    start = 0
+    while (end := data.find(b"\n", start)) >= 0:
+        yield view[start:end]
+        start = end + 1
+    yield view[start:]
+
+
+def _stream_lines(handle: BinaryIO) -> Iterator[bytes | None]:
+    """Lines read one at a time, ``None`` for a line over ``MAX_LINE_BYTES`` (read past in bounded steps)."""
+    while line := handle.readline(MAX_LINE_BYTES + 1):
+        if len(line) > MAX_LINE_BYTES:
+            while (rest := handle.readline(MAX_LINE_BYTES)) and not rest.endswith(b"\n"):
+                pass
+            yield None
+        else:
+            yield line
 
 
 def _meta_tool_use_id(agent_file: Path) -> str | None:
@@ -399,15 +403,22 @@ class _Builder:
         self.messages: dict[tuple[str, str], Message] = {}
         self.calls: dict[str, ToolCall] = {}
         self.agent_links: dict[str, str] = {}
+        # Reading an interactive session file (or a file read with ``sniff`` turned out to be one): only then are
+        # subagents linked to the calls that spawned them (a stream-json subagent's events name their call), which
+        # saves searching every result's structured copy for an agent id.
+        self.interactive = False
 
     def finish(self) -> Session:
         return self.session
 
-    def read_file(self, path: Path, segment: int, thread: str | None, expect_result: bool = False) -> None:
-        """``expect_result``: a stream-json segment, which ends with a ``result`` event unless cut off."""
+    def read_file(
+        self, path: Path, segment: int, thread: str | None, expect_result: bool = False, sniff: bool = False
+    ) -> None:
+        """``expect_result``: a stream-json segment, which ends with a ``result`` event unless cut off; ``sniff``:
+        unless the file turns out to be an interactive session file (see :data:`SNIFF_LINES`)."""
         before = self.session.parse.event_types.total()
         try:
-            self.read_lines(_lines(path), segment, thread, name=str(path), expect_result=expect_result)
+            self.read_lines(_lines(path), segment, thread, str(path), expect_result=expect_result, sniff=sniff)
         except OSError as exc:
             raise TranscriptError(f"{path}: cannot read ({exc.strerror})") from None
         known = sum(self.session.parse.event_types[t] for t in KNOWN_EVENT_TYPES)
@@ -415,63 +426,81 @@ class _Builder:
             raise TranscriptError(f"{path}: not a Claude Code transcript (no JSON events)")
         self.session.files.append(path)
 
+    def read_subagents(self, session_file: Path) -> None:
+        for agent_file, thread in _subagent_threads(session_file, self.agent_links):
+            self.read_file(agent_file, segment=0, thread=thread)
+
     def read_lines(
         self,
-        lines: Iterable[str | bytes | None],
+        lines: Iterable[str | bytes | memoryview | None],
         segment: int,
         thread: str | None,
         name: str,
         expect_result: bool = False,
+        sniff: bool = False,
     ) -> None:
-        # The hot loop of scoring: one decode per line and a dict dispatch, nothing else.
-        handlers = {
-            "system": self._on_system,
-            "assistant": self._on_assistant,
-            "user": self._on_user,
-            "result": self._on_result,
-        }
+        # The hot loop of scoring: one decode per line and a dispatch on the event's type, nothing else.
         parse = self.session.parse
         turn_open = True  # until a result event closes it; any later assistant/user event opens the next
-        for line in lines:
-            event = _loads(line) if line is not None else None  # None: a line too long to read
+        unlinked: list[tuple[_Event, str]] = []  # results read while sniffing, before the file's format was known
+        for number, line in enumerate(lines):
+            if line is not None and not line:  # the empty line after the last newline: nothing to decode
+                continue
+            event = _event(line) if line is not None else None  # None: a line too long to read
             if event is None:
-                if line is None or line.strip():
+                if line is None or not _blank(line):
                     parse.bad_lines += 1
                 continue
+            if sniff and number < SNIFF_LINES and (event.session_id is not UNSET or event.parent_uuid is not UNSET):
+                self.interactive = True
+                for earlier, result_id in unlinked:
+                    self._link_agent(earlier, result_id)
+                unlinked.clear()
             parse.events += 1
-            kind = event.get("type")
-            kind = kind if isinstance(kind, str) else "?"
+            kind = event.type if isinstance(event.type, str) else "?"
             parse.event_types[kind] += 1
-            handler = handlers.get(kind)
-            if handler is not None:
-                handler(event, segment, thread or _thread_of(event))
-                turn_open = kind != "result" and (turn_open or kind != "system")
-        if expect_result and turn_open:
+            if kind not in KNOWN_EVENT_TYPES:
+                continue
+            event_thread = thread or _thread_of(event)
+            if kind == "assistant":
+                self._on_assistant(event, segment, event_thread)
+            elif kind == "user":
+                result_id = self._on_user(event, event_thread)
+                if result_id is not None and self.interactive:
+                    self._link_agent(event, result_id)
+                elif result_id is not None and sniff and number < SNIFF_LINES:  # linked if the file is a session's
+                    unlinked.append((event, result_id))
+            elif kind == "system":
+                self._on_system(event, line, event_thread)
+            else:
+                self._on_result(event, segment)
+            turn_open = kind != "result" and (turn_open or kind != "system")
+        if expect_result and turn_open and not self.interactive:
             parse.unfinished.append(name)
 
     # -- event handlers -----------------------------------------------------------------
-    def _on_system(self, event: dict, segment: int, thread: str) -> None:
-        subtype = event.get("subtype")
+    def _on_system(self, event: _Event, line: str | bytes | memoryview, thread: str) -> None:
+        subtype = event.subtype
         if subtype == "init":
-            self.session.inits.append(event)
+            self.session.inits.append(_loads(line) or {})  # the whole event: what it lists varies by version
         elif subtype in ("compact_boundary", "compaction"):
-            meta = event.get("compactMetadata") or event.get("compact_metadata") or {}
+            meta = event.compaction or event.compaction_snake or {}
             pre = meta.get("preTokens", meta.get("pre_tokens")) if isinstance(meta, dict) else None
             self.session.timeline.append(Compaction(thread, pre if isinstance(pre, int) else None))
 
-    def _on_assistant(self, event: dict, segment: int, thread: str) -> None:
-        raw = event.get("message")
+    def _on_assistant(self, event: _Event, segment: int, thread: str) -> None:
+        raw = event.message
         if not isinstance(raw, dict):
             return
-        msg_id = _str(raw.get("id")) or _str(event.get("uuid")) or f"anon-{len(self.session.timeline)}"
+        msg_id = _str(raw.get("id")) or _str(event.uuid) or f"anon-{len(self.session.timeline)}"
         key = (thread, msg_id)
         message = self.messages.get(key)
         if message is None:
             message = Message(msg_id, thread, Usage.from_json(raw.get("usage")), segment, model=_str(raw.get("model")))
             self.messages[key] = message
             self.session.timeline.append(message)
-        if isinstance(event.get("error"), str):
-            message.error = event["error"]
+        if isinstance(event.error, str):
+            message.error = event.error
         for block in _blocks(raw.get("content")):
             if block.get("type") == "tool_use":
                 self._add_call(block, message)
@@ -494,15 +523,21 @@ class _Builder:
         message.calls.append(call)
         self.session.calls.append(call)
 
-    def _on_user(self, event: dict, segment: int, thread: str) -> None:
-        raw = event.get("message")
+    def _link_agent(self, event: _Event, result_id: str) -> None:
+        agent_id = event.agent_id()
+        if agent_id:
+            self.agent_links[agent_id] = result_id
+
+    def _on_user(self, event: _Event, thread: str) -> str | None:
+        """The call id of the event's last tool result, if it carried any."""
+        raw = event.message
         if not isinstance(raw, dict):
-            return
+            return None
         content = raw.get("content")
         if isinstance(content, str):
             self.session.timeline.append(UserText(content, thread))
-            return
-        structured = event.get("toolUseResult", event.get("tool_use_result"))
+            return None
+        result_id: str | None = None
         for block in _blocks(content):
             if block.get("type") == "tool_result":
                 call_id = _str(block.get("tool_use_id"))
@@ -513,27 +548,27 @@ class _Builder:
                 if call_id in self.calls:
                     self.calls[call_id].result = result
                 self.session.timeline.append(result)
-                if isinstance(structured, dict) and isinstance(structured.get("agentId"), str):
-                    self.agent_links[structured["agentId"]] = call_id
+                result_id = call_id
             elif block.get("type") == "text":
                 self.session.timeline.append(UserText(_str(block.get("text")), thread))
             else:  # an image or a document the user attached still occupies the window
                 self.session.timeline.append(UserText("", thread, content_chars(block)))
+        return result_id
 
-    def _on_result(self, event: dict, segment: int, thread: str) -> None:
-        cost = event.get("total_cost_usd")
-        duration = event.get("duration_ms")
-        turns = event.get("num_turns")
+    def _on_result(self, event: _Event, segment: int) -> None:
+        cost = event.total_cost_usd
+        duration = event.duration_ms
+        turns = event.num_turns
         self.session.results.append(
             Result(
-                text=_str(event.get("result")),
-                subtype=_str(event.get("subtype")),
-                is_error=event.get("is_error") is True,
+                text=_str(event.result),
+                subtype=_str(event.subtype),
+                is_error=event.is_error is True,
                 num_turns=turns if isinstance(turns, int) else None,
                 segment=segment,
                 cost_usd=float(cost) if isinstance(cost, (int, float)) else None,
                 duration_ms=duration if isinstance(duration, int) else None,
-                api_error_status=_int(event.get("api_error_status")) or None,
+                api_error_status=_int(event.api_error_status) or None,
             )
         )
 
@@ -568,8 +603,8 @@ def content_chars(content: Any) -> int:
     return 0
 
 
-def _thread_of(event: dict) -> str:
-    parent = event.get("parent_tool_use_id")
+def _thread_of(event: _Event) -> str:
+    parent = event.parent_tool_use_id
     return parent if isinstance(parent, str) and parent else MAIN
 
 
@@ -597,15 +632,73 @@ _DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite_flo
 _FAST_DECODER = msgspec.json.Decoder()
 
 
-def _loads(line: str | bytes) -> dict | None:
+class _Event(msgspec.Struct):
+    """The fields of an event the reader uses, and nothing else: decoding into it steps over every other field
+    without building it. Every field takes any JSON value, so the handlers judge types as they would a dict's."""
+
+    type: Any = None
+    subtype: Any = None
+    message: Any = None
+    uuid: Any = None
+    error: Any = None
+    parent_tool_use_id: Any = None
+    compaction: Any = msgspec.field(default=None, name="compactMetadata")
+    compaction_snake: Any = msgspec.field(default=None, name="compact_metadata")
+    result: Any = None
+    is_error: Any = None
+    num_turns: Any = None
+    total_cost_usd: Any = None
+    duration_ms: Any = None
+    api_error_status: Any = None
+    session_id: msgspec.Raw | UnsetType = msgspec.field(default=UNSET, name="sessionId")  # what a session file has
+    parent_uuid: msgspec.Raw | UnsetType = msgspec.field(default=UNSET, name="parentUuid")
+    # The structured copy of a tool result, about half of a stream-json file's bytes, is read only for the agent id
+    # of a Task result: it stays undecoded (Raw) until then. Built from a dict (:func:`_event`), it holds the value.
+    structured: msgspec.Raw | UnsetType = msgspec.field(default=UNSET, name="toolUseResult")
+    structured_snake: msgspec.Raw | UnsetType = msgspec.field(default=UNSET, name="tool_use_result")
+
+    def agent_id(self) -> str | None:
+        """The subagent a Task/Agent result names (``toolUseResult.agentId``)."""
+        structured: Any = self.structured if self.structured is not UNSET else self.structured_snake
+        if isinstance(structured, msgspec.Raw):
+            if b'"agentId"' not in bytes(structured):  # most results are no agent's: they stay undecoded
+                return None
+            structured = _FAST_DECODER.decode(structured)
+        agent_id = structured.get("agentId") if isinstance(structured, dict) else None
+        return agent_id if isinstance(agent_id, str) else None
+
+
+_EVENT_DECODER = msgspec.json.Decoder(_Event)
+_EVENT_KEYS = [(f.name, f.encode_name) for f in msgspec.structs.fields(_Event)]
+
+
+def _event(line: str | bytes | memoryview) -> _Event | None:
+    """One event per line, as :func:`_loads` reads it: a line it would not read as a JSON object is None."""
+    try:
+        return _EVENT_DECODER.decode(line)
+    except msgspec.ValidationError:  # valid JSON, but not an object (every field takes any value)
+        return None
+    except msgspec.DecodeError:  # not JSON to msgspec: the lenient reading decides, as in _loads
+        raw = _loads_leniently(line if isinstance(line, str) else bytes(line).decode("utf-8", errors="replace"))
+    except RecursionError:  # msgspec's own depth limit: the standard library would go no deeper
+        return None
+    if raw is None:
+        return None
+    return _Event(**{name: raw[key] for name, key in _EVENT_KEYS if key in raw})
+
+
+def _blank(line: str | bytes | memoryview) -> bool:
+    return not (line if isinstance(line, str) else bytes(line)).strip()
+
+
+def _loads(line: str | bytes | memoryview) -> dict | None:
     """One JSON object per line (text, or UTF-8 bytes); anything else (partial, nested past the recursion limit,
     trailing garbage, a list) is None."""
     try:
         event = _FAST_DECODER.decode(line)
     except msgspec.DecodeError:
         # NaN, odd whitespace, invalid UTF-8: the standard library's reading of the text decides
-        text = line.decode("utf-8", errors="replace") if isinstance(line, bytes) else line
-        return _loads_leniently(text)
+        return _loads_leniently(line if isinstance(line, str) else bytes(line).decode("utf-8", errors="replace"))
     except RecursionError:  # msgspec's own depth limit: the standard library would go no deeper
         return None
     return event if isinstance(event, dict) else None

@@ -429,3 +429,13 @@ def test_live_codegraph_output_carries_its_fingerprints_and_its_source_does_not(
     # Nor is express's own source, read through the Read tool.
     for path in repo.glob("lib/**/*.js"):
         assert CODEGRAPH.first_fingerprint(read_tool_view(path.read_text())) is None, path
+
+
+@pytest.mark.parametrize("around", ["", "héllo wörld ✓\n", "\ud800 a lone surrogate\n", "🙂" * 40 + "\n"])
+def test_the_literal_screen_reads_any_text_the_transcript_can_hold(around):
+    """The screen searches UTF-8 bytes: non-ASCII text, astral characters and a lone surrogate (JSON allows one)
+    neither hide a fingerprint nor raise."""
+    heading = "**Exploration: how does send work**\n"
+    hit = CODEGRAPH.first_fingerprint(around + heading + around)
+    assert hit is not None and hit[0].name == "explore heading"
+    assert CODEGRAPH.first_fingerprint(around + "Exploration: prose about it\n") is None

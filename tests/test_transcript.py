@@ -89,3 +89,66 @@ def test_every_kind_of_block_is_counted_by_its_characters():
     # A multi-block result is the sum of its blocks, an image by its encoded source; the parsers read its text.
     assert (result.chars, result.text) == (3 + 400 + 5, "one\nthree")
     assert (attached.chars, attached.text) == (400, "")
+
+
+def _session_line(event: dict, **keys: str) -> str:
+    return json.dumps({**event, **keys})
+
+
+def _task_session(folder, marked_from: int) -> tuple:
+    """A session file whose Task result names agent ``a1``, and that agent's file (no meta file). Lines from
+    ``marked_from`` on carry ``sessionId``, as a session file's events do; the earlier ones carry nothing."""
+    task = {"type": "tool_use", "id": "toolu_task", "name": "Task", "input": {"prompt": "look"}}
+    events = [
+        {"type": "assistant", "message": {"id": "m1", "content": [task], "usage": {"input_tokens": 10}}},
+        {
+            "type": "user",
+            "message": {"content": [{"type": "tool_result", "tool_use_id": "toolu_task", "content": "done"}]},
+            "toolUseResult": {"agentId": "a1", "content": [{"type": "text", "text": "done"}]},
+        },
+        {"type": "assistant", "message": {"id": "m2", "content": [{"type": "text", "text": "answer"}]}},
+    ]
+    session_file = folder / "s1.jsonl"
+    lines = [
+        _session_line(event, **({"sessionId": "s1"} if n >= marked_from else {})) for n, event in enumerate(events)
+    ]
+    session_file.write_text("\n".join(lines) + "\n")
+    agents = folder / "subagents"
+    agents.mkdir()
+    grep = {"type": "tool_use", "id": "toolu_grep", "name": "Grep", "input": {"pattern": "x"}}
+    agent_event = {"type": "assistant", "message": {"id": "m3", "content": [grep]}, "sessionId": "s1"}
+    (agents / "agent-a1.jsonl").write_text(json.dumps(agent_event) + "\n")
+    return session_file
+
+
+def test_a_single_session_file_read_as_segments_links_its_subagent_through_a_result_read_before_the_sniff(tmp_path):
+    """The Task result comes before any line says the file is a session file: its agent id is still read."""
+    session = Session.from_files([_task_session(tmp_path, marked_from=2)])
+    assert [c.name for c in session.calls_in("toolu_task")] == ["Grep"]
+    assert not session.ends_mid_turn  # a session file has no result event to miss
+
+
+def test_a_file_no_line_marks_as_a_session_file_is_stream_json(tmp_path):
+    session = Session.from_files([_task_session(tmp_path, marked_from=3)])  # no line carries sessionId
+    assert [c.name for c in session.calls] == ["Task"]  # the agent file is not stitched in
+    assert session.ends_mid_turn  # stream-json without its result event
+
+
+def test_a_line_only_the_lenient_reading_accepts_keeps_its_result():
+    """Infinity in the structured copy (which the typed decode skips) makes the line non-JSON to msgspec: the
+    lenient reading takes it, and the result is read from its tool_result block all the same."""
+    read = tool_use("Read", call_id="toolu_1", file_path="a.js")
+    lines = [
+        _line({"type": "assistant", "message": {"id": "m1", "content": [read]}}),
+        _line(
+            {
+                "type": "user",
+                "message": {"content": [{"type": "tool_result", "tool_use_id": "toolu_1", "content": "x = 1"}]},
+                "tool_use_result": {"file": {"content": "x = 1", "numLines": [1e999, {"deep": [[["y"]]]}]}},
+            }
+        ),
+    ]
+    session = Session.from_lines(lines)
+    [call] = session.calls
+    assert call.result is not None and call.result.text == "x = 1"
+    assert session.parse.bad_lines == 0

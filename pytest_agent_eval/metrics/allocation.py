@@ -19,12 +19,12 @@ It is a relative metric: compare builds on the same question, never quote it as 
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
 
-from pytest_agent_eval.explore_answer import FileSection, file_references, file_sections, same_file
+from pytest_agent_eval.explore_answer import FileSection, explore_sections, file_references, same_file
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
 from pytest_agent_eval.transcript import Session
 
@@ -55,7 +55,9 @@ STOPWORDS = frozenset(
 _FENCE_RE = re.compile(
     r"^[ \t]*(?P<fence>`{3,}|~{3,})[^\n]*\n(?P<body>.*?)(?:^[ \t]*(?P=fence)[ \t]*$|\Z)", re.M | re.S
 )
-_INLINE_CODE_RE = re.compile(r"(?<!`)(?P<ticks>`+)(?!`)(?P<body>[^\n]+?)(?<!`)(?P=ticks)(?!`)")
+# A run of backticks not preceded by one: written as a backtick first (the look-behind after it), so the search
+# jumps from backtick to backtick instead of trying every position.
+_INLINE_CODE_RE = re.compile(r"(?P<ticks>`(?<!``)`*)(?!`)(?P<body>[^\n]+?)(?<!`)(?P=ticks)(?!`)")
 _IDENT_RE = re.compile(r"[A-Za-z_$][\w$]*")
 
 
@@ -164,15 +166,22 @@ class Allocation:
         }
 
 
-def allocation(session: Session, tool: RetrievalTool = CODEGRAPH, answer_globs: Sequence[str] = ()) -> Allocation:
-    """Allocation efficiency of every answered explore call in ``session`` (all threads)."""
+def allocation(
+    session: Session,
+    tool: RetrievalTool = CODEGRAPH,
+    answer_globs: Sequence[str] = (),
+    sections_by_call: Mapping[str, list[FileSection]] | None = None,
+) -> Allocation:
+    """Allocation efficiency of every answered explore call in ``session`` (all threads); ``sections_by_call``:
+    :func:`~pytest_agent_eval.explore_answer.explore_sections` of the session, when the caller has them."""
+    if sections_by_call is None:
+        sections_by_call = explore_sections(session.calls, tool)
     files: list[FileUse] = []
     sections: list[FileSection] = []
     calls: list[CallAllocation] = []
     answered = [c for c in session.calls if tool.is_explore(c.name) and c.answered]
     for index, call in enumerate(answered, start=1):
-        assert call.result is not None  # answered guarantees it
-        returned = file_sections(call.result.text)
+        returned = sections_by_call[call.id]
         # A response without sections (no match, a usage hint) spent nothing on files.
         if not returned:
             continue

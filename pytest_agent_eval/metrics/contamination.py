@@ -146,6 +146,13 @@ def leaks(session: Session, tool: RetrievalTool = CODEGRAPH) -> list[Leak]:
     return found
 
 
+def describe_leak(leak: dict[str, Any]) -> str:
+    """``Bash call toolu_01 (thread main): explore heading — "**Exploration: …**"`` from a leak's dict."""
+    call_id = leak.get("call_id")
+    where = f"{leak.get('tool', '?')} call {call_id}" if call_id else "an injected message"
+    return f'{where} (thread {leak.get("thread", "?")}): {leak.get("fingerprint", "?")} — "{leak.get("excerpt", "")}"'
+
+
 def exposed_tools(session: Session, tool: RetrievalTool = CODEGRAPH) -> list[str]:
     """The tool's names offered in ``system/init`` events, then its MCP servers as ``server:<name> (<status>)``."""
     names: list[str] = []

@@ -21,11 +21,12 @@ applied:
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from pytest_agent_eval.explore_answer import mentioned_paths, returned_files, same_file
+from pytest_agent_eval.explore_answer import FileSection, explore_sections, mentioned_paths, same_file
 from pytest_agent_eval.metrics.file_access import bash_access
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
 from pytest_agent_eval.transcript import DELEGATION_TOOLS, MAIN, Message, Session, ToolCall
@@ -118,8 +119,13 @@ class _Response:
         return mentioned_paths(self.text)
 
 
-def sufficiency(session: Session, tool: RetrievalTool = CODEGRAPH) -> Sufficiency:
-    """Bucket every explore call of ``tool`` in the session by what the agent did next."""
+def sufficiency(
+    session: Session, tool: RetrievalTool = CODEGRAPH, sections_by_call: Mapping[str, list[FileSection]] | None = None
+) -> Sufficiency:
+    """Bucket every explore call of ``tool`` in the session by what the agent did next; ``sections_by_call``:
+    :func:`~pytest_agent_eval.explore_answer.explore_sections` of the session, when the caller has them."""
+    if sections_by_call is None:
+        sections_by_call = explore_sections(session.calls, tool)
     out = Sufficiency(explore=tool.explore)
     messages_by_thread: dict[str, list[Message]] = {}
     position: dict[str, int] = {}  # call id → index of its message in its thread
@@ -141,7 +147,7 @@ def sufficiency(session: Session, tool: RetrievalTool = CODEGRAPH) -> Sufficienc
             continue
         text = call.result.text
         earlier = shipped.setdefault(call.thread, [])
-        response = _Response(text, returned_files(text), list(earlier))
+        response = _Response(text, [section.path for section in sections_by_call[call.id]], list(earlier))
         earlier.extend(response.returned)
 
         thread_messages = messages_by_thread[call.thread]

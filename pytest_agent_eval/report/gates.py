@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agent_eval.cases import Arm
+from pytest_agent_eval.metrics.contamination import describe_leak
 from pytest_agent_eval.metrics.figures import FIGURES, lookup
 from pytest_agent_eval.report.format import show
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
@@ -167,13 +168,6 @@ def contamination_verdict(score: dict[str, Any], arm_has_tool: bool, tool: Retri
     if reasons:
         return Verdict("contamination", False, "without-arm contaminated: " + "; ".join(reasons))
     return Verdict("contamination", True, "clean")
-
-
-def describe_leak(leak: dict[str, Any]) -> str:
-    """``Bash call toolu_01 (thread main): explore heading — "**Exploration: …**"`` from a leak's dict."""
-    call_id = leak.get("call_id")
-    where = f"{leak.get('tool', '?')} call {call_id}" if call_id else "an injected message"
-    return f'{where} (thread {leak.get("thread", "?")}): {leak.get("fingerprint", "?")} — "{leak.get("excerpt", "")}"'
 
 
 def evaluate(

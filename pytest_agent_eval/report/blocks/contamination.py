@@ -2,8 +2,7 @@
 
 from __future__ import annotations
 
-from pytest_agent_eval.metrics.contamination import Contamination
-from pytest_agent_eval.report.gates import describe_leak
+from pytest_agent_eval.metrics.contamination import Contamination, describe_leak
 
 
 def render_contamination(c: Contamination, indent: str = "") -> str:

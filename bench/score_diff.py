@@ -1,0 +1,107 @@
+"""Does a change to scoring change what ``agent-eval score`` prints? Save its outputs, change the code, compare.
+
+    python bench/score_diff.py save DIR [FILE_OR_DIR …]    # before: every output written under DIR
+    python bench/score_diff.py check DIR [FILE_OR_DIR …]   # after: differences listed, exit 1 if any
+
+Default corpus: bench/data/transcripts and tests/data/transcripts (``.gz`` files unpacked). Every transcript file
+is scored as ``agent-eval score FILE`` would (a first segment brings its later ones; an interactive session file
+brings its subagents) in each output form (:data:`FORMS`): ``--json``, the text blocks, ``--brief``, ``--envelope``,
+another tool, ``--answer``. The outputs live outside the repository (DIR): they are a before/after check of one
+change, not a golden test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import gzip
+import io
+import shutil
+import sys
+import tempfile
+from pathlib import Path
+
+from pytest_agent_eval import cli
+from pytest_agent_eval.transcript import is_later_segment
+
+REPO = Path(__file__).resolve().parent.parent
+DEFAULT_ROOTS = (REPO / "bench" / "data" / "transcripts", REPO / "tests" / "data" / "transcripts")
+SUFFIXES = (".jsonl", ".txt", ".ndjson")
+FORMS = {
+    "json": ["--json"],
+    "text": [],
+    "brief": ["--brief"],
+    "envelope": ["--envelope"],
+    # another retrieval tool (the tests' transcripts use Sourcegraph's MCP server), and allocation by globs
+    "sourcegraph": ["--json", "--tool", "sourcegraph", "--explore-tool", "sg_keyword_search"],
+    "globs": ["--json", "--answer", "lib/*.js", "--answer", "*.py"],
+}
+
+
+def unpacked(root: Path, scratch: Path) -> Path:
+    """``root`` itself, or a copy with every ``.gz`` file unpacked beside where it was."""
+    if not any(root.rglob("*.gz")):
+        return root
+    copy = scratch / root.name
+    for source in root.rglob("*"):
+        if not source.is_file():
+            continue
+        target = copy / source.relative_to(root)
+        target.parent.mkdir(parents=True, exist_ok=True)
+        if source.suffix == ".gz":
+            with gzip.open(source, "rb") as packed, target.with_suffix("").open("wb") as plain:
+                shutil.copyfileobj(packed, plain)
+        else:
+            shutil.copyfile(source, target)
+    return copy
+
+
+def _label(root: Path) -> str:
+    """A root's name in DIR: its path in the repository, or its absolute path without the leading slash."""
+    return str(root.relative_to(REPO) if root.is_relative_to(REPO) else root.relative_to(root.anchor))
+
+
+def outputs(roots: list[Path]) -> dict[str, str]:
+    """``<root>/<file>.<form>`` → what the command printed (stdout, stderr and exit code), paths made relative."""
+    found: dict[str, str] = {}
+    with tempfile.TemporaryDirectory(prefix="agent-eval-score-diff-") as scratch:
+        for given in roots:
+            root = unpacked(given, Path(scratch))
+            files = sorted(p for p in root.rglob("*") if p.suffix in SUFFIXES and not is_later_segment(p))
+            for path in files:
+                name = f"{_label(given)}/{path.relative_to(root)}"
+                for form, flags in FORMS.items():
+                    out, err = io.StringIO(), io.StringIO()
+                    with contextlib.redirect_stdout(out), contextlib.redirect_stderr(err):
+                        code = cli.main(["score", str(path), *flags])
+                    text = f"{out.getvalue()}\n--- stderr\n{err.getvalue()}\n--- exit {code}\n"
+                    found[f"{name}.{form}"] = text.replace(str(root), "<root>")
+    return found
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("mode", choices=("save", "check"))
+    parser.add_argument("dir", type=Path, help="where the outputs are saved (outside the repository)")
+    parser.add_argument("roots", nargs="*", type=Path, help="transcript folders (default: bench's and the tests')")
+    args = parser.parse_args()
+    found = outputs([r.resolve() for r in args.roots] or list(DEFAULT_ROOTS))
+    if args.mode == "save":
+        for name, text in found.items():
+            target = args.dir / name
+            target.parent.mkdir(parents=True, exist_ok=True)
+            target.write_text(text, encoding="utf-8")
+        print(f"saved {len(found)} outputs under {args.dir}")
+        return 0
+    saved = {str(p.relative_to(args.dir)): p for p in args.dir.rglob("*") if p.is_file()}
+    differ = sorted(n for n in found if n in saved and saved[n].read_text(encoding="utf-8") != found[n])
+    missing, new = sorted(set(saved) - set(found)), sorted(set(found) - set(saved))
+    for label, names in (("differs", differ), ("not produced now", missing), ("not saved before", new)):
+        for name in names:
+            print(f"{label}: {name}")
+    print(f"{len(found)} outputs, {len(differ)} differ, {len(missing)} missing, {len(new)} new")
+    return 1 if differ or missing or new else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
