@@ -160,8 +160,8 @@ STALL_CONFTEST = (
 
 @pytest.fixture(autouse=True)
 def quick_stall(monkeypatch):
-    import pytest_agent_eval.harness.drivers.headless as headless  # the fixtures read it when an item runs
-    monkeypatch.setattr(headless, "STALL_S_STAND_IN", 0.5)
+    import pytest_agent_eval.harness.drivers.watch as watch  # the fixtures read it when an item runs
+    monkeypatch.setattr(watch, "STALL_S_STAND_IN", 0.5)
 """
 )
 

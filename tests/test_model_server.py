@@ -315,6 +315,25 @@ def test_a_broken_stream_stops_mid_message() -> None:
     assert [n for n, _ in events][-1] == "message_stop"
 
 
+def test_a_stalled_stream_goes_silent_mid_message_then_finishes() -> None:
+    answer = "a long answer " * 20
+    with serve(Canned(Reply.text(answer)), faults=Faults({1: "stall"}, stall_s=1.5)) as server:
+        response = _post(server.url, _request(_user("q"), stream=True))
+        arrived = []  # (when, bytes) per read, to find the silence
+        while data := response.read1():
+            arrived.append((time.monotonic(), data))
+        assert server.hits[0].fault == "stall"
+        events, _ = _stream(server.url, _request(_user("q")))  # only the planned request stalls
+    gaps = [later[0] - earlier[0] for earlier, later in zip(arrived, arrived[1:])]
+    longest = max(range(len(gaps)), key=gaps.__getitem__)
+    assert 1.4 <= gaps[longest] < 5 and sorted(gaps)[-2] < 0.5
+    before = b"".join(data for _, data in arrived[: longest + 1])
+    names = ["message_start", "ping", "content_block_start", "content_block_delta"]
+    assert [name for name, _ in _events(before)] == names  # silent after the first delta
+    assert _assemble(_events(b"".join(data for _, data in arrived)))["content"] == [text(answer)]
+    assert [n for n, _ in events][-1] == "message_stop"
+
+
 def test_a_hanging_request_never_answers_until_the_server_stops() -> None:
     server = serve(Canned(Reply.text("ok")), faults=Faults(default="hang"))
     try:
