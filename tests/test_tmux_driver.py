@@ -25,8 +25,11 @@ from synth import Transcript, explore_response, tool_use
 from pytest_agent_eval.harness.drivers import AgentInfraError, agent_environment
 from pytest_agent_eval.harness.drivers.headless import HeadlessOptions
 from pytest_agent_eval.harness.drivers.tmux import (
+    SessionLine,
+    SessionTail,
     TmuxOptions,
     TmuxRunRecord,
+    TurnWatch,
     _Driver,
     _Tmux,
     build_command,
@@ -254,6 +257,73 @@ def _session_files(folder: Path, session_id: str, nested: bool) -> Path:
     return source
 
 
+# -- the session file as it grows (lines as 2.1.332 writes them, trimmed) --------------------------------------
+def _request_line(digest: str) -> dict:
+    return {"type": "api-request", "querySource": "repl_main_thread", "requestDigest": digest}
+
+
+API_ERROR_LINE = {
+    "type": "assistant",
+    "isSidechain": False,
+    "message": {"id": "91da0100", "model": "<synthetic>", "role": "assistant", "stop_reason": "stop_sequence",
+                "content": [{"type": "text", "text": "API Error: 500 Injected fault. This is a server-side issue"}],
+                "usage": {"input_tokens": 0, "output_tokens": 0}},
+    "error": "server_error",
+    "isApiErrorMessage": True,
+    "apiErrorStatus": 500,
+    "apiErrorType": "api_error",
+}  # fmt: skip
+TURN_DURATION_LINE = {"type": "system", "subtype": "turn_duration", "durationMs": 5200}
+
+
+def _line(event: dict, main: bool = True, retry: bool = False) -> SessionLine:
+    return SessionLine(main, json.dumps(event).encode(), event, retry)
+
+
+def test_the_session_tail_returns_whole_lines_as_they_come_and_marks_a_request_sent_again(tmp_path: Path) -> None:
+    config, cwd, session_id = tmp_path / ".claude", tmp_path / "repo", "5e55"
+    tail = SessionTail(config, cwd, session_id)
+    assert tail.poll() == []  # no session file before the first question
+    folder = config / "projects" / escape_cwd(cwd)
+    folder.mkdir(parents=True)
+    request = json.dumps(_request_line("d1"))
+    session = folder / f"{session_id}.jsonl"
+    session.write_text(json.dumps({"type": "user", "message": {"content": QUESTION}}) + "\n" + request[:20])
+    (first,) = tail.poll()  # the half-written line waits for its end
+    assert first.main and first.event["type"] == "user" and not first.retry
+    with session.open("a") as handle:
+        handle.write(request[20:] + "\n" + request + "\n" + json.dumps(_request_line("d2")) + "\n")
+    assert [(line.event["requestDigest"], line.retry) for line in tail.poll()] == [
+        ("d1", False), ("d1", True), ("d2", False)
+    ]  # fmt: skip
+    subagents = folder / session_id / "subagents"
+    subagents.mkdir(parents=True)
+    (subagents / "agent-a1.jsonl").write_text(json.dumps(_request_line("d2")) + "\n")
+    (line,) = tail.poll()
+    assert not line.main and not line.retry  # the same digest in another file is another request
+    assert tail.poll() == []
+
+
+def test_a_turn_watch_times_silences_counts_retries_and_names_the_api_error() -> None:
+    turn = TurnWatch(started=100.0)
+    turn.see([_line({"type": "user", "message": {"content": QUESTION}})], 100.5)
+    turn.see([_line(_request_line("d1")), _line({"type": "atis-latch"})], 101.0)  # bookkeeping names no wait
+    turn.see([_line(_request_line("d1"), retry=True)], 106.0)
+    assert turn.api_error is None and turn.api_retries == 1
+    assert (turn.silences.longest_s, turn.silences.after) == (5.0, "api-request")  # waiting on the model
+    turn.see([_line(API_ERROR_LINE)], 106.2)
+    assert turn.api_error == "API error in assistant message: server_error"
+
+
+def test_a_turn_watch_ends_at_the_turn_duration_line_and_ignores_the_subagents_errors() -> None:
+    turn = TurnWatch(started=0.0)
+    turn.see([_line(API_ERROR_LINE, main=False), _line(_request_line("d1"))], 3.0)
+    assert turn.api_error is None  # a subagent's failed request is the main agent's tool result, not the end
+    turn.see([_line(TURN_DURATION_LINE)], 4.0)
+    turn.see([_line({"type": "cost-state"})], 40.0)  # written while the screen settles: the turn was over
+    assert turn.over and turn.silences.longest_s == 3.0 and turn.silences.after == "start"
+
+
 @pytest.mark.parametrize("nested", [True, False], ids=["subagents-folder", "flat-agent-files"])
 def test_copy_session_keeps_the_subagents_where_the_reader_finds_them(tmp_path: Path, nested: bool) -> None:
     config = tmp_path / "config"
@@ -344,7 +414,7 @@ def test_typing_is_retried_until_the_question_shows_then_sent(tmp_path: Path) ->
     run = HeadlessOptions(claude="-", mcp_config=tmp_path, settings=tmp_path)
     options = TmuxOptions(run=run, poll_s=0.1, type_check_s=1.5)
     record = TmuxRunRecord(label="t")
-    driver = _Driver(tmux, options, record)
+    driver = _Driver(tmux, options, record, SessionTail(tmp_path, tmp_path, "no-session"))
     try:
         tmux.start([sys.executable, "-c", EATING_TUI], tmp_path, 230, 60)
         assert driver.type_question(QUESTION) == 2  # the first try went into the void

@@ -73,10 +73,11 @@ class Silences:
     longest_s: float = 0.0
     after: str = "start"
 
-    def line(self, now: float, what: str) -> None:
-        """A line came at ``now``; ``what`` describes it (:func:`describe`)."""
+    def line(self, now: float, what: str | None) -> None:
+        """A line came at ``now``; ``what`` describes it (:func:`describe`), None for a line that says nothing of
+        what the CLI waits on (a session file's bookkeeping), which keeps the label of the line before."""
         self.until(now)
-        self.last_at, self.last_what = now, what
+        self.last_at, self.last_what = now, what or self.last_what
 
     def until(self, now: float) -> None:
         """Count the silence since the last line up to ``now`` (a turn that never finished ends here)."""
