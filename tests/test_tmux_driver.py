@@ -23,7 +23,7 @@ from conftest import RealTools
 from synth import Transcript, explore_response, tool_use
 
 from pytest_agent_eval.harness.drivers import AgentInfraError, agent_environment
-from pytest_agent_eval.harness.drivers.headless import HeadlessOptions
+from pytest_agent_eval.harness.drivers.headless import HeadlessOptions, TurnError
 from pytest_agent_eval.harness.drivers.tmux import (
     SessionLine,
     SessionTail,
@@ -44,7 +44,7 @@ from pytest_agent_eval.harness.drivers.tmux import (
     run_tmux,
 )
 from pytest_agent_eval.harness.isolation import write_hook_settings
-from pytest_agent_eval.model import RunningServer, make_backend, serve
+from pytest_agent_eval.model import Faults, RunningServer, make_backend, serve
 from pytest_agent_eval.report.blocks import render_scorecard, verdict_lines
 from pytest_agent_eval.score import score
 from pytest_agent_eval.transcript import Session, UserText
@@ -451,19 +451,20 @@ class Sandbox:
 
     def run(self, server: RunningServer, questions: list[str], with_codegraph: bool = False,
             label: str = "t", hook: bool = False, mcp_delay_s: int = 0,
-            timeout_s: float = TURN_TIMEOUT) -> TmuxRunRecord:  # fmt: skip
+            timeout_s: float = TURN_TIMEOUT, stall_s: float = 30.0, **cli_env: str) -> TmuxRunRecord:  # fmt: skip
         settings = self.root / "settings.json"
         if hook:
             write_hook_settings(settings, "codegraph")
         else:
             settings.write_text("{}")
         mcp = self.mcp_config(with_codegraph, mcp_delay_s)
-        run = HeadlessOptions(claude=str(self.tools.claude.bin), mcp_config=mcp, settings=settings, timeout_s=timeout_s)
+        run = HeadlessOptions(claude=str(self.tools.claude.bin), mcp_config=mcp, settings=settings,
+                              timeout_s=timeout_s, stall_s=stall_s)  # fmt: skip
         opts = TmuxOptions(run=run)
         started = time.monotonic()
         try:
             return run_tmux(questions, label=label, out_dir=self.root / "out", cwd=self.repo,
-                            env=self.env(server), options=opts)  # fmt: skip
+                            env={**self.env(server), **cli_env}, options=opts)  # fmt: skip
         finally:
             print(f"tmux run {label}: {time.monotonic() - started:.1f}s")
 
@@ -622,3 +623,36 @@ class TestRealCliInTmux:
         assert pane.startswith("===== last screen (turn 1) =====") and f"❯ {QUESTION}" in pane
         assert "partial transcript kept" in str(caught.value)
         assert QUESTION in (sandbox.root / "out/run-t.session.jsonl").read_text()
+
+    def test_a_turn_ending_in_an_api_error_ends_the_run_at_once(self, sandbox: Sandbox) -> None:
+        # every request fails; the CLI tries once more (CLAUDE_CODE_MAX_RETRIES), gives up, and offers "Resend"
+        with serve(make_backend("scripted"), faults=Faults(default="500")) as server:
+            started = time.monotonic()
+            with pytest.raises(TurnError) as caught:
+                sandbox.run(server, [QUESTION, SECOND], CLAUDE_CODE_MAX_RETRIES="1")
+            took = time.monotonic() - started
+            requests = len(server.requests)
+        print(f"API error: the run ended after {took:.1f}s: {caught.value}")
+        message = str(caught.value)
+        assert message.startswith("turn 1: API error in assistant message: server_error after 1 API retries; ")
+        assert "turns 2-2 not run" in message and "partial transcript kept" in message
+        assert requests == 2  # turn 1's try and its one retry; turn 2 was never typed
+        assert took < TURN_TIMEOUT / 3  # not the turn timeout: the screen never shows an empty input box again
+        run = caught.value.run
+        assert isinstance(run, TmuxRunRecord) and run.api_retries == [1] and run.stalled_turns == []
+        assert len(run.wall_s) == len(run.longest_silence_s) == 1
+        pane = run.pane.read_text()
+        assert "API Error: 500 Injected fault" in pane and SECOND not in pane
+
+    def test_a_request_never_answered_is_retried_and_the_turn_flagged_stalled(self, sandbox: Sandbox) -> None:
+        """The 280 s stall, in small: a request the server never answers costs the CLI its request timeout
+        (API_TIMEOUT_MS, 600 s by default; 3 s here) before it sends it again, and then the turn succeeds."""
+        with serve(make_backend("scripted"), faults={1: "hang"}) as server:
+            record = sandbox.run(server, [QUESTION], stall_s=2.0, API_TIMEOUT_MS="3000")
+        print(f"hanging request: silent {record.longest_silence_s[0]:.1f}s after {record.silence_after[0]}")
+        assert [h.fault for h in server.hits][:2] == ["hang", None]
+        assert record.api_retries == [1] and record.silence_after == ["api-request"]  # waiting on the model
+        assert 3.0 <= record.longest_silence_s[0] < 10 and record.stalled_turns == [1]
+        assert record.to_dict()["stalled_turns"] == [1] and record.to_dict()["stall_s"] == 2.0
+        assert record.wall_s[0] > record.longest_silence_s[0]  # the wait is in the turn's time
+        assert Session.from_session_file(record.segments[0]).infra_error is None  # the turn itself succeeded
