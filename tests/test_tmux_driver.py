@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -49,6 +50,7 @@ from pytest_agent_eval.report.blocks import render_scorecard, verdict_lines
 from pytest_agent_eval.score import score
 from pytest_agent_eval.transcript import Session, UserText
 
+REPO = Path(__file__).resolve().parents[1]
 QUESTION = "How does res.send decide the Content-Type and ETag?"
 SECOND = "Where is the router's next() function that walks the middleware stack?"
 TURN_TIMEOUT = 180.0
@@ -656,3 +658,72 @@ class TestRealCliInTmux:
         assert record.to_dict()["stalled_turns"] == [1] and record.to_dict()["stall_s"] == 2.0
         assert record.wall_s[0] > record.longest_silence_s[0]  # the wait is in the turn's time
         assert Session.from_session_file(record.segments[0]).infra_error is None  # the turn itself succeeded
+
+
+# -- through the plugin: a stalled tmux run is flagged, has no duration, and the report names it --------------
+STALL_CONFTEST = """
+import pytest
+
+from pytest_agent_eval.fixtures import ModelEndpoint
+from pytest_agent_eval.model import Faults, make_backend, serve
+
+
+@pytest.fixture(autouse=True)
+def quick_stall(monkeypatch):
+    import pytest_agent_eval.harness.drivers.watch as watch  # the fixtures read it when an item runs
+
+    monkeypatch.setattr(watch, "STALL_S_STAND_IN", 2.0)
+
+
+@pytest.fixture
+def agent_model_server(agent_case):
+    \"\"\"The scripted model; the without-arm's second reply stops arriving for 6 s after its first delta.\"\"\"
+    backend = make_backend("scripted")
+    faults = Faults({2: "stall"}, stall_s=6.0) if agent_case.arm.name == "without" else Faults()
+    server = serve(backend, faults=faults)
+    try:
+        yield ModelEndpoint("scripted", backend.describe(), server.url)
+    finally:
+        server.stop()
+"""
+
+
+@slow
+@needs_tmux
+@pytest.mark.e2e
+@pytest.mark.timeout(600)
+def test_a_stalled_tmux_run_is_flagged_timed_out_of_the_tables_and_named_in_the_report(
+    real_tools: RealTools, tag: str, tmp_path: Path
+) -> None:
+    """The 280 s "time saved 94%", in small: the without-arm's reply stalls, its turn succeeds with the wait in
+    its time, and the time comparison must not take that time for the with-arm's saving."""
+    from e2e_support import inner_env, leftovers, run_pytest, summary
+
+    project = tmp_path / "project"
+    (project / "evals").mkdir(parents=True)
+    shutil.copy(REPO / "evals" / "test_ab.py", project / "evals" / "test_ab.py")
+    shutil.copy(REPO / "agent-eval.yaml", project / "agent-eval.yaml")
+    (project / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
+    (project / "conftest.py").write_text(STALL_CONFTEST, encoding="utf-8")
+    out = tmp_path / "out"
+    args = ["evals", "-k", "express", "--agent-eval-mode", "tmux", "--agent-eval-runs", "1", "--agent-eval-turns", "1"]
+    args += ["--agent-eval-offline", f"--agent-eval-corpus={REPO / 'corpus.json'}", f"--agent-eval-out={out}", "-v"]
+    done = run_pytest(args, project, inner_env(real_tools, tag), tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:]
+    records = summary(out)
+    stalled, clean = records["express-without-tmux-1"], records["express-with-tmux-1"]
+    assert stalled["stalled"] is True and clean["stalled"] is False
+    driver = stalled["driver"]
+    assert driver["driver"] == "tmux" and driver["stalled_turns"] == [1] and driver["stall_s"] == 2.0
+    assert 6.0 <= driver["longest_silence_s"][0] < 15 and driver["silence_after"] == ["api-request"]
+    assert driver["api_retries"] == [0]  # the reply came in the end: nothing was sent again
+    # (a) flagged on the item's line and at the end; (b) no duration, so no time saved; (c) named in the report
+    assert re.search(r"express-without-tmux-1\] PASSED \(stalled: turn 1 silent [6-9]\.\ds after api-request "
+                     r"\(threshold 2s\)\)", done.stdout)  # fmt: skip
+    assert "agent-eval: express-without-tmux-1 stalled: turn 1 silent" in done.stdout
+    assert stalled["figures"]["duration_s"] is None and clean["figures"]["duration_s"] is not None
+    saved = next(line for line in done.stdout.splitlines() if line.startswith("AVERAGE saved:"))
+    assert "tokens" in saved and "time" not in saved
+    html = next(out.glob("*/report.html")).read_text(encoding="utf-8")
+    assert "stalled: turn 1 silent" in html and "its time is no measurement" in html
+    assert leftovers(tag, tmp_path) == []
