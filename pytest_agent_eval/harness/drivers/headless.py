@@ -71,7 +71,9 @@ class RunRecord:
     session_id: str | None = None
     longest_silence_s: list[float] = field(default_factory=list)  # per turn: the longest gap between lines
     silence_after: list[str] = field(default_factory=list)  # per turn: the line that gap followed (watch.describe)
-    api_retries: list[int] = field(default_factory=list)  # per turn: requests the CLI sent again
+    # per turn: requests the CLI sent again — headless counts its api_retry events, which a retry after the stream
+    # idle timeout does not produce (the silence flags that one); tmux counts repeated request lines
+    api_retries: list[int] = field(default_factory=list)
     stall_s: float | None = None  # the threshold the turns were judged by (None: not measured)
 
     def watched(self, silences: Silences, api_retries: int) -> None:
@@ -207,13 +209,13 @@ def run_headless(
 
 @dataclass
 class _Outcome:
+    silences: Silences
     exit_code: int | None = None
     wall_s: float = 0.0
     saw_result: bool = False
     timed_out: bool = False
     hung_after_result: bool = False
     session_id: str | None = None
-    silences: Silences = field(default_factory=lambda: Silences(0.0))
     api_retries: int = 0
 
 
@@ -222,7 +224,7 @@ def _run_process(
 ) -> _Outcome:
     result_seen = threading.Event()
     started = time.monotonic()
-    outcome = _Outcome(silences=Silences(started))
+    outcome = _Outcome(Silences(started))
     with segment.open("wb") as out, stderr_path.open("wb") as err:
         try:
             # A new session makes the CLI and the MCP servers it spawned one process group, killed together.

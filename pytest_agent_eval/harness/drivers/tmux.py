@@ -427,10 +427,10 @@ class TurnWatch:
         for line in lines:
             if self.over:
                 break
-            kind = line.event.get("type") if line.event is not None else None
-            self.silences.line(now, describe(line.event) if kind in _TRANSCRIPT_KINDS else None)
+            event = line.event or {}
+            self.silences.line(now, describe(event) if event.get("type") in _TRANSCRIPT_KINDS else None)
             self.api_retries += line.retry
-            if line.main and line.event is not None and line.event.get("subtype") == "turn_duration":
+            if line.main and event.get("type") == "system" and event.get("subtype") == "turn_duration":
                 self.over = True
         main = [line.raw for line in lines if line.main]
         if main and self.api_error is None:
