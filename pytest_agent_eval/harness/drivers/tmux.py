@@ -76,8 +76,8 @@ _CONFIRM = ("Enter to confirm", "Enter to select")
 _ACCEPT_RE = re.compile(r"^Yes\b")
 _MCP_STATES = {"✔": "connected", "✓": "connected", "✘": "failed", "✗": "failed"}  # anything else: still starting
 _FATAL_SCREENS = ("Unable to connect to Anthropic services", "Invalid API key", "Please run /login")
-# Session-file lines that say what the CLI did; the rest (mode, last-prompt, file-history-snapshot, cost-state,
-# request blobs, …) is bookkeeping written alongside, which must not name what a silence waited on.
+# Session-file lines that say what the CLI did (each with its ISO timestamp); the rest (mode, last-prompt,
+# file-history-snapshot, cost-state, request blobs, …) is bookkeeping, which must not name what a silence waited on.
 _TRANSCRIPT_KINDS = frozenset({"user", "assistant", "system", "attachment", "api-request"})
 
 
@@ -419,6 +419,7 @@ class TurnWatch:
     api_retries: int = 0
     api_error: str | None = None
     over: bool = False
+    _label_stamp: str = ""  # the timestamp of the line that names what the CLI last did
 
     def __post_init__(self) -> None:
         self.silences = Silences(self.started)
@@ -428,13 +429,22 @@ class TurnWatch:
             if self.over:
                 break
             event = line.event or {}
-            self.silences.line(now, describe(event) if event.get("type") in _TRANSCRIPT_KINDS else None)
+            self.silences.line(now, self._label(event))
             self.api_retries += line.retry
             if line.main and event.get("type") == "system" and event.get("subtype") == "turn_duration":
                 self.over = True
         main = [line.raw for line in lines if line.main]
         if main and self.api_error is None:
             self.api_error = turn_api_error(main)
+
+    def _label(self, event: dict) -> str | None:
+        """What a line says the CLI did, if it is the latest thing it did: the CLI appends lines out of order
+        (the request line before the attachments of the prompt it sends), so its own timestamps decide."""
+        stamp = event.get("timestamp")
+        if event.get("type") not in _TRANSCRIPT_KINDS or not isinstance(stamp, str) or stamp < self._label_stamp:
+            return None
+        self._label_stamp = stamp
+        return describe(event)
 
 
 # -- driving the CLI -------------------------------------------------------------------------------------------
