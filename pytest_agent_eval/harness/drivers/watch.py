@@ -11,9 +11,11 @@ judgement applies to both:
 * **Stall** — the longest gap between lines. Against the real API a silence is one message being generated (a
   long answer with thinking: a minute or two) or one tool call; against a local stand-in model every reply is
   immediate, so the only long silences are tool calls (an index query: seconds) and the CLI waiting on a
-  request: its request timeout (``API_TIMEOUT_MS``, 600 s) or its stream idle timeout (never below 300 s in
-  2.1.332) and then a retry, after which the turn succeeds with the wait in its wall time. A turn silent longer
-  than the threshold is stalled; its time is no measurement of the agent.
+  request that stopped answering. Measured with 2.1.332 (``bench/cli_timeouts.py``): a request never answered is
+  given up after 360 s (``API_TIMEOUT_MS`` unset) and retried with an ``api_retry`` event; a stream that stops
+  arriving, after its idle timeout, which never goes below 300 s, and retried *without* one. Either way the turn
+  then succeeds with the wait in its wall time — the issue-13 "280 s stall" that read as "time saved 94%". A turn
+  silent longer than the threshold is stalled; its time is no measurement of the agent.
 """
 
 from __future__ import annotations
