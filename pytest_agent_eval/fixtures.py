@@ -513,14 +513,9 @@ def agent_run(
     An infrastructure error (no result event, an API error in the transcript) is retried up to
     ``--agent-eval-retries`` times, each failed attempt moved to ``attempt-<k>/`` first.
     """
-    from pytest_agent_eval.harness.drivers.headless import (
-        STALL_S_REAL_API,
-        STALL_S_STAND_IN,
-        HeadlessOptions,
-        TurnError,
-        run_headless,
-    )
+    from pytest_agent_eval.harness.drivers.headless import HeadlessOptions, TurnError, run_headless
     from pytest_agent_eval.harness.drivers.tmux import TmuxOptions, run_tmux
+    from pytest_agent_eval.harness.drivers.watch import STALL_S_REAL_API, STALL_S_STAND_IN
     from pytest_agent_eval.transcript import Session
 
     cfg = agent_eval_config

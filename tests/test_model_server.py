@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import http.client
+import itertools
 import json
 import socket
 import time
@@ -313,6 +314,48 @@ def test_a_broken_stream_stops_mid_message() -> None:
         assert names == ["message_start", "ping", "content_block_start", "content_block_delta"]
         events, _ = _stream(server.url, _request(_user("q")))  # the server itself is fine
     assert [n for n, _ in events][-1] == "message_stop"
+
+
+def test_a_stalled_stream_goes_silent_mid_message_then_finishes() -> None:
+    answer = "a long answer " * 20
+    with serve(Canned(Reply.text(answer)), faults=Faults({1: "stall"}, stall_s=1.5)) as server:
+        response = _post(server.url, _request(_user("q"), stream=True))
+        arrived = []  # (when, bytes) per read, to find the silence
+        while data := response.read1():
+            arrived.append((time.monotonic(), data))
+        assert server.hits[0].fault == "stall"
+        events, _ = _stream(server.url, _request(_user("q")))  # only the planned request stalls
+    gaps = [later[0] - earlier[0] for earlier, later in itertools.pairwise(arrived)]
+    longest = max(range(len(gaps)), key=gaps.__getitem__)
+    assert 1.4 <= gaps[longest] < 5 and sorted(gaps)[-2] < 0.5
+    before = b"".join(data for _, data in arrived[: longest + 1])
+    names = ["message_start", "ping", "content_block_start", "content_block_delta"]
+    assert [name for name, _ in _events(before)] == names  # silent after the first delta
+    assert _assemble(_events(b"".join(data for _, data in arrived)))["content"] == [text(answer)]
+    assert [n for n, _ in events][-1] == "message_stop"
+
+
+def test_a_stalled_stream_holds_up_no_other_request_and_a_kept_alive_connection_serves_the_next() -> None:
+    """Several CLIs (xdist workers, subagents) talk to one server at once: one slow answer must delay nobody
+    else, and a connection the client keeps alive must carry its next request (what Node's agent does)."""
+    with serve(Canned(Reply.text("ok")), faults=Faults({1: "stall"}, stall_s=3.0)) as server:
+        host, port = server.host, server.port
+        stalled = http.client.HTTPConnection(host, port, timeout=10)
+        body = json.dumps(_request(_user("q"), stream=True))
+        stalled.request("POST", "/v1/messages", body=body, headers={"content-type": "application/json"})
+        stalled_response = stalled.getresponse()  # headers came; the stream is now silent for 3 s
+        kept = http.client.HTTPConnection(host, port, timeout=10)
+        started = time.monotonic()
+        for _ in range(2):  # two requests, one connection
+            kept.request("POST", "/v1/messages", body=body, headers={"content-type": "application/json"})
+            response = kept.getresponse()
+            assert [n for n, _ in _events(response.read())][-1] == "message_stop"
+        answered_s = time.monotonic() - started
+        assert [n for n, _ in _events(stalled_response.read())][-1] == "message_stop"
+        stalled.close()
+        kept.close()
+    assert answered_s < 1.0  # not after the stalled one
+    assert sorted(str(h.fault) for h in server.hits) == ["None", "None", "stall"]
 
 
 def test_a_hanging_request_never_answers_until_the_server_stops() -> None:

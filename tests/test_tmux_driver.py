@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -23,10 +24,13 @@ from conftest import RealTools
 from synth import Transcript, explore_response, tool_use
 
 from pytest_agent_eval.harness.drivers import AgentInfraError, agent_environment
-from pytest_agent_eval.harness.drivers.headless import HeadlessOptions
+from pytest_agent_eval.harness.drivers.headless import HeadlessOptions, TurnError
 from pytest_agent_eval.harness.drivers.tmux import (
+    SessionLine,
+    SessionTail,
     TmuxOptions,
     TmuxRunRecord,
+    TurnWatch,
     _Driver,
     _Tmux,
     build_command,
@@ -41,11 +45,12 @@ from pytest_agent_eval.harness.drivers.tmux import (
     run_tmux,
 )
 from pytest_agent_eval.harness.isolation import write_hook_settings
-from pytest_agent_eval.model import RunningServer, make_backend, serve
+from pytest_agent_eval.model import Faults, RunningServer, make_backend, serve
 from pytest_agent_eval.report.blocks import render_scorecard, verdict_lines
 from pytest_agent_eval.score import score
 from pytest_agent_eval.transcript import Session, UserText
 
+REPO = Path(__file__).resolve().parents[1]
 QUESTION = "How does res.send decide the Content-Type and ETag?"
 SECOND = "Where is the router's next() function that walks the middleware stack?"
 TURN_TIMEOUT = 180.0
@@ -254,6 +259,79 @@ def _session_files(folder: Path, session_id: str, nested: bool) -> Path:
     return source
 
 
+# -- the session file as it grows (lines as 2.1.332 writes them, trimmed) --------------------------------------
+def _request_line(digest: str, at: str = "08:35:50.979") -> dict:
+    return {"type": "api-request", "timestamp": f"2026-12-01T{at}Z", "querySource": "repl_main_thread",
+            "requestDigest": digest}  # fmt: skip
+
+
+def _attachment_line(at: str) -> dict:
+    return {"type": "attachment", "timestamp": f"2026-12-01T{at}Z", "attachment": {"type": "date"}}
+
+
+API_ERROR_LINE = {
+    "type": "assistant",
+    "isSidechain": False,
+    "message": {"id": "91da0100", "model": "<synthetic>", "role": "assistant", "stop_reason": "stop_sequence",
+                "content": [{"type": "text", "text": "API Error: 500 Injected fault. This is a server-side issue"}],
+                "usage": {"input_tokens": 0, "output_tokens": 0}},
+    "error": "server_error",
+    "isApiErrorMessage": True,
+    "apiErrorStatus": 500,
+    "apiErrorType": "api_error",
+}  # fmt: skip
+TURN_DURATION_LINE = {"type": "system", "subtype": "turn_duration", "durationMs": 5200}
+
+
+def _line(event: dict, main: bool = True, retry: bool = False) -> SessionLine:
+    return SessionLine(main, json.dumps(event).encode(), event, retry)
+
+
+def test_the_session_tail_returns_whole_lines_as_they_come_and_marks_a_request_sent_again(tmp_path: Path) -> None:
+    config, cwd, session_id = tmp_path / ".claude", tmp_path / "repo", "5e55"
+    tail = SessionTail(config, cwd, session_id)
+    assert tail.poll() == []  # no session file before the first question
+    folder = config / "projects" / escape_cwd(cwd)
+    folder.mkdir(parents=True)
+    request = json.dumps(_request_line("d1"))
+    session = folder / f"{session_id}.jsonl"
+    session.write_text(json.dumps({"type": "user", "message": {"content": QUESTION}}) + "\n" + request[:20])
+    (first,) = tail.poll()  # the half-written line waits for its end
+    assert first.main and first.event["type"] == "user" and not first.retry
+    with session.open("a") as handle:
+        handle.write(request[20:] + "\n" + request + "\n" + json.dumps(_request_line("d2")) + "\n")
+    assert [(line.event["requestDigest"], line.retry) for line in tail.poll()] == [
+        ("d1", False), ("d1", True), ("d2", False)
+    ]  # fmt: skip
+    subagents = folder / session_id / "subagents"
+    subagents.mkdir(parents=True)
+    (subagents / "agent-a1.jsonl").write_text(json.dumps(_request_line("d2")) + "\n")
+    (line,) = tail.poll()
+    assert not line.main and not line.retry  # the same digest in another file is another request
+    assert tail.poll() == []
+
+
+def test_a_turn_watch_times_silences_counts_retries_and_names_the_api_error() -> None:
+    turn = TurnWatch(started=100.0)
+    turn.see([_line({"type": "user", "message": {"content": QUESTION}})], 100.5)
+    turn.see([_line(_request_line("d1")), _line({"type": "atis-latch"})], 101.0)  # bookkeeping names no wait
+    turn.see([_line(_attachment_line("08:35:50.741"))], 101.1)  # appended late, but done before the request
+    turn.see([_line(_request_line("d1", at="08:35:57.533"), retry=True)], 106.0)
+    assert turn.api_error is None and turn.api_retries == 1
+    assert (round(turn.silences.longest_s, 3), turn.silences.after) == (4.9, "api-request")  # waiting on the model
+    turn.see([_line(API_ERROR_LINE)], 106.2)
+    assert turn.api_error == "API error in assistant message: server_error"
+
+
+def test_a_turn_watch_ends_at_the_turn_duration_line_and_ignores_the_subagents_errors() -> None:
+    turn = TurnWatch(started=0.0)
+    turn.see([_line(API_ERROR_LINE, main=False), _line(_request_line("d1"))], 3.0)
+    assert turn.api_error is None  # a subagent's failed request is the main agent's tool result, not the end
+    turn.see([_line(TURN_DURATION_LINE)], 4.0)
+    turn.see([_line({"type": "cost-state"})], 40.0)  # written while the screen settles: the turn was over
+    assert turn.over and turn.silences.longest_s == 3.0 and turn.silences.after == "start"
+
+
 @pytest.mark.parametrize("nested", [True, False], ids=["subagents-folder", "flat-agent-files"])
 def test_copy_session_keeps_the_subagents_where_the_reader_finds_them(tmp_path: Path, nested: bool) -> None:
     config = tmp_path / "config"
@@ -344,7 +422,7 @@ def test_typing_is_retried_until_the_question_shows_then_sent(tmp_path: Path) ->
     run = HeadlessOptions(claude="-", mcp_config=tmp_path, settings=tmp_path)
     options = TmuxOptions(run=run, poll_s=0.1, type_check_s=1.5)
     record = TmuxRunRecord(label="t")
-    driver = _Driver(tmux, options, record)
+    driver = _Driver(tmux, options, record, SessionTail(tmp_path, tmp_path, "no-session"))
     try:
         tmux.start([sys.executable, "-c", EATING_TUI], tmp_path, 230, 60)
         assert driver.type_question(QUESTION) == 2  # the first try went into the void
@@ -381,19 +459,20 @@ class Sandbox:
 
     def run(self, server: RunningServer, questions: list[str], with_codegraph: bool = False,
             label: str = "t", hook: bool = False, mcp_delay_s: int = 0,
-            timeout_s: float = TURN_TIMEOUT) -> TmuxRunRecord:  # fmt: skip
+            timeout_s: float = TURN_TIMEOUT, stall_s: float = 30.0, **cli_env: str) -> TmuxRunRecord:  # fmt: skip
         settings = self.root / "settings.json"
         if hook:
             write_hook_settings(settings, "codegraph")
         else:
             settings.write_text("{}")
         mcp = self.mcp_config(with_codegraph, mcp_delay_s)
-        run = HeadlessOptions(claude=str(self.tools.claude.bin), mcp_config=mcp, settings=settings, timeout_s=timeout_s)
+        run = HeadlessOptions(claude=str(self.tools.claude.bin), mcp_config=mcp, settings=settings,
+                              timeout_s=timeout_s, stall_s=stall_s)  # fmt: skip
         opts = TmuxOptions(run=run)
         started = time.monotonic()
         try:
             return run_tmux(questions, label=label, out_dir=self.root / "out", cwd=self.repo,
-                            env=self.env(server), options=opts)  # fmt: skip
+                            env={**self.env(server), **cli_env}, options=opts)  # fmt: skip
         finally:
             print(f"tmux run {label}: {time.monotonic() - started:.1f}s")
 
@@ -552,3 +631,107 @@ class TestRealCliInTmux:
         assert pane.startswith("===== last screen (turn 1) =====") and f"❯ {QUESTION}" in pane
         assert "partial transcript kept" in str(caught.value)
         assert QUESTION in (sandbox.root / "out/run-t.session.jsonl").read_text()
+
+    def test_a_turn_ending_in_an_api_error_ends_the_run_at_once(self, sandbox: Sandbox) -> None:
+        # every request fails; the CLI tries once more (CLAUDE_CODE_MAX_RETRIES), gives up, and offers "Resend"
+        with serve(make_backend("scripted"), faults=Faults(default="500")) as server:
+            started = time.monotonic()
+            with pytest.raises(TurnError) as caught:
+                sandbox.run(server, [QUESTION, SECOND], CLAUDE_CODE_MAX_RETRIES="1")
+            took = time.monotonic() - started
+            requests = len(server.requests)
+        print(f"API error: the run ended after {took:.1f}s: {caught.value}")
+        message = str(caught.value)
+        assert message.startswith("turn 1: API error in assistant message: server_error after 1 API retries; ")
+        assert "turns 2-2 not run" in message and "partial transcript kept" in message
+        assert requests == 2  # turn 1's try and its one retry; turn 2 was never typed
+        assert took < TURN_TIMEOUT / 3  # not the turn timeout: the screen never shows an empty input box again
+        run = caught.value.run
+        assert isinstance(run, TmuxRunRecord) and run.api_retries == [1] and run.stalled_turns == []
+        assert len(run.wall_s) == len(run.longest_silence_s) == 1
+        pane = run.pane.read_text()
+        assert "API Error: 500 Injected fault" in pane and SECOND not in pane
+
+    def test_a_request_never_answered_is_retried_and_the_turn_flagged_stalled(self, sandbox: Sandbox) -> None:
+        """The 280 s stall, in small: a request the server never answers costs the CLI its request timeout
+        (API_TIMEOUT_MS; 6 s here) before it sends it again, and then the turn succeeds. Without API_TIMEOUT_MS,
+        2.1.332 gives up on a request that never answers after 360 s, and on a stream that stops arriving after
+        300 s (its stream idle floor) — then retrying without an api_retry event in stream-json."""
+        with serve(make_backend("scripted"), faults={1: "hang"}) as server:
+            record = sandbox.run(server, [QUESTION], stall_s=4.0, API_TIMEOUT_MS="6000")
+        print(f"hanging request: silent {record.longest_silence_s[0]:.1f}s after {record.silence_after[0]}")
+        assert [h.fault for h in server.hits][:2] == ["hang", None]
+        assert record.api_retries == [1] and record.silence_after == ["api-request"]  # waiting on the model
+        assert 6.0 <= record.longest_silence_s[0] < 15 and record.stalled_turns == [1]
+        assert record.to_dict()["stalled_turns"] == [1] and record.to_dict()["stall_s"] == 4.0
+        assert record.wall_s[0] > record.longest_silence_s[0]  # the wait is in the turn's time
+        assert Session.from_session_file(record.segments[0]).infra_error is None  # the turn itself succeeded
+
+
+# -- through the plugin: a stalled tmux run is flagged, has no duration, and the report names it --------------
+STALL_CONFTEST = """
+import pytest
+
+from pytest_agent_eval.fixtures import ModelEndpoint
+from pytest_agent_eval.model import Faults, make_backend, serve
+
+
+@pytest.fixture(autouse=True)
+def quick_stall(monkeypatch):
+    import pytest_agent_eval.harness.drivers.watch as watch  # the fixtures read it when an item runs
+
+    monkeypatch.setattr(watch, "STALL_S_STAND_IN", 10.0)  # above a tool call under load
+
+
+@pytest.fixture
+def agent_model_server(agent_case):
+    \"\"\"The scripted model; the without-arm's second reply stops arriving for 20 s after its first delta.\"\"\"
+    backend = make_backend("scripted")
+    faults = Faults({2: "stall"}, stall_s=20.0) if agent_case.arm.name == "without" else Faults()
+    server = serve(backend, faults=faults)
+    try:
+        yield ModelEndpoint("scripted", backend.describe(), server.url)
+    finally:
+        server.stop()
+"""
+
+
+@slow
+@needs_tmux
+@pytest.mark.e2e
+@pytest.mark.timeout(600)
+def test_a_stalled_tmux_run_is_flagged_timed_out_of_the_tables_and_named_in_the_report(
+    real_tools: RealTools, tag: str, tmp_path: Path
+) -> None:
+    """The 280 s "time saved 94%", in small: the without-arm's reply stalls, its turn succeeds with the wait in
+    its time, and the time comparison must not take that time for the with-arm's saving."""
+    from e2e_support import inner_env, leftovers, run_pytest, summary
+
+    project = tmp_path / "project"
+    (project / "evals").mkdir(parents=True)
+    shutil.copy(REPO / "evals" / "test_ab.py", project / "evals" / "test_ab.py")
+    shutil.copy(REPO / "agent-eval.yaml", project / "agent-eval.yaml")
+    (project / "pytest.ini").write_text("[pytest]\n", encoding="utf-8")
+    (project / "conftest.py").write_text(STALL_CONFTEST, encoding="utf-8")
+    out = tmp_path / "out"
+    args = ["evals", "-k", "express", "--agent-eval-mode", "tmux", "--agent-eval-runs", "1", "--agent-eval-turns", "1"]
+    args += ["--agent-eval-offline", f"--agent-eval-corpus={REPO / 'corpus.json'}", f"--agent-eval-out={out}", "-v"]
+    done = run_pytest(args, project, inner_env(real_tools, tag), tmp_path)
+    assert done.returncode == 0, done.stdout[-3000:]
+    records = summary(out)
+    stalled, clean = records["express-without-tmux-1"], records["express-with-tmux-1"]
+    assert stalled["stalled"] is True and clean["stalled"] is False
+    driver = stalled["driver"]
+    assert driver["driver"] == "tmux" and driver["stalled_turns"] == [1] and driver["stall_s"] == 10.0
+    assert 20.0 <= driver["longest_silence_s"][0] < 30 and driver["silence_after"] == ["api-request"]
+    assert driver["api_retries"] == [0]  # the reply came in the end: nothing was sent again
+    # (a) flagged on the item's line and at the end; (b) no duration, so no time saved; (c) named in the report
+    assert re.search(r"express-without-tmux-1\] PASSED \(stalled: turn 1 silent 2\d\.\ds after api-request "
+                     r"\(threshold 10s\)\)", done.stdout)  # fmt: skip
+    assert "agent-eval: express-without-tmux-1 stalled: turn 1 silent" in done.stdout
+    assert stalled["figures"]["duration_s"] is None and clean["figures"]["duration_s"] is not None
+    saved = next(line for line in done.stdout.splitlines() if line.startswith("AVERAGE saved:"))
+    assert "tokens" in saved and "time" not in saved
+    html = next(out.glob("*/report.html")).read_text(encoding="utf-8")
+    assert "stalled: turn 1 silent" in html and "its time is no measurement" in html
+    assert leftovers(tag, tmp_path) == []

@@ -28,7 +28,7 @@ from urllib.parse import urlsplit
 from .sse import Reply, message_json, new_id, stream_events
 from .usage import PromptCount, UsageModel
 
-FAULT_KINDS = frozenset({"500", "529", "429", "break", "hang"})
+FAULT_KINDS = frozenset({"500", "529", "429", "break", "stall", "hang"})
 _ERROR_TYPES = {500: "api_error", 529: "overloaded_error", 429: "rate_limit_error"}
 # Where a server started without ``truth_log`` appends its truth (so a harness run can keep it).
 TRUTH_LOG_ENV = "AGENT_EVAL_TRUTH_LOG"
@@ -56,12 +56,15 @@ class Faults:
 
     Kinds: ``"500"``, ``"529"``, ``"429"`` (an HTTP error with the API's JSON error body),
     ``"break"`` (the SSE stream stops after the first text delta and the connection closes),
+    ``"stall"`` (the SSE stream goes silent after the first text delta for ``stall_s`` seconds, then
+    finishes: a response that stops arriving, as a loaded or throttled upstream does),
     ``"hang"`` (no answer at all until the server stops). ``default`` applies to every request
     not in ``plan`` — e.g. ``Faults(default="500")`` for an API that is down.
     """
 
     plan: dict[int, str] = field(default_factory=dict)
     default: str | None = None
+    stall_s: float = 10.0
 
     def __post_init__(self) -> None:
         for kind in [*self.plan.values(), self.default]:
@@ -242,11 +245,15 @@ class _Handler(BaseHTTPRequestHandler):
         self.end_headers()
         self._record(200, fault)
         frames = list(stream_events(reply, model, usage, message_id))
-        if fault == "break":
-            # message_start, ping, the first block's start and first delta; then the line goes dead
-            frames = frames[: min(4, len(frames) - 1)]
-        for frame in frames:
+        # "break" and "stall" cut in after message_start, ping, the first block's start and its first delta
+        cut = min(4, len(frames) - 1) if fault in ("break", "stall") else len(frames)
+        for frame in frames[:cut]:
             self._chunk(frame)
+        if fault == "stall":
+            # silent, then the rest; a client that gave up meanwhile makes the writes fail (see handle_error)
+            self.server.stopping.wait(self.server.faults.stall_s)
+            for frame in frames[cut:]:
+                self._chunk(frame)
         if fault == "break":
             self.close_connection = True
             return

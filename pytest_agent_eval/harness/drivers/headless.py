@@ -8,14 +8,10 @@ The CLI fails in two known ways, and a watchdog handles both: it may hang after 
 event (killed a few seconds later; the segment is complete and kept), or it may never write one (killed
 at the timeout; the partial segment is kept and :class:`AgentInfraError` is raised).
 
-A turn that ends in an API error (the CLI gave up retrying) ends the run at once, as a :class:`TurnError`:
-resuming a session whose last request failed only spends the next turn's retries on the same outage.
-
-A turn may also *stall*: the CLI sits silent while it waits on a request. Its stream idle timeout never goes
-below 300 s (``max(CLAUDE_STREAM_IDLE_TIMEOUT_MS, 300000)`` in 2.1.332), so a response that stops arriving
-costs up to five minutes before the CLI retries — and then the turn succeeds, its wall time swollen. So the
-driver times the gaps between stream-json lines, counts the CLI's ``api_retry`` events, and marks a turn whose
-longest silence exceeds ``HeadlessOptions.stall_s`` as stalled; its time is no measurement of the agent.
+A turn that ends in an API error (the CLI gave up retrying) ends the run at once, as a :class:`TurnError`;
+a turn whose longest silence between stream-json lines exceeds ``HeadlessOptions.stall_s`` is marked stalled,
+and the CLI's ``api_retry`` events are counted (see :mod:`.watch` for both judgements, which the interactive
+driver shares).
 
 The environment is passed to the child only; nothing here writes it to a file, so an API key in it never
 lands on disk.
@@ -23,7 +19,6 @@ lands on disk.
 
 from __future__ import annotations
 
-import json
 import subprocess
 import threading
 import time
@@ -32,18 +27,12 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_agent_eval.harness.drivers import AgentInfraError
+from pytest_agent_eval.harness.drivers.watch import STALL_S_REAL_API, Silences, describe, event_of, turn_api_error
 from pytest_agent_eval.harness.process import start_group, stop_group
 from pytest_agent_eval.harness.sandbox import Sandbox
-from pytest_agent_eval.transcript import Session
 
 ALLOWED_TOOLS = "Grep,Glob,TodoWrite"
 RESULT_GRACE_S = 5.0  # how long a CLI may linger after its result event before it counts as hung
-# The longest silence a turn may have before it counts as stalled. The CLI writes one line per whole message
-# or tool result, so against the real API a silence is one message being generated (a long answer with
-# thinking: a minute or two) or one tool call; against a local stand-in model every reply is immediate and
-# the only long silences are tool calls (an index query: seconds) and the CLI waiting on a request.
-STALL_S_REAL_API = 180.0
-STALL_S_STAND_IN = 30.0
 _KILL_WAIT_S = 3.0
 
 
@@ -61,7 +50,7 @@ class HeadlessOptions:
     timeout_s: float = 900.0  # per turn
     result_grace_s: float = RESULT_GRACE_S  # -p only
     allowed_tools: str = ALLOWED_TOOLS
-    stall_s: float = STALL_S_REAL_API  # -p only: a longer silence between stream lines marks the turn stalled
+    stall_s: float = STALL_S_REAL_API  # a longer silence between a turn's lines marks it stalled (see .watch)
     sandbox: Sandbox | None = None  # where the agent's process tree runs; None only when a test switched it off
 
     def launch(self, command: list[str]) -> list[str]:
@@ -81,9 +70,17 @@ class RunRecord:
     hung_after_result: list[bool] = field(default_factory=list)
     session_id: str | None = None
     longest_silence_s: list[float] = field(default_factory=list)  # per turn: the longest gap between lines
-    silence_after: list[str] = field(default_factory=list)  # per turn: the line that gap followed (see _what)
-    api_retries: list[int] = field(default_factory=list)  # per turn: the CLI's api_retry events
+    silence_after: list[str] = field(default_factory=list)  # per turn: the line that gap followed (watch.describe)
+    # per turn: requests the CLI sent again — headless counts its api_retry events, which a retry after the stream
+    # idle timeout does not produce (the silence flags that one); tmux counts repeated request lines
+    api_retries: list[int] = field(default_factory=list)
     stall_s: float | None = None  # the threshold the turns were judged by (None: not measured)
+
+    def watched(self, silences: Silences, api_retries: int) -> None:
+        """Add one turn's longest silence and retry count."""
+        self.longest_silence_s.append(silences.longest_s)
+        self.silence_after.append(silences.after)
+        self.api_retries.append(api_retries)
 
     @property
     def stalled_turns(self) -> list[int]:
@@ -188,9 +185,7 @@ def run_headless(
         record.wall_s.append(outcome.wall_s)
         record.exit_codes.append(outcome.exit_code)
         record.hung_after_result.append(outcome.hung_after_result)
-        record.longest_silence_s.append(outcome.longest_silence_s)
-        record.silence_after.append(outcome.silence_after)
-        record.api_retries.append(outcome.api_retries)
+        record.watched(outcome.silences, outcome.api_retries)
         record.session_id = outcome.session_id or record.session_id
         later = f"; turns {turn + 1}-{len(questions)} not run" if turn < len(questions) else ""
         if not outcome.saw_result:
@@ -205,40 +200,31 @@ def run_headless(
                 + later,
                 record,
             )
-        api_error = _turn_error(segment)
+        api_error = turn_api_error(segment.read_bytes().splitlines())
         if api_error:
             retried = f" after {outcome.api_retries} API retries" if outcome.api_retries else ""
             raise TurnError(f"turn {turn}: {api_error}{retried}{later}", record)
     return record
 
 
-def _turn_error(segment: Path) -> str | None:
-    """The API error a turn's segment ends in, as the transcript reader words it; None when it has none."""
-    try:
-        return Session.from_files([segment]).infra_error
-    except Exception:  # an unreadable segment is the scorer's to report, naming its file and line
-        return None
-
-
 @dataclass
 class _Outcome:
+    silences: Silences
     exit_code: int | None = None
     wall_s: float = 0.0
     saw_result: bool = False
     timed_out: bool = False
     hung_after_result: bool = False
     session_id: str | None = None
-    longest_silence_s: float = 0.0
-    silence_after: str = "start"
     api_retries: int = 0
 
 
 def _run_process(
     command: list[str], segment: Path, stderr_path: Path, cwd: Path, env: Mapping[str, str], options: HeadlessOptions
 ) -> _Outcome:
-    outcome = _Outcome()
     result_seen = threading.Event()
     started = time.monotonic()
+    outcome = _Outcome(Silences(started))
     with segment.open("wb") as out, stderr_path.open("wb") as err:
         try:
             # A new session makes the CLI and the MCP servers it spawned one process group, killed together.
@@ -250,24 +236,14 @@ def _run_process(
         except PermissionError:
             raise AgentInfraError(f"claude CLI is not executable: {command[0]}") from None
 
-        last_line = [started]
-        last_what = ["start"]
-
-        def silence(now: float) -> None:
-            if now - last_line[0] > outcome.longest_silence_s:
-                outcome.longest_silence_s = now - last_line[0]
-                outcome.silence_after = last_what[0]
-
         def pump() -> None:
             assert process.stdout is not None
             for raw in process.stdout:
                 now = time.monotonic()
-                silence(now)
-                last_line[0] = now
                 out.write(raw)
                 out.flush()
-                event = _event(raw)
-                last_what[0] = _what(event)
+                event = event_of(raw)
+                outcome.silences.line(now, describe(event))
                 if event is None:
                     continue
                 if isinstance(event.get("session_id"), str) and event["session_id"]:
@@ -297,7 +273,7 @@ def _run_process(
             # The agent's own time ends here: stopping what it left behind is the harness's.
             ended = time.monotonic()
             if not result_seen.is_set():  # a turn that never finished was silent from its last line to here
-                silence(ended)
+                outcome.silences.until(ended)
         finally:
             # Also on an interrupt (Ctrl-C, pytest-timeout): never leave the CLI or its MCP servers running.
             stop_group(process)
@@ -306,29 +282,6 @@ def _run_process(
         reader.join(timeout=_KILL_WAIT_S)
     outcome.saw_result = result_seen.is_set()
     return outcome
-
-
-def _what(event: dict | None) -> str:
-    """A line, in a word or three, so a stall says what it waited on: after ``user tool_result`` or ``system
-    init`` the CLI waited on the model (a request, its retries); after ``assistant tool_use <name>``, on a tool."""
-    if event is None:
-        return "a non-JSON line"
-    kind = str(event.get("type"))
-    if kind == "system":
-        return f"system {event.get('subtype')}"
-    content = (event.get("message") or {}).get("content") if isinstance(event.get("message"), dict) else None
-    if isinstance(content, list) and content and isinstance(content[-1], dict):
-        last = content[-1]
-        return " ".join(str(x) for x in (kind, last.get("type"), last.get("name")) if x)
-    return kind
-
-
-def _event(raw: bytes) -> dict | None:
-    try:
-        event = json.loads(raw)
-    except ValueError:
-        return None
-    return event if isinstance(event, dict) else None
 
 
 def _stderr_tail(path: Path, lines: int = 5) -> str:

@@ -19,6 +19,13 @@ How the pane is read, and why:
   Never a spinner string: a model that thinks shows no busy indicator while it streams its answer, and a
   spinner-based timeout kills runs mid-answer.
 
+While a turn runs, the session file and its subagents' files are read as the CLI appends to them (one line per
+whole message, tool result, or request sent): the screen cannot tell, since its spinner and timer move whether or
+not anything arrives. A turn whose lines carry an API error (the CLI gave up retrying; the screen then offers
+"Resend your message") ends the run at once; the longest gap between lines marks a stalled turn; a request line
+that repeats the one before it (same ``requestDigest``) is a retry. The judgements are :mod:`.watch`'s, shared
+with the headless driver.
+
 Afterwards the session file (``~/.claude/projects/<escaped-cwd>/<session-id>.jsonl``) and its subagent files
 are copied beside the pane text as ``run-<label>.session.jsonl`` and ``run-<label>.session/``, the layout
 :meth:`Session.from_session_file` reads.
@@ -47,7 +54,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_agent_eval.harness.drivers import AgentInfraError
-from pytest_agent_eval.harness.drivers.headless import HeadlessOptions, RunRecord, settings_flags
+from pytest_agent_eval.harness.drivers.headless import HeadlessOptions, RunRecord, TurnError, settings_flags
+from pytest_agent_eval.harness.drivers.watch import Silences, describe, event_of, turn_api_error
 from pytest_agent_eval.harness.process import watched
 from pytest_agent_eval.transcript import belongs_to
 
@@ -68,6 +76,9 @@ _CONFIRM = ("Enter to confirm", "Enter to select")
 _ACCEPT_RE = re.compile(r"^Yes\b")
 _MCP_STATES = {"✔": "connected", "✓": "connected", "✘": "failed", "✗": "failed"}  # anything else: still starting
 _FATAL_SCREENS = ("Unable to connect to Anthropic services", "Invalid API key", "Please run /login")
+# Session-file lines that say what the CLI did (each with its ISO timestamp); the rest (mode, last-prompt,
+# file-history-snapshot, cost-state, request blobs, …) is bookkeeping, which must not name what a silence waited on.
+_TRANSCRIPT_KINDS = frozenset({"user", "assistant", "system", "attachment", "api-request"})
 
 
 @dataclass(frozen=True)
@@ -93,7 +104,9 @@ class TmuxRunRecord(RunRecord):
     ``hung_after_result`` have one entry (the process, and whether ``/exit`` failed to end it).
 
     ``wall_s`` is per turn, from Enter to the last change of the conversation on screen (the settle wait,
-    ``settle_s``, excluded); ``turn_s`` is the CLI's own ``turn_duration`` per turn from the session file.
+    ``settle_s``, excluded); ``turn_s`` is the CLI's own ``turn_duration`` per turn from the session file;
+    ``longest_silence_s``, ``silence_after`` and ``api_retries`` are per turn from the session files as they
+    grew (see :class:`TurnWatch`).
     """
 
     pane: Path | None = None
@@ -335,12 +348,112 @@ def _signal(pid: int, sig: int) -> bool:
         return True  # no /proc (macOS): trust kill()
 
 
+# -- watching a turn ------------------------------------------------------------------------------------------
+@dataclass
+class SessionLine:
+    """One whole line the CLI appended: to the main session file or a subagent's, and whether it sent a request
+    again."""
+
+    main: bool
+    raw: bytes
+    event: dict | None
+    retry: bool = False
+
+
+class SessionTail:
+    """The session file and its subagents' files as the CLI appends to them; :meth:`poll` returns the whole lines
+    added since the last poll. The main file is looked for until it exists (the CLI creates it at the first
+    question)."""
+
+    def __init__(self, config_dir: Path, cwd: Path, session_id: str) -> None:
+        self.config_dir, self.cwd, self.session_id = config_dir, cwd, session_id
+        self.main: Path | None = None
+        self._read_to: dict[Path, int] = {}
+        self._partial: dict[Path, bytes] = {}
+        self._last_digest: dict[Path, str] = {}  # per file: the last request line's requestDigest
+
+    def files(self) -> list[Path]:
+        if self.main is None:
+            self.main = find_session_source(self.config_dir, self.cwd, self.session_id)
+            if self.main is None:
+                return []
+        nested = sorted((self.main.parent / self.main.stem / "subagents").glob("*.jsonl"))
+        flat = [p for p in sorted(self.main.parent.glob("agent-*.jsonl")) if belongs_to(p, self.session_id)]
+        return [self.main, *nested, *flat]
+
+    def poll(self) -> list[SessionLine]:
+        lines = []
+        for path in self.files():
+            for raw in self._new_lines(path):
+                event = event_of(raw)
+                lines.append(SessionLine(path == self.main, raw, event, self._is_retry(path, event)))
+        return lines
+
+    def _new_lines(self, path: Path) -> list[bytes]:
+        try:
+            with path.open("rb") as handle:
+                handle.seek(self._read_to.get(path, 0))
+                data = handle.read()
+        except OSError:
+            return []
+        self._read_to[path] = self._read_to.get(path, 0) + len(data)
+        *whole, self._partial[path] = (self._partial.get(path, b"") + data).split(b"\n")
+        return [line for line in whole if line.strip()]
+
+    def _is_retry(self, path: Path, event: dict | None) -> bool:
+        """A request line with the same digest as the file's previous one: the same request sent again."""
+        if event is None or event.get("type") != "api-request" or not isinstance(event.get("requestDigest"), str):
+            return False
+        again = self._last_digest.get(path) == event["requestDigest"]
+        self._last_digest[path] = event["requestDigest"]
+        return again
+
+
+@dataclass
+class TurnWatch:
+    """One turn as the session files tell it: its silences up to the CLI's ``turn_duration`` line (after it the
+    turn is over, whatever the screen still does), the requests sent again, and the API error it ended in."""
+
+    started: float
+    silences: Silences = field(init=False)
+    api_retries: int = 0
+    api_error: str | None = None
+    over: bool = False
+    _label_stamp: str = ""  # the timestamp of the line that names what the CLI last did
+
+    def __post_init__(self) -> None:
+        self.silences = Silences(self.started)
+
+    def see(self, lines: Sequence[SessionLine], now: float) -> None:
+        for line in lines:
+            if self.over:
+                break
+            event = line.event or {}
+            self.silences.line(now, self._label(event))
+            self.api_retries += line.retry
+            if line.main and event.get("type") == "system" and event.get("subtype") == "turn_duration":
+                self.over = True
+        main = [line.raw for line in lines if line.main]
+        if main and self.api_error is None:
+            self.api_error = turn_api_error(main)
+
+    def _label(self, event: dict) -> str | None:
+        """What a line says the CLI did, if it is the latest thing it did: the CLI appends lines out of order
+        (the request line before the attachments of the prompt it sends), so its own timestamps decide."""
+        stamp = event.get("timestamp")
+        if event.get("type") not in _TRANSCRIPT_KINDS or not isinstance(stamp, str) or stamp < self._label_stamp:
+            return None
+        self._label_stamp = stamp
+        return describe(event)
+
+
 # -- driving the CLI -------------------------------------------------------------------------------------------
 class _Driver:
-    def __init__(self, tmux: _Tmux, options: TmuxOptions, record: TmuxRunRecord) -> None:
+    def __init__(self, tmux: _Tmux, options: TmuxOptions, record: TmuxRunRecord, tail: SessionTail) -> None:
         self.tmux = tmux
         self.options = options
         self.record = record
+        self.tail = tail
         self.last_screen = ""
 
     def poll(self) -> str:
@@ -453,14 +566,18 @@ class _Driver:
                 return
         raise AgentInfraError("Enter did not send the question")
 
-    def until_done(self, started: float) -> tuple[str, float]:
+    def until_done(self, turn: TurnWatch) -> tuple[str, float]:
         """Wait for ``stable_polls`` unchanged screens with the empty input box back; returns the screen and
-        when the conversation part of it last changed."""
+        when the conversation part of it last changed. Raises at once when the turn's lines carry an API error."""
         opts = self.options
-        deadline = started + opts.run.timeout_s
+        deadline = turn.started + opts.run.timeout_s
         previous, steady, changed, talk = None, 0, time.monotonic(), None
         while True:
             screen = self.poll()
+            turn.see(self.tail.poll(), time.monotonic())
+            if turn.api_error:
+                retried = f" after {turn.api_retries} API retries" if turn.api_retries else ""
+                raise AgentInfraError(f"{turn.api_error}{retried}")
             if screen == previous:
                 steady += 1
             else:
@@ -473,6 +590,8 @@ class _Driver:
                 if any(marker in screen for marker in _CONFIRM):
                     raise AgentInfraError("the CLI is waiting on a dialog in mid-run")
             if time.monotonic() >= deadline:
+                if not turn.over:  # a turn that never finished was silent from its last line to here
+                    turn.silences.until(time.monotonic())
                 raise AgentInfraError(f"timed out after {opts.run.timeout_s:g}s without the prompt coming back")
             time.sleep(opts.poll_s)
 
@@ -500,7 +619,8 @@ def run_tmux(
     options: TmuxOptions,
 ) -> TmuxRunRecord:
     """Ask every turn in one interactive session; raises AgentInfraError (partial transcript and the last
-    screen kept) when the CLI cannot be driven or a turn times out."""
+    screen kept) when the CLI cannot be driven, as :class:`TurnError` when a turn times out, cannot be sent, or
+    ends in an API error (later turns not started)."""
     if not questions:
         raise ValueError("no question to ask")
     if "HOME" not in env:
@@ -512,28 +632,35 @@ def run_tmux(
     session_id = str(uuid.uuid4())
     pane = out_dir / f"run-{label}.pane.txt"
     pane.write_text("", encoding="utf-8")
-    record = TmuxRunRecord(label=label, session_id=session_id, pane=pane)
+    record = TmuxRunRecord(label=label, session_id=session_id, pane=pane, stall_s=options.run.stall_s)
     _mark_onboarded(state_file)
     tmux = _Tmux(env)
-    driver = _Driver(tmux, options, record)
+    driver = _Driver(tmux, options, record, SessionTail(config_dir, cwd, session_id))
     failure: AgentInfraError | None = None
-    turn = 0
+    turn, watch = 0, None
     try:
         tmux.start(watched(options.run.launch(build_command(options, session_id))), cwd, options.width, options.height)
         driver.start_up()
         driver.wait_for_mcp(mcp_server_names(options.run.mcp_config))
         for turn, question in enumerate(map(_one_line, questions), start=1):
             record.typing_attempts.append(driver.type_question(question))
-            started = time.monotonic()
+            driver.tail.poll()  # what the last turn wrote after it was over is no part of this one
+            watch = TurnWatch(time.monotonic())
             driver.submit(question)
-            screen, changed = driver.until_done(started)
-            record.wall_s.append(changed - started)
+            screen, changed = driver.until_done(watch)
+            record.wall_s.append(changed - watch.started)
             record.settle_s.append(time.monotonic() - changed)
+            record.watched(watch.silences, watch.api_retries)
+            watch = None
             _save_screen(pane, f"turn {turn}", screen)
         driver.exit()
     except AgentInfraError as exc:
         _save_screen(pane, f"last screen (turn {turn or 'startup'})", driver.last_screen)
-        failure = AgentInfraError(f"{f'turn {turn}' if turn else 'startup'}: {exc} (last screen in {pane})")
+        later = f"; turns {turn + 1}-{len(questions)} not run" if turn and turn < len(questions) else ""
+        failure = AgentInfraError(f"{f'turn {turn}' if turn else 'startup'}: {exc}{later} (last screen in {pane})")
+        if watch is not None:  # the failed turn's time and silences are recorded as a finished turn's are
+            record.wall_s.append(time.monotonic() - watch.started)
+            record.watched(watch.silences, watch.api_retries)
     finally:
         tmux.close()
         if any("API key" in d for d in record.dialogs):
@@ -544,6 +671,8 @@ def run_tmux(
         record.turn_s = turn_durations(record.segments[0])
     if failure is not None:
         kept = f"; partial transcript kept: {record.segments[0]}" if record.segments else ""
+        if turn:
+            raise TurnError(f"{failure}{kept}", record) from None
         raise AgentInfraError(f"{failure}{kept}") from None
     if source is None:
         raise AgentInfraError(f"no session file {session_id}.jsonl under {config_dir / 'projects'}")
