@@ -118,18 +118,23 @@ def test_tool_installs_finds_the_cli_on_path_and_what_it_links_to(host: Path) ->
 @needs_bwrap
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root to become nobody")
 def test_the_sandbox_works_for_an_ordinary_user() -> None:
-    # pytest's tmp_path is root's alone; nobody must be able to reach the folder to be hidden
-    hidden = Path(tempfile.mkdtemp(prefix="agent-eval-nobody-"))
-    hidden.chmod(0o755)
-    (hidden / "f").write_text("SECRET\n")
-    sandbox = Sandbox(hidden=(hidden,), readable=(), writable=(), bwrap=shutil.which("bwrap") or "bwrap")
-    command = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", *sandbox.wrap(["ls", str(hidden)])]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == ""
-    plain = subprocess.run([*command[:4], "ls", str(hidden)], capture_output=True, text=True, timeout=60)
-    shutil.rmtree(hidden)
-    assert plain.stdout.strip() == "f"  # the same user outside the sandbox sees the file
+    # pytest's tmp_path is root's alone; nobody must be able to reach the folders
+    root = Path(tempfile.mkdtemp(prefix="agent-eval-nobody-"))
+    try:
+        root.chmod(0o755)
+        shown, hidden = root / "shown", root / "shown" / "hidden"
+        hidden.mkdir(parents=True)
+        (shown / "f").write_text("SHOWN\n")
+        (hidden / "f").write_text("SECRET\n")
+        sandbox = Sandbox(hidden=(hidden,), readable=(shown,), writable=(), bwrap=shutil.which("bwrap") or "bwrap")
+        script = f"cat {shown}/f; cat {hidden}/f; ls /"
+        user = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+        done = subprocess.run([*user, *sandbox.wrap(["sh", "-c", script])], capture_output=True, text=True, timeout=60)
+        plain = subprocess.run([*user, "sh", "-c", script], capture_output=True, text=True, timeout=60)
+    finally:
+        shutil.rmtree(root)
+    assert "SHOWN" in done.stdout and "SECRET" not in done.stdout, done.stderr
+    assert "SECRET" in plain.stdout  # the same user outside the sandbox sees the file
 
 
 def test_a_missing_bwrap_names_what_to_install(tmp_path: Path) -> None:
