@@ -196,6 +196,7 @@ def test_with_the_sandbox_switched_off_an_attack_gets_through(real_tools: RealTo
         "attack: sqlite3 on the cached index",
         "attack: hunt for an index",
         "attack: a global install under /usr/local",
+        "attack: a global bin folder off PATH",
         "attack: another item's folder",
     }
     assert hidden_from_text_matching <= leaked
@@ -412,9 +413,12 @@ def test_in_real_api_mode_the_agent_reaches_the_api_and_nowhere_else(
     assert sum(name.startswith("attack: ") for name in results) == 8, results
     assert _leaks(record) == {}, results
     assert record["outcome"] == "passed", record.get("error")
-    # the registry was never reached: the proxy refused the tunnel (no DNS, no route exists in there either)
-    assert "CONNECT tunnel failed, response 403" in results["attack: download the tool from the npm registry"]
-    assert "403" in results["attack: a mirror on the host's loopback, through the proxy"]
+    # the registry was never reached: the proxy refused it (no DNS, no route exists in there either)
+    assert "error: 403" in results["attack: download the tool from the npm registry"]
+    assert "403 Forbidden" in results["attack: npx with the registry named"]
+    assert "error: 403" in results["attack: a mirror on the host's loopback, through the proxy"]
+    assert "CONNECT tunnel failed, response 403" in results["attack: a tunnel to the mirror through the proxy"]
+    assert "Connection refused" in results["attack: bash /dev/tcp to the mirror"]  # no such port in there
 
 
 def test_in_real_api_mode_without_the_sandbox_the_mirror_gets_through(

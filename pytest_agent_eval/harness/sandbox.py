@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import functools
 import os
+import re
 import shutil
 import subprocess
 import sys
@@ -98,8 +99,15 @@ class Sandbox:
                 mounts.append((root, 0, ["--symlink", os.readlink(root), str(root)]))
             elif root.is_dir():
                 mounts.append((root, 0, ["--ro-bind", str(root), str(root)]))
+        shown = [*self.readable, *self.writable]
         for path in self.hidden:
-            if any(path.is_relative_to(b) for b in bound):
+            # a path inside a masked folder needs no mask of its own, unless a shown folder brought it back
+            covered = any(
+                path != h and path.is_relative_to(h) and not any(s.is_relative_to(h) and path.is_relative_to(s)
+                                                                 for s in shown)
+                for h in self.hidden
+            )  # fmt: skip
+            if not covered and any(path.is_relative_to(b) for b in bound):
                 mounts.append((path, 1, _hide(path)))
         mounts += [(p, 2, ["--ro-bind", str(p), str(p)]) for p in self.readable if p.exists()]
         mounts += [(p, 3, ["--bind", str(p), str(p)]) for p in self.writable]
@@ -165,27 +173,38 @@ def sandbox_for(
 
 
 def tool_matches(tool: RetrievalTool, folder: Path) -> list[Path]:
-    """What in ``folder`` (searched whole, links not followed) could run or install the tool: an entry named
-    as its CLI or its npm package's last part, a tarball or archive named after the package, an npm cache
-    (``_cacache``, content-addressed: its tarballs carry no name), an ``npmrc``. Searched once per folder and
+    """What in ``folder`` (searched whole, links not followed) could run or install the tool: an entry named as
+    its CLI or its npm package's last part, alone or followed by ``-``, ``.`` or ``_`` (``codegraph.js``, the
+    platform bundle ``codegraph-linux-x64``, a tarball ``codegraph-1.6.1.tgz``), the package's npm scope folder
+    under a ``node_modules``, an archive naming it (a yarn cache's ``npm-@scope-codegraph-…zip``), an npm cache
+    (``_cacache``: content-addressed, its tarballs carry no name), an ``npmrc``. Searched once per folder and
     process."""
     names = {tool.cli} | ({tool.package.rsplit("/", 1)[-1]} if tool.package else set())
-    return list(_search(folder, frozenset(names)))
+    scope = tool.package.split("/", 1)[0] if tool.package and tool.package.startswith("@") else None
+    return list(_search(folder, frozenset(names), scope))
 
 
 @functools.cache
-def _search(folder: Path, names: frozenset[str]) -> tuple[Path, ...]:
+def _search(folder: Path, names: frozenset[str], scope: str | None) -> tuple[Path, ...]:
+    named = re.compile("|".join(re.escape(n) for n in sorted(names)) + r"(?:[-._].*)?", re.DOTALL)
     found: list[Path] = []
     pending = [str(folder)]
     while pending:
+        current = pending.pop()
         try:
-            entries = list(os.scandir(pending.pop()))
+            entries = list(os.scandir(current))
         except OSError:
             continue
+        in_modules = os.path.basename(current) == "node_modules"
         for entry in entries:
             name = entry.name
             archive = name.endswith((".tgz", ".tar.gz", ".zip")) and any(n in name for n in names)
-            if name in names or archive or name in ("_cacache", "npmrc", ".npmrc"):
+            if (
+                named.fullmatch(name)
+                or archive
+                or (in_modules and name == scope)
+                or name in ("_cacache", "npmrc", ".npmrc")
+            ):
                 found.append(Path(entry.path))
             elif entry.is_dir(follow_symlinks=False):
                 pending.append(entry.path)
