@@ -158,6 +158,9 @@ def test_the_agent_environment_is_built_from_an_allow_list() -> None:
         "CLAUDE_CODE_USE_VERTEX": "1",
         "NODE_OPTIONS": "--require /home/me/evil.js",
         "npm_config_registry": "https://registry.npmjs.org/",
+        "HTTPS_PROXY": "http://proxy.corp:8080",
+        "no_proxy": "*",
+        "NODE_EXTRA_CA_CERTS": "/etc/corp-ca.pem",
         "SOMETHING_ELSE": "x",
     }
     standin = agent_environment(base, "http://127.0.0.1:1234")
@@ -165,9 +168,10 @@ def test_the_agent_environment_is_built_from_an_allow_list() -> None:
     real = agent_environment(base, None)
     assert real["ANTHROPIC_API_KEY"] == "sk-ant-real"
     for env in (standin, real):
-        assert {"PATH", "HOME", "LC_ALL"} <= env.keys()
+        assert {"PATH", "HOME", "LC_ALL", "NODE_EXTRA_CA_CERTS"} <= env.keys()
         for name in ("CLAUDE_CONFIG_DIR", "CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_USE_BEDROCK",
-                     "CLAUDE_CODE_USE_VERTEX", "NODE_OPTIONS", "npm_config_registry", "SOMETHING_ELSE"):  # fmt: skip
+                     "CLAUDE_CODE_USE_VERTEX", "NODE_OPTIONS", "npm_config_registry", "SOMETHING_ELSE", "HTTPS_PROXY",
+                     "no_proxy"):  # fmt: skip
             assert name not in env
 
 
@@ -467,3 +471,35 @@ def test_the_api_address_comes_from_the_base_url() -> None:
     assert api_address("http://127.0.0.1:4000") == ("127.0.0.1", 4000)
     with pytest.raises(ValueError, match="ANTHROPIC_BASE_URL"):
         api_address("unix:///var/run/api.sock")
+
+
+def test_behind_a_proxy_of_its_own_the_api_proxy_tunnels_through_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A corporate proxy in pytest's environment: the API proxy asks it for the tunnel (with its credentials)."""
+    corporate, heads = socket.create_server(("127.0.0.1", 0)), []
+
+    def tunnel() -> None:
+        conn, _ = corporate.accept()
+        with conn:
+            head = b""
+            while b"\r\n\r\n" not in head:
+                head += conn.recv(4096)
+            heads.append(head)
+            conn.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            conn.sendall(b"THROUGH THE CORPORATE PROXY: " + conn.recv(4096))
+
+    threading.Thread(target=tunnel, daemon=True).start()
+    for name in ("NO_PROXY", "no_proxy", "https_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTPS_PROXY", f"http://me:secret@127.0.0.1:{corporate.getsockname()[1]}")
+    try:
+        with api_proxy("https://api.example:443") as proxy, socket.socket(socket.AF_UNIX) as client:
+            client.settimeout(10)
+            client.connect(str(proxy.path))
+            client.sendall(b"CONNECT api.example:443 HTTP/1.1\r\nHost: api.example:443\r\n\r\n")
+            assert client.recv(4096).startswith(b"HTTP/1.1 200")
+            client.sendall(b"hello")
+            assert client.recv(4096) == b"THROUGH THE CORPORATE PROXY: hello"
+    finally:
+        corporate.close()
+    assert heads[0].startswith(b"CONNECT api.example:443 HTTP/1.1\r\n")
+    assert b"Proxy-Authorization: Basic bWU6c2VjcmV0" in heads[0]  # me:secret
