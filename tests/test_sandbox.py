@@ -355,8 +355,8 @@ def test_the_root_holds_the_system_the_runtime_and_the_item_and_nothing_else(hos
 
 
 def _fake_global_install(prefix: Path) -> Path:
-    """npm's layout of ``npm install -g @colbymchenry/codegraph`` under ``prefix``, with a platform bundle, a
-    copy in an npm cache and a tarball; returns the bin link."""
+    """npm's layout of ``npm install -g @colbymchenry/codegraph`` under ``prefix``, with a platform bundle, an
+    alias install, a copy in an npm cache and a tarball; returns the bin link."""
     package = prefix / "lib" / "node_modules" / "@colbymchenry" / "codegraph"
     bundle = package.parent / "codegraph-linux-x64" / "lib" / "dist" / "bin"
     for folder in (package, bundle, prefix / "bin", prefix / "share" / "npm-cache" / "_cacache" / "content-v2"):
@@ -367,6 +367,11 @@ def _fake_global_install(prefix: Path) -> Path:
         script.chmod(0o755)
     (prefix / "share" / "npm-cache" / "_cacache" / "content-v2" / "blob").write_text("CODEGRAPH OUTPUT\n")
     (prefix / "share" / "codegraph-1.6.1.tgz").write_text("CODEGRAPH OUTPUT\n")
+    alias = prefix / "lib" / "node_modules" / "cg"  # npm i -g cg@npm:@colbymchenry/codegraph
+    alias.mkdir()
+    (alias / "package.json").write_text('{"name": "@colbymchenry/codegraph"}')
+    (alias / "run.sh").write_text("#!/bin/sh\necho CODEGRAPH OUTPUT\n")
+    (alias / "run.sh").chmod(0o755)
     (prefix / "bin" / "codegraph").symlink_to(package / "npm-shim.js")
     (prefix / "bin" / "other").write_text("#!/bin/sh\necho OTHER\n")
     (prefix / "bin" / "other").chmod(0o755)
@@ -384,7 +389,7 @@ def test_a_global_install_in_an_allowed_folder_is_found_and_masked(host: Path, t
     scope, share = modules / "@colbymchenry", prefix / "share"
     script = textwrap.dedent(f"""
         {link}; {scope}/codegraph/npm-shim.js; {scope}/codegraph-linux-x64/lib/dist/bin/codegraph.js
-        cat {share}/npm-cache/_cacache/content-v2/blob {share}/codegraph-1.6.1.tgz; ls {scope}
+        cat {share}/npm-cache/_cacache/content-v2/blob {share}/codegraph-1.6.1.tgz; ls {scope}; {modules}/cg/run.sh
         {prefix}/bin/other
     """)
     done = _run(sandbox, script, host / "work")

@@ -33,6 +33,7 @@ run, :func:`check_sandbox` raises :class:`SandboxUnavailable` saying what to ins
 from __future__ import annotations
 
 import functools
+import json
 import os
 import re
 import shutil
@@ -176,17 +177,18 @@ def tool_matches(tool: RetrievalTool, folder: Path) -> list[Path]:
     """What in ``folder`` (searched whole, links not followed) could run or install the tool: an entry named as
     its CLI or its npm package's last part, alone or followed by ``-``, ``.`` or ``_`` (``codegraph.js``, the
     platform bundle ``codegraph-linux-x64``, a tarball ``codegraph-1.6.1.tgz``), the package's npm scope folder
-    under a ``node_modules``, an archive naming it (a yarn cache's ``npm-@scope-codegraph-…zip``), an npm cache
-    (``_cacache``: content-addressed, its tarballs carry no name), an ``npmrc``. Searched once per folder and
-    process."""
+    under a ``node_modules``, a package there whose ``package.json`` names it under another folder name (an alias
+    install, ``npm i -g cg@npm:@colbymchenry/codegraph``), an archive naming it (a yarn cache's
+    ``npm-@scope-codegraph-…zip``), an npm cache (``_cacache``: content-addressed, its tarballs carry no name),
+    an ``npmrc``. Searched once per folder and process."""
     names = {tool.cli} | ({tool.package.rsplit("/", 1)[-1]} if tool.package else set())
-    scope = tool.package.split("/", 1)[0] if tool.package and tool.package.startswith("@") else None
-    return list(_search(folder, frozenset(names), scope))
+    return list(_search(folder, frozenset(names), tool.package))
 
 
 @functools.cache
-def _search(folder: Path, names: frozenset[str], scope: str | None) -> tuple[Path, ...]:
+def _search(folder: Path, names: frozenset[str], package: str | None) -> tuple[Path, ...]:
     named = re.compile("|".join(re.escape(n) for n in sorted(names)) + r"(?:[-._].*)?", re.DOTALL)
+    scope = package.split("/", 1)[0] if package and package.startswith("@") else None
     found: list[Path] = []
     pending = [str(folder)]
     while pending:
@@ -195,20 +197,31 @@ def _search(folder: Path, names: frozenset[str], scope: str | None) -> tuple[Pat
             entries = list(os.scandir(current))
         except OSError:
             continue
-        in_modules = os.path.basename(current) == "node_modules"
+        base, parent = os.path.basename(current), os.path.basename(os.path.dirname(current))
+        packages = base == "node_modules" or (base.startswith("@") and parent == "node_modules")
         for entry in entries:
             name = entry.name
             archive = name.endswith((".tgz", ".tar.gz", ".zip")) and any(n in name for n in names)
             if (
                 named.fullmatch(name)
                 or archive
-                or (in_modules and name == scope)
+                or (base == "node_modules" and name == scope)
                 or name in ("_cacache", "npmrc", ".npmrc")
+                or (packages and package is not None and _names_package(Path(entry.path), package))
             ):
                 found.append(Path(entry.path))
             elif entry.is_dir(follow_symlinks=False):
                 pending.append(entry.path)
     return tuple(found)
+
+
+def _names_package(folder: Path, package: str) -> bool:
+    """Whether ``folder/package.json`` names ``package`` or one of its platform bundles (``package-linux-x64``)."""
+    try:
+        name = json.loads((folder / "package.json").read_text(encoding="utf-8")).get("name")
+    except (OSError, ValueError, AttributeError):
+        return False
+    return isinstance(name, str) and (name == package or name.startswith(package + "-"))
 
 
 def tool_installs(tool: RetrievalTool, path_env: str) -> list[Path]:
