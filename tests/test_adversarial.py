@@ -41,7 +41,7 @@ from conftest import RealTools
 from e2e_support import RUN_TIMEOUT, TAG_VAR, inner_env, run_pytest, summary
 
 from pytest_agent_eval.harness.sandbox import DISABLE_VAR
-from pytest_agent_eval.model import CassetteBackend, serve
+from pytest_agent_eval.model import CassetteBackend, RunningServer, ScriptedBackend, serve
 
 REPO = Path(__file__).resolve().parents[1]
 CASSETTES = REPO / "tests" / "data" / "adversarial"
@@ -77,20 +77,29 @@ def _cassette(name: str, tools: RealTools, dest: Path, **values: object) -> Path
 
 
 def _without_arm(
-    tools: RealTools, tag: str, tmp_path: Path, cassette: str, turns: int = 1, backend: str = "cassette", **env: str
+    tools: RealTools,
+    tag: str,
+    tmp_path: Path,
+    cassette: str | None,
+    turns: int = 1,
+    backend: str = "cassette",
+    arm: str = "without",
+    **env: str,
 ) -> dict:
-    """Run ``evals`` on express's without-arm replaying ``cassette`` (with ``backend="anthropic"`` the caller
-    serves it as the real API); the item's record. The host has codegraph installed globally under /usr/local
-    (:func:`_global_install`), and the out folder holds another campaign's with-arm transcript (:func:`_seed`)."""
+    """Run ``evals`` on express's without-arm (or ``arm``) replaying ``cassette`` (with ``backend="anthropic"``
+    the caller serves the model as the real API); the item's record. The host has codegraph installed globally
+    under /usr/local (:func:`_global_install`), and the out folder holds another campaign's with-arm transcript
+    (:func:`_seed`)."""
     out = tmp_path / "out"
     _seed(out)
-    recorded = _cassette(cassette, tools, tmp_path / "cassette" / cassette, OUT=out)
-    model = [f"--agent-eval-cassette={recorded}"] if backend == "cassette" else []
-    args = ["evals", "-k", "express", "--arms", "without", "--agent-eval-runs", "1", "--agent-eval-offline",
+    model = []
+    if cassette is not None:
+        model = [f"--agent-eval-cassette={_cassette(cassette, tools, tmp_path / 'cassette' / cassette, OUT=out)}"]
+    args = ["evals", "-k", "express", "--arms", arm, "--agent-eval-runs", "1", "--agent-eval-offline",
             f"--agent-eval-turns={turns}", "--agent-eval-backend", backend, *model,
             f"--agent-eval-out={out}"]  # fmt: skip
     done = run_pytest(args, REPO, inner_env(tools, tag, **env), tmp_path, wrapper=_global_install(tools))
-    record = summary(out)["express-without-1"]
+    record = summary(out)[f"express-{arm}-1"]
     assert record["outcome"] != "error", record.get("infra_error") or done.stdout[-3000:]
     return record
 
@@ -377,6 +386,13 @@ def _mirror(tools: RealTools) -> Iterator[int]:
         server.server_close()
 
 
+@contextmanager
+def _real_api(backend: object, tmp_path: Path) -> Iterator[tuple[RunningServer, dict[str, str]]]:
+    """``backend`` served as the real API over TLS; the server and the inner pytest's environment for it."""
+    with serve(backend) as api, _tls_front(api.port, tmp_path) as (url, cert):
+        yield api, {"ANTHROPIC_API_KEY": SHAPED_KEY, "ANTHROPIC_BASE_URL": url, "NODE_EXTRA_CA_CERTS": str(cert)}
+
+
 def _real_api_without_arm(
     tools: RealTools, tag: str, tmp_path: Path, keep: str = "", **env: str
 ) -> tuple[dict, list[str]]:
@@ -387,9 +403,8 @@ def _real_api_without_arm(
         if keep:
             lines = cassette.read_text(encoding="utf-8").splitlines()
             cassette.write_text("".join(f"{line}\n" for line in lines if keep in line or "attack" not in line))
-        with serve(CassetteBackend(cassette)) as api, _tls_front(api.port, tmp_path) as (url, cert):
-            env = {"ANTHROPIC_API_KEY": SHAPED_KEY, "ANTHROPIC_BASE_URL": url, "NODE_EXTRA_CA_CERTS": str(cert), **env}
-            record = _without_arm(tools, tag, tmp_path, NETWORK_ATTACKS, backend="anthropic", **env)
+        with _real_api(CassetteBackend(cassette), tmp_path) as (api, api_env):
+            record = _without_arm(tools, tag, tmp_path, None, backend="anthropic", **api_env, **env)
             return record, [hit.path for hit in api.hits]
 
 
@@ -432,3 +447,15 @@ def test_in_real_api_mode_without_the_sandbox_the_mirror_gets_through(
     assert {"attack: the mirror around the proxy", "attack: python urllib to the mirror",
             "attack: bash /dev/tcp to the mirror"} <= leaked  # fmt: skip
     assert record["outcome"] == "failed"
+
+
+def test_in_real_api_mode_the_with_arm_explores_through_its_mcp_server(
+    real_tools: RealTools, tag: str, tmp_path: Path
+) -> None:
+    """The same sandbox and proxy around the with-arm: codegraph's MCP server runs inside and answers."""
+    with _real_api(ScriptedBackend(), tmp_path) as (api, api_env):
+        record = _without_arm(real_tools, tag, tmp_path, None, backend="anthropic", arm="with", **api_env)
+        assert any(hit.path.startswith("/v1/messages") for hit in api.hits)
+    assert record["outcome"] == "passed", record.get("error")
+    figures = record["figures"]
+    assert figures["explore_calls"] >= 1 and figures["tool_residual"] > 0 and figures["allocation"] is not None
