@@ -129,7 +129,7 @@ def test_the_sandbox_works_for_an_ordinary_user() -> None:
         (shown / "f").write_text("SHOWN\n")
         (hidden / "f").write_text("SECRET\n")
         sandbox = Sandbox(hidden=(hidden,), readable=(shown,), writable=(), bwrap=shutil.which("bwrap") or "bwrap")
-        script = f"cat {shown}/f; cat {hidden}/f; ls /"
+        script = f"cat {shown}/f; cat {hidden}/f; {_UNMASK.format(hidden)}"
         user = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
         done = subprocess.run([*user, *sandbox.wrap(["sh", "-c", script])], capture_output=True, text=True, timeout=60)
         plain = subprocess.run([*user, "sh", "-c", script], capture_output=True, text=True, timeout=60)
@@ -137,6 +137,25 @@ def test_the_sandbox_works_for_an_ordinary_user() -> None:
         shutil.rmtree(root)
     assert "SHOWN" in done.stdout and "SECRET" not in done.stdout, done.stderr
     assert "SECRET" in plain.stdout  # the same user outside the sandbox sees the file
+
+
+# Ways to take a mask off: unmount it, or unmount it from a user namespace of one's own (where one has every
+# capability over a mount namespace of one's own).
+_UNMASK = "umount {0}; cat {0}/f; unshare -Urm sh -c 'umount {0}; cat {0}/f'"
+
+
+@needs_bwrap
+def test_no_capability_inside_so_no_mask_comes_off(tmp_path: Path) -> None:
+    """As root (CI, containers) too: without ``--cap-drop ALL`` the agent could ``umount`` a mask."""
+    shown, hidden = tmp_path / "shown", tmp_path / "shown" / "hidden"
+    hidden.mkdir(parents=True)
+    (hidden / "f").write_text("SECRET\n")
+    sandbox = Sandbox(hidden=(hidden,), readable=(shown,), writable=(), bwrap=shutil.which("bwrap") or "bwrap")
+    done = _run(sandbox, f"grep CapEff /proc/self/status; {_UNMASK.format(hidden)}", tmp_path)
+    assert "CapEff:\t0000000000000000" in done.stdout and "SECRET" not in done.stdout, done.stdout + done.stderr
+    if os.geteuid() == 0:  # the same sandbox with its capabilities: the mask comes off, so the test can fail
+        with_caps = [a for a in sandbox.wrap(["sh", "-c", _UNMASK.format(hidden)]) if a not in ("--cap-drop", "ALL")]
+        assert "SECRET" in subprocess.run(with_caps, capture_output=True, text=True, timeout=60).stdout
 
 
 def test_a_missing_bwrap_names_what_to_install(tmp_path: Path) -> None:

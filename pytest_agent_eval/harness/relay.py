@@ -2,8 +2,8 @@
 
 The sandbox has a network namespace of its own, with nothing in it but loopback, so no registry, mirror or
 download site can be reached whatever ``--registry``, proxy flag or address the agent tries. What the CLI
-must still reach is carried in, one loopback port each: the harness serves a Unix socket, the socket's folder
-is bound into the sandbox, and inside it ``python -m pytest_agent_eval.harness.relay --carry P=S … -- command…``
+must still reach is carried in, one loopback port each: the harness serves a Unix socket, the socket is bound
+into the sandbox (read-only), and inside it ``python -m pytest_agent_eval.harness.relay --carry P=S … -- command…``
 listens on ``127.0.0.1:P`` of the sandbox's loopback, forwards each connection to socket ``S``, and runs the
 command. Two servers can stand behind a socket:
 

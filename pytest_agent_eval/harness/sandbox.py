@@ -21,7 +21,9 @@ the agent, every shell and subprocess it starts, and every subagent run in names
   opens connections to the API's host and port only (``HTTPS_PROXY``/``HTTP_PROXY`` point at it in here).
   npm and npx are also pointed at a closed loopback port with an empty cache (:func:`npm_env`);
 * processes live in their own PID namespace and die with their parent (see
-  :mod:`pytest_agent_eval.harness.process`).
+  :mod:`pytest_agent_eval.harness.process`), without any capability even when the harness runs as root: a
+  mask cannot be unmounted to find what it covers, and a user namespace of their own cannot be made as root
+  (as an ordinary user it can, but the kernel locks the mounts it inherits together).
 
 Mounts are applied from the shallowest path to the deepest, so the most specific rule wins: a folder bound
 inside a masked one comes back, a path masked inside a bound one is gone.
@@ -88,10 +90,12 @@ class Sandbox:
     def wrap(self, command: Sequence[str]) -> list[str]:
         """``command`` run inside the sandbox (a bubblewrap argv)."""
         args = [self.bwrap, "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--die-with-parent"]
+        # no capability, also as root: one could unmount a mask (CAP_SYS_ADMIN) and find what it covers
+        args += ["--cap-drop", "ALL"]
         carry = [c for c in (self.relay, self.proxy) if c is not None]
         if len({port for port, _ in carry}) < len(carry):
             raise ValueError(f"the model relay and the API proxy need distinct ports: {carry}")
-        bound = [*self.system, *self.readable, *self.writable, *(path.parent for _, path in carry)]
+        bound = [*self.system, *self.readable, *self.writable, *(path for _, path in carry)]
         # (path, rank, arguments): applied shallowest first; at one depth a mask before a bind, so an exposed
         # path wins over a mask of the very same path
         mounts: list[tuple[Path, int, list[str]]] = [(Path("/tmp"), 0, ["--tmpfs", "/tmp"])]
@@ -112,7 +116,9 @@ class Sandbox:
                 mounts.append((path, 1, _hide(path)))
         mounts += [(p, 2, ["--ro-bind", str(p), str(p)]) for p in self.readable if p.exists()]
         mounts += [(p, 3, ["--bind", str(p), str(p)]) for p in self.writable]
-        mounts += [(path.parent, 3, ["--bind", str(path.parent), str(path.parent)]) for _, path in carry]
+        # the socket alone, read-only: connecting needs no write access, and the agent can neither remove it nor
+        # leave files in the harness's folder
+        mounts += [(path, 3, ["--ro-bind", str(path), str(path)]) for _, path in carry]
         for _, _, mount in sorted(mounts, key=lambda m: (len(m[0].parts), m[1])):
             args += mount
         args += ["--dev", "/dev", "--proc", "/proc"]
@@ -157,6 +163,8 @@ def sandbox_for(
         runtime.add(Path(node).resolve().parents[1])
     runtime |= {Path(os.environ[name]) for name in CA_VARS if os.environ.get(name)}
     system = tuple(Path(p) for p in system)
+    runtime = {p.resolve() for p in runtime}
+    runtime = {p for p in runtime if not any(p.is_relative_to(root.resolve()) for root in system)}  # there already
     readable = _unique(Path(p).resolve() for p in [*runtime, *readable])
     for folder in [*system, *readable]:
         hidden += tool_matches(tool, folder.resolve()) if folder.is_dir() and not folder.is_symlink() else []
