@@ -14,6 +14,7 @@ import tempfile
 import textwrap
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -31,6 +32,7 @@ from pytest_agent_eval.harness.sandbox import (
     npm_env,
     sandbox_for,
     tool_installs,
+    tool_matches,
 )
 from pytest_agent_eval.harness.workspace import make_workspace
 from pytest_agent_eval.tool import CODEGRAPH
@@ -527,3 +529,16 @@ def test_behind_a_proxy_of_its_own_the_api_proxy_tunnels_through_it(monkeypatch:
         corporate.close()
     assert heads[0].startswith(b"CONNECT api.example:443 HTTP/1.1\r\n")
     assert b"Proxy-Authorization: Basic bWU6c2VjcmV0" in heads[0]  # me:secret
+
+
+def test_the_search_names_every_entry_after_the_cli_or_the_package(tmp_path: Path) -> None:
+    tool = replace(CODEGRAPH, cli="cg", package="@acme/code-graph")
+    names = ["cg", "cg.js", "code-graph", "code-graph-linux-x64", "code-graph-2.0.0.tgz", "npm-@acme-code-graph-2.zip",
+             "cgx", "mycg", "code-graphs", "npmrc", "unrelated"]  # fmt: skip
+    for name in names:
+        (tmp_path / "share" / name).mkdir(parents=True)
+    (tmp_path / "node_modules" / "@acme").mkdir(parents=True)
+    assert {p.relative_to(tmp_path).as_posix() for p in tool_matches(tool, tmp_path)} == {
+        "share/cg", "share/cg.js", "share/code-graph", "share/code-graph-linux-x64", "share/code-graph-2.0.0.tgz",
+        "share/npm-@acme-code-graph-2.zip", "share/npmrc", "node_modules/@acme",
+    }  # fmt: skip

@@ -195,7 +195,7 @@ def tool_matches(tool: RetrievalTool, folder: Path) -> list[Path]:
 
 @functools.cache
 def _search(folder: Path, names: frozenset[str], package: str | None) -> tuple[Path, ...]:
-    named = re.compile("|".join(re.escape(n) for n in sorted(names)) + r"(?:[-._].*)?", re.DOTALL)
+    named = re.compile("(?:" + "|".join(re.escape(n) for n in sorted(names)) + r")(?:[-._].*)?", re.DOTALL)
     scope = package.split("/", 1)[0] if package and package.startswith("@") else None
     found: list[Path] = []
     pending = [str(folder)]
