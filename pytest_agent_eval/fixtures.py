@@ -323,18 +323,19 @@ def agent_sandbox(
     tmp_path: Path,
 ) -> Iterator[Any]:
     """The bubblewrap sandbox the agent runs in (see :mod:`pytest_agent_eval.harness.sandbox`); the item errors,
-    saying what to install, where it cannot be had. With a stand-in model it has no network: only the model
-    server's port is carried in (:mod:`pytest_agent_eval.harness.relay`); the real API needs the host's."""
+    saying what to install, where it cannot be had. It has no network: with a stand-in model only the model
+    server's port is carried in, with the real API only a proxy to the API's host and port
+    (:mod:`pytest_agent_eval.harness.relay`)."""
     from pytest_agent_eval.harness import sandbox
-    from pytest_agent_eval.harness.relay import carried
+    from pytest_agent_eval.harness.relay import PROXY_PORT, api_proxy, carried
 
     if not sandbox.enabled():
         yield None
         return
     _step("sandbox", sandbox.check_sandbox)
     readable = [*sandbox.install_paths(claude_cli.bin), agent_run_dir, tmp_path / "shim"]
-    if agent_case.arm.has_tool:
-        readable += sandbox.install_paths(tool_build.bin)  # its MCP server runs inside, under the agent
+    # its MCP server runs inside, under the agent
+    tool_install = sandbox.install_paths(tool_build.bin) if agent_case.arm.has_tool else []
     workspace = [agent_workspace.repo, agent_workspace.home, agent_workspace.tmp]
     # The campaign holds the other items' transcripts (the with-arm's tool answers); only this item's folder
     # comes back. The corpus folder may lie outside the cache.
@@ -343,10 +344,19 @@ def agent_sandbox(
     hidden = [p for p in (cfg.out, campaigns, cfg.corpus_dir) if p is not None]
     with ExitStack() as stack:
         url = agent_model_server.url
-        relay = _step("model relay", lambda: stack.enter_context(carried(url))) if url is not None else None
-        yield sandbox.sandbox_for(
-            cache=cfg.cache, writable=workspace, readable=readable, hidden=hidden, relay=relay, tool=agent_tool
-        )
+        relay = proxy = None
+        if url is not None:
+            relay = _step("model relay", lambda: stack.enter_context(carried(url)))
+        else:
+            api = os.environ.get("ANTHROPIC_BASE_URL")
+            proxy = (PROXY_PORT, _step("API proxy", lambda: stack.enter_context(api_proxy(api))).path)
+        yield _step(
+            "sandbox",
+            lambda: sandbox.sandbox_for(
+                cache=cfg.cache, writable=workspace, readable=readable, hidden=hidden, relay=relay, proxy=proxy,
+                tool=agent_tool, tool_install=tool_install,
+            ),
+        )  # fmt: skip
 
 
 @pytest.fixture

@@ -8,6 +8,7 @@ import os
 import re
 import subprocess
 import sys
+from collections.abc import Sequence
 from pathlib import Path
 
 from conftest import RealTools
@@ -46,9 +47,13 @@ def inner_env(tools: RealTools, tag: str, **extra: str) -> dict[str, str]:
     return env
 
 
-def run_pytest(args: list[str], cwd: Path, env: dict[str, str], tmp_path: Path) -> subprocess.CompletedProcess:
+def run_pytest(
+    args: list[str], cwd: Path, env: dict[str, str], tmp_path: Path, wrapper: Sequence[str] = ()
+) -> subprocess.CompletedProcess:
+    """``python -m pytest args`` (behind ``wrapper``, a command prefix, when given)."""
     tmp_path.mkdir(parents=True, exist_ok=True)
-    command = [sys.executable, "-m", "pytest", *args, "-p", "no:cacheprovider", f"--basetemp={tmp_path / 'bt'}"]
+    options = ["-p", "no:cacheprovider", f"--basetemp={tmp_path / 'bt'}"]
+    command = [*wrapper, sys.executable, "-m", "pytest", *args, *options]
     done = subprocess.run(command, cwd=cwd, env=env, capture_output=True, text=True, timeout=RUN_TIMEOUT)
     print(done.stdout[-6000:], done.stderr[-3000:], sep="\n")
     return done

@@ -4,8 +4,11 @@ Each test replays a recorded without-arm session (a cassette in ``tests/data/adv
 ``pytest evals`` in a subprocess. The cassette's agent tries every route to codegraph that got through text
 matching: a quoted or globbed name, a symlink, ``cd`` + a relative path, Python and Perl subprocesses, base64
 piped to ``sh``, a name split across variables, ``node`` on the package's shim, a call followed by ``; false``,
-``npx`` from the registry, ``sqlite3`` on an index, the Monitor tool, and a subagent doing the same. Sealed, no
-codegraph output reaches the agent; with the sandbox switched off, some does — so the suite can fail.
+``npx`` from the registry, ``sqlite3`` on an index, the Monitor tool, a global install under ``/usr/local`` (the
+host is given one for the run), another item's transcripts in the campaign folder, and a subagent doing the same.
+In real-API mode it also tries the network: the tool's tarball from the npm registry, and a mirror on the host's
+loopback reached through the API proxy, around it, from Python, node and bash. Sealed, no codegraph output reaches
+the agent; with the sandbox switched off, some does — so the suite can fail.
 
 Codegraph output is recognised by what only it prints (its help banner, an explore heading, its index's
 tables), looked for in everything the agent received: every user event of every thread, tool results and
@@ -15,13 +18,22 @@ notifications alike.
 from __future__ import annotations
 
 import base64
+import http.server
+import io
 import json
 import os
 import re
+import shutil
 import signal
+import socket
+import ssl
 import subprocess
 import sys
+import tarfile
+import threading
 import time
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 
 import pytest
@@ -29,6 +41,7 @@ from conftest import RealTools
 from e2e_support import RUN_TIMEOUT, TAG_VAR, inner_env, run_pytest, summary
 
 from pytest_agent_eval.harness.sandbox import DISABLE_VAR
+from pytest_agent_eval.model import CassetteBackend, RunningServer, ScriptedBackend, serve
 
 REPO = Path(__file__).resolve().parents[1]
 CASSETTES = REPO / "tests" / "data" / "adversarial"
@@ -45,13 +58,15 @@ DENIAL = "agent-eval: the `codegraph` CLI is not available in this evaluation ar
 pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.timeout(900)]
 
 
-def _cassette(name: str, tools: RealTools, dest: Path) -> Path:
-    """The cassette with this machine's cache, codegraph version and indexed express filled in."""
+def _cassette(name: str, tools: RealTools, dest: Path, **values: object) -> Path:
+    """The cassette with this machine's cache, codegraph version and indexed express filled in (and ``values``:
+    ``OUT=…`` fills ``@OUT@``)."""
     text = (CASSETTES / name).read_text(encoding="utf-8")
     for placeholder, value in (
         ("@CACHE@", tools.cache),
         ("@VERSION@", tools.codegraph.version),
         ("@IDX@", tools.express),
+        *((f"@{key}@", value) for key, value in values.items()),
     ):
         text = text.replace(placeholder, str(value))
     # a command the agent hides from text matching: it travels base64-encoded and is decoded in the shell
@@ -61,17 +76,67 @@ def _cassette(name: str, tools: RealTools, dest: Path) -> Path:
     return dest
 
 
-def _without_arm(tools: RealTools, tag: str, tmp_path: Path, cassette: str, turns: int = 1, **env: str) -> dict:
-    """Run ``evals`` on express's without-arm replaying ``cassette``; the item's record."""
+def _without_arm(
+    tools: RealTools,
+    tag: str,
+    tmp_path: Path,
+    cassette: str | None,
+    turns: int = 1,
+    backend: str = "cassette",
+    arm: str = "without",
+    **env: str,
+) -> dict:
+    """Run ``evals`` on express's without-arm (or ``arm``) replaying ``cassette`` (with ``backend="anthropic"``
+    the caller serves the model as the real API); the item's record. The host has codegraph installed globally
+    under /usr/local (:func:`_global_install`), and the out folder holds another campaign's with-arm transcript
+    (:func:`_seed`)."""
     out = tmp_path / "out"
-    args = ["evals", "-k", "express", "--arms", "without", "--agent-eval-runs", "1", "--agent-eval-offline",
-            f"--agent-eval-turns={turns}", "--agent-eval-backend", "cassette",
-            f"--agent-eval-cassette={_cassette(cassette, tools, tmp_path / 'cassette' / cassette)}",
+    _seed(out)
+    model = []
+    if cassette is not None:
+        model = [f"--agent-eval-cassette={_cassette(cassette, tools, tmp_path / 'cassette' / cassette, OUT=out)}"]
+    args = ["evals", "-k", "express", "--arms", arm, "--agent-eval-runs", "1", "--agent-eval-offline",
+            f"--agent-eval-turns={turns}", "--agent-eval-backend", backend, *model,
             f"--agent-eval-out={out}"]  # fmt: skip
-    done = run_pytest(args, REPO, inner_env(tools, tag, **env), tmp_path)
-    record = summary(out)["express-without-1"]
+    done = run_pytest(args, REPO, inner_env(tools, tag, **env), tmp_path, wrapper=_global_install(tools))
+    record = summary(out)[f"express-{arm}-1"]
     assert record["outcome"] != "error", record.get("infra_error") or done.stdout[-3000:]
     return record
+
+
+OTHER_ITEM = "20260101-000000-earlier/items/express-with-1"
+
+
+def _seed(out: Path) -> None:
+    """An earlier campaign in the out folder, whose with-arm transcript carries codegraph's answers."""
+    folder = out / OTHER_ITEM
+    folder.mkdir(parents=True, exist_ok=True)
+    result = {"type": "tool_result", "tool_use_id": "toolu_x", "content": "Usage: codegraph [options] [command]"}
+    event = {"type": "user", "message": {"role": "user", "content": [result]}}
+    (folder / "run-express-with-1.jsonl").write_text(json.dumps(event) + "\n", encoding="utf-8")
+
+
+def _global_install(tools: RealTools) -> list[str]:
+    """A bubblewrap prefix giving the inner pytest a host with codegraph installed globally: the provisioned
+    package's ``node_modules`` at ``/usr/local/lib/node_modules`` and a link to its CLI in a bin folder that is
+    not on PATH (so only the sandbox's search of the allowed folders can find it). The real /usr/local is
+    untouched: the folders on the way are in-memory copies of it."""
+    if shutil.which("bwrap") is None:
+        pytest.skip("bubblewrap is not installed")
+    args = ["bwrap", "--dev-bind", "/", "/", "--cap-add", "ALL", "--die-with-parent"]
+    for folder in (Path("/usr/local"), Path("/usr/local/lib"), Path("/usr/local/share")):
+        args += ["--tmpfs", str(folder)]
+        for child in sorted(folder.iterdir()) if folder.is_dir() else []:
+            if child.is_symlink():
+                args += ["--symlink", os.readlink(child), str(child)]
+            elif child.name not in ("lib", "share") or folder != Path("/usr/local"):
+                args += ["--bind", str(child), str(child)]
+    package = tools.codegraph.bin.resolve()
+    modules = next(p for p in package.parents if p.name == "node_modules")
+    args += ["--ro-bind", str(modules), "/usr/local/lib/node_modules"]
+    args += ["--symlink", str(Path("/usr/local/lib/node_modules") / package.relative_to(modules)),
+             "/usr/local/share/agent-eval-global/codegraph"]  # fmt: skip
+    return [*args, "--"]
 
 
 def _received(record: dict) -> list[dict]:
@@ -118,6 +183,8 @@ def test_no_attack_gets_codegraph_output_to_the_sealed_without_arm(
     attacks = _attacks(record)
     assert sum(a.startswith("attack: ") for a in attacks.values()) >= 16  # every attack was replayed
     assert "attack: subagent bash" in attacks.values()  # the subagent's own Bash ran too
+    new = {"attack: a global install under /usr/local", "attack: another item's folder", "attack: the campaign folder"}
+    assert new <= set(attacks.values())
     leaks = _leaks(record)
     assert leaks == {}, {attacks.get(k, k): v for k, v in leaks.items()}
     assert record["outcome"] == "passed", record.get("error")  # and the gate found nothing either
@@ -137,6 +204,9 @@ def test_with_the_sandbox_switched_off_an_attack_gets_through(real_tools: RealTo
         "attack: base64 piped to sh",
         "attack: sqlite3 on the cached index",
         "attack: hunt for an index",
+        "attack: a global install under /usr/local",
+        "attack: a global bin folder off PATH",
+        "attack: another item's folder",
     }
     assert hidden_from_text_matching <= leaked
     # the gate judges from what the agent saw: the item fails, naming a leaking call and the fingerprint it carried
@@ -220,3 +290,172 @@ def _tagged(tag: str) -> list[tuple[int, str]]:
         if f"{TAG_VAR}={tag}".encode() in environ and state not in ("Z", "X"):
             found.append((int(proc.name), cmdline))
     return found
+
+
+# -- real-API mode: the network ------------------------------------------------------------------------------
+# Shaped like an issued key so the plugin takes the real-API path; it only ever reaches the stand-in below.
+SHAPED_KEY = "sk-ant-api03-" + "Qz7Rk2Lm9" * 6
+NETWORK_ATTACKS = "network-attacks.jsonl"
+
+
+def _pipe(source: socket.socket, sink: socket.socket) -> None:
+    try:
+        while data := source.recv(65536):
+            sink.sendall(data)
+    except OSError:
+        pass
+    finally:
+        for sock in (sink, source):
+            try:
+                sock.shutdown(socket.SHUT_RDWR)
+            except OSError:
+                pass
+
+
+@contextmanager
+def _tls_front(port: int, tmp_path: Path) -> Iterator[tuple[str, Path]]:
+    """``https://127.0.0.1:<port'>`` in front of the plain-http server on ``port``, with a self-signed certificate;
+    yields the URL and the certificate (for NODE_EXTRA_CA_CERTS). The real API is https: the CLI reaches it
+    through the sandbox's proxy by a CONNECT tunnel, and so it reaches this stand-in."""
+    if shutil.which("openssl") is None:
+        pytest.skip("openssl is needed to make the stand-in API's certificate")
+    cert, key = tmp_path / "api-cert.pem", tmp_path / "api-key.pem"
+    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
+                    "-days", "2", "-subj", "/CN=stand-in-api", "-addext", "subjectAltName=IP:127.0.0.1"],
+                   check=True, capture_output=True)  # fmt: skip
+    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
+    context.load_cert_chain(cert, key)
+    listener = socket.create_server(("127.0.0.1", 0))
+
+    def serve_one(client: socket.socket) -> None:
+        try:
+            secure = context.wrap_socket(client, server_side=True)
+            upstream = socket.create_connection(("127.0.0.1", port))
+        except OSError:
+            client.close()
+            return
+        threading.Thread(target=_pipe, args=(upstream, secure), daemon=True).start()
+        _pipe(secure, upstream)
+
+    def accept() -> None:
+        while True:
+            try:
+                client, _ = listener.accept()
+            except OSError:
+                return
+            threading.Thread(target=serve_one, args=(client,), daemon=True).start()
+
+    threading.Thread(target=accept, daemon=True).start()
+    try:
+        yield f"https://127.0.0.1:{listener.getsockname()[1]}", cert
+    finally:
+        listener.close()
+
+
+@contextmanager
+def _mirror(tools: RealTools) -> Iterator[int]:
+    """A download site for the tool on the host's loopback: ``/help.txt`` (what the real codegraph prints for
+    ``--help``) and ``/codegraph.tgz`` (a package whose ``bin/cli.sh`` prints it); yields its port."""
+    help_text = subprocess.run([str(tools.codegraph.bin), "--help"], capture_output=True, text=True, timeout=60).stdout
+    assert "Usage: codegraph" in help_text
+    script = f"#!/bin/sh\ncat <<'HELP'\n{help_text}HELP\n".encode()
+    archive = io.BytesIO()
+    with tarfile.open(fileobj=archive, mode="w:gz") as tar:
+        info = tarfile.TarInfo("package/bin/cli.sh")
+        info.size, info.mode = len(script), 0o755
+        tar.addfile(info, io.BytesIO(script))
+    files = {"/help.txt": help_text.encode(), "/codegraph.tgz": archive.getvalue()}
+
+    class Handler(http.server.BaseHTTPRequestHandler):
+        def do_GET(self) -> None:
+            body = files.get(self.path)
+            self.send_response(200 if body is not None else 404)
+            self.send_header("Content-Length", str(len(body or b"")))
+            self.end_headers()
+            self.wfile.write(body or b"")
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    server = http.server.ThreadingHTTPServer(("127.0.0.1", 0), Handler)
+    threading.Thread(target=server.serve_forever, daemon=True).start()
+    try:
+        yield server.server_address[1]
+    finally:
+        server.shutdown()
+        server.server_close()
+
+
+@contextmanager
+def _real_api(backend: object, tmp_path: Path) -> Iterator[tuple[RunningServer, dict[str, str]]]:
+    """``backend`` served as the real API over TLS; the server and the inner pytest's environment for it."""
+    with serve(backend) as api, _tls_front(api.port, tmp_path) as (url, cert):
+        yield api, {"ANTHROPIC_API_KEY": SHAPED_KEY, "ANTHROPIC_BASE_URL": url, "NODE_EXTRA_CA_CERTS": str(cert)}
+
+
+def _real_api_without_arm(
+    tools: RealTools, tag: str, tmp_path: Path, keep: str = "", **env: str
+) -> tuple[dict, list[str]]:
+    """The without-arm in real-API mode (``--agent-eval-backend anthropic``) against a TLS stand-in API replaying
+    the network attacks (only the lines holding ``keep``, when given); the record and the API's request paths."""
+    with _mirror(tools) as port:
+        cassette = _cassette(NETWORK_ATTACKS, tools, tmp_path / "api" / NETWORK_ATTACKS, MIRROR=port)
+        if keep:
+            lines = cassette.read_text(encoding="utf-8").splitlines()
+            cassette.write_text("".join(f"{line}\n" for line in lines if keep in line or "attack" not in line))
+        with _real_api(CassetteBackend(cassette), tmp_path) as (api, api_env):
+            record = _without_arm(tools, tag, tmp_path, None, backend="anthropic", **api_env, **env)
+            return record, [hit.path for hit in api.hits]
+
+
+def _results(record: dict) -> dict[str, str]:
+    """Attack description -> what its call returned."""
+    attacks = _attacks(record)
+    return {
+        attacks[block["tool_use_id"]]: json.dumps(block.get("content"))
+        for event in _received(record)
+        for block in event["message"]["content"]
+        if isinstance(block, dict) and block.get("tool_use_id") in attacks
+    }
+
+
+def test_in_real_api_mode_the_agent_reaches_the_api_and_nowhere_else(
+    real_tools: RealTools, tag: str, tmp_path: Path
+) -> None:
+    record, paths = _real_api_without_arm(real_tools, tag, tmp_path)
+    assert any(path.startswith("/v1/messages") for path in paths)  # the CLI reached the API, through the proxy
+    results = _results(record)
+    assert sum(name.startswith("attack: ") for name in results) == 8, results
+    assert _leaks(record) == {}, results
+    assert record["outcome"] == "passed", record.get("error")
+    # the registry was never reached: the proxy refused it (no DNS, no route exists in there either)
+    assert "error: 403" in results["attack: download the tool from the npm registry"]
+    assert "403 Forbidden" in results["attack: npx with the registry named"]
+    assert "error: 403" in results["attack: a mirror on the host's loopback, through the proxy"]
+    assert "CONNECT tunnel failed, response 403" in results["attack: a tunnel to the mirror through the proxy"]
+    assert "Connection refused" in results["attack: bash /dev/tcp to the mirror"]  # no such port in there
+
+
+def test_in_real_api_mode_without_the_sandbox_the_mirror_gets_through(
+    real_tools: RealTools, tag: str, tmp_path: Path
+) -> None:
+    # the registry attacks are left out: with nothing in the way they would reach the internet
+    record, _ = _real_api_without_arm(real_tools, tag, tmp_path, keep="127.0.0.1", **{DISABLE_VAR: "1"})
+    attacks = _attacks(record)
+    leaked = {attacks.get(k, k) for k in _leaks(record)}
+    print("leaked without the sandbox:", sorted(leaked))
+    assert {"attack: the mirror around the proxy", "attack: python urllib to the mirror",
+            "attack: bash /dev/tcp to the mirror"} <= leaked  # fmt: skip
+    assert record["outcome"] == "failed"
+
+
+def test_in_real_api_mode_the_with_arm_explores_through_its_mcp_server(
+    real_tools: RealTools, tag: str, tmp_path: Path
+) -> None:
+    """The same sandbox and proxy around the with-arm: codegraph's MCP server runs inside and answers."""
+    with _real_api(ScriptedBackend(), tmp_path) as (api, api_env):
+        record = _without_arm(real_tools, tag, tmp_path, None, backend="anthropic", arm="with", **api_env)
+        assert any(hit.path.startswith("/v1/messages") for hit in api.hits)
+    assert record["outcome"] == "passed", record.get("error")
+    figures = record["figures"]
+    assert figures["explore_calls"] >= 1 and figures["tool_residual"] > 0 and figures["allocation"] is not None

@@ -4,6 +4,7 @@ workspace without the index, npm without a registry, and process groups that die
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import socket
@@ -13,15 +14,17 @@ import tempfile
 import textwrap
 import threading
 import time
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from pytest_agent_eval.harness.drivers import STANDIN_API_KEY, agent_environment
 from pytest_agent_eval.harness.process import group_alive, start_group, stop_group, watched
-from pytest_agent_eval.harness.relay import carried
+from pytest_agent_eval.harness.relay import PROXY_PORT, api_address, api_proxy, carried
 from pytest_agent_eval.harness.sandbox import (
     CLOSED_REGISTRY,
+    SYSTEM_ROOTS,
     Sandbox,
     SandboxUnavailable,
     check_sandbox,
@@ -29,6 +32,7 @@ from pytest_agent_eval.harness.sandbox import (
     npm_env,
     sandbox_for,
     tool_installs,
+    tool_matches,
 )
 from pytest_agent_eval.harness.workspace import make_workspace
 from pytest_agent_eval.tool import CODEGRAPH
@@ -118,18 +122,42 @@ def test_tool_installs_finds_the_cli_on_path_and_what_it_links_to(host: Path) ->
 @needs_bwrap
 @pytest.mark.skipif(os.geteuid() != 0 or shutil.which("setpriv") is None, reason="needs root to become nobody")
 def test_the_sandbox_works_for_an_ordinary_user() -> None:
-    # pytest's tmp_path is root's alone; nobody must be able to reach the folder to be hidden
-    hidden = Path(tempfile.mkdtemp(prefix="agent-eval-nobody-"))
-    hidden.chmod(0o755)
+    # pytest's tmp_path is root's alone; nobody must be able to reach the folders
+    root = Path(tempfile.mkdtemp(prefix="agent-eval-nobody-"))
+    try:
+        root.chmod(0o755)
+        shown, hidden = root / "shown", root / "shown" / "hidden"
+        hidden.mkdir(parents=True)
+        (shown / "f").write_text("SHOWN\n")
+        (hidden / "f").write_text("SECRET\n")
+        sandbox = Sandbox(hidden=(hidden,), readable=(shown,), writable=(), bwrap=shutil.which("bwrap") or "bwrap")
+        script = f"cat {shown}/f; cat {hidden}/f; {_UNMASK.format(hidden)}"
+        user = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
+        done = subprocess.run([*user, *sandbox.wrap(["sh", "-c", script])], capture_output=True, text=True, timeout=60)
+        plain = subprocess.run([*user, "sh", "-c", script], capture_output=True, text=True, timeout=60)
+    finally:
+        shutil.rmtree(root)
+    assert "SHOWN" in done.stdout and "SECRET" not in done.stdout, done.stderr
+    assert "SECRET" in plain.stdout  # the same user outside the sandbox sees the file
+
+
+# Ways to take a mask off: unmount it, or unmount it from a user namespace of one's own (where one has every
+# capability over a mount namespace of one's own).
+_UNMASK = "umount {0}; cat {0}/f; unshare -Urm sh -c 'umount {0}; cat {0}/f'"
+
+
+@needs_bwrap
+def test_no_capability_inside_so_no_mask_comes_off(tmp_path: Path) -> None:
+    """As root (CI, containers) too: without ``--cap-drop ALL`` the agent could ``umount`` a mask."""
+    shown, hidden = tmp_path / "shown", tmp_path / "shown" / "hidden"
+    hidden.mkdir(parents=True)
     (hidden / "f").write_text("SECRET\n")
-    sandbox = Sandbox(hidden=(hidden,), readable=(), writable=(), bwrap=shutil.which("bwrap") or "bwrap")
-    command = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups", *sandbox.wrap(["ls", str(hidden)])]
-    done = subprocess.run(command, capture_output=True, text=True, timeout=60)
-    assert done.returncode == 0, done.stderr
-    assert done.stdout.strip() == ""
-    plain = subprocess.run([*command[:4], "ls", str(hidden)], capture_output=True, text=True, timeout=60)
-    shutil.rmtree(hidden)
-    assert plain.stdout.strip() == "f"  # the same user outside the sandbox sees the file
+    sandbox = Sandbox(hidden=(hidden,), readable=(shown,), writable=(), bwrap=shutil.which("bwrap") or "bwrap")
+    done = _run(sandbox, f"grep CapEff /proc/self/status; {_UNMASK.format(hidden)}", tmp_path)
+    assert "CapEff:\t0000000000000000" in done.stdout and "SECRET" not in done.stdout, done.stdout + done.stderr
+    if os.geteuid() == 0:  # the same sandbox with its capabilities: the mask comes off, so the test can fail
+        with_caps = [a for a in sandbox.wrap(["sh", "-c", _UNMASK.format(hidden)]) if a not in ("--cap-drop", "ALL")]
+        assert "SECRET" in subprocess.run(with_caps, capture_output=True, text=True, timeout=60).stdout
 
 
 def test_a_missing_bwrap_names_what_to_install(tmp_path: Path) -> None:
@@ -151,6 +179,9 @@ def test_the_agent_environment_is_built_from_an_allow_list() -> None:
         "CLAUDE_CODE_USE_VERTEX": "1",
         "NODE_OPTIONS": "--require /home/me/evil.js",
         "npm_config_registry": "https://registry.npmjs.org/",
+        "HTTPS_PROXY": "http://proxy.corp:8080",
+        "no_proxy": "*",
+        "NODE_EXTRA_CA_CERTS": "/etc/corp-ca.pem",
         "SOMETHING_ELSE": "x",
     }
     standin = agent_environment(base, "http://127.0.0.1:1234")
@@ -158,9 +189,10 @@ def test_the_agent_environment_is_built_from_an_allow_list() -> None:
     real = agent_environment(base, None)
     assert real["ANTHROPIC_API_KEY"] == "sk-ant-real"
     for env in (standin, real):
-        assert {"PATH", "HOME", "LC_ALL"} <= env.keys()
+        assert {"PATH", "HOME", "LC_ALL", "NODE_EXTRA_CA_CERTS"} <= env.keys()
         for name in ("CLAUDE_CONFIG_DIR", "CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_USE_BEDROCK",
-                     "CLAUDE_CODE_USE_VERTEX", "NODE_OPTIONS", "npm_config_registry", "SOMETHING_ELSE"):  # fmt: skip
+                     "CLAUDE_CODE_USE_VERTEX", "NODE_OPTIONS", "npm_config_registry", "SOMETHING_ELSE", "HTTPS_PROXY",
+                     "no_proxy"):  # fmt: skip
             assert name not in env
 
 
@@ -314,3 +346,199 @@ def test_without_a_network_only_the_relayed_port_is_reachable(host: Path) -> Non
         other.close()
     assert f"{port} MODEL" in done.stdout, done.stderr
     assert f"{other_port} REFUSED" in done.stdout  # the host's other loopback ports do not exist in there
+
+
+# -- the allow-list ------------------------------------------------------------------------------------------
+@needs_bwrap
+def test_the_root_holds_the_system_the_runtime_and_the_item_and_nothing_else(host: Path) -> None:
+    work, mine = host / "work", host / "run"
+    mine.mkdir()
+    sandbox = sandbox_for(cache=host / "cache", writable=[work], readable=[mine], path_env="")
+    shown = [*sandbox.readable, *sandbox.writable]
+    # every folder on the way to a shown path holds that way only: /root shows .pyenv (the hook's interpreter)
+    # but not .cache, .npm or .claude; /tmp shows the item's folders but not other items'
+    ways: dict[Path, set[str]] = {}
+    for path in shown:
+        for parent, child in zip(path.parents, [path, *path.parents], strict=False):
+            if not any(parent == root or parent.is_relative_to(root) for root in sandbox.system):
+                ways.setdefault(parent, set()).add(child.name)
+    script = "import json, os, sys; print(json.dumps({p: sorted(os.listdir(p)) for p in sys.argv[1:]}))"
+    done = subprocess.run(sandbox.wrap([sys.executable, "-c", script, *map(str, ways)]), capture_output=True,
+                          text=True, timeout=60)  # fmt: skip
+    listed = json.loads(done.stdout)
+    system = {root.name for root in sandbox.system if root.exists() or root.is_symlink()}
+    assert set(listed["/"]) == system | {"dev", "proc", "tmp"} | ways[Path("/")], listed["/"]
+    for parent, children in ways.items():
+        if parent != Path("/"):
+            assert set(listed[str(parent)]) == children, parent
+    for absent in ("/home", "/opt", "/srv", "/var", "/mnt", "/media", "/boot", "/work", "/root"):
+        assert Path(absent) in ways or absent.lstrip("/") not in listed["/"]
+
+
+def _fake_global_install(prefix: Path) -> Path:
+    """npm's layout of ``npm install -g @colbymchenry/codegraph`` under ``prefix``, with a platform bundle, an
+    alias install, a copy in an npm cache and a tarball; returns the bin link."""
+    package = prefix / "lib" / "node_modules" / "@colbymchenry" / "codegraph"
+    bundle = package.parent / "codegraph-linux-x64" / "lib" / "dist" / "bin"
+    for folder in (package, bundle, prefix / "bin", prefix / "share" / "npm-cache" / "_cacache" / "content-v2"):
+        folder.mkdir(parents=True, exist_ok=True)
+    (package / "package.json").write_text('{"name": "@colbymchenry/codegraph"}')
+    for script in (package / "npm-shim.js", bundle / "codegraph.js"):
+        script.write_text("#!/bin/sh\necho CODEGRAPH OUTPUT\n")
+        script.chmod(0o755)
+    (prefix / "share" / "npm-cache" / "_cacache" / "content-v2" / "blob").write_text("CODEGRAPH OUTPUT\n")
+    (prefix / "share" / "codegraph-1.6.1.tgz").write_text("CODEGRAPH OUTPUT\n")
+    alias = prefix / "lib" / "node_modules" / "cg"  # npm i -g cg@npm:@colbymchenry/codegraph
+    alias.mkdir()
+    (alias / "package.json").write_text('{"name": "@colbymchenry/codegraph"}')
+    (alias / "run.sh").write_text("#!/bin/sh\necho CODEGRAPH OUTPUT\n")
+    (alias / "run.sh").chmod(0o755)
+    (prefix / "bin" / "codegraph").symlink_to(package / "npm-shim.js")
+    (prefix / "bin" / "other").write_text("#!/bin/sh\necho OTHER\n")
+    (prefix / "bin" / "other").chmod(0o755)
+    return prefix / "bin" / "codegraph"
+
+
+@needs_bwrap
+def test_a_global_install_in_an_allowed_folder_is_found_and_masked(host: Path, tmp_path: Path) -> None:
+    """The tool installed globally (as under /usr/local) in a folder the sandbox allows, and not on PATH: only the
+    search of the allowed folders can find it."""
+    prefix = tmp_path / "usr-local"
+    link = _fake_global_install(prefix)
+    modules = prefix / "lib" / "node_modules"
+    sandbox = sandbox_for(cache=host / "cache", writable=[host / "work"], path_env="", system=(*SYSTEM_ROOTS, prefix))
+    scope, share = modules / "@colbymchenry", prefix / "share"
+    script = textwrap.dedent(f"""
+        {link}; {scope}/codegraph/npm-shim.js; {scope}/codegraph-linux-x64/lib/dist/bin/codegraph.js
+        cat {share}/npm-cache/_cacache/content-v2/blob {share}/codegraph-1.6.1.tgz; ls {scope}; {modules}/cg/run.sh
+        {prefix}/bin/other
+    """)
+    done = _run(sandbox, script, host / "work")
+    assert "OTHER" in done.stdout  # the rest of the prefix is there
+    assert "CODEGRAPH" not in done.stdout and "codegraph" not in done.stdout, done.stdout
+    assert "CODEGRAPH OUTPUT" in subprocess.run(["sh", "-c", script], capture_output=True, text=True).stdout
+
+
+@needs_bwrap
+def test_the_with_arm_install_stays_although_the_search_would_mask_it(host: Path, tmp_path: Path) -> None:
+    prefix = tmp_path / "usr-local"
+    link = _fake_global_install(prefix)
+    install = install_paths(link)
+    sandbox = sandbox_for(cache=host / "cache", writable=[host / "work"], path_env="", tool_install=install,
+                          system=(*SYSTEM_ROOTS, prefix))  # fmt: skip
+    assert "CODEGRAPH OUTPUT" in _run(sandbox, str(link), host / "work").stdout
+
+
+# -- the real API's proxy ------------------------------------------------------------------------------------
+@needs_bwrap
+def test_the_api_proxy_opens_the_api_and_nothing_else(host: Path) -> None:
+    """Inside the sandbox: a CONNECT to the API's host:port and a forwarded request to it get through; a CONNECT
+    or a request to any other address is refused by the proxy; the API's port itself is not there."""
+    api, other = socket.create_server(("127.0.0.1", 0)), socket.create_server(("127.0.0.1", 0))
+
+    def answer(server: socket.socket, text: bytes) -> None:
+        with contextlib.suppress(OSError):
+            while True:
+                conn, _ = server.accept()
+                with conn:
+                    conn.recv(65536)
+                    conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(text), text))
+
+    for server, text in ((api, b"MODEL"), (other, b"ELSEWHERE")):
+        threading.Thread(target=answer, args=(server, text), daemon=True).start()
+    port, other_port = api.getsockname()[1], other.getsockname()[1]
+    probe = textwrap.dedent("""
+        import os, socket, sys
+        proxy = int(os.environ["HTTPS_PROXY"].rsplit(":", 1)[1])
+        print("NO_PROXY", os.environ.get("NO_PROXY"), os.environ["HTTP_PROXY"] == os.environ["HTTPS_PROXY"])
+        def ask(head):
+            with socket.create_connection(("127.0.0.1", proxy), timeout=10) as s:
+                s.sendall(head.encode())
+                data = b""
+                while chunk := s.recv(65536):
+                    data += chunk
+                    if head.startswith("CONNECT") and data.startswith(b"HTTP/1.1 200") and b"\\r\\n\\r\\n" in data:
+                        s.sendall(b"GET / HTTP/1.0\\r\\n\\r\\n")
+                        head = "sent"
+                return data.decode(errors="replace").replace("\\r\\n", " ")
+        for port in sys.argv[1:]:
+            print("CONNECT", port, ask(f"CONNECT 127.0.0.1:{port} HTTP/1.1\\r\\nHost: 127.0.0.1:{port}\\r\\n\\r\\n"))
+            print("GET", port, ask(f"GET http://127.0.0.1:{port}/ HTTP/1.1\\r\\nHost: 127.0.0.1:{port}\\r\\n\\r\\n"))
+            try:
+                socket.create_connection(("127.0.0.1", int(port)), timeout=5)
+                print("DIRECT", port, "CONNECTED")
+            except OSError:
+                print("DIRECT", port, "REFUSED")
+        print("CONNECT registry", ask("CONNECT registry.npmjs.org:443 HTTP/1.1\\r\\n\\r\\n"))
+    """)
+    try:
+        with api_proxy(f"http://127.0.0.1:{port}") as proxy:
+            sandbox = sandbox_for(cache=host / "cache", writable=[host / "work"], proxy=(PROXY_PORT, proxy.path),
+                                  path_env="")  # fmt: skip
+            command = sandbox.wrap([sys.executable, "-c", probe, str(port), str(other_port)])
+            done = subprocess.run(command, capture_output=True, text=True, timeout=60, env={"NO_PROXY": "*"})
+            refused = list(proxy.refused)
+    finally:
+        api.close()
+        other.close()
+    lines = {" ".join(line.split(" ", 2)[:2]): line for line in done.stdout.splitlines()}
+    assert "NO_PROXY None True" in done.stdout, done.stderr
+    assert "200 Connection established" in lines[f"CONNECT {port}"] and "MODEL" in lines[f"CONNECT {port}"]
+    assert "MODEL" in lines[f"GET {port}"]
+    for line in (lines[f"CONNECT {other_port}"], lines[f"GET {other_port}"], lines["CONNECT registry"]):
+        assert "403 Forbidden" in line and "ELSEWHERE" not in line
+    assert lines[f"DIRECT {port}"].endswith("REFUSED") and lines[f"DIRECT {other_port}"].endswith("REFUSED")
+    assert refused == [f"127.0.0.1:{other_port}", f"http://127.0.0.1:{other_port}/", "registry.npmjs.org:443"]
+
+
+def test_the_api_address_comes_from_the_base_url() -> None:
+    assert api_address(None) == ("api.anthropic.com", 443)
+    assert api_address("https://Gateway.example:8443/anthropic") == ("gateway.example", 8443)
+    assert api_address("http://127.0.0.1:4000") == ("127.0.0.1", 4000)
+    with pytest.raises(ValueError, match="ANTHROPIC_BASE_URL"):
+        api_address("unix:///var/run/api.sock")
+
+
+def test_behind_a_proxy_of_its_own_the_api_proxy_tunnels_through_it(monkeypatch: pytest.MonkeyPatch) -> None:
+    """A corporate proxy in pytest's environment: the API proxy asks it for the tunnel (with its credentials)."""
+    corporate, heads = socket.create_server(("127.0.0.1", 0)), []
+
+    def tunnel() -> None:
+        conn, _ = corporate.accept()
+        with conn:
+            head = b""
+            while b"\r\n\r\n" not in head:
+                head += conn.recv(4096)
+            heads.append(head)
+            conn.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
+            conn.sendall(b"THROUGH THE CORPORATE PROXY: " + conn.recv(4096))
+
+    threading.Thread(target=tunnel, daemon=True).start()
+    for name in ("NO_PROXY", "no_proxy", "https_proxy"):
+        monkeypatch.delenv(name, raising=False)
+    monkeypatch.setenv("HTTPS_PROXY", f"http://me:secret@127.0.0.1:{corporate.getsockname()[1]}")
+    try:
+        with api_proxy("https://api.example:443") as proxy, socket.socket(socket.AF_UNIX) as client:
+            client.settimeout(10)
+            client.connect(str(proxy.path))
+            client.sendall(b"CONNECT api.example:443 HTTP/1.1\r\nHost: api.example:443\r\n\r\n")
+            assert client.recv(4096).startswith(b"HTTP/1.1 200")
+            client.sendall(b"hello")
+            assert client.recv(4096) == b"THROUGH THE CORPORATE PROXY: hello"
+    finally:
+        corporate.close()
+    assert heads[0].startswith(b"CONNECT api.example:443 HTTP/1.1\r\n")
+    assert b"Proxy-Authorization: Basic bWU6c2VjcmV0" in heads[0]  # me:secret
+
+
+def test_the_search_names_every_entry_after_the_cli_or_the_package(tmp_path: Path) -> None:
+    tool = replace(CODEGRAPH, cli="cg", package="@acme/code-graph")
+    names = ["cg", "cg.js", "code-graph", "code-graph-linux-x64", "code-graph-2.0.0.tgz", "npm-@acme-code-graph-2.zip",
+             "cgx", "mycg", "code-graphs", "npmrc", "unrelated"]  # fmt: skip
+    for name in names:
+        (tmp_path / "share" / name).mkdir(parents=True)
+    (tmp_path / "node_modules" / "@acme").mkdir(parents=True)
+    assert {p.relative_to(tmp_path).as_posix() for p in tool_matches(tool, tmp_path)} == {
+        "share/cg", "share/cg.js", "share/code-graph", "share/code-graph-linux-x64", "share/code-graph-2.0.0.tgz",
+        "share/npm-@acme-code-graph-2.zip", "share/npmrc", "node_modules/@acme",
+    }  # fmt: skip

@@ -57,8 +57,9 @@ def prove_block(options: HeadlessOptions, cli: str, *, cwd: Path, env: Mapping[s
     with serve(_ProbeModel(command)) as server, ExitStack() as stack:
         probe_env = {**env, "ANTHROPIC_BASE_URL": server.url, "ANTHROPIC_API_KEY": STANDIN_API_KEY}
         probe = replace(options, mcp_config=empty, timeout_s=PROBE_TIMEOUT_S, max_budget_usd=1.0)
-        if probe.sandbox is not None and probe.sandbox.relay is not None:  # no network: carry the probe's port in
-            probe = replace(probe, sandbox=replace(probe.sandbox, relay=stack.enter_context(carried(server.url))))
+        if probe.sandbox is not None:  # no network: carry the probe's port in, instead of the run's model or API
+            relay = stack.enter_context(carried(server.url))
+            probe = replace(probe, sandbox=replace(probe.sandbox, relay=relay, proxy=None))
         record = run_headless(["agent-eval block probe"], label="block-probe", out_dir=out_dir, cwd=cwd,
                               env=probe_env, options=probe)  # fmt: skip
     calls = [c for c in Session.from_files(record.segments).calls if c.name == "Bash"]

@@ -2,22 +2,31 @@
 
 Text matching on Bash commands cannot be made complete (a quoted name, a glob, a Python subprocess, a
 base64 string piped to ``sh`` all get through it), so the without-arm is sealed by construction instead:
-the agent, every shell and subprocess it starts, and every subagent run in a mount namespace where
+the agent, every shell and subprocess it starts, and every subagent run in namespaces of their own where
 
-* the whole filesystem is read-only, except the item's workspace (repository copy, HOME, TMPDIR);
-* the provisioning cache (tool installs, indexed copies, corpus), the invoking user's HOME (``~/.npm``
-  may hold the tool's tarball, ``~/.claude`` the user's hooks), ``/tmp`` (other items' workspaces and their
-  indexes) and every install of the tool found on the host (its executable on ``PATH``, the package under
-  npm's global root) are hidden: empty folders, or ``/dev/null`` for a file;
-* read-only again on top: the Claude Code install, the Python that runs the hook and this package, the
-  item's run folder (hook settings, MCP config) and whatever else the caller names — for the with-arm, the
-  tool's own install, which its MCP server needs;
+* the filesystem is an allow-list, built on an empty root: the system's folders (:data:`SYSTEM_ROOTS`:
+  ``/usr``, ``/etc``, the ``/bin``, ``/sbin``, ``/lib*`` links or folders) read-only, ``/dev``, ``/proc``, an
+  empty ``/tmp``; the Python that runs the hook and this package, node's own prefix, the CA bundles the
+  environment names, and what the caller names (the Claude Code install, the item's run folder) read-only;
+  the item's workspace (repository copy, HOME, TMPDIR) read-write. Nothing else exists: no ``/root``,
+  ``/home``, ``/opt``, ``/srv``, ``/var``, ``/mnt``, ``/work``, no cache, no campaign or corpus folder, and
+  whatever sits on PATH outside that set is absent;
+* inside what is allowed, every install of the tool is masked (an empty folder, ``/dev/null`` for a file):
+  a search of each allowed folder at build time (:func:`tool_matches`: the CLI's name, the npm package's
+  folder, its tarballs, npm caches and ``npmrc`` files), the CLI on PATH and what it links to, the package
+  under npm's global root; and ``/etc/claude-code`` (managed settings: hooks or a ``disableAllHooks`` of the
+  machine's own). The with-arm's own install (``tool_install``) is bound back on top, for its MCP server;
+* the network is a namespace of its own with nothing but loopback. What the CLI must reach is carried in by
+  :mod:`pytest_agent_eval.harness.relay`: the stand-in model's port, or, for the real API, an HTTP proxy that
+  opens connections to the API's host and port only (``HTTPS_PROXY``/``HTTP_PROXY`` point at it in here).
+  npm and npx are also pointed at a closed loopback port with an empty cache (:func:`npm_env`);
 * processes live in their own PID namespace and die with their parent (see
-  :mod:`pytest_agent_eval.harness.process`).
+  :mod:`pytest_agent_eval.harness.process`), without any capability even when the harness runs as root: a
+  mask cannot be unmounted to find what it covers, and a user namespace of their own cannot be made as root
+  (as an ordinary user it can, but the kernel locks the mounts it inherits together).
 
-With a ``relay`` the sandbox has a network of its own in which only the model server's loopback port exists
-(:mod:`pytest_agent_eval.harness.relay`); without one (the real API) the host's network is shared. npm and
-npx are pointed at a closed loopback port with an empty cache either way (:func:`npm_env`).
+Mounts are applied from the shallowest path to the deepest, so the most specific rule wins: a folder bound
+inside a masked one comes back, a path masked inside a bound one is gone.
 
 bubblewrap works as root and, through unprivileged user namespaces, as an ordinary user. Where it cannot
 run, :func:`check_sandbox` raises :class:`SandboxUnavailable` saying what to install or enable.
@@ -26,11 +35,12 @@ run, :func:`check_sandbox` raises :class:`SandboxUnavailable` saying what to ins
 from __future__ import annotations
 
 import functools
+import json
 import os
+import re
 import shutil
 import subprocess
 import sys
-import tempfile
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -48,6 +58,14 @@ INSTALL_HINT = (
     "ordinary user, allow unprivileged user namespaces (`sysctl kernel.unprivileged_userns_clone=1`, or on "
     "Ubuntu 24.04+ `sysctl kernel.apparmor_restrict_unprivileged_userns=0`)"
 )
+# The system's own folders, read-only; a link among them (merged /usr: /bin -> usr/bin) stays a link.
+SYSTEM_ROOTS = tuple(Path(p) for p in ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"))
+# Files of the allowed folders that configure what the agent must not have: the machine's managed Claude Code
+# settings, npm's global configuration (it may name a registry or a cache).
+MASKED = tuple(Path(p) for p in ("/etc/claude-code", "/etc/npmrc", "/usr/etc/npmrc", "/usr/local/etc/npmrc"))
+CA_VARS = ("SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS")  # the CLI reads them to reach the real API
+PROXY_VARS = ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy")
+NO_PROXY_VARS = ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy")
 
 
 class SandboxUnavailable(RuntimeError):
@@ -56,37 +74,60 @@ class SandboxUnavailable(RuntimeError):
 
 @dataclass(frozen=True)
 class Sandbox:
-    """What the agent's process tree sees: ``hidden`` paths are emptied, then ``readable`` and ``writable``
-    ones bound back in (read-only, read-write), in that order, so a path can be hidden and one of its
-    sub-folders exposed again."""
+    """What the agent's process tree sees: ``system`` folders read-only, then ``readable`` (read-only) and
+    ``writable`` (read-write) ones, with ``hidden`` paths inside them masked; nothing else."""
 
     hidden: tuple[Path, ...]
     readable: tuple[Path, ...]
     writable: tuple[Path, ...]
     bwrap: str = "bwrap"
-    # (port, Unix socket): no network but this loopback port, carried in by pytest_agent_eval.harness.relay
+    # (port, Unix socket): the stand-in model server's loopback port, carried in by pytest_agent_eval.harness.relay
     relay: tuple[int, Path] | None = None
+    # (port, Unix socket): the real API's proxy (relay.ApiProxy), which HTTPS_PROXY/HTTP_PROXY point at
+    proxy: tuple[int, Path] | None = None
+    system: tuple[Path, ...] = SYSTEM_ROOTS
 
     def wrap(self, command: Sequence[str]) -> list[str]:
         """``command`` run inside the sandbox (a bubblewrap argv)."""
-        args = [self.bwrap, "--ro-bind", "/", "/", "--dev", "/dev", "--proc", "/proc"]
-        args += ["--unshare-pid", "--unshare-ipc", "--unshare-uts", "--die-with-parent"]
-        shown = self.readable
-        # Hidden first (a path inside another hidden one needs no mount of its own), then bound back in, then
-        # hidden again where an exposed folder brought it back (a global node_modules, a checkout).
-        first = [p for p in self.hidden if not any(p != h and p.is_relative_to(h) for h in self.hidden)]
-        again = [p for p in self.hidden if any(p != s and p.is_relative_to(s) for s in shown)]
-        args += _hide(first)
-        for path in shown:
-            if path.exists():
-                args += ["--ro-bind", str(path), str(path)]
-        args += _hide(again)
-        for path in self.writable:
-            args += ["--bind", str(path), str(path)]
-        if self.relay is not None:
-            port, path = self.relay
-            args += ["--unshare-net", "--bind", str(path.parent), str(path.parent)]
-            command = relay_command(port, path, command)
+        args = [self.bwrap, "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--die-with-parent"]
+        # no capability, also as root: one could unmount a mask (CAP_SYS_ADMIN) and find what it covers
+        args += ["--cap-drop", "ALL"]
+        carry = [c for c in (self.relay, self.proxy) if c is not None]
+        if len({port for port, _ in carry}) < len(carry):
+            raise ValueError(f"the model relay and the API proxy need distinct ports: {carry}")
+        bound = [*self.system, *self.readable, *self.writable, *(path for _, path in carry)]
+        # (path, rank, arguments): applied shallowest first; at one depth a mask before a bind, so an exposed
+        # path wins over a mask of the very same path
+        mounts: list[tuple[Path, int, list[str]]] = [(Path("/tmp"), 0, ["--tmpfs", "/tmp"])]
+        for root in self.system:
+            if root.is_symlink():
+                mounts.append((root, 0, ["--symlink", os.readlink(root), str(root)]))
+            elif root.is_dir():
+                mounts.append((root, 0, ["--ro-bind", str(root), str(root)]))
+        shown = [*self.readable, *self.writable]
+        for path in self.hidden:
+            # a path inside a masked folder needs no mask of its own, unless a shown folder brought it back
+            covered = any(
+                path != h and path.is_relative_to(h) and not any(s.is_relative_to(h) and path.is_relative_to(s)
+                                                                 for s in shown)
+                for h in self.hidden
+            )  # fmt: skip
+            if not covered and any(path.is_relative_to(b) for b in bound):
+                mounts.append((path, 1, _hide(path)))
+        mounts += [(p, 2, ["--ro-bind", str(p), str(p)]) for p in self.readable if p.exists()]
+        mounts += [(p, 3, ["--bind", str(p), str(p)]) for p in self.writable]
+        # the socket alone, read-only: connecting needs no write access, and the agent can neither remove it nor
+        # leave files in the harness's folder
+        mounts += [(path, 3, ["--ro-bind", str(path), str(path)]) for _, path in carry]
+        for _, _, mount in sorted(mounts, key=lambda m: (len(m[0].parts), m[1])):
+            args += mount
+        args += ["--dev", "/dev", "--proc", "/proc"]
+        if self.proxy is not None:
+            url = f"http://127.0.0.1:{self.proxy[0]}"
+            args += [arg for name in PROXY_VARS for arg in ("--setenv", name, url)]
+            args += [arg for name in NO_PROXY_VARS for arg in ("--unsetenv", name)]
+        if carry:
+            command = relay_command(carry, command)
         return [*args, "--", *command]
 
 
@@ -97,35 +138,98 @@ def sandbox_for(
     readable: Iterable[Path] = (),
     hidden: Iterable[Path] = (),
     relay: tuple[int, Path] | None = None,
+    proxy: tuple[int, Path] | None = None,
     tool: RetrievalTool = CODEGRAPH,
+    tool_install: Iterable[Path] = (),
     path_env: str | None = None,
+    system: Iterable[Path] = SYSTEM_ROOTS,
 ) -> Sandbox:
     """The sandbox of one agent run: ``writable`` is its workspace, ``readable`` what it must read besides
-    the system (the Claude Code install, the run folder, the shimmed PATH's folder, the with-arm's tool),
-    ``hidden`` what it must not see besides the defaults (the campaign folder: other items' transcripts) and
-    ``tool``'s installs on the host (:func:`tool_installs`)."""
-    hidden = [Path(tempfile.gettempdir()), Path("/tmp"), Path("/var/tmp"), Path(cache), Path.home(), *hidden]
+    the system (the Claude Code install, the run folder, the shimmed PATH's folder), ``tool_install`` the
+    with-arm's own install of the tool (never masked), ``hidden`` what must stay out even when inside one of
+    those (the campaign folder: other items' transcripts; the corpus folder). Every allowed folder is searched
+    for ``tool``'s installs (:func:`tool_matches`), which are masked, as are those PATH shows
+    (:func:`tool_installs`)."""
+    path_env = os.environ.get("PATH", "") if path_env is None else path_env
+    hidden = [Path(cache), Path.home(), *hidden, *MASKED]
     for name in ("HOME", "SUDO_HOME"):
         if os.environ.get(name):
             hidden.append(Path(os.environ[name]))
-    hidden += [Path("/etc/claude-code")]  # managed settings: hooks or a disableAllHooks of the machine's own
-    hidden += tool_installs(tool, os.environ.get("PATH", "") if path_env is None else path_env)
-    # The hook runs `<python> -m pytest_agent_eval.harness.hook`: its interpreter and this package stay readable
+    # The hook runs `<python> -m pytest_agent_eval.harness.hook`: its interpreter and this package are readable
     # (the package folder only: a checkout around it may hold campaigns of with-arm transcripts).
     runtime = {Path(sys.prefix), Path(sys.base_prefix), Path(pytest_agent_eval.__file__).resolve().parent}
-    # node installed under a hidden folder (nvm keeps it in HOME): its prefix comes back, its global packages
-    # (the tool's among them) are hidden again by Sandbox.wrap.
-    node = shutil.which("node", path=os.environ.get("PATH", "") if path_env is None else path_env)
-    prefix = Path(node).resolve().parents[1] if node else None
-    if prefix is not None and any(prefix.is_relative_to(h.resolve()) for h in hidden if h.exists()):
-        runtime.add(prefix)
+    node = shutil.which("node", path=path_env)
+    if node is not None:  # node outside the system folders (nvm keeps it in HOME): its prefix, tool masked below
+        runtime.add(Path(node).resolve().parents[1])
+    runtime |= {Path(os.environ[name]) for name in CA_VARS if os.environ.get(name)}
+    system = tuple(Path(p) for p in system)
+    runtime = {p.resolve() for p in runtime}
+    runtime = {p for p in runtime if not any(p.is_relative_to(root.resolve()) for root in system)}  # there already
+    readable = _unique(Path(p).resolve() for p in [*runtime, *readable])
+    for folder in [*system, *readable]:
+        hidden += tool_matches(tool, folder.resolve()) if folder.is_dir() and not folder.is_symlink() else []
+    hidden += tool_installs(tool, path_env)
+    # a link is hidden through what it points to (a mount lands on the target anyway)
     return Sandbox(
-        hidden=tuple(_unique(p.resolve() if not p.is_symlink() else p for p in hidden)),
-        readable=tuple(_unique(Path(p).resolve() for p in [*runtime, *readable])),
+        hidden=tuple(_unique(p.resolve() for p in hidden)),
+        readable=tuple(_unique([*readable, *(Path(p).resolve() for p in tool_install)])),
         writable=tuple(_unique(Path(p).resolve() for p in writable)),
         bwrap=shutil.which("bwrap") or "bwrap",
         relay=relay,
+        proxy=proxy,
+        system=system,
     )
+
+
+def tool_matches(tool: RetrievalTool, folder: Path) -> list[Path]:
+    """What in ``folder`` (searched whole, links not followed) could run or install the tool: an entry named as
+    its CLI or its npm package's last part, alone or followed by ``-``, ``.`` or ``_`` (``codegraph.js``, the
+    platform bundle ``codegraph-linux-x64``, a tarball ``codegraph-1.6.1.tgz``), the package's npm scope folder
+    under a ``node_modules``, a package there whose ``package.json`` names it under another folder name (an alias
+    install, ``npm i -g cg@npm:@colbymchenry/codegraph``), an archive naming it (a yarn cache's
+    ``npm-@scope-codegraph-…zip``), an npm cache (``_cacache``: content-addressed, its tarballs carry no name),
+    an ``npmrc``. Searched once per folder and process."""
+    names = {tool.cli} | ({tool.package.rsplit("/", 1)[-1]} if tool.package else set())
+    return list(_search(folder, frozenset(names), tool.package))
+
+
+@functools.cache
+def _search(folder: Path, names: frozenset[str], package: str | None) -> tuple[Path, ...]:
+    named = re.compile("(?:" + "|".join(re.escape(n) for n in sorted(names)) + r")(?:[-._].*)?", re.DOTALL)
+    scope = package.split("/", 1)[0] if package and package.startswith("@") else None
+    found: list[Path] = []
+    pending = [str(folder)]
+    while pending:
+        current = pending.pop()
+        try:
+            entries = list(os.scandir(current))
+        except OSError:
+            continue
+        base, parent = os.path.basename(current), os.path.basename(os.path.dirname(current))
+        packages = base == "node_modules" or (base.startswith("@") and parent == "node_modules")
+        for entry in entries:
+            name = entry.name
+            archive = name.endswith((".tgz", ".tar.gz", ".zip")) and any(n in name for n in names)
+            if (
+                named.fullmatch(name)
+                or archive
+                or (base == "node_modules" and name == scope)
+                or name in ("_cacache", "npmrc", ".npmrc")
+                or (packages and package is not None and _names_package(Path(entry.path), package))
+            ):
+                found.append(Path(entry.path))
+            elif entry.is_dir(follow_symlinks=False):
+                pending.append(entry.path)
+    return tuple(found)
+
+
+def _names_package(folder: Path, package: str) -> bool:
+    """Whether ``folder/package.json`` names ``package`` or one of its platform bundles (``package-linux-x64``)."""
+    try:
+        name = json.loads((folder / "package.json").read_text(encoding="utf-8")).get("name")
+    except (OSError, ValueError, AttributeError):
+        return False
+    return isinstance(name, str) and (name == package or name.startswith(package + "-"))
 
 
 def tool_installs(tool: RetrievalTool, path_env: str) -> list[Path]:
@@ -189,7 +293,7 @@ def check_sandbox(bwrap: str | None = None) -> None:
     binary = bwrap or shutil.which("bwrap")
     if binary is None:
         raise SandboxUnavailable(f"bubblewrap (`bwrap`) is not on PATH: {INSTALL_HINT}")
-    probe = Sandbox(hidden=(Path(tempfile.gettempdir()),), readable=(), writable=(), bwrap=binary)
+    probe = Sandbox(hidden=(), readable=(), writable=(), bwrap=binary)
     try:
         done = subprocess.run(probe.wrap(["true"]), capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as exc:
@@ -198,15 +302,12 @@ def check_sandbox(bwrap: str | None = None) -> None:
         raise SandboxUnavailable(f"bubblewrap failed here ({done.stderr.strip()[-300:]}); {INSTALL_HINT}")
 
 
-def _hide(paths: Iterable[Path]) -> list[str]:
-    """bubblewrap arguments emptying each folder and turning each file into ``/dev/null`` (an empty device that
-    cannot be run); a symlink is left alone, its target is hidden in its own right."""
-    args: list[str] = []
-    for path in paths:
-        if path == Path("/") or path.is_symlink() or not path.exists():
-            continue
-        args += ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", os.devnull, str(path)]
-    return args
+def _hide(path: Path) -> list[str]:
+    """bubblewrap arguments emptying a folder or turning a file into ``/dev/null`` (an empty device that cannot
+    be run); nothing for what does not exist (a link's target is hidden in its own right, see sandbox_for)."""
+    if path == Path("/") or path.is_symlink() or not path.exists():
+        return []
+    return ["--tmpfs", str(path)] if path.is_dir() else ["--ro-bind", os.devnull, str(path)]
 
 
 def _unique(paths: Iterable[Path]) -> list[Path]:

@@ -33,14 +33,13 @@ STANDIN_API_KEY = "sk-ant-agent-eval-local-stand-in"
 
 
 # The only variables of the harness's environment an agent gets: what a shell and node need to run, locale,
-# proxies and CA bundles for the real API, and the CLI's retry knob. Everything else — CLAUDE_CONFIG_DIR (the
-# user's own hooks and apiKeyHelper), CLAUDE_CODE_OAUTH_TOKEN, ANTHROPIC_AUTH_TOKEN, CLAUDE_CODE_USE_BEDROCK or
-# _VERTEX, npm settings — never passes through.
+# CA bundles for the real API, and the CLI's retry knob. Everything else — CLAUDE_CONFIG_DIR (the user's own
+# hooks and apiKeyHelper), CLAUDE_CODE_OAUTH_TOKEN, ANTHROPIC_AUTH_TOKEN, CLAUDE_CODE_USE_BEDROCK or _VERTEX, npm
+# settings, the host's proxies (the sandbox sets its own: the API's proxy, see harness.relay) — never passes.
 ALLOWED_ENV = frozenset(
     {
         "PATH", "HOME", "TMPDIR", "TMP", "TEMP", "USER", "LOGNAME", "SHELL", "TERM", "COLORTERM", "TZ", "LANG",
-        "LANGUAGE", "HTTP_PROXY", "HTTPS_PROXY", "NO_PROXY", "http_proxy", "https_proxy", "no_proxy",
-        "SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS", "CLAUDE_CODE_MAX_RETRIES",
+        "LANGUAGE", "SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS", "CLAUDE_CODE_MAX_RETRIES",
     }
 )  # fmt: skip
 ALLOWED_PREFIXES = ("LC_", "AGENT_EVAL_E2E_")  # locale; the tag the end-to-end tests find their processes by
