@@ -20,13 +20,11 @@ import uuid
 import warnings
 from collections import Counter
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_agent_eval import fixtures
-from pytest_agent_eval.campaign.selection import Restored, ResumeError, restore
-from pytest_agent_eval.cases import EvalCase, SelectionError, cases_for, select_entries
 from pytest_agent_eval.config import (
     OPTIONS,
     PACKAGED,
@@ -34,17 +32,29 @@ from pytest_agent_eval.config import (
     AgentEvalConfig,
     OptionError,
     for_test,
+    is_real_key,
     resolve,
 )
-from pytest_agent_eval.corpus import CorpusEntry, CorpusError, load_corpus
-from pytest_agent_eval.fixtures import CONFIG_KEY, FAILURES_KEY, ITEM_ID_KEY, SESSION_KEY, eval_session, record_of
-from pytest_agent_eval.harness.drivers import AgentInfraError
-from pytest_agent_eval.harness.failures import FailureMemo
+from pytest_agent_eval.fixtures import (
+    CONFIG_KEY,
+    FAILURES_ID_KEY,
+    FAILURES_KEY,
+    ITEM_ID_KEY,
+    SESSION_KEY,
+    eval_session,
+    failure_memo,
+    record_of,
+)
 from pytest_agent_eval.harness.progress import listen
-from pytest_agent_eval.keywords import ARM_WORD, KeywordSyntaxError, arm_keyword_matcher, keyword_match
 
-# Only what the hooks need to decide is imported here; the session, the reports and the harness load when an
-# agent item exists (bench/load_bench.py measures what the plugin adds to a suite without one).
+# pytest imports this module in every session of every project the plugin is installed in: only what registering
+# the options, the marker and the hooks needs is imported here. The corpus, the session, the reports and the
+# harness load when an agent item exists (tests/test_plugin_load.py keeps it so; bench/load_bench.py measures
+# what the plugin adds to a suite without one).
+if TYPE_CHECKING:
+    from pytest_agent_eval.campaign.selection import Restored
+    from pytest_agent_eval.cases import EvalCase
+    from pytest_agent_eval.corpus import CorpusEntry
 
 CORPUS_KEY = pytest.StashKey[Any]()
 SETUP_S_KEY = pytest.StashKey[float]()
@@ -108,14 +118,13 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         cfg = _resolve(config)
         if worker_input is not None:  # the controller restored a resumed campaign's settings: take the same
-            restored = worker_input.get("agent_eval_restored")
-            restored = Restored.from_dict(restored) if restored else None
+            restored = _restored_on_worker(worker_input.get("agent_eval_restored"))
         else:
             restored = _restored(config, cfg)
         if restored is not None:
             _apply(config, restored)
             cfg = _resolve(config)
-    except (OptionError, ResumeError) as exc:
+    except OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
     if cfg.thresholds_file is not None and cfg.thresholds_file != PACKAGED / "agent-eval.yaml":
         from pytest_agent_eval.report import gates  # the project's own file: a mistake is a usage error, now
@@ -132,10 +141,11 @@ def pytest_configure(config: pytest.Config) -> None:
         campaign, replay = worker_input.get("agent_eval_campaign"), worker_input.get("agent_eval_replay")
         if campaign or replay:
             eval_session(config).join(campaign or None, replay or None)
-        config.stash[FAILURES_KEY] = FailureMemo(cfg.cache, worker_input.get("agent_eval_session") or uuid.uuid4().hex)
+        config.stash[FAILURES_ID_KEY] = worker_input.get("agent_eval_session") or uuid.uuid4().hex
         return
-    failures = config.stash[FAILURES_KEY] = FailureMemo(cfg.cache, uuid.uuid4().hex[:12])
-    config.add_cleanup(failures.clear)
+    config.stash[FAILURES_ID_KEY] = uuid.uuid4().hex[:12]
+    # The failure memo is on disk, written by whichever process provisions: forget it if any item could have.
+    config.add_cleanup(lambda: failure_memo(config).clear() if _evaluated(config) else None)
     if cfg.resume is not None or cfg.compare is not None or cfg.replay is not None:
         from pytest_agent_eval.session import SessionError
 
@@ -150,23 +160,42 @@ def pytest_configure(config: pytest.Config) -> None:
     config.add_cleanup(listen(lambda text: _show_progress(config, text)))
 
 
+def _evaluated(config: pytest.Config) -> bool:
+    """Whether this session had an evaluation (made its session or its failure memo): only then is there
+    anything of it to clean up."""
+    return SESSION_KEY in config.stash or FAILURES_KEY in config.stash
+
+
 def _resolve(config: pytest.Config) -> AgentEvalConfig:
     return resolve(lambda attr: config.getoption(f"agent_eval_{attr}"), lambda key: _ini(config, key), config.rootpath)
 
 
 def _restored(config: pytest.Config, cfg: AgentEvalConfig) -> Restored | None:
-    """With --agent-eval-resume: the campaign's selection and settings (a flag contradicting them: ResumeError)."""
+    """With --agent-eval-resume: the campaign's selection and settings (a flag contradicting them: a usage error)."""
     if cfg.resume is None:
         return None
+    from pytest_agent_eval.campaign.selection import ResumeError, restore
     from pytest_agent_eval.campaign.store import Campaign, StoreError
 
     try:
         manifest = Campaign.open(cfg.resume).manifest
     except StoreError as exc:
         raise pytest.UsageError(f"--agent-eval-resume: {exc}") from None
-    return restore(
-        manifest, lambda attr: config.getoption(f"agent_eval_{attr}"), config.option.keyword, config.option.markexpr
-    )
+    try:
+        return restore(
+            manifest, lambda attr: config.getoption(f"agent_eval_{attr}"), config.option.keyword, config.option.markexpr
+        )
+    except ResumeError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def _restored_on_worker(data: dict[str, Any] | None) -> Restored | None:
+    """What the xdist controller restored (see :func:`pytest_configure_node`), as it restored it."""
+    if not data:
+        return None
+    from pytest_agent_eval.campaign.selection import Restored
+
+    return Restored.from_dict(data)
 
 
 def _apply(config: pytest.Config, restored: Restored) -> None:
@@ -205,8 +234,6 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         if not key:
             backend = "auto → scripted stand-in model (no ANTHROPIC_API_KEY)"
         else:
-            from pytest_agent_eval.model.anthropic import is_real_key
-
             real = is_real_key(key)
             backend = "auto → the real API (ANTHROPIC_API_KEY)" if real else "auto → scripted (not a real key)"
     arms = ",".join(arm.label for arm in cfg.arms)
@@ -225,12 +252,14 @@ def pytest_configure_node(node: Any) -> None:
     session = node.config.stash.get(SESSION_KEY, None)
     replay = session.replay_path if session is not None else None
     node.workerinput["agent_eval_replay"] = str(replay) if replay is not None else ""
-    node.workerinput["agent_eval_session"] = node.config.stash[FAILURES_KEY].session_id  # one failure memo
+    node.workerinput["agent_eval_session"] = node.config.stash[FAILURES_ID_KEY]  # one failure memo
 
 
 # -- items -----------------------------------------------------------------------------------------------------
 def _corpus(config: pytest.Config) -> list[CorpusEntry]:
     """Loaded once per session; a bad corpus is a collection error naming file, entry and field."""
+    from pytest_agent_eval.corpus import CorpusError, load_corpus
+
     if CORPUS_KEY not in config.stash:
         path = config.stash[CONFIG_KEY].corpus
         try:
@@ -252,6 +281,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                 "fixtures: request agent_result (the scored run), and agent_gate to apply the gates"
             )
         return
+    from pytest_agent_eval.cases import SelectionError, cases_for, select_entries
+
     cfg = metafunc.config.stash[CONFIG_KEY]
     try:
         test = for_test(cfg, marker.args, marker.kwargs) if marker is not None else for_test(cfg)
@@ -289,7 +320,11 @@ def _arms_by_name(config: pytest.Config, items: list[pytest.Item]) -> None:
     """``-k with`` / ``-k without`` select one arm each: pytest matches substrings, and "with" is one of
     "without", so the expression is evaluated again for agent items with those two words naming the arm."""
     expression = config.getoption("keyword")
-    if not expression or not ARM_WORD.search(expression):
+    if not expression or not any(_case_of(item) for item in items):
+        return
+    from pytest_agent_eval.keywords import ARM_WORD, KeywordSyntaxError, arm_keyword_matcher, keyword_match
+
+    if not ARM_WORD.search(expression):
         return
     keep, dropped = [], []
     for item in items:
@@ -369,6 +404,10 @@ def _name_items(config: pytest.Config, items: list[pytest.Item]) -> None:
 def _case_of(item: pytest.Item) -> EvalCase | None:
     callspec = getattr(item, "callspec", None)
     case = callspec.params.get("agent_case") if callspec is not None else None
+    if case is None:
+        return None
+    from pytest_agent_eval.cases import EvalCase  # loaded already: the plugin made the case
+
     return case if isinstance(case, EvalCase) else None
 
 
@@ -451,6 +490,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
         if call.excinfo is not None and call.excinfo.errisinstance(AgentInterrupted):
             report.longrepr = f"agent-eval: {record_of(item).id} {call.excinfo.value}"
         return report
+    from pytest_agent_eval.harness.drivers import AgentInfraError
+
     record = record_of(item)
     if call.excinfo is not None and call.excinfo.errisinstance(AgentInfraError):
         # An infrastructure failure is an ERROR whose message says which step failed, not a traceback to read.
