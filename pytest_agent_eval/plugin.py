@@ -15,10 +15,12 @@ from __future__ import annotations
 import contextlib
 import os
 import sys
+import tempfile
 import threading
 import uuid
 import warnings
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -45,7 +47,7 @@ from pytest_agent_eval.fixtures import (
     failure_memo,
     record_of,
 )
-from pytest_agent_eval.harness.progress import listen
+from pytest_agent_eval.harness.progress import append_to, follow, listen
 
 # pytest imports this module in every session of every project the plugin is installed in: only what registering
 # the options, the marker and the hooks needs is imported here. The corpus, the session, the reports and the
@@ -142,6 +144,9 @@ def pytest_configure(config: pytest.Config) -> None:
         if campaign or replay:
             eval_session(config).join(campaign or None, replay or None)
         config.stash[FAILURES_ID_KEY] = worker_input.get("agent_eval_session") or uuid.uuid4().hex
+        progress = worker_input.get("agent_eval_progress")
+        if progress:  # pytest does not show a worker's output: the controller shows what it appends there
+            config.add_cleanup(listen(append_to(Path(progress), f"[{worker_input.get('workerid', '?')}] ")))
         return
     config.stash[FAILURES_ID_KEY] = uuid.uuid4().hex[:12]
     # The failure memo is on disk, written by whichever process provisions: forget it if any item could have.
@@ -154,9 +159,10 @@ def pytest_configure(config: pytest.Config) -> None:
         except SessionError as exc:
             raise pytest.UsageError(str(exc)) from None
     config.add_cleanup(lambda: config.stash[SESSION_KEY].close() if SESSION_KEY in config.stash else None)
-    config.pluginmanager.register(Reporter(config), "agent_eval_reporter")
-    # Installs and index builds announce themselves; under xdist they run on workers, whose output
-    # pytest does not show, and the builds are still listed in <cache>/builds.log.
+    reporter = Reporter(config)
+    config.pluginmanager.register(reporter, "agent_eval_reporter")
+    config.add_cleanup(reporter.stop_following)
+    # Installs, clones and index builds announce themselves (here; under xdist, the workers' come through a file).
     config.add_cleanup(listen(lambda text: _show_progress(config, text)))
 
 
@@ -224,6 +230,15 @@ def _show_progress(config: pytest.Config, text: str) -> None:
         terminal.write_line(f"agent-eval: {text}")
 
 
+def _show_worker_progress(config: pytest.Config, line: str) -> None:
+    """A worker's announcement, shown by the controller's follower thread. The controller captures nothing
+    while xdist runs; its own lines go out between those of xdist's loop, as live logging's do from a thread."""
+    terminal = config.pluginmanager.get_plugin("terminalreporter")
+    if terminal is not None:
+        terminal.ensure_newline()
+        terminal.write_line(f"agent-eval: {line}")
+
+
 def pytest_report_header(config: pytest.Config) -> list[str]:
     """What an evaluation in this session would run against: the model (and why ``auto`` chose it), the arms,
     the corpus and where campaigns go."""
@@ -253,6 +268,9 @@ def pytest_configure_node(node: Any) -> None:
     replay = session.replay_path if session is not None else None
     node.workerinput["agent_eval_replay"] = str(replay) if replay is not None else ""
     node.workerinput["agent_eval_session"] = node.config.stash[FAILURES_ID_KEY]  # one failure memo
+    reporter = node.config.pluginmanager.get_plugin("agent_eval_reporter")
+    progress = reporter.progress if reporter is not None else None
+    node.workerinput["agent_eval_progress"] = str(progress) if progress is not None else ""
 
 
 # -- items -----------------------------------------------------------------------------------------------------
@@ -530,8 +548,10 @@ class Reporter:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.opted_out_on_workers = 0
-        self.pytest_session: pytest.Session | None = None
         self.interrupted = False
+        self.raised: list[str] = []  # warnings that -W error made errors: the summary names them
+        self.progress: Path | None = None  # under xdist: the file workers append their announcements to
+        self._stop_following: Callable[[], None] | None = None
 
     @property
     def session(self) -> Any:
@@ -549,11 +569,26 @@ class Reporter:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
-        self.pytest_session = session
         # Without xdist the first item makes the campaign (a session with no agent item makes none). Under xdist
         # the controller makes it before xdist starts its workers (its hook is trylast), to hand them the path.
         if session.config.pluginmanager.has_plugin("dsession"):
             eval_session(self.config).start_early()
+            self.follow_workers()
+
+    def follow_workers(self) -> None:
+        """Show the workers' install, clone and index progress as it comes (see harness/progress.py)."""
+        handle, name = tempfile.mkstemp(prefix="agent-eval-progress-", suffix=".log")
+        os.close(handle)
+        self.progress = Path(name)
+        self._stop_following = follow(self.progress, lambda line: _show_worker_progress(self.config, line))
+
+    def stop_following(self) -> None:
+        """Show what the workers announced last and remove the file (at the session's end, or at exit)."""
+        stop, self._stop_following = self._stop_following, None
+        if stop is not None:
+            stop()
+        if self.progress is not None:
+            self.progress.unlink(missing_ok=True)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         data = getattr(report, "agent_eval", None)
@@ -562,7 +597,15 @@ class Reporter:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        if self.session is not None and self.session.finish() and session.exitstatus == pytest.ExitCode.OK:
+        self.stop_following()  # before the summary: the workers are done
+        if self.session is None:
+            return
+        failed = self.session.finish()
+        # Issued here, inside pytest's warnings capture of this hook: they are listed in the warnings summary, and
+        # -W / filterwarnings apply to them as to any warning of a test.
+        where = self.config.stash[CONFIG_KEY].campaign_dir
+        self.raised = [text for text in self.session.warnings() if _warn_raised(f"agent-eval: warning: {text}", where)]
+        if (failed or self.raised) and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(self, terminalreporter: Any, config: pytest.Config) -> None:
@@ -573,15 +616,12 @@ class Reporter:
         lines = self.session.terminal_lines(verbose=verbosity > 0) if self.session else []
         if verbosity <= -2:  # -qq: the verdict lines, not the tables
             lines = [line for line in lines if line.text.startswith("agent-eval:")]
-        if lines:
+        if lines or self.raised:
             terminalreporter.write_sep("=", "agent-eval")
         for line in lines:
-            if line.warning and _warn_raised(line.text):
-                terminalreporter.write_line(f"{line.text} (an error by -W)", red=True)
-                if self.pytest_session is not None and self.pytest_session.exitstatus == pytest.ExitCode.OK:
-                    self.pytest_session.exitstatus = pytest.ExitCode.TESTS_FAILED
-            elif not line.warning:
-                terminalreporter.write_line(line.text, **line.markup)
+            terminalreporter.write_line(line.text, **line.markup)
+        for text in self.raised:
+            terminalreporter.write_line(f"agent-eval: warning: {text} (an error by -W)", red=True)
         for record in self.session.ordered() if self.session else []:
             if record.stalled:
                 from pytest_agent_eval.report.format import stall_note
@@ -604,13 +644,14 @@ class Reporter:
         terminalreporter.write_line(f"agent-eval: interrupted — resume with: {command}", yellow=True, bold=True)
 
 
-def _warn_raised(text: str) -> bool:
-    """Issue a pytest warning of the plugin's class (listed in the warnings summary); True when ``-W error`` made
-    it an exception, which the caller turns into a failed session rather than an internal error."""
+def _warn_raised(text: str, where: Path | None) -> bool:
+    """Issue a warning of the plugin's class, located at ``where`` (the campaign folder: the warning is about it,
+    not about a line of this plugin); True when ``-W error`` made it an exception, which the caller turns into a
+    failed session rather than an internal error."""
     from pytest_agent_eval.warnings import AgentEvalWarning
 
     try:
-        warnings.warn(AgentEvalWarning(text), stacklevel=2)
+        warnings.warn_explicit(AgentEvalWarning(text), AgentEvalWarning, str(where or "agent-eval"), 0)
     except AgentEvalWarning:
         return True
     return False

@@ -129,7 +129,7 @@ def paired_cell(found: Aggregate, entry: str, arm: str, reference: str, figure: 
     return f"{signed(paired.mean, show)} [{signed(paired.low, show)}, {signed(paired.high, show)}]"
 
 
-def arm_comparison(entry: str, records: Records, found: Aggregate | None = None) -> str:
+def arm_comparison(entry: str, records: Records, found: Aggregate | None = None, notes: list[str] | None = None) -> str:
     found = found or aggregate(records)
     arms = found.arms_of(entry)
     groups = [found.group(entry, arm) for arm in arms]
@@ -161,8 +161,17 @@ def arm_comparison(entry: str, records: Records, found: Aggregate | None = None)
     for arm, group in zip(arms, groups, strict=True):
         warning = small_n_warning(len(group.runs) if group else 0)
         if warning:
-            lines.append(f"warning: {entry} / {arm}: {warning}")
+            caveat(lines, notes, f"{entry} / {arm}: {warning}")
     return "\n".join(lines)
+
+
+def caveat(lines: list[str], notes: list[str] | None, text: str) -> None:
+    """A caveat on the figures: a ``warning:`` line of the table, or one of the ``notes`` a caller gathers to
+    issue itself (the pytest plugin issues them as AgentEvalWarnings, which -W and filterwarnings govern)."""
+    if notes is None:
+        lines.append(f"warning: {text}")
+    else:
+        notes.append(text)
 
 
 def contamination_lines(groups: Iterable[ArmRuns]) -> list[str]:
@@ -214,7 +223,9 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a is not None and b else None
 
 
-def campaign_table(records: Records, include_contaminated: bool = False, found: Aggregate | None = None) -> str | None:
+def campaign_table(
+    records: Records, include_contaminated: bool = False, found: Aggregate | None = None, notes: list[str] | None = None
+) -> str | None:
     """Per entry, the retrieval residual of W (the tool's responses) against WO (file access), seed 002."""
     found = found or aggregate(records)
     pairs = campaign_pairs(found, include_contaminated)
@@ -224,9 +235,7 @@ def campaign_table(records: Records, include_contaminated: bool = False, found: 
     rows, residual_changes, share_changes, warnings = [], [], [], []
     for entry, w, wo in pairs:
         if min(len(w.runs), len(wo.runs)) < 2:
-            warnings.append(
-                f"warning: {entry}: medians over W n={len(w.runs)} / WO n={len(wo.runs)} — seeds: never n=1"
-            )
+            caveat(warnings, notes, f"{entry}: medians over W n={len(w.runs)} / WO n={len(wo.runs)} — seeds: never n=1")
         w_res, wo_res = w.median("residual_tokens"), wo.median("residual_tokens")
         w_ctx, wo_ctx = w.median("ctx_final"), wo.median("ctx_final")
         w_share, wo_share = _ratio(w_res, w_ctx), _ratio(wo_res, wo_ctx)
@@ -387,16 +396,17 @@ def terminal_report(
     campaign: bool = False,
     include_contaminated: bool = False,
     entry_order: Sequence[str] = (),
+    notes: list[str] | None = None,
 ) -> str:
     """Header, (with ``verbose``) every item's blocks, an ARM COMPARISON per entry, the campaign tables;
-    ``campaign`` adds seed 002's secondary readings."""
+    ``campaign`` adds seed 002's secondary readings. Given ``notes``, the caveats go there, not into the tables."""
     found = aggregate(records, entry_order=entry_order)
     parts = [header(found.records)]
     if verbose:
         parts += [item_blocks(r) for r in found.records]
-    parts += [arm_comparison(entry, found.records, found) for entry in found.entries]
+    parts += [arm_comparison(entry, found.records, found, notes) for entry in found.entries]
     tables = [
-        campaign_table(found.records, include_contaminated, found),
+        campaign_table(found.records, include_contaminated, found, notes),
         throughput_table(found.records, include_contaminated, found),
     ]
     if campaign:
