@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -271,6 +272,8 @@ def pytest_configure_node(node: Any) -> None:
     reporter = node.config.pluginmanager.get_plugin("agent_eval_reporter")
     progress = reporter.progress if reporter is not None else None
     node.workerinput["agent_eval_progress"] = str(progress) if progress is not None else ""
+    groups = reporter.groups if reporter is not None and node.config.getvalue("dist") == "loadgroup" else None
+    node.workerinput["agent_eval_groups"] = str(groups) if groups is not None else ""
 
 
 # -- items -----------------------------------------------------------------------------------------------------
@@ -332,6 +335,16 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     _arms_by_name(config, items)
     _opt_in(config, items)
     _name_items(config, items)
+    groups = getattr(config, "workerinput", {}).get("agent_eval_groups")
+    if groups:  # an xdist worker under --dist loadgroup: tell the controller's scheduler the groups
+        _write_groups(Path(groups), items)
+
+
+def _write_groups(path: Path, items: list[pytest.Item]) -> None:
+    from pytest_agent_eval.loadgroup import group_of, write_groups
+
+    found = {item.nodeid: group_of(item.iter_markers("xdist_group")) for item in items}
+    write_groups(path, {nodeid: group for nodeid, group in found.items() if group is not None})
 
 
 def _arms_by_name(config: pytest.Config, items: list[pytest.Item]) -> None:
@@ -550,8 +563,18 @@ class Reporter:
         self.opted_out_on_workers = 0
         self.interrupted = False
         self.raised: list[str] = []  # warnings that -W error made errors: the summary names them
-        self.progress: Path | None = None  # under xdist: the file workers append their announcements to
+        self.exchange: Path | None = None  # under xdist: a folder for what workers tell the controller as they go
         self._stop_following: Callable[[], None] | None = None
+
+    @property
+    def progress(self) -> Path | None:
+        """Under xdist: the file workers append their announcements to."""
+        return self.exchange / "progress.log" if self.exchange is not None else None
+
+    @property
+    def groups(self) -> Path | None:
+        """Under xdist: the file workers write their items' xdist groups to (see :mod:`pytest_agent_eval.loadgroup`)."""
+        return self.exchange / "groups.json" if self.exchange is not None else None
 
     @property
     def session(self) -> Any:
@@ -577,18 +600,26 @@ class Reporter:
 
     def follow_workers(self) -> None:
         """Show the workers' install, clone and index progress as it comes (see harness/progress.py)."""
-        handle, name = tempfile.mkstemp(prefix="agent-eval-progress-", suffix=".log")
-        os.close(handle)
-        self.progress = Path(name)
-        self._stop_following = follow(self.progress, lambda line: _show_worker_progress(self.config, line))
+        self.exchange = Path(tempfile.mkdtemp(prefix="agent-eval-xdist-"))
+        progress = self.exchange / "progress.log"
+        self._stop_following = follow(progress, lambda line: _show_worker_progress(self.config, line))
 
     def stop_following(self) -> None:
-        """Show what the workers announced last and remove the file (at the session's end, or at exit)."""
+        """Show what the workers announced last and remove their files (at the session's end, or at exit)."""
         stop, self._stop_following = self._stop_following, None
         if stop is not None:
             stop()
-        if self.progress is not None:
-            self.progress.unlink(missing_ok=True)
+        if self.exchange is not None:
+            shutil.rmtree(self.exchange, ignore_errors=True)
+
+    @pytest.hookimpl(optionalhook=True, tryfirst=True)
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        """``--dist loadgroup`` that keeps its groups on pytest versions where xdist's own grouping is lost."""
+        if config.getvalue("dist") != "loadgroup" or self.groups is None:
+            return None
+        from pytest_agent_eval.loadgroup import GroupScheduling
+
+        return GroupScheduling(config, log, self.groups)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         data = getattr(report, "agent_eval", None)

@@ -7,7 +7,7 @@ import json
 import re
 
 import pytest
-from test_plugin import Q_EXPRESS, Project, clean_scripts, entry, with_clean
+from test_plugin import Q_EXPRESS, Q_GIN, Project, clean_scripts, entry, with_clean
 
 pytestmark = pytest.mark.slow  # pytester sessions
 
@@ -180,21 +180,16 @@ def test_items_carry_their_own_timeout_and_an_xdist_group(project):
     assert all(found["timeout"][0] >= 100 + 600 for found in agent.values())
 
 
-PYTEST_VERSION = tuple(int(part) for part in pytest.__version__.split(".")[:2])
-
-
-@pytest.mark.xfail(
-    PYTEST_VERSION >= (9, 2),
-    strict=True,
-    reason="pytest-xdist's loadgroup sets the legacy _nodeid, which pytest 9.2 ignores "
-    "(pytest-dev/pytest-xdist#1386, fix in #1388): the marks are right, the grouping is lost",
-)
-def test_loadgroup_runs_one_repository_on_one_worker(project):
+def test_loadgroup_runs_one_repository_on_one_worker(pytester):
+    # On pytest 9.2 xdist's own loadgroup loses every group (pytest-dev/pytest-xdist#1386): the plugin's scheduler
+    # (pytest_agent_eval/loadgroup.py) keeps them.
+    project = Project(pytester, [entry("express", Q_EXPRESS), entry("gin", Q_GIN, "Go")])
     clean_scripts(project)
     result = project.run("--agent-eval-runs", "2", "-n", "2", "--dist", "loadgroup", "-v", in_subprocess=True)
-    result.assert_outcomes(passed=4)
-    workers = {line.split("]")[0] for line in result.stdout.lines if "PASSED" in line and "express" in line}
-    assert len(workers) == 1, workers
+    result.assert_outcomes(passed=8)
+    for name in ("express", "gin"):
+        workers = {line.split("]")[0] for line in result.stdout.lines if "PASSED" in line and f"[{name}-" in line}
+        assert len(workers) == 1, (name, workers)
 
 
 def test_thread_timeout_ends_the_agent_and_keeps_the_record(project):
