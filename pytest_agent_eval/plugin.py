@@ -682,7 +682,8 @@ def _warn_raised(text: str, where: Path | None) -> bool:
     from pytest_agent_eval.warnings import AgentEvalWarning
 
     try:
-        warnings.warn_explicit(AgentEvalWarning(text), AgentEvalWarning, str(where or "agent-eval"), 0)
+        # module: a filter naming the plugin's module (ignore::...:pytest_agent_eval.*) applies too
+        warnings.warn_explicit(AgentEvalWarning(text), AgentEvalWarning, str(where or "agent-eval"), 0, module=__name__)
     except AgentEvalWarning:
         return True
     return False
