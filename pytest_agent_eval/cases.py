@@ -9,8 +9,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-from pytest_agent_eval.corpus import CorpusEntry
+if TYPE_CHECKING:  # the option table reads arms in every pytest session; the corpus loads with the first eval
+    from pytest_agent_eval.corpus import CorpusEntry
 
 WITH, WITHOUT = "with", "without"
 ARM_NAMES = (WITH, WITHOUT)

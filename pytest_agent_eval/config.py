@@ -16,11 +16,15 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from pytest_agent_eval.cases import ARM_NAMES, Arm
-from pytest_agent_eval.shard import Shard, ShardError, parse_shard
-from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool, load_tool
+
+# pytest imports this module in every session (the option table), evals or not: the tool (its fingerprints) and
+# the shard planner load only when a setting needs them.
+if TYPE_CHECKING:
+    from pytest_agent_eval.shard import Shard
+    from pytest_agent_eval.tool import RetrievalTool
 
 BACKENDS = ("auto", "anthropic", "scripted", "cassette")  # the models behind the agent (pytest_agent_eval.model)
 MODES = ("headless", "tmux", "all")  # seed 004's MODE token: claude -p, the TUI in tmux, or both
@@ -28,8 +32,37 @@ DEFAULT_OUT = "agent-eval-out"
 CAMPAIGN_TURNS = 3  # the seeds' campaign: the README question and two in-flow follow-ups
 
 
+_PLACEHOLDER_WORDS = ("placeholder", "dummy", "fake", "test", "xxx", "your")
+
+
+def is_real_key(key: str | None) -> bool:
+    """An ANTHROPIC_API_KEY that looks issued by Anthropic, not a stand-in such as ``sk-test`` or ``dummy``:
+    what ``--agent-eval-backend auto`` decides by (here, so the report header need not load the model package)."""
+    if not key or not key.startswith("sk-ant-") or len(key) < 40:
+        return False
+    return not any(word in key.lower() for word in _PLACEHOLDER_WORDS)
+
+
 class OptionError(ValueError):
     """A bad option or ini value; the message names the option."""
+
+
+class ToolOrCodegraph:
+    """``AgentEvalConfig.tool``: the tool it was given, else codegraph, imported when first read. pytest makes a
+    config in every session, evals or not, and codegraph's fingerprints cost more to load than the option table."""
+
+    def __get__(self, config: AgentEvalConfig | None, owner: type | None = None) -> RetrievalTool | None:
+        if config is None:
+            return None  # the field's default, as dataclasses reads it: codegraph
+        chosen = config.__dict__.get("tool")
+        if chosen is not None:
+            return chosen
+        from pytest_agent_eval.tool import CODEGRAPH
+
+        return CODEGRAPH
+
+    def __set__(self, config: AgentEvalConfig, tool: RetrievalTool | None) -> None:
+        config.__dict__["tool"] = tool
 
 
 @dataclass
@@ -61,7 +94,7 @@ class AgentEvalConfig:
     save_baseline: str | None = None  # keep this session's campaign as a named baseline
     replay: str | None = None  # a baseline whose transcripts the model replays, item by item (the $0 gate)
     compare_min_pairs: int | None = None  # None: every (entry, arm) the baseline scored must be matched
-    tool: RetrievalTool = CODEGRAPH  # the retrieval tool under test
+    tool: RetrievalTool = ToolOrCodegraph()  # the retrieval tool under test (--agent-eval-tool)
     json_path: Path | None = None  # also write the machine summary (summary.json) here
 
     @property
@@ -233,6 +266,8 @@ def parse_version(text: str) -> str:
 
 
 def parse_tool(text: str) -> RetrievalTool:
+    from pytest_agent_eval.tool import load_tool
+
     try:
         return load_tool(str(text))
     except ValueError as exc:
@@ -306,6 +341,8 @@ def parse_paths(text: str) -> list[Path]:
 
 
 def parse_shard_option(text: str) -> Shard:
+    from pytest_agent_eval.shard import ShardError, parse_shard
+
     try:
         return parse_shard(text)
     except ShardError as exc:
@@ -360,7 +397,7 @@ OPTIONS: tuple[Option, ...] = (
         "tool_version",
         parse_version,
         "build of the retrieval tool for arms that pin none: a version, 'latest' or 'local:<path>' "
-        f"(default the tool's own: {CODEGRAPH.version} for {CODEGRAPH.name})",
+        "(default the version the tool pins, RetrievalTool.version)",
         "VERSION",
     ),
     Option(
@@ -548,7 +585,7 @@ OPTIONS: tuple[Option, ...] = (
         "tool",
         parse_tool,
         "the retrieval tool under test: MODULE:ATTR naming a pytest_agent_eval.RetrievalTool object (the module "
-        f"importable, e.g. through pytest's pythonpath ini) (default {CODEGRAPH.name})",
+        "importable, e.g. through pytest's pythonpath ini) (default codegraph, pytest_agent_eval.CODEGRAPH)",
         "MODULE:ATTR",
     ),
     Option(

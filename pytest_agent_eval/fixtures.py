@@ -31,25 +31,25 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
-from pytest_agent_eval.cases import EvalCase
-from pytest_agent_eval.config import AgentEvalConfig
-from pytest_agent_eval.harness.drivers import AgentInfraError, agent_environment, warm_mcp_server
-
-# The harness, scoring and reports load when an item first needs them: a suite that runs no agent item (most
-# suites this plugin is installed next to) must not pay for importing them.
+# pytest imports this module in every session (its fixtures are registered with the plugin): the settings, the
+# harness, scoring and reports load when an item first needs them, so that a suite that runs no agent item (most
+# suites this plugin is installed next to) does not pay for importing them.
 if TYPE_CHECKING:
     from pytest_agent_eval.campaign.record import ItemRecord
     from pytest_agent_eval.campaign.store import Campaign
+    from pytest_agent_eval.cases import EvalCase
+    from pytest_agent_eval.config import AgentEvalConfig
     from pytest_agent_eval.harness.drivers.headless import RunRecord
     from pytest_agent_eval.harness.failures import FailureMemo
     from pytest_agent_eval.report import gates
     from pytest_agent_eval.session import EvalSession
     from pytest_agent_eval.tool import RetrievalTool
 
-CONFIG_KEY = pytest.StashKey[AgentEvalConfig]()
+CONFIG_KEY = pytest.StashKey["AgentEvalConfig"]()
 SESSION_KEY = pytest.StashKey["EvalSession"]()
 RECORD_KEY = pytest.StashKey["ItemRecord"]()
 FAILURES_KEY = pytest.StashKey["FailureMemo"]()  # this session's provisioning failures, shared with xdist workers
+FAILURES_ID_KEY = pytest.StashKey[str]()  # their session id: the controller's, handed to its workers
 ITEM_ID_KEY = pytest.StashKey[str]()
 
 T = TypeVar("T")
@@ -94,6 +94,15 @@ def eval_session(config: pytest.Config) -> EvalSession:
         session = config.stash[SESSION_KEY] = EvalSession(config.stash[CONFIG_KEY])
         session.invoked_with(config.args, config.option.keyword, config.option.markexpr)  # for the manifest
     return config.stash[SESSION_KEY]
+
+
+def failure_memo(config: pytest.Config) -> FailureMemo:
+    """This session's provisioning failures (:mod:`pytest_agent_eval.harness.failures`), made when first needed."""
+    if FAILURES_KEY not in config.stash:
+        from pytest_agent_eval.harness.failures import FailureMemo
+
+        config.stash[FAILURES_KEY] = FailureMemo(config.stash[CONFIG_KEY].cache, config.stash[FAILURES_ID_KEY])
+    return config.stash[FAILURES_KEY]
 
 
 def record_of(node: pytest.Item) -> ItemRecord:
@@ -149,6 +158,8 @@ def note_driver(record: ItemRecord, run: RunRecord) -> None:
 
 def _step(what: str, action: Callable[[], T]) -> T:
     """Run a harness step; any failure becomes an infrastructure error naming the step."""
+    from pytest_agent_eval.harness.drivers import AgentInfraError
+
     try:
         return action()
     except AgentInfraError:
@@ -198,7 +209,7 @@ def agent_eval_memo() -> dict:
 def agent_failure_memo(request: pytest.FixtureRequest) -> FailureMemo:
     """The provisioning failures of this session, seen by every xdist worker (see
     :mod:`pytest_agent_eval.harness.failures`): a failed clone, install or build is tried once per session."""
-    return request.config.stash[FAILURES_KEY]
+    return failure_memo(request.config)
 
 
 # -- tools, repository, index --------------------------------------------------------------------------------
@@ -441,6 +452,7 @@ def agent_env(
 ) -> dict[str, str]:
     """The agent's environment: isolated HOME/TMPDIR, the blocked PATH, the agent's and the tool's flags, the
     model endpoint."""
+    from pytest_agent_eval.harness.drivers import agent_environment
     from pytest_agent_eval.harness.sandbox import npm_env
 
     env = agent_environment(agent_workspace.env(os.environ), agent_model_server.url)
@@ -461,6 +473,8 @@ def tool_warm(
 ) -> float | None:
     """Start the MCP server and stop it before the first agent of this build and index, so its cold start
     (node, native modules, the index read from disk) is not measured; later items find it all cached."""
+    from pytest_agent_eval.harness.drivers import warm_mcp_server
+
     if not agent_case.arm.has_tool:
         return None
     command = agent_tool.mcp_command(tool_build.bin, agent_workspace.repo)
@@ -523,6 +537,7 @@ def agent_run(
     An infrastructure error (no result event, an API error in the transcript) is retried up to
     ``--agent-eval-retries`` times, each failed attempt moved to ``attempt-<k>/`` first.
     """
+    from pytest_agent_eval.harness.drivers import AgentInfraError
     from pytest_agent_eval.harness.drivers.headless import HeadlessOptions, TurnError, run_headless
     from pytest_agent_eval.harness.drivers.tmux import TmuxOptions, run_tmux
     from pytest_agent_eval.harness.drivers.watch import STALL_S_REAL_API, STALL_S_STAND_IN
@@ -595,6 +610,7 @@ def agent_result(
 
     An item a resumed campaign completed is re-scored from its saved segments instead of being run.
     """
+    from pytest_agent_eval.harness.drivers import AgentInfraError
     from pytest_agent_eval.metrics.figures import figures_of
     from pytest_agent_eval.report import gates
     from pytest_agent_eval.report.blocks import render_scorecard

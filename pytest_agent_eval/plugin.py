@@ -14,19 +14,20 @@ from __future__ import annotations
 
 import contextlib
 import os
+import shutil
 import sys
+import tempfile
 import threading
 import uuid
 import warnings
 from collections import Counter
+from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import pytest
 
 from pytest_agent_eval import fixtures
-from pytest_agent_eval.campaign.selection import Restored, ResumeError, restore
-from pytest_agent_eval.cases import EvalCase, SelectionError, cases_for, select_entries
 from pytest_agent_eval.config import (
     OPTIONS,
     PACKAGED,
@@ -34,17 +35,29 @@ from pytest_agent_eval.config import (
     AgentEvalConfig,
     OptionError,
     for_test,
+    is_real_key,
     resolve,
 )
-from pytest_agent_eval.corpus import CorpusEntry, CorpusError, load_corpus
-from pytest_agent_eval.fixtures import CONFIG_KEY, FAILURES_KEY, ITEM_ID_KEY, SESSION_KEY, eval_session, record_of
-from pytest_agent_eval.harness.drivers import AgentInfraError
-from pytest_agent_eval.harness.failures import FailureMemo
-from pytest_agent_eval.harness.progress import listen
-from pytest_agent_eval.keywords import ARM_WORD, KeywordSyntaxError, arm_keyword_matcher, keyword_match
+from pytest_agent_eval.fixtures import (
+    CONFIG_KEY,
+    FAILURES_ID_KEY,
+    FAILURES_KEY,
+    ITEM_ID_KEY,
+    SESSION_KEY,
+    eval_session,
+    failure_memo,
+    record_of,
+)
+from pytest_agent_eval.harness.progress import append_to, follow, listen
 
-# Only what the hooks need to decide is imported here; the session, the reports and the harness load when an
-# agent item exists (bench/load_bench.py measures what the plugin adds to a suite without one).
+# pytest imports this module in every session of every project the plugin is installed in: only what registering
+# the options, the marker and the hooks needs is imported here. The corpus, the session, the reports and the
+# harness load when an agent item exists (tests/test_plugin_load.py keeps it so; bench/load_bench.py measures
+# what the plugin adds to a suite without one).
+if TYPE_CHECKING:
+    from pytest_agent_eval.campaign.selection import Restored
+    from pytest_agent_eval.cases import EvalCase
+    from pytest_agent_eval.corpus import CorpusEntry
 
 CORPUS_KEY = pytest.StashKey[Any]()
 SETUP_S_KEY = pytest.StashKey[float]()
@@ -108,14 +121,13 @@ def pytest_configure(config: pytest.Config) -> None:
     try:
         cfg = _resolve(config)
         if worker_input is not None:  # the controller restored a resumed campaign's settings: take the same
-            restored = worker_input.get("agent_eval_restored")
-            restored = Restored.from_dict(restored) if restored else None
+            restored = _restored_on_worker(worker_input.get("agent_eval_restored"))
         else:
             restored = _restored(config, cfg)
         if restored is not None:
             _apply(config, restored)
             cfg = _resolve(config)
-    except (OptionError, ResumeError) as exc:
+    except OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
     if cfg.thresholds_file is not None and cfg.thresholds_file != PACKAGED / "agent-eval.yaml":
         from pytest_agent_eval.report import gates  # the project's own file: a mistake is a usage error, now
@@ -132,10 +144,14 @@ def pytest_configure(config: pytest.Config) -> None:
         campaign, replay = worker_input.get("agent_eval_campaign"), worker_input.get("agent_eval_replay")
         if campaign or replay:
             eval_session(config).join(campaign or None, replay or None)
-        config.stash[FAILURES_KEY] = FailureMemo(cfg.cache, worker_input.get("agent_eval_session") or uuid.uuid4().hex)
+        config.stash[FAILURES_ID_KEY] = worker_input.get("agent_eval_session") or uuid.uuid4().hex
+        progress = worker_input.get("agent_eval_progress")
+        if progress:  # pytest does not show a worker's output: the controller shows what it appends there
+            config.add_cleanup(listen(append_to(Path(progress), f"[{worker_input.get('workerid', '?')}] ")))
         return
-    failures = config.stash[FAILURES_KEY] = FailureMemo(cfg.cache, uuid.uuid4().hex[:12])
-    config.add_cleanup(failures.clear)
+    config.stash[FAILURES_ID_KEY] = uuid.uuid4().hex[:12]
+    # The failure memo is on disk, written by whichever process provisions: forget it if any item could have.
+    config.add_cleanup(lambda: failure_memo(config).clear() if _evaluated(config) else None)
     if cfg.resume is not None or cfg.compare is not None or cfg.replay is not None:
         from pytest_agent_eval.session import SessionError
 
@@ -144,10 +160,17 @@ def pytest_configure(config: pytest.Config) -> None:
         except SessionError as exc:
             raise pytest.UsageError(str(exc)) from None
     config.add_cleanup(lambda: config.stash[SESSION_KEY].close() if SESSION_KEY in config.stash else None)
-    config.pluginmanager.register(Reporter(config), "agent_eval_reporter")
-    # Installs and index builds announce themselves; under xdist they run on workers, whose output
-    # pytest does not show, and the builds are still listed in <cache>/builds.log.
+    reporter = Reporter(config)
+    config.pluginmanager.register(reporter, "agent_eval_reporter")
+    config.add_cleanup(reporter.stop_following)
+    # Installs, clones and index builds announce themselves (here; under xdist, the workers' come through a file).
     config.add_cleanup(listen(lambda text: _show_progress(config, text)))
+
+
+def _evaluated(config: pytest.Config) -> bool:
+    """Whether this session had an evaluation (made its session or its failure memo): only then is there
+    anything of it to clean up."""
+    return SESSION_KEY in config.stash or FAILURES_KEY in config.stash
 
 
 def _resolve(config: pytest.Config) -> AgentEvalConfig:
@@ -155,18 +178,31 @@ def _resolve(config: pytest.Config) -> AgentEvalConfig:
 
 
 def _restored(config: pytest.Config, cfg: AgentEvalConfig) -> Restored | None:
-    """With --agent-eval-resume: the campaign's selection and settings (a flag contradicting them: ResumeError)."""
+    """With --agent-eval-resume: the campaign's selection and settings (a flag contradicting them: a usage error)."""
     if cfg.resume is None:
         return None
+    from pytest_agent_eval.campaign.selection import ResumeError, restore
     from pytest_agent_eval.campaign.store import Campaign, StoreError
 
     try:
         manifest = Campaign.open(cfg.resume).manifest
     except StoreError as exc:
         raise pytest.UsageError(f"--agent-eval-resume: {exc}") from None
-    return restore(
-        manifest, lambda attr: config.getoption(f"agent_eval_{attr}"), config.option.keyword, config.option.markexpr
-    )
+    try:
+        return restore(
+            manifest, lambda attr: config.getoption(f"agent_eval_{attr}"), config.option.keyword, config.option.markexpr
+        )
+    except ResumeError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def _restored_on_worker(data: dict[str, Any] | None) -> Restored | None:
+    """What the xdist controller restored (see :func:`pytest_configure_node`), as it restored it."""
+    if not data:
+        return None
+    from pytest_agent_eval.campaign.selection import Restored
+
+    return Restored.from_dict(data)
 
 
 def _apply(config: pytest.Config, restored: Restored) -> None:
@@ -195,6 +231,15 @@ def _show_progress(config: pytest.Config, text: str) -> None:
         terminal.write_line(f"agent-eval: {text}")
 
 
+def _show_worker_progress(config: pytest.Config, line: str) -> None:
+    """A worker's announcement, shown by the controller's follower thread. The controller captures nothing
+    while xdist runs; its own lines go out between those of xdist's loop, as live logging's do from a thread."""
+    terminal = config.pluginmanager.get_plugin("terminalreporter")
+    if terminal is not None:
+        terminal.ensure_newline()
+        terminal.write_line(f"agent-eval: {line}")
+
+
 def pytest_report_header(config: pytest.Config) -> list[str]:
     """What an evaluation in this session would run against: the model (and why ``auto`` chose it), the arms,
     the corpus and where campaigns go."""
@@ -205,8 +250,6 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
         if not key:
             backend = "auto → scripted stand-in model (no ANTHROPIC_API_KEY)"
         else:
-            from pytest_agent_eval.model.anthropic import is_real_key
-
             real = is_real_key(key)
             backend = "auto → the real API (ANTHROPIC_API_KEY)" if real else "auto → scripted (not a real key)"
     arms = ",".join(arm.label for arm in cfg.arms)
@@ -225,12 +268,19 @@ def pytest_configure_node(node: Any) -> None:
     session = node.config.stash.get(SESSION_KEY, None)
     replay = session.replay_path if session is not None else None
     node.workerinput["agent_eval_replay"] = str(replay) if replay is not None else ""
-    node.workerinput["agent_eval_session"] = node.config.stash[FAILURES_KEY].session_id  # one failure memo
+    node.workerinput["agent_eval_session"] = node.config.stash[FAILURES_ID_KEY]  # one failure memo
+    reporter = node.config.pluginmanager.get_plugin("agent_eval_reporter")
+    progress = reporter.progress if reporter is not None else None
+    node.workerinput["agent_eval_progress"] = str(progress) if progress is not None else ""
+    groups = reporter.groups if reporter is not None and node.config.getvalue("dist") == "loadgroup" else None
+    node.workerinput["agent_eval_groups"] = str(groups) if groups is not None else ""
 
 
 # -- items -----------------------------------------------------------------------------------------------------
 def _corpus(config: pytest.Config) -> list[CorpusEntry]:
     """Loaded once per session; a bad corpus is a collection error naming file, entry and field."""
+    from pytest_agent_eval.corpus import CorpusError, load_corpus
+
     if CORPUS_KEY not in config.stash:
         path = config.stash[CONFIG_KEY].corpus
         try:
@@ -252,6 +302,8 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                 "fixtures: request agent_result (the scored run), and agent_gate to apply the gates"
             )
         return
+    from pytest_agent_eval.cases import SelectionError, cases_for, select_entries
+
     cfg = metafunc.config.stash[CONFIG_KEY]
     try:
         test = for_test(cfg, marker.args, marker.kwargs) if marker is not None else for_test(cfg)
@@ -283,13 +335,27 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     _arms_by_name(config, items)
     _opt_in(config, items)
     _name_items(config, items)
+    groups = getattr(config, "workerinput", {}).get("agent_eval_groups")
+    if groups:  # an xdist worker under --dist loadgroup: tell the controller's scheduler the groups
+        _write_groups(Path(groups), items)
+
+
+def _write_groups(path: Path, items: list[pytest.Item]) -> None:
+    from pytest_agent_eval.loadgroup import group_of, write_groups
+
+    found = {item.nodeid: group_of(item.iter_markers("xdist_group")) for item in items}
+    write_groups(path, {nodeid: group for nodeid, group in found.items() if group is not None})
 
 
 def _arms_by_name(config: pytest.Config, items: list[pytest.Item]) -> None:
     """``-k with`` / ``-k without`` select one arm each: pytest matches substrings, and "with" is one of
     "without", so the expression is evaluated again for agent items with those two words naming the arm."""
     expression = config.getoption("keyword")
-    if not expression or not ARM_WORD.search(expression):
+    if not expression or not any(_case_of(item) for item in items):
+        return
+    from pytest_agent_eval.keywords import ARM_WORD, KeywordSyntaxError, arm_keyword_matcher, keyword_match
+
+    if not ARM_WORD.search(expression):
         return
     keep, dropped = [], []
     for item in items:
@@ -369,6 +435,10 @@ def _name_items(config: pytest.Config, items: list[pytest.Item]) -> None:
 def _case_of(item: pytest.Item) -> EvalCase | None:
     callspec = getattr(item, "callspec", None)
     case = callspec.params.get("agent_case") if callspec is not None else None
+    if case is None:
+        return None
+    from pytest_agent_eval.cases import EvalCase  # loaded already: the plugin made the case
+
     return case if isinstance(case, EvalCase) else None
 
 
@@ -451,6 +521,8 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
         if call.excinfo is not None and call.excinfo.errisinstance(AgentInterrupted):
             report.longrepr = f"agent-eval: {record_of(item).id} {call.excinfo.value}"
         return report
+    from pytest_agent_eval.harness.drivers import AgentInfraError
+
     record = record_of(item)
     if call.excinfo is not None and call.excinfo.errisinstance(AgentInfraError):
         # An infrastructure failure is an ERROR whose message says which step failed, not a traceback to read.
@@ -489,8 +561,20 @@ class Reporter:
     def __init__(self, config: pytest.Config) -> None:
         self.config = config
         self.opted_out_on_workers = 0
-        self.pytest_session: pytest.Session | None = None
         self.interrupted = False
+        self.raised: list[str] = []  # warnings that -W error made errors: the summary names them
+        self.exchange: Path | None = None  # under xdist: a folder for what workers tell the controller as they go
+        self._stop_following: Callable[[], None] | None = None
+
+    @property
+    def progress(self) -> Path | None:
+        """Under xdist: the file workers append their announcements to."""
+        return self.exchange / "progress.log" if self.exchange is not None else None
+
+    @property
+    def groups(self) -> Path | None:
+        """Under xdist: the file workers write their items' xdist groups to (see :mod:`pytest_agent_eval.loadgroup`)."""
+        return self.exchange / "groups.json" if self.exchange is not None else None
 
     @property
     def session(self) -> Any:
@@ -508,11 +592,34 @@ class Reporter:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
-        self.pytest_session = session
         # Without xdist the first item makes the campaign (a session with no agent item makes none). Under xdist
         # the controller makes it before xdist starts its workers (its hook is trylast), to hand them the path.
         if session.config.pluginmanager.has_plugin("dsession"):
             eval_session(self.config).start_early()
+            self.follow_workers()
+
+    def follow_workers(self) -> None:
+        """Show the workers' install, clone and index progress as it comes (see harness/progress.py)."""
+        self.exchange = Path(tempfile.mkdtemp(prefix="agent-eval-xdist-"))
+        progress = self.exchange / "progress.log"
+        self._stop_following = follow(progress, lambda line: _show_worker_progress(self.config, line))
+
+    def stop_following(self) -> None:
+        """Show what the workers announced last and remove their files (at the session's end, or at exit)."""
+        stop, self._stop_following = self._stop_following, None
+        if stop is not None:
+            stop()
+        if self.exchange is not None:
+            shutil.rmtree(self.exchange, ignore_errors=True)
+
+    @pytest.hookimpl(optionalhook=True, tryfirst=True)
+    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
+        """``--dist loadgroup`` that keeps its groups on pytest versions where xdist's own grouping is lost."""
+        if config.getvalue("dist") != "loadgroup" or self.groups is None:
+            return None
+        from pytest_agent_eval.loadgroup import GroupScheduling
+
+        return GroupScheduling(config, log, self.groups)
 
     def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
         data = getattr(report, "agent_eval", None)
@@ -521,7 +628,15 @@ class Reporter:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        if self.session is not None and self.session.finish() and session.exitstatus == pytest.ExitCode.OK:
+        self.stop_following()  # before the summary: the workers are done
+        if self.session is None:
+            return
+        failed = self.session.finish()
+        # Issued here, inside pytest's warnings capture of this hook: they are listed in the warnings summary, and
+        # -W / filterwarnings apply to them as to any warning of a test.
+        where = self.config.stash[CONFIG_KEY].campaign_dir
+        self.raised = [text for text in self.session.warnings() if _warn_raised(f"agent-eval: warning: {text}", where)]
+        if (failed or self.raised) and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
 
     def pytest_terminal_summary(self, terminalreporter: Any, config: pytest.Config) -> None:
@@ -532,15 +647,12 @@ class Reporter:
         lines = self.session.terminal_lines(verbose=verbosity > 0) if self.session else []
         if verbosity <= -2:  # -qq: the verdict lines, not the tables
             lines = [line for line in lines if line.text.startswith("agent-eval:")]
-        if lines:
+        if lines or self.raised:
             terminalreporter.write_sep("=", "agent-eval")
         for line in lines:
-            if line.warning and _warn_raised(line.text):
-                terminalreporter.write_line(f"{line.text} (an error by -W)", red=True)
-                if self.pytest_session is not None and self.pytest_session.exitstatus == pytest.ExitCode.OK:
-                    self.pytest_session.exitstatus = pytest.ExitCode.TESTS_FAILED
-            elif not line.warning:
-                terminalreporter.write_line(line.text, **line.markup)
+            terminalreporter.write_line(line.text, **line.markup)
+        for text in self.raised:
+            terminalreporter.write_line(f"agent-eval: warning: {text} (an error by -W)", red=True)
         for record in self.session.ordered() if self.session else []:
             if record.stalled:
                 from pytest_agent_eval.report.format import stall_note
@@ -563,13 +675,15 @@ class Reporter:
         terminalreporter.write_line(f"agent-eval: interrupted — resume with: {command}", yellow=True, bold=True)
 
 
-def _warn_raised(text: str) -> bool:
-    """Issue a pytest warning of the plugin's class (listed in the warnings summary); True when ``-W error`` made
-    it an exception, which the caller turns into a failed session rather than an internal error."""
+def _warn_raised(text: str, where: Path | None) -> bool:
+    """Issue a warning of the plugin's class, located at ``where`` (the campaign folder: the warning is about it,
+    not about a line of this plugin); True when ``-W error`` made it an exception, which the caller turns into a
+    failed session rather than an internal error."""
     from pytest_agent_eval.warnings import AgentEvalWarning
 
     try:
-        warnings.warn(AgentEvalWarning(text), stacklevel=2)
+        # module: a filter naming the plugin's module (ignore::...:pytest_agent_eval.*) applies too
+        warnings.warn_explicit(AgentEvalWarning(text), AgentEvalWarning, str(where or "agent-eval"), 0, module=__name__)
     except AgentEvalWarning:
         return True
     return False

@@ -13,9 +13,8 @@ import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pytest_agent_eval.campaign import baseline
 from pytest_agent_eval.campaign.manifest import campaign_config, finish_manifest, update_manifest
 from pytest_agent_eval.campaign.record import ItemRecord
 from pytest_agent_eval.campaign.selection import corpus_hash
@@ -32,12 +31,11 @@ from pytest_agent_eval.campaign.store import (
 from pytest_agent_eval.cases import EvalCase, select_campaign
 from pytest_agent_eval.config import AgentEvalConfig
 from pytest_agent_eval.corpus import CorpusEntry, CorpusError, load_corpus
-from pytest_agent_eval.report import compare as compare_gate
-from pytest_agent_eval.report.html import write_html
-from pytest_agent_eval.report.replay import caveat as replay_caveat
-from pytest_agent_eval.report.replay import replay_note
-from pytest_agent_eval.report.terminal import summary, terminal_report
-from pytest_agent_eval.shard import partition
+
+# Under xdist the controller makes its session before any item exists (it names the campaign for its workers),
+# in every -n run: the baselines, the shard planner and the reports load when a session has something for them.
+if TYPE_CHECKING:
+    from pytest_agent_eval.report.compare import GateResult
 
 SUMMARY = "summary.json"
 
@@ -52,7 +50,6 @@ class Line:
 
     text: str
     markup: dict[str, bool] = field(default_factory=dict)
-    warning: bool = False  # the plugin issues it as an AgentEvalWarning (so -W and filterwarnings apply)
 
 
 class EvalSession:
@@ -60,7 +57,7 @@ class EvalSession:
         self.cfg = cfg
         self.records: dict[str, ItemRecord] = {}  # by node id: the controller's gathered records
         self.campaign: Campaign | None = None
-        self.gate: compare_gate.GateResult | None = None
+        self.gate: GateResult | None = None
         self.compare_path: Path | None = None  # --agent-eval-compare resolved (a saved name, latest, a folder)
         self.replay_path: Path | None = None  # --agent-eval-replay resolved
         self.saved_baseline: Path | None = None
@@ -72,11 +69,14 @@ class EvalSession:
         self.selection: dict[str, Any] = {"args": [], "keyword": "", "markexpr": "", "mode": cfg.mode, "selected": None}
         self.shard_ids: list[str] | None = None
         self.keep_only: set[str] | None = None  # a resumed campaign's selected ids: nothing else runs
+        self._tables: dict[bool, tuple[str, list[str]]] = {}  # the rendered tables and their caveats, by verbosity
 
     # -- the campaign's life ---------------------------------------------------------------------------------
     def claim(self) -> None:
         """Controller, before anything runs: a resumed campaign is opened and locked for this session, a
         baseline read; either failing is a SessionError naming the option."""
+        from pytest_agent_eval.campaign import baseline
+
         cfg = self.cfg
         try:
             if cfg.resume is not None:
@@ -114,6 +114,8 @@ class EvalSession:
         shard = self.cfg.shard
         if shard is None:
             return {item_id for item_id, _ in items}
+        from pytest_agent_eval.shard import partition
+
         self.shard_ids = partition(items, shard.count)[shard.index - 1]
         return set(self.shard_ids)
 
@@ -239,6 +241,11 @@ class EvalSession:
         figure regressed, a verdict was undecided, or it compared too little). A session that selected no agent
         item is no evaluation (an ini ``agent_eval_compare`` applies to unit-test sessions too): it is warned
         about, not failed; any agent item that ran, skipped or errored has a record, and takes part."""
+        from pytest_agent_eval.campaign import baseline
+        from pytest_agent_eval.report import compare as compare_gate
+        from pytest_agent_eval.report.html import write_html
+        from pytest_agent_eval.report.terminal import summary
+
         cfg = self.cfg
         if not self.records or cfg.campaign_dir is None:
             if self.compare_path is not None:
@@ -284,32 +291,20 @@ class EvalSession:
         return self.gate is not None and self.gate.failed
 
     def terminal_lines(self, verbose: bool = False) -> list[Line]:
-        """The agent-eval section of the terminal summary."""
+        """The agent-eval section of the terminal summary (its caveats are :meth:`warnings`, issued apart)."""
         if not self.records:
-            return [
-                Line(f"agent-eval: warning: {problem}", {"yellow": True}, warning=True) for problem in self.problems
-            ]
+            return []
         cfg = self.cfg
         records = self.ordered()
-        text = terminal_report(
-            records,
-            verbose=verbose,
-            campaign=cfg.campaign is not None,
-            include_contaminated=cfg.include_contaminated,
-            entry_order=[e.name for e in self._corpus()],
-        )
-        lines = [Line(text.rstrip())]
+        lines = [Line(self._rendered(verbose)[0].rstrip())]
         if self.replay_path is not None:
+            from pytest_agent_eval.report.replay import replay_note
+
             lines += [Line(""), Line(replay_note(self.replay_path), {"yellow": True})]
         if self.gate is not None:
             lines += self._gate_lines(self.gate)
         campaign = self.campaign
-        problems = [*self.problems, *(campaign.problems if campaign is not None else [])]
-        lines += [Line(f"agent-eval: warning: {problem}", {"yellow": True}, warning=True) for problem in problems]
         if campaign is not None:
-            drift = self.config_drift()
-            if drift:
-                lines.append(Line(f"agent-eval: warning: {drift}", {"yellow": True}, warning=True))
             resumed = sum(1 for r in records if r.resumed)
             note = f" ({resumed} re-scored from the resumed campaign, not re-run)" if resumed else ""
             lines.append(Line(f"agent-eval: campaign {campaign.id}: {len(records)} run(s){note} in {campaign.path}"))
@@ -323,11 +318,53 @@ class EvalSession:
                 )
             lines += [Line(f"agent-eval: wrote {path}") for path in self.written]
         if self.saved_baseline is not None:
+            from pytest_agent_eval.campaign import baseline
+
             note = baseline.size_note(self.saved_baseline)
             lines.append(Line(f"agent-eval: saved baseline {cfg.save_baseline} ({note}) in {self.saved_baseline}"))
         return lines
 
-    def _gate_lines(self, result: compare_gate.GateResult) -> list[Line]:
+    def warnings(self) -> list[str]:
+        """What a reader of this session's figures must know that does not stop it, once :meth:`finish` ran: a
+        stand-in model behind the agent, medians over fewer than two runs, records or a baseline that could not be
+        read, a resumed campaign's drifted settings. The plugin issues each as an AgentEvalWarning; the
+        stand-in model is also named in every report (the tables' header, report.html, summary.json)."""
+        problems = [*self.problems, *(self.campaign.problems if self.campaign is not None else [])]
+        if not self.records:
+            return problems
+        from pytest_agent_eval.report.terminal import MODEL_FREE_BACKENDS, backend_name, backend_note
+
+        stand_ins = {backend_name(r.backend): r for r in self.records.values()}
+        notes = [
+            backend_note(record.backend, record.model)
+            for name, record in sorted(stand_ins.items(), key=lambda pair: str(pair[0]))
+            if name in MODEL_FREE_BACKENDS
+        ]
+        notes += self._rendered(False)[1]
+        drift = self.config_drift()
+        return [*notes, *problems, *([drift] if drift else [])]
+
+    def _rendered(self, verbose: bool) -> tuple[str, list[str]]:
+        """The tables as the terminal shows them, and the caveats on their figures (rendered once)."""
+        if verbose not in self._tables:
+            from pytest_agent_eval.report.terminal import terminal_report
+
+            notes: list[str] = []
+            text = terminal_report(
+                self.ordered(),
+                verbose=verbose,
+                campaign=self.cfg.campaign is not None,
+                include_contaminated=self.cfg.include_contaminated,
+                entry_order=[e.name for e in self._corpus()],
+                notes=notes,
+            )
+            self._tables[verbose] = (text, notes)
+        return self._tables[verbose]
+
+    def _gate_lines(self, result: GateResult) -> list[Line]:
+        from pytest_agent_eval.report import compare as compare_gate
+        from pytest_agent_eval.report.replay import caveat as replay_caveat
+
         flag = "--agent-eval-compare-fail"
         lines = [Line(""), Line(f"COMPARE — {self.compare_path} (before) → this session (after)")]
         caveat = replay_caveat if self.replay_path is not None else None

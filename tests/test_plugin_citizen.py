@@ -4,9 +4,10 @@ runs, pytest's conventions. pytester sessions with the stand-in ``claude`` of :m
 from __future__ import annotations
 
 import json
+import re
 
 import pytest
-from test_plugin import Q_EXPRESS, Project, clean_scripts, entry, with_clean
+from test_plugin import Q_EXPRESS, Q_GIN, Project, clean_scripts, entry, with_clean
 
 pytestmark = pytest.mark.slow  # pytester sessions
 
@@ -179,21 +180,16 @@ def test_items_carry_their_own_timeout_and_an_xdist_group(project):
     assert all(found["timeout"][0] >= 100 + 600 for found in agent.values())
 
 
-PYTEST_VERSION = tuple(int(part) for part in pytest.__version__.split(".")[:2])
-
-
-@pytest.mark.xfail(
-    PYTEST_VERSION >= (9, 2),
-    strict=True,
-    reason="pytest-xdist's loadgroup sets the legacy _nodeid, which pytest 9.2 ignores "
-    "(pytest-dev/pytest-xdist#1386, fix in #1388): the marks are right, the grouping is lost",
-)
-def test_loadgroup_runs_one_repository_on_one_worker(project):
+def test_loadgroup_runs_one_repository_on_one_worker(pytester):
+    # On pytest 9.2 xdist's own loadgroup loses every group (pytest-dev/pytest-xdist#1386): the plugin's scheduler
+    # (pytest_agent_eval/loadgroup.py) keeps them.
+    project = Project(pytester, [entry("express", Q_EXPRESS), entry("gin", Q_GIN, "Go")])
     clean_scripts(project)
     result = project.run("--agent-eval-runs", "2", "-n", "2", "--dist", "loadgroup", "-v", in_subprocess=True)
-    result.assert_outcomes(passed=4)
-    workers = {line.split("]")[0] for line in result.stdout.lines if "PASSED" in line and "express" in line}
-    assert len(workers) == 1, workers
+    result.assert_outcomes(passed=8)
+    for name in ("express", "gin"):
+        workers = {line.split("]")[0] for line in result.stdout.lines if "PASSED" in line and f"[{name}-" in line}
+        assert len(workers) == 1, (name, workers)
 
 
 def test_thread_timeout_ends_the_agent_and_keeps_the_record(project):
@@ -239,13 +235,96 @@ def test_drift_is_an_agent_eval_warning_that_w_error_turns_into_a_failure(projec
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["*warnings summary*", "*AgentEvalWarning: agent-eval: warning: this session's*"])
     assert result.ret == pytest.ExitCode.OK
-    strict = ["-W", "error::pytest_agent_eval.warnings.AgentEvalWarning"]
-    result = project.run("--agent-eval-resume", campaign, *strict)
+    result = project.run("--agent-eval-resume", campaign, *STRICT)
     result.stdout.fnmatch_lines(["*agent-eval: warning: this session's settings differ*(an error by -W)"])
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     ignored = ["-W", "ignore::pytest_agent_eval.warnings.AgentEvalWarning"]
     result = project.run("--agent-eval-resume", campaign, *ignored)
     assert "settings differ" not in result.stdout.str()
+
+
+STRICT = ["-W", "error::pytest_agent_eval.warnings.AgentEvalWarning"]
+STAND_IN = "agent-eval: warning: model backend: scripted policy agent*measure the pipeline*not a model"
+ONE_RUN = "agent-eval: warning: express / with: n=1: never read a single run (seeds: never n=1)"
+
+
+def test_stand_in_and_n1_notes_are_agent_eval_warnings(project):
+    clean_scripts(project)
+    result = project.run("--agent-eval-runs", "1")
+    result.assert_outcomes(passed=2)
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["*warnings summary*", f"*AgentEvalWarning: {STAND_IN}*"])
+    result.stdout.fnmatch_lines([f"*AgentEvalWarning: {ONE_RUN}"])
+    out = result.stdout.str()
+    assert "express: medians over W n=1 / WO n=1 — seeds: never n=1" in out
+    # issued once each, in the warnings summary; the tables keep the stand-in note, not the caveats
+    assert out.count("n=1: never read a single run") == 2  # with and without
+    tables = out[out.index("= agent-eval =") :]
+    assert "model backend: scripted policy agent" in tables and "never n=1" not in tables
+
+
+def test_w_error_makes_the_warnings_a_failed_session_naming_them(project):
+    clean_scripts(project)
+    result = project.run("--agent-eval-runs", "1", *STRICT)
+    result.assert_outcomes(passed=2)
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines([f"{STAND_IN}*(an error by -W)", f"{ONE_RUN} (an error by -W)"])
+    assert "INTERNALERROR" not in result.stdout.str()
+
+
+def test_filterwarnings_hides_them_and_the_stand_in_is_still_named_in_every_report(project):
+    clean_scripts(project)
+    (project.path / "pytest.ini").write_text(
+        "[pytest]\nfilterwarnings =\n    ignore::pytest_agent_eval.warnings.AgentEvalWarning\n"
+    )
+    result = project.run("--agent-eval-runs", "1")
+    result.assert_outcomes(passed=2)
+    assert result.ret == pytest.ExitCode.OK
+    out = result.stdout.str()
+    assert "AgentEvalWarning" not in out and "never n=1" not in out
+    assert "model backend: scripted policy agent" in out  # the terminal report
+    campaign = project.campaign()
+    assert "measure the pipeline" in (campaign / "report.html").read_text()
+    assert all(
+        r["backend"]["name"] == "scripted" for r in json.loads((campaign / "summary.json").read_text())["records"]
+    )
+
+
+INDEXING = """
+
+@pytest.fixture
+def indexed_repo(tmp_path_factory):
+    import sys
+
+    from pytest_agent_eval.harness.provision import run_tool
+
+    # the harness's own runner announces the work before and after, as it does for installs and index builds
+    run_tool([sys.executable, "-c", "import time; time.sleep(0.3)"], what="indexing the stand-in repository")
+    repo = tmp_path_factory.mktemp("repo")
+    (repo / "lib").mkdir()
+    (repo / "lib" / "response.js").write_text("function send() {}\\n")
+    return repo
+"""
+
+
+@pytest.mark.parametrize("workers", [[], ["-n", "2"]], ids=["local", "xdist"])
+def test_install_clone_and_index_progress_reaches_the_terminal(project, monkeypatch, workers):
+    clean_scripts(project)
+    with (project.path / "conftest.py").open("a") as conftest:
+        conftest.write(INDEXING)
+    scratch = project.path / "tmp"
+    scratch.mkdir()
+    monkeypatch.setenv("TMPDIR", str(scratch))  # where the controller keeps the workers' progress file
+    result = project.run("--agent-eval-runs", "1", *workers, in_subprocess=True)
+    result.assert_outcomes(passed=2)
+    worker = r"\[gw[01]\] " if workers else ""
+    shown = [line for line in result.stdout.lines if "stand-in repository" in line]
+    assert any(re.fullmatch(f"agent-eval: {worker}indexing the stand-in repository …", line) for line in shown), shown
+    done = f"agent-eval: {worker}indexing the stand-in repository: done in [0-9.]+s"
+    assert sum(1 for line in shown if re.fullmatch(done, line)) == 2, shown  # each item's index (per worker memo)
+    out = result.stdout.str()
+    assert out.rindex("stand-in repository") < out.index("= agent-eval =")  # during the run, not after it
+    assert not list(scratch.glob("agent-eval-progress-*"))
 
 
 def test_report_header_names_backend_arms_corpus_and_out(project, monkeypatch):

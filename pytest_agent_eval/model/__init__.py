@@ -9,9 +9,9 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from pytest_agent_eval.config import BACKENDS  # the option table names the backends
+from pytest_agent_eval.config import BACKENDS, is_real_key  # the option table names the backends
 
-from .anthropic import AnthropicBackend, is_real_key
+from .anthropic import AnthropicBackend
 from .cassette import CassetteBackend
 from .scripted import ScriptedBackend
 from .server import Backend, Faults, Hit, Passthrough, RunningServer, serve

@@ -9,18 +9,12 @@ import urllib.request
 from collections.abc import Iterator, Mapping
 from typing import Any
 
+from pytest_agent_eval.config import is_real_key
+
 from .server import Passthrough
 
 API_URL = "https://api.anthropic.com"
 _FORWARDED_HEADERS = ("anthropic-version", "anthropic-beta", "user-agent", "x-app")
-_PLACEHOLDER_WORDS = ("placeholder", "dummy", "fake", "test", "xxx", "your")
-
-
-def is_real_key(key: str | None) -> bool:
-    """A key that looks issued by Anthropic, not a stand-in such as ``sk-test`` or ``dummy``."""
-    if not key or not key.startswith("sk-ant-") or len(key) < 40:
-        return False
-    return not any(word in key.lower() for word in _PLACEHOLDER_WORDS)
 
 
 class AnthropicBackend:

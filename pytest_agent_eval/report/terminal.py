@@ -129,7 +129,7 @@ def paired_cell(found: Aggregate, row: Row, arm: str, reference: str, figure: st
     return f"{signed(paired.mean, show)} [{signed(paired.low, show)}, {signed(paired.high, show)}]"
 
 
-def arm_comparison(row: Row, records: Records, found: Aggregate | None = None) -> str:
+def arm_comparison(row: Row, records: Records, found: Aggregate | None = None, notes: list[str] | None = None) -> str:
     """One row's figures per arm, then the paired differences of every pair report.html shows for it."""
     found = found or aggregate(records)
     entry = row.label  # as the tables name the row
@@ -162,8 +162,17 @@ def arm_comparison(row: Row, records: Records, found: Aggregate | None = None) -
     for arm, group in zip(arms, groups, strict=True):
         warning = small_n_warning(len(group.runs) if group else 0)
         if warning:
-            lines.append(f"warning: {entry} / {arm}: {warning}")
+            caveat(lines, notes, f"{entry} / {arm}: {warning}")
     return "\n".join(lines)
+
+
+def caveat(lines: list[str], notes: list[str] | None, text: str) -> None:
+    """A caveat on the figures: a ``warning:`` line of the table, or one of the ``notes`` a caller gathers to
+    issue itself (the pytest plugin issues them as AgentEvalWarnings, which -W and filterwarnings govern)."""
+    if notes is None:
+        lines.append(f"warning: {text}")
+    else:
+        notes.append(text)
 
 
 def contamination_lines(groups: Iterable[ArmRuns]) -> list[str]:
@@ -216,7 +225,9 @@ def _ratio(a: float | None, b: float | None) -> float | None:
     return a / b if a is not None and b else None
 
 
-def campaign_table(records: Records, include_contaminated: bool = False, found: Aggregate | None = None) -> str | None:
+def campaign_table(
+    records: Records, include_contaminated: bool = False, found: Aggregate | None = None, notes: list[str] | None = None
+) -> str | None:
     """Per entry, the retrieval residual of W (the tool's responses) against WO (file access), seed 002."""
     found = found or aggregate(records)
     pairs = campaign_pairs(found, include_contaminated)
@@ -226,9 +237,7 @@ def campaign_table(records: Records, include_contaminated: bool = False, found: 
     rows, residual_changes, share_changes, warnings = [], [], [], []
     for entry, w, wo in pairs:
         if min(len(w.runs), len(wo.runs)) < 2:
-            warnings.append(
-                f"warning: {entry}: medians over W n={len(w.runs)} / WO n={len(wo.runs)} — seeds: never n=1"
-            )
+            caveat(warnings, notes, f"{entry}: medians over W n={len(w.runs)} / WO n={len(wo.runs)} — seeds: never n=1")
         w_res, wo_res = w.median("residual_tokens"), wo.median("residual_tokens")
         w_ctx, wo_ctx = w.median("ctx_final"), wo.median("ctx_final")
         w_share, wo_share = _ratio(w_res, w_ctx), _ratio(wo_res, wo_ctx)
@@ -389,16 +398,17 @@ def terminal_report(
     campaign: bool = False,
     include_contaminated: bool = False,
     entry_order: Sequence[str] = (),
+    notes: list[str] | None = None,
 ) -> str:
     """Header, (with ``verbose``) every item's blocks, an ARM COMPARISON per entry, the campaign tables;
-    ``campaign`` adds seed 002's secondary readings."""
+    ``campaign`` adds seed 002's secondary readings. Given ``notes``, the caveats go there, not into the tables."""
     found = aggregate(records, entry_order=entry_order)
     parts = [header(found.records)]
     if verbose:
         parts += [item_blocks(r) for r in found.records]
-    parts += [arm_comparison(row, found.records, found) for row in found.rows]
+    parts += [arm_comparison(row, found.records, found, notes) for row in found.rows]
     tables = [
-        campaign_table(found.records, include_contaminated, found),
+        campaign_table(found.records, include_contaminated, found, notes),
         throughput_table(found.records, include_contaminated, found),
     ]
     if campaign:
