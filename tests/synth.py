@@ -170,3 +170,12 @@ class Transcript:
         path = Path(path)
         path.write_text("\n".join(self.lines()) + "\n", encoding="utf-8")
         return path
+
+
+def write_grep_session(path: Path) -> None:
+    """A one-turn interactive session file: one Grep that finds lib/utils.js, and an answer naming it."""
+    t = Transcript()
+    grep = t.call("Grep", pattern="etag")
+    t.reply(grep, "lib/utils.js")
+    t.say("See lib/utils.js.")
+    t.write(path)

@@ -7,7 +7,7 @@ import os
 from pathlib import Path
 
 import pytest
-from synth import Transcript, explore_response
+from synth import Transcript, explore_response, write_grep_session
 
 from pytest_agent_eval import transcript
 from pytest_agent_eval.cli import main
@@ -121,11 +121,7 @@ def test_brief_envelope_answer_and_window(tmp_path, capsys):
 def test_interactive_session_folder(tmp_path, capsys):
     project = tmp_path / "projects" / "-tmp-express"
     project.mkdir(parents=True)
-    t = Transcript()
-    grep = t.call("Grep", pattern="etag")
-    t.reply(grep, "lib/utils.js")
-    t.say("See lib/utils.js.")
-    t.write(project / "0b7c.jsonl")
+    write_grep_session(project / "0b7c.jsonl")
     assert main(["score", "--session", str(project), "--json"]) == 0
     data = json.loads(capsys.readouterr().out)
     assert data["tool_counts"] == {"Grep": 1}

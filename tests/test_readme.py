@@ -27,7 +27,7 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-from synth import Transcript
+from synth import write_grep_session
 from test_cli import two_turn_run
 
 from pytest_agent_eval.corpus import load_corpus
@@ -240,11 +240,7 @@ def supply_transcripts(example: Example, folder: Path) -> dict[str, str]:
     if "--session" in example.argv:
         project = Path(example.argv[example.argv.index("--session") + 1].replace("~", env["HOME"], 1))
         project.mkdir(parents=True)
-        t = Transcript()
-        grep = t.call("Grep", pattern="etag")
-        t.reply(grep, "lib/utils.js")
-        t.say("See lib/utils.js.")
-        t.write(project / "0b7c.jsonl")
+        write_grep_session(project / "0b7c.jsonl")
     return env
 
 
