@@ -26,7 +26,13 @@ from typing import Any
 from pytest_agent_eval.metrics.occupancy import WINDOW_TOKENS
 from pytest_agent_eval.score import score
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool, load_tool
-from pytest_agent_eval.transcript import Session, TranscriptError, segment_files
+from pytest_agent_eval.transcript import (
+    Session,
+    TranscriptError,
+    fast_decoding_pays,
+    find_session_file,
+    segment_files,
+)
 
 # `score` imports only what scoring needs: it should start about as fast as decoding the file does
 # (bench/load_bench.py); the campaign, config, report and compare modules load in the commands that use them.
@@ -170,10 +176,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     tool = tool_of(args)
     try:
         if args.session:
-            session = Session.from_session_file(args.session)
+            session_file = find_session_file(Path(args.session))
+            session = Session.from_session_file(session_file, fast_decoding_pays([session_file]))
         else:
             files = segment_files(args.files[0]) if len(args.files) == 1 else args.files
-            session = Session.from_files(files)
+            session = Session.from_files(files, fast_decoding_pays(files))
     except TranscriptError as exc:
         print(f"agent-eval: error: {exc}", file=sys.stderr)
         return 2

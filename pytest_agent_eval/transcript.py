@@ -14,20 +14,18 @@ counted once per API request. Anything it does not understand is stepped over, n
 
 from __future__ import annotations
 
+import functools
 import glob
 import json
 import math
 import re
 import stat
 from collections import Counter
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
 from typing import Any, BinaryIO
-
-import msgspec
-from msgspec import UNSET, UnsetType
 
 MAIN = "main"
 STAND_IN_PREFIX = "stand-in"
@@ -39,6 +37,9 @@ _SEGMENT_RE = re.compile(r"\.t(\d+)\.jsonl$")
 SNIFF_LINES = 20
 # A line longer than this is a bad line, read past in bounded steps: a runaway file never exhausts memory.
 MAX_LINE_BYTES = 64 * 1024 * 1024
+# Below this many bytes, a process that reads one session is done sooner with the standard library's decoder:
+# msgspec saves about 3 ms a MB but takes about 40 ms to import (bench/load_bench.py measures the start-up).
+FAST_DECODING_MIN_BYTES = 10_000_000
 
 
 class TranscriptError(ValueError):
@@ -188,13 +189,15 @@ class Session:
 
     # -- construction -------------------------------------------------------------------
     @classmethod
-    def from_files(cls, paths: Iterable[str | Path]) -> Session:
+    def from_files(cls, paths: Iterable[str | Path], fast: bool = True) -> Session:
         """One stream-json session from its segment files, in the order given.
 
-        A single interactive session file is read as one, with its subagent files stitched in.
+        A single interactive session file is read as one, with its subagent files stitched in. ``fast`` decodes
+        with msgspec, which reads a large input faster; without it, the standard library's json, which a process
+        that reads one small session starts sooner with (msgspec takes longer to import). Both read the same.
         """
         paths = [Path(p) for p in paths]
-        builder = _Builder()
+        builder = _Builder(fast)
         for segment, path in enumerate(paths):
             # A single file's first lines say whether it is a session file: read once, whichever it is.
             builder.read_file(path, segment=segment, thread=None, expect_result=True, sniff=len(paths) == 1)
@@ -203,19 +206,20 @@ class Session:
         return builder.finish()
 
     @classmethod
-    def from_session_file(cls, path: str | Path) -> Session:
-        """An interactive session: a ``<session>.jsonl`` file, or a project folder (newest file)."""
+    def from_session_file(cls, path: str | Path, fast: bool = True) -> Session:
+        """An interactive session: a ``<session>.jsonl`` file, or a project folder (newest file); ``fast``: as
+        in :meth:`from_files`."""
         session_file = find_session_file(Path(path))
-        builder = _Builder()
+        builder = _Builder(fast)
         builder.interactive = True
         builder.read_file(session_file, segment=0, thread=None)
         builder.read_subagents(session_file)
         return builder.finish()
 
     @classmethod
-    def from_lines(cls, lines: Iterable[str], name: str = "<lines>") -> Session:
+    def from_lines(cls, lines: Iterable[str], name: str = "<lines>", fast: bool = True) -> Session:
         """A session from JSON lines in memory (tests and the live harness use this)."""
-        builder = _Builder()
+        builder = _Builder(fast)
         builder.read_lines(lines, segment=0, thread=None, name=name)
         return builder.finish()
 
@@ -281,6 +285,17 @@ def segment_files(first: str | Path) -> list[Path]:
     return [first, *later]
 
 
+def fast_decoding_pays(paths: Iterable[str | Path]) -> bool:
+    """Whether reading these files with msgspec (``fast``) saves more than importing it costs."""
+    size = 0
+    for path in paths:
+        try:
+            size += Path(path).stat().st_size
+        except OSError:  # reading it will say what is wrong
+            pass
+    return size >= FAST_DECODING_MIN_BYTES
+
+
 def is_later_segment(path: str | Path) -> bool:
     """Whether a file is a later turn's segment (``run-x.t2.jsonl``) rather than a session's first."""
     return _SEGMENT_RE.search(Path(path).name) is not None
@@ -327,7 +342,7 @@ def belongs_to(agent_file: Path, session_id: str) -> bool:
     """A flat-layout agent file shares its folder with other sessions' agents."""
     try:
         for line in _lines(agent_file):
-            event = _loads(line) if line is not None else None
+            event = _stdlib_loads(line) if line is not None else None  # its first lines tell
             if event is not None and "sessionId" in event:
                 return event["sessionId"] == session_id
     except (OSError, TranscriptError):
@@ -398,7 +413,8 @@ def _meta_tool_use_id(agent_file: Path) -> str | None:
 
 # ---------------------------------------------------------------------------------------
 class _Builder:
-    def __init__(self) -> None:
+    def __init__(self, fast: bool = True) -> None:
+        self.event, self.loads = _msgspec_decoding() if fast else _STDLIB
         self.session = Session()
         self.messages: dict[tuple[str, str], Message] = {}
         self.calls: dict[str, ToolCall] = {}
@@ -446,12 +462,12 @@ class _Builder:
         for number, line in enumerate(lines):
             if line is not None and not line:  # the empty line after the last newline: nothing to decode
                 continue
-            event = _event(line) if line is not None else None  # None: a line too long to read
+            event = self.event(line) if line is not None else None  # None: a line too long to read
             if event is None:
                 if line is None or not _blank(line):
                     parse.bad_lines += 1
                 continue
-            if sniff and number < SNIFF_LINES and (event.session_id is not UNSET or event.parent_uuid is not UNSET):
+            if sniff and number < SNIFF_LINES and (event.session_id is not _ABSENT or event.parent_uuid is not _ABSENT):
                 self.interactive = True
                 for earlier, result_id in unlinked:
                     self._link_agent(earlier, result_id)
@@ -482,7 +498,7 @@ class _Builder:
     def _on_system(self, event: _Event, line: str | bytes | memoryview, thread: str) -> None:
         subtype = event.subtype
         if subtype == "init":
-            self.session.inits.append(_loads(line) or {})  # the whole event: what it lists varies by version
+            self.session.inits.append(self.loads(line) or {})  # the whole event: what it lists varies by version
         elif subtype in ("compact_boundary", "compaction"):
             meta = event.compaction or event.compaction_snake or {}
             pre = meta.get("preTokens", meta.get("pre_tokens")) if isinstance(meta, dict) else None
@@ -628,80 +644,120 @@ def _finite_float(text: str) -> float | None:
 
 
 _DECODER = json.JSONDecoder(parse_constant=_no_constant, parse_float=_finite_float)
-# msgspec decodes a line about twice as fast as the standard library, and decoding is most of scoring's time.
-_FAST_DECODER = msgspec.json.Decoder()
+
+# The fields of an event the reader uses, each with its key in the JSON; every other field is stepped over.
+_EVENT_FIELDS = (
+    ("type", "type"),
+    ("subtype", "subtype"),
+    ("message", "message"),
+    ("uuid", "uuid"),
+    ("error", "error"),
+    ("parent_tool_use_id", "parent_tool_use_id"),
+    ("compaction", "compactMetadata"),
+    ("compaction_snake", "compact_metadata"),
+    ("result", "result"),
+    ("is_error", "is_error"),
+    ("num_turns", "num_turns"),
+    ("total_cost_usd", "total_cost_usd"),
+    ("duration_ms", "duration_ms"),
+    ("api_error_status", "api_error_status"),
+)
+# Fields read only for whether they are there (a session file's ``sessionId``/``parentUuid``), or only for a Task
+# result's agent id (the structured copy of a tool result, about half of a stream-json file's bytes): msgspec leaves
+# them undecoded. An absent one is :data:`_ABSENT`, so a field present as null still counts as present.
+_LAZY_FIELDS = (
+    ("session_id", "sessionId"),
+    ("parent_uuid", "parentUuid"),
+    ("structured", "toolUseResult"),
+    ("structured_snake", "tool_use_result"),
+)
+_ABSENT: Any = type("Absent", (), {"__repr__": lambda self: "<absent>"})()
 
 
-class _Event(msgspec.Struct):
-    """The fields of an event the reader uses, and nothing else: decoding into it steps over every other field
-    without building it. Every field takes any JSON value, so the handlers judge types as they would a dict's."""
+class _Event:
+    """An event as the standard library reads it: the fields of :data:`_EVENT_FIELDS` and :data:`_LAZY_FIELDS`,
+    each taking any JSON value, so the handlers judge types as they would a dict's. msgspec's events
+    (:func:`_msgspec_decoding`) have the same attributes."""
 
-    type: Any = None
-    subtype: Any = None
-    message: Any = None
-    uuid: Any = None
-    error: Any = None
-    parent_tool_use_id: Any = None
-    compaction: Any = msgspec.field(default=None, name="compactMetadata")
-    compaction_snake: Any = msgspec.field(default=None, name="compact_metadata")
-    result: Any = None
-    is_error: Any = None
-    num_turns: Any = None
-    total_cost_usd: Any = None
-    duration_ms: Any = None
-    api_error_status: Any = None
-    session_id: msgspec.Raw | UnsetType = msgspec.field(default=UNSET, name="sessionId")  # what a session file has
-    parent_uuid: msgspec.Raw | UnsetType = msgspec.field(default=UNSET, name="parentUuid")
-    # The structured copy of a tool result, about half of a stream-json file's bytes, is read only for the agent id
-    # of a Task result: it stays undecoded (Raw) until then. Built from a dict (:func:`_event`), it holds the value.
-    structured: msgspec.Raw | UnsetType = msgspec.field(default=UNSET, name="toolUseResult")
-    structured_snake: msgspec.Raw | UnsetType = msgspec.field(default=UNSET, name="tool_use_result")
+    __slots__ = tuple(name for name, _ in _EVENT_FIELDS + _LAZY_FIELDS)
+
+    def __init__(self, raw: dict) -> None:
+        for name, key in _EVENT_FIELDS:
+            setattr(self, name, raw.get(key))
+        for name, key in _LAZY_FIELDS:
+            setattr(self, name, raw.get(key, _ABSENT))
 
     def agent_id(self) -> str | None:
         """The subagent a Task/Agent result names (``toolUseResult.agentId``)."""
-        structured: Any = self.structured if self.structured is not UNSET else self.structured_snake
-        if isinstance(structured, msgspec.Raw):
-            if b'"agentId"' not in bytes(structured):  # most results are no agent's: they stay undecoded
-                return None
-            structured = _FAST_DECODER.decode(structured)
-        agent_id = structured.get("agentId") if isinstance(structured, dict) else None
-        return agent_id if isinstance(agent_id, str) else None
+        return _agent_id(self.structured if self.structured is not _ABSENT else self.structured_snake)
 
 
-_EVENT_DECODER = msgspec.json.Decoder(_Event)
-_EVENT_KEYS = [(f.name, f.encode_name) for f in msgspec.structs.fields(_Event)]
+def _agent_id(structured: Any) -> str | None:
+    agent_id = structured.get("agentId") if isinstance(structured, dict) else None
+    return agent_id if isinstance(agent_id, str) else None
 
 
-def _event(line: str | bytes | memoryview) -> _Event | None:
-    """One event per line, as :func:`_loads` reads it: a line it would not read as a JSON object is None."""
-    try:
-        return _EVENT_DECODER.decode(line)
-    except msgspec.ValidationError:  # valid JSON, but not an object (every field takes any value)
-        return None
-    except msgspec.DecodeError:  # not JSON to msgspec: the lenient reading decides, as in _loads
-        raw = _loads_leniently(line if isinstance(line, str) else bytes(line).decode("utf-8", errors="replace"))
-    except RecursionError:  # msgspec's own depth limit: the standard library would go no deeper
-        return None
-    if raw is None:
-        return None
-    return _Event(**{name: raw[key] for name, key in _EVENT_KEYS if key in raw})
+def _text(line: str | bytes | memoryview) -> str:
+    return line if isinstance(line, str) else bytes(line).decode("utf-8", errors="replace")
+
+
+def _stdlib_event(line: str | bytes | memoryview) -> _Event | None:
+    """One event per line, as :func:`_loads_leniently` reads it: a line it would not read as a JSON object is None."""
+    raw = _loads_leniently(_text(line))
+    return _Event(raw) if raw is not None else None
+
+
+def _stdlib_loads(line: str | bytes | memoryview) -> dict | None:
+    return _loads_leniently(_text(line))
+
+
+_Decoding = tuple[Callable[[Any], Any], Callable[[Any], "dict | None"]]  # (event of a line, whole object of a line)
+_STDLIB: _Decoding = (_stdlib_event, _stdlib_loads)
+
+
+@functools.cache
+def _msgspec_decoding() -> _Decoding:
+    """msgspec decodes a line about three times as fast as the standard library (into only the fields the reader
+    uses), but importing it takes longer than reading a small session does: it is imported on first use. Where it
+    does not read a line as JSON, the standard library's reading decides, so both decodings agree line for line."""
+    import msgspec
+
+    fields: list[tuple[str, Any, Any]] = [
+        (name, Any, msgspec.field(default=None, name=key)) for name, key in _EVENT_FIELDS
+    ]
+    fields += [(name, msgspec.Raw, msgspec.field(default=_ABSENT, name=key)) for name, key in _LAZY_FIELDS]
+    plain = msgspec.json.Decoder()
+
+    def agent_id(self: Any) -> str | None:
+        structured = self.structured if self.structured is not _ABSENT else self.structured_snake
+        if structured is _ABSENT or b'"agentId"' not in bytes(structured):  # most results are no agent's
+            return None
+        return _agent_id(plain.decode(structured))
+
+    events = msgspec.json.Decoder(msgspec.defstruct("_Event", fields, namespace={"agent_id": agent_id}))
+
+    def event(line: str | bytes | memoryview) -> Any:
+        try:
+            return events.decode(line)
+        except msgspec.DecodeError:  # not an object, or not JSON to msgspec (NaN, 1e999, odd whitespace, bad UTF-8)
+            return _stdlib_event(line)
+        except RecursionError:  # msgspec's own depth limit: the standard library would go no deeper
+            return None
+
+    def loads(line: str | bytes | memoryview) -> dict | None:
+        try:
+            value = plain.decode(line)
+        except msgspec.DecodeError:
+            return _stdlib_loads(line)
+        except RecursionError:
+            return None
+        return value if isinstance(value, dict) else None
+
+    return event, loads
 
 
 def _blank(line: str | bytes | memoryview) -> bool:
     return not (line if isinstance(line, str) else bytes(line)).strip()
-
-
-def _loads(line: str | bytes | memoryview) -> dict | None:
-    """One JSON object per line (text, or UTF-8 bytes); anything else (partial, nested past the recursion limit,
-    trailing garbage, a list) is None."""
-    try:
-        event = _FAST_DECODER.decode(line)
-    except msgspec.DecodeError:
-        # NaN, odd whitespace, invalid UTF-8: the standard library's reading of the text decides
-        return _loads_leniently(line if isinstance(line, str) else bytes(line).decode("utf-8", errors="replace"))
-    except RecursionError:  # msgspec's own depth limit: the standard library would go no deeper
-        return None
-    return event if isinstance(event, dict) else None
 
 
 def _loads_leniently(line: str) -> dict | None:

@@ -1,8 +1,17 @@
 import json
 
+import pytest
 from synth import Transcript, thinking, tool_use
 
+from pytest_agent_eval import transcript
 from pytest_agent_eval.transcript import MAIN, Session
+
+
+@pytest.fixture(autouse=True, params=["msgspec", "stdlib"])
+def decoding(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Every reader test with each decoding (``fast`` or not) as the default one."""
+    if request.param == "stdlib":
+        monkeypatch.setattr(transcript, "_msgspec_decoding", lambda: transcript._STDLIB)
 
 
 def test_usage_counted_once_per_message_id():
