@@ -13,6 +13,7 @@ import importlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
+from functools import cached_property
 from pathlib import Path
 
 import ahocorasick_rs
@@ -29,13 +30,29 @@ class Fingerprint:
 
     Every match contains one of ``literals`` (or, where no literal fits, a match of the cheap ``probe``): most
     results hold none, and one pass of an Aho-Corasick automaton finds the literals of every fingerprint at
-    once, so the full pattern is tried only on the few results that hold one.
+    once, so the full pattern is tried only on the few results that hold one. ``regex`` and ``probe_regex`` are
+    compiled (multiline) on first use: most of a tool's fingerprints never get that far in a session, and compiling
+    them all took longer than ``agent-eval score`` takes to score a small session.
     """
 
     name: str
-    pattern: re.Pattern[str]
+    regex: str
     literals: tuple[str, ...] = ()
-    probe: re.Pattern[str] | None = None
+    probe_regex: str | None = None
+
+    @cached_property
+    def pattern(self) -> re.Pattern[str]:
+        return self._compile(self.regex)
+
+    @cached_property
+    def probe(self) -> re.Pattern[str] | None:
+        return self._compile(self.probe_regex) if self.probe_regex is not None else None
+
+    def _compile(self, regex: str) -> re.Pattern[str]:
+        try:
+            return re.compile(regex, re.M)
+        except re.error as exc:
+            raise ValueError(f"fingerprint {self.name!r}: {exc}: {regex!r}") from None
 
     def search(self, text: str) -> re.Match[str] | None:
         if any(literal in text for literal in self.literals) or (self.probe is not None and self.probe.search(text)):
@@ -48,12 +65,7 @@ def fingerprint(name: str, regex: str, *literals: str, probe: str | None = None)
     Any match of ``regex`` contains one of ``literals``, or else matches ``probe`` (a regex)."""
     if not literals and probe is None:
         raise ValueError(f"fingerprint {name!r}: give the literals or the probe every match contains")
-    return Fingerprint(
-        name,
-        re.compile(regex.replace("{line}", _LINE), re.M),
-        literals,
-        re.compile(probe, re.M) if probe is not None else None,
-    )
+    return Fingerprint(name, regex.replace("{line}", _LINE), literals, probe)
 
 
 # Scanners by the identity of their fingerprints (hashing sixteen patterns per result would cost more than the
