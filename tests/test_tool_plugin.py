@@ -260,3 +260,12 @@ def test_the_scoring_cli_takes_a_tool_description() -> None:
     assert (tool_of(args).name, tool_of(args).explore, tool_of(args).cli) == ("sg", "sg_explore", "sg")
     with pytest.raises(SystemExit):
         build_parser().parse_args(["score", "--tool", "tinygrep_tool:NOPE", "run.jsonl"])
+
+
+def test_a_fingerprint_whose_regex_does_not_compile_names_itself_when_first_used():
+    from pytest_agent_eval.tool import fingerprint
+
+    broken = fingerprint("broken heading", r"{line}(unclosed", "unclosed")
+    assert broken.search("nothing to see") is None  # the literal screen needs no pattern
+    with pytest.raises(ValueError, match="fingerprint 'broken heading': missing \\), unterminated subpattern"):
+        broken.search("an unclosed group")
