@@ -1,6 +1,6 @@
 """What the plugin costs a suite that runs no eval, and how fast ``agent-eval score`` starts.
 
-    python bench/load_bench.py [--runs N] [FILE]      # FILE: a transcript (default: the first in bench/data)
+    python bench/load_bench.py [--runs N] [--instructions] [FILE]   # FILE: a transcript (default: bench/data's first)
 
 Like hyperfine: N runs (CPU time) of each command in turn (so load from other processes weighs on both alike), then the
 medians and their difference or ratio. Goals (issue 10.5): the plugin adds at most 20 ms to a one-test suite
@@ -10,6 +10,9 @@ medians and their difference or ratio. Goals (issue 10.5): the plugin adds at mo
 What is timed is what a user runs: the ``agent-eval`` console script, with the package's byte code compiled, as
 ``pip install`` leaves it (and as the standard library that ``python -c`` imports always is). Without that, under
 ``PYTHONDONTWRITEBYTECODE`` or from a read-only checkout, every run would compile the package from source again.
+
+``--instructions`` also counts the instructions each command executes (valgrind's callgrind, one run each): the
+same count whatever else the machine is doing, where CPU times on a loaded machine swing by a tenth or more.
 """
 
 from __future__ import annotations
@@ -17,7 +20,9 @@ from __future__ import annotations
 import argparse
 import compileall
 import os
+import re
 import resource
+import shutil
 import statistics
 import subprocess
 import sys
@@ -54,11 +59,28 @@ def medians(commands: dict[str, list[str]], runs: int, cwd: Path) -> dict[str, f
     return {name: statistics.median(values) for name, values in times.items()}
 
 
+def instructions(command: list[str], cwd: Path) -> int:
+    """The instructions the command executes, as callgrind counts them."""
+    done = subprocess.run(
+        ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *command],
+        cwd=cwd,
+        env=ENV,
+        check=True,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    return int(re.search(r"Collected : (\d+)", done.stderr).group(1))  # type: ignore[union-attr]
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=21)
+    parser.add_argument("--instructions", action="store_true", help="also count instructions (needs valgrind)")
     parser.add_argument("file", nargs="?", type=Path, default=None)
     args = parser.parse_args()
+    if args.instructions and shutil.which("valgrind") is None:
+        parser.error("--instructions needs valgrind (apt-get install valgrind)")
     transcript = (args.file or sorted(DATA.rglob("*.jsonl"))[0]).resolve()
     python = sys.executable
     compileall.compile_dir(PACKAGE, quiet=1)  # the byte code an installed package has (see the module docstring)
@@ -69,16 +91,13 @@ def main() -> int:
         suite = Path(folder)
         (suite / "test_one.py").write_text("def test_one():\n    assert True\n")
         pytest = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_one.py"]
-        plugin = medians({"without": [*pytest, "-p", "no:agent_eval"], "with": pytest}, args.runs, suite)
+        plugin_commands = {"without": [*pytest, "-p", "no:agent_eval"], "with": pytest}
+        plugin = medians(plugin_commands, args.runs, suite)
+        if args.instructions:
+            plugin_counts = {name: instructions(command, suite) for name, command in plugin_commands.items()}
     decode = f"import json\nfor line in open({str(transcript)!r}, encoding='utf-8'):\n    json.loads(line)"
-    score = medians(
-        {
-            "python -c": [python, "-c", decode],
-            "agent-eval score": [*agent_eval, "score", str(transcript)],
-        },
-        args.runs,
-        Path.cwd(),
-    )
+    score_commands = {"python -c": [python, "-c", decode], "agent-eval score": [*agent_eval, "score", str(transcript)]}
+    score = medians(score_commands, args.runs, Path.cwd())
     added = plugin["with"] - plugin["without"]
     ratio = score["agent-eval score"] / score["python -c"]
     print(
@@ -89,6 +108,17 @@ def main() -> int:
         f"{transcript.name}, median of {args.runs}: python -c decoding {score['python -c'] * 1000:.0f} ms, "
         f"agent-eval score {score['agent-eval score'] * 1000:.0f} ms: {ratio:.2f}× (goal ≤ {SCORE_RATIO}×)"
     )
+    if args.instructions:
+        counts = {name: instructions(command, Path.cwd()) for name, command in score_commands.items()}
+        print(
+            f"one-test suite, instructions: -p no:agent_eval {plugin_counts['without'] / 1e6:.0f} M, with the plugin "
+            f"{plugin_counts['with'] / 1e6:.0f} M: +{(plugin_counts['with'] - plugin_counts['without']) / 1e6:.0f} M"
+        )
+        print(
+            f"{transcript.name}, instructions: python -c decoding {counts['python -c'] / 1e6:.0f} M, "
+            f"agent-eval score {counts['agent-eval score'] / 1e6:.0f} M: "
+            f"{counts['agent-eval score'] / counts['python -c']:.2f}×"
+        )
     return 0 if added <= PLUGIN_BUDGET_S and ratio <= SCORE_RATIO else 1
 
 
