@@ -95,6 +95,7 @@ class AgentEvalConfig:
     replay: str | None = None  # a baseline whose transcripts the model replays, item by item (the $0 gate)
     compare_min_pairs: int | None = None  # None: every (entry, arm) the baseline scored must be matched
     tool: RetrievalTool = ToolOrCodegraph()  # the retrieval tool under test (--agent-eval-tool)
+    tool_reference: str | None = None  # the MODULE:ATTR that named it, kept in the manifest for a resume
     json_path: Path | None = None  # also write the machine summary (summary.json) here
 
     @property
@@ -625,6 +626,8 @@ def resolve(get_option: Callable[[str], Any], get_ini: Callable[[str], Any], roo
         elif isinstance(value, list):
             value = [base / v if isinstance(v, Path) else v for v in value]
         setattr(config, option.attr, value)
+        if option.attr == "tool":
+            config.tool_reference = str(raw).strip()
     if config.out is None:
         config.out = rootpath / DEFAULT_OUT
     if config.campaign is not None and config.turns is None:

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_agent_eval.campaign.manifest import campaign_config, finish_manifest, update_manifest
 from pytest_agent_eval.campaign.record import ItemRecord
-from pytest_agent_eval.campaign.selection import corpus_hash
+from pytest_agent_eval.campaign.selection import corpus_hash, given_options
 from pytest_agent_eval.campaign.store import (
     MANIFEST,
     Campaign,
@@ -66,7 +66,14 @@ class EvalSession:
         self._resumed: dict[str, ItemRecord] | None = None
         self._held = contextlib.ExitStack()
         # What the session selected, for the manifest (see campaign/selection.py); "selected" once collected.
-        self.selection: dict[str, Any] = {"args": [], "keyword": "", "markexpr": "", "mode": cfg.mode, "selected": None}
+        self.selection: dict[str, Any] = {
+            "args": [],
+            "keyword": "",
+            "markexpr": "",
+            "mode": cfg.mode,
+            "selected": None,
+            "options": given_options(cfg),
+        }
         self.shard_ids: list[str] | None = None
         self.keep_only: set[str] | None = None  # a resumed campaign's selected ids: nothing else runs
         self._tables: dict[bool, tuple[str, list[str]]] = {}  # the rendered tables and their caveats, by verbosity

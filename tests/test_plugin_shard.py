@@ -186,6 +186,29 @@ def test_resume_restores_the_selection_and_settings_of_the_campaign(project):
     assert len(project.calls()) == calls + 3
 
 
+def test_resume_gives_back_the_tool_under_test(project):
+    """The tool is not in the hashed config (its name is): resumed without --agent-eval-tool, the rest of the
+    campaign still evaluates the tool it began with, not codegraph."""
+    (project.path / "mytool.py").write_text(
+        "import dataclasses\nfrom pytest_agent_eval import CODEGRAPH\n"
+        "MINE = dataclasses.replace(CODEGRAPH, explore='codegraph_search')\n"
+    )
+    project.pytester.makeini("[pytest]\npythonpath = .\n")
+    express = QUESTIONS["express"][1]
+    project.script("without", express, api_error())
+    project.run("-k", "express", "--agent-eval-runs", "1", "--agent-eval-tool", "mytool:MINE").assert_outcomes(
+        passed=1, errors=1, deselected=8
+    )
+    [campaign] = project.campaigns()
+    project.script("without", express, without_clean())
+    project.run("--agent-eval-resume", str(campaign)).assert_outcomes(passed=2, deselected=8)
+    explore = {record.id: record.scores["explore"] for record in Campaign.open(campaign).items()}
+    assert explore == {"express-with-1": "codegraph_search", "express-without-1": "codegraph_search"}
+    refused = project.run("--agent-eval-resume", str(campaign), "--agent-eval-tool", "pytest_agent_eval:CODEGRAPH")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    assert "which ran with --agent-eval-tool mytool:MINE" in refused.stderr.str()
+
+
 def test_a_shard_resumes_as_itself_under_xdist(project):
     gin = QUESTIONS["gin"][1]
     project.script("with", gin, api_error())

@@ -274,3 +274,41 @@ def test_a_selection_that_contradicts_the_resumed_campaign_is_named():
     with pytest.raises(ResumeError, match=message):
         restore(MANIFEST, {}.get, "gin", "")
     assert restore(MANIFEST, {}.get, "express", "").keyword == "express"
+
+
+def test_a_resume_gives_back_the_tool_the_replay_and_the_cassettes_the_campaign_ran_with(tmp_path):
+    """They decide what a run measures without being in the hashed config: a resume that lost them would finish
+    the campaign with codegraph, or a real model, and pool those runs with the earlier ones."""
+    (tmp_path / "mytool.py").write_text(
+        "from pytest_agent_eval.tool import RetrievalTool\nMINE = RetrievalTool('mine', package='mine-mcp')\n"
+    )
+    sys.path.insert(0, str(tmp_path))
+    try:
+        from pytest_agent_eval.config import resolve
+
+        ini = {"agent_eval_tool": "mytool:MINE", "agent_eval_replay": "recorded"}.get
+        cfg = resolve({"cassettes": "a.jsonl"}.get, lambda key: ini(key, ""), tmp_path)
+        session = EvalSession(cfg)
+        manifest = {**MANIFEST, "selection": {**MANIFEST["selection"], **session.selection_record()["selection"]}}
+        given = {"tool": "mytool:MINE", "replay": "recorded", "cassettes": str(Path.cwd() / "a.jsonl")}
+        assert manifest["selection"]["options"] == given
+        assert {attr: manifest_options(manifest)[attr] for attr in given} == given
+        assert restore(manifest, {"tool": " mytool:MINE", "cassettes": "a.jsonl"}.get, "", "").options["tool"] == (
+            "mytool:MINE"
+        )  # flags that agree change nothing
+        (tmp_path / "other.py").write_text(
+            "from mytool import MINE as OTHER\nfrom pytest_agent_eval import CODEGRAPH\n"
+        )
+        with pytest.raises(ResumeError, match="--agent-eval-tool other:CODEGRAPH contradicts the resumed campaign, "
+                                              "which ran with --agent-eval-tool mytool:MINE"):  # fmt: skip
+            restore(manifest, {"tool": "other:CODEGRAPH"}.get, "", "")
+        assert restore(manifest, {"tool": "other:OTHER"}.get, "", "")  # another name for the same tool
+    finally:
+        sys.path.remove(str(tmp_path))
+        for name in ("mytool", "other"):
+            sys.modules.pop(name, None)
+
+
+def test_a_campaign_from_before_the_options_were_kept_resumes_with_what_is_given():
+    assert not {"tool", "replay", "cassettes"} & set(manifest_options(MANIFEST))
+    assert "tool" not in restore(MANIFEST, {"tool": "pytest_agent_eval:CODEGRAPH"}.get, "", "").options

@@ -5,7 +5,10 @@ shares the config hash:
 
     "corpus_hash": sha256 of the corpus file's bytes
     "selection":   {"args": [...], "keyword": "-k text", "markexpr": "-m text", "mode": "headless",
-                    "selected": [every selected item id, before sharding] (once collection has run)}
+                    "selected": [every selected item id, before sharding] (once collection has run),
+                    "options": {"tool": "MODULE:ATTR", "replay": "NAME", "cassettes": "/abs/a.jsonl,..."}}
+                   ("options": what else decides what a run measures — the tool under test, the recording a
+                   replay's model plays, the cassettes — as the option texts that set it again; only those given)
     "shard":       {"index": 2, "count": 3, "ids": [this shard's item ids]}, or null;
                    a merged campaign: {"count": 3, "merged_from": [{"index": 1, "campaign": "<id>"}, ...]}
 
@@ -22,11 +25,11 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_agent_eval.config import OPTIONS, OptionError
+from pytest_agent_eval.config import OPTIONS, AgentEvalConfig, OptionError
 
-# The settings a resume takes from the manifest (config attr → how the manifest holds it).
-_RESTORED = (
-    "arms",
+# The settings a resume takes from the manifest (config attrs): those its config holds as they were typed, those
+# it holds otherwise (arms, mode, shard), and the selection's options as they were given.
+_AS_TYPED = (
     "runs",
     "turns",
     "tool_version",
@@ -37,9 +40,9 @@ _RESTORED = (
     "agent_timeout",
     "backend",
     "campaign",
-    "mode",
-    "shard",
 )
+_AS_GIVEN = ("tool", "replay", "cassettes")
+_RESTORED = ("arms", *_AS_TYPED, "mode", "shard", *_AS_GIVEN)
 
 
 class ResumeError(ValueError):
@@ -94,28 +97,38 @@ def manifest_options(manifest: Mapping[str, Any]) -> dict[str, str]:
         texts["arms"] = ",".join(
             a["name"] if a["label"] == a["name"] else f"{a['name']}@{a['tool_spec']}" for a in arms
         )
-    for attr in _RESTORED[1:-2]:  # the settings the config holds as they were typed
+    for attr in _AS_TYPED:
         if config.get(attr) is not None:
             texts[attr] = str(config[attr])
     if selection.get("mode"):
         texts["mode"] = str(selection["mode"])
     if shard.get("index") is not None:
         texts["shard"] = f"{shard['index']}/{shard['count']}"
+    given = selection.get("options") or {}
+    texts.update({attr: str(given[attr]) for attr in _AS_GIVEN if given.get(attr)})
     return texts
+
+
+def given_options(cfg: AgentEvalConfig) -> dict[str, str]:
+    """The manifest's ``selection.options`` for this session (see the module docstring)."""
+    texts = {"tool": cfg.tool_reference, "replay": cfg.replay, "cassettes": ",".join(str(p) for p in cfg.cassettes)}
+    return {attr: text for attr, text in texts.items() if text}
 
 
 def resume_options(manifest: Mapping[str, Any], given: Callable[[str], Any], cwd: Path | None = None) -> dict[str, str]:
     """The option texts a resume sets (attr → text): the manifest's settings, checked against the flags given.
 
     ``given(attr)`` is the flag's text on this command line (None if not given). A flag whose value differs from
-    the manifest's is a ResumeError naming the flag and both values; one that agrees changes nothing.
+    the manifest's is a ResumeError naming the flag and both values; one that agrees changes nothing. A campaign
+    from before the manifest kept the selection's options says nothing of them: those flags are taken as given.
     """
     cwd = cwd or Path.cwd()
     texts = manifest_options(manifest)
     options = {option.attr: option for option in OPTIONS}
+    unknown = () if "options" in (manifest.get("selection") or {}) else _AS_GIVEN
     for attr in _RESTORED:
         raw = given(attr)
-        if raw is None:
+        if raw is None or attr in unknown:
             continue
         option = options[attr]
         now = _parsed(option.parse, raw, cwd)
@@ -151,4 +164,6 @@ def _parsed(parse: Callable[[Any], Any], text: str, cwd: Path) -> Any:
         return text
     if isinstance(value, Path):
         return Path(os.path.normpath(cwd / value))
+    if isinstance(value, list):
+        return [Path(os.path.normpath(cwd / v)) if isinstance(v, Path) else v for v in value]
     return value
