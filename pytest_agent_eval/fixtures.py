@@ -51,6 +51,9 @@ RECORD_KEY = pytest.StashKey["ItemRecord"]()
 FAILURES_KEY = pytest.StashKey["FailureMemo"]()  # this session's provisioning failures, shared with xdist workers
 FAILURES_ID_KEY = pytest.StashKey[str]()  # their session id: the controller's, handed to its workers
 ITEM_ID_KEY = pytest.StashKey[str]()
+# Under xdist, in every process: what makes the sessions of the controller and its workers share one campaign
+# (the arguments of EvalSession.share), applied when a process makes its session, if it ever does.
+SHARED_KEY = pytest.StashKey[dict[str, Any]]()
 
 T = TypeVar("T")
 
@@ -93,6 +96,8 @@ def eval_session(config: pytest.Config) -> EvalSession:
 
         session = config.stash[SESSION_KEY] = EvalSession(config.stash[CONFIG_KEY])
         session.invoked_with(config.args, config.option.keyword, config.option.markexpr)  # for the manifest
+        if SHARED_KEY in config.stash:
+            session.share(**config.stash[SHARED_KEY])
     return config.stash[SESSION_KEY]
 
 

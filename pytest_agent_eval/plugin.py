@@ -18,6 +18,7 @@ import shutil
 import sys
 import tempfile
 import threading
+import time
 import uuid
 import warnings
 from collections import Counter
@@ -44,6 +45,7 @@ from pytest_agent_eval.fixtures import (
     FAILURES_KEY,
     ITEM_ID_KEY,
     SESSION_KEY,
+    SHARED_KEY,
     eval_session,
     failure_memo,
     record_of,
@@ -138,13 +140,13 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(str(exc)) from None
     config.stash[CONFIG_KEY] = cfg
     config.stash[RESTORED_KEY] = restored
+    if worker_input is not None:  # an xdist worker writes into the campaign its controller named
+        config.stash[FAILURES_ID_KEY] = worker_input.get("agent_eval_session") or uuid.uuid4().hex
+        if worker_input.get("agent_eval_shared"):
+            config.stash[SHARED_KEY] = worker_input["agent_eval_shared"]
     if restored is not None and restored.selected is not None:
         eval_session(config).keep_only = set(restored.selected)  # a resumed campaign runs what it selected
-    if worker_input is not None:  # an xdist worker writes into the campaign its controller made
-        campaign, replay = worker_input.get("agent_eval_campaign"), worker_input.get("agent_eval_replay")
-        if campaign or replay:
-            eval_session(config).join(campaign or None, replay or None)
-        config.stash[FAILURES_ID_KEY] = worker_input.get("agent_eval_session") or uuid.uuid4().hex
+    if worker_input is not None:
         progress = worker_input.get("agent_eval_progress")
         if progress:  # pytest does not show a worker's output: the controller shows what it appends there
             config.add_cleanup(listen(append_to(Path(progress), f"[{worker_input.get('workerid', '?')}] ")))
@@ -259,15 +261,19 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
-    """xdist controller → worker: share the campaign folder, so every item lands in it, and a resumed
-    campaign's settings, so every worker selects what the controller restored."""
-    folder = node.config.stash[CONFIG_KEY].campaign_dir
-    node.workerinput["agent_eval_campaign"] = str(folder) if folder is not None else ""
-    restored = node.config.stash[RESTORED_KEY]
-    node.workerinput["agent_eval_restored"] = restored.to_dict() if restored is not None else None
+    """xdist controller → worker: what names the one campaign every item lands in (see
+    :meth:`~pytest_agent_eval.session.EvalSession.share`), and a resumed campaign's settings, so every worker
+    selects what the controller restored."""
+    folder = node.config.stash[CONFIG_KEY].campaign_dir  # known here only when the session was claimed
     session = node.config.stash.get(SESSION_KEY, None)
     replay = session.replay_path if session is not None else None
-    node.workerinput["agent_eval_replay"] = str(replay) if replay is not None else ""
+    node.workerinput["agent_eval_shared"] = {
+        **node.config.stash[SHARED_KEY],
+        "campaign_dir": str(folder) if folder is not None else None,
+        "replay_dir": str(replay) if replay is not None else None,
+    }
+    restored = node.config.stash[RESTORED_KEY]
+    node.workerinput["agent_eval_restored"] = restored.to_dict() if restored is not None else None
     node.workerinput["agent_eval_session"] = node.config.stash[FAILURES_ID_KEY]  # one failure memo
     reporter = node.config.pluginmanager.get_plugin("agent_eval_reporter")
     progress = reporter.progress if reporter is not None else None
@@ -592,10 +598,21 @@ class Reporter:
 
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionstart(self, session: pytest.Session) -> None:
-        # Without xdist the first item makes the campaign (a session with no agent item makes none). Under xdist
-        # the controller makes it before xdist starts its workers (its hook is trylast), to hand them the path.
+        # The first item makes the campaign (a session with no agent item makes none, and loads nothing for one).
+        # Under xdist every process must name the same one: before xdist starts its workers (its hook is
+        # trylast), the controller fixes what the name is made of, to hand to them.
         if session.config.pluginmanager.has_plugin("dsession"):
-            eval_session(self.config).start_early()
+            cfg = self.config.stash[CONFIG_KEY]
+            shared = self.config.stash[SHARED_KEY] = {
+                "campaign_dir": None,  # configure_node hands the workers the controller's, when it has one
+                "replay_dir": None,
+                "out": str(cfg.out),
+                "corpus": str(cfg.corpus),
+                "started": time.time(),
+                "nonce": self.config.stash[FAILURES_ID_KEY],
+            }
+            if self.session is not None:  # claimed already (--agent-eval-resume, -compare, -replay): name it now
+                self.session.share(**shared)
             self.follow_workers()
 
     def follow_workers(self) -> None:

@@ -32,8 +32,7 @@ from pytest_agent_eval.cases import EvalCase, select_campaign
 from pytest_agent_eval.config import AgentEvalConfig
 from pytest_agent_eval.corpus import CorpusEntry, CorpusError, load_corpus
 
-# Under xdist the controller makes its session before any item exists (it names the campaign for its workers),
-# in every -n run: the baselines, the shard planner and the reports load when a session has something for them.
+# The baselines, the shard planner and the reports load when a session has something for them.
 if TYPE_CHECKING:
     from pytest_agent_eval.report.compare import GateResult
 
@@ -76,6 +75,7 @@ class EvalSession:
         }
         self.shard_ids: list[str] | None = None
         self.keep_only: set[str] | None = None  # a resumed campaign's selected ids: nothing else runs
+        self.corpus_name: str | None = None  # under xdist: the corpus as the controller names it (see share)
         self._tables: dict[bool, tuple[str, list[str]]] = {}  # the rendered tables and their caveats, by verbosity
 
     # -- the campaign's life ---------------------------------------------------------------------------------
@@ -140,20 +140,24 @@ class EvalSession:
             self.selection = dict(record["selection"])
             self.shard_ids = (record.get("shard") or {}).get("ids")
 
-    def join(self, campaign_dir: str | None, replay_dir: str | None = None) -> None:
-        """An xdist worker: write into the campaign the controller made (None: it made none yet), and replay the
-        baseline the controller resolved (``latest`` on a worker would find the session's own campaign)."""
+    def share(
+        self, campaign_dir: str | None, replay_dir: str | None, out: str, corpus: str, started: float, nonce: str
+    ) -> None:
+        """Under xdist, in the controller and every worker, when its session is made: write into one campaign —
+        the one the controller resolved (a resumed one), else the one each process names alike in the controller's
+        out folder from the session's start, its id and the config hash, made by the first item that runs (a
+        session without an agent item leaves nothing on disk) — and replay the baseline the controller resolved
+        (``latest`` on a worker would find the session's own campaign). Workers with their own copy of the
+        project (``--rsyncdir``) resolve their paths elsewhere: the campaign's config names the corpus as the
+        controller does, so that every process hashes, and the manifest keeps, the same config."""
+        self.corpus_name = corpus
         if campaign_dir:
             self.cfg.campaign_dir = Path(campaign_dir)
+        elif self.cfg.campaign_dir is None:
+            digest = config_hash(self._campaign_config())
+            self.cfg.campaign_dir = Path(out) / campaign_name(digest, started, nonce)
         if replay_dir:
             self.replay_path = Path(replay_dir)
-
-    def start_early(self) -> None:
-        """Under xdist the controller names the campaign before the workers start, to hand them its path; the
-        first item that runs makes it, so a session that runs no agent item leaves nothing on disk."""
-        if self.cfg.campaign_dir is None:
-            assert self.cfg.out is not None
-            self.cfg.campaign_dir = self.cfg.out / campaign_name(config_hash(self._campaign_config()))
 
     def start(self) -> Campaign:
         """A new campaign folder under ``--agent-eval-out``; its path goes into the config."""
@@ -171,7 +175,8 @@ class EvalSession:
             entries = select_campaign(load_corpus(self.cfg.corpus), self.cfg.campaign)
         except CorpusError:
             entries = []  # collection reports the corpus error; the manifest still says what was asked
-        return campaign_config(self.cfg, entries)
+        config = campaign_config(self.cfg, entries)
+        return {**config, "corpus": self.corpus_name} if self.corpus_name is not None else config
 
     def item_campaign(self) -> Campaign:
         """The campaign this process's items write into: new (the first item without xdist), or the shared one

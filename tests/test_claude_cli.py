@@ -22,6 +22,7 @@ from conftest import RealTools
 
 from pytest_agent_eval.explore_answer import file_sections
 from pytest_agent_eval.harness.drivers import agent_environment
+from pytest_agent_eval.harness.drivers.headless import HeadlessOptions, run_headless
 from pytest_agent_eval.metrics.occupancy import FAMILIES, occupancy
 from pytest_agent_eval.model import Faults, RunningServer, make_backend, serve
 from pytest_agent_eval.model.truth import resident_truth
@@ -273,6 +274,33 @@ def test_a_delegated_subagent_is_recognised_and_answered(sandbox: Sandbox) -> No
     assert "Searched for res.send: `lib/response.js`, `lib/router/index.js`" in agent.result.text
     assert [c.name for c in session.calls_in("main")] == ["Agent", "Grep", "Read", "Read", "Bash"]
     assert any("cc_is_subagent=true" in json.dumps(r["system"]) for r in server.requests)
+
+
+def test_the_driver_takes_the_web_tools_from_the_agent_and_its_subagents(sandbox: Sandbox) -> None:
+    web = {"WebSearch", "WebFetch"}
+
+    def offered(server: RunningServer) -> list[tuple[bool, set[str]]]:
+        """Each request: whether a subagent sent it, and the names of the tools it offered the model."""
+        return [
+            ("cc_is_subagent=true" in json.dumps(r["system"]), {t["name"] for t in r["tools"]}) for r in server.requests
+        ]
+
+    with serve(make_backend("scripted", delegate=True)) as server:
+        sandbox.run(server, QUESTION)  # this test's own command line: the CLI offers the web tools by default
+    before = offered(server)
+    assert {sub for sub, _ in before} == {False, True} and all(web <= names for _, names in before)
+
+    settings = sandbox.root / "settings.json"
+    settings.write_text("{}")
+    options = HeadlessOptions(claude=str(sandbox.tools.claude.bin), mcp_config=sandbox.mcp_config(False),
+                              settings=settings, sandbox=None)  # fmt: skip
+    with serve(make_backend("scripted", delegate=True)) as server:
+        run = run_headless([QUESTION], label="without-1", out_dir=sandbox.root / "out", cwd=sandbox.repo,
+                           env=sandbox.env(server), options=options)  # fmt: skip
+    assert run.exit_codes == [0]
+    after = offered(server)
+    assert {sub for sub, _ in after} == {False, True}  # the agent's requests and its subagent's
+    assert all("Grep" in names and not names & web for _, names in after), after
 
 
 @pytest.mark.e2e

@@ -575,6 +575,9 @@ def test_agent_command_line_and_environment(project):
         ("--allowedTools", "Grep,Glob,TodoWrite"),
     ]:
         assert argv[argv.index(flag) + 1] == value
+    for arm in ("with", "without"):  # the web tools are taken away in every arm
+        arm_argv = calls[arm]["argv"]
+        assert set(arm_argv[arm_argv.index("--disallowedTools") + 1].split(",")) == {"WebSearch", "WebFetch"}
     assert "--strict-mcp-config" in argv and "--verbose" in argv
     assert Path(argv[argv.index("--mcp-config") + 1]).name == "mcp-codegraph.json"
     assert Path(calls["without"]["argv"][calls["without"]["argv"].index("--mcp-config") + 1]).name == "mcp-empty.json"

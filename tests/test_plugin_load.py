@@ -33,22 +33,37 @@ def test_importing_the_plugin_loads_only_what_registering_needs():
 
 
 @pytest.mark.slow  # a pytest subprocess
-def test_a_session_without_an_agent_item_loads_nothing_more(pytester: pytest.Pytester, monkeypatch):
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["local", "xdist"])
+def test_a_session_without_an_agent_item_loads_nothing_more(pytester: pytest.Pytester, monkeypatch, xdist):
     # A real-looking key: the report header decides what `auto` means without loading the model package.
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-api03-" + "q" * 40)
+    # Under xdist the controller (which collects nothing) and each worker write what they loaded: a worker at
+    # its session's finish, since the controller may end it once it has reported, before its unconfigure ran.
     pytester.makeconftest(
         f"""
 import json, sys
 
-def pytest_unconfigure(config):
-    with open("loaded.json", "w") as out:
+def dump(name):
+    with open(f"loaded-{{name}}.json", "w") as out:
         json.dump({LOADED}, out)
+
+def pytest_sessionfinish(session):
+    if hasattr(session.config, "workerinput"):
+        dump(session.config.workerinput["workerid"])
+
+def pytest_unconfigure(config):
+    if not hasattr(config, "workerinput"):
+        dump("controller")
 """
     )
     pytester.makepyfile(test_unrelated="def test_one():\n    assert True\n")
     # -k with an arm's word: the plugin's own -k reading must not load for a suite without agent items
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-k", "one or without")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-k", "one or without", *xdist)
     result.assert_outcomes(passed=1)
-    loaded = set(json.loads((pytester.path / "loaded.json").read_text()))
-    assert loaded <= AT_LOAD, f"imported by a session without agent items: {sorted(loaded - AT_LOAD)}"
-    assert "pytest_agent_eval.plugin" in loaded  # the plugin did run in that session
+    processes = {"controller", "gw0", "gw1"} if xdist else {"controller"}
+    files = {path.stem.removeprefix("loaded-"): path for path in pytester.path.glob("loaded-*.json")}
+    assert set(files) == processes
+    for name, path in files.items():
+        loaded = set(json.loads(path.read_text()))
+        assert loaded <= AT_LOAD, f"imported by a session without agent items ({name}): {sorted(loaded - AT_LOAD)}"
+        assert "pytest_agent_eval.plugin" in loaded  # the plugin did run in that process

@@ -248,3 +248,7 @@ def test_xdist_workers_with_their_own_cwd_and_cache_write_the_campaign(project, 
         assert all(path.is_file() for path in Campaign.open(campaign).segments(record))
     # each worker had its own copy of the project to start from
     assert all((tmp_path / name / project.path.name / "corpus.json").is_file() for name in ("w1", "w2"))
+    # yet every process named and described the campaign alike: by the corpus as the controller names it
+    manifest = Campaign.open(campaign).manifest
+    assert manifest["config"]["corpus"] == str(project.path / "corpus.json")
+    assert campaign.name[-6:-3] == manifest["config_hash"][:3]

@@ -206,7 +206,8 @@ def test_the_command_is_headless_less_the_print_only_flags() -> None:
     assert build_command(options, "11111111-2222-3333-4444-555555555555") == [
         "/bin/claude", "--permission-mode", "bypassPermissions", "--model", "sonnet", "--effort", "max",
         "--setting-sources", "", "--strict-mcp-config", "--mcp-config", "/m.json", "--settings", "/s.json",
-        "--allowedTools", "Grep,Glob,TodoWrite", "--session-id", "11111111-2222-3333-4444-555555555555",
+        "--disallowedTools", "WebSearch,WebFetch", "--allowedTools", "Grep,Glob,TodoWrite",
+        "--session-id", "11111111-2222-3333-4444-555555555555",
     ]  # fmt: skip
 
 

@@ -49,10 +49,11 @@ class StoreError(ValueError):
     """A campaign folder or records file that cannot be read; the message names it."""
 
 
-def campaign_name(digest: str) -> str:
-    """``<UTC time>-<6 hex>``: 3 of the config hash (equal configs sort together) and 3 random."""
-    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
-    return f"{stamp}-{digest[:3]}{secrets.token_hex(2)[:3]}"
+def campaign_name(digest: str, at: float | None = None, nonce: str | None = None) -> str:
+    """``<UTC time>-<6 hex>``: 3 of the config hash (equal configs sort together) and 3 random. ``at`` (a time)
+    and ``nonce`` (random hex) given, the name is the same in every process that has them (xdist's workers)."""
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime(at))
+    return f"{stamp}-{digest[:3]}{(nonce or secrets.token_hex(2))[:3]}"
 
 
 def make_out_dir(out_dir: Path) -> None:

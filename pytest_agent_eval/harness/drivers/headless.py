@@ -32,6 +32,10 @@ from pytest_agent_eval.harness.process import start_group, stop_group
 from pytest_agent_eval.harness.sandbox import Sandbox
 
 ALLOWED_TOOLS = "Grep,Glob,TodoWrite"
+# Taken from the agent (and its subagents) in every arm: WebSearch runs on Anthropic's servers and WebFetch from the
+# CLI, so either would let the sealed without-arm look the code up outside its sandbox, and the web has no place
+# in an A/B of local code retrieval.
+DISALLOWED_TOOLS = "WebSearch,WebFetch"
 RESULT_GRACE_S = 5.0  # how long a CLI may linger after its result event before it counts as hung
 _KILL_WAIT_S = 3.0
 
@@ -133,6 +137,11 @@ def settings_flags(options: HeadlessOptions) -> list[str]:
     ]
 
 
+def tool_flags(options: HeadlessOptions) -> list[str]:
+    """The agent's tools, alike in both drivers: the web tools removed, the search tools allowed without asking."""
+    return ["--disallowedTools", DISALLOWED_TOOLS, "--allowedTools", options.allowed_tools]
+
+
 def build_command(question: str, options: HeadlessOptions, resume: str | None = None) -> list[str]:
     command = [
         options.claude,
@@ -150,8 +159,7 @@ def build_command(question: str, options: HeadlessOptions, resume: str | None = 
         "--max-budget-usd",
         f"{options.max_budget_usd:g}",
         *settings_flags(options),
-        "--allowedTools",
-        options.allowed_tools,
+        *tool_flags(options),
     ]
     if resume:
         command += ["--resume", resume]

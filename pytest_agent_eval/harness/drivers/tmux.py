@@ -54,7 +54,13 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from pytest_agent_eval.harness.drivers import AgentInfraError
-from pytest_agent_eval.harness.drivers.headless import HeadlessOptions, RunRecord, TurnError, settings_flags
+from pytest_agent_eval.harness.drivers.headless import (
+    HeadlessOptions,
+    RunRecord,
+    TurnError,
+    settings_flags,
+    tool_flags,
+)
 from pytest_agent_eval.harness.drivers.watch import Silences, describe, event_of, turn_api_error
 from pytest_agent_eval.harness.process import watched
 from pytest_agent_eval.transcript import belongs_to
@@ -145,8 +151,7 @@ def build_command(options: TmuxOptions, session_id: str) -> list[str]:
         "--effort",
         run.effort,
         *settings_flags(run),
-        "--allowedTools",
-        run.allowed_tools,
+        *tool_flags(run),
         "--session-id",
         session_id,
     ]
