@@ -87,7 +87,7 @@ def file_references(text: str) -> list[tuple[str, str]]:
             continue
         for chunk in _CHUNK_SPLIT_RE.split(word):
             if "." in chunk and (match := _FILE_REF_RE.match(chunk.rstrip(".,:;!?"))) is not None:
-                found.append((match.group("path"), match.group("ext")))
+                found.append(match.group("path", "ext"))
     return list(dict.fromkeys(found))
 
 

@@ -235,11 +235,14 @@ def _cited(sections: list[FileSection], answer: str) -> dict[str, tuple[str, str
     cited_by_name: dict[str, list[str]] = {}
     for cited in citation_paths(answer, extensions):
         cited_by_name.setdefault(_basename(cited), []).append(cited)
-    verdict: dict[str, tuple[str, str | None]] = {
-        p: ("path", None) for p in paths if any(same_file(p, c) for c in cited_by_name.get(_basename(p), ()))
-    }
-    owners = symbol_owners(sections)
-    for name in code_span_names(answer):
+    verdict: dict[str, tuple[str, str | None]] = {}
+    for path in paths:
+        candidates = cited_by_name.get(_basename(path))
+        if candidates and any(same_file(path, c) for c in candidates):
+            verdict[path] = ("path", None)
+    names = code_span_names(answer)
+    owners = symbol_owners(sections) if names else {}  # an answer without code spans names no symbol
+    for name in names:
         for path in owners.get(name, ()):
             verdict.setdefault(path, ("symbol", name))
     return verdict
@@ -284,12 +287,10 @@ def code_span_names(text: str) -> list[str]:
         spans.append(match.group("body"))
         return "\n"
 
-    prose = _FENCE_RE.sub(keep_fence, text)
-    spans += [m.group("body") for m in _INLINE_CODE_RE.finditer(prose)]
-    names = [
-        token
-        for span in spans
-        for token in _IDENT_RE.findall(span)
-        if len(token) >= MIN_SYMBOL_LEN and token.lower() not in STOPWORDS
-    ]
-    return list(dict.fromkeys(names))
+    # Each pattern needs its delimiter: a text without one skips that scan.
+    prose = _FENCE_RE.sub(keep_fence, text) if "```" in text or "~~~" in text else text
+    if "`" in prose:
+        spans += [body for _ticks, body in _INLINE_CODE_RE.findall(prose)]
+    # One scan of the spans joined by a newline, which no identifier holds: the same tokens, in the same order.
+    tokens = dict.fromkeys(_IDENT_RE.findall("\n".join(spans)))
+    return [token for token in tokens if len(token) >= MIN_SYMBOL_LEN and token.lower() not in STOPWORDS]

@@ -37,8 +37,9 @@ def header(card: Scorecard) -> str:
         verdict_lines(session, card.tool),
         f"tools: {tools}",
     ]
-    if session.models:
-        lines.append(f"model: {', '.join(session.models)}")
+    models = session.models  # worked out from every message: once
+    if models:
+        lines.append(f"model: {', '.join(models)}")
     if session.stand_in:
         lines.append(
             f"STAND-IN MODEL ({session.stand_in}): these figures measure the pipeline and the tool's responses, "
@@ -82,10 +83,12 @@ def verdict_lines(session: Session, tool: RetrievalTool = CODEGRAPH) -> str:
     for message in session.messages(None):
         if message.usage is not None:
             usages.setdefault(message.id, message.usage)
-    total_in = sum(u.input for u in usages.values())
-    out = sum(u.output for u in usages.values())
-    read = sum(u.cache_read for u in usages.values())
-    write = sum(u.cache_creation for u in usages.values())
+    total_in = out = read = write = 0
+    for usage in usages.values():  # the four sums in one pass
+        total_in += usage.input
+        out += usage.output
+        read += usage.cache_read
+        write += usage.cache_creation
     return (
         f"VERDICT: {tool.explore} used {explore}x | Read {reads} | Grep/Bash {searches}\n"
         f"TOKENS: in {total_in:,} | out {out:,} | cache read {read:,} | cache write {write:,}"
