@@ -100,7 +100,7 @@ class ToolCall:
     @cached_property
     def input_chars(self) -> int:
         """What the call occupies in the context: its name plus its input's JSON (worked out once)."""
-        return len(self.name) + len(json.dumps(self.input, ensure_ascii=False))
+        return len(self.name) + len(_INPUT_ENCODER.encode(self.input))
 
 
 @dataclass
@@ -123,7 +123,10 @@ class Message:
     @property
     def output_chars(self) -> int:
         """Characters this message adds to the next request's prompt: every block's (:func:`content_chars`)."""
-        return content_chars(self.blocks) + sum(call.input_chars for call in self.calls)
+        chars = content_chars(self.blocks)
+        for call in self.calls:
+            chars += call.input_chars
+        return chars
 
 
 @dataclass
@@ -193,7 +196,7 @@ class Session:
 
         A single interactive session file is read as one, with its subagent files stitched in.
         """
-        paths = [Path(p) for p in paths]
+        paths = [p if isinstance(p, Path) else Path(p) for p in paths]
         builder = _Builder()
         for segment, path in enumerate(paths):
             # A single file's first lines say whether it is a session file: read once, whichever it is.
@@ -586,6 +589,8 @@ def result_text(content: Any) -> str:
 
 # Keys that frame a block rather than carry its content: its kind, ids, the thinking signature, markers.
 _FRAMING_KEYS = frozenset({"type", "id", "tool_use_id", "signature", "media_type", "cache_control", "is_error"})
+# What ``json.dumps(value, ensure_ascii=False)`` writes, without building an encoder for every call's input.
+_INPUT_ENCODER = json.JSONEncoder(ensure_ascii=False)
 
 
 def content_chars(content: Any) -> int:
@@ -596,11 +601,17 @@ def content_chars(content: Any) -> int:
     Structure (braces, keys, the block's type, ids) is not content: occupancy counts it apart, as framing."""
     if isinstance(content, str):
         return len(content)
+    # Loops rather than generator sums, and a string counted where it is met: most values are strings, and this
+    # runs on every block of every message.
+    total = 0
     if isinstance(content, list):
-        return sum(content_chars(item) for item in content)
-    if isinstance(content, dict):
-        return sum(content_chars(value) for key, value in content.items() if key not in _FRAMING_KEYS)
-    return 0
+        for item in content:
+            total += len(item) if isinstance(item, str) else content_chars(item)
+    elif isinstance(content, dict):
+        for key, value in content.items():
+            if key not in _FRAMING_KEYS:
+                total += len(value) if isinstance(value, str) else content_chars(value)
+    return total
 
 
 def _thread_of(event: _Event) -> str:

@@ -343,8 +343,9 @@ def _gaps(session: Session, tool: RetrievalTool) -> tuple[list[int], list[_Gap],
             in_user_message = False
             gap.chars += item.output_chars
             gap.frame += MESSAGE_FRAME_CHARS + BLOCK_FRAME_CHARS * len(item.blocks)
-            gap.frame += sum(CALL_FRAME_CHARS + len(call.id) for call in item.calls)
-            gap.hidden_blocks += sum(_hidden(block) for block in item.blocks)
+            for call in item.calls:
+                gap.frame += CALL_FRAME_CHARS + len(call.id)
+            gap.hidden_blocks += sum(map(_hidden, item.blocks))
         elif isinstance(item, ToolResult):
             # A result without its call still occupies the window; it is charged to "other".
             frame = RESULT_FRAME_CHARS + len(item.call_id) + (ERROR_FRAME_CHARS if item.is_error else 0)
