@@ -224,7 +224,9 @@ class Session:
 
     # -- queries ------------------------------------------------------------------------
     def messages(self, thread: str | None = MAIN) -> list[Message]:
-        return [i for i in self.timeline if isinstance(i, Message) and (thread is None or i.thread == thread)]
+        if thread is None:  # every thread: the commonest question, asked of the whole timeline
+            return [i for i in self.timeline if isinstance(i, Message)]
+        return [i for i in self.timeline if isinstance(i, Message) and i.thread == thread]
 
     def calls_in(self, thread: str) -> list[ToolCall]:
         return [c for c in self.calls if c.thread == thread]

@@ -37,16 +37,16 @@ def header(card: Scorecard) -> str:
         verdict_lines(session, card.tool),
         f"tools: {tools}",
     ]
-    models = session.models  # worked out from every message: once
+    # Each of these is worked out from every message: once.
+    models, stand_in, infra_error = session.models, session.stand_in, session.infra_error
     if models:
         lines.append(f"model: {', '.join(models)}")
-    if session.stand_in:
+    if stand_in:
         lines.append(
-            f"STAND-IN MODEL ({session.stand_in}): these figures measure the pipeline and the tool's responses, "
-            "not a model"
+            f"STAND-IN MODEL ({stand_in}): these figures measure the pipeline and the tool's responses, not a model"
         )
-    if session.infra_error:
-        lines.append(f"INFRASTRUCTURE: {session.infra_error}")
+    if infra_error:
+        lines.append(f"INFRASTRUCTURE: {infra_error}")
     for name in session.parse.unfinished:
         lines.append(f"NOTICE: {name} ends mid-turn (no result event): cut off; the figures cover what was written")
     return "\n".join(lines)
