@@ -241,7 +241,7 @@ def _cited(sections: list[FileSection], answer: str) -> dict[str, tuple[str, str
         if candidates and any(same_file(path, c) for c in candidates):
             verdict[path] = ("path", None)
     names = code_span_names(answer)
-    owners = symbol_owners(sections) if names else {}  # an answer without code spans names no symbol
+    owners = symbol_owners(sections, set(names)) if names else {}  # an answer without code spans names no symbol
     for name in names:
         for path in owners.get(name, ()):
             verdict.setdefault(path, ("symbol", name))
@@ -252,14 +252,15 @@ def _basename(path: str) -> str:
     return path.strip().rsplit("/", 1)[-1]
 
 
-def symbol_owners(sections: Iterable[FileSection]) -> dict[str, set[str]]:
+def symbol_owners(sections: Iterable[FileSection], names: set[str] | None = None) -> dict[str, set[str]]:
     """name → the returned files that identify it: its definers, or its variable/constant
-    owners when nothing defines it more strongly; names on 3+ files are dropped."""
+    owners when nothing defines it more strongly; names on 3+ files are dropped. ``names``: only those
+    are looked up (the answer's), so the headers' other names are never collected."""
     strong: dict[str, set[str]] = {}
     weak: dict[str, set[str]] = {}
     for section in sections:
         for name, kind in section.symbols:
-            if kind in DEFINING_KINDS:
+            if kind in DEFINING_KINDS and (names is None or name in names):
                 (weak if kind in WEAK_KINDS else strong).setdefault(name, set()).add(section.path)
     owners = {**weak, **strong}
     return {name: paths for name, paths in owners.items() if len(paths) < AMBIGUITY_LIMIT}

@@ -207,10 +207,16 @@ class _Gap:
 
     @property
     def result_frame(self) -> int:
-        return sum(frame for _, _, frame in self.results)
+        frames = 0
+        for _, _, frame in self.results:
+            frames += frame
+        return frames
 
     def family_share(self) -> tuple[str, int, int] | None:
         """The family holding ≥ DISPERSION_RESULT_SHARE of the gap's content, its characters and framing."""
+        if len(self.results) == 1:  # the common case: the gap's one result is its family's whole share
+            fam, chars, frame = self.results[0]
+            return (fam, chars, frame) if chars >= DISPERSION_RESULT_SHARE * self.chars else None
         by_family: dict[str, tuple[int, int]] = {}
         for fam, chars, frame in self.results:
             had_chars, had_frame = by_family.get(fam, (0, 0))
@@ -413,8 +419,15 @@ def _pooled(clean: list[_Gap], framing: float | None) -> tuple[float, list[_Gap]
     # Shedding can only push a gap's chars/token up, so the lower median is the honest centre.
     ratios = sorted(chars / net for _, chars, net in usable)
     ceiling = SHED_FACTOR * ratios[(len(ratios) - 1) // 2]
-    kept = [(g, chars, net) for g, chars, net in usable if chars / net <= ceiling]
-    return sum(chars for _, chars, _ in kept) / sum(net for _, _, net in kept), [g for g, _, _ in kept]
+    kept: list[_Gap] = []
+    kept_chars = 0
+    kept_nets = []  # summed by sum(), as floats always were (its rounding differs from a loop's on 3.12+)
+    for g, chars, net in usable:
+        if chars / net <= ceiling:
+            kept.append(g)
+            kept_chars += chars
+            kept_nets.append(net)
+    return kept_chars / sum(kept_nets), kept
 
 
 def _family_ratios(kept: list[_Gap], pricing: _Pricing) -> dict[str, float]:
