@@ -62,7 +62,7 @@ def file_sections(text: str) -> list[FileSection]:
             end = matches[i + 1].start()
         else:
             end = guidance if guidance > match.start() else len(text)
-        symbols = [(name, kind) for name, kind in _HEADER_SYMBOL_RE.findall(match.group(2)) if kind]
+        symbols = [symbol for symbol in _HEADER_SYMBOL_RE.findall(match.group(2)) if symbol[1]]  # (name, kind)
         sections.append(FileSection(match.group(1), end - match.start(), symbols))
     return sections
 

@@ -241,7 +241,10 @@ class Session:
         return list(dict.fromkeys(c.thread for c in self.calls))
 
     def tool_counts(self) -> dict[str, int]:
-        return dict(Counter(c.name for c in self.calls).most_common())
+        counts: dict[str, int] = {}
+        for call in self.calls:  # counted in a dict, as Counter(…).most_common() orders them, without its machinery
+            counts[call.name] = counts.get(call.name, 0) + 1
+        return dict(sorted(counts.items(), key=lambda item: item[1], reverse=True))
 
     def answer_texts(self) -> list[str]:
         """The final answer: every ``result`` text pooled (one per resumed segment); an

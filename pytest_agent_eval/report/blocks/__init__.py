@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
-
 from pytest_agent_eval.report.blocks.allocation import render_allocation
 from pytest_agent_eval.report.blocks.contamination import render_contamination
 from pytest_agent_eval.report.blocks.occupancy import render_occupancy
@@ -75,10 +73,10 @@ def verdict_lines(session: Session, tool: RetrievalTool = CODEGRAPH) -> str:
     Every thread counts, subagents included: that is what the interactive arm is run to see. Usage is taken
     once per message id (the CLI repeats it on every content block of a message).
     """
-    counts = Counter(call.name for call in session.calls)
+    counts = session.tool_counts()
     explore = sum(n for name, n in counts.items() if tool.is_explore(name))
-    reads = counts["Read"] + counts["NotebookRead"]
-    searches = counts["Grep"] + counts["Glob"] + counts["Bash"]
+    reads = counts.get("Read", 0) + counts.get("NotebookRead", 0)
+    searches = counts.get("Grep", 0) + counts.get("Glob", 0) + counts.get("Bash", 0)
     usages = {}
     for message in session.messages(None):
         if message.usage is not None:
