@@ -156,9 +156,15 @@ def describe_leak(leak: dict[str, Any]) -> str:
 def exposed_tools(session: Session, tool: RetrievalTool = CODEGRAPH) -> list[str]:
     """The tool's names offered in ``system/init`` events, then its MCP servers as ``server:<name> (<status>)``."""
     names: list[str] = []
+    offered: list | None = None  # the previous init's tools: every segment of a session repeats the same list
     for init in session.inits:
         tools = init.get("tools")
-        names += [t for t in tools if isinstance(t, str) and tool.owns(t)] if isinstance(tools, list) else []
+        if not isinstance(tools, list):
+            continue
+        if tools != offered:
+            owned = [t for t in tools if isinstance(t, str) and tool.owns(t)]
+            offered = tools
+        names += owned
     for init in session.inits:
         servers = init.get("mcp_servers")
         for server in servers if isinstance(servers, list) else []:
