@@ -39,15 +39,19 @@ class FileSection:
 
 
 def _sections(text: str) -> Iterator[re.Match[str]]:
-    """Section headers at the start of a line, as ``^``-anchored MULTILINE matching would find them."""
-    pos = 0
-    while (match := _SECTION_RE.search(text, pos)) is not None:
-        start = match.start()
-        if start == 0 or text[start - 1] == "\n":
+    """Section headers at the start of a line, as ``^``-anchored MULTILINE matching would find them: each line
+    that starts with ``**``` is found by a substring search (quicker than the pattern's own scan) and matched."""
+    match = _SECTION_RE.match(text)
+    if match is not None:
+        yield match
+    pos = match.end() if match is not None else 0
+    while (newline := text.find("\n**`", pos)) >= 0:
+        match = _SECTION_RE.match(text, newline + 1)
+        if match is not None:
             yield match
             pos = match.end()
         else:
-            pos = start + 1
+            pos = newline + 1
 
 
 def file_sections(text: str) -> list[FileSection]:

@@ -149,7 +149,9 @@ class Allocation:
         """One row per distinct file, chars summed over the calls that returned it, largest first."""
         pooled: dict[str, FileUse] = {}
         for f in self.files:
-            row = pooled.setdefault(f.path, FileUse(f.path, 0, f.call, f.via, f.symbol))
+            row = pooled.get(f.path)
+            if row is None:  # a file's first section makes its row (setdefault would build one for every section)
+                row = pooled[f.path] = FileUse(f.path, 0, f.call, f.via, f.symbol)
             row.chars += f.chars
         return sorted(pooled.values(), key=lambda f: -f.chars)
 
@@ -260,7 +262,7 @@ def symbol_owners(sections: Iterable[FileSection], names: set[str] | None = None
     weak: dict[str, set[str]] = {}
     for section in sections:
         for name, kind in section.symbols:
-            if kind in DEFINING_KINDS and (names is None or name in names):
+            if (names is None or name in names) and kind in DEFINING_KINDS:  # most names are not asked for
                 (weak if kind in WEAK_KINDS else strong).setdefault(name, set()).add(section.path)
     owners = {**weak, **strong}
     return {name: paths for name, paths in owners.items() if len(paths) < AMBIGUITY_LIMIT}
