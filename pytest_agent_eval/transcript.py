@@ -269,9 +269,9 @@ class Session:
     @property
     def infra_error(self) -> str | None:
         """Why this run produced no usable answer, if the transcript says so."""
-        status = next((f" (HTTP {r.api_error_status})" for r in self.results if r.api_error_status), "")
         for message in self.messages(MAIN):
-            if message.error:
+            if message.error:  # the status only when there is an error to report: most runs have none
+                status = next((f" (HTTP {r.api_error_status})" for r in self.results if r.api_error_status), "")
                 return f"API error in assistant message: {message.error}{status}"
         for result in self.results:
             if result.is_error:
@@ -465,7 +465,9 @@ class _Builder:
                     self._link_agent(earlier, result_id)
                 unlinked.clear()
             parse.events += 1
-            kind = event.type if isinstance(event.type, str) else "?"
+            kind = event.type
+            if not isinstance(kind, str):
+                kind = "?"
             parse.event_types[kind] += 1
             if kind not in KNOWN_EVENT_TYPES:
                 continue
@@ -553,8 +555,9 @@ class _Builder:
                 result = ToolResult(
                     call_id, result_text(content), block.get("is_error") is True, thread, content_chars(content)
                 )
-                if call_id in self.calls:
-                    self.calls[call_id].result = result
+                call = self.calls.get(call_id)
+                if call is not None:
+                    call.result = result
                 self.session.timeline.append(result)
                 result_id = call_id
             elif block.get("type") == "text":
