@@ -97,7 +97,9 @@ def _leads(command: str, cli: str) -> bool:
     return (
         command.startswith(cli + " ")
         and _PLAIN_RUN_RE.fullmatch(cli) is not None
-        and not any(ch in _GLOB_CHARS or ch in "=/" for ch in cli)
+        and _GLOB_CHARS.isdisjoint(cli)
+        and "=" not in cli
+        and "/" not in cli
         and cli not in _SKIP_WORDS
         and cli not in _NOT_COMMANDS
         and cli not in ("export", "readonly", "function")

@@ -259,7 +259,11 @@ class Session:
     @property
     def models(self) -> list[str]:
         """The models that answered, in order of first appearance (``<synthetic>`` messages left out)."""
-        return list(dict.fromkeys(m.model for m in self.messages(None) if m.model and m.model != "<synthetic>"))
+        return list(
+            dict.fromkeys(
+                [i.model for i in self.timeline if isinstance(i, Message) and i.model and i.model != "<synthetic>"]
+            )
+        )
 
     @property
     def stand_in(self) -> str | None:

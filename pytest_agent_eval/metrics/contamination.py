@@ -119,7 +119,7 @@ def contamination(session: Session, tool: RetrievalTool = CODEGRAPH) -> Contamin
     report.mcp_calls = [call.id for call in session.calls if tool.owns(call.name)]
     # Claude Code's answer to a call of a tool it has not loaded yet is an error result: only those are read.
     report.cold_start_race = any(
-        isinstance(i, ToolResult) and i.is_error and COLD_START_MARKER in i.text for i in session.timeline
+        COLD_START_MARKER in i.text for i in session.timeline if isinstance(i, ToolResult) and i.is_error
     )
     return report
 
