@@ -86,7 +86,24 @@ def invokes_cli(command: str, cli: str = CODEGRAPH.cli) -> bool:
     """True when the shell ``command`` runs ``cli`` in some command position (not just names it)."""
     if not cli or not _may_name(command, cli):
         return False
+    if _leads(command, cli):  # the commonest attempt (``codegraph explore …``): no need to read the rest
+        return True
     return _script_runs(command, cli, 0)
+
+
+def _leads(command: str, cli: str) -> bool:
+    """The script's first word is the CLI's plain name: its first command runs it, whatever follows. A name the
+    lexer would split, a glob, a path or a shell keyword is left to :func:`_script_runs`."""
+    return (
+        command.startswith(cli + " ")
+        and _PLAIN_RUN_RE.fullmatch(cli) is not None
+        and _GLOB_CHARS.isdisjoint(cli)
+        and "=" not in cli
+        and "/" not in cli
+        and cli not in _SKIP_WORDS
+        and cli not in _NOT_COMMANDS
+        and cli not in ("export", "readonly", "function")
+    )
 
 
 def _may_name(command: str, cli: str) -> bool:

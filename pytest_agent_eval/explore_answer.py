@@ -22,7 +22,9 @@ if TYPE_CHECKING:
 # A section header, wherever it is: led by a literal, the pattern is found by a fast scan for "**`", far
 # quicker on tens of KB than a ``^``-anchored MULTILINE pattern; :func:`_sections` keeps those at a line start.
 _SECTION_RE = re.compile(r"\*\*`([^`]+)`\*\*(.*)")
-_HEADER_SYMBOL_RE = re.compile(r"([\w$]+)\((\w+)\)")
+# Every name, with its kind when one follows (``name(kind)``): a name without one is consumed whole, where
+# ``([\w$]+)\((\w+)\)`` would retry from each of its characters (quadratic in a long header's words).
+_HEADER_SYMBOL_RE = re.compile(r"([\w$]+)(?:\((\w+)\))?")
 # Where a path-shaped chunk of text ends: whitespace, quotes, brackets, markdown emphasis.
 _CHUNK_SPLIT_RE = re.compile(r"[\s`'\"()\[\]{}<>,;|*=‘’“”]+")
 # A chunk that is a file reference: optional folders, a name with an extension, then `:126-220` or `#L12`.
@@ -37,15 +39,19 @@ class FileSection:
 
 
 def _sections(text: str) -> Iterator[re.Match[str]]:
-    """Section headers at the start of a line, as ``^``-anchored MULTILINE matching would find them."""
-    pos = 0
-    while (match := _SECTION_RE.search(text, pos)) is not None:
-        start = match.start()
-        if start == 0 or text[start - 1] == "\n":
+    """Section headers at the start of a line, as ``^``-anchored MULTILINE matching would find them: each line
+    that starts with ``**``` is found by a substring search (quicker than the pattern's own scan) and matched."""
+    match = _SECTION_RE.match(text)
+    if match is not None:
+        yield match
+    pos = match.end() if match is not None else 0
+    while (newline := text.find("\n**`", pos)) >= 0:
+        match = _SECTION_RE.match(text, newline + 1)
+        if match is not None:
             yield match
             pos = match.end()
         else:
-            pos = start + 1
+            pos = newline + 1
 
 
 def file_sections(text: str) -> list[FileSection]:
@@ -60,7 +66,8 @@ def file_sections(text: str) -> list[FileSection]:
             end = matches[i + 1].start()
         else:
             end = guidance if guidance > match.start() else len(text)
-        sections.append(FileSection(match.group(1), end - match.start(), _HEADER_SYMBOL_RE.findall(match.group(2))))
+        symbols = [symbol for symbol in _HEADER_SYMBOL_RE.findall(match.group(2)) if symbol[1]]  # (name, kind)
+        sections.append(FileSection(match.group(1), end - match.start(), symbols))
     return sections
 
 
@@ -87,7 +94,7 @@ def file_references(text: str) -> list[tuple[str, str]]:
             continue
         for chunk in _CHUNK_SPLIT_RE.split(word):
             if "." in chunk and (match := _FILE_REF_RE.match(chunk.rstrip(".,:;!?"))) is not None:
-                found.append((match.group("path"), match.group("ext")))
+                found.append(match.group("path", "ext"))
     return list(dict.fromkeys(found))
 
 

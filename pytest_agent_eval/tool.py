@@ -106,9 +106,12 @@ class _Scanner:
         self.probes = [fp.probe for fp in fingerprints if fp.probe is not None]
 
     def first(self, text: str) -> tuple[Fingerprint, re.Match[str]] | None:
-        literal = self.automaton is not None and bool(self.automaton.find_matches_as_indexes(_utf8(text)))
-        if not literal and not any(probe.search(text) for probe in self.probes):
-            return None
+        if self.automaton is None or not self.automaton.find_matches_as_indexes(_utf8(text)):
+            for probe in self.probes:
+                if probe.search(text):
+                    break
+            else:  # neither a literal nor a probe's match: no fingerprint can match
+                return None
         for candidate in self.fingerprints:
             match = candidate.search(text)
             if match:

@@ -101,7 +101,7 @@ class ToolCall:
     @cached_property
     def input_chars(self) -> int:
         """What the call occupies in the context: its name plus its input's JSON (worked out once)."""
-        return len(self.name) + len(json.dumps(self.input, ensure_ascii=False))
+        return len(self.name) + len(_INPUT_ENCODER.encode(self.input))
 
 
 @dataclass
@@ -124,7 +124,10 @@ class Message:
     @property
     def output_chars(self) -> int:
         """Characters this message adds to the next request's prompt: every block's (:func:`content_chars`)."""
-        return content_chars(self.blocks) + sum(call.input_chars for call in self.calls)
+        chars = content_chars(self.blocks)
+        for call in self.calls:
+            chars += call.input_chars
+        return chars
 
 
 @dataclass
@@ -196,7 +199,7 @@ class Session:
         with msgspec, which reads a large input faster; without it, the standard library's json, which a process
         that reads one small session starts sooner with (msgspec takes longer to import). Both read the same.
         """
-        paths = [Path(p) for p in paths]
+        paths = [p if isinstance(p, Path) else Path(p) for p in paths]
         builder = _Builder(fast)
         for segment, path in enumerate(paths):
             # A single file's first lines say whether it is a session file: read once, whichever it is.
@@ -225,7 +228,9 @@ class Session:
 
     # -- queries ------------------------------------------------------------------------
     def messages(self, thread: str | None = MAIN) -> list[Message]:
-        return [i for i in self.timeline if isinstance(i, Message) and (thread is None or i.thread == thread)]
+        if thread is None:  # every thread: the commonest question, asked of the whole timeline
+            return [i for i in self.timeline if isinstance(i, Message)]
+        return [i for i in self.timeline if isinstance(i, Message) and i.thread == thread]
 
     def calls_in(self, thread: str) -> list[ToolCall]:
         return [c for c in self.calls if c.thread == thread]
@@ -240,7 +245,10 @@ class Session:
         return list(dict.fromkeys(c.thread for c in self.calls))
 
     def tool_counts(self) -> dict[str, int]:
-        return dict(Counter(c.name for c in self.calls).most_common())
+        counts: dict[str, int] = {}
+        for call in self.calls:  # counted in a dict, as Counter(…).most_common() orders them, without its machinery
+            counts[call.name] = counts.get(call.name, 0) + 1
+        return dict(sorted(counts.items(), key=lambda item: item[1], reverse=True))
 
     def answer_texts(self) -> list[str]:
         """The final answer: every ``result`` text pooled (one per resumed segment); an
@@ -255,7 +263,11 @@ class Session:
     @property
     def models(self) -> list[str]:
         """The models that answered, in order of first appearance (``<synthetic>`` messages left out)."""
-        return list(dict.fromkeys(m.model for m in self.messages(None) if m.model and m.model != "<synthetic>"))
+        return list(
+            dict.fromkeys(
+                [i.model for i in self.timeline if isinstance(i, Message) and i.model and i.model != "<synthetic>"]
+            )
+        )
 
     @property
     def stand_in(self) -> str | None:
@@ -265,9 +277,9 @@ class Session:
     @property
     def infra_error(self) -> str | None:
         """Why this run produced no usable answer, if the transcript says so."""
-        status = next((f" (HTTP {r.api_error_status})" for r in self.results if r.api_error_status), "")
         for message in self.messages(MAIN):
-            if message.error:
+            if message.error:  # the status only when there is an error to report: most runs have none
+                status = next((f" (HTTP {r.api_error_status})" for r in self.results if r.api_error_status), "")
                 return f"API error in assistant message: {message.error}{status}"
         for result in self.results:
             if result.is_error:
@@ -473,7 +485,9 @@ class _Builder:
                     self._link_agent(earlier, result_id)
                 unlinked.clear()
             parse.events += 1
-            kind = event.type if isinstance(event.type, str) else "?"
+            kind = event.type
+            if not isinstance(kind, str):
+                kind = "?"
             parse.event_types[kind] += 1
             if kind not in KNOWN_EVENT_TYPES:
                 continue
@@ -561,8 +575,9 @@ class _Builder:
                 result = ToolResult(
                     call_id, result_text(content), block.get("is_error") is True, thread, content_chars(content)
                 )
-                if call_id in self.calls:
-                    self.calls[call_id].result = result
+                call = self.calls.get(call_id)
+                if call is not None:
+                    call.result = result
                 self.session.timeline.append(result)
                 result_id = call_id
             elif block.get("type") == "text":
@@ -602,6 +617,8 @@ def result_text(content: Any) -> str:
 
 # Keys that frame a block rather than carry its content: its kind, ids, the thinking signature, markers.
 _FRAMING_KEYS = frozenset({"type", "id", "tool_use_id", "signature", "media_type", "cache_control", "is_error"})
+# What ``json.dumps(value, ensure_ascii=False)`` writes, without building an encoder for every call's input.
+_INPUT_ENCODER = json.JSONEncoder(ensure_ascii=False)
 
 
 def content_chars(content: Any) -> int:
@@ -612,11 +629,17 @@ def content_chars(content: Any) -> int:
     Structure (braces, keys, the block's type, ids) is not content: occupancy counts it apart, as framing."""
     if isinstance(content, str):
         return len(content)
+    # Loops rather than generator sums, and a string counted where it is met: most values are strings, and this
+    # runs on every block of every message.
+    total = 0
     if isinstance(content, list):
-        return sum(content_chars(item) for item in content)
-    if isinstance(content, dict):
-        return sum(content_chars(value) for key, value in content.items() if key not in _FRAMING_KEYS)
-    return 0
+        for item in content:
+            total += len(item) if isinstance(item, str) else content_chars(item)
+    elif isinstance(content, dict):
+        for key, value in content.items():
+            if key not in _FRAMING_KEYS:
+                total += len(value) if isinstance(value, str) else content_chars(value)
+    return total
 
 
 def _thread_of(event: _Event) -> str:

@@ -149,7 +149,9 @@ class Allocation:
         """One row per distinct file, chars summed over the calls that returned it, largest first."""
         pooled: dict[str, FileUse] = {}
         for f in self.files:
-            row = pooled.setdefault(f.path, FileUse(f.path, 0, f.call, f.via, f.symbol))
+            row = pooled.get(f.path)
+            if row is None:  # a file's first section makes its row (setdefault would build one for every section)
+                row = pooled[f.path] = FileUse(f.path, 0, f.call, f.via, f.symbol)
             row.chars += f.chars
         return sorted(pooled.values(), key=lambda f: -f.chars)
 
@@ -235,11 +237,14 @@ def _cited(sections: list[FileSection], answer: str) -> dict[str, tuple[str, str
     cited_by_name: dict[str, list[str]] = {}
     for cited in citation_paths(answer, extensions):
         cited_by_name.setdefault(_basename(cited), []).append(cited)
-    verdict: dict[str, tuple[str, str | None]] = {
-        p: ("path", None) for p in paths if any(same_file(p, c) for c in cited_by_name.get(_basename(p), ()))
-    }
-    owners = symbol_owners(sections)
-    for name in code_span_names(answer):
+    verdict: dict[str, tuple[str, str | None]] = {}
+    for path in paths:
+        candidates = cited_by_name.get(_basename(path))
+        if candidates and any(same_file(path, c) for c in candidates):
+            verdict[path] = ("path", None)
+    names = code_span_names(answer)
+    owners = symbol_owners(sections, set(names)) if names else {}  # an answer without code spans names no symbol
+    for name in names:
         for path in owners.get(name, ()):
             verdict.setdefault(path, ("symbol", name))
     return verdict
@@ -249,14 +254,15 @@ def _basename(path: str) -> str:
     return path.strip().rsplit("/", 1)[-1]
 
 
-def symbol_owners(sections: Iterable[FileSection]) -> dict[str, set[str]]:
+def symbol_owners(sections: Iterable[FileSection], names: set[str] | None = None) -> dict[str, set[str]]:
     """name → the returned files that identify it: its definers, or its variable/constant
-    owners when nothing defines it more strongly; names on 3+ files are dropped."""
+    owners when nothing defines it more strongly; names on 3+ files are dropped. ``names``: only those
+    are looked up (the answer's), so the headers' other names are never collected."""
     strong: dict[str, set[str]] = {}
     weak: dict[str, set[str]] = {}
     for section in sections:
         for name, kind in section.symbols:
-            if kind in DEFINING_KINDS:
+            if (names is None or name in names) and kind in DEFINING_KINDS:  # most names are not asked for
                 (weak if kind in WEAK_KINDS else strong).setdefault(name, set()).add(section.path)
     owners = {**weak, **strong}
     return {name: paths for name, paths in owners.items() if len(paths) < AMBIGUITY_LIMIT}
@@ -284,12 +290,10 @@ def code_span_names(text: str) -> list[str]:
         spans.append(match.group("body"))
         return "\n"
 
-    prose = _FENCE_RE.sub(keep_fence, text)
-    spans += [m.group("body") for m in _INLINE_CODE_RE.finditer(prose)]
-    names = [
-        token
-        for span in spans
-        for token in _IDENT_RE.findall(span)
-        if len(token) >= MIN_SYMBOL_LEN and token.lower() not in STOPWORDS
-    ]
-    return list(dict.fromkeys(names))
+    # Each pattern needs its delimiter: a text without one skips that scan.
+    prose = _FENCE_RE.sub(keep_fence, text) if "```" in text or "~~~" in text else text
+    if "`" in prose:
+        spans += [body for _ticks, body in _INLINE_CODE_RE.findall(prose)]
+    # One scan of the spans joined by a newline, which no identifier holds: the same tokens, in the same order.
+    tokens = dict.fromkeys(_IDENT_RE.findall("\n".join(spans)))
+    return [token for token in tokens if len(token) >= MIN_SYMBOL_LEN and token.lower() not in STOPWORDS]

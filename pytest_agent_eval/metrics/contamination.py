@@ -119,7 +119,7 @@ def contamination(session: Session, tool: RetrievalTool = CODEGRAPH) -> Contamin
     report.mcp_calls = [call.id for call in session.calls if tool.owns(call.name)]
     # Claude Code's answer to a call of a tool it has not loaded yet is an error result: only those are read.
     report.cold_start_race = any(
-        isinstance(i, ToolResult) and i.is_error and COLD_START_MARKER in i.text for i in session.timeline
+        COLD_START_MARKER in i.text for i in session.timeline if isinstance(i, ToolResult) and i.is_error
     )
     return report
 
@@ -156,9 +156,15 @@ def describe_leak(leak: dict[str, Any]) -> str:
 def exposed_tools(session: Session, tool: RetrievalTool = CODEGRAPH) -> list[str]:
     """The tool's names offered in ``system/init`` events, then its MCP servers as ``server:<name> (<status>)``."""
     names: list[str] = []
+    offered: list | None = None  # the previous init's tools: every segment of a session repeats the same list
     for init in session.inits:
         tools = init.get("tools")
-        names += [t for t in tools if isinstance(t, str) and tool.owns(t)] if isinstance(tools, list) else []
+        if not isinstance(tools, list):
+            continue
+        if tools != offered:
+            owned = [t for t in tools if isinstance(t, str) and tool.owns(t)]
+            offered = tools
+        names += owned
     for init in session.inits:
         servers = init.get("mcp_servers")
         for server in servers if isinstance(servers, list) else []:

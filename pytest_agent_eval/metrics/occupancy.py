@@ -207,10 +207,16 @@ class _Gap:
 
     @property
     def result_frame(self) -> int:
-        return sum(frame for _, _, frame in self.results)
+        frames = 0
+        for _, _, frame in self.results:
+            frames += frame
+        return frames
 
     def family_share(self) -> tuple[str, int, int] | None:
         """The family holding ≥ DISPERSION_RESULT_SHARE of the gap's content, its characters and framing."""
+        if len(self.results) == 1:  # the common case: the gap's one result is its family's whole share
+            fam, chars, frame = self.results[0]
+            return (fam, chars, frame) if chars >= DISPERSION_RESULT_SHARE * self.chars else None
         by_family: dict[str, tuple[int, int]] = {}
         for fam, chars, frame in self.results:
             had_chars, had_frame = by_family.get(fam, (0, 0))
@@ -343,8 +349,9 @@ def _gaps(session: Session, tool: RetrievalTool) -> tuple[list[int], list[_Gap],
             in_user_message = False
             gap.chars += item.output_chars
             gap.frame += MESSAGE_FRAME_CHARS + BLOCK_FRAME_CHARS * len(item.blocks)
-            gap.frame += sum(CALL_FRAME_CHARS + len(call.id) for call in item.calls)
-            gap.hidden_blocks += sum(_hidden(block) for block in item.blocks)
+            for call in item.calls:
+                gap.frame += CALL_FRAME_CHARS + len(call.id)
+            gap.hidden_blocks += sum(map(_hidden, item.blocks))
         elif isinstance(item, ToolResult):
             # A result without its call still occupies the window; it is charged to "other".
             frame = RESULT_FRAME_CHARS + len(item.call_id) + (ERROR_FRAME_CHARS if item.is_error else 0)
@@ -412,8 +419,15 @@ def _pooled(clean: list[_Gap], framing: float | None) -> tuple[float, list[_Gap]
     # Shedding can only push a gap's chars/token up, so the lower median is the honest centre.
     ratios = sorted(chars / net for _, chars, net in usable)
     ceiling = SHED_FACTOR * ratios[(len(ratios) - 1) // 2]
-    kept = [(g, chars, net) for g, chars, net in usable if chars / net <= ceiling]
-    return sum(chars for _, chars, _ in kept) / sum(net for _, _, net in kept), [g for g, _, _ in kept]
+    kept: list[_Gap] = []
+    kept_chars = 0
+    kept_nets = []  # summed by sum(), as floats always were (its rounding differs from a loop's on 3.12+)
+    for g, chars, net in usable:
+        if chars / net <= ceiling:
+            kept.append(g)
+            kept_chars += chars
+            kept_nets.append(net)
+    return kept_chars / sum(kept_nets), kept
 
 
 def _family_ratios(kept: list[_Gap], pricing: _Pricing) -> dict[str, float]:

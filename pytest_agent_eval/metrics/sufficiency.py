@@ -127,17 +127,19 @@ def sufficiency(
     if sections_by_call is None:
         sections_by_call = explore_sections(session.calls, tool)
     out = Sufficiency(explore=tool.explore)
+    explores = [call for call in session.calls if tool.is_explore(call.name)]
+    if not explores:  # nothing to judge (a without-arm): the threads need not be indexed
+        return out
     messages_by_thread: dict[str, list[Message]] = {}
     position: dict[str, int] = {}  # call id → index of its message in its thread
     for message in session.messages(None):
         thread_messages = messages_by_thread.setdefault(message.thread, [])
-        position.update((c.id, len(thread_messages)) for c in message.calls)
+        for c in message.calls:
+            position[c.id] = len(thread_messages)
         thread_messages.append(message)
     shipped: dict[str, list[str]] = {}  # thread → files earlier explores of it returned
 
-    for call in session.calls:
-        if not tool.is_explore(call.name):
-            continue
+    for call in explores:
         query = _query(call)
         # Rule 8: no response, nothing to judge.
         if call.result is None or call.result.is_error:

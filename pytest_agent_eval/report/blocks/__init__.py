@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from collections import Counter
-
 from pytest_agent_eval.report.blocks.allocation import render_allocation
 from pytest_agent_eval.report.blocks.contamination import render_contamination
 from pytest_agent_eval.report.blocks.occupancy import render_occupancy
@@ -37,15 +35,16 @@ def header(card: Scorecard) -> str:
         verdict_lines(session, card.tool),
         f"tools: {tools}",
     ]
-    if session.models:
-        lines.append(f"model: {', '.join(session.models)}")
-    if session.stand_in:
+    # Each of these is worked out from every message: once.
+    models, stand_in, infra_error = session.models, session.stand_in, session.infra_error
+    if models:
+        lines.append(f"model: {', '.join(models)}")
+    if stand_in:
         lines.append(
-            f"STAND-IN MODEL ({session.stand_in}): these figures measure the pipeline and the tool's responses, "
-            "not a model"
+            f"STAND-IN MODEL ({stand_in}): these figures measure the pipeline and the tool's responses, not a model"
         )
-    if session.infra_error:
-        lines.append(f"INFRASTRUCTURE: {session.infra_error}")
+    if infra_error:
+        lines.append(f"INFRASTRUCTURE: {infra_error}")
     for name in session.parse.unfinished:
         lines.append(f"NOTICE: {name} ends mid-turn (no result event): cut off; the figures cover what was written")
     return "\n".join(lines)
@@ -74,18 +73,20 @@ def verdict_lines(session: Session, tool: RetrievalTool = CODEGRAPH) -> str:
     Every thread counts, subagents included: that is what the interactive arm is run to see. Usage is taken
     once per message id (the CLI repeats it on every content block of a message).
     """
-    counts = Counter(call.name for call in session.calls)
+    counts = session.tool_counts()
     explore = sum(n for name, n in counts.items() if tool.is_explore(name))
-    reads = counts["Read"] + counts["NotebookRead"]
-    searches = counts["Grep"] + counts["Glob"] + counts["Bash"]
+    reads = counts.get("Read", 0) + counts.get("NotebookRead", 0)
+    searches = counts.get("Grep", 0) + counts.get("Glob", 0) + counts.get("Bash", 0)
     usages = {}
     for message in session.messages(None):
         if message.usage is not None:
             usages.setdefault(message.id, message.usage)
-    total_in = sum(u.input for u in usages.values())
-    out = sum(u.output for u in usages.values())
-    read = sum(u.cache_read for u in usages.values())
-    write = sum(u.cache_creation for u in usages.values())
+    total_in = out = read = write = 0
+    for usage in usages.values():  # the four sums in one pass
+        total_in += usage.input
+        out += usage.output
+        read += usage.cache_read
+        write += usage.cache_creation
     return (
         f"VERDICT: {tool.explore} used {explore}x | Read {reads} | Grep/Bash {searches}\n"
         f"TOKENS: in {total_in:,} | out {out:,} | cache read {read:,} | cache write {write:,}"

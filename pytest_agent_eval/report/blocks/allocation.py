@@ -12,8 +12,11 @@ _QUERY_WIDTH = 46  # as the sufficiency block cuts queries
 
 
 def render_allocation(a: Allocation, envelope: bool = False, indent: str = "") -> str:
-    if a.efficiency is None:
+    # The pooled figures are sums over every section: each is summed once here, not once per line that shows it.
+    envelope_chars = a.envelope_chars
+    if not envelope_chars:  # no efficiency: no explore returned a file section
         return f"{indent}Explore allocation: no {a.explore} responses with file sections"
+    used_chars = a.used_chars
     rows = a.by_file()
     used_files = sum(1 for f in rows if f.via)
     lines = [
@@ -23,9 +26,10 @@ def render_allocation(a: Allocation, envelope: bool = False, indent: str = "") -
     if a.answer_source == "globs":
         cited = f"{used_files}/{len(rows)} files in the --answer set"
     else:
-        cited = f"{used_files}/{len(rows)} files cited; path-cited alone {_pct(a.path_efficiency)}"
+        cited = f"{used_files}/{len(rows)} files cited; path-cited alone {_pct(a.path_used_chars / envelope_chars)}"
     lines.append(
-        f"{indent}  efficiency {_pct(a.efficiency):>6}  {a.used_chars:,} of {a.envelope_chars:,} chars   ({cited})"
+        f"{indent}  efficiency {_pct(used_chars / envelope_chars):>6}  {used_chars:,} of {envelope_chars:,} chars"
+        f"   ({cited})"
     )
     if a.answer_source == "none":
         lines.append(f"{indent}  !! no final answer text found — efficiency is not meaningful for this run")
@@ -34,7 +38,7 @@ def render_allocation(a: Allocation, envelope: bool = False, indent: str = "") -
             f"{indent}  call {c.index}: {_pct(c.efficiency):>6}  {c.used_chars:,}/{c.envelope_chars:,} chars"
             f"  {c.used_files}/{c.files} files"
         )
-    lines += [_file_line(f, a.envelope_chars, indent + "  ") for f in rows]
+    lines += [_file_line(f, envelope_chars, indent + "  ") for f in rows]
     if envelope:
         for c in a.calls:
             sections = [f for f in a.files if f.call == c.index]
