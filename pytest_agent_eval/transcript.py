@@ -694,7 +694,14 @@ _LAZY_FIELDS = (
     ("structured", "toolUseResult"),
     ("structured_snake", "tool_use_result"),
 )
-_ABSENT: Any = type("Absent", (), {"__repr__": lambda self: "<absent>"})()
+
+
+class _Absent:
+    def __repr__(self) -> str:
+        return "<absent>"
+
+
+_ABSENT: Any = _Absent()
 
 
 class _Event:
@@ -734,7 +741,7 @@ def _stdlib_loads(line: str | bytes | memoryview) -> dict | None:
     return _loads_leniently(_text(line))
 
 
-_Decoding = tuple[Callable[[Any], Any], Callable[[Any], "dict | None"]]  # (event of a line, whole object of a line)
+_Decoding = tuple[Callable[[Any], Any], Callable[[Any], Any]]  # a line's event, and the whole object it holds
 _STDLIB: _Decoding = (_stdlib_event, _stdlib_loads)
 
 
