@@ -679,8 +679,12 @@ class Reporter:
         self.say_how_to_resume(terminalreporter, config)  # last: the line to copy after an interrupt
 
     def say_how_to_resume(self, terminalreporter: Any, config: pytest.Config) -> None:
+        if not self.interrupted:
+            return
+        if SHARED_KEY in self.config.stash:  # the xdist controller: its workers name the campaign as it would
+            eval_session(self.config)
         folder = self.config.stash[CONFIG_KEY].campaign_dir
-        if not self.interrupted or folder is None:
+        if folder is None:
             return
         from pytest_agent_eval.campaign.store import MANIFEST
         from pytest_agent_eval.resume_command import resume_command
