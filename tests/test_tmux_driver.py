@@ -724,10 +724,11 @@ def test_a_stalled_tmux_run_is_flagged_timed_out_of_the_tables_and_named_in_the_
     assert stalled["stalled"] is True and clean["stalled"] is False
     driver = stalled["driver"]
     assert driver["driver"] == "tmux" and driver["stalled_turns"] == [1] and driver["stall_s"] == 10.0
-    assert 20.0 <= driver["longest_silence_s"][0] < 30 and driver["silence_after"] == ["api-request"]
+    # About the 20 s stall, read off the CLI's own timestamps: under load they can fall a little short of it.
+    assert 18.0 <= driver["longest_silence_s"][0] < 30 and driver["silence_after"] == ["api-request"]
     assert driver["api_retries"] == [0]  # the reply came in the end: nothing was sent again
     # (a) flagged on the item's line and at the end; (b) no duration, so no time saved; (c) named in the report
-    assert re.search(r"express-without-tmux-1\] PASSED \(stalled: turn 1 silent 2\d\.\ds after api-request "
+    assert re.search(r"express-without-tmux-1\] PASSED \(stalled: turn 1 silent (?:1[89]|2\d)\.\ds after api-request "
                      r"\(threshold 10s\)\)", done.stdout)  # fmt: skip
     assert "agent-eval: express-without-tmux-1 stalled: turn 1 silent" in done.stdout
     assert stalled["figures"]["duration_s"] is None and clean["figures"]["duration_s"] is not None
