@@ -302,7 +302,8 @@ def test_a_resume_gives_back_the_tool_the_replay_and_the_cassettes_the_campaign_
         with pytest.raises(ResumeError, match="--agent-eval-tool other:CODEGRAPH contradicts the resumed campaign, "
                                               "which ran with --agent-eval-tool mytool:MINE"):  # fmt: skip
             restore(manifest, {"tool": "other:CODEGRAPH"}.get, "", "")
-        assert restore(manifest, {"tool": "other:OTHER"}.get, "", "")  # another name for the same tool
+        # Another name for the same tool agrees; the campaign's own reference is what is restored.
+        assert restore(manifest, {"tool": "other:OTHER"}.get, "", "").options["tool"] == "mytool:MINE"
     finally:
         sys.path.remove(str(tmp_path))
         for name in ("mytool", "other"):
