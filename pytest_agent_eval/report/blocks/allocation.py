@@ -12,11 +12,10 @@ _QUERY_WIDTH = 46  # as the sufficiency block cuts queries
 
 
 def render_allocation(a: Allocation, envelope: bool = False, indent: str = "") -> str:
-    # The pooled figures are sums over every section: each is summed once here, not once per line that shows it.
-    envelope_chars = a.envelope_chars
-    if not envelope_chars:  # no efficiency: no explore returned a file section
+    efficiency = a.efficiency
+    if efficiency is None:
         return f"{indent}Explore allocation: no {a.explore} responses with file sections"
-    used_chars = a.used_chars
+    envelope_chars = a.envelope_chars  # a sum over every section, which each file line divides by: summed once
     rows = a.by_file()
     used_files = sum(1 for f in rows if f.via)
     lines = [
@@ -26,10 +25,9 @@ def render_allocation(a: Allocation, envelope: bool = False, indent: str = "") -
     if a.answer_source == "globs":
         cited = f"{used_files}/{len(rows)} files in the --answer set"
     else:
-        cited = f"{used_files}/{len(rows)} files cited; path-cited alone {_pct(a.path_used_chars / envelope_chars)}"
+        cited = f"{used_files}/{len(rows)} files cited; path-cited alone {_pct(a.path_efficiency)}"
     lines.append(
-        f"{indent}  efficiency {_pct(used_chars / envelope_chars):>6}  {used_chars:,} of {envelope_chars:,} chars"
-        f"   ({cited})"
+        f"{indent}  efficiency {_pct(efficiency):>6}  {a.used_chars:,} of {envelope_chars:,} chars   ({cited})"
     )
     if a.answer_source == "none":
         lines.append(f"{indent}  !! no final answer text found — efficiency is not meaningful for this run")
