@@ -140,7 +140,9 @@ def pytest_configure(config: pytest.Config) -> None:
             raise pytest.UsageError(str(exc)) from None
     config.stash[CONFIG_KEY] = cfg
     config.stash[RESTORED_KEY] = restored
-    if worker_input is not None:  # an xdist worker writes into the campaign its controller named
+    # An xdist worker writes into the campaign its controller named: stashed before a resume's selection (below)
+    # makes the session, which takes it when made.
+    if worker_input is not None:
         config.stash[FAILURES_ID_KEY] = worker_input.get("agent_eval_session") or uuid.uuid4().hex
         if worker_input.get("agent_eval_shared"):
             config.stash[SHARED_KEY] = worker_input["agent_eval_shared"]
