@@ -29,7 +29,9 @@ SESSIONS = [*_sessions(transcripts()), *_sessions(BENCH)]
 
 
 def _both(read) -> tuple[dict, dict]:
-    return tuple(score(read(fast)).to_dict() | {"text": render_scorecard(score(read(fast)))} for fast in (True, False))
+    """A session's figures and text blocks, read with msgspec and with the standard library."""
+    cards = [score(read(fast)) for fast in (True, False)]
+    return tuple(card.to_dict() | {"text": render_scorecard(card)} for card in cards)
 
 
 @pytest.mark.parametrize("segments", SESSIONS, ids=[str(s[0].name) for s in SESSIONS])

@@ -90,11 +90,18 @@ def test_sdist_carries_the_license_and_its_tests_run_from_it(dists: dict[str, Pa
     with tarfile.open(dists["sdist"]) as archive:
         archive.extractall(tmp_path / "src", filter="data")
     (unpacked,) = (tmp_path / "src").iterdir()
-    expected = ["LICENSE", "tests/conftest.py", "tests/synth.py", "tests/transcripts.py"]
+    expected = ["LICENSE", "tests/conftest.py", "tests/synth.py", "tests/transcripts.py", "bench/data/truth.jsonl"]
     assert all((unpacked / name).is_file() for name in [*expected, *SHIPPED, *SHIPPED.values()])
     assert not list(unpacked.rglob("__pycache__"))
-    # Tests that need the sdist's own helpers and data (synth, the copied transcripts, the corpus), not slow ones.
-    tests = ["tests/test_real_transcripts.py", "tests/test_sufficiency.py", "tests/test_corpus.py"]
+    # Tests that need the sdist's own helpers and data (synth, the copied transcripts, the corpus, bench/data), not
+    # slow ones.
+    tests = [
+        "tests/test_real_transcripts.py",
+        "tests/test_sufficiency.py",
+        "tests/test_corpus.py",
+        "tests/test_decoding.py",
+        "tests/test_occupancy_truth.py",
+    ]
     command = [sys.executable, "-m", "pytest", *tests, "-q", "-p", "no:cacheprovider", "-m", "not slow"]
     done = subprocess.run(command, cwd=unpacked, capture_output=True, text=True, timeout=600)
     print(done.stdout[-4000:], done.stderr[-2000:], sep="\n")
