@@ -7,9 +7,8 @@ from stored records.
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:  # the option table reads arms in every pytest session; the corpus loads with the first eval
     from pytest_agent_eval.corpus import CorpusEntry
@@ -18,8 +17,9 @@ WITH, WITHOUT = "with", "without"
 ARM_NAMES = (WITH, WITHOUT)
 
 
-@dataclass(frozen=True)
-class Arm:
+# Named tuples, not frozen dataclasses: pytest imports this module in every session (the option table holds
+# arms), and a frozen dataclass costs about five times as much to define (bench/load_bench.py --instructions).
+class Arm(NamedTuple):
     """One side of the A/B. ``tool_spec`` pins the tool's build (``1.6.1``, ``latest``, ``local:<path>``);
     None means ``--agent-eval-tool-version``."""
 
@@ -43,8 +43,7 @@ class Arm:
         return self.name != WITHOUT
 
 
-@dataclass(frozen=True)
-class EvalCase:
+class EvalCase(NamedTuple):
     """One item: a corpus entry, an arm, a run number, and the turns it asks."""
 
     entry: CorpusEntry

@@ -14,9 +14,8 @@ import math
 import os
 import re
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pytest_agent_eval.cases import ARM_NAMES, Arm
 
@@ -47,32 +46,21 @@ class OptionError(ValueError):
     """A bad option or ini value; the message names the option."""
 
 
-class ToolOrCodegraph:
-    """``AgentEvalConfig.tool``: the tool it was given, else codegraph, imported when first read. pytest makes a
-    config in every session, evals or not, and codegraph's fingerprints cost more to load than the option table."""
-
-    def __get__(self, config: AgentEvalConfig | None, owner: type | None = None) -> RetrievalTool | None:
-        if config is None:
-            return None  # the field's default, as dataclasses reads it: codegraph
-        chosen = config.__dict__.get("tool")
-        if chosen is not None:
-            return chosen
-        from pytest_agent_eval.tool import CODEGRAPH
-
-        return CODEGRAPH
-
-    def __set__(self, config: AgentEvalConfig, tool: RetrievalTool | None) -> None:
-        config.__dict__["tool"] = tool
-
-
-@dataclass
 class AgentEvalConfig:
-    arms: list[Arm] = field(default_factory=lambda: [Arm("with"), Arm("without")])
+    """The session's settings: one attribute per option of :data:`OPTIONS` (its ``attr``), with the defaults
+    below, and what the plugin fills in (``campaign_dir``, ``thresholds_file``, ``tool_reference``).
+
+    ``AgentEvalConfig(runs=3)`` sets what it names. A plain class, not a dataclass: pytest makes one in every
+    session, evals or not, and generating a dataclass's methods for thirty fields costs a suite that runs no eval
+    more than the whole option table (``bench/load_bench.py --instructions``).
+    """
+
+    arms: list[Arm]  # made per config in __init__, as are the other lists and corpus_dir
     runs: int = 2
     turns: int | None = None  # None: every `||` turn of the question
     tool_version: str | None = None  # None: the tool's own default (RetrievalTool.version)
     corpus: Path = Path("corpus.json")
-    corpus_dir: Path = field(default_factory=lambda: cache_root() / "corpus")
+    corpus_dir: Path
     out: Path | None = None  # the parent of campaign folders; resolve() makes it agent-eval-out at rootdir
     model: str = "sonnet"
     effort: str = "high"
@@ -82,11 +70,11 @@ class AgentEvalConfig:
     backend: str = "auto"
     mode: str = "headless"
     thresholds_file: Path | None = None
-    cassettes: list[Path] = field(default_factory=list)
+    cassettes: list[Path]
     resume: Path | None = None  # a campaign folder to finish instead of starting a new one
     retries: int = 0  # extra attempts for a run that hit an infrastructure error
     compare: str | None = None  # a baseline: a saved baseline's name, "latest", a campaign folder or a JSON of records
-    compare_fail: list[Rule] = field(default_factory=list)
+    compare_fail: list[Rule]
     campaign: str | None = None  # run only corpus entries whose "campaign" is this
     include_contaminated: bool = False
     campaign_dir: Path | None = None  # the campaign folder this session writes; set by the plugin
@@ -94,9 +82,33 @@ class AgentEvalConfig:
     save_baseline: str | None = None  # keep this session's campaign as a named baseline
     replay: str | None = None  # a baseline whose transcripts the model replays, item by item (the $0 gate)
     compare_min_pairs: int | None = None  # None: every (entry, arm) the baseline scored must be matched
-    tool: RetrievalTool = ToolOrCodegraph()  # the retrieval tool under test (--agent-eval-tool)
-    tool_reference: str | None = None  # the MODULE:ATTR that named it, kept in the manifest for a resume
+    tool_reference: str | None = None  # the MODULE:ATTR that named the tool, kept in the manifest for a resume
     json_path: Path | None = None  # also write the machine summary (summary.json) here
+
+    def __init__(self, **settings: Any) -> None:
+        self.arms = [Arm("with"), Arm("without")]
+        self.corpus_dir = cache_root() / "corpus"
+        self.cassettes = []
+        self.compare_fail = []
+        self._tool: RetrievalTool | None = None
+        for name, value in settings.items():
+            if name not in _SETTINGS:
+                raise TypeError(f"AgentEvalConfig has no setting {name!r}")
+            setattr(self, name, value)
+
+    @property
+    def tool(self) -> RetrievalTool:
+        """The retrieval tool under test (--agent-eval-tool), else codegraph, imported when first read: its
+        fingerprints cost more to load than the option table, and most sessions never read it."""
+        if self._tool is not None:
+            return self._tool
+        from pytest_agent_eval.tool import CODEGRAPH
+
+        return CODEGRAPH
+
+    @tool.setter
+    def tool(self, tool: RetrievalTool | None) -> None:
+        self._tool = tool
 
     @property
     def drivers(self) -> list[str]:
@@ -113,6 +125,9 @@ class AgentEvalConfig:
     @property
     def cache(self) -> Path:
         return cache_root()
+
+
+_SETTINGS = frozenset(AgentEvalConfig.__annotations__) | {"tool"}
 
 
 PACKAGED = Path(__file__).resolve().parent / "data"  # the default corpus.json and agent-eval.yaml ship here
@@ -171,8 +186,9 @@ def parse_count(text: str) -> int:
     return value
 
 
-@dataclass(frozen=True)
-class Rule:
+# Named tuples, not frozen dataclasses, here and below: this module loads in every pytest session (see
+# AgentEvalConfig).
+class Rule(NamedTuple):
     """One regression rule of compare-fail (pytest-benchmark's UX): ``residual_tokens:+20%``.
 
     The sign is the direction that fails (``-`` a drop, ``+`` a rise; without one, the figure's bad direction);
@@ -204,9 +220,8 @@ class Rule:
         return change * self.direction >= self.threshold - 1e-9
 
 
-_RULE_RE = re.compile(
-    r"^(?P<metric>[a-z_]+):(?P<sign>[+-]?)(?P<number>\d+(?:\.\d+)?)(?P<unit>pt|%)(?:@(?P<confidence>\d+))?$"
-)
+# Patterns, compiled (and cached by re) when first matched: most sessions never read a rule or a name.
+_RULE_PATTERN = r"^(?P<metric>[a-z_]+):(?P<sign>[+-]?)(?P<number>\d+(?:\.\d+)?)(?P<unit>pt|%)(?:@(?P<confidence>\d+))?$"
 
 
 def parse_rules(text: str) -> list[Rule]:
@@ -221,7 +236,7 @@ def parse_rules(text: str) -> list[Rule]:
     for token in (t.strip() for t in str(text).split(",")):
         if not token:
             continue
-        match = _RULE_RE.match(token)
+        match = re.match(_RULE_PATTERN, token)
         if match is None:
             raise OptionError(
                 f"cannot read {token!r}: expected METRIC:[+|-]NUMBER(pt|%)[@CONFIDENCE], "
@@ -296,13 +311,13 @@ def parse_mode(text: str) -> str:
     return value
 
 
-_NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
+_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
 
 
 def parse_name(text: str) -> str:
     """A baseline's name: one safe path component."""
     value = str(text).strip()
-    if not _NAME_RE.match(value):
+    if not re.match(_NAME_PATTERN, value):
         raise OptionError(f"expected a name of letters, digits, '.', '_' or '-', got {text!r}")
     return value
 
@@ -350,8 +365,7 @@ def parse_shard_option(text: str) -> Shard:
         raise OptionError(str(exc)) from None
 
 
-@dataclass(frozen=True)
-class Option:
+class Option(NamedTuple):
     """One setting: its flag, its ini key, how its text becomes a value, and the config field it fills."""
 
     flag: str
@@ -657,8 +671,7 @@ def resolve(get_option: Callable[[str], Any], get_ini: Callable[[str], Any], roo
 MARKER_ARGS = ("entries", "arms", "runs", "turns")
 
 
-@dataclass(frozen=True)
-class TestSettings:
+class TestSettings(NamedTuple):
     """What one eval test runs: the session's settings, narrowed by its ``agent_eval`` marker."""
 
     arms: list[Arm]

@@ -24,7 +24,7 @@ import json
 import os
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack
-from dataclasses import dataclass, replace
+from dataclasses import replace
 from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
@@ -41,52 +41,25 @@ if TYPE_CHECKING:
     from pytest_agent_eval.config import AgentEvalConfig
     from pytest_agent_eval.harness.drivers.headless import RunRecord
     from pytest_agent_eval.harness.failures import FailureMemo
+    from pytest_agent_eval.harness.isolation import CliBlock
+    from pytest_agent_eval.model import ModelEndpoint
     from pytest_agent_eval.report import gates
-    from pytest_agent_eval.session import EvalSession
+    from pytest_agent_eval.session import AgentResult, EvalSession
     from pytest_agent_eval.tool import RetrievalTool
 
-CONFIG_KEY = pytest.StashKey["AgentEvalConfig"]()
-SESSION_KEY = pytest.StashKey["EvalSession"]()
-RECORD_KEY = pytest.StashKey["ItemRecord"]()
-FAILURES_KEY = pytest.StashKey["FailureMemo"]()  # this session's provisioning failures, shared with xdist workers
-FAILURES_ID_KEY = pytest.StashKey[str]()  # their session id: the controller's, handed to its workers
-ITEM_ID_KEY = pytest.StashKey[str]()
+# Keys typed by annotation, not made as StashKey[T](): a subscript builds a typing alias at import, in every session.
+CONFIG_KEY: pytest.StashKey[AgentEvalConfig] = pytest.StashKey()
+SESSION_KEY: pytest.StashKey[EvalSession] = pytest.StashKey()
+RECORD_KEY: pytest.StashKey[ItemRecord] = pytest.StashKey()
+# this session's provisioning failures, shared with xdist workers
+FAILURES_KEY: pytest.StashKey[FailureMemo] = pytest.StashKey()
+FAILURES_ID_KEY: pytest.StashKey[str] = pytest.StashKey()  # their session id: the controller's, handed to its workers
+ITEM_ID_KEY: pytest.StashKey[str] = pytest.StashKey()
 # Under xdist, in every process: what makes the sessions of the controller and its workers share one campaign
 # (the arguments of EvalSession.share), applied when a process makes its session, if it ever does.
-SHARED_KEY = pytest.StashKey[dict[str, Any]]()
+SHARED_KEY: pytest.StashKey[dict[str, Any]] = pytest.StashKey()
 
 T = TypeVar("T")
-
-
-@dataclass(frozen=True)
-class ModelEndpoint:
-    """Where the agent's API requests go: ``url`` None means the real API, straight from the CLI."""
-
-    backend: str
-    description: str
-    url: str | None = None
-    replay: str | None = None  # the baseline a replayed item's recording came from
-
-    def to_dict(self) -> dict[str, Any]:
-        data = {"name": self.backend, "description": self.description, "url": self.url}
-        return {**data, "replay": self.replay} if self.replay else data
-
-
-@dataclass(frozen=True)
-class CliBlock:
-    path: str
-    settings: Path
-
-
-@dataclass
-class AgentResult:
-    """A scored run: the driver's record, the score as plain data, and its named figures."""
-
-    case: EvalCase
-    run: RunRecord
-    score: dict[str, Any]
-    figures: dict[str, Any]
-    blocks: str
 
 
 def eval_session(config: pytest.Config) -> EvalSession:
@@ -314,7 +287,7 @@ def cli_block(
     claude_cli: Any, agent_tool: RetrievalTool, agent_run_dir: Path, tmp_path: Path, agent_eval_memo: dict
 ) -> CliBlock:
     """PATH without the tool's CLI + a PreToolUse hook denying it, both probed; the item aborts if not."""
-    from pytest_agent_eval.harness.isolation import self_check, shim_path, write_hook_settings
+    from pytest_agent_eval.harness.isolation import CliBlock, self_check, shim_path, write_hook_settings
 
     cli = agent_tool.cli
     # claude must resolve on the agent's PATH wherever it was provisioned; node is expected on PATH already.
@@ -418,7 +391,14 @@ def agent_model_server(request: pytest.FixtureRequest, agent_eval_config: AgentE
     """The local Messages-API server for a stand-in backend, per worker (per item under replay); nothing for
     the real API."""
     from pytest_agent_eval.campaign import baseline
-    from pytest_agent_eval.model import AnthropicBackend, CassetteBackend, ScriptedBackend, make_backend, serve
+    from pytest_agent_eval.model import (
+        AnthropicBackend,
+        CassetteBackend,
+        ModelEndpoint,
+        ScriptedBackend,
+        make_backend,
+        serve,
+    )
 
     cfg = agent_eval_config
     source: Campaign | None = request.getfixturevalue("agent_replay_source")
@@ -620,6 +600,7 @@ def agent_result(
     from pytest_agent_eval.report import gates
     from pytest_agent_eval.report.blocks import render_scorecard
     from pytest_agent_eval.score import score as score_of
+    from pytest_agent_eval.session import AgentResult
     from pytest_agent_eval.transcript import Session
 
     record = record_of(request.node)

@@ -61,13 +61,13 @@ if TYPE_CHECKING:
     from pytest_agent_eval.cases import EvalCase
     from pytest_agent_eval.corpus import CorpusEntry
 
-CORPUS_KEY = pytest.StashKey[Any]()
-SETUP_S_KEY = pytest.StashKey[float]()
+CORPUS_KEY: pytest.StashKey[Any] = pytest.StashKey()
+SETUP_S_KEY: pytest.StashKey[float] = pytest.StashKey()
 SETUP_MARGIN_S = 900.0  # installs, the clone and the index, on top of the agent's own limit
-TIMER_KEY = pytest.StashKey[threading.Timer]()
-OPTED_OUT_KEY = pytest.StashKey[int]()  # agent items deselected because nobody asked for them
-INTERRUPTED_KEY = pytest.StashKey[bool]()
-RESTORED_KEY = pytest.StashKey[Any]()
+TIMER_KEY: pytest.StashKey[threading.Timer] = pytest.StashKey()
+OPTED_OUT_KEY: pytest.StashKey[int] = pytest.StashKey()  # agent items deselected because nobody asked for them
+INTERRUPTED_KEY: pytest.StashKey[bool] = pytest.StashKey()
+RESTORED_KEY: pytest.StashKey[Any] = pytest.StashKey()
 OPT_IN_HINT = "name their file or folder (pytest evals/) or pass --agent-eval to run them"
 MARKER = (
     "agent_eval(entries=None, arms=None, runs=None, turns=None): an agent evaluation (a test using the agent "

@@ -34,9 +34,22 @@ from pytest_agent_eval.corpus import CorpusEntry, CorpusError, load_corpus
 
 # The baselines, the shard planner and the reports load when a session has something for them.
 if TYPE_CHECKING:
+    from pytest_agent_eval.harness.drivers.headless import RunRecord
     from pytest_agent_eval.report.compare import GateResult
 
 SUMMARY = "summary.json"
+
+
+@dataclass
+class AgentResult:
+    """A scored run, as the ``agent_result`` fixture gives it: the driver's record, the score as plain data, and
+    its named figures."""
+
+    case: EvalCase
+    run: RunRecord
+    score: dict[str, Any]
+    figures: dict[str, Any]
+    blocks: str
 
 
 class SessionError(ValueError):

@@ -1,4 +1,5 @@
-"""The default corpus and thresholds: a project's own files at rootdir win, else the ones shipped in the package."""
+"""The defaults: a project's own corpus and thresholds at rootdir win, else the ones shipped in the package; a
+config's own settings start at the built-in defaults."""
 
 from __future__ import annotations
 
@@ -6,7 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agent_eval.config import PACKAGED, resolve
+from pytest_agent_eval.cases import Arm
+from pytest_agent_eval.config import PACKAGED, AgentEvalConfig, resolve
 from pytest_agent_eval.corpus import load_corpus
 from pytest_agent_eval.report.gates import load_thresholds
 
@@ -42,3 +44,13 @@ def test_the_checkouts_top_level_files_are_the_packaged_ones(name: str) -> None:
     # Links in the checkout, copies in the sdist: either way one content, the package's.
     shipped = {"evals/test_ab.py": REPO / "pytest_agent_eval/evals/test_ab.py"}.get(name, PACKAGED / name)
     assert (REPO / name).read_bytes() == shipped.read_bytes()
+
+
+def test_a_config_takes_only_settings_it_has_and_shares_no_list() -> None:
+    with pytest.raises(TypeError, match="'rnus'"):
+        AgentEvalConfig(rnus=3)
+    first, second = AgentEvalConfig(runs=3), AgentEvalConfig()
+    first.arms.append(Arm("with", "1.6.0"))
+    first.cassettes.append(Path("a.jsonl"))
+    assert (first.runs, second.runs) == (3, 2)
+    assert second.arms == [Arm("with"), Arm("without")] and second.cassettes == []

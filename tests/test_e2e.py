@@ -76,7 +76,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from pytest_agent_eval.fixtures import ModelEndpoint
+from pytest_agent_eval.model import ModelEndpoint
 from pytest_agent_eval.model import Faults, make_backend, serve
 
 FAULTS = {faults!r}  # run number -> Faults(**kwargs)

@@ -322,11 +322,20 @@ def test_pinned_arms_and_marker_selection(project):
 
 
 DUMP_CONFIG = """
-import json, dataclasses
+import dataclasses, json
+from pytest_agent_eval.config import OPTIONS
+
+def plain(value):  # a rule (a named tuple) as its fields; a shard (a dataclass) as the text of its fields
+    if isinstance(value, list):
+        return [plain(v) for v in value]
+    if hasattr(value, "_asdict"):
+        return value._asdict()
+    if dataclasses.is_dataclass(value):
+        return str(dataclasses.asdict(value))
+    return value if isinstance(value, (int, float, bool, type(None))) else str(value)
 
 def test_dump(agent_eval_config, tmp_path_factory):
-    data = {k: (str(v) if not isinstance(v, (int, float, bool, type(None), list)) else v)
-            for k, v in dataclasses.asdict(agent_eval_config).items()}
+    data = {o.attr: plain(getattr(agent_eval_config, o.attr)) for o in OPTIONS}
     data["arms"] = [a.label for a in agent_eval_config.arms]
     data["cassettes"] = [str(p) for p in agent_eval_config.cassettes]
     data["tool"] = agent_eval_config.tool.name

@@ -32,6 +32,19 @@ def test_importing_the_plugin_loads_only_what_registering_needs():
     assert set(loaded) <= AT_LOAD, f"imported at load: {sorted(set(loaded) - AT_LOAD)}"
 
 
+def test_what_loads_with_the_plugin_defines_no_dataclass():
+    # A dataclass generates its methods from source when its class is made: about five times what a named tuple
+    # costs, and for the thirty settings more than the option table itself (bench/load_bench.py --instructions).
+    code = (
+        "import dataclasses, json, sys, pytest, pytest_agent_eval.plugin\n"
+        "print(json.dumps(sorted(f'{m.__name__}.{name}' for m in list(sys.modules.values())"
+        " if m.__name__.startswith('pytest_agent_eval') for name, value in vars(m).items()"
+        " if isinstance(value, type) and value.__module__ == m.__name__ and dataclasses.is_dataclass(value))))"
+    )
+    made = json.loads(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+    assert made == []
+
+
 @pytest.mark.slow  # a pytest subprocess
 @pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["local", "xdist"])
 def test_a_session_without_an_agent_item_loads_nothing_more(pytester: pytest.Pytester, monkeypatch, xdist):

@@ -673,7 +673,7 @@ class TestRealCliInTmux:
 STALL_CONFTEST = """
 import pytest
 
-from pytest_agent_eval.fixtures import ModelEndpoint
+from pytest_agent_eval.model import ModelEndpoint
 from pytest_agent_eval.model import Faults, make_backend, serve
 
 

@@ -30,6 +30,7 @@ import subprocess
 import sys
 import tempfile
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -39,6 +40,14 @@ HOOK_TIMEOUT_S = 30.0
 
 class IsolationError(RuntimeError):
     """The CLI block is not in place; the message names every layer that failed."""
+
+
+@dataclass(frozen=True)
+class CliBlock:
+    """The block, probed: the PATH without the tool's CLI, and the settings file holding the denying hook."""
+
+    path: str
+    settings: Path
 
 
 def shim_path(path_env: str, cli: str, shim_root: Path) -> str:

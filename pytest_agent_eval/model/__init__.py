@@ -14,7 +14,7 @@ from pytest_agent_eval.config import BACKENDS, is_real_key  # the option table n
 from .anthropic import AnthropicBackend
 from .cassette import CassetteBackend
 from .scripted import ScriptedBackend
-from .server import Backend, Faults, Hit, Passthrough, RunningServer, serve
+from .server import Backend, Faults, Hit, ModelEndpoint, Passthrough, RunningServer, serve
 from .sse import Reply
 
 
@@ -38,6 +38,7 @@ __all__ = [
     "CassetteBackend",
     "Faults",
     "Hit",
+    "ModelEndpoint",
     "Passthrough",
     "Reply",
     "RunningServer",

@@ -279,6 +279,20 @@ class _Handler(BaseHTTPRequestHandler):
         self._chunk(b"")
 
 
+@dataclass(frozen=True)
+class ModelEndpoint:
+    """Where the agent's API requests go: ``url`` None means the real API, straight from the CLI."""
+
+    backend: str
+    description: str
+    url: str | None = None
+    replay: str | None = None  # the baseline a replayed item's recording came from
+
+    def to_dict(self) -> dict[str, Any]:
+        data = {"name": self.backend, "description": self.description, "url": self.url}
+        return {**data, "replay": self.replay} if self.replay else data
+
+
 class RunningServer:
     """A started server; a context manager that stops it. ``requests`` holds every message request body."""
 
