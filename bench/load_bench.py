@@ -1,6 +1,6 @@
 """What the plugin costs a suite that runs no eval, and how fast ``agent-eval score`` starts.
 
-    python bench/load_bench.py [--runs N] [--instructions] [FILE]   # FILE: a transcript (default: bench/data's first)
+    python bench/load_bench.py [--runs N] [--instructions] [--wheel] [FILE]   # FILE: a transcript (bench/data's first)
 
 Like hyperfine: N rounds that run each command once, in turn (so load from other processes weighs on both alike);
 the plugin's cost is the median of the rounds' differences in CPU time, the score start-up the ratio of the
@@ -11,6 +11,10 @@ the same file.
 What is timed is what a user runs: the ``agent-eval`` console script, with the package's byte code compiled, as
 ``pip install`` leaves it (and as the standard library that ``python -c`` imports always is). Without that, under
 ``PYTHONDONTWRITEBYTECODE`` or from a read-only checkout, every run would compile the package from source again.
+
+``--wheel`` measures the package as a user's project has it: the checkout's wheel installed into a fresh venv.
+The checkout's own editable install hides a cost: pytest rewrites the asserts of an installed plugin's modules
+and loads them through its own, slower reader, in every session.
 
 ``--instructions`` also counts the instructions each command executes (valgrind's callgrind, one run each): the
 same count whatever else the machine is doing, where CPU times on a loaded machine swing by a tenth or more.
@@ -83,22 +87,39 @@ def instructions(command: list[str], cwd: Path) -> int:
     return int(re.search(r"Collected : (\d+)", done.stderr).group(1))  # type: ignore[union-attr]
 
 
+def installed_wheel(venv: Path) -> str:
+    """A fresh venv with this checkout's wheel installed (its dependencies from the index), as a user's project has
+    it; its interpreter. Unlike the editable install of a checkout, pytest rewrites the asserts of an installed
+    plugin's modules, and reads them back through its own, slower loader, in every session."""
+    wheels = venv.parent / "wheels"
+    subprocess.run([sys.executable, "-m", "pip", "wheel", "-q", "--no-deps", "-w", str(wheels), str(PACKAGE.parent)],
+                   check=True)  # fmt: skip
+    subprocess.run([sys.executable, "-m", "venv", str(venv)], check=True)
+    python = str(venv / "bin" / "python")
+    subprocess.run([python, "-m", "pip", "install", "-q", *map(str, wheels.glob("*.whl"))], check=True)
+    return python
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--runs", type=int, default=21)
     parser.add_argument("--instructions", action="store_true", help="also count instructions (needs valgrind)")
+    parser.add_argument(
+        "--wheel", action="store_true", help="measure the package as a user has it: its wheel, in a fresh venv"
+    )
     parser.add_argument("file", nargs="?", type=Path, default=None)
     args = parser.parse_args()
     if args.instructions and shutil.which("valgrind") is None:
         parser.error("--instructions needs valgrind (apt-get install valgrind)")
     transcript = (args.file or sorted(DATA.rglob("*.jsonl"))[0]).resolve()
-    python = sys.executable
-    compileall.compile_dir(PACKAGE, quiet=1)  # the byte code an installed package has (see the module docstring)
-    # The console script beside this interpreter, as the user runs it; a checkout that is not installed runs the module.
-    script = Path(python).with_name("agent-eval")
-    agent_eval = [str(script)] if script.is_file() else [python, "-m", "pytest_agent_eval.cli"]
     with tempfile.TemporaryDirectory() as folder:
-        suite = Path(folder)
+        python = installed_wheel(Path(folder) / "venv") if args.wheel else sys.executable
+        compileall.compile_dir(PACKAGE, quiet=1)  # the byte code an installed package has (see the module docstring)
+        # The console script beside the interpreter, as the user runs it; a checkout not installed runs the module.
+        script = Path(python).with_name("agent-eval")
+        agent_eval = [str(script)] if script.is_file() else [python, "-m", "pytest_agent_eval.cli"]
+        suite = Path(folder) / "suite"
+        suite.mkdir()
         (suite / "test_one.py").write_text("def test_one():\n    assert True\n")
         pytest = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_one.py"]
         plugin_commands = {"without": [*pytest, "-p", "no:agent_eval"], "with": pytest}
@@ -106,9 +127,15 @@ def main() -> int:
         plugin = {name: statistics.median(values) for name, values in plugin_times.items()}
         if args.instructions:
             plugin_counts = {name: instructions(command, suite) for name, command in plugin_commands.items()}
-    decode = f"import json\nfor line in open({str(transcript)!r}, encoding='utf-8'):\n    json.loads(line)"
-    score_commands = {"python -c": [python, "-c", decode], "agent-eval score": [*agent_eval, "score", str(transcript)]}
-    score = {name: statistics.median(values) for name, values in rounds(score_commands, args.runs, Path.cwd()).items()}
+        decode = f"import json\nfor line in open({str(transcript)!r}, encoding='utf-8'):\n    json.loads(line)"
+        score_commands = {
+            "python -c": [python, "-c", decode],
+            "agent-eval score": [*agent_eval, "score", str(transcript)],
+        }
+        score_times = rounds(score_commands, args.runs, Path.cwd())
+        if args.instructions:
+            counts = {name: instructions(command, Path.cwd()) for name, command in score_commands.items()}
+    score = {name: statistics.median(values) for name, values in score_times.items()}
     added = median_difference(plugin_times["with"], plugin_times["without"])
     ratio = score["agent-eval score"] / score["python -c"]
     print(
@@ -121,7 +148,6 @@ def main() -> int:
         f"agent-eval score {score['agent-eval score'] * 1000:.0f} ms: {ratio:.2f}× (goal ≤ {SCORE_RATIO}×)"
     )
     if args.instructions:
-        counts = {name: instructions(command, Path.cwd()) for name, command in score_commands.items()}
         extra = plugin_counts["with"] - plugin_counts["without"]
         # In ms at the suite's own rate (its median CPU time over its instructions): a figure no neighbour moves.
         rate = plugin["without"] / plugin_counts["without"]
