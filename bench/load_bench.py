@@ -113,8 +113,11 @@ def main() -> int:
         parser.error("--instructions needs valgrind (apt-get install valgrind)")
     transcript = (args.file or sorted(DATA.rglob("*.jsonl"))[0]).resolve()
     with tempfile.TemporaryDirectory() as folder:
-        python = installed_wheel(Path(folder) / "venv") if args.wheel else sys.executable
-        compileall.compile_dir(PACKAGE, quiet=1)  # the byte code an installed package has (see the module docstring)
+        if args.wheel:
+            python = installed_wheel(Path(folder) / "venv")  # pip compiled its byte code at install
+        else:
+            python = sys.executable
+            compileall.compile_dir(PACKAGE, quiet=1)  # the byte code an install leaves (see the module docstring)
         # The console script beside the interpreter, as the user runs it; a checkout not installed runs the module.
         script = Path(python).with_name("agent-eval")
         agent_eval = [str(script)] if script.is_file() else [python, "-m", "pytest_agent_eval.cli"]
