@@ -124,7 +124,8 @@ def main() -> int:
         suite = Path(folder) / "suite"
         suite.mkdir()
         (suite / "test_one.py").write_text("def test_one():\n    assert True\n")
-        pytest = [python, "-m", "pytest", "-q", "-p", "no:cacheprovider", "test_one.py"]
+        # As a user runs it, header included: pytest reads every plugin's metadata for it (-q would skip that).
+        pytest = [python, "-m", "pytest", "-p", "no:cacheprovider", "test_one.py"]
         plugin_commands = {"without": [*pytest, "-p", "no:agent_eval"], "with": pytest}
         plugin_times = rounds(plugin_commands, args.runs, suite)
         plugin = {name: statistics.median(values) for name, values in plugin_times.items()}

@@ -246,7 +246,8 @@ def _rescore(args: argparse.Namespace) -> int:
 def _compare(args: argparse.Namespace) -> int:
     from pytest_agent_eval.campaign import baseline
     from pytest_agent_eval.campaign.store import StoreError, load_records
-    from pytest_agent_eval.config import DEFAULT_OUT, OptionError, parse_rules
+    from pytest_agent_eval.config import DEFAULT_OUT, OptionError
+    from pytest_agent_eval.parsers import parse_rules
     from pytest_agent_eval.report.compare import gate, render_gate
 
     try:

@@ -1,12 +1,8 @@
-"""The fixtures an eval test touches, from the provisioned tools down to the scored run.
+"""The bodies of the plugin's fixtures, from the provisioned tools down to the scored run.
 
-    def test_mine(agent_result, agent_gate):
-        agent_gate(agent_result)                       # contamination + agent-eval.yaml thresholds
-        assert agent_result.figures["retrieval_calls"] >= 1
-
-Any test that requests one of them (or carries ``@pytest.mark.agent_eval``) is parametrized over
-corpus entry × arm × run by the plugin. Every harness step is lazy: nothing is provisioned, cloned or
-indexed until an item runs, so ``--collect-only`` needs no network and no npm.
+:mod:`pytest_agent_eval.plugin` declares each fixture (its name, scope, what it requests and what it is for);
+its body is the function of the same name here, called with what it requested, so that this module, and the
+harness it imports, load only when an agent item is set up.
 
 A harness step that fails raises :class:`AgentInfraError`, which the plugin reports as an ERROR that
 says which step — never as a failed gate. With ``--agent-eval-retries N`` the agent's run (not provisioning)
@@ -31,9 +27,9 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
-# pytest imports this module in every session (its fixtures are registered with the plugin): the settings, the
-# harness, scoring and reports load when an item first needs them, so that a suite that runs no agent item (most
-# suites this plugin is installed next to) does not pay for importing them.
+from pytest_agent_eval.plugin import settings
+
+# The harness, scoring and reports load when a body first needs them.
 if TYPE_CHECKING:
     from pytest_agent_eval.campaign.record import ItemRecord
     from pytest_agent_eval.campaign.store import Campaign
@@ -47,8 +43,6 @@ if TYPE_CHECKING:
     from pytest_agent_eval.session import AgentResult, EvalSession
     from pytest_agent_eval.tool import RetrievalTool
 
-# Keys typed by annotation, not made as StashKey[T](): a subscript builds a typing alias at import, in every session.
-CONFIG_KEY: pytest.StashKey[AgentEvalConfig] = pytest.StashKey()
 SESSION_KEY: pytest.StashKey[EvalSession] = pytest.StashKey()
 RECORD_KEY: pytest.StashKey[ItemRecord] = pytest.StashKey()
 # this session's provisioning failures, shared with xdist workers
@@ -67,7 +61,7 @@ def eval_session(config: pytest.Config) -> EvalSession:
     if SESSION_KEY not in config.stash:
         from pytest_agent_eval.session import EvalSession
 
-        session = config.stash[SESSION_KEY] = EvalSession(config.stash[CONFIG_KEY])
+        session = config.stash[SESSION_KEY] = EvalSession(settings(config))
         session.invoked_with(config.args, config.option.keyword, config.option.markexpr)  # for the manifest
         if SHARED_KEY in config.stash:
             session.share(**config.stash[SHARED_KEY])
@@ -79,7 +73,7 @@ def failure_memo(config: pytest.Config) -> FailureMemo:
     if FAILURES_KEY not in config.stash:
         from pytest_agent_eval.harness.failures import FailureMemo
 
-        config.stash[FAILURES_KEY] = FailureMemo(config.stash[CONFIG_KEY].cache, config.stash[FAILURES_ID_KEY])
+        config.stash[FAILURES_KEY] = FailureMemo(settings(config).cache, config.stash[FAILURES_ID_KEY])
     return config.stash[FAILURES_KEY]
 
 
@@ -89,7 +83,7 @@ def record_of(node: pytest.Item) -> ItemRecord:
 
     if RECORD_KEY not in node.stash:
         case = node.callspec.params["agent_case"]  # type: ignore[attr-defined]
-        node.stash[RECORD_KEY] = new_record(case, item_id(node, case), node.nodeid, node.config.stash[CONFIG_KEY])
+        node.stash[RECORD_KEY] = new_record(case, item_id(node, case), node.nodeid, settings(node.config))
     return node.stash[RECORD_KEY]
 
 
@@ -153,51 +147,19 @@ def _memo(memo: dict, key: Any, make: Callable[[], T]) -> T:
 
 
 # -- configuration --------------------------------------------------------------------------------------------
-@pytest.fixture(scope="session")
-def agent_eval_config(request: pytest.FixtureRequest) -> AgentEvalConfig:
-    """The resolved options (see :mod:`pytest_agent_eval.config` for precedence)."""
-    return request.config.stash[CONFIG_KEY]
-
-
-@pytest.fixture
-def agent_case(request: pytest.FixtureRequest) -> EvalCase:
-    """The item's entry × arm × run; the plugin parametrizes it, so this body only runs when it did not."""
-    raise pytest.UsageError(f"{request.node.nodeid}: agent_case is parametrized by the agent-eval plugin only")
-
-
-@pytest.fixture(scope="session")
 def agent_campaign(request: pytest.FixtureRequest) -> Campaign:
-    """The campaign folder this session writes: new, or the one --agent-eval-resume names."""
     return eval_session(request.config).item_campaign()
 
 
-@pytest.fixture(scope="session")
 def agent_resumed(request: pytest.FixtureRequest, agent_campaign: Campaign) -> dict[str, ItemRecord]:
-    """With --agent-eval-resume: the records of the items the campaign completed, by id (else empty)."""
     return eval_session(request.config).resumed()
 
 
-@pytest.fixture(scope="session")
-def agent_eval_memo() -> dict:
-    """Per-worker memo: provision, fetch and index once per key (the harness also caches on disk, locked)."""
-    return {}
-
-
-@pytest.fixture(scope="session")
 def agent_failure_memo(request: pytest.FixtureRequest) -> FailureMemo:
-    """The provisioning failures of this session, seen by every xdist worker (see
-    :mod:`pytest_agent_eval.harness.failures`): a failed clone, install or build is tried once per session."""
     return failure_memo(request.config)
 
 
 # -- tools, repository, index --------------------------------------------------------------------------------
-@pytest.fixture(scope="session")
-def agent_tool(agent_eval_config: AgentEvalConfig) -> RetrievalTool:
-    """The retrieval tool under test (``--agent-eval-tool``; codegraph unless a project names its own)."""
-    return agent_eval_config.tool
-
-
-@pytest.fixture
 def tool_build(
     agent_case: EvalCase,
     agent_tool: RetrievalTool,
@@ -205,7 +167,6 @@ def tool_build(
     agent_eval_memo: dict,
     agent_failure_memo: FailureMemo,
 ) -> Any:
-    """The retrieval tool's build of this item's arm, provisioned once per version (and tried once per session)."""
     from pytest_agent_eval.harness.provision import provision_tool
 
     spec = agent_eval_config.tool_spec(agent_case.arm)
@@ -221,20 +182,16 @@ def tool_build(
     )
 
 
-@pytest.fixture(scope="session")
 def claude_cli(agent_eval_config: AgentEvalConfig, agent_failure_memo: FailureMemo) -> Any:
-    """The Claude Code CLI (the one on PATH, else an npm install into the cache)."""
     from pytest_agent_eval.harness.provision import provision_claude
 
     provision = partial(_step, "provisioning the claude CLI", lambda: provision_claude(None, agent_eval_config.cache))
     return agent_failure_memo.attempt("claude", provision)
 
 
-@pytest.fixture
 def corpus_repo(
     agent_case: EvalCase, agent_eval_config: AgentEvalConfig, agent_eval_memo: dict, agent_failure_memo: FailureMemo
 ) -> Path:
-    """The entry's repository under ``--agent-eval-corpus-dir``, fetched once (and tried once per session)."""
     from pytest_agent_eval.harness.repos import fetch_repo
 
     entry, cfg = agent_case.entry, agent_eval_config
@@ -243,7 +200,6 @@ def corpus_repo(
     return _memo(agent_eval_memo, ("repo", entry.name), lambda: agent_failure_memo.attempt(key, fetch))
 
 
-@pytest.fixture
 def indexed_repo(
     corpus_repo: Path,
     agent_tool: RetrievalTool,
@@ -251,7 +207,6 @@ def indexed_repo(
     agent_eval_config: AgentEvalConfig,
     agent_failure_memo: FailureMemo,
 ) -> Path:
-    """A copy of the repository indexed by this arm's tool build (once per repository × build, locked)."""
     from pytest_agent_eval.harness.index import indexed_copy
 
     index = partial(
@@ -262,19 +217,14 @@ def indexed_repo(
     return agent_failure_memo.attempt(f"index {corpus_repo} with {tool_build.bin}", index)
 
 
-@pytest.fixture
 def agent_workspace(agent_case: EvalCase, agent_tool: RetrievalTool, indexed_repo: Path, tmp_path: Path) -> Any:
-    """This item's own copy of the indexed repository (the without-arm's without the tool's state), with an
-    isolated HOME and TMPDIR."""
     from pytest_agent_eval.harness.workspace import make_workspace
 
     without = () if agent_case.arm.has_tool else agent_tool.state_dirs
     return _step("making the workspace", lambda: make_workspace(indexed_repo, tmp_path / "workspace", without))
 
 
-@pytest.fixture
 def agent_run_dir(request: pytest.FixtureRequest, agent_case: EvalCase, agent_campaign: Campaign) -> Path:
-    """``<campaign>/items/<item id>/``: segments, stderr, MCP config and hook settings of this item."""
     folder = agent_campaign.item_dir(item_id(request.node, agent_case))
     # A resumed campaign re-running an item that errored: its old files are kept, never mixed in.
     set_aside(folder)
@@ -282,11 +232,9 @@ def agent_run_dir(request: pytest.FixtureRequest, agent_case: EvalCase, agent_ca
 
 
 # -- isolation -----------------------------------------------------------------------------------------------
-@pytest.fixture
 def cli_block(
     claude_cli: Any, agent_tool: RetrievalTool, agent_run_dir: Path, tmp_path: Path, agent_eval_memo: dict
 ) -> CliBlock:
-    """PATH without the tool's CLI + a PreToolUse hook denying it, both probed; the item aborts if not."""
     from pytest_agent_eval.harness.isolation import CliBlock, self_check, shim_path, write_hook_settings
 
     cli = agent_tool.cli
@@ -299,7 +247,6 @@ def cli_block(
     return CliBlock(path=shimmed, settings=settings)
 
 
-@pytest.fixture
 def agent_sandbox(
     agent_case: EvalCase,
     agent_eval_config: AgentEvalConfig,
@@ -311,10 +258,6 @@ def agent_sandbox(
     agent_model_server: ModelEndpoint,
     tmp_path: Path,
 ) -> Iterator[Any]:
-    """The bubblewrap sandbox the agent runs in (see :mod:`pytest_agent_eval.harness.sandbox`); the item errors,
-    saying what to install, where it cannot be had. It has no network: with a stand-in model only the model
-    server's port is carried in, with the real API only a proxy to the API's host and port
-    (:mod:`pytest_agent_eval.harness.relay`)."""
     from pytest_agent_eval.harness import sandbox
     from pytest_agent_eval.harness.relay import PROXY_PORT, api_proxy, carried
 
@@ -348,11 +291,9 @@ def agent_sandbox(
         )  # fmt: skip
 
 
-@pytest.fixture
 def mcp_config(
     agent_case: EvalCase, agent_tool: RetrievalTool, tool_build: Any, agent_workspace: Any, agent_run_dir: Path
 ) -> Path:
-    """``mcp-<tool>.json`` (with-arm) or ``mcp-empty.json`` (without-arm), passed with --strict-mcp-config."""
     if agent_case.arm.has_tool:
         path = agent_run_dir / f"mcp-{agent_tool.name}.json"
         command = agent_tool.mcp_command(tool_build.bin, agent_workspace.repo)
@@ -367,9 +308,7 @@ def mcp_config(
 
 
 # -- model ---------------------------------------------------------------------------------------------------
-@pytest.fixture(scope="session")
 def agent_replay_source(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Campaign | None:
-    """With --agent-eval-replay: the baseline's records and transcripts, unpacked once per worker."""
     from pytest_agent_eval.campaign import baseline
     from pytest_agent_eval.campaign.store import Campaign
 
@@ -380,16 +319,7 @@ def agent_replay_source(request: pytest.FixtureRequest, tmp_path_factory: pytest
     return _step(f"unpacking the replay baseline {path}", lambda: Campaign.open(baseline.unpack(path, folder)))
 
 
-def _model_scope(fixture_name: str, config: pytest.Config) -> str:
-    """A replay serves each item its own recording; every other backend serves all items of a worker."""
-    # Read from the settings, not the session: pytest asks when it registers the fixture, in every suite.
-    return "function" if config.stash[CONFIG_KEY].replay is not None else "session"
-
-
-@pytest.fixture(scope=_model_scope)
 def agent_model_server(request: pytest.FixtureRequest, agent_eval_config: AgentEvalConfig) -> Iterator[ModelEndpoint]:
-    """The local Messages-API server for a stand-in backend, per worker (per item under replay); nothing for
-    the real API."""
     from pytest_agent_eval.campaign import baseline
     from pytest_agent_eval.model import (
         AnthropicBackend,
@@ -431,12 +361,9 @@ def agent_model_server(request: pytest.FixtureRequest, agent_eval_config: AgentE
         server.stop()
 
 
-@pytest.fixture
 def agent_env(
     agent_tool: RetrievalTool, agent_workspace: Any, cli_block: CliBlock, agent_model_server: ModelEndpoint
 ) -> dict[str, str]:
-    """The agent's environment: isolated HOME/TMPDIR, the blocked PATH, the agent's and the tool's flags, the
-    model endpoint."""
     from pytest_agent_eval.harness.drivers import agent_environment
     from pytest_agent_eval.harness.sandbox import npm_env
 
@@ -446,7 +373,6 @@ def agent_env(
     return env
 
 
-@pytest.fixture
 def tool_warm(
     agent_case: EvalCase,
     agent_tool: RetrievalTool,
@@ -456,8 +382,6 @@ def tool_warm(
     agent_env: dict[str, str],
     agent_eval_memo: dict,
 ) -> float | None:
-    """Start the MCP server and stop it before the first agent of this build and index, so its cold start
-    (node, native modules, the index read from disk) is not measured; later items find it all cached."""
     from pytest_agent_eval.harness.drivers import warm_mcp_server
 
     if not agent_case.arm.has_tool:
@@ -470,7 +394,6 @@ def tool_warm(
     )
 
 
-@pytest.fixture
 def agent_block_proven(
     claude_cli: Any,
     agent_tool: RetrievalTool,
@@ -481,8 +404,6 @@ def agent_block_proven(
     agent_run_dir: Path,
     agent_eval_memo: dict,
 ) -> None:
-    """Once per worker: a probe session through Claude Code itself, in the sandbox, whose Bash call of the tool
-    must come back denied by the hook (see :mod:`pytest_agent_eval.harness.probe`); the item errors if not."""
     from pytest_agent_eval.harness.drivers.headless import HeadlessOptions
     from pytest_agent_eval.harness.probe import prove_block
 
@@ -501,7 +422,6 @@ def agent_block_proven(
 
 
 # -- the run -------------------------------------------------------------------------------------------------
-@pytest.fixture
 def agent_run(
     request: pytest.FixtureRequest,
     agent_case: EvalCase,
@@ -517,11 +437,6 @@ def agent_run(
     agent_sandbox: Any,
     agent_block_proven: None,
 ) -> RunRecord:
-    """Drive ``claude -p`` over the item's turns; segments land in :func:`agent_run_dir`.
-
-    An infrastructure error (no result event, an API error in the transcript) is retried up to
-    ``--agent-eval-retries`` times, each failed attempt moved to ``attempt-<k>/`` first.
-    """
     from pytest_agent_eval.harness.drivers import AgentInfraError
     from pytest_agent_eval.harness.drivers.headless import HeadlessOptions, TurnError, run_headless
     from pytest_agent_eval.harness.drivers.tmux import TmuxOptions, run_tmux
@@ -584,17 +499,12 @@ def agent_run(
     return run
 
 
-@pytest.fixture
 def agent_result(
     request: pytest.FixtureRequest,
     agent_case: EvalCase,
     agent_campaign: Campaign,
     agent_resumed: dict[str, ItemRecord],
 ) -> AgentResult:
-    """The run scored: figures attached to ``user_properties`` (junitxml carries them) and to the report.
-
-    An item a resumed campaign completed is re-scored from its saved segments instead of being run.
-    """
     from pytest_agent_eval.harness.drivers import AgentInfraError
     from pytest_agent_eval.metrics.figures import figures_of
     from pytest_agent_eval.report import gates
@@ -657,19 +567,15 @@ def _resumed_run(campaign: Campaign, done: ItemRecord) -> RunRecord:
     )
 
 
-@pytest.fixture(scope="session")
 def agent_thresholds(agent_eval_config: AgentEvalConfig) -> gates.Thresholds:
-    """Thresholds from ``agent-eval.yaml`` (validated when the session started)."""
     from pytest_agent_eval.report import gates
 
     return gates.load_thresholds(agent_eval_config.thresholds_file)
 
 
-@pytest.fixture
 def agent_gate(
     request: pytest.FixtureRequest, agent_thresholds: gates.Thresholds, agent_tool: RetrievalTool
 ) -> Callable[[AgentResult], None]:
-    """``agent_gate(result)`` FAILS the item on contamination or a threshold, naming each gate."""
     from pytest_agent_eval.report import gates
 
     def check(result: AgentResult) -> None:

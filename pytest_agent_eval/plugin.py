@@ -1,74 +1,49 @@
-"""The pytest plugin: options and ini keys, the ``agent_eval`` marker, items, reports — glue only.
+"""The pytest plugin: its options and ini keys, the ``agent_eval`` marker, its hooks and its fixtures.
 
-Items: any test that uses the agent fixtures (``evals/test_ab.py`` does) becomes one item per corpus entry ×
-arm × run (:mod:`pytest_agent_eval.cases`), with ids like ``express-with-1``, so ``-k express`` and
-``-k "with and not without"`` select as expected. A pinned arm (``--arms with@local:../cg,with@1.6.0``) shows
-as ``express-with:1.6.0-1``: pytest's ``-k`` cannot parse ``@``, so the id writes it as ``:``.
+pytest imports this module in every session of every project the plugin is installed in, so it is the thin
+layer only: each hook returns at once in a suite without agent items, and what an agent item needs loads with
+the first one, from :mod:`pytest_agent_eval.hooks` (what the hooks do), :mod:`pytest_agent_eval.fixtures` (the
+fixtures' bodies) and :mod:`pytest_agent_eval.config` (the settings). ``tests/test_plugin_load.py`` checks what
+loads; ``bench/load_bench.py`` measures what the plugin adds to a suite.
 
-The run's state lives in :class:`pytest_agent_eval.session.EvalSession` (the campaign, the records, the
-summary, the report, the compare gate); each hook here hands it what pytest knows and nothing more. The
-harness work lives in :mod:`pytest_agent_eval.fixtures`, the settings in :mod:`pytest_agent_eval.config`.
+    def test_mine(agent_result, agent_gate):
+        agent_gate(agent_result)                       # contamination + agent-eval.yaml thresholds
+        assert agent_result.figures["retrieval_calls"] >= 1
+
+Any test that requests one of the fixtures (or carries ``@pytest.mark.agent_eval``) is parametrized over
+corpus entry × arm × run. Every harness step is lazy: nothing is provisioned, cloned or indexed until an item
+runs, so ``--collect-only`` needs no network and no npm.
 """
 
 from __future__ import annotations
 
-import contextlib
 import os
-import shutil
-import sys
-import tempfile
-import threading
-import time
-import uuid
-import warnings
-from collections import Counter
-from collections.abc import Callable
-from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_agent_eval import fixtures
-from pytest_agent_eval.config import (
-    OPTIONS,
-    PACKAGED,
-    THRESHOLDS_INI,
-    AgentEvalConfig,
-    OptionError,
-    for_test,
-    is_real_key,
-    resolve,
-)
-from pytest_agent_eval.fixtures import (
-    CONFIG_KEY,
-    FAILURES_ID_KEY,
-    FAILURES_KEY,
-    ITEM_ID_KEY,
-    SESSION_KEY,
-    SHARED_KEY,
-    eval_session,
-    failure_memo,
-    record_of,
-)
-from pytest_agent_eval.harness.progress import append_to, follow, listen
+from pytest_agent_eval.options import OPTIONS, THRESHOLDS_INI
 
-# pytest imports this module in every session of every project the plugin is installed in: only what registering
-# the options, the marker and the hooks needs is imported here. The corpus, the session, the reports and the
-# harness load when an agent item exists (tests/test_plugin_load.py keeps it so; bench/load_bench.py measures
-# what the plugin adds to a suite without one).
 if TYPE_CHECKING:
-    from pytest_agent_eval.campaign.selection import Restored
-    from pytest_agent_eval.cases import EvalCase
-    from pytest_agent_eval.corpus import CorpusEntry
+    from collections.abc import Callable, Iterator
+    from pathlib import Path
 
-CORPUS_KEY: pytest.StashKey[Any] = pytest.StashKey()
-SETUP_S_KEY: pytest.StashKey[float] = pytest.StashKey()
-SETUP_MARGIN_S = 900.0  # installs, the clone and the index, on top of the agent's own limit
-TIMER_KEY: pytest.StashKey[threading.Timer] = pytest.StashKey()
+    from pytest_agent_eval.campaign.record import ItemRecord
+    from pytest_agent_eval.campaign.store import Campaign
+    from pytest_agent_eval.cases import EvalCase
+    from pytest_agent_eval.config import AgentEvalConfig
+    from pytest_agent_eval.harness.drivers.headless import RunRecord
+    from pytest_agent_eval.harness.failures import FailureMemo
+    from pytest_agent_eval.harness.isolation import CliBlock
+    from pytest_agent_eval.model import ModelEndpoint
+    from pytest_agent_eval.report import gates
+    from pytest_agent_eval.session import AgentResult
+    from pytest_agent_eval.tool import RetrievalTool
+
+# Keys typed by annotation, not made as StashKey[T](): a subscript builds a typing alias at import, in every session.
+CONFIG_KEY: pytest.StashKey[AgentEvalConfig] = pytest.StashKey()
 OPTED_OUT_KEY: pytest.StashKey[int] = pytest.StashKey()  # agent items deselected because nobody asked for them
-INTERRUPTED_KEY: pytest.StashKey[bool] = pytest.StashKey()
-RESTORED_KEY: pytest.StashKey[Any] = pytest.StashKey()
-OPT_IN_HINT = "name their file or folder (pytest evals/) or pass --agent-eval to run them"
+HEADER_SHOWN_KEY: pytest.StashKey[bool] = pytest.StashKey()
 MARKER = (
     "agent_eval(entries=None, arms=None, runs=None, turns=None): an agent evaluation (a test using the agent "
     "fixtures), parametrized over corpus entry × arm × run; the arguments narrow the entries and override "
@@ -118,136 +93,89 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER)
     if config.getoption("agent_eval_skip") and config.getoption("agent_eval_only"):
         raise pytest.UsageError("--agent-eval-skip and --agent-eval-only exclude each other")
-    config.pluginmanager.register(fixtures, "agent_eval_fixtures")  # the fixtures users and evals/ touch
-    worker_input = getattr(config, "workerinput", None)
+    if _settings_given(config) or _under_xdist(config):
+        from pytest_agent_eval import hooks
+
+        hooks.configure(config)
+
+
+def _settings_given(config: pytest.Config) -> bool:
+    """Whether a setting was given (an option, an ini key, the project's agent-eval.yaml): it is checked as the
+    session starts, so that a mistake is a usage error before any test runs. Defaults alone cannot be wrong, and
+    are resolved when first read."""
+    if any(config.getoption(f"agent_eval_{option.attr}") not in (None, False) for option in OPTIONS):
+        return True
+    if any(_ini_given(config, key) for key in (*(option.ini for option in OPTIONS), THRESHOLDS_INI)):
+        return True
+    return (config.rootpath / "agent-eval.yaml").is_file()
+
+
+def _ini_given(config: pytest.Config, key: str) -> bool:
     try:
-        cfg = _resolve(config)
-        if worker_input is not None:  # the controller restored a resumed campaign's settings: take the same
-            restored = _restored_on_worker(worker_input.get("agent_eval_restored"))
-        else:
-            restored = _restored(config, cfg)
-        if restored is not None:
-            _apply(config, restored)
-            cfg = _resolve(config)
+        return config.getini(key) not in ("", False)
+    except (ValueError, pytest.UsageError):  # a bool key pytest cannot read: resolving names it
+        return True
+
+
+def _under_xdist(config: pytest.Config) -> bool:
+    """The controller of an xdist run, which must name its campaign and follow its workers' progress from the
+    start; or a worker whose controller restored a resumed campaign (its selection applies from the start)."""
+    worker_input = getattr(config, "workerinput", None)
+    if worker_input is not None:
+        return bool(worker_input.get("agent_eval_restored"))
+    return getattr(config.option, "dist", "no") != "no"
+
+
+def settings(config: pytest.Config) -> AgentEvalConfig:
+    """The session's settings (:mod:`pytest_agent_eval.config` has their precedence), resolved when first read."""
+    if CONFIG_KEY not in config.stash:
+        config.stash[CONFIG_KEY] = resolve_settings(config)
+    return config.stash[CONFIG_KEY]
+
+
+def resolve_settings(config: pytest.Config) -> AgentEvalConfig:
+    """The settings as the options and ini keys give them now; a bad value is a usage error naming it."""
+    from pytest_agent_eval.config import OptionError, resolve
+
+    try:
+        return resolve(
+            lambda attr: config.getoption(f"agent_eval_{attr}"), lambda key: _ini(config, key), config.rootpath
+        )
     except OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
-    if cfg.thresholds_file is not None and cfg.thresholds_file != PACKAGED / "agent-eval.yaml":
-        from pytest_agent_eval.report import gates  # the project's own file: a mistake is a usage error, now
-
-        try:
-            gates.load_thresholds(cfg.thresholds_file)
-        except gates.ThresholdError as exc:
-            raise pytest.UsageError(str(exc)) from None
-    config.stash[CONFIG_KEY] = cfg
-    config.stash[RESTORED_KEY] = restored
-    # An xdist worker writes into the campaign its controller named: stashed before a resume's selection (below)
-    # makes the session, which takes it when made.
-    if worker_input is not None:
-        config.stash[FAILURES_ID_KEY] = worker_input.get("agent_eval_session") or uuid.uuid4().hex
-        if worker_input.get("agent_eval_shared"):
-            config.stash[SHARED_KEY] = worker_input["agent_eval_shared"]
-    if restored is not None and restored.selected is not None:
-        eval_session(config).keep_only = set(restored.selected)  # a resumed campaign runs what it selected
-    if worker_input is not None:
-        progress = worker_input.get("agent_eval_progress")
-        if progress:  # pytest does not show a worker's output: the controller shows what it appends there
-            config.add_cleanup(listen(append_to(Path(progress), f"[{worker_input.get('workerid', '?')}] ")))
-        return
-    config.stash[FAILURES_ID_KEY] = uuid.uuid4().hex[:12]
-    # The failure memo is on disk, written by whichever process provisions: forget it if any item could have.
-    config.add_cleanup(lambda: failure_memo(config).clear() if _evaluated(config) else None)
-    if cfg.resume is not None or cfg.compare is not None or cfg.replay is not None:
-        from pytest_agent_eval.session import SessionError
-
-        try:
-            eval_session(config).claim()
-        except SessionError as exc:
-            raise pytest.UsageError(str(exc)) from None
-    config.add_cleanup(lambda: config.stash[SESSION_KEY].close() if SESSION_KEY in config.stash else None)
-    reporter = Reporter(config)
-    config.pluginmanager.register(reporter, "agent_eval_reporter")
-    config.add_cleanup(reporter.stop_following)
-    # Installs, clones and index builds announce themselves (here; under xdist, the workers' come through a file).
-    config.add_cleanup(listen(lambda text: _show_progress(config, text)))
-
-
-def _evaluated(config: pytest.Config) -> bool:
-    """Whether this session had an evaluation (made its session or its failure memo): only then is there
-    anything of it to clean up."""
-    return SESSION_KEY in config.stash or FAILURES_KEY in config.stash
-
-
-def _resolve(config: pytest.Config) -> AgentEvalConfig:
-    return resolve(lambda attr: config.getoption(f"agent_eval_{attr}"), lambda key: _ini(config, key), config.rootpath)
-
-
-def _restored(config: pytest.Config, cfg: AgentEvalConfig) -> Restored | None:
-    """With --agent-eval-resume: the campaign's selection and settings (a flag contradicting them: a usage error)."""
-    if cfg.resume is None:
-        return None
-    from pytest_agent_eval.campaign.selection import ResumeError, restore
-    from pytest_agent_eval.campaign.store import Campaign, StoreError
-
-    try:
-        manifest = Campaign.open(cfg.resume).manifest
-    except StoreError as exc:
-        raise pytest.UsageError(f"--agent-eval-resume: {exc}") from None
-    try:
-        return restore(
-            manifest, lambda attr: config.getoption(f"agent_eval_{attr}"), config.option.keyword, config.option.markexpr
-        )
-    except ResumeError as exc:
-        raise pytest.UsageError(str(exc)) from None
-
-
-def _restored_on_worker(data: dict[str, Any] | None) -> Restored | None:
-    """What the xdist controller restored (see :func:`pytest_configure_node`), as it restored it."""
-    if not data:
-        return None
-    from pytest_agent_eval.campaign.selection import Restored
-
-    return Restored.from_dict(data)
-
-
-def _apply(config: pytest.Config, restored: Restored) -> None:
-    """As if the resumed campaign's options, -k and -m had been typed on this command line."""
-    for attr, text in restored.options.items():
-        setattr(config.option, f"agent_eval_{attr}", text)
-    config.option.keyword = restored.keyword
-    config.option.markexpr = restored.markexpr
 
 
 def _ini(config: pytest.Config, key: str) -> Any:
+    from pytest_agent_eval.config import OptionError
+
     try:
         return config.getini(key)
     except (ValueError, pytest.UsageError) as exc:  # a bool key pytest cannot read ("maybe"): name the key
         raise OptionError(f"ini {key}: expected true or false ({exc})") from None
 
 
-def _show_progress(config: pytest.Config, text: str) -> None:
-    terminal = config.pluginmanager.get_plugin("terminalreporter")
-    capture = config.pluginmanager.get_plugin("capturemanager")
-    if terminal is None:
-        return
-    # Announcements come from inside fixtures, while output is captured: step around it, as live logging does.
-    with capture.global_and_fixture_disabled() if capture is not None else contextlib.nullcontext():
-        terminal.ensure_newline()
-        terminal.write_line(f"agent-eval: {text}")
-
-
-def _show_worker_progress(config: pytest.Config, line: str) -> None:
-    """A worker's announcement, shown by the controller's follower thread. The controller captures nothing
-    while xdist runs; its own lines go out between those of xdist's loop, as live logging's do from a thread."""
-    terminal = config.pluginmanager.get_plugin("terminalreporter")
-    if terminal is not None:
-        terminal.ensure_newline()
-        terminal.write_line(f"agent-eval: {line}")
-
-
 def pytest_report_header(config: pytest.Config) -> list[str]:
-    """What an evaluation in this session would run against: the model (and why ``auto`` chose it), the arms,
-    the corpus and where campaigns go."""
-    cfg = config.stash[CONFIG_KEY]
+    """What an evaluation in this session would run against, when the settings are known as it starts (given, or
+    under xdist). Otherwise the same line follows the collection, if it found agent items: a suite without them
+    shows none and resolves no settings for it."""
+    if hasattr(config, "workerinput") or CONFIG_KEY not in config.stash:  # a worker's header is never shown
+        return []
+    config.stash[HEADER_SHOWN_KEY] = True
+    return [_settings_line(config)]
+
+
+def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> list[str]:
+    shown = config.stash.get(HEADER_SHOWN_KEY, False) or config.option.no_header or config.option.verbose < 0
+    if shown or not any(_is_agent_item(item) for item in items):
+        return []
+    return [_settings_line(config)]
+
+
+def _settings_line(config: pytest.Config) -> str:
+    """The model (and why ``auto`` chose it), the arms, the corpus and where campaigns go."""
+    from pytest_agent_eval.config import is_real_key
+
+    cfg = settings(config)
     backend = cfg.backend
     if backend == "auto":
         key = os.environ.get("ANTHROPIC_API_KEY")
@@ -258,47 +186,21 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
             backend = "auto → the real API (ANTHROPIC_API_KEY)" if real else "auto → scripted (not a real key)"
     arms = ",".join(arm.label for arm in cfg.arms)
     out = cfg.campaign_dir or cfg.out
-    return [f"agent-eval: backend {backend}; arms {arms}; corpus {cfg.corpus}; campaigns in {out}"]
+    return f"agent-eval: backend {backend}; arms {arms}; corpus {cfg.corpus}; campaigns in {out}"
 
 
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
-    """xdist controller → worker: what names the one campaign every item lands in (see
-    :meth:`~pytest_agent_eval.session.EvalSession.share`), and a resumed campaign's settings, so every worker
-    selects what the controller restored."""
-    folder = node.config.stash[CONFIG_KEY].campaign_dir  # known here only when the session was claimed
-    session = node.config.stash.get(SESSION_KEY, None)
-    replay = session.replay_path if session is not None else None
-    node.workerinput["agent_eval_shared"] = {
-        **node.config.stash[SHARED_KEY],
-        "campaign_dir": str(folder) if folder is not None else None,
-        "replay_dir": str(replay) if replay is not None else None,
-    }
-    restored = node.config.stash[RESTORED_KEY]
-    node.workerinput["agent_eval_restored"] = restored.to_dict() if restored is not None else None
-    node.workerinput["agent_eval_session"] = node.config.stash[FAILURES_ID_KEY]  # one failure memo
-    reporter = node.config.pluginmanager.get_plugin("agent_eval_reporter")
-    progress = reporter.progress if reporter is not None else None
-    node.workerinput["agent_eval_progress"] = str(progress) if progress is not None else ""
-    groups = reporter.groups if reporter is not None and node.config.getvalue("dist") == "loadgroup" else None
-    node.workerinput["agent_eval_groups"] = str(groups) if groups is not None else ""
+    from pytest_agent_eval import hooks  # an xdist controller: configured as it started
+
+    hooks.configure_node(node)
 
 
 # -- items -----------------------------------------------------------------------------------------------------
-def _corpus(config: pytest.Config) -> list[CorpusEntry]:
-    """Loaded once per session; a bad corpus is a collection error naming file, entry and field."""
-    from pytest_agent_eval.corpus import CorpusError, load_corpus
-
-    if CORPUS_KEY not in config.stash:
-        path = config.stash[CONFIG_KEY].corpus
-        try:
-            config.stash[CORPUS_KEY] = load_corpus(path)
-        except CorpusError as exc:
-            config.stash[CORPUS_KEY] = exc
-    loaded = config.stash[CORPUS_KEY]
-    if isinstance(loaded, CorpusError):
-        raise pytest.Collector.CollectError(f"agent-eval corpus: {loaded}")
-    return loaded
+def _is_agent_item(item: pytest.Item) -> bool:
+    """Whether the item was parametrized with a case (:func:`pytest_agent_eval.hooks._case_of` makes sure)."""
+    callspec = getattr(item, "callspec", None)
+    return callspec is not None and "agent_case" in callspec.params
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
@@ -310,144 +212,18 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                 "fixtures: request agent_result (the scored run), and agent_gate to apply the gates"
             )
         return
-    from pytest_agent_eval.cases import SelectionError, cases_for, select_entries
+    from pytest_agent_eval import hooks
 
-    cfg = metafunc.config.stash[CONFIG_KEY]
-    try:
-        test = for_test(cfg, marker.args, marker.kwargs) if marker is not None else for_test(cfg)
-    except OptionError as exc:
-        raise pytest.Collector.CollectError(f"{metafunc.definition.nodeid}: @pytest.mark.agent_eval: {exc}") from None
-    try:
-        entries = select_entries(_corpus(metafunc.config), test.entries, cfg.campaign)
-    except SelectionError as exc:
-        where = f"{metafunc.definition.nodeid}: @pytest.mark.agent_eval: " if test.entries is not None else ""
-        raise pytest.Collector.CollectError(f"{where}{exc}") from None
-    cases = cases_for(entries, test.arms, test.runs, test.turns, cfg.drivers)
-    metafunc.parametrize("agent_case", [pytest.param(case, id=case.id, marks=_marks(cfg, case)) for case in cases])
-
-
-def _marks(cfg: AgentEvalConfig, case: EvalCase) -> list[pytest.MarkDecorator]:
-    """Every item: the marker itself; an xdist group per (repository, tool build), so ``--dist loadgroup`` keeps
-    one worker's clone and index; and a pytest-timeout limit from its own agent limit, so a project-wide
-    ``timeout =`` does not kill it mid-run."""
-    limit = cfg.agent_timeout * len(case.questions) * (1 + cfg.retries) + SETUP_MARGIN_S
-    return [
-        pytest.mark.agent_eval,
-        pytest.mark.xdist_group(name=f"{case.entry.name}@{cfg.tool_spec(case.arm)}"),
-        pytest.mark.timeout(limit),
-    ]
+    hooks.generate_tests(metafunc, marker)
 
 
 @pytest.hookimpl(trylast=True)  # after pytest's own -k/-m deselection
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    _arms_by_name(config, items)
-    _opt_in(config, items)
-    _name_items(config, items)
-    groups = getattr(config, "workerinput", {}).get("agent_eval_groups")
-    if groups:  # an xdist worker under --dist loadgroup: tell the controller's scheduler the groups
-        _write_groups(Path(groups), items)
-
-
-def _write_groups(path: Path, items: list[pytest.Item]) -> None:
-    from pytest_agent_eval.loadgroup import group_of, write_groups
-
-    found = {item.nodeid: group_of(item.iter_markers("xdist_group")) for item in items}
-    write_groups(path, {nodeid: group for nodeid, group in found.items() if group is not None})
-
-
-def _arms_by_name(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """``-k with`` / ``-k without`` select one arm each: pytest matches substrings, and "with" is one of
-    "without", so the expression is evaluated again for agent items with those two words naming the arm."""
-    expression = config.getoption("keyword")
-    if not expression or not any(_case_of(item) for item in items):
+    if not config.getoption("agent_eval_only") and not any(_is_agent_item(item) for item in items):
         return
-    from pytest_agent_eval.keywords import ARM_WORD, KeywordSyntaxError, arm_keyword_matcher, keyword_match
+    from pytest_agent_eval import hooks
 
-    if not ARM_WORD.search(expression):
-        return
-    keep, dropped = [], []
-    for item in items:
-        case = _case_of(item)
-        try:
-            wanted = case is None or keyword_match(expression, arm_keyword_matcher(item, case.arm.name))
-        except KeywordSyntaxError:
-            return  # a form this reader does not know: pytest's own selection stands
-        (keep if wanted else dropped).append(item)
-    if dropped:
-        config.hook.pytest_deselected(items=dropped)
-        items[:] = keep
-
-
-def _opt_in(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Evals are opt-in: an agent item runs when its path is named (or --agent-eval); the rest are deselected."""
-    run_all = config.getoption("agent_eval_run") or config.getoption("agent_eval_only")
-    named = _named_paths(config)
-    keep, dropped = [], []
-    for item in items:
-        if _case_of(item) is None:
-            wanted = not config.getoption("agent_eval_only")
-        elif config.getoption("agent_eval_skip"):
-            wanted = False
-        else:
-            wanted = run_all or _is_named(item, named, config)
-        (keep if wanted else dropped).append(item)
-    config.stash[OPTED_OUT_KEY] = sum(1 for item in dropped if _case_of(item) is not None)
-    if dropped:
-        config.hook.pytest_deselected(items=dropped)
-        items[:] = keep
-
-
-def _named_paths(config: pytest.Config) -> list[str]:
-    """The paths (and --pyargs modules) the command line names; none when pytest chose them (testpaths, cwd)."""
-    if config.args_source != pytest.Config.ArgsSource.ARGS:
-        return []
-    return [arg.split("::")[0] for arg in config.args]
-
-
-def _is_named(item: pytest.Item, named: list[str], config: pytest.Config) -> bool:
-    """The item's file, a folder holding it, or (with --pyargs) its module or package is named."""
-    here = config.invocation_params.dir
-    item_paths = {Path(os.path.abspath(item.path)), item.path.resolve()}  # evals/test_ab.py may be a symlink
-    module = getattr(getattr(item, "module", None), "__name__", "")
-    for arg in named:
-        if config.option.pyargs and (module == arg or module.startswith(arg + ".")):
-            return True
-        arg_paths = {Path(os.path.abspath(here / arg)), (here / arg).resolve()}
-        if any(a == p or a in p.parents for a in arg_paths for p in item_paths):
-            return True
-    return False
-
-
-def _name_items(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Campaign item ids are the case ids; two selected tests with the same case are told apart by name. Then
-    a resumed campaign's selection and ``--agent-eval-shard`` narrow the agent items (the session decides)."""
-    cases = {item: _case_of(item) for item in items}
-    counts = Counter(case.id for case in cases.values() if case is not None)
-    for item, case in cases.items():
-        if case is not None:
-            name = getattr(item, "originalname", item.name)
-            item.stash[ITEM_ID_KEY] = case.id if counts[case.id] == 1 else f"{name}.{case.id}"
-    agent_items = [(item.stash[ITEM_ID_KEY], case) for item, case in cases.items() if case is not None]
-    if not agent_items:
-        return
-    session = eval_session(config)
-    keep = session.select(agent_items)
-    dropped = [item for item, case in cases.items() if case is not None and item.stash[ITEM_ID_KEY] not in keep]
-    if dropped:
-        items[:] = [item for item in items if cases[item] is None or item.stash[ITEM_ID_KEY] in keep]
-        config.hook.pytest_deselected(items=dropped)
-    if hasattr(config, "workeroutput"):  # the controller of an xdist run collects nothing: tell it
-        config.workeroutput["agent_eval_selection"] = session.selection_record()
-
-
-def _case_of(item: pytest.Item) -> EvalCase | None:
-    callspec = getattr(item, "callspec", None)
-    case = callspec.params.get("agent_case") if callspec is not None else None
-    if case is None:
-        return None
-    from pytest_agent_eval.cases import EvalCase  # loaded already: the plugin made the case
-
-    return case if isinstance(case, EvalCase) else None
+    hooks.modify_items(config, items)
 
 
 def pytest_sessionfinish(session: pytest.Session) -> None:
@@ -457,37 +233,22 @@ def pytest_sessionfinish(session: pytest.Session) -> None:
         output["agent_eval_opted_out"] = session.config.stash.get(OPTED_OUT_KEY, 0)
 
 
-# -- pytest-timeout --------------------------------------------------------------------------------------------
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
 def pytest_timeout_set_timer(item: pytest.Item, settings: Any) -> bool | None:
-    """Under ``--timeout-method thread`` pytest-timeout would end the whole process, losing the record: for an
-    agent item the limit instead ends the agent's processes, so the run fails as a timed-out run and is kept."""
-    if _case_of(item) is None or settings.method != "thread" or not settings.timeout:
+    if not _is_agent_item(item):
         return None
+    from pytest_agent_eval import hooks
 
-    from pytest_agent_eval.harness.process import stop_all_groups
-
-    timer = threading.Timer(settings.timeout, stop_all_groups)
-    timer.name = f"agent-eval timeout {item.nodeid}"
-    timer.daemon = True
-    timer.start()
-    item.stash[TIMER_KEY] = timer
-    return True
+    return hooks.set_timer(item, settings)
 
 
 @pytest.hookimpl(optionalhook=True, tryfirst=True)
 def pytest_timeout_cancel_timer(item: pytest.Item) -> bool | None:
-    timer = item.stash.get(TIMER_KEY, None)
-    if timer is None:
+    if not _is_agent_item(item):
         return None
-    timer.cancel()
-    del item.stash[TIMER_KEY]
-    return True
+    from pytest_agent_eval import hooks
 
-
-# -- interrupts ------------------------------------------------------------------------------------------------
-class AgentInterrupted(Exception):
-    """Ctrl-C during an agent item, turned into this item's error so that pytest reports it and stops cleanly."""
+    return hooks.cancel_timer(item)
 
 
 @pytest.hookimpl(wrapper=True)
@@ -501,8 +262,8 @@ def pytest_runtest_call(item: pytest.Item) -> Any:
 
 
 def _interruptible(item: pytest.Item, phase: str) -> Any:
-    """The body of the hook wrappers above: a KeyboardInterrupt raised inside an agent item becomes
-    :class:`AgentInterrupted` and stops the session after it.
+    """The body of the hook wrappers above: a KeyboardInterrupt raised inside an agent item becomes the item's
+    error (:class:`pytest_agent_eval.hooks.AgentInterrupted`) and stops the session after it.
 
     By then the driver has stopped the agent's process group (its ``finally``) and its segments are on disk.
     Left as a KeyboardInterrupt, the item would get no report, and pytest's own ``tmp_path`` teardown, which
@@ -511,41 +272,21 @@ def _interruptible(item: pytest.Item, phase: str) -> Any:
     try:
         return (yield)
     except KeyboardInterrupt:
-        if _case_of(item) is None:
+        if not _is_agent_item(item):
             raise
-        item.stash[INTERRUPTED_KEY] = True
-        item.session.shouldstop = "agent-eval: interrupted (Ctrl-C)"
-        raise AgentInterrupted(f"interrupted while {phase}; the agent was stopped, its files so far kept") from None
+        from pytest_agent_eval import hooks
+
+        raise hooks.interrupted(item, phase) from None
 
 
-# -- reports ---------------------------------------------------------------------------------------------------
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
     report = yield
-    if _case_of(item) is None:
+    if not _is_agent_item(item):
         return report
-    if item.stash.get(INTERRUPTED_KEY, False):
-        # Not a result of any kind: the campaign does not record it, and a resume runs the item again.
-        if call.excinfo is not None and call.excinfo.errisinstance(AgentInterrupted):
-            report.longrepr = f"agent-eval: {record_of(item).id} {call.excinfo.value}"
-        return report
-    from pytest_agent_eval.harness.drivers import AgentInfraError
+    from pytest_agent_eval import hooks
 
-    record = record_of(item)
-    if call.excinfo is not None and call.excinfo.errisinstance(AgentInfraError):
-        # An infrastructure failure is an ERROR whose message says which step failed, not a traceback to read.
-        record.infra_error = str(call.excinfo.value)
-        report.longrepr = f"agent-eval infrastructure error in {record.id}: {call.excinfo.value}"
-    if report.when == "setup":
-        item.stash[SETUP_S_KEY] = report.duration
-    if report.when == "call" or (report.when == "setup" and not report.passed):
-        report.agent_eval = eval_session(item.config).finish_item(
-            record,
-            outcome="error" if report.when == "setup" and report.failed else report.outcome,
-            error=str(call.excinfo.value) if call.excinfo is not None else None,
-            ran_s=item.stash.get(SETUP_S_KEY, 0.0) + (call.duration if call.when == "call" else 0.0),
-        )
-    return report
+    return hooks.make_report(item, call, report)
 
 
 def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> Any:
@@ -553,160 +294,200 @@ def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -
     data = getattr(report, "agent_eval", None)
     if report.when != "call" or not isinstance(data, dict) or not data.get("stalled"):
         return None
-    from pytest_agent_eval.report.format import stall_note
+    from pytest_agent_eval import hooks
 
-    letter = {"passed": ".", "failed": "F"}.get(report.outcome, "s")
-    return (
-        report.outcome,
-        letter,
-        (f"{report.outcome.upper()} ({stall_note(data.get('driver') or {})})", {"yellow": True}),
-    )
+    return hooks.stalled_status(report, data)
 
 
-class Reporter:
-    """Controller-side hooks: each hands the session what it needs; without an agent item there is none."""
+# -- fixtures --------------------------------------------------------------------------------------------------
+# Declared here, where pytest finds them in every session; a fixture's body is the function of the same name in
+# pytest_agent_eval.fixtures, with the same parameters (typed there), loaded when an item first sets one up.
+def _body(name: str, requested: dict[str, Any]) -> Any:
+    from pytest_agent_eval import fixtures
 
-    def __init__(self, config: pytest.Config) -> None:
-        self.config = config
-        self.opted_out_on_workers = 0
-        self.interrupted = False
-        self.raised: list[str] = []  # warnings that -W error made errors: the summary names them
-        self.exchange: Path | None = None  # under xdist: a folder for what workers tell the controller as they go
-        self._stop_following: Callable[[], None] | None = None
-
-    @property
-    def progress(self) -> Path | None:
-        """Under xdist: the file workers append their announcements to."""
-        return self.exchange / "progress.log" if self.exchange is not None else None
-
-    @property
-    def groups(self) -> Path | None:
-        """Under xdist: the file workers write their items' xdist groups to (see :mod:`pytest_agent_eval.loadgroup`)."""
-        return self.exchange / "groups.json" if self.exchange is not None else None
-
-    @property
-    def session(self) -> Any:
-        return self.config.stash.get(SESSION_KEY, None)
-
-    @pytest.hookimpl(optionalhook=True)
-    def pytest_testnodedown(self, node: Any, error: Any) -> None:
-        output = getattr(node, "workeroutput", None) or {}
-        self.opted_out_on_workers = max(self.opted_out_on_workers, output.get("agent_eval_opted_out", 0))
-        if output.get("agent_eval_selection"):
-            eval_session(self.config).note_selection(output["agent_eval_selection"])
-
-    def pytest_keyboard_interrupt(self, excinfo: Any) -> None:
-        self.interrupted = True  # a Ctrl-C anywhere, or the stop an interrupted agent item asked for
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_sessionstart(self, session: pytest.Session) -> None:
-        # The first item makes the campaign (a session with no agent item makes none, and loads nothing for one).
-        # Under xdist every process must name the same one: before xdist starts its workers (its hook is
-        # trylast), the controller fixes what the name is made of, to hand to them.
-        if session.config.pluginmanager.has_plugin("dsession"):
-            cfg = self.config.stash[CONFIG_KEY]
-            shared = self.config.stash[SHARED_KEY] = {
-                "campaign_dir": None,  # configure_node hands the workers the controller's, when it has one
-                "replay_dir": None,
-                "out": str(cfg.out),
-                "corpus": str(cfg.corpus),
-                "started": time.time(),
-                "nonce": self.config.stash[FAILURES_ID_KEY],
-            }
-            if self.session is not None:  # claimed already (--agent-eval-resume, -compare, -replay): name it now
-                self.session.share(**shared)
-            self.follow_workers()
-
-    def follow_workers(self) -> None:
-        """Show the workers' install, clone and index progress as it comes (see harness/progress.py)."""
-        self.exchange = Path(tempfile.mkdtemp(prefix="agent-eval-xdist-"))
-        progress = self.exchange / "progress.log"
-        self._stop_following = follow(progress, lambda line: _show_worker_progress(self.config, line))
-
-    def stop_following(self) -> None:
-        """Show what the workers announced last and remove their files (at the session's end, or at exit)."""
-        stop, self._stop_following = self._stop_following, None
-        if stop is not None:
-            stop()
-        if self.exchange is not None:
-            shutil.rmtree(self.exchange, ignore_errors=True)
-
-    @pytest.hookimpl(optionalhook=True, tryfirst=True)
-    def pytest_xdist_make_scheduler(self, config: pytest.Config, log: Any) -> Any:
-        """``--dist loadgroup`` that keeps its groups on pytest versions where xdist's own grouping is lost."""
-        if config.getvalue("dist") != "loadgroup" or self.groups is None:
-            return None
-        from pytest_agent_eval.loadgroup import GroupScheduling
-
-        return GroupScheduling(config, log, self.groups)
-
-    def pytest_runtest_logreport(self, report: pytest.TestReport) -> None:
-        data = getattr(report, "agent_eval", None)
-        if data is not None:
-            eval_session(self.config).collect(report.nodeid, data)
-
-    @pytest.hookimpl(tryfirst=True)
-    def pytest_sessionfinish(self, session: pytest.Session) -> None:
-        self.stop_following()  # before the summary: the workers are done
-        if self.session is None:
-            return
-        failed = self.session.finish()
-        # Issued here, inside pytest's warnings capture of this hook: they are listed in the warnings summary, and
-        # -W / filterwarnings apply to them as to any warning of a test.
-        where = self.config.stash[CONFIG_KEY].campaign_dir
-        self.raised = [text for text in self.session.warnings() if _warn_raised(f"agent-eval: warning: {text}", where)]
-        if (failed or self.raised) and session.exitstatus == pytest.ExitCode.OK:
-            session.exitstatus = pytest.ExitCode.TESTS_FAILED
-
-    def pytest_terminal_summary(self, terminalreporter: Any, config: pytest.Config) -> None:
-        opted_out = max(config.stash.get(OPTED_OUT_KEY, 0), self.opted_out_on_workers)
-        if opted_out and config.getoption("verbose") > -2:
-            terminalreporter.write_line(f"agent-eval: {opted_out} agent evaluation item(s) deselected: {OPT_IN_HINT}")
-        verbosity = config.getoption("verbose")
-        lines = self.session.terminal_lines(verbose=verbosity > 0) if self.session else []
-        if verbosity <= -2:  # -qq: the verdict lines, not the tables
-            lines = [line for line in lines if line.text.startswith("agent-eval:")]
-        if lines or self.raised:
-            terminalreporter.write_sep("=", "agent-eval")
-        for line in lines:
-            terminalreporter.write_line(line.text, **line.markup)
-        for text in self.raised:
-            terminalreporter.write_line(f"agent-eval: warning: {text} (an error by -W)", red=True)
-        for record in self.session.ordered() if self.session else []:
-            if record.stalled:
-                from pytest_agent_eval.report.format import stall_note
-
-                note = stall_note(record.driver or {})
-                terminalreporter.write_line(f"agent-eval: {record.id} {note}; its time is no measurement", yellow=True)
-        self.say_how_to_resume(terminalreporter, config)  # last: the line to copy after an interrupt
-
-    def say_how_to_resume(self, terminalreporter: Any, config: pytest.Config) -> None:
-        if not self.interrupted:
-            return
-        if SHARED_KEY in self.config.stash:  # the xdist controller: its workers name the campaign as it would
-            eval_session(self.config)
-        folder = self.config.stash[CONFIG_KEY].campaign_dir
-        if folder is None:
-            return
-        from pytest_agent_eval.campaign.store import MANIFEST
-        from pytest_agent_eval.resume_command import resume_command
-
-        if not (Path(folder) / MANIFEST).exists():
-            return
-        program = sys.argv[0] if sys.argv else "pytest"
-        command = resume_command(program, config.invocation_params.args, Path(folder).resolve())
-        terminalreporter.write_line(f"agent-eval: interrupted — resume with: {command}", yellow=True, bold=True)
+    return getattr(fixtures, name)(**requested)
 
 
-def _warn_raised(text: str, where: Path | None) -> bool:
-    """Issue a warning of the plugin's class, located at ``where`` (the campaign folder: the warning is about it,
-    not about a line of this plugin); True when ``-W error`` made it an exception, which the caller turns into a
-    failed session rather than an internal error."""
-    from pytest_agent_eval.warnings import AgentEvalWarning
+@pytest.fixture(scope="session")
+def agent_eval_config(request: pytest.FixtureRequest) -> AgentEvalConfig:
+    """The resolved options (see :mod:`pytest_agent_eval.config` for precedence)."""
+    return settings(request.config)
 
-    try:
-        # module: a filter naming the plugin's module (ignore::...:pytest_agent_eval.*) applies too
-        warnings.warn_explicit(AgentEvalWarning(text), AgentEvalWarning, str(where or "agent-eval"), 0, module=__name__)
-    except AgentEvalWarning:
-        return True
-    return False
+
+@pytest.fixture
+def agent_case(request: pytest.FixtureRequest) -> EvalCase:
+    """The item's entry × arm × run; the plugin parametrizes it, so this body only runs when it did not."""
+    raise pytest.UsageError(f"{request.node.nodeid}: agent_case is parametrized by the agent-eval plugin only")
+
+
+@pytest.fixture(scope="session")
+def agent_campaign(request) -> Campaign:
+    """The campaign folder this session writes: new, or the one --agent-eval-resume names."""
+    return _body("agent_campaign", locals())
+
+
+@pytest.fixture(scope="session")
+def agent_resumed(request, agent_campaign) -> dict[str, ItemRecord]:
+    """With --agent-eval-resume: the records of the items the campaign completed, by id (else empty)."""
+    return _body("agent_resumed", locals())
+
+
+@pytest.fixture(scope="session")
+def agent_eval_memo() -> dict:
+    """Per-worker memo: provision, fetch and index once per key (the harness also caches on disk, locked)."""
+    return {}
+
+
+@pytest.fixture(scope="session")
+def agent_failure_memo(request) -> FailureMemo:
+    """The provisioning failures of this session, seen by every xdist worker (see
+    :mod:`pytest_agent_eval.harness.failures`): a failed clone, install or build is tried once per session."""
+    return _body("agent_failure_memo", locals())
+
+
+# -- tools, repository, index --------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def agent_tool(agent_eval_config: AgentEvalConfig) -> RetrievalTool:
+    """The retrieval tool under test (``--agent-eval-tool``; codegraph unless a project names its own)."""
+    return agent_eval_config.tool
+
+
+@pytest.fixture
+def tool_build(agent_case, agent_tool, agent_eval_config, agent_eval_memo, agent_failure_memo) -> Any:
+    """The retrieval tool's build of this item's arm, provisioned once per version (and tried once per session)."""
+    return _body("tool_build", locals())
+
+
+@pytest.fixture(scope="session")
+def claude_cli(agent_eval_config, agent_failure_memo) -> Any:
+    """The Claude Code CLI (the one on PATH, else an npm install into the cache)."""
+    return _body("claude_cli", locals())
+
+
+@pytest.fixture
+def corpus_repo(agent_case, agent_eval_config, agent_eval_memo, agent_failure_memo) -> Path:
+    """The entry's repository under ``--agent-eval-corpus-dir``, fetched once (and tried once per session)."""
+    return _body("corpus_repo", locals())
+
+
+@pytest.fixture
+def indexed_repo(corpus_repo, agent_tool, tool_build, agent_eval_config, agent_failure_memo) -> Path:
+    """A copy of the repository indexed by this arm's tool build (once per repository × build, locked)."""
+    return _body("indexed_repo", locals())
+
+
+@pytest.fixture
+def agent_workspace(agent_case, agent_tool, indexed_repo, tmp_path) -> Any:
+    """This item's own copy of the indexed repository (the without-arm's without the tool's state), with an
+    isolated HOME and TMPDIR."""
+    return _body("agent_workspace", locals())
+
+
+@pytest.fixture
+def agent_run_dir(request, agent_case, agent_campaign) -> Path:
+    """``<campaign>/items/<item id>/``: segments, stderr, MCP config and hook settings of this item."""
+    return _body("agent_run_dir", locals())
+
+
+# -- isolation -----------------------------------------------------------------------------------------------
+@pytest.fixture
+def cli_block(claude_cli, agent_tool, agent_run_dir, tmp_path, agent_eval_memo) -> CliBlock:
+    """PATH without the tool's CLI + a PreToolUse hook denying it, both probed; the item aborts if not."""
+    return _body("cli_block", locals())
+
+
+@pytest.fixture
+def agent_sandbox(
+    agent_case, agent_eval_config, claude_cli, agent_tool, tool_build, agent_workspace, agent_run_dir,
+    agent_model_server, tmp_path,
+) -> Iterator[Any]:  # fmt: skip
+    """The bubblewrap sandbox the agent runs in (see :mod:`pytest_agent_eval.harness.sandbox`); the item errors,
+    saying what to install, where it cannot be had. It has no network: with a stand-in model only the model
+    server's port is carried in, with the real API only a proxy to the API's host and port
+    (:mod:`pytest_agent_eval.harness.relay`)."""
+    yield from _body("agent_sandbox", locals())
+
+
+@pytest.fixture
+def mcp_config(agent_case, agent_tool, tool_build, agent_workspace, agent_run_dir) -> Path:
+    """``mcp-<tool>.json`` (with-arm) or ``mcp-empty.json`` (without-arm), passed with --strict-mcp-config."""
+    return _body("mcp_config", locals())
+
+
+# -- model ---------------------------------------------------------------------------------------------------
+@pytest.fixture(scope="session")
+def agent_replay_source(request, tmp_path_factory) -> Campaign | None:
+    """With --agent-eval-replay: the baseline's records and transcripts, unpacked once per worker."""
+    return _body("agent_replay_source", locals())
+
+
+def _model_scope(fixture_name: str, config: pytest.Config) -> str:
+    """A replay serves each item its own recording; every other backend serves all items of a worker."""
+    # pytest asks when it registers the fixture, in every suite: read the option, without resolving the settings.
+    replay = config.getoption("agent_eval_replay") or config.getini("agent_eval_replay")
+    return "function" if replay else "session"
+
+
+@pytest.fixture(scope=_model_scope)
+def agent_model_server(request, agent_eval_config) -> Iterator[ModelEndpoint]:
+    """The local Messages-API server for a stand-in backend, per worker (per item under replay); nothing for
+    the real API."""
+    yield from _body("agent_model_server", locals())
+
+
+@pytest.fixture
+def agent_env(agent_tool, agent_workspace, cli_block, agent_model_server) -> dict[str, str]:
+    """The agent's environment: isolated HOME/TMPDIR, the blocked PATH, the agent's and the tool's flags, the
+    model endpoint."""
+    return _body("agent_env", locals())
+
+
+@pytest.fixture
+def tool_warm(agent_case, agent_tool, tool_build, indexed_repo, agent_workspace, agent_env, agent_eval_memo) -> Any:
+    """Start the MCP server and stop it before the first agent of this build and index, so its cold start
+    (node, native modules, the index read from disk) is not measured; later items find it all cached."""
+    return _body("tool_warm", locals())
+
+
+@pytest.fixture
+def agent_block_proven(
+    claude_cli, agent_tool, cli_block, agent_sandbox, agent_workspace, agent_env, agent_run_dir, agent_eval_memo
+) -> None:
+    """Once per worker: a probe session through Claude Code itself, in the sandbox, whose Bash call of the tool
+    must come back denied by the hook (see :mod:`pytest_agent_eval.harness.probe`); the item errors if not."""
+    return _body("agent_block_proven", locals())
+
+
+# -- the run -------------------------------------------------------------------------------------------------
+@pytest.fixture
+def agent_run(
+    request, agent_case, agent_eval_config, claude_cli, agent_workspace, agent_run_dir, mcp_config, cli_block,
+    agent_env, agent_model_server, tool_warm, agent_sandbox, agent_block_proven,
+) -> RunRecord:  # fmt: skip
+    """Drive ``claude -p`` over the item's turns; segments land in :func:`agent_run_dir`.
+
+    An infrastructure error (no result event, an API error in the transcript) is retried up to
+    ``--agent-eval-retries`` times, each failed attempt moved to ``attempt-<k>/`` first.
+    """
+    return _body("agent_run", locals())
+
+
+@pytest.fixture
+def agent_result(request, agent_case, agent_campaign, agent_resumed) -> AgentResult:
+    """The run scored: figures attached to ``user_properties`` (junitxml carries them) and to the report.
+
+    An item a resumed campaign completed is re-scored from its saved segments instead of being run.
+    """
+    return _body("agent_result", locals())
+
+
+@pytest.fixture(scope="session")
+def agent_thresholds(agent_eval_config) -> gates.Thresholds:
+    """Thresholds from ``agent-eval.yaml`` (validated when the session started)."""
+    return _body("agent_thresholds", locals())
+
+
+@pytest.fixture
+def agent_gate(request, agent_thresholds, agent_tool) -> Callable[[AgentResult], None]:
+    """``agent_gate(result)`` FAILS the item on contamination or a threshold, naming each gate."""
+    return _body("agent_gate", locals())

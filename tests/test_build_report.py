@@ -8,8 +8,8 @@ import re
 from test_compare import with_run, without_run
 
 from pytest_agent_eval.campaign.record import ItemRecord
-from pytest_agent_eval.config import parse_rules
 from pytest_agent_eval.metrics.figures import FIGURES
+from pytest_agent_eval.parsers import parse_rules
 from pytest_agent_eval.report import replay
 from pytest_agent_eval.report.compare import gate
 from pytest_agent_eval.report.html import render_html

@@ -5,8 +5,9 @@ import pytest
 from synth import Transcript, explore_response
 
 from pytest_agent_eval.cli import main
-from pytest_agent_eval.config import OptionError, Rule
-from pytest_agent_eval.config import parse_rules as parse_compare_fail
+from pytest_agent_eval.config import OptionError
+from pytest_agent_eval.parsers import Rule
+from pytest_agent_eval.parsers import parse_rules as parse_compare_fail
 from pytest_agent_eval.report.aggregate import Row
 from pytest_agent_eval.report.compare import compare, gate, medians, render_comparison, render_gate
 from pytest_agent_eval.score import score_session

@@ -338,6 +338,22 @@ def test_report_header_names_backend_arms_corpus_and_out(project, monkeypatch):
     )
 
 
+def test_without_settings_the_line_follows_the_collection_of_agent_items(project, monkeypatch):
+    # Nothing given: the settings are resolved for the first agent item, and named once, after the collection.
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    line = (
+        "agent-eval: backend auto → scripted stand-in model (no ANTHROPIC_API_KEY); arms with,without; "
+        f"corpus {project.path / 'corpus.json'}; campaigns in {project.path / 'agent-eval-out'}"
+    )
+    result = project.pytester.runpytest("-p", "no:cacheprovider", "--collect-only", "evals")
+    result.stdout.fnmatch_lines(["collected 4 items", line])
+    assert result.stdout.lines.count(line) == 1
+    unrelated = project.pytester.runpytest("-p", "no:cacheprovider", "tests")  # the agent items opted out
+    assert not [text for text in unrelated.stdout.lines if text.startswith("agent-eval: backend")]
+    quiet = project.pytester.runpytest("-p", "no:cacheprovider", "--collect-only", "-q", "evals")
+    assert line not in quiet.stdout.lines
+
+
 def test_boolean_ini_keys_are_typed_bool(project):
     (project.path / "pytest.ini").write_text("[pytest]\nagent_eval_offline = yes\n")
     result = project.pytester.runpytest("-p", "no:cacheprovider", "--help")

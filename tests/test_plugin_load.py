@@ -11,17 +11,13 @@ import sys
 
 import pytest
 
-# What registering needs: the option table (config, and the arms it parses), the fixtures' definitions, the
-# progress channel the plugin listens on. Everything else loads with the first agent item.
-AT_LOAD = {
-    "pytest_agent_eval",
-    "pytest_agent_eval.plugin",
-    "pytest_agent_eval.config",
-    "pytest_agent_eval.cases",
-    "pytest_agent_eval.fixtures",
-    "pytest_agent_eval.harness",
-    "pytest_agent_eval.harness.progress",
-}
+# What registering needs: the option table and the plugin's thin layer (its hooks, its fixtures' declarations).
+# Everything else loads with the first agent item.
+AT_LOAD = {"pytest_agent_eval", "pytest_agent_eval.plugin", "pytest_agent_eval.options"}
+# An xdist controller names the campaign and follows its workers' progress from the start: the hooks' bodies,
+# and the settings (defaults need no parser).
+FOR_XDIST = {"pytest_agent_eval.hooks", "pytest_agent_eval.fixtures", "pytest_agent_eval.harness",
+             "pytest_agent_eval.harness.progress", "pytest_agent_eval.config", "pytest_agent_eval.cases"}  # fmt: skip
 HEAVY_LIBRARIES = {"filelock", "yaml", "tabulate", "msgspec", "ahocorasick_rs"}
 LOADED = f"sorted(m for m in sys.modules if m.split('.')[0] == 'pytest_agent_eval' or m in {HEAVY_LIBRARIES!r})"
 
@@ -46,8 +42,14 @@ def test_what_loads_with_the_plugin_defines_no_dataclass():
 
 
 @pytest.mark.slow  # a pytest subprocess
-@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["local", "xdist"])
-def test_a_session_without_an_agent_item_loads_nothing_more(pytester: pytest.Pytester, monkeypatch, xdist):
+@pytest.mark.parametrize(
+    ("flags", "allowed"),
+    [(["-q"], {"controller": AT_LOAD}),
+     ([], {"controller": AT_LOAD}),
+     (["-n", "2"], {"controller": AT_LOAD | FOR_XDIST, "gw0": AT_LOAD, "gw1": AT_LOAD})],
+    ids=["quiet", "local", "xdist"],
+)  # fmt: skip
+def test_a_session_without_an_agent_item_loads_nothing_more(pytester: pytest.Pytester, monkeypatch, flags, allowed):
     # A real-looking key: the report header decides what `auto` means without loading the model package.
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-api03-" + "q" * 40)
     # Under xdist the controller (which collects nothing) and each worker write what they loaded: a worker at
@@ -71,12 +73,33 @@ def pytest_unconfigure(config):
     )
     pytester.makepyfile(test_unrelated="def test_one():\n    assert True\n")
     # -k with an arm's word: the plugin's own -k reading must not load for a suite without agent items
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-k", "one or without", *xdist)
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "-k", "one or without", *flags)
     result.assert_outcomes(passed=1)
-    processes = {"controller", "gw0", "gw1"} if xdist else {"controller"}
     files = {path.stem.removeprefix("loaded-"): path for path in pytester.path.glob("loaded-*.json")}
-    assert set(files) == processes
+    assert set(files) == set(allowed)
     for name, path in files.items():
         loaded = set(json.loads(path.read_text()))
-        assert loaded <= AT_LOAD, f"imported by a session without agent items ({name}): {sorted(loaded - AT_LOAD)}"
+        extra = sorted(loaded - allowed[name])
+        assert not extra, f"imported by a session without agent items ({name}): {extra}"
         assert "pytest_agent_eval.plugin" in loaded  # the plugin did run in that process
+    if not flags:  # no settings given, no agent item: nothing of the plugin's in the header or after collection
+        assert not [line for line in result.outlines if line.startswith("agent-eval")]
+
+
+def test_every_fixture_declared_by_the_plugin_has_a_body_of_the_same_parameters():
+    # pytest reads what a fixture requests from the declaration (plugin.py); its body (fixtures.py) is called with
+    # exactly those values, by name: a parameter added to one and not the other would fail only when set up.
+    import ast
+    import inspect
+
+    from pytest_agent_eval import fixtures, plugin
+
+    tree = ast.parse(inspect.getsource(plugin))
+    declared = {
+        node.name: [arg.arg for arg in node.args.args]
+        for node in tree.body
+        if isinstance(node, ast.FunctionDef) and node.name != "_body" and "_body(" in ast.unparse(node)
+    }
+    assert len(declared) > 15
+    bodies = {name: list(inspect.signature(getattr(fixtures, name)).parameters) for name in declared}
+    assert bodies == declared

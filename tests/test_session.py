@@ -8,7 +8,8 @@ from test_compare import with_run, without_run
 
 from pytest_agent_eval.campaign.record import ItemRecord
 from pytest_agent_eval.campaign.store import Campaign
-from pytest_agent_eval.config import AgentEvalConfig, parse_rules
+from pytest_agent_eval.config import AgentEvalConfig
+from pytest_agent_eval.parsers import parse_rules
 from pytest_agent_eval.report import gates
 from pytest_agent_eval.session import EvalSession
 

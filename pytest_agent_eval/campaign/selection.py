@@ -25,7 +25,9 @@ from dataclasses import asdict, dataclass
 from pathlib import Path
 from typing import Any
 
-from pytest_agent_eval.config import OPTIONS, AgentEvalConfig, OptionError
+from pytest_agent_eval.config import AgentEvalConfig, OptionError
+from pytest_agent_eval.options import OPTIONS
+from pytest_agent_eval.parsers import parser_of
 
 # The settings a resume takes from the manifest (config attrs): those its config holds as they were typed, those
 # it holds otherwise (arms, mode, shard), and the selection's options as they were given.
@@ -131,8 +133,8 @@ def resume_options(manifest: Mapping[str, Any], given: Callable[[str], Any], cwd
         if raw is None or attr in unknown:
             continue
         option = options[attr]
-        now = _parsed(option.parse, raw, cwd)
-        then = _parsed(option.parse, texts[attr], cwd) if attr in texts else None
+        now = _parsed(parser_of(option), raw, cwd)
+        then = _parsed(parser_of(option), texts[attr], cwd) if attr in texts else None
         if now != then:
             shown = texts.get(attr, "not set")
             raise ResumeError(

@@ -26,8 +26,8 @@ from typing import Any
 from tabulate import tabulate
 
 from pytest_agent_eval.campaign.record import ItemRecord, as_records
-from pytest_agent_eval.config import Rule
 from pytest_agent_eval.metrics.figures import FIGURES
+from pytest_agent_eval.parsers import Rule
 from pytest_agent_eval.report.aggregate import ArmRuns, Row, aggregate, arm_namer, tells_tests_apart
 from pytest_agent_eval.report.format import formatter
 from pytest_agent_eval.report.stats import MIN_RUNS_TO_DECIDE, change_interval, small_n_warning

@@ -1,0 +1,283 @@
+"""How a setting's text becomes its value: one parser per kind of option (the option table names it), and the
+``agent_eval`` marker's arguments over the session's settings (:func:`for_test`).
+
+Nothing here touches the network or npm: it only parses text. An error is an :class:`OptionError` whose
+message the caller prefixes with the flag or ini key it came from.
+"""
+
+from __future__ import annotations
+
+import math
+import os
+import re
+from collections.abc import Callable
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NamedTuple
+
+from pytest_agent_eval.cases import ARM_NAMES, Arm
+from pytest_agent_eval.config import OptionError
+from pytest_agent_eval.options import BACKENDS, MODES, Option
+
+if TYPE_CHECKING:
+    from pytest_agent_eval.config import AgentEvalConfig
+    from pytest_agent_eval.shard import Shard
+    from pytest_agent_eval.tool import RetrievalTool
+
+
+def parse_arms(text: str) -> list[Arm]:
+    arms: list[Arm] = []
+    for part in (p.strip() for p in text.split(",")):
+        if not part:
+            continue
+        name, _, spec = part.partition("@")
+        if name not in ARM_NAMES:
+            raise OptionError(
+                f"unknown arm {name!r} in {text!r} (arms are 'with' and 'without', optionally @<version>)"
+            )
+        if "@" in part and not spec:
+            raise OptionError(f"arm {part!r} has an empty version after '@'")
+        if spec.startswith("local:") and not spec[len("local:") :]:
+            raise OptionError(f"arm {part!r}: local: needs a path")
+        arms.append(Arm(name, spec or None))
+    if not arms:
+        raise OptionError(f"no arm in {text!r}")
+    labels = [a.label for a in arms]
+    duplicates = sorted({label for label in labels if labels.count(label) > 1})
+    if duplicates:
+        raise OptionError(f"arm {duplicates[0]!r} given twice in {text!r}")
+    return arms
+
+
+def parse_positive_int(text: str) -> int:
+    try:
+        value = int(str(text).strip())
+    except ValueError:
+        raise OptionError(f"expected a positive integer, got {text!r}") from None
+    if value < 1:
+        raise OptionError(f"expected a positive integer, got {text!r}")
+    return value
+
+
+def parse_count(text: str) -> int:
+    try:
+        value = int(str(text).strip())
+    except ValueError:
+        raise OptionError(f"expected a whole number >= 0, got {text!r}") from None
+    if value < 0:
+        raise OptionError(f"expected a whole number >= 0, got {text!r}")
+    return value
+
+
+# Named tuples, not frozen dataclasses, here and below: this module loads in every pytest session (see
+# AgentEvalConfig).
+class Rule(NamedTuple):
+    """One regression rule of compare-fail (pytest-benchmark's UX): ``residual_tokens:+20%``.
+
+    The sign is the direction that fails (``-`` a drop, ``+`` a rise; without one, the figure's bad direction);
+    ``pt`` is percentage points of a share, ``%`` a change relative to the baseline. With ``@95``
+    (``confidence``) the rule is noise-aware: it fails only when the change's 95% bootstrap interval lies
+    entirely beyond the threshold, and cannot decide over fewer than three runs a side.
+    """
+
+    metric: str
+    threshold: float  # in the unit's terms: 5 means 5pt or 5%
+    unit: str  # "pt" | "%"
+    direction: int  # -1 a drop fails, +1 a rise fails
+    confidence: int | None = None  # percent; None: the point change decides
+
+    def __str__(self) -> str:
+        level = f"@{self.confidence}" if self.confidence is not None else ""
+        return f"{self.metric}:{'+' if self.direction > 0 else '-'}{self.threshold:g}{self.unit}{level}"
+
+    def change(self, before: float, after: float) -> float:
+        """The change in the rule's unit: points of a share, or percent of the baseline."""
+        if self.unit == "pt":
+            return (after - before) * 100
+        if before == 0:
+            return 0.0 if after == 0 else math.copysign(math.inf, after)
+        return (after / before - 1) * 100
+
+    def fails(self, change: float) -> bool:
+        # A hair of tolerance so a change of exactly the threshold fails despite float rounding.
+        return change * self.direction >= self.threshold - 1e-9
+
+
+# Patterns, compiled (and cached by re) when first matched: most sessions never read a rule or a name.
+_RULE_PATTERN = r"^(?P<metric>[a-z_]+):(?P<sign>[+-]?)(?P<number>\d+(?:\.\d+)?)(?P<unit>pt|%)(?:@(?P<confidence>\d+))?$"
+
+
+def parse_rules(text: str) -> list[Rule]:
+    """``"allocation:-5pt,residual_tokens:+20%"`` → rules; the error names the first token it cannot read.
+
+    A rule names a figure of :mod:`pytest_agent_eval.metrics.figures` that has a better direction (an old
+    spelling such as ``residual`` or ``sufficient`` is read as today's name).
+    """
+    from pytest_agent_eval.metrics.figures import FIGURES, lookup  # the catalogue loads only when a rule is read
+
+    rules = []
+    for token in (t.strip() for t in str(text).split(",")):
+        if not token:
+            continue
+        match = re.match(_RULE_PATTERN, token)
+        if match is None:
+            raise OptionError(
+                f"cannot read {token!r}: expected METRIC:[+|-]NUMBER(pt|%)[@CONFIDENCE], "
+                "e.g. allocation:-5pt, residual_tokens:+20% or allocation:-5pt@95"
+            )
+        figure = lookup(match["metric"])
+        if figure is None or figure.better is None:
+            known = ", ".join(f.name for f in FIGURES.values() if f.better is not None)
+            raise OptionError(f"unknown metric in {token!r}; known: {known}")
+        if match["unit"] == "pt" and not figure.is_share:
+            raise OptionError(
+                f"{token!r}: {figure.name} is not a share, so points mean nothing; "
+                f"use a relative threshold like {figure.name}:+20%"
+            )
+        confidence = int(match["confidence"]) if match["confidence"] else None
+        if confidence is not None and not 50 <= confidence <= 99:
+            raise OptionError(f"{token!r}: the confidence after '@' is a percent between 50 and 99, e.g. @95")
+        sign = match["sign"]
+        direction = (1 if sign == "+" else -1) if sign else -figure.better
+        rules.append(Rule(figure.name, float(match["number"]), match["unit"], direction, confidence))
+    if not rules:
+        raise OptionError(f"no rule in {text!r}")
+    return rules
+
+
+def parse_positive_float(text: str) -> float:
+    try:
+        value = float(str(text).strip())
+    except ValueError:
+        raise OptionError(f"expected a positive number, got {text!r}") from None
+    if not value > 0 or value == float("inf"):
+        raise OptionError(f"expected a positive number, got {text!r}")
+    return value
+
+
+def parse_version(text: str) -> str:
+    value = str(text).strip()
+    if not value or any(c.isspace() for c in value):
+        raise OptionError(f"expected a version ('1.6.1', 'latest' or 'local:<path>'), got {text!r}")
+    if value == "local:":
+        raise OptionError("local: needs a path")
+    return value
+
+
+def parse_tool(text: str) -> RetrievalTool:
+    from pytest_agent_eval.tool import load_tool
+
+    try:
+        return load_tool(str(text))
+    except ValueError as exc:
+        raise OptionError(str(exc)) from None
+
+
+def parse_word(text: str) -> str:
+    value = str(text).strip()
+    if not value or any(c.isspace() for c in value):
+        raise OptionError(f"expected a single word, got {text!r}")
+    return value
+
+
+def parse_backend(text: str) -> str:
+    value = str(text).strip()
+    if value not in BACKENDS:
+        raise OptionError(f"expected one of {', '.join(BACKENDS)}, got {text!r}")
+    return value
+
+
+def parse_mode(text: str) -> str:
+    value = str(text).strip()
+    if value not in MODES:
+        raise OptionError(f"expected one of {', '.join(MODES)}, got {text!r}")
+    return value
+
+
+_NAME_PATTERN = r"^[A-Za-z0-9][A-Za-z0-9._-]*$"
+
+
+def parse_name(text: str) -> str:
+    """A baseline's name: one safe path component."""
+    value = str(text).strip()
+    if not re.match(_NAME_PATTERN, value):
+        raise OptionError(f"expected a name of letters, digits, '.', '_' or '-', got {text!r}")
+    return value
+
+
+def parse_baseline(text: str) -> str:
+    """A baseline as given (a name, 'latest' or a path): :func:`pytest_agent_eval.campaign.baseline.find`
+    resolves it once the out folder is known."""
+    value = os.path.expanduser(str(text).strip())
+    if not value:
+        raise OptionError("expected a baseline name, 'latest' or a folder, got an empty value")
+    return value
+
+
+def parse_bool(text: str | bool) -> bool:
+    if isinstance(text, bool):
+        return text
+    value = str(text).strip().lower()
+    if value in ("1", "true", "yes", "on"):
+        return True
+    if value in ("0", "false", "no", "off", ""):
+        return False
+    raise OptionError(f"expected true or false, got {text!r}")
+
+
+def parse_path(text: str) -> Path:
+    value = str(text).strip()
+    if not value:
+        raise OptionError("expected a path, got an empty value")
+    return Path(os.path.expanduser(value))
+
+
+def parse_paths(text: str) -> list[Path]:
+    paths = [parse_path(part) for part in str(text).split(",") if part.strip()]
+    if not paths:
+        raise OptionError("expected one or more comma-separated paths")
+    return paths
+
+
+def parse_shard_option(text: str) -> Shard:
+    from pytest_agent_eval.shard import ShardError, parse_shard
+
+    try:
+        return parse_shard(text)
+    except ShardError as exc:
+        raise OptionError(str(exc)) from None
+
+
+def parser_of(option: Option) -> Callable[[Any], Any]:
+    """How the option's text becomes a value: ``parse_<kind>`` here (the option table names it by kind)."""
+    return globals()[f"parse_{option.kind}"]
+
+
+MARKER_ARGS = ("entries", "arms", "runs", "turns")
+
+
+class TestSettings(NamedTuple):
+    """What one eval test runs: the session's settings, narrowed by its ``agent_eval`` marker."""
+
+    arms: list[Arm]
+    runs: int
+    turns: int | None
+    entries: list[str] | None  # the corpus entries it names; None: every entry
+
+
+def for_test(config: AgentEvalConfig, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> TestSettings:
+    """The marker's arguments over the session's settings; OptionError names the bad argument."""
+    kwargs = kwargs or {}
+    unknown = sorted(set(kwargs) - set(MARKER_ARGS))
+    if args or unknown:
+        raise OptionError(f"takes only keyword arguments {', '.join(MARKER_ARGS)}")
+    arms, runs, turns = config.arms, config.runs, config.turns
+    if kwargs.get("arms") is not None:
+        value = kwargs["arms"]
+        arms = parse_arms(value if isinstance(value, str) else ",".join(value))
+    if kwargs.get("runs") is not None:
+        runs = parse_positive_int(kwargs["runs"])
+    if kwargs.get("turns") is not None:
+        turns = parse_positive_int(kwargs["turns"])
+    wanted = kwargs.get("entries")
+    entries = None if wanted is None else ([wanted] if isinstance(wanted, str) else list(wanted))
+    return TestSettings(arms, runs, turns, entries)
