@@ -10,15 +10,15 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
-if TYPE_CHECKING:  # the option table reads arms in every pytest session; the corpus loads with the first eval
+if TYPE_CHECKING:  # the settings hold arms; the corpus loads with the first eval
     from pytest_agent_eval.corpus import CorpusEntry
 
 WITH, WITHOUT = "with", "without"
 ARM_NAMES = (WITH, WITHOUT)
 
 
-# Named tuples, not frozen dataclasses: pytest imports this module in every session (the option table holds
-# arms), and a frozen dataclass costs about five times as much to define (bench/load_bench.py --instructions).
+# Named tuples, not frozen dataclasses: the settings hold arms, and a frozen dataclass costs about five times as
+# much to define (bench/load_bench.py --instructions).
 class Arm(NamedTuple):
     """One side of the A/B. ``tool_spec`` pins the tool's build (``1.6.1``, ``latest``, ``local:<path>``);
     None means ``--agent-eval-tool-version``."""

@@ -6,8 +6,8 @@ command-line option beats its ini key (``[pytest]`` / ``[tool.pytest.ini_options
 default (:func:`resolve`). Thresholds come from ``agent-eval.yaml`` (see :mod:`pytest_agent_eval.report.gates`).
 
 The option table is :mod:`pytest_agent_eval.options`, the parsers of the options' texts
-:mod:`pytest_agent_eval.parsers`: the report header resolves the settings in every session that shows one, and
-defaults need no parser. Nothing here touches the network or npm.
+:mod:`pytest_agent_eval.parsers`: the settings are resolved for the first agent item (or, when a setting is
+given, as the session starts), and defaults need no parser. Nothing here touches the network or npm.
 """
 
 from __future__ import annotations

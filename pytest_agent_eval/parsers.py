@@ -49,27 +49,23 @@ def parse_arms(text: str) -> list[Arm]:
 
 
 def parse_positive_int(text: str) -> int:
-    try:
-        value = int(str(text).strip())
-    except ValueError:
-        raise OptionError(f"expected a positive integer, got {text!r}") from None
-    if value < 1:
-        raise OptionError(f"expected a positive integer, got {text!r}")
-    return value
+    return _whole_number(text, least=1, what="a positive integer")
 
 
 def parse_count(text: str) -> int:
+    return _whole_number(text, least=0, what="a whole number >= 0")
+
+
+def _whole_number(text: str, least: int, what: str) -> int:
     try:
         value = int(str(text).strip())
     except ValueError:
-        raise OptionError(f"expected a whole number >= 0, got {text!r}") from None
-    if value < 0:
-        raise OptionError(f"expected a whole number >= 0, got {text!r}")
+        raise OptionError(f"expected {what}, got {text!r}") from None
+    if value < least:
+        raise OptionError(f"expected {what}, got {text!r}")
     return value
 
 
-# Named tuples, not frozen dataclasses, here and below: this module loads in every pytest session (see
-# AgentEvalConfig).
 class Rule(NamedTuple):
     """One regression rule of compare-fail (pytest-benchmark's UX): ``residual_tokens:+20%``.
 

@@ -893,12 +893,16 @@ def test_item_aborts_when_claude_is_not_on_the_agents_path(project):
 def test_harness_progress_reaches_the_terminal(pytester):
     pytester.makepyfile(
         """
+        import pytest
+
         from pytest_agent_eval.harness.progress import announce
 
-        def test_announces():
+        @pytest.mark.agent_eval(entries="express", arms="with", runs=1)
+        def test_announces(agent_case):  # an agent item: the channel opens with the first
             announce("npm install @colbymchenry/codegraph@1.6.1 …")
         """
     )
-    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")  # real fd capture, as a user runs it
+    # real fd capture, as a user runs it
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider", "--agent-eval", "--agent-eval-out", "out")
     result.assert_outcomes(passed=1)
     result.stdout.fnmatch_lines(["agent-eval: npm install @colbymchenry/codegraph@1.6.1 …"])
