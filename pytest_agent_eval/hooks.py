@@ -1,8 +1,9 @@
-"""What the plugin's hooks do once a session has agent items, or settings that must be checked as it starts.
+"""The plugin's hooks for a session that evaluates: items, their selection, reports, interrupts, the reporter.
 
-:mod:`pytest_agent_eval.plugin` holds the hooks themselves, each a guard that returns at once in a suite without
-agent items (pytest imports it in every session of every project the plugin is installed in); this module loads
-with the first agent item, with the first setting given, or under xdist.
+:mod:`pytest_agent_eval.plugin` is what pytest imports in every session of every project the plugin is installed
+in: the options, the fixtures' declarations, and the few hooks that decide whether a session evaluates. This
+module is the rest of the plugin: it loads, and registers its hooks, with the first agent item collected, or as
+the session starts when a setting is given, ``--agent-eval-only`` is, or xdist runs.
 
 Items: any test that uses the agent fixtures (``evals/test_ab.py`` does) becomes one item per corpus entry ×
 arm × run (:mod:`pytest_agent_eval.cases`), with ids like ``express-with-1``, so ``-k express`` and
@@ -45,7 +46,14 @@ from pytest_agent_eval.fixtures import (
     record_of,
 )
 from pytest_agent_eval.harness.progress import append_to, follow, listen
-from pytest_agent_eval.plugin import CONFIG_KEY, OPTED_OUT_KEY, resolve_settings, settings
+from pytest_agent_eval.plugin import (
+    CONFIG_KEY,
+    HEADER_SHOWN_KEY,
+    OPTED_OUT_KEY,
+    resolve_settings,
+    settings,
+    settings_line,
+)
 
 # The corpus, the session, the reports and the harness load when an item first needs them.
 if TYPE_CHECKING:
@@ -103,6 +111,7 @@ def activate(config: pytest.Config) -> None:
         return
     config.stash[ACTIVE_KEY] = True
     settings(config)
+    config.pluginmanager.register(sys.modules[__name__], "agent_eval_hooks")
     worker_input = getattr(config, "workerinput", None)
     # An xdist worker writes into the campaign its controller named: stashed before a resume's selection (in
     # configure) makes the session, which takes it when made.
@@ -151,7 +160,7 @@ def _restored(config: pytest.Config, cfg: AgentEvalConfig) -> Restored | None:
 
 
 def _restored_on_worker(data: dict[str, Any] | None) -> Restored | None:
-    """What the xdist controller restored (see :func:`configure_node`), as it restored it."""
+    """What the xdist controller restored (see :func:`pytest_configure_node`), as it restored it."""
     if not data:
         return None
     from pytest_agent_eval.campaign.selection import Restored
@@ -187,7 +196,8 @@ def _show_worker_progress(config: pytest.Config, line: str) -> None:
         terminal.write_line(f"agent-eval: {line}")
 
 
-def configure_node(node: Any) -> None:
+@pytest.hookimpl(optionalhook=True)
+def pytest_configure_node(node: Any) -> None:
     """xdist controller → worker: what names the one campaign every item lands in (see
     :meth:`~pytest_agent_eval.session.EvalSession.share`), and a resumed campaign's settings, so every worker
     selects what the controller restored."""
@@ -258,8 +268,8 @@ def _marks(cfg: AgentEvalConfig, case: EvalCase) -> list[pytest.MarkDecorator]:
     ]
 
 
-def modify_items(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """After pytest's own -k/-m deselection: the arms by name, the opt-in, the campaign's ids and selection."""
+@pytest.hookimpl(trylast=True)  # after pytest's own -k/-m deselection
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
     _arms_by_name(config, items)
     _opt_in(config, items)
     _name_items(config, items)
@@ -366,16 +376,32 @@ def _case_of(item: pytest.Item) -> EvalCase | None:
     return case if isinstance(case, EvalCase) else None
 
 
+def pytest_sessionfinish(session: pytest.Session) -> None:
+    """An xdist worker tells its controller how many agent items it left out (each worker collects them all)."""
+    output = getattr(session.config, "workeroutput", None)
+    if output is not None:
+        output["agent_eval_opted_out"] = session.config.stash.get(OPTED_OUT_KEY, 0)
+
+
+def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> list[str]:
+    """The settings line, when the header could not show it (no setting given): once, if agent items remain."""
+    shown = config.stash.get(HEADER_SHOWN_KEY, False) or config.option.no_header or config.option.verbose < 0
+    if shown or not any(_case_of(item) for item in items):
+        return []
+    return [settings_line(config)]
+
+
 # -- pytest-timeout --------------------------------------------------------------------------------------------
-def set_timer(item: pytest.Item, timeout: Any) -> bool | None:
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_timeout_set_timer(item: pytest.Item, settings: Any) -> bool | None:
     """Under ``--timeout-method thread`` pytest-timeout would end the whole process, losing the record: for an
     agent item the limit instead ends the agent's processes, so the run fails as a timed-out run and is kept."""
-    if _case_of(item) is None or timeout.method != "thread" or not timeout.timeout:
+    if _case_of(item) is None or settings.method != "thread" or not settings.timeout:
         return None
 
     from pytest_agent_eval.harness.process import stop_all_groups
 
-    timer = threading.Timer(timeout.timeout, stop_all_groups)
+    timer = threading.Timer(settings.timeout, stop_all_groups)
     timer.name = f"agent-eval timeout {item.nodeid}"
     timer.daemon = True
     timer.start()
@@ -383,7 +409,8 @@ def set_timer(item: pytest.Item, timeout: Any) -> bool | None:
     return True
 
 
-def cancel_timer(item: pytest.Item) -> bool | None:
+@pytest.hookimpl(optionalhook=True, tryfirst=True)
+def pytest_timeout_cancel_timer(item: pytest.Item) -> bool | None:
     timer = item.stash.get(TIMER_KEY, None)
     if timer is None:
         return None
@@ -397,17 +424,38 @@ class AgentInterrupted(Exception):
     """Ctrl-C during an agent item, turned into this item's error so that pytest reports it and stops cleanly."""
 
 
-def interrupted(item: pytest.Item, phase: str) -> AgentInterrupted:
-    """A KeyboardInterrupt inside an agent item, as the error that ends the item and stops the session after it
-    (see :func:`pytest_agent_eval.plugin.pytest_runtest_setup`)."""
-    item.stash[INTERRUPTED_KEY] = True
-    item.session.shouldstop = "agent-eval: interrupted (Ctrl-C)"
-    return AgentInterrupted(f"interrupted while {phase}; the agent was stopped, its files so far kept")
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_setup(item: pytest.Item) -> Any:
+    return (yield from _interruptible(item, "setting up"))
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_call(item: pytest.Item) -> Any:
+    return (yield from _interruptible(item, "running"))
+
+
+def _interruptible(item: pytest.Item, phase: str) -> Any:
+    """The body of the hook wrappers above: a KeyboardInterrupt raised inside an agent item becomes
+    :class:`AgentInterrupted` and stops the session after it.
+
+    By then the driver has stopped the agent's process group (its ``finally``) and its segments are on disk.
+    Left as a KeyboardInterrupt, the item would get no report, and pytest's own ``tmp_path`` teardown, which
+    expects one, dies with a KeyError traceback at the end of the session.
+    """
+    try:
+        return (yield)
+    except KeyboardInterrupt:
+        if _case_of(item) is None:
+            raise
+        item.stash[INTERRUPTED_KEY] = True
+        item.session.shouldstop = "agent-eval: interrupted (Ctrl-C)"
+        raise AgentInterrupted(f"interrupted while {phase}; the agent was stopped, its files so far kept") from None
 
 
 # -- reports ---------------------------------------------------------------------------------------------------
-def make_report(item: pytest.Item, call: pytest.CallInfo, report: pytest.TestReport) -> pytest.TestReport:
-    """An agent item's report: its record finished (the session keeps it), an infrastructure error said so."""
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
+    report = yield
     if _case_of(item) is None:
         return report
     if item.stash.get(INTERRUPTED_KEY, False):
@@ -434,8 +482,11 @@ def make_report(item: pytest.Item, call: pytest.CallInfo, report: pytest.TestRep
     return report
 
 
-def stalled_status(report: pytest.TestReport, data: dict[str, Any]) -> tuple[str, str, tuple[str, dict]]:
-    """The status line of an item with a stalled turn: its time is not the agent's."""
+def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> Any:
+    """An item with a stalled turn says so on its own line: its time is not the agent's."""
+    data = getattr(report, "agent_eval", None)
+    if report.when != "call" or not isinstance(data, dict) or not data.get("stalled"):
+        return None
     from pytest_agent_eval.report.format import stall_note
 
     letter = {"passed": ".", "failed": "F"}.get(report.outcome, "s")

@@ -1,10 +1,11 @@
 """The pytest plugin: its options and ini keys, the ``agent_eval`` marker, its hooks and its fixtures.
 
 pytest imports this module in every session of every project the plugin is installed in, so it is the thin
-layer only: each hook returns at once in a suite without agent items, and what an agent item needs loads with
-the first one, from :mod:`pytest_agent_eval.hooks` (what the hooks do), :mod:`pytest_agent_eval.fixtures` (the
-fixtures' bodies) and :mod:`pytest_agent_eval.config` (the settings). ``tests/test_plugin_load.py`` checks what
-loads; ``bench/load_bench.py`` measures what the plugin adds to a suite.
+layer only: the options, the fixtures' declarations, and the hooks that decide whether the session evaluates.
+The first agent item collected (or, as the session starts, a setting given, ``--agent-eval-only`` or xdist)
+loads and registers the rest of the plugin, :mod:`pytest_agent_eval.hooks`; the fixtures' bodies are
+:mod:`pytest_agent_eval.fixtures`, the settings :mod:`pytest_agent_eval.config`. ``tests/test_plugin_load.py``
+checks what loads; ``bench/load_bench.py`` measures what the plugin adds to a suite.
 
     def test_mine(agent_result, agent_gate):
         agent_gate(agent_result)                       # contamination + agent-eval.yaml thresholds
@@ -93,7 +94,8 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER)
     if config.getoption("agent_eval_skip") and config.getoption("agent_eval_only"):
         raise pytest.UsageError("--agent-eval-skip and --agent-eval-only exclude each other")
-    if _settings_given(config) or _under_xdist(config):
+    # Otherwise the rest of the plugin (pytest_agent_eval.hooks) loads and registers with the first agent item.
+    if _settings_given(config) or _under_xdist(config) or config.getoption("agent_eval_only"):
         from pytest_agent_eval import hooks
 
         hooks.configure(config)
@@ -161,17 +163,10 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     if hasattr(config, "workerinput") or CONFIG_KEY not in config.stash:  # a worker's header is never shown
         return []
     config.stash[HEADER_SHOWN_KEY] = True
-    return [_settings_line(config)]
+    return [settings_line(config)]
 
 
-def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Item]) -> list[str]:
-    shown = config.stash.get(HEADER_SHOWN_KEY, False) or config.option.no_header or config.option.verbose < 0
-    if shown or not any(_is_agent_item(item) for item in items):
-        return []
-    return [_settings_line(config)]
-
-
-def _settings_line(config: pytest.Config) -> str:
+def settings_line(config: pytest.Config) -> str:
     """The model (and why ``auto`` chose it), the arms, the corpus and where campaigns go."""
     from pytest_agent_eval.config import is_real_key
 
@@ -189,21 +184,8 @@ def _settings_line(config: pytest.Config) -> str:
     return f"agent-eval: backend {backend}; arms {arms}; corpus {cfg.corpus}; campaigns in {out}"
 
 
-@pytest.hookimpl(optionalhook=True)
-def pytest_configure_node(node: Any) -> None:
-    from pytest_agent_eval import hooks  # an xdist controller: configured as it started
-
-    hooks.configure_node(node)
-
-
-# -- items -----------------------------------------------------------------------------------------------------
-def _is_agent_item(item: pytest.Item) -> bool:
-    """Whether the item was parametrized with a case (:func:`pytest_agent_eval.hooks._case_of` makes sure)."""
-    callspec = getattr(item, "callspec", None)
-    return callspec is not None and "agent_case" in callspec.params
-
-
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
+    """A test using the agent fixtures: parametrized over the corpus, once the rest of the plugin is registered."""
     marker = metafunc.definition.get_closest_marker("agent_eval")
     if "agent_case" not in metafunc.fixturenames:
         if marker is not None:
@@ -215,88 +197,6 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
     from pytest_agent_eval import hooks
 
     hooks.generate_tests(metafunc, marker)
-
-
-@pytest.hookimpl(trylast=True)  # after pytest's own -k/-m deselection
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    if not config.getoption("agent_eval_only") and not any(_is_agent_item(item) for item in items):
-        return
-    from pytest_agent_eval import hooks
-
-    hooks.modify_items(config, items)
-
-
-def pytest_sessionfinish(session: pytest.Session) -> None:
-    """An xdist worker tells its controller how many agent items it left out (each worker collects them all)."""
-    output = getattr(session.config, "workeroutput", None)
-    if output is not None:
-        output["agent_eval_opted_out"] = session.config.stash.get(OPTED_OUT_KEY, 0)
-
-
-@pytest.hookimpl(optionalhook=True, tryfirst=True)
-def pytest_timeout_set_timer(item: pytest.Item, settings: Any) -> bool | None:
-    if not _is_agent_item(item):
-        return None
-    from pytest_agent_eval import hooks
-
-    return hooks.set_timer(item, settings)
-
-
-@pytest.hookimpl(optionalhook=True, tryfirst=True)
-def pytest_timeout_cancel_timer(item: pytest.Item) -> bool | None:
-    if not _is_agent_item(item):
-        return None
-    from pytest_agent_eval import hooks
-
-    return hooks.cancel_timer(item)
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_setup(item: pytest.Item) -> Any:
-    return (yield from _interruptible(item, "setting up"))
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_call(item: pytest.Item) -> Any:
-    return (yield from _interruptible(item, "running"))
-
-
-def _interruptible(item: pytest.Item, phase: str) -> Any:
-    """The body of the hook wrappers above: a KeyboardInterrupt raised inside an agent item becomes the item's
-    error (:class:`pytest_agent_eval.hooks.AgentInterrupted`) and stops the session after it.
-
-    By then the driver has stopped the agent's process group (its ``finally``) and its segments are on disk.
-    Left as a KeyboardInterrupt, the item would get no report, and pytest's own ``tmp_path`` teardown, which
-    expects one, dies with a KeyError traceback at the end of the session.
-    """
-    try:
-        return (yield)
-    except KeyboardInterrupt:
-        if not _is_agent_item(item):
-            raise
-        from pytest_agent_eval import hooks
-
-        raise hooks.interrupted(item, phase) from None
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
-    report = yield
-    if not _is_agent_item(item):
-        return report
-    from pytest_agent_eval import hooks
-
-    return hooks.make_report(item, call, report)
-
-
-def pytest_report_teststatus(report: pytest.TestReport, config: pytest.Config) -> Any:
-    """An item with a stalled turn says so on its own line: its time is not the agent's."""
-    data = getattr(report, "agent_eval", None)
-    if report.when != "call" or not isinstance(data, dict) or not data.get("stalled"):
-        return None
-    from pytest_agent_eval import hooks
-
-    return hooks.stalled_status(report, data)
 
 
 # -- fixtures --------------------------------------------------------------------------------------------------
