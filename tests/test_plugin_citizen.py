@@ -63,6 +63,21 @@ def test_evals_run_when_named_or_asked_for(project, args, expected):
     assert sorted(collected(result)) == sorted(expected)
 
 
+@pytest.mark.parametrize(
+    ("args", "expected"),
+    [
+        ([], ["tests/test_unrelated.py::test_unrelated"]),
+        (["evals"], [f"evals/test_ab.py::test_ab[express-{arm}-{n}]" for arm in ("with", "without") for n in (1, 2)]),
+        (["tests", "--agent-eval-only"], []),
+    ],
+)  # fmt: skip
+def test_without_a_setting_given_the_plugin_loads_late_and_selects_the_same(project, args, expected):
+    # No option or ini key: the settings and the rest of the plugin load with the first agent item (or, for
+    # --agent-eval-only, as the session starts), and select as they do when a setting is given.
+    result = project.pytester.runpytest("-p", "no:cacheprovider", "--collect-only", "-q", *args)
+    assert sorted(collected(result)) == sorted(expected)
+
+
 def test_skip_and_only_exclude_each_other(project):
     result = project.pytester.runpytest("--agent-eval-skip", "--agent-eval-only")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
