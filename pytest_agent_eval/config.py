@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_agent_eval.cases import Arm
-from pytest_agent_eval.options import OPTIONS, THRESHOLDS_INI
+from pytest_agent_eval.options import OPTIONS, THRESHOLDS_FILE, THRESHOLDS_INI
 
 # The tool (its fingerprints), the parsers and the shard planner load only when a setting needs them.
 if TYPE_CHECKING:
@@ -189,8 +189,8 @@ def resolve(get_option: Callable[[str], Any], get_ini: Callable[[str], Any], roo
         )
     thresholds = get_ini(THRESHOLDS_INI)
     config.thresholds_file = (rootpath / thresholds) if thresholds else None
-    if config.thresholds_file is None and (rootpath / "agent-eval.yaml").is_file():
-        config.thresholds_file = rootpath / "agent-eval.yaml"
+    if config.thresholds_file is None and (rootpath / THRESHOLDS_FILE).is_file():
+        config.thresholds_file = rootpath / THRESHOLDS_FILE
     elif config.thresholds_file is None and config.corpus == PACKAGED / "corpus.json":
-        config.thresholds_file = PACKAGED / "agent-eval.yaml"  # set for the packaged corpus, not for a project's own
+        config.thresholds_file = PACKAGED / THRESHOLDS_FILE  # set for the packaged corpus, not for a project's own
     return config

@@ -46,6 +46,7 @@ from pytest_agent_eval.fixtures import (
     record_of,
 )
 from pytest_agent_eval.harness.progress import append_to, follow, listen
+from pytest_agent_eval.options import THRESHOLDS_FILE
 from pytest_agent_eval.plugin import (
     CONFIG_KEY,
     HEADER_SHOWN_KEY,
@@ -66,7 +67,7 @@ SETUP_MARGIN_S = 900.0  # installs, the clone and the index, on top of the agent
 TIMER_KEY: pytest.StashKey[threading.Timer] = pytest.StashKey()
 INTERRUPTED_KEY: pytest.StashKey[bool] = pytest.StashKey()
 RESTORED_KEY: pytest.StashKey[Any] = pytest.StashKey()
-ACTIVE_KEY: pytest.StashKey[bool] = pytest.StashKey()
+HOOKS_PLUGIN = "agent_eval_hooks"  # this module, registered by activate()
 OPT_IN_HINT = "name their file or folder (pytest evals/) or pass --agent-eval to run them"
 
 
@@ -83,7 +84,7 @@ def configure(config: pytest.Config) -> None:
     if restored is not None:
         _apply(config, restored)
         cfg = resolve_settings(config)
-    if cfg.thresholds_file is not None and cfg.thresholds_file != PACKAGED / "agent-eval.yaml":
+    if cfg.thresholds_file is not None and cfg.thresholds_file != PACKAGED / THRESHOLDS_FILE:
         from pytest_agent_eval.report import gates  # the project's own file: a mistake is a usage error, now
 
         try:
@@ -107,11 +108,10 @@ def configure(config: pytest.Config) -> None:
 def activate(config: pytest.Config) -> None:
     """Once per session, before its first agent item is collected (or as it starts, see :func:`configure`): the
     failure memo's id, the cleanups, the reporter, and the channel install, clone and index progress comes by."""
-    if config.stash.get(ACTIVE_KEY, False):
+    if config.pluginmanager.has_plugin(HOOKS_PLUGIN):
         return
-    config.stash[ACTIVE_KEY] = True
     settings(config)
-    config.pluginmanager.register(sys.modules[__name__], "agent_eval_hooks")
+    config.pluginmanager.register(sys.modules[__name__], HOOKS_PLUGIN)
     worker_input = getattr(config, "workerinput", None)
     # An xdist worker writes into the campaign its controller named: stashed before a resume's selection (in
     # configure) makes the session, which takes it when made.

@@ -259,3 +259,4 @@ OPTIONS: tuple[Option, ...] = (
     ),
 )
 THRESHOLDS_INI = "agent_eval_thresholds"
+THRESHOLDS_FILE = "agent-eval.yaml"  # at rootdir, else the packaged one (with the packaged corpus)

@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_agent_eval.options import OPTIONS, THRESHOLDS_INI
+from pytest_agent_eval.options import OPTIONS, THRESHOLDS_FILE, THRESHOLDS_INI
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
@@ -109,13 +109,13 @@ def _settings_given(config: pytest.Config) -> bool:
         return True
     if any(_ini_given(config, key) for key in (*(option.ini for option in OPTIONS), THRESHOLDS_INI)):
         return True
-    return (config.rootpath / "agent-eval.yaml").is_file()
+    return (config.rootpath / THRESHOLDS_FILE).is_file()
 
 
 def _ini_given(config: pytest.Config, key: str) -> bool:
     try:
-        return config.getini(key) not in ("", False)
-    except (ValueError, pytest.UsageError):  # a bool key pytest cannot read: resolving names it
+        return _ini(config, key) not in ("", False)
+    except ValueError:  # an OptionError: resolving the settings names the key
         return True
 
 
@@ -148,11 +148,11 @@ def resolve_settings(config: pytest.Config) -> AgentEvalConfig:
 
 
 def _ini(config: pytest.Config, key: str) -> Any:
-    from pytest_agent_eval.config import OptionError
-
     try:
         return config.getini(key)
     except (ValueError, pytest.UsageError) as exc:  # a bool key pytest cannot read ("maybe"): name the key
+        from pytest_agent_eval.config import OptionError
+
         raise OptionError(f"ini {key}: expected true or false ({exc})") from None
 
 
