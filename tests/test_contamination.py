@@ -14,7 +14,7 @@ from transcripts import transcripts
 from pytest_agent_eval.cli_invocation import invokes_cli
 from pytest_agent_eval.metrics.contamination import INJECTED, contamination
 from pytest_agent_eval.report.blocks.contamination import render_contamination
-from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
+from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool, fingerprint
 from pytest_agent_eval.transcript import Session
 
 CCB = transcripts() / "ccb"
@@ -439,3 +439,57 @@ def test_the_literal_screen_reads_any_text_the_transcript_can_hold(around):
     hit = CODEGRAPH.first_fingerprint(around + heading + around)
     assert hit is not None and hit[0].name == "explore heading"
     assert CODEGRAPH.first_fingerprint(around + "Exploration: prose about it\n") is None
+
+
+def _unscreened(tool: RetrievalTool, text: str) -> tuple[str, int] | None:
+    """The first fingerprint as a search of every full pattern finds it, with no screen before it."""
+    for fp in tool.fingerprints:
+        match = fp.pattern.search(text)
+        if match:
+            return fp.name, match.start()
+    return None
+
+
+@pytest.mark.parametrize("around", ["", "héllo wörld ✓ 12:30 |1|\n", "\ud800 a lone surrogate\n", "🙂" * 40 + "\n"])
+@pytest.mark.parametrize("name", ["sqlite3-nodes.txt", "sqlite3-nodes.json", "sqlite3-node-columns.txt"])
+def test_a_probed_fingerprint_is_found_in_any_text_around_it(name, around):
+    """The index rows have no literal of their own: their probes are tried where a lead (``:`` and a hex digit,
+    ``|`` and a digit) occurs, or over the whole text where it is not ASCII; the screen finds what a search of
+    every pattern finds, at the same place."""
+    row = (REAL / name).read_text()
+    for text in (around + row + around, around * 3 + read_tool_view(row), ":a |1 " + around + row):
+        hit = CODEGRAPH.first_fingerprint(text)
+        assert hit is not None and (hit[0].name, hit[1].start()) == _unscreened(CODEGRAPH, text), (name, around)
+
+
+def test_the_screen_finds_what_every_pattern_finds_on_real_results():
+    """On every tool result and injected message of the real transcripts (codegraph's own sessions among them),
+    screened and unscreened searches agree; and on each real output of codegraph."""
+    roots = [transcripts(), Path(__file__).parents[1] / "bench" / "data" / "transcripts"]
+    files = [p for root in roots for p in sorted(root.rglob("*.jsonl"))]
+    texts = [item.text for f in files for item in Session.from_files([f]).timeline if hasattr(item, "text")]
+    texts += [(REAL / name).read_text() for name in REAL_OUTPUTS]
+    assert len(texts) > 300
+    for text in texts:
+        hit = CODEGRAPH.first_fingerprint(text)
+        assert (None if hit is None else (hit[0].name, hit[1].start())) == _unscreened(CODEGRAPH, text)
+
+
+def test_a_lead_overlapped_by_another_is_still_tried():
+    """Leads are searched with their overlaps: ``ab`` before ``bc`` in ``abc?`` must not hide ``bc``."""
+    tool = RetrievalTool(
+        name="overlap",
+        package="overlap",
+        fingerprints=(
+            fingerprint("first", r"ab!", "ab", probe=r"ab!"),
+            fingerprint("second", r"bc\?", "bc", probe=r"bc\?"),
+        ),
+    )
+    hit = tool.first_fingerprint("xabc?")
+    assert hit is not None and hit[0].name == "second"
+    assert tool.first_fingerprint("xabc") is None
+
+
+def test_a_fingerprint_needs_its_literals():
+    with pytest.raises(ValueError, match="fingerprint 'bare'"):
+        fingerprint("bare", r"[0-9a-f]{32}", probe=r"[0-9a-f]{32}")
