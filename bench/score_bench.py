@@ -31,7 +31,7 @@ from pytest_agent_eval.transcript import Session, segment_files
 # (bench/data/README.md): the explore-heavy traffic scoring has to keep up with.
 DEFAULT = Path(__file__).resolve().parent / "data" / "transcripts"
 SUFFIXES = (".jsonl", ".txt", ".ndjson")
-REPEATS = 15
+REPEATS = 100
 
 
 def sessions(args: list[str]) -> list[list[Path]]:

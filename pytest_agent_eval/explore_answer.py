@@ -22,9 +22,9 @@ if TYPE_CHECKING:
 # A section header, wherever it is: led by a literal, the pattern is found by a fast scan for "**`", far
 # quicker on tens of KB than a ``^``-anchored MULTILINE pattern; :func:`_sections` keeps those at a line start.
 _SECTION_RE = re.compile(r"\*\*`([^`]+)`\*\*(.*)")
-# Every name, with its kind when one follows (``name(kind)``): a name without one is consumed whole, where
-# ``([\w$]+)\((\w+)\)`` would retry from each of its characters (quadratic in a long header's words).
-_HEADER_SYMBOL_RE = re.compile(r"([\w$]+)(?:\((\w+)\))?")
+# Every ``name(kind)`` of a header. The lookbehind starts a name only where a word starts: without it the pattern
+# would be retried from each character of every name (quadratic in a long header's words).
+_HEADER_SYMBOL_RE = re.compile(r"(?<![\w$])([\w$]+)\((\w+)\)")
 # Where a path-shaped chunk of text ends: whitespace, quotes, brackets, markdown emphasis.
 _CHUNK_SPLIT_RE = re.compile(r"[\s`'\"()\[\]{}<>,;|*=‘’“”]+")
 # A chunk that is a file reference: optional folders, a name with an extension, then `:126-220` or `#L12`.
@@ -66,8 +66,7 @@ def file_sections(text: str) -> list[FileSection]:
             end = matches[i + 1].start()
         else:
             end = guidance if guidance > match.start() else len(text)
-        symbols = [symbol for symbol in _HEADER_SYMBOL_RE.findall(match.group(2)) if symbol[1]]  # (name, kind)
-        sections.append(FileSection(match.group(1), end - match.start(), symbols))
+        sections.append(FileSection(match.group(1), end - match.start(), _HEADER_SYMBOL_RE.findall(match.group(2))))
     return sections
 
 

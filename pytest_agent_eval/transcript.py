@@ -25,7 +25,7 @@ from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, NamedTuple
 
 MAIN = "main"
 STAND_IN_PREFIX = "stand-in"
@@ -46,8 +46,7 @@ class TranscriptError(ValueError):
     """A file that cannot be read as a Claude Code transcript; the message names it."""
 
 
-@dataclass(frozen=True)
-class Usage:
+class Usage(NamedTuple):  # a tuple: built for every message, several times quicker than a frozen dataclass
     input: int = 0
     cache_read: int = 0
     cache_creation: int = 0
