@@ -1,17 +1,24 @@
 """Scoring throughput against bare JSON decoding of the same lines.
 
-    python bench/score_bench.py [--stages] [FILE_OR_DIR …]      # default: bench/data/transcripts
+    python bench/score_bench.py [--stages] [--instructions] [FILE_OR_DIR …]   # default: bench/data/transcripts
 
 Prints MB/s for scoring as ``agent-eval score`` does it (each session's segments read from disk and stitched,
 every metric, the text blocks rendered) and for bare ``json.loads`` of the same files' lines, and their
 ratio. Goal: scoring costs at most 1.5× bare decoding. Times are this process's CPU time, the best of
-several rounds that run both in turn: on a machine shared with other work, wall time measures the neighbours.
+100 rounds that run both in turn: on a machine shared with other work, wall time measures the neighbours (with
+15 rounds, runs of the same code swung from 1.4× to 2.1×; with 100, by about ±5%).
 ``--stages`` also times each stage alone (reading the session, each metric, rendering), as a share of bare decoding.
+``--instructions`` also counts the instructions of one round of each (valgrind's callgrind): a figure no
+neighbour moves, to compare two versions by. It is not the goal's: the decoder's C code runs about twice as many
+instructions a second as the interpreter does, so scoring takes 1.5× decoding's time with fewer instructions.
 """
 
 from __future__ import annotations
 
+import argparse
 import json
+import re
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -75,12 +82,9 @@ def stage_times(grouped: list[list[Path]], decode: Callable[[], object]) -> None
         print(f"  {name:<18}{seconds / bare:6.2f}x")
 
 
-def main() -> int:
-    args = sys.argv[1:]
-    show_stages = "--stages" in args
-    grouped = sessions([a for a in args if a != "--stages"])
+def works(grouped: list[list[Path]]) -> dict[str, Callable[[], None]]:
+    """Bare decoding of every file's lines, and scoring every session as ``agent-eval score`` does."""
     files = [f for segments in grouped for f in segments]
-    megabytes = sum(f.stat().st_size for f in files) / 1e6
 
     def decode() -> None:
         for path in files:
@@ -96,13 +100,54 @@ def main() -> int:
         for segments in grouped:
             render_scorecard(score(Session.from_files(segments)))
 
-    bare, scored = best_of(REPEATS, decode, scoring)
+    return {"decode": decode, "score": scoring}
+
+
+def instructions(work: str, paths: list[str]) -> float:
+    """The instructions of one round of ``work``: this script run under callgrind with three rounds, less the
+    same run with none (the imports, reading the corpus once to warm up)."""
+
+    def counted(rounds: int) -> int:
+        command = [sys.executable, __file__, "--rounds-of", work, str(rounds), *paths]
+        done = subprocess.run(
+            ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null", *command],
+            capture_output=True,
+            text=True,
+            check=True,
+        )
+        return int(re.search(r"Collected : (\d+)", done.stderr).group(1))  # type: ignore[union-attr]
+
+    return (counted(3) - counted(0)) / 3
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--stages", action="store_true", help="also time each stage alone")
+    parser.add_argument("--instructions", action="store_true", help="also count instructions (needs valgrind)")
+    parser.add_argument("--rounds-of", nargs=2, metavar=("WORK", "N"), help=argparse.SUPPRESS)  # callgrind's run
+    parser.add_argument("paths", nargs="*")
+    args = parser.parse_args()
+    grouped = sessions(args.paths)
+    work = works(grouped)
+    if args.rounds_of:
+        name, rounds = args.rounds_of
+        for _ in range(int(rounds) + 1):  # one more: the warm-up both counts have
+            work[name]()
+        return 0
+    files = [f for segments in grouped for f in segments]
+    megabytes = sum(f.stat().st_size for f in files) / 1e6
+    bare, scored = best_of(REPEATS, work["decode"], work["score"])
     print(f"{len(grouped)} sessions, {len(files)} transcript files, {megabytes:.2f} MB")
     print(f"bare json.loads   {megabytes / bare:8.1f} MB/s")
     print(f"scoring           {megabytes / scored:8.1f} MB/s")
     print(f"ratio             {scored / bare:8.2f}x   (goal <= 1.50x)")
-    if show_stages:
-        stage_times(grouped, decode)
+    if args.stages:
+        stage_times(grouped, work["decode"])
+    if args.instructions:
+        decoding, scoring = (instructions(name, args.paths) / 1e6 for name in ("decode", "score"))
+        print(
+            f"instructions      decoding {decoding:.1f} M, scoring {scoring:.1f} M a round: {scoring / decoding:.2f}x"
+        )
     return 0
 
 
