@@ -15,6 +15,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from functools import cached_property
 from pathlib import Path
+from typing import AnyStr
 
 import ahocorasick_rs
 
@@ -32,7 +33,9 @@ class Fingerprint:
     finds the literals of every fingerprint at once, so the full pattern is tried only on the few results that
     hold one. Where no literal is rare enough (an index row is a kind, a colon and 32 hex digits), ``probe`` is
     a cheap regex every match contains, and the literals are its leads: each of its matches begins with one
-    of them (a colon and a hex digit), so it is tried only where a lead occurs. ``regex`` and ``probe_regex``
+    of them (a colon and a hex digit), so it is tried only where a lead occurs. The probe is matched on the
+    text's UTF-8 bytes, where a lead's offset is (``\\d``, ``\\w`` and ``\\b`` are ASCII there: write the digits a
+    match holds as ``[0-9]``, so the bytes see every one the text does). ``regex`` and ``probe_regex``
     are compiled (multiline) on first use: most of a tool's fingerprints never get that far in a session, and
     compiling them all took longer than ``agent-eval score`` takes to score a small session.
     """
@@ -47,17 +50,21 @@ class Fingerprint:
         return self._compile(self.regex)
 
     @cached_property
-    def probe(self) -> re.Pattern[str] | None:
-        return self._compile(self.probe_regex) if self.probe_regex is not None else None
+    def probe(self) -> re.Pattern[bytes] | None:
+        """The probe, matched on the text's UTF-8 bytes (where the screen has found its leads)."""
+        return self._compile(self.probe_regex.encode()) if self.probe_regex is not None else None
 
-    def _compile(self, regex: str) -> re.Pattern[str]:
+    def _compile(self, regex: AnyStr) -> re.Pattern[AnyStr]:
         try:
             return re.compile(regex, re.M)
         except re.error as exc:
             raise ValueError(f"fingerprint {self.name!r}: {exc}: {regex!r}") from None
 
     def search(self, text: str) -> re.Match[str] | None:
-        screened = self.probe.search(text) if self.probe is not None else any(lit in text for lit in self.literals)
+        if self.probe is not None:
+            screened = self.probe.search(_utf8(text)) is not None
+        else:
+            screened = any(literal in text for literal in self.literals)
         return self.pattern.search(text) if screened else None
 
 
@@ -112,8 +119,7 @@ class _Scanner:
             else None
         )
         probed = [(fp.literals, fp.probe) for fp in fingerprints if fp.probe is not None]
-        self.probes = [probe for _, probe in probed]
-        probes_of: dict[bytes, list[re.Pattern[str]]] = {}
+        probes_of: dict[bytes, list[re.Pattern[bytes]]] = {}
         for leads, probe in probed:
             for lead in leads:
                 probes_of.setdefault(_utf8(lead), []).append(probe)
@@ -134,12 +140,8 @@ class _Scanner:
         data = _utf8(text)
         if self.automaton is not None and self.automaton.find_matches_as_indexes(data):
             return True
-        if self.leads is None:
-            return False
-        if not text.isascii():  # a lead's byte offset is not its index in the text: each probe searches all of it
-            return any(probe.search(text) for probe in self.probes)
-        return any(
-            probe.match(text, start)
+        return self.leads is not None and any(
+            probe.match(data, start)
             for lead, start, _ in self.leads.find_matches_as_indexes(data, overlapping=True)
             for probe in self.lead_probes[lead]
         )
@@ -154,8 +156,8 @@ _NODE_KINDS = (
     "file|module|class|struct|interface|trait|protocol|function|method|property|field|variable|constant|enum"
     "|enum_member|type_alias|namespace|parameter|import|export|route|component|union"
 )
-_POSITIONS = r"\|\d+\|\d+\|\d+\|\d+(?:\||$)"  # start/end line/column of a nodes row
-_DIGITS = "0123456789"  # what ``\d`` matches in ASCII text (elsewhere a probe searches the whole text)
+_POSITIONS = r"\|[0-9]+\|[0-9]+\|[0-9]+\|[0-9]+(?:\||$)"  # start/end line/column of a nodes row, as sqlite prints them
+_DIGITS = "0123456789"
 _HEX = _DIGITS + "abcdef"
 
 
