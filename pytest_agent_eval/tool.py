@@ -110,7 +110,7 @@ class _Scanner:
 
     def __init__(self, fingerprints: tuple[Fingerprint, ...]) -> None:
         self.fingerprints = fingerprints
-        literals = [_utf8(lit) for fp in fingerprints if fp.probe_regex is None for lit in fp.literals]
+        literals = [_utf8(lit) for fp in fingerprints if fp.probe is None for lit in fp.literals]
         self.automaton = (
             ahocorasick_rs.BytesAhoCorasick(
                 list(dict.fromkeys(literals)), matchkind=ahocorasick_rs.MatchKind.LeftmostFirst
@@ -118,11 +118,11 @@ class _Scanner:
             if literals
             else None
         )
-        probed = [(fp.literals, fp.probe) for fp in fingerprints if fp.probe is not None]
-        probes_of: dict[bytes, list[re.Pattern[bytes]]] = {}
-        for leads, probe in probed:
-            for lead in leads:
-                probes_of.setdefault(_utf8(lead), []).append(probe)
+        probes_of: dict[bytes, list[re.Pattern[bytes]]] = {}  # each lead, the probes it begins
+        for fp in fingerprints:
+            if fp.probe is not None:
+                for lead in fp.literals:
+                    probes_of.setdefault(_utf8(lead), []).append(fp.probe)
         self.lead_probes = list(probes_of.values())
         self.leads = ahocorasick_rs.BytesAhoCorasick(list(probes_of)) if probes_of else None
 
