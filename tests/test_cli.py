@@ -201,6 +201,35 @@ def test_a_file_that_never_ends_is_refused_not_waited_on(tmp_path, capsys, kind)
     )
 
 
+def test_a_folder_is_a_one_line_error(tmp_path, capsys):
+    assert main(["score", str(tmp_path)]) == 2
+    assert capsys.readouterr().err == f"agent-eval: error: {tmp_path}: is a folder, not a transcript file\n"
+
+
+def test_an_unreadable_file_is_a_one_line_error(tmp_path, capsys):
+    path = one_turn(tmp_path / "run.jsonl")
+    path.chmod(0)
+    if os.access(path, os.R_OK):  # root reads it all the same
+        pytest.skip("this user can read a file whatever its mode")
+    assert main(["score", str(path)]) == 2
+    assert capsys.readouterr().err == f"agent-eval: error: {path}: cannot read (Permission denied)\n"
+
+
+def test_a_file_that_grows_while_read_is_read_to_its_end(tmp_path, capsys, monkeypatch):
+    path = one_turn(tmp_path / "run.jsonl")
+    expected = transcript.Session.from_files([path])
+    real_fstat = os.fstat
+
+    def stale_fstat(fd: int) -> os.stat_result:  # the size as it was before the last lines were written
+        info = real_fstat(fd)
+        return os.stat_result((*info[:6], info.st_size // 3, *info[7:]))
+
+    monkeypatch.setattr(transcript.os, "fstat", stale_fstat)
+    grown = transcript.Session.from_files([path])
+    assert grown.parse.events == expected.parse.events > 3
+    assert grown.answer_texts() == ["lib/a.js"]
+
+
 def test_a_line_over_the_limit_is_a_bad_line_read_past(tmp_path, capsys):
     good = one_turn(tmp_path / "good.jsonl").read_bytes()
     path = tmp_path / "run.jsonl"
