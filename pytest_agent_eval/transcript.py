@@ -166,6 +166,13 @@ class Result:
 Item = Message | ToolResult | UserText | Compaction
 
 
+class Offer(NamedTuple):
+    """What one ``system/init`` event offered the model, as it lists them: tool names, and MCP servers."""
+
+    tools: Any
+    mcp_servers: Any
+
+
 @dataclass
 class ParseStats:
     events: int = 0
@@ -186,9 +193,16 @@ class Session:
     timeline: list[Item] = field(default_factory=list)
     calls: list[ToolCall] = field(default_factory=list)
     results: list[Result] = field(default_factory=list)
-    inits: list[dict[str, Any]] = field(default_factory=list)
+    offers: list[Offer] = field(default_factory=list)
     parse: ParseStats = field(default_factory=ParseStats)
     files: list[Path] = field(default_factory=list)
+    # The init events' lines, about 10 kB of tool and command lists each: decoded whole only when asked for.
+    init_lines: list[str | bytes] = field(default_factory=list, repr=False)
+
+    @cached_property
+    def inits(self) -> list[dict[str, Any]]:
+        """Each ``system/init`` event, whole (what it lists varies by version), as the standard library reads it."""
+        return [_stdlib_loads(line) or {} for line in self.init_lines]
 
     # -- construction -------------------------------------------------------------------
     @classmethod
@@ -451,7 +465,7 @@ def _meta_tool_use_id(agent_file: Path) -> str | None:
 # ---------------------------------------------------------------------------------------
 class _Builder:
     def __init__(self, fast: bool = True) -> None:
-        self.event, self.loads = _msgspec_decoding() if fast else _STDLIB
+        self.event = _msgspec_events() if fast else _stdlib_event
         self.session = Session()
         self.messages: dict[tuple[str, str], Message] = {}
         self.calls: dict[str, ToolCall] = {}
@@ -537,7 +551,8 @@ class _Builder:
     def _on_system(self, event: _Event, line: str | bytes | memoryview, thread: str) -> None:
         subtype = event.subtype
         if subtype == "init":
-            self.session.inits.append(self.loads(line) or {})  # the whole event: what it lists varies by version
+            self.session.offers.append(Offer(event.tools, event.mcp_servers))
+            self.session.init_lines.append(line if isinstance(line, (str, bytes)) else bytes(line))  # not the file's
         elif subtype in ("compact_boundary", "compaction"):
             meta = event.compaction or event.compaction_snake or {}
             pre = meta.get("preTokens", meta.get("pre_tokens")) if isinstance(meta, dict) else None
@@ -709,6 +724,8 @@ _EVENT_FIELDS = (
     ("total_cost_usd", "total_cost_usd"),
     ("duration_ms", "duration_ms"),
     ("api_error_status", "api_error_status"),
+    ("tools", "tools"),
+    ("mcp_servers", "mcp_servers"),
 )
 # Fields read only for whether they are there (a session file's ``sessionId``/``parentUuid``), or only for a Task
 # result's agent id (the structured copy of a tool result, about half of a stream-json file's bytes): msgspec leaves
@@ -732,7 +749,7 @@ _ABSENT: Any = _Absent()
 class _Event:
     """An event as the standard library reads it: the fields of :data:`_EVENT_FIELDS` and :data:`_LAZY_FIELDS`,
     each taking any JSON value, so the handlers judge types as they would a dict's. msgspec's events
-    (:func:`_msgspec_decoding`) have the same attributes."""
+    (:func:`_msgspec_events`) have the same attributes."""
 
     __slots__ = tuple(name for name, _ in _EVENT_FIELDS + _LAZY_FIELDS)
 
@@ -766,12 +783,8 @@ def _stdlib_loads(line: str | bytes | memoryview) -> dict | None:
     return _loads_leniently(_text(line))
 
 
-_Decoding = tuple[Callable[[Any], Any], Callable[[Any], Any]]  # a line's event, and the whole object it holds
-_STDLIB: _Decoding = (_stdlib_event, _stdlib_loads)
-
-
 @functools.cache
-def _msgspec_decoding() -> _Decoding:
+def _msgspec_events() -> Callable[[str | bytes | memoryview], Any]:
     """msgspec decodes a line about three times as fast as the standard library (into only the fields the reader
     uses), but importing it takes longer than reading a small session does: it is imported on first use. Where it
     does not read a line as JSON, the standard library's reading decides, so both decodings agree line for line."""
@@ -799,16 +812,7 @@ def _msgspec_decoding() -> _Decoding:
         except RecursionError:  # msgspec's own depth limit: the standard library would go no deeper
             return None
 
-    def loads(line: str | bytes | memoryview) -> dict | None:
-        try:
-            value = plain.decode(line)
-        except msgspec.DecodeError:
-            return _stdlib_loads(line)
-        except RecursionError:
-            return None
-        return value if isinstance(value, dict) else None
-
-    return event, loads
+    return event
 
 
 def _blank(line: str | bytes | memoryview) -> bool:

@@ -11,7 +11,7 @@ from pytest_agent_eval.transcript import MAIN, Session
 def decoding(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> None:
     """Every reader test with each decoding (``fast`` or not) as the default one."""
     if request.param == "stdlib":
-        monkeypatch.setattr(transcript, "_msgspec_decoding", lambda: transcript._STDLIB)
+        monkeypatch.setattr(transcript, "_msgspec_events", lambda: transcript._stdlib_event)
 
 
 def test_usage_counted_once_per_message_id():
@@ -161,3 +161,16 @@ def test_a_line_only_the_lenient_reading_accepts_keeps_its_result():
     [call] = session.calls
     assert call.result is not None and call.result.text == "x = 1"
     assert session.parse.bad_lines == 0
+
+
+def test_an_init_event_offers_its_tools_and_is_kept_whole(tmp_path):
+    t = Transcript()
+    servers = [{"name": "codegraph", "status": "connected"}]
+    t.init(tools=["Read", "mcp__codegraph__codegraph_explore"], mcp_servers=servers)
+    t.events[0]["slash_commands"] = ["compact"] * 500  # what the metrics never read: decoded when asked for
+    t.say("done")
+    path = t.write(tmp_path / "run.jsonl")
+    session = Session.from_files([path])
+    assert session.offers == [(["Read", "mcp__codegraph__codegraph_explore"], servers)]
+    assert session.inits == [t.events[0]]
+    assert all(isinstance(line, bytes) for line in session.init_lines)  # a copy, not a view holding the whole file

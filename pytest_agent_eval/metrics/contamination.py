@@ -157,16 +157,14 @@ def exposed_tools(session: Session, tool: RetrievalTool = CODEGRAPH) -> list[str
     """The tool's names offered in ``system/init`` events, then its MCP servers as ``server:<name> (<status>)``."""
     names: list[str] = []
     offered: list | None = None  # the previous init's tools: every segment of a session repeats the same list
-    for init in session.inits:
-        tools = init.get("tools")
+    for tools, _ in session.offers:
         if not isinstance(tools, list):
             continue
         if tools != offered:
             owned = [t for t in tools if isinstance(t, str) and tool.owns(t)]
             offered = tools
         names += owned
-    for init in session.inits:
-        servers = init.get("mcp_servers")
+    for _, servers in session.offers:
         for server in servers if isinstance(servers, list) else []:
             if not isinstance(server, dict) or not isinstance(server.get("name"), str):
                 continue
