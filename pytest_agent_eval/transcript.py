@@ -62,11 +62,11 @@ class Usage(NamedTuple):  # built for every message: 0.7 µs as a tuple, 1.7 µs
     def from_json(cls, raw: Any) -> Usage | None:
         if not isinstance(raw, dict):
             return None
-        return cls(
-            input=_int(raw.get("input_tokens")),
-            cache_read=_int(raw.get("cache_read_input_tokens")),
-            cache_creation=_int(raw.get("cache_creation_input_tokens")),
-            output=_int(raw.get("output_tokens")),
+        return cls(  # by position: a tuple built for every message
+            _int(raw.get("input_tokens")),
+            _int(raw.get("cache_read_input_tokens")),
+            _int(raw.get("cache_creation_input_tokens")),
+            _int(raw.get("output_tokens")),
         )
 
 
@@ -98,9 +98,9 @@ class ToolCall:
     def answered(self) -> bool:
         return self.result is not None and not self.result.is_error
 
-    @cached_property
+    @property
     def input_chars(self) -> int:
-        """What the call occupies in the context: its name plus its input's JSON (worked out once)."""
+        """What the call occupies in the context: its name plus its input's JSON (occupancy asks once a call)."""
         return len(self.name) + len(_INPUT_ENCODER.encode(self.input))
 
 
