@@ -378,22 +378,18 @@ def belongs_to(agent_file: Path, session_id: str) -> bool:
 
 # Opening does not wait for a FIFO's writer with this flag: the descriptor is checked before anything is read.
 _OPEN_FLAGS = os.O_RDONLY | getattr(os, "O_NONBLOCK", 0) | getattr(os, "O_BINARY", 0)
-
-
 # What a file that grew while being read is read on by (a read's buffer is allocated at the size asked for).
 _GROWTH_READ_BYTES = 1 << 20
 
 
 def _open_regular(path: Path) -> tuple[int, int]:
     """The file opened for reading, and its size in bytes. Only a regular file is read: a FIFO, socket or device
-    (``/dev/zero``) may never end, so it is refused. Opened first, then checked: what is checked is what is read,
-    with one system call fewer than a ``stat`` before the ``open`` (each costs microseconds, a session's files few)."""
+    (``/dev/zero``) may never end, so it is refused. Opened first, then checked by the descriptor: what is checked
+    is what is read, and no ``stat`` goes before the ``open`` (a system call costs microseconds)."""
     try:
         fd = os.open(path, _OPEN_FLAGS)
     except FileNotFoundError:
         raise TranscriptError(f"{path}: no such file") from None
-    except IsADirectoryError:  # where a folder cannot be opened (Windows)
-        raise TranscriptError(f"{path}: is a folder, not a transcript file") from None
     except OSError as exc:
         raise TranscriptError(f"{path}: cannot read ({exc.strerror})") from None
     try:
@@ -552,7 +548,8 @@ class _Builder:
         subtype = event.subtype
         if subtype == "init":
             self.session.offers.append(Offer(event.tools, event.mcp_servers))
-            self.session.init_lines.append(line if isinstance(line, (str, bytes)) else bytes(line))  # not the file's
+            # A copy of a view: the view would keep the whole file's bytes alive.
+            self.session.init_lines.append(line if isinstance(line, (str, bytes)) else bytes(line))
         elif subtype in ("compact_boundary", "compaction"):
             meta = event.compaction or event.compaction_snake or {}
             pre = meta.get("preTokens", meta.get("pre_tokens")) if isinstance(meta, dict) else None
