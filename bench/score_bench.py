@@ -130,6 +130,8 @@ def main() -> int:
     parser.add_argument("--rounds-of", nargs=2, metavar=("WORK", "N"), help=argparse.SUPPRESS)  # callgrind's run
     parser.add_argument("paths", nargs="*")
     args = parser.parse_args()
+    if args.runs < 1:
+        parser.error("--runs: at least 1")
     grouped = sessions(args.paths)
     work = works(grouped)
     if args.rounds_of:
@@ -139,8 +141,6 @@ def main() -> int:
         return 0
     files = [f for segments in grouped for f in segments]
     megabytes = sum(f.stat().st_size for f in files) / 1e6
-    if args.runs < 1:
-        parser.error("--runs: at least 1")
     print(f"{len(grouped)} sessions, {len(files)} transcript files, {megabytes:.2f} MB")
     ratios = []
     for run in range(1, args.runs + 1):

@@ -24,7 +24,6 @@ import stat
 from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from dataclasses import dataclass, field
-from functools import cached_property
 from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple
 
@@ -199,9 +198,10 @@ class Session:
     # The init events' lines, about 10 kB of tool and command lists each: decoded whole only when asked for.
     init_lines: list[str | bytes] = field(default_factory=list, repr=False)
 
-    @cached_property
+    @property
     def inits(self) -> list[dict[str, Any]]:
-        """Each ``system/init`` event, whole (what it lists varies by version), as the standard library reads it."""
+        """Each ``system/init`` event, whole (what it lists varies by version), as the standard library reads it;
+        decoded at each asking (the cassette asks once), so it never lags the lines."""
         return [_stdlib_loads(line) or {} for line in self.init_lines]
 
     # -- construction -------------------------------------------------------------------

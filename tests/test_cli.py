@@ -215,7 +215,7 @@ def test_an_unreadable_file_is_a_one_line_error(tmp_path, capsys):
     assert capsys.readouterr().err == f"agent-eval: error: {path}: cannot read (Permission denied)\n"
 
 
-def test_a_file_that_grows_while_read_is_read_to_its_end(tmp_path, capsys, monkeypatch):
+def test_a_file_that_grows_while_read_is_read_to_its_end(tmp_path, monkeypatch):
     path = one_turn(tmp_path / "run.jsonl")
     expected = transcript.Session.from_files([path])
     real_fstat = os.fstat
