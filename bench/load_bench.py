@@ -17,7 +17,9 @@ The checkout's own editable install hides a cost: pytest rewrites the asserts of
 and loads them through its own, slower reader, in every session.
 
 ``--instructions`` also counts the instructions each command executes (valgrind's callgrind, one run each): the
-same count whatever else the machine is doing, where CPU times on a loaded machine swing by a tenth or more.
+same count whatever else the machine is doing, where CPU times on a loaded machine swing by a tenth or more. It
+also divides the score start-up into stages, each a ``python -c`` that imports what the score path imports (found
+by running it): the standard modules alone, then the package's modules too, against the whole command.
 """
 
 from __future__ import annotations
@@ -87,6 +89,34 @@ def instructions(command: list[str], cwd: Path) -> int:
     return int(re.search(r"Collected : (\d+)", done.stderr).group(1))  # type: ignore[union-attr]
 
 
+# Run in the measured interpreter: what scoring FILE imports, beyond what the interpreter had loaded at start.
+_IMPORTS_PROBE = """\
+import contextlib, io, sys
+before = set(sys.modules)
+from pytest_agent_eval.cli import main
+with contextlib.redirect_stdout(io.StringIO()):
+    main(["score", sys.argv[1]])
+added = sorted(m for m in set(sys.modules) - before if sys.modules[m] is not None)
+print(" ".join(m for m in added if m.partition(".")[0] in sys.stdlib_module_names))
+print(" ".join(m for m in added if m.startswith("pytest_agent_eval")))
+"""
+
+
+def score_path_stages(python: str, transcript: Path) -> dict[str, str]:
+    """``python -c`` programs that import what ``agent-eval score FILE`` imports, in two steps: the standard
+    modules (with ``re`` and ``json``, which the decoding baseline and pip's console script import too), then the
+    package's modules as well. What is left over the second is parsing the options, reading, scoring, printing."""
+    done = subprocess.run(
+        [python, "-c", _IMPORTS_PROBE, str(transcript)], env=ENV, check=True, capture_output=True, text=True
+    )
+    standard, package = (line.split() for line in done.stdout.splitlines())
+    standard_imports = f"import re, json, {', '.join(standard)}"
+    return {
+        f"+ the {len(standard)} standard modules it imports": standard_imports,
+        f"+ its {len(package)} modules of this package": f"{standard_imports}, {', '.join(package)}",
+    }
+
+
 def installed_wheel(venv: Path) -> str:
     """A fresh venv with this checkout's wheel installed (its dependencies from the index), as a user's project has
     it; its interpreter. Unlike the editable install of a checkout, pytest rewrites the asserts of an installed
@@ -139,6 +169,10 @@ def main() -> int:
         score_times = rounds(score_commands, args.runs, Path.cwd())
         if args.instructions:
             counts = {name: instructions(command, Path.cwd()) for name, command in score_commands.items()}
+            stages = {
+                name: instructions([python, "-c", program], Path.cwd())
+                for name, program in score_path_stages(python, transcript).items()
+            }
     score = {name: statistics.median(values) for name, values in score_times.items()}
     added = median_difference(plugin_times["with"], plugin_times["without"])
     ratio = score["agent-eval score"] / score["python -c"]
@@ -165,6 +199,12 @@ def main() -> int:
             f"agent-eval score {counts['agent-eval score'] / 1e6:.0f} M: "
             f"{counts['agent-eval score'] / counts['python -c']:.2f}×"
         )
+        # Where the start-up goes: each stage as a multiple of the baseline, against the goal's budget.
+        baseline = counts["python -c"]
+        print(f"agent-eval score's start-up by stage (the goal allows {baseline * SCORE_RATIO / 1e6:.0f} M):")
+        for name, count in [("python -c decoding the file", baseline), *stages.items(),
+                            ("agent-eval score FILE", counts["agent-eval score"])]:  # fmt: skip
+            print(f"  {name:<48} {count / 1e6:6.0f} M  {count / baseline:.2f}×")
     return 0 if added <= PLUGIN_BUDGET_S and ratio <= SCORE_RATIO else 1
 
 
