@@ -69,7 +69,8 @@ def _whole_number(text: str, least: int, what: str) -> int:
 class Rule(NamedTuple):
     """One regression rule of compare-fail (pytest-benchmark's UX): ``residual_tokens:+20%``.
 
-    The sign is the direction that fails (``-`` a drop, ``+`` a rise; without one, the figure's bad direction);
+    The sign is the direction that fails: the figure's bad direction (``-`` a drop of a higher-is-better figure,
+    ``+`` a rise of a lower-is-better one), which it may leave out;
     ``pt`` is percentage points of a share, ``%`` a change relative to the baseline. With ``@95``
     (``confidence``) the rule is noise-aware: it fails only when the change's 95% bootstrap interval lies
     entirely beyond the threshold, and cannot decide over fewer than three runs a side.
@@ -94,8 +95,10 @@ class Rule(NamedTuple):
         return (after / before - 1) * 100
 
     def fails(self, change: float) -> bool:
-        # A hair of tolerance so a change of exactly the threshold fails despite float rounding.
-        return change * self.direction >= self.threshold - 1e-9
+        """A regression of the threshold or more fails; no change never does (so ``:-0pt`` fails any drop). A
+        hair of tolerance so that a change of exactly the threshold fails despite float rounding."""
+        regression = change * self.direction
+        return regression > 1e-9 and regression >= self.threshold - 1e-9
 
 
 # Patterns, compiled (and cached by re) when first matched: most sessions never read a rule or a name.
@@ -132,8 +135,15 @@ def parse_rules(text: str) -> list[Rule]:
         confidence = int(match["confidence"]) if match["confidence"] else None
         if confidence is not None and not 50 <= confidence <= 99:
             raise OptionError(f"{token!r}: the confidence after '@' is a percent between 50 and 99, e.g. @95")
-        sign = match["sign"]
-        direction = (1 if sign == "+" else -1) if sign else -figure.better
+        # The sign, when given, must name the figure's bad direction: the other would gate on improvements only.
+        bad = "+" if figure.better < 0 else "-"
+        if match["sign"] and match["sign"] != bad:
+            raise OptionError(
+                f"{token!r}: {match['sign']} is an improvement of {figure.name} "
+                f"({'lower' if figure.better < 0 else 'higher'} is better); a regression is "
+                f"{figure.name}:{bad}{match['number']}{match['unit']}"
+            )
+        direction = -figure.better
         rules.append(Rule(figure.name, float(match["number"]), match["unit"], direction, confidence))
     if not rules:
         raise OptionError(f"no rule in {text!r}")

@@ -346,3 +346,62 @@ def test_every_row_carries_the_interval_of_its_change_unpaired_when_runs_do_not_
     line = next(line for line in text.splitlines() if " allocation " in line)
     assert f"-20.0pt [{row.interval[0]:+.1f}pt, {row.interval[1]:+.1f}pt]" in line
     assert "FAILED allocation:-5pt@95" in line
+
+
+def test_a_zero_threshold_passes_no_change_and_fails_any_regression():
+    row, result = allocation_row([0.80, 0.80], [0.80, 0.80], "allocation:-0pt")
+    assert not row.failed and not result.failed and row.verdict == "ok allocation:-0pt"
+    row, result = allocation_row([0.80, 0.80], [0.79, 0.79], "allocation:-0pt")
+    assert row.failed and result.failed
+    row, _ = allocation_row([0.80, 0.80], [0.81, 0.81], "allocation:-0pt")
+    assert not row.failed  # a rise is an improvement
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("allocation:+5pt", "'allocation:+5pt': + is an improvement of allocation (higher is better); "
+         "a regression is allocation:-5pt"),
+        ("residual_tokens:-20%", "a regression is residual_tokens:+20%"),
+    ],
+)  # fmt: skip
+def test_a_rule_whose_sign_names_an_improvement_is_refused(text, fragment):
+    with pytest.raises(OptionError) as info:
+        parse_compare_fail(text)
+    assert fragment in str(info.value)
+
+
+def test_a_ruled_figure_with_a_value_on_one_side_only_is_undecided_and_fails_the_gate(capsys):
+    gone = [{**run, "figures": {"allocation": None}} for run in runs_of([0.80, 0.80])]
+    result = gate(runs_of([0.80, 0.80]), gone, parse_compare_fail("allocation:-5pt"))
+    (row,) = [r for r in result.rows if r.metric == "allocation"]
+    assert row.undecided and row.change is None and result.failed
+    assert row.verdict == "UNDECIDED allocation:-5pt (no value after)"
+    text = render_gate(result)
+    assert "a ruled figure has a value on one side only" in text and "gate: UNDECIDED (fails)" in text
+    # A NaN figure in a stored record has no defined value, like null: it can no longer pass as "ok".
+    nan = [{**run, "figures": {"allocation": math.nan}} for run in runs_of([0.80, 0.80])]
+    assert gate(runs_of([0.80, 0.80]), nan, parse_compare_fail("allocation:-5pt")).undecided
+    # Without a rule the figure is only shown where both sides have it: nothing to decide.
+    assert not gate(runs_of([0.80, 0.80]), gone).failed
+
+
+def test_a_rule_that_checked_nothing_fails_the_gate():
+    without = [{**run, "arm": "without", "figures": {"allocation": None}} for run in runs_of([0.8, 0.8])]
+    result = gate(without, without, parse_compare_fail("allocation:-5pt"))
+    assert result.failed and not result.rows
+    assert result.problems == [
+        "checked nothing for allocation:-5pt: no compared (entry, arm) has the figure on either side"
+    ]
+
+
+def test_cli_compare_skips_a_record_whose_figure_is_not_a_number_naming_it(tmp_path, capsys):
+    base = write(tmp_path / "base.json", baseline())
+    broken = baseline()
+    broken[0] = {**broken[0], "schema": 2, "figures": {"allocation": "high"}}  # schema 1 recomputes figures
+    current = write(tmp_path / "current.json", broken)
+    assert main(["compare", base, current, "--compare-fail", "allocation:-5pt"]) == 0  # judged on the other run
+    captured = capsys.readouterr()
+    assert f"{current}: record 1: figures.allocation: expected a number or null, got 'high': skipped" in captured.err
+    assert "express  with     allocation           75.2%     75.2%" in captured.out
+    assert "2→1" in captured.out

@@ -10,6 +10,7 @@ A line of the wrong shape is a :class:`RecordError` naming the field, never a tr
 
 from __future__ import annotations
 
+import math
 from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
@@ -184,6 +185,12 @@ def _check(values: dict[str, Any]) -> None:
             raise RecordError(f"{name}: expected {' or '.join(t.__name__ for t in types)}, got {value!r}")
     if not all(isinstance(s, str) for s in values.get("segments") or []):
         raise RecordError(f"segments: expected a list of paths, got {values['segments']!r}")
+    figures = values.get("figures") or {}
+    for name, value in figures.items():
+        if value is not None and (isinstance(value, bool) or not isinstance(value, (int, float))):
+            raise RecordError(f"figures.{name}: expected a number or null, got {value!r}")
+        if isinstance(value, float) and not math.isfinite(value):
+            figures[name] = None  # no defined value, as json_text writes it: a NaN would pass any gate
 
 
 def as_records(records: Iterable[ItemRecord | Mapping[str, Any]]) -> list[ItemRecord]:

@@ -29,7 +29,7 @@ from pytest_agent_eval.campaign.record import ItemRecord, as_records
 from pytest_agent_eval.metrics.figures import FIGURES
 from pytest_agent_eval.parsers import Rule
 from pytest_agent_eval.report.aggregate import ArmRuns, Row, aggregate, arm_namer, tells_tests_apart
-from pytest_agent_eval.report.format import formatter
+from pytest_agent_eval.report.format import show
 from pytest_agent_eval.report.stats import MIN_RUNS_TO_DECIDE, change_interval, small_n_warning
 
 HEADLINE = [figure.name for figure in FIGURES.values() if figure.headline]
@@ -42,15 +42,15 @@ class Regression:
 
     ``interval`` is the bootstrap interval of the change (in the rule's unit) around ``mean_change``, the
     change of the means; None with fewer than two runs a side. ``undecided``: a noise-aware rule (``@95``)
-    had too few runs to decide.
+    had too few runs to decide, or a rule's figure has a value on one side only (that side's median is None).
     """
 
     entry: str
     arm: str
     metric: str
-    before: float
-    after: float
-    change: float
+    before: float | None
+    after: float | None
+    change: float | None
     failed: bool
     unit: str = "%"
     rule: str | None = None
@@ -71,6 +71,8 @@ class Regression:
     def verdict(self) -> str:
         if self.rule is None:
             return ""
+        if self.undecided and self.change is None:
+            return f"UNDECIDED {self.rule} (no value {'before' if self.before is None else 'after'})"
         if self.undecided:
             return f"UNDECIDED {self.rule} (n too small: {MIN_RUNS_TO_DECIDE} runs a side needed)"
         return f"FAILED {self.rule}" if self.failed else f"ok {self.rule}"
@@ -100,11 +102,18 @@ class GateResult:
 
     @property
     def problems(self) -> list[str]:
-        """Why the gate cannot pass whatever the figures say: it compared nothing, or fewer pairs than asked."""
+        """Why the gate cannot pass whatever the figures say: it compared nothing, a rule checked nothing, or it
+        compared fewer pairs than asked."""
         if not self.matched:
             return [
                 "compared nothing: no (entry, arm) was scored in both the baseline "
                 f"({len(self.baseline_pairs)} scored) and this run"
+            ]
+        checked = {row.rule for row in self.rows}
+        unchecked = [str(rule) for rule in self.rules if str(rule) not in checked]
+        if unchecked:
+            return [
+                f"checked nothing for {', '.join(unchecked)}: no compared (entry, arm) has the figure on either side"
             ]
         wanted = self.min_pairs if self.min_pairs is not None else (len(self.baseline_pairs) if self.rules else 0)
         if len(self.matched) >= wanted:
@@ -169,7 +178,8 @@ def gate(
     A figure with rules gets one row per rule (its change in the rule's unit); the others get one row in
     their natural unit (points for shares, percent otherwise) and never fail. A point rule compares the
     medians; a noise-aware rule (``@95``) fails only when the whole interval of the change lies beyond its
-    threshold, and is undecided with fewer than :data:`MIN_RUNS_TO_DECIDE` runs a side.
+    threshold, and is undecided with fewer than :data:`MIN_RUNS_TO_DECIDE` runs a side. A rule's figure with a
+    value on one side only is undecided too.
     """
     names = list(dict.fromkeys([*HEADLINE, *(rule.metric for rule in rules)]))
     before_records, after_records = as_records(baseline_records), as_records(current_records)
@@ -183,9 +193,13 @@ def gate(
     for key in matched:
         for name in names:
             before, after = _values(before_all[key], name), _values(after_all[key], name)
-            if not before or not after:
-                continue
             ruled = [r for r in rules if r.metric == name]
+            if not before and not after:
+                continue  # the figure does not apply to this pair (allocation without the tool)
+            if not before or not after:
+                # Under a rule, a figure gone from one side (or new on it) is a change the gate cannot judge.
+                rows += [_one_sided_row(key, name, rule, before, after) for rule in ruled]
+                continue
             for rule in ruled or [Rule(name, math.inf, "pt" if FIGURES[name].is_share else "%", 1)]:
                 rows.append(_row(key, name, rule if ruled else None, rule, before, after))
     return GateResult(rows, matched, list(before_all), list(rules), min_pairs)
@@ -233,6 +247,42 @@ def _row(
     )
 
 
+def _one_sided_row(
+    key: tuple[Row, str], name: str, rule: Rule, before: dict[int, float], after: dict[int, float]
+) -> Regression:
+    return Regression(
+        entry=key[0].entry,
+        arm=key[1],
+        metric=name,
+        before=statistics.median(before.values()) if before else None,
+        after=statistics.median(after.values()) if after else None,
+        change=None,
+        failed=False,
+        unit=rule.unit,
+        rule=str(rule),
+        n_before=len(before),
+        n_after=len(after),
+        undecided=True,
+        test=key[0].test,
+    )
+
+
+def comparison_cells(row: Regression, note: str | None = None) -> list[str]:
+    """One row of the comparison as the terminal and the HTML report print it: entry, arm, figure, before,
+    after, change, mean change [interval], n, verdict (with ``note``, a caveat on the figure)."""
+    return [
+        row.label,
+        row.arm,
+        row.metric,
+        show(row.metric, row.before),
+        show(row.metric, row.after),
+        "n/a" if row.change is None else _change(row.change, row.unit),
+        interval_text(row),
+        f"{row.n_before}→{row.n_after}",
+        " ".join(part for part in (row.verdict, f"({note})" if note else "") if part),
+    ]
+
+
 def render_comparison(
     rows: Sequence[Regression], flag: str = "--compare-fail", caveat: Callable[[str], str | None] | None = None
 ) -> str:
@@ -241,23 +291,7 @@ def render_comparison(
     (under replay: one the recording fixed)."""
     if not rows:
         return "nothing to compare: no (entry, arm) was scored in both"
-    table = []
-    for row in rows:
-        show = formatter(row.metric)
-        note = caveat(row.metric) if caveat is not None else None
-        table.append(
-            [
-                row.label,
-                row.arm,
-                row.metric,
-                show(row.before),
-                show(row.after),
-                _change(row.change, row.unit),
-                interval_text(row),
-                f"{row.n_before}→{row.n_after}",
-                " ".join(part for part in (row.verdict, f"({note})" if note else "") if part),
-            ]
-        )
+    table = [comparison_cells(row, caveat(row.metric) if caveat is not None else None) for row in rows]
     text = tabulate(
         table,
         headers=["entry", "arm", "metric", "before", "after", "change", "mean [95% interval]", "n", "rule"],
@@ -270,11 +304,13 @@ def render_comparison(
     lines = [text, *(f"warning: {note}" for note in notes)]
     if failed:
         lines.append(f"{len(failed)} regression(s) beyond {flag} thresholds")
-    if undecided:
+    if any(row.change is not None for row in undecided):
         lines.append(
             f"{len(undecided)} verdict(s) undecided: a noise-aware rule needs {MIN_RUNS_TO_DECIDE} runs a side "
             "(more --agent-eval-runs, or a point rule without '@')"
         )
+    if any(row.change is None for row in undecided):
+        lines.append("a ruled figure has a value on one side only: the gate cannot judge that change")
     return "\n".join(lines)
 
 
@@ -294,7 +330,7 @@ def gate_line(result: GateResult) -> str:
     if result.regressions:
         return f"gate: FAILED — {pairs}; {len(result.regressions)} regression(s)"
     if result.undecided:
-        return f"gate: UNDECIDED (fails) — {pairs}; {len(result.undecided)} verdict(s) need more runs"
+        return f"gate: UNDECIDED (fails) — {pairs}; {len(result.undecided)} verdict(s) could not be decided"
     checked = sum(1 for row in result.rows if row.rule)
     return f"gate: passed — {pairs}; {checked} rule check(s), none regressed"
 

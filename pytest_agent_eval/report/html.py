@@ -20,8 +20,8 @@ from pytest_agent_eval.campaign.store import Campaign, StoreError, inside, write
 from pytest_agent_eval.metrics.figures import FIGURES
 from pytest_agent_eval.metrics.sufficiency import BUCKETS
 from pytest_agent_eval.report.aggregate import Aggregate, aggregate
-from pytest_agent_eval.report.compare import GateResult, gate_line, interval_text
-from pytest_agent_eval.report.format import formatter, percent, seconds, stall_note, tokens
+from pytest_agent_eval.report.compare import GateResult, comparison_cells, gate_line
+from pytest_agent_eval.report.format import percent, seconds, stall_note, tokens
 from pytest_agent_eval.report.gates import describe_leak
 from pytest_agent_eval.report.replay import caveat as replay_caveat
 from pytest_agent_eval.report.replay import replay_note
@@ -189,20 +189,8 @@ def _comparison(result: GateResult | None, compared_with: str | None, replayed: 
     problems = "".join(f'<p class="warning">GATE FAILED: {_e(p)}</p>' for p in result.problems)
     rows = []
     for row in result.rows:
-        show = formatter(row.metric)
         css = "failed" if row.failed else ("undecided" if row.undecided else "")
-        note = replay_caveat(row.metric) if replayed else None
-        cells = [
-            row.label,
-            row.arm,
-            row.metric,
-            show(row.before),
-            show(row.after),
-            f"{row.change:+.1f}{row.unit}",
-            interval_text(row),
-            f"{row.n_before}→{row.n_after}",
-            " ".join(part for part in (row.verdict, f"({note})" if note else "") if part),
-        ]
+        cells = comparison_cells(row, replay_caveat(row.metric) if replayed else None)
         rows.append(f'<tr class="{css}">{"".join(f"<td>{_e(c)}</td>" for c in cells)}</tr>')
     head = "".join(
         f"<th>{_e(h)}</th>"
