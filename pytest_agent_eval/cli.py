@@ -213,12 +213,17 @@ def _rescore(args: argparse.Namespace) -> int:
 
     from pytest_agent_eval.campaign import baseline
     from pytest_agent_eval.campaign.rescore import rescore
-    from pytest_agent_eval.campaign.store import StoreError
+    from pytest_agent_eval.campaign.store import StoreError, write_atomic
     from pytest_agent_eval.report.terminal import render_rescore
 
     folder = Path(args.folder)
     if not folder.exists():
         print(f"agent-eval: error: {folder}: no such file or folder", file=sys.stderr)
+        return 2
+    out = Path(args.out) if args.out else None
+    refused = _refused_out(out, folder) if out is not None else None
+    if refused:  # before any scoring: a mistyped --out must not cost the work, nor overwrite the input
+        print(f"agent-eval: error: --out {out}: {refused}", file=sys.stderr)
         return 2
     tool = tool_of(args)
     problems: list[str] = []
@@ -234,13 +239,37 @@ def _rescore(args: argparse.Namespace) -> int:
         print(f"agent-eval: error: {folder}: no run-*.jsonl transcripts and no campaign items", file=sys.stderr)
         return 2
     data = [record.to_dict() for record in records]
-    if args.out:
-        Path(args.out).write_text(json_text({"items": data}) + "\n", encoding="utf-8")
     if args.json:
         sys.stdout.write(json_text(data) + "\n")
     else:
         sys.stdout.write(render_rescore(records))
+    if out is not None:  # after the output: a write that fails still leaves the records printed
+        try:
+            write_atomic(out, json_text({"items": data}) + "\n")
+        except OSError as exc:
+            print(f"agent-eval: error: --out {out}: {exc.strerror or exc}", file=sys.stderr)
+            return 2
+    if all(record.outcome == "error" for record in records):
+        print(f"agent-eval: error: {folder}: none of its {len(records)} session(s) could be scored", file=sys.stderr)
+        return 2
     return 0
+
+
+def _refused_out(out: Path, folder: Path) -> str | None:
+    """Why ``rescore --out`` may not write there: a folder, a missing folder, or (a file of) the input itself."""
+    from pytest_agent_eval.campaign.store import MANIFEST
+
+    if out.is_dir():
+        return "is a folder (give a file name)"
+    if not out.parent.is_dir():
+        return f"no folder {out.parent}"
+    target, source = out.resolve(), folder.resolve()
+    if target == source:
+        return "is the input being rescored"
+    # Every file of a campaign (or saved baseline) is its own; in a plain folder the transcripts are the .jsonl.
+    if source.is_dir() and target.is_relative_to(source) and ((source / MANIFEST).is_file() or out.suffix == ".jsonl"):
+        return f"lies inside {folder} and would overwrite what is being rescored: write the records elsewhere"
+    return None
 
 
 def _compare(args: argparse.Namespace) -> int:

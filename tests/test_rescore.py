@@ -197,3 +197,37 @@ def test_cli_rescore_bad_input(tmp_path, capsys):
     assert f"{tmp_path / 'nope'}: no such file or folder" in capsys.readouterr().err
     assert main(["rescore", str(tmp_path)]) == 2
     assert "no run-*.jsonl transcripts" in capsys.readouterr().err
+
+
+def test_cli_rescore_refuses_an_out_it_cannot_or_must_not_write_before_scoring(harness_folder, tmp_path, capsys):
+    (tmp_path / "a-file").write_text("")
+    campaign = harness_folder / "campaign"  # refused before it is read: a manifest is all it takes
+    campaign.mkdir()
+    (campaign / "manifest.json").write_text("{}")
+    before = {path: path.read_bytes() for path in harness_folder.rglob("*") if path.is_file()}
+    for folder, out, why in [
+        (
+            harness_folder,
+            harness_folder / "run-express-with-1.jsonl",
+            f"lies inside {harness_folder} and would overwrite",
+        ),
+        (harness_folder, harness_folder / "run-express-with-9.jsonl", "lies inside"),  # it would be read next time
+        (campaign, campaign / "summary.json", f"lies inside {campaign} and would overwrite"),
+        (harness_folder / "run-express-with-1.jsonl", harness_folder / "run-express-with-1.jsonl", "is the input"),
+        (harness_folder, tmp_path, "is a folder"),
+        (harness_folder, tmp_path / "missing" / "out.json", f"no folder {tmp_path / 'missing'}"),
+        (harness_folder, tmp_path / "a-file" / "out.json", "no folder"),
+    ]:
+        assert main(["rescore", str(folder), "--out", str(out)]) == 2
+        captured = capsys.readouterr()
+        assert f"agent-eval: error: --out {out}: {why}" in captured.err
+        assert captured.out == ""  # refused before any scoring
+    assert {path: path.read_bytes() for path in harness_folder.rglob("*") if path.is_file()} == before
+
+
+def test_cli_rescore_of_sessions_none_of_which_scores_exits_2(tmp_path, capsys):
+    (tmp_path / "run-express-with-1.jsonl").write_text('{"type": "system"\n')  # torn: no event at all
+    assert main(["rescore", str(tmp_path)]) == 2
+    captured = capsys.readouterr()
+    assert "run-express-with-1" in captured.out  # the table still shows why
+    assert f"{tmp_path}: none of its 1 session(s) could be scored" in captured.err
