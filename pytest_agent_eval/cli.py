@@ -31,6 +31,7 @@ from pytest_agent_eval.transcript import (
     TranscriptError,
     fast_decoding_pays,
     find_session_file,
+    missing_segments,
     segment_files,
 )
 
@@ -181,6 +182,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:
             files = segment_files(args.files[0]) if len(args.files) == 1 else args.files
             session = Session.from_files(files, fast_decoding_pays(files))
+            _warn(_segment_problems(files, session))
     except TranscriptError as exc:
         print(f"agent-eval: error: {exc}", file=sys.stderr)
         return 2
@@ -314,8 +316,24 @@ def _merge(args: argparse.Namespace) -> int:
     return 0
 
 
+def _segment_problems(files: Sequence[str | Path], session: Session) -> list[str]:
+    """What makes segment files doubtful as one session's turns: a turn missing between them, or init events
+    naming more than one session (``--resume`` keeps the id)."""
+    problems = []
+    missing = missing_segments(files)
+    if missing:
+        turns = ", ".join(f".t{n}" for n in missing)
+        problems.append(f"{files[0]}: no segment for turn(s) {turns}: the figures leave those turns out")
+    if len(session.session_ids) > 1:
+        problems.append(
+            f"the segments name {len(session.session_ids)} sessions ({', '.join(session.session_ids)}): "
+            "scored as one, though they may not be one session's turns"
+        )
+    return problems
+
+
 def _warn(problems: list[str]) -> None:
-    """Records that could not be read are skipped, each named on stderr: the rest still counts."""
+    """What did not stop the command (a record skipped, a doubtful segment), each named on stderr."""
     for problem in problems:
         print(f"agent-eval: warning: {problem}", file=sys.stderr)
 

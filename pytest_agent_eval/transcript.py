@@ -22,7 +22,7 @@ import os
 import re
 import stat
 from collections import Counter
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, BinaryIO, NamedTuple
@@ -207,13 +207,15 @@ class Session:
     # -- construction -------------------------------------------------------------------
     @classmethod
     def from_files(cls, paths: Iterable[str | Path], fast: bool = True) -> Session:
-        """One stream-json session from its segment files, in the order given.
+        """One stream-json session from its segment files, in the order given (files named as one run's
+        segments, ``run.jsonl``, ``run.t2.jsonl``, …, must be given in that order, each once).
 
         A single interactive session file is read as one, with its subagent files stitched in. ``fast`` decodes
         with msgspec, which reads a large input faster; without it, the standard library's json, which a process
         that reads one small session starts sooner with (msgspec takes longer to import). Both read the same.
         """
         paths = [p if isinstance(p, Path) else Path(p) for p in paths]
+        _check_segment_order(paths)
         builder = _Builder(fast)
         for segment, path in enumerate(paths):
             # A single file's first lines say whether it is a session file: read once, whichever it is.
@@ -275,6 +277,12 @@ class Session:
         return []
 
     @property
+    def session_ids(self) -> list[str]:
+        """The session ids its init events name, in order: one, for the segments of one session."""
+        ids = (init.get("session_id") for init in self.inits)
+        return list(dict.fromkeys(i for i in ids if isinstance(i, str)))
+
+    @property
     def models(self) -> list[str]:
         """The models that answered, in order of first appearance (``<synthetic>`` messages left out)."""
         return list(
@@ -309,6 +317,43 @@ def segment_files(first: str | Path) -> list[Path]:
     later = [p for p in first.parent.glob(f"{glob.escape(stem)}.t*.jsonl") if _SEGMENT_RE.search(p.name)]
     later.sort(key=lambda p: int(_SEGMENT_RE.search(p.name).group(1)))  # type: ignore[union-attr]
     return [first, *later]
+
+
+def segment_number(path: str | Path) -> tuple[str, int]:
+    """A segment file's run and turn: ``run-x.t3.jsonl`` → ("run-x", 3); ``run-x.jsonl`` → ("run-x", 1)."""
+    name = Path(path).name
+    match = _SEGMENT_RE.search(name)
+    if match is not None:
+        return name[: match.start()], int(match.group(1))
+    return (name[: -len(".jsonl")] if name.endswith(".jsonl") else name), 1
+
+
+def missing_segments(paths: Sequence[str | Path]) -> list[int]:
+    """The turns missing between one run's segment files (``run.t3.jsonl`` without ``run.t2.jsonl``: [2]); a
+    later turn scored alone misses none."""
+    numbered = [segment_number(p) for p in paths]
+    if len({run for run, _ in numbered}) != 1:
+        return []
+    present = {number for _, number in numbered}
+    return [number for number in range(min(present), max(present)) if number not in present]
+
+
+def _check_segment_order(paths: Sequence[Path]) -> None:
+    """Files named as one run's segments are read in turn order, each once: given otherwise, the turns' usage
+    and results would be summed out of order (a final context below the first turn's), without a word."""
+    numbered = [segment_number(p) for p in paths]
+    if len(paths) < 2 or len({run for run, _ in numbered}) != 1:
+        return
+    numbers = [number for _, number in numbered]
+    for index in range(1, len(paths)):
+        before, number = numbers[index - 1], numbers[index]
+        if number <= before:
+            ordered = dict.fromkeys(paths[i] for i in sorted(range(len(paths)), key=numbers.__getitem__))
+            wanted = " ".join(map(str, ordered))
+            again = (
+                "given twice" if number == before else f"(turn {number}) given after {paths[index - 1]} (turn {before})"
+            )
+            raise TranscriptError(f"{paths[index]}: {again}: give one run's segments once each, in order: {wanted}")
 
 
 def fast_decoding_pays(paths: Iterable[str | Path]) -> bool:

@@ -92,6 +92,51 @@ def test_segments_given_explicitly_are_read_in_order(tmp_path, capsys):
     assert alone["tool_counts"] == {"Read": 1}
 
 
+def three_turn_run(folder: Path) -> list[Path]:
+    """run-with-1.jsonl, .t2 and .t3: one session (one id), resumed twice."""
+    paths = [folder / name for name in ("run-with-1.jsonl", "run-with-1.t2.jsonl", "run-with-1.t3.jsonl")]
+    for turn, path in enumerate(paths, start=1):
+        t = Transcript()
+        t.init(tools=["Read"])
+        t.ctx = 1000 * turn
+        read = t.call("Read", file_path=f"/repo/lib/turn{turn}.js")
+        t.reply(read, "     1→x = 1\n" * 50 * turn)
+        t.say(f"lib/turn{turn}.js.")
+        t.result(f"lib/turn{turn}.js.")
+        t.write(path)
+    return paths
+
+
+def test_segments_out_of_order_or_twice_are_refused_naming_the_order(tmp_path, capsys):
+    first, second, third = map(str, three_turn_run(tmp_path))
+    assert main(["score", third, first, second]) == 2
+    err = capsys.readouterr().err
+    assert f"agent-eval: error: {first}: (turn 1) given after {third} (turn 3): give one run's segments once" in err
+    assert err.rstrip().endswith(f"in order: {first} {second} {third}")
+    assert main(["score", first, second, second]) == 2
+    assert f"{second}: given twice: give one run's segments once each, in order: {first} {second}\n" in (
+        capsys.readouterr().err
+    )
+    assert main(["score", first, second, third, "--brief"]) == 0  # in order: read, and no word about it
+    assert capsys.readouterr().err == ""
+
+
+def test_a_missing_turn_or_a_second_session_among_segments_is_named(tmp_path, capsys):
+    first, _, third = map(str, three_turn_run(tmp_path))
+    assert main(["score", first, third, "--brief"]) == 0
+    assert f"agent-eval: warning: {first}: no segment for turn(s) .t2: the figures leave those turns out" in (
+        capsys.readouterr().err
+    )
+    assert main(["score", third, "--brief"]) == 0  # a later turn alone is just that turn
+    assert capsys.readouterr().err == ""
+    other = Path(third).read_text().replace('"session_id": "s-1"', '"session_id": "s-2"')
+    Path(third).write_text(other)
+    assert main(["score", first, str(tmp_path / "run-with-1.t2.jsonl"), third, "--brief"]) == 0
+    assert "the segments name 2 sessions (s-1, s-2): scored as one, though they may not be one session's turns" in (
+        capsys.readouterr().err
+    )
+
+
 def test_text_blocks(tmp_path, capsys):
     assert main(["score", str(two_turn_run(tmp_path))]) == 0
     out = capsys.readouterr().out
