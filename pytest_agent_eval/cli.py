@@ -179,14 +179,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         if args.session:
             session_file = find_session_file(Path(args.session))
             session = Session.from_session_file(session_file, fast_decoding_pays([session_file]))
+            _warn(_reading_problems(session))
         else:
             files = segment_files(args.files[0]) if len(args.files) == 1 else args.files
             session = Session.from_files(files, fast_decoding_pays(files))
-            _warn(_segment_problems(files, session))
+            _warn(_reading_problems(session, files))
     except TranscriptError as exc:
         print(f"agent-eval: error: {exc}", file=sys.stderr)
         return 2
     card = score(session, tool, args.window, args.answer)
+    _warn([f"--answer {glob!r} matches no file the tool returned" for glob in card.allocation.unmatched(args.answer)])
     if args.json:
         sys.stdout.write(json_text(card.to_dict()) + "\n")
     else:
@@ -316,11 +318,13 @@ def _merge(args: argparse.Namespace) -> int:
     return 0
 
 
-def _segment_problems(files: Sequence[str | Path], session: Session) -> list[str]:
-    """What makes segment files doubtful as one session's turns: a turn missing between them, or init events
-    naming more than one session (``--resume`` keeps the id)."""
-    problems = []
-    missing = missing_segments(files)
+def _reading_problems(session: Session, files: Sequence[str | Path] = ()) -> list[str]:
+    """What makes the figures doubtful, though they were read: lines stepped over; and of segment files, a turn
+    missing between them, or init events naming more than one session (``--resume`` keeps the id)."""
+    problems = [f"{where}: skipped" for where in session.parse.bad_at]
+    if session.parse.bad_lines > len(session.parse.bad_at):
+        problems.append(f"… {session.parse.bad_lines - len(session.parse.bad_at)} more bad line(s) skipped")
+    missing = missing_segments(files) if files else []
     if missing:
         turns = ", ".join(f".t{n}" for n in missing)
         problems.append(f"{files[0]}: no segment for turn(s) {turns}: the figures leave those turns out")

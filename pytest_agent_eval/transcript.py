@@ -37,6 +37,9 @@ _SEGMENT_RE = re.compile(r"\.t(\d+)\.jsonl$")
 SNIFF_LINES = 20
 # A line longer than this is a bad line, read past in bounded steps: a runaway file never exhausts memory.
 MAX_LINE_BYTES = 64 * 1024 * 1024
+BAD_LINES_NAMED = 5
+# An editor on Windows may begin a file with it; the first event is read past it rather than lost.
+_UTF8_BOM = b"\xef\xbb\xbf"
 # Below this many bytes, a process that reads one session is done sooner with the standard library's decoder:
 # msgspec saves about 3 ms a MB but takes about 40 ms to import (bench/load_bench.py measures the start-up).
 FAST_DECODING_MIN_BYTES = 10_000_000
@@ -174,8 +177,12 @@ class Offer(NamedTuple):
 
 @dataclass
 class ParseStats:
+    """What reading found: events by type, and the lines it stepped over (the first few of them by place)."""
+
     events: int = 0
     bad_lines: int = 0
+    # "file:line: why" of the first BAD_LINES_NAMED bad lines: enough to find what went wrong, never a flood
+    bad_at: list[str] = field(default_factory=list)
     event_types: Counter = field(default_factory=Counter)
     # stream-json files whose last turn has no ``result`` event: the run was cut off mid-turn
     unfinished: list[str] = field(default_factory=list)
@@ -475,7 +482,7 @@ def _lines(path: Path) -> Iterator[bytes | memoryview | None]:
 def _split_lines(data: bytes) -> Iterator[memoryview]:
     """Each line as a view into ``data``: no line is copied (a ``split`` copies the whole file once more)."""
     view = memoryview(data)
-    start = 0
+    start = len(_UTF8_BOM) if data.startswith(_UTF8_BOM) else 0
     while (end := data.find(b"\n", start)) >= 0:
         yield view[start:end]
         start = end + 1
@@ -484,6 +491,8 @@ def _split_lines(data: bytes) -> Iterator[memoryview]:
 
 def _stream_lines(handle: BinaryIO) -> Iterator[bytes | None]:
     """Lines read one at a time, ``None`` for a line over ``MAX_LINE_BYTES`` (read past in bounded steps)."""
+    if handle.read(len(_UTF8_BOM)) != _UTF8_BOM:
+        handle.seek(0)
     while line := handle.readline(MAX_LINE_BYTES + 1):
         if len(line) > MAX_LINE_BYTES:
             while (rest := handle.readline(MAX_LINE_BYTES)) and not rest.endswith(b"\n"):
@@ -558,6 +567,9 @@ class _Builder:
             if event is None:
                 if line is None or not _blank(line):
                     parse.bad_lines += 1
+                    if len(parse.bad_at) < BAD_LINES_NAMED:
+                        why = "longer than 64 MiB" if line is None else "not a JSON object"
+                        parse.bad_at.append(f"{name}:{number + 1}: {why}")
                 continue
             if sniff and number < SNIFF_LINES and (event.session_id is not _ABSENT or event.parent_uuid is not _ABSENT):
                 self.interactive = True

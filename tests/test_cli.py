@@ -154,9 +154,13 @@ def test_brief_envelope_answer_and_window(tmp_path, capsys):
     assert "allocation: efficiency 100.0%" in brief
     assert "Residual context occupancy" not in brief
     assert main(["score", first, "--answer", "lib/express.js", "--json"]) == 0
-    data = json.loads(capsys.readouterr().out)
-    used = {f["path"] for f in data["allocation"]["files"] if f["via"]}
-    assert used == {"lib/express.js"}
+    captured = capsys.readouterr()
+    used = {f["path"] for f in json.loads(captured.out)["allocation"]["files"] if f["via"]}
+    assert used == {"lib/express.js"} and captured.err == ""
+    assert main(["score", first, "--answer", "lib/express.js", "--answer", "lib/expres.js", "--brief"]) == 0
+    assert (
+        capsys.readouterr().err == "agent-eval: warning: --answer 'lib/expres.js' matches no file the tool returned\n"
+    )
     assert main(["score", first, "--window", "100000", "--json"]) == 0
     assert json.loads(capsys.readouterr().out)["occupancy"]["window"] == 100_000
     assert main(["score", first, "--envelope"]) == 0
@@ -283,9 +287,36 @@ def test_a_line_over_the_limit_is_a_bad_line_read_past(tmp_path, capsys):
         handle.write(b"x" * (transcript.MAX_LINE_BYTES + 1) + b"\n")  # a runaway line, one byte over
         handle.write(good[good.index(b"\n") + 1 :])
     assert main(["score", str(path), "--json"]) == 0
-    data = json.loads(capsys.readouterr().out)
+    captured = capsys.readouterr()
+    data = json.loads(captured.out)
     assert data["parse"]["bad_lines"] == 1
     assert data["tool_counts"] == {"Read": 1} and data["results"] == 1
+    assert captured.err == f"agent-eval: warning: {path}:2: longer than 64 MiB: skipped\n"
+
+
+def test_bad_lines_are_named_by_place_the_first_few_of_them(tmp_path, capsys):
+    path = one_turn(tmp_path / "run.jsonl")
+    lines = path.read_text().splitlines(keepends=True)
+    path.write_text(lines[0] + "{torn\n" * 7 + "".join(lines[1:]))
+    assert main(["score", str(path), "--brief"]) == 0
+    captured = capsys.readouterr()
+    assert "(7 bad lines skipped)" in captured.out
+    assert captured.err.splitlines() == [
+        *(f"agent-eval: warning: {path}:{n}: not a JSON object: skipped" for n in range(2, 7)),
+        "agent-eval: warning: … 2 more bad line(s) skipped",
+    ]
+
+
+def test_a_byte_order_mark_does_not_cost_the_first_event(tmp_path, capsys):
+    path = one_turn(tmp_path / "run.jsonl")
+    plain = path.read_bytes()
+    assert main(["score", str(path), "--json"]) == 0
+    expected = json.loads(capsys.readouterr().out)
+    path.write_bytes(b"\xef\xbb\xbf" + plain)  # as an editor on Windows saves it
+    assert main(["score", str(path), "--json"]) == 0
+    captured = capsys.readouterr()
+    assert json.loads(captured.out)["contamination"] == expected["contamination"]
+    assert json.loads(captured.out)["parse"] == expected["parse"] and captured.err == ""
 
 
 def test_json_never_carries_nan_or_infinity(tmp_path, capsys):

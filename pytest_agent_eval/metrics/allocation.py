@@ -123,6 +123,10 @@ class Allocation:
     def envelope_chars(self) -> int:
         return sum(f.chars for f in self.files)
 
+    def unmatched(self, answer_globs: Sequence[str]) -> list[str]:
+        """The ``--answer`` globs that match no returned file: a typo there would score 0% without a word."""
+        return [glob for glob in answer_globs if not any(_matches_glob(f.path, [glob]) for f in self.files)]
+
     @property
     def used_chars(self) -> int:
         return sum(f.chars for f in self.files if f.via)

@@ -29,7 +29,8 @@ def render_scorecard(card: Scorecard, brief: bool = False, envelope: bool = Fals
 def header(card: Scorecard) -> str:
     session = card.session
     tools = ", ".join(f"{name} {n}" for name, n in session.tool_counts().items()) or "none"
-    bad = f" ({session.parse.bad_lines} bad lines skipped)" if session.parse.bad_lines else ""
+    skipped = session.parse.bad_lines
+    bad = f" ({skipped} bad line{'s' if skipped > 1 else ''} skipped)" if skipped else ""
     lines = [
         f"Session: {len(session.files) or 1} segment(s), {session.parse.events} events{bad}",
         verdict_lines(session, card.tool),
