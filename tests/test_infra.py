@@ -7,12 +7,14 @@ the package's model server with injected faults.
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import signal
 import subprocess
 import sys
 import time
+import warnings
 from pathlib import Path
 
 import pytest
@@ -80,6 +82,18 @@ def test_a_silent_turn_is_flagged_stalled_by_its_longest_silence(tmp_path: Path)
     assert run.stalled_turns == [1] and run.silence_after[0] == "assistant text"  # then the result came
     driver = run.to_dict()
     assert driver["stalled_turns"] == [1] and driver["stall_s"] == 1.0 and driver["api_retries"] == [0, 0]
+
+
+def test_a_run_leaves_no_pipe_open_for_the_garbage_collector(tmp_path: Path) -> None:
+    # An unclosed pipe warns (ResourceWarning) when collected: a project with filterwarnings = error then errors
+    # every agent item.
+    lines = with_clean().lines()
+    options = scripted_claude(tmp_path, lines, lines)
+    with warnings.catch_warnings(record=True) as caught:
+        warnings.simplefilter("always")
+        drive(tmp_path, options, ["Q1", "Q2"])
+        gc.collect()
+    assert [str(w.message) for w in caught if issubclass(w.category, ResourceWarning)] == []
 
 
 def test_a_turn_that_times_out_counts_its_silence_to_the_kill(tmp_path: Path) -> None:

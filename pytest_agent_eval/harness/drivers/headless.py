@@ -246,20 +246,21 @@ def _run_process(
 
         def pump() -> None:
             assert process.stdout is not None
-            for raw in process.stdout:
-                now = time.monotonic()
-                out.write(raw)
-                out.flush()
-                event = event_of(raw)
-                outcome.silences.line(now, describe(event))
-                if event is None:
-                    continue
-                if isinstance(event.get("session_id"), str) and event["session_id"]:
-                    outcome.session_id = event["session_id"]
-                if event.get("type") == "system" and event.get("subtype") == "api_retry":
-                    outcome.api_retries += 1
-                if event.get("type") == "result":
-                    result_seen.set()
+            with process.stdout:  # closed by its reader, at the end of the stream: never left for the GC to warn
+                for raw in process.stdout:
+                    now = time.monotonic()
+                    out.write(raw)
+                    out.flush()
+                    event = event_of(raw)
+                    outcome.silences.line(now, describe(event))
+                    if event is None:
+                        continue
+                    if isinstance(event.get("session_id"), str) and event["session_id"]:
+                        outcome.session_id = event["session_id"]
+                    if event.get("type") == "system" and event.get("subtype") == "api_retry":
+                        outcome.api_retries += 1
+                    if event.get("type") == "result":
+                        result_seen.set()
 
         reader = threading.Thread(target=pump, daemon=True)
         reader.start()
