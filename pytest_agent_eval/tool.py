@@ -157,6 +157,7 @@ _NODE_KINDS = (
     "|enum_member|type_alias|namespace|parameter|import|export|route|component|union"
 )
 _POSITIONS = r"\|[0-9]+\|[0-9]+\|[0-9]+\|[0-9]+(?:\||$)"  # start/end line/column of a nodes row, as sqlite prints them
+_BLANK_LINES = r"(?:{line}[ \t]*\n)*"  # as many empty lines (Read-numbered or bare) as there are
 _DIGITS = "0123456789"
 _HEX = _DIGITS + "abcdef"
 
@@ -171,8 +172,13 @@ def _leads(first: str, seconds: str) -> list[str]:
 # checks them against that output and against codegraph's own source.
 CODEGRAPH_FINGERPRINTS: tuple[Fingerprint, ...] = (
     fingerprint("explore heading", r"{line}\*\*Exploration: [^\n]+\*\*[ \t]*$", "**Exploration: "),
+    # A heading of plain words is the tool's only with what follows it: a script may print "Found 12 symbols
+    # across 3 files." or "Project Structure (11 files):" too, but not the tool's next lines.
     fingerprint(
-        "explore symbol count", r"{line}Found \d+ symbols? across \d+ files?\.", " symbols across ", " symbol across "
+        "explore symbol count",
+        rf"{{line}}Found \d+ symbols? across \d+ files?\.[ \t]*\n{_BLANK_LINES}{{line}}\*\*",  # "**Blast radius"
+        " symbols across ",
+        " symbol across ",
     ),
     fingerprint(
         "explore file section", r"{line}\*\*`[^`\n]+`\*\* \u2014 [\w$.]+\([a-z_ ]+\)(?:,|[ \t]*$)", "`** \u2014 "
@@ -192,12 +198,26 @@ CODEGRAPH_FINGERPRINTS: tuple[Fingerprint, ...] = (
     ),
     fingerprint("CLI usage", r"{line}Usage: codegraph \[options\] \[command\][ \t]*$", "Usage: codegraph "),
     fingerprint("CLI status", r"{line}CodeGraph Status[ \t]*\n", "CodeGraph Status"),
-    fingerprint("CLI query heading", r'{line}Search Results for ".*":[ \t]*$', 'Search Results for "'),
-    fingerprint("CLI callers heading", r'{line}Calle(?:r|e)s of ".*" \(\d+\):[ \t]*$', 'Callers of "', 'Callees of "'),
+    fingerprint(
+        "CLI query heading",
+        rf'{{line}}Search Results for ".*":[ \t]*\n{_BLANK_LINES}'  # then a hit: "function    send"
+        rf"{{line}}(?:{_NODE_KINDS})[ \t]+[^\n]+\n{{line}}[ \t]+\S+:\d+",  # and its place: "  lib/response.js:111"
+        'Search Results for "',
+    ),
+    fingerprint(
+        "CLI callers heading",
+        rf'{{line}}Calle(?:r|e)s of ".*" \(\d+\):[ \t]*\n{_BLANK_LINES}{{line}}(?:{_NODE_KINDS})[ \t]+\S',
+        'Callers of "',
+        'Callees of "',
+    ),
     fingerprint(
         "CLI impact heading", r'{line}Impact of changing ".*" \u2014 \d+ affected symbols?:', 'Impact of changing "'
     ),
-    fingerprint("CLI files heading", r"{line}Project Structure \(\d+ files?\):[ \t]*$", "Project Structure ("),
+    fingerprint(  # and a file of the tree below it, "init.js (javascript, 4 symbols)"
+        "CLI files heading",
+        r"{line}Project Structure \(\d+ files?\):[ \t]*\n(?:[^\n]*\n){0,40}?[^\n]*\([a-z+#]+, \d+ symbols?\)",
+        "Project Structure (",
+    ),
     fingerprint(
         "CLI context heading",
         r"{line}## Code Context[ \t]*\n(?:{line}[ \t]*\n)?{line}\*\*Query:\*\* ",

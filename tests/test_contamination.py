@@ -14,6 +14,7 @@ from transcripts import transcripts
 from pytest_agent_eval.cli_invocation import invokes_cli
 from pytest_agent_eval.metrics.contamination import INJECTED, contamination
 from pytest_agent_eval.report.blocks.contamination import render_contamination
+from pytest_agent_eval.report.gates import contamination_verdict
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool, fingerprint
 from pytest_agent_eval.transcript import Session
 
@@ -66,6 +67,44 @@ def test_cold_start_race():
     call = clean.call("mcp__codegraph__codegraph_explore", query="router")
     clean.reply(call, explore_response({"lib/router.js": "function route() {}"}))
     assert contamination(clean.session()).cold_start_race is False
+
+
+def test_a_call_claude_code_refused_for_want_of_the_tool_reached_nothing():
+    refusal = "<tool_use_error>Error: No such tool available: mcp__codegraph__codegraph_explore</tool_use_error>"
+    t = Transcript()
+    t.init(tools=["Read", "Bash"])  # the without-arm: no codegraph tool, yet the model calls one
+    tried = t.call("mcp__codegraph__codegraph_explore", query="router")
+    t.reply(tried, refusal, True)
+    t.say("lib/router.js routes.")
+    report = contamination(t.session())
+    assert report.mcp_calls == [] and not report.contaminated
+    assert contamination_verdict({"contamination": report.to_dict()}, arm_has_tool=False).passed
+    # A call the server answered, even with an error of its own, did reach it.
+    t = Transcript()
+    t.init(tools=["Read", "Bash"])
+    reached = t.call("mcp__codegraph__codegraph_explore", query="router")
+    t.reply(reached, "Error: the index is being rebuilt", True)
+    report = contamination(t.session())
+    assert report.mcp_calls == [reached]
+    assert not contamination_verdict({"contamination": report.to_dict()}, arm_has_tool=False).passed
+
+
+@pytest.mark.parametrize(
+    "output",
+    [
+        # what an agent's own scripts print, on express (the headings alone are codegraph's words)
+        "Found 123 symbols across 11 files.\n  status  lib/response.js\n  send  lib/response.js\n",
+        "Project Structure (11 files):\n./application.js\n./express.js\n./middleware/init.js\n",
+        'Search Results for "send":\n\nlib/response.js:111:res.send = function send(body) {\n',
+        'Callers of "send" (2):\n\n  lib/response.js:250 res.json\n  lib/response.js:369 res.sendStatus\n',
+    ],
+)
+def test_a_heading_the_agents_own_script_prints_is_not_a_leak(output):
+    t = Transcript()
+    t.init(tools=["Bash"])
+    call = t.call("Bash", command="python3 find_symbols.py lib")
+    t.reply(call, output)
+    assert contamination(t.session()).leaks == []
 
 
 def test_counts_across_threads_and_keeps_the_thread():

@@ -7,7 +7,8 @@ wrote the output into, sqlite3 on the index), so contamination is judged from wh
 agent: every tool result of every thread (and every injected message, where Monitor events land)
 is searched for the tool's output fingerprints (``RetrievalTool.fingerprints``). Any hit is a
 leak, and one leak contaminates the arm. Results of the tool's own MCP tools are not leaks but
-``mcp_calls``: the with-arm's variable under test, and in a without-arm a failure of their own.
+``mcp_calls``: the with-arm's variable under test, and in a without-arm a failure of their own (unless Claude
+Code refused the call for want of the tool: that call reached nothing).
 
 The command matcher stays as a fast first layer naming the calls that TRIED to run the CLI. A
 call counts as blocked only when its result carries the PreToolUse hook's own denial; a
@@ -76,7 +77,7 @@ class Contamination:
     cli: str
     commands: list[CliCommand] = field(default_factory=list)
     leaks: list[Leak] = field(default_factory=list)
-    mcp_calls: list[str] = field(default_factory=list)  # ids of calls to the tool's own MCP tools
+    mcp_calls: list[str] = field(default_factory=list)  # ids of calls that reached the tool's own MCP tools
     cold_start_race: bool = False
     exposed_tools: list[str] = field(default_factory=list)
 
@@ -116,12 +117,18 @@ def contamination(session: Session, tool: RetrievalTool = CODEGRAPH) -> Contamin
         if isinstance(command, str) and invokes_cli(command, tool.cli):
             report.commands.append(CliCommand(call.id, call.name, command, _denied(call, tool), call.thread))
     report.leaks = leaks(session, tool)
-    report.mcp_calls = [call.id for call in session.calls if tool.owns(call.name)]
+    report.mcp_calls = [call.id for call in session.calls if tool.owns(call.name) and not _refused(call)]
     # Claude Code's answer to a call of a tool it has not loaded yet is an error result: only those are read.
     report.cold_start_race = any(
         COLD_START_MARKER in i.text for i in session.timeline if isinstance(i, ToolResult) and i.is_error
     )
     return report
+
+
+def _refused(call: ToolCall) -> bool:
+    """Claude Code answered the call itself: it has no such tool (a without-arm's agent calling the tool it
+    lacks, or a with-arm's before its server started). Such a call reached nothing."""
+    return call.result is not None and call.result.is_error and COLD_START_MARKER in call.result.text
 
 
 def leaks(session: Session, tool: RetrievalTool = CODEGRAPH) -> list[Leak]:
