@@ -11,6 +11,9 @@ from typing import NamedTuple
 
 BACKENDS = ("auto", "anthropic", "scripted", "cassette")  # the models behind the agent (pytest_agent_eval.model)
 MODES = ("headless", "tmux", "all")  # seed 004's MODE token: claude -p, the TUI in tmux, or both
+# What the pinned Claude Code takes for --effort: it ignores any other value with a line on stderr, so a typo
+# would run (and record) an effort that was never used.
+EFFORTS = ("low", "medium", "high", "xhigh", "max")
 
 
 class Option(NamedTuple):
@@ -149,8 +152,8 @@ OPTIONS: tuple[Option, ...] = (
         "--agent-eval-effort",
         "agent_eval_effort",
         "effort",
-        "word",
-        "the agent's --effort (default high)",
+        "effort",
+        f"the agent's --effort: {', '.join(EFFORTS)} (default high)",
         "EFFORT",
     ),
     Option(

@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pytest_agent_eval.cases import ARM_NAMES, Arm
 from pytest_agent_eval.config import OptionError
-from pytest_agent_eval.options import BACKENDS, MODES, Option
+from pytest_agent_eval.options import BACKENDS, EFFORTS, MODES, Option
 
 if TYPE_CHECKING:
     from pytest_agent_eval.config import AgentEvalConfig
@@ -186,16 +186,21 @@ def parse_word(text: str) -> str:
 
 
 def parse_backend(text: str) -> str:
-    value = str(text).strip()
-    if value not in BACKENDS:
-        raise OptionError(f"expected one of {', '.join(BACKENDS)}, got {text!r}")
-    return value
+    return _one_of(text, BACKENDS)
 
 
 def parse_mode(text: str) -> str:
+    return _one_of(text, MODES)
+
+
+def parse_effort(text: str) -> str:
+    return _one_of(text, EFFORTS)
+
+
+def _one_of(text: str, choices: tuple[str, ...]) -> str:
     value = str(text).strip()
-    if value not in MODES:
-        raise OptionError(f"expected one of {', '.join(MODES)}, got {text!r}")
+    if value not in choices:
+        raise OptionError(f"expected one of {', '.join(choices)}, got {text!r}")
     return value
 
 

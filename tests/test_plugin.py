@@ -469,6 +469,7 @@ def test_flags_and_their_ini_keys(pytester, flag):
             "--agent-eval-backend: expected one of auto, anthropic, scripted, cassette",
         ),
         (["--agent-eval-mode", "gui"], "", "--agent-eval-mode: expected one of headless, tmux, all"),
+        (["--agent-eval-effort", "extreme"], "", "--agent-eval-effort: expected one of low, medium, high, xhigh, max"),
         (["--agent-eval-backend", "cassette"], "", "--agent-eval-backend cassette: needs --agent-eval-cassette"),
         (["--agent-eval-tool-version", "local:"], "", "--agent-eval-tool-version: local: needs a path"),
         ([], "agent_eval_runs = many", "ini agent_eval_runs: expected a positive integer, got 'many'"),
