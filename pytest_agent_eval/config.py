@@ -125,6 +125,19 @@ class AgentEvalConfig:
     def cache(self) -> Path:
         return cache_root()
 
+    def output_problem(self) -> str | None:
+        """Why the campaign folder (``--agent-eval-out``) or ``--agent-eval-json`` cannot be written, naming the
+        setting; None when both can."""
+        from pytest_agent_eval.campaign.store import unwritable
+
+        if self.out is not None and (problem := unwritable(self.out)):
+            return f"--agent-eval-out {self.out}: {problem}"
+        if self.json_path is not None:
+            problem = "is a folder (give a file name)" if self.json_path.is_dir() else unwritable(self.json_path.parent)
+            if problem:
+                return f"--agent-eval-json {self.json_path}: {problem}"
+        return None
+
 
 _SETTINGS = frozenset(AgentEvalConfig.__annotations__) | {"tool"}
 

@@ -148,6 +148,9 @@ def _memo(memo: dict, key: Any, make: Callable[[], T]) -> T:
 
 # -- configuration --------------------------------------------------------------------------------------------
 def agent_campaign(request: pytest.FixtureRequest) -> Campaign:
+    problem = settings(request.config).output_problem()  # found at collection, but by an xdist worker
+    if problem:
+        pytest.fail(problem, pytrace=False)
     return eval_session(request.config).item_campaign()
 
 

@@ -273,9 +273,22 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     _arms_by_name(config, items)
     _opt_in(config, items)
     _name_items(config, items)
+    _check_outputs(config, items)
     groups = getattr(config, "workerinput", {}).get("agent_eval_groups")
     if groups:  # an xdist worker under --dist loadgroup: tell the controller's scheduler the groups
         _write_groups(Path(groups), items)
+
+
+def _check_outputs(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """The campaign's folder and ``--agent-eval-json`` must be writable: found out before an agent item runs, as
+    one usage error naming the setting, not by every item's setup (nor, for the summary, at the session's end).
+    An xdist worker cannot stop the session so (its controller would see a crash): its items fail at setup,
+    each with that one line."""
+    if config.option.collectonly or hasattr(config, "workerinput") or not any(_case_of(item) for item in items):
+        return
+    problem = settings(config).output_problem()
+    if problem:
+        raise pytest.UsageError(problem)
 
 
 def _write_groups(path: Path, items: list[pytest.Item]) -> None:

@@ -74,7 +74,7 @@ class EvalSession:
         self.replay_path: Path | None = None  # --agent-eval-replay resolved
         self.saved_baseline: Path | None = None
         self.written: list[Path] = []
-        self.problems: list[str] = []  # records of a resumed campaign or a baseline that could not be read
+        self.problems: list[str] = []  # what could not be read (records of a resumed campaign or a baseline) or written
         self._resumed: dict[str, ItemRecord] | None = None
         self._held = contextlib.ExitStack()
         # What the session selected, for the manifest (see campaign/selection.py); "selected" once collected.
@@ -233,7 +233,9 @@ class EvalSession:
             record.wall_s = round(ran_s, 3)
         if record.agent_s is None:
             record.agent_s = round(sum(driver.get("wall_s") or []), 3)
-        if self.cfg.campaign_dir is not None and not record.resumed:
+        # Not before the campaign exists: an item whose setup failed ahead of it (an xdist worker's first item,
+        # an out folder that cannot be made) has nowhere to be recorded, and says why in its own report.
+        if self.cfg.campaign_dir is not None and not record.resumed and (self.cfg.campaign_dir / MANIFEST).is_file():
             campaign = Campaign.open(self.cfg.campaign_dir)
             record.segments = [str(p.relative_to(campaign.path)) for p in campaign.segments_on_disk(record.id)]
             campaign.record(record)
@@ -272,7 +274,9 @@ class EvalSession:
         from pytest_agent_eval.report.terminal import summary
 
         cfg = self.cfg
-        if not self.records or cfg.campaign_dir is None:
+        if not (cfg.campaign_dir is not None and (cfg.campaign_dir / MANIFEST).is_file()):
+            self.records.clear()  # no item got as far as the campaign: each one's error says why
+        if not self.records:
             if self.compare_path is not None:
                 self.problems.append(f"--agent-eval-compare {cfg.compare}: no agent item ran, nothing was compared")
             return False
@@ -306,9 +310,13 @@ class EvalSession:
         html = write_html(self.campaign, self.gate, str(self.compare_path) if self.compare_path else None)
         self.written = [path, html]
         if cfg.json_path is not None:  # a known path for CI, whatever the campaign folder is called
-            cfg.json_path.parent.mkdir(parents=True, exist_ok=True)
-            write_atomic(cfg.json_path, text)
-            self.written.append(cfg.json_path)
+            try:
+                cfg.json_path.parent.mkdir(parents=True, exist_ok=True)
+                write_atomic(cfg.json_path, text)
+            except OSError as exc:  # checked as the session started, but a folder may refuse only when written
+                self.problems.append(f"--agent-eval-json {cfg.json_path}: not written ({exc.strerror or exc})")
+            else:
+                self.written.append(cfg.json_path)
         point_latest(self.campaign.path)
         if cfg.save_baseline is not None:
             assert cfg.out is not None

@@ -107,6 +107,35 @@ def test_an_unwritable_out_folder_is_no_error_when_no_eval_runs(project, xdist):
     assert "INTERNALERROR" not in result.stdout.str() + result.stderr.str()
 
 
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["local", "xdist"])
+def test_an_out_folder_that_cannot_be_made_is_one_line_when_an_eval_runs(project, xdist):
+    clean_scripts(project)
+    (project.path / "agent-eval-out").write_text("a file where the folder goes")
+    args = ["evals", "-p", "no:cacheprovider", "--agent-eval-runs", "1", "-k", "express and without", *xdist]
+    result = project.pytester.runpytest_subprocess(*args)
+    output = result.stdout.str() + result.stderr.str()
+    problem = f"--agent-eval-out {project.path / 'agent-eval-out'}: {project.path / 'agent-eval-out'} is not a folder"
+    assert problem in output and "INTERNALERROR" not in output and "Traceback" not in output
+    if xdist:  # a worker cannot stop the session: the item errors at setup, with that line alone
+        result.assert_outcomes(errors=1)
+        assert "ARM COMPARISON" not in output
+    else:  # before anything runs
+        assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert project.calls() == []  # no agent was started
+
+
+def test_a_summary_json_path_that_cannot_be_written_is_a_usage_error(project):
+    clean_scripts(project)
+    (project.path / "a-file").write_text("")
+    json_path = project.path / "a-file" / "summary.json"
+    args = ["evals", "-p", "no:cacheprovider", "--agent-eval-runs", "1", "-k", "express and without"]
+    result = project.pytester.runpytest_subprocess(*args, "--agent-eval-json", str(json_path))
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"--agent-eval-json {json_path}: {project.path / 'a-file'} is not a folder" in result.stderr.str()
+    result = project.pytester.runpytest_subprocess(*args, "--agent-eval-json", str(project.path))
+    assert f"--agent-eval-json {project.path}: is a folder (give a file name)" in result.stderr.str()
+
+
 def test_the_out_folder_carries_its_own_gitignore(project):
     clean_scripts(project)
     result = project.pytester.runpytest(
