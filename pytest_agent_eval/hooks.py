@@ -607,8 +607,12 @@ class Reporter:
 
     def pytest_terminal_summary(self, terminalreporter: Any, config: pytest.Config) -> None:
         opted_out = max(config.stash.get(OPTED_OUT_KEY, 0), self.opted_out_on_workers)
-        if opted_out and config.getoption("verbose") > -2:
-            terminalreporter.write_line(f"agent-eval: {opted_out} agent evaluation item(s) deselected: {OPT_IN_HINT}")
+        if config.getoption("verbose") > -2:
+            if opted_out:
+                why = " by --agent-eval-skip" if config.getoption("agent_eval_skip") else f": {OPT_IN_HINT}"
+                terminalreporter.write_line(f"agent-eval: {opted_out} agent evaluation item(s) deselected{why}")
+            if config.getoption("agent_eval_only") and not (self.session and self.session.records):
+                terminalreporter.write_line("agent-eval: --agent-eval-only, and no agent evaluation item ran")
         verbosity = config.getoption("verbose")
         lines = self.session.terminal_lines(verbose=verbosity > 0) if self.session else []
         if verbosity <= -2:  # -qq: the verdict lines, not the tables

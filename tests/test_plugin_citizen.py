@@ -78,6 +78,14 @@ def test_without_a_setting_given_the_plugin_loads_late_and_selects_the_same(proj
     assert sorted(collected(result)) == sorted(expected)
 
 
+def test_skip_and_only_each_say_what_they_left_out(project):
+    result = project.pytester.runpytest("-p", "no:cacheprovider", "evals", "--agent-eval-skip")
+    result.stdout.fnmatch_lines(["agent-eval: 4 agent evaluation item(s) deselected by --agent-eval-skip"])
+    assert "--agent-eval to run them" not in result.stdout.str()
+    result = project.pytester.runpytest("-p", "no:cacheprovider", "tests", "--agent-eval-only")
+    result.stdout.fnmatch_lines(["agent-eval: --agent-eval-only, and no agent evaluation item ran"])
+
+
 def test_skip_and_only_exclude_each_other(project):
     result = project.pytester.runpytest("--agent-eval-skip", "--agent-eval-only")
     assert result.ret == pytest.ExitCode.USAGE_ERROR
