@@ -88,9 +88,13 @@ def configure(config: pytest.Config) -> None:
         from pytest_agent_eval.report import gates  # the project's own file: a mistake is a usage error, now
 
         try:
-            gates.load_thresholds(cfg.thresholds_file)
+            thresholds = gates.load_thresholds(cfg.thresholds_file)
         except gates.ThresholdError as exc:
             raise pytest.UsageError(str(exc)) from None
+        names = _entry_names(cfg.corpus)
+        unknown = thresholds.unknown_entry(names) if names is not None else None
+        if unknown:
+            raise pytest.UsageError(unknown)
     config.stash[CONFIG_KEY] = cfg
     config.stash[RESTORED_KEY] = restored
     activate(config)
@@ -103,6 +107,16 @@ def configure(config: pytest.Config) -> None:
             eval_session(config).claim()
         except SessionError as exc:
             raise pytest.UsageError(str(exc)) from None
+
+
+def _entry_names(corpus: Path) -> list[str] | None:
+    """The corpus's entry names; None when it cannot be read (the collection reports that, not this)."""
+    from pytest_agent_eval.corpus import CorpusError, load_corpus
+
+    try:
+        return [entry.name for entry in load_corpus(corpus)]
+    except CorpusError:
+        return None
 
 
 def activate(config: pytest.Config) -> None:

@@ -827,6 +827,30 @@ def test_threshold_precedence_and_validation():
         gates.parse_thresholds({"allocation": {"min": "high"}})
 
 
+@pytest.mark.parametrize(
+    ("data", "message"),
+    [
+        ({"arms": {"wiht": {"allocation": {"min": 0.7}}}}, "arms.wiht: unknown arm (known: with, without, or with@"),
+        ({"entries": {"express": {"arms": {"wihtout": {"tool_calls": {"max": 9}}}}}}, "entries.express.arms.wihtout:"),
+        ({"allocation": {"min": 2}}, "allocation.min: a share lies between 0 and 1 (0.7 is 70%), got 2"),
+        ({"sufficient_share": {"max": -0.1}}, "sufficient_share.max: a share lies between 0 and 1"),
+    ],
+)
+def test_a_threshold_that_could_never_gate_anything_is_refused(data, message):
+    with pytest.raises(gates.ThresholdError) as info:
+        gates.parse_thresholds(data)
+    assert message in str(info.value)
+
+
+def test_thresholds_of_an_entry_the_corpus_has_not_are_a_usage_error(project):
+    (project.path / "agent-eval.yaml").write_text("entries:\n  exprss:\n    allocation: {min: 0.5}\n")
+    result = project.run("--collect-only")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert f"{project.path / 'agent-eval.yaml'}: entries.exprss: no such corpus entry" in result.stderr.str()
+    (project.path / "agent-eval.yaml").write_text("entries:\n  express:\n    allocation: {min: 0.5}\n")
+    assert project.run("--collect-only").ret == pytest.ExitCode.OK
+
+
 def test_gate_skips_figures_a_run_does_not_have():
     score = score_session(without_clean().session())
     figures = figures_of(score, has_tool=False, wall_s=1.0)

@@ -26,11 +26,12 @@ An infrastructure failure is not a gate: it never reaches here (the fixtures rai
 
 from __future__ import annotations
 
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_agent_eval.cases import Arm
+from pytest_agent_eval.cases import ARM_NAMES, Arm
 from pytest_agent_eval.metrics.contamination import describe_leak
 from pytest_agent_eval.metrics.figures import FIGURES, lookup
 from pytest_agent_eval.report.format import show
@@ -56,6 +57,15 @@ class Thresholds:
     arms: dict[str, dict[str, Bound]] = field(default_factory=dict)
     entries: dict[str, dict[str, Bound]] = field(default_factory=dict)
     entry_arms: dict[tuple[str, str], dict[str, Bound]] = field(default_factory=dict)
+
+    def unknown_entry(self, names: Iterable[str]) -> str | None:
+        """The first entry these thresholds name that is not among ``names`` (a typo would gate nothing), as
+        an error naming the file and key; None when the corpus has every one."""
+        known = set(names)
+        for entry in [*self.entries, *(entry for entry, _ in self.entry_arms)]:
+            if entry not in known:
+                return f"{self.source}: entries.{entry}: no such corpus entry"
+        return None
 
     def for_run(self, entry: str, arm_name: str, arm_label: str) -> dict[str, Bound]:
         scopes = [self.global_]
@@ -109,15 +119,23 @@ def parse_thresholds(data: Any, source: Path | None = None) -> Thresholds:
     entries = data.get("entries") or {}
     thresholds.global_ = _bounds({k: v for k, v in data.items() if k not in ("arms", "entries")}, where, "")
     for arm, body in _mapping(arms, where, "arms").items():
-        thresholds.arms[str(arm)] = _bounds(body, where, f"arms.{arm}.")
+        thresholds.arms[_arm(arm, where, "arms")] = _bounds(body, where, f"arms.{arm}.")
     for entry, body in _mapping(entries, where, "entries").items():
         body = _mapping(body, where, f"entries.{entry}")
         thresholds.entries[str(entry)] = _bounds(
             {k: v for k, v in body.items() if k != "arms"}, where, f"entries.{entry}."
         )
         for arm, arm_body in _mapping(body.get("arms") or {}, where, f"entries.{entry}.arms").items():
-            thresholds.entry_arms[(str(entry), str(arm))] = _bounds(arm_body, where, f"entries.{entry}.arms.{arm}.")
+            key = (str(entry), _arm(arm, where, f"entries.{entry}.arms"))
+            thresholds.entry_arms[key] = _bounds(arm_body, where, f"entries.{entry}.arms.{arm}.")
     return thresholds
+
+
+def _arm(name: Any, where: str, key: str) -> str:
+    """An arm's name, or its label (``with@1.6.1``): a typo there would gate nothing."""
+    if str(name).partition("@")[0] not in ARM_NAMES:
+        raise ThresholdError(f"{where}: {key}.{name}: unknown arm (known: {', '.join(ARM_NAMES)}, or with@VERSION)")
+    return str(name)
 
 
 def _mapping(value: Any, where: str, key: str) -> dict:
@@ -140,6 +158,8 @@ def _bounds(body: Any, where: str, prefix: str) -> dict[str, Bound]:
         for side, value in spec.items():
             if isinstance(value, bool) or not isinstance(value, (int, float)):
                 raise ThresholdError(f"{where}: {key}.{side}: expected a number, got {value!r}")
+            if figure.is_share and not 0 <= value <= 1:
+                raise ThresholdError(f"{where}: {key}.{side}: a share lies between 0 and 1 (0.7 is 70%), got {value}")
         bounds[figure.name] = Bound(min=spec.get("min"), max=spec.get("max"))
     return bounds
 
