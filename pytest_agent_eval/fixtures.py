@@ -62,7 +62,7 @@ def eval_session(config: pytest.Config) -> EvalSession:
         from pytest_agent_eval.session import EvalSession
 
         session = config.stash[SESSION_KEY] = EvalSession(settings(config))
-        session.invoked_with(config.args, config.option.keyword, config.option.markexpr)  # for the manifest
+        session.invoked_with(_named_args(config), config.option.keyword, config.option.markexpr, config.option.pyargs)
         if SHARED_KEY in config.stash:
             session.share(**config.stash[SHARED_KEY])
     return config.stash[SESSION_KEY]
@@ -144,6 +144,19 @@ def _memo(memo: dict, key: Any, make: Callable[[], T]) -> T:
     if key not in memo:
         memo[key] = make()
     return memo[key]
+
+
+def _named_args(config: pytest.Config) -> list[str]:
+    """The test paths the command line named (not testpaths), absolute, so that a resume from another folder
+    finds them; a --pyargs module name stays as it is."""
+    if config.args_source != pytest.Config.ArgsSource.ARGS:
+        return []
+    here = config.invocation_params.dir
+    named = []
+    for arg in config.args:
+        path, sep, rest = arg.partition("::")
+        named.append(f"{os.path.abspath(here / path)}{sep}{rest}" if (here / path).exists() else arg)
+    return named
 
 
 # -- configuration --------------------------------------------------------------------------------------------

@@ -183,11 +183,16 @@ def _restored_on_worker(data: dict[str, Any] | None) -> Restored | None:
 
 
 def _apply(config: pytest.Config, restored: Restored) -> None:
-    """As if the resumed campaign's options, -k and -m had been typed on this command line."""
+    """As if the resumed campaign's options, -k and -m (and, when this command line names none, its test paths
+    and --pyargs) had been typed on this command line."""
     for attr, text in restored.options.items():
         setattr(config.option, f"agent_eval_{attr}", text)
     config.option.keyword = restored.keyword
     config.option.markexpr = restored.markexpr
+    if restored.args and config.args_source != pytest.Config.ArgsSource.ARGS:
+        config.args = list(restored.args)  # collection reads them after pytest_configure
+        config.args_source = pytest.Config.ArgsSource.ARGS
+        config.option.pyargs = config.option.pyargs or restored.pyargs
 
 
 def _show_progress(config: pytest.Config, text: str) -> None:

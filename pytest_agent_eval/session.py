@@ -121,9 +121,12 @@ class EvalSession:
             raise SessionError(f"--agent-eval-replay: {exc}") from None
         cfg.campaign_dir = cfg.resume
 
-    def invoked_with(self, args: Sequence[str], keyword: str, markexpr: str) -> None:
-        """The command line's selection (test paths, ``-k``, ``-m``), kept in the manifest."""
-        self.selection.update(args=[str(a) for a in args], keyword=keyword or "", markexpr=markexpr or "")
+    def invoked_with(self, args: Sequence[str], keyword: str, markexpr: str, pyargs: bool = False) -> None:
+        """The command line's selection (the test paths it named, ``-k``, ``-m``, ``--pyargs``), kept in the
+        manifest."""
+        self.selection.update(
+            args=[str(a) for a in args], keyword=keyword or "", markexpr=markexpr or "", pyargs=bool(pyargs)
+        )
 
     def select(self, items: Sequence[tuple[str, EvalCase]]) -> set[str]:
         """After ``-k``/``-m``: the ids of the items this session runs — those a resumed campaign selected, and of

@@ -206,6 +206,23 @@ def test_resume_does_not_rescore_another_tests_run(project):
     assert not records[1]["resumed"]
 
 
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["local", "xdist"])
+def test_a_resume_given_only_the_folder_collects_the_paths_the_campaign_named(project, xdist, monkeypatch):
+    clean_scripts(project)
+    project.run("--agent-eval-runs", "1", "-k", "express and without").assert_outcomes(passed=1)
+    campaign = project.campaign()
+    assert json.loads((campaign / "manifest.json").read_text())["selection"]["args"] == [str(project.path / "evals")]
+    # From another folder, no path given: the campaign's evals/ is collected again, its item re-scored, not run.
+    (project.path / "elsewhere").mkdir()
+    monkeypatch.chdir(project.path / "elsewhere")
+    result = project.pytester.runpytest_subprocess(
+        "-p", "no:cacheprovider", "--rootdir", str(project.path), "--agent-eval-resume", str(campaign), *xdist,
+    )  # fmt: skip
+    result.assert_outcomes(passed=1)
+    assert "agent evaluation item(s) deselected" not in result.stdout.str()
+    assert len(project.calls()) == 1
+
+
 # -- points 8 and 9: pytest-timeout and xdist groups -----------------------------------------------------------
 SHOW_MARKS = """
 

@@ -4,7 +4,8 @@ The manifest's ``config`` (hashed) says what was measured; next to it, unhashed,
 shares the config hash:
 
     "corpus_hash": sha256 of the corpus file's bytes
-    "selection":   {"args": [...], "keyword": "-k text", "markexpr": "-m text", "mode": "headless",
+    "selection":   {"args": [the test paths named], "pyargs": false, "keyword": "-k text", "markexpr": "-m text",
+                    "mode": "headless",
                     "selected": [every selected item id, before sharding] (once collection has run),
                     "options": {"tool": "MODULE:ATTR", "replay": "NAME", "cassettes": "/abs/a.jsonl,..."}}
                    ("options": what else decides what a run measures — the tool under test, the recording a
@@ -21,7 +22,7 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Callable, Mapping
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -60,13 +61,17 @@ class Restored:
     keyword: str
     markexpr: str
     selected: list[str] | None
+    args: list[str] = field(default_factory=list)  # the test paths the campaign's command line named
+    pyargs: bool = False
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
 
     @classmethod
     def from_dict(cls, data: Mapping[str, Any]) -> Restored:
-        return cls(dict(data["options"]), data["keyword"], data["markexpr"], data["selected"])
+        return cls(
+            dict(data["options"]), data["keyword"], data["markexpr"], data["selected"], data["args"], data["pyargs"]
+        )
 
 
 def restore(
@@ -75,8 +80,17 @@ def restore(
     """Everything a resume re-creates from the manifest; ResumeError names a flag that contradicts it."""
     options = resume_options(manifest, given, cwd)
     keyword, markexpr = resume_selection(manifest, keyword, markexpr)
-    selected = (manifest.get("selection") or {}).get("selected")
-    return Restored(options, keyword, markexpr, list(selected) if selected is not None else None)
+    selection = manifest.get("selection") or {}
+    selected = selection.get("selected")
+    args = [str(arg) for arg in selection.get("args") or []]
+    return Restored(
+        options,
+        keyword,
+        markexpr,
+        list(selected) if selected is not None else None,
+        args,
+        selection.get("pyargs") is True,
+    )
 
 
 def corpus_hash(path: str | Path) -> str | None:
