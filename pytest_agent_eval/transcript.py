@@ -40,6 +40,7 @@ MAX_LINE_BYTES = 64 * 1024 * 1024
 BAD_LINES_NAMED = 5
 # An editor on Windows may begin a file with it; the first event is read past it rather than lost.
 _UTF8_BOM = b"\xef\xbb\xbf"
+_GZIP_MAGIC = b"\x1f\x8b"
 # Below this many bytes, a process that reads one session is done sooner with the standard library's decoder:
 # msgspec saves about 3 ms a MB but takes about 40 ms to import (bench/load_bench.py measures the start-up).
 FAST_DECODING_MIN_BYTES = 10_000_000
@@ -465,7 +466,10 @@ def _lines(path: Path) -> Iterator[bytes | memoryview | None]:
     fd, size = _open_regular(path)
     if size > MAX_LINE_BYTES:
         with open(fd, "rb") as handle:
-            yield from _stream_lines(handle)
+            if handle.peek(len(_GZIP_MAGIC)).startswith(_GZIP_MAGIC):
+                yield from _gunzipped_lines(path, handle)
+            else:
+                yield from _stream_lines(handle)
         return
     try:  # no line can be too long: the whole file at once, by the descriptor (a file object costs more calls)
         data = os.read(fd, size)
@@ -476,7 +480,24 @@ def _lines(path: Path) -> Iterator[bytes | memoryview | None]:
             data = b"".join(chunks)
     finally:
         os.close(fd)
-    yield from _split_lines(data)
+    if data.startswith(_GZIP_MAGIC):
+        import io
+
+        yield from _gunzipped_lines(path, io.BytesIO(data))
+    else:
+        yield from _split_lines(data)
+
+
+def _gunzipped_lines(path: Path, compressed: BinaryIO) -> Iterator[bytes | None]:
+    """A gzipped transcript's lines (as archived: ``run.jsonl.gz``), decompressed as they are read, in bounded
+    steps like a large file's, so a small archive that inflates hugely never exhausts memory."""
+    import gzip
+    import zlib
+
+    try:
+        yield from _stream_lines(gzip.GzipFile(fileobj=compressed))  # type: ignore[arg-type]
+    except (OSError, EOFError, zlib.error) as exc:
+        raise TranscriptError(f"{path}: a gzip file that cannot be decompressed ({exc})") from None
 
 
 def _split_lines(data: bytes) -> Iterator[memoryview]:
@@ -893,4 +914,9 @@ def _str(value: Any) -> str:
 
 
 def _int(value: Any) -> int:
-    return value if isinstance(value, int) and not isinstance(value, bool) else 0
+    """A token count as the API gives it; anything else (a string, a negative or an absurd number) counts as none,
+    as an absent one does, rather than skewing every figure after it."""
+    return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < _MAX_COUNT else 0
+
+
+_MAX_COUNT = 1 << 53  # beyond any real count, and where a float of it would lose digits

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gzip
 import json
 import os
 from pathlib import Path
@@ -305,6 +306,36 @@ def test_bad_lines_are_named_by_place_the_first_few_of_them(tmp_path, capsys):
         *(f"agent-eval: warning: {path}:{n}: not a JSON object: skipped" for n in range(2, 7)),
         "agent-eval: warning: … 2 more bad line(s) skipped",
     ]
+
+
+@pytest.mark.parametrize("count", ["1" + "0" * 400, "-1000", '"999"'])
+def test_a_token_count_no_api_gives_counts_as_none(tmp_path, capsys, count):
+    path = one_turn(tmp_path / "run.jsonl")
+    text = path.read_text()
+    assert text.count('"input_tokens": 3,') == 2
+    path.write_text(text.replace('"input_tokens": 3,', '"input_tokens": 0,', 1))
+    assert main(["score", str(path), "--json"]) == 0
+    as_none = json.loads(capsys.readouterr().out)
+    path.write_text(text.replace('"input_tokens": 3,', f'"input_tokens": {count},', 1))
+    assert main(["score", str(path)]) == 0  # the text blocks too: a 400-digit count overflowed their formatting
+    capsys.readouterr()
+    assert main(["score", str(path), "--json"]) == 0
+    assert json.loads(capsys.readouterr().out) == as_none
+
+
+def test_a_gzipped_transcript_is_read_as_it_is_and_a_broken_one_is_one_line(tmp_path, capsys):
+    path = one_turn(tmp_path / "run.jsonl")
+    assert main(["score", str(path), "--json"]) == 0
+    plain = json.loads(capsys.readouterr().out)
+    packed = tmp_path / "archived.jsonl.gz"
+    packed.write_bytes(gzip.compress(path.read_bytes()))
+    assert main(["score", str(packed), "--json"]) == 0
+    assert {k: v for k, v in json.loads(capsys.readouterr().out).items() if k != "files"} == {
+        k: v for k, v in plain.items() if k != "files"
+    }
+    packed.write_bytes(packed.read_bytes()[:40])  # cut off mid-stream
+    assert main(["score", str(packed)]) == 2
+    assert f"agent-eval: error: {packed}: a gzip file that cannot be decompressed" in capsys.readouterr().err
 
 
 def test_a_byte_order_mark_does_not_cost_the_first_event(tmp_path, capsys):

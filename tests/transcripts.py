@@ -1,7 +1,8 @@
 """Real Claude Code transcripts nobody here wrote, kept in tests/data/transcripts (sources in its README.md).
 
-The largest files are stored gzipped to keep the checkout small. The parser reads plain files, so the first call
-unpacks the whole tree once per process into a temporary folder (removed at exit) that tests read and glob as-is.
+The largest files are stored gzipped to keep the checkout small. The tests read and glob them by their plain names
+(``*.jsonl``), so the first call unpacks the whole tree once per process into a temporary folder (removed at exit)
+that tests read and glob as-is (``agent-eval score`` reads a ``.gz`` as it is too: tests/test_cli.py).
 """
 
 from __future__ import annotations
