@@ -623,6 +623,8 @@ class Reporter:
         self.raised = [text for text in self.session.warnings() if _warn_raised(f"agent-eval: warning: {text}", where)]
         if (failed or self.raised) and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
+        if self.session.empty_shard and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
+            session.exitstatus = pytest.ExitCode.OK  # a job of the matrix with nothing to do has not failed
 
     def pytest_terminal_summary(self, terminalreporter: Any, config: pytest.Config) -> None:
         opted_out = max(config.stash.get(OPTED_OUT_KEY, 0), self.opted_out_on_workers)
@@ -632,6 +634,9 @@ class Reporter:
                 terminalreporter.write_line(f"agent-eval: {opted_out} agent evaluation item(s) deselected{why}")
             if config.getoption("agent_eval_only") and not (self.session and self.session.records):
                 terminalreporter.write_line("agent-eval: --agent-eval-only, and no agent evaluation item ran")
+            if self.session is not None and self.session.empty_shard:
+                shard, selected = settings(config).shard, len(self.session.selection["selected"])
+                terminalreporter.write_line(f"agent-eval: shard {shard} holds none of the {selected} selected item(s)")
         verbosity = config.getoption("verbose")
         lines = self.session.terminal_lines(verbose=verbosity > 0) if self.session else []
         if verbosity <= -2:  # -qq: the verdict lines, not the tables

@@ -142,6 +142,11 @@ class EvalSession:
         self.shard_ids = partition(items, shard.count)[shard.index - 1]
         return set(self.shard_ids)
 
+    @property
+    def empty_shard(self) -> bool:
+        """This session's shard holds none of the items selected: as good an outcome as any for a CI job."""
+        return self.cfg.shard is not None and self.shard_ids == [] and bool(self.selection["selected"])
+
     def selection_record(self) -> dict[str, Any]:
         """The manifest's ``selection`` and ``shard`` keys; plain data, so a worker can hand it to the controller."""
         shard = self.cfg.shard

@@ -153,6 +153,22 @@ def test_three_shards_side_by_side_merge_into_the_unsharded_campaign(project, ca
     assert page(merged) == page(unsharded)
 
 
+@pytest.mark.parametrize("xdist", [[], ["-n", "2"]], ids=["local", "xdist"])
+def test_a_shard_with_nothing_to_run_says_so_and_passes(project, xdist):
+    # express alone, in two shards: one repository is one shard's, so the other has nothing to run.
+    args = base_args("out", "-k", "express", "--agent-eval-runs", "1", "--collect-only", "-q")
+    owner = next(
+        i for i in (1, 2) if "express" in project.pytester.runpytest(*args, f"--agent-eval-shard={i}/2").stdout.str()
+    )
+    empty = 3 - owner
+    result = project.pytester.runpytest_subprocess(
+        *base_args("out", "-k", "express", "--agent-eval-runs", "1", f"--agent-eval-shard={empty}/2", *xdist)
+    )
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines([f"agent-eval: shard {empty}/2 holds none of the 2 selected item(s)"])
+    assert project.calls() == []
+
+
 def test_resume_restores_the_selection_and_settings_of_the_campaign(project):
     express = QUESTIONS["express"][1]
     project.script("without", express, api_error())
