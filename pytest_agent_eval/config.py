@@ -200,6 +200,15 @@ def resolve(get_option: Callable[[str], Any], get_ini: Callable[[str], Any], roo
         raise OptionError(
             "--agent-eval-backend cassette: needs --agent-eval-cassette FILES (or ini agent_eval_cassette)"
         )
+    # Found out now, before any item: each one would fail at setup, and leave an empty campaign behind.
+    missing = next((path for path in config.cassettes if not path.is_file()), None)
+    if missing is not None:
+        raise OptionError(f"--agent-eval-cassette: {missing}: no such file")
+    if config.backend == "anthropic" and not is_real_key(os.environ.get("ANTHROPIC_API_KEY")):
+        raise OptionError(
+            "--agent-eval-backend anthropic: needs a real ANTHROPIC_API_KEY in the environment "
+            "(offline, --agent-eval-backend scripted runs a stand-in model)"
+        )
     thresholds = get_ini(THRESHOLDS_INI)
     config.thresholds_file = (rootpath / thresholds) if thresholds else None
     if config.thresholds_file is None and (rootpath / THRESHOLDS_FILE).is_file():

@@ -420,6 +420,8 @@ def test_option_and_ini_key(pytester, flag):
     pytester.makepyfile(mytools=TOOLS_MODULE)
     pytester.makeini(f"[pytest]\n{option.ini} = {ini_value}\n{extra.get(flag, '')}\n")
     _baselines(pytester.path)
+    for cassette in ("a.jsonl", "b.jsonl", "c.jsonl", "x.jsonl"):  # a cassette named must exist
+        (pytester.path / cassette).write_text("")
     pytester.makepyfile(DUMP_CONFIG)
 
     def resolved(*args: str):
@@ -471,6 +473,7 @@ def test_flags_and_their_ini_keys(pytester, flag):
         (["--agent-eval-mode", "gui"], "", "--agent-eval-mode: expected one of headless, tmux, all"),
         (["--agent-eval-effort", "extreme"], "", "--agent-eval-effort: expected one of low, medium, high, xhigh, max"),
         (["--agent-eval-backend", "cassette"], "", "--agent-eval-backend cassette: needs --agent-eval-cassette"),
+        (["--agent-eval-cassette", "gone.jsonl"], "", "gone.jsonl: no such file"),
         (["--agent-eval-tool-version", "local:"], "", "--agent-eval-tool-version: local: needs a path"),
         ([], "agent_eval_runs = many", "ini agent_eval_runs: expected a positive integer, got 'many'"),
         ([], "agent_eval_offline = maybe", "ini agent_eval_offline: expected true or false"),
@@ -484,6 +487,13 @@ def test_bad_option_values_are_usage_errors(project, args, ini, message):
     result = project.run("--collect-only", *args)
     assert result.ret == pytest.ExitCode.USAGE_ERROR
     assert message in result.stderr.str()
+
+
+def test_the_anthropic_backend_without_a_key_is_a_usage_error(project, monkeypatch):
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    result = project.run("--collect-only", "--agent-eval-backend", "anthropic")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--agent-eval-backend anthropic: needs a real ANTHROPIC_API_KEY in the environment" in result.stderr.str()
 
 
 def test_bad_corpus_is_a_collection_error_naming_entry_and_field(project):
