@@ -125,6 +125,20 @@ class AgentEvalConfig:
     def cache(self) -> Path:
         return cache_root()
 
+    def model_problem(self) -> str | None:
+        """Why no agent could talk to its model here: a cassette that does not exist, the real API without a key.
+        The plugin asks as its session starts (each item would fail at setup, and leave an empty campaign); a
+        merge or rescore of what ran elsewhere has no model to talk to, and does not."""
+        missing = next((path for path in self.cassettes if not path.is_file()), None)
+        if missing is not None:
+            return f"--agent-eval-cassette: {missing}: no such file"
+        if self.backend == "anthropic" and not is_real_key(os.environ.get("ANTHROPIC_API_KEY")):
+            return (
+                "--agent-eval-backend anthropic: needs a real ANTHROPIC_API_KEY in the environment "
+                "(offline, --agent-eval-backend scripted runs a stand-in model)"
+            )
+        return None
+
     def output_problem(self) -> str | None:
         """Why the campaign folder (``--agent-eval-out``) or ``--agent-eval-json`` cannot be written, naming the
         setting; None when both can."""
@@ -199,15 +213,6 @@ def resolve(get_option: Callable[[str], Any], get_ini: Callable[[str], Any], roo
     if config.backend == "cassette" and not config.cassettes and config.replay is None:
         raise OptionError(
             "--agent-eval-backend cassette: needs --agent-eval-cassette FILES (or ini agent_eval_cassette)"
-        )
-    # Found out now, before any item: each one would fail at setup, and leave an empty campaign behind.
-    missing = next((path for path in config.cassettes if not path.is_file()), None)
-    if missing is not None:
-        raise OptionError(f"--agent-eval-cassette: {missing}: no such file")
-    if config.backend == "anthropic" and not is_real_key(os.environ.get("ANTHROPIC_API_KEY")):
-        raise OptionError(
-            "--agent-eval-backend anthropic: needs a real ANTHROPIC_API_KEY in the environment "
-            "(offline, --agent-eval-backend scripted runs a stand-in model)"
         )
     thresholds = get_ini(THRESHOLDS_INI)
     config.thresholds_file = (rootpath / thresholds) if thresholds else None

@@ -140,11 +140,15 @@ def resolve_settings(config: pytest.Config) -> AgentEvalConfig:
     from pytest_agent_eval.config import OptionError, resolve
 
     try:
-        return resolve(
+        cfg = resolve(
             lambda attr: config.getoption(f"agent_eval_{attr}"), lambda key: _ini(config, key), config.rootpath
         )
     except OptionError as exc:
         raise pytest.UsageError(str(exc)) from None
+    problem = cfg.model_problem()
+    if problem:
+        raise pytest.UsageError(problem)
+    return cfg
 
 
 def _ini(config: pytest.Config, key: str) -> Any:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import re
 import tarfile
 import time
 
@@ -143,6 +144,28 @@ def test_cli_compare_and_rescore_take_a_saved_baseline(tmp_path, capsys):
     assert main(["rescore", str(out / "baselines" / "good"), "--json"]) == 0
     (record,) = json.loads(capsys.readouterr().out)
     assert record["id"] == "express-with-1" and record["figures"]["allocation"] == 1.0
+
+
+@pytest.mark.parametrize(
+    ("damage", "message"),
+    [
+        (lambda b: (b / "transcripts.tar.gz").write_bytes(b"junk" * 100), r"transcripts\.tar\.gz is not a readable"),
+        (
+            lambda b: (b / "transcripts.tar.gz").write_bytes((b / "transcripts.tar.gz").read_bytes()[:400]),
+            r"transcripts\.tar\.gz is not a readable .*\(Compressed file ended",
+        ),
+        (lambda b: (b / "items.jsonl").unlink(), r"no items\.jsonl \(it is incomplete"),
+        (lambda b: (b / "manifest.json").unlink(), r"no manifest\.json \(it is incomplete"),
+    ],
+    ids=["junk-archive", "truncated-archive", "no-items", "no-manifest"],
+)
+def test_cli_rescore_of_a_damaged_baseline_is_one_error_naming_it(tmp_path, capsys, damage, message):
+    saved = baseline.save(recorded_campaign(tmp_path / "out"), "broken", tmp_path / "out")
+    damage(saved)
+    assert main(["rescore", str(saved)]) == 2
+    err = capsys.readouterr().err
+    assert err.count("\n") == 1 and err.startswith(f"agent-eval: error: saved baseline {saved}: ")
+    assert re.search(message, err), err
 
 
 def session_of(tmp_path, records, **settings) -> EvalSession:

@@ -17,6 +17,7 @@ from pytest_agent_eval.campaign.record import ItemRecord
 from pytest_agent_eval.campaign.selection import ResumeError, manifest_options, restore
 from pytest_agent_eval.campaign.store import Campaign, load_records
 from pytest_agent_eval.cases import Arm, cases_for
+from pytest_agent_eval.cli import main
 from pytest_agent_eval.config import AgentEvalConfig
 from pytest_agent_eval.corpus import CorpusEntry
 from pytest_agent_eval.session import EvalSession
@@ -205,6 +206,65 @@ def test_merge_will_not_write_into_a_folder_that_holds_something(tmp_path):
     with pytest.raises(MergeError, match="exists and is not an empty folder"):
         merge(tmp_path / "taken", [one.path])
     assert (tmp_path / "taken" / "x").read_text() == "keep"
+
+
+def rewrite_manifest(campaign: Campaign, edit) -> None:
+    path = campaign.path / "manifest.json"
+    data = json.loads(path.read_text())
+    edit(data)
+    path.write_text(json.dumps(data))
+
+
+@pytest.mark.parametrize(
+    ("edit", "message"),
+    [
+        (lambda m: m["shard"].update(index="2"), "shard.index is '2', not a whole number from 1 to 2"),
+        (lambda m: m.update(shard=[2, 2]), "shard is [2, 2], not an object with index and count"),
+        (lambda m: m["shard"].pop("count"), "shard.count is missing, not a positive whole number"),
+        (lambda m: m.update(selection="abc"), "selection is 'abc', not an object"),
+    ],
+    ids=["index-a-string", "shard-a-list", "no-count", "selection-a-string"],
+)
+def test_a_malformed_shard_manifest_is_refused_naming_the_file_and_the_key(tmp_path, edit, message):
+    one = shard_campaign(tmp_path, 1, 2, ["gin"])
+    two = shard_campaign(tmp_path, 2, 2, ["express"])
+    rewrite_manifest(two, edit)
+    with pytest.raises(MergeError) as caught:
+        merge(tmp_path / "merged", [one.path, two.path])
+    assert str(caught.value) == f"{two.path / 'manifest.json'}: {message}"
+    assert not (tmp_path / "merged").exists()
+
+
+def test_a_failed_merge_leaves_nothing_in_out_and_can_be_run_again(tmp_path, monkeypatch):
+    one = shard_campaign(tmp_path, 1, 2, ["gin"])
+    two = shard_campaign(tmp_path, 2, 2, ["express"])
+    for shard in (one, two):
+        rewrite_manifest(shard, lambda m: m["config"].update(runs="lots"))
+    with pytest.raises(MergeError) as caught:
+        merge(tmp_path / "merged", [one.path, two.path])
+    assert str(caught.value).startswith(f"{one.path / 'manifest.json'} (shard 1/2): its settings cannot be read: ")
+    assert "--agent-eval-runs" in str(caught.value) and not (tmp_path / "merged").exists()
+    for shard in (one, two):
+        rewrite_manifest(shard, lambda m: m["config"].update(runs=2))
+
+    # A write that fails all the same takes back what it wrote: the empty folder given stays, and empty.
+    def disk_full(self):
+        raise OSError(28, "No space left on device")
+
+    (tmp_path / "merged").mkdir()
+    with monkeypatch.context() as patched:
+        patched.setattr(EvalSession, "finish", disk_full)
+        with pytest.raises(MergeError, match=r"merged: the merged campaign could not be written: .*No space left"):
+            merge(tmp_path / "merged", [one.path, two.path])
+    assert list((tmp_path / "merged").iterdir()) == []
+    merge(tmp_path / "merged", [one.path, two.path])
+    assert len(Campaign.open(tmp_path / "merged").items()) == 6
+
+
+def test_merge_of_a_folder_that_does_not_exist_says_so(tmp_path, capsys):
+    nope = tmp_path / "m" / "nope"
+    assert main(["merge", str(tmp_path / "merged"), str(nope)]) == 2
+    assert capsys.readouterr().err == f"agent-eval: error: merge: {nope}: no such folder\n"
 
 
 # -- resume ----------------------------------------------------------------------------------------------------

@@ -17,9 +17,11 @@ folder), then a folder or records file; the error names everything it tried.
 from __future__ import annotations
 
 import contextlib
+import gzip
 import json
 import shutil
 import tarfile
+import zlib
 from datetime import datetime, timezone
 from pathlib import Path
 
@@ -86,21 +88,30 @@ def unpack(baseline: str | Path, into: str | Path) -> Path:
     baseline = Path(baseline)
     if not is_baseline(baseline):
         return baseline
+    for name in (MANIFEST, ITEMS):
+        if not (baseline / name).is_file():
+            raise StoreError(f"saved baseline {baseline}: no {name} (it is incomplete: save it again)")
     into = Path(into)
     into.mkdir(parents=True, exist_ok=True)
     for name in (MANIFEST, ITEMS):
         shutil.copyfile(baseline / name, into / name)
-    with tarfile.open(baseline / TRANSCRIPTS, "r:gz") as archive:
-        for member in archive.getmembers():
-            if not member.isfile():
-                continue
-            target = inside(into, member.name)  # StoreError for ../ or an absolute path
-            target.parent.mkdir(parents=True, exist_ok=True)
-            source = archive.extractfile(member)
-            if source is None:
-                continue
-            with source, target.open("wb") as handle:
-                shutil.copyfileobj(source, handle)
+    try:
+        with tarfile.open(baseline / TRANSCRIPTS, "r:gz") as archive:
+            for member in archive.getmembers():
+                if not member.isfile():
+                    continue
+                target = inside(into, member.name)  # StoreError for ../ or an absolute path
+                target.parent.mkdir(parents=True, exist_ok=True)
+                source = archive.extractfile(member)
+                if source is None:
+                    continue
+                with source, target.open("wb") as handle:
+                    shutil.copyfileobj(source, handle)
+    # A junk archive fails as it is opened, a truncated or damaged one only as its members are read.
+    except (tarfile.TarError, EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise StoreError(
+            f"saved baseline {baseline}: {TRANSCRIPTS} is not a readable .tar.gz ({exc}): save it again"
+        ) from None
     return into
 
 

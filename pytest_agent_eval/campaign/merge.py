@@ -19,7 +19,7 @@ from typing import Any
 
 from pytest_agent_eval.campaign.record import ItemRecord
 from pytest_agent_eval.campaign.selection import manifest_options
-from pytest_agent_eval.campaign.store import ITEM_DIRS, Campaign, StoreError, safe_name
+from pytest_agent_eval.campaign.store import ITEM_DIRS, MANIFEST, Campaign, StoreError, safe_name
 from pytest_agent_eval.config import AgentEvalConfig, OptionError, resolve
 from pytest_agent_eval.session import EvalSession
 
@@ -30,7 +30,10 @@ class MergeError(ValueError):
 
 def merge(out: str | Path, folders: Sequence[str | Path]) -> EvalSession:
     """Merge shard campaigns into a new campaign at ``out``; the returned session holds its records and the
-    files it wrote (``session.written``), as after a pytest session."""
+    files it wrote (``session.written``), as after a pytest session.
+
+    Everything is checked before ``out`` is written; a write that fails even so leaves ``out`` as it was (missing,
+    or empty), so the merge can be run again into it."""
     shards = _shards(folders)
     first = shards[0]
     for other in shards[1:]:
@@ -40,9 +43,11 @@ def merge(out: str | Path, folders: Sequence[str | Path]) -> EvalSession:
                 f"{_name(other)} ({other.path}); their results are not comparable"
             )
     records = _records(shards)
+    cfg = _config_of(first)
     manifest = first.manifest
     count = len(shards)
     merged_from = [{"index": i, "campaign": c.id} for i, c in enumerate(shards, start=1)]
+    made = not Path(out).exists()
     try:
         campaign = Campaign.create_at(
             out,
@@ -57,6 +62,19 @@ def merge(out: str | Path, folders: Sequence[str | Path]) -> EvalSession:
         )
     except StoreError as exc:
         raise MergeError(str(exc)) from None
+    # From here on all that is in out is this merge's: create_at took only a missing or an empty folder.
+    try:
+        return _write(campaign, records, cfg)
+    except OSError as exc:
+        _discard(campaign.path, made)
+        raise MergeError(f"{campaign.path}: the merged campaign could not be written: {exc}") from None
+    except BaseException:
+        _discard(campaign.path, made)
+        raise
+
+
+def _write(campaign: Campaign, records: list[tuple[Campaign, ItemRecord]], cfg: AgentEvalConfig) -> EvalSession:
+    """The shards' transcripts and records into the new campaign, then its summary and report."""
     for shard, record in records:
         source = shard.path / ITEM_DIRS / safe_name(record.id)
         if source.is_dir():
@@ -65,10 +83,23 @@ def merge(out: str | Path, folders: Sequence[str | Path]) -> EvalSession:
             # the transcripts the scores were read from, where they now are (the shard's machine is gone)
             record.scores["files"] = [str(campaign.resolve(segment)) for segment in record.segments]
         campaign.record(record)
-    session = EvalSession(_config_of(campaign))
+    cfg.campaign_dir = campaign.path
+    session = EvalSession(cfg)
     session.records = {record.nodeid or record.id: record for _, record in records}
     session.finish()
     return session
+
+
+def _discard(path: Path, made: bool) -> None:
+    """Undo a failed merge's writes: the folder it made, or what it put into the empty one it was given."""
+    if made:
+        shutil.rmtree(path, ignore_errors=True)
+        return
+    for child in path.iterdir():
+        if child.is_dir() and not child.is_symlink():
+            shutil.rmtree(child, ignore_errors=True)
+        else:
+            child.unlink(missing_ok=True)
 
 
 def _shards(folders: Sequence[str | Path]) -> list[Campaign]:
@@ -76,30 +107,78 @@ def _shards(folders: Sequence[str | Path]) -> list[Campaign]:
     by_index: dict[int, Campaign] = {}
     count = None
     for folder in folders:
+        if not Path(folder).exists():
+            raise MergeError(f"{folder}: no such folder")
         try:
             campaign = Campaign.open(folder)
         except StoreError as exc:
             raise MergeError(str(exc)) from None
-        shard = campaign.manifest.get("shard") or {}
-        if shard.get("index") is None:
-            raise MergeError(
-                f"{folder}: not a shard's campaign (its manifest has no shard; run with --agent-eval-shard I/N)"
-            )
+        index, of = _checked(campaign)
         if count is None:
-            count = shard["count"]
-        elif shard["count"] != count:
-            raise MergeError(f"shards disagree on shard count: {count} and {shard['count']} ({folder})")
-        if shard["index"] in by_index:
-            raise MergeError(
-                f"shard {shard['index']}/{count} given twice: {by_index[shard['index']].path} and {folder}"
-            )
-        by_index[shard["index"]] = campaign
+            count = of
+        elif of != count:
+            raise MergeError(f"shards disagree on shard count: {count} and {of} ({folder})")
+        if index in by_index:
+            raise MergeError(f"shard {index}/{count} given twice: {by_index[index].path} and {folder}")
+        by_index[index] = campaign
     assert count is not None, "merge needs at least one campaign"
     missing = [f"{i}/{count}" for i in range(1, count + 1) if i not in by_index]
     if missing:
         given = ", ".join(f"{i}/{count}" for i in sorted(by_index))
         raise MergeError(f"shard {', '.join(missing)} missing: given {given}")
     return [by_index[i] for i in range(1, count + 1)]
+
+
+def _checked(campaign: Campaign) -> tuple[int, int]:
+    """The shard's index and count, once its manifest is seen to hold what a merge reads, of the types it reads it
+    as: a hand-edited or damaged manifest is a MergeError naming the file and the key, not a traceback."""
+    manifest = campaign.manifest
+    where = campaign.path / MANIFEST
+    shard = manifest.get("shard")
+    if not shard or (isinstance(shard, dict) and shard.get("index") is None):
+        raise MergeError(
+            f"{campaign.path}: not a shard's campaign (its manifest has no shard; run with --agent-eval-shard I/N)"
+        )
+    if not isinstance(shard, dict):
+        raise MergeError(f"{where}: shard is {shard!r}, not an object with index and count")
+    count, index = shard.get("count"), shard["index"]
+    if not _whole(count) or count < 1:
+        shown = "missing" if count is None else repr(count)
+        raise MergeError(f"{where}: shard.count is {shown}, not a positive whole number")
+    if not _whole(index) or not 1 <= index <= count:
+        raise MergeError(f"{where}: shard.index is {index!r}, not a whole number from 1 to {count}")
+    config, selection = manifest.get("config"), manifest.get("selection")
+    if not isinstance(config, dict):
+        raise MergeError(f"{where}: config is {config!r}, not an object")
+    if selection is not None and not isinstance(selection, dict):
+        raise MergeError(f"{where}: selection is {selection!r}, not an object")
+    selection = selection or {}
+    versions, options, selected = manifest.get("versions"), selection.get("options"), selection.get("selected")
+    ids, arms = shard.get("ids"), config.get("arms")
+    for key, value, fits, expected in (
+        ("versions", versions, isinstance(versions, dict), "an object"),
+        ("selection.options", options, isinstance(options, dict), "an object"),
+        ("selection.selected", selected, _ids(selected), "a list of item ids"),
+        ("shard.ids", ids, _ids(ids), "a list of item ids"),
+        ("config.arms", arms, _arms(arms), "a list of arms (objects with label, name and tool_spec)"),
+    ):
+        if value is not None and not fits:  # missing is no error: a campaign from before the key was kept
+            raise MergeError(f"{where}: {key} is {value!r}, not {expected}")
+    return index, count
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _ids(value: Any) -> bool:
+    return isinstance(value, list) and all(isinstance(item, str) for item in value)
+
+
+def _arms(value: Any) -> bool:
+    return isinstance(value, list) and all(
+        isinstance(arm, dict) and {"label", "name", "tool_spec"} <= arm.keys() for arm in value
+    )
 
 
 def _comparable(manifest: dict[str, Any]) -> dict[str, Any]:
@@ -145,7 +224,15 @@ def _records(shards: list[Campaign]) -> list[tuple[Campaign, ItemRecord]]:
     owner: dict[str, Campaign] = {}
     records = []
     for shard in shards:
-        for record in shard.items():
+        try:
+            items = shard.items()
+        except StoreError as exc:
+            raise MergeError(f"{_name(shard)}: {exc}") from None
+        for record in items:
+            try:
+                shard.segments(record)  # the merge copies them to the same place in its own folder
+            except StoreError as exc:
+                raise MergeError(f"{_name(shard)}: item {record.id}: {exc}") from None
             if record.id in owner:
                 raise MergeError(
                     f"item {record.id} is in two shards: {_name(owner[record.id])} ({owner[record.id].path}) "
@@ -175,16 +262,15 @@ def _records(shards: list[Campaign]) -> list[tuple[Campaign, ItemRecord]]:
     return sorted(records, key=lambda pair: order[pair[1].id])  # the order one unsharded session runs them
 
 
-def _config_of(campaign: Campaign) -> AgentEvalConfig:
-    """The settings the shards ran with, resolved from the manifest as a resume would."""
-    texts = manifest_options(campaign.manifest)
+def _config_of(shard: Campaign) -> AgentEvalConfig:
+    """The settings the shards ran with, resolved from a shard's manifest as a resume would (and before the merge
+    writes anything: settings that cannot be read name that manifest, and leave nothing to clear away)."""
+    texts = manifest_options(shard.manifest)
     texts.pop("shard", None)
     try:
-        cfg = resolve(texts.get, lambda key: "", Path.cwd())
+        return resolve(texts.get, lambda key: "", Path.cwd())
     except OptionError as exc:
-        raise MergeError(f"{campaign.path}: its manifest's settings cannot be read: {exc}") from None
-    cfg.campaign_dir = campaign.path
-    return cfg
+        raise MergeError(f"{shard.path / MANIFEST} ({_name(shard)}): its settings cannot be read: {exc}") from None
 
 
 def _name(campaign: Campaign) -> str:
