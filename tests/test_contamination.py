@@ -15,6 +15,7 @@ from pytest_agent_eval.cli_invocation import invokes_cli
 from pytest_agent_eval.metrics.contamination import INJECTED, contamination
 from pytest_agent_eval.report.blocks.contamination import render_contamination
 from pytest_agent_eval.report.gates import contamination_verdict
+from pytest_agent_eval.score import score_session
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool, fingerprint
 from pytest_agent_eval.transcript import Session
 
@@ -87,6 +88,26 @@ def test_a_call_claude_code_refused_for_want_of_the_tool_reached_nothing():
     report = contamination(t.session())
     assert report.mcp_calls == [reached]
     assert not contamination_verdict({"contamination": report.to_dict()}, arm_has_tool=False).passed
+
+
+def test_a_without_arm_whose_transcript_has_an_unread_line_is_not_cleared():
+    # A line the reader stepped over (torn, or over 64 MiB) may have carried the tool's output: fail safe.
+    t = Transcript()
+    t.init(tools=["Read", "Bash"])
+    call = t.call("Bash", command="cat huge.log")
+    t.reply(call, "ok")
+    t.say("done")
+    session = Session.from_lines(
+        [*t.lines()[:-1], '{"type": "user", "message": {"content": [{"type": "tool_res', t.lines()[-1]]
+    )
+    score = score_session(session)
+    assert score["parse"]["bad_lines"] == 1 and not score["contamination"]["contaminated"]
+    verdict = contamination_verdict(score, arm_has_tool=False)
+    assert not verdict.passed
+    assert verdict.message == (
+        "without-arm contaminated: 1 transcript line(s) could not be read, so what they showed the agent is unknown"
+    )
+    assert contamination_verdict(score_session(t.session()), arm_has_tool=False).passed
 
 
 @pytest.mark.parametrize(

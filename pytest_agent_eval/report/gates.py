@@ -185,6 +185,10 @@ def contamination_verdict(score: dict[str, Any], arm_has_tool: bool, tool: Retri
     exposed = con.get("exposed_tools") or []
     if exposed:
         reasons.append(f"init listed {tool.name} tool(s): {', '.join(map(str, exposed))}")
+    # Fail safe: a line the reader stepped over (torn, or over 64 MiB) may have held a leak no scan saw.
+    unread = (score.get("parse") or {}).get("bad_lines") or 0
+    if unread:
+        reasons.append(f"{unread} transcript line(s) could not be read, so what they showed the agent is unknown")
     if reasons:
         return Verdict("contamination", False, "without-arm contaminated: " + "; ".join(reasons))
     return Verdict("contamination", True, "clean")
