@@ -420,6 +420,7 @@ def agent_block_proven(
     agent_run_dir: Path,
     agent_eval_memo: dict,
 ) -> None:
+    from pytest_agent_eval.campaign.store import PROBE_FOLDER
     from pytest_agent_eval.harness.drivers.headless import HeadlessOptions
     from pytest_agent_eval.harness.probe import prove_block
 
@@ -432,7 +433,7 @@ def agent_block_proven(
         agent_tool.cli,
         cwd=agent_workspace.repo,
         env=agent_env,
-        out_dir=agent_run_dir / "block-probe",
+        out_dir=agent_run_dir / PROBE_FOLDER,
     )
     _memo(agent_eval_memo, "block proven", lambda: _step("CLI block probe through Claude Code", probe))
 

@@ -231,3 +231,14 @@ def test_cli_rescore_of_sessions_none_of_which_scores_exits_2(tmp_path, capsys):
     captured = capsys.readouterr()
     assert "run-express-with-1" in captured.out  # the table still shows why
     assert f"{tmp_path}: none of its 1 session(s) could be scored" in captured.err
+
+
+def test_a_campaign_without_its_manifest_is_rescored_as_a_folder_saying_so(harness_folder, capsys):
+    probe = harness_folder / "items" / "express-with-1" / "block-probe"
+    probe.mkdir(parents=True)
+    turn_two(probe / "run-block-probe.jsonl")  # the harness's own check, not an eval session
+    (harness_folder / "items.jsonl").write_text("")
+    assert main(["rescore", str(harness_folder), "--json"]) == 0
+    captured = capsys.readouterr()
+    assert "run-block-probe" not in {r["id"].rsplit("/", 1)[-1] for r in json.loads(captured.out)}
+    assert f"agent-eval: warning: {harness_folder}: a campaign's items.jsonl without its manifest.json" in captured.err

@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agent_eval.campaign.record import ItemRecord
-from pytest_agent_eval.campaign.store import MANIFEST, Campaign, StoreError
+from pytest_agent_eval.campaign.store import ITEMS, MANIFEST, PROBE_FOLDER, Campaign, StoreError
 from pytest_agent_eval.cases import Arm
 from pytest_agent_eval.metrics.figures import figures_of
 from pytest_agent_eval.metrics.occupancy import WINDOW_TOKENS
@@ -45,7 +45,8 @@ def find_sessions(folder: str | Path) -> list[list[Path]]:
             except StoreError:
                 continue  # rescore() says why; a list of sessions has no place for it
         return [files for files in sessions if files]
-    firsts = sorted(p for p in folder.rglob("run*.jsonl") if not is_later_segment(p))
+    # A campaign item's block-probe/ holds the harness's own check that the CLI is blocked, not an eval session.
+    firsts = sorted(p for p in folder.rglob("run*.jsonl") if not is_later_segment(p) and p.parent.name != PROBE_FOLDER)
     return [segment_files(p) for p in firsts]
 
 
@@ -73,6 +74,11 @@ def rescore(
         if problems is not None:
             problems += campaign.problems
         return records
+    if problems is not None and folder.is_dir() and (folder / ITEMS).is_file():
+        problems.append(
+            f"{folder}: a campaign's {ITEMS} without its {MANIFEST}: its transcripts are rescored as a plain "
+            "folder's, named by their files, without the records' entries, arms and runs"
+        )
     root = folder.parent if folder.is_file() else folder
     records = []
     for files in find_sessions(folder):

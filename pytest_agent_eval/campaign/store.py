@@ -40,6 +40,7 @@ LATEST = "latest"  # the out folder's pointer to the newest campaign
 MANIFEST = "manifest.json"
 ITEMS = "items.jsonl"
 ITEM_DIRS = "items"
+PROBE_FOLDER = "block-probe"  # in an item's folder: the transcript of the harness's check that the CLI is blocked
 _LOCK = ".items.jsonl.lock"
 RESUME_LOCK = ".resume.lock"
 _UNSAFE = re.compile(r"[^A-Za-z0-9._-]+")
