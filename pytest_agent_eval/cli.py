@@ -85,6 +85,8 @@ def _add_scoring_options(cmd: argparse.ArgumentParser) -> None:
 
 def _tool_reference(text: str) -> str | RetrievalTool:
     """A bare MCP server name, or (with a colon) the RetrievalTool that MODULE:ATTR names."""
+    if not text.strip():
+        raise argparse.ArgumentTypeError("empty: give the tool's MCP server name, or MODULE:ATTR")
     if ":" not in text:
         return text
     try:
@@ -125,6 +127,7 @@ def build_parser() -> argparse.ArgumentParser:
     )
     cmd.add_argument("--json", action="store_true", help="print one JSON object instead of the text blocks")
     _add_scoring_options(cmd)
+    cmd.set_defaults(usage_error=cmd.error)  # a mistake across its options is told with score's own usage
 
     cmd = commands.add_parser("rescore", help="score a campaign's or an old folder's transcripts with today's metrics")
     cmd.add_argument(
@@ -173,7 +176,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     if args.command == "merge":
         return _merge(args)
     if bool(args.files) == bool(args.session):
-        parser.error("score takes FILE… or --session FILE_OR_DIR (one of the two)")
+        args.usage_error("score takes FILE… or --session FILE_OR_DIR (one of the two)")
     tool = tool_of(args)
     try:
         if args.session:

@@ -126,6 +126,10 @@ def parse_rules(text: str) -> list[Rule]:
         figure = lookup(match["metric"])
         if figure is None or figure.better is None:
             known = ", ".join(f.name for f in FIGURES.values() if f.better is not None)
+            if figure is not None:  # a count that describes a run, not one that is better high or low
+                raise OptionError(
+                    f"{token!r}: {figure.name} has no better direction, so it cannot regress; gated: {known}"
+                )
             raise OptionError(f"unknown metric in {token!r}; known: {known}")
         if match["unit"] == "pt" and not figure.is_share:
             raise OptionError(

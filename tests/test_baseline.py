@@ -98,8 +98,11 @@ def test_unpack_lays_a_baseline_out_as_a_campaign_and_refuses_paths_out(tmp_path
     outside.write_text("{}")
     with tarfile.open(evil / "transcripts.tar.gz", "w:gz") as archive:
         archive.add(outside, arcname="../outside-again.jsonl")
-    with pytest.raises(StoreError, match="lies outside"):
+    with pytest.raises(StoreError) as info:
         baseline.unpack(evil, tmp_path / "unpacked-evil")
+    assert str(info.value) == (
+        f"saved baseline {evil}: transcripts.tar.gz holds '../outside-again.jsonl', outside the campaign: not unpacked"
+    )
     assert not (tmp_path / "outside-again.jsonl").exists()
 
 

@@ -168,6 +168,17 @@ def test_brief_envelope_answer_and_window(tmp_path, capsys):
     assert "lib/express.js" in capsys.readouterr().out
 
 
+def test_score_usage_mistakes_are_told_with_scores_own_usage(capsys):
+    with pytest.raises(SystemExit) as info:
+        main(["score"])
+    assert info.value.code == 2
+    err = capsys.readouterr().err
+    assert err.startswith("usage: agent-eval score ") and "score takes FILE… or --session FILE_OR_DIR" in err
+    with pytest.raises(SystemExit):
+        main(["score", "run.jsonl", "--tool", ""])
+    assert "argument --tool: empty: give the tool's MCP server name, or MODULE:ATTR" in capsys.readouterr().err
+
+
 def test_interactive_session_folder(tmp_path, capsys):
     project = tmp_path / "projects" / "-tmp-express"
     project.mkdir(parents=True)

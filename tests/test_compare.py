@@ -227,6 +227,10 @@ def test_cli_compare_bad_input_exits_2_naming_it(tmp_path, capsys):
     broken.write_text("{")
     assert main(["compare", str(broken), base]) == 2
     assert f"{broken}: not a JSON file" in capsys.readouterr().err
+    assert main(["compare", base, "/dev/null"]) == 2
+    assert "/dev/null: not a regular file, nor a campaign folder" in capsys.readouterr().err
+    assert main(["compare", base, base, "--compare-fail", "turns:+5%"]) == 2
+    assert "'turns:+5%': turns has no better direction, so it cannot regress; gated: " in capsys.readouterr().err
 
 
 def labelled(run: dict, label: str) -> dict:

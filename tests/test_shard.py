@@ -261,6 +261,14 @@ def test_a_failed_merge_leaves_nothing_in_out_and_can_be_run_again(tmp_path, mon
     assert len(Campaign.open(tmp_path / "merged").items()) == 6
 
 
+def test_merge_into_a_shard_is_refused(tmp_path):
+    one = shard_campaign(tmp_path, 1, 2, ["gin"])
+    two = shard_campaign(tmp_path, 2, 2, ["express"])
+    with pytest.raises(MergeError, match=r"merged: inside shard 2/2 \(.*\): write the merged campaign elsewhere"):
+        merge(two.path / "merged", [one.path, two.path])
+    assert not (two.path / "merged").exists()
+
+
 def test_merge_of_a_folder_that_does_not_exist_says_so(tmp_path, capsys):
     nope = tmp_path / "m" / "nope"
     assert main(["merge", str(tmp_path / "merged"), str(nope)]) == 2

@@ -100,7 +100,13 @@ def unpack(baseline: str | Path, into: str | Path) -> Path:
             for member in archive.getmembers():
                 if not member.isfile():
                     continue
-                target = inside(into, member.name)  # StoreError for ../ or an absolute path
+                try:
+                    target = inside(into, member.name)
+                except StoreError:  # ../ or an absolute path: named in the baseline, not in the folder it unpacks into
+                    raise StoreError(
+                        f"saved baseline {baseline}: {TRANSCRIPTS} holds {member.name!r}, outside the campaign: "
+                        "not unpacked"
+                    ) from None
                 target.parent.mkdir(parents=True, exist_ok=True)
                 source = archive.extractfile(member)
                 if source is None:

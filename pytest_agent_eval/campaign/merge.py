@@ -35,6 +35,9 @@ def merge(out: str | Path, folders: Sequence[str | Path]) -> EvalSession:
     Everything is checked before ``out`` is written; a write that fails even so leaves ``out`` as it was (missing,
     or empty), so the merge can be run again into it."""
     shards = _shards(folders)
+    for shard in shards:  # a campaign inside a shard would be read as part of it (and its ``latest`` moved)
+        if Path(out).resolve().is_relative_to(shard.path.resolve()):
+            raise MergeError(f"{out}: inside {_name(shard)} ({shard.path}): write the merged campaign elsewhere")
     first = shards[0]
     for other in shards[1:]:
         for name, mine, theirs in _disagreements(first.manifest, other.manifest):

@@ -326,8 +326,10 @@ def load_records(path: str | Path, problems: list[str] | None = None) -> list[It
         if (path / ITEMS).is_file():
             return _last_per_id(_read_jsonl(path / ITEMS, problems))
         raise StoreError(f"{path}: not a campaign folder (no {MANIFEST} or {ITEMS})")
-    if not path.is_file():
+    if not path.exists():
         raise StoreError(f"{path}: no such file or folder")
+    if not path.is_file():  # a pipe or a device: it may never end
+        raise StoreError(f"{path}: not a regular file, nor a campaign folder")
     if path.suffix == ".jsonl":
         return _last_per_id(_read_jsonl(path, problems))
     try:

@@ -432,7 +432,7 @@ def render_rescore(records: Records) -> str:
     for record in typed:
         scores = record.scores
         if not scores:
-            rows.append([record.id, "", "", "", "", f"error: {record.error or 'not scored'}"])
+            rows.append([record.id, "", "", "", "", record.error or "not scored"])
             continue
         counts = scores["sufficiency"]["counts"]
         for key in pooled:
@@ -447,10 +447,12 @@ def render_rescore(records: Records) -> str:
                 f"{tokens(value)} {kind}" if value is not None else "n/a",
                 " / ".join(str(counts.get(key, 0)) for key in pooled),
                 percent(efficiency) if efficiency is not None else "n/a",
-                f"error: {record.error}" if record.outcome == "error" else "",
+                (record.error or "error") if record.outcome == "error" else "",
             ]
         )
-    head = ["label", "turns", "residual", "again / returned / missed / grep / moved on", "allocation", ""]
+    head = ["label", "turns", "residual", "again / returned / missed / grep / moved on", "allocation", "error"]
+    if not any(row[-1] for row in rows):  # an empty column would print a bare "--" under no heading
+        head, rows = head[:-1], [row[:-1] for row in rows]
     table = tabulate(rows, headers=head, tablefmt="simple", disable_numparse=True)
     total = sum(pooled.values())
     shares = (
