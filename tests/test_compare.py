@@ -190,7 +190,7 @@ def test_render_comparison_names_entry_metric_before_after_change():
     assert line.split()[:5] == ["express", "with", "allocation", f"{before:.1%}", "0.0%"]
     assert f"{-before * 100:+.1f}pt" in line
     assert "2→1" in line and "FAILED allocation:-5pt" in line
-    assert "warning: n=1: never read a single run (seeds: never n=1)" in text
+    assert "warning: n=1: one run is no measurement (give --agent-eval-runs 2 or more)" in text
     head = ["entry", "arm", "metric", "before", "after", "change", "mean", "[95%", "interval]", "n", "rule"]
     assert text.splitlines()[0].split() == head
     assert "n<2: no interval" in line  # the current side has one run

@@ -94,7 +94,7 @@ def test_report_layout_tables_and_warnings(campaign):
     note = page.index("model backend: scripted — these figures measure the pipeline")
     assert note < page.index('<section id="tables">') < page.index('<section id="charts">') < page.index('id="runs"')
     warnings = re.search(r'<div class="warning" id="small-n">(.*?)</div>', page, re.S).group(1)
-    assert "gin · with: n=1: never read a single run (seeds: never n=1)" in warnings
+    assert "gin · with: n=1: one run is no measurement (give --agent-eval-runs 2 or more)" in warnings
     assert "gin · without: n=1" in warnings
     assert "express" not in warnings
     assert "1 run(s) ended in an infrastructure error" in warnings

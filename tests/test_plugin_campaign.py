@@ -402,7 +402,7 @@ def test_campaign_selects_its_entries_three_turns_and_drops_contaminated_runs(py
     assert "CAMPAIGN — W = with" in out
     assert "(1 contaminated without-arm run(s) dropped; --agent-eval-include-contaminated keeps them)" in out
     assert "AVERAGE saved:" in out
-    assert "warning: express: medians over W n=2 / WO n=1 — seeds: never n=1" in out  # after the drop
+    assert "warning: express: medians over W n=2 / WO n=1 — one run is no measurement" in out  # after the drop
     assert "warning: gin:" not in out
     for line in ("SECONDARY READINGS — with", "POOLED (12 answered explore calls):", "POOLED allocation efficiency:"):
         assert line in out
@@ -459,7 +459,7 @@ def test_arm_comparison_pairs_runs_and_warns_below_two():
 
     one = tables.arm_comparison(Row("gin"), two[:1] + two[2:3])
     assert re.search(r"tool calls\s+\+10 \[\+10, \+10\]  n=1 pair\(s\)  \(n<2: no interval to read\)", one)
-    assert "warning: gin / with: n=1: never read a single run (seeds: never n=1)" in one
+    assert "warning: gin / with: n=1: one run is no measurement (give --agent-eval-runs 2 or more)" in one
     assert "warning: gin / without: n=1" in one
 
 

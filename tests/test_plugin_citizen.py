@@ -314,7 +314,7 @@ def test_drift_is_an_agent_eval_warning_that_w_error_turns_into_a_failure(projec
 
 STRICT = ["-W", "error::pytest_agent_eval.warnings.AgentEvalWarning"]
 STAND_IN = "agent-eval: warning: model backend: scripted policy agent*measure the pipeline*not a model"
-ONE_RUN = "agent-eval: warning: express / with: n=1: never read a single run (seeds: never n=1)"
+ONE_RUN = "agent-eval: warning: express / with: n=1: one run is no measurement (give --agent-eval-runs 2 or more)"
 
 
 def test_stand_in_and_n1_notes_are_agent_eval_warnings(project):
@@ -325,11 +325,11 @@ def test_stand_in_and_n1_notes_are_agent_eval_warnings(project):
     result.stdout.fnmatch_lines(["*warnings summary*", f"*AgentEvalWarning: {STAND_IN}*"])
     result.stdout.fnmatch_lines([f"*AgentEvalWarning: {ONE_RUN}"])
     out = result.stdout.str()
-    assert "express: medians over W n=1 / WO n=1 — seeds: never n=1" in out
+    assert "express: medians over W n=1 / WO n=1 — one run is no measurement" in out
     # issued once each, in the warnings summary; the tables keep the stand-in note, not the caveats
-    assert out.count("n=1: never read a single run") == 2  # with and without
+    assert out.count("n=1: one run is no measurement") == 2  # with and without
     tables = out[out.index("= agent-eval =") :]
-    assert "model backend: scripted policy agent" in tables and "never n=1" not in tables
+    assert "model backend: scripted policy agent" in tables and "one run is no measurement" not in tables
 
 
 def test_w_error_makes_the_warnings_a_failed_session_naming_them(project):
@@ -350,7 +350,7 @@ def test_filterwarnings_hides_them_and_the_stand_in_is_still_named_in_every_repo
     result.assert_outcomes(passed=2)
     assert result.ret == pytest.ExitCode.OK
     out = result.stdout.str()
-    assert "AgentEvalWarning" not in out and "never n=1" not in out
+    assert "AgentEvalWarning" not in out and "one run is no measurement" not in out
     assert "model backend: scripted policy agent" in out  # the terminal report
     campaign = project.campaign()
     assert "measure the pipeline" in (campaign / "report.html").read_text()

@@ -74,7 +74,7 @@ def test_bootstrap_ci_stays_within_the_data(diffs, seed):
 
 
 def test_small_n_warning():
-    assert small_n_warning(1) == "n=1: never read a single run (seeds: never n=1)"
+    assert small_n_warning(1) == "n=1: one run is no measurement (give --agent-eval-runs 2 or more)"
     assert small_n_warning(0) == "n=0: no scored run"
     assert small_n_warning(2) is None
     assert small_n_warning(7) is None

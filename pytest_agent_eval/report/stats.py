@@ -56,7 +56,7 @@ def small_n_warning(n: int) -> str | None:
     if n <= 0:
         return "n=0: no scored run"
     if n == 1:
-        return "n=1: never read a single run (seeds: never n=1)"
+        return "n=1: one run is no measurement (give --agent-eval-runs 2 or more)"
     return None
 
 

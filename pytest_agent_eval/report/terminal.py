@@ -237,7 +237,7 @@ def campaign_table(
     rows, residual_changes, share_changes, warnings = [], [], [], []
     for entry, w, wo in pairs:
         if min(len(w.runs), len(wo.runs)) < 2:
-            caveat(warnings, notes, f"{entry}: medians over W n={len(w.runs)} / WO n={len(wo.runs)} — seeds: never n=1")
+            caveat(warnings, notes, f"{entry}: medians over W n={len(w.runs)} / WO n={len(wo.runs)} — one run is no measurement")
         w_res, wo_res = w.median("residual_tokens"), wo.median("residual_tokens")
         w_ctx, wo_ctx = w.median("ctx_final"), wo.median("ctx_final")
         w_share, wo_share = _ratio(w_res, w_ctx), _ratio(wo_res, wo_ctx)
