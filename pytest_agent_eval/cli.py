@@ -285,6 +285,7 @@ def _compare(args: argparse.Namespace) -> int:
     from pytest_agent_eval.config import DEFAULT_OUT, OptionError
     from pytest_agent_eval.parsers import parse_rules
     from pytest_agent_eval.report.compare import gate, render_gate
+    from pytest_agent_eval.report.terminal import model_notes
 
     try:
         rules = parse_rules(args.compare_fail) if args.compare_fail is not None else []
@@ -301,6 +302,9 @@ def _compare(args: argparse.Namespace) -> int:
             return 2
     _warn(problems)
     result = gate(sides[0], sides[1], rules, args.min_pairs)
+    for side, records in zip(("baseline", "current"), sides, strict=True):  # a stand-in model says so here too
+        for note in model_notes(records):
+            print(f"{side}: {note}")
     print(render_gate(result))
     return 1 if result.failed else 0
 

@@ -526,6 +526,7 @@ def agent_result(
     from pytest_agent_eval.metrics.figures import figures_of
     from pytest_agent_eval.report import gates
     from pytest_agent_eval.report.blocks import render_scorecard
+    from pytest_agent_eval.report.terminal import model_notes
     from pytest_agent_eval.score import score as score_of
     from pytest_agent_eval.session import AgentResult
     from pytest_agent_eval.transcript import Session
@@ -552,7 +553,7 @@ def agent_result(
     card = score_of(session, tool)  # scored once: the figures and the printed blocks come from one card
     score = card.to_dict()
     figures = figures_of(
-        score, has_tool=agent_case.arm.has_tool, wall_s=sum(agent_run.wall_s), tool=tool, stalled=record.stalled
+        score, has_tool=agent_case.arm.has_tool, wall_s=agent_run.agent_s, tool=tool, stalled=record.stalled
     )
     if done is None:
         (agent_run.segments[0].parent / "score.json").write_text(json.dumps(score, indent=2) + "\n", encoding="utf-8")
@@ -562,6 +563,8 @@ def agent_result(
     for name, value in figures.items():
         if value is not None:
             request.node.user_properties.append((f"agent_eval.{name}", value))
+    for note in model_notes([record]):  # junit's reader too learns that the figures are a stand-in model's
+        request.node.user_properties.append(("agent_eval.model_backend", note))
     return AgentResult(case=agent_case, run=agent_run, score=score, figures=figures, blocks=record.blocks or "")
 
 

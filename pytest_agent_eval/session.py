@@ -373,15 +373,9 @@ class EvalSession:
         problems = [*self.problems, *(self.campaign.problems if self.campaign is not None else [])]
         if not self.records:
             return problems
-        from pytest_agent_eval.report.terminal import MODEL_FREE_BACKENDS, backend_name, backend_note
+        from pytest_agent_eval.report.terminal import model_notes
 
-        stand_ins = {backend_name(r.backend): r for r in self.records.values()}
-        notes = [
-            backend_note(record.backend, record.model)
-            for name, record in sorted(stand_ins.items(), key=lambda pair: str(pair[0]))
-            if name in MODEL_FREE_BACKENDS
-        ]
-        notes += self._rendered(False)[1]
+        notes = [*model_notes(self.records.values()), *self._rendered(False)[1]]
         drift = self.config_drift()
         return [*notes, *problems, *([drift] if drift else [])]
 

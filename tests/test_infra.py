@@ -21,7 +21,7 @@ import pytest
 from test_plugin import CONFTEST, Q_EXPRESS, Project, api_error, entry, with_clean, without_clean
 
 from pytest_agent_eval.harness.drivers import AgentInfraError, agent_environment
-from pytest_agent_eval.harness.drivers.headless import HeadlessOptions, TurnError, run_headless
+from pytest_agent_eval.harness.drivers.headless import HeadlessOptions, RunRecord, TurnError, run_headless
 from pytest_agent_eval.harness.failures import EARLIER, FailureMemo
 from pytest_agent_eval.resume_command import resume_command
 
@@ -82,6 +82,13 @@ def test_a_silent_turn_is_flagged_stalled_by_its_longest_silence(tmp_path: Path)
     assert run.stalled_turns == [1] and run.silence_after[0] == "assistant text"  # then the result came
     driver = run.to_dict()
     assert driver["stalled_turns"] == [1] and driver["stall_s"] == 1.0 and driver["api_retries"] == [0, 0]
+
+
+def test_the_agent_time_is_its_kept_turn_times_added_up() -> None:
+    # The figure and a rescore of the record (which adds the kept, rounded times) agree to the ms.
+    run = RunRecord(label="without-1", stall_s=None)
+    run.wall_s = [9.2704, 0.0004, 0.0004]
+    assert run.agent_s == round(sum(run.to_dict()["wall_s"]), 3) == 9.27  # not 9.271, the unrounded sum
 
 
 def test_a_run_leaves_no_pipe_open_for_the_garbage_collector(tmp_path: Path) -> None:

@@ -346,7 +346,7 @@ def test_filterwarnings_hides_them_and_the_stand_in_is_still_named_in_every_repo
     (project.path / "pytest.ini").write_text(
         "[pytest]\nfilterwarnings =\n    ignore::pytest_agent_eval.warnings.AgentEvalWarning\n"
     )
-    result = project.run("--agent-eval-runs", "1")
+    result = project.run("--agent-eval-runs", "1", "--junitxml", "junit.xml")
     result.assert_outcomes(passed=2)
     assert result.ret == pytest.ExitCode.OK
     out = result.stdout.str()
@@ -354,9 +354,19 @@ def test_filterwarnings_hides_them_and_the_stand_in_is_still_named_in_every_repo
     assert "model backend: scripted policy agent" in out  # the terminal report
     campaign = project.campaign()
     assert "measure the pipeline" in (campaign / "report.html").read_text()
-    assert all(
-        r["backend"]["name"] == "scripted" for r in json.loads((campaign / "summary.json").read_text())["records"]
-    )
+    summary = json.loads((campaign / "summary.json").read_text())
+    assert all(r["backend"]["name"] == "scripted" for r in summary["records"])
+    (note,) = summary["model_notes"]  # at the top, where a reader of the figures looks first
+    assert note.startswith("model backend: scripted policy agent") and "not a model" in note
+    assert summary["simulated_costs"] is True
+    junit = (project.path / "junit.xml").read_text()
+    assert junit.count('name="agent_eval.model_backend" value="model backend: scripted policy agent') == 2
+    result = project.pytester.run("agent-eval", "compare", str(campaign), str(campaign))
+    assert result.ret == 0
+    assert [line for line in result.stdout.lines if "model backend" in line] == [
+        f"baseline: {note}",
+        f"current: {note}",
+    ]
 
 
 INDEXING = """

@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_agent_eval.report.format import median_range, percent, seconds, tokens
+from pytest_agent_eval.report.format import median_range, percent, seconds, signed, tokens
 from pytest_agent_eval.report.stats import bootstrap_ci, paired_differences, small_n_warning
 
 
@@ -30,6 +30,11 @@ def test_formatters():
     assert seconds(59.96) == "1m 00s"
     assert seconds(185) == "3m 05s"
     assert percent(0.2749) == "27.5%"
+
+
+def test_a_signed_change_too_small_to_show_has_no_minus():
+    assert [signed(v, seconds) for v in (-0.016, 0.0, -1.5, 2.04)] == ["+0.0s", "+0.0s", "−1.5s", "+2.0s"]
+    assert signed(-42_300, tokens) == "−42.3k"
 
 
 def test_paired_differences_pairs_by_run_index():

@@ -72,8 +72,10 @@ def show(figure: str, value: float | None) -> str:
 
 
 def signed(value: float, fmt: Formatter) -> str:
-    """``+1.2k`` / ``−300``: the sign always shown, a true minus sign for a drop."""
-    return f"−{fmt(-value)}" if value < 0 else f"+{fmt(value)}"
+    """``+1.2k`` / ``−300``: the sign always shown, a true minus sign for a drop (a drop too small to show is
+    ``+0.0s``, never ``−0.0s``)."""
+    shown = fmt(abs(value))
+    return f"−{shown}" if value < 0 and shown != fmt(0.0) else f"+{shown}"
 
 
 def median_range(values: Sequence[float | None], fmt: Formatter | str = number) -> str:

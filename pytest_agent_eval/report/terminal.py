@@ -79,6 +79,17 @@ def backend_name(backend: Any) -> str | None:
     return str(backend) if backend else None
 
 
+def model_notes(records: Iterable[ItemRecord]) -> list[str]:
+    """One note per model-free backend behind these records (a stand-in model must say so in every report it
+    appears in); none for the real API."""
+    by_name = {backend_name(r.backend): r for r in records}
+    return [
+        backend_note(record.backend, record.model)
+        for name, record in sorted(by_name.items(), key=lambda pair: str(pair[0]))
+        if name in MODEL_FREE_BACKENDS
+    ]
+
+
 def simulated_cost(records: Iterable[ItemRecord]) -> bool:
     """Whether the costs are a stand-in model's (computed from simulated tokens), not an API bill."""
     names = {backend_name(r.backend) for r in records if r.backend}
@@ -237,7 +248,8 @@ def campaign_table(
     rows, residual_changes, share_changes, warnings = [], [], [], []
     for entry, w, wo in pairs:
         if min(len(w.runs), len(wo.runs)) < 2:
-            caveat(warnings, notes, f"{entry}: medians over W n={len(w.runs)} / WO n={len(wo.runs)} — one run is no measurement")
+            medians = f"medians over W n={len(w.runs)} / WO n={len(wo.runs)}"
+            caveat(warnings, notes, f"{entry}: {medians} — one run is no measurement")
         w_res, wo_res = w.median("residual_tokens"), wo.median("residual_tokens")
         w_ctx, wo_ctx = w.median("ctx_final"), wo.median("ctx_final")
         w_share, wo_share = _ratio(w_res, w_ctx), _ratio(wo_res, wo_ctx)
@@ -418,9 +430,16 @@ def terminal_report(
 
 
 def summary(records: Records, meta: dict[str, Any]) -> dict[str, Any]:
-    """``summary.json``: ``meta``, per entry and arm the median/min/max of every figure, and every record."""
+    """``summary.json``: ``meta``, what drove the agent (a stand-in model's notes, whether the costs are
+    simulated), per entry and arm the median/min/max of every figure, and every record."""
     found = aggregate(records)
-    return {**meta, "entries": found.summary(), "records": [r.to_dict() for r in found.records]}
+    return {
+        **meta,
+        "model_notes": model_notes(found.records),
+        "simulated_costs": simulated_cost(found.records),
+        "entries": found.summary(),
+        "records": [r.to_dict() for r in found.records],
+    }
 
 
 def render_rescore(records: Records) -> str:
