@@ -267,6 +267,15 @@ def test_nested_delegation_is_not_followed():
         ("cat > /tmp/note.md <<EOF\nnotes\nEOF", "sufficient", "Bash write"),
         ("echo done > /tmp/out.txt", "sufficient", "Bash write"),
         ("npm test", "sufficient", "Bash"),
+        # a > or << inside quotes redirects nothing; a read inside $( … ) or backticks is a read
+        ("grep -n '=> {' lib/", "search", "Bash search"),
+        ('rg "self->next"', "search", "Bash search"),
+        ("grep 'a << b' lib/", "search", "Bash search"),
+        ("awk '$3 > 10' lib/x.js", "read_returned", "Bash Read x.js"),
+        ('echo "$(cat lib/x.js)"', "read_returned", "Bash Read x.js"),
+        ("x=`head -n 40 lib/x.js`", "read_returned", "Bash Read x.js"),
+        ("cat <<'EOF' > /tmp/a.md\nnotes\nEOF", "sufficient", "Bash write"),
+        ('echo "a > b" > /tmp/c.txt', "sufficient", "Bash write"),
     ],
 )
 def test_shell_reads_and_searches_count(command, bucket, reaction):

@@ -16,9 +16,12 @@ from typing import Literal
 _POSITION = r"(?:^|[;&|(]|\$\(|`)\s*(?:sudo\s+)?"
 _READ_RE = re.compile(_POSITION + r"(?:cat|bat|head|tail|less|more|nl|sed|awk)\s+([^\n|;&]*)", re.M)
 _SEARCH_RE = re.compile(_POSITION + r"(?:grep|egrep|fgrep|rg|ag|ack|find|fd|ls|tree)\b", re.M)
-_HEREDOC_RE = re.compile(r"<<-?\s*['\"]?\w")
+# Both are looked for with quoted text emptied (``grep '=> {'`` redirects nothing); a quoted heredoc delimiter
+# (``<<'EOF'``) is then an empty pair of quotes.
+_HEREDOC_RE = re.compile(r"<<-?\s*(?:''|\"\"|\w)")
 # A stdout redirect into a file; ``2>/dev/null`` and ``2>&1`` are not writing.
 _REDIRECT_RE = re.compile(r"(?<![0-9&>])>>?\s*(?![&>])(?!/dev/null)\S")
+_QUOTED_RE = re.compile(r"'[^']*'|\"(?:[^\"\\]|\\.)*\"")
 _PATH_TOKEN_RE = re.compile(r"^[\w./~@+-]*[\w~@+-]$")
 _NUMBERISH_RE = re.compile(r"^[\d,+\-$p]+$")
 
@@ -33,7 +36,8 @@ class ShellAccess:
 
 def bash_access(command: str) -> ShellAccess | None:
     """Classify a Bash command as a file read (with the file), a search, or a write."""
-    if _HEREDOC_RE.search(command) or _REDIRECT_RE.search(command):
+    unquoted = _QUOTED_RE.sub(lambda m: m.group()[0] * 2, command)
+    if _HEREDOC_RE.search(unquoted) or _REDIRECT_RE.search(unquoted):
         return ShellAccess("write")
     for match in _READ_RE.finditer(command):
         path = _last_path(match.group(1))
@@ -50,6 +54,8 @@ def _last_path(arguments: str) -> str | None:
         tokens = shlex.split(arguments, comments=False)
     except ValueError:
         tokens = arguments.split()
+    # A read inside ``$( … )`` or backticks (quoted, too): the closing marks stick to its last argument.
+    tokens = [t.rstrip(")`\"'") for t in tokens]
     paths = [
         t
         for t in tokens
