@@ -242,7 +242,14 @@ def test_invocation_is_denied_seen_and_counted(command):
     assert (blocked.cli_calls, blocked.cli_blocked, blocked.leaks) == (1, 1, [])
     assert not blocked.contaminated
     assert blocked.to_dict()["commands"] == [
-        {"call_id": session.calls[0].id, "tool": "Bash", "command": command, "blocked": True, "thread": "main"}
+        {
+            "call_id": session.calls[0].id,
+            "tool": "Bash",
+            "command": command,
+            "blocked": True,
+            "thread": "main",
+            "printed": False,
+        }
     ]
 
     leaked = contamination(one_bash_call(command, "**Exploration: x**\nsrc/router.js ...", None).session())

@@ -90,6 +90,23 @@ def test_a_call_claude_code_refused_for_want_of_the_tool_reached_nothing():
     assert not contamination_verdict({"contamination": report.to_dict()}, arm_has_tool=False).passed
 
 
+def test_a_cli_call_that_ran_unblocked_and_printed_is_not_cleared_though_no_fingerprint_survived():
+    t = Transcript()
+    t.init(tools=["Read", "Bash"])
+    piped = t.call("Bash", command="codegraph explore 'res.send' | grep -o 'lib/[a-z/]*\\.js' | sort -u")
+    t.reply(piped, "lib/response.js\nlib/utils.js\n")  # codegraph's answer, with none of its shape left
+    sealed = t.call("Bash", command="codegraph status; true")
+    t.reply(sealed, "bash: line 1: codegraph: command not found\n")  # a sealed arm: nothing ran
+    t.say("lib/response.js")
+    report = contamination(t.session())
+    assert report.leaks == [] and [c.call_id for c in report.printed] == [piped] and report.contaminated
+    verdict = contamination_verdict(score_session(t.session()), arm_has_tool=False)
+    assert not verdict.passed and "1 codegraph CLI call(s) ran unblocked and printed output" in verdict.message
+    assert "  ran unblocked and printed          1   !! a without-arm with these is void" in render_contamination(
+        report
+    )
+
+
 def test_a_without_arm_whose_transcript_has_an_unread_line_is_not_cleared():
     # A line the reader stepped over (torn, or over 64 MiB) may have carried the tool's output: fail safe.
     t = Transcript()
@@ -149,6 +166,7 @@ def test_counts_across_threads_and_keeps_the_thread():
             "command": "/usr/local/bin/codegraph explore routing",
             "blocked": True,
             "thread": "main",
+            "printed": False,
         },
         {
             "call_id": leaked,
@@ -156,6 +174,7 @@ def test_counts_across_threads_and_keeps_the_thread():
             "command": "ls .codegraph && codegraph explore routing",
             "blocked": False,
             "thread": task,
+            "printed": True,
         },
     ]
     assert report["leaks"] == [
@@ -216,13 +235,14 @@ def test_rendered_block():
     assert lines[0] == "Contamination (codegraph output the agent saw; codegraph CLI calls):"
     assert lines[1] == "  results carrying codegraph output   1   !! a without-arm with these is void"
     assert lines[2] == f'    Bash call {leaked} (thread main): explore heading — "**Exploration: x**"'
-    assert lines[3:6] == [
+    assert lines[3:7] == [
         "  CLI calls (command matcher)        3",
         "  of those, denied by the hook       1",
+        "  ran unblocked and printed          1   !! a without-arm with these is void",  # the leaked one
         "  exposed tools: mcp__codegraph__codegraph_explore, server:codegraph (connected)",
     ]
-    assert lines[6].startswith("  cold-start race:")
-    assert len(lines) == 7
+    assert lines[7].startswith("  cold-start race:")
+    assert len(lines) == 8
 
 
 def test_rendered_block_of_a_clean_arm():

@@ -18,6 +18,7 @@ printing everything).
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -30,6 +31,7 @@ COLD_START_MARKER = "No such tool available"
 # Where a leak reached the agent outside any tool result (Monitor events arrive as messages).
 INJECTED = "(message)"
 EXCERPT_CHARS = 160
+_NOT_FOUND = re.compile(r"command not found|No such file or directory|not found", re.IGNORECASE)
 
 
 @dataclass(frozen=True)
@@ -41,6 +43,7 @@ class CliCommand:
     command: str
     blocked: bool  # the result carries the hook's own denial
     thread: str
+    printed: bool = False  # not blocked, and it succeeded printing something other than "not found"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -49,6 +52,7 @@ class CliCommand:
             "command": self.command,
             "blocked": self.blocked,
             "thread": self.thread,
+            "printed": self.printed,
         }
 
 
@@ -91,9 +95,16 @@ class Contamination:
         return sum(c.blocked for c in self.commands)
 
     @property
+    def printed(self) -> list[CliCommand]:
+        """CLI calls that ran unblocked and printed output: no fingerprint may survive what a pipe made of it
+        (``codegraph explore q | grep -o 'lib/[^ ]*'``), so what they showed cannot be cleared."""
+        return [c for c in self.commands if c.printed]
+
+    @property
     def contaminated(self) -> bool:
-        """Only the tool's output reaching the agent counts; an attempt that showed it nothing leaves the arm clean."""
-        return bool(self.leaks)
+        """The tool's output reached the agent, or may have (a CLI call printed); an attempt that showed it nothing
+        (denied by the hook, or "command not found") leaves the arm clean."""
+        return bool(self.leaks or self.printed)
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -115,7 +126,9 @@ def contamination(session: Session, tool: RetrievalTool = CODEGRAPH) -> Contamin
     for call in session.calls:
         command = call.input.get("command")
         if isinstance(command, str) and invokes_cli(command, tool.cli):
-            report.commands.append(CliCommand(call.id, call.name, command, _denied(call, tool), call.thread))
+            blocked = _denied(call, tool)
+            printed = not blocked and _printed(call)
+            report.commands.append(CliCommand(call.id, call.name, command, blocked, call.thread, printed))
     report.leaks = leaks(session, tool)
     report.mcp_calls = [call.id for call in session.calls if tool.owns(call.name) and not _refused(call)]
     # Claude Code's answer to a call of a tool it has not loaded yet is an error result: only those are read.
@@ -185,6 +198,15 @@ def exposed_tools(session: Session, tool: RetrievalTool = CODEGRAPH) -> list[str
 def _denied(call: ToolCall, tool: RetrievalTool) -> bool:
     """Proof of a block is the hook's own denial in the result; an error status or a failed exit is not."""
     return call.result is not None and tool.deny_marker in call.result.text
+
+
+def _printed(call: ToolCall) -> bool:
+    """The call succeeded and printed something other than the shell's word that there is no such command (as
+    in a sealed arm, where ``codegraph …; true`` prints that and succeeds)."""
+    result = call.result
+    return (
+        result is not None and not result.is_error and bool(result.text.strip()) and not _NOT_FOUND.search(result.text)
+    )
 
 
 def _excerpt(text: str, at: int) -> str:

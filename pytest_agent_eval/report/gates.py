@@ -179,6 +179,12 @@ def contamination_verdict(score: dict[str, Any], arm_has_tool: bool, tool: Retri
         named = "; ".join(describe_leak(leak) for leak in leaks[:SHOWN_LEAKS])
         more = f"; and {len(leaks) - SHOWN_LEAKS} more" if len(leaks) > SHOWN_LEAKS else ""
         reasons.append(f"{len(leaks)} tool result(s) carried {tool.name} output: {named}{more}")
+    printed = [c.get("call_id") for c in con.get("commands") or [] if isinstance(c, dict) and c.get("printed")]
+    if printed:
+        reasons.append(
+            f"{len(printed)} {tool.cli} CLI call(s) ran unblocked and printed output (its fingerprints may not "
+            f"survive a pipe): {', '.join(map(str, printed))}"
+        )
     mcp_calls = con.get("mcp_calls") or []
     if mcp_calls:
         reasons.append(f"{len(mcp_calls)} call(s) to {tool.name}'s MCP tools: {', '.join(map(str, mcp_calls))}")

@@ -15,8 +15,12 @@ def render_contamination(c: Contamination, indent: str = "") -> str:
     lines += [
         f"{indent}  {'CLI calls (command matcher)':<32}{c.cli_calls:>4}",
         f"{indent}  {'of those, denied by the hook':<32}{c.cli_blocked:>4}",
-        f"{indent}  exposed tools: {', '.join(c.exposed_tools) if c.exposed_tools else 'none'}",
     ]
+    if c.printed:  # rare enough to take a line only when it happens
+        lines.append(
+            f"{indent}  {'ran unblocked and printed':<32}{len(c.printed):>4}   !! a without-arm with these is void"
+        )
+    lines.append(f"{indent}  exposed tools: {', '.join(c.exposed_tools) if c.exposed_tools else 'none'}")
     if c.cold_start_race:
         lines.append(
             f"{indent}  cold-start race: a tool call got 'No such tool available' "
