@@ -329,7 +329,7 @@ def segment_files(first: str | Path) -> list[Path]:
 
 def segment_number(path: str | Path) -> tuple[str, int]:
     """A segment file's run and turn: ``run-x.t3.jsonl`` → ("run-x", 3); ``run-x.jsonl`` → ("run-x", 1)."""
-    name = Path(path).name
+    name = os.path.basename(path)  # asked of every file scored: no Path made for it
     match = _SEGMENT_RE.search(name)
     if match is not None:
         return name[: match.start()], int(match.group(1))
@@ -349,8 +349,10 @@ def missing_segments(paths: Sequence[str | Path]) -> list[int]:
 def _check_segment_order(paths: Sequence[Path]) -> None:
     """Files named as one run's segments are read in turn order, each once: given otherwise, the turns' usage
     and results would be summed out of order (a final context below the first turn's), without a word."""
+    if len(paths) < 2:
+        return
     numbered = [segment_number(p) for p in paths]
-    if len(paths) < 2 or len({run for run, _ in numbered}) != 1:
+    if len({run for run, _ in numbered}) != 1:
         return
     numbers = [number for _, number in numbered]
     for index in range(1, len(paths)):

@@ -36,9 +36,10 @@ class ShellAccess:
 
 def bash_access(command: str) -> ShellAccess | None:
     """Classify a Bash command as a file read (with the file), a search, or a write."""
-    unquoted = _QUOTED_RE.sub(lambda m: m.group()[0] * 2, command)
-    if _HEREDOC_RE.search(unquoted) or _REDIRECT_RE.search(unquoted):
-        return ShellAccess("write")
+    if ">" in command or "<<" in command:  # most commands hold neither: no quotes to take out then
+        unquoted = _QUOTED_RE.sub(lambda m: m.group()[0] * 2, command)
+        if _HEREDOC_RE.search(unquoted) or _REDIRECT_RE.search(unquoted):
+            return ShellAccess("write")
     for match in _READ_RE.finditer(command):
         path = _last_path(match.group(1))
         if path:
