@@ -522,6 +522,7 @@ def agent_result(
     agent_campaign: Campaign,
     agent_resumed: dict[str, ItemRecord],
 ) -> AgentResult:
+    from pytest_agent_eval.campaign.record import same_item
     from pytest_agent_eval.harness.drivers import AgentInfraError
     from pytest_agent_eval.metrics.figures import figures_of
     from pytest_agent_eval.report import gates
@@ -533,7 +534,7 @@ def agent_result(
 
     record = record_of(request.node)
     done = agent_resumed.get(record.id)
-    if done is not None and done.nodeid not in (None, record.nodeid):
+    if done is not None and done.nodeid is not None and not same_item(done.nodeid, record.nodeid or ""):
         done = None  # the same id from another test (test_a.express-with-1 vs test_b's): not this item's run
     if done is not None:
         agent_run = _step("reading the resumed item", lambda: _resumed_run(agent_campaign, done))

@@ -9,7 +9,7 @@ from pytest_agent_eval.config import OptionError
 from pytest_agent_eval.parsers import Rule
 from pytest_agent_eval.parsers import parse_rules as parse_compare_fail
 from pytest_agent_eval.report.aggregate import Row
-from pytest_agent_eval.report.compare import compare, gate, medians, render_comparison, render_gate
+from pytest_agent_eval.report.compare import compare, gate, gate_line, medians, render_comparison, render_gate
 from pytest_agent_eval.score import score_session
 
 EXPLORE = "mcp__codegraph__codegraph_explore"
@@ -272,6 +272,10 @@ def test_a_gate_over_fewer_pairs_than_the_baseline_scored_fails_unless_min_pairs
         "compared 1 (entry, arm) pair(s), fewer than asked (every pair the baseline scored: 2); "
         "not matched: express/without"
     ]
+    assert gate_line(result) == (  # the verdict line in a few words; the GATE FAILED line has the list
+        "gate: FAILED — 1 of 2 baseline (entry, arm) pair(s) compared; "
+        "compared 1 (entry, arm) pair(s), fewer than asked (every pair the baseline scored: 2)"
+    )
     assert not gate(baseline(), only_with, rules, min_pairs=1).failed
     assert "min pairs 3: 3" in gate(baseline(), baseline(), rules, min_pairs=3).problems[0]
     assert not gate(baseline(), only_with).failed  # no rule: a report of what did match

@@ -177,10 +177,13 @@ def test_shards_that_disagree_are_refused_naming_the_field_and_both_values(tmp_p
 def test_a_missing_a_duplicated_or_an_unsharded_campaign_is_refused(tmp_path):
     one = shard_campaign(tmp_path, 1, 3, ["gin"])
     two = shard_campaign(tmp_path, 2, 3, ["express"])
-    with pytest.raises(MergeError, match=r"^shard 3/3 missing: given 1/3, 2/3$"):
-        merge(tmp_path / "merged", [one.path, two.path])
+    with pytest.raises(MergeError, match=r"^shard 2/3, 3/3 missing: given 1/3$"):  # express is shard 2's
+        merge(tmp_path / "merged", [one.path])
+    # Shard 3 held nothing (two repositories, three shards), so it wrote no campaign: 1 and 2 are all of it.
+    merge(tmp_path / "merged", [one.path, two.path])
+    assert len(Campaign.open(tmp_path / "merged").items()) == 6
     with pytest.raises(MergeError, match=r"^shard 1/3 given twice: "):
-        merge(tmp_path / "merged", [one.path, one.path, two.path])
+        merge(tmp_path / "merged-twice", [one.path, one.path, two.path])
     plain = EvalSession(AgentEvalConfig(out=tmp_path / "plain", corpus=tmp_path / "none.json")).start()
     with pytest.raises(MergeError, match="not a shard's campaign"):
         merge(tmp_path / "merged", [plain.path])

@@ -9,6 +9,7 @@ import pytest
 from synth import Transcript
 
 from pytest_agent_eval.campaign import store
+from pytest_agent_eval.campaign.record import same_item
 from pytest_agent_eval.campaign.store import Campaign, StoreError, config_hash, load_records
 
 CONFIG = {"backend": "scripted", "corpus": ["express"], "runs": 2, "versions": {"codegraph": "1.6.1"}}
@@ -184,3 +185,15 @@ def test_load_records_rejects_missing_paths_and_plain_folders(tmp_path):
         load_records(tmp_path)
     with pytest.raises(StoreError, match=r"no manifest\.json"):
         Campaign.open(tmp_path)
+
+
+def test_an_item_is_the_same_whatever_rootdir_or_pyargs_made_of_its_path():
+    # A resume from another folder collects the campaign's evals/test_ab.py under another path: still its items.
+    packaged = "venv/lib/python3.11/site-packages/pytest_agent_eval/evals/test_ab.py::test_ab[express-with-1]"
+    assert same_item("evals/test_ab.py::test_ab[express-with-1]", packaged)
+    assert same_item("test_ab.py::test_ab[express-with-1]", "evals\\test_ab.py::test_ab[express-with-1]")
+    assert not same_item("evals/test_ab.py::test_ab[express-with-1]", "evals/test_ab.py::test_ab[express-with-2]")
+    assert not same_item(
+        "evals/test_two.py::test_first[express-with-1]", "evals/test_two.py::test_second[express-with-1]"
+    )
+    assert not same_item("evals/test_a.py::test_ab[express-with-1]", "evals/test_b.py::test_ab[express-with-1]")

@@ -126,10 +126,21 @@ def _shards(folders: Sequence[str | Path]) -> list[Campaign]:
         by_index[index] = campaign
     assert count is not None, "merge needs at least one campaign"
     missing = [f"{i}/{count}" for i in range(1, count + 1) if i not in by_index]
-    if missing:
+    shards = [by_index[i] for i in sorted(by_index)]
+    # A shard that held no item wrote no campaign: the others are the whole campaign when their items are all of it.
+    if missing and not _whole_selection(shards):
         given = ", ".join(f"{i}/{count}" for i in sorted(by_index))
         raise MergeError(f"shard {', '.join(missing)} missing: given {given}")
-    return [by_index[i] for i in range(1, count + 1)]
+    return shards
+
+
+def _whole_selection(shards: list[Campaign]) -> bool:
+    """Whether these shards' items, as their manifests list them, are every item the campaign selected."""
+    selected = (shards[0].manifest.get("selection") or {}).get("selected")
+    held = [(shard.manifest.get("shard") or {}).get("ids") for shard in shards]
+    if not isinstance(selected, list) or any(not isinstance(ids, list) for ids in held):
+        return False  # a campaign from before the manifest listed them: nothing to tell an empty shard by
+    return {item for ids in held for item in ids} == set(selected)
 
 
 def _checked(campaign: Campaign) -> tuple[int, int]:

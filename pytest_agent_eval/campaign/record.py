@@ -193,6 +193,18 @@ def _check(values: dict[str, Any]) -> None:
             figures[name] = None  # no defined value, as json_text writes it: a NaN would pass any gate
 
 
+def same_item(nodeid: str, other: str) -> bool:
+    """Two nodeids of one item, whatever the rootdir or ``--pyargs`` made of its file's path (a resume from
+    another folder names ``evals/test_ab.py`` as ``…/site-packages/pytest_agent_eval/evals/test_ab.py``): the
+    file's name and everything after it agree."""
+    return _located(nodeid) == _located(other)
+
+
+def _located(nodeid: str) -> tuple[str, str]:
+    path, _, rest = nodeid.partition("::")
+    return path.replace("\\", "/").rsplit("/", 1)[-1], rest
+
+
 def as_records(records: Iterable[ItemRecord | Mapping[str, Any]]) -> list[ItemRecord]:
     """Typed records from records or their dicts (tests, summary.json, older callers)."""
     return [r if isinstance(r, ItemRecord) else ItemRecord.from_dict(r) for r in records]

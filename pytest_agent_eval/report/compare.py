@@ -104,27 +104,35 @@ class GateResult:
     def problems(self) -> list[str]:
         """Why the gate cannot pass whatever the figures say: it compared nothing, a rule checked nothing, or it
         compared fewer pairs than asked."""
+        found = self._problem()
+        return [found[1]] if found else []
+
+    @property
+    def reason(self) -> str | None:
+        """The first problem in a few words, as the verdict line gives it."""
+        found = self._problem()
+        return found[0] if found else None
+
+    def _problem(self) -> tuple[str, str] | None:
+        """The first problem, in a few words and in full."""
         if not self.matched:
-            return [
-                "compared nothing: no (entry, arm) was scored in both the baseline "
-                f"({len(self.baseline_pairs)} scored) and this run"
-            ]
+            scored = f"{len(self.baseline_pairs)} scored"
+            return "compared nothing", (
+                f"compared nothing: no (entry, arm) was scored in both the baseline ({scored}) and this run"
+            )
         checked = {row.rule for row in self.rows}
         unchecked = [str(rule) for rule in self.rules if str(rule) not in checked]
         if unchecked:
-            return [
-                f"checked nothing for {', '.join(unchecked)}: no compared (entry, arm) has the figure on either side"
-            ]
+            short = f"checked nothing for {', '.join(unchecked)}"
+            return short, f"{short}: no compared (entry, arm) has the figure on either side"
         wanted = self.min_pairs if self.min_pairs is not None else (len(self.baseline_pairs) if self.rules else 0)
         if len(self.matched) >= wanted:
-            return []
+            return None
         missing = ", ".join(f"{row.label}/{arm}" for row, arm in self.unmatched[:6])
         more = f" (+{len(self.unmatched) - 6} more)" if len(self.unmatched) > 6 else ""
         asked = "every pair the baseline scored" if self.min_pairs is None else f"min pairs {self.min_pairs}"
-        return [
-            f"compared {len(self.matched)} (entry, arm) pair(s), fewer than asked ({asked}: {wanted}); "
-            f"not matched: {missing}{more}"
-        ]
+        short = f"compared {len(self.matched)} (entry, arm) pair(s), fewer than asked ({asked}: {wanted})"
+        return short, f"{short}; not matched: {missing}{more}"
 
     @property
     def failed(self) -> bool:
@@ -325,8 +333,8 @@ def render_gate(result: GateResult, flag: str = "--compare-fail") -> str:
 def gate_line(result: GateResult) -> str:
     """The gate's verdict in one line: what it compared and what decided it."""
     pairs = f"{len(result.matched)} of {len(result.baseline_pairs)} baseline (entry, arm) pair(s) compared"
-    if result.problems:
-        return f"gate: FAILED — {pairs}; {result.problems[0].split(':')[0]}"
+    if result.reason is not None:
+        return f"gate: FAILED — {pairs}; {result.reason}"
     if result.regressions:
         return f"gate: FAILED — {pairs}; {len(result.regressions)} regression(s)"
     if result.undecided:
