@@ -28,6 +28,7 @@ _HEADER_SYMBOL_RE = re.compile(r"(?<![\w$])([\w$]+)\((\w+)\)")
 # Where a path-shaped chunk of text ends: whitespace, quotes, brackets, markdown emphasis.
 _CHUNK_SPLIT_RE = re.compile(r"[\s`'\"()\[\]{}<>,;|*=‘’“”]+")
 # A chunk that is a file reference: optional folders, a name with an extension, then `:126-220` or `#L12`.
+_LOCATION_RE = re.compile(r"(?:[:#]L?\d[\d,-]*)+$")  # a line or range after a name: ``:126-220``, ``#L12``
 _FILE_REF_RE = re.compile(r"^(?P<path>(?:[^/]*/)*[\w@+-][\w@+.-]*\.(?P<ext>[A-Za-z]\w*))(?:[:#].*)?$")
 
 
@@ -95,6 +96,17 @@ def file_references(text: str) -> list[tuple[str, str]]:
             if "." in chunk and (match := _FILE_REF_RE.match(chunk.rstrip(".,:;!?"))) is not None:
                 found.append(match.group("path", "ext"))
     return list(dict.fromkeys(found))
+
+
+def extensionless_references(text: str, paths: Iterable[str]) -> set[str]:
+    """Which of ``paths``, files without an extension (``bin/www``, ``Makefile``), ``text`` names: whole, or by a
+    folder and the name (``/repo/bin/www:12``). No extension tells such a name from a word, so a basename alone
+    (``www``) never counts."""
+    wanted = list(paths)
+    if not wanted:
+        return set()
+    chunks = {_LOCATION_RE.sub("", chunk.rstrip(".,:;!?")) for chunk in _CHUNK_SPLIT_RE.split(text.replace("\\", "/"))}
+    return {path for path in wanted if any(("/" in c or c == path) and same_file(path, c) for c in chunks if c)}
 
 
 def mentioned_paths(text: str) -> set[str]:

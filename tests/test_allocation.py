@@ -75,6 +75,14 @@ def test_absolute_and_line_suffixed_paths():
     assert a.efficiency == 1.0
 
 
+def test_a_file_without_an_extension_is_cited_whole_or_with_its_folder():
+    response = sized({"bin/www": 400, "Makefile": 300, "lib/app.js": 300})
+    a = allocation(run(response, answer="Start at `/repo/bin/www:12`; `Makefile:3` builds it.").session())
+    assert used(a) == {"bin/www": ("path", None), "Makefile": ("path", None), "lib/app.js": (None, None)}
+    # A bare basename of one is a word like any other: "www" cites nothing.
+    assert allocation(run(response, answer="The www server starts from the app.").session()).used_chars == 0
+
+
 def test_path_match_is_by_folder_boundary_not_substring():
     # `onse.js` is not `lib/response.js`; `other/utils.js` is a different file from `lib/utils.js`.
     a = allocation(run(sized(THREE), answer="onse.js and other/utils.js").session())

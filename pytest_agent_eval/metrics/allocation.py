@@ -24,7 +24,13 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
 
-from pytest_agent_eval.explore_answer import FileSection, explore_sections, file_references, same_file
+from pytest_agent_eval.explore_answer import (
+    FileSection,
+    explore_sections,
+    extensionless_references,
+    file_references,
+    same_file,
+)
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
 from pytest_agent_eval.transcript import Session
 
@@ -246,6 +252,9 @@ def _cited(sections: list[FileSection], answer: str) -> dict[str, tuple[str, str
         candidates = cited_by_name.get(_basename(path))
         if candidates and any(same_file(path, c) for c in candidates):
             verdict[path] = ("path", None)
+    bare = [path for path in paths if "." not in _basename(path)]  # rare: most returned files have an extension
+    for path in extensionless_references(answer, bare):
+        verdict[path] = ("path", None)
     names = code_span_names(answer)
     owners = symbol_owners(sections, set(names)) if names else {}  # an answer without code spans names no symbol
     for name in names:
