@@ -339,31 +339,30 @@ def segment_number(path: str | Path) -> tuple[str, int]:
 def missing_segments(paths: Sequence[str | Path]) -> list[int]:
     """The turns missing between one run's segment files (``run.t3.jsonl`` without ``run.t2.jsonl``: [2]); a
     later turn scored alone misses none."""
-    numbered = [segment_number(p) for p in paths]
-    if len({run for run, _ in numbered}) != 1:
+    turns = _one_runs_turns(paths)
+    if not turns:
         return []
-    present = {number for _, number in numbered}
-    return [number for number in range(min(present), max(present)) if number not in present]
+    return [turn for turn in range(min(turns), max(turns)) if turn not in turns]
 
 
 def _check_segment_order(paths: Sequence[Path]) -> None:
     """Files named as one run's segments are read in turn order, each once: given otherwise, the turns' usage
     and results would be summed out of order (a final context below the first turn's), without a word."""
-    if len(paths) < 2:
+    if len(paths) < 2 or (turns := _one_runs_turns(paths)) is None:
         return
-    numbered = [segment_number(p) for p in paths]
-    if len({run for run, _ in numbered}) != 1:
-        return
-    numbers = [number for _, number in numbered]
-    for index in range(1, len(paths)):
-        before, number = numbers[index - 1], numbers[index]
-        if number <= before:
-            ordered = dict.fromkeys(paths[i] for i in sorted(range(len(paths)), key=numbers.__getitem__))
+    for index in range(1, len(turns)):
+        before, turn = turns[index - 1], turns[index]
+        if turn <= before:
+            ordered = dict.fromkeys(paths[i] for i in sorted(range(len(paths)), key=turns.__getitem__))
             wanted = " ".join(map(str, ordered))
-            again = (
-                "given twice" if number == before else f"(turn {number}) given after {paths[index - 1]} (turn {before})"
-            )
+            again = "given twice" if turn == before else f"(turn {turn}) given after {paths[index - 1]} (turn {before})"
             raise TranscriptError(f"{paths[index]}: {again}: give one run's segments once each, in order: {wanted}")
+
+
+def _one_runs_turns(paths: Sequence[str | Path]) -> list[int] | None:
+    """Each file's turn, when every file is named as a segment of the same run; None otherwise."""
+    numbered = [segment_number(p) for p in paths]
+    return [turn for _, turn in numbered] if len({run for run, _ in numbered}) == 1 else None
 
 
 def fast_decoding_pays(paths: Iterable[str | Path]) -> bool:
@@ -591,7 +590,7 @@ class _Builder:
                 if line is None or not _blank(line):
                     parse.bad_lines += 1
                     if len(parse.bad_at) < BAD_LINES_NAMED:
-                        why = "longer than 64 MiB" if line is None else "not a JSON object"
+                        why = f"longer than {MAX_LINE_BYTES >> 20} MiB" if line is None else "not a JSON object"
                         parse.bad_at.append(f"{name}:{number + 1}: {why}")
                 continue
             if sniff and number < SNIFF_LINES and (event.session_id is not _ABSENT or event.parent_uuid is not _ABSENT):
@@ -915,10 +914,10 @@ def _str(value: Any) -> str:
     return value if isinstance(value, str) else ""
 
 
+_MAX_COUNT = 1 << 53  # beyond any real count, and where a float of it would lose digits
+
+
 def _int(value: Any) -> int:
     """A token count as the API gives it; anything else (a string, a negative or an absurd number) counts as none,
     as an absent one does, rather than skewing every figure after it."""
     return value if isinstance(value, int) and not isinstance(value, bool) and 0 <= value < _MAX_COUNT else 0
-
-
-_MAX_COUNT = 1 << 53  # beyond any real count, and where a float of it would lose digits

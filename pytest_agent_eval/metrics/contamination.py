@@ -31,7 +31,7 @@ COLD_START_MARKER = "No such tool available"
 # Where a leak reached the agent outside any tool result (Monitor events arrive as messages).
 INJECTED = "(message)"
 EXCERPT_CHARS = 160
-_NOT_FOUND = re.compile(r"command not found|No such file or directory|not found", re.IGNORECASE)
+_NOT_FOUND = re.compile(r"not found|No such file or directory", re.IGNORECASE)  # the shell's, npx's
 
 
 @dataclass(frozen=True)
