@@ -207,8 +207,10 @@ class _Version(argparse.Action):
     def __call__(self, parser: argparse.ArgumentParser, *_: Any) -> None:
         from importlib.metadata import PackageNotFoundError, version
 
+        from pytest_agent_eval import DISTRIBUTION
+
         try:
-            text = version("pytest-agent-eval")
+            text = version(DISTRIBUTION)
         except PackageNotFoundError:  # a checkout on sys.path, not installed
             text = "unknown"
         print(f"{parser.prog} {text}")

@@ -254,8 +254,10 @@ def cli_block(
     from pytest_agent_eval.harness.isolation import CliBlock, self_check, shim_path, write_hook_settings
 
     cli = agent_tool.cli
-    # claude must resolve on the agent's PATH wherever it was provisioned; node is expected on PATH already.
-    path_env = os.pathsep.join([str(Path(claude_cli.bin).parent), os.environ.get("PATH", "")])
+    from pytest_agent_eval.harness.runtimes import with_node
+
+    # claude must resolve on the agent's PATH wherever it was provisioned, and node (the machine's or the bundled).
+    path_env = os.pathsep.join([str(Path(claude_cli.bin).parent), with_node(os.environ.get("PATH", ""))])
     shimmed = shim_path(path_env, cli, tmp_path / "shim")
     settings = write_hook_settings(agent_run_dir / "hook-settings.json", cli)
     proven: set[str] = agent_eval_memo.setdefault("proven hooks", set())  # the PATH layer is checked every item
@@ -274,14 +276,15 @@ def agent_sandbox(
     agent_model_server: ModelEndpoint,
     tmp_path: Path,
 ) -> Iterator[Any]:
-    from pytest_agent_eval.harness import sandbox
+    from pytest_agent_eval.harness import runtimes, sandbox
     from pytest_agent_eval.harness.relay import PROXY_PORT, api_proxy, carried
 
     if not sandbox.enabled():
         yield None
         return
     _step("sandbox", sandbox.check_sandbox)
-    readable = [*sandbox.install_paths(claude_cli.bin), agent_run_dir, tmp_path / "shim"]
+    node = runtimes.node()
+    readable = [*sandbox.install_paths(claude_cli.bin), agent_run_dir, tmp_path / "shim", *(node.reads if node else ())]
     # its MCP server runs inside, under the agent
     tool_install = sandbox.install_paths(tool_build.bin) if agent_case.arm.has_tool else []
     workspace = [agent_workspace.repo, agent_workspace.home, agent_workspace.tmp]

@@ -51,9 +51,9 @@ from pytest_agent_eval.plugin import (
     CONFIG_KEY,
     HEADER_SHOWN_KEY,
     OPTED_OUT_KEY,
+    header_lines,
     resolve_settings,
     settings,
-    settings_line,
 )
 
 # The corpus, the session, the reports and the harness load when an item first needs them.
@@ -420,7 +420,7 @@ def pytest_report_collectionfinish(config: pytest.Config, items: list[pytest.Ite
     shown = config.stash.get(HEADER_SHOWN_KEY, False) or config.option.no_header or config.option.verbose < 0
     if shown or not any(_case_of(item) for item in items):
         return []
-    return [settings_line(config)]
+    return header_lines(config)
 
 
 # -- pytest-timeout --------------------------------------------------------------------------------------------

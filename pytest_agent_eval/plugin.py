@@ -167,7 +167,14 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     if hasattr(config, "workerinput") or CONFIG_KEY not in config.stash:  # a worker's header is never shown
         return []
     config.stash[HEADER_SHOWN_KEY] = True
-    return [settings_line(config)]
+    return header_lines(config)
+
+
+def header_lines(config: pytest.Config) -> list[str]:
+    """The settings line, and which bubblewrap and Node.js the agents will run with (the machine's or bundled)."""
+    from pytest_agent_eval.harness.runtimes import header_line
+
+    return [settings_line(config), header_line()]
 
 
 def settings_line(config: pytest.Config) -> str:

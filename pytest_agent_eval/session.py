@@ -277,6 +277,7 @@ class EvalSession:
         item is no evaluation (an ini ``agent_eval_compare`` applies to unit-test sessions too): it is warned
         about, not failed; any agent item that ran, skipped or errored has a record, and takes part."""
         from pytest_agent_eval.campaign import baseline
+        from pytest_agent_eval.harness import runtimes
         from pytest_agent_eval.report import compare as compare_gate
         from pytest_agent_eval.report.html import write_html
         from pytest_agent_eval.report.terminal import summary
@@ -305,6 +306,7 @@ class EvalSession:
             "backend": cfg.backend,
             "tool": cfg.tool.name,
             "tool_version": cfg.default_tool_spec,
+            "runtimes": runtimes.found(),  # which bwrap and node: the machine's ("system") or "bundled"
         }
         if self.replay_path is not None:
             meta["replay_of"] = str(self.replay_path)

@@ -63,12 +63,12 @@ def dists(tmp_path_factory: pytest.TempPathFactory) -> dict[str, Path]:
     """``python -m build`` as a release runs it: the sdist, then the wheel built from that sdist, with setuptools
     from the package index in an isolated environment. It builds a copy of the checkout (links kept as links), so
     xdist workers building at once never share build/ or *.egg-info."""
-    source = tmp_path_factory.mktemp("source") / "pytest-agent-eval"
+    source = tmp_path_factory.mktemp("source") / "pytest-retrieval-ab"
     shutil.copytree(REPO, source, symlinks=True, ignore=NOT_SOURCE)
     dest = source.parent / "dist"
     subprocess.run([sys.executable, "-m", "build", "--outdir", str(dest), str(source)], check=True, timeout=900)
-    (sdist,) = dest.glob("pytest_agent_eval-*.tar.gz")
-    (wheel,) = dest.glob("pytest_agent_eval-*.whl")
+    (sdist,) = dest.glob("pytest_retrieval_ab-*.tar.gz")
+    (wheel,) = dest.glob("pytest_retrieval_ab-*.whl")
     return {"sdist": sdist, "wheel": wheel}
 
 

