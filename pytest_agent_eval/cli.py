@@ -222,13 +222,19 @@ def _rescore(args: argparse.Namespace) -> int:
 
     from pytest_agent_eval.campaign import baseline
     from pytest_agent_eval.campaign.rescore import rescore
-    from pytest_agent_eval.campaign.store import StoreError, write_atomic
+    from pytest_agent_eval.campaign.store import LATEST, StoreError, latest_pointer, write_atomic
     from pytest_agent_eval.report.terminal import render_rescore
 
     folder = Path(args.folder)
     if not folder.exists():
         print(f"agent-eval: error: {folder}: no such file or folder", file=sys.stderr)
         return 2
+    if folder.name == LATEST and folder.is_file():  # <out>/latest names the newest campaign: rescore that one
+        campaign = latest_pointer(folder.parent)
+        if campaign is None:
+            print(f"agent-eval: error: {folder}: names no campaign in {folder.parent}", file=sys.stderr)
+            return 2
+        folder = campaign
     out = Path(args.out) if args.out else None
     refused = _refused_out(out, folder) if out is not None else None
     if refused:  # before any scoring: a mistyped --out must not cost the work, nor overwrite the input

@@ -5,7 +5,7 @@ import pytest
 from synth import Transcript, explore_response
 
 from pytest_agent_eval.campaign.rescore import find_sessions, parse_label, rescore
-from pytest_agent_eval.campaign.store import Campaign, load_records
+from pytest_agent_eval.campaign.store import Campaign, load_records, point_latest
 from pytest_agent_eval.cli import main
 from pytest_agent_eval.report.terminal import render_rescore
 from pytest_agent_eval.score import score_session
@@ -242,3 +242,26 @@ def test_a_campaign_without_its_manifest_is_rescored_as_a_folder_saying_so(harne
     captured = capsys.readouterr()
     assert "run-block-probe" not in {r["id"].rsplit("/", 1)[-1] for r in json.loads(captured.out)}
     assert f"agent-eval: warning: {harness_folder}: a campaign's items.jsonl without its manifest.json" in captured.err
+
+
+def test_rescore_of_the_latest_pointer_rescores_the_campaign_it_names(tmp_path, capsys):
+    campaign = Campaign.create(tmp_path / "out", {"backend": "scripted"})
+    first = turn_one(campaign.item_dir("express-with-1") / "run-express-with-1.jsonl")
+    record = {"id": "express-with-1", "entry": "express", "arm": "with", "run": 1, "outcome": "passed"}
+    campaign.record({**record, "segments": [str(first.relative_to(campaign.path))]})
+    point_latest(campaign.path)
+    assert main(["rescore", str(tmp_path / "out" / "latest")]) == 0
+    captured = capsys.readouterr()
+    assert "express-with-1" in captured.out and "pooled over 1 session(s)" in captured.out, captured.err
+    (tmp_path / "out" / "latest").write_text("gone\n")
+    assert main(["rescore", str(tmp_path / "out" / "latest")]) == 2
+    assert f"{tmp_path / 'out' / 'latest'}: names no campaign in {tmp_path / 'out'}" in capsys.readouterr().err
+
+
+@pytest.mark.parametrize("name, label", [("a.txt", "a"), ("t1", "t1"), ("rs_probe.txt", "rs_probe")])
+def test_a_transcript_file_of_any_name_is_rescored_under_its_whole_name(tmp_path, capsys, name, label):
+    turn_one(tmp_path / "t.jsonl").rename(tmp_path / name)
+    (record,) = rescore(tmp_path / name)
+    assert record.id == label and record.outcome == "passed"
+    assert main(["rescore", str(tmp_path / name)]) == 0
+    assert label in capsys.readouterr().out

@@ -83,7 +83,8 @@ def rescore(
     records = []
     for files in find_sessions(folder):
         first = files[0]
-        label = first.name[: -len(".jsonl")]
+        # the file's name without .jsonl (run-express-with-1), or without its suffix (a transcript saved as .txt)
+        label = (first.name[: -len(".jsonl")] if first.name.endswith(".jsonl") else first.stem) or first.name
         guess = parse_label(label)
         relative = first.parent.relative_to(root)
         # ab-readme keeps one folder per repo: that folder is the entry when the label does not name one.
