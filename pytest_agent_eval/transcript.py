@@ -560,9 +560,15 @@ class _Builder:
             self.read_lines(_lines(path), segment, thread, str(path), expect_result=expect_result, sniff=sniff)
         except OSError as exc:
             raise TranscriptError(f"{path}: cannot read ({exc.strerror})") from None
-        known = sum(self.session.parse.event_types[t] for t in KNOWN_EVENT_TYPES)
-        if self.session.parse.event_types.total() == before or known == 0:
-            raise TranscriptError(f"{path}: not a Claude Code transcript (no JSON events)")
+        read = self.session.parse.event_types.total() - before
+        if read == 0:
+            raise TranscriptError(f"{path}: not a Claude Code transcript (no line is a JSON object)")
+        if not any(self.session.parse.event_types[t] for t in KNOWN_EVENT_TYPES):
+            kinds = "/".join(sorted(KNOWN_EVENT_TYPES))
+            raise TranscriptError(
+                f'{path}: not a Claude Code transcript: {read} JSON object(s), none with a "type" of {kinds} '
+                "(Claude Code writes one such event a line: stream-json or a session file)"
+            )
         self.session.files.append(path)
 
     def read_subagents(self, session_file: Path) -> None:

@@ -193,7 +193,13 @@ def test_interactive_session_folder(tmp_path, capsys):
     [
         ("missing.jsonl", None, "missing.jsonl: no such file"),
         ("notes.md", "# just prose\n", "notes.md: not a Claude Code transcript"),
-        ("array.jsonl", "[1, 2]\n", "array.jsonl: not a Claude Code transcript"),
+        ("array.jsonl", "[1, 2]\n", "array.jsonl: not a Claude Code transcript (no line is a JSON object)"),
+        (
+            "object.json",
+            '{"a":1}\n{"type": "note"}\n',
+            'object.json: not a Claude Code transcript: 2 JSON object(s), none with a "type" of '
+            "assistant/result/system/user",
+        ),
     ],
 )
 def test_bad_files_are_one_line_errors_with_exit_2(tmp_path, capsys, name, content, message):
