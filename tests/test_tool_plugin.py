@@ -21,6 +21,7 @@ from tinygrep_tool import SERVER, TINYGREP
 
 from pytest_agent_eval.config import AgentEvalConfig, OptionError
 from pytest_agent_eval.explore_answer import file_sections
+from pytest_agent_eval.harness import runtimes
 from pytest_agent_eval.harness.drivers import warm_mcp_server
 from pytest_agent_eval.harness.index import indexed_copy
 from pytest_agent_eval.harness.provision import ProvisionError, provision_tool, read_builds
@@ -186,7 +187,7 @@ def test_the_gate_names_the_tool_whose_output_leaked() -> None:
 @pytest.mark.slow
 @pytest.mark.e2e
 @pytest.mark.timeout(900)
-@pytest.mark.skipif(shutil.which("npm") is None or shutil.which("node") is None, reason="npm and node are needed")
+@pytest.mark.skipif(runtimes.node() is None, reason="Node.js with npm is needed")
 def test_pytest_evals_runs_both_arms_with_a_second_tool(real_tools: RealTools, tag: str, tmp_path: Path) -> None:
     tools = tmp_path / "tools"  # the tool's description, importable by the inner pytest, outside this checkout
     tools.mkdir()
