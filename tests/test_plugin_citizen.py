@@ -305,7 +305,7 @@ def test_drift_is_an_agent_eval_warning_that_w_error_turns_into_a_failure(projec
     result.stdout.fnmatch_lines(["*warnings summary*", "*AgentEvalWarning: agent-eval: warning: this session's*"])
     assert result.ret == pytest.ExitCode.OK
     result = project.run("--agent-eval-resume", campaign, *STRICT)
-    result.stdout.fnmatch_lines(["*agent-eval: warning: this session's settings differ*(an error by -W)"])
+    result.stdout.fnmatch_lines(["*agent-eval: warning: this session's settings differ*(an error by -W error::*)"])
     assert result.ret == pytest.ExitCode.TESTS_FAILED
     ignored = ["-W", "ignore::pytest_agent_eval.warnings.AgentEvalWarning"]
     result = project.run("--agent-eval-resume", campaign, *ignored)
@@ -337,8 +337,26 @@ def test_w_error_makes_the_warnings_a_failed_session_naming_them(project):
     result = project.run("--agent-eval-runs", "1", *STRICT)
     result.assert_outcomes(passed=2)
     assert result.ret == pytest.ExitCode.TESTS_FAILED
-    result.stdout.fnmatch_lines([f"{STAND_IN}*(an error by -W)", f"{ONE_RUN} (an error by -W)"])
+    by = f"(an error by -W {STRICT[1]})"
+    result.stdout.fnmatch_lines([f"{STAND_IN}*{by}", f"{ONE_RUN} {by}"])
     assert "INTERNALERROR" not in result.stdout.str()
+
+
+def test_a_project_that_makes_every_warning_an_error_lists_these_without_failing(project):
+    """``filterwarnings = error`` is about the project's own code: the stand-in and n=1 caveats of a campaign are
+    listed as warnings, and fail the session only under a filter that names AgentEvalWarning, which is named."""
+    clean_scripts(project)
+    (project.path / "pytest.ini").write_text("[pytest]\nfilterwarnings =\n    error\n")
+    result = project.run("--agent-eval-runs", "1")
+    result.assert_outcomes(passed=2)
+    assert result.ret == pytest.ExitCode.OK
+    result.stdout.fnmatch_lines(["*warnings summary*", f"*AgentEvalWarning: {STAND_IN}*"])
+    assert "an error by" not in result.stdout.str()
+    strict = "error::pytest_agent_eval.warnings.AgentEvalWarning"
+    (project.path / "pytest.ini").write_text(f"[pytest]\nfilterwarnings =\n    error\n    {strict}\n")
+    result = project.run("--agent-eval-runs", "1")
+    assert result.ret == pytest.ExitCode.TESTS_FAILED
+    result.stdout.fnmatch_lines([f"{STAND_IN}*(an error by filterwarnings = {strict} in pytest.ini)"])
 
 
 def test_filterwarnings_hides_them_and_the_stand_in_is_still_named_in_every_report(project):
