@@ -90,6 +90,39 @@ def pytest_addoption(parser: pytest.Parser) -> None:
     )
 
 
+@pytest.hookimpl(wrapper=True)
+def pytest_load_initial_conftests(parser: pytest.Parser) -> Any:
+    """A project's conftest.py that adds an option of the plugin's (``--arms``, an ``--agent-eval-…``) ended in
+    argparse's traceback: a usage error naming the option and the way out instead. pytest 9 refuses the second
+    option as the conftest adds it; pytest 8 only when it parses the command line, so the options are compared
+    here once the conftests are in."""
+    import argparse
+
+    ours = {name for option in OPTIONS for name in (option.flag, option.short) if name}
+    try:
+        loaded = yield
+    except argparse.ArgumentError as exc:
+        taken = sorted(name for name in ours if f" {name}" in str(exc))
+        if not taken:
+            raise
+        raise pytest.UsageError(_option_taken(taken)) from None
+    # pytest keeps a group's options in .options, the conftests' ungrouped ones in ._anonymous (no public API)
+    groups = [*getattr(parser, "_groups", ()), getattr(parser, "_anonymous", None)]
+    names = [name for group in groups if group is not None for option in group.options for name in option.names()]
+    taken = sorted(name for name in ours if names.count(name) > 1)
+    if taken:
+        raise pytest.UsageError(_option_taken(taken))
+    return loaded
+
+
+def _option_taken(names: list[str]) -> str:
+    return (
+        f"{', '.join(names)}: a conftest.py (or another plugin) adds this option, which the agent-eval plugin "
+        "(pytest-retrieval-ab) already has: rename the project's own (e.g. --my-arms), or run without the plugin "
+        "(-p no:agent_eval)"
+    )
+
+
 def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER)
     if config.getoption("agent_eval_skip") and config.getoption("agent_eval_only"):
@@ -167,7 +200,8 @@ def pytest_report_header(config: pytest.Config) -> list[str]:
     if hasattr(config, "workerinput") or CONFIG_KEY not in config.stash:  # a worker's header is never shown
         return []
     config.stash[HEADER_SHOWN_KEY] = True
-    return header_lines(config)
+    # xdist alone puts the settings in the header of unit-test sessions too: no programs are looked for there
+    return header_lines(config) if _settings_given(config) else [settings_line(config)]
 
 
 def header_lines(config: pytest.Config) -> list[str]:

@@ -9,6 +9,8 @@ import re
 import pytest
 from test_plugin import Q_EXPRESS, Q_GIN, Project, clean_scripts, entry, with_clean
 
+from pytest_agent_eval.harness import runtimes
+
 pytestmark = pytest.mark.slow  # pytester sessions
 
 UNRELATED = "def test_unrelated():\n    assert True\n"
@@ -424,13 +426,18 @@ def test_install_clone_and_index_progress_reaches_the_terminal(project, monkeypa
     assert not list(scratch.glob("agent-eval-progress-*"))
 
 
+# which bubblewrap and Node.js: the machine's or the bundled ones (tests/test_runtimes.py checks each case)
+RUNTIMES = f"agent-eval: {runtimes.bwrap().describe()}; {runtimes.node().describe()}"
+
+
 def test_report_header_names_backend_arms_corpus_and_out(project, monkeypatch):
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
     result = project.pytester.runpytest("-p", "no:cacheprovider", "--arms", "with", "--agent-eval-out", "out")
     result.stdout.fnmatch_lines(
         [
             "agent-eval: backend auto → scripted stand-in model (no ANTHROPIC_API_KEY); arms with; "
-            f"corpus {project.path / 'corpus.json'}; campaigns in {project.path / 'out'}"
+            f"corpus {project.path / 'corpus.json'}; campaigns in {project.path / 'out'}",
+            RUNTIMES,
         ]
     )
 
@@ -443,7 +450,7 @@ def test_without_settings_the_line_follows_the_collection_of_agent_items(project
         f"corpus {project.path / 'corpus.json'}; campaigns in {project.path / 'agent-eval-out'}"
     )
     result = project.pytester.runpytest("-p", "no:cacheprovider", "--collect-only", "evals")
-    result.stdout.fnmatch_lines(["collected 4 items", line])
+    result.stdout.fnmatch_lines(["collected 4 items", line, RUNTIMES])
     assert result.stdout.lines.count(line) == 1
     unrelated = project.pytester.runpytest("-p", "no:cacheprovider", "tests")  # the agent items opted out
     assert not [text for text in unrelated.stdout.lines if text.startswith("agent-eval: backend")]
@@ -469,3 +476,15 @@ def test_cli_version():
 
     done = subprocess.run([sys.executable, "-m", "pytest_agent_eval.cli", "--version"], capture_output=True, text=True)
     assert done.returncode == 0 and done.stdout.startswith("agent-eval ")
+
+
+def test_a_conftest_adding_an_option_the_plugin_has_is_a_usage_error_saying_the_way_out(pytester):
+    pytester.makeconftest('def pytest_addoption(parser):\n    parser.addoption("--arms", default="mine")\n')
+    pytester.makepyfile("def test_a():\n    pass\n")
+    result = pytester.runpytest_subprocess("-p", "no:cacheprovider")
+    assert result.ret == pytest.ExitCode.USAGE_ERROR
+    result.stderr.fnmatch_lines(
+        ["ERROR: --arms: a conftest.py (or another plugin) adds this option*rename the project's own*-p no:agent_eval*"]
+    )
+    assert "Traceback" not in result.stderr.str()
+    assert pytester.runpytest_subprocess("-p", "no:cacheprovider", "-p", "no:agent_eval").ret == pytest.ExitCode.OK
