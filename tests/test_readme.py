@@ -1,5 +1,5 @@
-"""README's examples run as written: every command of its ``bash`` blocks works on an offline machine as printed,
-or says next to it what it needs (a ``# needs: …`` comment on its line, or on a comment line above it in the
+"""README's and docs/'s examples run as written: every command of their ``bash`` blocks works on an offline machine
+as printed, or says next to it what it needs (a ``# needs: …`` comment on its line, or on a comment line above it in the
 block, for the commands that follow).
 
 What is checked, per command:
@@ -34,6 +34,7 @@ from pytest_agent_eval.corpus import load_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"
+PAGES = (README, *sorted((ROOT / "docs").rglob("*.md")))  # README first: its first commands are the headline ones
 CI = ROOT / ".ci" / "run"
 NEEDS = re.compile(r"\bneeds:\s*(.+)$")
 PLACEHOLDER = re.compile(r"<[^>]+>")
@@ -41,19 +42,20 @@ PLACEHOLDER = re.compile(r"<[^>]+>")
 
 @dataclass(frozen=True)
 class Example:
-    """One command of README's bash blocks: where it is, the command as printed, its comment, what it needs."""
+    """One command of a page's bash blocks: where it is, the command as printed, its comment, what it needs."""
 
     line: int
     command: str
     comment: str
     needs: str | None
+    page: Path = README
 
     @property
     def argv(self) -> list[str]:
         return shlex.split(self.command)
 
     def __str__(self) -> str:
-        return f"README.md:{self.line}: {self.command}"
+        return f"{self.page.relative_to(ROOT)}:{self.line}: {self.command}"
 
 
 def split_comment(line: str) -> tuple[str, str]:
@@ -69,10 +71,10 @@ def split_comment(line: str) -> tuple[str, str]:
     return line.rstrip(), ""
 
 
-def blocks(language: str) -> list[tuple[int, list[str]]]:
-    """README's fenced blocks of ``language``: the line number of each block's first line, and its lines."""
+def blocks(language: str, page: Path = README) -> list[tuple[int, list[str]]]:
+    """A page's fenced blocks of ``language``: the line number of each block's first line, and its lines."""
     found, current, start = [], None, 0
-    for number, line in enumerate(README.read_text(encoding="utf-8").splitlines(), start=1):
+    for number, line in enumerate(page.read_text(encoding="utf-8").splitlines(), start=1):
         if current is None and line.strip() == f"```{language}":
             current, start = [], number + 1
         elif current is not None and line.strip() == "```":
@@ -85,10 +87,15 @@ def blocks(language: str) -> list[tuple[int, list[str]]]:
 
 @cache
 def examples() -> tuple[Example, ...]:
-    return tuple(example for start, lines in blocks("bash") for example in commands(start, lines))
+    """Every page's commands, README's first."""
+    return tuple(e for page in PAGES for start, lines in blocks("bash", page) for e in commands(start, lines, page))
 
 
-def commands(start: int, lines: list[str]) -> list[Example]:
+def python_blocks() -> list[tuple[Path, int, list[str]]]:
+    return [(page, start, lines) for page in PAGES for start, lines in blocks("python", page)]
+
+
+def commands(start: int, lines: list[str], page: Path = README) -> list[Example]:
     """The commands of one bash block, continuation lines joined. What a command needs is said by ``needs:`` in
     its own trailing comment, or in the comment lines right above it, which speak for every command below them up
     to the next comment."""
@@ -110,7 +117,7 @@ def commands(start: int, lines: list[str]) -> list[Example]:
         command, comment = split_comment(pending + line)
         pending, after_command = "", True
         if command.strip():
-            found.append(Example(first, " ".join(command.split()), comment, needs_in(comment) or group_needs))
+            found.append(Example(first, " ".join(command.split()), comment, needs_in(comment) or group_needs, page))
     return found
 
 
@@ -164,12 +171,15 @@ def run(argv: list[str], cwd: Path, env: dict[str, str] | None = None) -> subpro
 def test_the_readme_has_commands_and_the_headline_ones_are_run_by_ci():
     commands = [e.command for e in examples()]
     assert len(commands) >= 25, commands  # the parser found the blocks
+    pages = {e.page.relative_to(ROOT).as_posix() for e in examples()}
+    assert {"README.md", "docs/usage.md", "docs/campaigns-and-ci.md", "docs/extending.md"} <= pages
     install_and_main_job, tests = commands[0], commands[2]
     assert install_and_main_job.endswith(
         "pytest evals -k express --agent-eval-backend scripted --agent-eval-offline -v"
     )
     assert tests == "pytest tests -n 2"
     assert by_ci(examples()[0]) and by_ci(examples()[2]), f"{CI} runs README's two commands verbatim"
+    assert examples()[2].page == README
 
 
 def test_every_command_runs_offline_as_printed_or_says_what_it_needs():
@@ -209,10 +219,11 @@ def test_needs_are_read_from_the_line_or_the_comment_lines_above():
 
 # -- the commands run ----------------------------------------------------------------------------------------
 EVAL_COMMANDS = [e for e in examples() if e.argv[0] == "pytest" and not by_ci(e) and not e.needs]
+IDS = {id(e): f"{e.page.stem}-line{e.line}" for e in examples()}
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("example", EVAL_COMMANDS, ids=[f"line{e.line}" for e in EVAL_COMMANDS])
+@pytest.mark.parametrize("example", EVAL_COMMANDS, ids=[IDS[id(e)] for e in EVAL_COMMANDS])
 def test_eval_commands_collect_only_entries_with_an_offline_source(example: Example):
     argv = [*without_workers(example.argv), "--collect-only", "-q", "-p", "no:cacheprovider"]
     done = run(argv, ROOT)
@@ -245,7 +256,7 @@ def supply_transcripts(example: Example, folder: Path) -> dict[str, str]:
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("example", AGENT_EVAL_COMMANDS, ids=[f"line{e.line}" for e in AGENT_EVAL_COMMANDS])
+@pytest.mark.parametrize("example", AGENT_EVAL_COMMANDS, ids=[IDS[id(e)] for e in AGENT_EVAL_COMMANDS])
 def test_agent_eval_commands_run_or_use_options_that_exist(example: Example, tmp_path: Path):
     argv = example.argv
     if argv[1:2] == ["score"] or not example.needs:
@@ -292,17 +303,22 @@ def agent_eval_help(command: str) -> str:
 # -- the python blocks ---------------------------------------------------------------------------------------
 def python_block_defining(name: str) -> str:
     """The python block that assigns ``name`` (``MYTOOL = RetrievalTool(…)``)."""
-    return next("\n".join(lines) for _, lines in blocks("python") if any(x.startswith(f"{name} =") for x in lines))
+    return next("\n".join(lines) for _, _, lines in python_blocks() if any(x.startswith(f"{name} =") for x in lines))
 
 
-@pytest.mark.parametrize("start, lines", blocks("python"), ids=[f"line{s}" for s, _ in blocks("python")])
-def test_python_blocks_run(start: int, lines: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys):
+@pytest.mark.parametrize(
+    "page, start, lines", python_blocks(), ids=[f"{page.stem}-line{start}" for page, start, _ in python_blocks()]
+)
+def test_python_blocks_run(
+    page: Path, start: int, lines: list[str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys
+):
     two_turn_run(tmp_path)
     shutil.copyfile(tmp_path / "run-with-1.jsonl", tmp_path / "run.jsonl")
     shutil.copyfile(tmp_path / "run-with-1.t2.jsonl", tmp_path / "run.t2.jsonl")
     monkeypatch.chdir(tmp_path)
     code_text = "\n".join(lines)
-    code = compile(code_text, f"README.md:{start}", "exec")
-    exec(code, {"__name__": f"readme_{start}"})
+    where = f"{page.relative_to(ROOT)}:{start}"
+    code = compile(code_text, where, "exec")
+    exec(code, {"__name__": f"doc_{page.stem}_{start}"})
     if re.search(r"\bprint\(", code_text):
-        assert capsys.readouterr().out.strip(), f"README.md:{start}: printed nothing"
+        assert capsys.readouterr().out.strip(), f"{where}: printed nothing"
