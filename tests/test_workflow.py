@@ -70,5 +70,7 @@ def test_every_pytest_flag_exists():
         assert re.search(rf"(^|[\s,]){re.escape(flag)}([\s=,]|$)", help_text, re.M), flag
 
 
-def test_the_readme_points_to_it():
-    assert ".github/workflows/agent-eval-sharded.yml" in (ROOT / "README.md").read_text()
+def test_the_docs_point_to_it():
+    page = ROOT / "docs" / "campaigns-and-ci.md"
+    assert "](../.github/workflows/agent-eval-sharded.yml)" in page.read_text()
+    assert (page.parent / "../.github/workflows/agent-eval-sharded.yml").resolve() == WORKFLOW.resolve()
