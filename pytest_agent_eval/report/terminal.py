@@ -43,6 +43,7 @@ from pytest_agent_eval.report.gates import describe_leak
 from pytest_agent_eval.report.stats import small_n_warning
 from pytest_agent_eval.report.verdict import verdicts
 from pytest_agent_eval.tool import CODEGRAPH
+from pytest_agent_eval.transcript import STAND_IN_PREFIX
 
 MODEL_FREE_BACKENDS = ("scripted", "cassette")
 MODEL_FREE_NOTE = " — these figures measure the pipeline and the tool's responses, not a model"
@@ -95,10 +96,15 @@ def model_fields(records: Iterable[ItemRecord], requested: str | None) -> dict[s
     """``summary.json``'s model keys: ``model``, what answered the agent's requests as its transcripts name it
     (a stand-in names itself ``stand-in-…``); ``model_requested``, what the CLI was told (``--agent-eval-model``),
     which a stand-in ignores; and, when the two differ, a ``model_note`` saying so."""
+    records = list(records)
     answered = list(dict.fromkeys(m for r in records for m in ((r.scores or {}).get("models") or [])))
+    stand_ins = [m for m in answered if m.startswith(STAND_IN_PREFIX)]
+    free = sorted({str(backend_name(r.backend)) for r in records if backend_name(r.backend) in MODEL_FREE_BACKENDS})
+    if free:  # whatever name its messages carry (a cassette replays a real model's), the stand-in answered
+        answered = stand_ins or [f"{STAND_IN_PREFIX}-{name}" for name in free]
     fields: dict[str, Any] = {"model": ", ".join(answered) or requested, "model_requested": requested}
     if answered and requested and requested not in answered:
-        who = "a stand-in model" if any(m.startswith("stand-in") for m in answered) else "the model named"
+        who = "a stand-in model" if free else "the model its transcripts name"
         fields["model_note"] = (
             f"{fields['model']} ({who}) answered every request; {requested} is only what the CLI was told"
         )
