@@ -659,6 +659,15 @@ def test_contaminated_without_arm_fails(project):
     assert "agent-eval: verdict express (with vs without, 0 paired runs): no run of one arm pairs" in out
 
 
+def test_qq_keeps_the_verdict_lines_and_drops_the_tables(project):
+    clean_scripts(project)
+    result = project.run("--agent-eval-runs", "1", "-k", "express", "-qq")
+    out = result.stdout.str()
+    assert "agent-eval: verdict express (with vs without, 1 paired run): retrieval residual " in out
+    assert "(1 pair: no interval)" in out
+    assert "ARM COMPARISON" not in out and "RUNS — one line each" not in out
+
+
 def test_threshold_gates_from_yaml(project):
     clean_scripts(project)
     (project.path / "agent-eval.yaml").write_text(
