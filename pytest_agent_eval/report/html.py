@@ -39,7 +39,7 @@ from pytest_agent_eval.report.terminal import (
     simulated_cost,
     tool_name,
 )
-from pytest_agent_eval.report.verdict import BETTER, UNCLEAR, WORSE, Verdict, shown, verdicts
+from pytest_agent_eval.report.verdict import BETTER, NO_PAIRS, UNCLEAR, WORSE, Verdict, shown, verdicts
 from pytest_agent_eval.score import score
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
 from pytest_agent_eval.transcript import Compaction, Message, Session, ToolResult, TranscriptError, UserText
@@ -239,11 +239,9 @@ def _verdict_banner(found: list[Verdict], tool: str) -> str:
             f"{_e(change.text(tool))}</span>"
             for change in verdict.changes
         )
-        runs = f"{verdict.pairs} paired run{'' if verdict.pairs == 1 else 's'}"
-        over = f"{verdict.entries} entries, " if verdict.entries > 1 else ""
         lines.append(
             f'<p class="verdict-line" data-entry="{_e(verdict.label)}"><strong>{_e(verdict.label)}</strong> '
-            f'<span class="meta">{_e(verdict.arm)} vs {_e(verdict.reference)}, {over}{runs}</span>: {changes}</p>'
+            f'<span class="meta">{_e(verdict.scope)}</span>: {changes if verdict.pairs else _e(NO_PAIRS)}</p>'
         )
     return (
         '<section id="verdict" class="banner"><h2>Verdict</h2><p class="hint">the change of each figure, run '

@@ -26,6 +26,7 @@ from pytest_agent_eval.tool import CODEGRAPH
 VERDICT_FIGURES = ("residual_tokens", "tokens_processed", "duration_s", "cost_usd")
 BETTER, WORSE, UNCLEAR, NO_INTERVAL = "better", "worse", "no clear difference", "no interval"
 OVERALL = "overall"
+NO_PAIRS = "no run of one arm pairs with a run of the other"
 
 
 @dataclass(frozen=True)
@@ -78,13 +79,17 @@ class Verdict:
     pairs: int
     changes: list[Change]
 
+    @property
+    def scope(self) -> str:
+        """What was compared over what: ``with vs without, 2 entries, 5 paired runs``."""
+        over = f"{self.entries} entr{'y' if self.entries == 1 else 'ies'}, " if self.label == OVERALL else ""
+        return f"{self.arm} vs {self.reference}, {over}{self.pairs} paired run{'' if self.pairs == 1 else 's'}"
+
     def line(self, tool: str = CODEGRAPH.name) -> str:
         """``verdict express (with vs without, 2 paired runs): retrieval residual −73% [−73%, −73%] better · …``"""
-        over = f"{self.entries} entr{'y' if self.entries == 1 else 'ies'}, " if self.label == OVERALL else ""
-        runs = f"{self.pairs} paired run{'' if self.pairs == 1 else 's'}"
-        head = f"verdict {self.label} ({self.arm} vs {self.reference}, {over}{runs})"
+        head = f"verdict {self.label} ({self.scope})"
         if not self.pairs:
-            return f"{head}: no run of one arm pairs with a run of the other"
+            return f"{head}: {NO_PAIRS}"
         return f"{head}: " + " · ".join(change.text(tool) for change in self.changes)
 
     def to_dict(self) -> dict[str, Any]:
