@@ -260,11 +260,18 @@ def chart(dom: str, chart_id: str) -> str:
 @pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason="no chromium binary (Debian: apt-get install chromium)")
 def test_charts_render_in_headless_chromium(campaign, tmp_path):
+    contaminated_run(campaign, "express-without-3", 3)
     report = write_html(campaign)
     result = chromium(tmp_path / "profile", "--dump-dom", report.as_uri())
     assert result.returncode == 0, result.stderr[-2000:]
     dom = result.stdout
     assert 'data-charts-rendered="3"' in dom
+    # the transcript of the contaminated run, its leak marked
+    leaked = run_section(dom, "express-without-3")
+    assert "CONTAMINATED: 1 result(s) carried the tool's output" in leaked
+    drawn = re.search(r'<figure class="run-occupancy" data-run="express-without-3">(.*?)</figure>', dom, re.S)
+    assert "1 request · final context" in drawn.group(1) and "CONTAMINATED" in drawn.group(1)
+    assert re.search(r'<details class="result leaked"><summary>result [\d,]+ chars <span class="error leak">', leaked)
     residual = chart(dom, "chart-residual")
     # One bar per (entry, arm): express and gin, with and without.
     assert len(re.findall(r'<rect [^>]*class="bar tool"', residual)) == 2
@@ -279,7 +286,7 @@ def test_charts_render_in_headless_chromium(campaign, tmp_path):
 
     # The occupancy charts are in the page as written: one SVG per scored run, a series per family.
     svgs = re.findall(r'<svg class="occupancy"[^>]*>(.*?)</svg>', dom, re.S)
-    assert len(svgs) == 6
+    assert len(svgs) == 7
     assert all(re.findall(r'<g class="series" data-family="(\w+)"', svg) == list(SERIES) for svg in svgs)
 
     screenshot = tmp_path / "report.png"
@@ -305,6 +312,7 @@ document.body.setAttribute("data-overflow", wide.join(" ") || "none");
 @pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason="no chromium binary (Debian: apt-get install chromium)")
 def test_nothing_scrolls_sideways_at_1400_px(campaign, tmp_path):
+    contaminated_run(campaign, "express-without-3", 3)
     page = write_html(campaign).read_text(encoding="utf-8")
     checked = tmp_path / "checked.html"
     checked.write_text(page.replace("</body>", OVERFLOW_CHECK), encoding="utf-8")
@@ -314,9 +322,9 @@ def test_nothing_scrolls_sideways_at_1400_px(campaign, tmp_path):
     assert re.search(r'<body[^>]* data-overflow="([^"]*)"', result.stdout).group(1) == "none"
 
 
-def test_a_contaminated_without_arm_shows_its_leaks(tmp_path):
-    campaign = Campaign.create(tmp_path / "out", {"backend": "scripted"})
-    path = campaign.item_dir("express-without-1") / "run.jsonl"
+def contaminated_run(campaign: Campaign, item_id: str, run: int) -> str:
+    """A without-arm run of express whose Bash call carried the tool's output; returns that call's id."""
+    path = campaign.item_dir(item_id) / "run.jsonl"
     t = Transcript()
     t.init()
     leaked = t.call("Bash", command="echo Y29kZWdyYXBoIGV4cGxvcmUgcQ== | base64 -d | sh")
@@ -325,16 +333,22 @@ def test_a_contaminated_without_arm_shows_its_leaks(tmp_path):
     t.write(path)
     campaign.record(
         {
-            "id": "express-without-1",
+            "id": item_id,
             "entry": "express",
             "arm": "without",
-            "run": 1,
+            "run": run,
             "outcome": "failed",
             "segments": [str(path.relative_to(campaign.path))],
             "scores": score_session(Session.from_files([path])),
             "contaminated": True,
         }
     )
+    return leaked
+
+
+def test_a_contaminated_without_arm_shows_its_leaks(tmp_path):
+    campaign = Campaign.create(tmp_path / "out", {"backend": "scripted"})
+    leaked = contaminated_run(campaign, "express-without-1", 1)
     section = run_section(render_html(campaign.items(), "t", "note", campaign.path), "express-without-1")
     assert "CONTAMINATED: 1 result(s) carried the tool's output" in section
     assert (

@@ -277,6 +277,8 @@ def _occupancy_section(found: Aggregate, sessions: Mapping[str, Session | str]) 
                 title = f"{run.id}: context over its requests, by family"
                 svg = occupancy_chart.run_chart(series[run.id], tool, top, columns, title)
                 caption = occupancy_chart.summary_line(series[run.id], tool, group.has_tool)
+                if run.contaminated:
+                    caption += " · CONTAMINATED: the tool's output reached it"
                 charts.append(
                     f'<figure class="run-occupancy" data-run="{_e(run.id)}"><figcaption>{_e(run.id)} · '
                     f'<span class="meta">{_e(caption)}</span></figcaption>{svg}</figure>'

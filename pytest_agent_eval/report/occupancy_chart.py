@@ -114,10 +114,9 @@ def summary_line(requests: Sequence[Mapping[str, int]], tool: str, has_tool: boo
     last = layers(requests[-1])
     retrieval = last["tool"] if has_tool else last["read"] + last["search"] + last["bash"]
     kind = f"{tool} results" if has_tool else "file access"
-    return (
-        f"{len(requests)} requests · final context {tokens(requests[-1].get('ctx', 0))} · "
-        f"retrieval residual {tokens(retrieval)} ({kind})"
-    )
+    count = f"{len(requests)} request{'' if len(requests) == 1 else 's'}"
+    final = tokens(requests[-1].get("ctx", 0))
+    return f"{count} · final context {final} · retrieval residual {tokens(retrieval)} ({kind})"
 
 
 def _e(value: Any) -> str:
