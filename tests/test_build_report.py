@@ -66,6 +66,12 @@ def test_backend_by_name_and_no_stray_question_mark_for_an_item_that_errored_ear
     page = render_html(records, "t")
     assert "model backend: ?" not in page and "{&#x27;name&#x27;" not in page
     assert "backend scripted</li>" in page  # each run's line names it
+    # and what answered: the stand-in, not the model the CLI was told (the records say "sonnet")
+    told = [{**r, "model": "sonnet"} for r in records[:2]]
+    assert (
+        "<li>model: stand-in-scripted (a stand-in model) answered every request; sonnet is only what the CLI "
+        "was told</li>" in render_html(told, "t")
+    )
 
 
 def test_costs_under_a_stand_in_model_are_marked_simulated():

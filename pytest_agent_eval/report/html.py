@@ -35,6 +35,7 @@ from pytest_agent_eval.report.terminal import (
     backend_name,
     backend_note,
     cell,
+    model_fields,
     paired_cell,
     simulated_cost,
     tool_name,
@@ -454,6 +455,9 @@ def _run_meta(record: ItemRecord) -> str:
     versions = ", ".join(f"{k} {v}" for k, v in known.items() if v)
     if versions:
         rows.append(f"<li>{_e(versions)}</li>")
+    model = model_fields([record], record.model)
+    if model["model"]:
+        rows.append(f"<li>model: {_e(model.get('model_note') or model['model'])}</li>")
     timing = [f"{k} {seconds(v)}" for k, v in (("wall_s", record.wall_s), ("agent_s", record.agent_s)) if v is not None]
     if timing:
         rows.append(f"<li>{_e(' · '.join(timing))}</li>")
