@@ -640,7 +640,8 @@ class Reporter:
                 shard, selected = settings(config).shard, len(self.session.selection["selected"])
                 terminalreporter.write_line(f"agent-eval: shard {shard} holds none of the {selected} selected item(s)")
         verbosity = config.getoption("verbose")
-        lines = self.session.terminal_lines(verbose=verbosity > 0) if self.session else []
+        # One line per run by default and at -v; every run's blocks at -vv (report.html always has them).
+        lines = self.session.terminal_lines(verbose=verbosity > 1) if self.session else []
         if verbosity <= -2:  # -qq: the verdict lines, not the tables
             lines = [line for line in lines if line.text.startswith("agent-eval:")]
         if lines or self.raised:

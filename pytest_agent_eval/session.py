@@ -280,7 +280,7 @@ class EvalSession:
         from pytest_agent_eval.harness import runtimes
         from pytest_agent_eval.report import compare as compare_gate
         from pytest_agent_eval.report.html import write_html
-        from pytest_agent_eval.report.terminal import summary
+        from pytest_agent_eval.report.terminal import model_fields, summary
 
         cfg = self.cfg
         if not (cfg.campaign_dir is not None and (cfg.campaign_dir / MANIFEST).is_file()):
@@ -301,7 +301,7 @@ class EvalSession:
             "corpus": str(cfg.corpus),
             "arms": [arm.label for arm in cfg.arms],
             "runs": cfg.runs,
-            "model": cfg.model,
+            **model_fields(records, cfg.model),
             "effort": cfg.effort,
             "backend": cfg.backend,
             "tool": cfg.tool.name,
@@ -315,9 +315,10 @@ class EvalSession:
             self.gate = compare_gate.gate(before, records, cfg.compare_fail, cfg.compare_min_pairs)
             meta["gate"] = {"baseline": str(self.compare_path), **compare_gate.gate_summary(self.gate)}
         path = self.campaign.path / SUMMARY
-        text = json.dumps(summary(records, meta), indent=2, default=str) + "\n"
+        text = json.dumps(summary(records, meta, cfg.include_contaminated), indent=2, default=str) + "\n"
         write_atomic(path, text)
-        html = write_html(self.campaign, self.gate, str(self.compare_path) if self.compare_path else None)
+        compared = str(self.compare_path) if self.compare_path else None
+        html = write_html(self.campaign, self.gate, compared, cfg.include_contaminated)
         self.written = [path, html]
         if cfg.json_path is not None:  # a known path for CI, whatever the campaign folder is called
             try:
@@ -339,7 +340,7 @@ class EvalSession:
             return []
         cfg = self.cfg
         records = self.ordered()
-        lines = [Line(self._rendered(verbose)[0].rstrip())]
+        lines = [Line(self._rendered(verbose)[0].rstrip()), *self._verdict_lines()]
         if self.replay_path is not None:
             from pytest_agent_eval.report.replay import replay_note
 
@@ -397,6 +398,18 @@ class EvalSession:
             )
             self._tables[verbose] = (text, notes)
         return self._tables[verbose]
+
+    def _verdict_lines(self) -> list[Line]:
+        """Which arm did better, a line per entry and one overall (:mod:`pytest_agent_eval.report.verdict`)."""
+        from pytest_agent_eval.report.aggregate import aggregate
+        from pytest_agent_eval.report.terminal import tool_name
+        from pytest_agent_eval.report.verdict import shown, verdicts
+
+        found = aggregate(self.ordered(), entry_order=[e.name for e in self._corpus()])
+        tool = tool_name(found.records)
+        found_verdicts = shown(verdicts(found, self.cfg.include_contaminated))
+        lines = [Line(f"agent-eval: {v.line(tool)}", {"bold": True}) for v in found_verdicts]
+        return [Line(""), *lines] if lines else []
 
     def _gate_lines(self, result: GateResult) -> list[Line]:
         from pytest_agent_eval.report import compare as compare_gate

@@ -13,7 +13,7 @@ from pytest_agent_eval.parsers import parse_rules
 from pytest_agent_eval.report import replay
 from pytest_agent_eval.report.compare import gate
 from pytest_agent_eval.report.html import render_html
-from pytest_agent_eval.report.terminal import header, terminal_report
+from pytest_agent_eval.report.terminal import header, model_fields, terminal_report
 
 SCRIPTED = {"name": "scripted", "description": "scripted policy agent", "url": "http://127.0.0.1:1"}
 
@@ -66,6 +66,12 @@ def test_backend_by_name_and_no_stray_question_mark_for_an_item_that_errored_ear
     page = render_html(records, "t")
     assert "model backend: ?" not in page and "{&#x27;name&#x27;" not in page
     assert "backend scripted</li>" in page  # each run's line names it
+    # and what answered: the stand-in, not the model the CLI was told (the records say "sonnet")
+    told = [{**r, "model": "sonnet"} for r in records[:2]]
+    assert (
+        "<li>model: stand-in-scripted (a stand-in model) answered every request; sonnet is only what the CLI "
+        "was told</li>" in render_html(told, "t")
+    )
 
 
 def test_costs_under_a_stand_in_model_are_marked_simulated():
@@ -97,3 +103,23 @@ def test_every_figure_says_what_it_means_under_replay():
     assert rows["cost_usd"] == "(not measured under replay)"
     assert rows["sufficient_share"] == "(fixed by the recording under replay)"
     assert replay.caveat("allocation") is None
+
+
+def test_the_model_named_is_what_answered_and_the_one_requested_is_kept_apart():
+    def answered_by(backend, models: list[str]) -> ItemRecord:
+        run = labelled(with_run(1), "with", backend)
+        return ItemRecord.from_dict({**run, "model": "sonnet", "scores": {**run["scores"], "models": models}})
+
+    replayed = {**SCRIPTED, "name": "cassette"}  # a cassette replays a real model's messages: still a stand-in
+    assert model_fields([answered_by(replayed, ["claude-sonnet-4-5"])], "sonnet") == {
+        "model": "stand-in-cassette",
+        "model_requested": "sonnet",
+        "model_note": "stand-in-cassette (a stand-in model) answered every request; sonnet is only what the CLI "
+        "was told",
+    }
+    assert model_fields([answered_by(SCRIPTED, ["stand-in-scripted"])], "opus")["model"] == "stand-in-scripted"
+    real = {"name": "anthropic", "description": "Anthropic Messages API"}
+    assert model_fields([answered_by(real, ["claude-sonnet-4-5"])], "claude-sonnet-4-5") == {
+        "model": "claude-sonnet-4-5",
+        "model_requested": "claude-sonnet-4-5",
+    }

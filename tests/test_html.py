@@ -9,8 +9,11 @@ import pytest
 from synth import Transcript, explore_response
 
 from pytest_agent_eval.campaign.store import Campaign
+from pytest_agent_eval.report.format import tokens
 from pytest_agent_eval.report.html import backend_note, render_html, write_html
+from pytest_agent_eval.report.occupancy_chart import SERIES
 from pytest_agent_eval.score import score_session
+from pytest_agent_eval.tool import CODEGRAPH
 from pytest_agent_eval.transcript import Session
 
 EXPLORE = "mcp__codegraph__codegraph_explore"
@@ -36,6 +39,8 @@ def without_transcript(path: Path) -> Path:
     t = Transcript()
     t.init()
     t.user(QUESTION)
+    cli = t.call("Bash", command="codegraph explore send")  # the hook denies it: marked in the transcript
+    t.reply(cli, f"{CODEGRAPH.deny_marker}: not in this arm")
     grep = t.call("Grep", pattern="send")
     t.reply(grep, "lib/response.js:1: function send")
     t.result("lib/response.js")
@@ -114,6 +119,43 @@ def test_report_layout_tables_and_warnings(campaign):
     assert '<td data-figure="duration_s">11.0s [11.0s–11.0s]</td>' in express_with[3]  # the agent's time
 
 
+def test_verdict_banner_says_which_arm_did_better(campaign):
+    page = render_html(campaign.items(), "t", "note", campaign.path)
+    banner = re.search(r'<section id="verdict" class="banner">(.*?)</section>', page, re.S).group(1)
+    assert page.index('id="verdict"') < page.index('<section id="tables">')
+    lines = dict(re.findall(r'<p class="verdict-line" data-entry="(\w+)">(.*?)</p>', banner))
+    assert list(lines) == ["express", "gin", "overall"]
+    # express: both runs of each arm alike, the tool's response larger than the grep: a point interval, worse
+    residual = re.search(r'<span class="change (\w+)" data-figure="residual_tokens">(.*?)</span>', lines["express"])
+    assert residual.group(1) == "worse" and residual.group(2).endswith("] worse")
+    assert "with vs without, 2 paired runs" in lines["express"]
+    assert 'class="change no-interval" data-figure="residual_tokens">retrieval residual +' in lines["gin"]
+    assert "(1 pair: no interval)" in lines["gin"]
+    assert "with vs without, 2 entries, 3 paired runs" in lines["overall"]
+
+
+def test_each_run_context_over_its_requests_stacked_by_family(campaign):
+    records = campaign.items()
+    page = render_html(records, "t", "note", campaign.path)
+    section = re.search(r'<section id="occupancy">(.*?)</section>', page, re.S).group(1)
+    assert page.index('<section id="charts">') < page.index('<section id="occupancy">') < page.index('id="runs"')
+    entries = re.findall(r'<div class="entry-occupancy" data-entry="(\w+)"><h3>', section)
+    assert entries == ["express", "gin"]
+    figures = re.findall(r'<figure class="run-occupancy" data-run="([\w-]+)">(.*?)</figure>', section, re.S)
+    scored = {r.id: r for r in records if r.scored}
+    assert [run for run, _ in figures] == list(scored)  # the errored gin-with-2 has none
+    for run, figure in figures:
+        assert re.findall(r'<g class="series" data-family="(\w+)"', figure) == list(SERIES)
+        # the last column is the run's end: the residual the tables show
+        assert f"retrieval residual {tokens(scored[run].figures['residual_tokens'])}" in figure
+        requests = scored[run].figures["turns"]
+        assert f"{requests} requests · final context {tokens(scored[run].figures['ctx_final'])}" in figure
+    # with and without side by side, on one scale
+    express = section[section.index('data-entry="express"') : section.index('data-entry="gin"')]
+    assert re.findall(r'<div class="arm"><h4>(\w+)</h4>', express) == ["with", "without"]
+    assert len(set(re.findall(r'<text x="\d+" y="\d+" text-anchor="end">([\d.]+k?)</text>', express))) == 2
+
+
 def test_paired_differences_with_bootstrap_interval(campaign):
     records = campaign.items()
     page = render_html(records, "t", "note", campaign.path)
@@ -144,8 +186,16 @@ def test_transcript_view_marks_buckets_and_cited_files(campaign):
         ("unused", "lib/utils.js", "not cited"),
     ]
     assert "<h4>Final answer</h4><pre>`lib/response.js` sets it.</pre>" in read_again
-    assert "data-bucket" not in run_section(page, "express-without-1")
+    without = run_section(page, "express-without-1")
+    assert "data-bucket" not in without
     assert "no transcript segments recorded" in run_section(page, "gin-with-2")
+    # the hook's denial is marked on the call; every run's blocks are there, folded, as -vv prints them
+    denied = re.search(r'<div class="call" data-call="[^"]+"><code class="tool">Bash</code> (.*?)</div>', without)
+    assert '<span class="denied">CLI call denied by the hook</span>' in denied.group(1)
+    blocks = re.search(r'<details class="blocks">(.*?)</details>', read_again, re.S).group(1)
+    assert "Residual context occupancy at end of run:" in blocks and "Explore allocation" in blocks
+    without_blocks = re.search(r'<details class="blocks">(.*?)</details>', without, re.S).group(1)
+    assert "CLI calls (command matcher)        1" in without_blocks
 
 
 def test_report_escapes_and_is_self_contained(campaign):
@@ -210,11 +260,18 @@ def chart(dom: str, chart_id: str) -> str:
 @pytest.mark.slow
 @pytest.mark.skipif(CHROMIUM is None, reason="no chromium binary (Debian: apt-get install chromium)")
 def test_charts_render_in_headless_chromium(campaign, tmp_path):
+    contaminated_run(campaign, "express-without-3", 3)
     report = write_html(campaign)
     result = chromium(tmp_path / "profile", "--dump-dom", report.as_uri())
     assert result.returncode == 0, result.stderr[-2000:]
     dom = result.stdout
     assert 'data-charts-rendered="3"' in dom
+    # the transcript of the contaminated run, its leak marked
+    leaked = run_section(dom, "express-without-3")
+    assert "CONTAMINATED: 1 result(s) carried the tool's output" in leaked
+    drawn = re.search(r'<figure class="run-occupancy" data-run="express-without-3">(.*?)</figure>', dom, re.S)
+    assert "1 request · final context" in drawn.group(1) and "CONTAMINATED" in drawn.group(1)
+    assert re.search(r'<details class="result leaked"><summary>result [\d,]+ chars <span class="error leak">', leaked)
     residual = chart(dom, "chart-residual")
     # One bar per (entry, arm): express and gin, with and without.
     assert len(re.findall(r'<rect [^>]*class="bar tool"', residual)) == 2
@@ -227,16 +284,47 @@ def test_charts_render_in_headless_chromium(campaign, tmp_path):
     dots = chart(dom, "chart-allocation")
     assert len(re.findall(r"<circle ", dots)) == 3  # one per explore call that returned file sections
 
+    # The occupancy charts are in the page as written: one SVG per scored run, a series per family.
+    svgs = re.findall(r'<svg class="occupancy"[^>]*>(.*?)</svg>', dom, re.S)
+    assert len(svgs) == 7
+    assert all(re.findall(r'<g class="series" data-family="(\w+)"', svg) == list(SERIES) for svg in svgs)
+
     screenshot = tmp_path / "report.png"
-    shot = chromium(tmp_path / "profile2", "--window-size=1200,1400", f"--screenshot={screenshot}", report.as_uri())
+    shot = chromium(tmp_path / "profile2", "--window-size=1400,1400", f"--screenshot={screenshot}", report.as_uri())
     assert shot.returncode == 0, shot.stderr[-2000:]
     assert screenshot.read_bytes()[:8] == b"\x89PNG\r\n\x1a\n"
     assert screenshot.stat().st_size > 20_000  # a blank page compresses to a few KB
 
 
-def test_a_contaminated_without_arm_shows_its_leaks(tmp_path):
-    campaign = Campaign.create(tmp_path / "out", {"backend": "scripted"})
-    path = campaign.item_dir("express-without-1") / "run.jsonl"
+# Every run opened, then what scrolls sideways: the page, or any box of it (a table in its scroll box).
+OVERFLOW_CHECK = """<script>
+document.querySelectorAll("details").forEach(function (d) { d.open = true; });
+var wide = [document.documentElement].concat(Array.prototype.slice.call(document.querySelectorAll("body *")))
+  .filter(function (e) {
+    var x = getComputedStyle(e).overflowX;
+    return (e === document.documentElement || x === "auto" || x === "scroll") && e.scrollWidth > e.clientWidth + 1;
+  })
+  .map(function (e) { return (e.id || e.className || e.tagName) + ":" + e.scrollWidth + ">" + e.clientWidth; });
+document.body.setAttribute("data-overflow", wide.join(" ") || "none");
+</script></body>"""
+
+
+@pytest.mark.slow
+@pytest.mark.skipif(CHROMIUM is None, reason="no chromium binary (Debian: apt-get install chromium)")
+def test_nothing_scrolls_sideways_at_1400_px(campaign, tmp_path):
+    contaminated_run(campaign, "express-without-3", 3)
+    page = write_html(campaign).read_text(encoding="utf-8")
+    checked = tmp_path / "checked.html"
+    checked.write_text(page.replace("</body>", OVERFLOW_CHECK), encoding="utf-8")
+    result = chromium(tmp_path / "profile", "--window-size=1400,1000", "--dump-dom", checked.as_uri())
+    assert result.returncode == 0, result.stderr[-2000:]
+    assert 'data-charts-rendered="3"' in result.stdout  # the page's own script ran before the check
+    assert re.search(r'<body[^>]* data-overflow="([^"]*)"', result.stdout).group(1) == "none"
+
+
+def contaminated_run(campaign: Campaign, item_id: str, run: int) -> str:
+    """A without-arm run of express whose Bash call carried the tool's output; returns that call's id."""
+    path = campaign.item_dir(item_id) / "run.jsonl"
     t = Transcript()
     t.init()
     leaked = t.call("Bash", command="echo Y29kZWdyYXBoIGV4cGxvcmUgcQ== | base64 -d | sh")
@@ -245,16 +333,22 @@ def test_a_contaminated_without_arm_shows_its_leaks(tmp_path):
     t.write(path)
     campaign.record(
         {
-            "id": "express-without-1",
+            "id": item_id,
             "entry": "express",
             "arm": "without",
-            "run": 1,
+            "run": run,
             "outcome": "failed",
             "segments": [str(path.relative_to(campaign.path))],
             "scores": score_session(Session.from_files([path])),
             "contaminated": True,
         }
     )
+    return leaked
+
+
+def test_a_contaminated_without_arm_shows_its_leaks(tmp_path):
+    campaign = Campaign.create(tmp_path / "out", {"backend": "scripted"})
+    leaked = contaminated_run(campaign, "express-without-1", 1)
     section = run_section(render_html(campaign.items(), "t", "note", campaign.path), "express-without-1")
     assert "CONTAMINATED: 1 result(s) carried the tool's output" in section
     assert (
@@ -262,3 +356,4 @@ def test_a_contaminated_without_arm_shows_its_leaks(tmp_path):
         in section
     )
     assert '<span class="error leak">tool output: explore heading</span>' in section
+    assert re.search(r'<details class="result leaked"><summary>result [\d,]+ chars <span class="error leak">', section)

@@ -506,3 +506,39 @@ def test_real_session_file_matches_its_stream_json_twin():
     streamed = occupancy(Session.from_files([folder / "claude-code.txt"])).to_dict()
     interactive = occupancy(Session.from_session_file(session_file)).to_dict()
     assert streamed == interactive
+
+
+def test_by_request_keeps_what_each_family_had_resident_as_each_request_was_sent():
+    t = Transcript()
+    step(t, 10_000, "Read", 1_994)
+    step(t, 11_000, "Bash", 994)
+    step(t, 11_500, "Grep", 1_994)
+    step(t, 12_500, CG, 1_950, query="xy")  # the context shrank: Read's result is shed, then part of Bash's
+    t.say("done", ctx=12_300)
+    o = occupancy(t.session(), by_request=True)
+    assert [r["ctx"] for r in o.by_request] == [10_000, 11_000, 11_500, 12_500, 12_300]
+    assert o.by_request[0] == {"ctx": 10_000, "tool": 0, "read": 0, "search": 0, "bash": 0, "other": 0}
+    assert o.by_request[1]["read"] > 0 and o.by_request[-1]["read"] == 0  # there, then shed
+    assert {fam: o.by_request[-1][fam] for fam in o.residual} == o.residual  # the last is the residual
+    # asked for only: the figures and what a record keeps are the same without it
+    plain = occupancy(t.session())
+    assert plain.by_request == [] and plain.to_dict() == o.to_dict()
+
+
+def test_by_request_across_a_compaction_and_on_real_transcripts():
+    t = Transcript()
+    step(t, 10_000, "Read", 994)
+    step(t, 10_500, "Bash", 1_994)
+    t.compact(pre_tokens=12_000)
+    t.user("This session is being continued from a previous conversation. " + "s" * 37)
+    step(t, 3_000, "Read", 394)
+    t.say("done", ctx=3_200)
+    o = occupancy(t.session(), by_request=True)
+    assert len(o.by_request) == o.turns and o.by_request[3]["bash"] == 0  # cleared by the compaction
+    assert {fam: o.by_request[-1][fam] for fam in o.residual} == o.residual
+    for path in sorted(TRANSCRIPTS.rglob("*.jsonl"))[:6]:
+        session = Session.from_files([path])
+        found = occupancy(session, by_request=True)
+        assert len(found.by_request) == found.turns, path
+        if found.by_request:
+            assert {fam: found.by_request[-1][fam] for fam in found.residual} == found.residual, path

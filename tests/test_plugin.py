@@ -532,13 +532,14 @@ def test_collect_only_touches_no_npm_and_no_network(project, monkeypatch):
 # -- running items -------------------------------------------------------------------------------------------
 def test_clean_runs_pass_and_carry_their_figures(project):
     clean_scripts(project)
-    result = project.run("--agent-eval-runs", "1", "--junitxml", "junit.xml", "-v")
+    result = project.run("--agent-eval-runs", "1", "--junitxml", "junit.xml", "-vv")
     result.assert_outcomes(passed=4)
     out = result.stdout.str()
     assert "model backend: scripted policy agent" in out
     assert "measure the pipeline and the tool's responses, not a model" in out
     assert out.count("ARM COMPARISON — express") == 1 and out.count("ARM COMPARISON — gin") == 1
-    assert "── express-with-1 (passed) " in out  # -v prints each item's blocks
+    assert "── express-with-1 (passed) " in out  # -vv prints each item's blocks
+    assert "RUNS — one line each" not in out  # instead of its line
     assert "Explore allocation — share of returned bytes the answer used" in out
     assert "CAMPAIGN — W = with" in out
 
@@ -645,6 +646,26 @@ def test_contaminated_without_arm_fails(project):
     )
     # The ARM COMPARISON names the contaminated run and the call that carried the output.
     result.stdout.fnmatch_lines(["CONTAMINATED express-without-1: Bash call toolu_* (thread main): explore heading *"])
+    # One line a run, not its blocks (those take -vv); the verdict leaves the contaminated run out: no pair.
+    result.stdout.fnmatch_lines(
+        [
+            "RUNS — one line each (-vv prints every run's blocks; report.html has them and the transcript)",
+            "  express-with-1 passed · retrieval residual * (codegraph) · final context * · * explore calls: *",
+            "  express-without-1 failed · retrieval residual * (file access) · * · CONTAMINATED · GATE FAILED *",
+        ]
+    )
+    out = result.stdout.str()
+    assert "── express-with-1" not in out and "Residual context occupancy at end of run:" not in out
+    assert "agent-eval: verdict express (with vs without, 0 paired runs): no run of one arm pairs" in out
+
+
+def test_qq_keeps_the_verdict_lines_and_drops_the_tables(project):
+    clean_scripts(project)
+    result = project.run("--agent-eval-runs", "1", "-k", "express", "-qq")
+    out = result.stdout.str()
+    assert "agent-eval: verdict express (with vs without, 1 paired run): retrieval residual " in out
+    assert "(1 pair: no interval)" in out
+    assert "ARM COMPARISON" not in out and "RUNS — one line each" not in out
 
 
 def test_threshold_gates_from_yaml(project):

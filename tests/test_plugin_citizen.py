@@ -379,6 +379,12 @@ def test_filterwarnings_hides_them_and_the_stand_in_is_still_named_in_every_repo
     (note,) = summary["model_notes"]  # at the top, where a reader of the figures looks first
     assert note.startswith("model backend: scripted policy agent") and "not a model" in note
     assert summary["simulated_costs"] is True
+    # what answered, and apart from it what the CLI was told: a stand-in is never called "sonnet"
+    assert (summary["model"], summary["model_requested"]) == ("stand-in-scripted", "sonnet")
+    assert (
+        summary["model_note"] == "stand-in-scripted (a stand-in model) answered every request; sonnet is only "
+        "what the CLI was told"
+    )
     junit = (project.path / "junit.xml").read_text()
     assert junit.count('name="agent_eval.model_backend" value="model backend: scripted policy agent') == 2
     result = project.pytester.run("agent-eval", "compare", str(campaign), str(campaign))

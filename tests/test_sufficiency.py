@@ -55,7 +55,8 @@ def one_shot(name: str, **tool_input) -> CallVerdict:
 def test_buckets_are_the_reference_array_worst_to_best():
     assert BUCKETS == (
         ("explore_again", "explore again", "insufficient: did not answer"),
-        ("read_returned", "Read a file we returned", "allocation: right file, wrong bytes"),
+        # not the seed's "allocation: …": allocation efficiency is another metric, and reads 100% beside it
+        ("read_returned", "Read a file we returned", "excerpt: right file, not the part needed"),
         ("read_missed", "Read a file we did not return", "recall: file never surfaced"),
         ("search", "Grep/Glob", "recall (weak): still hunting for the file"),
         ("sufficient", "moved on / answered", "sufficient"),
@@ -432,7 +433,7 @@ def test_rendered_block_is_the_seeds():
         [
             "Explore sufficiency — what the agent did NEXT (2 answered calls):",
             "    1  50%  explore again                  insufficient: did not answer",
-            "    1  50%  Read a file we returned        allocation: right file, wrong bytes",
+            "    1  50%  Read a file we returned        excerpt: right file, not the part needed",
             "    0   0%  Read a file we did not return  recall: file never surfaced",
             "    0   0%  Grep/Glob                      recall (weak): still hunting for the file",
             "    0   0%  moved on / answered            sufficient",

@@ -137,6 +137,9 @@ class Occupancy:
     turns: int = 0
     window: int = WINDOW_TOKENS
     tokens_processed: int = 0
+    # Asked for (occupancy(by_request=True)), not stored: per main-thread request, its prompt size ("ctx") and
+    # each family's resident tokens as it was sent. report.html draws it; the last one is the residual above.
+    by_request: list[dict[str, int]] = field(default_factory=list)
 
     @property
     def calibrated(self) -> bool:
@@ -257,8 +260,11 @@ class _Resident:
     chars: float
 
 
-def occupancy(session: Session, tool: RetrievalTool = CODEGRAPH, window: int = WINDOW_TOKENS) -> Occupancy:
-    """Residual context occupancy of the session's main thread at its last request."""
+def occupancy(
+    session: Session, tool: RetrievalTool = CODEGRAPH, window: int = WINDOW_TOKENS, by_request: bool = False
+) -> Occupancy:
+    """Residual context occupancy of the session's main thread at its last request (``by_request``: and at each
+    request before it, in :attr:`Occupancy.by_request`)."""
     ctxs, gaps, compactions = _gaps(session, tool)
     pricing = _calibrate(gaps)
     out = Occupancy(
@@ -295,7 +301,9 @@ def occupancy(session: Session, tool: RetrievalTool = CODEGRAPH, window: int = W
             resident.append(_Resident(fam, priced, chars))
         return tokens
 
-    for gap in gaps:
+    for k, gap in enumerate(gaps):
+        if by_request:
+            out.by_request.append(_resident_at(resident, ctxs[k]))
         if gap.cleared_at is not None:
             # The summary replaces everything before the boundary, this gap's earlier results too;
             # the gap's growth mixes the summary with the shedding, so it says nothing more.
@@ -308,6 +316,8 @@ def occupancy(session: Session, tool: RetrievalTool = CODEGRAPH, window: int = W
         shortfall = tool_tokens - gap.delta
         if shortfall > max(EVICTION_FLOOR_TOKENS, EVICTION_TOOL_SHARE * tool_tokens):
             evicted += _evict_oldest(resident, shortfall)
+    if by_request and ctxs:
+        out.by_request.append(_resident_at(resident, ctxs[-1]))
 
     left = dict.fromkeys(FAMILIES, 0.0)
     left_chars = dict.fromkeys(FAMILIES, 0.0)
@@ -468,6 +478,14 @@ def _dispersion(gaps: list[_Gap], pricing: _Pricing) -> float | None:
         if g.clean and g.results and max(chars for _, chars, _ in g.results) >= DISPERSION_RESULT_SHARE * g.chars
     )
     return errors[(len(errors) - 1) // 2] if errors else None
+
+
+def _resident_at(resident: deque[_Resident], ctx: int) -> dict[str, int]:
+    """One request of :attr:`Occupancy.by_request`: its prompt size and each family's resident tokens."""
+    tokens = dict.fromkeys(FAMILIES, 0.0)
+    for r in resident:
+        tokens[r.family] += r.tokens
+    return {"ctx": ctx, **{fam: round(value) for fam, value in tokens.items()}}
 
 
 def _evict_oldest(resident: deque[_Resident], tokens: float) -> float:

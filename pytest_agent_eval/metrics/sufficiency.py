@@ -31,9 +31,12 @@ from pytest_agent_eval.metrics.file_access import bash_access
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
 from pytest_agent_eval.transcript import DELEGATION_TOOLS, MAIN, Message, Session, ToolCall
 
+# The seed glosses read_returned "allocation: right file, wrong bytes"; said here without the word "allocation",
+# which names another metric (allocation efficiency: returned bytes on files the answer cited) that can read
+# 100% in the same run: the agent cited the file, and still had to read the part the excerpt left out.
 BUCKETS: tuple[tuple[str, str, str], ...] = (
     ("explore_again", "explore again", "insufficient: did not answer"),
-    ("read_returned", "Read a file we returned", "allocation: right file, wrong bytes"),
+    ("read_returned", "Read a file we returned", "excerpt: right file, not the part needed"),
     ("read_missed", "Read a file we did not return", "recall: file never surfaced"),
     ("search", "Grep/Glob", "recall (weak): still hunting for the file"),
     ("sufficient", "moved on / answered", "sufficient"),

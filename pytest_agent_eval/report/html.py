@@ -1,9 +1,11 @@
-"""One self-contained HTML report of a campaign: tables, charts, and every run's transcript.
+"""One self-contained HTML report of a campaign: the verdict, tables, charts, each run's context over its
+requests, and every run's transcript.
 
-Self-contained means it opens from an archive years later with no network: CSS and JS are inline, the
-charts are SVG drawn by the page's own script from the JSON embedded in it, and nothing is fetched.
-When the script has drawn a chart it sets ``data-rendered`` on it, and ``data-charts-rendered`` on
-``<body>`` once all are drawn, so a headless browser can tell a drawn page from a broken one.
+Self-contained means it opens from an archive years later with no network: CSS and JS are inline, and nothing
+is fetched. Three charts are SVG drawn by the page's own script from the JSON embedded in it: when the script
+has drawn one it sets ``data-rendered`` on it, and ``data-charts-rendered`` on ``<body>`` once all are drawn,
+so a headless browser can tell a drawn page from a broken one. The occupancy charts are SVG written here
+(:mod:`pytest_agent_eval.report.occupancy_chart`).
 """
 
 from __future__ import annotations
@@ -18,8 +20,11 @@ from typing import Any
 from pytest_agent_eval.campaign.record import ItemRecord
 from pytest_agent_eval.campaign.store import Campaign, StoreError, inside, write_atomic
 from pytest_agent_eval.metrics.figures import FIGURES
+from pytest_agent_eval.metrics.occupancy import WINDOW_TOKENS, occupancy
 from pytest_agent_eval.metrics.sufficiency import BUCKETS
+from pytest_agent_eval.report import occupancy_chart
 from pytest_agent_eval.report.aggregate import Aggregate, aggregate
+from pytest_agent_eval.report.blocks import render_scorecard
 from pytest_agent_eval.report.compare import GateResult, comparison_cells, gate_line
 from pytest_agent_eval.report.format import percent, seconds, stall_note, tokens
 from pytest_agent_eval.report.gates import describe_leak
@@ -30,10 +35,13 @@ from pytest_agent_eval.report.terminal import (
     backend_name,
     backend_note,
     cell,
+    model_fields,
     paired_cell,
     simulated_cost,
     tool_name,
 )
+from pytest_agent_eval.report.verdict import BETTER, NO_PAIRS, UNCLEAR, WORSE, Verdict, shown, verdicts
+from pytest_agent_eval.score import score
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
 from pytest_agent_eval.transcript import Compaction, Message, Session, ToolResult, TranscriptError, UserText
 
@@ -120,12 +128,15 @@ def render_html(
     base_dir: str | Path | None = None,
     comparison: GateResult | None = None,
     compared_with: str | None = None,
+    include_contaminated: bool = False,
 ) -> str:
     """The whole report as one HTML string; segments are read inside ``base_dir`` (the campaign), never outside.
-    With ``comparison`` (the session's compare gate against ``compared_with``) it shows the gate's verdicts."""
+    With ``comparison`` (the session's compare gate against ``compared_with``) it shows the gate's verdicts; the
+    verdict banner leaves out contaminated without-arm runs unless ``include_contaminated``, as the tables do."""
     base = Path(base_dir) if base_dir is not None else Path.cwd()
     found = aggregate(records)
     records = found.records
+    sessions = {record.id: _load(record, base) for record in records}
     replayed = replay_source(records)
     data = json.dumps(chart_data(found), ensure_ascii=False).replace("<", "\\u003c")
     generated = datetime.now(timezone.utc).isoformat(timespec="seconds")
@@ -146,6 +157,7 @@ def render_html(
         _warnings(found),
         _replay(replayed),
         "<main>",
+        _verdict_banner(shown(verdicts(found, include_contaminated)), tool_name(records)),
         _comparison(comparison, compared_with, replayed is not None),
         '<section id="tables"><h2>Per entry × arm</h2>',
         '<p class="hint">median [min–max] over the scored runs of each arm</p>',
@@ -157,8 +169,11 @@ def render_html(
         _chart("chart-sufficiency", "Explore sufficiency: what the agent did next, pooled per arm"),
         _chart("chart-allocation", "Allocation efficiency per explore call"),
         "</section>",
+        _occupancy_section(found, sessions),
         '<section id="runs"><h2>Runs</h2>',
-        *(_run(record, base) for record in records),
+        "<p class=\"hint\">each run's figures as <code>-vv</code> prints them, then its transcript: a tool's "
+        "result is folded (click to open); leaks of the tool's output and calls the hook denied are marked</p>",
+        *(_run(record, sessions[record.id]) for record in records),
         "</section></main>",
         f'<script type="application/json" id="chart-data">{data}</script>',
         f"<script>{_JS}</script>",
@@ -208,6 +223,81 @@ def _comparison(result: GateResult | None, compared_with: str | None, replayed: 
         '<p class="hint">before → after are medians; the change of the means carries its bootstrap interval '
         "(paired by run where both sides ran the same runs)</p>"
         f"{table}</section>"
+    )
+
+
+VERDICT_CLASSES = {BETTER: "better", WORSE: "worse", UNCLEAR: "unclear"}
+
+
+def _verdict_banner(found: list[Verdict], tool: str) -> str:
+    """Which arm did better: a line per entry (and overall), each figure's change with its interval, in words."""
+    if not found:
+        return ""
+    lines = []
+    for verdict in found:
+        changes = " · ".join(
+            f'<span class="change {VERDICT_CLASSES.get(change.word, "no-interval")}" data-figure="{change.figure}">'
+            f"{_e(change.text(tool))}</span>"
+            for change in verdict.changes
+        )
+        lines.append(
+            f'<p class="verdict-line" data-entry="{_e(verdict.label)}"><strong>{_e(verdict.label)}</strong> '
+            f'<span class="meta">{_e(verdict.scope)}</span>: {changes if verdict.pairs else _e(NO_PAIRS)}</p>'
+        )
+    return (
+        '<section id="verdict" class="banner"><h2>Verdict</h2><p class="hint">the change of each figure, run '
+        "against run (mean [95% bootstrap interval]); better or worse only when the interval lies wholly on one "
+        "side of no change</p>" + "".join(lines) + "</section>"
+    )
+
+
+def _occupancy_section(found: Aggregate, sessions: Mapping[str, Session | str]) -> str:
+    """Per entry, each run's context over its requests stacked by family, the arms side by side on one scale."""
+    tool = tool_name(found.records)
+    figures = []
+    for row in found.rows:
+        arms = found.arms_of(row)
+        series: dict[str, list[dict[str, int]]] = {}
+        for arm in arms:
+            for run in found.groups[row, arm].runs:
+                session = sessions.get(run.id)
+                if isinstance(session, Session):
+                    scores = run.scores or {}
+                    window = (scores.get("occupancy") or {}).get("window") or WINDOW_TOKENS
+                    found_occupancy = occupancy(session, _tool(scores), window, by_request=True)
+                    series[run.id] = found_occupancy.by_request
+        top, columns = occupancy_chart.scale(list(series.values()))
+        columns_html = []
+        for arm in arms:
+            group = found.groups[row, arm]
+            charts = []
+            for run in group.runs:
+                if run.id not in series:
+                    charts.append(f'<p class="meta">{_e(run.id)}: no transcript to draw</p>')
+                    continue
+                title = f"{run.id}: context over its requests, by family"
+                svg = occupancy_chart.run_chart(series[run.id], tool, top, columns, title)
+                caption = occupancy_chart.summary_line(series[run.id], tool, group.has_tool)
+                if run.contaminated:
+                    caption += " · CONTAMINATED: the tool's output reached it"
+                charts.append(
+                    f'<figure class="run-occupancy" data-run="{_e(run.id)}"><figcaption>{_e(run.id)} · '
+                    f'<span class="meta">{_e(caption)}</span></figcaption>{svg}</figure>'
+                )
+            columns_html.append(f'<div class="arm"><h4>{_e(arm)}</h4>{"".join(charts)}</div>')
+        figures.append(
+            f'<div class="entry-occupancy" data-entry="{_e(row.label)}"><h3>{_e(row.label)}</h3>'
+            f'<div class="arms" style="grid-template-columns:repeat({max(1, len(arms))},minmax(0,1fr))">'
+            f"{''.join(columns_html)}</div></div>"
+        )
+    if not figures:
+        return ""
+    return (
+        '<section id="occupancy"><h2>Context over the requests, by family</h2>'
+        '<p class="hint">each column is one request to the model, as tall as its prompt; the colours are what each '
+        "family's results still occupied when it was sent, grey the rest. The last column is the end of the run: "
+        "its coloured part is the residual the tables show. The runs of an entry share their scales.</p>"
+        f"{occupancy_chart.legend(tool)}{''.join(figures)}</section>"
     )
 
 
@@ -290,7 +380,30 @@ def _chart(chart_id: str, caption: str) -> str:
 
 
 # -- one run's transcript ------------------------------------------------------------------------------------
-def _run(record: ItemRecord, base: Path) -> str:
+def _load(record: ItemRecord, base: Path) -> Session | str:
+    """The run's transcript, or why there is none to show (as the HTML that says so)."""
+    try:
+        segments = [inside(base, s) for s in record.segments]
+    except StoreError as exc:
+        return f'<p class="warning">{_e(exc)}</p>'
+    missing = [p for p in segments if not p.is_file()]
+    if not segments:
+        return '<p class="meta">no transcript segments recorded</p>'
+    if missing:
+        return f'<p class="warning">segment not found: {_e(missing[0])}</p>'
+    try:
+        return Session.from_files(segments)
+    except (TranscriptError, OSError) as exc:
+        return f'<p class="warning">unreadable transcript: {_e(exc)}</p>'
+
+
+def _tool(scores: Mapping[str, Any]) -> RetrievalTool:
+    """The retrieval tool a run was scored for (records before ``explore`` was kept name none: the default's)."""
+    name = str(scores.get("tool") or CODEGRAPH.name)
+    return RetrievalTool(name, str(scores.get("explore") or f"{name}_explore"), name)
+
+
+def _run(record: ItemRecord, session: Session | str) -> str:
     scores = record.scores or {}
     outcome = record.outcome
     label = " · ".join(str(x) for x in (record.entry, record.arm_label, record.run) if x is not None)
@@ -299,26 +412,23 @@ def _run(record: ItemRecord, base: Path) -> str:
         f'<strong>{_e(record.id)}</strong> <span class="meta">{_e(label)}</span></summary>'
     )
     body = [_run_meta(record), _leaks(record, scores)]
-    try:
-        segments = [inside(base, s) for s in record.segments]
-    except StoreError as exc:
-        body.append(f'<p class="warning">{_e(exc)}</p>')
-        segments = None
-    missing = [p for p in segments or [] if not p.is_file()]
-    if segments is None:
-        pass
-    elif not segments:
-        body.append('<p class="meta">no transcript segments recorded</p>')
-    elif missing:
-        body.append(f'<p class="warning">segment not found: {_e(missing[0])}</p>')
+    if isinstance(session, str):
+        body.append(session)
     else:
-        try:
-            session = Session.from_files(segments)
-        except (TranscriptError, OSError) as exc:
-            body.append(f'<p class="warning">unreadable transcript: {_e(exc)}</p>')
-        else:
-            body.append(_transcript(session, scores))
+        if record.scored:
+            body.append(_blocks(session, scores))
+        body.append(_transcript(session, scores))
     return f'<details class="run" id="run-{_e(record.id)}">{summary}{"".join(body)}</details>'
+
+
+def _blocks(session: Session, scores: Mapping[str, Any]) -> str:
+    """The run's blocks as ``-vv`` prints them (records keep no text: scored again off the transcript)."""
+    window = (scores.get("occupancy") or {}).get("window") or WINDOW_TOKENS
+    text = render_scorecard(score(session, _tool(scores), window))
+    return (
+        '<details class="blocks"><summary>figures of this run, as <code>-vv</code> prints them</summary>'
+        f"<pre>{_e(text)}</pre></details>"
+    )
 
 
 def _leaks(record: ItemRecord, scores: dict[str, Any]) -> str:
@@ -345,6 +455,9 @@ def _run_meta(record: ItemRecord) -> str:
     versions = ", ".join(f"{k} {v}" for k, v in known.items() if v)
     if versions:
         rows.append(f"<li>{_e(versions)}</li>")
+    model = model_fields([record], record.model)
+    if model["model"]:
+        rows.append(f"<li>model: {_e(model.get('model_note') or model['model'])}</li>")
     timing = [f"{k} {seconds(v)}" for k, v in (("wall_s", record.wall_s), ("agent_s", record.agent_s)) if v is not None]
     if timing:
         rows.append(f"<li>{_e(' · '.join(timing))}</li>")
@@ -356,8 +469,7 @@ def _run_meta(record: ItemRecord) -> str:
 
 def _transcript(session: Session, scores: dict[str, Any]) -> str:
     """The timeline, with each explore call marked by its bucket and the files the answer cited from it."""
-    name = str(scores.get("tool") or CODEGRAPH.name)
-    tool = RetrievalTool(name, str(scores.get("explore") or f"{name}_explore"), name)  # older records: no explore
+    tool = _tool(scores)
     verdict_list = (scores.get("sufficiency") or {}).get("calls") or []
     by_id = {v["call"]: v for v in verdict_list if v.get("call")}
     in_order = iter(verdict_list)  # records written before verdicts carried the call id: in session order
@@ -365,6 +477,7 @@ def _transcript(session: Session, scores: dict[str, Any]) -> str:
     index_of = {c["call"]: c["index"] for c in allocation.get("calls") or [] if c.get("call")}
     leaks = (scores.get("contamination") or {}).get("leaks") or []
     leaked = {leak.get("call_id"): leak.get("fingerprint") for leak in leaks}
+    commands = {c.get("call_id"): c for c in (scores.get("contamination") or {}).get("commands") or []}
     files_by_call: dict[int, list[dict[str, Any]]] = {}
     for use in allocation.get("files") or []:
         files_by_call.setdefault(use["call"], []).append(use)
@@ -392,17 +505,20 @@ def _transcript(session: Session, scores: dict[str, Any]) -> str:
                 args = json.dumps(call.input, ensure_ascii=False)
                 out.append(
                     f'<div class="call{explore}" data-call="{_e(call.id)}">{thread}<code class="tool">'
-                    f"{_e(call.name)}</code> <code>{_e(_clip(args, 400))}</code>{marks.get(call.id, '')}</div>"
+                    f"{_e(call.name)}</code> <code>{_e(_clip(args, 400))}</code>{_cli_mark(commands.get(call.id))}"
+                    f"{marks.get(call.id, '')}</div>"
                 )
             if item.error:
                 out.append(f'<div class="warning">API error: {_e(item.error)}</div>')
         elif isinstance(item, ToolResult):
             flag = ' <span class="error">error</span>' if item.is_error else ""
+            css = "result"
             if item.call_id in leaked:
                 flag += f' <span class="error leak">tool output: {_e(leaked[item.call_id])}</span>'
+                css += " leaked"
             clipped = "" if len(item.text) <= RESULT_CHARS else f", first {RESULT_CHARS:,} shown"
             out.append(
-                f'<details class="result"><summary>{thread}result {len(item.text):,} chars{clipped}{flag}</summary>'
+                f'<details class="{css}"><summary>{thread}result {len(item.text):,} chars{clipped}{flag}</summary>'
                 f"<pre>{_e(item.text[:RESULT_CHARS])}</pre></details>"
             )
         elif isinstance(item, UserText):
@@ -414,6 +530,17 @@ def _transcript(session: Session, scores: dict[str, Any]) -> str:
         answer = "\n\n".join(answers)
         out.append(f'<div class="answer"><h4>Final answer</h4><pre>{_e(_clip(answer, TEXT_CHARS))}</pre></div>')
     return f'<div class="timeline">{"".join(out)}</div>'
+
+
+def _cli_mark(command: Mapping[str, Any] | None) -> str:
+    """A shell call the contamination gate read as running the tool's CLI: denied by the hook, or not."""
+    if command is None:
+        return ""
+    if command.get("blocked"):
+        return ' <span class="denied">CLI call denied by the hook</span>'
+    if command.get("printed"):
+        return ' <span class="error leak">CLI call ran and printed: the arm is void</span>'
+    return ' <span class="denied">CLI call, showed nothing</span>'
 
 
 def _explore_mark(verdict: dict[str, Any] | None, cited: list[dict[str, Any]]) -> str:
@@ -451,13 +578,20 @@ def _clip(text: str, limit: int) -> str:
 
 
 # -- the campaign's report -----------------------------------------------------------------------------------
-def write_html(campaign: Campaign, comparison: GateResult | None = None, compared_with: str | None = None) -> Path:
+def write_html(
+    campaign: Campaign,
+    comparison: GateResult | None = None,
+    compared_with: str | None = None,
+    include_contaminated: bool = False,
+) -> Path:
     """``report.html`` in the campaign folder, from its items as recorded (and the session's compare gate)."""
     records = campaign.items()
     named = next((r.backend for r in records if backend_name(r.backend)), None)
     backend = named or campaign.manifest.get("backend")
     title = f"agent-eval campaign {campaign.id}"
-    text = render_html(records, title, backend_note(backend), campaign.path, comparison, compared_with)
+    text = render_html(
+        records, title, backend_note(backend), campaign.path, comparison, compared_with, include_contaminated
+    )
     path = campaign.path / REPORT
     write_atomic(path, text)
     return path
@@ -472,7 +606,7 @@ main{padding:8px 24px 40px}h2{border-bottom:1px solid #ddd;padding-bottom:4px}
 .warning{background:#fdecea;border-left:4px solid #d9534f;padding:8px 14px;margin:12px 24px}
 .warning ul{margin:4px 0}.hint{color:#666;margin-top:-6px}
 .scroll{overflow-x:auto}table.figures{border-collapse:collapse;background:#fff;font-variant-numeric:tabular-nums}
-table.figures th,table.figures td{border:1px solid #ddd;padding:4px 8px;text-align:left;white-space:nowrap}
+table.figures th,table.figures td{border:1px solid #ddd;padding:4px 8px;text-align:left;vertical-align:top}
 table.figures th{background:#eceff1}td.small-n{background:#fdecea;color:#a94442;font-weight:bold}
 figure{background:#fff;border:1px solid #ddd;border-radius:4px;padding:10px;margin:12px 0}
 figcaption{font-weight:600;margin-bottom:6px}.chart svg{max-width:100%;height:auto}
@@ -493,6 +627,19 @@ tr.failed td{background:#fdecea;color:#a94442;font-weight:bold}tr.undecided td{b
 .gate{font-weight:bold;padding:6px 10px;border-radius:4px;display:inline-block}
 .gate.failed{background:#d9534f;color:#fff}.gate.passed{background:#5cb85c;color:#fff}
 .answer{border:1px solid #5cb85c;background:#f1f8f1;padding:4px 10px;margin-top:8px}.error{color:#a94442}
+.banner{background:#fff;border:1px solid #ddd;border-left:6px solid #263238;border-radius:4px;padding:2px 16px 8px;
+margin:16px 0}.banner h2{border:0;margin:8px 0 4px}.verdict-line{margin:6px 0}
+.change{padding:1px 6px;border-radius:3px;white-space:nowrap;display:inline-block;margin:1px 0}
+.change.better{background:#e3f2e3;color:#1b5e20}.change.worse{background:#fdecea;color:#a94442}
+.change.unclear,.change.no-interval{background:#eceff1;color:#455a64}
+.legend .key{margin-right:14px;white-space:nowrap;font-size:12px}
+.legend i{display:inline-block;width:10px;height:10px;margin-right:4px;vertical-align:middle}
+.arms{display:grid;gap:12px}.arm h4{margin:4px 0}
+figure.run-occupancy{margin:6px 0}svg.occupancy{max-width:100%;height:auto;display:block}
+svg.occupancy text{font-size:11px;fill:#333}svg.occupancy .axis{stroke:#999}
+.timeline pre,.call code{overflow-wrap:anywhere}.denied{background:#fff3cd;color:#5c4400;padding:0 4px;
+border-radius:3px;font-size:12px}details.result.leaked{border-left:4px solid #d9534f;padding-left:6px}
+details.blocks{margin:6px 0}details.blocks pre{font-size:12px;overflow-x:auto;background:#f5f5f5;padding:6px}
 """
 
 _JS = r"""

@@ -27,6 +27,17 @@ def paired_differences(
     return [left[run] - right[run] for run in sorted(left.keys() & right.keys())]
 
 
+def paired_ratios(
+    with_values: Mapping[int, float | None] | Sequence[float | None],
+    without_values: Mapping[int, float | None] | Sequence[float | None],
+) -> list[float]:
+    """``with / without − 1`` for every run index both arms have a value for, in run order: the relative change
+    of each pair. A pair whose ``without`` is zero has no relative change and is left out."""
+    left = _by_run(with_values)
+    right = _by_run(without_values)
+    return [left[run] / right[run] - 1 for run in sorted(left.keys() & right.keys()) if right[run]]
+
+
 def _by_run(values: Mapping[int, float | None] | Sequence[float | None]) -> dict[int, float]:
     pairs = values.items() if isinstance(values, Mapping) else enumerate(values, start=1)
     return {run: value for run, value in pairs if value is not None}

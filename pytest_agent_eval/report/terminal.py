@@ -41,7 +41,9 @@ from pytest_agent_eval.report.format import (
 )
 from pytest_agent_eval.report.gates import describe_leak
 from pytest_agent_eval.report.stats import small_n_warning
+from pytest_agent_eval.report.verdict import verdicts
 from pytest_agent_eval.tool import CODEGRAPH
+from pytest_agent_eval.transcript import STAND_IN_PREFIX
 
 MODEL_FREE_BACKENDS = ("scripted", "cassette")
 MODEL_FREE_NOTE = " — these figures measure the pipeline and the tool's responses, not a model"
@@ -90,6 +92,25 @@ def model_notes(records: Iterable[ItemRecord]) -> list[str]:
     ]
 
 
+def model_fields(records: Iterable[ItemRecord], requested: str | None) -> dict[str, Any]:
+    """``summary.json``'s model keys: ``model``, what answered the agent's requests as its transcripts name it
+    (a stand-in names itself ``stand-in-…``); ``model_requested``, what the CLI was told (``--agent-eval-model``),
+    which a stand-in ignores; and, when the two differ, a ``model_note`` saying so."""
+    records = list(records)
+    answered = list(dict.fromkeys(m for r in records for m in ((r.scores or {}).get("models") or [])))
+    stand_ins = [m for m in answered if m.startswith(STAND_IN_PREFIX)]
+    free = sorted({str(backend_name(r.backend)) for r in records if backend_name(r.backend) in MODEL_FREE_BACKENDS})
+    if free:  # whatever name its messages carry (a cassette replays a real model's), the stand-in answered
+        answered = stand_ins or [f"{STAND_IN_PREFIX}-{name}" for name in free]
+    fields: dict[str, Any] = {"model": ", ".join(answered) or requested, "model_requested": requested}
+    if answered and requested and requested not in answered:
+        who = "a stand-in model" if free else "the model its transcripts name"
+        fields["model_note"] = (
+            f"{fields['model']} ({who}) answered every request; {requested} is only what the CLI was told"
+        )
+    return fields
+
+
 def simulated_cost(records: Iterable[ItemRecord]) -> bool:
     """Whether the costs are a stand-in model's (computed from simulated tokens), not an API bill."""
     names = {backend_name(r.backend) for r in records if r.backend}
@@ -114,6 +135,40 @@ def item_blocks(record: ItemRecord) -> str:
     failed = [g for g in record.gates if not g["passed"]]
     gates = "".join(f"\nGATE FAILED {g['gate']}: {g['message']}" for g in failed)
     return f"{title:─<100}\n{body.rstrip()}{gates}"
+
+
+def run_line(record: ItemRecord, tool: str = CODEGRAPH.name) -> str:
+    """One run in one line: what it left resident and processed, what followed its explore calls, its time and
+    cost, and what voids or fails it (the blocks, with -vv or in report.html, say how each figure came about)."""
+    if not record.scored:
+        return f"{record.id} {record.outcome}: {record.infra_error or record.error or 'not scored'}"
+    figures = record.figures
+    kind = tool if record.has_tool else "file access"
+    parts = [
+        f"{record.id} {record.outcome}",
+        f"retrieval residual {_show(figures.get('residual_tokens'), tokens)} ({kind})",
+        f"final context {_show(figures.get('ctx_final'), tokens)}",
+        f"{_show(figures.get('tool_calls'), number)} tool calls",
+    ]
+    if figures.get("explore_calls"):
+        parts.append(
+            f"{number(figures['explore_calls'])} explore calls: "
+            f"{_show(figures.get('sufficient_share'), _whole)} moved on, "
+            f"allocation {_show(figures.get('allocation'), _whole)}"
+        )
+    parts += [_show(figures.get("duration_s"), seconds), _show(figures.get("cost_usd"), dollars)]
+    if figures.get("cli_calls"):
+        parts.append(f"{number(figures['cli_calls'])} CLI calls ({number(figures.get('cli_blocked') or 0)} denied)")
+    if record.contaminated:
+        parts.append("CONTAMINATED")
+    parts += [f"GATE FAILED {g['gate']}" for g in record.gates if not g["passed"]]
+    return " · ".join(parts)
+
+
+def run_lines(records: Sequence[ItemRecord]) -> str:
+    tool = tool_name(records)
+    head = "RUNS — one line each (-vv prints every run's blocks; report.html has them and the transcript)"
+    return "\n".join([head, *(f"  {run_line(record, tool)}" for record in records)])
 
 
 def tool_name(records: Sequence[ItemRecord]) -> str:
@@ -322,7 +377,7 @@ def throughput_table(
         )
     cost = "cost W→WO (saved, simulated)" if simulated_cost(found.records) else "cost W→WO (saved)"
     head = ["entry", "time W→WO", "tools W→WO", "tokens W→WO (saved)", cost]
-    average = " · ".join(f"{name} {statistics.mean(v):.0%}" for name, v in saved.items() if v)
+    average = " · ".join(_saved(name, statistics.mean(v)) for name, v in saved.items() if v)
     text = _table(rows, head, "plain")
     return f"{text}\n\nAVERAGE saved: {average}" if average else text
 
@@ -377,6 +432,15 @@ def secondary_table(records: Records, found: Aggregate | None = None) -> str | N
     )
 
 
+def _whole(share: float) -> str:
+    return f"{share:.0%}"
+
+
+def _saved(name: str, share: float) -> str:
+    """``cost 14%``; a negative saving says what it is: ``time none (75% more with the tool)``."""
+    return f"{name} {share:.0%}" if share >= 0 else f"{name} none ({-share:.0%} more with the tool)"
+
+
 def _show(value: float | None, fmt: Callable[[float], str]) -> str:
     return "n/a" if value is None else fmt(value)
 
@@ -412,12 +476,15 @@ def terminal_report(
     entry_order: Sequence[str] = (),
     notes: list[str] | None = None,
 ) -> str:
-    """Header, (with ``verbose``) every item's blocks, an ARM COMPARISON per entry, the campaign tables;
-    ``campaign`` adds seed 002's secondary readings. Given ``notes``, the caveats go there, not into the tables."""
+    """Header, one line per run (with ``verbose``: every run's blocks instead), an ARM COMPARISON per entry, the
+    campaign tables; ``campaign`` adds seed 002's secondary readings. Given ``notes``, the caveats go there, not
+    into the tables."""
     found = aggregate(records, entry_order=entry_order)
     parts = [header(found.records)]
     if verbose:
         parts += [item_blocks(r) for r in found.records]
+    elif found.records:
+        parts.append(run_lines(found.records))
     parts += [arm_comparison(row, found.records, found, notes) for row in found.rows]
     tables = [
         campaign_table(found.records, include_contaminated, found, notes),
@@ -429,14 +496,16 @@ def terminal_report(
     return "\n\n".join(p for p in parts if p) + "\n"
 
 
-def summary(records: Records, meta: dict[str, Any]) -> dict[str, Any]:
+def summary(records: Records, meta: dict[str, Any], include_contaminated: bool = False) -> dict[str, Any]:
     """``summary.json``: ``meta``, what drove the agent (a stand-in model's notes, whether the costs are
-    simulated), per entry and arm the median/min/max of every figure, and every record."""
+    simulated), which arm did better (the verdicts), per entry and arm the median/min/max of every figure, and
+    every record."""
     found = aggregate(records)
     return {
         **meta,
         "model_notes": model_notes(found.records),
         "simulated_costs": simulated_cost(found.records),
+        "verdicts": [v.to_dict() for v in verdicts(found, include_contaminated)],
         "entries": found.summary(),
         "records": [r.to_dict() for r in found.records],
     }

@@ -1,0 +1,96 @@
+"""Which arm did better is said: per entry and overall, each figure's paired change, its interval, in words."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_agent_eval.campaign.record import ItemRecord
+from pytest_agent_eval.report.aggregate import aggregate
+from pytest_agent_eval.report.terminal import summary
+from pytest_agent_eval.report.verdict import BETTER, NO_INTERVAL, OVERALL, UNCLEAR, WORSE, shown, verdicts
+
+
+def run(entry: str, arm: str, n: int, contaminated: bool = False, **figures: float) -> ItemRecord:
+    return ItemRecord.from_dict(
+        {
+            "id": f"{entry}-{arm}-{n}",
+            "entry": entry,
+            "arm": arm,
+            "arm_label": arm,
+            "run": n,
+            "figures": figures,
+            "contaminated": contaminated,
+        }
+    )
+
+
+def campaign() -> list[ItemRecord]:
+    """express, three runs a side: the residual clearly lower with the tool, the time as often up as down, the
+    cost clearly higher; gin: one run a side."""
+    records = []
+    for n, (res_w, res_wo, t_w, t_wo, c_w, c_wo) in enumerate(
+        [(10, 40, 10, 20, 1.2, 1.0), (12, 44, 20, 10, 1.3, 1.0), (11, 42, 30, 30, 1.25, 1.0)], start=1
+    ):
+        records.append(run("express", "with", n, residual_tokens=res_w, duration_s=t_w, cost_usd=c_w))
+        records.append(run("express", "without", n, residual_tokens=res_wo, duration_s=t_wo, cost_usd=c_wo))
+    records.append(run("gin", "with", 1, residual_tokens=30, duration_s=5, cost_usd=1.0))
+    records.append(run("gin", "without", 1, residual_tokens=60, duration_s=10, cost_usd=2.0))
+    return records
+
+
+def by_label(records: list[ItemRecord], **kwargs):
+    return {v.label: v for v in verdicts(aggregate(records), **kwargs)}
+
+
+def test_each_figure_is_better_worse_or_no_clear_difference_by_its_interval():
+    express = by_label(campaign())["express"]
+    changes = {c.figure: c for c in express.changes}
+    assert (express.arm, express.reference, express.pairs) == ("with", "without", 3)
+    residual = changes["residual_tokens"]
+    assert residual.mean == pytest.approx((10 / 40 + 12 / 44 + 11 / 42) / 3 - 1)
+    assert residual.low <= residual.mean <= residual.high < 0 and residual.word == BETTER
+    assert changes["cost_usd"].word == WORSE  # higher cost: worse, whatever the sign
+    assert changes["duration_s"].low < 0 < changes["duration_s"].high and changes["duration_s"].word == UNCLEAR
+    assert changes["tokens_processed"].pairs == 0 and changes["tokens_processed"].text() == "tokens processed n/a"
+    line = express.line()
+    assert line.startswith(
+        "verdict express (with vs without, 3 paired runs): retrieval residual −74% [−75%, −73%] better"
+    )
+    assert line.endswith(
+        " · tokens processed n/a · duration +17% [−50%, +100%] no clear difference · cost +25% [+20%, +30%] worse"
+    )
+
+
+def test_one_pair_says_it_has_no_interval():
+    gin = by_label(campaign())["gin"]
+    residual = next(c for c in gin.changes if c.figure == "residual_tokens")
+    assert residual.word == NO_INTERVAL and residual.to_dict()["interval"] is None
+    assert "retrieval residual −50% (1 pair: no interval)" in gin.line()
+
+
+def test_overall_pools_every_entry_pairs():
+    found = by_label(campaign())
+    overall = found[OVERALL]
+    assert (overall.entries, overall.pairs) == (2, 4)
+    residual = next(c for c in overall.changes if c.figure == "residual_tokens")
+    assert residual.mean == pytest.approx((10 / 40 + 12 / 44 + 11 / 42 + 30 / 60) / 4 - 1)
+    assert overall.line().startswith("verdict overall (with vs without, 2 entries, 4 paired runs): ")
+    # over one entry the overall line would repeat it: not shown, still in summary.json
+    one = [r for r in campaign() if r.entry == "express"]
+    assert [v.label for v in shown(verdicts(aggregate(one)))] == ["express"]
+    assert [v["entry"] for v in summary(one, {})["verdicts"]] == ["express", OVERALL]
+
+
+def test_a_contaminated_without_run_is_left_out_unless_kept():
+    records = campaign()
+    records[1] = run("express", "without", 1, contaminated=True, residual_tokens=10, duration_s=20, cost_usd=1.0)
+    assert by_label(records)["express"].pairs == 2
+    assert by_label(records, include_contaminated=True)["express"].pairs == 3
+
+
+def test_summary_json_carries_the_verdicts():
+    found = summary(campaign(), {})["verdicts"]
+    express = next(v for v in found if v["entry"] == "express")
+    residual = express["figures"]["residual_tokens"]
+    assert residual["verdict"] == BETTER and residual["pairs"] == 3 and len(residual["interval"]) == 2
+    assert express["figures"]["duration_s"]["verdict"] == UNCLEAR
