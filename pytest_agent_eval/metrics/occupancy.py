@@ -57,7 +57,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
-from pytest_agent_eval.transcript import MAIN, Compaction, Message, Session, ToolResult, UserText
+from pytest_agent_eval.transcript import MAIN, Compaction, Message, Session, ToolResult, UserText, content_chars
 
 FAMILIES = ("tool", "read", "search", "bash", "other")  # "tool": the retrieval tool under test, whatever its name
 # The without-arm's way of getting the same bytes into the agent's head.
@@ -78,6 +78,13 @@ DEFAULT_CHARS_PER_TOKEN = 3.0
 CALIBRATION_MIN_CHARS = 500
 CALIBRATION_TOOL_SHARE = 0.8
 SHED_FACTOR = 1.5
+# Growth a gap's visible content cannot explain (thinking counted but not streamed, CLI reminders) makes its ratio
+# read dense: a gap whose ratio falls below both the centre less UNEXPLAINED_MADS scaled MADs and the centre over
+# SHED_FACTOR is not calibrated on. 1.4826 scales a MAD to a normal spread's sigma.
+UNEXPLAINED_MADS = 3.0
+MAD_SIGMA = 1.4826
+# No text tokenises at fewer than one character a token, nor at more than this.
+MAX_CHARS_PER_TOKEN = 10.0
 # Error bar: on a gap that is almost all one result, the measured growth is that result's size.
 DISPERSION_RESULT_SHARE = 0.95
 # Framing: the characters a block shows around its content (see the module docstring). Serialised compactly,
@@ -98,6 +105,9 @@ SETTLED_DENSITY = 1e-4
 # Below this shortfall a gap is attribution noise, not shedding (real shedding is thousands).
 EVICTION_FLOOR_TOKENS = 200
 EVICTION_TOOL_SHARE = 0.05
+
+# Assistant content that may hold more than it shows: a model counts thinking it streams summarised or not at all.
+THINKING_BLOCKS = frozenset({"thinking", "redacted_thinking"})
 
 # How the ratio was obtained: on clean gaps, on every growing gap, or not at all.
 MEASURED, ALL_GAPS, DEFAULT = "measured", "all gaps", "default"
@@ -133,6 +143,9 @@ class Occupancy:
     contributed_chars: dict[str, int] = field(default_factory=_zeros)
     contributed_results: dict[str, int] = field(default_factory=_zeros)
     evicted: int = 0
+    unexplained: int = 0
+    unexplained_thinking: int = 0
+    thinking_chars_per_token: float | None = None
     compactions: int = 0
     turns: int = 0
     window: int = WINDOW_TOKENS
@@ -171,6 +184,9 @@ class Occupancy:
             "file_access": self.file_access,
             "base": self.base,
             "evicted": self.evicted,
+            "unexplained": self.unexplained,
+            "unexplained_thinking": self.unexplained_thinking,
+            "thinking_chars_per_token": self.thinking_chars_per_token,
             "compactions": self.compactions,
             "turns": self.turns,
             "window": self.window,
@@ -185,25 +201,37 @@ class _Gap:
     chars: int = 0  # content: prose, thinking, tool results
     frame: int = 0  # framing: every block's structure, a call's id, name and input (see the module docstring)
     tool_chars: int = 0  # of the content, tool results
-    hidden_blocks: int = 0  # redacted or empty thinking: tokens the transcript does not show
+    thinking_chars: int = 0  # of the content, thinking as the transcript shows it (assistant content, never a result)
+    thinking_blocks: int = 0  # thinking blocks: the model may have counted more than they show
     results: list[tuple[str, int, int]] = field(default_factory=list)  # (family, chars, frame), in order
-    cleared_at: int | None = None  # results before this index were compacted away
+    uuids: list[str] = field(default_factory=list)  # each result's event, as a compaction names what it keeps
+    clearings: list[tuple[int, frozenset[str]]] = field(default_factory=list)  # (results before, kept) per boundary
     delta: int = 0
     measured: bool = False  # kept by the calibration: its growth prices its own results
 
     @property
+    def cleared_at(self) -> int | None:
+        """Results before this index were there when the (first) compaction in this gap summarised them away."""
+        return self.clearings[0][0] if self.clearings else None
+
+    @property
+    def shown_chars(self) -> int:
+        """The content that is not thinking: what a tool result has to dominate."""
+        return self.chars - self.thinking_chars
+
+    @property
     def clean(self) -> bool:
         """Growing, uncompacted and big enough to measure a ratio on."""
-        return self.cleared_at is None and self.delta > 0 and self.chars > CALIBRATION_MIN_CHARS
+        return self.cleared_at is None and self.delta > 0 and self.shown_chars > CALIBRATION_MIN_CHARS
 
     @property
     def fully_shown(self) -> bool:
-        """Growing, uncompacted, with tool results, and every block's content in the transcript."""
-        return self.cleared_at is None and self.delta > 0 and bool(self.results) and self.hidden_blocks == 0
+        """Growing, uncompacted, with tool results, and no thinking, which may hold more than it shows."""
+        return self.cleared_at is None and self.delta > 0 and bool(self.results) and self.thinking_blocks == 0
 
     @property
     def tool_dominated(self) -> bool:
-        return self.tool_chars >= CALIBRATION_TOOL_SHARE * self.chars
+        return self.tool_chars >= CALIBRATION_TOOL_SHARE * self.shown_chars
 
     @property
     def result_frame(self) -> int:
@@ -236,6 +264,7 @@ class _Pricing:
     framing: float = 0.0  # tokens per framing character of a result: 0 where no small gap measures it
     framing_calibration: str = DEFAULT
     family_ratio: dict[str, float] = field(default_factory=dict)
+    thinking_ratio: float | None = None  # chars/token of visible thinking, where the gaps measure it apart
 
     @property
     def rest_framing(self) -> float:
@@ -246,8 +275,13 @@ class _Pricing:
         return chars / self.family_ratio.get(fam, self.chars_per_token) + frame * self.framing
 
     def rest(self, gap: _Gap) -> float:
-        """Everything of the gap that is not a tool result (prose, calls, framing), at the run's terms."""
-        return (gap.chars - gap.tool_chars) / self.chars_per_token + (gap.frame - gap.result_frame) * self.rest_framing
+        """Everything of the gap that is not a tool result (prose, calls, thinking, framing), at the run's terms."""
+        prose = gap.chars - gap.tool_chars - gap.thinking_chars
+        return (
+            prose / self.chars_per_token
+            + gap.thinking_chars / (self.thinking_ratio or self.chars_per_token)
+            + (gap.frame - gap.result_frame) * self.rest_framing
+        )
 
 
 @dataclass
@@ -255,6 +289,7 @@ class _Resident:
     family: str
     tokens: float
     chars: float
+    uuid: str = ""
 
 
 def occupancy(session: Session, tool: RetrievalTool = CODEGRAPH, window: int = WINDOW_TOKENS) -> Occupancy:
@@ -267,6 +302,7 @@ def occupancy(session: Session, tool: RetrievalTool = CODEGRAPH, window: int = W
         chars_per_token=pricing.chars_per_token,
         calibration=pricing.calibration,
         dispersion=_dispersion(gaps, pricing),
+        thinking_chars_per_token=pricing.thinking_ratio,
         framing_tokens_per_char=pricing.framing,
         framing=pricing.framing_calibration,
         family_chars_per_token=dict(pricing.family_ratio),
@@ -281,33 +317,44 @@ def occupancy(session: Session, tool: RetrievalTool = CODEGRAPH, window: int = W
     resident: deque[_Resident] = deque()
     contributed = dict.fromkeys(FAMILIES, 0.0)
     evicted = 0.0
+    # Growth no visible content explains, still in the window: (tokens, in a gap with thinking), since the last
+    # compaction (its summary replaces it).
+    unexplained: list[tuple[float, bool]] = []
 
     ratio_of, ratio, framing = pricing.family_ratio.get, pricing.chars_per_token, pricing.framing
 
-    def append(results: list[tuple[str, int, int]], scale: float = 1.0) -> float:
+    def append(gap: _Gap, start: int, end: int | None = None, scale: float = 1.0) -> float:
         tokens = 0.0
-        for fam, chars, frame in results:
+        for (fam, chars, frame), uuid in zip(gap.results[start:end], gap.uuids[start:end], strict=True):
             priced = (chars / ratio_of(fam, ratio) + frame * framing) * scale  # pricing.tokens, inlined: hot loop
             tokens += priced
             contributed[fam] += priced
             out.contributed_chars[fam] += chars
             out.contributed_results[fam] += 1
-            resident.append(_Resident(fam, priced, chars))
+            resident.append(_Resident(fam, priced, chars, uuid))
         return tokens
 
     for gap in gaps:
-        if gap.cleared_at is not None:
-            # The summary replaces everything before the boundary, this gap's earlier results too;
+        if gap.clearings:
+            # The summary replaces everything before the boundary but what it keeps, this gap's earlier results too;
             # the gap's growth mixes the summary with the shedding, so it says nothing more.
-            append(gap.results[: gap.cleared_at])
-            evicted += sum(r.tokens for r in resident)
-            resident.clear()
-            append(gap.results[gap.cleared_at :])
+            start = 0
+            for index, kept in gap.clearings:
+                append(gap, start, index)
+                start = index
+                evicted += _compact(resident, kept)
+                unexplained.clear()
+            append(gap, start)
             continue
-        tool_tokens = append(gap.results, _measured_scale(gap, pricing))
+        tool_tokens = append(gap, 0, scale=_measured_scale(gap, pricing))
         shortfall = tool_tokens - gap.delta
         if shortfall > max(EVICTION_FLOOR_TOKENS, EVICTION_TOOL_SHARE * tool_tokens):
             evicted += _evict_oldest(resident, shortfall)
+            continue
+        # Growth beyond what the gap shows is neither a result's cost nor, by its absence, an eviction.
+        excess = gap.delta - tool_tokens - pricing.rest(gap)
+        if gap.results and excess > max(EVICTION_FLOOR_TOKENS, EVICTION_TOOL_SHARE * gap.delta):
+            unexplained.append((excess, gap.thinking_blocks > 0))
 
     left = dict.fromkeys(FAMILIES, 0.0)
     left_chars = dict.fromkeys(FAMILIES, 0.0)
@@ -320,6 +367,8 @@ def occupancy(session: Session, tool: RetrievalTool = CODEGRAPH, window: int = W
         out.contributed[fam] = round(contributed[fam])
         out.residual_chars[fam] = round(left_chars[fam])
     out.evicted = round(evicted)
+    out.unexplained = round(sum(tokens for tokens, _ in unexplained))
+    out.unexplained_thinking = round(sum(tokens for tokens, thinking in unexplained if thinking))
     return out
 
 
@@ -351,11 +400,15 @@ def _gaps(session: Session, tool: RetrievalTool) -> tuple[list[int], list[_Gap],
             gap.frame += MESSAGE_FRAME_CHARS + BLOCK_FRAME_CHARS * len(item.blocks)
             for call in item.calls:
                 gap.frame += CALL_FRAME_CHARS + len(call.id)
-            gap.hidden_blocks += sum(map(_hidden, item.blocks))
+            for block in item.blocks:
+                if block.get("type") in THINKING_BLOCKS:
+                    gap.thinking_blocks += 1
+                    gap.thinking_chars += content_chars(block)
         elif isinstance(item, ToolResult):
             # A result without its call still occupies the window; it is charged to "other".
             frame = RESULT_FRAME_CHARS + len(item.call_id) + (ERROR_FRAME_CHARS if item.is_error else 0)
             gap.results.append((family(names.get(item.call_id, ""), tool), item.chars, frame))
+            gap.uuids.append(item.uuid)
             gap.chars += item.chars
             gap.frame += frame + (0 if in_user_message else MESSAGE_FRAME_CHARS)
             in_user_message = True
@@ -366,20 +419,18 @@ def _gaps(session: Session, tool: RetrievalTool) -> tuple[list[int], list[_Gap],
             in_user_message = True
         elif isinstance(item, Compaction):
             compactions += 1
-            gap.cleared_at = len(gap.results)
+            gap.clearings.append((len(gap.results), item.preserved))
     return ctxs, gaps, compactions
 
 
-def _hidden(block: dict[str, Any]) -> bool:
-    """Thinking the transcript does not show: redacted, or streamed empty with only its signature."""
-    kind = block.get("type")
-    return kind == "redacted_thinking" or (kind == "thinking" and not block.get("thinking"))
-
-
 def _calibrate(gaps: list[_Gap]) -> _Pricing:
-    """chars/token, pooled over the clean tool-dominated gaps with the shed ones dropped; then the framing
-    density and the family ratios where the gaps measure them (see the module docstring)."""
-    clean = [g for g in gaps if g.clean and g.tool_dominated]
+    """chars/token, pooled over the clean tool-dominated gaps without thinking, the shed and the unexplained ones
+    dropped; then the framing density and the family ratios where the gaps measure them. Where every clean gap holds
+    thinking, its ratio and visible thinking's are fitted together (see the module docstring)."""
+    candidates = [g for g in gaps if g.clean and g.tool_dominated]
+    clean = [g for g in candidates if not g.thinking_blocks]
+    if candidates and not clean:
+        return _with_thinking(candidates)
     if clean:
         small = [g for g in gaps if g.fully_shown and g.chars <= CALIBRATION_MIN_CHARS]
         ratio, kept = _pooled(clean, None)
@@ -416,18 +467,76 @@ def _pooled(clean: list[_Gap], framing: float | None) -> tuple[float, list[_Gap]
         usable = [(g, g.chars, net) for g in clean if (net := g.delta - framing * g.frame) > 0]
     if not usable:  # the framing leaves no gap any growth: it cannot be right
         return _pooled(clean, None)
-    # Shedding can only push a gap's chars/token up, so the lower median is the honest centre.
+    # Shedding can only push a gap's chars/token up, so the lower median is the honest centre; growth the gap does
+    # not show can only pull it down, so a gap far below it, beyond the ratios' own spread, is not calibrated on.
     ratios = sorted(chars / net for _, chars, net in usable)
-    ceiling = SHED_FACTOR * ratios[(len(ratios) - 1) // 2]
+    centre = ratios[(len(ratios) - 1) // 2]
+    ceiling = SHED_FACTOR * centre
+    floor = _unexplained_floor(ratios, centre)
     kept: list[_Gap] = []
     kept_chars = 0
     kept_nets = []  # summed by sum(), as floats always were (its rounding differs from a loop's on 3.12+)
     for g, chars, net in usable:
-        if chars / net <= ceiling:
+        if floor <= chars / net <= ceiling:
             kept.append(g)
             kept_chars += chars
             kept_nets.append(net)
     return kept_chars / sum(kept_nets), kept
+
+
+def _unexplained_floor(ratios: list[float], centre: float) -> float:
+    """The lowest ratio a gap can read at and still be explained by what it shows: below the centre by more than
+    the ratios' robust spread (UNEXPLAINED_MADS scaled MADs) and by more than SHED_FACTOR."""
+    deviations = sorted(abs(r - centre) for r in ratios)
+    spread = MAD_SIGMA * deviations[(len(deviations) - 1) // 2]
+    return min(centre / SHED_FACTOR, centre - UNEXPLAINED_MADS * spread)
+
+
+def _with_thinking(candidates: list[_Gap]) -> _Pricing:
+    """Every clean gap holds thinking: the ratio of what it shows (results, prose, framing) and visible thinking's,
+    fitted together by least squares, the gaps whose growth the fit leaves far above it (hidden thinking) dropped
+    once. No gap prices its own results: its growth may hold what its thinking does not show."""
+    fitted = _fit_thinking(candidates)
+    if fitted is not None:
+        residuals = [g.delta - (g.shown_chars + g.frame) / fitted[0] - g.thinking_chars / fitted[1] for g in candidates]
+        floor = _unexplained_floor(sorted(-r for r in residuals), 0.0)  # a residual far above the rest: hidden
+        kept = [g for g, r in zip(candidates, residuals, strict=True) if -r >= floor]
+        fitted = _fit_thinking(kept) or fitted
+        return _Pricing(fitted[0], MEASURED, thinking_ratio=fitted[1])
+    ratio, _ = _pooled(candidates, None)  # no visible thinking to fit (or no fit that makes sense): one ratio
+    return _Pricing(ratio, MEASURED)
+
+
+def _fit_thinking(gaps: list[_Gap]) -> tuple[float, float] | None:
+    """(chars/token of the shown content and framing, of the visible thinking) by least squares over the gaps; None
+    where they do not determine both, or a ratio comes out outside what text can be."""
+    a11 = a12 = a22 = b1 = b2 = 0.0
+    for g in gaps:
+        shown, thinking = g.shown_chars + g.frame, g.thinking_chars
+        a11 += shown * shown
+        a12 += shown * thinking
+        a22 += thinking * thinking
+        b1 += shown * g.delta
+        b2 += thinking * g.delta
+    det = a11 * a22 - a12 * a12
+    if det <= 1e-9 * a11 * a22 or not a22:
+        return None
+    per_shown, per_thinking = (b1 * a22 - b2 * a12) / det, (a11 * b2 - a12 * b1) / det
+    if not (1 / MAX_CHARS_PER_TOKEN <= per_shown <= 1 and 1 / MAX_CHARS_PER_TOKEN <= per_thinking <= 1):
+        return None
+    return 1 / per_shown, 1 / per_thinking
+
+
+def _compact(resident: deque[_Resident], kept: frozenset[str]) -> float:
+    """A compaction: every resident result leaves but those the boundary names as kept; the tokens that left."""
+    evicted = 0.0
+    for _ in range(len(resident)):
+        r = resident.popleft()
+        if r.uuid and r.uuid in kept:
+            resident.append(r)
+        else:
+            evicted += r.tokens
+    return evicted
 
 
 def _family_ratios(kept: list[_Gap], pricing: _Pricing) -> dict[str, float]:
@@ -465,7 +574,10 @@ def _dispersion(gaps: list[_Gap], pricing: _Pricing) -> float | None:
         abs(sum(chars / pricing.chars_per_token + frame * pricing.framing for _, chars, frame in g.results) - g.delta)
         / g.delta
         for g in gaps
-        if g.clean and g.results and max(chars for _, chars, _ in g.results) >= DISPERSION_RESULT_SHARE * g.chars
+        if g.clean
+        and g.results
+        and not g.thinking_blocks
+        and max(chars for _, chars, _ in g.results) >= DISPERSION_RESULT_SHARE * g.chars
     )
     return errors[(len(errors) - 1) // 2] if errors else None
 

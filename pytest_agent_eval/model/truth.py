@@ -25,7 +25,8 @@ def read_truth_log(path: str | Path) -> dict[str, PromptCount]:
         for number, line in enumerate(log, start=1):
             try:
                 record = json.loads(line)
-                counts[record["message_id"]] = PromptCount(int(record["tokens"]), dict(record["results"]))
+                hidden = int(record.get("hidden", 0))  # absent from logs written before hidden thinking was counted
+                counts[record["message_id"]] = PromptCount(int(record["tokens"]), dict(record["results"]), hidden)
             except (ValueError, KeyError, TypeError) as exc:
                 raise ValueError(f"{path}:{number}: not a truth record ({exc})") from None
     return counts

@@ -21,8 +21,16 @@ earlier request is ``cache_read``; of the new part, a few tokens are plain ``inp
 client's last cache breakpoint) and the rest ``cache_creation``. So ``input + cache_read +
 cache_creation`` is the whole prompt, as in the real API.
 
-The truth a stand-in knows: :meth:`UsageModel.count_prompt` gives, per request, the prompt's tokens and
-each tool_result block's tokens by ``tool_use_id``, which is what occupancy estimates from the outside.
+**Hidden thinking.** A real model counts thinking it streams only summarised, or not at all: the block the
+client sends back holds the summary (or nothing) and a signature, while the prompt is priced on the whole
+thinking. The stand-in does the same, honestly: a thinking block whose signature was made by
+:func:`hidden_signature` costs its serialised form plus the tokens the signature declares, and the truth
+(:attr:`PromptCount.hidden`) names them, so what it counts is always what the request holds plus what it says
+it hid.
+
+The truth a stand-in knows: :meth:`UsageModel.count_prompt` gives, per request, the prompt's tokens, each
+tool_result block's tokens by ``tool_use_id`` (what occupancy estimates from the outside) and the hidden
+thinking among them.
 """
 
 from __future__ import annotations
@@ -42,6 +50,10 @@ FRESH_INPUT_TOKENS = 4
 REMEMBERED_PROMPTS = 64
 # Counted units remembered by their serialised form: each request repeats every earlier block.
 REMEMBERED_UNITS = 4096
+
+# A stand-in's thinking signature that declares hidden tokens: "stand-in-hidden-thinking:<tokens>:<nonce>".
+HIDDEN_SIGNATURE = "stand-in-hidden-thinking"
+_HIDDEN_RE = re.compile(rf"^{HIDDEN_SIGNATURE}:(\d+):")
 
 _PIECE_RE = re.compile(r" ?[A-Za-z]+| ?\d{1,3}| ?[^\sA-Za-z\d]|\s+")
 _LONG_WORD_RE = re.compile(rf"[A-Za-z]{{{LETTERS_PER_TOKEN + 1},}}")
@@ -66,6 +78,19 @@ def count_tokens(value: Any) -> int:
     return 1
 
 
+def hidden_signature(tokens: int, nonce: str) -> str:
+    """The signature of a thinking block that hides ``tokens`` tokens of thinking (see the module docstring)."""
+    return f"{HIDDEN_SIGNATURE}:{tokens}:{nonce}"
+
+
+def declared_hidden(block: Any) -> int:
+    """The hidden thinking tokens a thinking block's signature declares (0 for any other block)."""
+    if not isinstance(block, dict) or block.get("type") not in ("thinking", "redacted_thinking"):
+        return 0
+    found = _HIDDEN_RE.match(str(block.get("signature") or ""))
+    return int(found.group(1)) if found else 0
+
+
 def _without_cache_control(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _without_cache_control(v) for k, v in value.items() if k != "cache_control"}
@@ -81,17 +106,20 @@ class Unit:
     key: str
     tokens: int
     tool_use_id: str | None = None  # set on a tool_result block
+    hidden: int = 0  # of the tokens, thinking the block's signature declares hidden
 
 
 @dataclass
 class PromptCount:
-    """The truth about one request: its prompt's tokens and each tool_result's, by ``tool_use_id``."""
+    """The truth about one request: its prompt's tokens, each tool_result's by ``tool_use_id``, and of the prompt's
+    tokens the hidden thinking (:func:`hidden_signature`)."""
 
     tokens: int
     results: dict[str, int] = field(default_factory=dict)
+    hidden: int = 0
 
     def to_dict(self) -> dict[str, Any]:
-        return {"tokens": self.tokens, "results": dict(self.results)}
+        return {"tokens": self.tokens, "results": dict(self.results), "hidden": self.hidden}
 
 
 class UsageModel:
@@ -107,14 +135,15 @@ class UsageModel:
         key = prefix + json.dumps(clean, ensure_ascii=False, sort_keys=True)
         with self._lock:
             tokens = self._counted.get(key)
+        hidden = declared_hidden(clean)
         if tokens is None:
-            tokens = count_tokens(clean)
+            tokens = count_tokens(clean) + hidden
             with self._lock:
                 if len(self._counted) >= REMEMBERED_UNITS:
                     self._counted.clear()
                 self._counted[key] = tokens
         result_id = clean.get("tool_use_id") if isinstance(clean, dict) and clean.get("type") == "tool_result" else None
-        return Unit(key, tokens, result_id if isinstance(result_id, str) else None)
+        return Unit(key, tokens, result_id if isinstance(result_id, str) else None, hidden)
 
     def prompt_units(self, request: dict[str, Any]) -> list[Unit]:
         """The prompt as an ordered list of units; a cached prefix is a run of equal leading units."""
@@ -160,7 +189,7 @@ class UsageModel:
 
 def _truth(units: list[Unit]) -> PromptCount:
     results = {u.tool_use_id: u.tokens for u in units if u.tool_use_id is not None}
-    return PromptCount(max(1, sum(u.tokens for u in units)), results)
+    return PromptCount(max(1, sum(u.tokens for u in units)), results, sum(u.hidden for u in units))
 
 
 def _shared_prefix(a: list[str], b: list[str]) -> int:
