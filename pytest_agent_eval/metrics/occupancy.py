@@ -320,6 +320,7 @@ def occupancy(session: Session, tool: RetrievalTool = CODEGRAPH, window: int = W
     # Growth no visible content explains, still in the window: (tokens, in a gap with thinking), since the last
     # compaction (its summary replaces it).
     unexplained: list[tuple[float, bool]] = []
+    thinking: list[tuple[float, bool]] = []  # visible thinking still in the window, priced, since the last compaction
 
     ratio_of, ratio, framing = pricing.family_ratio.get, pricing.chars_per_token, pricing.framing
 
@@ -344,14 +345,21 @@ def occupancy(session: Session, tool: RetrievalTool = CODEGRAPH, window: int = W
                 start = index
                 evicted += _compact(resident, kept)
                 unexplained.clear()
+                thinking.clear()
             append(gap, start)
             continue
         tool_tokens = append(gap, 0, scale=_measured_scale(gap, pricing))
         shortfall = tool_tokens - gap.delta
         if shortfall > max(EVICTION_FLOOR_TOKENS, EVICTION_TOOL_SHARE * tool_tokens):
-            evicted += _evict_oldest(resident, shortfall)
+            # What the transcript never showed leaves first (the CLI drops earlier turns' thinking when it resumes a
+            # session): only a shrink beyond it sheds results.
+            evicted += _evict_oldest(resident, _drop_unexplained(thinking, _drop_unexplained(unexplained, shortfall)))
             continue
-        # Growth beyond what the gap shows is neither a result's cost nor, by its absence, an eviction.
+        # Thinking the gap shows may leave again without a trace (the CLI drops earlier turns' thinking when it
+        # resumes a session); growth beyond what the gap shows is neither a result's cost nor, by its absence, an
+        # eviction.
+        if gap.thinking_chars:
+            thinking.append((gap.thinking_chars / (pricing.thinking_ratio or ratio), True))
         excess = gap.delta - tool_tokens - pricing.rest(gap)
         if gap.results and excess > max(EVICTION_FLOOR_TOKENS, EVICTION_TOOL_SHARE * gap.delta):
             unexplained.append((excess, gap.thinking_blocks > 0))
@@ -452,7 +460,8 @@ def _calibrate(gaps: list[_Gap]) -> _Pricing:
         pricing = _Pricing(ratio, MEASURED, framing, measured)
         pricing.family_ratio = _family_ratios(kept, pricing)
         return pricing
-    growing = [g for g in gaps if g.cleared_at is None and g.delta > 0 and g.chars > 0]
+    # Not over a gap with thinking: its growth may be what it does not show, which no ratio of what it shows prices.
+    growing = [g for g in gaps if g.cleared_at is None and g.delta > 0 and g.chars > 0 and not g.thinking_blocks]
     if growing:
         return _Pricing(sum(g.chars for g in growing) / sum(g.delta for g in growing), ALL_GAPS, 0.0)
     return _Pricing(DEFAULT_CHARS_PER_TOKEN, DEFAULT, 0.0)
@@ -525,6 +534,20 @@ def _fit_thinking(gaps: list[_Gap]) -> tuple[float, float] | None:
     if not (1 / MAX_CHARS_PER_TOKEN <= per_shown <= 1 and 1 / MAX_CHARS_PER_TOKEN <= per_thinking <= 1):
         return None
     return 1 / per_shown, 1 / per_thinking
+
+
+def _drop_unexplained(unexplained: list[tuple[float, bool]], tokens: float) -> float:
+    """Take ``tokens`` of a shrink from growth that is not a result (unexplained, or thinking) still resident, oldest
+    first; what is left of them."""
+    while tokens > 0 and unexplained:
+        grown, thinking = unexplained[0]
+        if grown <= tokens:
+            unexplained.pop(0)
+            tokens -= grown
+        else:
+            unexplained[0] = (grown - tokens, thinking)
+            tokens = 0
+    return tokens
 
 
 def _compact(resident: deque[_Resident], kept: frozenset[str]) -> float:
