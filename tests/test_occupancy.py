@@ -318,6 +318,82 @@ def test_compaction_clears_the_resident_set():
     assert o.base == 3_200 - later
 
 
+def test_a_compaction_keeps_the_results_it_names_and_evicts_the_rest_once():
+    t = Transcript()
+    step(t, 10_000, "Read", 1_994)  # Δ 1,000 → 2.0
+    step(t, 11_000, "Bash", 994)  # Δ 500
+    kept = step(t, 11_500, CG, 3_950, query="xy")  # 2,000 tokens at the ratio; the boundary keeps it
+    t.compact(preserved=["a-call", f"u-{kept}"])
+    t.user("This session is being continued from a previous conversation. " + "s" * 37)
+    t.say("done", ctx=3_000)
+    o = occupancy(t.session())
+    read, bash = (delta - (6 + STEP_FRAMING) // 2 for delta in (1_000, 500))
+    assert o.compactions == 1
+    assert o.residual == {"tool": 1_975, "read": 0, "search": 0, "bash": 0, "other": 0}
+    assert o.residual_results["tool"] == 1
+    assert o.evicted == read + bash  # once: what the boundary did not keep
+    assert sum(o.contributed.values()) - sum(o.residual.values()) == o.evicted
+
+
+def test_a_second_compaction_evicts_what_the_first_kept_unless_it_keeps_it_again():
+    t = Transcript()
+    step(t, 10_000, "Read", 1_994)
+    kept = step(t, 11_000, "Bash", 994)
+    t.compact(preserved=[f"u-{kept}"])
+    step(t, 5_000, "Grep", 994)
+    t.compact()
+    t.say("done", ctx=4_000)
+    o = occupancy(t.session())
+    assert (o.compactions, sum(o.residual.values())) == (2, 0)
+    assert o.evicted == sum(o.contributed.values())
+
+
+def test_growth_the_transcript_does_not_show_is_neither_a_result_nor_an_eviction():
+    # Three clean gaps at 2.0 chars/token; the fourth also holds thinking streamed empty that counted 3,000 tokens.
+    t = Transcript()
+    step(t, 10_000, "Read", 1_994)
+    step(t, 11_000, "Read", 1_994)
+    step(t, 12_000, "Read", 1_994)
+    call = tool_use("Read")
+    t.message({"type": "thinking", "thinking": "", "signature": "sig"}, call, ctx=13_000)
+    t.reply(call["id"], "x" * 1_994)
+    step(t, 17_000, "Read", 1_994)  # Δ 1,000 + 3,000 hidden, then an ordinary gap
+    t.say("done", ctx=18_000)
+    o = occupancy(t.session())
+    assert o.chars_per_token == pytest.approx(2.0)  # the seed's pooling would read 1.33 and shed 1,600 tokens
+    assert o.evicted == 0
+    assert o.unexplained == o.unexplained_thinking == pytest.approx(3_000, abs=20)  # less the block's framing
+    own = (6 + STEP_FRAMING) / 2
+    assert o.residual["read"] == pytest.approx(5 * (1_000 - own), abs=5)  # the hidden gap's at the family's ratio
+
+
+def test_a_gap_far_denser_than_the_others_beyond_their_spread_is_not_calibrated_on():
+    # A CLI reminder of 1,500 tokens the transcript does not show, in a gap without thinking.
+    t = Transcript()
+    ctx = 10_000
+    for delta in (1_000, 1_010, 990, 1_005, 2_500):
+        step(t, ctx, "Read", 1_994)
+        ctx += delta
+    t.say("done", ctx=ctx)
+    o = occupancy(t.session())
+    assert o.chars_per_token == pytest.approx(8_000 / 4_005)
+    assert o.evicted == 0 and o.unexplained == pytest.approx(1_500, abs=30)
+
+
+def test_a_shrink_takes_unexplained_growth_before_any_result():
+    t = Transcript()
+    step(t, 10_000, "Read", 1_994)
+    call = tool_use("Read")
+    t.message({"type": "thinking", "thinking": "", "signature": "sig"}, call, ctx=11_000)
+    t.reply(call["id"], "x" * 1_994)
+    t.say("next question", ctx=16_000)  # 1,000 for the result, 4,000 hidden
+    t.say("done", ctx=12_000)  # the CLI dropped the earlier turn's thinking: 4,000 tokens left, no result did
+    o = occupancy(t.session())
+    assert o.unexplained == 0
+    assert o.evicted <= 15  # the hidden growth less the thinking block's framing, at most
+    assert sum(o.residual.values()) >= sum(o.contributed.values()) - 15
+
+
 @pytest.mark.parametrize("delta", [1_994, 100])
 def test_a_gap_across_a_compaction_is_neither_calibrated_on_nor_shed(delta):
     # Δ 1,994 would pull the pooled ratio down to 1.2; Δ 100 would read as a 894-token shortfall.

@@ -45,3 +45,18 @@ def resident_truth(
     for call_id, tokens in counts[measured[-1].id].results.items():
         resident[family(names.get(call_id, ""), tool)] += tokens
     return resident
+
+
+def evicted_truth(session: Session, counts: Mapping[str, PromptCount]) -> int | None:
+    """Tokens of the tool results that were in some main-thread request the server counted but are not in the last
+    one (compacted or shed away), each at its own count; None when the server did not answer the last request."""
+    measured = [m for m in session.messages(MAIN) if m.usage is not None and m.usage.ctx > 0 and m.id in counts]
+    last = session.messages(MAIN)
+    last = [m for m in last if m.usage is not None and m.usage.ctx > 0]
+    if not last or last[-1].id not in counts:
+        return None
+    final = counts[last[-1].id].results
+    seen: dict[str, int] = {}
+    for message in measured:
+        seen.update(counts[message.id].results)
+    return sum(tokens for call_id, tokens in seen.items() if call_id not in final)
