@@ -69,7 +69,7 @@ CASES = [
     Case("hidden-thinking", "every-turn", [SERVE, ROUTE], {"hidden_thinking": (6_000, 0, 800)}),
     Case("long-thinking", "single", [ROUTE], {"visible_thinking": (5_000, 20_000, 8_000)}),
     Case("long-thinking", "resumed", [LEAVE, SERVE], {"visible_thinking": (12_000, 6_000)}),
-    Case("compaction", "preserved", [ROUTE], {}, _compact_at(40_000)),
+    Case("compaction", "preserved", [ROUTE], {}, _compact_at(38_500)),
     Case("compaction", "twice", [SERVE, LEAVE], {}, _compact_at(44_000)),
     Case("compaction", "thinking", [LEAVE], {"hidden_thinking": (2_000, 0, 4_000)}, _compact_at(46_000)),
 ]

@@ -57,7 +57,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
-from pytest_agent_eval.transcript import MAIN, Compaction, Message, Session, ToolResult, UserText, content_chars
+from pytest_agent_eval.transcript import MAIN, Compaction, Message, Session, ToolResult, UserText
 
 FAMILIES = ("tool", "read", "search", "bash", "other")  # "tool": the retrieval tool under test, whatever its name
 # The without-arm's way of getting the same bytes into the agent's head.
@@ -83,8 +83,11 @@ SHED_FACTOR = 1.5
 # SHED_FACTOR is not calibrated on. 1.4826 scales a MAD to a normal spread's sigma.
 UNEXPLAINED_MADS = 3.0
 MAD_SIGMA = 1.4826
-# No text tokenises at fewer than one character a token, nor at more than this.
-MAX_CHARS_PER_TOKEN = 10.0
+# Visible thinking is the model's prose: priced at prose's ratio (the stand-in's counting model, like the real
+# tokenizer, puts English prose near 4.5). A thinking block shorter than VISIBLE_THINKING_MIN_CHARS (empty, or a
+# summary) may hide what it counted, and so may a redacted one: its gap is not calibrated on.
+PROSE_CHARS_PER_TOKEN = 4.5
+VISIBLE_THINKING_MIN_CHARS = 500
 # Error bar: on a gap that is almost all one result, the measured growth is that result's size.
 DISPERSION_RESULT_SHARE = 0.95
 # Framing: the characters a block shows around its content (see the module docstring). Serialised compactly,
@@ -110,7 +113,8 @@ EVICTION_TOOL_SHARE = 0.05
 THINKING_BLOCKS = frozenset({"thinking", "redacted_thinking"})
 
 # How the ratio was obtained: on clean gaps, on every growing gap, or not at all.
-MEASURED, ALL_GAPS, DEFAULT = "measured", "all gaps", "default"
+# BOUND: every gap that could measure it holds thinking that may hide growth; the least dense bounds it.
+MEASURED, ALL_GAPS, BOUND, DEFAULT = "measured", "all gaps", "bound", "default"
 
 
 def family(tool_name: str, tool: RetrievalTool = CODEGRAPH) -> str:
@@ -145,7 +149,6 @@ class Occupancy:
     evicted: int = 0
     unexplained: int = 0
     unexplained_thinking: int = 0
-    thinking_chars_per_token: float | None = None
     compactions: int = 0
     turns: int = 0
     window: int = WINDOW_TOKENS
@@ -186,7 +189,6 @@ class Occupancy:
             "evicted": self.evicted,
             "unexplained": self.unexplained,
             "unexplained_thinking": self.unexplained_thinking,
-            "thinking_chars_per_token": self.thinking_chars_per_token,
             "compactions": self.compactions,
             "turns": self.turns,
             "window": self.window,
@@ -202,7 +204,8 @@ class _Gap:
     frame: int = 0  # framing: every block's structure, a call's id, name and input (see the module docstring)
     tool_chars: int = 0  # of the content, tool results
     thinking_chars: int = 0  # of the content, thinking as the transcript shows it (assistant content, never a result)
-    thinking_blocks: int = 0  # thinking blocks: the model may have counted more than they show
+    thinking_blocks: int = 0  # thinking blocks, redacted ones too
+    hiding_blocks: int = 0  # of them, those that may hide what they counted: redacted, empty or a short summary
     results: list[tuple[str, int, int]] = field(default_factory=list)  # (family, chars, frame), in order
     uuids: list[str] = field(default_factory=list)  # each result's event, as a compaction names what it keeps
     clearings: list[tuple[int, frozenset[str]]] = field(default_factory=list)  # (results before, kept) per boundary
@@ -230,6 +233,11 @@ class _Gap:
         return self.cleared_at is None and self.delta > 0 and bool(self.results) and self.thinking_blocks == 0
 
     @property
+    def explained(self) -> bool:
+        """Every block's content is in the transcript: no thinking that may hide what the model counted."""
+        return self.hiding_blocks == 0
+
+    @property
     def tool_dominated(self) -> bool:
         return self.tool_chars >= CALIBRATION_TOOL_SHARE * self.shown_chars
 
@@ -241,10 +249,10 @@ class _Gap:
         return frames
 
     def family_share(self) -> tuple[str, int, int] | None:
-        """The family holding ≥ DISPERSION_RESULT_SHARE of the gap's content, its characters and framing."""
+        """The family holding ≥ DISPERSION_RESULT_SHARE of the gap's shown content, its characters and framing."""
         if len(self.results) == 1:  # the common case: the gap's one result is its family's whole share
             fam, chars, frame = self.results[0]
-            return (fam, chars, frame) if chars >= DISPERSION_RESULT_SHARE * self.chars else None
+            return (fam, chars, frame) if chars >= DISPERSION_RESULT_SHARE * self.shown_chars else None
         by_family: dict[str, tuple[int, int]] = {}
         for fam, chars, frame in self.results:
             had_chars, had_frame = by_family.get(fam, (0, 0))
@@ -252,7 +260,7 @@ class _Gap:
         if not by_family:
             return None
         fam, (chars, frame) = max(by_family.items(), key=lambda item: item[1][0])
-        return (fam, chars, frame) if chars >= DISPERSION_RESULT_SHARE * self.chars else None
+        return (fam, chars, frame) if chars >= DISPERSION_RESULT_SHARE * self.shown_chars else None
 
 
 @dataclass
@@ -264,7 +272,6 @@ class _Pricing:
     framing: float = 0.0  # tokens per framing character of a result: 0 where no small gap measures it
     framing_calibration: str = DEFAULT
     family_ratio: dict[str, float] = field(default_factory=dict)
-    thinking_ratio: float | None = None  # chars/token of visible thinking, where the gaps measure it apart
 
     @property
     def rest_framing(self) -> float:
@@ -275,11 +282,12 @@ class _Pricing:
         return chars / self.family_ratio.get(fam, self.chars_per_token) + frame * self.framing
 
     def rest(self, gap: _Gap) -> float:
-        """Everything of the gap that is not a tool result (prose, calls, thinking, framing), at the run's terms."""
+        """Everything of the gap that is not a tool result (prose, calls, framing) at the run's terms, its visible
+        thinking at prose's."""
         prose = gap.chars - gap.tool_chars - gap.thinking_chars
         return (
             prose / self.chars_per_token
-            + gap.thinking_chars / (self.thinking_ratio or self.chars_per_token)
+            + gap.thinking_chars / PROSE_CHARS_PER_TOKEN
             + (gap.frame - gap.result_frame) * self.rest_framing
         )
 
@@ -302,7 +310,6 @@ def occupancy(session: Session, tool: RetrievalTool = CODEGRAPH, window: int = W
         chars_per_token=pricing.chars_per_token,
         calibration=pricing.calibration,
         dispersion=_dispersion(gaps, pricing),
-        thinking_chars_per_token=pricing.thinking_ratio,
         framing_tokens_per_char=pricing.framing,
         framing=pricing.framing_calibration,
         family_chars_per_token=dict(pricing.family_ratio),
@@ -359,7 +366,7 @@ def occupancy(session: Session, tool: RetrievalTool = CODEGRAPH, window: int = W
         # resumes a session); growth beyond what the gap shows is neither a result's cost nor, by its absence, an
         # eviction.
         if gap.thinking_chars:
-            thinking.append((gap.thinking_chars / (pricing.thinking_ratio or ratio), True))
+            thinking.append((gap.thinking_chars / PROSE_CHARS_PER_TOKEN, True))
         excess = gap.delta - tool_tokens - pricing.rest(gap)
         if gap.results and excess > max(EVICTION_FLOOR_TOKENS, EVICTION_TOOL_SHARE * gap.delta):
             unexplained.append((excess, gap.thinking_blocks > 0))
@@ -409,9 +416,14 @@ def _gaps(session: Session, tool: RetrievalTool) -> tuple[list[int], list[_Gap],
             for call in item.calls:
                 gap.frame += CALL_FRAME_CHARS + len(call.id)
             for block in item.blocks:
-                if block.get("type") in THINKING_BLOCKS:
-                    gap.thinking_blocks += 1
-                    gap.thinking_chars += content_chars(block)
+                kind = block.get("type")
+                if kind == "thinking":
+                    shown = len(block.get("thinking") or "")
+                    gap.thinking_chars += shown
+                    gap.hiding_blocks += shown < VISIBLE_THINKING_MIN_CHARS
+                elif kind == "redacted_thinking":
+                    gap.hiding_blocks += 1
+                gap.thinking_blocks += kind in THINKING_BLOCKS
         elif isinstance(item, ToolResult):
             # A result without its call still occupies the window; it is charged to "other".
             frame = RESULT_FRAME_CHARS + len(item.call_id) + (ERROR_FRAME_CHARS if item.is_error else 0)
@@ -432,13 +444,13 @@ def _gaps(session: Session, tool: RetrievalTool) -> tuple[list[int], list[_Gap],
 
 
 def _calibrate(gaps: list[_Gap]) -> _Pricing:
-    """chars/token, pooled over the clean tool-dominated gaps without thinking, the shed and the unexplained ones
-    dropped; then the framing density and the family ratios where the gaps measure them. Where every clean gap holds
-    thinking, its ratio and visible thinking's are fitted together (see the module docstring)."""
+    """chars/token, pooled over the clean tool-dominated gaps that show all they hold, the shed and the unexplained
+    ones dropped; then the framing density and the family ratios where the gaps measure them. Where every clean gap
+    holds thinking that may hide growth, the least dense of them bounds it (see the module docstring)."""
     candidates = [g for g in gaps if g.clean and g.tool_dominated]
-    clean = [g for g in candidates if not g.thinking_blocks]
+    clean = [g for g in candidates if g.explained]
     if candidates and not clean:
-        return _with_thinking(candidates)
+        return _Pricing(_envelope(candidates), BOUND)
     if clean:
         small = [g for g in gaps if g.fully_shown and g.chars <= CALIBRATION_MIN_CHARS]
         ratio, kept = _pooled(clean, None)
@@ -467,15 +479,19 @@ def _calibrate(gaps: list[_Gap]) -> _Pricing:
     return _Pricing(DEFAULT_CHARS_PER_TOKEN, DEFAULT, 0.0)
 
 
+def _net(g: _Gap, framing: float | None) -> float:
+    """The growth of a gap's shown content: less its visible thinking at the prose ratio, and its framing at
+    ``framing`` tokens a character (``None``: framing characters are characters like any, at the one ratio)."""
+    net = g.delta if framing is None else g.delta - framing * g.frame
+    return net - g.thinking_chars / PROSE_CHARS_PER_TOKEN if g.thinking_chars else net
+
+
 def _pooled(clean: list[_Gap], framing: float | None) -> tuple[float, list[_Gap]]:
     """The content's ratio pooled over the clean gaps net of their framing (``None``: framing characters are
-    characters like any, at the one ratio), and the gaps it was pooled over."""
-    if framing is None:
-        usable = [(g, g.chars, g.delta) for g in clean]
-    else:
-        usable = [(g, g.chars, net) for g in clean if (net := g.delta - framing * g.frame) > 0]
+    characters like any, at the one ratio) and of their visible thinking, and the gaps it was pooled over."""
+    usable = [(g, g.shown_chars, net) for g in clean if (net := _net(g, framing)) > 0]
     if not usable:  # the framing leaves no gap any growth: it cannot be right
-        return _pooled(clean, None)
+        return _pooled(clean, None) if framing is not None else (DEFAULT_CHARS_PER_TOKEN, [])
     # Shedding can only push a gap's chars/token up, so the lower median is the honest centre; growth the gap does
     # not show can only pull it down, so a gap far below it, beyond the ratios' own spread, is not calibrated on.
     ratios = sorted(chars / net for _, chars, net in usable)
@@ -493,47 +509,23 @@ def _pooled(clean: list[_Gap], framing: float | None) -> tuple[float, list[_Gap]
     return kept_chars / sum(kept_nets), kept
 
 
+def _envelope(candidates: list[_Gap]) -> float:
+    """Every clean gap holds thinking that may hide growth, which only makes a gap read denser: the least dense gap
+    (of those not shed, within SHED_FACTOR of the lower median) bounds the ratio from below, and prices results at
+    most at what their gaps grew."""
+    ratios = sorted(g.shown_chars / net for g in candidates if (net := _net(g, None)) > 0)
+    if not ratios:
+        return DEFAULT_CHARS_PER_TOKEN
+    ceiling = SHED_FACTOR * ratios[(len(ratios) - 1) // 2]
+    return max(r for r in ratios if r <= ceiling)
+
+
 def _unexplained_floor(ratios: list[float], centre: float) -> float:
     """The lowest ratio a gap can read at and still be explained by what it shows: below the centre by more than
     the ratios' robust spread (UNEXPLAINED_MADS scaled MADs) and by more than SHED_FACTOR."""
     deviations = sorted(abs(r - centre) for r in ratios)
     spread = MAD_SIGMA * deviations[(len(deviations) - 1) // 2]
     return min(centre / SHED_FACTOR, centre - UNEXPLAINED_MADS * spread)
-
-
-def _with_thinking(candidates: list[_Gap]) -> _Pricing:
-    """Every clean gap holds thinking: the ratio of what it shows (results, prose, framing) and visible thinking's,
-    fitted together by least squares, the gaps whose growth the fit leaves far above it (hidden thinking) dropped
-    once. No gap prices its own results: its growth may hold what its thinking does not show."""
-    fitted = _fit_thinking(candidates)
-    if fitted is not None:
-        residuals = [g.delta - (g.shown_chars + g.frame) / fitted[0] - g.thinking_chars / fitted[1] for g in candidates]
-        floor = _unexplained_floor(sorted(-r for r in residuals), 0.0)  # a residual far above the rest: hidden
-        kept = [g for g, r in zip(candidates, residuals, strict=True) if -r >= floor]
-        fitted = _fit_thinking(kept) or fitted
-        return _Pricing(fitted[0], MEASURED, thinking_ratio=fitted[1])
-    ratio, _ = _pooled(candidates, None)  # no visible thinking to fit (or no fit that makes sense): one ratio
-    return _Pricing(ratio, MEASURED)
-
-
-def _fit_thinking(gaps: list[_Gap]) -> tuple[float, float] | None:
-    """(chars/token of the shown content and framing, of the visible thinking) by least squares over the gaps; None
-    where they do not determine both, or a ratio comes out outside what text can be."""
-    a11 = a12 = a22 = b1 = b2 = 0.0
-    for g in gaps:
-        shown, thinking = g.shown_chars + g.frame, g.thinking_chars
-        a11 += shown * shown
-        a12 += shown * thinking
-        a22 += thinking * thinking
-        b1 += shown * g.delta
-        b2 += thinking * g.delta
-    det = a11 * a22 - a12 * a12
-    if det <= 1e-9 * a11 * a22 or not a22:
-        return None
-    per_shown, per_thinking = (b1 * a22 - b2 * a12) / det, (a11 * b2 - a12 * b1) / det
-    if not (1 / MAX_CHARS_PER_TOKEN <= per_shown <= 1 and 1 / MAX_CHARS_PER_TOKEN <= per_thinking <= 1):
-        return None
-    return 1 / per_shown, 1 / per_thinking
 
 
 def _drop_unexplained(unexplained: list[tuple[float, bool]], tokens: float) -> float:
@@ -573,7 +565,11 @@ def _family_ratios(kept: list[_Gap], pricing: _Pricing) -> dict[str, float]:
             continue
         fam, fam_chars, fam_frame = share
         chars[fam] = chars.get(fam, 0) + fam_chars
-        rest = (g.chars - fam_chars) / pricing.chars_per_token + (g.frame - fam_frame) * pricing.rest_framing
+        rest = (
+            (g.shown_chars - fam_chars) / pricing.chars_per_token
+            + g.thinking_chars / PROSE_CHARS_PER_TOKEN
+            + (g.frame - fam_frame) * pricing.rest_framing
+        )
         tokens[fam] = tokens.get(fam, 0.0) + g.delta - rest - fam_frame * pricing.framing
     ratio = pricing.chars_per_token
     measured = {fam: chars[fam] / tokens[fam] for fam in chars if tokens[fam] > 0}

@@ -48,15 +48,17 @@ def resident_truth(
 
 
 def evicted_truth(session: Session, counts: Mapping[str, PromptCount]) -> int | None:
-    """Tokens of the tool results that were in some main-thread request the server counted but are not in the last
-    one (compacted or shed away), each at its own count; None when the server did not answer the last request."""
-    measured = [m for m in session.messages(MAIN) if m.usage is not None and m.usage.ctx > 0 and m.id in counts]
-    last = session.messages(MAIN)
-    last = [m for m in last if m.usage is not None and m.usage.ctx > 0]
-    if not last or last[-1].id not in counts:
+    """Tokens of the main thread's tool results the server counted in some request it answered (a compaction's
+    summary request too) that its last main-thread request no longer holds, each at its count; None when the server
+    did not answer that request."""
+    measured = [m for m in session.messages(MAIN) if m.usage is not None and m.usage.ctx > 0]
+    if not measured or measured[-1].id not in counts:
         return None
-    final = counts[last[-1].id].results
+    final = counts[measured[-1].id].results
+    calls = {call.id for call in session.calls if call.thread == MAIN}
     seen: dict[str, int] = {}
-    for message in measured:
-        seen.update(counts[message.id].results)
+    for count in counts.values():
+        for call_id, tokens in count.results.items():
+            if call_id in calls:
+                seen[call_id] = tokens
     return sum(tokens for call_id, tokens in seen.items() if call_id not in final)
