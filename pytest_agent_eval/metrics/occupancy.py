@@ -1,5 +1,5 @@
 """Residual context occupancy: how many tokens of the window each tool family's results still
-occupy when the run ends (seed 002).
+occupy when the run ends. docs/metrics/occupancy.md defines it, with its rules and examples.
 
 Measured, not estimated. For every main-thread request ``ctx_k = input + cache_read +
 cache_creation`` is the exact size of its prompt, so ``ctx_k − ctx_{k−1}`` is exactly what was
@@ -10,7 +10,7 @@ micro-compaction (a gap that grew by less than was appended: the oldest go first
 
 Only the main thread counts: a subagent has its own window and only its summary comes back.
 
-Added to the seed, because a single chars/token ratio cannot price every result right:
+Added to the original definition, because a single chars/token ratio cannot price every result right:
 
 * **framing, priced by the characters that show it.** Every block and message carries structure its
   content does not show (a tool_result's type, ``tool_use_id`` and content array; a tool_use's type and
@@ -30,13 +30,13 @@ Added to the seed, because a single chars/token ratio cannot price every result 
   ~30–40% of a small gap's framing, as the stand-in's counting model (:mod:`..model.usage`) has it.
 
   Without a believable small gap (none, or a density outside 0…:data:`MAX_FRAMING_TOKENS_PER_CHAR`) the
-  seed's fall-back stands: a result is priced at the single ratio by its content, nothing on top; the
+  original fall-back stands: a result is priced at the single ratio by its content, nothing on top; the
   rest of a clean gap (below) prices its framing at that ratio too, characters like any.
 * **a clean gap measures its own results.** A gap the calibration kept as unshed grew by exactly what
   it appended, so its results are priced at that growth, less the rest of the gap (prose, calls,
   framing) at the run's terms, split among them by their prices: two Read results of one run came out
   at 2.4 and 3.5 chars/token, far more apart than any ratio can follow. Every other gap's results are
-  priced at the ratio, and a shortfall past the seed's tolerance there is still eviction, FIFO.
+  priced at the ratio, and a shortfall past the tolerance there is still eviction, FIFO.
 * **a ratio per family where its own gaps measure it**, for results no clean gap of their own measures
   (and to split a gap between families). Line-numbered source, explore output and Grep
   listings tokenise at different densities (a run's Read results came out 4–6% over-priced at the run's
@@ -44,7 +44,20 @@ Added to the seed, because a single chars/token ratio cannot price every result 
   family's ratio directly; the family is priced at it (pooled over its gaps, within a factor
   :data:`SHED_FACTOR` of the run's ratio), every other family at the run's ratio.
 
-The error bar stays the seed's, on the same footing as the pricing: on gaps that are ≥ 95% one result,
+What the transcript does not show (docs/metrics/occupancy.md, "Invisible growth", "Thinking", "Leaving the window"):
+
+* **invisible growth is not a result's cost.** Thinking the model counts but streams empty or summarised, and
+  reminders the CLI adds, make a gap read dense. Only gaps whose every thinking block shows its content (none
+  redacted or under :data:`VISIBLE_THINKING_MIN_CHARS`) calibrate or price their own results; a clean gap denser
+  than the centre by more than its robust spread (MAD) and :data:`SHED_FACTOR` is dropped; where every clean gap
+  may hide growth, the least dense bounds the ratio (:data:`BOUND`). A gap's growth beyond its content's price is
+  reported as ``unexplained`` (``unexplained_thinking`` where it holds thinking), and a shrink takes it, then the
+  visible thinking, before any result.
+* **thinking is assistant content**, priced as prose (:data:`PROSE_CHARS_PER_TOKEN`), never a tool family.
+* **a compaction keeps what it names** (``compact_metadata.preserved_messages``): those results stay resident, the
+  rest are evicted once.
+
+The error bar stays the original one, on the same footing as the pricing: on gaps that are ≥ 95% one result,
 the distance between that result's price — its content at the run's ratio plus its framing — and the
 gap's growth. It bounds a result priced at the run's terms; one its own gap measured is closer (a family
 ratio or a gap measured on the very gap it is tested on would hide its own error).

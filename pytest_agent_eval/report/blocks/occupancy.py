@@ -1,4 +1,4 @@
-"""The "Residual context occupancy at end of run" block printed under every arm (seed 002)."""
+"""The "Residual context occupancy at end of run" block printed under every arm (docs/metrics/occupancy.md)."""
 
 from __future__ import annotations
 
