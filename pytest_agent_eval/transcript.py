@@ -169,6 +169,8 @@ class Result:
     cost_usd: float | None = None
     duration_ms: int | None = None
     api_error_status: int | None = None
+    # The segment's output tokens, every request's summed (``usage.output_tokens``): thinking streamed or not included
+    output_tokens: int | None = None
 
 
 Item = Message | ToolResult | UserText | Compaction
@@ -730,6 +732,7 @@ class _Builder:
                 cost_usd=float(cost) if isinstance(cost, (int, float)) else None,
                 duration_ms=duration if isinstance(duration, int) else None,
                 api_error_status=_int(event.api_error_status) or None,
+                output_tokens=_int(event.usage.get("output_tokens")) if isinstance(event.usage, dict) else None,
             )
         )
 
@@ -814,6 +817,7 @@ _EVENT_FIELDS = (
     ("total_cost_usd", "total_cost_usd"),
     ("duration_ms", "duration_ms"),
     ("api_error_status", "api_error_status"),
+    ("usage", "usage"),
     ("tools", "tools"),
     ("mcp_servers", "mcp_servers"),
 )

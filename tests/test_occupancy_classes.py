@@ -15,9 +15,10 @@ from pytest_agent_eval.transcript import MAIN, Compaction, Session, segment_file
 
 DATA = Path(__file__).resolve().parents[1] / "bench" / "data"
 CLASSES = ("hidden-thinking", "long-thinking", "compaction")
-# The goal of the ordinary sessions, and what each class reaches now (bench/occupancy_accuracy.py prints both).
+# The goal of the ordinary sessions, and what the classes that do not meet it reach now (bench/occupancy_accuracy.py
+# prints both).
 GOAL = 0.01
-REACHED = {"hidden-thinking": 0.03, "long-thinking": 0.02, "compaction": 0.25}
+REACHED = {"long-thinking": 0.02, "compaction": 0.25}
 
 
 def _sessions(*classes: str) -> list[Path]:
@@ -91,16 +92,20 @@ def _mean_error(cls: str, counts) -> float:
     return errors / truths
 
 
-@pytest.mark.parametrize("cls", CLASSES)
+def test_hidden_thinking_is_priced_as_close_as_ordinary_sessions(counts):
+    assert _mean_error("hidden-thinking", counts) <= GOAL
+
+
+@pytest.mark.parametrize("cls", REACHED)
 def test_the_mean_error_of_each_class_holds_where_it_is(cls, counts):
     assert _mean_error(cls, counts) <= REACHED[cls]
 
 
 @pytest.mark.xfail(
     strict=True,
-    reason="a result whose every gap holds hidden thinking or a compaction is priced at another family's ratio: "
-    "no gap of the session measures its own (docs/metrics/occupancy.md, 'What it cannot see')",
+    reason="a result whose every gap holds a compaction (or thinking that may hide) is priced at another family's "
+    "ratio: no gap of the session measures its own (docs/metrics/occupancy.md, 'What it cannot see')",
 )
-@pytest.mark.parametrize("cls", CLASSES)
+@pytest.mark.parametrize("cls", REACHED)
 def test_the_mean_error_of_each_class_meets_the_goal(cls, counts):
     assert _mean_error(cls, counts) <= GOAL

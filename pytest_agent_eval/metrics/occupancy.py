@@ -100,6 +100,8 @@ MAD_SIGMA = 1.4826
 # tokenizer, puts English prose near 4.5). A thinking block shorter than VISIBLE_THINKING_MIN_CHARS (empty, or a
 # summary) may hide what it counted, and so may a redacted one: its gap is not calibrated on.
 PROSE_CHARS_PER_TOKEN = 4.5
+# What a message's structure adds to the output tokens a segment declares: about half a token a framing character.
+OUTPUT_FRAMING_TOKENS_PER_CHAR = 0.5
 VISIBLE_THINKING_MIN_CHARS = 500
 # Error bar: on a gap that is almost all one result, the measured growth is that result's size.
 DISPERSION_RESULT_SHARE = 0.95
@@ -219,6 +221,8 @@ class _Gap:
     thinking_chars: int = 0  # of the content, thinking as the transcript shows it (assistant content, never a result)
     thinking_blocks: int = 0  # thinking blocks, redacted ones too
     hiding_blocks: int = 0  # of them, those that may hide what they counted: redacted, empty or a short summary
+    hiding_segment: int | None = None  # the stream-json segment of the message that holds them
+    hidden: float = 0.0  # tokens its thinking hid, as the segment's declared output tells them (0: not told)
     results: list[tuple[str, int, int]] = field(default_factory=list)  # (family, chars, frame), in order
     uuids: list[str] = field(default_factory=list)  # each result's event, as a compaction names what it keeps
     clearings: list[tuple[int, frozenset[str]]] = field(default_factory=list)  # (results before, kept) per boundary
@@ -247,8 +251,8 @@ class _Gap:
 
     @property
     def explained(self) -> bool:
-        """Every block's content is in the transcript: no thinking that may hide what the model counted."""
-        return self.hiding_blocks == 0
+        """Every block's content is in the transcript, or what its thinking hid is told by the declared output."""
+        return self.hiding_blocks == 0 or self.hidden > 0
 
     @property
     def tool_dominated(self) -> bool:
@@ -316,6 +320,7 @@ class _Resident:
 def occupancy(session: Session, tool: RetrievalTool = CODEGRAPH, window: int = WINDOW_TOKENS) -> Occupancy:
     """Residual context occupancy of the session's main thread at its last request."""
     ctxs, gaps, compactions = _gaps(session, tool)
+    _tell_hidden(session, gaps)
     pricing = _calibrate(gaps)
     out = Occupancy(
         ctx_final=ctxs[-1] if ctxs else 0,
@@ -437,6 +442,8 @@ def _gaps(session: Session, tool: RetrievalTool) -> tuple[list[int], list[_Gap],
                 elif kind == "redacted_thinking":
                     gap.hiding_blocks += 1
                 gap.thinking_blocks += kind in THINKING_BLOCKS
+            if gap.hiding_blocks:
+                gap.hiding_segment = item.segment
         elif isinstance(item, ToolResult):
             # A result without its call still occupies the window; it is charged to "other".
             frame = RESULT_FRAME_CHARS + len(item.call_id) + (ERROR_FRAME_CHARS if item.is_error else 0)
@@ -454,6 +461,34 @@ def _gaps(session: Session, tool: RetrievalTool) -> tuple[list[int], list[_Gap],
             compactions += 1
             gap.clearings.append((len(gap.results), item.preserved))
     return ctxs, gaps, compactions
+
+
+def _tell_hidden(session: Session, gaps: list[_Gap]) -> None:
+    """A stream-json segment's ``result`` declares its output tokens, every request's summed, thinking the model did
+    not stream included: less what its messages show, that is what their thinking hid. Where one gap of the segment
+    holds thinking that may hide, it is that gap's (a subagent's output or a compaction's summary would be in the sum
+    too: such a segment tells nothing)."""
+    declared = {r.segment: r.output_tokens for r in session.results if r.output_tokens}
+    if not declared:
+        return
+    shown: dict[int, float] = dict.fromkeys(declared, 0.0)
+    segment = 0
+    for item in session.timeline:
+        if isinstance(item, Message):
+            segment = item.segment
+            if segment not in declared:
+                continue
+            if item.thread != MAIN:  # a subagent's output is in the sum
+                del declared[segment]
+                continue
+            frame = MESSAGE_FRAME_CHARS + BLOCK_FRAME_CHARS * len(item.blocks) + CALL_FRAME_CHARS * len(item.calls)
+            shown[segment] += item.output_chars / PROSE_CHARS_PER_TOKEN + frame * OUTPUT_FRAMING_TOKENS_PER_CHAR
+        elif isinstance(item, Compaction):
+            declared.pop(segment, None)  # so may the summary's be
+    for segment, output in declared.items():
+        hiding = [g for g in gaps if g.hiding_segment == segment]
+        if len(hiding) == 1 and hiding[0].results:
+            hiding[0].hidden = max(0.0, output - shown[segment])
 
 
 def _calibrate(gaps: list[_Gap]) -> _Pricing:
@@ -493,9 +528,11 @@ def _calibrate(gaps: list[_Gap]) -> _Pricing:
 
 
 def _net(g: _Gap, framing: float | None) -> float:
-    """The growth of a gap's shown content: less its visible thinking at the prose ratio, and its framing at
-    ``framing`` tokens a character (``None``: framing characters are characters like any, at the one ratio)."""
+    """The growth of a gap's shown content: less its visible thinking at the prose ratio, the thinking it hid (where
+    told), and its framing at ``framing`` tokens a character (``None``: framing characters are characters like any,
+    at the one ratio)."""
     net = g.delta if framing is None else g.delta - framing * g.frame
+    net = net - g.hidden if g.hidden else net
     return net - g.thinking_chars / PROSE_CHARS_PER_TOKEN if g.thinking_chars else net
 
 
@@ -583,7 +620,7 @@ def _family_ratios(kept: list[_Gap], pricing: _Pricing) -> dict[str, float]:
             + g.thinking_chars / PROSE_CHARS_PER_TOKEN
             + (g.frame - fam_frame) * pricing.rest_framing
         )
-        tokens[fam] = tokens.get(fam, 0.0) + g.delta - rest - fam_frame * pricing.framing
+        tokens[fam] = tokens.get(fam, 0.0) + g.delta - g.hidden - rest - fam_frame * pricing.framing
     ratio = pricing.chars_per_token
     measured = {fam: chars[fam] / tokens[fam] for fam in chars if tokens[fam] > 0}
     return {fam: r for fam, r in measured.items() if ratio / SHED_FACTOR <= r <= ratio * SHED_FACTOR}
@@ -595,7 +632,7 @@ def _measured_scale(gap: _Gap, pricing: _Pricing) -> float:
     if not gap.measured:
         return 1.0
     priced = sum(pricing.tokens(fam, chars, frame) for fam, chars, frame in gap.results)
-    measured = gap.delta - pricing.rest(gap)
+    measured = gap.delta - gap.hidden - pricing.rest(gap)
     return measured / priced if priced > 0 and measured > 0 else 1.0
 
 
