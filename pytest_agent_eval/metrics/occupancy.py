@@ -53,7 +53,9 @@ What the transcript does not show (docs/metrics/occupancy.md, "Invisible growth"
   may hide growth, the least dense bounds the ratio (:data:`BOUND`). A gap's growth beyond its content's price is
   reported as ``unexplained`` (``unexplained_thinking`` where it holds thinking), and a shrink takes it, then the
   visible thinking, before any result.
-* **thinking is assistant content**, priced as prose (:data:`PROSE_CHARS_PER_TOKEN`), never a tool family.
+* **thinking is assistant content**, never a tool family: visible thinking is priced at the ratio the segments'
+  declared output measures (:func:`_declared_output`), or else at prose's (:data:`PROSE_CHARS_PER_TOKEN`); the
+  same declared output tells what a gap's thinking hid, where one gap of its segment may hide.
 * **a compaction keeps what it names** (``compact_metadata.preserved_messages``): those results stay resident, the
   rest are evicted once.
 
@@ -164,6 +166,7 @@ class Occupancy:
     evicted: int = 0
     unexplained: int = 0
     unexplained_thinking: int = 0
+    thinking_chars_per_token: float = PROSE_CHARS_PER_TOKEN
     compactions: int = 0
     turns: int = 0
     window: int = WINDOW_TOKENS
@@ -204,6 +207,7 @@ class Occupancy:
             "evicted": self.evicted,
             "unexplained": self.unexplained,
             "unexplained_thinking": self.unexplained_thinking,
+            "thinking_chars_per_token": self.thinking_chars_per_token,
             "compactions": self.compactions,
             "turns": self.turns,
             "window": self.window,
@@ -223,6 +227,7 @@ class _Gap:
     hiding_blocks: int = 0  # of them, those that may hide what they counted: redacted, empty or a short summary
     hiding_segment: int | None = None  # the stream-json segment of the message that holds them
     hidden: float = 0.0  # tokens its thinking hid, as the segment's declared output tells them (0: not told)
+    thinking_tokens: float = 0.0  # its visible thinking, priced (see _declared_output)
     results: list[tuple[str, int, int]] = field(default_factory=list)  # (family, chars, frame), in order
     uuids: list[str] = field(default_factory=list)  # each result's event, as a compaction names what it keeps
     clearings: list[tuple[int, frozenset[str]]] = field(default_factory=list)  # (results before, kept) per boundary
@@ -304,7 +309,7 @@ class _Pricing:
         prose = gap.chars - gap.tool_chars - gap.thinking_chars
         return (
             prose / self.chars_per_token
-            + gap.thinking_chars / PROSE_CHARS_PER_TOKEN
+            + gap.thinking_tokens
             + (gap.frame - gap.result_frame) * self.rest_framing
         )
 
@@ -320,7 +325,7 @@ class _Resident:
 def occupancy(session: Session, tool: RetrievalTool = CODEGRAPH, window: int = WINDOW_TOKENS) -> Occupancy:
     """Residual context occupancy of the session's main thread at its last request."""
     ctxs, gaps, compactions = _gaps(session, tool)
-    _tell_hidden(session, gaps)
+    thinking_ratio = _declared_output(session, gaps)
     pricing = _calibrate(gaps)
     out = Occupancy(
         ctx_final=ctxs[-1] if ctxs else 0,
@@ -328,6 +333,7 @@ def occupancy(session: Session, tool: RetrievalTool = CODEGRAPH, window: int = W
         chars_per_token=pricing.chars_per_token,
         calibration=pricing.calibration,
         dispersion=_dispersion(gaps, pricing),
+        thinking_chars_per_token=thinking_ratio,
         framing_tokens_per_char=pricing.framing,
         framing=pricing.framing_calibration,
         family_chars_per_token=dict(pricing.family_ratio),
@@ -384,7 +390,7 @@ def occupancy(session: Session, tool: RetrievalTool = CODEGRAPH, window: int = W
         # resumes a session); growth beyond what the gap shows is neither a result's cost nor, by its absence, an
         # eviction.
         if gap.thinking_chars:
-            thinking.append((gap.thinking_chars / PROSE_CHARS_PER_TOKEN, True))
+            thinking.append((gap.thinking_tokens, True))
         excess = gap.delta - tool_tokens - pricing.rest(gap)
         if gap.results and excess > max(EVICTION_FLOOR_TOKENS, EVICTION_TOOL_SHARE * gap.delta):
             unexplained.append((excess, gap.thinking_blocks > 0))
@@ -463,15 +469,17 @@ def _gaps(session: Session, tool: RetrievalTool) -> tuple[list[int], list[_Gap],
     return ctxs, gaps, compactions
 
 
-def _tell_hidden(session: Session, gaps: list[_Gap]) -> None:
-    """A stream-json segment's ``result`` declares its output tokens, every request's summed, thinking the model did
-    not stream included: less what its messages show, that is what their thinking hid. Where one gap of the segment
-    holds thinking that may hide, it is that gap's (a subagent's output or a compaction's summary would be in the sum
-    too: such a segment tells nothing)."""
+def _declared_output(session: Session, gaps: list[_Gap]) -> float:
+    """What a stream-json segment's ``result`` declares, its output tokens (every request's summed, thinking the model
+    did not stream included), tells of its thinking; a subagent's output or a compaction's summary would be in the sum
+    too, so such a segment tells nothing. Where one gap of the segment holds thinking that may hide, the sum less what
+    the messages show is what it hid (``_Gap.hidden``). Where none does, the sum less the rest of what they show is
+    what their visible thinking cost: the chars/token of visible thinking, pooled over such segments (prose's where
+    none measures it, or it comes out beyond SHED_FACTOR of prose's). Each gap's ``thinking_tokens`` is priced at it."""
     declared = {r.segment: r.output_tokens for r in session.results if r.output_tokens}
-    if not declared:
-        return
-    shown: dict[int, float] = dict.fromkeys(declared, 0.0)
+    shown = dict.fromkeys(declared, 0.0)  # what the segment's messages show, their thinking at prose's ratio
+    thinking = dict.fromkeys(declared, 0)  # of which, visible thinking's characters
+    hiding: set[int] = set()
     segment = 0
     for item in session.timeline:
         if isinstance(item, Message):
@@ -483,12 +491,31 @@ def _tell_hidden(session: Session, gaps: list[_Gap]) -> None:
                 continue
             frame = MESSAGE_FRAME_CHARS + BLOCK_FRAME_CHARS * len(item.blocks) + CALL_FRAME_CHARS * len(item.calls)
             shown[segment] += item.output_chars / PROSE_CHARS_PER_TOKEN + frame * OUTPUT_FRAMING_TOKENS_PER_CHAR
+            for block in item.blocks:
+                if block.get("type") == "thinking":
+                    visible = len(block.get("thinking") or "")
+                    thinking[segment] += visible
+                    if visible < VISIBLE_THINKING_MIN_CHARS:
+                        hiding.add(segment)
+                elif block.get("type") == "redacted_thinking":
+                    hiding.add(segment)
         elif isinstance(item, Compaction):
             declared.pop(segment, None)  # so may the summary's be
+    chars = tokens = 0.0
     for segment, output in declared.items():
-        hiding = [g for g in gaps if g.hiding_segment == segment]
-        if len(hiding) == 1 and hiding[0].results:
-            hiding[0].hidden = max(0.0, output - shown[segment])
+        if segment in hiding:
+            gaps_hiding = [g for g in gaps if g.hiding_segment == segment]
+            if len(gaps_hiding) == 1 and gaps_hiding[0].results:
+                gaps_hiding[0].hidden = max(0.0, output - shown[segment])
+        elif thinking[segment] >= VISIBLE_THINKING_MIN_CHARS:
+            chars += thinking[segment]
+            tokens += output - shown[segment] + thinking[segment] / PROSE_CHARS_PER_TOKEN
+    ratio = chars / tokens if tokens > 0 else PROSE_CHARS_PER_TOKEN
+    if not PROSE_CHARS_PER_TOKEN / SHED_FACTOR <= ratio <= PROSE_CHARS_PER_TOKEN * SHED_FACTOR:
+        ratio = PROSE_CHARS_PER_TOKEN
+    for g in gaps:
+        g.thinking_tokens = g.thinking_chars / ratio
+    return ratio
 
 
 def _calibrate(gaps: list[_Gap]) -> _Pricing:
@@ -533,7 +560,7 @@ def _net(g: _Gap, framing: float | None) -> float:
     at the one ratio)."""
     net = g.delta if framing is None else g.delta - framing * g.frame
     net = net - g.hidden if g.hidden else net
-    return net - g.thinking_chars / PROSE_CHARS_PER_TOKEN if g.thinking_chars else net
+    return net - g.thinking_tokens if g.thinking_chars else net
 
 
 def _pooled(clean: list[_Gap], framing: float | None) -> tuple[float, list[_Gap]]:
@@ -617,7 +644,7 @@ def _family_ratios(kept: list[_Gap], pricing: _Pricing) -> dict[str, float]:
         chars[fam] = chars.get(fam, 0) + fam_chars
         rest = (
             (g.shown_chars - fam_chars) / pricing.chars_per_token
-            + g.thinking_chars / PROSE_CHARS_PER_TOKEN
+            + g.thinking_tokens
             + (g.frame - fam_frame) * pricing.rest_framing
         )
         tokens[fam] = tokens.get(fam, 0.0) + g.delta - g.hidden - rest - fam_frame * pricing.framing
