@@ -305,13 +305,9 @@ class _Pricing:
 
     def rest(self, gap: _Gap) -> float:
         """Everything of the gap that is not a tool result (prose, calls, framing) at the run's terms, its visible
-        thinking at prose's."""
+        thinking at its own ratio."""
         prose = gap.chars - gap.tool_chars - gap.thinking_chars
-        return (
-            prose / self.chars_per_token
-            + gap.thinking_tokens
-            + (gap.frame - gap.result_frame) * self.rest_framing
-        )
+        return prose / self.chars_per_token + gap.thinking_tokens + (gap.frame - gap.result_frame) * self.rest_framing
 
 
 @dataclass
