@@ -585,3 +585,25 @@ def test_real_session_file_matches_its_stream_json_twin():
     streamed = occupancy(Session.from_files([folder / "claude-code.txt"])).to_dict()
     interactive = occupancy(Session.from_session_file(session_file)).to_dict()
     assert streamed == interactive
+
+
+@pytest.mark.parametrize("told", [True, False], ids=["output declared", "no declared output"])
+def test_a_segments_declared_output_tells_what_its_one_hiding_gap_hid(told):
+    t = Transcript()
+    step(t, 10_000, "Read", 1_994)  # Δ 1,000 → 2.0
+    call = tool_use("Read")
+    t.message({"type": "thinking", "thinking": "", "signature": "sig"}, call, ctx=11_000)
+    t.reply(call["id"], "x" * 1_994)  # a denser file: 1,200 tokens, and 3,000 of thinking not streamed
+    t.say("done", ctx=15_200)
+    t.result("done")
+    if told:  # the output of the three requests: what they show (about 60 tokens) and the 3,000 hidden
+        t.events[-1]["usage"] = {"output_tokens": 3_060}
+    o = occupancy(t.session())
+    own = (6 + STEP_FRAMING) / 2
+    if told:  # the hiding gap is explained: it prices its own result, and what it hid is unexplained growth
+        assert o.residual["read"] == pytest.approx(1_000 - own + 1_200 - own, abs=40)
+        assert o.unexplained == pytest.approx(3_000, abs=100)  # less what the estimate of the shown output misses
+    else:  # it only grew by more than its result at the ratio: that is all it can say
+        assert o.residual["read"] == pytest.approx(2 * (1_000 - own), abs=5)
+        assert o.unexplained == pytest.approx(3_000 + 1_200 - (1_000 - own), abs=100)
+    assert o.evicted == 0
