@@ -70,6 +70,11 @@ def test_a_compaction_keeps_the_results_it_names(first, counts):
     kept = Counter(family(names.get(call_id, "")) for call_id in last.results)
     assert {f: n for f, n in occ.residual_results.items() if n} == dict(kept)
     assert sum(occ.contributed.values()) - sum(occ.residual.values()) == pytest.approx(occ.evicted, abs=len(FAMILIES))
+    # Evicted once each, and only what the server no longer counts: as many results as it dropped.
+    calls = {call.id for call in session.calls if call.thread == MAIN}
+    seen = {call_id for count in counts.values() for call_id in count.results if call_id in calls}
+    dropped = len(seen - set(last.results))
+    assert sum(occ.contributed_results.values()) - sum(occ.residual_results.values()) == dropped
 
 
 def test_the_compaction_class_compacts_with_and_without_kept_messages_and_twice(counts):
