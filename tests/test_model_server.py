@@ -25,7 +25,14 @@ from pytest_agent_eval.model import (
     serve,
 )
 from pytest_agent_eval.model.scripted import COMPACT_INSTRUCTION, CONTINUATION, keywords
-from pytest_agent_eval.model.usage import UsageModel, count_tokens, declared_hidden, hidden_signature, text_tokens
+from pytest_agent_eval.model.usage import (
+    UsageModel,
+    count_tokens,
+    declared_hidden,
+    hidden_signature,
+    moved_context,
+    text_tokens,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -589,6 +596,27 @@ def test_hidden_thinking_is_counted_as_its_signature_declares_and_named_in_the_t
     assert model.count_prompt(hidden).tokens - model.count_prompt(plain).tokens >= 1_234
     assert (model.count_prompt(hidden).hidden, model.count_prompt(plain).hidden) == (1_234, 0)
     assert declared_hidden({"type": "text", "text": hidden_signature(5, "n")}) == 0  # only a thinking block hides
+
+
+LEFT = "<system-reminder>\n<total_tokens>14956424 tokens left</total_tokens>\n</system-reminder>"
+SKILLS = "<system-reminder>\nThe following skills are available for the Skill tool:\n- dataviz\n</system-reminder>"
+
+
+def test_the_session_context_the_cli_moves_into_a_kept_result_is_named_in_the_truth() -> None:
+    # After a compaction Claude Code 2.1.332 appends the first message's reminders to the last kept result's text.
+    source = '1\tQUOTED = "<system-reminder>x</system-reminder>"\n2\tdone()\n'  # a file may quote one
+    moved = {"type": "tool_result", "tool_use_id": "t1", "content": f"{source}\n\n{LEFT}\n\n{SKILLS}"}
+    own = {"type": "tool_result", "tool_use_id": "t1", "content": f"{source}\n\n{LEFT}"}
+    assert moved_context(moved) == count_tokens(moved) - count_tokens(own) > 0
+    assert moved_context(own) == 0  # the tokens-left reminder rides on every latest result: part of its cost
+    assert moved_context({"type": "tool_result", "tool_use_id": "t1", "content": source}) == 0
+    listed = {"type": "tool_result", "tool_use_id": "t2", "content": [text("out"), text(LEFT), text(SKILLS)]}
+    assert moved_context(listed) == count_tokens(text(SKILLS))
+    assert moved_context(text(SKILLS)) == 0  # only inside a tool result
+    count = UsageModel().count_prompt(_request(_user("q"), {"role": "user", "content": [moved, listed]}))
+    assert count.context == {"t1": moved_context(moved), "t2": moved_context(listed)}
+    assert count.to_dict()["context"] == count.context
+    assert "context" not in UsageModel().count_prompt(_request(_user("q"))).to_dict()  # only where some moved
 
 
 def test_the_policy_hides_summarises_or_shows_its_thinking_by_step() -> None:

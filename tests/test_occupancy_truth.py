@@ -3,6 +3,7 @@ stand-in model, whose server counted every request (bench/data/README.md says ho
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -70,6 +71,19 @@ def test_the_mean_error_over_each_split(split, counts):
 def test_a_session_the_server_did_not_answer_has_no_truth(counts):
     session = Session.from_files(segment_files(SESSIONS[0]))
     assert resident_truth(session, {}) is None
+
+
+def test_the_truth_of_a_result_is_its_own_not_the_context_the_cli_moved_into_it(tmp_path, counts):
+    first = next(p for p in SESSIONS if _session_id(p).startswith("calibration/"))
+    session = Session.from_files(segment_files(first))
+    last = [m for m in session.messages(MAIN) if m.usage is not None][-1]
+    call_id, tokens = next(iter(counts[last.id].results.items()))
+    log = tmp_path / "truth.jsonl"
+    record = {"message_id": last.id, "tokens": 1, "results": {call_id: tokens}, "hidden": 0, "context": {call_id: 30}}
+    log.write_text(json.dumps(record) + "\n")
+    moved = read_truth_log(log)
+    assert moved[last.id].context == {call_id: 30}
+    assert sum(resident_truth(session, moved).values()) == tokens - 30
 
 
 def test_a_broken_truth_log_names_its_line(tmp_path):

@@ -26,7 +26,10 @@ def read_truth_log(path: str | Path) -> dict[str, PromptCount]:
             try:
                 record = json.loads(line)
                 hidden = int(record.get("hidden", 0))  # absent from logs written before hidden thinking was counted
-                counts[record["message_id"]] = PromptCount(int(record["tokens"]), dict(record["results"]), hidden)
+                context = {str(k): int(v) for k, v in record.get("context", {}).items()}  # absent: none moved in
+                counts[record["message_id"]] = PromptCount(
+                    int(record["tokens"]), dict(record["results"]), hidden, context
+                )
             except (ValueError, KeyError, TypeError) as exc:
                 raise ValueError(f"{path}:{number}: not a truth record ({exc})") from None
     return counts
@@ -36,14 +39,17 @@ def resident_truth(
     session: Session, counts: Mapping[str, PromptCount], tool: RetrievalTool = CODEGRAPH
 ) -> dict[str, int] | None:
     """Tokens each family's tool results occupy in the main thread's last request, as the server counted
-    them; None when the server did not answer that request (another server's session, a real API's)."""
+    them, less the session context the client moved into a result (:func:`~.usage.moved_context`: the CLI's reminders,
+    there whichever result they ride on); None when the server did not answer that request (another server's session,
+    a real API's)."""
     measured = [m for m in session.messages(MAIN) if m.usage is not None and m.usage.ctx > 0]
     if not measured or measured[-1].id not in counts:
         return None
     names = {call.id: call.name for call in session.calls}
     resident = dict.fromkeys(FAMILIES, 0)
-    for call_id, tokens in counts[measured[-1].id].results.items():
-        resident[family(names.get(call_id, ""), tool)] += tokens
+    last = counts[measured[-1].id]
+    for call_id, tokens in last.results.items():
+        resident[family(names.get(call_id, ""), tool)] += tokens - last.context.get(call_id, 0)
     return resident
 
 
