@@ -338,6 +338,39 @@ def test_a_compaction_keeps_the_results_it_names_and_evicts_the_rest_once():
     assert sum(o.contributed.values()) - sum(o.residual.values()) == o.evicted
 
 
+def _compacted_after_a_dense_read(growth_of_result: int) -> tuple[Occupancy, float]:
+    """Two Reads at 2.0 chars/token, then a third whose gap holds a boundary that keeps it; the request after the
+    boundary holds the first request's context again, the summary, the kept call and the kept result, which grew by
+    ``growth_of_result``. The third Read's price at its family's ratio (the earlier Reads') comes back too."""
+    t = Transcript()
+    step(t, 10_000, "Read", 1_994)  # the session's first request: its context is the post-compaction one's
+    step(t, 11_000, "Read", 1_994)
+    kept = step(t, 12_000, "Read", 1_994)
+    t.compact(preserved=[f"u-{kept}"])
+    summary = "This session is being continued from a previous conversation. " * 6
+    t.user(summary)
+    # What the rest of that request costs at the run's terms (no small gap measures framing: a character at 2.0)
+    call_frame = MESSAGE_FRAME_CHARS + CALL_FRAME_CHARS + ID_CHARS
+    rest = len(summary) / PROSE_CHARS_PER_TOKEN + (len("Read{}") + call_frame + BLOCK_FRAME_CHARS) / 2
+    t.say("done", ctx=10_000 + round(rest) + growth_of_result)
+    return occupancy(t.session()), 1_000 - (6 + STEP_FRAMING) / 2
+
+
+def test_a_result_kept_across_a_compaction_is_measured_against_the_first_request():
+    # Its own gap holds the boundary, so no gap measures it; at its family's ratio it would be 936 tokens.
+    o, priced = _compacted_after_a_dense_read(1_400)
+    assert o.residual["read"] == pytest.approx(1_400, abs=2) and priced < 1_000
+    assert o.evicted == pytest.approx(2 * priced)  # the two earlier Reads, once
+    assert sum(o.contributed.values()) - sum(o.residual.values()) == pytest.approx(o.evicted, abs=1)
+
+
+def test_growth_after_a_compaction_far_beyond_the_kept_results_is_not_theirs():
+    # Files the CLI restores after a compaction (not in the transcript) grow the request too: beyond SHED_FACTOR of
+    # the kept results' prices, the request is not measuring them, and they keep their prices.
+    o, priced = _compacted_after_a_dense_read(3_000)
+    assert o.residual["read"] == pytest.approx(priced, abs=2)
+
+
 def test_a_second_compaction_evicts_what_the_first_kept_unless_it_keeps_it_again():
     t = Transcript()
     step(t, 10_000, "Read", 1_994)

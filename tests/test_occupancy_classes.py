@@ -18,7 +18,7 @@ CLASSES = ("hidden-thinking", "long-thinking", "compaction")
 # The goal of the ordinary sessions, and what the classes that do not meet it reach now (bench/occupancy_accuracy.py
 # prints both).
 GOAL = 0.01
-REACHED = {"long-thinking": 0.02, "compaction": 0.25}
+REACHED = {"long-thinking": 0.02}
 
 
 def _sessions(*classes: str) -> list[Path]:
@@ -97,8 +97,9 @@ def _mean_error(cls: str, counts) -> float:
     return errors / truths
 
 
-def test_hidden_thinking_is_priced_as_close_as_ordinary_sessions(counts):
-    assert _mean_error("hidden-thinking", counts) <= GOAL
+@pytest.mark.parametrize("cls", ["hidden-thinking", "compaction"])
+def test_the_class_is_priced_as_close_as_ordinary_sessions(cls, counts):
+    assert _mean_error(cls, counts) <= GOAL
 
 
 @pytest.mark.parametrize("cls", REACHED)
@@ -108,8 +109,8 @@ def test_the_mean_error_of_each_class_holds_where_it_is(cls, counts):
 
 @pytest.mark.xfail(
     strict=True,
-    reason="a result whose every gap holds a compaction (or thinking that may hide) is priced at another family's "
-    "ratio: no gap of the session measures its own (docs/metrics/occupancy.md, 'What it cannot see')",
+    reason="long visible thinking: the thinking ratio's noise, and small results priced without framing (no small gap "
+    "without thinking measures it; docs/metrics/occupancy.md, 'What it cannot see')",
 )
 @pytest.mark.parametrize("cls", REACHED)
 def test_the_mean_error_of_each_class_meets_the_goal(cls, counts):

@@ -231,6 +231,8 @@ class _Gap:
     results: list[tuple[str, int, int]] = field(default_factory=list)  # (family, chars, frame), in order
     uuids: list[str] = field(default_factory=list)  # each result's event, as a compaction names what it keeps
     clearings: list[tuple[int, frozenset[str]]] = field(default_factory=list)  # (results before, kept) per boundary
+    calls: list[tuple[int, int]] = field(default_factory=list)  # each result's call: (content, framing) characters
+    at_last_boundary: tuple[int, int] = (0, 0)  # what the gap had shown but its results when its last boundary came
     delta: int = 0
     measured: bool = False  # kept by the calibration: its growth prices its own results
 
@@ -238,6 +240,14 @@ class _Gap:
     def cleared_at(self) -> int | None:
         """Results before this index were there when the (first) compaction in this gap summarised them away."""
         return self.clearings[0][0] if self.clearings else None
+
+    @property
+    def after_boundary(self) -> tuple[int, int]:
+        """What the gap shows after its last boundary but results (the summary): content and framing characters."""
+        return (
+            self.chars - self.tool_chars - self.at_last_boundary[0],
+            self.frame - self.result_frame - self.at_last_boundary[1],
+        )
 
     @property
     def shown_chars(self) -> int:
@@ -362,7 +372,7 @@ def occupancy(session: Session, tool: RetrievalTool = CODEGRAPH, window: int = W
             resident.append(_Resident(fam, priced, chars, uuid))
         return tokens
 
-    for gap in gaps:
+    for number, gap in enumerate(gaps):
         if gap.clearings:
             # The summary replaces everything before the boundary but what it keeps, this gap's earlier results too;
             # the gap's growth mixes the summary with the shedding, so it says nothing more.
@@ -374,6 +384,9 @@ def occupancy(session: Session, tool: RetrievalTool = CODEGRAPH, window: int = W
                 unexplained.clear()
                 thinking.clear()
             append(gap, start)
+            for r, tokens in _measure_kept(gap, resident, ctxs[number + 1] - ctxs[0], pricing):
+                contributed[r.family] += tokens - r.tokens
+                r.tokens = tokens
             continue
         tool_tokens = append(gap, 0, scale=_measured_scale(gap, pricing))
         shortfall = tool_tokens - gap.delta
@@ -414,6 +427,7 @@ def _gaps(session: Session, tool: RetrievalTool) -> tuple[list[int], list[_Gap],
     measurement point; its output still lands in the gap it was written in.
     """
     names = {call.id: call.name for call in session.calls}
+    call_chars = {call.id: call.input_chars for call in session.calls}
     ctxs: list[int] = []
     gaps: list[_Gap] = []
     gap = _Gap()
@@ -451,6 +465,8 @@ def _gaps(session: Session, tool: RetrievalTool) -> tuple[list[int], list[_Gap],
             frame = RESULT_FRAME_CHARS + len(item.call_id) + (ERROR_FRAME_CHARS if item.is_error else 0)
             gap.results.append((family(names.get(item.call_id, ""), tool), item.chars, frame))
             gap.uuids.append(item.uuid)
+            call_frame = MESSAGE_FRAME_CHARS + CALL_FRAME_CHARS + len(item.call_id)
+            gap.calls.append((call_chars.get(item.call_id, 0), call_frame))
             gap.chars += item.chars
             gap.frame += frame + (0 if in_user_message else MESSAGE_FRAME_CHARS)
             in_user_message = True
@@ -462,6 +478,7 @@ def _gaps(session: Session, tool: RetrievalTool) -> tuple[list[int], list[_Gap],
         elif isinstance(item, Compaction):
             compactions += 1
             gap.clearings.append((len(gap.results), item.preserved))
+            gap.at_last_boundary = (gap.chars - gap.tool_chars, gap.frame - gap.result_frame)
     return ctxs, gaps, compactions
 
 
@@ -613,6 +630,33 @@ def _drop_unexplained(unexplained: list[tuple[float, bool]], tokens: float) -> f
             unexplained[0] = (grown - tokens, thinking)
             tokens = 0
     return tokens
+
+
+def _measure_kept(
+    gap: _Gap, resident: deque[_Resident], growth: float, pricing: _Pricing
+) -> list[tuple[_Resident, float]]:
+    """The results of a boundary's gap that the boundary keeps, measured: the request after a compaction holds the
+    session's context again (Claude Code 2.1.332 re-sends the first request's reminders, appended to the last message
+    it keeps), the summary, the kept calls and the kept results. So its growth over the session's first request
+    (``growth``), less what the gap shows after the boundary, the kept calls and the results already priced, is what
+    this gap's kept results cost. Each with its measured price; none where the measure is beyond SHED_FACTOR of their
+    prices (the first request was not the context's)."""
+    index, kept = gap.clearings[-1]
+    mine = {uuid: i for i, uuid in enumerate(gap.uuids[:index]) if uuid and uuid in kept}
+    here = [r for r in resident if r.uuid in mine]
+    priced = sum(r.tokens for r in here)
+    if priced <= 0:
+        return []
+    summary, frame = gap.after_boundary  # the summary is prose, the model's and the CLI's
+    calls = 0
+    for i in mine.values():
+        calls += gap.calls[i][0]
+        frame += gap.calls[i][1]
+    rest = summary / PROSE_CHARS_PER_TOKEN + calls / pricing.chars_per_token + frame * pricing.rest_framing
+    measured = growth - rest - sum(r.tokens for r in resident if r.uuid not in mine)
+    if not 1 / SHED_FACTOR <= measured / priced <= SHED_FACTOR:
+        return []
+    return [(r, r.tokens * measured / priced) for r in here]
 
 
 def _compact(resident: deque[_Resident], kept: frozenset[str]) -> float:
