@@ -57,7 +57,8 @@ What the transcript does not show (docs/metrics/occupancy.md, "Invisible growth"
   declared output measures (:func:`_declared_output`), or else at prose's (:data:`PROSE_CHARS_PER_TOKEN`); the
   same declared output tells what a gap's thinking hid, where one gap of its segment may hide.
 * **a compaction keeps what it names** (``compact_metadata.preserved_messages``): those results stay resident, the
-  rest are evicted once.
+  rest are evicted once; those the boundary's own gap brought are measured by the request after it, which holds the
+  session's first request again (:func:`_measure_kept`).
 
 The error bar stays the original one, on the same footing as the pricing: on gaps that are ≥ 95% one result,
 the distance between that result's price — its content at the run's ratio plus its framing — and the
