@@ -82,6 +82,7 @@ class ToolResult:
     is_error: bool
     thread: str
     chars: int = -1
+    uuid: str = ""  # the event's: a compaction names the messages it keeps by it
 
     def __post_init__(self) -> None:
         if self.chars < 0:
@@ -148,8 +149,12 @@ class UserText:
 
 @dataclass
 class Compaction:
+    """A ``compact_boundary``: everything before it is summarised away except the messages it keeps (the uuids of
+    ``compact_metadata.preserved_messages``, as Claude Code 2.1.332 names them; none when it keeps nothing)."""
+
     thread: str
     pre_tokens: int | None = None
+    preserved: frozenset[str] = frozenset()
 
 
 @dataclass
@@ -164,6 +169,8 @@ class Result:
     cost_usd: float | None = None
     duration_ms: int | None = None
     api_error_status: int | None = None
+    # The segment's output tokens, every request's summed (``usage.output_tokens``): thinking streamed or not included
+    output_tokens: int | None = None
 
 
 Item = Message | ToolResult | UserText | Compaction
@@ -637,8 +644,12 @@ class _Builder:
             self.session.init_lines.append(line if isinstance(line, (str, bytes)) else bytes(line))
         elif subtype in ("compact_boundary", "compaction"):
             meta = event.compaction or event.compaction_snake or {}
-            pre = meta.get("preTokens", meta.get("pre_tokens")) if isinstance(meta, dict) else None
-            self.session.timeline.append(Compaction(thread, pre if isinstance(pre, int) else None))
+            meta = meta if isinstance(meta, dict) else {}
+            pre = meta.get("preTokens", meta.get("pre_tokens"))
+            kept = meta.get("preserved_messages", meta.get("preservedMessages"))
+            uuids = kept.get("uuids") if isinstance(kept, dict) else None
+            preserved = frozenset(u for u in uuids if isinstance(u, str)) if isinstance(uuids, list) else frozenset()
+            self.session.timeline.append(Compaction(thread, pre if isinstance(pre, int) else None, preserved))
 
     def _on_assistant(self, event: _Event, segment: int, thread: str) -> None:
         raw = event.message
@@ -695,7 +706,12 @@ class _Builder:
                 call_id = _str(block.get("tool_use_id"))
                 content = block.get("content")
                 result = ToolResult(
-                    call_id, result_text(content), block.get("is_error") is True, thread, content_chars(content)
+                    call_id,
+                    result_text(content),
+                    block.get("is_error") is True,
+                    thread,
+                    content_chars(content),
+                    _str(event.uuid),
                 )
                 call = self.calls.get(call_id)
                 if call is not None:
@@ -722,6 +738,7 @@ class _Builder:
                 cost_usd=float(cost) if isinstance(cost, (int, float)) else None,
                 duration_ms=duration if isinstance(duration, int) else None,
                 api_error_status=_int(event.api_error_status) or None,
+                output_tokens=_int(event.usage.get("output_tokens")) if isinstance(event.usage, dict) else None,
             )
         )
 
@@ -806,6 +823,7 @@ _EVENT_FIELDS = (
     ("total_cost_usd", "total_cost_usd"),
     ("duration_ms", "duration_ms"),
     ("api_error_status", "api_error_status"),
+    ("usage", "usage"),
     ("tools", "tools"),
     ("mcp_servers", "mcp_servers"),
 )

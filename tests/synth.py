@@ -118,13 +118,16 @@ class Transcript:
         self.message(*blocks, ctx=ctx, thread=thread)
         return [b["id"] for b in blocks if b["type"] == "tool_use"]
 
-    def reply(self, call_id: str, content: Any, is_error: bool | None = None, thread: str | None = None) -> None:
+    def reply(
+        self, call_id: str, content: Any, is_error: bool | None = None, thread: str | None = None, uuid: str = ""
+    ) -> None:
         block: dict = {"type": "tool_result", "tool_use_id": call_id, "content": content}
         if is_error is not None:
             block["is_error"] = is_error
         self.events.append(
             {
                 "type": "user",
+                "uuid": uuid or f"u-{call_id}",
                 "parent_tool_use_id": thread,
                 "message": {"role": "user", "content": [block]},
                 "tool_use_result": {"stdout": "duplicated structured copy"},
@@ -137,14 +140,12 @@ class Transcript:
     def user(self, value: str) -> None:
         self.events.append({"type": "user", "message": {"role": "user", "content": value}})
 
-    def compact(self, pre_tokens: int = 150_000) -> None:
-        self.events.append(
-            {
-                "type": "system",
-                "subtype": "compact_boundary",
-                "compact_metadata": {"trigger": "auto", "pre_tokens": pre_tokens},
-            }
-        )
+    def compact(self, pre_tokens: int = 150_000, preserved: list[str] | None = None) -> None:
+        """A boundary as Claude Code 2.1.332 writes it; ``preserved``: the uuids of the events it keeps."""
+        meta: dict[str, Any] = {"trigger": "auto", "pre_tokens": pre_tokens}
+        if preserved:
+            meta["preserved_messages"] = {"anchor_uuid": "u-summary", "uuids": preserved, "all_uuids": preserved}
+        self.events.append({"type": "system", "subtype": "compact_boundary", "compact_metadata": meta})
 
     def result(self, value: str, is_error: bool = False, num_turns: int = 1) -> None:
         self.events.append(

@@ -24,8 +24,15 @@ from pytest_agent_eval.model import (
     make_backend,
     serve,
 )
-from pytest_agent_eval.model.scripted import keywords
-from pytest_agent_eval.model.usage import UsageModel, count_tokens, text_tokens
+from pytest_agent_eval.model.scripted import COMPACT_INSTRUCTION, CONTINUATION, keywords
+from pytest_agent_eval.model.usage import (
+    UsageModel,
+    count_tokens,
+    declared_hidden,
+    hidden_signature,
+    moved_context,
+    text_tokens,
+)
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -576,3 +583,67 @@ def test_the_forwarding_backend_relays_an_upstream_stream_untouched() -> None:
         assert missing.value.code == 404
         assert len(upstream.requests) == 1 and upstream.requests[0]["messages"] == [_user("q")]
     assert _assemble(events)["content"] == [text("from upstream")]
+
+
+# -- what real models do to the context ------------------------------------------------------------
+def test_hidden_thinking_is_counted_as_its_signature_declares_and_named_in_the_truth() -> None:
+    model = UsageModel()
+    plain = _request(
+        _user("q"), {"role": "assistant", "content": [{"type": "thinking", "thinking": "", "signature": "s"}]}
+    )
+    hiding = {"type": "thinking", "thinking": "", "signature": hidden_signature(1_234, "n")}
+    hidden = _request(_user("q"), {"role": "assistant", "content": [hiding]})
+    assert model.count_prompt(hidden).tokens - model.count_prompt(plain).tokens >= 1_234
+    assert (model.count_prompt(hidden).hidden, model.count_prompt(plain).hidden) == (1_234, 0)
+    assert declared_hidden({"type": "text", "text": hidden_signature(5, "n")}) == 0  # only a thinking block hides
+
+
+LEFT = "<system-reminder>\n<total_tokens>14956424 tokens left</total_tokens>\n</system-reminder>"
+SKILLS = "<system-reminder>\nThe following skills are available for the Skill tool:\n- dataviz\n</system-reminder>"
+
+
+def test_the_session_context_the_cli_moves_into_a_kept_result_is_named_in_the_truth() -> None:
+    # After a compaction Claude Code 2.1.332 appends the first message's reminders to the last kept result's text.
+    source = '1\tQUOTED = "<system-reminder>x</system-reminder>"\n2\tdone()\n'  # a file may quote one
+    moved = {"type": "tool_result", "tool_use_id": "t1", "content": f"{source}\n\n{LEFT}\n\n{SKILLS}"}
+    own = {"type": "tool_result", "tool_use_id": "t1", "content": f"{source}\n\n{LEFT}"}
+    assert moved_context(moved) == count_tokens(moved) - count_tokens(own) > 0
+    assert moved_context(own) == 0  # the tokens-left reminder rides on every latest result: part of its cost
+    assert moved_context({"type": "tool_result", "tool_use_id": "t1", "content": source}) == 0
+    listed = {"type": "tool_result", "tool_use_id": "t2", "content": [text("out"), text(LEFT), text(SKILLS)]}
+    assert moved_context(listed) == count_tokens(text(SKILLS))
+    assert moved_context(text(SKILLS)) == 0  # only inside a tool result
+    count = UsageModel().count_prompt(_request(_user("q"), {"role": "user", "content": [moved, listed]}))
+    assert count.context == {"t1": moved_context(moved), "t2": moved_context(listed)}
+    assert count.to_dict()["context"] == count.context
+    assert "context" not in UsageModel().count_prompt(_request(_user("q"))).to_dict()  # only where some moved
+
+
+def test_the_policy_hides_summarises_or_shows_its_thinking_by_step() -> None:
+    messages = [_user("How does res.send work?"), ENV]
+    backend = make_backend("scripted", hidden_thinking=(0, 3_000), summarised=True, visible_thinking=(600,))
+    with serve(backend) as server:
+        first = _turn(server.url, messages, WITH_TOOLS)["content"]
+        assert [b["type"] for b in first] == ["thinking", "tool_use"]  # step 0: 600 characters shown, nothing hidden
+        assert len(first[0]["thinking"]) == 600 and declared_hidden(first[0]) == 0
+        _result(messages, first[1]["id"], EXPLORE_TEXT)
+        second = _turn(server.url, messages, WITH_TOOLS)
+        assert second["content"][0]["thinking"].startswith("Planning step 2")  # a summary, far shorter than 3,000
+        assert declared_hidden(second["content"][0]) == 3_000
+        assert server.truth[-1].count.hidden == 0  # counted from the next request on, which holds it
+        assert second["usage"]["output_tokens"] > 3_000  # the output counts what it hid
+
+
+def test_a_compaction_summary_carries_the_question_and_the_policy_answers_after_it() -> None:
+    question = "How does res.send work?"
+    instruction = {"type": "text", "text": f"CRITICAL: Respond with TEXT ONLY.\n\n{COMPACT_INSTRUCTION}, paying ..."}
+    messages = [_user(question), ENV]
+    with serve(make_backend("scripted")) as server:
+        explore = _turn(server.url, messages, WITH_TOOLS)["content"][0]
+        _result(messages, explore["id"], EXPLORE_TEXT)
+        messages[-1]["content"].append(instruction)
+        summary = _turn(server.url, messages, WITH_TOOLS)["content"][0]["text"]
+        assert f"Current question: {question}" in summary and EXPLORE in summary
+        continued = [_user(f"{CONTINUATION} that ran out of context. Summary:\n{summary}"), ENV]
+        answer = _turn(server.url, continued, WITH_TOOLS)
+    assert answer["stop_reason"] == "end_turn"  # it answers with what the compaction kept, not explore again

@@ -14,11 +14,13 @@ from transcripts import transcripts
 from pytest_agent_eval.metrics.occupancy import (
     ALL_GAPS,
     BLOCK_FRAME_CHARS,
+    BOUND,
     CALL_FRAME_CHARS,
     DEFAULT,
     FAMILIES,
     MEASURED,
     MESSAGE_FRAME_CHARS,
+    PROSE_CHARS_PER_TOKEN,
     RESULT_FRAME_CHARS,
     Occupancy,
     family,
@@ -266,7 +268,8 @@ def test_usage_and_output_are_counted_once_per_message_id():
     assert session.parse.event_types["assistant"] == 4
     o = occupancy(session)
     assert (o.turns, o.tokens_processed) == (2, 20_400)
-    assert o.chars_per_token == 2.5
+    # The thinking is priced as prose; so short, it may hide what it counted: the gap bounds the ratio.
+    assert (o.chars_per_token, o.calibration) == (pytest.approx(950 / (400 - 50 / PROSE_CHARS_PER_TOKEN)), BOUND)
 
 
 def test_tokens_processed_sums_every_request_and_ignores_result_usage(tmp_path):
@@ -316,6 +319,115 @@ def test_compaction_clears_the_resident_set():
     assert o.contributed == {"tool": 0, "read": read + later, "search": 247, "bash": bash, "other": 0}
     assert o.evicted == read + bash + 247
     assert o.base == 3_200 - later
+
+
+def test_a_compaction_keeps_the_results_it_names_and_evicts_the_rest_once():
+    t = Transcript()
+    step(t, 10_000, "Read", 1_994)  # Δ 1,000 → 2.0
+    step(t, 11_000, "Bash", 994)  # Δ 500
+    kept = step(t, 11_500, CG, 3_950, query="xy")  # 2,000 tokens at the ratio; the boundary keeps it
+    t.compact(preserved=["a-call", f"u-{kept}"])
+    t.user("This session is being continued from a previous conversation. " + "s" * 37)
+    t.say("done", ctx=3_000)
+    o = occupancy(t.session())
+    read, bash = (delta - (6 + STEP_FRAMING) // 2 for delta in (1_000, 500))
+    assert o.compactions == 1
+    assert o.residual == {"tool": 1_975, "read": 0, "search": 0, "bash": 0, "other": 0}
+    assert o.residual_results["tool"] == 1
+    assert o.evicted == read + bash  # once: what the boundary did not keep
+    assert sum(o.contributed.values()) - sum(o.residual.values()) == o.evicted
+
+
+def _compacted_after_a_dense_read(growth_of_result: int) -> tuple[Occupancy, float]:
+    """Two Reads at 2.0 chars/token, then a third whose gap holds a boundary that keeps it; the request after the
+    boundary holds the first request's context again, the summary, the kept call and the kept result, which grew by
+    ``growth_of_result``. The third Read's price at its family's ratio (the earlier Reads') comes back too."""
+    t = Transcript()
+    step(t, 10_000, "Read", 1_994)  # the session's first request: its context is the post-compaction one's
+    step(t, 11_000, "Read", 1_994)
+    kept = step(t, 12_000, "Read", 1_994)
+    t.compact(preserved=[f"u-{kept}"])
+    summary = "This session is being continued from a previous conversation. " * 6
+    t.user(summary)
+    # What the rest of that request costs at the run's terms (no small gap measures framing: a character at 2.0)
+    call_frame = MESSAGE_FRAME_CHARS + CALL_FRAME_CHARS + ID_CHARS
+    rest = len(summary) / PROSE_CHARS_PER_TOKEN + (len("Read{}") + call_frame + BLOCK_FRAME_CHARS) / 2
+    t.say("done", ctx=10_000 + round(rest) + growth_of_result)
+    return occupancy(t.session()), 1_000 - (6 + STEP_FRAMING) / 2
+
+
+def test_a_result_kept_across_a_compaction_is_measured_against_the_first_request():
+    # Its own gap holds the boundary, so no gap measures it; at its family's ratio it would be 936 tokens.
+    o, priced = _compacted_after_a_dense_read(1_400)
+    assert o.residual["read"] == pytest.approx(1_400, abs=2) and priced < 1_000
+    assert o.evicted == pytest.approx(2 * priced)  # the two earlier Reads, once
+    assert sum(o.contributed.values()) - sum(o.residual.values()) == pytest.approx(o.evicted, abs=1)
+
+
+def test_growth_after_a_compaction_far_beyond_the_kept_results_is_not_theirs():
+    # Files the CLI restores after a compaction (not in the transcript) grow the request too: beyond SHED_FACTOR of
+    # the kept results' prices, the request is not measuring them, and they keep their prices.
+    o, priced = _compacted_after_a_dense_read(3_000)
+    assert o.residual["read"] == pytest.approx(priced, abs=2)
+
+
+def test_a_second_compaction_evicts_what_the_first_kept_unless_it_keeps_it_again():
+    t = Transcript()
+    step(t, 10_000, "Read", 1_994)
+    kept = step(t, 11_000, "Bash", 994)
+    t.compact(preserved=[f"u-{kept}"])
+    step(t, 5_000, "Grep", 994)
+    t.compact()
+    t.say("done", ctx=4_000)
+    o = occupancy(t.session())
+    assert (o.compactions, sum(o.residual.values())) == (2, 0)
+    assert o.evicted == sum(o.contributed.values())
+
+
+def test_growth_the_transcript_does_not_show_is_neither_a_result_nor_an_eviction():
+    # Three clean gaps at 2.0 chars/token; the fourth also holds thinking streamed empty that counted 3,000 tokens.
+    t = Transcript()
+    step(t, 10_000, "Read", 1_994)
+    step(t, 11_000, "Read", 1_994)
+    step(t, 12_000, "Read", 1_994)
+    call = tool_use("Read")
+    t.message({"type": "thinking", "thinking": "", "signature": "sig"}, call, ctx=13_000)
+    t.reply(call["id"], "x" * 1_994)
+    step(t, 17_000, "Read", 1_994)  # Δ 1,000 + 3,000 hidden, then an ordinary gap
+    t.say("done", ctx=18_000)
+    o = occupancy(t.session())
+    assert o.chars_per_token == pytest.approx(2.0)  # the seed's pooling would read 1.33 and shed 1,600 tokens
+    assert o.evicted == 0
+    assert o.unexplained == o.unexplained_thinking == pytest.approx(3_000, abs=20)  # less the block's framing
+    own = (6 + STEP_FRAMING) / 2
+    assert o.residual["read"] == pytest.approx(5 * (1_000 - own), abs=5)  # the hidden gap's at the family's ratio
+
+
+def test_a_gap_far_denser_than_the_others_beyond_their_spread_is_not_calibrated_on():
+    # A CLI reminder of 1,500 tokens the transcript does not show, in a gap without thinking.
+    t = Transcript()
+    ctx = 10_000
+    for delta in (1_000, 1_010, 990, 1_005, 2_500):
+        step(t, ctx, "Read", 1_994)
+        ctx += delta
+    t.say("done", ctx=ctx)
+    o = occupancy(t.session())
+    assert o.chars_per_token == pytest.approx(8_000 / 4_005)
+    assert o.evicted == 0 and o.unexplained == pytest.approx(1_500, abs=30)
+
+
+def test_a_shrink_takes_unexplained_growth_before_any_result():
+    t = Transcript()
+    step(t, 10_000, "Read", 1_994)
+    call = tool_use("Read")
+    t.message({"type": "thinking", "thinking": "", "signature": "sig"}, call, ctx=11_000)
+    t.reply(call["id"], "x" * 1_994)
+    t.say("next question", ctx=16_000)  # 1,000 for the result, 4,000 hidden
+    t.say("done", ctx=12_000)  # the CLI dropped the earlier turn's thinking: 4,000 tokens left, no result did
+    o = occupancy(t.session())
+    assert o.unexplained == 0
+    assert o.evicted <= 15  # the hidden growth less the thinking block's framing, at most
+    assert sum(o.residual.values()) >= sum(o.contributed.values()) - 15
 
 
 @pytest.mark.parametrize("delta", [1_994, 100])
@@ -542,3 +654,25 @@ def test_by_request_across_a_compaction_and_on_real_transcripts():
         assert len(found.by_request) == found.turns, path
         if found.by_request:
             assert {fam: found.by_request[-1][fam] for fam in found.residual} == found.residual, path
+
+
+@pytest.mark.parametrize("told", [True, False], ids=["output declared", "no declared output"])
+def test_a_segments_declared_output_tells_what_its_one_hiding_gap_hid(told):
+    t = Transcript()
+    step(t, 10_000, "Read", 1_994)  # Δ 1,000 → 2.0
+    call = tool_use("Read")
+    t.message({"type": "thinking", "thinking": "", "signature": "sig"}, call, ctx=11_000)
+    t.reply(call["id"], "x" * 1_994)  # a denser file: 1,200 tokens, and 3,000 of thinking not streamed
+    t.say("done", ctx=15_200)
+    t.result("done")
+    if told:  # the output of the three requests: what they show (about 60 tokens) and the 3,000 hidden
+        t.events[-1]["usage"] = {"output_tokens": 3_060}
+    o = occupancy(t.session())
+    own = (6 + STEP_FRAMING) / 2
+    if told:  # the hiding gap is explained: it prices its own result, and what it hid is unexplained growth
+        assert o.residual["read"] == pytest.approx(1_000 - own + 1_200 - own, abs=40)
+        assert o.unexplained == pytest.approx(3_000, abs=100)  # less what the estimate of the shown output misses
+    else:  # it only grew by more than its result at the ratio: that is all it can say
+        assert o.residual["read"] == pytest.approx(2 * (1_000 - own), abs=5)
+        assert o.unexplained == pytest.approx(3_000 + 1_200 - (1_000 - own), abs=100)
+    assert o.evicted == 0

@@ -174,3 +174,32 @@ def test_an_init_event_offers_its_tools_and_is_kept_whole(tmp_path):
     assert session.offers == [(["Read", "mcp__codegraph__codegraph_explore"], servers)]
     assert session.inits == [t.events[0]]
     assert all(isinstance(line, bytes) for line in session.init_lines)  # a copy, not a view holding the whole file
+
+
+@pytest.mark.parametrize(
+    ("key", "kept"),
+    [("compact_metadata", "preserved_messages"), ("compactMetadata", "preservedMessages")],
+    ids=["stream-json", "session file"],
+)
+def test_a_compaction_names_the_messages_it_keeps_by_their_events_uuids(key, kept):
+    boundary = {"type": "system", "subtype": "compact_boundary", key: {"trigger": "auto", "pre_tokens": 9,
+                kept: {"anchor_uuid": "a", "uuids": ["u-call", "u-result", 7]}}}  # fmt: skip
+    result = {"type": "tool_result", "tool_use_id": "t1", "content": "x"}
+    lines = [
+        json.dumps({"type": "user", "uuid": "u-result", "message": {"role": "user", "content": [result]}}),
+        json.dumps(boundary),
+        json.dumps({"type": "system", "subtype": "compact_boundary", key: {"trigger": "auto"}}),
+    ]
+    session = Session.from_lines(lines)
+    result, first, second = session.timeline
+    assert result.uuid == "u-result"
+    assert (first.preserved, first.pre_tokens) == (frozenset({"u-call", "u-result"}), 9)
+    assert second.preserved == frozenset()
+
+
+def test_a_segments_declared_output_is_read_off_its_result_event():
+    t = Transcript()
+    t.say("done", ctx=10_000)
+    t.result("done")
+    t.events[-1]["usage"] = {"input_tokens": 3, "output_tokens": 3_310}
+    assert t.session().results[0].output_tokens == 3_310

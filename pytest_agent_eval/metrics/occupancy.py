@@ -1,5 +1,5 @@
 """Residual context occupancy: how many tokens of the window each tool family's results still
-occupy when the run ends (seed 002).
+occupy when the run ends. docs/metrics/occupancy.md defines it, with its rules and examples.
 
 Measured, not estimated. For every main-thread request ``ctx_k = input + cache_read +
 cache_creation`` is the exact size of its prompt, so ``ctx_k − ctx_{k−1}`` is exactly what was
@@ -10,7 +10,7 @@ micro-compaction (a gap that grew by less than was appended: the oldest go first
 
 Only the main thread counts: a subagent has its own window and only its summary comes back.
 
-Added to the seed, because a single chars/token ratio cannot price every result right:
+Added to the original definition, because a single chars/token ratio cannot price every result right:
 
 * **framing, priced by the characters that show it.** Every block and message carries structure its
   content does not show (a tool_result's type, ``tool_use_id`` and content array; a tool_use's type and
@@ -30,13 +30,13 @@ Added to the seed, because a single chars/token ratio cannot price every result 
   ~30–40% of a small gap's framing, as the stand-in's counting model (:mod:`..model.usage`) has it.
 
   Without a believable small gap (none, or a density outside 0…:data:`MAX_FRAMING_TOKENS_PER_CHAR`) the
-  seed's fall-back stands: a result is priced at the single ratio by its content, nothing on top; the
+  original fall-back stands: a result is priced at the single ratio by its content, nothing on top; the
   rest of a clean gap (below) prices its framing at that ratio too, characters like any.
 * **a clean gap measures its own results.** A gap the calibration kept as unshed grew by exactly what
   it appended, so its results are priced at that growth, less the rest of the gap (prose, calls,
   framing) at the run's terms, split among them by their prices: two Read results of one run came out
   at 2.4 and 3.5 chars/token, far more apart than any ratio can follow. Every other gap's results are
-  priced at the ratio, and a shortfall past the seed's tolerance there is still eviction, FIFO.
+  priced at the ratio, and a shortfall past the tolerance there is still eviction, FIFO.
 * **a ratio per family where its own gaps measure it**, for results no clean gap of their own measures
   (and to split a gap between families). Line-numbered source, explore output and Grep
   listings tokenise at different densities (a run's Read results came out 4–6% over-priced at the run's
@@ -44,7 +44,23 @@ Added to the seed, because a single chars/token ratio cannot price every result 
   family's ratio directly; the family is priced at it (pooled over its gaps, within a factor
   :data:`SHED_FACTOR` of the run's ratio), every other family at the run's ratio.
 
-The error bar stays the seed's, on the same footing as the pricing: on gaps that are ≥ 95% one result,
+What the transcript does not show (docs/metrics/occupancy.md, "Invisible growth", "Thinking", "Leaving the window"):
+
+* **invisible growth is not a result's cost.** Thinking the model counts but streams empty or summarised, and
+  reminders the CLI adds, make a gap read dense. Only gaps whose every thinking block shows its content (none
+  redacted or under :data:`VISIBLE_THINKING_MIN_CHARS`) calibrate or price their own results; a clean gap denser
+  than the centre by more than its robust spread (MAD) and :data:`SHED_FACTOR` is dropped; where every clean gap
+  may hide growth, the least dense bounds the ratio (:data:`BOUND`). A gap's growth beyond its content's price is
+  reported as ``unexplained`` (``unexplained_thinking`` where it holds thinking), and a shrink takes it, then the
+  visible thinking, before any result.
+* **thinking is assistant content**, never a tool family: visible thinking is priced at the ratio the segments'
+  declared output measures (:func:`_declared_output`), or else at prose's (:data:`PROSE_CHARS_PER_TOKEN`); the
+  same declared output tells what a gap's thinking hid, where one gap of its segment may hide.
+* **a compaction keeps what it names** (``compact_metadata.preserved_messages``): those results stay resident, the
+  rest are evicted once; those the boundary's own gap brought are measured by the request after it, which holds the
+  session's first request again (:func:`_measure_kept`).
+
+The error bar stays the original one, on the same footing as the pricing: on gaps that are ≥ 95% one result,
 the distance between that result's price — its content at the run's ratio plus its framing — and the
 gap's growth. It bounds a result priced at the run's terms; one its own gap measured is closer (a family
 ratio or a gap measured on the very gap it is tested on would hide its own error).
@@ -78,6 +94,18 @@ DEFAULT_CHARS_PER_TOKEN = 3.0
 CALIBRATION_MIN_CHARS = 500
 CALIBRATION_TOOL_SHARE = 0.8
 SHED_FACTOR = 1.5
+# Growth a gap's visible content cannot explain (thinking counted but not streamed, CLI reminders) makes its ratio
+# read dense: a gap whose ratio falls below both the centre less UNEXPLAINED_MADS scaled MADs and the centre over
+# SHED_FACTOR is not calibrated on. 1.4826 scales a MAD to a normal spread's sigma.
+UNEXPLAINED_MADS = 3.0
+MAD_SIGMA = 1.4826
+# Visible thinking is the model's prose: priced at prose's ratio (the stand-in's counting model, like the real
+# tokenizer, puts English prose near 4.5). A thinking block shorter than VISIBLE_THINKING_MIN_CHARS (empty, or a
+# summary) may hide what it counted, and so may a redacted one: its gap is not calibrated on.
+PROSE_CHARS_PER_TOKEN = 4.5
+# What a message's structure adds to the output tokens a segment declares: about half a token a framing character.
+OUTPUT_FRAMING_TOKENS_PER_CHAR = 0.5
+VISIBLE_THINKING_MIN_CHARS = 500
 # Error bar: on a gap that is almost all one result, the measured growth is that result's size.
 DISPERSION_RESULT_SHARE = 0.95
 # Framing: the characters a block shows around its content (see the module docstring). Serialised compactly,
@@ -99,8 +127,12 @@ SETTLED_DENSITY = 1e-4
 EVICTION_FLOOR_TOKENS = 200
 EVICTION_TOOL_SHARE = 0.05
 
+# Assistant content that may hold more than it shows: a model counts thinking it streams summarised or not at all.
+THINKING_BLOCKS = frozenset({"thinking", "redacted_thinking"})
+
 # How the ratio was obtained: on clean gaps, on every growing gap, or not at all.
-MEASURED, ALL_GAPS, DEFAULT = "measured", "all gaps", "default"
+# BOUND: every gap that could measure it holds thinking that may hide growth; the least dense bounds it.
+MEASURED, ALL_GAPS, BOUND, DEFAULT = "measured", "all gaps", "bound", "default"
 
 
 def family(tool_name: str, tool: RetrievalTool = CODEGRAPH) -> str:
@@ -133,6 +165,9 @@ class Occupancy:
     contributed_chars: dict[str, int] = field(default_factory=_zeros)
     contributed_results: dict[str, int] = field(default_factory=_zeros)
     evicted: int = 0
+    unexplained: int = 0
+    unexplained_thinking: int = 0
+    thinking_chars_per_token: float = PROSE_CHARS_PER_TOKEN
     compactions: int = 0
     turns: int = 0
     window: int = WINDOW_TOKENS
@@ -174,6 +209,9 @@ class Occupancy:
             "file_access": self.file_access,
             "base": self.base,
             "evicted": self.evicted,
+            "unexplained": self.unexplained,
+            "unexplained_thinking": self.unexplained_thinking,
+            "thinking_chars_per_token": self.thinking_chars_per_token,
             "compactions": self.compactions,
             "turns": self.turns,
             "window": self.window,
@@ -188,25 +226,56 @@ class _Gap:
     chars: int = 0  # content: prose, thinking, tool results
     frame: int = 0  # framing: every block's structure, a call's id, name and input (see the module docstring)
     tool_chars: int = 0  # of the content, tool results
-    hidden_blocks: int = 0  # redacted or empty thinking: tokens the transcript does not show
+    thinking_chars: int = 0  # of the content, thinking as the transcript shows it (assistant content, never a result)
+    thinking_blocks: int = 0  # thinking blocks, redacted ones too
+    hiding_blocks: int = 0  # of them, those that may hide what they counted: redacted, empty or a short summary
+    hiding_segment: int | None = None  # the stream-json segment of the message that holds them
+    hidden: float = 0.0  # tokens its thinking hid, as the segment's declared output tells them (0: not told)
+    thinking_tokens: float = 0.0  # its visible thinking, priced (see _declared_output)
     results: list[tuple[str, int, int]] = field(default_factory=list)  # (family, chars, frame), in order
-    cleared_at: int | None = None  # results before this index were compacted away
+    uuids: list[str] = field(default_factory=list)  # each result's event, as a compaction names what it keeps
+    clearings: list[tuple[int, frozenset[str]]] = field(default_factory=list)  # (results before, kept) per boundary
+    calls: list[tuple[int, int]] = field(default_factory=list)  # each result's call: (content, framing) characters
+    at_last_boundary: tuple[int, int] = (0, 0)  # what the gap had shown but its results when its last boundary came
     delta: int = 0
     measured: bool = False  # kept by the calibration: its growth prices its own results
 
     @property
+    def cleared_at(self) -> int | None:
+        """Results before this index were there when the (first) compaction in this gap summarised them away."""
+        return self.clearings[0][0] if self.clearings else None
+
+    @property
+    def after_boundary(self) -> tuple[int, int]:
+        """What the gap shows after its last boundary but results (the summary): content and framing characters."""
+        return (
+            self.chars - self.tool_chars - self.at_last_boundary[0],
+            self.frame - self.result_frame - self.at_last_boundary[1],
+        )
+
+    @property
+    def shown_chars(self) -> int:
+        """The content that is not thinking: what a tool result has to dominate."""
+        return self.chars - self.thinking_chars
+
+    @property
     def clean(self) -> bool:
         """Growing, uncompacted and big enough to measure a ratio on."""
-        return self.cleared_at is None and self.delta > 0 and self.chars > CALIBRATION_MIN_CHARS
+        return self.cleared_at is None and self.delta > 0 and self.shown_chars > CALIBRATION_MIN_CHARS
 
     @property
     def fully_shown(self) -> bool:
-        """Growing, uncompacted, with tool results, and every block's content in the transcript."""
-        return self.cleared_at is None and self.delta > 0 and bool(self.results) and self.hidden_blocks == 0
+        """Growing, uncompacted, with tool results, and no thinking, which may hold more than it shows."""
+        return self.cleared_at is None and self.delta > 0 and bool(self.results) and self.thinking_blocks == 0
+
+    @property
+    def explained(self) -> bool:
+        """Every block's content is in the transcript, or what its thinking hid is told by the declared output."""
+        return self.hiding_blocks == 0 or self.hidden > 0
 
     @property
     def tool_dominated(self) -> bool:
-        return self.tool_chars >= CALIBRATION_TOOL_SHARE * self.chars
+        return self.tool_chars >= CALIBRATION_TOOL_SHARE * self.shown_chars
 
     @property
     def result_frame(self) -> int:
@@ -216,10 +285,10 @@ class _Gap:
         return frames
 
     def family_share(self) -> tuple[str, int, int] | None:
-        """The family holding ≥ DISPERSION_RESULT_SHARE of the gap's content, its characters and framing."""
+        """The family holding ≥ DISPERSION_RESULT_SHARE of the gap's shown content, its characters and framing."""
         if len(self.results) == 1:  # the common case: the gap's one result is its family's whole share
             fam, chars, frame = self.results[0]
-            return (fam, chars, frame) if chars >= DISPERSION_RESULT_SHARE * self.chars else None
+            return (fam, chars, frame) if chars >= DISPERSION_RESULT_SHARE * self.shown_chars else None
         by_family: dict[str, tuple[int, int]] = {}
         for fam, chars, frame in self.results:
             had_chars, had_frame = by_family.get(fam, (0, 0))
@@ -227,7 +296,7 @@ class _Gap:
         if not by_family:
             return None
         fam, (chars, frame) = max(by_family.items(), key=lambda item: item[1][0])
-        return (fam, chars, frame) if chars >= DISPERSION_RESULT_SHARE * self.chars else None
+        return (fam, chars, frame) if chars >= DISPERSION_RESULT_SHARE * self.shown_chars else None
 
 
 @dataclass
@@ -249,8 +318,10 @@ class _Pricing:
         return chars / self.family_ratio.get(fam, self.chars_per_token) + frame * self.framing
 
     def rest(self, gap: _Gap) -> float:
-        """Everything of the gap that is not a tool result (prose, calls, framing), at the run's terms."""
-        return (gap.chars - gap.tool_chars) / self.chars_per_token + (gap.frame - gap.result_frame) * self.rest_framing
+        """Everything of the gap that is not a tool result (prose, calls, framing) at the run's terms, its visible
+        thinking at its own ratio."""
+        prose = gap.chars - gap.tool_chars - gap.thinking_chars
+        return prose / self.chars_per_token + gap.thinking_tokens + (gap.frame - gap.result_frame) * self.rest_framing
 
 
 @dataclass
@@ -258,6 +329,7 @@ class _Resident:
     family: str
     tokens: float
     chars: float
+    uuid: str = ""
 
 
 def occupancy(
@@ -266,6 +338,7 @@ def occupancy(
     """Residual context occupancy of the session's main thread at its last request (``by_request``: and at each
     request before it, in :attr:`Occupancy.by_request`)."""
     ctxs, gaps, compactions = _gaps(session, tool)
+    thinking_ratio = _declared_output(session, gaps)
     pricing = _calibrate(gaps)
     out = Occupancy(
         ctx_final=ctxs[-1] if ctxs else 0,
@@ -273,6 +346,7 @@ def occupancy(
         chars_per_token=pricing.chars_per_token,
         calibration=pricing.calibration,
         dispersion=_dispersion(gaps, pricing),
+        thinking_chars_per_token=thinking_ratio,
         framing_tokens_per_char=pricing.framing,
         framing=pricing.framing_calibration,
         family_chars_per_token=dict(pricing.family_ratio),
@@ -287,35 +361,57 @@ def occupancy(
     resident: deque[_Resident] = deque()
     contributed = dict.fromkeys(FAMILIES, 0.0)
     evicted = 0.0
+    # Growth no visible content explains, still in the window: (tokens, in a gap with thinking), since the last
+    # compaction (its summary replaces it).
+    unexplained: list[tuple[float, bool]] = []
+    thinking: list[tuple[float, bool]] = []  # visible thinking still in the window, priced, since the last compaction
 
     ratio_of, ratio, framing = pricing.family_ratio.get, pricing.chars_per_token, pricing.framing
 
-    def append(results: list[tuple[str, int, int]], scale: float = 1.0) -> float:
+    def append(gap: _Gap, start: int, end: int | None = None, scale: float = 1.0) -> float:
         tokens = 0.0
-        for fam, chars, frame in results:
+        for (fam, chars, frame), uuid in zip(gap.results[start:end], gap.uuids[start:end], strict=True):
             priced = (chars / ratio_of(fam, ratio) + frame * framing) * scale  # pricing.tokens, inlined: hot loop
             tokens += priced
             contributed[fam] += priced
             out.contributed_chars[fam] += chars
             out.contributed_results[fam] += 1
-            resident.append(_Resident(fam, priced, chars))
+            resident.append(_Resident(fam, priced, chars, uuid))
         return tokens
 
-    for k, gap in enumerate(gaps):
+    for number, gap in enumerate(gaps):
         if by_request:
-            out.by_request.append(_resident_at(resident, ctxs[k]))
-        if gap.cleared_at is not None:
-            # The summary replaces everything before the boundary, this gap's earlier results too;
+            out.by_request.append(_resident_at(resident, ctxs[number]))
+        if gap.clearings:
+            # The summary replaces everything before the boundary but what it keeps, this gap's earlier results too;
             # the gap's growth mixes the summary with the shedding, so it says nothing more.
-            append(gap.results[: gap.cleared_at])
-            evicted += sum(r.tokens for r in resident)
-            resident.clear()
-            append(gap.results[gap.cleared_at :])
+            start = 0
+            for index, kept in gap.clearings:
+                append(gap, start, index)
+                start = index
+                evicted += _compact(resident, kept)
+                unexplained.clear()
+                thinking.clear()
+            append(gap, start)
+            for r, tokens in _measure_kept(gap, resident, ctxs[number + 1] - ctxs[0], pricing):
+                contributed[r.family] += tokens - r.tokens
+                r.tokens = tokens
             continue
-        tool_tokens = append(gap.results, _measured_scale(gap, pricing))
+        tool_tokens = append(gap, 0, scale=_measured_scale(gap, pricing))
         shortfall = tool_tokens - gap.delta
         if shortfall > max(EVICTION_FLOOR_TOKENS, EVICTION_TOOL_SHARE * tool_tokens):
-            evicted += _evict_oldest(resident, shortfall)
+            # What the transcript never showed leaves first (the CLI drops earlier turns' thinking when it resumes a
+            # session): only a shrink beyond it sheds results.
+            evicted += _evict_oldest(resident, _drop_unexplained(thinking, _drop_unexplained(unexplained, shortfall)))
+            continue
+        # Thinking the gap shows may leave again without a trace (the CLI drops earlier turns' thinking when it
+        # resumes a session); growth beyond what the gap shows is neither a result's cost nor, by its absence, an
+        # eviction.
+        if gap.thinking_chars:
+            thinking.append((gap.thinking_tokens, True))
+        excess = gap.delta - tool_tokens - pricing.rest(gap)
+        if gap.results and excess > max(EVICTION_FLOOR_TOKENS, EVICTION_TOOL_SHARE * gap.delta):
+            unexplained.append((excess, gap.thinking_blocks > 0))
     if by_request and ctxs:
         out.by_request.append(_resident_at(resident, ctxs[-1]))
 
@@ -330,6 +426,8 @@ def occupancy(
         out.contributed[fam] = round(contributed[fam])
         out.residual_chars[fam] = round(left_chars[fam])
     out.evicted = round(evicted)
+    out.unexplained = round(sum(tokens for tokens, _ in unexplained))
+    out.unexplained_thinking = round(sum(tokens for tokens, thinking in unexplained if thinking))
     return out
 
 
@@ -340,6 +438,7 @@ def _gaps(session: Session, tool: RetrievalTool) -> tuple[list[int], list[_Gap],
     measurement point; its output still lands in the gap it was written in.
     """
     names = {call.id: call.name for call in session.calls}
+    call_chars = {call.id: call.input_chars for call in session.calls}
     ctxs: list[int] = []
     gaps: list[_Gap] = []
     gap = _Gap()
@@ -361,11 +460,24 @@ def _gaps(session: Session, tool: RetrievalTool) -> tuple[list[int], list[_Gap],
             gap.frame += MESSAGE_FRAME_CHARS + BLOCK_FRAME_CHARS * len(item.blocks)
             for call in item.calls:
                 gap.frame += CALL_FRAME_CHARS + len(call.id)
-            gap.hidden_blocks += sum(map(_hidden, item.blocks))
+            for block in item.blocks:
+                kind = block.get("type")
+                if kind == "thinking":
+                    shown = len(block.get("thinking") or "")
+                    gap.thinking_chars += shown
+                    gap.hiding_blocks += shown < VISIBLE_THINKING_MIN_CHARS
+                elif kind == "redacted_thinking":
+                    gap.hiding_blocks += 1
+                gap.thinking_blocks += kind in THINKING_BLOCKS
+            if gap.hiding_blocks:
+                gap.hiding_segment = item.segment
         elif isinstance(item, ToolResult):
             # A result without its call still occupies the window; it is charged to "other".
             frame = RESULT_FRAME_CHARS + len(item.call_id) + (ERROR_FRAME_CHARS if item.is_error else 0)
             gap.results.append((family(names.get(item.call_id, ""), tool), item.chars, frame))
+            gap.uuids.append(item.uuid)
+            call_frame = MESSAGE_FRAME_CHARS + CALL_FRAME_CHARS + len(item.call_id)
+            gap.calls.append((call_chars.get(item.call_id, 0), call_frame))
             gap.chars += item.chars
             gap.frame += frame + (0 if in_user_message else MESSAGE_FRAME_CHARS)
             in_user_message = True
@@ -376,20 +488,68 @@ def _gaps(session: Session, tool: RetrievalTool) -> tuple[list[int], list[_Gap],
             in_user_message = True
         elif isinstance(item, Compaction):
             compactions += 1
-            gap.cleared_at = len(gap.results)
+            gap.clearings.append((len(gap.results), item.preserved))
+            gap.at_last_boundary = (gap.chars - gap.tool_chars, gap.frame - gap.result_frame)
     return ctxs, gaps, compactions
 
 
-def _hidden(block: dict[str, Any]) -> bool:
-    """Thinking the transcript does not show: redacted, or streamed empty with only its signature."""
-    kind = block.get("type")
-    return kind == "redacted_thinking" or (kind == "thinking" and not block.get("thinking"))
+def _declared_output(session: Session, gaps: list[_Gap]) -> float:
+    """What a stream-json segment's ``result`` declares, its output tokens (every request's summed, thinking the model
+    did not stream included), tells of its thinking; a subagent's output or a compaction's summary would be in the sum
+    too, so such a segment tells nothing. Where one gap of the segment holds thinking that may hide, the sum less what
+    the messages show is what it hid (``_Gap.hidden``). Where none does, the sum less the rest of what they show is
+    what their visible thinking cost: the chars/token of visible thinking, pooled over such segments (prose's where
+    none measures it, or it comes out beyond SHED_FACTOR of prose's). Each gap's ``thinking_tokens`` is priced at it."""
+    declared = {r.segment: r.output_tokens for r in session.results if r.output_tokens}
+    shown = dict.fromkeys(declared, 0.0)  # what the segment's messages show, their thinking at prose's ratio
+    thinking = dict.fromkeys(declared, 0)  # of which, visible thinking's characters
+    hiding: set[int] = set()
+    segment = 0
+    for item in session.timeline:
+        if isinstance(item, Message):
+            segment = item.segment
+            if segment not in declared:
+                continue
+            if item.thread != MAIN:  # a subagent's output is in the sum
+                del declared[segment]
+                continue
+            frame = MESSAGE_FRAME_CHARS + BLOCK_FRAME_CHARS * len(item.blocks) + CALL_FRAME_CHARS * len(item.calls)
+            shown[segment] += item.output_chars / PROSE_CHARS_PER_TOKEN + frame * OUTPUT_FRAMING_TOKENS_PER_CHAR
+            for block in item.blocks:
+                if block.get("type") == "thinking":
+                    visible = len(block.get("thinking") or "")
+                    thinking[segment] += visible
+                    if visible < VISIBLE_THINKING_MIN_CHARS:
+                        hiding.add(segment)
+                elif block.get("type") == "redacted_thinking":
+                    hiding.add(segment)
+        elif isinstance(item, Compaction):
+            declared.pop(segment, None)  # so may the summary's be
+    chars = tokens = 0.0
+    for segment, output in declared.items():
+        if segment in hiding:
+            gaps_hiding = [g for g in gaps if g.hiding_segment == segment]
+            if len(gaps_hiding) == 1 and gaps_hiding[0].results:
+                gaps_hiding[0].hidden = max(0.0, output - shown[segment])
+        elif thinking[segment] >= VISIBLE_THINKING_MIN_CHARS:
+            chars += thinking[segment]
+            tokens += output - shown[segment] + thinking[segment] / PROSE_CHARS_PER_TOKEN
+    ratio = chars / tokens if tokens > 0 else PROSE_CHARS_PER_TOKEN
+    if not PROSE_CHARS_PER_TOKEN / SHED_FACTOR <= ratio <= PROSE_CHARS_PER_TOKEN * SHED_FACTOR:
+        ratio = PROSE_CHARS_PER_TOKEN
+    for g in gaps:
+        g.thinking_tokens = g.thinking_chars / ratio
+    return ratio
 
 
 def _calibrate(gaps: list[_Gap]) -> _Pricing:
-    """chars/token, pooled over the clean tool-dominated gaps with the shed ones dropped; then the framing
-    density and the family ratios where the gaps measure them (see the module docstring)."""
-    clean = [g for g in gaps if g.clean and g.tool_dominated]
+    """chars/token, pooled over the clean tool-dominated gaps that show all they hold, the shed and the unexplained
+    ones dropped; then the framing density and the family ratios where the gaps measure them. Where every clean gap
+    holds thinking that may hide growth, the least dense of them bounds it (see the module docstring)."""
+    candidates = [g for g in gaps if g.clean and g.tool_dominated]
+    clean = [g for g in candidates if g.explained]
+    if candidates and not clean:
+        return _Pricing(_envelope(candidates), BOUND)
     if clean:
         small = [g for g in gaps if g.fully_shown and g.chars <= CALIBRATION_MIN_CHARS]
         ratio, kept = _pooled(clean, None)
@@ -411,33 +571,115 @@ def _calibrate(gaps: list[_Gap]) -> _Pricing:
         pricing = _Pricing(ratio, MEASURED, framing, measured)
         pricing.family_ratio = _family_ratios(kept, pricing)
         return pricing
-    growing = [g for g in gaps if g.cleared_at is None and g.delta > 0 and g.chars > 0]
+    # Not over a gap with thinking: its growth may be what it does not show, which no ratio of what it shows prices.
+    growing = [g for g in gaps if g.cleared_at is None and g.delta > 0 and g.chars > 0 and not g.thinking_blocks]
     if growing:
         return _Pricing(sum(g.chars for g in growing) / sum(g.delta for g in growing), ALL_GAPS, 0.0)
     return _Pricing(DEFAULT_CHARS_PER_TOKEN, DEFAULT, 0.0)
 
 
+def _net(g: _Gap, framing: float | None) -> float:
+    """The growth of a gap's shown content: less its visible thinking at the prose ratio, the thinking it hid (where
+    told), and its framing at ``framing`` tokens a character (``None``: framing characters are characters like any,
+    at the one ratio)."""
+    net = g.delta if framing is None else g.delta - framing * g.frame
+    net = net - g.hidden if g.hidden else net
+    return net - g.thinking_tokens if g.thinking_chars else net
+
+
 def _pooled(clean: list[_Gap], framing: float | None) -> tuple[float, list[_Gap]]:
     """The content's ratio pooled over the clean gaps net of their framing (``None``: framing characters are
-    characters like any, at the one ratio), and the gaps it was pooled over."""
-    if framing is None:
-        usable = [(g, g.chars, g.delta) for g in clean]
-    else:
-        usable = [(g, g.chars, net) for g in clean if (net := g.delta - framing * g.frame) > 0]
+    characters like any, at the one ratio) and of their visible thinking, and the gaps it was pooled over."""
+    usable = [(g, g.shown_chars, net) for g in clean if (net := _net(g, framing)) > 0]
     if not usable:  # the framing leaves no gap any growth: it cannot be right
-        return _pooled(clean, None)
-    # Shedding can only push a gap's chars/token up, so the lower median is the honest centre.
+        return _pooled(clean, None) if framing is not None else (DEFAULT_CHARS_PER_TOKEN, [])
+    # Shedding can only push a gap's chars/token up, so the lower median is the honest centre; growth the gap does
+    # not show can only pull it down, so a gap far below it, beyond the ratios' own spread, is not calibrated on.
     ratios = sorted(chars / net for _, chars, net in usable)
-    ceiling = SHED_FACTOR * ratios[(len(ratios) - 1) // 2]
+    centre = ratios[(len(ratios) - 1) // 2]
+    ceiling = SHED_FACTOR * centre
+    floor = _unexplained_floor(ratios, centre)
     kept: list[_Gap] = []
     kept_chars = 0
     kept_nets = []  # summed by sum(), as floats always were (its rounding differs from a loop's on 3.12+)
     for g, chars, net in usable:
-        if chars / net <= ceiling:
+        if floor <= chars / net <= ceiling:
             kept.append(g)
             kept_chars += chars
             kept_nets.append(net)
     return kept_chars / sum(kept_nets), kept
+
+
+def _envelope(candidates: list[_Gap]) -> float:
+    """Every clean gap holds thinking that may hide growth, which only makes a gap read denser: the least dense gap
+    (of those not shed, within SHED_FACTOR of the lower median) bounds the ratio from below, and prices results at
+    most at what their gaps grew."""
+    ratios = sorted(g.shown_chars / net for g in candidates if (net := _net(g, None)) > 0)
+    if not ratios:
+        return DEFAULT_CHARS_PER_TOKEN
+    ceiling = SHED_FACTOR * ratios[(len(ratios) - 1) // 2]
+    return max(r for r in ratios if r <= ceiling)
+
+
+def _unexplained_floor(ratios: list[float], centre: float) -> float:
+    """The lowest ratio a gap can read at and still be explained by what it shows: below the centre by more than
+    the ratios' robust spread (UNEXPLAINED_MADS scaled MADs) and by more than SHED_FACTOR."""
+    deviations = sorted(abs(r - centre) for r in ratios)
+    spread = MAD_SIGMA * deviations[(len(deviations) - 1) // 2]
+    return min(centre / SHED_FACTOR, centre - UNEXPLAINED_MADS * spread)
+
+
+def _drop_unexplained(unexplained: list[tuple[float, bool]], tokens: float) -> float:
+    """Take ``tokens`` of a shrink from growth that is not a result (unexplained, or thinking) still resident, oldest
+    first; what is left of them."""
+    while tokens > 0 and unexplained:
+        grown, thinking = unexplained[0]
+        if grown <= tokens:
+            unexplained.pop(0)
+            tokens -= grown
+        else:
+            unexplained[0] = (grown - tokens, thinking)
+            tokens = 0
+    return tokens
+
+
+def _measure_kept(
+    gap: _Gap, resident: deque[_Resident], growth: float, pricing: _Pricing
+) -> list[tuple[_Resident, float]]:
+    """The results of a boundary's gap that the boundary keeps, measured: the request after a compaction holds the
+    session's context again (Claude Code 2.1.332 re-sends the first request's reminders, appended to the last message
+    it keeps), the summary, the kept calls and the kept results. So its growth over the session's first request
+    (``growth``), less what the gap shows after the boundary, the kept calls and the results already priced, is what
+    this gap's kept results cost. Each with its measured price; none where the measure is beyond SHED_FACTOR of their
+    prices (the first request was not the context's)."""
+    index, kept = gap.clearings[-1]
+    mine = {uuid: i for i, uuid in enumerate(gap.uuids[:index]) if uuid and uuid in kept}
+    here = [r for r in resident if r.uuid in mine]
+    priced = sum(r.tokens for r in here)
+    if priced <= 0:
+        return []
+    summary, frame = gap.after_boundary  # the summary is prose, the model's and the CLI's
+    calls = 0
+    for i in mine.values():
+        calls += gap.calls[i][0]
+        frame += gap.calls[i][1]
+    rest = summary / PROSE_CHARS_PER_TOKEN + calls / pricing.chars_per_token + frame * pricing.rest_framing
+    measured = growth - rest - sum(r.tokens for r in resident if r.uuid not in mine)
+    if not 1 / SHED_FACTOR <= measured / priced <= SHED_FACTOR:
+        return []
+    return [(r, r.tokens * measured / priced) for r in here]
+
+
+def _compact(resident: deque[_Resident], kept: frozenset[str]) -> float:
+    """A compaction: every resident result leaves but those the boundary names as kept; the tokens that left."""
+    evicted = 0.0
+    for _ in range(len(resident)):
+        r = resident.popleft()
+        if r.uuid and r.uuid in kept:
+            resident.append(r)
+        else:
+            evicted += r.tokens
+    return evicted
 
 
 def _family_ratios(kept: list[_Gap], pricing: _Pricing) -> dict[str, float]:
@@ -451,8 +693,12 @@ def _family_ratios(kept: list[_Gap], pricing: _Pricing) -> dict[str, float]:
             continue
         fam, fam_chars, fam_frame = share
         chars[fam] = chars.get(fam, 0) + fam_chars
-        rest = (g.chars - fam_chars) / pricing.chars_per_token + (g.frame - fam_frame) * pricing.rest_framing
-        tokens[fam] = tokens.get(fam, 0.0) + g.delta - rest - fam_frame * pricing.framing
+        rest = (
+            (g.shown_chars - fam_chars) / pricing.chars_per_token
+            + g.thinking_tokens
+            + (g.frame - fam_frame) * pricing.rest_framing
+        )
+        tokens[fam] = tokens.get(fam, 0.0) + g.delta - g.hidden - rest - fam_frame * pricing.framing
     ratio = pricing.chars_per_token
     measured = {fam: chars[fam] / tokens[fam] for fam in chars if tokens[fam] > 0}
     return {fam: r for fam, r in measured.items() if ratio / SHED_FACTOR <= r <= ratio * SHED_FACTOR}
@@ -464,7 +710,7 @@ def _measured_scale(gap: _Gap, pricing: _Pricing) -> float:
     if not gap.measured:
         return 1.0
     priced = sum(pricing.tokens(fam, chars, frame) for fam, chars, frame in gap.results)
-    measured = gap.delta - pricing.rest(gap)
+    measured = gap.delta - gap.hidden - pricing.rest(gap)
     return measured / priced if priced > 0 and measured > 0 else 1.0
 
 
@@ -475,7 +721,10 @@ def _dispersion(gaps: list[_Gap], pricing: _Pricing) -> float | None:
         abs(sum(chars / pricing.chars_per_token + frame * pricing.framing for _, chars, frame in g.results) - g.delta)
         / g.delta
         for g in gaps
-        if g.clean and g.results and max(chars for _, chars, _ in g.results) >= DISPERSION_RESULT_SHARE * g.chars
+        if g.clean
+        and g.results
+        and not g.thinking_blocks
+        and max(chars for _, chars, _ in g.results) >= DISPERSION_RESULT_SHARE * g.chars
     )
     return errors[(len(errors) - 1) // 2] if errors else None
 

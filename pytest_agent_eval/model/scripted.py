@@ -13,6 +13,11 @@ need no server-side state. Per user question:
   one Grep, then a text summary of the files found. With ``delegate=True`` the main agent first
   hands each question to such a subagent, so the subagent path runs too.
 
+What real models do to the context, on request (so occupancy's truth covers it): thinking before a tool call that
+is counted but streamed empty or only summarised (``hidden_thinking``, ``summarised``), long visible thinking
+(``visible_thinking``), and the summary Claude Code asks for when it compacts the conversation (the question is
+carried in it, so the policy goes on after the boundary).
+
 Its figures measure the harness and the retrieval tool's responses, never a model's judgment.
 """
 
@@ -27,12 +32,22 @@ from typing import Any, ClassVar
 from ..explore_answer import file_sections
 from ..tool import CODEGRAPH
 from ..transcript import DELEGATION_TOOLS
-from .sse import Reply, tool_use
+from .sse import Reply, new_id, tool_use
+from .usage import hidden_signature
 
 FOLLOW_UPS = ("read", "explore", "none")
 # After this many tool calls for one question the agent answers with what it has.
 MAX_STEPS = 8
 
+# Claude Code's request for a summary when it compacts, and how the conversation it continues with opens.
+COMPACT_INSTRUCTION = "Your task is to create a detailed summary of the conversation so far"
+CONTINUATION = "This session is being continued from a previous conversation"
+_CARRIED_QUESTION_RE = re.compile(r"^Current question: (.+)$", re.M)
+# Words of the stand-in's visible thinking: prose, as a model's reasoning reads.
+_THINKING_WORDS = (
+    "the question asks where this is handled so I should look at the code that decides it before answering "
+    "and check which function calls which since the flow matters more than any single line here"
+).split()
 _REMINDER_RE = re.compile(r"<system-reminder>.*?</system-reminder>", re.S)
 _LOCAL_TAG_RE = re.compile(r"<(local-command-\w+|command-\w+)>.*?</\1>", re.S)
 _CWD_RE = re.compile(r"(?:Primary working directory|Working directory):\s*(\S+)")
@@ -85,8 +100,28 @@ def user_question(message: dict[str, Any]) -> str | None:
     content = message.get("content")
     blocks = [{"type": "text", "text": content}] if isinstance(content, str) else content or []
     texts = [b.get("text") or "" for b in blocks if isinstance(b, dict) and b.get("type") == "text"]
+    texts = [t for t in texts if COMPACT_INSTRUCTION not in t]  # the CLI's request for a summary is not a question
     text = _LOCAL_TAG_RE.sub("", _REMINDER_RE.sub("", "\n".join(texts))).strip()
+    if CONTINUATION in text:  # after a compaction the question is the one the summary carries
+        carried = _CARRIED_QUESTION_RE.search(text)
+        return carried.group(1).strip() if carried else None
     return text or None
+
+
+def compaction_requested(request: dict[str, Any]) -> bool:
+    """The CLI asks for a summary of the conversation (it is compacting it)."""
+    messages = request.get("messages") or []
+    last = messages[-1] if messages else None
+    return isinstance(last, dict) and COMPACT_INSTRUCTION in _text_of(last.get("content"))
+
+
+def thinking_text(chars: int, seed: str) -> str:
+    """``chars`` characters of prose-like reasoning, varied by ``seed`` (deterministic)."""
+    words, n = [], sum(map(ord, seed))
+    while sum(map(len, words)) + len(words) < chars:
+        words.append(_THINKING_WORDS[n % len(_THINKING_WORDS)])
+        n = n * 31 + 7 + len(words)
+    return " ".join(words)[:chars]
 
 
 @dataclass
@@ -107,15 +142,17 @@ class Turn:
     tools: dict[str, dict[str, Any]] = field(default_factory=dict)
     subagent: bool = False
     delegated: list[Step] = field(default_factory=list)
+    compacted: bool = False  # the question is the one a compaction's summary carried
 
     @classmethod
     def from_request(cls, request: dict[str, Any]) -> Turn:
         messages = [m for m in request.get("messages") or [] if isinstance(m, dict)]
-        start, question = 0, ""
+        start, question, compacted = 0, "", False
         for i, message in enumerate(messages):
             text = user_question(message)
             if text is not None:
                 start, question = i, text
+                compacted = CONTINUATION in _text_of(message.get("content"))
         steps: dict[str, Step] = {}
         for message in messages[start:]:
             content = message.get("content")
@@ -132,7 +169,7 @@ class Turn:
         own = [s for s in steps.values() if s.name not in DELEGATION_TOOLS]
         delegated = [s for s in steps.values() if s.name in DELEGATION_TOOLS]
         subagent = bool(_SUBAGENT_RE.search(system))
-        return cls(question, own, working_directory(request), tools, subagent, delegated)
+        return cls(question, own, working_directory(request), tools, subagent, delegated, compacted)
 
     def tool(self, suffix: str) -> str | None:
         return next((name for name in self.tools if name == suffix or name.endswith(suffix)), None)
@@ -203,6 +240,10 @@ def _delegation_input(schema_tool: dict[str, Any], question: str) -> dict[str, A
     return {k: v for k, v in wanted.items() if not props or k in props}
 
 
+def _one_line(tool_input: dict[str, Any]) -> str:
+    return " ".join(str(v) for v in tool_input.values())[:120].replace("\n", " ")
+
+
 def _shell_quote(text: str) -> str:
     return '"' + re.sub(r'(["\\$`])', r"\\\1", text) + '"'
 
@@ -213,12 +254,19 @@ class ScriptedBackend:
     """``follow_up``: what to do after a trimmed explore response (``read``, ``explore`` or ``none``);
     ``reads``: how many grep hits the without-arm reads; ``thinking``: emit a thinking block per turn;
     ``delegate``: hand each question to a foreground subagent first (Agent/Task), then go on as usual;
-    ``explore`` and ``cli``: the retrieval tool's explore tool and CLI (its ``RetrievalTool`` names them)."""
+    ``explore`` and ``cli``: the retrieval tool's explore tool and CLI (its ``RetrievalTool`` names them).
+
+    What a real model adds, by the index of a question's tool-calling step (0: its first call; none past the end):
+    ``hidden_thinking`` tokens of thinking counted but streamed empty (or, ``summarised``, as a summary of a few
+    dozen characters); ``visible_thinking`` characters of thinking streamed whole. 0 is no thinking at that step."""
 
     follow_up: str = "read"
     reads: int = 2
     thinking: bool = False
     delegate: bool = False
+    hidden_thinking: tuple[int, ...] = ()
+    summarised: bool = False
+    visible_thinking: tuple[int, ...] = ()
     explore: str = CODEGRAPH.explore
     cli: str = CODEGRAPH.cli
     stand_in_model: ClassVar[str] = "stand-in-scripted"
@@ -235,6 +283,8 @@ class ScriptedBackend:
 
     def respond(self, request: dict[str, Any], headers: Mapping[str, str] | None = None) -> Reply:
         turn = Turn.from_request(request)
+        if compaction_requested(request):
+            return Reply.text(self._summary(turn))
         if not turn.tools or not turn.question:
             return Reply.text("OK.")
         delegation = next((name for name in DELEGATION_TOOLS if name in turn.tools), None)
@@ -242,7 +292,7 @@ class ScriptedBackend:
             blocks = self._subagent(turn)
         elif self.delegate and delegation and not turn.delegated:
             blocks = [tool_use(delegation, _delegation_input(turn.tools[delegation], turn.question))]
-        elif len(turn.steps) >= MAX_STEPS:
+        elif len(turn.steps) >= MAX_STEPS or turn.compacted:  # after a compaction: answer with what is kept
             blocks = [self._answer(turn)]
         elif self._explore_tool(turn):
             blocks = self._with_arm(turn)
@@ -251,7 +301,33 @@ class ScriptedBackend:
         if self.thinking and blocks and blocks[0].get("type") == "tool_use":
             plan = f"Next: {', '.join(b['name'] for b in blocks)} for: {turn.question[:200]}"
             blocks = [{"type": "thinking", "thinking": plan, "signature": ""}, *blocks]
+        if blocks and blocks[0].get("type") == "tool_use" and not turn.subagent:
+            blocks = self._model_thinking(turn) + blocks
         return Reply(blocks)
+
+    def _model_thinking(self, turn: Turn) -> list[dict[str, Any]]:
+        """The thinking a real model would put before this step's call (see the class docstring)."""
+        step = len(turn.steps)
+        hidden = self.hidden_thinking[step] if step < len(self.hidden_thinking) else 0
+        visible = self.visible_thinking[step] if step < len(self.visible_thinking) else 0
+        blocks = []
+        if hidden:
+            summary = f"Planning step {step + 1} for: {turn.question[:40]}" if self.summarised else ""
+            signature = hidden_signature(hidden, new_id("sig"))
+            blocks.append({"type": "thinking", "thinking": summary, "signature": signature})
+        if visible:
+            text = thinking_text(visible, f"{turn.question}{step}")
+            blocks.append({"type": "thinking", "thinking": text, "signature": new_id("sig")})
+        return blocks
+
+    def _summary(self, turn: Turn) -> str:
+        """What the CLI keeps of the conversation when it compacts it: what was done, and the question, carried."""
+        done = "; ".join(f"{s.name} {_one_line(s.input)}" for s in turn.steps) or "nothing yet"
+        return (
+            "<analysis>The user asked a question about the code; tools were called to find the answer.</analysis>\n"
+            f"<summary>\n1. Primary Request and Intent: answer the question below.\n2. Steps so far: {done}\n"
+            f"Current question: {turn.question}\n</summary>"
+        )
 
     def _explore_tool(self, turn: Turn) -> str | None:
         """The offered name of the explore tool (``mcp__<server>__<explore>``, or bare)."""

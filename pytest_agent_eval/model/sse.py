@@ -13,7 +13,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
-from .usage import count_tokens
+from .usage import count_tokens, declared_hidden
 
 # Text and tool input are streamed in pieces of this many characters, as the API streams tokens.
 CHUNK_CHARS = 40
@@ -46,8 +46,8 @@ def tool_use(name: str, tool_input: dict[str, Any], call_id: str | None = None) 
 
 
 def output_tokens(reply: Reply) -> int:
-    """Output tokens of the reply's blocks, counted as the prompt is (see :mod:`.usage`)."""
-    return max(1, count_tokens(reply.blocks))
+    """Output tokens of the reply's blocks, counted as the prompt is (see :mod:`.usage`), hidden thinking included."""
+    return max(1, count_tokens(reply.blocks) + sum(map(declared_hidden, reply.blocks)))
 
 
 def message_json(reply: Reply, model: str, usage: dict[str, int], message_id: str) -> dict[str, Any]:

@@ -21,8 +21,18 @@ earlier request is ``cache_read``; of the new part, a few tokens are plain ``inp
 client's last cache breakpoint) and the rest ``cache_creation``. So ``input + cache_read +
 cache_creation`` is the whole prompt, as in the real API.
 
-The truth a stand-in knows: :meth:`UsageModel.count_prompt` gives, per request, the prompt's tokens and
-each tool_result block's tokens by ``tool_use_id``, which is what occupancy estimates from the outside.
+**Hidden thinking.** A real model counts thinking it streams only summarised, or not at all: the block the
+client sends back holds the summary (or nothing) and a signature, while the prompt is priced on the whole
+thinking. The stand-in does the same, honestly: a thinking block whose signature was made by
+:func:`hidden_signature` costs its serialised form plus the tokens the signature declares, and the truth
+(:attr:`PromptCount.hidden`) names them, so what it counts is always what the request holds plus what it says
+it hid.
+
+The truth a stand-in knows: :meth:`UsageModel.count_prompt` gives, per request, the prompt's tokens, each
+tool_result block's tokens by ``tool_use_id`` (what occupancy estimates from the outside) and the hidden
+thinking among them, and of each tool result's tokens the *session context* the client moved into it
+(:func:`moved_context`): after a compaction Claude Code 2.1.332 appends the first message's context reminders
+(environment, model, agents, skills, MCP instructions) to the last message it keeps, a tool result's content.
 """
 
 from __future__ import annotations
@@ -42,6 +52,10 @@ FRESH_INPUT_TOKENS = 4
 REMEMBERED_PROMPTS = 64
 # Counted units remembered by their serialised form: each request repeats every earlier block.
 REMEMBERED_UNITS = 4096
+
+# A stand-in's thinking signature that declares hidden tokens: "stand-in-hidden-thinking:<tokens>:<nonce>".
+HIDDEN_SIGNATURE = "stand-in-hidden-thinking"
+_HIDDEN_RE = re.compile(rf"^{HIDDEN_SIGNATURE}:(\d+):")
 
 _PIECE_RE = re.compile(r" ?[A-Za-z]+| ?\d{1,3}| ?[^\sA-Za-z\d]|\s+")
 _LONG_WORD_RE = re.compile(rf"[A-Za-z]{{{LETTERS_PER_TOKEN + 1},}}")
@@ -66,6 +80,52 @@ def count_tokens(value: Any) -> int:
     return 1
 
 
+def hidden_signature(tokens: int, nonce: str) -> str:
+    """The signature of a thinking block that hides ``tokens`` tokens of thinking (see the module docstring)."""
+    return f"{HIDDEN_SIGNATURE}:{tokens}:{nonce}"
+
+
+def declared_hidden(block: Any) -> int:
+    """The hidden thinking tokens a thinking block's signature declares (0 for any other block)."""
+    if not isinstance(block, dict) or block.get("type") not in ("thinking", "redacted_thinking"):
+        return 0
+    found = _HIDDEN_RE.match(str(block.get("signature") or ""))
+    return int(found.group(1)) if found else 0
+
+
+# A reminder the client adds to a message. The one that counts down the tokens left rides on the latest tool result
+# (part of what a result costs); any other inside a tool result is the session's context the client moved there (its
+# reminders, files it restores after a compaction), not the tool's output.
+_LAST_REMINDER_RE = re.compile(r"\s*<system-reminder>(?:(?!<system-reminder>).)*</system-reminder>\s*\Z", re.DOTALL)
+_TOKENS_LEFT_RE = re.compile(
+    r"\s*<system-reminder>\s*<total_tokens>\d+ tokens left</total_tokens>\s*</system-reminder>\s*"
+)
+
+
+def moved_context(block: Any) -> int:
+    """Tokens of a tool_result block that are session context the client moved into it, not the tool's output: the
+    ``<system-reminder>`` sections it appended (at the end of a text, or as text items of their own) but the tokens-left
+    one (0 for any other block). Only what ends the text is the client's: a file may quote a reminder."""
+    if not isinstance(block, dict) or block.get("type") != "tool_result":
+        return 0
+    content = block.get("content")
+    if isinstance(content, str):
+        body, tokens_left = content, ""
+        while found := _LAST_REMINDER_RE.search(body):
+            body = body[: found.start()]
+            if _TOKENS_LEFT_RE.fullmatch(found.group(0)):
+                tokens_left = found.group(0) + tokens_left
+        return count_tokens(content) - count_tokens(body + tokens_left)
+    if isinstance(content, list):
+        return sum(count_tokens(item) for item in content if _is_moved(item))
+    return 0
+
+
+def _is_moved(item: Any) -> bool:
+    text = str(item.get("text") or "") if isinstance(item, dict) and item.get("type") == "text" else ""
+    return text.lstrip().startswith("<system-reminder>") and not _TOKENS_LEFT_RE.fullmatch(text)
+
+
 def _without_cache_control(value: Any) -> Any:
     if isinstance(value, dict):
         return {k: _without_cache_control(v) for k, v in value.items() if k != "cache_control"}
@@ -81,17 +141,24 @@ class Unit:
     key: str
     tokens: int
     tool_use_id: str | None = None  # set on a tool_result block
+    hidden: int = 0  # of the tokens, thinking the block's signature declares hidden
+    context: int = 0  # of a tool_result's tokens, the session context the client moved into it (moved_context)
 
 
 @dataclass
 class PromptCount:
-    """The truth about one request: its prompt's tokens and each tool_result's, by ``tool_use_id``."""
+    """The truth about one request: its prompt's tokens, each tool_result's by ``tool_use_id``, of the prompt's
+    tokens the hidden thinking (:func:`hidden_signature`), and of each tool_result's tokens the session context the
+    client moved into it (:func:`moved_context`, only where there is some)."""
 
     tokens: int
     results: dict[str, int] = field(default_factory=dict)
+    hidden: int = 0
+    context: dict[str, int] = field(default_factory=dict)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"tokens": self.tokens, "results": dict(self.results)}
+        record = {"tokens": self.tokens, "results": dict(self.results), "hidden": self.hidden}
+        return record | ({"context": dict(self.context)} if self.context else {})
 
 
 class UsageModel:
@@ -107,14 +174,16 @@ class UsageModel:
         key = prefix + json.dumps(clean, ensure_ascii=False, sort_keys=True)
         with self._lock:
             tokens = self._counted.get(key)
+        hidden = declared_hidden(clean)
         if tokens is None:
-            tokens = count_tokens(clean)
+            tokens = count_tokens(clean) + hidden
             with self._lock:
                 if len(self._counted) >= REMEMBERED_UNITS:
                     self._counted.clear()
                 self._counted[key] = tokens
         result_id = clean.get("tool_use_id") if isinstance(clean, dict) and clean.get("type") == "tool_result" else None
-        return Unit(key, tokens, result_id if isinstance(result_id, str) else None)
+        result_id = result_id if isinstance(result_id, str) else None
+        return Unit(key, tokens, result_id, hidden, moved_context(clean) if result_id else 0)
 
     def prompt_units(self, request: dict[str, Any]) -> list[Unit]:
         """The prompt as an ordered list of units; a cached prefix is a run of equal leading units."""
@@ -160,7 +229,8 @@ class UsageModel:
 
 def _truth(units: list[Unit]) -> PromptCount:
     results = {u.tool_use_id: u.tokens for u in units if u.tool_use_id is not None}
-    return PromptCount(max(1, sum(u.tokens for u in units)), results)
+    context = {u.tool_use_id: u.context for u in units if u.tool_use_id is not None and u.context}
+    return PromptCount(max(1, sum(u.tokens for u in units)), results, sum(u.hidden for u in units), context)
 
 
 def _shared_prefix(a: list[str], b: list[str]) -> int:

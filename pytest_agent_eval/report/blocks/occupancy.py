@@ -1,13 +1,14 @@
-"""The "Residual context occupancy at end of run" block printed under every arm (seed 002)."""
+"""The "Residual context occupancy at end of run" block printed under every arm (docs/metrics/occupancy.md)."""
 
 from __future__ import annotations
 
-from pytest_agent_eval.metrics.occupancy import ALL_GAPS, DEFAULT, MEASURED, Occupancy
+from pytest_agent_eval.metrics.occupancy import ALL_GAPS, BOUND, DEFAULT, MEASURED, Occupancy
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
 
 _CALIBRATION_LABELS = {
     MEASURED: "measured",
     ALL_GAPS: "fallback over all gaps (none tool-dominated)",
+    BOUND: "bound (every measuring gap holds thinking)",
     DEFAULT: "default",
 }
 
@@ -42,6 +43,8 @@ def render_occupancy(o: Occupancy, tool: RetrievalTool = CODEGRAPH) -> str:
     measure += f" · turns {o.turns} · compactions {o.compactions}"
     if o.evicted > 0:
         measure += f" · evicted {o.evicted:,} tok"
+    if o.unexplained > 0:  # growth no visible content explains: hidden thinking, CLI reminders; in base, not a result
+        measure += f" · unexplained {o.unexplained:,} tok ({o.unexplained_thinking:,} with thinking)"
     return "\n".join(
         [
             "Residual context occupancy at end of run:",
