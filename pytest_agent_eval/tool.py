@@ -125,19 +125,47 @@ class _Scanner:
                     probes_of.setdefault(_utf8(lead), []).append(fp.probe)
         self.lead_probes = list(probes_of.values())
         self.leads = ahocorasick_rs.BytesAhoCorasick(list(probes_of)) if probes_of else None
+        # The second screen: the words of each literal (runs of four or more characters that are no blank, quote or
+        # backslash), which survive a transform that widens blanks or escapes quotes between them.
+        words_of = [_WORD.findall(lit) for lit in literals]
+        self.words = list(dict.fromkeys(w for words in words_of for w in words))
+        self.word_runs = list(dict.fromkeys(tuple(self.words.index(w) for w in ws) for ws in words_of if ws))
+        longest = ahocorasick_rs.MatchKind.LeftmostLongest
+        self.word_screen = ahocorasick_rs.BytesAhoCorasick(self.words, matchkind=longest) if self.words else None
+        # Its first pass looks for the longest word of each literal only: most texts hold none, and common short
+        # words ("Code") would make the full pass report thousands of places.
+        keys = {max(words, key=len) for words in words_of if words}
+        self.key_screen = ahocorasick_rs.BytesAhoCorasick(list(keys), matchkind=longest) if keys else None
 
     def first(self, text: str) -> tuple[Fingerprint, re.Match[str]] | None:
-        if not self._screened(text):
-            return None
+        return self._match(text) if self._screened(_utf8(text)) else None
+
+    def first_or_hidden(self, text: str) -> tuple[tuple[Fingerprint, re.Match[str]] | None, bool]:
+        """The first fingerprint in ``text``; else None and whether a transform may have hidden one: a literal is
+        there but no pattern matched (a line start moved), or every word of a literal is there (blanks widened,
+        quotes escaped between them), or colour codes are, or the text is a JSON document holding escapes."""
+        data = _utf8(text)
+        if self._screened(data):
+            hit = self._match(text)
+            return hit, hit is None
+        if b"\x1b" in data or (data.lstrip()[:1] in _JSON_STARTS and b"\\" in data):
+            return None, True
+        if self.word_screen is None or self.key_screen is None or not self.key_screen.find_matches_as_indexes(data):
+            return None, False
+        found: dict[int, list[tuple[int, int]]] = {}
+        for word, start, end in self.word_screen.find_matches_as_indexes(data):
+            found.setdefault(word, []).append((start, end))
+        return None, any(_in_a_run(run, found) for run in self.word_runs if run[0] in found)
+
+    def _match(self, text: str) -> tuple[Fingerprint, re.Match[str]] | None:
         for candidate in self.fingerprints:
             match = candidate.search(text)
             if match:
                 return candidate, match
         return None
 
-    def _screened(self, text: str) -> bool:
+    def _screened(self, data: bytes) -> bool:
         """Whether a literal occurs in the text, or a probe matches at one of its leads: else no fingerprint can."""
-        data = _utf8(text)
         if self.automaton is not None and self.automaton.find_matches_as_indexes(data):
             return True
         return self.leads is not None and any(
@@ -145,6 +173,21 @@ class _Scanner:
             for lead, start, _ in self.leads.find_matches_as_indexes(data, overlapping=True)
             for probe in self.lead_probes[lead]
         )
+
+
+_JSON_STARTS = (b'"', b"{", b"[")
+_WORD = re.compile(rb"[^\s\"'\\]{4,}")
+_WORD_GAP = 12  # at most this many bytes between two words of a literal (widened blanks, an escaped quote)
+
+
+def _in_a_run(run: tuple[int, ...], found: dict[int, list[tuple[int, int]]]) -> bool:
+    """Whether the words of ``run`` occur in order, each close after the one before (positions in ``found``)."""
+    ends = [end for _, end in found[run[0]]]
+    for word in run[1:]:
+        ends = [end for start, end in found.get(word, ()) if any(0 < start - e <= _WORD_GAP for e in ends)]
+        if not ends:
+            return False
+    return True
 
 
 def _utf8(text: str) -> bytes:
@@ -305,6 +348,11 @@ class RetrievalTool:
     def first_fingerprint(self, text: str) -> tuple[Fingerprint, re.Match[str]] | None:
         """The first of the tool's fingerprints found in ``text``, with its match."""
         return _scanner(self.fingerprints).first(text)
+
+    def first_fingerprint_or_hidden(self, text: str) -> tuple[tuple[Fingerprint, re.Match[str]] | None, bool]:
+        """:meth:`first_fingerprint`, and when it finds none, whether a transform of the text may hide one (then
+        the text is worth normalising: :func:`pytest_agent_eval.metrics.transforms.normalised`)."""
+        return _scanner(self.fingerprints).first_or_hidden(text)
 
 
 CODEGRAPH = RetrievalTool()
