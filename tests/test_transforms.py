@@ -70,7 +70,7 @@ def test_normalising_undoes_prefixes_escapes_colours_and_blanks():
 def test_source_that_quotes_the_headings_stays_quiet_after_normalising():
     """Source whose string literals hold the headings and "\\n" escapes is no JSON document: no leak appears."""
     source = (
-        'lines.push(`**Exploration: ${query}**`);\n'
+        "lines.push(`**Exploration: ${query}**`);\n"
         'out += "\\n**Exploration: " + q + "**\\n";\n'
         "  # **Location:** is printed below\n"
         'const s = "Found " + n + " symbols across " + m + " files.\\n\\n**";\n'
