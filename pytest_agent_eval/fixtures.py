@@ -50,6 +50,8 @@ RECORD_KEY: pytest.StashKey[ItemRecord] = pytest.StashKey()
 FAILURES_KEY: pytest.StashKey[FailureMemo] = pytest.StashKey()
 FAILURES_ID_KEY: pytest.StashKey[str] = pytest.StashKey()  # their session id: the controller's, handed to its workers
 ITEM_ID_KEY: pytest.StashKey[str] = pytest.StashKey()
+# Set while the item's agent runs (inside set-up: agent_run is a fixture), so a Ctrl-C names what it interrupted.
+AGENT_RUNNING_KEY: pytest.StashKey[bool] = pytest.StashKey()
 # Under xdist, in every process: what makes the sessions of the controller and its workers share one campaign
 # (the arguments of EvalSession.share), applied when a process makes its session, if it ever does.
 SHARED_KEY: pytest.StashKey[dict[str, Any]] = pytest.StashKey()
@@ -355,7 +357,7 @@ def agent_model_server(request: pytest.FixtureRequest, agent_eval_config: AgentE
             "finding the item's recording",
             lambda: baseline.recording(source, record.id, record.entry, record.arm, record.run, record.test),
         )
-        backend = CassetteBackend(segments)
+        backend = _step("reading the item's recording", lambda: CassetteBackend(segments))
         replayed = str(eval_session(request.config).replay_path)
         server = serve(backend)
         try:
@@ -490,29 +492,37 @@ def agent_run(
         drive = partial(run_headless, options=options)
     record.mode = agent_case.driver
     attempts = record.attempts
-    for attempt in range(cfg.retries + 1):
-        try:
-            with _recording(agent_model_server, agent_run_dir):
-                run = drive(
-                    agent_case.questions,
-                    label=f"{agent_case.arm.label}-{agent_case.run}".replace("/", "_"),
-                    out_dir=agent_run_dir,
-                    cwd=agent_workspace.repo,
-                    env=agent_env,
-                )
-            infra = _step("reading the transcript", partial(Session.from_files, run.segments)).infra_error
-            if infra:
-                raise AgentInfraError(infra)
-            break
-        except AgentInfraError as exc:
-            if isinstance(exc, TurnError):
-                note_driver(record, exc.run)
-            if attempt == cfg.retries:
-                if attempts:
-                    raise AgentInfraError(f"{exc} (attempt {attempt + 1} of {cfg.retries + 1})") from exc
-                raise
-            kept = set_aside(agent_run_dir)
-            attempts.append({"error": str(exc), "folder": kept.name if kept else None})
+    request.node.stash[AGENT_RUNNING_KEY] = True
+    try:
+        for attempt in range(cfg.retries + 1):
+            try:
+                with _recording(agent_model_server, agent_run_dir):
+                    run = drive(
+                        agent_case.questions,
+                        label=f"{agent_case.arm.label}-{agent_case.run}".replace("/", "_"),
+                        out_dir=agent_run_dir,
+                        cwd=agent_workspace.repo,
+                        env=agent_env,
+                    )
+                infra = _step("reading the transcript", partial(Session.from_files, run.segments)).infra_error
+                if infra:
+                    raise AgentInfraError(infra)
+                break
+            except AgentInfraError as exc:
+                if isinstance(exc, TurnError):
+                    note_driver(record, exc.run)
+                if attempt == cfg.retries:
+                    if attempts:
+                        raise AgentInfraError(f"{exc} (attempt {attempt + 1} of {cfg.retries + 1})") from exc
+                    raise
+                kept = set_aside(agent_run_dir)
+                attempts.append({"error": str(exc), "folder": kept.name if kept else None})
+    except KeyboardInterrupt:
+        raise  # the key stays set: the interrupt hook names the agent's run
+    except BaseException:
+        request.node.stash[AGENT_RUNNING_KEY] = False
+        raise
+    request.node.stash[AGENT_RUNNING_KEY] = False
     note_driver(record, run)
     (agent_run_dir / "run.json").write_text(json.dumps(run.to_dict(), indent=2) + "\n", encoding="utf-8")
     return run
