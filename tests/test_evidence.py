@@ -204,3 +204,22 @@ def test_with_no_record_the_score_is_as_before():
     verdicts = evaluate(score(t.session()).to_dict(), {}, entry="e", arm_name="with", arm_label="with",
                         thresholds=load_thresholds(None))  # fmt: skip
     assert [v.gate for v in verdicts] == ["contamination"]
+
+
+def test_a_rescore_holds_the_transcript_against_the_record_beside_it(tmp_path):
+    from pytest_agent_eval.campaign.rescore import rescore
+    from pytest_agent_eval.model.record import REQUESTS_FILE
+
+    t = honest()
+    entries = model_side(t.events)
+    lines = t.lines()
+    lines.insert(-2, _line({"type": "assistant", "message": {"id": "msg_forged", "content": [text("x")]}}))
+    folder = tmp_path / "express"
+    folder.mkdir()
+    (folder / "run-express-without-1.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (folder / REQUESTS_FILE).write_text("".join(json.dumps(e) + "\n" for e in entries), encoding="utf-8")
+    (record,) = rescore(tmp_path)
+    assert record.scores is not None
+    assert record.scores["evidence"]["problems"] == [
+        "assistant message msg_forged (thread main) is in the transcript, but the model sent no such message"
+    ]
