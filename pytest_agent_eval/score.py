@@ -13,7 +13,7 @@ from typing import Any
 from pytest_agent_eval.explore_answer import explore_sections
 from pytest_agent_eval.metrics.allocation import Allocation, allocation
 from pytest_agent_eval.metrics.contamination import Contamination, contamination
-from pytest_agent_eval.metrics.evidence import Evidence, evidence
+from pytest_agent_eval.metrics.evidence import Evidence, evidence, reached_the_model
 from pytest_agent_eval.metrics.occupancy import WINDOW_TOKENS, Occupancy, occupancy
 from pytest_agent_eval.metrics.sufficiency import Sufficiency, sufficiency
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
@@ -66,7 +66,7 @@ def score(
     requests: Sequence[dict[str, Any]] | None = None,
 ) -> Scorecard:
     """Every metric of ``session``; with ``requests`` (the model server's record of the run,
-    :mod:`pytest_agent_eval.model.record`) the transcript is held against it too
+    :mod:`pytest_agent_eval.model.record`) holding a Messages request, the transcript is held against it too
     (:mod:`pytest_agent_eval.metrics.evidence`)."""
     sections = explore_sections(session.calls, tool)  # both metrics read them: parsed once
     seen = contamination(session, tool)
@@ -77,7 +77,7 @@ def score(
         sufficiency=sufficiency(session, tool, sections),
         allocation=allocation(session, tool, answer_globs, sections),
         contamination=seen,
-        evidence=evidence(session, requests, tool, seen.leaks) if requests is not None else None,
+        evidence=evidence(session, requests, tool, seen.leaks) if requests and reached_the_model(requests) else None,
     )
 
 

@@ -406,7 +406,7 @@ def test_in_real_api_mode_without_the_sandbox_the_mirror_gets_through(
 def test_in_real_api_mode_the_with_arm_explores_through_its_mcp_server(
     real_tools: RealTools, tag: str, tmp_path: Path
 ) -> None:
-    """The same sandbox and proxy around the with-arm: codegraph's MCP server runs inside and answers."""
+    """The same sandbox and forwarder around the with-arm: codegraph's MCP server runs inside and answers."""
     with _real_api(ScriptedBackend()) as (api, api_env):
         record = _without_arm(real_tools, tag, tmp_path, None, backend="anthropic", arm="with", **api_env)
         assert any(hit.path.startswith("/v1/messages") for hit in api.hits)

@@ -223,3 +223,12 @@ def test_a_rescore_holds_the_transcript_against_the_record_beside_it(tmp_path):
     assert record.scores["evidence"]["problems"] == [
         "assistant message msg_forged (thread main) is in the transcript, but the model sent no such message"
     ]
+
+
+def test_a_record_without_a_messages_request_says_nothing_of_the_run():
+    """A CLI that never spoke to the server (the plugin tests' scripted claude) leaves an empty record."""
+    t = honest()
+    probe = {"method": "GET", "path": "/v1/models", "status": 200, "request": None, "response": {}, "refused": None}
+    assert score(t.session(), requests=[]).evidence is None
+    assert score(t.session(), requests=[probe]).evidence is None
+    assert score(t.session(), requests=model_side(t.events)).evidence is not None

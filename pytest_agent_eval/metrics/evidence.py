@@ -88,12 +88,23 @@ class _Received:
                     texts.setdefault(result_text(block.get("content")), number)
 
 
+def reached_the_model(entries: Sequence[dict[str, Any]]) -> bool:
+    """Whether the record holds a Messages request: a record without one says nothing of the run (a CLI that
+    never spoke to this server, as the plugin's tests' scripted stand-in ``claude``); the real CLI asks before
+    any tool runs."""
+    return any(_is_messages(entry) for entry in entries)
+
+
+def _is_messages(entry: dict[str, Any]) -> bool:
+    return urlsplit(str(entry.get("path"))).path.rstrip("/") == MESSAGES_PATH
+
+
 def evidence(
     session: Session, entries: Sequence[dict[str, Any]], tool: RetrievalTool = CODEGRAPH, seen: Sequence[Leak] = ()
 ) -> Evidence:
     """The transcript ``session`` held against the request record ``entries``; ``seen``: the leaks the transcript
     already showed (a received result holding one of those is not counted twice)."""
-    messages = [e for e in entries if urlsplit(str(e.get("path"))).path.rstrip("/") == MESSAGES_PATH]
+    messages = [e for e in entries if _is_messages(e)]
     report = Evidence(
         requests=len(messages),
         refused=[f"{e.get('method')} {e.get('path')}: {e['refused']}" for e in entries if e.get("refused")],
