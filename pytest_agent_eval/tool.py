@@ -148,7 +148,7 @@ class _Scanner:
         if self._screened(data):
             hit = self._match(text)
             return hit, hit is None
-        if b"\x1b" in data or (data.lstrip()[:1] in _JSON_STARTS and b"\\" in data):
+        if b"\x1b" in data or (b"\\" in data and _JSON_START.match(data)):
             return None, True
         if self.word_screen is None or self.key_screen is None or not self.key_screen.find_matches_as_indexes(data):
             return None, False
@@ -175,7 +175,7 @@ class _Scanner:
         )
 
 
-_JSON_STARTS = (b'"', b"{", b"[")
+_JSON_START = re.compile(rb'\s*["{\[]')  # a JSON document's first character, after any blanks
 _WORD = re.compile(rb"[^\s\"'\\]{4,}")
 _WORD_GAP = 12  # at most this many bytes between two words of a literal (widened blanks, an escaped quote)
 
