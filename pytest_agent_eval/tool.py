@@ -125,37 +125,38 @@ class _Scanner:
                     probes_of.setdefault(_utf8(lead), []).append(fp.probe)
         self.lead_probes = list(probes_of.values())
         self.leads = ahocorasick_rs.BytesAhoCorasick(list(probes_of)) if probes_of else None
-        # The second screen: the words of each literal (runs of four or more characters that are no blank, quote or
-        # backslash), which survive a transform that widens blanks or escapes quotes between them.
-        words_of = [_WORD.findall(lit) for lit in literals]
-        self.words = list(dict.fromkeys(w for words in words_of for w in words))
-        self.word_runs = list(dict.fromkeys(tuple(self.words.index(w) for w in ws) for ws in words_of if ws))
-        longest = ahocorasick_rs.MatchKind.LeftmostLongest
-        self.word_screen = ahocorasick_rs.BytesAhoCorasick(self.words, matchkind=longest) if self.words else None
-        # Its first pass looks for the longest word of each literal only: most texts hold none, and common short
-        # words ("Code") would make the full pass report thousands of places.
-        keys = {max(words, key=len) for words in words_of if words}
-        self.key_screen = ahocorasick_rs.BytesAhoCorasick(list(keys), matchkind=longest) if keys else None
+        # The second screen, for a literal a transform spread out (blanks widened or made tabs, quotes escaped): a pass
+        # finds the longest word of each literal (its key: four or more characters, none a blank, quote or
+        # backslash); around a key's place the text is searched with blanks, quotes and backslashes left out, for
+        # the literals of that key left out so too. Most texts hold no key.
+        key_of = {lit: max(_WORD.findall(lit), key=len) for lit in dict.fromkeys(literals) if _WORD.search(lit)}
+        keys = list(dict.fromkeys(key_of.values()))
+        self.keys = (
+            ahocorasick_rs.BytesAhoCorasick(keys, matchkind=ahocorasick_rs.MatchKind.LeftmostLongest) if keys else None
+        )
+        self.squeezed_of = [
+            [lit.translate(None, _SQUEEZED) for lit, its_key in key_of.items() if its_key == key] for key in keys
+        ]
 
     def first(self, text: str) -> tuple[Fingerprint, re.Match[str]] | None:
         return self._match(text) if self._screened(_utf8(text)) else None
 
     def first_or_hidden(self, text: str) -> tuple[tuple[Fingerprint, re.Match[str]] | None, bool]:
         """The first fingerprint in ``text``; else None and whether a transform may have hidden one: a literal is
-        there but no pattern matched (a line start moved), or every word of a literal is there (blanks widened,
-        quotes escaped between them), or colour codes are, or the text is a JSON document holding escapes."""
+        there but no pattern matched (a line start moved), or one is there once blanks, quotes and backslashes are
+        left out (blanks widened, quotes escaped), or colour codes are, or the text is a JSON document holding
+        escapes."""
         data = _utf8(text)
         if self._screened(data):
             hit = self._match(text)
             return hit, hit is None
         if b"\x1b" in data or (b"\\" in data and _JSON_START.match(data)):
             return None, True
-        if self.word_screen is None or self.key_screen is None or not self.key_screen.find_matches_as_indexes(data):
-            return None, False
-        found: dict[int, list[tuple[int, int]]] = {}
-        for word, start, end in self.word_screen.find_matches_as_indexes(data):
-            found.setdefault(word, []).append((start, end))
-        return None, any(_in_a_run(run, found) for run in self.word_runs if run[0] in found)
+        for key, start, end in self.keys.find_matches_as_indexes(data) if self.keys is not None else ():
+            around = data[max(0, start - _REACH) : end + _REACH].translate(None, _SQUEEZED)
+            if any(literal in around for literal in self.squeezed_of[key]):
+                return None, True
+        return None, False
 
     def _match(self, text: str) -> tuple[Fingerprint, re.Match[str]] | None:
         for candidate in self.fingerprints:
@@ -177,17 +178,8 @@ class _Scanner:
 
 _JSON_START = re.compile(rb'\s*["{\[]')  # a JSON document's first character, after any blanks
 _WORD = re.compile(rb"[^\s\"'\\]{4,}")
-_WORD_GAP = 12  # at most this many bytes between two words of a literal (widened blanks, an escaped quote)
-
-
-def _in_a_run(run: tuple[int, ...], found: dict[int, list[tuple[int, int]]]) -> bool:
-    """Whether the words of ``run`` occur in order, each close after the one before (positions in ``found``)."""
-    ends = [end for _, end in found[run[0]]]
-    for word in run[1:]:
-        ends = [end for start, end in found.get(word, ()) if any(0 < start - e <= _WORD_GAP for e in ends)]
-        if not ends:
-            return False
-    return True
+_SQUEEZED = b" \t\r\n\x0b\x0c\"'\\"  # what the second screen leaves out of a literal and the text around a key
+_REACH = 64  # bytes of text searched on either side of a key's place
 
 
 def _utf8(text: str) -> bytes:
