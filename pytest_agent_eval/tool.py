@@ -129,7 +129,7 @@ class _Scanner:
         # finds the longest word of each literal (its key: four or more characters, none a blank, quote or
         # backslash); around a key's place the text is searched with blanks, quotes and backslashes left out, for
         # the literals of that key left out so too. Most texts hold no key.
-        key_of = {lit: max(_WORD.findall(lit), key=len) for lit in dict.fromkeys(literals) if _WORD.search(lit)}
+        key_of = {lit: _key(lit) for lit in dict.fromkeys(literals) if _WORD.search(lit)}
         keys = list(dict.fromkeys(key_of.values()))
         self.keys = (
             ahocorasick_rs.BytesAhoCorasick(keys, matchkind=ahocorasick_rs.MatchKind.LeftmostLongest) if keys else None
@@ -152,7 +152,9 @@ class _Scanner:
             return hit, hit is None
         if b"\x1b" in data or (b"\\" in data and _JSON_START.match(data)):
             return None, True
-        for key, start, end in self.keys.find_matches_as_indexes(data) if self.keys is not None else ():
+        if self.keys is None or not any(spread in data for spread in _SPREAD):
+            return None, False
+        for key, start, end in self.keys.find_matches_as_indexes(data):
             around = data[max(0, start - _REACH) : end + _REACH].translate(None, _SQUEEZED)
             if any(literal in around for literal in self.squeezed_of[key]):
                 return None, True
@@ -180,6 +182,15 @@ _JSON_START = re.compile(rb'\s*["{\[]')  # a JSON document's first character, af
 _WORD = re.compile(rb"[^\s\"'\\]{4,}")
 _SQUEEZED = b" \t\r\n\x0b\x0c\"'\\"  # what the second screen leaves out of a literal and the text around a key
 _REACH = 64  # bytes of text searched on either side of a key's place
+_SPREAD = (b"  ", b"\t", b'\\"')  # what a spread-out literal holds: two blanks, a tab, an escaped quote
+
+
+def _key(literal: bytes) -> bytes:
+    """The word of a literal the second screen looks for: one with punctuation (rarer in prose and code), else
+    the longest."""
+    words = _WORD.findall(literal)
+    marked = [word for word in words if not word.isalpha()]
+    return max(marked or words, key=len)
 
 
 def _utf8(text: str) -> bytes:
