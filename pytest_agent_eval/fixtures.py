@@ -19,7 +19,8 @@ from __future__ import annotations
 import json
 import os
 from collections.abc import Callable, Iterator
-from contextlib import ExitStack
+from contextlib import AbstractContextManager as ContextManager
+from contextlib import ExitStack, nullcontext
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
@@ -49,6 +50,8 @@ RECORD_KEY: pytest.StashKey[ItemRecord] = pytest.StashKey()
 FAILURES_KEY: pytest.StashKey[FailureMemo] = pytest.StashKey()
 FAILURES_ID_KEY: pytest.StashKey[str] = pytest.StashKey()  # their session id: the controller's, handed to its workers
 ITEM_ID_KEY: pytest.StashKey[str] = pytest.StashKey()
+# Set while the item's agent runs (inside set-up: agent_run is a fixture), so a Ctrl-C names what it interrupted.
+AGENT_RUNNING_KEY: pytest.StashKey[bool] = pytest.StashKey()
 # Under xdist, in every process: what makes the sessions of the controller and its workers share one campaign
 # (the arguments of EvalSession.share), applied when a process makes its session, if it ever does.
 SHARED_KEY: pytest.StashKey[dict[str, Any]] = pytest.StashKey()
@@ -93,8 +96,12 @@ def item_id(node: pytest.Item, case: EvalCase) -> str:
 
 
 def set_aside(folder: Path) -> Path | None:
-    """Move a run's files (segments, stderr, run.json) into the next free ``attempt-<k>/``; None if none."""
-    files = [p for p in folder.iterdir() if p.is_file() and (p.name.startswith("run-") or p.name == "run.json")]
+    """Move a run's files (segments, stderr, run.json, the model's request record) into the next free
+    ``attempt-<k>/``; None if none."""
+    from pytest_agent_eval.model.record import REQUESTS_FILE
+
+    kept = ("run.json", REQUESTS_FILE)
+    files = [p for p in folder.iterdir() if p.is_file() and (p.name.startswith("run-") or p.name in kept)]
     if not files:
         return None
     k = 1
@@ -277,7 +284,7 @@ def agent_sandbox(
     tmp_path: Path,
 ) -> Iterator[Any]:
     from pytest_agent_eval.harness import runtimes, sandbox
-    from pytest_agent_eval.harness.relay import PROXY_PORT, api_proxy, carried
+    from pytest_agent_eval.harness.relay import carried
 
     if not sandbox.enabled():
         yield None
@@ -293,18 +300,14 @@ def agent_sandbox(
     cfg = agent_eval_config
     campaigns = cfg.campaign_dir.parent if cfg.campaign_dir is not None else cfg.out
     hidden = [p for p in (cfg.out, campaigns, cfg.corpus_dir) if p is not None]
+    # The model's port is the only way out, whatever the backend: the real API is reached through the harness's
+    # forwarder on that port, which holds the key (see pytest_agent_eval.model.anthropic).
     with ExitStack() as stack:
-        url = agent_model_server.url
-        relay = proxy = None
-        if url is not None:
-            relay = _step("model relay", lambda: stack.enter_context(carried(url)))
-        else:
-            api = os.environ.get("ANTHROPIC_BASE_URL")
-            proxy = (PROXY_PORT, _step("API proxy", lambda: stack.enter_context(api_proxy(api))).path)
+        relay = _step("model relay", lambda: stack.enter_context(carried(agent_model_server.url)))
         yield _step(
             "sandbox",
             lambda: sandbox.sandbox_for(
-                cache=cfg.cache, writable=workspace, readable=readable, hidden=hidden, relay=relay, proxy=proxy,
+                cache=cfg.cache, writable=workspace, readable=readable, hidden=hidden, relay=relay,
                 tool=agent_tool, tool_install=tool_install,
             ),
         )  # fmt: skip
@@ -357,11 +360,11 @@ def agent_model_server(request: pytest.FixtureRequest, agent_eval_config: AgentE
             "finding the item's recording",
             lambda: baseline.recording(source, record.id, record.entry, record.arm, record.run, record.test),
         )
-        backend = CassetteBackend(segments)
+        backend = _step("reading the item's recording", lambda: CassetteBackend(segments))
         replayed = str(eval_session(request.config).replay_path)
         server = serve(backend)
         try:
-            yield ModelEndpoint("cassette", backend.describe(), server.url, replay=replayed)
+            yield ModelEndpoint("cassette", backend.describe(), server.url, replay=replayed, log=server.log)
         finally:
             server.stop()
         return
@@ -369,13 +372,13 @@ def agent_model_server(request: pytest.FixtureRequest, agent_eval_config: AgentE
     backend = _step(f"model backend {cfg.backend}", lambda: make_backend(cfg.backend, **options))
     if isinstance(backend, ScriptedBackend):  # the stand-in calls the tool under test by its own names
         backend = replace(backend, explore=cfg.tool.explore, cli=cfg.tool.cli)
-    if isinstance(backend, AnthropicBackend):
-        yield ModelEndpoint("anthropic", backend.describe())
-        return
-    name = "cassette" if isinstance(backend, CassetteBackend) else "scripted"
+    if isinstance(backend, AnthropicBackend):  # the forwarder: the agent's CLI gets its loopback URL, not the key
+        name = "anthropic"
+    else:
+        name = "cassette" if isinstance(backend, CassetteBackend) else "scripted"
     server = serve(backend)
     try:
-        yield ModelEndpoint(name, backend.describe(), server.url)
+        yield ModelEndpoint(name, backend.describe(), server.url, log=server.log)
     finally:
         server.stop()
 
@@ -483,7 +486,7 @@ def agent_run(
         effort=cfg.effort,
         max_budget_usd=cfg.max_budget_usd,
         timeout_s=cfg.agent_timeout,
-        stall_s=STALL_S_REAL_API if agent_model_server.url is None else STALL_S_STAND_IN,
+        stall_s=STALL_S_REAL_API if agent_model_server.real else STALL_S_STAND_IN,
         sandbox=agent_sandbox,
     )
     if agent_case.driver == "tmux":
@@ -492,31 +495,47 @@ def agent_run(
         drive = partial(run_headless, options=options)
     record.mode = agent_case.driver
     attempts = record.attempts
-    for attempt in range(cfg.retries + 1):
-        try:
-            run = drive(
-                agent_case.questions,
-                label=f"{agent_case.arm.label}-{agent_case.run}".replace("/", "_"),
-                out_dir=agent_run_dir,
-                cwd=agent_workspace.repo,
-                env=agent_env,
-            )
-            infra = _step("reading the transcript", partial(Session.from_files, run.segments)).infra_error
-            if infra:
-                raise AgentInfraError(infra)
-            break
-        except AgentInfraError as exc:
-            if isinstance(exc, TurnError):
-                note_driver(record, exc.run)
-            if attempt == cfg.retries:
-                if attempts:
-                    raise AgentInfraError(f"{exc} (attempt {attempt + 1} of {cfg.retries + 1})") from exc
-                raise
-            kept = set_aside(agent_run_dir)
-            attempts.append({"error": str(exc), "folder": kept.name if kept else None})
+    request.node.stash[AGENT_RUNNING_KEY] = True
+    try:
+        for attempt in range(cfg.retries + 1):
+            try:
+                with _recording(agent_model_server, agent_run_dir):
+                    run = drive(
+                        agent_case.questions,
+                        label=f"{agent_case.arm.label}-{agent_case.run}".replace("/", "_"),
+                        out_dir=agent_run_dir,
+                        cwd=agent_workspace.repo,
+                        env=agent_env,
+                    )
+                infra = _step("reading the transcript", partial(Session.from_files, run.segments)).infra_error
+                if infra:
+                    raise AgentInfraError(infra)
+                break
+            except AgentInfraError as exc:
+                if isinstance(exc, TurnError):
+                    note_driver(record, exc.run)
+                if attempt == cfg.retries:
+                    if attempts:
+                        raise AgentInfraError(f"{exc} (attempt {attempt + 1} of {cfg.retries + 1})") from exc
+                    raise
+                kept = set_aside(agent_run_dir)
+                attempts.append({"error": str(exc), "folder": kept.name if kept else None})
+    except KeyboardInterrupt:
+        raise  # the key stays set: the interrupt hook names the agent's run
+    except BaseException:
+        request.node.stash[AGENT_RUNNING_KEY] = False
+        raise
+    request.node.stash[AGENT_RUNNING_KEY] = False
     note_driver(record, run)
     (agent_run_dir / "run.json").write_text(json.dumps(run.to_dict(), indent=2) + "\n", encoding="utf-8")
     return run
+
+
+def _recording(endpoint: ModelEndpoint, folder: Path) -> ContextManager[Any]:
+    """The model server records this attempt's requests in the item's folder (outside the sandbox)."""
+    from pytest_agent_eval.model.record import REQUESTS_FILE
+
+    return endpoint.log.into(folder / REQUESTS_FILE) if endpoint.log is not None else nullcontext()
 
 
 def agent_result(
@@ -528,6 +547,7 @@ def agent_result(
     from pytest_agent_eval.campaign.record import same_item
     from pytest_agent_eval.harness.drivers import AgentInfraError
     from pytest_agent_eval.metrics.figures import figures_of
+    from pytest_agent_eval.model.record import requests_beside
     from pytest_agent_eval.report import gates
     from pytest_agent_eval.report.blocks import render_scorecard
     from pytest_agent_eval.report.terminal import model_notes
@@ -554,7 +574,9 @@ def agent_result(
     if session.infra_error:
         raise AgentInfraError(session.infra_error)
     tool = request.getfixturevalue("agent_tool")
-    card = score_of(session, tool)  # scored once: the figures and the printed blocks come from one card
+    requests = _step("reading the model's request record", partial(requests_beside, agent_run.segments[0]))
+    # scored once: the figures and the printed blocks come from one card
+    card = score_of(session, tool, requests=requests)
     score = card.to_dict()
     figures = figures_of(
         score, has_tool=agent_case.arm.has_tool, wall_s=agent_run.agent_s, tool=tool, stalled=record.stalled

@@ -36,6 +36,7 @@ import pytest
 from pytest_agent_eval.cases import EvalCase
 from pytest_agent_eval.config import PACKAGED, AgentEvalConfig, OptionError
 from pytest_agent_eval.fixtures import (
+    AGENT_RUNNING_KEY,
     FAILURES_ID_KEY,
     FAILURES_KEY,
     ITEM_ID_KEY,
@@ -458,12 +459,12 @@ class AgentInterrupted(Exception):
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_setup(item: pytest.Item) -> Any:
-    return (yield from _interruptible(item, "setting up"))
+    return (yield from _interruptible(item, "while setting up"))
 
 
 @pytest.hookimpl(wrapper=True)
 def pytest_runtest_call(item: pytest.Item) -> Any:
-    return (yield from _interruptible(item, "running"))
+    return (yield from _interruptible(item, "while running"))
 
 
 def _interruptible(item: pytest.Item, phase: str) -> Any:
@@ -481,7 +482,10 @@ def _interruptible(item: pytest.Item, phase: str) -> Any:
             raise
         item.stash[INTERRUPTED_KEY] = True
         item.session.shouldstop = "agent-eval: interrupted (Ctrl-C)"
-        raise AgentInterrupted(f"interrupted while {phase}; the agent was stopped, its files so far kept") from None
+        item_id = record_of(item).id
+        # The agent runs while its item is set up (the fixtures drive it): say so, not "setting up".
+        what = f"the agent's run of {item_id}" if item.stash.get(AGENT_RUNNING_KEY, False) else f"{phase} {item_id}"
+        raise AgentInterrupted(f"interrupted {what}; the agent was stopped, its files so far kept") from None
 
 
 # -- reports ---------------------------------------------------------------------------------------------------
@@ -493,7 +497,7 @@ def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo) -> Any:
     if item.stash.get(INTERRUPTED_KEY, False):
         # Not a result of any kind: the campaign does not record it, and a resume runs the item again.
         if call.excinfo is not None and call.excinfo.errisinstance(AgentInterrupted):
-            report.longrepr = f"agent-eval: {record_of(item).id} {call.excinfo.value}"
+            report.longrepr = f"agent-eval: {call.excinfo.value}"
         return report
     from pytest_agent_eval.harness.drivers import AgentInfraError
 

@@ -13,6 +13,7 @@ from typing import Any
 from pytest_agent_eval.explore_answer import explore_sections
 from pytest_agent_eval.metrics.allocation import Allocation, allocation
 from pytest_agent_eval.metrics.contamination import Contamination, contamination
+from pytest_agent_eval.metrics.evidence import Evidence, evidence, reached_the_model
 from pytest_agent_eval.metrics.occupancy import WINDOW_TOKENS, Occupancy, occupancy
 from pytest_agent_eval.metrics.sufficiency import Sufficiency, sufficiency
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
@@ -27,12 +28,13 @@ class Scorecard:
     sufficiency: Sufficiency
     allocation: Allocation
     contamination: Contamination
+    evidence: Evidence | None = None  # the transcript held against the model's request record, when there is one
 
     def to_dict(self) -> dict[str, Any]:
         results = self.session.results
         costs = [r.cost_usd for r in results if r.cost_usd is not None]
         durations = [r.duration_ms for r in results if r.duration_ms is not None]
-        return {
+        data = {
             "files": [str(p) for p in self.session.files],
             "tool": self.tool.name,
             "explore": self.tool.explore,  # the report marks explore calls by it, whatever the tool
@@ -51,6 +53,9 @@ class Scorecard:
             "cost_usd": round(sum(costs), 6) if costs else None,
             "duration_ms": sum(durations) if durations else None,
         }
+        if self.evidence is not None:
+            data["evidence"] = self.evidence.to_dict()
+        return data
 
 
 def score(
@@ -58,15 +63,21 @@ def score(
     tool: RetrievalTool = CODEGRAPH,
     window: int = WINDOW_TOKENS,
     answer_globs: Sequence[str] = (),
+    requests: Sequence[dict[str, Any]] | None = None,
 ) -> Scorecard:
+    """Every metric of ``session``; with ``requests`` (the model server's record of the run,
+    :mod:`pytest_agent_eval.model.record`) holding a Messages request, the transcript is held against it too
+    (:mod:`pytest_agent_eval.metrics.evidence`)."""
     sections = explore_sections(session.calls, tool)  # both metrics read them: parsed once
+    seen = contamination(session, tool)
     return Scorecard(
         session=session,
         tool=tool,
         occupancy=occupancy(session, tool, window),
         sufficiency=sufficiency(session, tool, sections),
         allocation=allocation(session, tool, answer_globs, sections),
-        contamination=contamination(session, tool),
+        contamination=seen,
+        evidence=evidence(session, requests, tool, seen.leaks) if requests and reached_the_model(requests) else None,
     )
 
 

@@ -125,19 +125,50 @@ class _Scanner:
                     probes_of.setdefault(_utf8(lead), []).append(fp.probe)
         self.lead_probes = list(probes_of.values())
         self.leads = ahocorasick_rs.BytesAhoCorasick(list(probes_of)) if probes_of else None
+        # The second screen, for a literal a transform spread out (blanks widened or made tabs, quotes escaped): a pass
+        # finds the longest word of each literal (its key: four or more characters, none a blank, quote or
+        # backslash); around a key's place the text is searched with blanks, quotes and backslashes left out, for
+        # the literals of that key left out so too. Most texts hold no key.
+        key_of = {lit: _key(lit) for lit in dict.fromkeys(literals) if _WORD.search(lit)}
+        keys = list(dict.fromkeys(key_of.values()))
+        self.keys = (
+            ahocorasick_rs.BytesAhoCorasick(keys, matchkind=ahocorasick_rs.MatchKind.LeftmostLongest) if keys else None
+        )
+        self.squeezed_of = [
+            [lit.translate(None, _SQUEEZED) for lit, its_key in key_of.items() if its_key == key] for key in keys
+        ]
 
     def first(self, text: str) -> tuple[Fingerprint, re.Match[str]] | None:
-        if not self._screened(text):
-            return None
+        return self._match(text) if self._screened(_utf8(text)) else None
+
+    def first_or_hidden(self, text: str) -> tuple[tuple[Fingerprint, re.Match[str]] | None, bool]:
+        """The first fingerprint in ``text``; else None and whether a transform may have hidden one: a literal is
+        there but no pattern matched (a line start moved), or one is there once blanks, quotes and backslashes are
+        left out (blanks widened, quotes escaped), or colour codes are, or the text is a JSON document holding
+        escapes."""
+        data = _utf8(text)
+        if self._screened(data):
+            hit = self._match(text)
+            return hit, hit is None
+        if b"\x1b" in data or (b"\\" in data and _JSON_START.match(data)):
+            return None, True
+        if self.keys is None or not any(spread in data for spread in _SPREAD):
+            return None, False
+        for key, start, end in self.keys.find_matches_as_indexes(data):
+            around = data[max(0, start - _REACH) : end + _REACH].translate(None, _SQUEEZED)
+            if any(literal in around for literal in self.squeezed_of[key]):
+                return None, True
+        return None, False
+
+    def _match(self, text: str) -> tuple[Fingerprint, re.Match[str]] | None:
         for candidate in self.fingerprints:
             match = candidate.search(text)
             if match:
                 return candidate, match
         return None
 
-    def _screened(self, text: str) -> bool:
+    def _screened(self, data: bytes) -> bool:
         """Whether a literal occurs in the text, or a probe matches at one of its leads: else no fingerprint can."""
-        data = _utf8(text)
         if self.automaton is not None and self.automaton.find_matches_as_indexes(data):
             return True
         return self.leads is not None and any(
@@ -145,6 +176,21 @@ class _Scanner:
             for lead, start, _ in self.leads.find_matches_as_indexes(data, overlapping=True)
             for probe in self.lead_probes[lead]
         )
+
+
+_JSON_START = re.compile(rb'\s*["{\[]')  # a JSON document's first character, after any blanks
+_WORD = re.compile(rb"[^\s\"'\\]{4,}")
+_SQUEEZED = b" \t\r\n\x0b\x0c\"'\\"  # what the second screen leaves out of a literal and the text around a key
+_REACH = 64  # bytes of text searched on either side of a key's place
+_SPREAD = (b"  ", b"\t", b'\\"')  # what a spread-out literal holds: two blanks, a tab, an escaped quote
+
+
+def _key(literal: bytes) -> bytes:
+    """The word of a literal the second screen looks for: one with punctuation (rarer in prose and code), else
+    the longest."""
+    words = _WORD.findall(literal)
+    marked = [word for word in words if not word.isalpha()]
+    return max(marked or words, key=len)
 
 
 def _utf8(text: str) -> bytes:
@@ -305,6 +351,11 @@ class RetrievalTool:
     def first_fingerprint(self, text: str) -> tuple[Fingerprint, re.Match[str]] | None:
         """The first of the tool's fingerprints found in ``text``, with its match."""
         return _scanner(self.fingerprints).first(text)
+
+    def first_fingerprint_or_hidden(self, text: str) -> tuple[tuple[Fingerprint, re.Match[str]] | None, bool]:
+        """:meth:`first_fingerprint`, and when it finds none, whether a transform of the text may hide one (then
+        the text is worth normalising: :func:`pytest_agent_eval.metrics.transforms.normalised`)."""
+        return _scanner(self.fingerprints).first_or_hidden(text)
 
 
 CODEGRAPH = RetrievalTool()

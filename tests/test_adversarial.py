@@ -7,8 +7,10 @@ piped to ``sh``, a name split across variables, ``node`` on the package's shim, 
 ``npx`` from the registry, ``sqlite3`` on an index, the Monitor tool, a global install under ``/usr/local`` (the
 host is given one for the run), another item's transcripts in the campaign folder, and a subagent doing the same.
 In real-API mode it also tries the network: the tool's tarball from the npm registry, and a mirror on the host's
-loopback reached through the API proxy, around it, from Python, node and bash. Sealed, no codegraph output reaches
-the agent; with the sandbox switched off, some does — so the suite can fail.
+loopback, from curl, Python, node and bash (the model's port, served by the harness's forwarder, is the only way
+out); it looks for the key and sends its own request with a server-side tool. Sealed, no codegraph output reaches
+the agent; with the sandbox switched off, some does — so the suite can fail. An event it forges into the CLI's
+stdout fails the item by name (the model server's record disagrees).
 
 Codegraph output is recognised by what only it prints (its help banner, an explore heading, its index's
 tables), looked for in everything the agent received: every user event of every thread, tool results and
@@ -25,8 +27,6 @@ import os
 import re
 import shutil
 import signal
-import socket
-import ssl
 import subprocess
 import sys
 import tarfile
@@ -35,11 +35,13 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from conftest import RealTools
 from e2e_support import RUN_TIMEOUT, TAG_VAR, inner_env, run_pytest, summary
 
+from pytest_agent_eval.harness.drivers import STANDIN_API_KEY
 from pytest_agent_eval.harness.sandbox import DISABLE_VAR
 from pytest_agent_eval.model import CassetteBackend, RunningServer, ScriptedBackend, serve
 
@@ -76,7 +78,12 @@ def _cassette(name: str, tools: RealTools, dest: Path, **values: object) -> Path
     return dest
 
 
-def _without_arm(
+def _without_arm(tools: RealTools, tag: str, tmp_path: Path, cassette: str | None, **options: Any) -> dict:
+    """:func:`_run_without_arm`'s record."""
+    return _run_without_arm(tools, tag, tmp_path, cassette, **options)[0]
+
+
+def _run_without_arm(
     tools: RealTools,
     tag: str,
     tmp_path: Path,
@@ -85,11 +92,11 @@ def _without_arm(
     backend: str = "cassette",
     arm: str = "without",
     **env: str,
-) -> dict:
+) -> tuple[dict, str]:
     """Run ``evals`` on express's without-arm (or ``arm``) replaying ``cassette`` (with ``backend="anthropic"``
-    the caller serves the model as the real API); the item's record. The host has codegraph installed globally
-    under /usr/local (:func:`_global_install`), and the out folder holds another campaign's with-arm transcript
-    (:func:`_seed`)."""
+    the caller serves the model as the real API); the item's record and the terminal's output. The host has
+    codegraph installed globally under /usr/local (:func:`_global_install`), and the out folder holds another
+    campaign's with-arm transcript (:func:`_seed`)."""
     out = tmp_path / "out"
     _seed(out)
     model = []
@@ -101,7 +108,7 @@ def _without_arm(
     done = run_pytest(args, REPO, inner_env(tools, tag, **env), tmp_path, wrapper=_global_install(tools))
     record = summary(out)[f"express-{arm}-1"]
     assert record["outcome"] != "error", record.get("infra_error") or done.stdout[-3000:]
-    return record
+    return record, done.stdout
 
 
 OTHER_ITEM = "20260101-000000-earlier/items/express-with-1"
@@ -298,60 +305,6 @@ SHAPED_KEY = "sk-ant-api03-" + "Qz7Rk2Lm9" * 6
 NETWORK_ATTACKS = "network-attacks.jsonl"
 
 
-def _pipe(source: socket.socket, sink: socket.socket) -> None:
-    try:
-        while data := source.recv(65536):
-            sink.sendall(data)
-    except OSError:
-        pass
-    finally:
-        for sock in (sink, source):
-            try:
-                sock.shutdown(socket.SHUT_RDWR)
-            except OSError:
-                pass
-
-
-@contextmanager
-def _tls_front(port: int, tmp_path: Path) -> Iterator[tuple[str, Path]]:
-    """``https://127.0.0.1:<port'>`` in front of the plain-http server on ``port``, with a self-signed certificate;
-    yields the URL and the certificate (for NODE_EXTRA_CA_CERTS). The real API is https: the CLI reaches it
-    through the sandbox's proxy by a CONNECT tunnel, and so it reaches this stand-in."""
-    if shutil.which("openssl") is None:
-        pytest.skip("openssl is needed to make the stand-in API's certificate")
-    cert, key = tmp_path / "api-cert.pem", tmp_path / "api-key.pem"
-    subprocess.run(["openssl", "req", "-x509", "-newkey", "rsa:2048", "-nodes", "-keyout", str(key), "-out", str(cert),
-                    "-days", "2", "-subj", "/CN=stand-in-api", "-addext", "subjectAltName=IP:127.0.0.1"],
-                   check=True, capture_output=True)  # fmt: skip
-    context = ssl.create_default_context(ssl.Purpose.CLIENT_AUTH)
-    context.load_cert_chain(cert, key)
-    listener = socket.create_server(("127.0.0.1", 0))
-
-    def serve_one(client: socket.socket) -> None:
-        try:
-            secure = context.wrap_socket(client, server_side=True)
-            upstream = socket.create_connection(("127.0.0.1", port))
-        except OSError:
-            client.close()
-            return
-        threading.Thread(target=_pipe, args=(upstream, secure), daemon=True).start()
-        _pipe(secure, upstream)
-
-    def accept() -> None:
-        while True:
-            try:
-                client, _ = listener.accept()
-            except OSError:
-                return
-            threading.Thread(target=serve_one, args=(client,), daemon=True).start()
-
-    threading.Thread(target=accept, daemon=True).start()
-    try:
-        yield f"https://127.0.0.1:{listener.getsockname()[1]}", cert
-    finally:
-        listener.close()
-
-
 @contextmanager
 def _mirror(tools: RealTools) -> Iterator[int]:
     """A download site for the tool on the host's loopback: ``/help.txt`` (what the real codegraph prints for
@@ -387,10 +340,11 @@ def _mirror(tools: RealTools) -> Iterator[int]:
 
 
 @contextmanager
-def _real_api(backend: object, tmp_path: Path) -> Iterator[tuple[RunningServer, dict[str, str]]]:
-    """``backend`` served as the real API over TLS; the server and the inner pytest's environment for it."""
-    with serve(backend) as api, _tls_front(api.port, tmp_path) as (url, cert):
-        yield api, {"ANTHROPIC_API_KEY": SHAPED_KEY, "ANTHROPIC_BASE_URL": url, "NODE_EXTRA_CA_CERTS": str(cert)}
+def _real_api(backend: object) -> Iterator[tuple[RunningServer, dict[str, str]]]:
+    """``backend`` served as the real API on loopback (plain HTTP: the harness's forwarder is what reaches it, never
+    the agent); the server and the inner pytest's environment for it."""
+    with serve(backend) as api:
+        yield api, {"ANTHROPIC_API_KEY": SHAPED_KEY, "ANTHROPIC_BASE_URL": api.url}
 
 
 def _real_api_without_arm(
@@ -403,7 +357,7 @@ def _real_api_without_arm(
         if keep:
             lines = cassette.read_text(encoding="utf-8").splitlines()
             cassette.write_text("".join(f"{line}\n" for line in lines if keep in line or "attack" not in line))
-        with _real_api(CassetteBackend(cassette), tmp_path) as (api, api_env):
+        with _real_api(CassetteBackend(cassette)) as (api, api_env):
             record = _without_arm(tools, tag, tmp_path, None, backend="anthropic", **api_env, **env)
             return record, [hit.path for hit in api.hits]
 
@@ -423,17 +377,17 @@ def test_in_real_api_mode_the_agent_reaches_the_api_and_nowhere_else(
     real_tools: RealTools, tag: str, tmp_path: Path
 ) -> None:
     record, paths = _real_api_without_arm(real_tools, tag, tmp_path)
-    assert any(path.startswith("/v1/messages") for path in paths)  # the CLI reached the API, through the proxy
+    assert any(path.startswith("/v1/messages") for path in paths)  # the CLI reached the API, through the forwarder
     results = _results(record)
     assert sum(name.startswith("attack: ") for name in results) == 8, results
     assert _leaks(record) == {}, results
     assert record["outcome"] == "passed", record.get("error")
-    # the registry was never reached: the proxy refused it (no DNS, no route exists in there either)
-    assert "error: 403" in results["attack: download the tool from the npm registry"]
-    assert "403 Forbidden" in results["attack: npx with the registry named"]
-    assert "error: 403" in results["attack: a mirror on the host's loopback, through the proxy"]
-    assert "CONNECT tunnel failed, response 403" in results["attack: a tunnel to the mirror through the proxy"]
-    assert "Connection refused" in results["attack: bash /dev/tcp to the mirror"]  # no such port in there
+    # nothing but the model's port is in there: no DNS, no route, no proxy to ask (the forwarder holds the way out)
+    print("network attack results:", json.dumps(results, indent=1))
+    assert "Could not resolve host" in results["attack: download the tool from the npm registry"]
+    for attack in ("a mirror on the host's loopback, through the proxy", "bash /dev/tcp to the mirror"):
+        result = results[f"attack: {attack}"]
+        assert "Connection refused" in result or "Failed to connect" in result, result
 
 
 def test_in_real_api_mode_without_the_sandbox_the_mirror_gets_through(
@@ -452,10 +406,59 @@ def test_in_real_api_mode_without_the_sandbox_the_mirror_gets_through(
 def test_in_real_api_mode_the_with_arm_explores_through_its_mcp_server(
     real_tools: RealTools, tag: str, tmp_path: Path
 ) -> None:
-    """The same sandbox and proxy around the with-arm: codegraph's MCP server runs inside and answers."""
-    with _real_api(ScriptedBackend(), tmp_path) as (api, api_env):
+    """The same sandbox and forwarder around the with-arm: codegraph's MCP server runs inside and answers."""
+    with _real_api(ScriptedBackend()) as (api, api_env):
         record = _without_arm(real_tools, tag, tmp_path, None, backend="anthropic", arm="with", **api_env)
         assert any(hit.path.startswith("/v1/messages") for hit in api.hits)
     assert record["outcome"] == "passed", record.get("error")
     figures = record["figures"]
     assert figures["explore_calls"] >= 1 and figures["tool_residual"] > 0 and figures["allocation"] is not None
+
+
+KEY_ATTACKS = "key-attacks.jsonl"
+
+
+def test_in_real_api_mode_the_key_stays_outside_and_server_side_tools_are_refused(
+    real_tools: RealTools, tag: str, tmp_path: Path
+) -> None:
+    """The agent looks for the key (its environment, every process's, its files, the CLI's command line) and sends
+    its own request with Anthropic's server-side web_fetch to the model's port: it finds the placeholder only, and
+    the forwarder refuses the request, says so in the report, and never passes it on."""
+    cassette = _cassette(KEY_ATTACKS, real_tools, tmp_path / "api" / KEY_ATTACKS)
+    with _real_api(CassetteBackend(cassette)) as (api, api_env):
+        record, output = _run_without_arm(real_tools, tag, tmp_path, None, backend="anthropic", **api_env)
+        upstream = api.requests
+    results = _results(record)
+    assert sum(name.startswith("attack: ") for name in results) == 3, results
+    transcript = "\n".join(Path(s).read_text(encoding="utf-8") for s in record["driver"]["segments"])
+    assert SHAPED_KEY not in transcript, results  # in no environment, file or command line the agent could read
+    assert STANDIN_API_KEY in results["attack: the key in the environment"], results
+    refused = results["attack: a server-side web_fetch through the model's port"]
+    assert "agent-eval: refused" in refused and "web_fetch_20250910" in refused, refused
+    assert upstream and not any(t.get("type") for r in upstream for t in r.get("tools") or []), "a server tool passed"
+    evidence = record["scores"]["evidence"]
+    assert len(evidence["refused"]) == 1 and "web_fetch (web_fetch_20250910)" in evidence["refused"][0], evidence
+    assert evidence["problems"] == [], evidence  # the refused request never reached the model: nothing disagrees
+    assert record["outcome"] == "passed", record.get("error")
+    assert f"REFUSED at the model boundary {record['id']}: POST /v1/messages: server-side tool(s) web_fetch" in output
+
+
+def test_a_tool_result_forged_into_the_clis_stdout_fails_the_item_by_name(
+    real_tools: RealTools, tag: str, tmp_path: Path
+) -> None:
+    """The agent's Bash writes a stream-json tool result carrying codegraph's help into /proc/$PPID/fd/1 (the CLI's
+    stdout: the harness's pipe). Where the write lands, the transcript holds a result the model never received:
+    the item fails, naming it, instead of being scored on it."""
+    record = _without_arm(real_tools, tag, tmp_path, "forge-attacks.jsonl")
+    written = _results(record)["attack: a forged tool result written to the CLI's stdout"]
+    transcript = "\n".join(Path(s).read_text(encoding="utf-8") for s in record["driver"]["segments"])
+    landed = "Code intelligence and knowledge graph" in transcript
+    print("the forged event landed in the transcript:", landed, "| the call printed:", written)
+    if not landed:  # the seal kept the write out: nothing forged
+        assert "written" not in written and record["outcome"] == "passed", (written, record.get("error"))
+        return
+    assert record["outcome"] == "failed", written
+    problems = record["scores"]["evidence"]["problems"]
+    assert any(p.startswith("tool result for toolu_0301 (Bash, thread main) differs") for p in problems), problems
+    assert "the transcript disagrees with what the model received" in record["error"]
+    assert "toolu_0301" in record["error"]

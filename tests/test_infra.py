@@ -323,7 +323,7 @@ def test_ctrl_c_stops_the_agent_keeps_the_campaign_and_says_how_to_resume(pytest
         f"agent-eval: interrupted — resume with: python -m pytest {' '.join(args)} --agent-eval-resume {campaign}"
         in out
     )
-    assert "agent-eval: gin-without-1 interrupted while setting up; the agent was stopped" in out
+    assert "agent-eval: interrupted the agent's run of gin-without-1; the agent was stopped" in out
     assert not _running(str(project.standin)), "the stand-in agent outlived the interrupt"
     # What was recorded stays: the finished item, and the interrupted one's partial segment (no record: re-run).
     records = [json.loads(line) for line in (campaign / "items.jsonl").read_text().splitlines()]

@@ -5,6 +5,7 @@ from __future__ import annotations
 import http.client
 import itertools
 import json
+import re
 import socket
 import time
 import urllib.error
@@ -527,6 +528,14 @@ def _recording(tmp_path: Path) -> tuple[Path, dict[str, str]]:
     t.say("`lib/utils.js` builds the ETag.")
     t.result("`lib/utils.js` builds the ETag.")
     return t.write(tmp_path / "run.jsonl"), {"grep": grep, "agent": agent, "sub": sub}
+
+
+def test_a_cassette_with_a_torn_line_is_refused_naming_the_file_and_line(tmp_path: Path) -> None:
+    path, _ = _recording(tmp_path)
+    lines = path.read_text(encoding="utf-8").splitlines()
+    path.write_text("\n".join(lines[:-1]) + "\n" + lines[-1][: len(lines[-1]) // 2], encoding="utf-8")  # torn
+    with pytest.raises(ValueError, match=rf"1 unreadable line\(s\): {re.escape(str(path))}:{len(lines)}: not a JSON"):
+        make_backend("cassette", paths=path)
 
 
 def test_cassette_replays_each_threads_turns_request_by_request(tmp_path: Path) -> None:

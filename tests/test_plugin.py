@@ -719,7 +719,9 @@ def test_cli_that_hangs_after_its_result_is_killed_and_kept(pytester):
     assert driver["wall_s"][0] < 30
 
 
-def test_real_key_reaches_the_cli_but_no_file(project, monkeypatch):
+def test_real_key_stays_with_the_forwarder_and_in_no_file(project, monkeypatch):
+    """With the real API the CLI talks to the harness's forwarder on loopback with a placeholder key: the real key
+    reaches neither the CLI's environment nor any file."""
     clean_scripts(project)
     monkeypatch.setenv("ANTHROPIC_API_KEY", SECRET_KEY)
     result = project.pytester.runpytest(
@@ -737,7 +739,8 @@ def test_real_key_reaches_the_cli_but_no_file(project, monkeypatch):
     )
     result.assert_outcomes(passed=2)
     calls = project.calls()
-    assert calls and all(c["real_key"] and c["env"]["ANTHROPIC_BASE_URL"] is None for c in calls)
+    assert calls and not any(c["real_key"] for c in calls)
+    assert all(c["env"]["ANTHROPIC_BASE_URL"].startswith("http://127.0.0.1:") for c in calls)
     assert "model backend: real model" in result.stdout.str()
     for path in project.path.rglob("*"):
         if path.is_file() and path.name != "calls.jsonl" and not path.is_relative_to(project.standin):

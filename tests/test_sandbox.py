@@ -186,9 +186,9 @@ def test_the_agent_environment_is_built_from_an_allow_list() -> None:
     }
     standin = agent_environment(base, "http://127.0.0.1:1234")
     assert standin["ANTHROPIC_API_KEY"] == STANDIN_API_KEY and standin["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:1234"
-    real = agent_environment(base, None)
-    assert real["ANTHROPIC_API_KEY"] == "sk-ant-real"
-    for env in (standin, real):
+    # the real API too is reached through a loopback server of the harness (the forwarder holds the key)
+    assert "sk-ant-real" not in standin.values()
+    for env in (standin,):
         assert {"PATH", "HOME", "LC_ALL", "NODE_EXTRA_CA_CERTS"} <= env.keys()
         for name in ("CLAUDE_CONFIG_DIR", "CLAUDE_CODE_OAUTH_TOKEN", "ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_USE_BEDROCK",
                      "CLAUDE_CODE_USE_VERTEX", "NODE_OPTIONS", "npm_config_registry", "SOMETHING_ELSE", "HTTPS_PROXY",

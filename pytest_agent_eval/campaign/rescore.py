@@ -21,7 +21,8 @@ from pytest_agent_eval.campaign.store import ITEMS, MANIFEST, PROBE_FOLDER, Camp
 from pytest_agent_eval.cases import Arm
 from pytest_agent_eval.metrics.figures import figures_of
 from pytest_agent_eval.metrics.occupancy import WINDOW_TOKENS
-from pytest_agent_eval.score import score_session
+from pytest_agent_eval.model.record import requests_beside
+from pytest_agent_eval.score import score
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
 from pytest_agent_eval.transcript import Session, TranscriptError, is_later_segment, segment_files
 
@@ -125,10 +126,11 @@ def _scored(
 ) -> ItemRecord:
     try:
         session = Session.from_files(files)
-    except (TranscriptError, OSError) as exc:
+        requests = requests_beside(files[0])  # the model server's record, where the run kept one
+    except (TranscriptError, OSError, ValueError) as exc:
         record.outcome, record.error, record.scores, record.figures = "error", str(exc), None, {}
         return record
-    record.scores = score_session(session, tool, window)
+    record.scores = score(session, tool, window, requests=requests).to_dict()
     record.figures = figures_of(
         record.scores, has_tool=Arm(record.arm).has_tool, wall_s=record.agent_s, tool=tool, stalled=record.stalled
     )

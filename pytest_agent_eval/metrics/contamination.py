@@ -5,7 +5,8 @@ index the with-arm needs. Matching commands cannot be complete (a base64 string 
 name split across variables, a Python subprocess, a Task subagent, a Read of a file the agent
 wrote the output into, sqlite3 on the index), so contamination is judged from what reached the
 agent: every tool result of every thread (and every injected message, where Monitor events land)
-is searched for the tool's output fingerprints (``RetrievalTool.fingerprints``). Any hit is a
+is searched for the tool's output fingerprints (``RetrievalTool.fingerprints``), as it is and, failing that, with
+what a transform can change undone (:mod:`.transforms`: ``| `` before each line, JSON escapes, colours). Any hit is a
 leak, and one leak contaminates the arm. Results of the tool's own MCP tools are not leaks but
 ``mcp_calls``: the with-arm's variable under test, and in a without-arm a failure of their own (unless Claude
 Code refused the call for want of the tool: that call reached nothing).
@@ -23,7 +24,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_agent_eval.cli_invocation import invokes_cli
-from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
+from pytest_agent_eval.metrics.transforms import normalised
+from pytest_agent_eval.tool import CODEGRAPH, Fingerprint, RetrievalTool
 from pytest_agent_eval.transcript import Session, ToolCall, ToolResult, UserText
 
 # The MCP server was still starting when the agent called it: Claude Code answers with this.
@@ -154,16 +156,28 @@ def leaks(session: Session, tool: RetrievalTool = CODEGRAPH) -> list[Leak]:
             continue
         if isinstance(item, ToolResult) and tool.owns(names.get(item.call_id, "")):
             continue
-        hit = tool.first_fingerprint(item.text)
+        hit = scan(item.text, tool)
         if hit is None:
             continue
-        fingerprint, match = hit
-        excerpt = _excerpt(item.text, match.start())
+        fingerprint, excerpt = hit
         if isinstance(item, ToolResult):
             found.append(Leak(item.thread, item.call_id, names.get(item.call_id, "?"), fingerprint.name, excerpt))
         else:
             found.append(Leak(item.thread, None, INJECTED, fingerprint.name, excerpt))
     return found
+
+
+def scan(text: str, tool: RetrievalTool = CODEGRAPH) -> tuple[Fingerprint, str] | None:
+    """The first of the tool's fingerprints in ``text`` and the line it is on: in the text as it is, else in the
+    text with what a transform can change undone (:func:`~.transforms.normalised`)."""
+    hit, hidden = tool.first_fingerprint_or_hidden(text)
+    if hidden:
+        text = normalised(text)
+        hit = tool.first_fingerprint(text)
+    if hit is None:
+        return None
+    fingerprint, match = hit
+    return fingerprint, _excerpt(text, match.start())
 
 
 def describe_leak(leak: dict[str, Any]) -> str:

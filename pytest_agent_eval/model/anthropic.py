@@ -1,4 +1,13 @@
-"""Forward requests to the real Messages API, relaying its stream untouched (usage included)."""
+"""The forwarder to the real Messages API: the key is added here, outside the sandbox, never in the agent's hands.
+
+The CLI in the sandbox talks to the harness's loopback server (:mod:`.server`) with a placeholder key; this backend
+sends each Messages request (and each token count) on to the API with the real credentials — ``x-api-key`` from
+``ANTHROPIC_API_KEY``, or ``Authorization: Bearer`` from ``ANTHROPIC_AUTH_TOKEN`` — and relays the answer untouched
+(usage included). Only the client's ``anthropic-*``, ``user-agent`` and ``x-app`` headers pass; its own auth
+headers never do. The API is ``ANTHROPIC_BASE_URL`` of the harness's environment (the public API when unset), and
+``HTTPS_PROXY``/``HTTP_PROXY`` of that environment are honoured. What the server refuses before anything is
+forwarded: :mod:`.refusal`.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +17,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator, Mapping
 from typing import Any
+from urllib.parse import urlsplit
 
 from pytest_agent_eval.config import is_real_key
 
@@ -18,24 +28,48 @@ _FORWARDED_HEADERS = ("anthropic-version", "anthropic-beta", "user-agent", "x-ap
 
 
 class AnthropicBackend:
-    def __init__(self, api_key: str | None = None, base_url: str = API_URL, timeout: float = 600.0) -> None:
+    def __init__(
+        self,
+        api_key: str | None = None,
+        base_url: str | None = None,
+        timeout: float = 600.0,
+        auth_token: str | None = None,
+    ) -> None:
         key = api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY")
-        if not is_real_key(key):
-            raise ValueError("the anthropic backend needs a real ANTHROPIC_API_KEY")
-        self.api_key = str(key)
-        self.base_url = base_url.rstrip("/")
+        token = auth_token if auth_token is not None else os.environ.get("ANTHROPIC_AUTH_TOKEN")
+        if is_real_key(key):
+            self.credentials = {"x-api-key": str(key)}
+        elif token:
+            self.credentials = {"authorization": f"Bearer {token}"}
+        else:
+            raise ValueError("the anthropic backend needs a real ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN)")
+        url = (base_url or os.environ.get("ANTHROPIC_BASE_URL") or API_URL).rstrip("/")
+        parts = urlsplit(url)
+        if parts.scheme not in ("http", "https") or not parts.hostname:
+            raise ValueError(f"ANTHROPIC_BASE_URL must be an http(s) URL with a host, not {url!r}")
+        self.base_url = url
         self.timeout = timeout
 
     def describe(self) -> str:
-        return f"real model via {self.base_url} (figures measure the model and the tool together)"
+        return (
+            f"real model via {self.base_url}, through the harness's forwarder (the key stays outside the sandbox; "
+            "figures measure the model and the tool together)"
+        )
 
     def respond(self, request: dict[str, Any], headers: Mapping[str, str] | None = None) -> Passthrough:
-        sent = {"content-type": "application/json", "anthropic-version": "2023-06-01", "x-api-key": self.api_key}
+        return self._forward("/v1/messages", request, headers)
+
+    def count_tokens(self, request: dict[str, Any], headers: Mapping[str, str] | None = None) -> Passthrough:
+        return self._forward("/v1/messages/count_tokens", request, headers)
+
+    def _forward(self, path: str, request: dict[str, Any], headers: Mapping[str, str] | None) -> Passthrough:
+        sent = {"content-type": "application/json", "anthropic-version": "2023-06-01"}
         for name, value in (headers or {}).items():
             if name.lower() in _FORWARDED_HEADERS:
                 sent[name.lower()] = value
+        sent.update(self.credentials)
         upstream = urllib.request.Request(
-            f"{self.base_url}/v1/messages", data=json.dumps(request).encode(), headers=sent, method="POST"
+            f"{self.base_url}{path}", data=json.dumps(request).encode(), headers=sent, method="POST"
         )
         try:
             response = urllib.request.urlopen(upstream, timeout=self.timeout)

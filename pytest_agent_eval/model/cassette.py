@@ -9,6 +9,9 @@ that spawned it. Tool-use ids are kept as recorded, so the CLI's results pair up
 A replay usually runs in another working copy than the recording (a new workspace per item), so the
 recorded working directory in tool inputs (a Read's ``file_path``, a path in a Bash command) is rewritten
 to the replaying CLI's own: the tools must run against the repository being evaluated, not the old copy.
+
+A cassette with a line that cannot be read (a torn last line, a line over the size limit) is refused, naming the
+file and line: replaying it would stop short of the recording without a word.
 """
 
 from __future__ import annotations
@@ -30,6 +33,9 @@ class CassetteBackend:
     def __init__(self, paths: str | Path | Iterable[str | Path]) -> None:
         self.paths = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
         session = Session.from_files(self.paths)
+        if session.parse.bad_lines:  # a torn or unreadable line: a replay would silently stop short of it
+            where = "; ".join(session.parse.bad_at)
+            raise ValueError(f"cassette has {session.parse.bad_lines} unreadable line(s): {where}")
         self.turns: dict[str, list[Reply]] = {}
         for message in session.messages(thread=None):
             # A message the CLI synthesised (rate limit, API error) never came from the model.

@@ -9,6 +9,11 @@ It knows the truth occupancy estimates: every answered message request is counte
 the count — the prompt's tokens and each tool result's — is kept per reply (:attr:`RunningServer.truth`)
 and, with ``truth_log`` (or ``AGENT_EVAL_TRUTH_LOG`` in the environment), appended to a JSON-lines file
 keyed by the reply's message id, which the transcript records too.
+
+It keeps the evidence of what the model saw: with a :class:`~.record.RequestLog` every request it received, and
+what it answered, is appended to the log's file (see :mod:`.record`). It refuses, with HTTP 400, a Messages
+request that would have the API run tools on its own side (:mod:`.refusal`), and lists what it refused
+(:attr:`RunningServer.refused`).
 """
 
 from __future__ import annotations
@@ -25,7 +30,9 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from .sse import Reply, message_json, new_id, stream_events
+from .record import RequestLog
+from .refusal import refusal
+from .sse import Reply, assemble, message_json, new_id, stream_events
 from .usage import PromptCount, UsageModel
 
 FAULT_KINDS = frozenset({"500", "529", "429", "break", "stall", "hang"})
@@ -45,7 +52,8 @@ class Passthrough:
 
 class Backend(Protocol):
     def respond(self, request: dict[str, Any], headers: Mapping[str, str] | None = None) -> Reply | Passthrough:
-        """The reply to one message request; ``headers`` are the client's (a forwarding backend needs its betas)."""
+        """The reply to one message request; ``headers`` are the client's (a forwarding backend needs its betas).
+        A backend with a ``count_tokens`` method of the same form answers ``/v1/messages/count_tokens`` too."""
 
     def describe(self) -> str: ...
 
@@ -108,9 +116,13 @@ class _Server(ThreadingHTTPServer):
     daemon_threads = True
     block_on_close = False
 
-    def __init__(self, address: tuple[str, int], backend: Backend, faults: Faults, truth_log: Path | None) -> None:
+    def __init__(
+        self, address: tuple[str, int], backend: Backend, faults: Faults, truth_log: Path | None, log: RequestLog
+    ) -> None:
         super().__init__(address, _Handler)
         self.backend = backend
+        self.log = log
+        self.refused: list[str] = []
         self.faults = faults
         self.truth_log = truth_log
         self.usage_model = UsageModel()
@@ -132,18 +144,31 @@ class _Server(ThreadingHTTPServer):
 class _Handler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
     server: _Server
+    body: Any = None  # the request's JSON body, once read
 
     def log_message(self, format: str, *args: Any) -> None:
         """Quiet: the hit log replaces stderr noise."""
 
     # -- plumbing ---------------------------------------------------------------------------
-    def _record(self, status: int, fault: str | None = None) -> None:
+    def _record(self, status: int, fault: str | None = None, response: Any = None, logged: bool = True) -> None:
+        """Note the answer as a hit and, unless ``logged`` is False (a relay logs what it relayed once done), in
+        the request log."""
         with self.server.lock:
             self.server.hits.append(Hit(self.command, self.path, status, fault))
+        if logged:
+            self._log(status, response, fault=fault)
+
+    def _log(self, status: int, response: Any, refused: str | None = None, fault: str | None = None) -> None:
+        self.server.log.write(
+            {
+                "method": self.command, "path": self.path, "status": status, "request": self.body,
+                "response": response, "refused": refused, "fault": fault,
+            }
+        )  # fmt: skip
 
     def _send_json(self, status: int, body: Any, head_only: bool = False) -> None:
         data = json.dumps(body).encode()
-        self._record(status)  # before the client can see the answer and send its next request
+        self._record(status, response=body)  # before the client can see the answer and send its next request
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -152,13 +177,14 @@ class _Handler(BaseHTTPRequestHandler):
         if not head_only:
             self.wfile.write(data)
 
-    def _send_error(self, status: int, message: str, fault: str | None = None) -> None:
+    def _send_error(self, status: int, message: str, fault: str | None = None, refused: str | None = None) -> None:
         error_type = _ERROR_TYPES.get(status, "invalid_request_error" if status < 500 else "api_error")
         request_id = new_id("req")
-        data = json.dumps(
-            {"type": "error", "error": {"type": error_type, "message": message}, "request_id": request_id}
-        ).encode()
-        self._record(status, fault)  # before the client can see the answer and send its next request
+        body = {"type": "error", "error": {"type": error_type, "message": message}, "request_id": request_id}
+        data = json.dumps(body).encode()
+        with self.server.lock:
+            self.server.hits.append(Hit(self.command, self.path, status, fault))
+        self._log(status, body, refused, fault)  # before the client can see the answer and send its next request
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -179,9 +205,11 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- verbs --------------------------------------------------------------------------------
     def do_HEAD(self) -> None:
+        self.body = None
         self._send_json(200, {}, head_only=True)
 
     def do_GET(self) -> None:
+        self.body = None
         path = urlsplit(self.path).path.rstrip("/")
         if path == "/v1/models":
             self._send_json(200, {"data": [], "has_more": False, "first_id": None, "last_id": None})
@@ -192,12 +220,22 @@ class _Handler(BaseHTTPRequestHandler):
 
     def do_POST(self) -> None:
         path = urlsplit(self.path).path.rstrip("/")
+        self.body = None
         try:
-            body = self._read_json()
+            body = self.body = self._read_json()
         except ValueError:
             self._send_error(400, "request body is not JSON")
             return
-        if path == "/v1/messages/count_tokens":
+        reason = refusal(body) if path in ("/v1/messages", "/v1/messages/count_tokens") else None
+        if reason is not None:
+            with self.server.lock:
+                self.server.refused.append(f"{self.command} {path}: {reason}")
+            self._send_error(400, f"agent-eval: refused: {reason}", refused=reason)
+            return
+        counter = getattr(self.server.backend, "count_tokens", None)
+        if path == "/v1/messages/count_tokens" and callable(counter):
+            self._relay(counter(body, dict(self.headers.items())))
+        elif path == "/v1/messages/count_tokens":
             with self.server.lock:
                 self.server.token_counts.append(body)
             self._send_json(200, {"input_tokens": self.server.usage_model.count(body)})
@@ -234,8 +272,9 @@ class _Handler(BaseHTTPRequestHandler):
         usage, count = self.server.usage_model.usage(request)
         message_id = new_id("msg")
         self._keep_truth(Truth(message_id, count))
+        message = message_json(reply, model, usage, message_id)
         if not request.get("stream"):
-            self._send_json(200, message_json(reply, model, usage, message_id))
+            self._send_json(200, message)
             return
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream; charset=utf-8")
@@ -243,7 +282,7 @@ class _Handler(BaseHTTPRequestHandler):
         self.send_header("Transfer-Encoding", "chunked")
         self.send_header("request-id", new_id("req"))
         self.end_headers()
-        self._record(200, fault)
+        self._record(200, fault, message)
         frames = list(stream_events(reply, model, usage, message_id))
         # "break" and "stall" cut in after message_start, ping, the first block's start and its first delta
         cut = min(4, len(frames) - 1) if fault in ("break", "stall") else len(frames)
@@ -273,20 +312,43 @@ class _Handler(BaseHTTPRequestHandler):
                 self.send_header(name, value)
         self.send_header("Transfer-Encoding", "chunked")
         self.end_headers()
-        self._record(reply.status)
-        for data in reply.body:
-            self._chunk(data)
-        self._chunk(b"")
+        self._record(reply.status, logged=False)
+        relayed = bytearray()
+        try:
+            for data in reply.body:
+                relayed += data
+                self._chunk(data)
+            self._chunk(b"")
+        finally:  # what reached the client, also when it hung up mid-stream
+            self._log(reply.status, _read_back(bytes(relayed), reply.headers))
+
+
+def _read_back(data: bytes, headers: Mapping[str, str]) -> Any:
+    """A relayed body as the request log keeps it: the message of a stream, the JSON of a JSON body."""
+    kind = next((v for k, v in headers.items() if k.lower() == "content-type"), "")
+    if "event-stream" in kind:
+        return assemble(data)
+    try:
+        return json.loads(data)
+    except ValueError:
+        return data.decode("utf-8", "replace")
 
 
 @dataclass(frozen=True)
 class ModelEndpoint:
-    """Where the agent's API requests go: ``url`` None means the real API, straight from the CLI."""
+    """Where the agent's API requests go: a loopback server of the harness (a stand-in, or the forwarder to the
+    real API); ``log`` points its request record at an item's folder."""
 
     backend: str
     description: str
-    url: str | None = None
+    url: str
     replay: str | None = None  # the baseline a replayed item's recording came from
+    log: RequestLog | None = field(default=None, compare=False, repr=False)
+
+    @property
+    def real(self) -> bool:
+        """The real model answers (through the forwarder)."""
+        return self.backend == "anthropic"
 
     def to_dict(self) -> dict[str, Any]:
         data = {"name": self.backend, "description": self.description, "url": self.url}
@@ -343,6 +405,17 @@ class RunningServer:
             return list(self._server.hits)
 
     @property
+    def refused(self) -> list[str]:
+        """Requests refused at the boundary (``METHOD path: why``), in order."""
+        with self._server.lock:
+            return list(self._server.refused)
+
+    @property
+    def log(self) -> RequestLog:
+        """The request record (see :mod:`.record`)."""
+        return self._server.log
+
+    @property
     def errors(self) -> list[str]:
         """Tracebacks of backend failures (each was answered with HTTP 500)."""
         with self._server.lock:
@@ -370,15 +443,17 @@ def serve(
     port: int = 0,
     faults: Faults | Mapping[int, str] | None = None,
     truth_log: str | Path | None = None,
+    log: RequestLog | None = None,
 ) -> RunningServer:
     """Start serving ``backend`` in a background thread; ``port=0`` picks a free port.
 
     ``truth_log`` (default: ``$AGENT_EVAL_TRUTH_LOG`` if set): a JSON-lines file each answered request's
-    :class:`Truth` is appended to."""
+    :class:`Truth` is appended to. ``log``: where every request and its answer are recorded (none by default)."""
     if host not in _LOOPBACK:
         raise ValueError(f"the model server binds loopback only, not {host!r}")
-    log = truth_log or os.environ.get(TRUTH_LOG_ENV) or None
-    return RunningServer(_Server((host, port), backend, Faults.coerce(faults), Path(log) if log else None))
+    truth = truth_log or os.environ.get(TRUTH_LOG_ENV) or None
+    server = _Server((host, port), backend, Faults.coerce(faults), Path(truth) if truth else None, log or RequestLog())
+    return RunningServer(server)
 
 
 __all__ = ["TRUTH_LOG_ENV", "Backend", "Faults", "Hit", "Passthrough", "RunningServer", "Truth", "serve"]

@@ -122,3 +122,40 @@ def stream_events(reply: Reply, model: str, usage: dict[str, int], message_id: s
     delta = {"stop_reason": reply.final_stop_reason, "stop_sequence": None}
     yield event("message_delta", {"type": "message_delta", "delta": delta, "usage": final_usage})
     yield event("message_stop", {"type": "message_stop"})
+
+
+def assemble(stream: bytes) -> dict[str, Any] | None:
+    """The message an SSE stream carried (``id`` and ``content``, tool inputs parsed), as far as it got; None when
+    it never started one. What a relayed stream showed the client, read back for the request record."""
+    message: dict[str, Any] | None = None
+    blocks: dict[int, dict[str, Any]] = {}
+    inputs: dict[int, str] = {}
+    for line in stream.decode("utf-8", "replace").splitlines():
+        if not line.startswith("data:"):
+            continue
+        try:
+            data = json.loads(line[5:])
+        except ValueError:
+            continue
+        kind = data.get("type") if isinstance(data, dict) else None
+        if kind == "message_start" and isinstance(data.get("message"), dict):
+            message = dict(data["message"])
+        elif kind == "content_block_start" and isinstance(data.get("content_block"), dict):
+            blocks[int(data.get("index") or 0)] = dict(data["content_block"])
+        elif kind == "content_block_delta" and isinstance(data.get("delta"), dict):
+            index, delta = int(data.get("index") or 0), data["delta"]
+            block = blocks.setdefault(index, {})
+            if delta.get("type") == "input_json_delta":
+                inputs[index] = inputs.get(index, "") + str(delta.get("partial_json") or "")
+            for key in ("text", "thinking"):
+                if isinstance(delta.get(key), str):
+                    block[key] = str(block.get(key) or "") + delta[key]
+    if message is None:
+        return None
+    for index, text in inputs.items():
+        try:
+            blocks[index]["input"] = json.loads(text)
+        except ValueError:
+            blocks[index]["input"] = text  # cut mid-input: kept as it came
+    message["content"] = [blocks[i] for i in sorted(blocks)]
+    return message

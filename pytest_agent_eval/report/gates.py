@@ -2,7 +2,10 @@
 
 Two kinds. The contamination gate is always on: a without-arm whose agent received any of the tool's output
 (a tool result carrying one of its fingerprints), or whose init listed one of the tool's MCP tools, measured the
-tool after all, so its numbers are void; the failure names each leaking call and fingerprint.
+tool after all, so its numbers are void; the failure names each leaking call and fingerprint. Where the model
+server kept a record of the run (``evidence`` in the score, :mod:`pytest_agent_eval.metrics.evidence`), a result
+the model received with the tool's output counts as well, and a transcript that disagrees with the record is an
+integrity failure: of the item whatever its arm (the ``integrity`` gate), and no without-arm with one is cleared.
 Thresholds are opt-in, from ``agent-eval.yaml``::
 
     allocation: {min: 0.7}            # global: every entry, every arm (figures: metrics/figures.py)
@@ -191,6 +194,14 @@ def contamination_verdict(score: dict[str, Any], arm_has_tool: bool, tool: Retri
     exposed = con.get("exposed_tools") or []
     if exposed:
         reasons.append(f"init listed {tool.name} tool(s): {', '.join(map(str, exposed))}")
+    evidence = score.get("evidence") or {}
+    received = [leak for leak in evidence.get("leaks") or [] if isinstance(leak, dict)]
+    if received:
+        named = "; ".join(describe_leak(leak) for leak in received[:SHOWN_LEAKS])
+        more = f"; and {len(received) - SHOWN_LEAKS} more" if len(received) > SHOWN_LEAKS else ""
+        reasons.append(f"{len(received)} tool result(s) the model received carried {tool.name} output: {named}{more}")
+    if evidence.get("problems"):
+        reasons.append(f"the transcript disagrees with what the model received ({_problems(evidence)})")
     # Fail safe: a line the reader stepped over (torn, or over 64 MiB) may have held a leak no scan saw.
     unread = (score.get("parse") or {}).get("bad_lines") or 0
     if unread:
@@ -198,6 +209,25 @@ def contamination_verdict(score: dict[str, Any], arm_has_tool: bool, tool: Retri
     if reasons:
         return Verdict("contamination", False, "without-arm contaminated: " + "; ".join(reasons))
     return Verdict("contamination", True, "clean")
+
+
+def integrity_verdict(score: dict[str, Any]) -> Verdict | None:
+    """Whether the transcript agrees with the model server's record of the run; None without a record."""
+    evidence = score.get("evidence")
+    if not isinstance(evidence, dict):
+        return None
+    if evidence.get("problems"):
+        return Verdict(
+            "integrity", False, f"the transcript disagrees with what the model received: {_problems(evidence)}"
+        )
+    requests = evidence.get("requests", 0)
+    return Verdict("integrity", True, f"the transcript agrees with the model's {requests} request(s)")
+
+
+def _problems(evidence: dict[str, Any]) -> str:
+    problems = [str(p) for p in evidence.get("problems") or []]
+    more = f"; and {len(problems) - SHOWN_LEAKS} more" if len(problems) > SHOWN_LEAKS else ""
+    return "; ".join(problems[:SHOWN_LEAKS]) + more
 
 
 def evaluate(
@@ -212,6 +242,9 @@ def evaluate(
 ) -> list[Verdict]:
     """Every gate that applies to this run, passed or not, contamination first."""
     verdicts = [contamination_verdict(score, Arm(arm_name).has_tool, tool)]
+    integrity = integrity_verdict(score)
+    if integrity is not None:
+        verdicts.append(integrity)
     for name, bound in sorted(thresholds.for_run(entry, arm_name, arm_label).items()):
         value = figs.get(name)
         if value is None:

@@ -216,6 +216,7 @@ def arm_comparison(row: Row, records: Records, found: Aggregate | None = None, n
         rows.append(["infrastructure errors (not scored)", *(str(g.errors if g else 0) for g in groups)])
     lines = [f"ARM COMPARISON — {entry}", _table(rows, head, "simple")]
     lines += contamination_lines(g for g in groups if g is not None)
+    lines += boundary_lines(g for g in groups if g is not None)
     for arm, reference in found.pairs(row):
         lines.append(f"paired {arm} − {reference}, run against run: mean difference [95% bootstrap CI]")
         for name in PAIRED_FIGURES:
@@ -254,6 +255,19 @@ def contamination_lines(groups: Iterable[ArmRuns]) -> list[str]:
 
 
 # -- campaign ------------------------------------------------------------------------------------------------
+def boundary_lines(groups: Iterable[ArmRuns]) -> list[str]:
+    """Each run whose model server refused a request, or whose transcript disagrees with what the model received
+    (:mod:`pytest_agent_eval.metrics.evidence`), with the first of each."""
+    lines = []
+    for run in (run for group in groups for run in group.runs):
+        evidence = (run.scores or {}).get("evidence") or {}
+        for label, found in (("REFUSED at the model boundary", "refused"), ("INTEGRITY FAILED", "problems")):
+            items = [str(i) for i in evidence.get(found) or []]
+            if items:
+                lines.append(f"{label} {run.id}: {items[0]}" + (f" (+{len(items) - 1} more)" if len(items) > 1 else ""))
+    return lines
+
+
 def contaminated_note(found: Aggregate, include_contaminated: bool = False) -> str | None:
     """Says how many contaminated without-arm runs the campaign tables dropped (or kept)."""
     count = found.contaminated()

@@ -28,14 +28,16 @@ AGENT_ENV = {
     "ENABLE_TOOL_SEARCH": "false",
     "CLAUDE_CODE_ENABLE_TASKS": "false",
 }
-# The CLI only needs *a* key to talk to the local stand-in server; a real key never goes there.
+# The CLI only needs *a* key to talk to the harness's loopback server (a stand-in, or the forwarder that adds the
+# real one outside the sandbox); a real key never goes into the agent's environment.
 STANDIN_API_KEY = "sk-ant-agent-eval-local-stand-in"
 
 
 # The only variables of the harness's environment an agent gets: what a shell and node need to run, locale,
 # CA bundles for the real API, and the CLI's retry knob. Everything else — CLAUDE_CONFIG_DIR (the user's own
 # hooks and apiKeyHelper), CLAUDE_CODE_OAUTH_TOKEN, ANTHROPIC_AUTH_TOKEN, CLAUDE_CODE_USE_BEDROCK or _VERTEX, npm
-# settings, the host's proxies (the sandbox sets its own: the API's proxy, see harness.relay) — never passes.
+# settings, the host's proxies, ANTHROPIC_API_KEY (the forwarder holds it: pytest_agent_eval.model.anthropic) —
+# never passes.
 ALLOWED_ENV = frozenset(
     {
         "PATH", "HOME", "TMPDIR", "TMP", "TEMP", "USER", "LOGNAME", "SHELL", "TERM", "COLORTERM", "TZ", "LANG",
@@ -43,18 +45,14 @@ ALLOWED_ENV = frozenset(
     }
 )  # fmt: skip
 ALLOWED_PREFIXES = ("LC_", "AGENT_EVAL_E2E_")  # locale; the tag the end-to-end tests find their processes by
-REAL_API_ENV = ("ANTHROPIC_API_KEY", "ANTHROPIC_BASE_URL")  # passed only when the agent talks to the real API
 
 
-def agent_environment(base: Mapping[str, str], model_url: str | None) -> dict[str, str]:
-    """The allow-listed part of ``base`` with the agent's flags; with a stand-in model (``model_url``) its address
-    and a placeholder key, with the real API only ANTHROPIC_API_KEY/ANTHROPIC_BASE_URL of ``base``."""
+def agent_environment(base: Mapping[str, str], model_url: str) -> dict[str, str]:
+    """The allow-listed part of ``base`` with the agent's flags, the model server's address (a stand-in, or the
+    harness's forwarder to the real API) and a placeholder key: no credential of ``base`` ever passes."""
     env = {k: v for k, v in base.items() if k in ALLOWED_ENV or k.startswith(ALLOWED_PREFIXES)}
     env.update(AGENT_ENV)
-    if model_url is not None:
-        env.update(ANTHROPIC_BASE_URL=model_url, ANTHROPIC_API_KEY=STANDIN_API_KEY)
-    else:
-        env.update({k: base[k] for k in REAL_API_ENV if k in base})
+    env.update(ANTHROPIC_BASE_URL=model_url, ANTHROPIC_API_KEY=STANDIN_API_KEY)
     return env
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pytest_agent_eval.report.blocks.allocation import render_allocation
 from pytest_agent_eval.report.blocks.contamination import render_contamination
+from pytest_agent_eval.report.blocks.evidence import render_evidence
 from pytest_agent_eval.report.blocks.occupancy import render_occupancy
 from pytest_agent_eval.report.blocks.sufficiency import render_sufficiency
 from pytest_agent_eval.score import Scorecard
@@ -23,6 +24,8 @@ def render_scorecard(card: Scorecard, brief: bool = False, envelope: bool = Fals
             render_allocation(card.allocation, envelope=envelope),
             render_contamination(card.contamination),
         ]
+        if card.evidence is not None:
+            blocks.append(render_evidence(card.evidence, card.tool.name))
     return "\n\n".join(blocks) + "\n"
 
 

@@ -1,0 +1,192 @@
+"""Evidence from the model's side: the transcript held against the requests the model server received.
+
+The transcript is written by the CLI to a pipe (or a file) the agent's own processes could write to as well; the
+request record (:mod:`pytest_agent_eval.model.record`) is written by the model server, outside the sandbox. So what
+the model saw is exactly what its requests carried, and the transcript must agree with them:
+
+* every assistant message of the transcript is a message the model sent (its id among the responses), and each of
+  its tool calls is one of that response's;
+* every tool result of the transcript reached the model: a request carried a result for that call whose text holds
+  the transcript's (blanks and ``<system-reminder>`` blocks aside: the CLI adds reminders and reshapes content);
+  a result no request carried is allowed only where the run was cut off after it (no request followed its call);
+* every tool call and result a request carried is in the transcript.
+
+Matching is by tool-use ids and result text, never whole messages: the CLI trims and reshapes what it sends
+(cache markers, a result's content as a string or a list, images), the last answer appears in no later request,
+thinking may be streamed summarised or not at all, and after a compaction the requests carry a summary in place of
+older messages. An event that fails any of these is an integrity problem, named; a without-arm with one is not
+cleared by the contamination gate, and the item fails.
+
+The tool's fingerprints are also searched in every tool result the model received (:func:`~.contamination.scan`):
+a result the transcript lacks, or shows otherwise, still counts as a leak.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit
+
+from pytest_agent_eval.metrics.contamination import Leak, scan
+from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
+from pytest_agent_eval.transcript import Session, ToolResult, result_text
+
+MESSAGES_PATH = "/v1/messages"
+SHOWN_CHARS = 80
+_REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.S)
+_BLANKS = re.compile(r"\s+")
+
+
+@dataclass
+class Evidence:
+    """What the request record says: how many message requests, what was refused, what disagrees, what leaked."""
+
+    requests: int
+    refused: list[str] = field(default_factory=list)
+    problems: list[str] = field(default_factory=list)
+    # in results the model received, not already found in the transcript
+    leaks: list[Leak] = field(default_factory=list)
+
+    @property
+    def intact(self) -> bool:
+        return not self.problems
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "requests": self.requests,
+            "refused": list(self.refused),
+            "problems": list(self.problems),
+            "leaks": [leak.to_dict() for leak in self.leaks],
+            "intact": self.intact,
+        }
+
+
+@dataclass
+class _Received:
+    """What the requests carried and the responses sent, by tool-use id."""
+
+    sent: dict[str, set[str]] = field(default_factory=dict)  # message id → ids of its tool calls
+    calls: dict[str, tuple[str, int]] = field(default_factory=dict)  # call id → (tool name, first request carrying it)
+    results: dict[str, dict[str, int]] = field(default_factory=dict)  # call id → {result text: first request}
+
+    def read(self, number: int, entry: dict[str, Any]) -> None:
+        response = entry.get("response")
+        if isinstance(response, dict) and isinstance(response.get("id"), str):
+            self.sent.setdefault(response["id"], set()).update(_call_ids(response.get("content")))
+        request = entry.get("request")
+        for message in request.get("messages") or [] if isinstance(request, dict) else []:
+            content = message.get("content") if isinstance(message, dict) else None
+            for block in content if isinstance(content, list) else []:
+                if not isinstance(block, dict):
+                    continue
+                if block.get("type") == "tool_use" and isinstance(block.get("id"), str):
+                    self.calls.setdefault(block["id"], (str(block.get("name") or "?"), number))
+                elif block.get("type") == "tool_result" and isinstance(block.get("tool_use_id"), str):
+                    texts = self.results.setdefault(block["tool_use_id"], {})
+                    texts.setdefault(result_text(block.get("content")), number)
+
+
+def reached_the_model(entries: Sequence[dict[str, Any]]) -> bool:
+    """Whether the record holds a Messages request: a record without one says nothing of the run (a CLI that
+    never spoke to this server, as the plugin's tests' scripted stand-in ``claude``); the real CLI asks before
+    any tool runs."""
+    return any(_is_messages(entry) for entry in entries)
+
+
+def _is_messages(entry: dict[str, Any]) -> bool:
+    return urlsplit(str(entry.get("path"))).path.rstrip("/") == MESSAGES_PATH
+
+
+def evidence(
+    session: Session, entries: Sequence[dict[str, Any]], tool: RetrievalTool = CODEGRAPH, seen: Sequence[Leak] = ()
+) -> Evidence:
+    """The transcript ``session`` held against the request record ``entries``; ``seen``: the leaks the transcript
+    already showed (a received result holding one of those is not counted twice)."""
+    messages = [e for e in entries if _is_messages(e)]
+    report = Evidence(
+        requests=len(messages),
+        refused=[f"{e.get('method')} {e.get('path')}: {e['refused']}" for e in entries if e.get("refused")],
+    )
+    received = _Received()
+    for number, entry in enumerate(messages, start=1):
+        if not entry.get("refused"):
+            received.read(number, entry)
+    report.problems = _disagreements(session, received)
+    report.leaks = _received_leaks(session, received, tool, {leak.call_id for leak in seen})
+    return report
+
+
+def _disagreements(session: Session, received: _Received) -> list[str]:
+    problems = []
+    names = {call.id: call.name for call in session.calls}
+    for message in session.messages(thread=None):
+        if message.error or message.model == "<synthetic>":  # the CLI's own note of an API error, never the model's
+            continue
+        calls = received.sent.get(message.id)
+        if calls is None:
+            problems.append(
+                f"assistant message {message.id} (thread {message.thread}) is in the transcript, but the model sent "
+                "no such message"
+            )
+            continue
+        problems += [
+            f"tool call {call.id} ({call.name}) is in the transcript, but the model's message {message.id} holds no "
+            "such call"
+            for call in message.calls
+            if call.id not in calls
+        ]
+    answered = set()
+    for item in session.timeline:
+        if not isinstance(item, ToolResult):
+            continue
+        answered.add(item.call_id)
+        what = f"tool result for {item.call_id} ({names.get(item.call_id, '?')}, thread {item.thread})"
+        carried = received.results.get(item.call_id)
+        if carried is None:
+            if item.call_id not in received.calls and any(item.call_id in ids for ids in received.sent.values()):
+                continue  # the run stopped after the call ran: no request followed it
+            problems.append(f"{what} is in the transcript, but no request carried it to the model")
+        elif not any(_comparable(item.text) in _comparable(text) for text in carried):
+            shown = _comparable(item.text)[:SHOWN_CHARS]
+            problems.append(f'{what} differs from what the model received: "{shown}"')
+    transcript_calls = set(names)
+    problems += [
+        f"tool call {call_id} ({name}) reached the model in request #{number}, but is not in the transcript"
+        for call_id, (name, number) in received.calls.items()
+        if call_id not in transcript_calls
+    ]
+    problems += [
+        f"tool result for {call_id} reached the model in request #{min(texts.values())}, but is not in the transcript"
+        for call_id, texts in received.results.items()
+        if call_id not in answered
+    ]
+    return problems
+
+
+def _received_leaks(session: Session, received: _Received, tool: RetrievalTool, seen: set[str | None]) -> list[Leak]:
+    threads = {call.id: call.thread for call in session.calls}
+    found = []
+    for call_id, texts in received.results.items():
+        name = received.calls.get(call_id, ("?", 0))[0]
+        if call_id in seen or tool.owns(name):  # the tool's own MCP results are mcp_calls, not leaks
+            continue
+        for text in texts:
+            hit = scan(text, tool)
+            if hit is not None:
+                found.append(Leak(threads.get(call_id, "?"), call_id, name, hit[0].name, hit[1]))
+                break
+    return found
+
+
+def _call_ids(content: Any) -> set[str]:
+    blocks = content if isinstance(content, list) else []
+    return {str(b["id"]) for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use" and "id" in b}
+
+
+def _comparable(text: str) -> str:
+    """A result's text as both sides can be compared: reminders out, every run of blanks one space."""
+    if "<system-reminder>" in text:
+        text = _REMINDER.sub(" ", text)
+    return _BLANKS.sub(" ", text).strip()

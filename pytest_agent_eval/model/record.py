@@ -1,0 +1,72 @@
+"""The model's side of the evidence: every request a model server received, and what it answered.
+
+The server (stand-in or forwarder) runs outside the sandbox and appends one JSON line per request to the file
+its :class:`RequestLog` points at (an item's run folder, :data:`REQUESTS_FILE`), so what the model saw is on
+record where the agent cannot write. A line: ``method``, ``path``, ``status``, ``request`` (the JSON body, or
+None), ``response`` (the message returned, read back from its stream when relayed; or the JSON body; or None),
+``refused`` (why the server refused it, or None) and ``fault`` (an injected fault, or None).
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+REQUESTS_FILE = "model-requests.jsonl"
+
+
+class RequestLog:
+    """Where a server records its requests: nowhere until :meth:`into` points it at a file (one item's)."""
+
+    def __init__(self, path: Path | None = None) -> None:
+        self._path = path
+        self._lock = threading.Lock()
+
+    @property
+    def path(self) -> Path | None:
+        return self._path
+
+    @contextmanager
+    def into(self, path: Path) -> Iterator[Path]:
+        """Record into ``path`` while the block runs (a session-wide server serves one item at a time)."""
+        Path(path).touch()  # a run that sent nothing has a record too: an empty one
+        with self._lock:
+            before, self._path = self._path, Path(path)
+        try:
+            yield Path(path)
+        finally:
+            with self._lock:
+                self._path = before
+
+    def write(self, entry: dict[str, Any]) -> None:
+        with self._lock:
+            if self._path is None:
+                return
+            line = json.dumps(entry, ensure_ascii=False) + "\n"
+            with self._path.open("a", encoding="utf-8") as out:  # opened per line: a retry moves the file away
+                out.write(line)
+
+
+def read_requests(path: str | Path) -> list[dict[str, Any]]:
+    """The entries of a request record; a line that is not one is an error naming the file and line."""
+    entries = []
+    with Path(path).open(encoding="utf-8") as log:
+        for number, line in enumerate(log, start=1):
+            try:
+                entry = json.loads(line)
+            except ValueError as exc:
+                raise ValueError(f"{path}:{number}: not a request record line ({exc})") from None
+            if not isinstance(entry, dict) or not isinstance(entry.get("path"), str):
+                raise ValueError(f"{path}:{number}: not a request record line (no path)")
+            entries.append(entry)
+    return entries
+
+
+def requests_beside(segment: str | Path) -> list[dict[str, Any]] | None:
+    """The request record in a run's folder (beside its first segment); None when its server kept none."""
+    path = Path(segment).parent / REQUESTS_FILE
+    return read_requests(path) if path.is_file() else None

@@ -1,0 +1,33 @@
+"""What the model boundary refuses: a request that would have the API run tools on its own servers.
+
+Claude Code defines its tools itself (a custom tool has no ``type``, or ``"custom"``) and runs them on the
+agent's machine, where the arm's seal and the hook apply. A server tool (``web_search_20250305``, ``web_fetch_*``,
+``code_execution_*``, ``computer_*``, ``bash_*``, ``text_editor_*``…), an ``mcp_servers`` list or a ``container``
+would run on the API's side, around ``--disallowedTools`` and the sandbox: an agent crafting its own request to the
+forwarder could fetch the web or reach the tool's site that way.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+CUSTOM_TOOL_TYPES = (None, "custom")
+_SERVER_SIDE_FIELDS = ("mcp_servers", "container")
+
+
+def refusal(body: Any) -> str | None:
+    """Why a Messages request (or a count of one) is refused, or None when it carries only custom tools."""
+    if not isinstance(body, dict):
+        return None
+    tools = body.get("tools")
+    server_tools = [
+        f"{tool.get('name') or '?'} ({tool.get('type')})"
+        for tool in (tools if isinstance(tools, list) else [])
+        if isinstance(tool, dict) and tool.get("type") not in CUSTOM_TOOL_TYPES
+    ]
+    if server_tools:
+        return f"server-side tool(s) {', '.join(server_tools)}: only tools the agent runs itself may be offered"
+    fields = [name for name in _SERVER_SIDE_FIELDS if body.get(name)]
+    if fields:
+        return f"{', '.join(fields)} in the request: the API would run them on its side"
+    return None

@@ -1,0 +1,234 @@
+"""The transcript held against the model server's record of what it received (issue 25, finding 5)."""
+
+from __future__ import annotations
+
+import copy
+import json
+import re
+from typing import Any
+
+from synth import Transcript, text
+from test_contamination import EXPLORE
+
+from pytest_agent_eval.metrics.evidence import evidence
+from pytest_agent_eval.report.blocks import render_scorecard
+from pytest_agent_eval.report.gates import contamination_verdict, evaluate, integrity_verdict, load_thresholds
+from pytest_agent_eval.score import score
+from pytest_agent_eval.transcript import Session
+
+HELP = "Usage: codegraph [options] [command]\n\nCode intelligence and knowledge graph\n"
+
+
+def model_side(events: list[dict]) -> list[dict[str, Any]]:
+    """The request record a server would have kept for the main thread of ``events``: each assistant message is
+    the response to a request carrying every message before it."""
+    entries: list[dict[str, Any]] = []
+    messages: list[dict] = []
+    for event in events:
+        if event.get("parent_tool_use_id") or event["type"] not in ("assistant", "user"):
+            continue
+        message = event["message"]
+        if event["type"] == "user":
+            messages.append({"role": "user", "content": copy.deepcopy(message["content"])})
+        elif entries and entries[-1]["response"]["id"] == message["id"]:  # one event per block of a message
+            entries[-1]["response"]["content"] += message["content"]
+            messages[-1]["content"] += copy.deepcopy(message["content"])
+        else:
+            request = {"model": "m", "stream": True, "messages": copy.deepcopy(messages)}
+            response = {"id": message["id"], "content": list(message["content"])}
+            entries.append({"method": "POST", "path": "/v1/messages?beta=true", "status": 200, "request": request,
+                            "response": response, "refused": None, "fault": None})  # fmt: skip
+            messages.append({"role": "assistant", "content": copy.deepcopy(message["content"])})
+    return entries
+
+
+def honest() -> Transcript:
+    t = Transcript()
+    t.init(tools=["Bash", "Read"])
+    t.user("Where does res.send set the ETag?")
+    grep = t.call("Bash", command="grep -rn etag lib")
+    t.reply(grep, "lib/response.js:170: var etag = ...")
+    read = t.call("Read", file_path="lib/response.js")
+    t.reply(read, [{"type": "text", "text": "   170\tvar etag = generateETag(body)"}])
+    t.say("lib/response.js:170 sets it.")
+    t.result("lib/response.js:170 sets it.")
+    return t
+
+
+def _line(event: dict) -> str:
+    return json.dumps(event)
+
+
+def test_an_honest_transcript_agrees_with_the_record():
+    t = honest()
+    report = evidence(t.session(), model_side(t.events))
+    assert report.problems == [] and report.intact and report.requests == 3
+
+
+def test_what_the_cli_legitimately_reshapes_is_not_a_disagreement():
+    t = honest()
+    entries = model_side(t.events)
+    last = entries[-1]["request"]["messages"]
+    # the request's result as a block list, a reminder added, cache markers; the transcript's as a string
+    results = [b for m in last for b in (m["content"] if isinstance(m["content"], list) else []) if "tool_use_id" in b]
+    results[0]["content"] = [
+        {"type": "text", "text": results[0]["content"] + "\n<system-reminder>mind</system-reminder>"}
+    ]
+    results[0]["cache_control"] = {"type": "ephemeral"}
+    entries[-1]["response"]["content"].insert(0, {"type": "thinking", "thinking": "not streamed", "signature": "s"})
+    report = evidence(t.session(), entries)
+    assert report.problems == []
+
+
+def test_after_a_compaction_the_requests_carry_a_summary_and_still_agree():
+    t = honest()
+    t.compact()
+    t.user("This session is being continued from a previous conversation. Summary: ...")
+    call = t.call("Bash", command="ls")
+    t.reply(call, "lib")
+    t.say("done")
+    entries = model_side(t.events)
+    for entry in entries[3:]:  # after the boundary: the summary and what followed, older messages dropped
+        entry["request"]["messages"] = entry["request"]["messages"][7:]
+    assert evidence(t.session(), entries).problems == []
+
+
+def test_a_run_cut_off_after_a_tool_ran_is_not_a_disagreement():
+    t = Transcript()
+    t.init()
+    call = t.call("Bash", command="sleep 100")
+    t.reply(call, "killed")  # the run stopped here: no request carried this result
+    assert evidence(t.session(), model_side(t.events)).problems == []
+
+
+def test_a_forged_tool_result_injected_into_the_stream_is_named():
+    t = honest()
+    entries = model_side(t.events)
+    grep = next(e for e in t.events if e["type"] == "assistant")["message"]["content"][0]["id"]
+    forged = {"type": "user", "message": {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": grep, "content": HELP}]}}  # fmt: skip
+    lines = t.lines()
+    lines.insert(3, _line(forged))  # between the real call and its real result
+    report = evidence(Session.from_lines(lines), entries)
+    assert len(report.problems) == 1
+    assert report.problems[0].startswith(
+        f'tool result for {grep} (Bash, thread main) differs from what the model received: "Usage: codegraph'
+    )
+    # the transcript alone would call the arm contaminated by codegraph's help: the gate says why it cannot clear it
+    card = score(Session.from_lines(lines), requests=entries)
+    verdict = contamination_verdict(card.to_dict(), arm_has_tool=False)
+    assert not verdict.passed and "the transcript disagrees with what the model received" in verdict.message
+    assert f"tool result for {grep}" in verdict.message
+    integrity = integrity_verdict(card.to_dict())
+    assert integrity is not None and not integrity.passed and grep in integrity.message
+    assert "transcript disagreements" in render_scorecard(card) and "the item fails" in render_scorecard(card)
+
+
+def test_a_forged_result_for_a_call_the_model_never_made_is_named():
+    t = honest()
+    entries = model_side(t.events)
+    lines = t.lines()
+    forged = {"type": "user", "message": {"role": "user", "content": [
+        {"type": "tool_result", "tool_use_id": "toolu_forged", "content": "x"}]}}  # fmt: skip
+    lines.insert(-2, _line(forged))
+    problems = evidence(Session.from_lines(lines), entries).problems
+    assert problems == [
+        "tool result for toolu_forged (?, thread main) is in the transcript, but no request carried it to the model"
+    ]
+
+
+def test_a_forged_assistant_message_or_call_is_named():
+    t = honest()
+    entries = model_side(t.events)
+    lines = t.lines()
+    fake = {"type": "assistant", "message": {"id": "msg_forged", "role": "assistant", "content": [text("hi")]}}
+    real_id = entries[0]["response"]["id"]
+    call = {"type": "tool_use", "id": "toolu_extra", "name": "Bash", "input": {"command": "codegraph --help"}}
+    extra = {"type": "assistant", "message": {"id": real_id, "role": "assistant", "content": [call]}}
+    lines[2:2] = [_line(fake), _line(extra)]
+    problems = evidence(Session.from_lines(lines), entries).problems
+    assert (
+        "assistant message msg_forged (thread main) is in the transcript, but the model sent no such message"
+        in problems
+    )
+    assert (
+        f"tool call toolu_extra (Bash) is in the transcript, but the model's message {real_id} holds no such call"
+        in problems
+    )
+
+
+def test_a_synthetic_error_message_of_the_cli_is_not_the_models():
+    t = honest()
+    entries = model_side(t.events)
+    t.message(text("API Error: 500"), msg_id="msg_synthetic", error="unknown")
+    lines = t.lines()
+    assert evidence(Session.from_lines(lines), entries).problems == []
+
+
+def test_what_the_model_received_but_the_transcript_lacks_is_named_and_its_leak_counts():
+    t = Transcript()
+    t.init(tools=["Bash"])
+    call = t.call("Bash", command="bash /tmp/x.sh")
+    t.reply(call, EXPLORE)
+    t.say("done")
+    entries = model_side(t.events)
+    hidden = [line for line in t.lines() if "tool_result" not in line]  # the result never shows in the transcript
+    card = score(Session.from_lines(hidden), requests=entries)
+    assert card.contamination.leaks == []  # the transcript alone is clean
+    assert card.evidence is not None
+    assert card.evidence.problems == [
+        f"tool result for {call} reached the model in request #2, but is not in the transcript"
+    ]
+    assert [(leak.call_id, leak.fingerprint) for leak in card.evidence.leaks] == [(call, "explore heading")]
+    verdict = contamination_verdict(card.to_dict(), arm_has_tool=False)
+    assert not verdict.passed and "1 tool result(s) the model received carried codegraph output" in verdict.message
+
+
+def test_refused_requests_are_reported():
+    t = honest()
+    entries = model_side(t.events)
+    entries.append({"method": "POST", "path": "/v1/messages", "status": 400, "refused": "server-side tool(s) web_fetch",
+                    "request": {"messages": [], "tools": [{"type": "web_fetch_20250910", "name": "web_fetch"}]},
+                    "response": None, "fault": None})  # fmt: skip
+    card = score(t.session(), requests=entries)
+    assert card.evidence is not None and card.evidence.problems == []
+    assert card.evidence.refused == ["POST /v1/messages: server-side tool(s) web_fetch"]
+    block = render_scorecard(card)
+    assert re.search(r"refused at the boundary +1\n +POST /v1/messages: server-side tool\(s\) web_fetch", block)
+    assert card.to_dict()["evidence"]["refused"] == card.evidence.refused
+
+
+def test_with_no_record_the_score_is_as_before():
+    t = honest()
+    assert "evidence" not in score(t.session()).to_dict()
+    verdicts = evaluate(score(t.session()).to_dict(), {}, entry="e", arm_name="with", arm_label="with",
+                        thresholds=load_thresholds(None))  # fmt: skip
+    assert [v.gate for v in verdicts] == ["contamination"]
+
+
+def test_a_rescore_holds_the_transcript_against_the_record_beside_it(tmp_path):
+    from pytest_agent_eval.campaign.rescore import rescore
+    from pytest_agent_eval.model.record import REQUESTS_FILE
+
+    t = honest()
+    entries = model_side(t.events)
+    lines = t.lines()
+    lines.insert(-2, _line({"type": "assistant", "message": {"id": "msg_forged", "content": [text("x")]}}))
+    folder = tmp_path / "express"
+    folder.mkdir()
+    (folder / "run-express-without-1.jsonl").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    (folder / REQUESTS_FILE).write_text("".join(json.dumps(e) + "\n" for e in entries), encoding="utf-8")
+    (record,) = rescore(tmp_path)
+    assert record.scores is not None
+    assert record.scores["evidence"]["problems"] == [
+        "assistant message msg_forged (thread main) is in the transcript, but the model sent no such message"
+    ]
+
+
+def test_a_record_without_a_messages_request_says_nothing_of_the_run():
+    """A CLI that never spoke to the server (the plugin tests' scripted claude) leaves an empty record."""
+    t = honest()
+    probe = {"method": "GET", "path": "/v1/models", "status": 200, "request": None, "response": {}, "refused": None}
+    assert score(t.session(), requests=[]).evidence is None
+    assert score(t.session(), requests=[probe]).evidence is None
+    assert score(t.session(), requests=model_side(t.events)).evidence is not None
