@@ -47,6 +47,7 @@ from pathlib import Path
 
 import pytest_agent_eval
 from pytest_agent_eval.harness.relay import relay_command
+from pytest_agent_eval.harness.seccomp import SeccompError, filter_file
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
 
 # Tests switch the sandbox off to prove their attacks would otherwise get through; not a user option.
@@ -68,6 +69,27 @@ PROXY_VARS = ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy")
 NO_PROXY_VARS = ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy")
 
 
+# The layers a kernel may refuse, each named in the error when it does, with what to do about it.
+USER_NAMESPACE, PROC_LAYER, SECCOMP = "user namespace", "read-only /proc", "seccomp"
+LAYERS = (USER_NAMESPACE, PROC_LAYER, SECCOMP)
+LAYER_HINTS = {
+    USER_NAMESPACE: "allow user namespaces (`sysctl user.max_user_namespaces=15000`; as an ordinary user "
+    "`sysctl kernel.unprivileged_userns_clone=1`, or on Ubuntu 24.04+ `sysctl "
+    "kernel.apparmor_restrict_unprivileged_userns=0`; in a container, run it with user namespaces allowed)",
+    PROC_LAYER: "bubblewrap must be able to bind over /proc entries (a container that masks /proc itself may "
+    "refuse it: run the harness with a /proc of its own)",
+    SECCOMP: "the kernel needs seccomp filters (CONFIG_SECCOMP_FILTER) and the machine libseccomp "
+    "(Debian/Ubuntu: `apt-get install libseccomp2`)",
+}
+AGENT_UID = 1000  # the agent's uid (and gid) in its user namespace: an ordinary user's, not root's
+_SECCOMP_FD = 9
+# /proc's global knobs, as Docker's default (moby's oci/defaults.go) leaves them: read-only ...
+PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs")
+# ... and masked: kernel memory, the keyrings' list, timers and scheduler state that leak other processes' doings
+PROC_MASKED = ("kcore", "keys", "timer_list", "latency_stats", "sched_debug", "timer_stats", "acpi", "asound",
+               "scsi", "interrupts")  # fmt: skip
+
+
 class SandboxUnavailable(RuntimeError):
     """bubblewrap is missing or cannot create its namespaces here; the message says what to install."""
 
@@ -87,11 +109,20 @@ class Sandbox:
     proxy: tuple[int, Path] | None = None
     system: tuple[Path, ...] = SYSTEM_ROOTS
 
+    layers: tuple[str, ...] = LAYERS  # every one; check_sandbox takes them off one by one only to name a refusal
+
     def wrap(self, command: Sequence[str]) -> list[str]:
-        """``command`` run inside the sandbox (a bubblewrap argv)."""
+        """``command`` run inside the sandbox (a bubblewrap argv, behind a shell that hands it the seccomp
+        filter on a descriptor)."""
         args = [self.bwrap, "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--die-with-parent"]
         # no capability, also as root: one could unmount a mask (CAP_SYS_ADMIN) and find what it covers
         args += ["--cap-drop", "ALL"]
+        # a session of its own: no controlling terminal to push input into (TIOCSTI; the filter denies it too)
+        args += ["--new-session"]
+        if USER_NAMESPACE in self.layers:
+            # not host root even when pytest is: uid AGENT_UID of a namespace of its own, whose kernel keyring is
+            # its own (uid 0's is shared by the host and every sandbox), and which can make no further namespace
+            args += ["--unshare-user", "--uid", str(AGENT_UID), "--gid", str(AGENT_UID), "--disable-userns"]
         carry = [c for c in (self.relay, self.proxy) if c is not None]
         if len({port for port, _ in carry}) < len(carry):
             raise ValueError(f"the model relay and the API proxy need distinct ports: {carry}")
@@ -122,12 +153,19 @@ class Sandbox:
         for _, _, mount in sorted(mounts, key=lambda m: (len(m[0].parts), m[1])):
             args += mount
         args += ["--dev", "/dev", "--proc", "/proc"]
+        if PROC_LAYER in self.layers:
+            args += proc_guards()
         if self.proxy is not None:
             url = f"http://127.0.0.1:{self.proxy[0]}"
             args += [arg for name in PROXY_VARS for arg in ("--setenv", name, url)]
             args += [arg for name in NO_PROXY_VARS for arg in ("--unsetenv", name)]
         if carry:
             command = relay_command(carry, command)
+        if SECCOMP in self.layers:
+            # bubblewrap reads the compiled filter from a descriptor: the shell opens the file on it and execs
+            # bubblewrap, which closes it once read (the agent never holds it)
+            args += ["--seccomp", str(_SECCOMP_FD)]
+            return ["/bin/sh", "-c", f'exec "$@" {_SECCOMP_FD}< "$0"', str(seccomp_filter()), *args, "--", *command]
         return [*args, "--", *command]
 
 
@@ -155,7 +193,7 @@ def sandbox_for(
     for name in ("HOME", "SUDO_HOME"):
         if os.environ.get(name):
             hidden.append(Path(os.environ[name]))
-    # The hook runs `<python> -m pytest_agent_eval.harness.hook`: its interpreter and this package are readable
+    # The hook runs `<python> -I -m pytest_agent_eval.harness.hook`: its interpreter and this package are readable
     # (the package folder only: a checkout around it may hold campaigns of with-arm transcripts).
     runtime = {Path(sys.prefix), Path(sys.base_prefix), Path(pytest_agent_eval.__file__).resolve().parent}
     node = shutil.which("node", path=path_env)
@@ -289,17 +327,55 @@ def enabled() -> bool:
 
 @functools.cache
 def check_sandbox(bwrap: str | None = None) -> None:
-    """Raise :class:`SandboxUnavailable` unless bubblewrap can start a process here (checked once)."""
+    """Raise :class:`SandboxUnavailable` unless bubblewrap can start a process here with every layer (checked
+    once). When it cannot, the message names the first layer the kernel refuses: never a sandbox without it."""
     binary = bwrap or shutil.which("bwrap")
     if binary is None:
         raise SandboxUnavailable(f"bubblewrap (`bwrap`) is not on PATH: {INSTALL_HINT}")
-    probe = Sandbox(hidden=(), readable=(), writable=(), bwrap=binary)
+    if _refusal(binary, LAYERS) is None:
+        return
+    bare = _refusal(binary, ())
+    if bare is not None:
+        raise SandboxUnavailable(f"bubblewrap failed here ({bare}); {INSTALL_HINT}")
+    for count, layer in enumerate(LAYERS, start=1):
+        refused = _refusal(binary, LAYERS[:count])
+        if refused is not None:
+            raise SandboxUnavailable(f"{layer}: the sandbox cannot have it here ({refused}); {LAYER_HINTS[layer]}")
+
+
+def _refusal(binary: str, layers: tuple[str, ...]) -> str | None:
+    """Why bubblewrap could not run ``true`` with ``layers``, or None when it could."""
+    probe = Sandbox(hidden=(), readable=(), writable=(), bwrap=binary, layers=layers)
     try:
         done = subprocess.run(probe.wrap(["true"]), capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise SandboxUnavailable(f"bubblewrap could not start: {exc}; {INSTALL_HINT}") from None
-    if done.returncode != 0:
-        raise SandboxUnavailable(f"bubblewrap failed here ({done.stderr.strip()[-300:]}); {INSTALL_HINT}")
+        return f"bubblewrap could not start: {exc}"
+    return None if done.returncode == 0 else done.stderr.strip()[-300:] or f"exit status {done.returncode}"
+
+
+def proc_guards(proc: Path = Path("/proc")) -> list[str]:
+    """bubblewrap arguments (after ``--proc /proc``) making :data:`PROC_READ_ONLY` read-only and masking
+    :data:`PROC_MASKED`, those of them this kernel has. A sysctl write is checked against the host uid the agent
+    maps to, which is root's when pytest runs as root, so a user namespace alone does not stop one."""
+    args: list[str] = []
+    for name in PROC_READ_ONLY:
+        if (proc / name).exists():
+            args += ["--ro-bind", str(proc / name), str(proc / name)]
+    for name in PROC_MASKED:
+        path = proc / name
+        if path.is_dir():
+            args += ["--tmpfs", str(path), "--remount-ro", str(path)]
+        elif path.exists():
+            args += ["--ro-bind", os.devnull, str(path)]
+    return args
+
+
+def seccomp_filter() -> Path:
+    """The compiled filter's file; :class:`SandboxUnavailable` naming the seccomp layer when it cannot be built."""
+    try:
+        return filter_file()
+    except SeccompError as exc:
+        raise SandboxUnavailable(f"{SECCOMP}: {exc}") from None
 
 
 def _hide(path: Path) -> list[str]:
