@@ -2,9 +2,10 @@
 that tries each and prints ``<attempt>: <outcome>`` — ``ALLOWED`` when it got through, else the error it met.
 
 Shared by tests/test_escape.py's checks of the bare sandbox and of the real Claude Code CLI (whose replayed agent
-runs the script from its Bash tool). Every attempt is harmless when it gets through: a sysctl is written with the
-value it holds, a key is added to the process's own keyring (gone with it) unless the caller asks for the user
-keyring, a traced process is let go at once.
+runs the script from its Bash tool). The CLI the attempts aim at is the process named ``claude``, or the one
+``ESCAPE_TARGET`` names (a shell standing in for it). Every attempt is harmless when it gets through: a sysctl is
+written with the value it holds, a key is added to the process's own keyring (gone with it) unless the caller
+asks for the user keyring, a traced process is let go at once.
 """
 
 from __future__ import annotations
@@ -41,7 +42,25 @@ def call(name, *args):
 key = call("add_key", b"user", b"agent-eval-escape", b"@PAYLOAD@", len(b"@PAYLOAD@"), KEYRING)
 call("keyctl", 0, KEYRING, 0)  # KEYCTL_GET_KEYRING_ID
 call("request_key", b"user", b"agent-eval-escape", None, 0)
-target = int(sys.argv[1]) if len(sys.argv) > 1 else os.getppid()
+
+
+def cli_pid():
+    """The Claude Code CLI's pid when it runs here, else this script's parent."""
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            if open(f"/proc/{pid}/comm").read().startswith("claude"):
+                return int(pid)
+        except OSError:
+            pass
+    return os.getppid()
+
+
+target = int(os.environ["ESCAPE_TARGET"]) if os.environ.get("ESCAPE_TARGET") else cli_pid()
+try:  # the CLI's memory: code written there would forge what it records
+    with open(f"/proc/{target}/mem", "r+b"):
+        out("cli memory", True)
+except OSError as exc:
+    out("cli memory", False, exc.strerror)
 if call("ptrace", 16, target, 0, 0) >= 0:  # PTRACE_ATTACH; let go at once
     os.waitpid(target, 0x40000000)
     libc.syscall(NR["ptrace"], 17, target, 0, 0)
@@ -90,12 +109,13 @@ for name in ("keys", "timer_list"):
         out(f"/proc/{name}", False, exc.strerror)
 for pid in sorted(int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) != os.getpid()):
     for fd in (1, 2):
-        try:
-            with open(f"/proc/{pid}/fd/{fd}", "w") as handle:
+        name = f"forge cli fd/{fd}" if pid == target else f"forge /proc/{pid}/fd/{fd}"
+        try:  # appending: a shell's own output file (the agent's, not the harness's) is not cut short
+            with open(f"/proc/{pid}/fd/{fd}", "a") as handle:
                 handle.write("\n@FORGED@\n")
-            out(f"forge /proc/{pid}/fd/{fd}", True)
+            out(name, True)
         except OSError as exc:
-            out(f"forge /proc/{pid}/fd/{fd}", False, exc.strerror)
+            out(name, False, exc.strerror)
 print("uid:", os.getuid(), "map:", " ".join(open("/proc/self/uid_map").read().split()), flush=True)
 call("unshare", 0x10000000)  # CLONE_NEWUSER: last, as it changes what this process is when it gets through
 '''

@@ -46,6 +46,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest_agent_eval
+from pytest_agent_eval.harness.jail import launcher
 from pytest_agent_eval.harness.relay import relay_command
 from pytest_agent_eval.harness.seccomp import SeccompError, filter_file
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
@@ -70,8 +71,8 @@ NO_PROXY_VARS = ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy")
 
 
 # The layers a kernel may refuse, each named in the error when it does, with what to do about it.
-USER_NAMESPACE, PROC_LAYER, SECCOMP = "user namespace", "read-only /proc", "seccomp"
-LAYERS = (USER_NAMESPACE, PROC_LAYER, SECCOMP)
+USER_NAMESPACE, PROC_LAYER, SECCOMP, LANDLOCK = "user namespace", "read-only /proc", "seccomp", "landlock"
+LAYERS = (USER_NAMESPACE, PROC_LAYER, SECCOMP, LANDLOCK)
 LAYER_HINTS = {
     USER_NAMESPACE: "allow user namespaces (`sysctl user.max_user_namespaces=15000`; as an ordinary user "
     "`sysctl kernel.unprivileged_userns_clone=1`, or on Ubuntu 24.04+ `sysctl "
@@ -80,7 +81,11 @@ LAYER_HINTS = {
     "refuse it: run the harness with a /proc of its own)",
     SECCOMP: "the kernel needs seccomp filters (CONFIG_SECCOMP_FILTER) and the machine libseccomp "
     "(Debian/Ubuntu: `apt-get install libseccomp2`)",
+    LANDLOCK: "the kernel needs Landlock (Linux 5.13+, `landlock` in the `lsm=` boot parameter)",
 }
+# Claude Code runs each Bash command as `$CLAUDE_CODE_SHELL_PREFIX '<command>'`: through the jail, in a Landlock
+# domain of its own, whose processes cannot reach the CLI's memory or descriptors (see harness.jail).
+SHELL_PREFIX_VAR = "CLAUDE_CODE_SHELL_PREFIX"
 AGENT_UID = 1000  # the agent's uid (and gid) in its user namespace: an ordinary user's, not root's
 _SECCOMP_FD = 9
 # /proc's global knobs, as Docker's default (moby's oci/defaults.go) leaves them: read-only ...
@@ -150,11 +155,15 @@ class Sandbox:
         # the socket alone, read-only: connecting needs no write access, and the agent can neither remove it nor
         # leave files in the harness's folder
         mounts += [(path, 3, ["--ro-bind", str(path), str(path)]) for _, path in carry]
+        if LANDLOCK in self.layers:  # the jail's launcher, alone, read-only
+            mounts.append((launcher(), 3, ["--ro-bind", str(launcher()), str(launcher())]))
         for _, _, mount in sorted(mounts, key=lambda m: (len(m[0].parts), m[1])):
             args += mount
         args += ["--dev", "/dev", "--proc", "/proc"]
         if PROC_LAYER in self.layers:
             args += proc_guards()
+        if LANDLOCK in self.layers:
+            args += ["--setenv", SHELL_PREFIX_VAR, str(launcher())]
         if self.proxy is not None:
             url = f"http://127.0.0.1:{self.proxy[0]}"
             args += [arg for name in PROXY_VARS for arg in ("--setenv", name, url)]
@@ -193,9 +202,7 @@ def sandbox_for(
     for name in ("HOME", "SUDO_HOME"):
         if os.environ.get(name):
             hidden.append(Path(os.environ[name]))
-    # The hook runs `<python> -I -m pytest_agent_eval.harness.hook`: its interpreter and this package are readable
-    # (the package folder only: a checkout around it may hold campaigns of with-arm transcripts).
-    runtime = {Path(sys.prefix), Path(sys.base_prefix), Path(pytest_agent_eval.__file__).resolve().parent}
+    runtime = set(runtime_paths())
     node = shutil.which("node", path=path_env)
     if node is not None:  # node outside the system folders (nvm keeps it in HOME): its prefix, tool masked below
         runtime.add(Path(node).resolve().parents[1])
@@ -217,6 +224,12 @@ def sandbox_for(
         proxy=proxy,
         system=system,
     )
+
+
+def runtime_paths() -> list[Path]:
+    """The hook, the relay and the jail run as ``<python> -I -m pytest_agent_eval.harness.…``: their interpreter
+    and this package (the package folder only: a checkout around it may hold campaigns of with-arm transcripts)."""
+    return [Path(sys.prefix), Path(sys.base_prefix), Path(pytest_agent_eval.__file__).resolve().parent]
 
 
 def tool_matches(tool: RetrievalTool, folder: Path) -> list[Path]:
@@ -344,10 +357,13 @@ def check_sandbox(bwrap: str | None = None) -> None:
 
 
 def _refusal(binary: str, layers: tuple[str, ...]) -> str | None:
-    """Why bubblewrap could not run ``true`` with ``layers``, or None when it could."""
-    probe = Sandbox(hidden=(), readable=(), writable=(), bwrap=binary, layers=layers)
+    """Why bubblewrap could not run ``true`` with ``layers`` (through the jail, with Landlock), or None when it
+    could."""
+    readable = tuple(p.resolve() for p in runtime_paths())
+    probe = Sandbox(hidden=(), readable=readable, writable=(), bwrap=binary, layers=layers)
+    command = [str(launcher()), "true"] if LANDLOCK in layers else ["true"]
     try:
-        done = subprocess.run(probe.wrap(["true"]), capture_output=True, text=True, timeout=30)
+        done = subprocess.run(probe.wrap(command), capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"bubblewrap could not start: {exc}"
     return None if done.returncode == 0 else done.stderr.strip()[-300:] or f"exit status {done.returncode}"
