@@ -5,8 +5,8 @@ CLI's memory (forging what it records), or ``/proc/<cli>/fd/…``; no uid, capab
 from the CLI. Landlock does: a process in a Landlock domain may not ptrace — nor open the ``/proc`` files that
 ptrace's access check guards (``mem``, ``fd``, ``environ``, ``maps``) — a process outside its domain. Claude Code
 runs every Bash command as ``$CLAUDE_CODE_SHELL_PREFIX '<command>'`` (its documented hook for wrapping them; the
-prefix is one executable's path), so the sandbox sets that prefix to :func:`launcher`, a script running ``python
--I -m pytest_agent_eval.harness.jail``: it enters a domain of its own, then runs the command with bash.
+prefix is one executable's path), so the sandbox sets that prefix to :func:`launcher`, a script running this file
+with ``python -I -S``: it enters a domain of its own, then runs the command with bash.
 Everything the command starts stays in the domain; the CLI, its MCP servers, hooks and the relay stay outside.
 
 The domain restricts nothing else: the one file-system right it handles is making block devices, which no process
@@ -35,14 +35,16 @@ REFUSED_STATUS = 126  # what a shell answers for a command it cannot run
 
 @functools.cache
 def launcher() -> Path:
-    """An executable running the jail with this interpreter, isolated (``-I``: the module comes from this install,
-    never from the agent's repository, the command's current folder); written once per process into a folder of
-    its own (removed at exit), readable by all as the sandbox may run as another user."""
+    """An executable running this file with this interpreter, isolated (``-I``: nothing comes from the command's
+    current folder, the agent's repository) and without site-packages (``-S``: it needs the standard library
+    only, and skipping them halves the start-up every Bash command pays); written once per process into a folder
+    of its own (removed at exit), readable by all as the sandbox may run as another user."""
     folder = Path(tempfile.mkdtemp(prefix="agent-eval-jail-"))
     atexit.register(shutil.rmtree, folder, True)
     folder.chmod(0o755)
     script = folder / "jail"
-    script.write_text(f'#!/bin/sh\nexec {shlex.join([sys.executable, "-I", "-m", __name__])} "$@"\n')
+    command = shlex.join([sys.executable, "-I", "-S", str(Path(__file__).resolve())])
+    script.write_text(f'#!/bin/sh\nexec {command} "$@"\n')
     script.chmod(0o555)
     return script
 

@@ -53,6 +53,9 @@ from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
 
 # Tests switch the sandbox off to prove their attacks would otherwise get through; not a user option.
 DISABLE_VAR = "AGENT_EVAL_INTERNAL_NO_SANDBOX"
+# bench/harness_bench.py --hardening takes the hardening layers off (set to "") to measure what they cost; not a
+# user option either.
+LAYERS_VAR = "AGENT_EVAL_INTERNAL_SANDBOX_LAYERS"
 CLOSED_REGISTRY = "http://127.0.0.1:9/"  # the discard port: nothing listens, a fetch fails at once
 INSTALL_HINT = (
     "the agent runs inside a bubblewrap sandbox that hides the retrieval tool from the without-arm; "
@@ -215,7 +218,9 @@ def sandbox_for(
         hidden += tool_matches(tool, folder.resolve()) if folder.is_dir() and not folder.is_symlink() else []
     hidden += tool_installs(tool, path_env)
     # a link is hidden through what it points to (a mount lands on the target anyway)
+    layers = os.environ.get(LAYERS_VAR)
     return Sandbox(
+        layers=LAYERS if layers is None else tuple(name for name in LAYERS if name in layers.split(",")),
         hidden=tuple(_unique(p.resolve() for p in hidden)),
         readable=tuple(_unique([*readable, *(Path(p).resolve() for p in tool_install)])),
         writable=tuple(_unique(Path(p).resolve() for p in writable)),
