@@ -206,7 +206,7 @@ def hardening_micro(rounds: int) -> None:
     bare = Sandbox(hidden=(), readable=readable, writable=(), layers=())
     cases = [
         ("sandbox start (true)", hardened.wrap(["true"]), bare.wrap(["true"])),
-        ("a Bash command", hardened.wrap([str(launcher()), "true"]), bare.wrap(["bash", "-c", "true"])),
+        ("a Bash command", hardened.wrap([launcher(), "true"]), bare.wrap(["bash", "-c", "true"])),
     ]
     rows = []
     for name, on, off in cases:

@@ -357,7 +357,7 @@ def test_the_root_holds_the_system_the_runtime_and_the_item_and_nothing_else(hos
     work, mine = host / "work", host / "run"
     mine.mkdir()
     sandbox = sandbox_for(cache=host / "cache", writable=[work], readable=[mine], path_env="")
-    shown = [*sandbox.readable, *sandbox.writable, launcher()]  # and the jail's launcher (harness.jail)
+    shown = [*sandbox.readable, *sandbox.writable, Path(launcher())]  # and the jail's launcher (harness.jail)
     # every folder on the way to a shown path holds that way only: /root shows .pyenv (the hook's interpreter)
     # but not .cache, .npm or .claude; /tmp shows the item's folders but not other items'
     ways: dict[Path, set[str]] = {}

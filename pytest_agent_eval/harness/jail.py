@@ -15,16 +15,9 @@ in the sandbox may do anyway (a ruleset must handle one right to exist).
 
 from __future__ import annotations
 
-import atexit
 import ctypes
-import functools
 import os
-import shlex
-import shutil
 import sys
-import tempfile
-from collections.abc import Sequence
-from pathlib import Path
 
 # Landlock's system calls have one number on every architecture (Linux 5.13+).
 _CREATE_RULESET, _RESTRICT_SELF = 444, 446
@@ -33,12 +26,23 @@ _PR_SET_NO_NEW_PRIVS = 38
 REFUSED_STATUS = 126  # what a shell answers for a command it cannot run
 
 
-@functools.cache
-def launcher() -> Path:
+_launcher: list[str] = []  # the one launcher of this process, once written (no functools: see launcher)
+
+
+def launcher() -> str:
     """An executable running this file with this interpreter, isolated (``-I``: nothing comes from the command's
     current folder, the agent's repository) and without site-packages (``-S``: it needs the standard library
     only, and skipping them halves the start-up every Bash command pays); written once per process into a folder
     of its own (removed at exit), readable by all as the sandbox may run as another user."""
+    # imported here, not above: every Bash command starts this file, and these would double its start-up
+    import atexit
+    import shlex
+    import shutil
+    import tempfile
+    from pathlib import Path
+
+    if _launcher:
+        return _launcher[0]
     folder = Path(tempfile.mkdtemp(prefix="agent-eval-jail-"))
     atexit.register(shutil.rmtree, folder, True)
     folder.chmod(0o755)
@@ -46,7 +50,8 @@ def launcher() -> Path:
     command = shlex.join([sys.executable, "-I", "-S", str(Path(__file__).resolve())])
     script.write_text(f'#!/bin/sh\nexec {command} "$@"\n')
     script.chmod(0o555)
-    return script
+    _launcher.append(str(script))
+    return _launcher[0]
 
 
 def enter_domain() -> None:
@@ -66,18 +71,18 @@ def enter_domain() -> None:
         os.close(ruleset)
 
 
-def main(argv: Sequence[str] | None = None) -> int:
+def main(argv: list[str] | None = None) -> int:
     args = list(sys.argv[1:] if argv is None else argv)
     if len(args) != 1:
         print("usage: python -I -m pytest_agent_eval.harness.jail 'COMMAND'", file=sys.stderr)
         return 2
-    bash = shutil.which("bash") or "/bin/bash"
+    bash = next((path for path in ("/bin/bash", "/usr/bin/bash") if os.path.exists(path)), "bash")
     try:
         enter_domain()
     except OSError as exc:  # never run the command outside the domain
         print(f"agent-eval: {exc.strerror}; the command was not run", file=sys.stderr)
         return REFUSED_STATUS
-    os.execv(bash, [bash, "-c", args[0]])
+    os.execvp(bash, [bash, "-c", args[0]])
     return REFUSED_STATUS  # not reached: execv replaces this process or raises
 
 

@@ -159,14 +159,14 @@ class Sandbox:
         # leave files in the harness's folder
         mounts += [(path, 3, ["--ro-bind", str(path), str(path)]) for _, path in carry]
         if LANDLOCK in self.layers:  # the jail's launcher, alone, read-only
-            mounts.append((launcher(), 3, ["--ro-bind", str(launcher()), str(launcher())]))
+            mounts.append((Path(launcher()), 3, ["--ro-bind", launcher(), launcher()]))
         for _, _, mount in sorted(mounts, key=lambda m: (len(m[0].parts), m[1])):
             args += mount
         args += ["--dev", "/dev", "--proc", "/proc"]
         if PROC_LAYER in self.layers:
             args += proc_guards()
         if LANDLOCK in self.layers:
-            args += ["--setenv", SHELL_PREFIX_VAR, str(launcher())]
+            args += ["--setenv", SHELL_PREFIX_VAR, launcher()]
         if self.proxy is not None:
             url = f"http://127.0.0.1:{self.proxy[0]}"
             args += [arg for name in PROXY_VARS for arg in ("--setenv", name, url)]
@@ -366,7 +366,7 @@ def _refusal(binary: str, layers: tuple[str, ...]) -> str | None:
     could."""
     readable = tuple(p.resolve() for p in runtime_paths())
     probe = Sandbox(hidden=(), readable=readable, writable=(), bwrap=binary, layers=layers)
-    command = [str(launcher()), "true"] if LANDLOCK in layers else ["true"]
+    command = [launcher(), "true"] if LANDLOCK in layers else ["true"]
     try:
         done = subprocess.run(probe.wrap(command), capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as exc:
