@@ -7,7 +7,8 @@ the agent, every shell and subprocess it starts, and every subagent run in names
 * the filesystem is an allow-list, built on an empty root: the system's folders (:data:`SYSTEM_ROOTS`:
   ``/usr``, ``/etc``, the ``/bin``, ``/sbin``, ``/lib*`` links or folders) read-only, ``/dev``, ``/proc``, an
   empty ``/tmp``; the Python that runs the hook and this package, node's own prefix, the CA bundles the
-  environment names, and what the caller names (the Claude Code install, the item's run folder) read-only;
+  environment names, and what the caller names (the Claude Code install, the two files of the item's run folder
+  the CLI is given) read-only;
   the item's workspace (repository copy, HOME, TMPDIR) read-write. Nothing else exists: no ``/root``,
   ``/home``, ``/opt``, ``/srv``, ``/var``, ``/mnt``, ``/work``, no cache, no campaign or corpus folder, and
   whatever sits on PATH outside that set is absent;
@@ -22,14 +23,19 @@ the agent, every shell and subprocess it starts, and every subagent run in names
   npm and npx are also pointed at a closed loopback port with an empty cache (:func:`npm_env`);
 * processes live in their own PID namespace and die with their parent (see
   :mod:`pytest_agent_eval.harness.process`), without any capability even when the harness runs as root: a
-  mask cannot be unmounted to find what it covers, and a user namespace of their own cannot be made as root
-  (as an ordinary user it can, but the kernel locks the mounts it inherits together).
+  mask cannot be unmounted to find what it covers;
+* the hardening layers (:data:`LAYERS`, docs/sandbox.md), as a container runtime's default has them: a user
+  namespace where the agent is uid :data:`AGENT_UID`, never host root, with a kernel keyring of its own and no
+  further namespace; ``/proc``'s global knobs read-only or masked (:func:`proc_guards`); a session of its own
+  (no terminal to type into); a seccomp filter (:mod:`pytest_agent_eval.harness.seccomp`); and every Bash
+  command in a Landlock domain of its own (:mod:`pytest_agent_eval.harness.jail`), out of the CLI's reach.
 
 Mounts are applied from the shallowest path to the deepest, so the most specific rule wins: a folder bound
 inside a masked one comes back, a path masked inside a bound one is gone.
 
 bubblewrap works as root and, through unprivileged user namespaces, as an ordinary user. Where it cannot
-run, :func:`check_sandbox` raises :class:`SandboxUnavailable` saying what to install or enable.
+run, :func:`check_sandbox` raises :class:`SandboxUnavailable` saying what to install or enable, naming the first
+layer the kernel refuses; no sandbox ever runs with a layer fewer.
 """
 
 from __future__ import annotations
