@@ -242,6 +242,18 @@ def hardening_sessions(args: argparse.Namespace, scratch: Path, env: dict[str, s
     (wall_on, over_on), (wall_off, over_off) = medians["hardened"], medians["unhardened"]
     print(f"hardened/unhardened: item time {wall_on / wall_off:.3f}x ({wall_on - wall_off:+.2f} s), "
           f"harness overhead {over_on - over_off:+.2f} s per item")  # fmt: skip
+    # the same item (same questions) against itself: per id, the ratio of its median times
+    by_id = {side: {} for side in sides}
+    for side, items in sides.items():
+        for item in items:
+            by_id[side].setdefault(item["id"], []).append(item["wall_s"])
+    ratios = sorted(statistics.median(by_id["hardened"][i]) / statistics.median(by_id["unhardened"][i])
+                    for i in by_id["hardened"].keys() & by_id["unhardened"].keys())  # fmt: skip
+    if ratios:
+        print(
+            f"per item id, hardened/unhardened: median {statistics.median(ratios):.3f}x "
+            f"(items {ratios[0]:.2f}x-{ratios[-1]:.2f}x)"
+        )
 
 
 def main() -> int:
