@@ -23,9 +23,10 @@ import textwrap
 from dataclasses import replace
 from pathlib import Path
 
+import pyseccomp
 import pytest
 from conftest import RealTools
-from escape_probes import CALLS, FORGED, KEY_PAYLOAD, outcomes, probe_script, shell_command
+from escape_probes import CALLS, FORGED, outcomes, probe_script, shell_command
 
 from pytest_agent_eval.harness.drivers.headless import HeadlessOptions, run_headless
 from pytest_agent_eval.harness.drivers.tmux import SessionTail, _forget_key, _mark_onboarded, copy_session
@@ -170,22 +171,13 @@ def test_the_user_namespace_alone_leaves_sysctls_writable_and_the_proc_layer_clo
 
 
 KEYCTL_SEARCH, KEYCTL_INVALIDATE, KEY_SPEC_USER_KEYRING = 10, 21, -4
+KEYCTL = pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, "keyctl")
+# What finds the probe's key in the user keyring of the process that runs it: its id, or -1.
+FIND_KEY = (KEYCTL_SEARCH, KEY_SPEC_USER_KEYRING, b"user", b"agent-eval-escape", 0)
 
 
-def _find_key() -> int:
-    """The id of the probe's key in this process's user keyring, or -1."""
-    import pyseccomp
-
-    libc = ctypes.CDLL(None, use_errno=True)
-    number = pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, "keyctl")
-    return libc.syscall(number, KEYCTL_SEARCH, KEY_SPEC_USER_KEYRING, b"user", b"agent-eval-escape", 0)
-
-
-def _forget_found_key(key: int) -> None:
-    import pyseccomp
-
-    number = pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, "keyctl")
-    ctypes.CDLL(None, use_errno=True).syscall(number, KEYCTL_INVALIDATE, key)
+def _keyctl(*args: object) -> int:
+    return ctypes.CDLL(None, use_errno=True).syscall(KEYCTL, *args)
 
 
 @needs_bwrap
@@ -193,28 +185,21 @@ def _forget_found_key(key: int) -> None:
 def test_a_key_stored_by_one_item_reaches_neither_the_host_nor_another_sandbox() -> None:
     """The with-arm storing its explore answer in a key for a later without-arm: with seccomp off, the user
     namespace alone keeps the keyring apart (the key is the namespace's); without it the key lands in root's."""
-    assert _find_key() < 0
-    stored, output = _probe(replace(_bare(), layers=(USER_NAMESPACE, PROC_LAYER)), user_keyring=True)
+    assert _keyctl(*FIND_KEY) < 0
+    userns_only = replace(_bare(), layers=(USER_NAMESPACE, PROC_LAYER))
+    stored, output = _probe(userns_only, user_keyring=True)
     assert stored["add_key"] == "ALLOWED", output
-    assert _find_key() < 0  # not in the host's keyring: the namespace's own, gone with it
-    search = f"import ctypes; print(ctypes.CDLL(None).syscall({_keyctl()}, 10, -4, b'user', b'agent-eval-escape', 0))"
-    second = subprocess.run(replace(_bare(), layers=(USER_NAMESPACE, PROC_LAYER)).wrap(["python3", "-c", search]),
-                            capture_output=True, text=True, timeout=60)  # fmt: skip
+    assert _keyctl(*FIND_KEY) < 0  # not in the host's keyring: the namespace's own, gone with it
+    search = f"import ctypes; print(ctypes.CDLL(None).syscall({KEYCTL}, *{FIND_KEY!r}))"
+    second = subprocess.run(userns_only.wrap(["python3", "-c", search]), capture_output=True, text=True, timeout=60)
     assert second.stdout.strip() == "-1", second  # nor in another sandbox's
     leaked, output = _probe(replace(_bare(), layers=()), user_keyring=True)
-    key = _find_key()
+    key = _keyctl(*FIND_KEY)
     try:
         assert leaked["add_key"] == "ALLOWED" and key >= 0, output  # no layer: root's keyring, the channel
     finally:
         if key >= 0:
-            _forget_found_key(key)
-    assert KEY_PAYLOAD not in second.stdout
-
-
-def _keyctl() -> int:
-    import pyseccomp
-
-    return pyseccomp.resolve_syscall(pyseccomp.Arch.NATIVE, "keyctl")
+            _keyctl(KEYCTL_INVALIDATE, key)
 
 
 @needs_bwrap
