@@ -116,6 +116,9 @@ for pid in sorted(int(p) for p in os.listdir("/proc") if p.isdigit() and int(p) 
             out(name, True)
         except OSError as exc:
             out(name, False, exc.strerror)
+status = dict(line.split(":\t", 1) for line in open("/proc/self/status").read().splitlines() if ":\t" in line)
+print("NoNewPrivs:", status["NoNewPrivs"].strip(), flush=True)
+print("CapEff:", status["CapEff"].strip(), flush=True)
 print("uid:", os.getuid(), "map:", " ".join(open("/proc/self/uid_map").read().split()), flush=True)
 call("unshare", 0x10000000)  # CLONE_NEWUSER: last, as it changes what this process is when it gets through
 '''

@@ -69,6 +69,8 @@ SEALED = {
     "sysctl vm/overcommit_memory": EROFS,
     "/proc/keys": EACCES,
     "/proc/timer_list": EACCES,
+    "NoNewPrivs": "1",
+    "CapEff": "0000000000000000",
     "cli memory": EACCES,  # another Landlock domain's
     "forge cli fd/1": EACCES,
     "forge cli fd/2": EACCES,
