@@ -2,6 +2,7 @@
 
     python bench/harness_bench.py                  # -n 1, 2, 4; express; 4 runs per arm; warm caches
     python bench/harness_bench.py --cold           # each -n session starts from an empty cache of its own
+    python bench/harness_bench.py --hardening      # the sandbox's hardening layers on against off: their cost
 
 Each session runs ``pytest evals -k <entry> --agent-eval-backend scripted --agent-eval-offline`` from the
 repository root into a fresh ``--agent-eval-out``. Per item it prints the harness overhead: the item's wall time
@@ -10,7 +11,13 @@ the driver's per-turn ``wall_s``), and that overhead as a share of the agent's t
 installs and index builds ``builds.log`` gained (:func:`~pytest_agent_eval.harness.provision.read_builds`) and the
 throughput.
 
-Goals: overhead ≤ 5% of the agent's time; one index build per (repository, codegraph version) whatever -n is.
+``--hardening`` measures what the sandbox's hardening layers (user namespace, read-only /proc, seccomp, Landlock;
+see docs/sandbox.md) cost: a sandboxed process's start and a Bash command through the jail, each timed many times
+alternating with and without them, then whole ``-n 1`` sessions alternating hardened and not (the layers taken off
+through an internal variable, never a user option); it prints the ratios hardened/unhardened.
+
+Goals: overhead ≤ 5% of the agent's time; one index build per (repository, codegraph version) whatever -n is;
+hardening costs no measurable time per item (its item-time ratio within the sessions' own spread).
 Warm mode provisions the pinned Claude Code and codegraph, the entry and its index first, so every session
 should build nothing; ``--cold`` gives each session an empty cache, so each must install and index exactly once.
 """
@@ -37,6 +44,7 @@ from pytest_agent_eval.corpus import load_corpus
 from pytest_agent_eval.harness.index import indexed_copy
 from pytest_agent_eval.harness.provision import CLAUDE_CODE_VERSION, provision_claude, provision_tool, read_builds
 from pytest_agent_eval.harness.repos import fetch_repo
+from pytest_agent_eval.harness.sandbox import LAYERS, LAYERS_VAR, Sandbox, runtime_paths
 from pytest_agent_eval.tool import CODEGRAPH
 
 REPO = Path(__file__).resolve().parents[1]
@@ -179,12 +187,83 @@ def print_summary(results: list[dict[str, Any]], cold: bool) -> None:
     print(f"goal: one index build per (repository, version) per session, {want} expected here: {verdict}")
 
 
+def _median_s(command: list[str], rounds: int) -> list[float]:
+    times = []
+    for _ in range(rounds):
+        started = time.perf_counter()
+        subprocess.run(command, check=True, capture_output=True)
+        times.append(time.perf_counter() - started)
+    return times
+
+
+def hardening_micro(rounds: int) -> None:
+    """A sandboxed ``true`` and a sandboxed Bash command through the jail (as Claude Code runs one), with every
+    layer and with none, alternating; medians and their ratio."""
+    from pytest_agent_eval.harness.jail import launcher
+
+    readable = tuple(p.resolve() for p in runtime_paths())
+    hardened = Sandbox(hidden=(), readable=readable, writable=())
+    bare = Sandbox(hidden=(), readable=readable, writable=(), layers=())
+    cases = [
+        ("sandbox start (true)", hardened.wrap(["true"]), bare.wrap(["true"])),
+        ("a Bash command", hardened.wrap([launcher(), "true"]), bare.wrap(["bash", "-c", "true"])),
+    ]
+    rows = []
+    for name, on, off in cases:
+        on_s, off_s = [], []
+        for _ in range(rounds):  # alternating, so drift on a shared machine hits both alike
+            on_s += _median_s(on, 1)
+            off_s += _median_s(off, 1)
+        a, b = statistics.median(on_s), statistics.median(off_s)
+        rows.append([name, f"{a * 1000:.1f}", f"{b * 1000:.1f}", f"{(a - b) * 1000:+.1f}", f"{a / b:.2f}x"])
+    print(f"\nHARDENING, per process ({rounds} alternating rounds; medians)")
+    print(tabulate(rows, headers=["what", "hardened ms", "unhardened ms", "cost ms", "hardened/unhardened"],
+                   disable_numparse=True))  # fmt: skip
+
+
+def hardening_sessions(args: argparse.Namespace, scratch: Path, env: dict[str, str], cache: Path) -> None:
+    """``-n 1`` sessions alternating hardened (every layer) and unhardened (none); the ratio of median item time
+    and of median harness overhead, with each side's spread."""
+    sides: dict[str, list[dict[str, Any]]] = {"hardened": [], "unhardened": []}
+    for k in range(args.rounds):
+        for side in sides:
+            layers = ",".join(LAYERS) if side == "hardened" else ""
+            result = session(1, args, scratch / f"{side}-{k}", {**env, LAYERS_VAR: layers}, cache)
+            sides[side] += [i for i in result["items"] if i["wall_s"] is not None and i["outcome"] == "passed"]
+    rows, medians = [], {}
+    for side, items in sides.items():
+        walls = [i["wall_s"] for i in items]
+        medians[side] = (statistics.median(walls), statistics.median(i["overhead_s"] for i in items))
+        rows.append([side, len(items), f"{medians[side][0]:.2f}", f"{min(walls):.2f}-{max(walls):.2f}",
+                     f"{medians[side][1]:.2f}"])  # fmt: skip
+    print(f"\nHARDENING, per item (-n 1, {args.rounds} alternating session pairs; passed items)")
+    print(tabulate(rows, headers=["sandbox", "items", "median item s", "range", "median overhead s"],
+                   disable_numparse=True))  # fmt: skip
+    (wall_on, over_on), (wall_off, over_off) = medians["hardened"], medians["unhardened"]
+    print(f"hardened/unhardened: item time {wall_on / wall_off:.3f}x ({wall_on - wall_off:+.2f} s), "
+          f"harness overhead {over_on - over_off:+.2f} s per item")  # fmt: skip
+    # the same item (same questions) against itself: per id, the ratio of its median times
+    by_id = {side: {} for side in sides}
+    for side, items in sides.items():
+        for item in items:
+            by_id[side].setdefault(item["id"], []).append(item["wall_s"])
+    ratios = sorted(statistics.median(by_id["hardened"][i]) / statistics.median(by_id["unhardened"][i])
+                    for i in by_id["hardened"].keys() & by_id["unhardened"].keys())  # fmt: skip
+    if ratios:
+        print(
+            f"per item id, hardened/unhardened: median {statistics.median(ratios):.3f}x "
+            f"(items {ratios[0]:.2f}x-{ratios[-1]:.2f}x)"
+        )
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("--workers", default="1,2,4", help="comma-separated -n values (default 1,2,4)")
     parser.add_argument("--runs", type=int, default=4, help="runs per arm (default 4: 8 items)")
     parser.add_argument("-k", default="express", help="corpus entry to run (default express)")
     parser.add_argument("--cold", action="store_true", help="give every session an empty cache of its own")
+    parser.add_argument("--hardening", action="store_true", help="the sandbox's hardening layers on against off")
+    parser.add_argument("--rounds", type=int, default=2, help="--hardening: session pairs (default 2)")
     args = parser.parse_args()
     workers = [int(w) for w in args.workers.split(",")]
     scratch = Path(tempfile.mkdtemp(prefix="harness-bench-"))
@@ -202,6 +281,13 @@ def main() -> int:
         "--agent-eval-backend scripted --agent-eval-offline; "
         f"claude {CLAUDE_CODE_VERSION}, codegraph {CODEGRAPH.version}; {os.cpu_count()} CPUs; out {scratch}"
     )
+    if args.hardening:
+        if args.cold:
+            sys.exit("--hardening measures with warm caches: leave --cold out")
+        hardening_micro(rounds=30)
+        env = {**base_env, "AGENT_EVAL_CACHE": str(cache), "PATH": os.pathsep.join([str(claude_bin), base_env["PATH"]])}
+        hardening_sessions(args, scratch, env, cache)
+        return 0
     for n in workers:
         env = dict(base_env)
         if args.cold:

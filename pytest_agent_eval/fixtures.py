@@ -279,7 +279,8 @@ def agent_sandbox(
     agent_tool: RetrievalTool,
     tool_build: Any,
     agent_workspace: Any,
-    agent_run_dir: Path,
+    cli_block: CliBlock,
+    mcp_config: Path,
     agent_model_server: ModelEndpoint,
     tmp_path: Path,
 ) -> Iterator[Any]:
@@ -291,7 +292,15 @@ def agent_sandbox(
         return
     _step("sandbox", sandbox.check_sandbox)
     node = runtimes.node()
-    readable = [*sandbox.install_paths(claude_cli.bin), agent_run_dir, tmp_path / "shim", *(node.reads if node else ())]
+    # Of the run folder, only the two files the CLI is given: the folder also receives this attempt's transcript
+    # and stderr, and an earlier attempt's (attempt-<k>/), which no later attempt may read.
+    readable = [
+        *sandbox.install_paths(claude_cli.bin),
+        cli_block.settings,
+        mcp_config,
+        tmp_path / "shim",
+        *(node.reads if node else ()),
+    ]
     # its MCP server runs inside, under the agent
     tool_install = sandbox.install_paths(tool_build.bin) if agent_case.arm.has_tool else []
     workspace = [agent_workspace.repo, agent_workspace.home, agent_workspace.tmp]
@@ -498,6 +507,7 @@ def agent_run(
     request.node.stash[AGENT_RUNNING_KEY] = True
     try:
         for attempt in range(cfg.retries + 1):
+            _step("renewing the workspace", partial(_fresh_attempt, request, agent_case, agent_workspace, attempt > 0))
             try:
                 with _recording(agent_model_server, agent_run_dir):
                     run = drive(
@@ -536,6 +546,18 @@ def _recording(endpoint: ModelEndpoint, folder: Path) -> ContextManager[Any]:
     from pytest_agent_eval.model.record import REQUESTS_FILE
 
     return endpoint.log.into(folder / REQUESTS_FILE) if endpoint.log is not None else nullcontext()
+
+
+def _fresh_attempt(request: pytest.FixtureRequest, case: EvalCase, workspace: Any, retry: bool) -> None:
+    """A HOME and TMPDIR no earlier process wrote (the block probe's, or an earlier attempt's), and for a retry a
+    fresh repository copy: nothing an attempt left reaches the next (see harness.workspace.fresh_attempt)."""
+    from pytest_agent_eval.harness.sandbox import npm_env
+    from pytest_agent_eval.harness.workspace import fresh_attempt
+
+    tool = request.getfixturevalue("agent_tool")
+    source = request.getfixturevalue("indexed_repo") if retry else None
+    fresh_attempt(workspace, source, () if case.arm.has_tool else tool.state_dirs)
+    npm_env(workspace.home)  # the npm settings files the agent's environment names
 
 
 def agent_result(

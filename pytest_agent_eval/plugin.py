@@ -343,7 +343,7 @@ def cli_block(claude_cli, agent_tool, agent_run_dir, tmp_path, agent_eval_memo) 
 
 @pytest.fixture
 def agent_sandbox(
-    agent_case, agent_eval_config, claude_cli, agent_tool, tool_build, agent_workspace, agent_run_dir,
+    agent_case, agent_eval_config, claude_cli, agent_tool, tool_build, agent_workspace, cli_block, mcp_config,
     agent_model_server, tmp_path,
 ) -> Iterator[Any]:  # fmt: skip
     """The bubblewrap sandbox the agent runs in (see :mod:`pytest_agent_eval.harness.sandbox`); the item errors,

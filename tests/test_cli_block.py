@@ -187,7 +187,7 @@ MENTIONS = [
 def run_hook(payload: str | bytes, cli: str = "codegraph") -> subprocess.CompletedProcess:
     """The hook program exactly as the settings file runs it, from a cwd outside this checkout."""
     return subprocess.run(
-        [sys.executable, "-m", HOOK_MODULE, "--cli", cli],
+        shlex.split(hook_command(cli)),
         input=payload.encode() if isinstance(payload, str) else payload,
         capture_output=True,
         cwd="/",
@@ -385,7 +385,7 @@ def test_hook_settings_run_the_hook_module(tmp_path):
     assert group["matcher"] == "Bash"
     [hook] = group["hooks"]
     assert hook["type"] == "command"
-    assert shlex.split(hook["command"]) == [sys.executable, "-m", HOOK_MODULE, "--cli", "codegraph"]
+    assert shlex.split(hook["command"]) == [sys.executable, "-I", "-m", HOOK_MODULE, "--cli", "codegraph"]
 
 
 def hook_settings(folder: Path, matcher: str, command: str) -> Path:

@@ -20,6 +20,7 @@ from pathlib import Path
 import pytest
 
 from pytest_agent_eval.harness.drivers import STANDIN_API_KEY, agent_environment
+from pytest_agent_eval.harness.jail import launcher
 from pytest_agent_eval.harness.process import group_alive, start_group, stop_group, watched
 from pytest_agent_eval.harness.relay import PROXY_PORT, api_address, api_proxy, carried
 from pytest_agent_eval.harness.sandbox import (
@@ -155,8 +156,10 @@ def test_no_capability_inside_so_no_mask_comes_off(tmp_path: Path) -> None:
     sandbox = Sandbox(hidden=(hidden,), readable=(shown,), writable=(), bwrap=shutil.which("bwrap") or "bwrap")
     done = _run(sandbox, f"grep CapEff /proc/self/status; {_UNMASK.format(hidden)}", tmp_path)
     assert "CapEff:\t0000000000000000" in done.stdout and "SECRET" not in done.stdout, done.stdout + done.stderr
-    if os.geteuid() == 0:  # the same sandbox with its capabilities: the mask comes off, so the test can fail
-        with_caps = [a for a in sandbox.wrap(["sh", "-c", _UNMASK.format(hidden)]) if a not in ("--cap-drop", "ALL")]
+    if os.geteuid() == 0:  # the same sandbox with its capabilities (and none of the other layers, each of which
+        # stops the umount too): the mask comes off, so the test can fail
+        bare = replace(sandbox, layers=()).wrap(["sh", "-c", _UNMASK.format(hidden)])
+        with_caps = [a for a in bare if a not in ("--cap-drop", "ALL")]
         assert "SECRET" in subprocess.run(with_caps, capture_output=True, text=True, timeout=60).stdout
 
 
@@ -354,7 +357,7 @@ def test_the_root_holds_the_system_the_runtime_and_the_item_and_nothing_else(hos
     work, mine = host / "work", host / "run"
     mine.mkdir()
     sandbox = sandbox_for(cache=host / "cache", writable=[work], readable=[mine], path_env="")
-    shown = [*sandbox.readable, *sandbox.writable]
+    shown = [*sandbox.readable, *sandbox.writable, Path(launcher())]  # and the jail's launcher (harness.jail)
     # every folder on the way to a shown path holds that way only: /root shows .pyenv (the hook's interpreter)
     # but not .cache, .npm or .claude; /tmp shows the item's folders but not other items'
     ways: dict[Path, set[str]] = {}

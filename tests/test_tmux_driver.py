@@ -342,7 +342,7 @@ def test_copy_session_keeps_the_subagents_where_the_reader_finds_them(tmp_path: 
     assert find_session_source(config, Path("/r/x"), "sess-2") is None
     out = tmp_path / "out"
     out.mkdir()
-    copied = copy_session(source, out, "with-1")
+    copied = copy_session(source, out, "with-1", config)
     assert copied == out / "run-with-1.session.jsonl"
     assert sorted(p.name for p in (out / "run-with-1.session" / "subagents").iterdir()) == [
         "agent-a1.jsonl",

@@ -81,8 +81,13 @@ def _mirror(directory: Path, cli: str, shim_root: Path) -> Path:
 
 
 def hook_command(cli: str) -> str:
-    """The shell command Claude Code runs for the hook; quoted, as the interpreter path may hold spaces."""
-    return shlex.join([sys.executable, "-m", HOOK_MODULE, "--cli", cli])
+    """The shell command Claude Code runs for the hook; quoted, as the interpreter path may hold spaces.
+
+    Isolated (``-I``): Claude Code runs it in the agent's repository, and ``-m`` would put that folder first on
+    ``sys.path``, so a ``pytest_agent_eval`` package the agent wrote there would be the hook; ``-I`` leaves the
+    current folder, ``PYTHON*`` variables and the user's site-packages out, so the module comes from this
+    install, which the sandbox shows read-only."""
+    return shlex.join([sys.executable, "-I", "-m", HOOK_MODULE, "--cli", cli])
 
 
 def write_hook_settings(dest: Path, cli: str) -> Path:

@@ -59,7 +59,9 @@ def prove_block(options: HeadlessOptions, cli: str, *, cwd: Path, env: Mapping[s
         probe = replace(options, mcp_config=empty, timeout_s=PROBE_TIMEOUT_S, max_budget_usd=1.0)
         if probe.sandbox is not None:  # no network: carry the probe's port in, instead of the run's model or API
             relay = stack.enter_context(carried(server.url))
-            probe = replace(probe, sandbox=replace(probe.sandbox, relay=relay, proxy=None))
+            # and show its MCP file: of the run folder the sandbox shows only the files the CLI is given
+            readable = (*probe.sandbox.readable, empty)
+            probe = replace(probe, sandbox=replace(probe.sandbox, relay=relay, proxy=None, readable=readable))
         record = run_headless(["agent-eval block probe"], label="block-probe", out_dir=out_dir, cwd=cwd,
                               env=probe_env, options=probe)  # fmt: skip
     calls = [c for c in Session.from_files(record.segments).calls if c.name == "Bash"]

@@ -126,7 +126,9 @@ def watched(command: Sequence[str], parent: int | None = None) -> list[str]:
     For a process this one cannot be the parent of — the agent under a tmux server, which outlives whoever
     started it — the parent-death signal does not reach, so the watchdog polls for the parent instead.
     """
-    return [sys.executable, "-m", __name__, "--watch", str(parent or os.getpid()), "--", *command]
+    # isolated (-I): it starts, outside the sandbox, in the agent's repository, where -m would import a module the
+    # agent wrote before the one installed
+    return [sys.executable, "-I", "-m", __name__, "--watch", str(parent or os.getpid()), "--", *command]
 
 
 def watchdog(parent: int, command: Sequence[str]) -> int:

@@ -271,7 +271,8 @@ def api_proxy(url: str | None) -> Iterator[ApiProxy]:
 def relay_command(carry: Sequence[tuple[int, Path]], command: Sequence[str]) -> list[str]:
     """``command`` behind the sandbox's side of the relay, listening on each ``(port, socket)`` of ``carry``."""
     flags = [f"--carry={port}={path}" for port, path in carry]
-    return [sys.executable, "-m", __name__, *flags, "--", *command]
+    # isolated (-I): it starts in the agent's repository, where -m would import a module the agent wrote first
+    return [sys.executable, "-I", "-m", __name__, *flags, "--", *command]
 
 
 def _connect_unix(path: str) -> socket.socket:

@@ -7,7 +7,8 @@ the agent, every shell and subprocess it starts, and every subagent run in names
 * the filesystem is an allow-list, built on an empty root: the system's folders (:data:`SYSTEM_ROOTS`:
   ``/usr``, ``/etc``, the ``/bin``, ``/sbin``, ``/lib*`` links or folders) read-only, ``/dev``, ``/proc``, an
   empty ``/tmp``; the Python that runs the hook and this package, node's own prefix, the CA bundles the
-  environment names, and what the caller names (the Claude Code install, the item's run folder) read-only;
+  environment names, and what the caller names (the Claude Code install, the two files of the item's run folder
+  the CLI is given) read-only;
   the item's workspace (repository copy, HOME, TMPDIR) read-write. Nothing else exists: no ``/root``,
   ``/home``, ``/opt``, ``/srv``, ``/var``, ``/mnt``, ``/work``, no cache, no campaign or corpus folder, and
   whatever sits on PATH outside that set is absent;
@@ -22,14 +23,19 @@ the agent, every shell and subprocess it starts, and every subagent run in names
   npm and npx are also pointed at a closed loopback port with an empty cache (:func:`npm_env`);
 * processes live in their own PID namespace and die with their parent (see
   :mod:`pytest_agent_eval.harness.process`), without any capability even when the harness runs as root: a
-  mask cannot be unmounted to find what it covers, and a user namespace of their own cannot be made as root
-  (as an ordinary user it can, but the kernel locks the mounts it inherits together).
+  mask cannot be unmounted to find what it covers;
+* the hardening layers (:data:`LAYERS`, docs/sandbox.md), as a container runtime's default has them: a user
+  namespace where the agent is uid :data:`AGENT_UID`, never host root, with a kernel keyring of its own and no
+  further namespace; ``/proc``'s global knobs read-only or masked (:func:`proc_guards`); a session of its own
+  (no terminal to type into); a seccomp filter (:mod:`pytest_agent_eval.harness.seccomp`); and every Bash
+  command in a Landlock domain of its own (:mod:`pytest_agent_eval.harness.jail`), out of the CLI's reach.
 
 Mounts are applied from the shallowest path to the deepest, so the most specific rule wins: a folder bound
 inside a masked one comes back, a path masked inside a bound one is gone.
 
 bubblewrap works as root and, through unprivileged user namespaces, as an ordinary user. Where it cannot
-run, :func:`check_sandbox` raises :class:`SandboxUnavailable` saying what to install or enable.
+run, :func:`check_sandbox` raises :class:`SandboxUnavailable` saying what to install or enable, naming the first
+layer the kernel refuses; no sandbox ever runs with a layer fewer.
 """
 
 from __future__ import annotations
@@ -47,11 +53,16 @@ from pathlib import Path
 
 import pytest_agent_eval
 from pytest_agent_eval.harness import runtimes
+from pytest_agent_eval.harness.jail import launcher
 from pytest_agent_eval.harness.relay import relay_command
+from pytest_agent_eval.harness.seccomp import SeccompError, filter_file
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
 
 # Tests switch the sandbox off to prove their attacks would otherwise get through; not a user option.
 DISABLE_VAR = "AGENT_EVAL_INTERNAL_NO_SANDBOX"
+# bench/harness_bench.py --hardening takes the hardening layers off (set to "") to measure what they cost; not a
+# user option either.
+LAYERS_VAR = "AGENT_EVAL_INTERNAL_SANDBOX_LAYERS"
 CLOSED_REGISTRY = "http://127.0.0.1:9/"  # the discard port: nothing listens, a fetch fails at once
 INSTALL_HINT = (
     "the agent runs inside a bubblewrap sandbox that hides the retrieval tool from the without-arm; "
@@ -68,6 +79,31 @@ MASKED = tuple(Path(p) for p in ("/etc/claude-code", "/etc/npmrc", "/usr/etc/npm
 CA_VARS = ("SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS")  # the CLI reads them to reach the real API
 PROXY_VARS = ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy")
 NO_PROXY_VARS = ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy")
+
+
+# The layers a kernel may refuse, each named in the error when it does, with what to do about it.
+USER_NAMESPACE, PROC_LAYER, SECCOMP, LANDLOCK = "user namespace", "read-only /proc", "seccomp", "landlock"
+LAYERS = (USER_NAMESPACE, PROC_LAYER, SECCOMP, LANDLOCK)
+LAYER_HINTS = {
+    USER_NAMESPACE: "allow user namespaces (`sysctl user.max_user_namespaces=15000`; as an ordinary user "
+    "`sysctl kernel.unprivileged_userns_clone=1`, or on Ubuntu 24.04+ `sysctl "
+    "kernel.apparmor_restrict_unprivileged_userns=0`; in a container, run it with user namespaces allowed)",
+    PROC_LAYER: "bubblewrap must be able to bind over /proc entries (a container that masks /proc itself may "
+    "refuse it: run the harness with a /proc of its own)",
+    SECCOMP: "the kernel needs seccomp filters (CONFIG_SECCOMP_FILTER) and the machine libseccomp "
+    "(Debian/Ubuntu: `apt-get install libseccomp2`)",
+    LANDLOCK: "the kernel needs Landlock (Linux 5.13+, `landlock` in the `lsm=` boot parameter)",
+}
+# Claude Code runs each Bash command as `$CLAUDE_CODE_SHELL_PREFIX '<command>'`: through the jail, in a Landlock
+# domain of its own, whose processes cannot reach the CLI's memory or descriptors (see harness.jail).
+SHELL_PREFIX_VAR = "CLAUDE_CODE_SHELL_PREFIX"
+AGENT_UID = 1000  # the agent's uid (and gid) in its user namespace: an ordinary user's, not root's
+_SECCOMP_FD = 9
+# /proc's global knobs, as Docker's default (moby's oci/defaults.go) leaves them: read-only ...
+PROC_READ_ONLY = ("sys", "sysrq-trigger", "irq", "bus", "fs")
+# ... and masked: kernel memory, the keyrings' list, timers and scheduler state that leak other processes' doings
+PROC_MASKED = ("kcore", "keys", "timer_list", "latency_stats", "sched_debug", "timer_stats", "acpi", "asound",
+               "scsi", "interrupts")  # fmt: skip
 
 
 class SandboxUnavailable(RuntimeError):
@@ -89,11 +125,20 @@ class Sandbox:
     proxy: tuple[int, Path] | None = None
     system: tuple[Path, ...] = SYSTEM_ROOTS
 
+    layers: tuple[str, ...] = LAYERS  # every one; check_sandbox takes them off one by one only to name a refusal
+
     def wrap(self, command: Sequence[str]) -> list[str]:
-        """``command`` run inside the sandbox (a bubblewrap argv)."""
+        """``command`` run inside the sandbox (a bubblewrap argv, behind a shell that hands it the seccomp
+        filter on a descriptor)."""
         args = [self.bwrap, "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--die-with-parent"]
         # no capability, also as root: one could unmount a mask (CAP_SYS_ADMIN) and find what it covers
         args += ["--cap-drop", "ALL"]
+        # a session of its own: no controlling terminal to push input into (TIOCSTI; the filter denies it too)
+        args += ["--new-session"]
+        if USER_NAMESPACE in self.layers:
+            # not host root even when pytest is: uid AGENT_UID of a namespace of its own, whose kernel keyring is
+            # its own (uid 0's is shared by the host and every sandbox), and which can make no further namespace
+            args += ["--unshare-user", "--uid", str(AGENT_UID), "--gid", str(AGENT_UID), "--disable-userns"]
         carry = [c for c in (self.relay, self.proxy) if c is not None]
         if len({port for port, _ in carry}) < len(carry):
             raise ValueError(f"the model relay and the API proxy need distinct ports: {carry}")
@@ -121,15 +166,26 @@ class Sandbox:
         # the socket alone, read-only: connecting needs no write access, and the agent can neither remove it nor
         # leave files in the harness's folder
         mounts += [(path, 3, ["--ro-bind", str(path), str(path)]) for _, path in carry]
+        if LANDLOCK in self.layers:  # the jail's launcher, alone, read-only
+            mounts.append((Path(launcher()), 3, ["--ro-bind", launcher(), launcher()]))
         for _, _, mount in sorted(mounts, key=lambda m: (len(m[0].parts), m[1])):
             args += mount
         args += ["--dev", "/dev", "--proc", "/proc"]
+        if PROC_LAYER in self.layers:
+            args += proc_guards()
+        if LANDLOCK in self.layers:
+            args += ["--setenv", SHELL_PREFIX_VAR, launcher()]
         if self.proxy is not None:
             url = f"http://127.0.0.1:{self.proxy[0]}"
             args += [arg for name in PROXY_VARS for arg in ("--setenv", name, url)]
             args += [arg for name in NO_PROXY_VARS for arg in ("--unsetenv", name)]
         if carry:
             command = relay_command(carry, command)
+        if SECCOMP in self.layers:
+            # bubblewrap reads the compiled filter from a descriptor: the shell opens the file on it and execs
+            # bubblewrap, which closes it once read (the agent never holds it)
+            args += ["--seccomp", str(_SECCOMP_FD)]
+            return ["/bin/sh", "-c", f'exec "$@" {_SECCOMP_FD}< "$0"', str(seccomp_filter()), *args, "--", *command]
         return [*args, "--", *command]
 
 
@@ -157,9 +213,7 @@ def sandbox_for(
     for name in ("HOME", "SUDO_HOME"):
         if os.environ.get(name):
             hidden.append(Path(os.environ[name]))
-    # The hook runs `<python> -m pytest_agent_eval.harness.hook`: its interpreter and this package are readable
-    # (the package folder only: a checkout around it may hold campaigns of with-arm transcripts).
-    runtime = {Path(sys.prefix), Path(sys.base_prefix), Path(pytest_agent_eval.__file__).resolve().parent}
+    runtime = set(runtime_paths())
     node = shutil.which("node", path=path_env)
     if node is not None:  # node outside the system folders (nvm keeps it in HOME): its prefix, tool masked below
         runtime.add(Path(node).resolve().parents[1])
@@ -172,7 +226,9 @@ def sandbox_for(
         hidden += tool_matches(tool, folder.resolve()) if folder.is_dir() and not folder.is_symlink() else []
     hidden += tool_installs(tool, path_env)
     # a link is hidden through what it points to (a mount lands on the target anyway)
+    layers = os.environ.get(LAYERS_VAR)
     return Sandbox(
+        layers=LAYERS if layers is None else tuple(name for name in LAYERS if name in layers.split(",")),
         hidden=tuple(_unique(p.resolve() for p in hidden)),
         readable=tuple(_unique([*readable, *(Path(p).resolve() for p in tool_install)])),
         writable=tuple(_unique(Path(p).resolve() for p in writable)),
@@ -181,6 +237,12 @@ def sandbox_for(
         proxy=proxy,
         system=system,
     )
+
+
+def runtime_paths() -> list[Path]:
+    """The hook, the relay and the jail run as ``<python> -I -m pytest_agent_eval.harness.…``: their interpreter
+    and this package (the package folder only: a checkout around it may hold campaigns of with-arm transcripts)."""
+    return [Path(sys.prefix), Path(sys.base_prefix), Path(pytest_agent_eval.__file__).resolve().parent]
 
 
 def tool_matches(tool: RetrievalTool, folder: Path) -> list[Path]:
@@ -291,18 +353,60 @@ def enabled() -> bool:
 
 @functools.cache
 def check_sandbox(bwrap: str | None = None) -> None:
-    """Raise :class:`SandboxUnavailable` unless bubblewrap can start a process here (checked once)."""
+    """Raise :class:`SandboxUnavailable` unless bubblewrap can start a process here with every layer (checked
+    once). When it cannot, the message names the first layer the kernel refuses: never a sandbox without it."""
     binary = bwrap or _bwrap()
     if binary is None:
         raise SandboxUnavailable(f"bubblewrap (`bwrap`) is neither on PATH nor bundled: {INSTALL_HINT}")
-    probe = Sandbox(hidden=(), readable=(), writable=(), bwrap=binary)
+    if _refusal(binary, LAYERS) is None:
+        return
+    bare = _refusal(binary, ())
+    if bare is not None:
+        raise SandboxUnavailable(f"bubblewrap failed here ({bare}); {INSTALL_HINT}")
+    for count, layer in enumerate(LAYERS, start=1):
+        refused = _refusal(binary, LAYERS[:count])
+        if refused is not None:
+            raise SandboxUnavailable(f"{layer}: the sandbox cannot have it here ({refused}); {LAYER_HINTS[layer]}")
+
+
+def _refusal(binary: str, layers: tuple[str, ...]) -> str | None:
+    """Why bubblewrap could not run ``true`` with ``layers`` (through the jail, with Landlock), or None when it
+    could."""
+    readable = tuple(p.resolve() for p in runtime_paths())
+    probe = Sandbox(hidden=(), readable=readable, writable=(), bwrap=binary, layers=layers)
+    # /bin/sh, not `true` on PATH: the probe's sandbox has only the system folders, whatever PATH holds
+    shell = ["/bin/sh", "-c", "exit 0"]
+    command = [launcher(), *shell] if LANDLOCK in layers else shell
     try:
-        # /bin/sh, not `true` on PATH: the probe's sandbox has only the system folders, whatever PATH holds
-        done = subprocess.run(probe.wrap(["/bin/sh", "-c", "exit 0"]), capture_output=True, text=True, timeout=30)
+        done = subprocess.run(probe.wrap(command), capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as exc:
-        raise SandboxUnavailable(f"bubblewrap ({binary}) could not start: {exc}; {INSTALL_HINT}") from None
-    if done.returncode != 0:
-        raise SandboxUnavailable(f"bubblewrap ({binary}) failed here ({done.stderr.strip()[-300:]}); {INSTALL_HINT}")
+        return f"bubblewrap could not start: {exc}"
+    return None if done.returncode == 0 else done.stderr.strip()[-300:] or f"exit status {done.returncode}"
+
+
+def proc_guards(proc: Path = Path("/proc")) -> list[str]:
+    """bubblewrap arguments (after ``--proc /proc``) making :data:`PROC_READ_ONLY` read-only and masking
+    :data:`PROC_MASKED`, those of them this kernel has. A sysctl write is checked against the host uid the agent
+    maps to, which is root's when pytest runs as root, so a user namespace alone does not stop one."""
+    args: list[str] = []
+    for name in PROC_READ_ONLY:
+        if (proc / name).exists():
+            args += ["--ro-bind", str(proc / name), str(proc / name)]
+    for name in PROC_MASKED:
+        path = proc / name
+        if path.is_dir():
+            args += ["--tmpfs", str(path), "--remount-ro", str(path)]
+        elif path.exists():
+            args += ["--ro-bind", os.devnull, str(path)]
+    return args
+
+
+def seccomp_filter() -> Path:
+    """The compiled filter's file; :class:`SandboxUnavailable` naming the seccomp layer when it cannot be built."""
+    try:
+        return filter_file()
+    except SeccompError as exc:
+        raise SandboxUnavailable(f"{SECCOMP}: {exc}") from None
 
 
 def _bwrap() -> str | None:

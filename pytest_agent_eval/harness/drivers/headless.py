@@ -15,10 +15,16 @@ driver shares).
 
 The environment is passed to the child only; nothing here writes it to a file, so an API key in it never
 lands on disk.
+
+The CLI's stdout and stderr are sockets the harness reads, not pipes or a file: the agent's shells run as the
+CLI's uid and could open ``/proc/<cli>/fd/1`` or ``fd/2`` to write forged stream-json lines into what is
+recorded and scored (or into a host file), and a socket is the one kind of descriptor ``/proc`` will not open
+(``ENXIO``). The ``ptrace`` family that could take one another way is denied by the sandbox's seccomp filter.
 """
 
 from __future__ import annotations
 
+import socket
 import subprocess
 import threading
 import time
@@ -239,21 +245,35 @@ def _run_process(
     result_seen = threading.Event()
     started = time.monotonic()
     outcome = _Outcome(Silences(started))
-    with segment.open("wb") as out, stderr_path.open("wb") as err:
+    stdout, stderr = _unopenable_stream(), _unopenable_stream()
+    with segment.open("wb") as out, stderr_path.open("wb") as err, stdout[0], stderr[0]:
         try:
             # A new session makes the CLI and the MCP servers it spawned one process group, killed together.
             process = start_group(
-                command, cwd=cwd, env=env, stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=err
+                command,
+                cwd=cwd,
+                env=env,
+                stdin=subprocess.DEVNULL,
+                stdout=stdout[1].fileno(),
+                stderr=stderr[1].fileno(),
             )
         except FileNotFoundError:
             raise AgentInfraError(f"claude CLI not found: {command[0]}") from None
         except PermissionError:
             raise AgentInfraError(f"claude CLI is not executable: {command[0]}") from None
+        finally:
+            stdout[1].close()  # the CLI holds them now: the stream ends when its last holder exits
+            stderr[1].close()
+
+        def keep_stderr() -> None:
+            with stderr[0].makefile("rb") as lines:
+                while chunk := lines.read1(65536):
+                    err.write(chunk)
+                    err.flush()
 
         def pump() -> None:
-            assert process.stdout is not None
-            with process.stdout:  # closed by its reader, at the end of the stream: never left for the GC to warn
-                for raw in process.stdout:
+            with stdout[0].makefile("rb") as lines:  # closed by its reader, at the end of the stream
+                for raw in lines:
                     now = time.monotonic()
                     out.write(raw)
                     out.flush()
@@ -270,6 +290,8 @@ def _run_process(
 
         reader = threading.Thread(target=pump, daemon=True)
         reader.start()
+        copier = threading.Thread(target=keep_stderr, daemon=True)
+        copier.start()
         deadline = started + options.timeout_s
         ended = None
         try:
@@ -295,8 +317,17 @@ def _run_process(
         outcome.exit_code = process.wait()
         outcome.wall_s = (ended or time.monotonic()) - started
         reader.join(timeout=_KILL_WAIT_S)
+        copier.join(timeout=_KILL_WAIT_S)
     outcome.saw_result = result_seen.is_set()
     return outcome
+
+
+def _unopenable_stream() -> tuple[socket.socket, socket.socket]:
+    """(the harness's end, the CLI's end) of a one-way stream the CLI writes and ``/proc/<pid>/fd`` cannot
+    reopen."""
+    ours, theirs = socket.socketpair()
+    ours.shutdown(socket.SHUT_WR)  # nothing flows to the CLI this way
+    return ours, theirs
 
 
 def _stderr_tail(path: Path, lines: int = 5) -> str:

@@ -28,7 +28,9 @@ with the headless driver.
 
 Afterwards the session file (``~/.claude/projects/<escaped-cwd>/<session-id>.jsonl``) and its subagent files
 are copied beside the pane text as ``run-<label>.session.jsonl`` and ``run-<label>.session/``, the layout
-:meth:`Session.from_session_file` reads.
+:meth:`Session.from_session_file` reads. HOME is the agent's to change, so every file under it is read, copied
+and rewritten through :mod:`pytest_agent_eval.harness.untrusted`: a link the agent planted there (in place of
+the session folder, a subagent file, the state file) is refused or replaced, never followed to a host file.
 
 A fresh HOME would get the first-run wizard, which needs api.anthropic.com; the driver sets only its
 ``hasCompletedOnboarding`` flag in the CLI's state file. Approving the API key makes the CLI store the key's
@@ -63,6 +65,7 @@ from pytest_agent_eval.harness.drivers.headless import (
 )
 from pytest_agent_eval.harness.drivers.watch import Silences, describe, event_of, turn_api_error
 from pytest_agent_eval.harness.process import watched
+from pytest_agent_eval.harness.untrusted import UntrustedFile, copy_file, copy_tree, open_dir, read_bytes, replace_file
 from pytest_agent_eval.transcript import belongs_to
 
 TYPED_PROBE_CHARS = 24  # how much of a question must be on screen before Enter (seed 004)
@@ -370,8 +373,11 @@ class SessionTail:
     added since the last poll. The main file is looked for until it exists (the CLI creates it at the first
     question)."""
 
-    def __init__(self, config_dir: Path, cwd: Path, session_id: str) -> None:
+    def __init__(self, config_dir: Path, cwd: Path, session_id: str, root: Path | None = None) -> None:
+        """``root``: the folder above ``config_dir`` the harness made (HOME), from which the files are walked
+        without following links; ``config_dir`` itself when not given."""
         self.config_dir, self.cwd, self.session_id = config_dir, cwd, session_id
+        self.root = root or config_dir
         self.main: Path | None = None
         self._read_to: dict[Path, int] = {}
         self._partial: dict[Path, bytes] = {}
@@ -395,11 +401,9 @@ class SessionTail:
         return lines
 
     def _new_lines(self, path: Path) -> list[bytes]:
-        try:
-            with path.open("rb") as handle:
-                handle.seek(self._read_to.get(path, 0))
-                data = handle.read()
-        except OSError:
+        try:  # the agent writes here while it runs: a link or FIFO in place of a file is never read
+            data = read_bytes(self.root, path.relative_to(self.root), self._read_to.get(path, 0))
+        except (OSError, ValueError):
             return []
         self._read_to[path] = self._read_to.get(path, 0) + len(data)
         *whole, self._partial[path] = (self._partial.get(path, b"") + data).split(b"\n")
@@ -633,14 +637,15 @@ def run_tmux(
     out_dir.mkdir(parents=True, exist_ok=True)
     # CLAUDE_CONFIG_DIR moves both the projects folder and the CLI's state file out of HOME
     config_dir = Path(env.get("CLAUDE_CONFIG_DIR") or Path(env["HOME"]) / ".claude")
-    state_file = config_dir / ".claude.json" if env.get("CLAUDE_CONFIG_DIR") else Path(env["HOME"]) / ".claude.json"
+    # what the harness made, from which the agent's files are walked without following a link
+    root = Path(env["CLAUDE_CONFIG_DIR"] if env.get("CLAUDE_CONFIG_DIR") else env["HOME"])
     session_id = str(uuid.uuid4())
     pane = out_dir / f"run-{label}.pane.txt"
     pane.write_text("", encoding="utf-8")
     record = TmuxRunRecord(label=label, session_id=session_id, pane=pane, stall_s=options.run.stall_s)
-    _mark_onboarded(state_file)
+    _mark_onboarded(root)
     tmux = _Tmux(env)
-    driver = _Driver(tmux, options, record, SessionTail(config_dir, cwd, session_id))
+    driver = _Driver(tmux, options, record, SessionTail(config_dir, cwd, session_id, root))
     failure: AgentInfraError | None = None
     turn, watch = 0, None
     try:
@@ -669,11 +674,16 @@ def run_tmux(
     finally:
         tmux.close()
         if any("API key" in d for d in record.dialogs):
-            _forget_key(state_file, env.get("ANTHROPIC_API_KEY", ""))
+            _forget_key(root, env.get("ANTHROPIC_API_KEY", ""))
     source = find_session_source(config_dir, cwd, session_id)
     if source is not None:
-        record.segments.append(copy_session(source, out_dir, label))
-        record.turn_s = turn_durations(record.segments[0])
+        try:
+            record.segments.append(copy_session(source, out_dir, label, root))
+        except (UntrustedFile, ValueError) as exc:
+            refused = f"the session files cannot be copied: {exc}"
+            failure, source = AgentInfraError(f"{failure}; {refused}" if failure else refused), None
+        else:
+            record.turn_s = turn_durations(record.segments[0])
     if failure is not None:
         kept = f"; partial transcript kept: {record.segments[0]}" if record.segments else ""
         if turn:
@@ -689,32 +699,36 @@ def _save_screen(path: Path, heading: str, screen: str) -> None:
         handle.write(f"===== {heading} =====\n{screen.rstrip()}\n")
 
 
-def _mark_onboarded(state_file: Path) -> None:
+STATE_FILE = ".claude.json"  # the CLI's state file, in HOME (or in CLAUDE_CONFIG_DIR when that is set)
+
+
+def _mark_onboarded(root: Path) -> None:
     """A fresh HOME gets the first-run wizard, which probes api.anthropic.com and stops offline; the flag
-    that the wizard was done skips it. Nothing else in the file is touched."""
+    that the wizard was done skips it. Nothing else in the file is touched; a link in its place is replaced by
+    the file, never written through."""
     try:
-        state = json.loads(state_file.read_text(encoding="utf-8"))
+        state = json.loads(read_bytes(root, STATE_FILE))
     except (OSError, ValueError):
         state = {}
     if not isinstance(state, dict) or state.get("hasCompletedOnboarding") is True:
         return
     state["hasCompletedOnboarding"] = True
-    state_file.parent.mkdir(parents=True, exist_ok=True)
-    state_file.write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
-    state_file.chmod(0o600)
+    root.mkdir(parents=True, exist_ok=True)
+    replace_file(root, STATE_FILE, (json.dumps(state, indent=2) + "\n").encode())
 
 
-def _forget_key(state_file: Path, key: str) -> None:
+def _forget_key(root: Path, key: str) -> None:
     """Approving the key makes the CLI store its last 20 characters; the driver approved it, so it removes
-    that entry again rather than leave part of a key on disk."""
+    that entry again rather than leave part of a key on disk (a state file the agent replaced by a link is no
+    file of the CLI's: it is left alone)."""
     try:
-        state = json.loads(state_file.read_text(encoding="utf-8"))
+        state = json.loads(read_bytes(root, STATE_FILE))
         approved = state["customApiKeyResponses"]["approved"]
     except (OSError, ValueError, KeyError, TypeError):
         return
     if key and isinstance(approved, list) and key[-20:] in approved:
         approved.remove(key[-20:])
-        state_file.write_text(json.dumps(state, indent=2) + "\n", encoding="utf-8")
+        replace_file(root, STATE_FILE, (json.dumps(state, indent=2) + "\n").encode())
 
 
 # -- the session file ------------------------------------------------------------------------------------------
@@ -734,24 +748,38 @@ def find_session_source(config_dir: Path, cwd: Path, session_id: str) -> Path | 
     return next(iter(sorted(projects.glob(f"*/{session_id}.jsonl"))), None)
 
 
-def copy_session(source: Path, out_dir: Path, label: str) -> Path:
+def copy_session(source: Path, out_dir: Path, label: str, root: Path) -> Path:
     """Copy the session file to ``run-<label>.session.jsonl`` and its folder (``subagents/``, tool results) to
-    ``run-<label>.session/``; agent files of the older flat layout go to ``run-<label>.session/subagents/``."""
+    ``run-<label>.session/``; agent files of the older flat layout go to ``run-<label>.session/subagents/``.
+
+    ``source`` lies under ``root`` (the HOME the harness made); nothing on the way from ``root`` is followed if a
+    link, and a link or special file in the session's folder refuses the copy (:class:`UntrustedFile`)."""
+    relative = source.relative_to(root)
     dest = out_dir / f"run-{label}.session.jsonl"
-    shutil.copy2(source, dest)
+    copy_file(root, relative, dest)
     folder = out_dir / f"run-{label}.session"
     if folder.exists():
         shutil.rmtree(folder)
-    nested = source.parent / source.stem
-    if nested.is_dir():
-        shutil.copytree(nested, folder)
-    for agent in sorted(source.parent.glob("agent-*.jsonl")):
-        if belongs_to(agent, source.stem):
-            (folder / "subagents").mkdir(parents=True, exist_ok=True)
-            shutil.copy2(agent, folder / "subagents" / agent.name)
-            meta = agent.with_name(agent.stem + ".meta.json")
-            if meta.is_file():
-                shutil.copy2(meta, folder / "subagents" / meta.name)
+    parent = open_dir(root, relative.parent)
+    try:
+        with os.scandir(parent) as found:
+            entries = {entry.name: entry.is_dir(follow_symlinks=False) for entry in found}
+    finally:
+        os.close(parent)
+    if entries.get(source.stem):
+        copy_tree(root, relative.parent / source.stem, folder)
+    for name in sorted(n for n in entries if n.startswith("agent-") and n.endswith(".jsonl")):
+        subagents = folder / "subagents"
+        subagents.mkdir(parents=True, exist_ok=True)
+        copy_file(root, relative.parent / name, subagents / name)
+        if not belongs_to(subagents / name, source.stem):  # told by the copy: what was checked is what is kept
+            (subagents / name).unlink()
+            continue
+        meta = name.removesuffix(".jsonl") + ".meta.json"
+        if meta in entries:
+            copy_file(root, relative.parent / meta, subagents / meta)
+    if (folder / "subagents").is_dir() and not any((folder / "subagents").iterdir()):
+        (folder / "subagents").rmdir()
     return dest
 
 
