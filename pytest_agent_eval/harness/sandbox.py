@@ -374,9 +374,8 @@ def _refusal(binary: str, layers: tuple[str, ...]) -> str | None:
     could."""
     readable = tuple(p.resolve() for p in runtime_paths())
     probe = Sandbox(hidden=(), readable=readable, writable=(), bwrap=binary, layers=layers)
-    # /bin/sh, not `true` on PATH: the probe's sandbox has only the system folders, whatever PATH holds
-    shell = ["/bin/sh", "-c", "exit 0"]
-    command = [launcher(), *shell] if LANDLOCK in layers else shell
+    # a shell's builtin, not `true` on PATH: the probe's sandbox has only the system folders, whatever PATH holds
+    command = [launcher(), "exit 0"] if LANDLOCK in layers else ["/bin/sh", "-c", "exit 0"]
     try:
         done = subprocess.run(probe.wrap(command), capture_output=True, text=True, timeout=30)
     except (OSError, subprocess.TimeoutExpired) as exc:
