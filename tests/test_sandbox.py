@@ -22,7 +22,7 @@ import pytest
 from pytest_agent_eval.harness.drivers import STANDIN_API_KEY, agent_environment
 from pytest_agent_eval.harness.jail import launcher
 from pytest_agent_eval.harness.process import group_alive, start_group, stop_group, watched
-from pytest_agent_eval.harness.relay import PROXY_PORT, api_address, api_proxy, carried
+from pytest_agent_eval.harness.relay import carried
 from pytest_agent_eval.harness.sandbox import (
     CLOSED_REGISTRY,
     SYSTEM_ROOTS,
@@ -430,108 +430,6 @@ def test_the_with_arm_install_stays_although_the_search_would_mask_it(host: Path
     sandbox = sandbox_for(cache=host / "cache", writable=[host / "work"], path_env="", tool_install=install,
                           system=(*SYSTEM_ROOTS, prefix))  # fmt: skip
     assert "CODEGRAPH OUTPUT" in _run(sandbox, str(link), host / "work").stdout
-
-
-# -- the real API's proxy ------------------------------------------------------------------------------------
-@needs_bwrap
-def test_the_api_proxy_opens_the_api_and_nothing_else(host: Path) -> None:
-    """Inside the sandbox: a CONNECT to the API's host:port and a forwarded request to it get through; a CONNECT
-    or a request to any other address is refused by the proxy; the API's port itself is not there."""
-    api, other = socket.create_server(("127.0.0.1", 0)), socket.create_server(("127.0.0.1", 0))
-
-    def answer(server: socket.socket, text: bytes) -> None:
-        with contextlib.suppress(OSError):
-            while True:
-                conn, _ = server.accept()
-                with conn:
-                    conn.recv(65536)
-                    conn.sendall(b"HTTP/1.0 200 OK\r\nContent-Length: %d\r\n\r\n%s" % (len(text), text))
-
-    for server, text in ((api, b"MODEL"), (other, b"ELSEWHERE")):
-        threading.Thread(target=answer, args=(server, text), daemon=True).start()
-    port, other_port = api.getsockname()[1], other.getsockname()[1]
-    probe = textwrap.dedent("""
-        import os, socket, sys
-        proxy = int(os.environ["HTTPS_PROXY"].rsplit(":", 1)[1])
-        print("NO_PROXY", os.environ.get("NO_PROXY"), os.environ["HTTP_PROXY"] == os.environ["HTTPS_PROXY"])
-        def ask(head):
-            with socket.create_connection(("127.0.0.1", proxy), timeout=10) as s:
-                s.sendall(head.encode())
-                data = b""
-                while chunk := s.recv(65536):
-                    data += chunk
-                    if head.startswith("CONNECT") and data.startswith(b"HTTP/1.1 200") and b"\\r\\n\\r\\n" in data:
-                        s.sendall(b"GET / HTTP/1.0\\r\\n\\r\\n")
-                        head = "sent"
-                return data.decode(errors="replace").replace("\\r\\n", " ")
-        for port in sys.argv[1:]:
-            print("CONNECT", port, ask(f"CONNECT 127.0.0.1:{port} HTTP/1.1\\r\\nHost: 127.0.0.1:{port}\\r\\n\\r\\n"))
-            print("GET", port, ask(f"GET http://127.0.0.1:{port}/ HTTP/1.1\\r\\nHost: 127.0.0.1:{port}\\r\\n\\r\\n"))
-            try:
-                socket.create_connection(("127.0.0.1", int(port)), timeout=5)
-                print("DIRECT", port, "CONNECTED")
-            except OSError:
-                print("DIRECT", port, "REFUSED")
-        print("CONNECT registry", ask("CONNECT registry.npmjs.org:443 HTTP/1.1\\r\\n\\r\\n"))
-    """)
-    try:
-        with api_proxy(f"http://127.0.0.1:{port}") as proxy:
-            sandbox = sandbox_for(cache=host / "cache", writable=[host / "work"], proxy=(PROXY_PORT, proxy.path),
-                                  path_env="")  # fmt: skip
-            command = sandbox.wrap([sys.executable, "-c", probe, str(port), str(other_port)])
-            done = subprocess.run(command, capture_output=True, text=True, timeout=60, env={"NO_PROXY": "*"})
-            refused = list(proxy.refused)
-    finally:
-        api.close()
-        other.close()
-    lines = {" ".join(line.split(" ", 2)[:2]): line for line in done.stdout.splitlines()}
-    assert "NO_PROXY None True" in done.stdout, done.stderr
-    assert "200 Connection established" in lines[f"CONNECT {port}"] and "MODEL" in lines[f"CONNECT {port}"]
-    assert "MODEL" in lines[f"GET {port}"]
-    for line in (lines[f"CONNECT {other_port}"], lines[f"GET {other_port}"], lines["CONNECT registry"]):
-        assert "403 Forbidden" in line and "ELSEWHERE" not in line
-    assert lines[f"DIRECT {port}"].endswith("REFUSED") and lines[f"DIRECT {other_port}"].endswith("REFUSED")
-    assert refused == [f"127.0.0.1:{other_port}", f"http://127.0.0.1:{other_port}/", "registry.npmjs.org:443"]
-
-
-def test_the_api_address_comes_from_the_base_url() -> None:
-    assert api_address(None) == ("api.anthropic.com", 443)
-    assert api_address("https://Gateway.example:8443/anthropic") == ("gateway.example", 8443)
-    assert api_address("http://127.0.0.1:4000") == ("127.0.0.1", 4000)
-    with pytest.raises(ValueError, match="ANTHROPIC_BASE_URL"):
-        api_address("unix:///var/run/api.sock")
-
-
-def test_behind_a_proxy_of_its_own_the_api_proxy_tunnels_through_it(monkeypatch: pytest.MonkeyPatch) -> None:
-    """A corporate proxy in pytest's environment: the API proxy asks it for the tunnel (with its credentials)."""
-    corporate, heads = socket.create_server(("127.0.0.1", 0)), []
-
-    def tunnel() -> None:
-        conn, _ = corporate.accept()
-        with conn:
-            head = b""
-            while b"\r\n\r\n" not in head:
-                head += conn.recv(4096)
-            heads.append(head)
-            conn.sendall(b"HTTP/1.1 200 Connection established\r\n\r\n")
-            conn.sendall(b"THROUGH THE CORPORATE PROXY: " + conn.recv(4096))
-
-    threading.Thread(target=tunnel, daemon=True).start()
-    for name in ("NO_PROXY", "no_proxy", "https_proxy"):
-        monkeypatch.delenv(name, raising=False)
-    monkeypatch.setenv("HTTPS_PROXY", f"http://me:secret@127.0.0.1:{corporate.getsockname()[1]}")
-    try:
-        with api_proxy("https://api.example:443") as proxy, socket.socket(socket.AF_UNIX) as client:
-            client.settimeout(10)
-            client.connect(str(proxy.path))
-            client.sendall(b"CONNECT api.example:443 HTTP/1.1\r\nHost: api.example:443\r\n\r\n")
-            assert client.recv(4096).startswith(b"HTTP/1.1 200")
-            client.sendall(b"hello")
-            assert client.recv(4096) == b"THROUGH THE CORPORATE PROXY: hello"
-    finally:
-        corporate.close()
-    assert heads[0].startswith(b"CONNECT api.example:443 HTTP/1.1\r\n")
-    assert b"Proxy-Authorization: Basic bWU6c2VjcmV0" in heads[0]  # me:secret
 
 
 def test_the_search_names_every_entry_after_the_cli_or_the_package(tmp_path: Path) -> None:

@@ -61,7 +61,7 @@ def prove_block(options: HeadlessOptions, cli: str, *, cwd: Path, env: Mapping[s
             relay = stack.enter_context(carried(server.url))
             # and show its MCP file: of the run folder the sandbox shows only the files the CLI is given
             readable = (*probe.sandbox.readable, empty)
-            probe = replace(probe, sandbox=replace(probe.sandbox, relay=relay, proxy=None, readable=readable))
+            probe = replace(probe, sandbox=replace(probe.sandbox, relay=relay, readable=readable))
         record = run_headless(["agent-eval block probe"], label="block-probe", out_dir=out_dir, cwd=cwd,
                               env=probe_env, options=probe)  # fmt: skip
     calls = [c for c in Session.from_files(record.segments).calls if c.name == "Bash"]

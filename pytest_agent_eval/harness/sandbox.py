@@ -18,8 +18,8 @@ the agent, every shell and subprocess it starts, and every subagent run in names
   under npm's global root; and ``/etc/claude-code`` (managed settings: hooks or a ``disableAllHooks`` of the
   machine's own). The with-arm's own install (``tool_install``) is bound back on top, for its MCP server;
 * the network is a namespace of its own with nothing but loopback. What the CLI must reach is carried in by
-  :mod:`pytest_agent_eval.harness.relay`: the stand-in model's port, or, for the real API, an HTTP proxy that
-  opens connections to the API's host and port only (``HTTPS_PROXY``/``HTTP_PROXY`` point at it in here).
+  :mod:`pytest_agent_eval.harness.relay`: the model port alone (the stand-in model, or the harness's forwarder
+  to the real API, which keeps the key outside: docs/model-boundary.md).
   npm and npx are also pointed at a closed loopback port with an empty cache (:func:`npm_env`);
 * processes live in their own PID namespace and die with their parent (see
   :mod:`pytest_agent_eval.harness.process`), without any capability even when the harness runs as root: a
@@ -77,8 +77,6 @@ SYSTEM_ROOTS = tuple(Path(p) for p in ("/usr", "/etc", "/bin", "/sbin", "/lib", 
 # settings, npm's global configuration (it may name a registry or a cache).
 MASKED = tuple(Path(p) for p in ("/etc/claude-code", "/etc/npmrc", "/usr/etc/npmrc", "/usr/local/etc/npmrc"))
 CA_VARS = ("SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS")  # the CLI reads them to reach the real API
-PROXY_VARS = ("HTTPS_PROXY", "HTTP_PROXY", "https_proxy", "http_proxy")
-NO_PROXY_VARS = ("NO_PROXY", "no_proxy", "ALL_PROXY", "all_proxy")
 
 
 # The layers a kernel may refuse, each named in the error when it does, with what to do about it.
@@ -121,8 +119,6 @@ class Sandbox:
     bwrap: str = "bwrap"
     # (port, Unix socket): the stand-in model server's loopback port, carried in by pytest_agent_eval.harness.relay
     relay: tuple[int, Path] | None = None
-    # (port, Unix socket): the real API's proxy (relay.ApiProxy), which HTTPS_PROXY/HTTP_PROXY point at
-    proxy: tuple[int, Path] | None = None
     system: tuple[Path, ...] = SYSTEM_ROOTS
 
     layers: tuple[str, ...] = LAYERS  # every one; check_sandbox takes them off one by one only to name a refusal
@@ -139,9 +135,7 @@ class Sandbox:
             # not host root even when pytest is: uid AGENT_UID of a namespace of its own, whose kernel keyring is
             # its own (uid 0's is shared by the host and every sandbox), and which can make no further namespace
             args += ["--unshare-user", "--uid", str(AGENT_UID), "--gid", str(AGENT_UID), "--disable-userns"]
-        carry = [c for c in (self.relay, self.proxy) if c is not None]
-        if len({port for port, _ in carry}) < len(carry):
-            raise ValueError(f"the model relay and the API proxy need distinct ports: {carry}")
+        carry = [self.relay] if self.relay is not None else []
         bound = [*self.system, *self.readable, *self.writable, *(path for _, path in carry)]
         # (path, rank, arguments): applied shallowest first; at one depth a mask before a bind, so an exposed
         # path wins over a mask of the very same path
@@ -175,10 +169,6 @@ class Sandbox:
             args += proc_guards()
         if LANDLOCK in self.layers:
             args += ["--setenv", SHELL_PREFIX_VAR, launcher()]
-        if self.proxy is not None:
-            url = f"http://127.0.0.1:{self.proxy[0]}"
-            args += [arg for name in PROXY_VARS for arg in ("--setenv", name, url)]
-            args += [arg for name in NO_PROXY_VARS for arg in ("--unsetenv", name)]
         if carry:
             command = relay_command(carry, command)
         if SECCOMP in self.layers:
@@ -196,7 +186,6 @@ def sandbox_for(
     readable: Iterable[Path] = (),
     hidden: Iterable[Path] = (),
     relay: tuple[int, Path] | None = None,
-    proxy: tuple[int, Path] | None = None,
     tool: RetrievalTool = CODEGRAPH,
     tool_install: Iterable[Path] = (),
     path_env: str | None = None,
@@ -234,7 +223,6 @@ def sandbox_for(
         writable=tuple(_unique(Path(p).resolve() for p in writable)),
         bwrap=_bwrap() or "bwrap",
         relay=relay,
-        proxy=proxy,
         system=system,
     )
 
