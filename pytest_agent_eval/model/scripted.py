@@ -234,7 +234,11 @@ class ScriptedBackend:
         )
 
     def respond(self, request: dict[str, Any], headers: Mapping[str, str] | None = None) -> Reply:
-        turn = Turn.from_request(request)
+        return self.decide(Turn.from_request(request))
+
+    def decide(self, turn: Turn) -> Reply:
+        """The next assistant message for ``turn``, in the common tool vocabulary (``Read``, ``Grep``, ``Bash``,
+        ``mcp__NAME__tool``) whichever API the turn was read from; each API renders it (:mod:`.responses`)."""
         if not turn.tools or not turn.question:
             return Reply.text("OK.")
         delegation = next((name for name in DELEGATION_TOOLS if name in turn.tools), None)
