@@ -1,12 +1,14 @@
 """Record one real Codex CLI session against the scripted stand-in (how this folder's session was made).
 
-    python tests/data/codex/record.py CODEX REPO OUT [QUESTION]
+    python tests/data/codex/record.py CODEX REPO OUT [--without] [QUESTION]
 
 CODEX: the ``codex`` executable (``npm install --prefix P @openai/codex@0.171.0`` → P/node_modules/.bin/codex);
 REPO: a repository codegraph has indexed (``codegraph init -y REPO``); OUT: where ``events.jsonl`` (the ``--json``
-stream), ``rollout.jsonl`` (Codex's own session file), ``truth.jsonl`` (the stand-in's counts) and
-``requests.json`` (every request Codex sent) are written. codegraph is taken from the shared cache
-(``~/.cache/pytest-agent-eval/codegraph/1.6.1``), as the harness provisions it.
+stream), ``rollout-…-<thread id>.jsonl`` (Codex's own session file, named as Codex names it), ``truth.jsonl``
+(the stand-in's counts) and ``last-request.json`` (the last request Codex sent: it holds the whole history) are
+written. codegraph is taken from the shared cache (``~/.cache/pytest-agent-eval/codegraph/1.6.1``), as the
+harness provisions it. ``--without``: the without-arm, no MCP server, and a deny rule (``$CODEX_HOME/rules/``)
+forbidding the codegraph CLI.
 """
 
 from __future__ import annotations
@@ -27,12 +29,27 @@ QUESTION = "How does res.send decide the Content-Type and ETag?"
 KEY_VAR = "STANDIN_API_KEY"
 
 
-def config_toml(url: str, repo: Path) -> str:
+DENY_RULE = f"""prefix_rule(
+    pattern = ["{CODEGRAPH.cli}"],
+    decision = "forbidden",
+    justification = "{CODEGRAPH.deny_reason}",
+)
+"""
+
+
+def config_toml(url: str, repo: Path, with_tool: bool) -> str:
     """Codex's config: the stand-in as its model provider, no retries, codegraph as an MCP server. The model is
     one Codex has no metadata for: every model it knows offers MCP tools only behind ``tool_search`` (deferred),
     an unknown one gets them offered up front as a namespace (and a warning item in the event stream)."""
     args = json.dumps([a.replace("{repo}", str(repo)) for a in CODEGRAPH.serve_args])
     env = ", ".join(f"{k} = {json.dumps(v)}" for k, v in CODEGRAPH.env.items())
+    mcp = f"""
+[mcp_servers.codegraph]
+command = "{CODEGRAPH_BIN}"
+args = {args}
+env = {{ {env} }}
+required = true
+"""
     return f"""model = "{ScriptedBackend.stand_in_model}"
 model_provider = "standin"
 approval_policy = "never"
@@ -46,22 +63,22 @@ wire_api = "responses"
 env_key = "{KEY_VAR}"
 request_max_retries = 0
 stream_max_retries = 0
-
-[mcp_servers.codegraph]
-command = "{CODEGRAPH_BIN}"
-args = {args}
-env = {{ {env} }}
-"""
+""" + (mcp if with_tool else "")
 
 
 def main() -> int:
-    codex, repo, out = Path(sys.argv[1]), Path(sys.argv[2]).resolve(), Path(sys.argv[3])
-    question = sys.argv[4] if len(sys.argv) > 4 else QUESTION
+    args = [a for a in sys.argv[1:] if a != "--without"]
+    with_tool = len(args) == len(sys.argv) - 1
+    codex, repo, out = Path(args[0]), Path(args[1]).resolve(), Path(args[2])
+    question = args[3] if len(args) > 3 else QUESTION
     out.mkdir(parents=True, exist_ok=True)
     truth = out / "truth.jsonl"
     truth.unlink(missing_ok=True)
     with tempfile.TemporaryDirectory(prefix="codex-home-") as home, serve(ScriptedBackend(), truth_log=truth) as server:
-        Path(home, "config.toml").write_text(config_toml(server.url, repo), encoding="utf-8")
+        Path(home, "config.toml").write_text(config_toml(server.url, repo, with_tool), encoding="utf-8")
+        if not with_tool:
+            Path(home, "rules").mkdir()
+            Path(home, "rules", "deny.rules").write_text(DENY_RULE, encoding="utf-8")
         command = [str(codex), "exec", "--json", "--skip-git-repo-check", "--disable", "plugins", "--disable",
                    "remote_plugin", "-c", "analytics.enabled=false", question]  # fmt: skip
         env = {**os.environ, "CODEX_HOME": home, KEY_VAR: "stand-in"}
@@ -71,8 +88,8 @@ def main() -> int:
         if len(rollouts) != 1:
             print(f"expected one rollout file, found {rollouts}", file=sys.stderr)
             return 1
-        shutil.copyfile(rollouts[0], out / "rollout.jsonl")
-        (out / "requests.json").write_text(json.dumps(server.requests, indent=1) + "\n", encoding="utf-8")
+        shutil.copyfile(rollouts[0], out / rollouts[0].name)
+        (out / "last-request.json").write_text(json.dumps(server.requests[-1], indent=1) + "\n", encoding="utf-8")
         print(f"codex exited {done.returncode}; {len(server.requests)} request(s); {server.errors or 'no errors'}")
     return done.returncode
 
