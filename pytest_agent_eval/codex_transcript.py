@@ -216,7 +216,7 @@ class _Rollout:
         elif kind in ("function_call_output", "custom_tool_call_output"):
             self._result(item)
         elif kind == "message":
-            text = _text(item.get("content"))
+            text = text_of(item.get("content"))
             self.session.timeline.append(UserText(text, MAIN, content_chars(item.get("content"))))
 
     def _close(self, response_id: str, raw_usage: Any) -> None:
@@ -226,9 +226,9 @@ class _Rollout:
         message = Message(response_id or f"codex-request-{number}", MAIN, _usage(raw_usage), 0, model=self.model)
         for item in self.pending:
             if item.get("type") == "message":
-                message.blocks.append({"type": "text", "text": _text(item.get("content"))})
+                message.blocks.append({"type": "text", "text": text_of(item.get("content"))})
             elif item.get("type") == "reasoning":
-                summary = "\n".join(_text([s]) for s in item.get("summary") or [] if isinstance(s, dict))
+                summary = "\n".join(text_of([s]) for s in item.get("summary") or [] if isinstance(s, dict))
                 message.blocks.append({"type": "thinking", "thinking": summary})  # empty: hidden (encrypted)
             else:
                 self._call(item, message)
@@ -260,20 +260,20 @@ class _Rollout:
         call_id = str(item.get("call_id") or "")
         output = item.get("output")
         call = self.calls.get(call_id)
-        if isinstance(output, list) and output and _HEADER_RE.match(_text(output[:1])):
-            output_text = _text(output[1:])  # an MCP result behind Codex's "Wall time: …\nOutput:" part
+        if isinstance(output, list) and output and _HEADER_RE.match(text_of(output[:1])):
+            output_text = text_of(output[1:])  # an MCP result behind Codex's "Wall time: …\nOutput:" part
         else:
-            output_text = output if isinstance(output, str) else _text(output)
+            output_text = output if isinstance(output, str) else text_of(output)
         text, is_error = output_text, item.get("success") is False
         if call is not None and call.name == SHELL_NAME:
-            text, is_error = _command_output(output_text)
+            text, is_error = command_output(output_text)
         result = ToolResult(call_id, text, is_error, MAIN, content_chars(output))
         if call is not None:
             call.result = result
         self.session.timeline.append(result)
 
 
-def _command_output(output: str) -> tuple[str, bool]:
+def command_output(output: str) -> tuple[str, bool]:
     """A shell result's own output (what parsers read) and whether it failed (exit code not 0; a result without
     Codex's header — a refusal by a deny rule — is an error too)."""
     exit_code = _EXIT_RE.search(output.split(_OUTPUT_MARK, 1)[0])
@@ -294,7 +294,7 @@ def _count(value: Any) -> int:
     return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
 
 
-def _text(content: Any) -> str:
+def text_of(content: Any) -> str:
     if isinstance(content, str):
         return content
     parts = [p.get("text") for p in content or [] if isinstance(p, dict)]

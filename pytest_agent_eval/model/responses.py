@@ -26,29 +26,20 @@ import shlex
 from collections.abc import Iterator
 from typing import Any
 
+from ..codex_transcript import SHELL_TOOL, command_output, text_of
 from ..metrics.file_access import bash_access
 from .scripted import Step, Turn, working_directory
 from .sse import CHUNK_CHARS, Reply, event, new_id
 from .usage import count_tokens
 
-SHELL_TOOL = "exec_command"
 # The CLI's own context, sent as user messages: not the question.
 _CONTEXT_RE = re.compile(r"^\s*(?:<environment_context>|<user_instructions>|# AGENTS\.md instructions)", re.S)
 _CWD_TAG_RE = re.compile(r"<cwd>([^<]+)</cwd>")
-# What exec_command's output carries before the command's own output.
-_OUTPUT_MARK = "\nOutput:\n"
 # Directories a file search skips: version control, the retrieval tool's index, dependencies.
 _SKIPPED_DIRS = (".git", ".codegraph", "node_modules")
 
 
 # -- reading a request --------------------------------------------------------------------------
-def _item_text(item: dict[str, Any]) -> str:
-    content = item.get("content")
-    if isinstance(content, str):
-        return content
-    return "\n".join(str(part.get("text") or "") for part in content or [] if isinstance(part, dict) and "text" in part)
-
-
 def _offered(request: dict[str, Any]) -> dict[str, tuple[str | None, str, dict[str, Any]]]:
     """Common name → (namespace, name as offered, the tool in Messages form: name and input_schema)."""
     offered: dict[str, tuple[str | None, str, dict[str, Any]]] = {}
@@ -70,14 +61,6 @@ def _offered(request: dict[str, Any]) -> dict[str, tuple[str | None, str, dict[s
 
 def _as_messages_tool(name: str, tool: dict[str, Any]) -> dict[str, Any]:
     return {"name": name, "input_schema": tool.get("parameters") or {}}
-
-
-def command_output(output: str) -> str:
-    """What the command printed: exec_command's output less the CLI's header (wall time, exit code, …)."""
-    at = output.find(_OUTPUT_MARK)
-    if at >= 0:
-        return output[at + len(_OUTPUT_MARK) :]
-    return output[len(_OUTPUT_MARK) - 1 :] if output.startswith(_OUTPUT_MARK[1:]) else output
 
 
 def _step(call: dict[str, Any]) -> Step:
@@ -108,7 +91,7 @@ def read_turn(request: dict[str, Any]) -> Turn:
     for index, item in enumerate(items):
         if item.get("type", "message") != "message" or item.get("role") != "user":
             continue
-        text = _item_text(item)
+        text = text_of(item.get("content"))
         if found := _CWD_TAG_RE.search(text):
             cwd = found.group(1).strip()
         if text.strip() and not _CONTEXT_RE.match(text):
@@ -120,8 +103,8 @@ def read_turn(request: dict[str, Any]) -> Turn:
         elif item.get("type") == "function_call_output" and str(item.get("call_id")) in steps:
             step = steps[str(item["call_id"])]
             output = item.get("output")
-            text = output if isinstance(output, str) else _item_text({"content": output})
-            step.result = command_output(text) if step.name in ("Read", "Grep", "Bash") else text
+            text = output if isinstance(output, str) else text_of(output)
+            step.result = command_output(text)[0] if step.name in ("Read", "Grep", "Bash") else text
     offered = _offered(request)
     turn = Turn(question, list(steps.values()), cwd or working_directory(request))
     turn.tools = {common: schema for common, (_, _, schema) in offered.items()}
