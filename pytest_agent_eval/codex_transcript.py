@@ -74,7 +74,10 @@ class CodexSession(Session):
 
 
 def is_codex_events(path: str | Path) -> bool:
-    """Whether ``path`` is a ``codex exec --json`` stream: its first JSON line is a ``thread.started`` event."""
+    """Whether ``path`` is a ``codex exec --json`` stream: its first JSON line is a ``thread.started`` event. Only a
+    regular file is looked into (a FIFO may never end: the Claude Code reader refuses it, saying so)."""
+    if not Path(path).is_file():
+        return False
     try:
         with Path(path).open("rb") as handle:
             for line in handle:

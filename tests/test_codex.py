@@ -219,3 +219,53 @@ def test_agent_eval_score_recognises_a_codex_events_file(capsys: pytest.CaptureF
     rollout = next((DATA / "with").glob("rollout-*.jsonl"))
     assert main(["score", str(events), "--rollout", str(rollout), "--brief"]) == 0
     assert "STAND-IN MODEL" in capsys.readouterr().out
+
+
+def _copy_with(tmp_path: Path, events: list[dict[str, Any]]) -> Path:
+    """The with-arm's rollout beside an events file of ``events`` (after its own thread.started)."""
+    source = DATA / "with" / "events.jsonl"
+    first = source.read_text(encoding="utf-8").splitlines()[0]
+    rollout = next((DATA / "with").glob("rollout-*.jsonl"))
+    shutil.copyfile(rollout, tmp_path / rollout.name)
+    path = tmp_path / "events.jsonl"
+    path.write_text("\n".join([first, *map(json.dumps, events)]) + "\n", encoding="utf-8")
+    return path
+
+
+def test_a_failed_turn_is_an_infra_error_and_a_turn_without_an_end_is_unfinished(tmp_path: Path) -> None:
+    turn_failed = {"type": "turn.failed", "error": {"message": "stream disconnected"}}
+    failed = read_codex(_copy_with(tmp_path, [{"type": "turn.started"}, turn_failed]))
+    assert failed.infra_error == "result event is an error (turn.failed): stream disconnected"
+    assert failed.answer_texts() == []
+    cut = read_codex(_copy_with(tmp_path, [{"type": "turn.started"}]))
+    assert cut.ends_mid_turn and cut.infra_error is None
+
+
+def test_files_that_are_not_codexs_records_are_refused_naming_them(tmp_path: Path) -> None:
+    claude = tmp_path / "run.jsonl"
+    claude.write_text('{"type": "system", "subtype": "init"}\n', encoding="utf-8")
+    with pytest.raises(TranscriptError, match=r"run\.jsonl: not a codex exec --json stream"):
+        read_codex(claude, claude)
+    events = DATA / "with" / "events.jsonl"
+    with pytest.raises(TranscriptError, match=r"events\.jsonl: not a Codex rollout file \(no session_meta record\)"):
+        read_codex(events, events)
+    with pytest.raises(TranscriptError, match=r"nowhere\.jsonl: no such file"):
+        read_codex(events, tmp_path / "nowhere.jsonl")
+
+
+def test_faults_and_the_non_streaming_form_apply_to_the_responses_api_too() -> None:
+    body = {**_request(tools=[SHELL, NAMESPACE]), "stream": False}
+    data = json.dumps(body).encode()
+    with serve(ScriptedBackend(), faults={1: "500"}) as server:
+        post = urllib.request.Request(server.url + "/v1/responses", data=data, method="POST")
+        with pytest.raises(urllib.error.HTTPError) as error:
+            urllib.request.urlopen(post, timeout=10)
+        with urllib.request.urlopen(post, timeout=10) as response:
+            answer = json.loads(response.read())
+        truth = server.truth
+    assert error.value.code == 500 and len(truth) == 1  # the failed request was never answered, nor counted
+    assert answer["id"] == truth[0].message_id and answer["status"] == "completed"
+    assert (
+        answer["output"][0]["namespace"] == "mcp__codegraph"
+        and answer["usage"]["input_tokens"] == truth[0].count.tokens
+    )
