@@ -54,7 +54,7 @@ class Backend(Protocol):
 
 @dataclass
 class Faults:
-    """Which ``POST /v1/messages`` requests (numbered from 1) misbehave, and how.
+    """Which ``POST /v1/messages`` (or ``/v1/responses``) requests (numbered from 1) misbehave, and how.
 
     Kinds: ``"500"``, ``"529"``, ``"429"`` (an HTTP error with the API's JSON error body),
     ``"break"`` (the SSE stream stops after the first text delta and the connection closes),
@@ -365,7 +365,7 @@ class RunningServer:
 
     @property
     def requests(self) -> list[dict[str, Any]]:
-        """Bodies of ``POST /v1/messages`` in arrival order (faulted ones included)."""
+        """Bodies of ``POST /v1/messages`` and ``/v1/responses`` in arrival order (faulted ones included)."""
         with self._server.lock:
             return list(self._server.requests)
 
