@@ -121,7 +121,8 @@ def build_parser() -> argparse.ArgumentParser:
     cmd.add_argument(
         "--rollout",
         metavar="FILE",
-        help="with a Codex CLI --json events FILE: its rollout (default: rollout-*<thread id>.jsonl beside FILE)",
+        help="with Codex CLI --json events FILEs (one per turn): the session's rollout (default: "
+        "rollout-*<thread id>.jsonl beside the first FILE)",
     )
     cmd.add_argument("--brief", action="store_true", help="one line per metric")
     cmd.add_argument("--envelope", action="store_true", help="also print how each explore response was divided")
@@ -184,17 +185,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _merge(args)
     if bool(args.files) == bool(args.session):
         args.usage_error("score takes FILE… or --session FILE_OR_DIR (one of the two)")
-    if args.rollout and not (len(args.files) == 1 and is_codex_events(args.files[0])):
-        args.usage_error("--rollout goes with one Codex CLI --json events FILE (its first event is thread.started)")
+    if args.rollout and not (args.files and is_codex_events(args.files[0])):
+        args.usage_error("--rollout goes with Codex CLI --json events FILEs (the first event is thread.started)")
     tool = tool_of(args)
     try:
         if args.session:
             session_file = find_session_file(Path(args.session))
             session = Session.from_session_file(session_file, fast_decoding_pays([session_file]))
             _warn(_reading_problems(session))
-        elif len(args.files) == 1 and is_codex_events(args.files[0]):
-            session = read_codex(args.files[0], args.rollout)
-            _warn(_reading_problems(session))
+        elif is_codex_events(args.files[0]):  # a resumed session's later turns are its .tN.jsonl, as Claude Code's
+            files = segment_files(args.files[0]) if len(args.files) == 1 else args.files
+            session = read_codex(files, args.rollout)
+            _warn(_reading_problems(session, files))
         else:
             files = segment_files(args.files[0]) if len(args.files) == 1 else args.files
             session = Session.from_files(files, fast_decoding_pays(files))

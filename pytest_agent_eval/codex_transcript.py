@@ -24,6 +24,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -102,24 +103,33 @@ def find_rollout(events_file: str | Path) -> Path:
     return found[-1]
 
 
-def read_codex(events_file: str | Path, rollout_file: str | Path | None = None) -> CodexSession:
-    """A Codex session from its ``--json`` events file and its rollout (found beside it when not given)."""
-    events_file = Path(events_file)
-    rollout = Path(rollout_file) if rollout_file is not None else find_rollout(events_file)
-    session = CodexSession(events_file=events_file, rollout_file=rollout)
-    events = _read_jsonl(events_file, session)
-    session.thread_id = _thread_id(events, events_file)
+def read_codex(events_files: str | Path | Sequence[str | Path], rollout_file: str | Path | None = None) -> CodexSession:
+    """A Codex session from its ``--json`` events file(s) and its rollout (found beside the first when not given).
+
+    A session resumed (``codex exec resume <thread id>``) has one events file per turn, all of one thread, and one
+    rollout, which Codex appends to: give the turns' events files in order."""
+    paths = [Path(events_files)] if isinstance(events_files, (str, Path)) else [Path(p) for p in events_files]
+    if not paths:
+        raise TranscriptError("no Codex events file given")
+    rollout = Path(rollout_file) if rollout_file is not None else find_rollout(paths[0])
+    session = CodexSession(events_file=paths[0], rollout_file=rollout)
+    turns = [_read_jsonl(path, session) for path in paths]
+    session.thread_id = _thread_id(turns[0], paths[0])
+    for path, events in zip(paths[1:], turns[1:], strict=True):
+        if _thread_id(events, path) != session.thread_id:
+            raise TranscriptError(f"{path}: thread {_thread_id(events, path)}, not {paths[0]}'s {session.thread_id}")
     records = _read_jsonl(rollout, session)
     meta = next((r.get("payload") for r in records if r.get("type") == "session_meta"), None)
     if not isinstance(meta, dict):
         raise TranscriptError(f"{rollout}: not a Codex rollout file (no session_meta record)")
     if meta.get("id") != session.thread_id:
         raise TranscriptError(
-            f"{rollout}: the rollout of session {meta.get('id')}, not of {events_file}'s thread {session.thread_id}"
+            f"{rollout}: the rollout of session {meta.get('id')}, not of {paths[0]}'s thread {session.thread_id}"
         )
     _Rollout(session).read(records)
-    _read_events(session, events)
-    session.files = [events_file]  # the rollout is rollout_file: a segment count would call them two turns
+    for path, events in zip(paths, turns, strict=True):
+        _read_events(session, events, path)
+    session.files = paths  # the rollout is rollout_file: a segment count would call it one more turn
     return session
 
 
@@ -159,7 +169,7 @@ def _thread_id(events: list[dict[str, Any]], path: Path) -> str:
     return first["thread_id"]
 
 
-def _read_events(session: CodexSession, events: list[dict[str, Any]]) -> None:
+def _read_events(session: CodexSession, events: list[dict[str, Any]], path: Path) -> None:
     """Turn ends and errors from the event stream; the answer is the turn's last agent message."""
     answer, turn_open = "", False
     for event in events:
@@ -178,7 +188,7 @@ def _read_events(session: CodexSession, events: list[dict[str, Any]]) -> None:
             session.results.append(Result(text, kind, failed, None, 0))
             turn_open = turn_open and kind == "error"
     if turn_open:
-        session.parse.unfinished.append(str(session.events_file))
+        session.parse.unfinished.append(str(path))
 
 
 class _Rollout:

@@ -27,7 +27,7 @@ from pytest_agent_eval.transcript import TranscriptError
 pytestmark = pytest.mark.timeout(60)
 
 DATA = Path(__file__).parent / "data/codex"
-ARMS = ("with", "without")
+ARMS = ("with", "without", "two-turns")
 EXPLORE_TEXT = (Path(__file__).parent / "data/explore-express-1.6.1.txt").read_text(encoding="utf-8")
 CWD = "/work/repo"
 QUESTION = "How does res.send decide the Content-Type and ETag?"
@@ -133,7 +133,7 @@ def test_a_backend_without_a_policy_refuses_the_responses_api() -> None:
     assert error.value.code == 400 and "Responses API: canned" in error.value.read().decode()
 
 
-@pytest.mark.parametrize("arm", ARMS)
+@pytest.mark.parametrize("arm", ARMS[:2])
 def test_codexs_real_last_request_is_read_as_the_policy_wrote_it_and_counted_as_the_truth(arm: str) -> None:
     request = json.loads((DATA / arm / "last-request.json").read_text(encoding="utf-8"))
     turn = read_turn(request)
@@ -152,7 +152,7 @@ def read_truth_log_lines(path: Path) -> list[dict[str, Any]]:
 
 # -- Codex's records → Session ------------------------------------------------------------------------
 def _session(arm: str) -> CodexSession:
-    return read_codex(DATA / arm / "events.jsonl")
+    return read_codex(sorted((DATA / arm).glob("events*.jsonl")))
 
 
 def test_the_with_arm_session_reads_as_requests_calls_and_results() -> None:
@@ -269,3 +269,19 @@ def test_faults_and_the_non_streaming_form_apply_to_the_responses_api_too() -> N
         answer["output"][0]["namespace"] == "mcp__codegraph"
         and answer["usage"]["input_tokens"] == truth[0].count.tokens
     )
+
+
+def test_a_resumed_session_reads_each_turns_events_and_the_one_rollout_codex_appended_to(
+    capsys: pytest.CaptureFixture[str],
+) -> None:
+    session = _session("two-turns")
+    truth = read_truth_log_lines(DATA / "two-turns" / "truth.jsonl")
+    assert [m.id for m in session.messages()] == [t["message_id"] for t in truth] and len(truth) == 6
+    assert [r.subtype for r in session.results] == ["turn.completed", "turn.completed"]
+    first, second = session.answer_texts()
+    assert first.startswith("Answer to: How does res.send") and second.startswith("Answer to: Where is the ETag")
+    with pytest.raises(TranscriptError, match=r"thread .*, not .*events\.jsonl's"):
+        read_codex([DATA / "two-turns" / "events.jsonl", DATA / "with" / "events.jsonl"])
+    assert main(["score", str(DATA / "two-turns" / "events.jsonl"), "--json"]) == 0  # finds events.t2.jsonl
+    card = json.loads(capsys.readouterr().out)
+    assert card["results"] == 2 and [Path(f).name for f in card["files"]] == ["events.jsonl", "events.t2.jsonl"]

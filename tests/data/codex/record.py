@@ -1,6 +1,6 @@
 """Record one real Codex CLI session against the scripted stand-in (how this folder's session was made).
 
-    python tests/data/codex/record.py CODEX REPO OUT [--without] [QUESTION]
+    python tests/data/codex/record.py CODEX REPO OUT [--without] [QUESTION [QUESTION …]]
 
 CODEX: the ``codex`` executable (``npm install --prefix P @openai/codex@0.171.0`` → P/node_modules/.bin/codex);
 REPO: a repository codegraph has indexed (``codegraph init -y REPO``); OUT: where ``events.jsonl`` (the ``--json``
@@ -8,7 +8,8 @@ stream), ``rollout-…-<thread id>.jsonl`` (Codex's own session file, named as C
 (the stand-in's counts) and ``last-request.json`` (the last request Codex sent: it holds the whole history) are
 written. codegraph is taken from the shared cache (``~/.cache/pytest-agent-eval/codegraph/1.6.1``), as the
 harness provisions it. ``--without``: the without-arm, no MCP server, and a deny rule (``$CODEX_HOME/rules/``)
-forbidding the codegraph CLI.
+forbidding the codegraph CLI. A second question (and any later one) resumes the session (``codex exec resume
+<thread id>``): its events go to ``events.t2.jsonl`` (…), the rollout is the one Codex appends to.
 """
 
 from __future__ import annotations
@@ -70,7 +71,7 @@ def main() -> int:
     args = [a for a in sys.argv[1:] if a != "--without"]
     with_tool = len(args) == len(sys.argv) - 1
     codex, repo, out = Path(args[0]), Path(args[1]).resolve(), Path(args[2])
-    question = args[3] if len(args) > 3 else QUESTION
+    questions = args[3:] or [QUESTION]
     out.mkdir(parents=True, exist_ok=True)
     truth = out / "truth.jsonl"
     truth.unlink(missing_ok=True)
@@ -79,11 +80,16 @@ def main() -> int:
         if not with_tool:
             Path(home, "rules").mkdir()
             Path(home, "rules", "deny.rules").write_text(DENY_RULE, encoding="utf-8")
-        command = [str(codex), "exec", "--json", "--skip-git-repo-check", "--disable", "plugins", "--disable",
-                   "remote_plugin", "-c", "analytics.enabled=false", question]  # fmt: skip
         env = {**os.environ, "CODEX_HOME": home, KEY_VAR: "stand-in"}
-        with (out / "events.jsonl").open("w", encoding="utf-8") as events:
-            done = subprocess.run(command, cwd=repo, env=env, stdin=subprocess.DEVNULL, stdout=events, timeout=300)
+        thread: list[str] = []  # a later question resumes the first one's thread
+        for turn, question in enumerate(questions, start=1):
+            flags = ["--json", "--skip-git-repo-check", "--disable", "plugins", "--disable", "remote_plugin",
+                     "-c", "analytics.enabled=false"]  # fmt: skip
+            command = [str(codex), "exec", *(["resume", *thread] if thread else []), *flags, question]
+            name = "events.jsonl" if turn == 1 else f"events.t{turn}.jsonl"
+            with (out / name).open("w", encoding="utf-8") as events:
+                done = subprocess.run(command, cwd=repo, env=env, stdin=subprocess.DEVNULL, stdout=events, timeout=300)
+            thread = thread or [json.loads((out / name).read_text(encoding="utf-8").splitlines()[0])["thread_id"]]
         rollouts = sorted(Path(home, "sessions").rglob("rollout-*.jsonl"))
         if len(rollouts) != 1:
             print(f"expected one rollout file, found {rollouts}", file=sys.stderr)
