@@ -53,6 +53,8 @@ _EXIT_RE = re.compile(r"^Process exited with code (-?\d+)$", re.M)
 _HEADER_RE = re.compile(r"^Wall time: [\d.]+ seconds\nOutput:$")
 # The first event of a ``codex exec --json`` stream.
 FIRST_EVENT = "thread.started"
+# A thread.started event is about 80 bytes: a first line longer than this is some other file's.
+FIRST_EVENT_MAX_BYTES = 4096
 
 # What a Codex session's records never show, and why: kept on every CodexSession read.
 UNREAD = {
@@ -81,7 +83,7 @@ def is_codex_events(path: str | Path) -> bool:
         return False
     try:
         with Path(path).open("rb") as handle:
-            for line in handle:
+            while line := handle.readline(FIRST_EVENT_MAX_BYTES):  # bounded: a Claude Code file's line may be huge
                 if line.strip():
                     event = json.loads(line)
                     return isinstance(event, dict) and event.get("type") == FIRST_EVENT
