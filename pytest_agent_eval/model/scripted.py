@@ -14,6 +14,11 @@ need no server-side state. Per user question:
   hands each question to such a subagent, so the subagent path runs too.
 
 Its figures measure the harness and the retrieval tool's responses, never a model's judgment.
+
+The policy (:meth:`ScriptedBackend.decide`) reads a :class:`Turn` and decides in the common tool vocabulary, the
+names the transcript metrics read (``Read``, ``Grep``, ``Bash``, ``mcp__NAME__tool``, ``Agent``). The Messages API
+is spoken in those names, so its reply goes out as decided; the Responses API (Codex CLI) reads its requests into
+a Turn and renders the decision in its own tools (:mod:`.responses`).
 """
 
 from __future__ import annotations
