@@ -106,9 +106,8 @@ def read_turn(request: dict[str, Any]) -> Turn:
             text = output if isinstance(output, str) else text_of(output)
             step.result = command_output(text)[0] if step.name in ("Read", "Grep", "Bash") else text
     offered = _offered(request)
-    turn = Turn(question, list(steps.values()), cwd or working_directory(request))
-    turn.tools = {common: schema for common, (_, _, schema) in offered.items()}
-    return turn
+    tools = {common: schema for common, (_, _, schema) in offered.items()}
+    return Turn(question, list(steps.values()), cwd or working_directory(request), tools)
 
 
 # -- rendering a reply ----------------------------------------------------------------------------
