@@ -3,6 +3,7 @@
 agent-eval score run-with-1.jsonl                 # later segments (.t2.jsonl, …) are found
 agent-eval score run.jsonl run.t2.jsonl --json     # segments given in order
 agent-eval score --session ~/.claude/projects/-tmp-express/
+agent-eval score codex-events.jsonl --rollout ~/.codex/sessions/2026/12/03/rollout-….jsonl   # a Codex CLI run
 agent-eval rescore agent-eval-out/20260801-101500-3fa9c2/   # a campaign or a folder of run-*.jsonl
 agent-eval compare BASELINE CURRENT --compare-fail "allocation:-5pt,residual_tokens:+20%"
 agent-eval merge merged/ shard-1/ shard-2/ shard-3/     # the campaigns of --agent-eval-shard 1/3 … 3/3 as one
@@ -23,6 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from pytest_agent_eval.codex_transcript import is_codex_events, read_codex
 from pytest_agent_eval.metrics.occupancy import WINDOW_TOKENS
 from pytest_agent_eval.score import score
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool, load_tool
@@ -116,6 +118,12 @@ def build_parser() -> argparse.ArgumentParser:
     cmd.add_argument(
         "--session", metavar="FILE_OR_DIR", help="an interactive session file, or its project folder (newest session)"
     )
+    cmd.add_argument(
+        "--rollout",
+        metavar="FILE",
+        help="with Codex CLI --json events FILEs (one per turn): the session's rollout (default: "
+        "rollout-*<thread id>.jsonl beside the first FILE)",
+    )
     cmd.add_argument("--brief", action="store_true", help="one line per metric")
     cmd.add_argument("--envelope", action="store_true", help="also print how each explore response was divided")
     cmd.add_argument(
@@ -177,12 +185,18 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _merge(args)
     if bool(args.files) == bool(args.session):
         args.usage_error("score takes FILE… or --session FILE_OR_DIR (one of the two)")
+    if args.rollout and not (args.files and is_codex_events(args.files[0])):
+        args.usage_error("--rollout goes with Codex CLI --json events FILEs (the first event is thread.started)")
     tool = tool_of(args)
     try:
         if args.session:
             session_file = find_session_file(Path(args.session))
             session = Session.from_session_file(session_file, fast_decoding_pays([session_file]))
             _warn(_reading_problems(session))
+        elif is_codex_events(args.files[0]):  # a resumed session's later turns are its .tN.jsonl, as Claude Code's
+            files = segment_files(args.files[0]) if len(args.files) == 1 else args.files
+            session = read_codex(files, args.rollout)
+            _warn(_reading_problems(session, files))
         else:
             files = segment_files(args.files[0]) if len(args.files) == 1 else args.files
             session = Session.from_files(files, fast_decoding_pays(files))

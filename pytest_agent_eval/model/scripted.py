@@ -19,6 +19,11 @@ is counted but streamed empty or only summarised (``hidden_thinking``, ``summari
 carried in it, so the policy goes on after the boundary).
 
 Its figures measure the harness and the retrieval tool's responses, never a model's judgment.
+
+The policy (:meth:`ScriptedBackend.decide`) reads a :class:`Turn` and decides in the common tool vocabulary, the
+names the transcript metrics read (``Read``, ``Grep``, ``Bash``, ``mcp__NAME__tool``, ``Agent``). The Messages API
+is spoken in those names, so its reply goes out as decided; the Responses API (Codex CLI) reads its requests into
+a Turn and renders the decision in its own tools (:mod:`.responses`).
 """
 
 from __future__ import annotations
@@ -285,6 +290,11 @@ class ScriptedBackend:
         turn = Turn.from_request(request)
         if compaction_requested(request):
             return Reply.text(self._summary(turn))
+        return self.decide(turn)
+
+    def decide(self, turn: Turn) -> Reply:
+        """The next assistant message for ``turn``, in the common tool vocabulary (``Read``, ``Grep``, ``Bash``,
+        ``mcp__NAME__tool``) whichever API the turn was read from; each API renders it (:mod:`.responses`)."""
         if not turn.tools or not turn.question:
             return Reply.text("OK.")
         delegation = next((name for name in DELEGATION_TOOLS if name in turn.tools), None)

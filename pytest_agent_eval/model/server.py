@@ -1,4 +1,5 @@
-"""A Messages-API server on loopback, so the real Claude Code CLI can talk to a stand-in model.
+"""A Messages-API server on loopback, so the real Claude Code CLI can talk to a stand-in model; it answers
+the Responses API (``POST /v1/responses``, Codex CLI) too, from the same policy (:mod:`.responses`).
 
 The CLI only needs ``POST /v1/messages`` with ``stream: true``; the server also answers the
 non-streaming form, ``/v1/messages/count_tokens``, and GET/HEAD probes, so nothing the CLI might
@@ -30,6 +31,7 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
+from . import responses
 from .record import RequestLog
 from .refusal import refusal
 from .sse import Reply, assemble, message_json, new_id, stream_events
@@ -60,7 +62,7 @@ class Backend(Protocol):
 
 @dataclass
 class Faults:
-    """Which ``POST /v1/messages`` requests (numbered from 1) misbehave, and how.
+    """Which ``POST /v1/messages`` (or ``/v1/responses``) requests (numbered from 1) misbehave, and how.
 
     Kinds: ``"500"``, ``"529"``, ``"429"`` (an HTTP error with the API's JSON error body),
     ``"break"`` (the SSE stream stops after the first text delta and the connection closes),
@@ -241,34 +243,49 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, {"input_tokens": self.server.usage_model.count(body)})
         elif path == "/v1/messages":
             self._messages(body)
+        elif path == "/v1/responses":
+            self._responses(body)
         else:
             self._send_error(404, f"Not found: {path}")
 
-    def _messages(self, request: dict[str, Any]) -> None:
+    def _admit(self, request: dict[str, Any]) -> str | None:
+        """Count the request and apply its fault; None when it was answered (an error) or never will be (hang)."""
         with self.server.lock:
             self.server.requests.append(request)
             number = len(self.server.requests)
         fault = self.server.faults.for_request(number)
         if fault in ("500", "529", "429"):
             self._send_error(int(fault), "Injected fault", fault)
-            return
+            return None
         if fault == "hang":
             self._record(0, fault)
             self.close_connection = True
             self.server.stopping.wait()
+            return None
+        return fault or ""
+
+    def _backend_failed(self) -> None:
+        with self.server.lock:
+            self.server.errors.append(traceback.format_exc())
+        self._send_error(500, "backend failed")
+
+    def _model(self, request: dict[str, Any]) -> str:
+        # A stand-in names itself in every message, so any transcript it produced says so when scored.
+        return getattr(self.server.backend, "stand_in_model", None) or str(request.get("model") or "stand-in")
+
+    def _messages(self, request: dict[str, Any]) -> None:
+        fault = self._admit(request)
+        if fault is None:
             return
         try:
             reply = self.server.backend.respond(request, dict(self.headers.items()))
         except Exception:
-            with self.server.lock:
-                self.server.errors.append(traceback.format_exc())
-            self._send_error(500, "backend failed")
+            self._backend_failed()
             return
         if isinstance(reply, Passthrough):
             self._relay(reply)
             return
-        # A stand-in names itself in every message, so any transcript it produced says so when scored.
-        model = getattr(self.server.backend, "stand_in_model", None) or str(request.get("model") or "stand-in")
+        model = self._model(request)
         usage, count = self.server.usage_model.usage(request)
         message_id = new_id("msg")
         self._keep_truth(Truth(message_id, count))
@@ -276,14 +293,42 @@ class _Handler(BaseHTTPRequestHandler):
         if not request.get("stream"):
             self._send_json(200, message)
             return
+        self._stream(list(stream_events(reply, model, usage, message_id)), fault, message)
+
+    def _responses(self, request: dict[str, Any]) -> None:
+        """The Responses API (Codex CLI): the backend's policy decides on the turn read from the request."""
+        decide = getattr(self.server.backend, "decide", None)
+        if decide is None:
+            self._send_error(400, f"this backend does not answer the Responses API: {self.server.backend.describe()}")
+            return
+        fault = self._admit(request)
+        if fault is None:
+            return
+        try:
+            items = responses.output_items(request, decide(responses.read_turn(request)))
+        except Exception:
+            self._backend_failed()
+            return
+        model = self._model(request)
+        usage, count = self.server.usage_model.usage(request)
+        response_id = new_id("resp")
+        self._keep_truth(Truth(response_id, count))
+        cached = usage["cache_read_input_tokens"]
+        body_usage = responses.usage_json(count.tokens, cached, items)
+        response = responses.response_json(items, model, body_usage, response_id, "completed")
+        if not request.get("stream"):
+            self._send_json(200, response)
+            return
+        self._stream(list(responses.stream_events(items, model, body_usage, response_id)), fault, response)
+
+    def _stream(self, frames: list[bytes], fault: str, response: dict[str, Any]) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream; charset=utf-8")
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Transfer-Encoding", "chunked")
         self.send_header("request-id", new_id("req"))
         self.end_headers()
-        self._record(200, fault, message)
-        frames = list(stream_events(reply, model, usage, message_id))
+        self._record(200, fault or None, response)
         # "break" and "stall" cut in after message_start, ping, the first block's start and its first delta
         cut = min(4, len(frames) - 1) if fault in ("break", "stall") else len(frames)
         for frame in frames[:cut]:
@@ -383,7 +428,7 @@ class RunningServer:
 
     @property
     def requests(self) -> list[dict[str, Any]]:
-        """Bodies of ``POST /v1/messages`` in arrival order (faulted ones included)."""
+        """Bodies of ``POST /v1/messages`` and ``/v1/responses`` in arrival order (faulted ones included)."""
         with self._server.lock:
             return list(self._server.requests)
 

@@ -33,6 +33,9 @@ tool_result block's tokens by ``tool_use_id`` (what occupancy estimates from the
 thinking among them, and of each tool result's tokens the *session context* the client moved into it
 (:func:`moved_context`): after a compaction Claude Code 2.1.332 appends the first message's context reminders
 (environment, model, agents, skills, MCP instructions) to the last message it keeps, a tool result's content.
+
+A Responses-API request (Codex) is counted the same way: its instructions, tools, then each ``input`` item as
+a unit, a ``function_call_output``'s tokens by its ``call_id``.
 """
 
 from __future__ import annotations
@@ -57,6 +60,8 @@ REMEMBERED_UNITS = 4096
 HIDDEN_SIGNATURE = "stand-in-hidden-thinking"
 _HIDDEN_RE = re.compile(rf"^{HIDDEN_SIGNATURE}:(\d+):")
 
+# Where a prompt's tool result names its call: a Messages ``tool_result``, a Responses ``function_call_output``.
+_RESULT_ID_KEYS = {"tool_result": "tool_use_id", "function_call_output": "call_id"}
 _PIECE_RE = re.compile(r" ?[A-Za-z]+| ?\d{1,3}| ?[^\sA-Za-z\d]|\s+")
 _LONG_WORD_RE = re.compile(rf"[A-Za-z]{{{LETTERS_PER_TOKEN + 1},}}")
 
@@ -181,12 +186,14 @@ class UsageModel:
                 if len(self._counted) >= REMEMBERED_UNITS:
                     self._counted.clear()
                 self._counted[key] = tokens
-        result_id = clean.get("tool_use_id") if isinstance(clean, dict) and clean.get("type") == "tool_result" else None
+        result_id = clean.get(_RESULT_ID_KEYS.get(clean.get("type"), "")) if isinstance(clean, dict) else None
         result_id = result_id if isinstance(result_id, str) else None
         return Unit(key, tokens, result_id, hidden, moved_context(clean) if result_id else 0)
 
     def prompt_units(self, request: dict[str, Any]) -> list[Unit]:
         """The prompt as an ordered list of units; a cached prefix is a run of equal leading units."""
+        if "input" in request and "messages" not in request:
+            return self._responses_units(request)
         system = request.get("system") or []
         system = [{"type": "text", "text": system}] if isinstance(system, str) else system
         units = [self._unit("system:", system), self._unit("tools:", request.get("tools") or [])]
@@ -199,6 +206,18 @@ class UsageModel:
             role = f"{message.get('role')}:"
             units.append(Unit(role, MESSAGE_FRAME_TOKENS))
             units.extend(self._unit(role, block) for block in blocks)
+        return units
+
+    def _responses_units(self, request: dict[str, Any]) -> list[Unit]:
+        """A Responses-API prompt: its instructions, its tools, then each input item whole (a message's role, a
+        call, a call's output; each is one JSON object of the request, as a Messages content block is)."""
+        units = [
+            self._unit("instructions:", request.get("instructions") or ""),
+            self._unit("tools:", request.get("tools") or []),
+        ]
+        items = request.get("input")
+        items = [{"type": "message", "role": "user", "content": items}] if isinstance(items, str) else items or []
+        units.extend(self._unit("input:", item) for item in items)
         return units
 
     def count_prompt(self, request: dict[str, Any]) -> PromptCount:

@@ -1,0 +1,316 @@
+"""Codex CLI transcripts → the common :class:`~pytest_agent_eval.transcript.Session`.
+
+A Codex run leaves two records: the ``codex exec --json`` event stream (``thread.started``, ``item.*``,
+``turn.completed``…), and its own session file, the *rollout* (``$CODEX_HOME/sessions/YYYY/MM/DD/
+rollout-<time>-<thread id>.jsonl``). The rollout is read for the session, because only it has what the
+metrics need:
+
+* every model request: its output items (``response_item`` ``function_call`` / ``message``), closed by a
+  ``token_usage_record`` naming the ``response_id`` and its usage (the same figures as the ``token_count``
+  event's ``info.last_token_usage``, whose ``input_tokens`` is the whole prompt, cached part included);
+* every tool result as the model saw it (``function_call_output``: a shell command's output is truncated there
+  to Codex's own budget, while the event stream's ``aggregated_output`` is whole), and calls Codex refused
+  itself (a deny rule), which the event stream leaves out.
+
+The event stream gives the turns' ends (``turn.completed`` / ``turn.failed``) and errors.
+
+Codex's tools are named in the house's common vocabulary, the one the metrics read: an MCP tool
+(``function_call{namespace: "mcp__NAME", name}``) is ``mcp__NAME__<name>``; the shell, ``exec_command{cmd}``,
+is ``Bash{command}``, so the file-access classifier decides, as for Claude Code's Bash, whether it read or
+searched. What Codex's records do not give is said, never guessed: :attr:`CodexSession.unread`.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_agent_eval.transcript import (
+    BAD_LINES_NAMED,
+    MAIN,
+    Message,
+    Result,
+    Session,
+    ToolCall,
+    ToolResult,
+    TranscriptError,
+    Usage,
+    UserText,
+    content_chars,
+)
+
+SHELL_TOOL = "exec_command"
+# The common name of Codex's shell tool: the name the metrics read a shell command under.
+SHELL_NAME = "Bash"
+# What a shell result carries before the command's output, and where it says the exit code.
+_OUTPUT_MARK = "\nOutput:\n"
+_EXIT_RE = re.compile(r"^Process exited with code (-?\d+)$", re.M)
+# The part Codex puts before an MCP tool's own content in the result the model sees.
+_HEADER_RE = re.compile(r"^Wall time: [\d.]+ seconds\nOutput:$")
+# The first event of a ``codex exec --json`` stream.
+FIRST_EVENT = "thread.started"
+# A thread.started event is about 80 bytes: a first line longer than this is some other file's.
+FIRST_EVENT_MAX_BYTES = 4096
+
+# What a Codex session's records never show, and why: kept on every CodexSession read.
+UNREAD = {
+    "offered_tools": "Codex records no list of the tools it offered the model (no init event): the tool's MCP "
+    "names an arm exposed are seen only when called",
+    "answering_model": "Codex records the model it asked for (turn_context.model), not the one that answered",
+}
+
+
+@dataclass
+class CodexSession(Session):
+    """A Session read from Codex's records. ``unread``: figure → why Codex's records do not give it; ``notices``:
+    the CLI's warnings and errors (``error`` items, e.g. a model it has no metadata for), in order."""
+
+    thread_id: str = ""
+    events_file: Path | None = None
+    rollout_file: Path | None = None
+    unread: dict[str, str] = field(default_factory=lambda: dict(UNREAD))
+    notices: list[str] = field(default_factory=list)
+
+
+def is_codex_events(path: str | Path) -> bool:
+    """Whether ``path`` is a ``codex exec --json`` stream: its first JSON line is a ``thread.started`` event. Only a
+    regular file is looked into (a FIFO may never end: the Claude Code reader refuses it, saying so)."""
+    if not Path(path).is_file():
+        return False
+    try:
+        with Path(path).open("rb") as handle:
+            while line := handle.readline(FIRST_EVENT_MAX_BYTES):  # bounded: a Claude Code file's line may be huge
+                if line.strip():
+                    event = json.loads(line)
+                    return isinstance(event, dict) and event.get("type") == FIRST_EVENT
+    except (OSError, ValueError):
+        return False
+    return False
+
+
+def find_rollout(events_file: str | Path) -> Path:
+    """The rollout beside an events file: ``rollout-*<thread id>.jsonl`` in its folder (as Codex names it)."""
+    events_file = Path(events_file)
+    thread_id = _thread_id(_read_jsonl(events_file, Session()), events_file)
+    found = sorted(events_file.parent.glob(f"rollout-*{thread_id}.jsonl"))
+    if not found:
+        raise TranscriptError(
+            f"{events_file}: no rollout-*{thread_id}.jsonl beside it: give Codex's session file "
+            f"($CODEX_HOME/sessions/…/rollout-…-{thread_id}.jsonl) with --rollout"
+        )
+    return found[-1]
+
+
+def read_codex(events_files: str | Path | Sequence[str | Path], rollout_file: str | Path | None = None) -> CodexSession:
+    """A Codex session from its ``--json`` events file(s) and its rollout (found beside the first when not given).
+
+    A session resumed (``codex exec resume <thread id>``) has one events file per turn, all of one thread, and one
+    rollout, which Codex appends to: give the turns' events files in order."""
+    paths = [Path(events_files)] if isinstance(events_files, (str, Path)) else [Path(p) for p in events_files]
+    if not paths:
+        raise TranscriptError("no Codex events file given")
+    rollout = Path(rollout_file) if rollout_file is not None else find_rollout(paths[0])
+    session = CodexSession(events_file=paths[0], rollout_file=rollout)
+    turns = [_read_jsonl(path, session) for path in paths]
+    session.thread_id = _thread_id(turns[0], paths[0])
+    for path, events in zip(paths[1:], turns[1:], strict=True):
+        if _thread_id(events, path) != session.thread_id:
+            raise TranscriptError(f"{path}: thread {_thread_id(events, path)}, not {paths[0]}'s {session.thread_id}")
+    records = _read_jsonl(rollout, session)
+    meta = next((r.get("payload") for r in records if r.get("type") == "session_meta"), None)
+    if not isinstance(meta, dict):
+        raise TranscriptError(f"{rollout}: not a Codex rollout file (no session_meta record)")
+    if meta.get("id") != session.thread_id:
+        raise TranscriptError(
+            f"{rollout}: the rollout of session {meta.get('id')}, not of {paths[0]}'s thread {session.thread_id}"
+        )
+    _Rollout(session).read(records)
+    for path, events in zip(paths, turns, strict=True):
+        _read_events(session, events, path)
+    session.files = paths  # the rollout is rollout_file: a segment count would call it one more turn
+    return session
+
+
+# -- reading ------------------------------------------------------------------------------------
+def _read_jsonl(path: Path, session: Session) -> list[dict[str, Any]]:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        raise TranscriptError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise TranscriptError(f"{path}: cannot read ({exc.strerror})") from None
+    records: list[dict[str, Any]] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            record = None
+        if not isinstance(record, dict):
+            session.parse.bad_lines += 1
+            if len(session.parse.bad_at) < BAD_LINES_NAMED:
+                session.parse.bad_at.append(f"{path}:{number}: not a JSON object")
+            continue
+        session.parse.events += 1
+        session.parse.event_types[str(record.get("type"))] += 1
+        records.append(record)
+    if not records:
+        raise TranscriptError(f"{path}: not a Codex record (no line is a JSON object)")
+    return records
+
+
+def _thread_id(events: list[dict[str, Any]], path: Path) -> str:
+    first = events[0]
+    if first.get("type") != FIRST_EVENT or not isinstance(first.get("thread_id"), str):
+        raise TranscriptError(f'{path}: not a codex exec --json stream (its first event is not "{FIRST_EVENT}")')
+    return first["thread_id"]
+
+
+def _read_events(session: CodexSession, events: list[dict[str, Any]], path: Path) -> None:
+    """Turn ends and errors from the event stream; the answer is the turn's last agent message."""
+    answer, turn_open = "", False
+    for event in events:
+        kind = event.get("type")
+        item = event.get("item") if isinstance(event.get("item"), dict) else {}
+        if kind == "turn.started":
+            turn_open, answer = True, ""
+        elif kind == "item.completed" and item.get("type") == "agent_message":
+            answer = str(item.get("text") or "")
+        elif kind == "item.completed" and item.get("type") == "error":
+            session.notices.append(str(item.get("message") or ""))
+        elif kind in ("turn.completed", "turn.failed", "error"):
+            failed = kind != "turn.completed"
+            error = event.get("error") if isinstance(event.get("error"), dict) else event
+            text = str(error.get("message") or kind) if failed else answer
+            session.results.append(Result(text, kind, failed, None, 0))
+            turn_open = turn_open and kind == "error"
+    if turn_open:
+        session.parse.unfinished.append(str(path))
+
+
+class _Rollout:
+    """The rollout's records in order: each request's output items, closed by its usage record."""
+
+    def __init__(self, session: CodexSession) -> None:
+        self.session = session
+        self.pending: list[dict[str, Any]] = []
+        self.calls: dict[str, ToolCall] = {}
+        self.model = ""
+        self.closed_by_record = False
+
+    def read(self, records: list[dict[str, Any]]) -> None:
+        for record in records:
+            payload = record.get("payload")
+            if not isinstance(payload, dict):
+                continue
+            kind = record.get("type")
+            if kind == "turn_context" and isinstance(payload.get("model"), str):
+                self.model = payload["model"]
+            elif kind == "response_item":
+                self._item(payload)
+            elif kind == "token_usage_record":
+                self._close(str(payload.get("response_id") or ""), payload.get("usage"))
+                self.closed_by_record = True
+            elif kind == "event_msg" and payload.get("type") == "token_count" and self.pending:
+                info = payload.get("info") if isinstance(payload.get("info"), dict) else {}
+                self._close("", info.get("last_token_usage"))  # a rollout without usage records
+        if self.pending:  # output no usage record closed: the run was cut off mid-request
+            self._close("", None)
+
+    def _item(self, item: dict[str, Any]) -> None:
+        kind = item.get("type")
+        if kind in ("function_call", "custom_tool_call", "reasoning") or (
+            kind == "message" and item.get("role") == "assistant"
+        ):
+            self.pending.append(item)
+        elif kind in ("function_call_output", "custom_tool_call_output"):
+            self._result(item)
+        elif kind == "message":
+            text = text_of(item.get("content"))
+            self.session.timeline.append(UserText(text, MAIN, content_chars(item.get("content"))))
+
+    def _close(self, response_id: str, raw_usage: Any) -> None:
+        number = len(self.session.messages(None)) + 1
+        if not response_id:
+            self.session.unread.setdefault("response_ids", "some requests' usage records name no response id")
+        message = Message(response_id or f"codex-request-{number}", MAIN, _usage(raw_usage), 0, model=self.model)
+        for item in self.pending:
+            if item.get("type") == "message":
+                message.blocks.append({"type": "text", "text": text_of(item.get("content"))})
+            elif item.get("type") == "reasoning":
+                summary = "\n".join(text_of([s]) for s in item.get("summary") or [] if isinstance(s, dict))
+                message.blocks.append({"type": "thinking", "thinking": summary})  # empty: hidden (encrypted)
+            else:
+                self._call(item, message)
+        self.pending = []
+        self.session.timeline.append(message)
+
+    def _call(self, item: dict[str, Any], message: Message) -> None:
+        name = str(item.get("name") or "?")
+        raw = item.get("arguments") if item.get("type") == "function_call" else item.get("input")
+        try:
+            arguments = json.loads(raw) if isinstance(raw, str) and item.get("type") == "function_call" else raw
+        except ValueError:
+            arguments = {"arguments": raw}
+        arguments = arguments if isinstance(arguments, dict) else {"input": arguments}
+        if item.get("namespace"):
+            name = f"{item['namespace']}__{name}"
+        elif name == SHELL_TOOL:
+            name = SHELL_NAME
+            arguments = {
+                "command": str(arguments.get("cmd") or ""),
+                **{k: v for k, v in arguments.items() if k != "cmd"},
+            }
+        call = ToolCall(str(item.get("call_id") or f"call-{len(self.calls)}"), name, arguments, MAIN, message.id)
+        self.calls[call.id] = call
+        message.calls.append(call)
+        self.session.calls.append(call)
+
+    def _result(self, item: dict[str, Any]) -> None:
+        call_id = str(item.get("call_id") or "")
+        output = item.get("output")
+        call = self.calls.get(call_id)
+        if isinstance(output, list) and output and _HEADER_RE.match(text_of(output[:1])):
+            output_text = text_of(output[1:])  # an MCP result behind Codex's "Wall time: …\nOutput:" part
+        else:
+            output_text = output if isinstance(output, str) else text_of(output)
+        text, is_error = output_text, item.get("success") is False
+        if call is not None and call.name == SHELL_NAME:
+            text, is_error = command_output(output_text)
+        result = ToolResult(call_id, text, is_error, MAIN, content_chars(output))
+        if call is not None:
+            call.result = result
+        self.session.timeline.append(result)
+
+
+def command_output(output: str) -> tuple[str, bool]:
+    """A shell result's own output (what parsers read) and whether it failed (exit code not 0; a result without
+    Codex's header — a refusal by a deny rule — is an error too)."""
+    exit_code = _EXIT_RE.search(output.split(_OUTPUT_MARK, 1)[0])
+    at = output.find(_OUTPUT_MARK)
+    text = output[at + len(_OUTPUT_MARK) :] if at >= 0 else output
+    return text, exit_code is None or exit_code.group(1) != "0"
+
+
+def _usage(raw: Any) -> Usage | None:
+    if not isinstance(raw, dict):
+        return None
+    whole, cached = _count(raw.get("input_tokens")), _count(raw.get("cached_input_tokens"))
+    written = _count(raw.get("cache_write_input_tokens"))
+    return Usage(max(0, whole - cached - written), cached, written, _count(raw.get("output_tokens")))
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def text_of(content: Any) -> str:
+    if isinstance(content, str):
+        return content
+    parts = [p.get("text") for p in content or [] if isinstance(p, dict)]
+    return "\n".join(p for p in parts if isinstance(p, str))
