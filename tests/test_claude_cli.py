@@ -29,6 +29,7 @@ from pytest_agent_eval.model.truth import resident_truth
 from pytest_agent_eval.transcript import Session
 
 QUESTION = "How does res.send decide the Content-Type and ETag?"
+TOKENS_LEFT_REMINDER = 32  # tokens of <total_tokens>N tokens left</total_tokens>, as the stand-in counts it
 CLI_TIMEOUT = 180
 
 
@@ -318,5 +319,8 @@ def test_occupancy_is_close_to_what_the_server_counted(sandbox: Sandbox, with_co
     occ = occupancy(session)
     assert sum(truth.values()) > 10_000  # explore output or Read results are resident
     for fam in FAMILIES:
-        bound = max(0.05 * truth[fam], 40 * occ.residual_results[fam])
+        # 40 tokens a result, plus the CLI's tokens-left reminder the transcript does not show: it rides on the last
+        # result of a user message, so a small result reads about 32 tokens low (docs/metrics/occupancy.md, "What it
+        # cannot see"); the server's count of it moves with the number it carries
+        bound = max(0.05 * truth[fam], 40 * occ.residual_results[fam] + TOKENS_LEFT_REMINDER)
         assert abs(occ.residual[fam] - truth[fam]) <= bound, (fam, occ.residual[fam], truth[fam])
