@@ -31,9 +31,10 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from . import responses
 from .record import RequestLog
 from .refusal import refusal
+from .responses import output_items, read_turn, response_json, usage_json
+from .responses import stream_events as response_events
 from .sse import Reply, assemble, message_json, new_id, stream_events
 from .usage import PromptCount, UsageModel
 
@@ -305,7 +306,7 @@ class _Handler(BaseHTTPRequestHandler):
         if fault is None:
             return
         try:
-            items = responses.output_items(request, decide(responses.read_turn(request)))
+            items = output_items(request, decide(read_turn(request)))
         except Exception:
             self._backend_failed()
             return
@@ -314,12 +315,12 @@ class _Handler(BaseHTTPRequestHandler):
         response_id = new_id("resp")
         self._keep_truth(Truth(response_id, count))
         cached = usage["cache_read_input_tokens"]
-        body_usage = responses.usage_json(count.tokens, cached, items)
-        response = responses.response_json(items, model, body_usage, response_id, "completed")
+        body_usage = usage_json(count.tokens, cached, items)
+        response = response_json(items, model, body_usage, response_id, "completed")
         if not request.get("stream"):
             self._send_json(200, response)
             return
-        self._stream(list(responses.stream_events(items, model, body_usage, response_id)), fault, response)
+        self._stream(list(response_events(items, model, body_usage, response_id)), fault, response)
 
     def _stream(self, frames: list[bytes], fault: str, response: dict[str, Any]) -> None:
         self.send_response(200)
