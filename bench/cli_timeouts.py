@@ -26,12 +26,12 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from pytest_agent_eval.config import cache_root
 from pytest_agent_eval.harness.drivers import agent_environment
 from pytest_agent_eval.harness.drivers.headless import HeadlessOptions, RunRecord, run_headless
 from pytest_agent_eval.harness.drivers.watch import STALL_S_STAND_IN
 from pytest_agent_eval.harness.provision import CLAUDE_CODE_VERSION, provision_claude
 from pytest_agent_eval.model import Faults, make_backend, serve
+from pytest_agent_eval.settings.config import cache_root
 
 
 def one_turn(claude: Path, root: Path, faults: Faults) -> tuple[RunRecord | Exception, int]:

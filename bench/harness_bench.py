@@ -39,12 +39,12 @@ from typing import Any
 
 from tabulate import tabulate
 
-from pytest_agent_eval.config import AgentEvalConfig, cache_root
-from pytest_agent_eval.corpus import load_corpus
+from pytest_agent_eval.corpus.load import load_corpus
 from pytest_agent_eval.harness.index import indexed_copy
 from pytest_agent_eval.harness.provision import CLAUDE_CODE_VERSION, provision_claude, provision_tool, read_builds
 from pytest_agent_eval.harness.repos import fetch_repo
 from pytest_agent_eval.harness.sandbox import LAYERS, LAYERS_VAR, Sandbox, runtime_paths
+from pytest_agent_eval.settings.config import AgentEvalConfig, cache_root
 from pytest_agent_eval.tool import CODEGRAPH
 
 REPO = Path(__file__).resolve().parents[1]

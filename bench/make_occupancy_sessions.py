@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_agent_eval.config import cache_root
 from pytest_agent_eval.harness.drivers import agent_environment
 from pytest_agent_eval.harness.provision import CLAUDE_CODE_VERSION
 from pytest_agent_eval.model import ScriptedBackend, serve
+from pytest_agent_eval.settings.config import cache_root
 
 REPO = Path(__file__).resolve().parent.parent
 DATA = REPO / "bench" / "data"

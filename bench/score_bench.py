@@ -26,14 +26,14 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from pytest_agent_eval.explore_answer import explore_sections
 from pytest_agent_eval.metrics.allocation import allocation
 from pytest_agent_eval.metrics.contamination import contamination
 from pytest_agent_eval.metrics.occupancy import occupancy
+from pytest_agent_eval.metrics.scorecard import score
 from pytest_agent_eval.metrics.sufficiency import sufficiency
 from pytest_agent_eval.report.blocks import render_scorecard
-from pytest_agent_eval.score import score
 from pytest_agent_eval.tool import CODEGRAPH
+from pytest_agent_eval.tool.explore_answer import explore_sections
 from pytest_agent_eval.transcript import Session, segment_files
 
 # Sessions of the real Claude Code CLI with real codegraph responses, made through this project's harness

@@ -24,9 +24,9 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pytest_agent_eval.codex_transcript import is_codex_events, read_codex
+from pytest_agent_eval.agents.codex.transcript import is_codex_events, read_codex
 from pytest_agent_eval.metrics.occupancy import WINDOW_TOKENS
-from pytest_agent_eval.score import score
+from pytest_agent_eval.metrics.scorecard import score
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool, load_tool
 from pytest_agent_eval.transcript import (
     Session,
@@ -304,10 +304,10 @@ def _refused_out(out: Path, folder: Path) -> str | None:
 def _compare(args: argparse.Namespace) -> int:
     from pytest_agent_eval.campaign import baseline
     from pytest_agent_eval.campaign.store import StoreError, load_records
-    from pytest_agent_eval.config import DEFAULT_OUT, OptionError
-    from pytest_agent_eval.parsers import parse_rules
     from pytest_agent_eval.report.compare import gate, render_gate
     from pytest_agent_eval.report.terminal import model_notes
+    from pytest_agent_eval.settings.config import DEFAULT_OUT, OptionError
+    from pytest_agent_eval.settings.parsers import parse_rules
 
     try:
         rules = parse_rules(args.compare_fail) if args.compare_fail is not None else []

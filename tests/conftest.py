@@ -9,8 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agent_eval.config import AgentEvalConfig, cache_root
-from pytest_agent_eval.corpus import load_corpus
+from pytest_agent_eval.corpus.load import load_corpus
 from pytest_agent_eval.harness import runtimes
 from pytest_agent_eval.harness.index import indexed_copy
 from pytest_agent_eval.harness.provision import (
@@ -20,6 +19,7 @@ from pytest_agent_eval.harness.provision import (
     provision_tool,
 )
 from pytest_agent_eval.harness.repos import fetch_repo
+from pytest_agent_eval.settings.config import AgentEvalConfig, cache_root
 from pytest_agent_eval.tool import CODEGRAPH
 
 pytest_plugins = ["pytester"]

@@ -7,10 +7,10 @@ from pathlib import Path
 import pytest
 from synth import Transcript, explore_response
 
-from pytest_agent_eval.explore_answer import file_sections
 from pytest_agent_eval.metrics.allocation import allocation, citation_paths, code_span_names
 from pytest_agent_eval.report.blocks.allocation import render_allocation
 from pytest_agent_eval.tool import RetrievalTool
+from pytest_agent_eval.tool.explore_answer import file_sections
 from pytest_agent_eval.transcript import Session
 
 EXPLORE = "mcp__codegraph__codegraph_explore"

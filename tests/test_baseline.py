@@ -11,13 +11,13 @@ import pytest
 from test_compare import with_run, without_run
 
 from pytest_agent_eval.campaign import baseline
+from pytest_agent_eval.campaign.evaluation import EvalSession, SessionError
 from pytest_agent_eval.campaign.record import ItemRecord
 from pytest_agent_eval.campaign.store import Campaign, StoreError, load_records
 from pytest_agent_eval.cli import main
-from pytest_agent_eval.config import AgentEvalConfig, OptionError, resolve
-from pytest_agent_eval.parsers import parse_rules
-from pytest_agent_eval.score import score_session
-from pytest_agent_eval.session import EvalSession, SessionError
+from pytest_agent_eval.metrics.scorecard import score_session
+from pytest_agent_eval.settings.config import AgentEvalConfig, OptionError, resolve
+from pytest_agent_eval.settings.parsers import parse_rules
 from pytest_agent_eval.transcript import Session
 
 from synth import Transcript, explore_response  # isort: skip

@@ -9,11 +9,11 @@ from test_compare import with_run, without_run
 
 from pytest_agent_eval.campaign.record import ItemRecord
 from pytest_agent_eval.metrics.figures import FIGURES
-from pytest_agent_eval.parsers import parse_rules
 from pytest_agent_eval.report import replay
 from pytest_agent_eval.report.compare import gate
 from pytest_agent_eval.report.html import render_html
 from pytest_agent_eval.report.terminal import header, model_fields, terminal_report
+from pytest_agent_eval.settings.parsers import parse_rules
 
 SCRIPTED = {"name": "scripted", "description": "scripted policy agent", "url": "http://127.0.0.1:1"}
 

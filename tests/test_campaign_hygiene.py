@@ -14,13 +14,13 @@ import pytest
 from synth import Transcript
 from test_plugin import Q_EXPRESS, Project, entry
 
+from pytest_agent_eval.campaign.evaluation import EvalSession, SessionError
 from pytest_agent_eval.campaign.record import SCHEMA, ItemRecord, RecordError
 from pytest_agent_eval.campaign.rescore import rescore
 from pytest_agent_eval.campaign.store import Campaign, StoreError
 from pytest_agent_eval.cli import main
-from pytest_agent_eval.config import AgentEvalConfig
 from pytest_agent_eval.report.html import render_html
-from pytest_agent_eval.session import EvalSession, SessionError
+from pytest_agent_eval.settings.config import AgentEvalConfig
 
 
 def finished(path: Path, answer: str = "done") -> Path:

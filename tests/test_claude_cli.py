@@ -20,12 +20,12 @@ from typing import Any
 import pytest
 from conftest import RealTools
 
-from pytest_agent_eval.explore_answer import file_sections
 from pytest_agent_eval.harness.drivers import agent_environment
 from pytest_agent_eval.harness.drivers.headless import HeadlessOptions, run_headless
 from pytest_agent_eval.metrics.occupancy import FAMILIES, occupancy
 from pytest_agent_eval.model import Faults, RunningServer, make_backend, serve
 from pytest_agent_eval.model.truth import resident_truth
+from pytest_agent_eval.tool.explore_answer import file_sections
 from pytest_agent_eval.transcript import Session
 
 QUESTION = "How does res.send decide the Content-Type and ETag?"

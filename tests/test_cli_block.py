@@ -20,7 +20,6 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from synth import Transcript
 
-from pytest_agent_eval.cli_invocation import invokes_cli
 from pytest_agent_eval.harness.isolation import (
     HOOK_MODULE,
     IsolationError,
@@ -30,6 +29,7 @@ from pytest_agent_eval.harness.isolation import (
     write_hook_settings,
 )
 from pytest_agent_eval.metrics.contamination import contamination
+from pytest_agent_eval.tool.cli_matcher import invokes_cli
 
 INVOCATIONS = [
     "codegraph explore 'how does routing work'",

@@ -14,8 +14,8 @@ from typing import Any
 
 import pytest
 
+from pytest_agent_eval.agents.codex.transcript import CodexSession, find_rollout, is_codex_events, read_codex
 from pytest_agent_eval.cli import main
-from pytest_agent_eval.codex_transcript import CodexSession, find_rollout, is_codex_events, read_codex
 from pytest_agent_eval.metrics.contamination import contamination
 from pytest_agent_eval.metrics.occupancy import FAMILIES, occupancy
 from pytest_agent_eval.model import Reply, ScriptedBackend, serve

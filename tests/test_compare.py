@@ -5,12 +5,12 @@ import pytest
 from synth import Transcript, explore_response
 
 from pytest_agent_eval.cli import main
-from pytest_agent_eval.config import OptionError
-from pytest_agent_eval.parsers import Rule
-from pytest_agent_eval.parsers import parse_rules as parse_compare_fail
+from pytest_agent_eval.metrics.scorecard import score_session
 from pytest_agent_eval.report.aggregate import Row
 from pytest_agent_eval.report.compare import compare, gate, gate_line, medians, render_comparison, render_gate
-from pytest_agent_eval.score import score_session
+from pytest_agent_eval.settings.config import OptionError
+from pytest_agent_eval.settings.parsers import Rule
+from pytest_agent_eval.settings.parsers import parse_rules as parse_compare_fail
 
 EXPLORE = "mcp__codegraph__codegraph_explore"
 RULES = "allocation:-5pt,sufficient_share:-10pt,residual_tokens:+20%"

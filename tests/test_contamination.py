@@ -11,12 +11,12 @@ import pytest
 from synth import Transcript, explore_response
 from transcripts import transcripts
 
-from pytest_agent_eval.cli_invocation import invokes_cli
 from pytest_agent_eval.metrics.contamination import INJECTED, contamination
+from pytest_agent_eval.metrics.gates import contamination_verdict
+from pytest_agent_eval.metrics.scorecard import score_session
 from pytest_agent_eval.report.blocks.contamination import render_contamination
-from pytest_agent_eval.report.gates import contamination_verdict
-from pytest_agent_eval.score import score_session
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool, fingerprint
+from pytest_agent_eval.tool.cli_matcher import invokes_cli
 from pytest_agent_eval.transcript import Session
 
 CCB = transcripts() / "ccb"

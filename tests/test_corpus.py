@@ -9,7 +9,7 @@ from typing import Any
 
 import pytest
 
-from pytest_agent_eval.corpus import CorpusEntry, CorpusError, load_corpus, split_turns
+from pytest_agent_eval.corpus.load import CorpusEntry, CorpusError, load_corpus, split_turns
 
 SHIPPED = Path(__file__).resolve().parent.parent / "corpus.json"
 

@@ -13,8 +13,8 @@ from synth import Transcript, tool_use
 from transcripts import transcripts
 
 from pytest_agent_eval import cli, transcript
+from pytest_agent_eval.metrics.scorecard import score
 from pytest_agent_eval.report.blocks import render_scorecard
-from pytest_agent_eval.score import score
 from pytest_agent_eval.transcript import Session, is_later_segment, segment_files
 
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "data" / "transcripts"

@@ -7,10 +7,10 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agent_eval.cases import Arm
-from pytest_agent_eval.config import PACKAGED, AgentEvalConfig, resolve
-from pytest_agent_eval.corpus import load_corpus
-from pytest_agent_eval.report.gates import load_thresholds
+from pytest_agent_eval.corpus.cases import Arm
+from pytest_agent_eval.corpus.load import load_corpus
+from pytest_agent_eval.metrics.gates import load_thresholds
+from pytest_agent_eval.settings.config import PACKAGED, AgentEvalConfig, resolve
 
 REPO = Path(__file__).resolve().parents[1]
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import runpy
 from pathlib import Path
 
-from pytest_agent_eval.options import OPTIONS
+from pytest_agent_eval.settings.options import OPTIONS
 
 ROOT = Path(__file__).resolve().parents[1]
 

@@ -21,13 +21,13 @@ import pytest
 from conftest import RealTools
 from e2e_support import inner_env, leftovers, run_pytest, summary
 
-from pytest_agent_eval.explore_answer import file_sections
 from pytest_agent_eval.harness import runtimes
 from pytest_agent_eval.harness.drivers import STANDIN_API_KEY
 from pytest_agent_eval.harness.provision import (
     read_builds,
 )
 from pytest_agent_eval.tool import CODEGRAPH
+from pytest_agent_eval.tool.explore_answer import file_sections
 from pytest_agent_eval.transcript import Session
 
 REPO = Path(__file__).resolve().parents[1]

@@ -18,9 +18,9 @@ import pytest
 from conftest import RealTools
 from e2e_support import inner_env, leftovers, run_pytest
 
-from pytest_agent_eval.explore_answer import file_sections
 from pytest_agent_eval.harness import runtimes
 from pytest_agent_eval.tool import CODEGRAPH
+from pytest_agent_eval.tool.explore_answer import file_sections
 from pytest_agent_eval.transcript import Session
 
 REPO = Path(__file__).resolve().parents[1]

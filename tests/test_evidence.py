@@ -11,9 +11,9 @@ from synth import Transcript, text
 from test_contamination import EXPLORE
 
 from pytest_agent_eval.metrics.evidence import evidence
+from pytest_agent_eval.metrics.gates import contamination_verdict, evaluate, integrity_verdict, load_thresholds
+from pytest_agent_eval.metrics.scorecard import score
 from pytest_agent_eval.report.blocks import render_scorecard
-from pytest_agent_eval.report.gates import contamination_verdict, evaluate, integrity_verdict, load_thresholds
-from pytest_agent_eval.score import score
 from pytest_agent_eval.transcript import Session
 
 HELP = "Usage: codegraph [options] [command]\n\nCode intelligence and knowledge graph\n"

@@ -9,10 +9,10 @@ import pytest
 from synth import Transcript, explore_response
 
 from pytest_agent_eval.campaign.store import Campaign
+from pytest_agent_eval.metrics.scorecard import score_session
 from pytest_agent_eval.report.format import tokens
 from pytest_agent_eval.report.html import backend_note, render_html, write_html
 from pytest_agent_eval.report.occupancy_chart import SERIES
-from pytest_agent_eval.score import score_session
 from pytest_agent_eval.tool import CODEGRAPH
 from pytest_agent_eval.transcript import Session
 

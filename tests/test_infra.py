@@ -20,10 +20,10 @@ from pathlib import Path
 import pytest
 from test_plugin import CONFTEST, Q_EXPRESS, Project, api_error, entry, with_clean, without_clean
 
+from pytest_agent_eval.campaign.resume_command import resume_command
 from pytest_agent_eval.harness.drivers import AgentInfraError, agent_environment
 from pytest_agent_eval.harness.drivers.headless import HeadlessOptions, RunRecord, TurnError, run_headless
 from pytest_agent_eval.harness.failures import EARLIER, FailureMemo
-from pytest_agent_eval.resume_command import resume_command
 
 # -- the driver: API errors end the run at once, stalls are measured ---------------------------------------------
 SCRIPTED_CLAUDE = """#!{python}

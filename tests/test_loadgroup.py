@@ -1,11 +1,11 @@
-"""The loadgroup scheduler the plugin gives xdist (pytest_agent_eval/loadgroup.py): the groups come from the
+"""The loadgroup scheduler the plugin gives xdist (pytest_agent_eval/plugin/loadgroup.py): the groups come from the
 workers' file; an id carrying xdist's own ``@group`` suffix is read as xdist reads it."""
 
 from __future__ import annotations
 
 import pytest
 
-from pytest_agent_eval.loadgroup import GroupScheduling, group_of, write_groups
+from pytest_agent_eval.plugin.loadgroup import GroupScheduling, group_of, write_groups
 
 
 def test_an_items_group_is_named_as_xdist_names_it():

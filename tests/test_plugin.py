@@ -24,12 +24,12 @@ from synth import Transcript, explore_response
 
 from pytest_agent_eval.harness.drivers import AgentInfraError, warm_mcp_server
 from pytest_agent_eval.harness.drivers.headless import HeadlessOptions, build_command, run_headless, segment_name
+from pytest_agent_eval.metrics import gates
 from pytest_agent_eval.metrics.figures import figures_of
-from pytest_agent_eval.options import OPTIONS
-from pytest_agent_eval.report import gates
+from pytest_agent_eval.metrics.scorecard import score_session
 from pytest_agent_eval.report import terminal as tables
 from pytest_agent_eval.report.format import median_range, percent
-from pytest_agent_eval.score import score_session
+from pytest_agent_eval.settings.options import OPTIONS
 
 pytestmark = pytest.mark.slow  # pytester sessions, several in subprocesses, that run the stand-in claude
 
@@ -323,7 +323,7 @@ def test_pinned_arms_and_marker_selection(project):
 
 DUMP_CONFIG = """
 import dataclasses, json
-from pytest_agent_eval.options import OPTIONS
+from pytest_agent_eval.settings.options import OPTIONS
 
 def plain(value):  # a rule (a named tuple) as its fields; a shard (a dataclass) as the text of its fields
     if isinstance(value, list):

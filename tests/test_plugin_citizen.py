@@ -253,7 +253,7 @@ def test_items_carry_their_own_timeout_and_an_xdist_group(project):
 
 def test_loadgroup_runs_one_repository_on_one_worker(pytester):
     # On pytest 9.2 xdist's own loadgroup loses every group (pytest-dev/pytest-xdist#1386): the plugin's scheduler
-    # (pytest_agent_eval/loadgroup.py) keeps them.
+    # (pytest_agent_eval/plugin/loadgroup.py) keeps them.
     project = Project(pytester, [entry("express", Q_EXPRESS), entry("gin", Q_GIN, "Go")])
     clean_scripts(project)
     result = project.run("--agent-eval-runs", "2", "-n", "2", "--dist", "loadgroup", "-v", in_subprocess=True)

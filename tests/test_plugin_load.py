@@ -13,11 +13,13 @@ import pytest
 
 # What registering needs: the option table and the plugin's thin layer (its hooks, its fixtures' declarations).
 # Everything else loads with the first agent item.
-AT_LOAD = {"pytest_agent_eval", "pytest_agent_eval.plugin", "pytest_agent_eval.options"}
+AT_LOAD = {"pytest_agent_eval", "pytest_agent_eval.plugin", "pytest_agent_eval.settings",
+           "pytest_agent_eval.settings.options"}  # fmt: skip
 # An xdist controller names the campaign and follows its workers' progress from the start: the hooks' bodies,
 # and the settings (defaults need no parser).
-FOR_XDIST = {"pytest_agent_eval.hooks", "pytest_agent_eval.fixtures", "pytest_agent_eval.harness",
-             "pytest_agent_eval.harness.progress", "pytest_agent_eval.config", "pytest_agent_eval.cases"}  # fmt: skip
+FOR_XDIST = {"pytest_agent_eval.plugin.hooks", "pytest_agent_eval.plugin.fixtures", "pytest_agent_eval.harness",
+             "pytest_agent_eval.harness.progress", "pytest_agent_eval.settings.config", "pytest_agent_eval.corpus",
+             "pytest_agent_eval.corpus.cases"}  # fmt: skip
 HEAVY_LIBRARIES = {"filelock", "yaml", "tabulate", "msgspec", "ahocorasick_rs"}
 LOADED = f"sorted(m for m in sys.modules if m.split('.')[0] == 'pytest_agent_eval' or m in {HEAVY_LIBRARIES!r})"
 
@@ -92,7 +94,8 @@ def test_every_fixture_declared_by_the_plugin_has_a_body_of_the_same_parameters(
     import ast
     import inspect
 
-    from pytest_agent_eval import fixtures, plugin
+    from pytest_agent_eval import plugin
+    from pytest_agent_eval.plugin import fixtures
 
     tree = ast.parse(inspect.getsource(plugin))
     declared = {

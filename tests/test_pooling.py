@@ -16,11 +16,11 @@ from pytest_agent_eval.campaign import baseline
 from pytest_agent_eval.campaign.record import ItemRecord
 from pytest_agent_eval.campaign.store import Campaign, StoreError
 from pytest_agent_eval.cli import main
-from pytest_agent_eval.parsers import parse_rules
 from pytest_agent_eval.report.aggregate import Row, aggregate
 from pytest_agent_eval.report.compare import gate, medians, render_gate
 from pytest_agent_eval.report.html import render_html
 from pytest_agent_eval.report.terminal import summary, terminal_report
+from pytest_agent_eval.settings.parsers import parse_rules
 
 ENTRY = "express"
 TEST_X = "tests/evals/test_a.py::test_x"

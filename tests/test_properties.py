@@ -8,7 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from synth import explore_response
 
-from pytest_agent_eval.score import score
+from pytest_agent_eval.metrics.scorecard import score
 from pytest_agent_eval.transcript import Session
 
 TOOLS = [

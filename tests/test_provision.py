@@ -17,7 +17,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agent_eval.corpus import CorpusEntry
+from pytest_agent_eval.corpus.load import CorpusEntry
 from pytest_agent_eval.harness.index import indexed_copy
 from pytest_agent_eval.harness.provenance import git_state
 from pytest_agent_eval.harness.provision import (

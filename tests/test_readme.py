@@ -30,7 +30,7 @@ import pytest
 from synth import write_grep_session
 from test_cli import two_turn_run
 
-from pytest_agent_eval.corpus import load_corpus
+from pytest_agent_eval.corpus.load import load_corpus
 
 ROOT = Path(__file__).resolve().parents[1]
 README = ROOT / "README.md"

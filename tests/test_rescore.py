@@ -7,8 +7,8 @@ from synth import Transcript, explore_response
 from pytest_agent_eval.campaign.rescore import find_sessions, parse_label, rescore
 from pytest_agent_eval.campaign.store import Campaign, load_records, point_latest
 from pytest_agent_eval.cli import main
+from pytest_agent_eval.metrics.scorecard import score_session
 from pytest_agent_eval.report.terminal import render_rescore
-from pytest_agent_eval.score import score_session
 from pytest_agent_eval.transcript import Session
 
 EXPLORE = "mcp__codegraph__codegraph_explore"

@@ -6,12 +6,12 @@ import json
 
 from test_compare import with_run, without_run
 
+from pytest_agent_eval.campaign.evaluation import EvalSession
 from pytest_agent_eval.campaign.record import ItemRecord
 from pytest_agent_eval.campaign.store import Campaign
-from pytest_agent_eval.config import AgentEvalConfig
-from pytest_agent_eval.parsers import parse_rules
-from pytest_agent_eval.report import gates
-from pytest_agent_eval.session import EvalSession
+from pytest_agent_eval.metrics import gates
+from pytest_agent_eval.settings.config import AgentEvalConfig
+from pytest_agent_eval.settings.parsers import parse_rules
 
 
 def session_of(tmp_path, records, **settings) -> EvalSession:

@@ -12,16 +12,16 @@ from pathlib import Path
 import pytest
 from test_compare import with_run, without_run
 
+from pytest_agent_eval.campaign.evaluation import EvalSession
 from pytest_agent_eval.campaign.merge import MergeError, merge
 from pytest_agent_eval.campaign.record import ItemRecord
 from pytest_agent_eval.campaign.selection import ResumeError, manifest_options, restore
+from pytest_agent_eval.campaign.shard import SIZE_WEIGHTS, Shard, ShardError, item_weight, parse_shard, partition
 from pytest_agent_eval.campaign.store import Campaign, load_records
-from pytest_agent_eval.cases import Arm, cases_for
 from pytest_agent_eval.cli import main
-from pytest_agent_eval.config import AgentEvalConfig
-from pytest_agent_eval.corpus import CorpusEntry
-from pytest_agent_eval.session import EvalSession
-from pytest_agent_eval.shard import SIZE_WEIGHTS, Shard, ShardError, item_weight, parse_shard, partition
+from pytest_agent_eval.corpus.cases import Arm, cases_for
+from pytest_agent_eval.corpus.load import CorpusEntry
+from pytest_agent_eval.settings.config import AgentEvalConfig
 
 
 def corpus(count: int = 12) -> list[CorpusEntry]:
@@ -72,7 +72,7 @@ PARTITION_SCRIPT = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
 from test_shard import selection
-from pytest_agent_eval.shard import partition
+from pytest_agent_eval.campaign.shard import partition
 print(json.dumps(partition(selection(), 3)))
 """
 
@@ -355,7 +355,7 @@ def test_a_resume_gives_back_the_tool_the_replay_and_the_cassettes_the_campaign_
     )
     sys.path.insert(0, str(tmp_path))
     try:
-        from pytest_agent_eval.config import resolve
+        from pytest_agent_eval.settings.config import resolve
 
         ini = {"agent_eval_tool": "mytool:MINE", "agent_eval_replay": "recorded"}.get
         cfg = resolve({"cassettes": "a.jsonl"}.get, lambda key: ini(key, ""), tmp_path)

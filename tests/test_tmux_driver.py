@@ -45,9 +45,9 @@ from pytest_agent_eval.harness.drivers.tmux import (
     run_tmux,
 )
 from pytest_agent_eval.harness.isolation import write_hook_settings
+from pytest_agent_eval.metrics.scorecard import score
 from pytest_agent_eval.model import Faults, RunningServer, make_backend, serve
 from pytest_agent_eval.report.blocks import render_scorecard, verdict_lines
-from pytest_agent_eval.score import score
 from pytest_agent_eval.transcript import Session, UserText
 
 REPO = Path(__file__).resolve().parents[1]

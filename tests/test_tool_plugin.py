@@ -19,18 +19,18 @@ from conftest import RealTools
 from e2e_support import inner_env, leftovers, run_pytest, summary
 from tinygrep_tool import SERVER, TINYGREP
 
-from pytest_agent_eval.config import AgentEvalConfig, OptionError
-from pytest_agent_eval.explore_answer import file_sections
 from pytest_agent_eval.harness import runtimes
 from pytest_agent_eval.harness.drivers import warm_mcp_server
 from pytest_agent_eval.harness.index import indexed_copy
 from pytest_agent_eval.harness.provision import ProvisionError, provision_tool, read_builds
 from pytest_agent_eval.harness.sandbox import tool_installs
 from pytest_agent_eval.harness.workspace import make_workspace
+from pytest_agent_eval.metrics import gates
 from pytest_agent_eval.model import ScriptedBackend
-from pytest_agent_eval.parsers import parse_tool
-from pytest_agent_eval.report import gates
+from pytest_agent_eval.settings.config import AgentEvalConfig, OptionError
+from pytest_agent_eval.settings.parsers import parse_tool
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool, load_tool
+from pytest_agent_eval.tool.explore_answer import file_sections
 from pytest_agent_eval.transcript import Session
 
 HERE = Path(__file__).resolve().parent

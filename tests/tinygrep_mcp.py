@@ -10,7 +10,7 @@ Standard library only (it runs inside the agent's sandbox, under whatever ``pyth
 
 An answer is a heading, then one ``**`path`** · name(kind), …`` section per file ranked by how many of the
 query's words its definitions and text hold, each with a line-numbered excerpt around the matching definitions
-— the section shape the harness's explore parsers read (``pytest_agent_eval.explore_answer``).
+— the section shape the harness's explore parsers read (``pytest_agent_eval.tool.explore_answer``).
 """
 
 from __future__ import annotations

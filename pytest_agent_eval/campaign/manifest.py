@@ -8,8 +8,8 @@ from typing import Any
 
 from pytest_agent_eval.campaign.record import ItemRecord
 from pytest_agent_eval.campaign.store import MANIFEST, Campaign, write_atomic
-from pytest_agent_eval.config import AgentEvalConfig
-from pytest_agent_eval.corpus import CorpusEntry
+from pytest_agent_eval.corpus.load import CorpusEntry
+from pytest_agent_eval.settings.config import AgentEvalConfig
 
 
 def campaign_config(cfg: AgentEvalConfig, entries: list[CorpusEntry]) -> dict[str, Any]:

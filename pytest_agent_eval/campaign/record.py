@@ -15,7 +15,7 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
-from pytest_agent_eval.cases import Arm
+from pytest_agent_eval.corpus.cases import Arm
 from pytest_agent_eval.metrics.figures import ALIASES, figures_of
 
 SCHEMA = 2

@@ -18,11 +18,11 @@ from typing import Any
 
 from pytest_agent_eval.campaign.record import ItemRecord
 from pytest_agent_eval.campaign.store import ITEMS, MANIFEST, PROBE_FOLDER, Campaign, StoreError
-from pytest_agent_eval.cases import Arm
+from pytest_agent_eval.corpus.cases import Arm
 from pytest_agent_eval.metrics.figures import figures_of
 from pytest_agent_eval.metrics.occupancy import WINDOW_TOKENS
+from pytest_agent_eval.metrics.scorecard import score
 from pytest_agent_eval.model.record import requests_beside
-from pytest_agent_eval.score import score
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
 from pytest_agent_eval.transcript import Session, TranscriptError, is_later_segment, segment_files
 

@@ -26,9 +26,9 @@ from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_agent_eval.config import AgentEvalConfig, OptionError
-from pytest_agent_eval.options import OPTIONS
-from pytest_agent_eval.parsers import parser_of
+from pytest_agent_eval.settings.config import AgentEvalConfig, OptionError
+from pytest_agent_eval.settings.options import OPTIONS
+from pytest_agent_eval.settings.parsers import parser_of
 
 # The settings a resume takes from the manifest (config attrs): those its config holds as they were typed, those
 # it holds otherwise (arms, mode, shard), and the selection's options as they were given.

@@ -14,8 +14,8 @@ import json
 import sys
 from typing import Any, TextIO
 
-from pytest_agent_eval.cli_invocation import invokes_cli
 from pytest_agent_eval.tool import HOOK_DENY_REASON
+from pytest_agent_eval.tool.cli_matcher import invokes_cli
 
 SHELL_TOOLS = frozenset({"Bash"})
 

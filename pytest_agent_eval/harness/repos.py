@@ -29,7 +29,7 @@ from typing import Any
 
 from filelock import FileLock
 
-from pytest_agent_eval.corpus import CorpusEntry
+from pytest_agent_eval.corpus.load import CorpusEntry
 from pytest_agent_eval.harness.progress import announce
 from pytest_agent_eval.harness.provenance import git_state
 from pytest_agent_eval.harness.provision import ProvisionError, run_tool, tool_env

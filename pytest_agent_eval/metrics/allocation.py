@@ -24,14 +24,14 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
 
-from pytest_agent_eval.explore_answer import (
+from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
+from pytest_agent_eval.tool.explore_answer import (
     FileSection,
     explore_sections,
     extensionless_references,
     file_references,
     same_file,
 )
-from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
 from pytest_agent_eval.transcript import Session
 
 # Header kinds that mean "this file defines the name" (never calls/imports/instantiates/references).
@@ -185,7 +185,7 @@ def allocation(
     sections_by_call: Mapping[str, list[FileSection]] | None = None,
 ) -> Allocation:
     """Allocation efficiency of every answered explore call in ``session`` (all threads); ``sections_by_call``:
-    :func:`~pytest_agent_eval.explore_answer.explore_sections` of the session, when the caller has them."""
+    :func:`~pytest_agent_eval.tool.explore_answer.explore_sections` of the session, when the caller has them."""
     if sections_by_call is None:
         sections_by_call = explore_sections(session.calls, tool)
     files: list[FileUse] = []

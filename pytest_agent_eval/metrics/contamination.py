@@ -23,9 +23,9 @@ import re
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_agent_eval.cli_invocation import invokes_cli
 from pytest_agent_eval.metrics.transforms import normalised
 from pytest_agent_eval.tool import CODEGRAPH, Fingerprint, RetrievalTool
+from pytest_agent_eval.tool.cli_matcher import invokes_cli
 from pytest_agent_eval.transcript import Session, ToolCall, ToolResult, UserText
 
 # The MCP server was still starting when the agent called it: Claude Code answers with this.

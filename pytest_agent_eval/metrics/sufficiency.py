@@ -26,9 +26,9 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from pytest_agent_eval.explore_answer import FileSection, explore_sections, mentioned_paths, same_file
 from pytest_agent_eval.metrics.file_access import bash_access
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
+from pytest_agent_eval.tool.explore_answer import FileSection, explore_sections, mentioned_paths, same_file
 from pytest_agent_eval.transcript import DELEGATION_TOOLS, MAIN, Message, Session, ToolCall
 
 # The seed glosses read_returned "allocation: right file, wrong bytes"; said here without the word "allocation",
@@ -126,7 +126,7 @@ def sufficiency(
     session: Session, tool: RetrievalTool = CODEGRAPH, sections_by_call: Mapping[str, list[FileSection]] | None = None
 ) -> Sufficiency:
     """Bucket every explore call of ``tool`` in the session by what the agent did next; ``sections_by_call``:
-    :func:`~pytest_agent_eval.explore_answer.explore_sections` of the session, when the caller has them."""
+    :func:`~pytest_agent_eval.tool.explore_answer.explore_sections` of the session, when the caller has them."""
     if sections_by_call is None:
         sections_by_call = explore_sections(session.calls, tool)
     out = Sufficiency(explore=tool.explore)

@@ -9,8 +9,8 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from pytest_agent_eval.config import is_real_key
-from pytest_agent_eval.options import BACKENDS  # the option table names the backends
+from pytest_agent_eval.settings.config import is_real_key
+from pytest_agent_eval.settings.options import BACKENDS  # the option table names the backends
 
 from .anthropic import AnthropicBackend
 from .cassette import CassetteBackend

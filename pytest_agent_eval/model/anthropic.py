@@ -19,7 +19,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from pytest_agent_eval.config import is_real_key
+from pytest_agent_eval.settings.config import is_real_key
 
 from .server import Passthrough
 

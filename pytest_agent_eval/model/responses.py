@@ -26,7 +26,7 @@ import shlex
 from collections.abc import Iterator
 from typing import Any
 
-from ..codex_transcript import SHELL_TOOL, command_output, text_of
+from ..agents.codex.transcript import SHELL_TOOL, command_output, text_of
 from ..metrics.file_access import bash_access
 from .scripted import Step, Turn, working_directory
 from .sse import CHUNK_CHARS, Reply, event, new_id

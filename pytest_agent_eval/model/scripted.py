@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import PurePosixPath
 from typing import Any, ClassVar
 
-from ..explore_answer import file_sections
 from ..tool import CODEGRAPH
+from ..tool.explore_answer import file_sections
 from ..transcript import DELEGATION_TOOLS
 from .sse import Reply, new_id, tool_use
 from .usage import hidden_signature

@@ -2,7 +2,7 @@
 
     agent-eval compare BASELINE CURRENT --compare-fail "allocation:-5pt,sufficient_share:-10pt,residual_tokens:+20%"
 
-The rules (:class:`pytest_agent_eval.config.Rule`) name figures of the catalogue. Every figure is the median
+The rules (:class:`pytest_agent_eval.settings.config.Rule`) name figures of the catalogue. Every figure is the median
 over the runs of one (entry, arm) (:mod:`pytest_agent_eval.report.aggregate`); errored runs have no figures
 and are left out. Without a rule, the catalogue's headline figures are shown and never fail. When the two
 campaigns ran several test functions, an entry is compared per test function (its row), never pooled across
@@ -27,10 +27,10 @@ from tabulate import tabulate
 
 from pytest_agent_eval.campaign.record import ItemRecord, as_records
 from pytest_agent_eval.metrics.figures import FIGURES
-from pytest_agent_eval.parsers import Rule
 from pytest_agent_eval.report.aggregate import ArmRuns, Row, aggregate, arm_namer, tells_tests_apart
 from pytest_agent_eval.report.format import show
 from pytest_agent_eval.report.stats import MIN_RUNS_TO_DECIDE, change_interval, small_n_warning
+from pytest_agent_eval.settings.parsers import Rule
 
 HEADLINE = [figure.name for figure in FIGURES.values() if figure.headline]
 

@@ -20,14 +20,15 @@ from typing import Any
 from pytest_agent_eval.campaign.record import ItemRecord
 from pytest_agent_eval.campaign.store import Campaign, StoreError, inside, write_atomic
 from pytest_agent_eval.metrics.figures import FIGURES
+from pytest_agent_eval.metrics.gates import describe_leak
 from pytest_agent_eval.metrics.occupancy import WINDOW_TOKENS, occupancy
+from pytest_agent_eval.metrics.scorecard import score
 from pytest_agent_eval.metrics.sufficiency import BUCKETS
 from pytest_agent_eval.report import occupancy_chart
 from pytest_agent_eval.report.aggregate import Aggregate, aggregate
 from pytest_agent_eval.report.blocks import render_scorecard
 from pytest_agent_eval.report.compare import GateResult, comparison_cells, gate_line
 from pytest_agent_eval.report.format import percent, seconds, stall_note, tokens
-from pytest_agent_eval.report.gates import describe_leak
 from pytest_agent_eval.report.replay import caveat as replay_caveat
 from pytest_agent_eval.report.replay import replay_note
 from pytest_agent_eval.report.stats import small_n_warning
@@ -41,7 +42,6 @@ from pytest_agent_eval.report.terminal import (
     tool_name,
 )
 from pytest_agent_eval.report.verdict import BETTER, NO_PAIRS, UNCLEAR, WORSE, Verdict, shown, verdicts
-from pytest_agent_eval.score import score
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
 from pytest_agent_eval.transcript import Compaction, Message, Session, ToolResult, TranscriptError, UserText
 

@@ -25,6 +25,7 @@ from pytest_agent_eval.metrics.figures import (
     OCCUPANCY,
     SUFFICIENCY,
 )
+from pytest_agent_eval.metrics.gates import describe_leak
 from pytest_agent_eval.metrics.sufficiency import BUCKETS
 from pytest_agent_eval.report.aggregate import Aggregate, ArmRuns, Row, aggregate
 from pytest_agent_eval.report.format import (
@@ -39,7 +40,6 @@ from pytest_agent_eval.report.format import (
     signed,
     tokens,
 )
-from pytest_agent_eval.report.gates import describe_leak
 from pytest_agent_eval.report.stats import small_n_warning
 from pytest_agent_eval.report.verdict import verdicts
 from pytest_agent_eval.tool import CODEGRAPH

@@ -2,12 +2,12 @@
 
 from __future__ import annotations
 
+from pytest_agent_eval.metrics.scorecard import Scorecard
 from pytest_agent_eval.report.blocks.allocation import render_allocation
 from pytest_agent_eval.report.blocks.contamination import render_contamination
 from pytest_agent_eval.report.blocks.evidence import render_evidence
 from pytest_agent_eval.report.blocks.occupancy import render_occupancy
 from pytest_agent_eval.report.blocks.sufficiency import render_sufficiency
-from pytest_agent_eval.score import Scorecard
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
 from pytest_agent_eval.transcript import Session
 

@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:  # the settings hold arms; the corpus loads with the first eval
-    from pytest_agent_eval.corpus import CorpusEntry
+    from pytest_agent_eval.corpus.load import CorpusEntry
 
 WITH, WITHOUT = "with", "without"
 ARM_NAMES = (WITH, WITHOUT)

@@ -28,9 +28,9 @@ from pytest_agent_eval.campaign.store import (
     point_latest,
     write_atomic,
 )
-from pytest_agent_eval.cases import EvalCase, select_campaign
-from pytest_agent_eval.config import AgentEvalConfig
-from pytest_agent_eval.corpus import CorpusEntry, CorpusError, load_corpus
+from pytest_agent_eval.corpus.cases import EvalCase, select_campaign
+from pytest_agent_eval.corpus.load import CorpusEntry, CorpusError, load_corpus
+from pytest_agent_eval.settings.config import AgentEvalConfig
 
 # The baselines, the shard planner and the reports load when a session has something for them.
 if TYPE_CHECKING:
@@ -130,14 +130,14 @@ class EvalSession:
 
     def select(self, items: Sequence[tuple[str, EvalCase]]) -> set[str]:
         """After ``-k``/``-m``: the ids of the items this session runs — those a resumed campaign selected, and of
-        them this shard's (:mod:`pytest_agent_eval.shard`)."""
+        them this shard's (:mod:`pytest_agent_eval.campaign.shard`)."""
         if self.keep_only is not None:
             items = [(item_id, case) for item_id, case in items if item_id in self.keep_only]
         self.selection["selected"] = [item_id for item_id, _ in items]
         shard = self.cfg.shard
         if shard is None:
             return {item_id for item_id, _ in items}
-        from pytest_agent_eval.shard import partition
+        from pytest_agent_eval.campaign.shard import partition
 
         self.shard_ids = partition(items, shard.count)[shard.index - 1]
         return set(self.shard_ids)

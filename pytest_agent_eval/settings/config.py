@@ -1,12 +1,12 @@
 """The run's settings: command-line options, their ini keys, and the thresholds file.
 
 Precedence, stated once: the ``agent_eval`` marker's arguments (``entries=``, ``arms=``, ``runs=``, ``turns=``)
-beat a command-line option for the one test they decorate (:func:`pytest_agent_eval.parsers.for_test`); a
+beat a command-line option for the one test they decorate (:func:`pytest_agent_eval.settings.parsers.for_test`); a
 command-line option beats its ini key (``[pytest]`` / ``[tool.pytest.ini_options]``), which beats the built-in
-default (:func:`resolve`). Thresholds come from ``agent-eval.yaml`` (see :mod:`pytest_agent_eval.report.gates`).
+default (:func:`resolve`). Thresholds come from ``agent-eval.yaml`` (see :mod:`pytest_agent_eval.metrics.gates`).
 
-The option table is :mod:`pytest_agent_eval.options`, the parsers of the options' texts
-:mod:`pytest_agent_eval.parsers`: the settings are resolved for the first agent item (or, when a setting is
+The option table is :mod:`pytest_agent_eval.settings.options`, the parsers of the options' texts
+:mod:`pytest_agent_eval.settings.parsers`: the settings are resolved for the first agent item (or, when a setting is
 given, as the session starts), and defaults need no parser. Nothing here touches the network or npm.
 """
 
@@ -17,13 +17,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_agent_eval.cases import Arm
-from pytest_agent_eval.options import OPTIONS, THRESHOLDS_FILE, THRESHOLDS_INI
+from pytest_agent_eval.corpus.cases import Arm
+from pytest_agent_eval.settings.options import OPTIONS, THRESHOLDS_FILE, THRESHOLDS_INI
 
 # The tool (its fingerprints), the parsers and the shard planner load only when a setting needs them.
 if TYPE_CHECKING:
-    from pytest_agent_eval.parsers import Rule
-    from pytest_agent_eval.shard import Shard
+    from pytest_agent_eval.campaign.shard import Shard
+    from pytest_agent_eval.settings.parsers import Rule
     from pytest_agent_eval.tool import RetrievalTool
 
 DEFAULT_OUT = "agent-eval-out"
@@ -156,7 +156,7 @@ class AgentEvalConfig:
 _SETTINGS = frozenset(AgentEvalConfig.__annotations__) | {"tool"}
 
 
-PACKAGED = Path(__file__).resolve().parent / "data"  # the default corpus.json and agent-eval.yaml ship here
+PACKAGED = Path(__file__).resolve().parents[1] / "data"  # the default corpus.json and agent-eval.yaml ship here
 
 
 def cache_root() -> Path:
@@ -184,7 +184,7 @@ def resolve(get_option: Callable[[str], Any], get_ini: Callable[[str], Any], roo
             if raw is False or raw in (None, "", []):  # an unset bool key reads False
                 continue
         try:
-            from pytest_agent_eval.parsers import parser_of  # for a setting given: the defaults need none
+            from pytest_agent_eval.settings.parsers import parser_of  # for a setting given: the defaults need none
 
             value = parser_of(option)(raw)
         except OptionError as exc:

@@ -6,13 +6,14 @@ module is the rest of the plugin: it loads, and registers its hooks, with the fi
 the session starts when a setting is given, ``--agent-eval-only`` is, or xdist runs.
 
 Items: any test that uses the agent fixtures (``evals/test_ab.py`` does) becomes one item per corpus entry ×
-arm × run (:mod:`pytest_agent_eval.cases`), with ids like ``express-with-1``, so ``-k express`` and
+arm × run (:mod:`pytest_agent_eval.corpus.cases`), with ids like ``express-with-1``, so ``-k express`` and
 ``-k "with and not without"`` select as expected. A pinned arm (``--arms with@local:../cg,with@1.6.0``) shows
 as ``express-with:1.6.0-1``: pytest's ``-k`` cannot parse ``@``, so the id writes it as ``:``.
 
-The run's state lives in :class:`pytest_agent_eval.session.EvalSession` (the campaign, the records, the
+The run's state lives in :class:`pytest_agent_eval.campaign.evaluation.EvalSession` (the campaign, the records, the
 summary, the report, the compare gate); each hook here hands it what pytest knows and nothing more. The
-fixtures' bodies live in :mod:`pytest_agent_eval.fixtures`, the settings in :mod:`pytest_agent_eval.config`.
+fixtures' bodies live in :mod:`pytest_agent_eval.plugin.fixtures`, the settings in
+:mod:`pytest_agent_eval.settings.config`.
 """
 
 from __future__ import annotations
@@ -33,9 +34,17 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_agent_eval.cases import EvalCase
-from pytest_agent_eval.config import PACKAGED, AgentEvalConfig, OptionError
-from pytest_agent_eval.fixtures import (
+from pytest_agent_eval.corpus.cases import EvalCase
+from pytest_agent_eval.harness.progress import append_to, follow, listen
+from pytest_agent_eval.plugin import (
+    CONFIG_KEY,
+    HEADER_SHOWN_KEY,
+    OPTED_OUT_KEY,
+    header_lines,
+    resolve_settings,
+    settings,
+)
+from pytest_agent_eval.plugin.fixtures import (
     AGENT_RUNNING_KEY,
     FAILURES_ID_KEY,
     FAILURES_KEY,
@@ -46,21 +55,13 @@ from pytest_agent_eval.fixtures import (
     failure_memo,
     record_of,
 )
-from pytest_agent_eval.harness.progress import append_to, follow, listen
-from pytest_agent_eval.options import THRESHOLDS_FILE
-from pytest_agent_eval.plugin import (
-    CONFIG_KEY,
-    HEADER_SHOWN_KEY,
-    OPTED_OUT_KEY,
-    header_lines,
-    resolve_settings,
-    settings,
-)
+from pytest_agent_eval.settings.config import PACKAGED, AgentEvalConfig, OptionError
+from pytest_agent_eval.settings.options import THRESHOLDS_FILE
 
 # The corpus, the session, the reports and the harness load when an item first needs them.
 if TYPE_CHECKING:
     from pytest_agent_eval.campaign.selection import Restored
-    from pytest_agent_eval.corpus import CorpusEntry
+    from pytest_agent_eval.corpus.load import CorpusEntry
 
 CORPUS_KEY: pytest.StashKey[Any] = pytest.StashKey()
 SETUP_S_KEY: pytest.StashKey[float] = pytest.StashKey()
@@ -86,7 +87,7 @@ def configure(config: pytest.Config) -> None:
         _apply(config, restored)
         cfg = resolve_settings(config)
     if cfg.thresholds_file is not None and cfg.thresholds_file != PACKAGED / THRESHOLDS_FILE:
-        from pytest_agent_eval.report import gates  # the project's own file: a mistake is a usage error, now
+        from pytest_agent_eval.metrics import gates  # the project's own file: a mistake is a usage error, now
 
         try:
             thresholds = gates.load_thresholds(cfg.thresholds_file)
@@ -102,7 +103,7 @@ def configure(config: pytest.Config) -> None:
     if restored is not None and restored.selected is not None:
         eval_session(config).keep_only = set(restored.selected)  # a resumed campaign runs what it selected
     if worker_input is None and (cfg.resume is not None or cfg.compare is not None or cfg.replay is not None):
-        from pytest_agent_eval.session import SessionError
+        from pytest_agent_eval.campaign.evaluation import SessionError
 
         try:
             eval_session(config).claim()
@@ -112,7 +113,7 @@ def configure(config: pytest.Config) -> None:
 
 def _entry_names(corpus: Path) -> list[str] | None:
     """The corpus's entry names; None when it cannot be read (the collection reports that, not this)."""
-    from pytest_agent_eval.corpus import CorpusError, load_corpus
+    from pytest_agent_eval.corpus.load import CorpusError, load_corpus
 
     try:
         return [entry.name for entry in load_corpus(corpus)]
@@ -219,7 +220,8 @@ def _show_worker_progress(config: pytest.Config, line: str) -> None:
 @pytest.hookimpl(optionalhook=True)
 def pytest_configure_node(node: Any) -> None:
     """xdist controller → worker: what names the one campaign every item lands in (see
-    :meth:`~pytest_agent_eval.session.EvalSession.share`), and a resumed campaign's settings, so every worker
+    :meth:`~pytest_agent_eval.campaign.evaluation.EvalSession.share`), and a resumed campaign's settings, so every
+    worker
     selects what the controller restored."""
     folder = settings(node.config).campaign_dir  # known here only when the session was claimed
     session = node.config.stash.get(SESSION_KEY, None)
@@ -242,7 +244,7 @@ def pytest_configure_node(node: Any) -> None:
 # -- items -----------------------------------------------------------------------------------------------------
 def _corpus(config: pytest.Config) -> list[CorpusEntry]:
     """Loaded once per session; a bad corpus is a collection error naming file, entry and field."""
-    from pytest_agent_eval.corpus import CorpusError, load_corpus
+    from pytest_agent_eval.corpus.load import CorpusError, load_corpus
 
     if CORPUS_KEY not in config.stash:
         path = settings(config).corpus
@@ -259,8 +261,8 @@ def _corpus(config: pytest.Config) -> list[CorpusEntry]:
 def generate_tests(metafunc: pytest.Metafunc, marker: pytest.Mark | None) -> None:
     """A test using the agent fixtures, parametrized over corpus entry × arm × run as its marker narrows them."""
     activate(metafunc.config)
-    from pytest_agent_eval.cases import SelectionError, cases_for, select_entries
-    from pytest_agent_eval.parsers import for_test
+    from pytest_agent_eval.corpus.cases import SelectionError, cases_for, select_entries
+    from pytest_agent_eval.settings.parsers import for_test
 
     cfg = settings(metafunc.config)
     try:
@@ -312,7 +314,7 @@ def _check_outputs(config: pytest.Config, items: list[pytest.Item]) -> None:
 
 
 def _write_groups(path: Path, items: list[pytest.Item]) -> None:
-    from pytest_agent_eval.loadgroup import group_of, write_groups
+    from pytest_agent_eval.plugin.loadgroup import group_of, write_groups
 
     found = {item.nodeid: group_of(item.iter_markers("xdist_group")) for item in items}
     write_groups(path, {nodeid: group for nodeid, group in found.items() if group is not None})
@@ -324,7 +326,7 @@ def _arms_by_name(config: pytest.Config, items: list[pytest.Item]) -> None:
     expression = config.getoption("keyword")
     if not expression or not any(_case_of(item) for item in items):
         return
-    from pytest_agent_eval.keywords import ARM_WORD, KeywordSyntaxError, arm_keyword_matcher, keyword_match
+    from pytest_agent_eval.plugin.keywords import ARM_WORD, KeywordSyntaxError, arm_keyword_matcher, keyword_match
 
     if not ARM_WORD.search(expression):
         return
@@ -552,7 +554,8 @@ class Reporter:
 
     @property
     def groups(self) -> Path | None:
-        """Under xdist: the file workers write their items' xdist groups to (see :mod:`pytest_agent_eval.loadgroup`)."""
+        """Under xdist: the file workers write their items' xdist groups to (see
+        :mod:`pytest_agent_eval.plugin.loadgroup`)."""
         return self.exchange / "groups.json" if self.exchange is not None else None
 
     @property
@@ -607,7 +610,7 @@ class Reporter:
         """``--dist loadgroup`` that keeps its groups on pytest versions where xdist's own grouping is lost."""
         if config.getvalue("dist") != "loadgroup" or self.groups is None:
             return None
-        from pytest_agent_eval.loadgroup import GroupScheduling
+        from pytest_agent_eval.plugin.loadgroup import GroupScheduling
 
         return GroupScheduling(config, log, self.groups)
 
@@ -670,8 +673,8 @@ class Reporter:
         folder = settings(self.config).campaign_dir
         if folder is None:
             return
+        from pytest_agent_eval.campaign.resume_command import resume_command
         from pytest_agent_eval.campaign.store import MANIFEST
-        from pytest_agent_eval.resume_command import resume_command
 
         if not (Path(folder) / MANIFEST).exists():
             return

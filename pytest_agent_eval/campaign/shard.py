@@ -16,7 +16,7 @@ import hashlib
 from collections.abc import Sequence
 from dataclasses import dataclass
 
-from pytest_agent_eval.cases import EvalCase
+from pytest_agent_eval.corpus.cases import EvalCase
 
 # Relative cost of one turn on a repository of each size class (corpus.json: Small < ~150 files, Medium
 # ~150-1500, Large > ~1500): the agent reads more and the index takes longer on larger repositories.

@@ -1,6 +1,6 @@
 """The shape of an explore response: its per-file sections and the files it only names.
 
-Shared knowledge of the tool's answer format, like :mod:`pytest_agent_eval.cli_invocation`: the metrics read
+Shared knowledge of the tool's answer format, like :mod:`pytest_agent_eval.tool.cli_matcher`: the metrics read
 answers with it, and the stand-in model reads them to decide its next call, so it belongs to neither.
 
 A file is *returned* when the response carries its section, which starts at a

@@ -3,8 +3,9 @@
 pytest imports this module in every session of every project the plugin is installed in, so it is the thin
 layer only: the options, the fixtures' declarations, and the hooks that decide whether the session evaluates.
 The first agent item collected (or, as the session starts, a setting given, ``--agent-eval-only`` or xdist)
-loads and registers the rest of the plugin, :mod:`pytest_agent_eval.hooks`; the fixtures' bodies are
-:mod:`pytest_agent_eval.fixtures`, the settings :mod:`pytest_agent_eval.config`. ``tests/test_plugin_load.py``
+loads and registers the rest of the plugin, :mod:`pytest_agent_eval.plugin.hooks`; the fixtures' bodies are
+:mod:`pytest_agent_eval.plugin.fixtures`, the settings :mod:`pytest_agent_eval.settings.config`.
+``tests/test_plugin_load.py``
 checks what loads; ``bench/load_bench.py`` measures what the plugin adds to a suite.
 
     def test_mine(agent_result, agent_gate):
@@ -23,22 +24,22 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_agent_eval.options import OPTIONS, THRESHOLDS_FILE, THRESHOLDS_INI
+from pytest_agent_eval.settings.options import OPTIONS, THRESHOLDS_FILE, THRESHOLDS_INI
 
 if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
     from pathlib import Path
 
+    from pytest_agent_eval.campaign.evaluation import AgentResult
     from pytest_agent_eval.campaign.record import ItemRecord
     from pytest_agent_eval.campaign.store import Campaign
-    from pytest_agent_eval.cases import EvalCase
-    from pytest_agent_eval.config import AgentEvalConfig
+    from pytest_agent_eval.corpus.cases import EvalCase
     from pytest_agent_eval.harness.drivers.headless import RunRecord
     from pytest_agent_eval.harness.failures import FailureMemo
     from pytest_agent_eval.harness.isolation import CliBlock
+    from pytest_agent_eval.metrics import gates
     from pytest_agent_eval.model import ModelEndpoint
-    from pytest_agent_eval.report import gates
-    from pytest_agent_eval.session import AgentResult
+    from pytest_agent_eval.settings.config import AgentEvalConfig
     from pytest_agent_eval.tool import RetrievalTool
 
 # Keys typed by annotation, not made as StashKey[T](): a subscript builds a typing alias at import, in every session.
@@ -127,9 +128,9 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER)
     if config.getoption("agent_eval_skip") and config.getoption("agent_eval_only"):
         raise pytest.UsageError("--agent-eval-skip and --agent-eval-only exclude each other")
-    # Otherwise the rest of the plugin (pytest_agent_eval.hooks) loads and registers with the first agent item.
+    # Otherwise the rest of the plugin (pytest_agent_eval.plugin.hooks) loads and registers with the first agent item.
     if _settings_given(config) or _under_xdist(config) or config.getoption("agent_eval_only"):
-        from pytest_agent_eval import hooks
+        from pytest_agent_eval.plugin import hooks
 
         hooks.configure(config)
 
@@ -162,7 +163,8 @@ def _under_xdist(config: pytest.Config) -> bool:
 
 
 def settings(config: pytest.Config) -> AgentEvalConfig:
-    """The session's settings (:mod:`pytest_agent_eval.config` has their precedence), resolved when first read."""
+    """The session's settings (:mod:`pytest_agent_eval.settings.config` has their precedence), resolved when first
+    read."""
     if CONFIG_KEY not in config.stash:
         config.stash[CONFIG_KEY] = resolve_settings(config)
     return config.stash[CONFIG_KEY]
@@ -170,7 +172,7 @@ def settings(config: pytest.Config) -> AgentEvalConfig:
 
 def resolve_settings(config: pytest.Config) -> AgentEvalConfig:
     """The settings as the options and ini keys give them now; a bad value is a usage error naming it."""
-    from pytest_agent_eval.config import OptionError, resolve
+    from pytest_agent_eval.settings.config import OptionError, resolve
 
     try:
         cfg = resolve(
@@ -188,7 +190,7 @@ def _ini(config: pytest.Config, key: str) -> Any:
     try:
         return config.getini(key)
     except (ValueError, pytest.UsageError) as exc:  # a bool key pytest cannot read ("maybe"): name the key
-        from pytest_agent_eval.config import OptionError
+        from pytest_agent_eval.settings.config import OptionError
 
         raise OptionError(f"ini {key}: expected true or false ({exc})") from None
 
@@ -213,7 +215,7 @@ def header_lines(config: pytest.Config) -> list[str]:
 
 def settings_line(config: pytest.Config) -> str:
     """The model (and why ``auto`` chose it), the arms, the corpus and where campaigns go."""
-    from pytest_agent_eval.config import is_real_key
+    from pytest_agent_eval.settings.config import is_real_key
 
     cfg = settings(config)
     backend = cfg.backend
@@ -239,23 +241,23 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                 "fixtures: request agent_result (the scored run), and agent_gate to apply the gates"
             )
         return
-    from pytest_agent_eval import hooks
+    from pytest_agent_eval.plugin import hooks
 
     hooks.generate_tests(metafunc, marker)
 
 
 # -- fixtures --------------------------------------------------------------------------------------------------
 # Declared here, where pytest finds them in every session; a fixture's body is the function of the same name in
-# pytest_agent_eval.fixtures, with the same parameters (typed there), loaded when an item first sets one up.
+# pytest_agent_eval.plugin.fixtures, with the same parameters (typed there), loaded when an item first sets one up.
 def _body(name: str, requested: dict[str, Any]) -> Any:
-    from pytest_agent_eval import fixtures
+    from pytest_agent_eval.plugin import fixtures
 
     return getattr(fixtures, name)(**requested)
 
 
 @pytest.fixture(scope="session")
 def agent_eval_config(request: pytest.FixtureRequest) -> AgentEvalConfig:
-    """The resolved options (see :mod:`pytest_agent_eval.config` for precedence)."""
+    """The resolved options (see :mod:`pytest_agent_eval.settings.config` for precedence)."""
     return settings(request.config)
 
 

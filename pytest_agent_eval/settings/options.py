@@ -1,7 +1,7 @@
 """The option table: every setting's flag, ini key and help, as pytest registers them in every session.
 
 The plugin registers these in every session of every project it is installed in, so this module holds data
-only: how a text becomes a value lives in :mod:`pytest_agent_eval.parsers` (``parse_<kind>``), which loads when
+only: how a text becomes a value lives in :mod:`pytest_agent_eval.settings.parsers` (``parse_<kind>``), which loads when
 a setting is given.
 """
 

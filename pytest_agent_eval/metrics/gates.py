@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_agent_eval.cases import ARM_NAMES, Arm
+from pytest_agent_eval.corpus.cases import ARM_NAMES, Arm
 from pytest_agent_eval.metrics.contamination import describe_leak
 from pytest_agent_eval.metrics.figures import FIGURES, lookup
 from pytest_agent_eval.report.format import show

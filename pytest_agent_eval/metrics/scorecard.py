@@ -10,13 +10,13 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from pytest_agent_eval.explore_answer import explore_sections
 from pytest_agent_eval.metrics.allocation import Allocation, allocation
 from pytest_agent_eval.metrics.contamination import Contamination, contamination
 from pytest_agent_eval.metrics.evidence import Evidence, evidence, reached_the_model
 from pytest_agent_eval.metrics.occupancy import WINDOW_TOKENS, Occupancy, occupancy
 from pytest_agent_eval.metrics.sufficiency import Sufficiency, sufficiency
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
+from pytest_agent_eval.tool.explore_answer import explore_sections
 from pytest_agent_eval.transcript import Session
 
 

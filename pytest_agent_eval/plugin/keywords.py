@@ -16,7 +16,7 @@ import re
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from pytest_agent_eval.cases import ARM_NAMES
+from pytest_agent_eval.corpus.cases import ARM_NAMES
 
 ARM_WORD = re.compile(r"(?<![\w:+\-.\[\]\\/])(?:with|without)(?![\w:+\-.\[\]\\/])", re.IGNORECASE)
 _TOKEN = re.compile(r"\s*(\(|\)|[^\s()]+)")

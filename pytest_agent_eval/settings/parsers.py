@@ -14,13 +14,13 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
-from pytest_agent_eval.cases import ARM_NAMES, Arm
-from pytest_agent_eval.config import OptionError
-from pytest_agent_eval.options import BACKENDS, EFFORTS, MODES, Option
+from pytest_agent_eval.corpus.cases import ARM_NAMES, Arm
+from pytest_agent_eval.settings.config import OptionError
+from pytest_agent_eval.settings.options import BACKENDS, EFFORTS, MODES, Option
 
 if TYPE_CHECKING:
-    from pytest_agent_eval.config import AgentEvalConfig
-    from pytest_agent_eval.shard import Shard
+    from pytest_agent_eval.campaign.shard import Shard
+    from pytest_agent_eval.settings.config import AgentEvalConfig
     from pytest_agent_eval.tool import RetrievalTool
 
 
@@ -254,7 +254,7 @@ def parse_paths(text: str) -> list[Path]:
 
 
 def parse_shard_option(text: str) -> Shard:
-    from pytest_agent_eval.shard import ShardError, parse_shard
+    from pytest_agent_eval.campaign.shard import ShardError, parse_shard
 
     try:
         return parse_shard(text)

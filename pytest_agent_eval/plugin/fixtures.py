@@ -32,16 +32,16 @@ from pytest_agent_eval.plugin import settings
 
 # The harness, scoring and reports load when a body first needs them.
 if TYPE_CHECKING:
+    from pytest_agent_eval.campaign.evaluation import AgentResult, EvalSession
     from pytest_agent_eval.campaign.record import ItemRecord
     from pytest_agent_eval.campaign.store import Campaign
-    from pytest_agent_eval.cases import EvalCase
-    from pytest_agent_eval.config import AgentEvalConfig
+    from pytest_agent_eval.corpus.cases import EvalCase
     from pytest_agent_eval.harness.drivers.headless import RunRecord
     from pytest_agent_eval.harness.failures import FailureMemo
     from pytest_agent_eval.harness.isolation import CliBlock
+    from pytest_agent_eval.metrics import gates
     from pytest_agent_eval.model import ModelEndpoint
-    from pytest_agent_eval.report import gates
-    from pytest_agent_eval.session import AgentResult, EvalSession
+    from pytest_agent_eval.settings.config import AgentEvalConfig
     from pytest_agent_eval.tool import RetrievalTool
 
 SESSION_KEY: pytest.StashKey[EvalSession] = pytest.StashKey()
@@ -60,9 +60,9 @@ T = TypeVar("T")
 
 
 def eval_session(config: pytest.Config) -> EvalSession:
-    """This pytest session's :class:`~pytest_agent_eval.session.EvalSession`, made when first needed."""
+    """This pytest session's :class:`~pytest_agent_eval.campaign.evaluation.EvalSession`, made when first needed."""
     if SESSION_KEY not in config.stash:
-        from pytest_agent_eval.session import EvalSession
+        from pytest_agent_eval.campaign.evaluation import EvalSession
 
         session = config.stash[SESSION_KEY] = EvalSession(settings(config))
         session.invoked_with(_named_args(config), config.option.keyword, config.option.markexpr, config.option.pyargs)
@@ -82,7 +82,7 @@ def failure_memo(config: pytest.Config) -> FailureMemo:
 
 def record_of(node: pytest.Item) -> ItemRecord:
     """The item's record, made on first use; the fixtures fill it in, the plugin finishes and ships it."""
-    from pytest_agent_eval.session import new_record
+    from pytest_agent_eval.campaign.evaluation import new_record
 
     if RECORD_KEY not in node.stash:
         case = node.callspec.params["agent_case"]  # type: ignore[attr-defined]
@@ -566,15 +566,15 @@ def agent_result(
     agent_campaign: Campaign,
     agent_resumed: dict[str, ItemRecord],
 ) -> AgentResult:
+    from pytest_agent_eval.campaign.evaluation import AgentResult
     from pytest_agent_eval.campaign.record import same_item
     from pytest_agent_eval.harness.drivers import AgentInfraError
+    from pytest_agent_eval.metrics import gates
     from pytest_agent_eval.metrics.figures import figures_of
+    from pytest_agent_eval.metrics.scorecard import score as score_of
     from pytest_agent_eval.model.record import requests_beside
-    from pytest_agent_eval.report import gates
     from pytest_agent_eval.report.blocks import render_scorecard
     from pytest_agent_eval.report.terminal import model_notes
-    from pytest_agent_eval.score import score as score_of
-    from pytest_agent_eval.session import AgentResult
     from pytest_agent_eval.transcript import Session
 
     record = record_of(request.node)
@@ -636,7 +636,7 @@ def _resumed_run(campaign: Campaign, done: ItemRecord) -> RunRecord:
 
 
 def agent_thresholds(agent_eval_config: AgentEvalConfig) -> gates.Thresholds:
-    from pytest_agent_eval.report import gates
+    from pytest_agent_eval.metrics import gates
 
     return gates.load_thresholds(agent_eval_config.thresholds_file)
 
@@ -644,7 +644,7 @@ def agent_thresholds(agent_eval_config: AgentEvalConfig) -> gates.Thresholds:
 def agent_gate(
     request: pytest.FixtureRequest, agent_thresholds: gates.Thresholds, agent_tool: RetrievalTool
 ) -> Callable[[AgentResult], None]:
-    from pytest_agent_eval.report import gates
+    from pytest_agent_eval.metrics import gates
 
     def check(result: AgentResult) -> None:
         case = result.case

@@ -1,0 +1,1 @@
+"""Codex CLI (``@openai/codex``) as a coding agent."""

@@ -1,0 +1,1 @@
+"""The corpus: ``corpus.json`` loaded and checked, and the cases (entry × arm × run) an eval is parametrized over."""
