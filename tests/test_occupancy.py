@@ -430,6 +430,29 @@ def test_a_shrink_takes_unexplained_growth_before_any_result():
     assert sum(o.residual.values()) >= sum(o.contributed.values()) - 15
 
 
+@pytest.mark.parametrize("back", [True, False], ids=["sent again", "left out"])
+def test_thinking_a_resumed_turn_left_out_and_sent_again_is_neither_unexplained_nor_a_result(back):
+    # Claude Code 2.1.332 on --resume: the new turn's first request leaves the earlier turn's visible thinking out,
+    # the next one sends it again. Three clean gaps at 2.0 chars/token, then 9,000 characters of thinking (2,000
+    # tokens at prose's ratio) before a Read.
+    t = Transcript()
+    for ctx in (10_000, 11_000, 12_000):
+        step(t, ctx, "Read", 1_994)
+    call = tool_use("Read")
+    t.message(thinking("t" * 9_000), call, ctx=13_000)
+    t.reply(call["id"], "x" * 1_994)
+    t.say("answer", ctx=16_000)  # Δ 3,000: the thinking's 2,000 and the result's 1,000
+    t.user("next question")
+    step(t, 14_100, "Read", 1_994)  # Δ −1,900: the thinking left, the answer and the question came
+    t.say("done", ctx=14_100 + (3_200 if back else 1_200))  # a denser file: 1,200 tokens (and the thinking again)
+    o = occupancy(t.session())
+    own = (6 + STEP_FRAMING) / 2
+    assert (o.evicted, o.unexplained) == (0, 0)
+    # Either way the last gap measures its own result: net of the thinking that came back, or as it grew (its ratio,
+    # pooled, moves the others' framing by a few tokens).
+    assert o.residual["read"] == pytest.approx(4 * (1_000 - own) + 1_200 - own, abs=30)
+
+
 @pytest.mark.parametrize("delta", [1_994, 100])
 def test_a_gap_across_a_compaction_is_neither_calibrated_on_nor_shed(delta):
     # Δ 1,994 would pull the pooled ratio down to 1.2; Δ 100 would read as a 894-token shortfall.

@@ -232,6 +232,7 @@ class _Gap:
     hiding_segment: int | None = None  # the stream-json segment of the message that holds them
     hidden: float = 0.0  # tokens its thinking hid, as the segment's declared output tells them (0: not told)
     thinking_tokens: float = 0.0  # its visible thinking, priced (see _declared_output)
+    returned: float = 0.0  # earlier visible thinking a shrink left out that this gap sent again, priced (_returning)
     results: list[tuple[str, int, int]] = field(default_factory=list)  # (family, chars, frame), in order
     uuids: list[str] = field(default_factory=list)  # each result's event, as a compaction names what it keeps
     clearings: list[tuple[int, frozenset[str]]] = field(default_factory=list)  # (results before, kept) per boundary
@@ -321,7 +322,8 @@ class _Pricing:
         """Everything of the gap that is not a tool result (prose, calls, framing) at the run's terms, its visible
         thinking at its own ratio."""
         prose = gap.chars - gap.tool_chars - gap.thinking_chars
-        return prose / self.chars_per_token + gap.thinking_tokens + (gap.frame - gap.result_frame) * self.rest_framing
+        thinking = gap.thinking_tokens + gap.returned
+        return prose / self.chars_per_token + thinking + (gap.frame - gap.result_frame) * self.rest_framing
 
 
 @dataclass
@@ -339,7 +341,13 @@ def occupancy(
     request before it, in :attr:`Occupancy.by_request`)."""
     ctxs, gaps, compactions = _gaps(session, tool)
     thinking_ratio = _declared_output(session, gaps)
+    _returning(gaps)
     pricing = _calibrate(gaps)
+    if any(g.returned and not g.measured for g in gaps):
+        for gap in gaps:  # net of the thinking, such a gap does not read like the others: it did not come back there
+            gap.returned = gap.returned if gap.measured else 0.0
+            gap.measured = False
+        pricing = _calibrate(gaps)
     out = Occupancy(
         ctx_final=ctxs[-1] if ctxs else 0,
         ctx_base=ctxs[0] if ctxs else 0,
@@ -409,6 +417,8 @@ def occupancy(
         # eviction.
         if gap.thinking_chars:
             thinking.append((gap.thinking_tokens, True))
+        if gap.returned:
+            thinking.append((gap.returned, True))
         excess = gap.delta - tool_tokens - pricing.rest(gap)
         if gap.results and excess > max(EVICTION_FLOOR_TOKENS, EVICTION_TOOL_SHARE * gap.delta):
             unexplained.append((excess, gap.thinking_blocks > 0))
@@ -542,6 +552,24 @@ def _declared_output(session: Session, gaps: list[_Gap]) -> float:
     return ratio
 
 
+def _returning(gaps: list[_Gap]) -> None:
+    """Visible thinking that leaves and comes back: on ``--resume`` Claude Code 2.1.332 leaves the earlier turns'
+    thinking out of the new turn's first request and sends it again from the next one on. A gap with no result that
+    shrinks by at least 1/SHED_FACTOR of the visible thinking still resident took all of it out; the next gap that grows
+    is given it as ``returned`` (at the price it had). The calibration decides: the gap prices its results net of it
+    only where, net of it, it reads like the run's other gaps (``occupancy`` clears it elsewhere and calibrates
+    again)."""
+    resident = left = 0.0
+    for g in gaps:
+        if g.clearings:  # a compaction's summary replaces it
+            resident = left = 0.0
+        elif g.delta < 0 and not g.results and resident and -g.delta >= resident / SHED_FACTOR:
+            left, resident = left + resident, 0.0
+        elif g.delta > 0:
+            g.returned, left = left, 0.0
+            resident += g.thinking_tokens + g.returned
+
+
 def _calibrate(gaps: list[_Gap]) -> _Pricing:
     """chars/token, pooled over the clean tool-dominated gaps that show all they hold, the shed and the unexplained
     ones dropped; then the framing density and the family ratios where the gaps measure them. Where every clean gap
@@ -584,6 +612,7 @@ def _net(g: _Gap, framing: float | None) -> float:
     at the one ratio)."""
     net = g.delta if framing is None else g.delta - framing * g.frame
     net = net - g.hidden if g.hidden else net
+    net = net - g.returned if g.returned else net
     return net - g.thinking_tokens if g.thinking_chars else net
 
 
@@ -696,6 +725,7 @@ def _family_ratios(kept: list[_Gap], pricing: _Pricing) -> dict[str, float]:
         rest = (
             (g.shown_chars - fam_chars) / pricing.chars_per_token
             + g.thinking_tokens
+            + g.returned
             + (g.frame - fam_frame) * pricing.rest_framing
         )
         tokens[fam] = tokens.get(fam, 0.0) + g.delta - g.hidden - rest - fam_frame * pricing.framing
