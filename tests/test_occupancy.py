@@ -26,6 +26,8 @@ from pytest_agent_eval.metrics.occupancy import (
     family,
     occupancy,
 )
+from pytest_agent_eval.model.scripted import thinking_text
+from pytest_agent_eval.model.usage import count_tokens, text_tokens
 from pytest_agent_eval.report.blocks.occupancy import render_occupancy
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
 from pytest_agent_eval.transcript import Session
@@ -679,6 +681,22 @@ def test_by_request_across_a_compaction_and_on_real_transcripts():
             assert {fam: found.by_request[-1][fam] for fam in found.residual} == found.residual, path
 
 
+def test_visible_thinking_is_priced_at_what_the_declared_output_leaves_with_each_call_counted_with_its_id():
+    # The declared output counts a call's id like the rest of its block: the stand-in's counting model does. Six calls'
+    # ids (30 characters each) left out of what the messages show were read as thinking, 9% of it.
+    t = Transcript()
+    think = thinking(thinking_text(3_000, "where is it handled"))
+    calls = [tool_use("Read", f"toolu_01{i:022x}", file_path=f"src/module_{i}.py") for i in range(6)]
+    t.message(think, *calls, ctx=10_000)
+    for call in calls:
+        t.reply(call["id"], "x" * 994)
+    t.say("done", ctx=14_000)
+    t.result("done")
+    t.events[-1]["usage"] = {"output_tokens": count_tokens([think, *calls]) + count_tokens([text("done")])}
+    shown = think["thinking"]
+    assert occupancy(t.session()).thinking_chars_per_token == pytest.approx(len(shown) / text_tokens(shown), rel=0.05)
+
+
 @pytest.mark.parametrize("told", [True, False], ids=["output declared", "no declared output"])
 def test_a_segments_declared_output_tells_what_its_one_hiding_gap_hid(told):
     t = Transcript()
@@ -688,8 +706,8 @@ def test_a_segments_declared_output_tells_what_its_one_hiding_gap_hid(told):
     t.reply(call["id"], "x" * 1_994)  # a denser file: 1,200 tokens, and 3,000 of thinking not streamed
     t.say("done", ctx=15_200)
     t.result("done")
-    if told:  # the output of the three requests: what they show (about 60 tokens) and the 3,000 hidden
-        t.events[-1]["usage"] = {"output_tokens": 3_060}
+    if told:  # the output of the three requests: what they show (91 tokens, as the stand-in counts), 3,000 hidden
+        t.events[-1]["usage"] = {"output_tokens": 3_091}
     o = occupancy(t.session())
     own = (6 + STEP_FRAMING) / 2
     if told:  # the hiding gap is explained: it prices its own result, and what it hid is unexplained growth

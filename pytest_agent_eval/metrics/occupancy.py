@@ -467,9 +467,7 @@ def _gaps(session: Session, tool: RetrievalTool) -> tuple[list[int], list[_Gap],
                 gap = _Gap()
             in_user_message = False
             gap.chars += item.output_chars
-            gap.frame += MESSAGE_FRAME_CHARS + BLOCK_FRAME_CHARS * len(item.blocks)
-            for call in item.calls:
-                gap.frame += CALL_FRAME_CHARS + len(call.id)
+            gap.frame += _message_frame(item)
             for block in item.blocks:
                 kind = block.get("type")
                 if kind == "thinking":
@@ -503,6 +501,14 @@ def _gaps(session: Session, tool: RetrievalTool) -> tuple[list[int], list[_Gap],
     return ctxs, gaps, compactions
 
 
+def _message_frame(message: Message) -> int:
+    """An assistant message's framing characters: its wrapping, each block's, and each call's with its id."""
+    frame = MESSAGE_FRAME_CHARS + BLOCK_FRAME_CHARS * len(message.blocks)
+    for call in message.calls:
+        frame += CALL_FRAME_CHARS + len(call.id)
+    return frame
+
+
 def _declared_output(session: Session, gaps: list[_Gap]) -> float:
     """What a stream-json segment's ``result`` declares, its output tokens (every request's summed, thinking the model
     did not stream included), tells of its thinking; a subagent's output or a compaction's summary would be in the sum
@@ -523,8 +529,9 @@ def _declared_output(session: Session, gaps: list[_Gap]) -> float:
             if item.thread != MAIN:  # a subagent's output is in the sum
                 del declared[segment]
                 continue
-            frame = MESSAGE_FRAME_CHARS + BLOCK_FRAME_CHARS * len(item.blocks) + CALL_FRAME_CHARS * len(item.calls)
-            shown[segment] += item.output_chars / PROSE_CHARS_PER_TOKEN + frame * OUTPUT_FRAMING_TOKENS_PER_CHAR
+            shown[segment] += (
+                item.output_chars / PROSE_CHARS_PER_TOKEN + _message_frame(item) * OUTPUT_FRAMING_TOKENS_PER_CHAR
+            )
             for block in item.blocks:
                 if block.get("type") == "thinking":
                     visible = len(block.get("thinking") or "")
