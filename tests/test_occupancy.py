@@ -698,6 +698,36 @@ def test_visible_thinking_is_priced_at_what_the_declared_output_leaves_with_each
 
 
 @pytest.mark.parametrize("told", [True, False], ids=["output declared", "no declared output"])
+def test_a_result_beside_thinking_far_bigger_than_itself_is_priced_mostly_at_the_ratio(told):
+    # Two equal Reads, each after 4,500 characters of thinking; their gaps grew 1,600 and 1,400 tokens. The declared
+    # output says the two blocks cost 2,000 together, not which cost what: the 200 between the gaps is the thinking's
+    # as likely as the results'.
+    t = Transcript()
+    shown = count_tokens([text("done")])
+    for ctx in (10_000, 11_000, 12_000):
+        shown += count_tokens([tool_use("Read", f"toolu_{ctx}")])
+        step(t, ctx, "Read", 1_994)
+    ctx = 13_000
+    for seed, delta in (("a", 1_600), ("b", 1_400)):
+        call = tool_use("Read")
+        shown += count_tokens([call])
+        t.message(thinking(thinking_text(4_500, seed)), call, ctx=ctx)
+        t.reply(call["id"], "x" * 994)
+        ctx += delta
+    t.say("done", ctx=ctx)
+    t.result("done")
+    if told:
+        t.events[-1]["usage"] = {"output_tokens": shown + 2_000}
+    o = occupancy(t.session(), by_request=True)
+    first, second = (o.by_request[i + 1]["read"] - o.by_request[i]["read"] for i in (3, 4))
+    if told:  # the measure weighs as the price squared, the price as the thinking's (twice it): a fifth and four fifths
+        assert abs(first - second) <= 60
+    else:  # the thinking's ratio is prose's, assumed: its error would be the ratio's too, and the measures stand
+        assert first - second == pytest.approx(200, abs=5)
+    assert (o.evicted, o.unexplained) == (0, 0)
+
+
+@pytest.mark.parametrize("told", [True, False], ids=["output declared", "no declared output"])
 def test_a_segments_declared_output_tells_what_its_one_hiding_gap_hid(told):
     t = Transcript()
     step(t, 10_000, "Read", 1_994)  # Δ 1,000 → 2.0

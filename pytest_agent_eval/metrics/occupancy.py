@@ -340,7 +340,7 @@ def occupancy(
     """Residual context occupancy of the session's main thread at its last request (``by_request``: and at each
     request before it, in :attr:`Occupancy.by_request`)."""
     ctxs, gaps, compactions = _gaps(session, tool)
-    thinking_ratio = _declared_output(session, gaps)
+    thinking_ratio, thinking_measured = _declared_output(session, gaps)
     _returning(gaps)
     pricing = _calibrate(gaps)
     if any(g.returned and not g.measured for g in gaps):
@@ -405,7 +405,7 @@ def occupancy(
                 contributed[r.family] += tokens - r.tokens
                 r.tokens = tokens
             continue
-        tool_tokens = append(gap, 0, scale=_measured_scale(gap, pricing))
+        tool_tokens = append(gap, 0, scale=_measured_scale(gap, pricing, thinking_measured))
         shortfall = tool_tokens - gap.delta
         if shortfall > max(EVICTION_FLOOR_TOKENS, EVICTION_TOOL_SHARE * tool_tokens):
             # What the transcript never showed leaves first (the CLI drops earlier turns' thinking when it resumes a
@@ -509,13 +509,14 @@ def _message_frame(message: Message) -> int:
     return frame
 
 
-def _declared_output(session: Session, gaps: list[_Gap]) -> float:
+def _declared_output(session: Session, gaps: list[_Gap]) -> tuple[float, bool]:
     """What a stream-json segment's ``result`` declares, its output tokens (every request's summed, thinking the model
     did not stream included), tells of its thinking; a subagent's output or a compaction's summary would be in the sum
     too, so such a segment tells nothing. Where one gap of the segment holds thinking that may hide, the sum less what
     the messages show is what it hid (``_Gap.hidden``). Where none does, the sum less the rest of what they show is
     what their visible thinking cost: the chars/token of visible thinking, pooled over such segments (prose's where
-    none measures it, or it comes out beyond SHED_FACTOR of prose's). Each gap's ``thinking_tokens`` is priced at it."""
+    none measures it, or it comes out beyond SHED_FACTOR of prose's). Each gap's ``thinking_tokens`` is priced at it.
+    That ratio, and whether the declared output measured it."""
     declared = {r.segment: r.output_tokens for r in session.results if r.output_tokens}
     shown = dict.fromkeys(declared, 0.0)  # what the segment's messages show, their thinking at prose's ratio
     thinking = dict.fromkeys(declared, 0)  # of which, visible thinking's characters
@@ -552,11 +553,11 @@ def _declared_output(session: Session, gaps: list[_Gap]) -> float:
             chars += thinking[segment]
             tokens += output - shown[segment] + thinking[segment] / PROSE_CHARS_PER_TOKEN
     ratio = chars / tokens if tokens > 0 else PROSE_CHARS_PER_TOKEN
-    if not PROSE_CHARS_PER_TOKEN / SHED_FACTOR <= ratio <= PROSE_CHARS_PER_TOKEN * SHED_FACTOR:
-        ratio = PROSE_CHARS_PER_TOKEN
+    measured = tokens > 0 and PROSE_CHARS_PER_TOKEN / SHED_FACTOR <= ratio <= PROSE_CHARS_PER_TOKEN * SHED_FACTOR
+    ratio = ratio if measured else PROSE_CHARS_PER_TOKEN
     for g in gaps:
         g.thinking_tokens = g.thinking_chars / ratio
-    return ratio
+    return ratio, measured
 
 
 def _returning(gaps: list[_Gap]) -> None:
@@ -741,14 +742,28 @@ def _family_ratios(kept: list[_Gap], pricing: _Pricing) -> dict[str, float]:
     return {fam: r for fam, r in measured.items() if ratio / SHED_FACTOR <= r <= ratio * SHED_FACTOR}
 
 
-def _measured_scale(gap: _Gap, pricing: _Pricing) -> float:
+def _measured_scale(gap: _Gap, pricing: _Pricing, thinking_measured: bool) -> float:
     """A gap the calibration kept as unshed measured its own results: its growth less the rest of it (prose,
-    calls, framing) at the run's terms. The factor that brings the results' prices to that; 1 elsewhere."""
+    calls, framing) at the run's terms. The factor that brings the results' prices to that; 1 elsewhere.
+
+    Where the gap also holds visible thinking (its own, or returned) at a ratio the declared output measured
+    (``thinking_measured``), the segments' thinking is right in sum, not block by block: the gap's measure carries the
+    error of its thinking's price, the results' price at the run's terms the ratio's. Two estimates of one figure,
+    each off by about the same share of what it prices (a block's thinking and a file's content vary alike in
+    chars/token), so weighted by the inverse of their variance the share cancels: the measure weighs as the results'
+    price squared, the price as the thinking's squared. A result beside thinking far bigger than itself keeps about
+    its price; beside a little, about its measure. Where the thinking's ratio is prose's, assumed, its error is the
+    same in every gap and in the ratio pooled net of it: the two are not independent, and the measure stands."""
     if not gap.measured:
         return 1.0
     priced = sum(pricing.tokens(fam, chars, frame) for fam, chars, frame in gap.results)
     measured = gap.delta - gap.hidden - pricing.rest(gap)
-    return measured / priced if priced > 0 and measured > 0 else 1.0
+    if priced <= 0 or measured <= 0:
+        return 1.0
+    thinking = gap.thinking_tokens + gap.returned
+    if thinking and thinking_measured:
+        measured = (measured * priced**2 + priced * thinking**2) / (priced**2 + thinking**2)
+    return measured / priced
 
 
 def _dispersion(gaps: list[_Gap], pricing: _Pricing) -> float | None:
