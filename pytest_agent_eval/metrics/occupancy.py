@@ -55,7 +55,10 @@ What the transcript does not show (docs/metrics/occupancy.md, "Invisible growth"
   visible thinking, before any result.
 * **thinking is assistant content**, never a tool family: visible thinking is priced at the ratio the segments'
   declared output measures (:func:`_declared_output`), or else at prose's (:data:`PROSE_CHARS_PER_TOKEN`); the
-  same declared output tells what a gap's thinking hid, where one gap of its segment may hide.
+  same declared output tells what a gap's thinking hid, where one gap of its segment may hide. That ratio is right in
+  sum, not per block: a result measured beside thinking is weighed against its price (:func:`_measured_scale`).
+  Thinking a resumed turn's first request left out and the next one sent again is that gap's content
+  (:func:`_returning`), not unexplained growth.
 * **a compaction keeps what it names** (``compact_metadata.preserved_messages``): those results stay resident, the
   rest are evicted once; those the boundary's own gap brought are measured by the request after it, which holds the
   session's first request again (:func:`_measure_kept`).
