@@ -61,6 +61,15 @@ def test_growth_the_transcript_does_not_show_is_reported_as_unexplained(first, c
         assert occ.unexplained_thinking == occ.unexplained  # it came with thinking blocks
 
 
+@pytest.mark.parametrize("first", _sessions("long-thinking"), ids=_id)
+def test_visible_thinking_is_never_reported_as_unexplained_growth(first, counts):
+    # The resumed sessions' thinking leaves the new turn's first request and comes back in the next (3,577 and 3,843
+    # tokens read as unexplained before that was counted).
+    _, occ, last = _scored(first, counts)
+    assert last.hidden == 0
+    assert occ.unexplained == 0
+
+
 @pytest.mark.parametrize("first", _sessions("compaction"), ids=_id)
 def test_a_compaction_keeps_the_results_it_names(first, counts):
     session, occ, last = _scored(first, counts)
