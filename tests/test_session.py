@@ -120,3 +120,15 @@ def test_the_manifest_records_what_ran_per_test_function(tmp_path):
     (ran,) = Campaign.open(session.campaign_dir).manifest["ran"].values()  # these records name no test
     assert (ran["arms"], ran["items"]) == (["with", "without"], 2)
     session.close()
+
+
+def test_the_settings_stay_settings_the_campaign_folder_is_the_sessions(tmp_path):
+    # Two sessions of one config (a merge, a rescore, a second run in one process) each write their own folder:
+    # the folder is what a session learned as it ran, not a setting.
+    cfg = AgentEvalConfig(out=tmp_path / "out", corpus=tmp_path / "no-corpus.json")
+    before = dict(vars(cfg))
+    first, second = EvalSession(cfg), EvalSession(cfg)
+    first.start()
+    assert first.campaign_dir is not None and first.campaign_dir.parent == tmp_path / "out"
+    assert second.campaign_dir is None
+    assert vars(cfg) == before
