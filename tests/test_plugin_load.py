@@ -17,7 +17,7 @@ AT_LOAD = {"pytest_agent_eval", "pytest_agent_eval.plugin", "pytest_agent_eval.s
            "pytest_agent_eval.settings.options"}  # fmt: skip
 # An xdist controller names the campaign and follows its workers' progress from the start: the hooks' bodies,
 # and the settings (defaults need no parser).
-FOR_XDIST = {"pytest_agent_eval.plugin.hooks", "pytest_agent_eval.harness",
+FOR_XDIST = {"pytest_agent_eval.plugin.hooks", "pytest_agent_eval.plugin.items", "pytest_agent_eval.harness",
              "pytest_agent_eval.harness.progress", "pytest_agent_eval.settings.config", "pytest_agent_eval.corpus",
              "pytest_agent_eval.corpus.cases"}  # fmt: skip
 HEAVY_LIBRARIES = {"filelock", "yaml", "tabulate", "msgspec", "ahocorasick_rs"}

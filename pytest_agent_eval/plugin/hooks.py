@@ -14,7 +14,8 @@ arm × run (:mod:`pytest_agent_eval.corpus.cases`), with ids like ``express-with
 as ``express-with:1.6.0-1``: pytest's ``-k`` cannot parse ``@``, so the id writes it as ``:``.
 
 The run's records, summary, report and compare gate are the EvalSession's; each hook hands it what pytest knows
-and nothing more.
+and nothing more. Which tests are agent items and which of them run is :mod:`pytest_agent_eval.plugin.items`; how
+the session's caveats become warnings, :mod:`pytest_agent_eval.plugin.caveats`.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ import tempfile
 import threading
 import time
 import uuid
-import warnings
 from collections import Counter
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -36,8 +36,8 @@ from typing import TYPE_CHECKING, Any
 
 import pytest
 
-from pytest_agent_eval.corpus.cases import EvalCase
 from pytest_agent_eval.harness.progress import append_to, follow, listen
+from pytest_agent_eval.plugin.items import OPT_IN_HINT, case_of, deselect_other_arms, marks_for, opt_in
 from pytest_agent_eval.settings.config import PACKAGED, AgentEvalConfig, OptionError
 from pytest_agent_eval.settings.options import THRESHOLDS_FILE
 
@@ -50,8 +50,6 @@ if TYPE_CHECKING:
     from pytest_agent_eval.harness.failures import FailureMemo
 
 PLUGIN_NAME = "agent_eval_session"  # the AgentEvalPlugin, in the config's plugin manager
-SETUP_MARGIN_S = 900.0  # installs, the clone and the index, on top of the agent's own limit
-OPT_IN_HINT = "name their file or folder (pytest evals/) or pass --agent-eval to run them"
 
 
 @dataclass
@@ -339,7 +337,7 @@ class AgentEvalPlugin:
     def pytest_report_collectionfinish(self, config: pytest.Config, items: list[pytest.Item]) -> list[str]:
         """The settings line, when the header could not show it (no setting given): once, if agent items remain."""
         shown = self.header_shown or config.option.no_header or config.option.verbose < 0
-        if shown or not any(_case_of(item) for item in items):
+        if shown or not any(case_of(item) for item in items):
             return []
         return self.header_lines()
 
@@ -472,13 +470,13 @@ class AgentEvalPlugin:
             where = f"{metafunc.definition.nodeid}: @pytest.mark.agent_eval: " if test.entries is not None else ""
             raise pytest.Collector.CollectError(f"{where}{exc}") from None
         cases = cases_for(entries, test.arms, test.runs, test.turns, cfg.drivers)
-        params = [pytest.param(case, id=case.id, marks=_marks(cfg, case)) for case in cases]
+        params = [pytest.param(case, id=case.id, marks=marks_for(cfg, case)) for case in cases]
         metafunc.parametrize("agent_case", params)
 
     @pytest.hookimpl(trylast=True)  # after pytest's own -k/-m deselection
     def pytest_collection_modifyitems(self, config: pytest.Config, items: list[pytest.Item]) -> None:
-        _arms_by_name(config, items)
-        self.opted_out = _opt_in(config, items)
+        deselect_other_arms(config, items)
+        self.opted_out = opt_in(config, items)
         self._name_items(items)
         self._check_outputs(items)
         groups = (self.worker_input or {}).get("agent_eval_groups")
@@ -488,7 +486,7 @@ class AgentEvalPlugin:
     def _name_items(self, items: list[pytest.Item]) -> None:
         """Campaign item ids are the case ids; two selected tests with the same case are told apart by name. Then
         a resumed campaign's selection and ``--agent-eval-shard`` narrow the agent items (the session decides)."""
-        cases = {item: _case_of(item) for item in items}
+        cases = {item: case_of(item) for item in items}
         counts = Counter(case.id for case in cases.values() if case is not None)
         ids: dict[pytest.Item, str] = {}
         for item, case in cases.items():
@@ -513,7 +511,7 @@ class AgentEvalPlugin:
         setup, each with that one line."""
         if self.config.option.collectonly or self.worker_input is not None:
             return
-        if not any(_case_of(item) for item in items):
+        if not any(case_of(item) for item in items):
             return
         problem = self.settings.output_problem()
         if problem:
@@ -524,7 +522,7 @@ class AgentEvalPlugin:
     def pytest_timeout_set_timer(self, item: pytest.Item, settings: Any) -> bool | None:
         """Under ``--timeout-method thread`` pytest-timeout would end the whole process, losing the record: for an
         agent item the limit instead ends the agent's processes, so the run fails as a timed-out run and is kept."""
-        if _case_of(item) is None or settings.method != "thread" or not settings.timeout:
+        if case_of(item) is None or settings.method != "thread" or not settings.timeout:
             return None
 
         from pytest_agent_eval.harness.process import stop_all_groups
@@ -561,7 +559,7 @@ class AgentEvalPlugin:
     @pytest.hookimpl(wrapper=True)
     def pytest_runtest_makereport(self, item: pytest.Item, call: pytest.CallInfo) -> Any:
         report = yield
-        if _case_of(item) is None:
+        if case_of(item) is None:
             return report
         state = item_state(item)
         if state.interrupted:
@@ -615,12 +613,14 @@ class AgentEvalPlugin:
         self.stop_following()  # before the summary: the workers are done
         if self._session is None:
             return
+        from pytest_agent_eval.plugin.caveats import error_filter, warn_raised
+
         failed = self._session.finish()
         # Issued here, inside pytest's warnings capture of this hook: they are listed in the warnings summary, and
         # -W / filterwarnings apply to them as to any warning of a test.
         where = self._session.campaign_dir
-        self.raised = [text for text in self._session.warnings() if _warn_raised(f"agent-eval: warning: {text}", where)]
-        self.raised_by = _error_filter(self.config) if self.raised else ""
+        self.raised = [text for text in self._session.warnings() if warn_raised(f"agent-eval: warning: {text}", where)]
+        self.raised_by = error_filter(self.config) if self.raised else ""
         if (failed or self.raised) and session.exitstatus == pytest.ExitCode.OK:
             session.exitstatus = pytest.ExitCode.TESTS_FAILED
         if self._session.empty_shard and session.exitstatus == pytest.ExitCode.NO_TESTS_COLLECTED:
@@ -690,95 +690,6 @@ def _named_args(config: pytest.Config) -> list[str]:
     return named
 
 
-def _marks(cfg: AgentEvalConfig, case: EvalCase) -> list[pytest.MarkDecorator]:
-    """Every item: the marker itself; an xdist group per (repository, tool build), so ``--dist loadgroup`` keeps
-    one worker's clone and index; and a pytest-timeout limit from its own agent limit, so a project-wide
-    ``timeout =`` does not kill it mid-run."""
-    limit = cfg.agent_timeout * len(case.questions) * (1 + cfg.retries) + SETUP_MARGIN_S
-    return [
-        pytest.mark.agent_eval,
-        pytest.mark.xdist_group(name=f"{case.entry.name}@{cfg.tool_spec(case.arm)}"),
-        pytest.mark.timeout(limit),
-    ]
-
-
-def _case_of(item: pytest.Item) -> EvalCase | None:
-    callspec = getattr(item, "callspec", None)
-    case = callspec.params.get("agent_case") if callspec is not None else None
-    return case if isinstance(case, EvalCase) else None
-
-
-def _write_groups(path: Path, items: list[pytest.Item]) -> None:
-    from pytest_agent_eval.plugin.loadgroup import group_of, write_groups
-
-    found = {item.nodeid: group_of(item.iter_markers("xdist_group")) for item in items}
-    write_groups(path, {nodeid: group for nodeid, group in found.items() if group is not None})
-
-
-def _arms_by_name(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """``-k with`` / ``-k without`` select one arm each: pytest matches substrings, and "with" is one of
-    "without", so the expression is evaluated again for agent items with those two words naming the arm."""
-    expression = config.getoption("keyword")
-    if not expression or not any(_case_of(item) for item in items):
-        return
-    from pytest_agent_eval.plugin.keywords import ARM_WORD, KeywordSyntaxError, arm_keyword_matcher, keyword_match
-
-    if not ARM_WORD.search(expression):
-        return
-    keep, dropped = [], []
-    for item in items:
-        case = _case_of(item)
-        try:
-            wanted = case is None or keyword_match(expression, arm_keyword_matcher(item, case.arm.name))
-        except KeywordSyntaxError:
-            return  # a form this reader does not know: pytest's own selection stands
-        (keep if wanted else dropped).append(item)
-    if dropped:
-        config.hook.pytest_deselected(items=dropped)
-        items[:] = keep
-
-
-def _opt_in(config: pytest.Config, items: list[pytest.Item]) -> int:
-    """Evals are opt-in: an agent item runs when its path is named (or --agent-eval); the rest are deselected.
-    Returns how many agent items were deselected so."""
-    run_all = config.getoption("agent_eval_run") or config.getoption("agent_eval_only")
-    named = _named_paths(config)
-    keep, dropped = [], []
-    for item in items:
-        if _case_of(item) is None:
-            wanted = not config.getoption("agent_eval_only")
-        elif config.getoption("agent_eval_skip"):
-            wanted = False
-        else:
-            wanted = run_all or _is_named(item, named, config)
-        (keep if wanted else dropped).append(item)
-    if dropped:
-        config.hook.pytest_deselected(items=dropped)
-        items[:] = keep
-    return sum(1 for item in dropped if _case_of(item) is not None)
-
-
-def _named_paths(config: pytest.Config) -> list[str]:
-    """The paths (and --pyargs modules) the command line names; none when pytest chose them (testpaths, cwd)."""
-    if config.args_source != pytest.Config.ArgsSource.ARGS:
-        return []
-    return [arg.split("::")[0] for arg in config.args]
-
-
-def _is_named(item: pytest.Item, named: list[str], config: pytest.Config) -> bool:
-    """The item's file, a folder holding it, or (with --pyargs) its module or package is named."""
-    here = config.invocation_params.dir
-    item_paths = {Path(os.path.abspath(item.path)), item.path.resolve()}  # evals/test_ab.py may be a symlink
-    module = getattr(getattr(item, "module", None), "__name__", "")
-    for arg in named:
-        if config.option.pyargs and (module == arg or module.startswith(arg + ".")):
-            return True
-        arg_paths = {Path(os.path.abspath(here / arg)), (here / arg).resolve()}
-        if any(a == p or a in p.parents for a in arg_paths for p in item_paths):
-            return True
-    return False
-
-
 def _interruptible(item: pytest.Item, phase: str) -> Any:
     """The body of the set-up and call hook wrappers: a KeyboardInterrupt raised inside an agent item becomes
     :class:`AgentInterrupted` and stops the session after it.
@@ -790,7 +701,7 @@ def _interruptible(item: pytest.Item, phase: str) -> Any:
     try:
         return (yield)
     except KeyboardInterrupt:
-        if _case_of(item) is None:
+        if case_of(item) is None:
             raise
         state = item_state(item)
         state.interrupted = True
@@ -800,52 +711,8 @@ def _interruptible(item: pytest.Item, phase: str) -> Any:
         raise AgentInterrupted(f"interrupted {what}; the agent was stopped, its files so far kept") from None
 
 
-def _warn_raised(text: str, where: Path | None) -> bool:
-    """Issue a warning of the plugin's class, located at ``where`` (the campaign folder: the warning is about it,
-    not about a line of this plugin); True when a filter naming :class:`AgentEvalWarning` made it an error, which
-    the caller turns into a failed session rather than an internal error.
+def _write_groups(path: Path, items: list[pytest.Item]) -> None:
+    from pytest_agent_eval.plugin.loadgroup import group_of, write_groups
 
-    A filter that makes *every* warning an error (a project's ``filterwarnings = error``, ``-W error``) is about
-    the project's own code: under it these caveats of a campaign (a stand-in model, n=1) are listed in the
-    warnings summary as they are without it, and fail nothing."""
-    from pytest_agent_eval.warnings import AgentEvalWarning
-
-    module = __name__  # a filter naming the plugin's module (ignore::...:pytest_agent_eval.*) applies too
-    with warnings.catch_warnings():  # pytest's own capture (record) stays: only the filters are restored
-        action, category = _deciding_filter(AgentEvalWarning, text, module)
-        if action == "error" and not issubclass(category, AgentEvalWarning):
-            warnings.filterwarnings("always", category=AgentEvalWarning)
-        try:
-            warnings.warn_explicit(AgentEvalWarning(text), AgentEvalWarning, str(where or "agent-eval"), 0, module)
-        except AgentEvalWarning:
-            return True
-    return False
-
-
-def _deciding_filter(category: type[Warning], text: str, module: str) -> tuple[str, type[Warning]]:
-    """The action and category of the first warnings filter that matches, as :mod:`warnings` picks it."""
-    for action, message, filtered, named, line in warnings.filters:
-        if _matched(message, text) and _matched(named, module) and issubclass(category, filtered) and line == 0:
-            return action, filtered
-    return warnings.defaultaction, Warning
-
-
-def _matched(pattern: Any, value: str) -> bool:
-    """A filter's message or module matches as :mod:`warnings` has it: None always, a plain string exactly (the
-    interpreter's own default filters), else a regex from its start."""
-    if pattern is None or isinstance(pattern, str):
-        return pattern is None or pattern == value
-    return pattern.match(value) is not None
-
-
-def _error_filter(config: pytest.Config) -> str:
-    """Where the filter that made the plugin's warnings errors was given: ``-W …`` (first: the command line wins),
-    else the ini file's ``filterwarnings``."""
-    for spec in config.known_args_namespace.pythonwarnings or []:
-        if spec.startswith("error") and "AgentEvalWarning" in spec:
-            return f"-W {spec}"
-    for spec in config.getini("filterwarnings"):
-        if spec.strip().startswith("error") and "AgentEvalWarning" in spec:
-            ini = config.inipath.name if config.inipath else "the ini file"
-            return f"filterwarnings = {spec.strip()} in {ini}"
-    return "a warnings filter naming AgentEvalWarning"
+    found = {item.nodeid: group_of(item.iter_markers("xdist_group")) for item in items}
+    write_groups(path, {nodeid: group for nodeid, group in found.items() if group is not None})
