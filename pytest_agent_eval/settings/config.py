@@ -47,8 +47,8 @@ class AgentEvalConfig:
     """The session's settings: one attribute per option of :data:`OPTIONS` (its ``attr``), with the defaults
     below, and what :func:`resolve` derives from them (``thresholds_file``, ``tool_reference``).
 
-    ``AgentEvalConfig(runs=3)`` sets what it names. A plain class, not a dataclass: pytest makes one in every
-    session, evals or not, and generating a dataclass's methods for thirty fields costs a suite that runs no eval
+    ``AgentEvalConfig(runs=3)`` sets what it names. A plain class, not a dataclass: an xdist controller makes
+    one in every session, evals or not, and generating a dataclass's methods for thirty fields costs such a suite
     more than the whole option table (``bench/load_bench.py --instructions``).
     """
 
@@ -164,7 +164,7 @@ def cache_root() -> Path:
     return Path(base) / "pytest-agent-eval"
 
 
-# -- value parsers: each raises OptionError naming nothing but the value; the caller adds the option ------------
+# -- precedence: an option beats its ini key, which beats the default; a parser error gets the option named --
 def resolve(get_option: Callable[[str], Any], get_ini: Callable[[str], Any], rootpath: Path) -> AgentEvalConfig:
     """Build the config from option values (None when not given) and ini values ('' when not set).
 
