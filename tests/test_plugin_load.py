@@ -17,7 +17,7 @@ AT_LOAD = {"pytest_agent_eval", "pytest_agent_eval.plugin", "pytest_agent_eval.s
            "pytest_agent_eval.settings.options"}  # fmt: skip
 # An xdist controller names the campaign and follows its workers' progress from the start: the hooks' bodies,
 # and the settings (defaults need no parser).
-FOR_XDIST = {"pytest_agent_eval.plugin.hooks", "pytest_agent_eval.plugin.fixtures", "pytest_agent_eval.harness",
+FOR_XDIST = {"pytest_agent_eval.plugin.hooks", "pytest_agent_eval.plugin.items", "pytest_agent_eval.harness",
              "pytest_agent_eval.harness.progress", "pytest_agent_eval.settings.config", "pytest_agent_eval.corpus",
              "pytest_agent_eval.corpus.cases"}  # fmt: skip
 HEAVY_LIBRARIES = {"filelock", "yaml", "tabulate", "msgspec", "ahocorasick_rs"}
@@ -106,3 +106,39 @@ def test_every_fixture_declared_by_the_plugin_has_a_body_of_the_same_parameters(
     assert len(declared) > 15
     bodies = {name: list(inspect.signature(getattr(fixtures, name)).parameters) for name in declared}
     assert bodies == declared
+
+
+def test_one_plugin_object_owns_an_evaluating_sessions_state(pytester: pytest.Pytester):
+    # The hooks of a session that evaluates are the methods of one object, registered with its first agent item;
+    # each agent item keeps its own state (here: its campaign id) in one stash key. A session without agent items
+    # registers nothing.
+    pytester.makeconftest(
+        """
+import json
+
+def pytest_collection_finish(session):
+    from pytest_agent_eval.plugin.hooks import ITEM_KEY
+
+    plugin = session.config.pluginmanager.get_plugin("agent_eval_session")
+    ids = {item.name: item.stash[ITEM_KEY].item_id for item in session.items if ITEM_KEY in item.stash}
+    with open("state.json", "w") as out:
+        json.dump({"plugin": type(plugin).__name__ if plugin is not None else None, "ids": ids}, out)
+"""
+    )
+    pytester.makepyfile(
+        test_evals="def test_ab(agent_result):\n    pass\n\ndef test_again(agent_result):\n    pass\n",
+        test_unit="def test_one():\n    assert True\n",
+    )
+    state = pytester.path / "state.json"
+    pytester.runpytest("-p", "no:cacheprovider", "--collect-only", "-q", "test_unit.py").assert_outcomes()
+    assert json.loads(state.read_text()) == {"plugin": None, "ids": {}}
+    args = ["test_evals.py", "-k", "express and with and not without", "--agent-eval-runs", "1"]
+    pytester.runpytest("-p", "no:cacheprovider", "--collect-only", "-q", *args).assert_outcomes()
+    assert json.loads(state.read_text()) == {
+        "plugin": "AgentEvalPlugin",
+        # two tests with the same case: the campaign tells them apart by the test's name
+        "ids": {
+            "test_ab[express-with-1]": "test_ab.express-with-1",
+            "test_again[express-with-1]": "test_again.express-with-1",
+        },
+    }

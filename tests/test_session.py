@@ -28,7 +28,7 @@ def session_of(tmp_path, records, **settings) -> EvalSession:
 def test_a_session_writes_its_campaign_and_reports_once(tmp_path):
     session = session_of(tmp_path, [with_run(1), with_run(2), without_run(1), without_run(2)])
     assert session.finish() is False  # no baseline: nothing can regress
-    campaign = Campaign.open(session.cfg.campaign_dir)
+    campaign = Campaign.open(session.campaign_dir)
     summary = json.loads((campaign.path / "summary.json").read_text())
     assert summary["entries"]["express"]["with"]["runs"] == 2
     assert [r["id"] for r in summary["records"]] == ["express-with-1", "express-with-2", "express-without-1",
@@ -45,7 +45,7 @@ def test_the_compare_gate_fails_exactly_on_a_regression(tmp_path):
     baseline = session_of(tmp_path / "a", [with_run(1), with_run(2)])
     baseline.finish()
     rules = parse_rules("allocation:-5pt")
-    before = baseline.cfg.campaign_dir / "summary.json"  # its records; the items were never run into the folder
+    before = baseline.campaign_dir / "summary.json"  # its records; the items were never run into the folder
     same = session_of(tmp_path / "b", [with_run(1), with_run(2)], compare=before, compare_fail=rules)
     assert same.finish() is False
     worse = [with_run(1, cite=False), with_run(2, cite=False)]
@@ -78,13 +78,13 @@ def test_the_summary_goes_to_a_known_path_and_latest_names_the_campaign(tmp_path
     json_path = tmp_path / "ci" / "agent-eval.json"
     second = session_of(tmp_path, [with_run(1), without_run(1)], json_path=json_path)
     second.finish()
-    campaign = second.cfg.campaign_dir
+    campaign = second.campaign_dir
     assert json_path.read_text() == (campaign / "summary.json").read_text()  # the same summary, at a known path
     assert json_path in second.written
     out = tmp_path / "out"
     assert (out / "latest").read_text() == f"{campaign.name}\n"  # a file: out/*/summary.json finds each once
     assert latest(out) == campaign
-    assert latest(out, exclude=campaign) == first.cfg.campaign_dir
+    assert latest(out, exclude=campaign) == first.campaign_dir
     assert len(list(out.glob("*/summary.json"))) == 2
     second.close()
 
@@ -117,6 +117,18 @@ def test_the_manifest_records_what_ran_per_test_function(tmp_path):
     }  # fmt: skip
     session = session_of(tmp_path, [with_run(1), without_run(1)])
     session.finish()
-    (ran,) = Campaign.open(session.cfg.campaign_dir).manifest["ran"].values()  # these records name no test
+    (ran,) = Campaign.open(session.campaign_dir).manifest["ran"].values()  # these records name no test
     assert (ran["arms"], ran["items"]) == (["with", "without"], 2)
     session.close()
+
+
+def test_the_settings_stay_settings_the_campaign_folder_is_the_sessions(tmp_path):
+    # Two sessions of one config (a merge, a rescore, a second run in one process) each write their own folder:
+    # the folder is what a session learned as it ran, not a setting.
+    cfg = AgentEvalConfig(out=tmp_path / "out", corpus=tmp_path / "no-corpus.json")
+    before = dict(vars(cfg))
+    first, second = EvalSession(cfg), EvalSession(cfg)
+    first.start()
+    assert first.campaign_dir is not None and first.campaign_dir.parent == tmp_path / "out"
+    assert second.campaign_dir is None
+    assert vars(cfg) == before

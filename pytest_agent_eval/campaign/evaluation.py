@@ -67,6 +67,9 @@ class Line:
 class EvalSession:
     def __init__(self, cfg: AgentEvalConfig) -> None:
         self.cfg = cfg
+        # The campaign folder this session writes: a resumed one (claim), the one the xdist controller named
+        # (share), or the one its first item made (start); None until then.
+        self.campaign_dir: Path | None = None
         self.records: dict[str, ItemRecord] = {}  # by node id: the controller's gathered records
         self.campaign: Campaign | None = None
         self.gate: GateResult | None = None
@@ -119,7 +122,7 @@ class EvalSession:
                 load_records(self.replay_path)
         except StoreError as exc:
             raise SessionError(f"--agent-eval-replay: {exc}") from None
-        cfg.campaign_dir = cfg.resume
+        self.campaign_dir = cfg.resume
 
     def invoked_with(self, args: Sequence[str], keyword: str, markexpr: str, pyargs: bool = False) -> None:
         """The command line's selection (the test paths it named, ``-k``, ``-m``, ``--pyargs``), kept in the
@@ -173,18 +176,18 @@ class EvalSession:
         controller does, so that every process hashes, and the manifest keeps, the same config."""
         self.corpus_name = corpus
         if campaign_dir:
-            self.cfg.campaign_dir = Path(campaign_dir)
-        elif self.cfg.campaign_dir is None:
+            self.campaign_dir = Path(campaign_dir)
+        elif self.campaign_dir is None:
             digest = config_hash(self._campaign_config())
-            self.cfg.campaign_dir = Path(out) / campaign_name(digest, started, nonce)
+            self.campaign_dir = Path(out) / campaign_name(digest, started, nonce)
         if replay_dir:
             self.replay_path = Path(replay_dir)
 
     def start(self) -> Campaign:
-        """A new campaign folder under ``--agent-eval-out``; its path goes into the config."""
+        """A new campaign folder under ``--agent-eval-out``, which this session then writes."""
         assert self.cfg.out is not None
         campaign = Campaign.create(self.cfg.out, self._campaign_config(), versions={}, extra=self._manifest_extra())
-        self.cfg.campaign_dir = campaign.path
+        self.campaign_dir = campaign.path
         return campaign
 
     def _manifest_extra(self) -> dict[str, Any]:
@@ -202,11 +205,11 @@ class EvalSession:
     def item_campaign(self) -> Campaign:
         """The campaign this process's items write into: new (the first item without xdist), or the shared one
         (made by whichever worker's item comes first)."""
-        if self.cfg.campaign_dir is None:
+        if self.campaign_dir is None:
             return self.start()
-        if not (self.cfg.campaign_dir / MANIFEST).is_file():
-            return Campaign.create_shared(self.cfg.campaign_dir, self._campaign_config(), self._manifest_extra())
-        return Campaign.open(self.cfg.campaign_dir)
+        if not (self.campaign_dir / MANIFEST).is_file():
+            return Campaign.create_shared(self.campaign_dir, self._campaign_config(), self._manifest_extra())
+        return Campaign.open(self.campaign_dir)
 
     def resumed(self) -> dict[str, ItemRecord]:
         """With --agent-eval-resume: the records of the items the campaign completed, by id (else empty)."""
@@ -243,8 +246,8 @@ class EvalSession:
             record.agent_s = round(sum(driver.get("wall_s") or []), 3)
         # Not before the campaign exists: an item whose setup failed ahead of it (an xdist worker's first item,
         # an out folder that cannot be made) has nowhere to be recorded, and says why in its own report.
-        if self.cfg.campaign_dir is not None and not record.resumed and (self.cfg.campaign_dir / MANIFEST).is_file():
-            campaign = Campaign.open(self.cfg.campaign_dir)
+        if self.campaign_dir is not None and not record.resumed and (self.campaign_dir / MANIFEST).is_file():
+            campaign = Campaign.open(self.campaign_dir)
             record.segments = [str(p.relative_to(campaign.path)) for p in campaign.segments_on_disk(record.id)]
             campaign.record(record)
         return json.loads(json.dumps(record.to_dict(stored=False), default=str))
@@ -283,13 +286,13 @@ class EvalSession:
         from pytest_agent_eval.report.terminal import model_fields, summary
 
         cfg = self.cfg
-        if not (cfg.campaign_dir is not None and (cfg.campaign_dir / MANIFEST).is_file()):
+        if not (self.campaign_dir is not None and (self.campaign_dir / MANIFEST).is_file()):
             self.records.clear()  # no item got as far as the campaign: each one's error says why
         if not self.records:
             if self.compare_path is not None:
                 self.problems.append(f"--agent-eval-compare {cfg.compare}: no agent item ran, nothing was compared")
             return False
-        self.campaign = Campaign.open(cfg.campaign_dir)
+        self.campaign = Campaign.open(self.campaign_dir)
         records = self.ordered()
         finish_manifest(self.campaign, records, cfg.tool.name)
         if self.selection["selected"] is not None:  # known once collection ran here, or a worker said

@@ -86,8 +86,8 @@ def _write(campaign: Campaign, records: list[tuple[Campaign, ItemRecord]], cfg: 
             # the transcripts the scores were read from, where they now are (the shard's machine is gone)
             record.scores["files"] = [str(campaign.resolve(segment)) for segment in record.segments]
         campaign.record(record)
-    cfg.campaign_dir = campaign.path
     session = EvalSession(cfg)
+    session.campaign_dir = campaign.path
     session.records = {record.nodeid or record.id: record for _, record in records}
     session.finish()
     return session

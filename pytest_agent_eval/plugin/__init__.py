@@ -2,11 +2,11 @@
 
 pytest imports this module in every session of every project the plugin is installed in, so it is the thin
 layer only: the options, the fixtures' declarations, and the hooks that decide whether the session evaluates.
-The first agent item collected (or, as the session starts, a setting given, ``--agent-eval-only`` or xdist)
-loads and registers the rest of the plugin, :mod:`pytest_agent_eval.plugin.hooks`; the fixtures' bodies are
+One that does (its first agent item is collected, or, as it starts, a setting is given, ``--agent-eval-only``
+is, or xdist runs) registers the plugin object that runs it, :class:`pytest_agent_eval.plugin.hooks.AgentEvalPlugin`
+(its methods are the hooks, its attributes the session's state); the fixtures' bodies are
 :mod:`pytest_agent_eval.plugin.fixtures`, the settings :mod:`pytest_agent_eval.settings.config`.
-``tests/test_plugin_load.py``
-checks what loads; ``bench/load_bench.py`` measures what the plugin adds to a suite.
+``tests/test_plugin_load.py`` checks what loads; ``bench/load_bench.py`` measures what the plugin adds to a suite.
 
     def test_mine(agent_result, agent_gate):
         agent_gate(agent_result)                       # contamination + agent-eval.yaml thresholds
@@ -19,7 +19,6 @@ runs, so ``--collect-only`` needs no network and no npm.
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -39,13 +38,10 @@ if TYPE_CHECKING:
     from pytest_agent_eval.harness.isolation import CliBlock
     from pytest_agent_eval.metrics import gates
     from pytest_agent_eval.model import ModelEndpoint
+    from pytest_agent_eval.plugin.hooks import AgentEvalPlugin
     from pytest_agent_eval.settings.config import AgentEvalConfig
     from pytest_agent_eval.tool import RetrievalTool
 
-# Keys typed by annotation, not made as StashKey[T](): a subscript builds a typing alias at import, in every session.
-CONFIG_KEY: pytest.StashKey[AgentEvalConfig] = pytest.StashKey()
-OPTED_OUT_KEY: pytest.StashKey[int] = pytest.StashKey()  # agent items deselected because nobody asked for them
-HEADER_SHOWN_KEY: pytest.StashKey[bool] = pytest.StashKey()
 MARKER = (
     "agent_eval(entries=None, arms=None, runs=None, turns=None): an agent evaluation (a test using the agent "
     "fixtures), parametrized over corpus entry × arm × run; the arguments narrow the entries and override "
@@ -128,11 +124,12 @@ def pytest_configure(config: pytest.Config) -> None:
     config.addinivalue_line("markers", MARKER)
     if config.getoption("agent_eval_skip") and config.getoption("agent_eval_only"):
         raise pytest.UsageError("--agent-eval-skip and --agent-eval-only exclude each other")
-    # Otherwise the rest of the plugin (pytest_agent_eval.plugin.hooks) loads and registers with the first agent item.
-    if _settings_given(config) or _under_xdist(config) or config.getoption("agent_eval_only"):
-        from pytest_agent_eval.plugin import hooks
+    # Otherwise the plugin object registers with the first agent item.
+    given = _settings_given(config)
+    if given or _under_xdist(config) or config.getoption("agent_eval_only"):
+        from pytest_agent_eval.plugin.hooks import start
 
-        hooks.configure(config)
+        start(config, settings_given=given)
 
 
 def _settings_given(config: pytest.Config) -> bool:
@@ -148,8 +145,8 @@ def _settings_given(config: pytest.Config) -> bool:
 
 def _ini_given(config: pytest.Config, key: str) -> bool:
     try:
-        return _ini(config, key) not in ("", False)
-    except ValueError:  # an OptionError: resolving the settings names the key
+        return config.getini(key) not in ("", False)
+    except (ValueError, pytest.UsageError):  # a bool key pytest cannot read: resolving the settings names the key
         return True
 
 
@@ -162,77 +159,15 @@ def _under_xdist(config: pytest.Config) -> bool:
     return getattr(config.option, "dist", "no") != "no"
 
 
-def settings(config: pytest.Config) -> AgentEvalConfig:
-    """The session's settings (:mod:`pytest_agent_eval.settings.config` has their precedence), resolved when first
-    read."""
-    if CONFIG_KEY not in config.stash:
-        config.stash[CONFIG_KEY] = resolve_settings(config)
-    return config.stash[CONFIG_KEY]
+def _plugin(config: pytest.Config) -> AgentEvalPlugin:
+    """The session's plugin object, registered now if no agent item or setting did yet."""
+    from pytest_agent_eval.plugin.hooks import plugin_of
 
-
-def resolve_settings(config: pytest.Config) -> AgentEvalConfig:
-    """The settings as the options and ini keys give them now; a bad value is a usage error naming it."""
-    from pytest_agent_eval.settings.config import OptionError, resolve
-
-    try:
-        cfg = resolve(
-            lambda attr: config.getoption(f"agent_eval_{attr}"), lambda key: _ini(config, key), config.rootpath
-        )
-    except OptionError as exc:
-        raise pytest.UsageError(str(exc)) from None
-    problem = cfg.model_problem()
-    if problem:
-        raise pytest.UsageError(problem)
-    return cfg
-
-
-def _ini(config: pytest.Config, key: str) -> Any:
-    try:
-        return config.getini(key)
-    except (ValueError, pytest.UsageError) as exc:  # a bool key pytest cannot read ("maybe"): name the key
-        from pytest_agent_eval.settings.config import OptionError
-
-        raise OptionError(f"ini {key}: expected true or false ({exc})") from None
-
-
-def pytest_report_header(config: pytest.Config) -> list[str]:
-    """What an evaluation in this session would run against, when the settings are known as it starts (given, or
-    under xdist). Otherwise the same line follows the collection, if it found agent items: a suite without them
-    shows none and resolves no settings for it."""
-    if hasattr(config, "workerinput") or CONFIG_KEY not in config.stash:  # a worker's header is never shown
-        return []
-    config.stash[HEADER_SHOWN_KEY] = True
-    # xdist alone puts the settings in the header of unit-test sessions too: no programs are looked for there
-    return header_lines(config) if _settings_given(config) else [settings_line(config)]
-
-
-def header_lines(config: pytest.Config) -> list[str]:
-    """The settings line, and which bubblewrap and Node.js the agents will run with (the machine's or bundled)."""
-    from pytest_agent_eval.harness.runtimes import header_line
-
-    return [settings_line(config), header_line()]
-
-
-def settings_line(config: pytest.Config) -> str:
-    """The model (and why ``auto`` chose it), the arms, the corpus and where campaigns go."""
-    from pytest_agent_eval.settings.config import is_real_key
-
-    cfg = settings(config)
-    backend = cfg.backend
-    if backend == "auto":
-        key = os.environ.get("ANTHROPIC_API_KEY")
-        if not key:
-            backend = "auto → scripted stand-in model (no ANTHROPIC_API_KEY)"
-        else:
-            real = is_real_key(key)
-            backend = "auto → the real API (ANTHROPIC_API_KEY)" if real else "auto → scripted (not a real key)"
-    arms = ",".join(arm.label for arm in cfg.arms)
-    out = cfg.campaign_dir or cfg.out
-    return f"agent-eval: backend {backend}; arms {arms}; corpus {cfg.corpus}; campaigns in {out}"
+    return plugin_of(config)
 
 
 def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
-    """A test using the agent fixtures: parametrized over the corpus, once the rest of the plugin is registered."""
+    """A test using the agent fixtures: parametrized over the corpus by the plugin object."""
     marker = metafunc.definition.get_closest_marker("agent_eval")
     if "agent_case" not in metafunc.fixturenames:
         if marker is not None:
@@ -241,9 +176,7 @@ def pytest_generate_tests(metafunc: pytest.Metafunc) -> None:
                 "fixtures: request agent_result (the scored run), and agent_gate to apply the gates"
             )
         return
-    from pytest_agent_eval.plugin import hooks
-
-    hooks.generate_tests(metafunc, marker)
+    _plugin(metafunc.config).parametrize(metafunc, marker)
 
 
 # -- fixtures --------------------------------------------------------------------------------------------------
@@ -258,7 +191,7 @@ def _body(name: str, requested: dict[str, Any]) -> Any:
 @pytest.fixture(scope="session")
 def agent_eval_config(request: pytest.FixtureRequest) -> AgentEvalConfig:
     """The resolved options (see :mod:`pytest_agent_eval.settings.config` for precedence)."""
-    return settings(request.config)
+    return _plugin(request.config).settings
 
 
 @pytest.fixture
@@ -345,7 +278,7 @@ def cli_block(claude_cli, agent_tool, agent_run_dir, tmp_path, agent_eval_memo) 
 
 @pytest.fixture
 def agent_sandbox(
-    agent_case, agent_eval_config, claude_cli, agent_tool, tool_build, agent_workspace, cli_block, mcp_config,
+    request, agent_case, agent_eval_config, claude_cli, agent_tool, tool_build, agent_workspace, cli_block, mcp_config,
     agent_model_server, tmp_path,
 ) -> Iterator[Any]:  # fmt: skip
     """The bubblewrap sandbox the agent runs in (see :mod:`pytest_agent_eval.harness.sandbox`); the item errors,

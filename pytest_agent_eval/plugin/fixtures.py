@@ -28,7 +28,7 @@ from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
-from pytest_agent_eval.plugin import settings
+from pytest_agent_eval.plugin.hooks import item_state, plugin_of, record_of
 
 # The harness, scoring and reports load when a body first needs them.
 if TYPE_CHECKING:
@@ -44,55 +44,12 @@ if TYPE_CHECKING:
     from pytest_agent_eval.settings.config import AgentEvalConfig
     from pytest_agent_eval.tool import RetrievalTool
 
-SESSION_KEY: pytest.StashKey[EvalSession] = pytest.StashKey()
-RECORD_KEY: pytest.StashKey[ItemRecord] = pytest.StashKey()
-# this session's provisioning failures, shared with xdist workers
-FAILURES_KEY: pytest.StashKey[FailureMemo] = pytest.StashKey()
-FAILURES_ID_KEY: pytest.StashKey[str] = pytest.StashKey()  # their session id: the controller's, handed to its workers
-ITEM_ID_KEY: pytest.StashKey[str] = pytest.StashKey()
-# Set while the item's agent runs (inside set-up: agent_run is a fixture), so a Ctrl-C names what it interrupted.
-AGENT_RUNNING_KEY: pytest.StashKey[bool] = pytest.StashKey()
-# Under xdist, in every process: what makes the sessions of the controller and its workers share one campaign
-# (the arguments of EvalSession.share), applied when a process makes its session, if it ever does.
-SHARED_KEY: pytest.StashKey[dict[str, Any]] = pytest.StashKey()
-
 T = TypeVar("T")
 
 
 def eval_session(config: pytest.Config) -> EvalSession:
-    """This pytest session's :class:`~pytest_agent_eval.campaign.evaluation.EvalSession`, made when first needed."""
-    if SESSION_KEY not in config.stash:
-        from pytest_agent_eval.campaign.evaluation import EvalSession
-
-        session = config.stash[SESSION_KEY] = EvalSession(settings(config))
-        session.invoked_with(_named_args(config), config.option.keyword, config.option.markexpr, config.option.pyargs)
-        if SHARED_KEY in config.stash:
-            session.share(**config.stash[SHARED_KEY])
-    return config.stash[SESSION_KEY]
-
-
-def failure_memo(config: pytest.Config) -> FailureMemo:
-    """This session's provisioning failures (:mod:`pytest_agent_eval.harness.failures`), made when first needed."""
-    if FAILURES_KEY not in config.stash:
-        from pytest_agent_eval.harness.failures import FailureMemo
-
-        config.stash[FAILURES_KEY] = FailureMemo(settings(config).cache, config.stash[FAILURES_ID_KEY])
-    return config.stash[FAILURES_KEY]
-
-
-def record_of(node: pytest.Item) -> ItemRecord:
-    """The item's record, made on first use; the fixtures fill it in, the plugin finishes and ships it."""
-    from pytest_agent_eval.campaign.evaluation import new_record
-
-    if RECORD_KEY not in node.stash:
-        case = node.callspec.params["agent_case"]  # type: ignore[attr-defined]
-        node.stash[RECORD_KEY] = new_record(case, item_id(node, case), node.nodeid, settings(node.config))
-    return node.stash[RECORD_KEY]
-
-
-def item_id(node: pytest.Item, case: EvalCase) -> str:
-    """The item's id in the campaign: the case id, unless the plugin had to tell two tests apart."""
-    return node.stash.get(ITEM_ID_KEY, case.id)
+    """This pytest session's :class:`~pytest_agent_eval.campaign.evaluation.EvalSession` (the plugin object's)."""
+    return plugin_of(config).session
 
 
 def set_aside(folder: Path) -> Path | None:
@@ -153,25 +110,13 @@ def _memo(memo: dict, key: Any, make: Callable[[], T]) -> T:
     return memo[key]
 
 
-def _named_args(config: pytest.Config) -> list[str]:
-    """The test paths the command line named (not testpaths), absolute, so that a resume from another folder
-    finds them; a --pyargs module name stays as it is."""
-    if config.args_source != pytest.Config.ArgsSource.ARGS:
-        return []
-    here = config.invocation_params.dir
-    named = []
-    for arg in config.args:
-        path, sep, rest = arg.partition("::")
-        named.append(f"{os.path.abspath(here / path)}{sep}{rest}" if (here / path).exists() else arg)
-    return named
-
-
 # -- configuration --------------------------------------------------------------------------------------------
 def agent_campaign(request: pytest.FixtureRequest) -> Campaign:
-    problem = settings(request.config).output_problem()  # found at collection, but by an xdist worker
+    plugin = plugin_of(request.config)
+    problem = plugin.settings.output_problem()  # found at collection, but by an xdist worker
     if problem:
         pytest.fail(problem, pytrace=False)
-    return eval_session(request.config).item_campaign()
+    return plugin.session.item_campaign()
 
 
 def agent_resumed(request: pytest.FixtureRequest, agent_campaign: Campaign) -> dict[str, ItemRecord]:
@@ -179,7 +124,7 @@ def agent_resumed(request: pytest.FixtureRequest, agent_campaign: Campaign) -> d
 
 
 def agent_failure_memo(request: pytest.FixtureRequest) -> FailureMemo:
-    return failure_memo(request.config)
+    return plugin_of(request.config).failure_memo
 
 
 # -- tools, repository, index --------------------------------------------------------------------------------
@@ -248,7 +193,7 @@ def agent_workspace(agent_case: EvalCase, agent_tool: RetrievalTool, indexed_rep
 
 
 def agent_run_dir(request: pytest.FixtureRequest, agent_case: EvalCase, agent_campaign: Campaign) -> Path:
-    folder = agent_campaign.item_dir(item_id(request.node, agent_case))
+    folder = agent_campaign.item_dir(item_state(request.node).item_id)
     # A resumed campaign re-running an item that errored: its old files are kept, never mixed in.
     set_aside(folder)
     return folder
@@ -273,6 +218,7 @@ def cli_block(
 
 
 def agent_sandbox(
+    request: pytest.FixtureRequest,
     agent_case: EvalCase,
     agent_eval_config: AgentEvalConfig,
     claude_cli: Any,
@@ -307,7 +253,8 @@ def agent_sandbox(
     # The campaign holds the other items' transcripts (the with-arm's tool answers); only this item's folder
     # comes back. The corpus folder may lie outside the cache.
     cfg = agent_eval_config
-    campaigns = cfg.campaign_dir.parent if cfg.campaign_dir is not None else cfg.out
+    campaign_dir = eval_session(request.config).campaign_dir
+    campaigns = campaign_dir.parent if campaign_dir is not None else cfg.out
     hidden = [p for p in (cfg.out, campaigns, cfg.corpus_dir) if p is not None]
     # The model's port is the only way out, whatever the backend: the real API is reached through the harness's
     # forwarder on that port, which holds the key (see pytest_agent_eval.model.anthropic).
@@ -504,7 +451,8 @@ def agent_run(
         drive = partial(run_headless, options=options)
     record.mode = agent_case.driver
     attempts = record.attempts
-    request.node.stash[AGENT_RUNNING_KEY] = True
+    state = item_state(request.node)
+    state.agent_running = True
     try:
         for attempt in range(cfg.retries + 1):
             _step("renewing the workspace", partial(_fresh_attempt, request, agent_case, agent_workspace, attempt > 0))
@@ -531,11 +479,11 @@ def agent_run(
                 kept = set_aside(agent_run_dir)
                 attempts.append({"error": str(exc), "folder": kept.name if kept else None})
     except KeyboardInterrupt:
-        raise  # the key stays set: the interrupt hook names the agent's run
+        raise  # the flag stays set: the interrupt hook names the agent's run
     except BaseException:
-        request.node.stash[AGENT_RUNNING_KEY] = False
+        state.agent_running = False
         raise
-    request.node.stash[AGENT_RUNNING_KEY] = False
+    state.agent_running = False
     note_driver(record, run)
     (agent_run_dir / "run.json").write_text(json.dumps(run.to_dict(), indent=2) + "\n", encoding="utf-8")
     return run

@@ -1,13 +1,15 @@
-"""The run's settings: command-line options, their ini keys, and the thresholds file.
+"""The run's settings: command-line options, their ini keys, the thresholds file, and a test's marker.
 
 Precedence, stated once: the ``agent_eval`` marker's arguments (``entries=``, ``arms=``, ``runs=``, ``turns=``)
-beat a command-line option for the one test they decorate (:func:`pytest_agent_eval.settings.parsers.for_test`); a
-command-line option beats its ini key (``[pytest]`` / ``[tool.pytest.ini_options]``), which beats the built-in
-default (:func:`resolve`). Thresholds come from ``agent-eval.yaml`` (see :mod:`pytest_agent_eval.metrics.gates`).
+beat a command-line option for the one test they decorate (:func:`for_test`); a command-line option beats its ini
+key (``[pytest]`` / ``[tool.pytest.ini_options]``), which beats the built-in default (:func:`resolve`). Thresholds
+come from ``agent-eval.yaml`` (see :mod:`pytest_agent_eval.metrics.gates`).
 
 The option table is :mod:`pytest_agent_eval.settings.options`, the parsers of the options' texts
 :mod:`pytest_agent_eval.settings.parsers`: the settings are resolved for the first agent item (or, when a setting is
-given, as the session starts), and defaults need no parser. Nothing here touches the network or npm.
+given, as the session starts), and defaults need no parser. Settings only: what a session learns as it runs (its
+campaign folder) is the evaluation session's (:mod:`pytest_agent_eval.campaign.evaluation`). Nothing here touches
+the network or npm.
 """
 
 from __future__ import annotations
@@ -15,10 +17,10 @@ from __future__ import annotations
 import os
 from collections.abc import Callable
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pytest_agent_eval.corpus.cases import Arm
-from pytest_agent_eval.settings.options import OPTIONS, THRESHOLDS_FILE, THRESHOLDS_INI
+from pytest_agent_eval.settings.options import OPTIONS, THRESHOLDS_FILE, THRESHOLDS_INI, OptionError
 
 # The tool (its fingerprints), the parsers and the shard planner load only when a setting needs them.
 if TYPE_CHECKING:
@@ -41,16 +43,12 @@ def is_real_key(key: str | None) -> bool:
     return not any(word in key.lower() for word in _PLACEHOLDER_WORDS)
 
 
-class OptionError(ValueError):
-    """A bad option or ini value; the message names the option."""
-
-
 class AgentEvalConfig:
     """The session's settings: one attribute per option of :data:`OPTIONS` (its ``attr``), with the defaults
-    below, and what the plugin fills in (``campaign_dir``, ``thresholds_file``, ``tool_reference``).
+    below, and what :func:`resolve` derives from them (``thresholds_file``, ``tool_reference``).
 
-    ``AgentEvalConfig(runs=3)`` sets what it names. A plain class, not a dataclass: pytest makes one in every
-    session, evals or not, and generating a dataclass's methods for thirty fields costs a suite that runs no eval
+    ``AgentEvalConfig(runs=3)`` sets what it names. A plain class, not a dataclass: an xdist controller makes
+    one in every session, evals or not, and generating a dataclass's methods for thirty fields costs such a suite
     more than the whole option table (``bench/load_bench.py --instructions``).
     """
 
@@ -76,7 +74,6 @@ class AgentEvalConfig:
     compare_fail: list[Rule]
     campaign: str | None = None  # run only corpus entries whose "campaign" is this
     include_contaminated: bool = False
-    campaign_dir: Path | None = None  # the campaign folder this session writes; set by the plugin
     shard: Shard | None = None  # run only this shard of the selected items
     save_baseline: str | None = None  # keep this session's campaign as a named baseline
     replay: str | None = None  # a baseline whose transcripts the model replays, item by item (the $0 gate)
@@ -167,7 +164,7 @@ def cache_root() -> Path:
     return Path(base) / "pytest-agent-eval"
 
 
-# -- value parsers: each raises OptionError naming nothing but the value; the caller adds the option ------------
+# -- precedence: an option beats its ini key, which beats the default; a parser error gets the option named --
 def resolve(get_option: Callable[[str], Any], get_ini: Callable[[str], Any], rootpath: Path) -> AgentEvalConfig:
     """Build the config from option values (None when not given) and ini values ('' when not set).
 
@@ -221,3 +218,36 @@ def resolve(get_option: Callable[[str], Any], get_ini: Callable[[str], Any], roo
     elif config.thresholds_file is None and config.corpus == PACKAGED / "corpus.json":
         config.thresholds_file = PACKAGED / THRESHOLDS_FILE  # set for the packaged corpus, not for a project's own
     return config
+
+
+MARKER_ARGS = ("entries", "arms", "runs", "turns")
+
+
+class TestSettings(NamedTuple):
+    """What one eval test runs: the session's settings, narrowed by its ``agent_eval`` marker."""
+
+    arms: list[Arm]
+    runs: int
+    turns: int | None
+    entries: list[str] | None  # the corpus entries it names; None: every entry
+
+
+def for_test(config: AgentEvalConfig, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> TestSettings:
+    """The marker's arguments over the session's settings; OptionError names the bad argument."""
+    from pytest_agent_eval.settings.parsers import parse_arms, parse_positive_int
+
+    kwargs = kwargs or {}
+    unknown = sorted(set(kwargs) - set(MARKER_ARGS))
+    if args or unknown:
+        raise OptionError(f"takes only keyword arguments {', '.join(MARKER_ARGS)}")
+    arms, runs, turns = config.arms, config.runs, config.turns
+    if kwargs.get("arms") is not None:
+        value = kwargs["arms"]
+        arms = parse_arms(value if isinstance(value, str) else ",".join(value))
+    if kwargs.get("runs") is not None:
+        runs = parse_positive_int(kwargs["runs"])
+    if kwargs.get("turns") is not None:
+        turns = parse_positive_int(kwargs["turns"])
+    wanted = kwargs.get("entries")
+    entries = None if wanted is None else ([wanted] if isinstance(wanted, str) else list(wanted))
+    return TestSettings(arms, runs, turns, entries)

@@ -16,6 +16,10 @@ MODES = ("headless", "tmux", "all")  # seed 004's MODE token: claude -p, the TUI
 EFFORTS = ("low", "medium", "high", "xhigh", "max")
 
 
+class OptionError(ValueError):
+    """A bad option, ini key or marker argument; the message names it."""
+
+
 class Option(NamedTuple):
     """One setting: its flag, its ini key, the config field it fills, and how its text becomes a value."""
 

@@ -1,5 +1,4 @@
-"""How a setting's text becomes its value: one parser per kind of option (the option table names it), and the
-``agent_eval`` marker's arguments over the session's settings (:func:`for_test`).
+"""How a setting's text becomes its value: one parser per kind of option (the option table names it).
 
 Nothing here touches the network or npm: it only parses text. An error is an :class:`OptionError` whose
 message the caller prefixes with the flag or ini key it came from.
@@ -15,12 +14,10 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pytest_agent_eval.corpus.cases import ARM_NAMES, Arm
-from pytest_agent_eval.settings.config import OptionError
-from pytest_agent_eval.settings.options import BACKENDS, EFFORTS, MODES, Option
+from pytest_agent_eval.settings.options import BACKENDS, EFFORTS, MODES, Option, OptionError
 
 if TYPE_CHECKING:
     from pytest_agent_eval.campaign.shard import Shard
-    from pytest_agent_eval.settings.config import AgentEvalConfig
     from pytest_agent_eval.tool import RetrievalTool
 
 
@@ -265,34 +262,3 @@ def parse_shard_option(text: str) -> Shard:
 def parser_of(option: Option) -> Callable[[Any], Any]:
     """How the option's text becomes a value: ``parse_<kind>`` here (the option table names it by kind)."""
     return globals()[f"parse_{option.kind}"]
-
-
-MARKER_ARGS = ("entries", "arms", "runs", "turns")
-
-
-class TestSettings(NamedTuple):
-    """What one eval test runs: the session's settings, narrowed by its ``agent_eval`` marker."""
-
-    arms: list[Arm]
-    runs: int
-    turns: int | None
-    entries: list[str] | None  # the corpus entries it names; None: every entry
-
-
-def for_test(config: AgentEvalConfig, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> TestSettings:
-    """The marker's arguments over the session's settings; OptionError names the bad argument."""
-    kwargs = kwargs or {}
-    unknown = sorted(set(kwargs) - set(MARKER_ARGS))
-    if args or unknown:
-        raise OptionError(f"takes only keyword arguments {', '.join(MARKER_ARGS)}")
-    arms, runs, turns = config.arms, config.runs, config.turns
-    if kwargs.get("arms") is not None:
-        value = kwargs["arms"]
-        arms = parse_arms(value if isinstance(value, str) else ",".join(value))
-    if kwargs.get("runs") is not None:
-        runs = parse_positive_int(kwargs["runs"])
-    if kwargs.get("turns") is not None:
-        turns = parse_positive_int(kwargs["turns"])
-    wanted = kwargs.get("entries")
-    entries = None if wanted is None else ([wanted] if isinstance(wanted, str) else list(wanted))
-    return TestSettings(arms, runs, turns, entries)
