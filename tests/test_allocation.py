@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from synth import Transcript, explore_response
+from support.synth import Transcript, explore_response
 
 from pytest_agent_eval.metrics.allocation import allocation, citation_paths, code_span_names
 from pytest_agent_eval.report.blocks.allocation import render_allocation

@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from synth import Transcript
+from support.synth import Transcript
 
 from pytest_agent_eval.harness.isolation import (
     HOOK_MODULE,

@@ -18,7 +18,8 @@ import warnings
 from pathlib import Path
 
 import pytest
-from test_plugin import CONFTEST, Q_EXPRESS, Project, api_error, entry, with_clean, without_clean
+from support.sessions import api_error, with_clean, without_clean
+from support.standin import CONFTEST, Q_EXPRESS, Project, entry
 
 from pytest_agent_eval.campaign.resume_command import resume_command
 from pytest_agent_eval.harness.drivers import AgentInfraError, agent_environment

@@ -8,8 +8,8 @@ step's framing (:data:`STEP_FRAMING`) is priced at the ratio where a gap measure
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from synth import Transcript, text, thinking, tool_use
-from transcripts import transcripts
+from support.synth import Transcript, text, thinking, tool_use
+from support.transcripts import transcripts
 
 from pytest_agent_eval.metrics.occupancy import (
     ALL_GAPS,

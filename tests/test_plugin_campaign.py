@@ -15,17 +15,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from test_plugin import (
-    Q_EXPRESS,
-    Project,
-    api_error,
-    clean_scripts,
-    entry,
-    no_result,
-    with_clean,
-    without_clean,
-    without_contaminated,
-)
+from support.sessions import api_error, no_result, with_clean, without_clean, without_contaminated
+from support.standin import Q_EXPRESS, Project, clean_scripts, entry
 
 from pytest_agent_eval.campaign.store import config_hash
 from pytest_agent_eval.report import terminal as tables

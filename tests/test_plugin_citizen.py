@@ -7,7 +7,8 @@ import json
 import re
 
 import pytest
-from test_plugin import Q_EXPRESS, Q_GIN, Project, clean_scripts, entry, with_clean
+from support.sessions import with_clean
+from support.standin import Q_EXPRESS, Q_GIN, Project, clean_scripts, entry
 
 from pytest_agent_eval.harness import runtimes
 

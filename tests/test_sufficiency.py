@@ -6,8 +6,8 @@ import shutil
 from pathlib import Path
 
 import pytest
-from synth import Transcript, explore_response, text, tool_use
-from transcripts import transcripts
+from support.synth import Transcript, explore_response, text, tool_use
+from support.transcripts import transcripts
 
 from pytest_agent_eval.metrics.sufficiency import BUCKETS, CallVerdict, Sufficiency, sufficiency
 from pytest_agent_eval.report.blocks.sufficiency import render_sufficiency
