@@ -260,7 +260,7 @@ def test_rendered_block_of_a_clean_arm():
     ]
 
 
-# -- detection per attack class (issue 9) -------------------------------------------------------------------
+# -- detection per attack class (docs/metrics/contamination.md) ------------------------------------------------
 SQLITE_ROWS = (REAL / "sqlite3-nodes.txt").read_text()
 INSTALL = "/opt/cg/node_modules"
 
@@ -547,3 +547,26 @@ def test_a_lead_overlapped_by_another_is_still_tried():
 def test_a_fingerprint_needs_its_literals():
     with pytest.raises(ValueError, match="fingerprint 'bare'"):
         fingerprint("bare", r"[0-9a-f]{32}", probe=r"[0-9a-f]{32}")
+
+
+def test_the_worked_example_of_the_docs_page():
+    """docs/metrics/contamination.md, "A worked example"."""
+    t = Transcript()
+    t.init(tools=["Bash", "Read"])
+    denied = t.call("Bash", command="codegraph explore 'res.send'")
+    t.reply(denied, "PreToolUse:Bash hook error: " + CODEGRAPH.deny_reason, is_error=True)
+    missing = t.call("Bash", command="codegraph status; true")
+    t.reply(missing, "bash: line 1: codegraph: command not found\n")
+    clean = score_session(t.session())
+    assert (clean["contamination"]["cli_calls"], clean["contamination"]["cli_blocked"]) == (2, 1)
+    assert contamination_verdict(clean, arm_has_tool=False).passed
+    hidden = t.call("Bash", command="python3 -c \"import subprocess; subprocess.run(['code' + 'graph', 'explore'])\"")
+    t.reply(hidden, explore_response({"lib/response.js": "function send() {}\n"}))
+    report = contamination(t.session())
+    assert [(c.call_id, c.blocked, c.printed) for c in report.commands] == [
+        (denied, True, False),
+        (missing, False, False),
+    ]
+    assert [(leak.call_id, leak.fingerprint) for leak in report.leaks] == [(hidden, "explore heading")]
+    verdict = contamination_verdict(score_session(t.session()), arm_has_tool=False)
+    assert not verdict.passed and hidden in verdict.message and "explore heading" in verdict.message

@@ -1,11 +1,10 @@
 """The escape suite: what an agent could do to the host, to other items or to its own record, and that it cannot.
 
-Each class of issue 25 is tried where it lives: the sandbox's layers by a script of escape attempts run inside it
-(:mod:`support.escape_probes`) as root and as an ordinary user, with a layer taken off to show that layer is what stops
-its attacks; the harness's side (links it would follow, a hook it would import, streams it would read) against the
-real harness code; and the whole chain through the real Claude Code CLI, whose replayed agent runs the same
-attempts from its Bash tool (marked slow, like tests/test_adversarial.py).
-"""
+Each class of escape (docs/sandbox.md) is tried where it lives: the sandbox's layers by a script of escape attempts
+run inside it (:mod:`support.escape_probes`) as root and as an ordinary user, with a layer taken off to show that
+layer is what stops its attacks; the harness's side (links it would follow, a hook it would import, streams it would
+read) against the real harness code; and the whole chain through the real Claude Code CLI, whose replayed agent runs
+the same attempts from its Bash tool (marked slow, like tests/test_adversarial.py)."""
 
 from __future__ import annotations
 

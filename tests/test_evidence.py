@@ -1,4 +1,4 @@
-"""The transcript held against the model server's record of what it received (issue 25, finding 5)."""
+"""The transcript held against the model server's record of what it received (docs/model-boundary.md)."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
-"""Issue 13, points 5-7: fail fast on infrastructure, provenance, a safe Ctrl-C.
+"""Fail fast on infrastructure, provenance, a safe Ctrl-C (docs/usage.md, "When something goes wrong").
 
 The driver pieces run a tiny stand-in ``claude`` script; the plugin pieces reuse the pytester project of
-``test_plugin.py`` (its stand-in claude prints recorded transcripts); the real-CLI pieces run Claude Code against
+``support/standin.py`` (its stand-in claude prints recorded transcripts); the real-CLI pieces run Claude Code against
 the package's model server with injected faults.
 """
 

@@ -1,9 +1,9 @@
-"""Campaigns through the pytest plugin, with pytester and the stand-in ``claude`` of :mod:`test_plugin`.
+"""Campaigns through the pytest plugin, with pytester and the stand-in ``claude`` of :mod:`support.standin`.
 
 A session writes a new campaign folder; ``--agent-eval-resume`` finishes one without re-running what it
 completed; ``--agent-eval-retries`` re-runs infrastructure errors only; ``--agent-eval-compare-fail`` fails
-the session on a regression; two builds of codegraph can be the two arms; ``--agent-eval-campaign`` runs the
-seeds' campaign. Only the model is a stand-in; codegraph is a fake binary where an index must be built.
+the session on a regression; two builds of codegraph can be the two arms; ``--agent-eval-campaign`` runs a
+tagged campaign. Only the model is a stand-in; codegraph is a fake binary where an index must be built.
 """
 
 from __future__ import annotations
@@ -362,7 +362,7 @@ def test_two_builds_of_codegraph_as_two_arms(project, monkeypatch):
     assert "CAMPAIGN — W" not in out  # no without-arm: no with/without campaign table
 
 
-# -- the seeds' campaign -------------------------------------------------------------------------------------
+# -- a tagged campaign ---------------------------------------------------------------------------------------
 TURNS = ["How does res.send work?", "Where is ETag set?", "What about HEAD?"]
 
 

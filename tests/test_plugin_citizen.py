@@ -1,5 +1,5 @@
-"""The plugin as a guest in someone else's project (issue 10): evals are opt-in, no side effects when no eval
-runs, pytest's conventions. pytester sessions with the stand-in ``claude`` of :mod:`test_plugin`."""
+"""The plugin as a guest in someone else's project (docs/usage.md): evals are opt-in, no side effects when no eval
+runs, pytest's conventions. pytester sessions with the stand-in ``claude`` of :mod:`support.standin`."""
 
 from __future__ import annotations
 

@@ -1,4 +1,5 @@
-"""The contamination scan sees the tool's output through a transform that keeps its words (issue 25, finding 7)."""
+"""The contamination scan sees the tool's output through a transform that keeps its words
+(docs/metrics/contamination.md)."""
 
 from __future__ import annotations
 
