@@ -1,7 +1,9 @@
-"""Rules of the repository's layout that no linter holds: test modules share helpers through tests/support/ only."""
+"""Rules of the repository's layout that no linter holds: test modules share helpers through tests/support/ only,
+and every module of the package says its one job on its first line."""
 
 from __future__ import annotations
 
+import ast
 import re
 
 from support.paths import REPO
@@ -30,3 +32,20 @@ def test_no_test_module_imports_another_or_conftest():
     assert len(sources) > 50 and TESTS / "support" / "synth.py" in sources
     found = {str(p.relative_to(REPO)): names for p in sources if (names := imports_of_test_modules(p.read_text()))}
     assert found == {}
+
+
+def test_every_package_module_starts_with_a_docstring_saying_its_job():
+    """A newcomer opening any module reads first what it is for; an empty ``__init__.py`` says nothing."""
+    modules = sorted((REPO / "pytest_agent_eval").rglob("*.py"))
+    assert len(modules) > 50
+    wanting = []
+    for path in modules:
+        text = path.read_text(encoding="utf-8")
+        body = ast.parse(text).body
+        first = body[0] if body else None
+        is_docstring = isinstance(first, ast.Expr) and isinstance(first.value, ast.Constant)
+        docstring = first.value.value if is_docstring and isinstance(first.value.value, str) else ""
+        # the docstring is the file's very first line (no comment or shebang above it) and that line is its job
+        if not (text.startswith('"""') and docstring.strip() and docstring.splitlines()[0].strip()):
+            wanting.append(str(path.relative_to(REPO)))
+    assert wanting == []
