@@ -146,7 +146,7 @@ def test_a_failed_step_is_not_tried_again_in_the_session(tmp_path: Path) -> None
 FAILING_CODEGRAPH_CONFTEST = CONFTEST.replace(
     """@pytest.fixture
 def tool_build(agent_case):
-    # Never started: the stand-in claude does not launch MCP servers, and the warm-up is skipped below.
+    # Never started: the stand-in claude does not launch MCP servers, and tool_warm skips the warm-up.
     return Provisioned("codegraph", Path("/opt/codegraph-not-here/bin/codegraph"), "1.6.1", "1.6.1")
 """,
     "",

@@ -17,7 +17,8 @@ from support.synth import Transcript
 
 SECRET_KEY = "sk-ant-api03-" + "Q7rT9vLm2Xw8Kp4Zn6Bd" * 3
 
-CONFTEST = """
+# The stand-in's side of a pytester conftest: claude is the stand-in, unsealed, with no hook to prove.
+STANDIN_FIXTURES = """
 from pathlib import Path
 
 import pytest
@@ -42,23 +43,36 @@ def agent_block_proven():
 
 
 @pytest.fixture
-def tool_build(agent_case):
-    # Never started: the stand-in claude does not launch MCP servers, and the warm-up is skipped below.
-    return Provisioned("codegraph", Path("/opt/codegraph-not-here/bin/codegraph"), "1.6.1", "1.6.1")
+def tool_warm():
+    return None  # the stand-in claude starts no MCP server: there is none to warm up
+"""
 
+
+def repo_fixture(name: str) -> str:
+    """A conftest fixture ``name`` giving a one-file repository (lib/response.js)."""
+    return f"""
 
 @pytest.fixture
-def indexed_repo(tmp_path_factory):
+def {name}(tmp_path_factory):
     repo = tmp_path_factory.mktemp("repo")
     (repo / "lib").mkdir()
-    (repo / "lib" / "response.js").write_text("function send() {}\\n")
+    (repo / "lib" / "response.js").write_text("function send() {{}}\\n")
     return repo
+"""
 
+
+# ... and a codegraph that is never started, over a repository with nothing to index.
+CONFTEST = (
+    STANDIN_FIXTURES
+    + """
 
 @pytest.fixture
-def tool_warm():
-    return None
+def tool_build(agent_case):
+    # Never started: the stand-in claude does not launch MCP servers, and tool_warm skips the warm-up.
+    return Provisioned("codegraph", Path("/opt/codegraph-not-here/bin/codegraph"), "1.6.1", "1.6.1")
 """
+    + repo_fixture("indexed_repo")
+)
 
 STANDIN = '''#!{python}
 """Stand-in claude: prints the transcript recorded for (arm, question); logs its argv and env.
