@@ -7,11 +7,13 @@ from pathlib import Path
 
 from support.synth import Transcript, explore_response
 
+EXPLORE = "mcp__codegraph__codegraph_explore"
+
 
 def with_clean(answer: str = "res.send lives in `lib/response.js`.") -> Transcript:
     t = Transcript()
-    t.init(tools=["Bash", "Read", "mcp__codegraph__codegraph_explore"])
-    call = t.call("mcp__codegraph__codegraph_explore", query="res.send")
+    t.init(tools=["Bash", "Read", EXPLORE])
+    call = t.call(EXPLORE, query="res.send")
     t.reply(call, explore_response({"lib/response.js": "function send() {}\n" * 40, "lib/express.js": "x\n" * 60}))
     t.say(answer)
     t.result(answer)
@@ -50,9 +52,6 @@ def no_result() -> Transcript:
     t.init()
     t.say("thinking about it")
     return t
-
-
-EXPLORE = "mcp__codegraph__codegraph_explore"
 
 
 def two_turn_run(folder: Path) -> Path:
