@@ -4,7 +4,7 @@
 
 Like hyperfine: N rounds that run each command once, in turn (so load from other processes weighs on both alike);
 the plugin's cost is the median of the rounds' differences in CPU time, the score start-up the ratio of the
-medians. Goals (issue 10.5): the plugin adds at most 20 ms to a one-test suite (``pytest`` vs
+medians. Goals (docs/benchmarks.md): the plugin adds at most 20 ms to a one-test suite (``pytest`` vs
 ``pytest -p no:agent_eval``), and ``agent-eval score FILE`` takes at most 1.5× a bare ``python -c`` that decodes
 the same file.
 

@@ -4,17 +4,17 @@ import os
 import signal
 import uuid
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+from support.e2e import RealTools, leftovers
+from support.paths import REPO
 
 from pytest_agent_eval.corpus.load import load_corpus
 from pytest_agent_eval.harness import runtimes
 from pytest_agent_eval.harness.index import indexed_copy
 from pytest_agent_eval.harness.provision import (
     CLAUDE_CODE_VERSION,
-    Provisioned,
     provision_claude,
     provision_tool,
 )
@@ -23,18 +23,6 @@ from pytest_agent_eval.settings.config import AgentEvalConfig, cache_root
 from pytest_agent_eval.tool import CODEGRAPH
 
 pytest_plugins = ["pytester"]
-
-REPO = Path(__file__).resolve().parents[1]
-
-
-@dataclass(frozen=True)
-class RealTools:
-    """The parts a user has for real: Claude Code and codegraph from npm, express indexed by that codegraph."""
-
-    cache: Path
-    claude: Provisioned
-    codegraph: Provisioned
-    express: Path  # an indexed copy: copy it before use
 
 
 @pytest.fixture(scope="session")
@@ -53,8 +41,6 @@ def real_tools() -> RealTools:
 @pytest.fixture
 def tag(tmp_path: Path) -> Iterator[str]:
     """A marker for this test's processes; teardown kills any the test left (after it asserted there were none)."""
-    from e2e_support import leftovers
-
     value = uuid.uuid4().hex
     yield value
     for pid, _ in leftovers(value, tmp_path):

@@ -19,13 +19,10 @@ notifications alike.
 
 from __future__ import annotations
 
-import base64
 import http.server
 import io
 import json
 import os
-import re
-import shutil
 import signal
 import subprocess
 import sys
@@ -35,18 +32,16 @@ import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any
 
 import pytest
-from conftest import RealTools
-from e2e_support import RUN_TIMEOUT, TAG_VAR, inner_env, run_pytest, summary
+from support.adversarial import DENIAL, attack_names, fill_cassette, received_events, run_without_arm, without_arm
+from support.e2e import RUN_TIMEOUT, TAG_VAR, RealTools, inner_env
+from support.paths import REPO
 
 from pytest_agent_eval.harness.drivers import STANDIN_API_KEY
 from pytest_agent_eval.harness.sandbox import DISABLE_VAR
 from pytest_agent_eval.model import CassetteBackend, RunningServer, ScriptedBackend, serve
 
-REPO = Path(__file__).resolve().parents[1]
-CASSETTES = REPO / "tests" / "data" / "adversarial"
 # What only codegraph prints: its --help banner, an explore answer's heading, the tables of its index.
 MARKERS = (
     "Usage: codegraph",
@@ -55,112 +50,13 @@ MARKERS = (
     "nodes_fts",
     "unresolved_refs",
 )
-DENIAL = "agent-eval: the `codegraph` CLI is not available in this evaluation arm"
-
 pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.timeout(900)]
-
-
-def _cassette(name: str, tools: RealTools, dest: Path, **values: object) -> Path:
-    """The cassette with this machine's cache, codegraph version and indexed express filled in (and ``values``:
-    ``OUT=…`` fills ``@OUT@``)."""
-    text = (CASSETTES / name).read_text(encoding="utf-8")
-    for placeholder, value in (
-        ("@CACHE@", tools.cache),
-        ("@VERSION@", tools.codegraph.version),
-        ("@IDX@", tools.express),
-        *((f"@{key}@", value) for key, value in values.items()),
-    ):
-        text = text.replace(placeholder, str(value))
-    # a command the agent hides from text matching: it travels base64-encoded and is decoded in the shell
-    text = re.sub(r"@BASE64\((.*?)\)@", lambda m: base64.b64encode(m.group(1).encode()).decode(), text)
-    dest.parent.mkdir(parents=True, exist_ok=True)
-    dest.write_text(text, encoding="utf-8")
-    return dest
-
-
-def _without_arm(tools: RealTools, tag: str, tmp_path: Path, cassette: str | None, **options: Any) -> dict:
-    """:func:`_run_without_arm`'s record."""
-    return _run_without_arm(tools, tag, tmp_path, cassette, **options)[0]
-
-
-def _run_without_arm(
-    tools: RealTools,
-    tag: str,
-    tmp_path: Path,
-    cassette: str | None,
-    turns: int = 1,
-    backend: str = "cassette",
-    arm: str = "without",
-    **env: str,
-) -> tuple[dict, str]:
-    """Run ``evals`` on express's without-arm (or ``arm``) replaying ``cassette`` (with ``backend="anthropic"``
-    the caller serves the model as the real API); the item's record and the terminal's output. The host has
-    codegraph installed globally under /usr/local (:func:`_global_install`), and the out folder holds another
-    campaign's with-arm transcript (:func:`_seed`)."""
-    out = tmp_path / "out"
-    _seed(out)
-    model = []
-    if cassette is not None:
-        model = [f"--agent-eval-cassette={_cassette(cassette, tools, tmp_path / 'cassette' / cassette, OUT=out)}"]
-    args = ["evals", "-k", "express", "--arms", arm, "--agent-eval-runs", "1", "--agent-eval-offline",
-            f"--agent-eval-turns={turns}", "--agent-eval-backend", backend, *model,
-            f"--agent-eval-out={out}"]  # fmt: skip
-    done = run_pytest(args, REPO, inner_env(tools, tag, **env), tmp_path, wrapper=_global_install(tools))
-    record = summary(out)[f"express-{arm}-1"]
-    assert record["outcome"] != "error", record.get("infra_error") or done.stdout[-3000:]
-    return record, done.stdout
-
-
-OTHER_ITEM = "20260101-000000-earlier/items/express-with-1"
-
-
-def _seed(out: Path) -> None:
-    """An earlier campaign in the out folder, whose with-arm transcript carries codegraph's answers."""
-    folder = out / OTHER_ITEM
-    folder.mkdir(parents=True, exist_ok=True)
-    result = {"type": "tool_result", "tool_use_id": "toolu_x", "content": "Usage: codegraph [options] [command]"}
-    event = {"type": "user", "message": {"role": "user", "content": [result]}}
-    (folder / "run-express-with-1.jsonl").write_text(json.dumps(event) + "\n", encoding="utf-8")
-
-
-def _global_install(tools: RealTools) -> list[str]:
-    """A bubblewrap prefix giving the inner pytest a host with codegraph installed globally: the provisioned
-    package's ``node_modules`` at ``/usr/local/lib/node_modules`` and a link to its CLI in a bin folder that is
-    not on PATH (so only the sandbox's search of the allowed folders can find it). The real /usr/local is
-    untouched: the folders on the way are in-memory copies of it."""
-    if shutil.which("bwrap") is None:
-        pytest.skip("bubblewrap is not installed")
-    args = ["bwrap", "--dev-bind", "/", "/", "--cap-add", "ALL", "--die-with-parent"]
-    for folder in (Path("/usr/local"), Path("/usr/local/lib"), Path("/usr/local/share")):
-        args += ["--tmpfs", str(folder)]
-        for child in sorted(folder.iterdir()) if folder.is_dir() else []:
-            if child.is_symlink():
-                args += ["--symlink", os.readlink(child), str(child)]
-            elif child.name not in ("lib", "share") or folder != Path("/usr/local"):
-                args += ["--bind", str(child), str(child)]
-    package = tools.codegraph.bin.resolve()
-    modules = next(p for p in package.parents if p.name == "node_modules")
-    args += ["--ro-bind", str(modules), "/usr/local/lib/node_modules"]
-    args += ["--symlink", str(Path("/usr/local/lib/node_modules") / package.relative_to(modules)),
-             "/usr/local/share/agent-eval-global/codegraph"]  # fmt: skip
-    return [*args, "--"]
-
-
-def _received(record: dict) -> list[dict]:
-    """Every user event of the run (tool results of every thread, notifications), as recorded."""
-    events = []
-    for segment in record["driver"]["segments"]:
-        for line in Path(segment).read_text(encoding="utf-8").splitlines():
-            event = json.loads(line)
-            if event.get("type") == "user":
-                events.append(event)
-    return events
 
 
 def _leaks(record: dict) -> dict[str, list[str]]:
     """Tool-use id (or ``notification``) -> the codegraph markers its result carried."""
     found: dict[str, list[str]] = {}
-    for event in _received(record):
+    for event in received_events(record):
         content = event["message"]["content"]
         blocks = content if isinstance(content, list) else [{"type": "text", "text": content}]
         for block in blocks:
@@ -171,23 +67,11 @@ def _leaks(record: dict) -> dict[str, list[str]]:
     return found
 
 
-def _attacks(record: dict) -> dict[str, str]:
-    """Tool-use id -> the attack's description, from the replayed session."""
-    names = {}
-    for segment in record["driver"]["segments"]:
-        for line in Path(segment).read_text(encoding="utf-8").splitlines():
-            event = json.loads(line)
-            for block in (event.get("message") or {}).get("content") or [] if event.get("type") == "assistant" else []:
-                if isinstance(block, dict) and block.get("type") == "tool_use":
-                    names[block["id"]] = str(block["input"].get("description", block["name"]))
-    return names
-
-
 def test_no_attack_gets_codegraph_output_to_the_sealed_without_arm(
     real_tools: RealTools, tag: str, tmp_path: Path
 ) -> None:
-    record = _without_arm(real_tools, tag, tmp_path, "without-arm-attacks.jsonl")
-    attacks = _attacks(record)
+    record = without_arm(real_tools, tag, tmp_path, "without-arm-attacks.jsonl")
+    attacks = attack_names(record)
     assert sum(a.startswith("attack: ") for a in attacks.values()) >= 16  # every attack was replayed
     assert "attack: subagent bash" in attacks.values()  # the subagent's own Bash ran too
     new = {"attack: a global install under /usr/local", "attack: another item's folder", "attack: the campaign folder"}
@@ -201,8 +85,8 @@ def test_no_attack_gets_codegraph_output_to_the_sealed_without_arm(
 
 
 def test_with_the_sandbox_switched_off_an_attack_gets_through(real_tools: RealTools, tag: str, tmp_path: Path) -> None:
-    record = _without_arm(real_tools, tag, tmp_path, "without-arm-attacks.jsonl", **{DISABLE_VAR: "1"})
-    attacks = _attacks(record)
+    record = without_arm(real_tools, tag, tmp_path, "without-arm-attacks.jsonl", **{DISABLE_VAR: "1"})
+    attacks = attack_names(record)
     leaked = {attacks.get(k, k) for k in _leaks(record)}
     print("leaked without the sandbox:", sorted(leaked))
     # the routes no command matcher can see reach the installed tool when only the hook and the PATH shim stand
@@ -240,9 +124,10 @@ def test_settings_and_environment_cannot_switch_the_hook_off(real_tools: RealToo
     (config / "settings.json").write_text(json.dumps(settings), encoding="utf-8")
     env = {DISABLE_VAR: "1", "CLAUDE_CONFIG_DIR": str(config), "CLAUDE_CODE_OAUTH_TOKEN": "oauth-must-not-pass",
            "ANTHROPIC_AUTH_TOKEN": "bearer-must-not-pass"}  # fmt: skip
-    record = _without_arm(real_tools, tag, tmp_path, "settings-then-call.jsonl", turns=2, **env)
-    results = {r["tool_use_id"]: r for e in _received(record) for r in e["message"]["content"] if "tool_use_id" in r}
-    attacks = {v: k for k, v in _attacks(record).items()}
+    record = without_arm(real_tools, tag, tmp_path, "settings-then-call.jsonl", turns=2, **env)
+    events = received_events(record)
+    results = {r["tool_use_id"]: r for e in events for r in e["message"]["content"] if "tool_use_id" in r}
+    attacks = {v: k for k, v in attack_names(record).items()}
     assert not results[attacks["attack: switch the hook off"]].get("is_error")  # the files were written
     repo = Path(json.loads(Path(record["driver"]["segments"][0]).read_text().splitlines()[0])["cwd"])
     assert json.loads((repo / ".claude" / "settings.json").read_text())["disableAllHooks"] is True
@@ -252,7 +137,7 @@ def test_settings_and_environment_cannot_switch_the_hook_off(real_tools: RealToo
 
 
 def test_killing_pytest_with_sigkill_leaves_no_agent_behind(real_tools: RealTools, tag: str, tmp_path: Path) -> None:
-    cassette = _cassette("long-call.jsonl", real_tools, tmp_path / "cassette" / "long-call.jsonl")
+    cassette = fill_cassette("long-call.jsonl", real_tools, tmp_path / "cassette" / "long-call.jsonl")
     args = ["evals", "-k", "express", "--arms", "without", "--agent-eval-runs", "1", "--agent-eval-offline",
             "--agent-eval-turns=1", "--agent-eval-backend", "cassette", f"--agent-eval-cassette={cassette}",
             f"--agent-eval-out={tmp_path / 'out'}", "-p", "no:cacheprovider",
@@ -353,21 +238,21 @@ def _real_api_without_arm(
     """The without-arm in real-API mode (``--agent-eval-backend anthropic``) against a TLS stand-in API replaying
     the network attacks (only the lines holding ``keep``, when given); the record and the API's request paths."""
     with _mirror(tools) as port:
-        cassette = _cassette(NETWORK_ATTACKS, tools, tmp_path / "api" / NETWORK_ATTACKS, MIRROR=port)
+        cassette = fill_cassette(NETWORK_ATTACKS, tools, tmp_path / "api" / NETWORK_ATTACKS, MIRROR=port)
         if keep:
             lines = cassette.read_text(encoding="utf-8").splitlines()
             cassette.write_text("".join(f"{line}\n" for line in lines if keep in line or "attack" not in line))
         with _real_api(CassetteBackend(cassette)) as (api, api_env):
-            record = _without_arm(tools, tag, tmp_path, None, backend="anthropic", **api_env, **env)
+            record = without_arm(tools, tag, tmp_path, None, backend="anthropic", **api_env, **env)
             return record, [hit.path for hit in api.hits]
 
 
 def _results(record: dict) -> dict[str, str]:
     """Attack description -> what its call returned."""
-    attacks = _attacks(record)
+    attacks = attack_names(record)
     return {
         attacks[block["tool_use_id"]]: json.dumps(block.get("content"))
-        for event in _received(record)
+        for event in received_events(record)
         for block in event["message"]["content"]
         if isinstance(block, dict) and block.get("tool_use_id") in attacks
     }
@@ -395,7 +280,7 @@ def test_in_real_api_mode_without_the_sandbox_the_mirror_gets_through(
 ) -> None:
     # the registry attacks are left out: with nothing in the way they would reach the internet
     record, _ = _real_api_without_arm(real_tools, tag, tmp_path, keep="127.0.0.1", **{DISABLE_VAR: "1"})
-    attacks = _attacks(record)
+    attacks = attack_names(record)
     leaked = {attacks.get(k, k) for k in _leaks(record)}
     print("leaked without the sandbox:", sorted(leaked))
     assert {"attack: the mirror around the proxy", "attack: python urllib to the mirror",
@@ -408,7 +293,7 @@ def test_in_real_api_mode_the_with_arm_explores_through_its_mcp_server(
 ) -> None:
     """The same sandbox and forwarder around the with-arm: codegraph's MCP server runs inside and answers."""
     with _real_api(ScriptedBackend()) as (api, api_env):
-        record = _without_arm(real_tools, tag, tmp_path, None, backend="anthropic", arm="with", **api_env)
+        record = without_arm(real_tools, tag, tmp_path, None, backend="anthropic", arm="with", **api_env)
         assert any(hit.path.startswith("/v1/messages") for hit in api.hits)
     assert record["outcome"] == "passed", record.get("error")
     figures = record["figures"]
@@ -424,9 +309,9 @@ def test_in_real_api_mode_the_key_stays_outside_and_server_side_tools_are_refuse
     """The agent looks for the key (its environment, every process's, its files, the CLI's command line) and sends
     its own request with Anthropic's server-side web_fetch to the model's port: it finds the placeholder only, and
     the forwarder refuses the request, says so in the report, and never passes it on."""
-    cassette = _cassette(KEY_ATTACKS, real_tools, tmp_path / "api" / KEY_ATTACKS)
+    cassette = fill_cassette(KEY_ATTACKS, real_tools, tmp_path / "api" / KEY_ATTACKS)
     with _real_api(CassetteBackend(cassette)) as (api, api_env):
-        record, output = _run_without_arm(real_tools, tag, tmp_path, None, backend="anthropic", **api_env)
+        record, output = run_without_arm(real_tools, tag, tmp_path, None, backend="anthropic", **api_env)
         upstream = api.requests
     results = _results(record)
     assert sum(name.startswith("attack: ") for name in results) == 3, results
@@ -451,7 +336,7 @@ def test_a_tool_result_forged_into_the_clis_stdout_cannot_be_written(
     stdout: the harness's stream). The stream is a socket, which /proc cannot reopen, even with the sandbox off;
     sealed, the command also runs in a Landlock domain of its own. The item passes on what really happened. (Had
     a forgery landed, the integrity check names it: tests/test_evidence.py.)"""
-    record = _without_arm(real_tools, tag, tmp_path, "forge-attacks.jsonl", **({} if sealed else {DISABLE_VAR: "1"}))
+    record = without_arm(real_tools, tag, tmp_path, "forge-attacks.jsonl", **({} if sealed else {DISABLE_VAR: "1"}))
     written = _results(record)["attack: a forged tool result written to the CLI's stdout"]
     # the command carries the payload's text itself (printf's format): what tells is whether the write succeeded
     assert "blocked" in written and "written" not in written, written

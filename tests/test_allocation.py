@@ -5,7 +5,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from synth import Transcript, explore_response
+from support.synth import Transcript, explore_response
 
 from pytest_agent_eval.metrics.allocation import allocation, citation_paths, code_span_names
 from pytest_agent_eval.report.blocks.allocation import render_allocation
@@ -286,7 +286,7 @@ def test_answer_globs_replace_citations():
 
 # -- the rendered block ---------------------------------------------------------------------
 def seed_session() -> Session:
-    """The seed's cg22 express baseline shape: 2 calls, 4 files, 17,465 of 21,319 chars used."""
+    """An express baseline's shape (run cg22): 2 calls, 4 files, 17,465 of 21,319 chars used."""
     headers = {"lib/application.js": "compileETag(variable), set(method)", "lib/express.js": "set(calls)"}
     first = sized({"lib/express.js": 1927, "lib/utils.js": 6396, "lib/response.js": 3725}, headers)
     second = sized({"lib/express.js": 1927, "lib/response.js": 3722, "lib/application.js": 3622}, headers)
@@ -380,3 +380,19 @@ def test_real_express_response():
     assert render_allocation(a).splitlines()[1] == (
         "  efficiency  76.2%  9,710 of 12,750 chars   (2/3 files cited; path-cited alone 64.1%)"
     )
+
+
+def test_the_worked_example_of_the_docs_page():
+    """docs/metrics/allocation.md, "A worked example"."""
+    first = sized({"lib/response.js": 2000, "lib/utils.js": 500}, {"lib/utils.js": "compileETag(function)"})
+    second = sized({"lib/response.js": 1000, "lib/view.js": 1500})
+    answer = "`res.send` in `lib/response.js:126` sets the ETag through `compileETag`."
+    a = allocation(run(first, second, answer=answer).session())
+    assert used(a) == {
+        "lib/response.js": ("path", None),
+        "lib/view.js": (None, None),
+        "lib/utils.js": ("symbol", "compileETag"),
+    }
+    assert (a.used_chars, a.path_used_chars, a.envelope_chars) == (3500, 3000, 5000)
+    assert (a.efficiency, a.path_efficiency, a.answer_source) == (0.7, 0.6, "result")
+    assert [(c.efficiency, c.used_files, c.files) for c in a.calls] == [(1.0, 2, 2), (0.4, 1, 2)]

@@ -8,53 +8,15 @@ import tarfile
 import time
 
 import pytest
-from test_compare import with_run, without_run
+from support.records import recorded_campaign, with_run, without_run
 
 from pytest_agent_eval.campaign import baseline
 from pytest_agent_eval.campaign.evaluation import EvalSession, SessionError
 from pytest_agent_eval.campaign.record import ItemRecord
 from pytest_agent_eval.campaign.store import Campaign, StoreError, load_records
 from pytest_agent_eval.cli import main
-from pytest_agent_eval.metrics.scorecard import score_session
 from pytest_agent_eval.settings.config import AgentEvalConfig, OptionError, resolve
 from pytest_agent_eval.settings.parsers import parse_rules
-from pytest_agent_eval.transcript import Session
-
-from synth import Transcript, explore_response  # isort: skip
-
-EXPLORE = "mcp__codegraph__codegraph_explore"
-
-
-def recorded_campaign(out, cite: bool = True) -> Campaign:
-    """A campaign of one with-arm item with two segments on disk and a stray file a baseline leaves out."""
-    campaign = Campaign.create(out, {"backend": "scripted"})
-    folder = campaign.item_dir("express-with-1")
-    segments = []
-    for turn, name in enumerate(["run-with-1.jsonl", "run-with-1.t2.jsonl"], start=1):
-        t = Transcript()
-        t.init(tools=["Read", EXPLORE])
-        call = t.call(EXPLORE, query=f"question {turn}")
-        t.reply(call, explore_response({"lib/response.js": "function send(body) {}\n" * 20}))
-        answer = "It lives in `lib/response.js`." if cite else "The framework does it."
-        t.say(answer)
-        t.result(answer)
-        segments.append(t.write(folder / name))
-    (folder / "run-with-1.stderr").write_text("noise")
-    scores = score_session(Session.from_files(segments))
-    campaign.record(
-        ItemRecord(
-            id="express-with-1",
-            entry="express",
-            arm="with",
-            arm_label="with",
-            run=1,
-            outcome="passed",
-            scores=scores,
-            figures={"allocation": scores["allocation"]["efficiency"]},
-            segments=[str(p.relative_to(campaign.path)) for p in segments],
-        )
-    )
-    return campaign
 
 
 def test_save_keeps_records_and_the_named_segments_in_one_archive(tmp_path):

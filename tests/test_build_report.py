@@ -5,7 +5,7 @@ from __future__ import annotations
 
 import re
 
-from test_compare import with_run, without_run
+from support.records import with_run, without_run
 
 from pytest_agent_eval.campaign.record import ItemRecord
 from pytest_agent_eval.metrics.figures import FIGURES

@@ -11,8 +11,8 @@ import json
 from pathlib import Path
 
 import pytest
-from synth import Transcript
-from test_plugin import Q_EXPRESS, Project, entry
+from support.standin import Q_EXPRESS, Project, entry
+from support.synth import Transcript
 
 from pytest_agent_eval.campaign.evaluation import EvalSession, SessionError
 from pytest_agent_eval.campaign.record import SCHEMA, ItemRecord, RecordError

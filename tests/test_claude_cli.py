@@ -18,7 +18,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from conftest import RealTools
+from support.e2e import RealTools
 
 from pytest_agent_eval.harness.drivers import agent_environment
 from pytest_agent_eval.harness.drivers.headless import HeadlessOptions, run_headless

@@ -8,36 +8,13 @@ import os
 from pathlib import Path
 
 import pytest
-from synth import Transcript, explore_response, write_grep_session
+from support.sessions import two_turn_run
+from support.synth import Transcript, write_grep_session
 
 from pytest_agent_eval import transcript
 from pytest_agent_eval.cli import main
 
 EXPLORE = "mcp__codegraph__codegraph_explore"
-
-
-def two_turn_run(folder: Path) -> Path:
-    """run-with-1.jsonl + run-with-1.t2.jsonl: one session, resumed once."""
-    first = Transcript()
-    first.init(tools=["Read", EXPLORE])
-    call = first.call(EXPLORE, query="res.send Content-Type")
-    first.reply(
-        call,
-        explore_response(
-            {"lib/response.js": "x = 1\n" * 300, "lib/express.js": "y = 2\n" * 100}, {"lib/response.js": "send(method)"}
-        ),
-    )
-    first.say("`send` in lib/response.js decides it.")
-    first.result("`send` in lib/response.js decides it.")
-    second = Transcript()
-    second.ctx = first.ctx
-    read = second.call("Read", file_path="/tmp/t/lib/express.js")
-    second.reply(read, "     1→y = 2\n" * 100)
-    second.say("lib/express.js wires it.")
-    second.result("lib/express.js wires it.")
-    first.write(folder / "run-with-1.jsonl")
-    second.write(folder / "run-with-1.t2.jsonl")
-    return folder / "run-with-1.jsonl"
 
 
 def test_json_has_every_documented_key(tmp_path, capsys):

@@ -1,4 +1,4 @@
-"""The two-layer CLI block (seed 004) and the contamination counter behind it (seed 002).
+"""The two-layer CLI block (docs/sandbox.md) and the contamination counter behind it (docs/metrics/contamination.md).
 
 Every invocation form is checked three ways: the real hook program (a subprocess fed the hook JSON,
 as Claude Code runs it) denies it, ``invokes_cli`` sees it, and the contamination metric counts it.
@@ -18,7 +18,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from synth import Transcript
+from support.synth import Transcript
 
 from pytest_agent_eval.harness.isolation import (
     HOOK_MODULE,

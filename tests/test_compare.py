@@ -2,62 +2,17 @@ import json
 import math
 
 import pytest
-from synth import Transcript, explore_response
+from support.records import with_run, without_run
 
 from pytest_agent_eval.cli import main
-from pytest_agent_eval.metrics.scorecard import score_session
 from pytest_agent_eval.report.aggregate import Row
 from pytest_agent_eval.report.compare import compare, gate, gate_line, medians, render_comparison, render_gate
 from pytest_agent_eval.settings.config import OptionError
 from pytest_agent_eval.settings.parsers import Rule
 from pytest_agent_eval.settings.parsers import parse_rules as parse_compare_fail
 
-EXPLORE = "mcp__codegraph__codegraph_explore"
 RULES = "allocation:-5pt,sufficient_share:-10pt,residual_tokens:+20%"
 OLD_RULES = "allocation:-5pt,sufficient:-10pt,residual:+20%"  # the spellings before the figure catalogue
-
-
-def with_run(run: int, cite: bool = True, scale: int = 1, again: bool = False, entry: str = "express") -> dict:
-    """A with-arm run: one explore (two with ``again``) returning response.js and utils.js, then the answer."""
-    t = Transcript()
-    t.init(tools=["Read", EXPLORE])
-    grown = 0  # what the last tool result added to the next request's prompt, in tokens (~2 chars each)
-    for query in ["res.send", "res.send body"][: 2 if again else 1]:
-        call = t.call(EXPLORE, query=query, ctx=t.ctx + 100 + grown)
-        response = explore_response(
-            {
-                "lib/response.js": "function send(body) {}\n" * 20 * scale,
-                "lib/utils.js": "exports.etag = etag;\n" * 6 * scale,
-            }
-        )
-        t.reply(call, response)
-        grown = len(response) // 2
-    answer = "res.send lives in `lib/response.js`." if cite else "It is handled by the framework."
-    t.say(answer, ctx=t.ctx + 100 + grown)
-    t.result(answer)
-    return record(t, entry, "with", run)
-
-
-def without_run(run: int, lines: int = 100, entry: str = "express") -> dict:
-    t = Transcript()
-    t.init()
-    call = t.call("Read", file_path="/repo/lib/response.js")
-    content = "     1→function send(body) {}\n" * lines
-    t.reply(call, content)
-    t.say("res.send lives in lib/response.js", ctx=t.ctx + 100 + len(content) // 2)
-    t.result("res.send lives in lib/response.js")
-    return record(t, entry, "without", run)
-
-
-def record(t: Transcript, entry: str, arm: str, run: int) -> dict:
-    return {
-        "id": f"{entry}-{arm}-{run}",
-        "entry": entry,
-        "arm": arm,
-        "run": run,
-        "outcome": "passed",
-        "scores": score_session(t.session()),
-    }
 
 
 def baseline() -> list[dict]:

@@ -8,8 +8,10 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from synth import Transcript, explore_response
-from transcripts import transcripts
+from support.codegraph_outputs import EXPLORE, REAL, REAL_OUTPUTS, read_tool_view
+from support.paths import DATA, REPO
+from support.synth import Transcript, explore_response
+from support.transcripts import transcripts
 
 from pytest_agent_eval.metrics.contamination import INJECTED, contamination
 from pytest_agent_eval.metrics.gates import contamination_verdict
@@ -258,19 +260,9 @@ def test_rendered_block_of_a_clean_arm():
     ]
 
 
-# -- detection per attack class (issue 9) -------------------------------------------------------------------
-DATA = Path(__file__).parent / "data"
-REAL = DATA / "codegraph-1.6.1"
-EXPLORE = (DATA / "explore-express-1.6.1.txt").read_text()
+# -- detection per attack class (docs/metrics/contamination.md) ------------------------------------------------
 SQLITE_ROWS = (REAL / "sqlite3-nodes.txt").read_text()
 INSTALL = "/opt/cg/node_modules"
-
-
-def read_tool_view(text: str, arrow: bool = False) -> str:
-    """A file as the Read tool shows it: every line behind its number."""
-    mark = "\u2192" if arrow else "\t"
-    return "\n".join(f"{n:>6}{mark}{line}" for n, line in enumerate(text.splitlines(), 1))
-
 
 # (attack, the shell command, what the agent got back, does the command matcher see it, the fingerprint found)
 ATTACKS = [
@@ -408,24 +400,6 @@ def test_a_denial_look_alike_with_output_is_still_a_leak():
     assert report.cli_blocked == 1 and [leak.call_id for leak in report.leaks] == [call] and report.contaminated
 
 
-# Each real output of codegraph 1.6.1 (express, tests/data/codegraph-1.6.1) and the fingerprint it must carry.
-REAL_OUTPUTS = {
-    "status.txt": "CLI status",
-    "help.txt": "CLI usage",
-    "query.txt": "CLI query heading",
-    "callers.txt": "CLI callers heading",
-    "callees.txt": "CLI callers heading",
-    "impact.txt": "CLI impact heading",
-    "files.txt": "CLI files heading",
-    "context.txt": "CLI context heading",
-    "node.txt": "node location",
-    "mcp-initialize.json": "MCP serverInfo name",
-    "sqlite3-nodes.txt": "index row",
-    "sqlite3-nodes.json": "index row",
-    "sqlite3-node-columns.txt": "index node columns",
-}
-
-
 @pytest.mark.parametrize("name", sorted(REAL_OUTPUTS))
 def test_every_real_output_carries_its_fingerprint_bare_and_through_read(name):
     text = (REAL / name).read_text()
@@ -441,7 +415,7 @@ def test_the_explore_fingerprints_all_fire_on_real_explore_output():
 
 def test_fingerprints_stay_quiet_on_this_repository_read_or_grepped():
     # Source that talks about codegraph's output (this package, its tests, the README) is not the output.
-    root = Path(__file__).parents[1]
+    root = REPO
     files = [p for p in root.glob("**/*") if p.is_file() and p.suffix in (".py", ".md", ".json", ".yaml", ".toml")]
     files = [p for p in files if DATA not in p.parents and ".venv" not in p.parts and ".git" not in p.parts]
     assert len(files) > 40
@@ -573,3 +547,26 @@ def test_a_lead_overlapped_by_another_is_still_tried():
 def test_a_fingerprint_needs_its_literals():
     with pytest.raises(ValueError, match="fingerprint 'bare'"):
         fingerprint("bare", r"[0-9a-f]{32}", probe=r"[0-9a-f]{32}")
+
+
+def test_the_worked_example_of_the_docs_page():
+    """docs/metrics/contamination.md, "A worked example"."""
+    t = Transcript()
+    t.init(tools=["Bash", "Read"])
+    denied = t.call("Bash", command="codegraph explore 'res.send'")
+    t.reply(denied, "PreToolUse:Bash hook error: " + CODEGRAPH.deny_reason, is_error=True)
+    missing = t.call("Bash", command="codegraph status; true")
+    t.reply(missing, "bash: line 1: codegraph: command not found\n")
+    clean = score_session(t.session())
+    assert (clean["contamination"]["cli_calls"], clean["contamination"]["cli_blocked"]) == (2, 1)
+    assert contamination_verdict(clean, arm_has_tool=False).passed
+    hidden = t.call("Bash", command="python3 -c \"import subprocess; subprocess.run(['code' + 'graph', 'explore'])\"")
+    t.reply(hidden, explore_response({"lib/response.js": "function send() {}\n"}))
+    report = contamination(t.session())
+    assert [(c.call_id, c.blocked, c.printed) for c in report.commands] == [
+        (denied, True, False),
+        (missing, False, False),
+    ]
+    assert [(leak.call_id, leak.fingerprint) for leak in report.leaks] == [(hidden, "explore heading")]
+    verdict = contamination_verdict(score_session(t.session()), arm_has_tool=False)
+    assert not verdict.passed and hidden in verdict.message and "explore heading" in verdict.message

@@ -9,8 +9,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from synth import Transcript, tool_use
-from transcripts import transcripts
+from support.synth import Transcript, tool_use
+from support.transcripts import transcripts
 
 from pytest_agent_eval import cli, transcript
 from pytest_agent_eval.metrics.scorecard import score

@@ -18,8 +18,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from conftest import RealTools
-from e2e_support import inner_env, leftovers, run_pytest, summary
+from support.e2e import RealTools, inner_env, leftovers, run_pytest, summary
 
 from pytest_agent_eval.harness import runtimes
 from pytest_agent_eval.harness.drivers import STANDIN_API_KEY

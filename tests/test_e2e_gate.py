@@ -15,8 +15,7 @@ import tarfile
 from pathlib import Path
 
 import pytest
-from conftest import RealTools
-from e2e_support import inner_env, leftovers, run_pytest
+from support.e2e import RealTools, inner_env, leftovers, run_pytest
 
 from pytest_agent_eval.harness import runtimes
 from pytest_agent_eval.tool import CODEGRAPH

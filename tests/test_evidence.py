@@ -1,4 +1,4 @@
-"""The transcript held against the model server's record of what it received (issue 25, finding 5)."""
+"""The transcript held against the model server's record of what it received (docs/model-boundary.md)."""
 
 from __future__ import annotations
 
@@ -7,8 +7,8 @@ import json
 import re
 from typing import Any
 
-from synth import Transcript, text
-from test_contamination import EXPLORE
+from support.codegraph_outputs import EXPLORE
+from support.synth import Transcript, text
 
 from pytest_agent_eval.metrics.evidence import evidence
 from pytest_agent_eval.metrics.gates import contamination_verdict, evaluate, integrity_verdict, load_thresholds

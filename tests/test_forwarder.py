@@ -1,4 +1,4 @@
-"""The forwarder to the real API (issue 25, finding 4): the key is added outside the sandbox, server-side tools are
+"""The forwarder to the real API (docs/model-boundary.md): the key is added outside the sandbox, server-side tools are
 refused, and every request is recorded. The upstream is a fake Messages API on 127.0.0.1, never the real one."""
 
 from __future__ import annotations

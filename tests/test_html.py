@@ -6,7 +6,7 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from synth import Transcript, explore_response
+from support.synth import Transcript, explore_response
 
 from pytest_agent_eval.campaign.store import Campaign
 from pytest_agent_eval.metrics.scorecard import score_session

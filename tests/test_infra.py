@@ -1,7 +1,7 @@
-"""Issue 13, points 5-7: fail fast on infrastructure, provenance, a safe Ctrl-C.
+"""Fail fast on infrastructure, provenance, a safe Ctrl-C (docs/usage.md, "When something goes wrong").
 
 The driver pieces run a tiny stand-in ``claude`` script; the plugin pieces reuse the pytester project of
-``test_plugin.py`` (its stand-in claude prints recorded transcripts); the real-CLI pieces run Claude Code against
+``support/standin.py`` (its stand-in claude prints recorded transcripts); the real-CLI pieces run Claude Code against
 the package's model server with injected faults.
 """
 
@@ -18,7 +18,8 @@ import warnings
 from pathlib import Path
 
 import pytest
-from test_plugin import CONFTEST, Q_EXPRESS, Project, api_error, entry, with_clean, without_clean
+from support.sessions import api_error, with_clean, without_clean
+from support.standin import CONFTEST, Q_EXPRESS, Project, entry
 
 from pytest_agent_eval.campaign.resume_command import resume_command
 from pytest_agent_eval.harness.drivers import AgentInfraError, agent_environment
@@ -145,7 +146,7 @@ def test_a_failed_step_is_not_tried_again_in_the_session(tmp_path: Path) -> None
 FAILING_CODEGRAPH_CONFTEST = CONFTEST.replace(
     """@pytest.fixture
 def tool_build(agent_case):
-    # Never started: the stand-in claude does not launch MCP servers, and the warm-up is skipped below.
+    # Never started: the stand-in claude does not launch MCP servers, and tool_warm skips the warm-up.
     return Provisioned("codegraph", Path("/opt/codegraph-not-here/bin/codegraph"), "1.6.1", "1.6.1")
 """,
     "",

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from synth import Transcript, explore_response, text, tool_use
+from support.synth import Transcript, explore_response, text, tool_use
 
 from pytest_agent_eval.model import (
     AnthropicBackend,

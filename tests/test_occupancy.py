@@ -8,9 +8,10 @@ step's framing (:data:`STEP_FRAMING`) is priced at the ratio where a gap measure
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
-from synth import Transcript, text, thinking, tool_use
-from transcripts import transcripts
+from support.synth import Transcript, text, thinking, tool_use
+from support.transcripts import transcripts
 
+from pytest_agent_eval.metrics.figures import figures_of
 from pytest_agent_eval.metrics.occupancy import (
     ALL_GAPS,
     BLOCK_FRAME_CHARS,
@@ -195,7 +196,7 @@ def test_a_clean_gap_prices_its_own_results_so_a_lighter_one_is_not_read_as_evic
     o = occupancy(t.session())
     ratio = 14_000 / 5_846
     assert o.chars_per_token == pytest.approx(ratio)
-    assert o.evicted == 0  # the seed's single ratio would have shed 327 tokens of the first Read
+    assert o.evicted == 0  # one ratio for every result would have shed 327 tokens of the first Read
     own = (6 + STEP_FRAMING) / ratio  # the call and the step's framing, at the ratio
     assert o.residual["read"] == round(2 * (1_000 - own) + 3_846 - own)
 
@@ -398,7 +399,7 @@ def test_growth_the_transcript_does_not_show_is_neither_a_result_nor_an_eviction
     step(t, 17_000, "Read", 1_994)  # Δ 1,000 + 3,000 hidden, then an ordinary gap
     t.say("done", ctx=18_000)
     o = occupancy(t.session())
-    assert o.chars_per_token == pytest.approx(2.0)  # the seed's pooling would read 1.33 and shed 1,600 tokens
+    assert o.chars_per_token == pytest.approx(2.0)  # the plain pooled ratio would read 1.33 and shed 1,600
     assert o.evicted == 0
     assert o.unexplained == o.unexplained_thinking == pytest.approx(3_000, abs=20)  # less the block's framing
     own = (6 + STEP_FRAMING) / 2
@@ -747,3 +748,12 @@ def test_a_segments_declared_output_tells_what_its_one_hiding_gap_hid(told):
         assert o.residual["read"] == pytest.approx(2 * (1_000 - own), abs=5)
         assert o.unexplained == pytest.approx(3_000 + 1_200 - (1_000 - own), abs=100)
     assert o.evicted == 0
+
+
+def test_the_residual_figures_of_the_docs_page():
+    """docs/metrics/occupancy.md, "The figures built on it"."""
+    scores = {"occupancy": {"ctx_final": 20_000, "residual": {"tool": 0, "read": 1_500, "search": 500, "bash": 0}}}
+    without = figures_of(scores, has_tool=False)
+    assert (without["file_access_residual"], without["residual_tokens"]) == (2_000, 2_000)
+    assert (without["residual_share"], without["window_share"]) == (0.1, 0.01)
+    assert figures_of(scores, has_tool=True)["residual_tokens"] == 0

@@ -50,7 +50,7 @@ def test_every_class_has_both_arms():
 def test_thinking_is_never_read_as_eviction(first, counts):
     session, occ, _ = _scored(first, counts)
     assert evicted_truth(session, counts) == 0
-    assert occ.evicted <= EVICTION_FLOOR_TOKENS  # the seed's pooling shed thousands of tokens here
+    assert occ.evicted <= EVICTION_FLOOR_TOKENS  # the plain pooled ratio shed thousands of tokens here
 
 
 @pytest.mark.parametrize("first", _sessions("hidden-thinking"), ids=_id)

@@ -21,7 +21,8 @@ SESSIONS = sorted(
     for p in (DATA / "transcripts" / split).rglob("run-*.jsonl")
     if ".t" not in p.name[len("run-") :]
 )
-# Issue 14's goal, which the pricing meets on these sessions (the accuracy bench prints the figures): every family
+# The accuracy goal (docs/benchmarks.md), which the pricing meets on these sessions (bench/occupancy_accuracy.py
+# prints the figures): every family
 # within max(2.5%, 40 tokens) of the truth, and a token-weighted mean error of at most 1% on each split.
 FAMILY_SHARE, FAMILY_TOKENS = 0.025, 40
 MEAN_ERROR = 0.01

@@ -20,7 +20,8 @@ import zipfile
 from pathlib import Path
 
 import pytest
-from conftest import REPO, RealTools
+from support.e2e import RealTools
+from support.paths import REPO
 
 pytestmark = [pytest.mark.slow, pytest.mark.e2e, pytest.mark.timeout(1800)]
 
@@ -91,7 +92,13 @@ def test_sdist_carries_the_license_and_its_tests_run_from_it(dists: dict[str, Pa
     with tarfile.open(dists["sdist"]) as archive:
         archive.extractall(tmp_path / "src", filter="data")
     (unpacked,) = (tmp_path / "src").iterdir()
-    expected = ["LICENSE", "tests/conftest.py", "tests/synth.py", "tests/transcripts.py", "bench/data/truth.jsonl"]
+    expected = [
+        "LICENSE",
+        "tests/conftest.py",
+        "tests/support/synth.py",
+        "tests/support/transcripts.py",
+        "bench/data/truth.jsonl",
+    ]
     assert all((unpacked / name).is_file() for name in [*expected, *SHIPPED, *SHIPPED.values()])
     assert not list(unpacked.rglob("__pycache__"))
     # Tests that need the sdist's own helpers and data (synth, the copied transcripts, the corpus, bench/data), not

@@ -1,9 +1,9 @@
-"""Campaigns through the pytest plugin, with pytester and the stand-in ``claude`` of :mod:`test_plugin`.
+"""Campaigns through the pytest plugin, with pytester and the stand-in ``claude`` of :mod:`support.standin`.
 
 A session writes a new campaign folder; ``--agent-eval-resume`` finishes one without re-running what it
 completed; ``--agent-eval-retries`` re-runs infrastructure errors only; ``--agent-eval-compare-fail`` fails
-the session on a regression; two builds of codegraph can be the two arms; ``--agent-eval-campaign`` runs the
-seeds' campaign. Only the model is a stand-in; codegraph is a fake binary where an index must be built.
+the session on a regression; two builds of codegraph can be the two arms; ``--agent-eval-campaign`` runs a
+tagged campaign. Only the model is a stand-in; codegraph is a fake binary where an index must be built.
 """
 
 from __future__ import annotations
@@ -15,17 +15,8 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from test_plugin import (
-    Q_EXPRESS,
-    Project,
-    api_error,
-    clean_scripts,
-    entry,
-    no_result,
-    with_clean,
-    without_clean,
-    without_contaminated,
-)
+from support.sessions import api_error, no_result, with_clean, without_clean, without_contaminated
+from support.standin import Q_EXPRESS, STANDIN_FIXTURES, Project, clean_scripts, entry, repo_fixture
 
 from pytest_agent_eval.campaign.store import config_hash
 from pytest_agent_eval.report import terminal as tables
@@ -283,29 +274,11 @@ if [ "$1" = "init" ]; then mkdir -p "$3/.codegraph" && echo {version} > "$3/.cod
 exit 1
 """
 
-TWO_BUILDS_CONFTEST = """
-from pathlib import Path
+TWO_BUILDS_CONFTEST = (
+    STANDIN_FIXTURES
+    + """
 
-import pytest
-
-from pytest_agent_eval.harness.provision import Provisioned
-
-HERE = Path(__file__).parent
 BUILDS = {"local:" + str(HERE / "cg-new"): ("cg-new", "1.7.0-dev"), "1.6.0": ("cg-1.6.0", "1.6.0")}
-
-
-@pytest.fixture(scope="session")
-def claude_cli():
-    return Provisioned("claude", HERE / "standin" / "claude", "standin", "standin")
-
-@pytest.fixture
-def agent_sandbox():
-    return None  # the stand-in claude reads its transcripts from this test's tmp folder, which the sandbox hides
-
-
-@pytest.fixture
-def agent_block_proven():
-    return None  # the stand-in claude runs no hooks: there is nothing to prove through it
 
 
 @pytest.fixture
@@ -313,20 +286,9 @@ def tool_build(agent_case, agent_eval_config):
     spec = agent_eval_config.tool_spec(agent_case.arm)
     folder, version = BUILDS[spec]
     return Provisioned("codegraph", HERE / folder / "codegraph", version, spec)
-
-
-@pytest.fixture
-def corpus_repo(tmp_path_factory):
-    repo = tmp_path_factory.mktemp("repo")
-    (repo / "lib").mkdir()
-    (repo / "lib" / "response.js").write_text("function send() {}\\n")
-    return repo
-
-
-@pytest.fixture
-def tool_warm():
-    return None
 """
+    + repo_fixture("corpus_repo")
+)
 
 
 def test_two_builds_of_codegraph_as_two_arms(project, monkeypatch):
@@ -371,7 +333,7 @@ def test_two_builds_of_codegraph_as_two_arms(project, monkeypatch):
     assert "CAMPAIGN — W" not in out  # no without-arm: no with/without campaign table
 
 
-# -- the seeds' campaign -------------------------------------------------------------------------------------
+# -- a tagged campaign ---------------------------------------------------------------------------------------
 TURNS = ["How does res.send work?", "Where is ETag set?", "What about HEAD?"]
 
 

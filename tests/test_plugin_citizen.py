@@ -1,5 +1,5 @@
-"""The plugin as a guest in someone else's project (issue 10): evals are opt-in, no side effects when no eval
-runs, pytest's conventions. pytester sessions with the stand-in ``claude`` of :mod:`test_plugin`."""
+"""The plugin as a guest in someone else's project (docs/usage.md): evals are opt-in, no side effects when no eval
+runs, pytest's conventions. pytester sessions with the stand-in ``claude`` of :mod:`support.standin`."""
 
 from __future__ import annotations
 
@@ -7,7 +7,8 @@ import json
 import re
 
 import pytest
-from test_plugin import Q_EXPRESS, Q_GIN, Project, clean_scripts, entry, with_clean
+from support.sessions import with_clean
+from support.standin import Q_EXPRESS, Q_GIN, Project, clean_scripts, entry
 
 from pytest_agent_eval.harness import runtimes
 

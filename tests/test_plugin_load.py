@@ -1,7 +1,7 @@
-"""The plugin is a light guest (issue 10.5): pytest imports it in every session of every project it is installed
-in, so loading it, and a session that runs no agent item, import only what registers the options, the marker, the
-hooks and the fixtures. What that costs in time is measured by bench/load_bench.py, not here: these tests check
-which modules load, which does not depend on the machine's load."""
+"""The plugin is a light guest (docs/benchmarks.md, the load goal): pytest imports it in every session of every
+project it is installed in, so loading it, and a session that runs no agent item, import only what registers the
+options, the marker, the hooks and the fixtures. What that costs in time is measured by bench/load_bench.py, not
+here: these tests check which modules load, which does not depend on the machine's load."""
 
 from __future__ import annotations
 

@@ -14,7 +14,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_plugin import Project, api_error, entry, with_clean, without_clean
+from support.sessions import api_error, with_clean, without_clean
+from support.standin import Project, entry
 
 from pytest_agent_eval.campaign.store import Campaign
 from pytest_agent_eval.cli import main as agent_eval

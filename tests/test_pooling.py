@@ -8,9 +8,8 @@ import re
 import shutil
 
 import pytest
-from test_baseline import recorded_campaign
-from test_compare import with_run, without_run
-from test_plugin import Q_EXPRESS, Q_GIN, Project, clean_scripts, entry
+from support.records import recorded_campaign, with_run, without_run
+from support.standin import Q_EXPRESS, Q_GIN, Project, clean_scripts, entry
 
 from pytest_agent_eval.campaign import baseline
 from pytest_agent_eval.campaign.record import ItemRecord

@@ -6,7 +6,7 @@ import json
 
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from synth import explore_response
+from support.synth import explore_response
 
 from pytest_agent_eval.metrics.scorecard import score
 from pytest_agent_eval.transcript import Session

@@ -27,8 +27,8 @@ from functools import cache
 from pathlib import Path
 
 import pytest
-from synth import write_grep_session
-from test_cli import two_turn_run
+from support.sessions import two_turn_run
+from support.synth import write_grep_session
 
 from pytest_agent_eval.corpus.load import load_corpus
 

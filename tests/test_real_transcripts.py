@@ -6,7 +6,7 @@ import shutil
 from pathlib import Path
 
 import pytest
-from transcripts import transcripts
+from support.transcripts import transcripts
 
 from pytest_agent_eval.metrics.scorecard import score
 from pytest_agent_eval.report.blocks import render_scorecard

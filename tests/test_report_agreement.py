@@ -6,7 +6,7 @@ import html
 import re
 
 import pytest
-from test_compare import with_run, without_run
+from support.records import with_run, without_run
 
 from pytest_agent_eval.campaign.record import ItemRecord
 from pytest_agent_eval.metrics.figures import FIGURES

@@ -2,7 +2,7 @@ import json
 from pathlib import Path
 
 import pytest
-from synth import Transcript, explore_response
+from support.synth import Transcript, explore_response
 
 from pytest_agent_eval.campaign.rescore import find_sessions, parse_label, rescore
 from pytest_agent_eval.campaign.store import Campaign, load_records, point_latest

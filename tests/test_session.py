@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import json
 
-from test_compare import with_run, without_run
+from support.records import with_run, without_run
 
 from pytest_agent_eval.campaign.evaluation import EvalSession
 from pytest_agent_eval.campaign.record import ItemRecord

@@ -10,7 +10,8 @@ import sys
 from pathlib import Path
 
 import pytest
-from test_compare import with_run, without_run
+from support.records import with_run, without_run
+from support.selection import selection
 
 from pytest_agent_eval.campaign.evaluation import EvalSession
 from pytest_agent_eval.campaign.merge import MergeError, merge
@@ -19,21 +20,7 @@ from pytest_agent_eval.campaign.selection import ResumeError, manifest_options, 
 from pytest_agent_eval.campaign.shard import SIZE_WEIGHTS, Shard, ShardError, item_weight, parse_shard, partition
 from pytest_agent_eval.campaign.store import Campaign, load_records
 from pytest_agent_eval.cli import main
-from pytest_agent_eval.corpus.cases import Arm, cases_for
-from pytest_agent_eval.corpus.load import CorpusEntry
 from pytest_agent_eval.settings.config import AgentEvalConfig
-
-
-def corpus(count: int = 12) -> list[CorpusEntry]:
-    sizes = ("Small", "Medium", "Large")
-    return [
-        CorpusEntry(f"e{i}", "Go", f"https://example.com/r{i % (count - 2)}", sizes[i % 3], 10, ["q1", "q2", "q3"])
-        for i in range(count)
-    ]
-
-
-def selection(runs: int = 2, arms: tuple[Arm, ...] = (Arm("with"), Arm("without"))) -> list:
-    return [(case.id, case) for case in cases_for(corpus(), list(arms), runs, None)]
 
 
 # -- the partition -------------------------------------------------------------------------------------------
@@ -71,7 +58,7 @@ def test_the_partition_does_not_depend_on_the_order_items_come_in():
 PARTITION_SCRIPT = """
 import json, sys
 sys.path.insert(0, sys.argv[1])
-from test_shard import selection
+from support.selection import selection
 from pytest_agent_eval.campaign.shard import partition
 print(json.dumps(partition(selection(), 3)))
 """

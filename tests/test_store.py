@@ -6,7 +6,7 @@ import textwrap
 from pathlib import Path
 
 import pytest
-from synth import Transcript
+from support.synth import Transcript
 
 from pytest_agent_eval.campaign import store
 from pytest_agent_eval.campaign.record import same_item

@@ -1,4 +1,5 @@
-"""Explore sufficiency: every bucket, each of the eight rules both ways, the seed's worked examples."""
+"""Explore sufficiency: every bucket, each of the eight rules both ways (docs/metrics/sufficiency.md), runs
+checked by hand."""
 
 from __future__ import annotations
 
@@ -6,9 +7,11 @@ import shutil
 from pathlib import Path
 
 import pytest
-from synth import Transcript, explore_response, text, tool_use
-from transcripts import transcripts
+from support.synth import Transcript, explore_response, text, tool_use
+from support.transcripts import transcripts
 
+from pytest_agent_eval.metrics.figures import figures_of
+from pytest_agent_eval.metrics.scorecard import score_session
 from pytest_agent_eval.metrics.sufficiency import BUCKETS, CallVerdict, Sufficiency, sufficiency
 from pytest_agent_eval.report.blocks.sufficiency import render_sufficiency
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
@@ -55,7 +58,7 @@ def one_shot(name: str, **tool_input) -> CallVerdict:
 def test_buckets_are_the_reference_array_worst_to_best():
     assert BUCKETS == (
         ("explore_again", "explore again", "insufficient: did not answer"),
-        # not the seed's "allocation: …": allocation efficiency is another metric, and reads 100% beside it
+        # "excerpt", not "allocation": allocation efficiency is another metric (docs/metrics/sufficiency.md)
         ("read_returned", "Read a file we returned", "excerpt: right file, not the part needed"),
         ("read_missed", "Read a file we did not return", "recall: file never surfaced"),
         ("search", "Grep/Glob", "recall (weak): still hunting for the file"),
@@ -408,7 +411,7 @@ def test_query_falls_back_to_the_first_string_input():
     assert only(t).query == "how does routing work"
 
 
-# -- the seed's worked examples ---------------------------------------------------------------------
+# -- runs checked by hand ----------------------------------------------------------------------------
 def cg22_express_baseline() -> Transcript:
     t = Transcript()
     first = t.call(EXPLORE, query="res.send Content-Type ETag generation")
@@ -428,7 +431,7 @@ def test_cg22_express_run_baseline_1():
     ]
 
 
-def test_rendered_block_is_the_seeds():
+def test_rendered_block_of_a_hand_checked_run():
     assert render_sufficiency(judge(cg22_express_baseline())) == "\n".join(
         [
             "Explore sufficiency — what the agent did NEXT (2 answered calls):",
@@ -568,3 +571,40 @@ def test_real_subagent_thread_is_judged_on_its_own(tmp_path):
     in_subagent = [c for c in s.calls if c.thread == task.id]
     assert len(in_subagent) == 2  # the subagent's two Greps, judged inside its thread
     assert len(s.calls) == 12
+
+
+def test_the_worked_example_of_the_docs_page():
+    """docs/metrics/sufficiency.md, "A worked example", call by call."""
+    t = Transcript()
+    t.init(tools=["Read", "Grep", EXPLORE])
+    first, beside = t.calls(
+        tool_use(EXPLORE, query="res.send Content-Type"), tool_use("Read", file_path="lib/express.js")
+    )
+    t.reply(first, explore_response({"lib/response.js": "send()", "lib/utils.js": "etag()"}))
+    t.reply(beside, "     1→module.exports = app")
+    bookkeeping, read = t.calls(tool_use("TodoWrite", todos=[]), tool_use("Read", file_path="lib/response.js"))
+    t.reply(bookkeeping, "ok")
+    t.reply(read, "ok")
+    explore(t, "etag generation", ["lib/etag.js"], named=["lib/request.js"])
+    then(t, "Read", file_path="lib/request.js")
+    explore(t, "res.format", ["lib/view.js"])
+    then(t, "Grep", pattern="format")
+    explore(t, "router", ["lib/router/index.js"])
+    failed = t.call(EXPLORE, query="router layer")
+    t.reply(failed, "Error: the index is being rebuilt", True)
+    explore(t, "content negotiation", ["lib/response.js"])
+    t.say("res.send sets it in `lib/response.js`.")
+    s = judge(t)
+    assert [(c.query, c.bucket, c.reaction, c.note) for c in s.calls] == [
+        ("res.send Content-Type", "read_returned", "Read response.js", ""),
+        ("etag generation", "read_missed", "Read request.js", "(named, not returned)"),
+        ("res.format", "search", "Grep", ""),
+        ("router", "explore_again", "codegraph_explore", ""),
+        ("router layer", None, "errored", "(not bucketed)"),
+        ("content negotiation", "sufficient", "final answer", ""),
+    ]
+    assert s.counts == dict.fromkeys(("explore_again", "read_returned", "read_missed", "search", "sufficient"), 1)
+    assert (s.answered, s.errors, s.concurrent) == (5, 1, 1)
+    figures = figures_of(score_session(t.session()), has_tool=True)
+    assert figures["explore_calls"] == 5 and figures["explore_errors"] == 1
+    assert {figures[f"{key}_share"] for key, _, _ in BUCKETS} == {0.2}

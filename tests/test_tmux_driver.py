@@ -20,8 +20,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from conftest import RealTools
-from synth import Transcript, explore_response, tool_use
+from support.e2e import RealTools
+from support.synth import Transcript, explore_response, tool_use
 
 from pytest_agent_eval.harness.drivers import AgentInfraError, agent_environment
 from pytest_agent_eval.harness.drivers.headless import HeadlessOptions, TurnError
@@ -706,7 +706,7 @@ def test_a_stalled_tmux_run_is_flagged_timed_out_of_the_tables_and_named_in_the_
 ) -> None:
     """The 280 s "time saved 94%", in small: the without-arm's reply stalls, its turn succeeds with the wait in
     its time, and the time comparison must not take that time for the with-arm's saving."""
-    from e2e_support import inner_env, leftovers, run_pytest, summary
+    from support.e2e import inner_env, leftovers, run_pytest, summary
 
     project = tmp_path / "project"
     (project / "evals").mkdir(parents=True)

@@ -1,5 +1,5 @@
-"""A second retrieval tool through the whole pipeline: tinygrep (tests/tinygrep_mcp.py, described in
-tests/tinygrep_tool.py), a local build rather than an npm package, selected with ``--agent-eval-tool``.
+"""A second retrieval tool through the whole pipeline: tinygrep (tests/support/tinygrep_mcp.py, described
+in tests/support/tinygrep_tool.py), a local build rather than an npm package, selected with ``--agent-eval-tool``.
 
 The fast tests take each harness step the tool description drives (provisioning, indexing, the workspace, the
 MCP server, the sandbox's hidden list, the stand-in model, the gate); the slow one runs ``pytest evals`` with the
@@ -15,9 +15,8 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from conftest import RealTools
-from e2e_support import inner_env, leftovers, run_pytest, summary
-from tinygrep_tool import SERVER, TINYGREP
+from support.e2e import RealTools, inner_env, leftovers, run_pytest, summary
+from support.tinygrep_tool import SERVER, TINYGREP
 
 from pytest_agent_eval.harness import runtimes
 from pytest_agent_eval.harness.drivers import warm_mcp_server
@@ -53,15 +52,15 @@ def small_repo(tmp_path: Path) -> Path:
 
 # -- selecting a tool ---------------------------------------------------------------------------------------------
 def test_load_tool_names_the_object_and_says_what_is_wrong() -> None:
-    assert load_tool("tinygrep_tool:TINYGREP") is TINYGREP
+    assert load_tool("support.tinygrep_tool:TINYGREP") is TINYGREP
     assert load_tool("pytest_agent_eval.tool:CODEGRAPH") is CODEGRAPH
     assert AgentEvalConfig().tool is CODEGRAPH and AgentEvalConfig().default_tool_spec == "1.6.1"
     assert AgentEvalConfig(tool=TINYGREP).default_tool_spec == "0.1.0"
     for reference, message in (
-        ("tinygrep_tool", "expected MODULE:ATTR"),
+        ("support.tinygrep_tool", "expected MODULE:ATTR"),
         ("no_such_module_xyz:T", "cannot import 'no_such_module_xyz'"),
-        ("tinygrep_tool:MISSING", "has no attribute 'MISSING'"),
-        ("tinygrep_tool:SERVER", "is a PosixPath, not a RetrievalTool"),
+        ("support.tinygrep_tool:MISSING", "has no attribute 'MISSING'"),
+        ("support.tinygrep_tool:SERVER", "is a PosixPath, not a RetrievalTool"),
     ):
         with pytest.raises(OptionError, match=re.escape(message)):
             parse_tool(reference)
@@ -192,7 +191,7 @@ def test_pytest_evals_runs_both_arms_with_a_second_tool(real_tools: RealTools, t
     tools = tmp_path / "tools"  # the tool's description, importable by the inner pytest, outside this checkout
     tools.mkdir()
     for name in ("tinygrep_tool.py", "tinygrep_mcp.py"):
-        shutil.copy2(HERE / name, tools / name)
+        shutil.copy2(HERE / "support" / name, tools / name)
     out = tmp_path / "out"
     args = ["evals", "-k", "express", "--agent-eval-runs", "1", "--agent-eval-turns", "2"]
     args += ["--agent-eval-backend", "scripted", "--agent-eval-offline", "--agent-eval-tool", "tinygrep_tool:TINYGREP"]
@@ -256,12 +255,12 @@ def test_pytest_evals_runs_both_arms_with_a_second_tool(real_tools: RealTools, t
 def test_the_scoring_cli_takes_a_tool_description() -> None:
     from pytest_agent_eval.cli import build_parser, tool_of
 
-    args = build_parser().parse_args(["score", "--tool", "tinygrep_tool:TINYGREP", "run.jsonl"])
+    args = build_parser().parse_args(["score", "--tool", "support.tinygrep_tool:TINYGREP", "run.jsonl"])
     assert tool_of(args) == TINYGREP
     args = build_parser().parse_args(["score", "--tool", "sg", "run.jsonl"])
     assert (tool_of(args).name, tool_of(args).explore, tool_of(args).cli) == ("sg", "sg_explore", "sg")
     with pytest.raises(SystemExit):
-        build_parser().parse_args(["score", "--tool", "tinygrep_tool:NOPE", "run.jsonl"])
+        build_parser().parse_args(["score", "--tool", "support.tinygrep_tool:NOPE", "run.jsonl"])
 
 
 def test_a_fingerprint_whose_regex_does_not_compile_names_itself_when_first_used():

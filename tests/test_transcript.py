@@ -1,7 +1,7 @@
 import json
 
 import pytest
-from synth import Transcript, thinking, tool_use
+from support.synth import Transcript, thinking, tool_use
 
 from pytest_agent_eval import transcript
 from pytest_agent_eval.transcript import MAIN, Session

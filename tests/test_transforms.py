@@ -1,16 +1,20 @@
-"""The contamination scan sees the tool's output through a transform that keeps its words (issue 25, finding 7)."""
+"""The contamination scan sees the tool's output through a transform that keeps its words
+(docs/metrics/contamination.md)."""
 
 from __future__ import annotations
 
 import json
-from pathlib import Path
 
 import pytest
-from synth import Transcript
-from test_contamination import CCB, DATA, EXPLORE, REAL, REAL_OUTPUTS, read_tool_view
+from support.codegraph_outputs import EXPLORE, REAL, REAL_OUTPUTS, read_tool_view
+from support.paths import DATA, REPO
+from support.synth import Transcript
+from support.transcripts import transcripts
 
 from pytest_agent_eval.metrics.contamination import contamination, scan
 from pytest_agent_eval.metrics.transforms import normalised
+
+CCB = transcripts() / "ccb"
 
 
 def _lines(text: str, prefix: str) -> str:
@@ -80,7 +84,7 @@ def test_source_that_quotes_the_headings_stays_quiet_after_normalising():
 
 
 def test_the_scan_stays_quiet_on_this_repository_and_the_real_transcripts():
-    root = Path(__file__).parents[1]
+    root = REPO
     files = [p for p in root.glob("**/*") if p.is_file() and p.suffix in (".py", ".md", ".json", ".yaml", ".toml")]
     files = [p for p in files if DATA not in p.parents and ".venv" not in p.parts and ".git" not in p.parts]
     files += [p for p in sorted(CCB.parent.glob("**/*")) if p.is_file()]

@@ -5,9 +5,11 @@ from __future__ import annotations
 import pytest
 
 from pytest_agent_eval.campaign.record import ItemRecord
+from pytest_agent_eval.metrics.gates import evaluate, failure_message, parse_thresholds
 from pytest_agent_eval.report.aggregate import aggregate
+from pytest_agent_eval.report.stats import paired_ratios
 from pytest_agent_eval.report.terminal import summary
-from pytest_agent_eval.report.verdict import BETTER, NO_INTERVAL, OVERALL, UNCLEAR, WORSE, shown, verdicts
+from pytest_agent_eval.report.verdict import BETTER, NO_INTERVAL, OVERALL, UNCLEAR, WORSE, _change, shown, verdicts
 
 
 def run(entry: str, arm: str, n: int, contaminated: bool = False, **figures: float) -> ItemRecord:
@@ -94,3 +96,30 @@ def test_summary_json_carries_the_verdicts():
     residual = express["figures"]["residual_tokens"]
     assert residual["verdict"] == BETTER and residual["pairs"] == 3 and len(residual["interval"]) == 2
     assert express["figures"]["duration_s"]["verdict"] == UNCLEAR
+
+
+def test_the_worked_example_of_the_gates_page():
+    """docs/metrics/gates.md, "A worked example": the item's gates, then a verdict."""
+    thresholds = parse_thresholds(
+        {
+            "residual_tokens": {"max": 60000},
+            "arms": {"without": {"residual_tokens": {"max": 80000}}},
+            "entries": {"express": {"residual_tokens": {"max": 40000}, "arms": {"with": {"allocation": {"min": 0.8}}}}},
+        }
+    )
+    score = {"contamination": {}, "evidence": {"problems": [], "requests": 3}}
+    figures = {"residual_tokens": 45000, "allocation": 0.62, "sufficient_share": None}
+    found = evaluate(score, figures, entry="express", arm_name="with", arm_label="with@1.6.1", thresholds=thresholds)
+    assert [(v.gate, v.passed, v.message) for v in found] == [
+        ("contamination", True, "with-arm: the tool is the variable under test"),
+        ("integrity", True, "the transcript agrees with the model's 3 request(s)"),
+        ("allocation", False, "allocation 62.0% is below the minimum 80.0%"),
+        ("residual_tokens", False, "residual_tokens 45.0k is above the maximum 40.0k"),
+    ]
+    assert failure_message(found, "express", "with@1.6.1").splitlines()[0] == (
+        "agent-eval gate failed for express / with@1.6.1:"
+    )
+    change = _change("residual_tokens", paired_ratios({1: 10000, 2: 12000}, {1: 40000, 2: 40000}))
+    assert change.text() == "retrieval residual −72% [−75%, −70%] better"
+    single = _change("residual_tokens", paired_ratios({1: 10000}, {1: 40000}))
+    assert single.text() == "retrieval residual −75% (1 pair: no interval)"

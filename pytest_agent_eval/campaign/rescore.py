@@ -1,7 +1,7 @@
 """Score old transcripts again with today's classifier.
 
-Seed 001 could not tell whether a moved baseline meant the classifier moved or the logs did; rescoring the
-same files with the current metrics answers that. Two layouts are read:
+A baseline that moved may mean the classifier moved or the transcripts did; rescoring the same files with the
+current metrics tells which. Two layouts are read:
 
 * a campaign folder (``manifest.json`` + ``items.jsonl``): every item's segments, its record kept and its
   ``scores`` replaced; an item whose segments cannot be read (missing, or a path leading outside the

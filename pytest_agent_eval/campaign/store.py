@@ -1,7 +1,7 @@
 """The campaign store: every campaign gets its own folder, and nothing in it is ever overwritten.
 
-Seed 001 records why: the original harness wrote every campaign to the same folder, so a published
-baseline could no longer be re-derived from the logs on disk. Here a campaign is
+Why: a harness that writes every campaign to the same folder loses the logs a published baseline was
+derived from at the next run (docs/campaigns-and-ci.md, "The campaign folder"). Here a campaign is
 
     <out_dir>/<YYYYmmdd-HHMMSS>-<6 hex>/
         manifest.json     id, created, config, config_hash, backend, versions — written once

@@ -1,4 +1,4 @@
-"""The PreToolUse hook that denies Bash commands running the retrieval tool's CLI (seed 004, second layer).
+"""The PreToolUse hook that denies Bash commands running the retrieval tool's CLI (the second layer, docs/sandbox.md).
 
 Claude Code runs it as ``<python> -m pytest_agent_eval.harness.hook --cli <the tool's CLI>`` with the hook
 input on stdin (``{"hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {"command": …}}``).

@@ -1,7 +1,7 @@
-"""Keep the retrieval tool's CLI out of the agent's reach: the two-layer block of seed 004.
+"""Keep the retrieval tool's CLI out of the agent's reach: the two-layer block (docs/sandbox.md).
 
 The without-arm has Bash, and the repo carries the index the with-arm needs; with the CLI on
-PATH, agents run it (14 of 15 without-arm runs did, seed 002). So both arms run with:
+PATH, agents run it (docs/metrics/contamination.md). So both arms run with:
 
 1. a PATH where every directory holding the CLI is replaced, in place, by a folder of symlinks to
    everything else in it — the CLI usually sits next to ``claude`` and ``node``, so a directory cannot

@@ -1,4 +1,4 @@
-"""The contamination gate: did the without-arm's agent SEE the retrieval tool's output? (seed 002, seed 004)
+"""The contamination gate: did the without-arm's agent SEE the retrieval tool's output? (docs/metrics/contamination.md)
 
 The without-arm has no MCP server but still has a shell, and the workspace still carries the
 index the with-arm needs. Matching commands cannot be complete (a base64 string piped to sh, a

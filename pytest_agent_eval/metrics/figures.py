@@ -6,10 +6,10 @@ decides how it prints and whether percentage points mean anything), a direction 
 any), and how it aggregates across the runs of one entry × arm (the median, shown with its range).
 
 The gates, the compare gate, the terminal tables and the HTML all read this table, so one question gets
-one answer. ``residual_tokens`` is seed 002's *retrieval residual*: what the arm's own way of retrieving
-left resident at the end — the tool's responses in an arm with the tool, Read + Grep/Glob + Bash results
-(file access) in an arm without it. The two parts stay available as ``tool_residual`` and
-``file_access_residual``.
+one answer. ``residual_tokens`` is the *retrieval residual* (docs/metrics/occupancy.md, "The figures built on it"):
+what the arm's own way of retrieving left resident at the end — the tool's responses in an arm with the tool,
+Read + Grep/Glob + Bash results (file access) in an arm without it. The two parts stay available as
+``tool_residual`` and ``file_access_residual``.
 """
 
 from __future__ import annotations

@@ -1,7 +1,7 @@
 """One session → every metric, as plain data (a :class:`Scorecard`).
 
 This is the single entry point the CLI and the pytest plugin share; it renders nothing
-(:func:`pytest_agent_eval.report.blocks.render_scorecard` prints a card as the seeds do).
+(:func:`pytest_agent_eval.report.blocks.render_scorecard` prints a card, one block per metric).
 """
 
 from __future__ import annotations

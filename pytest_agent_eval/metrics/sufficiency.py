@@ -31,8 +31,8 @@ from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
 from pytest_agent_eval.tool.explore_answer import FileSection, explore_sections, mentioned_paths, same_file
 from pytest_agent_eval.transcript import DELEGATION_TOOLS, MAIN, Message, Session, ToolCall
 
-# The seed glosses read_returned "allocation: right file, wrong bytes"; said here without the word "allocation",
-# which names another metric (allocation efficiency: returned bytes on files the answer cited) that can read
+# read_returned is glossed "excerpt", not "allocation" (docs/metrics/sufficiency.md, "read_returned"): allocation
+# names another metric (allocation efficiency: returned bytes on files the answer cited) that can read
 # 100% in the same run: the agent cited the file, and still had to read the part the excerpt left out.
 BUCKETS: tuple[tuple[str, str, str], ...] = (
     ("explore_again", "explore again", "insufficient: did not answer"),
@@ -158,7 +158,7 @@ def sufficiency(
         thread_messages = messages_by_thread[call.thread]
         index = position[call.id]
         # Rule 1: a file access issued after the explore in its own message is stepped over, not a verdict:
-        # counted once per explore it was stepped over for, as the seed's classifier counts it.
+        # counted once per explore it was stepped over for (docs/metrics/sufficiency.md, rule 1).
         siblings = thread_messages[index].calls
         after = next(i for i, sibling in enumerate(siblings) if sibling is call) + 1
         out.concurrent += sum(_is_file_access(sibling) for sibling in siblings[after:])

@@ -1,6 +1,7 @@
 """How a number prints: one formatter per unit, used by the gates' messages, the terminal, the HTML and compare.
 
-Tokens print as the seeds print them (``54,950`` → ``54.9k``), durations as ``3m 05s``, shares as ``27.5%``.
+Tokens print to one decimal of a thousand, truncated (``54,950`` → ``54.9k``), durations as ``3m 05s``, shares
+as ``27.5%``.
 """
 
 from __future__ import annotations
@@ -21,7 +22,7 @@ def percent(value: float) -> str:
 
 
 def tokens(value: float) -> str:
-    """A token count as the seeds print it: ``54950`` → ``54.9k``, ``1_250_000`` → ``1.2M``."""
+    """A token count as every table prints it: ``54950`` → ``54.9k``, ``1_250_000`` → ``1.2M``."""
     if abs(value) >= 1_000_000:
         return f"{_floor1(value / 1_000_000)}M"
     if abs(value) >= 1000:
@@ -56,7 +57,7 @@ BY_UNIT: dict[str, Formatter] = {SHARE: percent, TOKENS: tokens, SECONDS: second
 
 
 def _floor1(value: float) -> str:
-    # Truncate rather than round, so 54,950 reads 54.9k as in the seeds and never rounds up past what was measured.
+    # Truncate rather than round, so 54,950 reads 54.9k and never rounds up past what was measured.
     sign = "-" if value < 0 else ""
     return f"{sign}{math.floor(abs(value) * 10 + 1e-9) / 10:.1f}"
 

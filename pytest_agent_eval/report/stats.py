@@ -1,7 +1,7 @@
 """The statistics behind every per-arm figure: paired differences, a bootstrap CI, the small-n warning.
 
 Runs make 1–5 explore calls, so one run's figures are coarse: every figure is shown as a median with its
-range, arms are compared run against run, and n=1 carries a warning (seed 001: "never n=1").
+range, arms are compared run against run, and n=1 carries a warning (docs/metrics/sufficiency.md, "Small n").
 """
 
 from __future__ import annotations

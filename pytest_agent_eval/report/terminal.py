@@ -308,7 +308,8 @@ def _ratio(a: float | None, b: float | None) -> float | None:
 def campaign_table(
     records: Records, include_contaminated: bool = False, found: Aggregate | None = None, notes: list[str] | None = None
 ) -> str | None:
-    """Per entry, the retrieval residual of W (the tool's responses) against WO (file access), seed 002."""
+    """Per entry, the retrieval residual of W (the tool's responses) against WO (file access), as
+    docs/metrics/occupancy.md defines it."""
     found = found or aggregate(records)
     pairs = campaign_pairs(found, include_contaminated)
     if not pairs:
@@ -397,7 +398,8 @@ def throughput_table(
 
 
 def secondary_table(records: Records, found: Aggregate | None = None) -> str | None:
-    """Seed 002's secondary readings of the with-arm: what followed each explore, and allocation, per entry."""
+    """The campaign's secondary readings of the with-arm (docs/report.md): what followed each explore, and
+    allocation, per entry."""
     found = found or aggregate(records)
     w_label = next((g.arm for g in found.groups.values() if g.has_tool), None)
     if w_label is None:
@@ -491,7 +493,7 @@ def terminal_report(
     notes: list[str] | None = None,
 ) -> str:
     """Header, one line per run (with ``verbose``: every run's blocks instead), an ARM COMPARISON per entry, the
-    campaign tables; ``campaign`` adds seed 002's secondary readings. Given ``notes``, the caveats go there, not
+    campaign tables; ``campaign`` adds the with-arm's secondary readings. Given ``notes``, the caveats go there, not
     into the tables."""
     found = aggregate(records, entry_order=entry_order)
     parts = [header(found.records)]

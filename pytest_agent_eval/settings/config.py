@@ -29,7 +29,7 @@ if TYPE_CHECKING:
     from pytest_agent_eval.tool import RetrievalTool
 
 DEFAULT_OUT = "agent-eval-out"
-CAMPAIGN_TURNS = 3  # the seeds' campaign: the README question and two in-flow follow-ups
+CAMPAIGN_TURNS = 3  # a campaign entry: its question and two in-flow follow-ups (docs/campaigns-and-ci.md)
 
 
 _PLACEHOLDER_WORDS = ("placeholder", "dummy", "fake", "test", "xxx", "your")
@@ -197,7 +197,7 @@ def resolve(get_option: Callable[[str], Any], get_ini: Callable[[str], Any], roo
     if config.out is None:
         config.out = rootpath / DEFAULT_OUT
     if config.campaign is not None and config.turns is None:
-        config.turns = CAMPAIGN_TURNS  # seed 002: occupancy is only chargeable over several turns
+        config.turns = CAMPAIGN_TURNS  # occupancy costs only on later turns (docs/metrics/occupancy.md)
     if config.compare_fail and config.compare is None:
         raise OptionError("--agent-eval-compare-fail: needs a baseline: --agent-eval-compare (or its ini key)")
     if config.compare_min_pairs is not None and config.compare is None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 BACKENDS = ("auto", "anthropic", "scripted", "cassette")  # the models behind the agent (pytest_agent_eval.model)
-MODES = ("headless", "tmux", "all")  # seed 004's MODE token: claude -p, the TUI in tmux, or both
+MODES = ("headless", "tmux", "all")  # claude -p, the TUI in tmux, or both (docs/options.md)
 # What the pinned Claude Code takes for --effort: it ignores any other value with a line on stderr, so a typo
 # would run (and record) an effort that was never used.
 EFFORTS = ("low", "medium", "high", "xhigh", "max")
@@ -140,7 +140,7 @@ OPTIONS: tuple[Option, ...] = (
         "campaign",
         "word",
         'run only the corpus entries tagged with this campaign ("campaign": "readme"), 3 turns unless '
-        "--agent-eval-turns, and print the seed's campaign tables",
+        "--agent-eval-turns, and print the campaign tables",
         "NAME",
     ),
     Option(

@@ -1,4 +1,5 @@
-"""Does a shell command RUN a given CLI? The command matcher, a fast first layer (seed 004).
+"""Does a shell command RUN a given CLI? The command matcher, a fast first layer (docs/metrics/contamination.md,
+"The command matcher").
 
 Agents reach a hidden binary by absolute path, through wrappers (env, sudo, timeout, xargs,
 find -exec), package runners (npx), quoting (``code''graph``), globs (``c?degraph``), a symlink

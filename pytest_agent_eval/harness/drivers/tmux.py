@@ -1,4 +1,5 @@
-"""Drive the interactive Claude Code TUI in tmux and score it from its session file (seed 004's itrun.sh).
+"""Drive the interactive Claude Code TUI in tmux and score it from its session file (``--agent-eval-mode tmux``,
+docs/options.md).
 
 The interactive arm reproduces what a person sees — the Explore subagent included — which ``claude -p``
 does not. One run is one CLI process in a 230×60 pane (wide, so the TUI does not hard-wrap) of a tmux
@@ -68,7 +69,7 @@ from pytest_agent_eval.harness.process import watched
 from pytest_agent_eval.harness.untrusted import UntrustedFile, copy_file, copy_tree, open_dir, read_bytes, replace_file
 from pytest_agent_eval.transcript import belongs_to
 
-TYPED_PROBE_CHARS = 24  # how much of a question must be on screen before Enter (seed 004)
+TYPED_PROBE_CHARS = 24  # how much of a question must be on screen before Enter: proof the TUI took the typing
 _TMUX_SESSION = "agent"
 _TMUX_CALL_S = 10.0
 _KILL_WAIT_S = 3.0

@@ -1,4 +1,4 @@
-"""The text blocks the seeds print for one scored session: a header, then one block per metric."""
+"""The text blocks of one scored session (docs/report.md): a header, then one block per metric."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pytest_agent_eval.transcript import Session
 
 
 def render_scorecard(card: Scorecard, brief: bool = False, envelope: bool = False) -> str:
-    """Every metric's block as the seeds print it (``brief``: one line a metric)."""
+    """Every metric's block (``brief``: one line a metric)."""
     blocks = [header(card)]
     if brief:
         blocks.append(brief_lines(card))

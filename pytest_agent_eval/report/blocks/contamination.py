@@ -1,4 +1,4 @@
-"""The contamination block printed under every arm: read it before any other number (seed 004)."""
+"""The contamination block printed under every arm: read it before any other number (docs/metrics/contamination.md)."""
 
 from __future__ import annotations
 

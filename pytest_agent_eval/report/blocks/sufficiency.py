@@ -20,7 +20,7 @@ def render_sufficiency(s: Sufficiency, indent: str = "") -> str:
     lines = [f"{indent}Explore sufficiency — what the agent did NEXT ({_plural(answered, 'answered call')}):"]
     for key, label, meaning in BUCKETS:
         count = s.counts[key]
-        percent = f"{int(100 * count / answered + 0.5)}%"  # half up, as the reference prints it
+        percent = f"{int(100 * count / answered + 0.5)}%"  # half up, not Python's round-half-even
         lines.append(f"{indent}  {count:>3} {percent:>4}  {label:<31}{meaning}")
     for number, call in enumerate(s.calls, 1):
         query = call.query if len(call.query) <= _QUERY_WIDTH else call.query[: _QUERY_WIDTH - 1] + "…"

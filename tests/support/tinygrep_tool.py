@@ -1,6 +1,7 @@
 """tinygrep described for the harness: the second retrieval tool, a local build rather than an npm package.
 
-Selected with ``--agent-eval-tool tinygrep_tool:TINYGREP`` (this folder importable, e.g. on PYTHONPATH).
+Selected with ``--agent-eval-tool support.tinygrep_tool:TINYGREP`` (tests/ importable), or, copied with tinygrep_mcp.py
+into a folder on PYTHONPATH, ``tinygrep_tool:TINYGREP``.
 """
 
 from __future__ import annotations

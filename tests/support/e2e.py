@@ -9,12 +9,23 @@ import re
 import subprocess
 import sys
 from collections.abc import Sequence
+from dataclasses import dataclass
 from pathlib import Path
 
-from conftest import RealTools
+from pytest_agent_eval.harness.provision import Provisioned
 
 TAG_VAR = "AGENT_EVAL_E2E_TAG"  # every process a test starts inherits it, so leftovers can be told apart
 RUN_TIMEOUT = 420.0
+
+
+@dataclass(frozen=True)
+class RealTools:
+    """The parts a user has for real: Claude Code and codegraph from npm, express indexed by that codegraph."""
+
+    cache: Path
+    claude: Provisioned
+    codegraph: Provisioned
+    express: Path  # an indexed copy: copy it before use
 
 
 def leftovers(tag: str, tmp_path: Path) -> list[tuple[int, str]]:

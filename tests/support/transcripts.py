@@ -14,7 +14,7 @@ import shutil
 import tempfile
 from pathlib import Path
 
-DATA = Path(__file__).resolve().parent / "data" / "transcripts"
+DATA = Path(__file__).resolve().parents[1] / "data" / "transcripts"
 
 
 @functools.cache
