@@ -1,0 +1,146 @@
+"""Codex CLI's run configuration for one attempt: its ``CODEX_HOME``, its command line, its environment.
+
+Codex reads everything from ``$CODEX_HOME`` (``config.toml``, ``rules/*.rules``) and writes its sessions there
+(the rollout). Each attempt gets a fresh one inside the agent's fresh HOME (never under ``$TMPDIR``: Codex's own
+sandbox refuses that, and it warns it cannot create its helper binaries there), written by the harness before any
+agent process runs; ``config.toml`` and the rules file are then bound read-only into the sandbox
+(:func:`protected_files`), so a turn cannot loosen what the next one runs under.
+
+- The model provider is the harness's model URL, speaking the Responses API (``wire_api = "responses"``), with no
+  retries of Codex's own (the harness retries attempts; a CLI retry would be an unexplained second request).
+- The model is one Codex has no metadata for (the stand-in's name): for every model it knows, Codex offers MCP
+  tools only behind a ``tool_search`` tool; for an unknown one it offers the MCP namespace in the first request.
+- ``approval_policy = "never"`` and ``sandbox_mode = "danger-full-access"``: the harness's bubblewrap sandbox seals
+  the process tree; Codex's own would nest inside it to no purpose. Web search, analytics and plugins off.
+- The with-arm's retrieval tool is ``[mcp_servers.NAME]`` with ``required = true`` (else Codex may send the first
+  request before the server has listed its tools: the with-arm then starts as a without-arm).
+- Both arms get a rules file forbidding the tool's CLI (``prefix_rule``), whose justification is the harness's
+  deny reason, so that the contamination metric recognises the refusal (``RetrievalTool.deny_marker``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_agent_eval.tool import RetrievalTool
+
+CODEX_HOME_DIR = ".codex"  # inside the agent's HOME
+CONFIG_FILE = "config.toml"
+RULES_FILE = Path("rules") / "deny.rules"
+PROVIDER = "agent_eval"
+# The variable Codex reads its API key from (``env_key``): a placeholder; a real key stays outside the sandbox.
+KEY_VAR = "AGENT_EVAL_MODEL_KEY"
+STANDIN_API_KEY = "sk-agent-eval-local-stand-in"
+# Flags of every ``codex exec``: events on stdout, any folder (the corpus copy is no git repository of Codex's
+# trust list). The config file holds the rest.
+EXEC_FLAGS = ("--json", "--skip-git-repo-check")
+
+
+@dataclass(frozen=True)
+class McpServer:
+    """An MCP stdio server as Codex's config names it."""
+
+    name: str
+    command: str
+    args: tuple[str, ...]
+    env: Mapping[str, str]
+
+
+def codex_home(home: Path) -> Path:
+    """Where Codex keeps its config and sessions for an attempt whose HOME is ``home``."""
+    return Path(home) / CODEX_HOME_DIR
+
+
+def _toml(value: object) -> str:
+    """A TOML value for a string, a list of strings or a table of strings (JSON strings are TOML basic strings)."""
+    if isinstance(value, Mapping):
+        return "{ " + ", ".join(f"{json.dumps(str(k))} = {json.dumps(str(v))}" for k, v in value.items()) + " }"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(json.dumps(str(v)) for v in value) + "]"
+    return json.dumps(str(value))
+
+
+def config_toml(model_url: str, model: str, mcp: McpServer | None) -> str:
+    """Codex's ``config.toml``: the harness's model server as its only provider, nothing reaching outside."""
+    lines = [
+        f"model = {_toml(model)}",
+        f"model_provider = {_toml(PROVIDER)}",
+        'approval_policy = "never"',
+        'sandbox_mode = "danger-full-access"',
+        'web_search = "disabled"',
+        "check_for_update_on_startup = false",
+        "",
+        "[analytics]",
+        "enabled = false",
+        "",
+        "[features]",
+        "plugins = false",
+        "remote_plugin = false",
+        "",
+        f"[model_providers.{PROVIDER}]",
+        f"name = {_toml(PROVIDER)}",
+        f"base_url = {_toml(model_url.rstrip('/') + '/v1')}",
+        'wire_api = "responses"',
+        f"env_key = {_toml(KEY_VAR)}",
+        "request_max_retries = 0",
+        "stream_max_retries = 0",
+    ]
+    if mcp is not None:
+        lines += [
+            "",
+            f"[mcp_servers.{mcp.name}]",
+            f"command = {_toml(mcp.command)}",
+            f"args = {_toml(mcp.args)}",
+            f"env = {_toml(mcp.env)}",
+            "required = true",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def deny_rules(tool: RetrievalTool) -> str:
+    """A rules file forbidding any shell command that starts with the tool's CLI; the refusal the model gets names
+    the harness's deny reason."""
+    return (
+        "prefix_rule(\n"
+        f"    pattern = [{json.dumps(tool.cli)}],\n"
+        '    decision = "forbidden",\n'
+        f"    justification = {json.dumps(tool.deny_reason)},\n"
+        ")\n"
+    )
+
+
+def write_codex_home(
+    home: Path, *, model_url: str, model: str, tool: RetrievalTool, mcp_command: Sequence[str] | None
+) -> Path:
+    """Write a fresh ``CODEX_HOME`` inside ``home`` (which the harness just made: nothing the agent planted) and
+    return it. ``mcp_command`` (the with-arm) serves the tool as the MCP server ``tool.name``."""
+    folder = codex_home(home)
+    if folder.exists():
+        raise FileExistsError(f"{folder} already exists: a CODEX_HOME is written once, in the attempt's fresh HOME")
+    (folder / RULES_FILE).parent.mkdir(parents=True)
+    mcp = None
+    if mcp_command is not None:
+        mcp = McpServer(tool.name, str(mcp_command[0]), tuple(map(str, mcp_command[1:])), dict(tool.env))
+    (folder / CONFIG_FILE).write_text(config_toml(model_url, model, mcp), encoding="utf-8")
+    (folder / RULES_FILE).write_text(deny_rules(tool), encoding="utf-8")
+    return folder
+
+
+def protected_files(home: Path) -> list[Path]:
+    """The files of an attempt's ``CODEX_HOME`` the agent may read but not change (bound read-only)."""
+    folder = codex_home(home)
+    return [folder / CONFIG_FILE, folder / RULES_FILE]
+
+
+def exec_command(codex: str | Path, question: str, thread_id: str | None = None) -> list[str]:
+    """``codex exec`` for one turn: a new session, or (``thread_id``) the next turn of that one."""
+    resume = ["resume", thread_id] if thread_id else []
+    return [str(codex), "exec", *resume, *EXEC_FLAGS, question]
+
+
+def codex_env(base: Mapping[str, str], home: Path) -> dict[str, str]:
+    """``base`` (the agent's allow-listed environment) with the attempt's ``CODEX_HOME`` and the placeholder key."""
+    return {**base, "CODEX_HOME": str(codex_home(home)), KEY_VAR: STANDIN_API_KEY}

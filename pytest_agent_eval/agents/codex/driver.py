@@ -1,0 +1,240 @@
+"""Drive ``codex exec --json`` over the turns of one question, one event stream per turn, and keep its rollout.
+
+Turn 1 starts a session (its ``thread.started`` names the thread); each later turn is ``codex exec resume
+<thread id>``, which resends the history and appends to the same rollout. Streams land as ``run-<label>.jsonl``,
+``run-<label>.t2.jsonl``, … with each process's stderr beside it, as Claude Code's segments do; after the last turn
+(or a failed one) Codex's rollout (``$CODEX_HOME/sessions/YYYY/MM/DD/rollout-…-<thread id>.jsonl``) is copied to
+``run-<label>.rollout`` beside them, where :func:`~.transcript.find_rollout` finds it. It is read from the agent's
+HOME without following any link the agent may have planted there (:mod:`pytest_agent_eval.harness.untrusted`).
+
+A turn ends with ``turn.completed`` or ``turn.failed``; Codex exits then (a CLI still running a few seconds later
+is stopped, its stream kept). A turn that never ends is stopped at the timeout; a turn that failed ends the run.
+stdout and stderr are sockets, as for Claude Code (:mod:`pytest_agent_eval.harness.drivers.headless`): the agent's
+shells cannot reopen them through ``/proc`` to forge events.
+"""
+
+from __future__ import annotations
+
+import os
+import socket
+import stat
+import subprocess
+import threading
+import time
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path, PurePath
+
+from pytest_agent_eval.agents.codex.config import CODEX_HOME_DIR, exec_command
+from pytest_agent_eval.agents.codex.transcript import FIRST_EVENT, kept_rollout, read_codex
+from pytest_agent_eval.harness import untrusted
+from pytest_agent_eval.harness.drivers import AgentInfraError
+from pytest_agent_eval.harness.drivers.headless import RESULT_GRACE_S, RunRecord, TurnError, segment_name
+from pytest_agent_eval.harness.drivers.watch import STALL_S_STAND_IN, Silences, event_of
+from pytest_agent_eval.harness.process import start_group, stop_group
+from pytest_agent_eval.harness.sandbox import Sandbox
+
+TURN_ENDS = ("turn.completed", "turn.failed")
+_KILL_WAIT_S = 3.0
+
+
+@dataclass(frozen=True)
+class CodexOptions:
+    """How every turn of one run is started: the ``codex`` executable, the time a turn may take, the silence that
+    marks it stalled, the sandbox (None only when a test switched it off)."""
+
+    codex: str
+    timeout_s: float = 900.0
+    exit_grace_s: float = RESULT_GRACE_S
+    stall_s: float = STALL_S_STAND_IN
+    sandbox: Sandbox | None = None
+
+    def launch(self, command: list[str]) -> list[str]:
+        return self.sandbox.wrap(command) if self.sandbox is not None else command
+
+
+def run_codex(
+    questions: Sequence[str],
+    *,
+    label: str,
+    out_dir: Path,
+    cwd: Path,
+    env: Mapping[str, str],
+    options: CodexOptions,
+) -> RunRecord:
+    """Run every turn and copy the rollout out; raises :class:`TurnError` (what was recorded kept, later turns not
+    started) when a turn does not end, fails, or leaves no rollout. ``env`` names the attempt's ``HOME``, which holds
+    its ``CODEX_HOME`` (``.codex``)."""
+    if not questions:
+        raise ValueError("no question to ask")
+    home = Path(env["HOME"])
+    out_dir.mkdir(parents=True, exist_ok=True)
+    record = RunRecord(label=label, stall_s=options.stall_s)
+    for turn, question in enumerate(questions, start=1):
+        segment = out_dir / segment_name(label, turn)
+        stderr = out_dir / segment_name(label, turn, ".stderr")
+        command = options.launch(exec_command(options.codex, question, record.session_id))
+        outcome = _run_turn(command, segment, stderr, cwd, env, options)
+        record.segments.append(segment)
+        record.stderr.append(stderr)
+        record.wall_s.append(outcome.wall_s)
+        record.exit_codes.append(outcome.exit_code)
+        record.hung_after_result.append(outcome.hung_after_end)
+        record.watched(outcome.silences, 0)  # no retries of Codex's own: the config sets them to 0
+        record.session_id = record.session_id or outcome.thread_id
+        later = f"; turns {turn + 1}-{len(questions)} not run" if turn < len(questions) else ""
+        if outcome.end is None:
+            why = f"timed out after {options.timeout_s:g}s" if outcome.timed_out else f"exited {outcome.exit_code}"
+            _keep_rollout(home, record)
+            message = f"turn {turn}: codex {why} without ending the turn ({segment}){_tail(stderr)}{later}"
+            raise TurnError(message, record)
+        if not record.session_id:
+            raise TurnError(f"turn {turn}: no {FIRST_EVENT} event in {segment}{_tail(stderr)}{later}", record)
+        if outcome.end != "turn.completed":
+            _keep_rollout(home, record)
+            raise TurnError(f"turn {turn}: codex reported {outcome.end}{_tail(stderr)}{later}", record)
+    rollout = _keep_rollout(home, record)
+    if rollout is None:
+        raise TurnError(f"codex left no rollout of thread {record.session_id} under {home / CODEX_HOME_DIR}", record)
+    infra = read_codex(record.segments, rollout).infra_error
+    if infra:
+        raise TurnError(infra, record)
+    return record
+
+
+@dataclass
+class _Outcome:
+    silences: Silences
+    exit_code: int | None = None
+    wall_s: float = 0.0
+    end: str | None = None
+    timed_out: bool = False
+    hung_after_end: bool = False
+    thread_id: str | None = None
+    ended: threading.Event = field(default_factory=threading.Event)
+
+
+def _run_turn(
+    command: list[str], segment: Path, stderr_path: Path, cwd: Path, env: Mapping[str, str], options: CodexOptions
+) -> _Outcome:
+    started = time.monotonic()
+    outcome = _Outcome(Silences(started))
+    stdout, stderr = _unopenable_stream(), _unopenable_stream()
+    with segment.open("wb") as out, stderr_path.open("wb") as err, stdout[0], stderr[0]:
+        try:
+            process = start_group(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                                  stdout=stdout[1].fileno(), stderr=stderr[1].fileno())  # fmt: skip
+        except OSError as exc:
+            raise AgentInfraError(f"cannot start codex ({command[0]}): {exc}") from None
+        finally:
+            stdout[1].close()
+            stderr[1].close()
+
+        def keep_stderr() -> None:
+            with stderr[0].makefile("rb") as lines:
+                while chunk := lines.read1(65536):
+                    err.write(chunk)
+                    err.flush()
+
+        def pump() -> None:
+            with stdout[0].makefile("rb") as lines:
+                for raw in lines:
+                    now = time.monotonic()
+                    out.write(raw)
+                    out.flush()
+                    event = event_of(raw)
+                    kind = str(event.get("type")) if event is not None else None
+                    item = event.get("item") if event is not None else None
+                    what = f"{kind} {item.get('type')}" if isinstance(item, dict) else kind
+                    outcome.silences.line(now, what or "a non-JSON line")
+                    if kind == FIRST_EVENT and isinstance(event.get("thread_id"), str):  # type: ignore[union-attr]
+                        outcome.thread_id = event["thread_id"]  # type: ignore[index]
+                    if kind in TURN_ENDS:
+                        outcome.end = kind
+                        outcome.ended.set()
+
+        threads = [threading.Thread(target=pump, daemon=True), threading.Thread(target=keep_stderr, daemon=True)]
+        for thread in threads:
+            thread.start()
+        deadline = started + options.timeout_s
+        ended = None
+        try:
+            while process.poll() is None:
+                now = time.monotonic()
+                if outcome.ended.is_set():
+                    try:
+                        process.wait(timeout=options.exit_grace_s)
+                    except subprocess.TimeoutExpired:
+                        outcome.hung_after_end = True
+                    break
+                if now >= deadline:
+                    outcome.timed_out = True
+                    break
+                outcome.ended.wait(timeout=min(0.2, deadline - now))
+            ended = time.monotonic()
+            if not outcome.ended.is_set():
+                outcome.silences.until(ended)
+        finally:
+            stop_group(process)  # also on an interrupt: never leave the CLI or its MCP server running
+        outcome.exit_code = process.wait()
+        outcome.wall_s = (ended or time.monotonic()) - started
+        for thread in threads:
+            thread.join(timeout=_KILL_WAIT_S)
+    return outcome
+
+
+def _unopenable_stream() -> tuple[socket.socket, socket.socket]:
+    ours, theirs = socket.socketpair()
+    ours.shutdown(socket.SHUT_WR)
+    return ours, theirs
+
+
+def _keep_rollout(home: Path, record: RunRecord) -> Path | None:
+    """Copy the thread's rollout out of the agent's HOME to ``run-<label>.rollout`` beside the first segment;
+    None when there is none (no thread, or Codex wrote none)."""
+    if not record.session_id or not record.segments:
+        return None
+    found = find_rollout_in(home, record.session_id)
+    if found is None:
+        return None
+    dest = kept_rollout(record.segments[0])
+    untrusted.copy_file(home, found, dest)
+    return dest
+
+
+def find_rollout_in(home: Path, thread_id: str) -> PurePath | None:
+    """The path (relative to ``home``) of the rollout of ``thread_id`` under ``home/.codex/sessions``, walked without
+    following links (the agent may have planted some); None when there is none."""
+    name_end = f"-{thread_id}.jsonl"
+    sessions = PurePath(CODEX_HOME_DIR, "sessions")
+    try:
+        fd = untrusted.open_dir(home, sessions)
+    except FileNotFoundError:
+        return None
+    pending = [(fd, sessions)]
+    found: list[PurePath] = []
+    try:
+        while pending:
+            folder, relative = pending.pop()
+            try:
+                with os.scandir(folder) as entries:
+                    listed = [(e.name, e.stat(follow_symlinks=False).st_mode) for e in entries]
+                for name, mode in listed:
+                    if stat.S_ISDIR(mode):
+                        pending.append((untrusted.open_dir(home, relative / name), relative / name))
+                    elif stat.S_ISREG(mode) and name.startswith("rollout-") and name.endswith(name_end):
+                        found.append(relative / name)
+            finally:
+                os.close(folder)
+    finally:
+        for folder, _ in pending:
+            os.close(folder)
+    return sorted(found)[-1] if found else None
+
+
+def _tail(path: Path, lines: int = 5) -> str:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-lines:]
+    except OSError:
+        return ""
+    return ("; stderr: " + " | ".join(text)) if text else ""
