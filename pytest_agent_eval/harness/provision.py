@@ -76,7 +76,7 @@ def provision_tool(tool: RetrievalTool, spec: str, cache: Path) -> Provisioned:
         return _provision_build(tool, spec, local, cache)
     if local is not None:
         return _provision_local(tool, spec, local, cache)
-    return _provision_npm(tool.cli, tool.package, spec, cache)
+    return provision_npm(tool.cli, tool.package, spec, cache)
 
 
 def provision_claude(spec: str | None, cache: Path) -> Provisioned:
@@ -90,7 +90,7 @@ def provision_claude(spec: str | None, cache: Path) -> Provisioned:
             origin = {"kind": "path", "spec": "PATH", "version": version, "path": str(path)}
             return Provisioned("claude", path, version, "PATH", origin)
         spec = CLAUDE_CODE_VERSION
-    return _provision_npm("claude", CLAUDE_PACKAGE, spec, Path(cache))
+    return provision_npm("claude", CLAUDE_PACKAGE, spec, Path(cache))
 
 
 def record_build(cache: Path, kind: str, **fields: Any) -> None:
@@ -133,7 +133,9 @@ def tool_env(**overrides: str) -> dict[str, str]:
     return env
 
 
-def _provision_npm(name: str, package: str, spec: str, cache: Path) -> Provisioned:
+def provision_npm(name: str, package: str, spec: str, cache: Path) -> Provisioned:
+    """``package@spec`` (an exact version or ``latest``) installed under ``<cache>/<name>/<version>``, whose
+    ``node_modules/.bin/<name>`` must report that version; an install is done once, under a lock."""
     if spec == "latest":
         version = _npm_latest(package)
     elif _EXACT_RE.match(spec):
