@@ -22,10 +22,9 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_agent_eval.tool import RetrievalTool
+from pytest_agent_eval.agents.base import McpServer
 
 CODEX_HOME_DIR = ".codex"  # inside the agent's HOME
 CONFIG_FILE = "config.toml"
@@ -37,16 +36,6 @@ STANDIN_API_KEY = "sk-agent-eval-local-stand-in"
 # Flags of every ``codex exec``: events on stdout, any folder (the corpus copy is no git repository of Codex's
 # trust list). The config file holds the rest.
 EXEC_FLAGS = ("--json", "--skip-git-repo-check")
-
-
-@dataclass(frozen=True)
-class McpServer:
-    """An MCP stdio server as Codex's config names it."""
-
-    name: str
-    command: str
-    args: tuple[str, ...]
-    env: Mapping[str, str]
 
 
 def codex_home(home: Path) -> Path:
@@ -63,7 +52,7 @@ def _toml(value: object) -> str:
     return json.dumps(str(value))
 
 
-def config_toml(model_url: str, model: str, mcp: McpServer | None) -> str:
+def config_toml(model_url: str, model: str, mcp_servers: Sequence[McpServer]) -> str:
     """Codex's ``config.toml``: the harness's model server as its only provider, nothing reaching outside."""
     lines = [
         f"model = {_toml(model)}",
@@ -88,44 +77,41 @@ def config_toml(model_url: str, model: str, mcp: McpServer | None) -> str:
         "request_max_retries = 0",
         "stream_max_retries = 0",
     ]
-    if mcp is not None:
+    for mcp in mcp_servers:
         lines += [
             "",
-            f"[mcp_servers.{mcp.name}]",
-            f"command = {_toml(mcp.command)}",
-            f"args = {_toml(mcp.args)}",
+            f"[mcp_servers.{_toml(mcp.name)}]",
+            f"command = {_toml(mcp.command[0])}",
+            f"args = {_toml(mcp.command[1:])}",
             f"env = {_toml(mcp.env)}",
             "required = true",
         ]
     return "\n".join(lines) + "\n"
 
 
-def deny_rules(tool: RetrievalTool) -> str:
-    """A rules file forbidding any shell command that starts with the tool's CLI; the refusal the model gets names
-    the harness's deny reason."""
+def deny_rules(cli: str, reason: str) -> str:
+    """A rules file forbidding any shell command that starts with ``cli``; the refusal the model gets is
+    ``reason``."""
     return (
         "prefix_rule(\n"
-        f"    pattern = [{json.dumps(tool.cli)}],\n"
+        f"    pattern = [{json.dumps(cli)}],\n"
         '    decision = "forbidden",\n'
-        f"    justification = {json.dumps(tool.deny_reason)},\n"
+        f"    justification = {json.dumps(reason)},\n"
         ")\n"
     )
 
 
 def write_codex_home(
-    home: Path, *, model_url: str, model: str, tool: RetrievalTool, mcp_command: Sequence[str] | None
+    home: Path, *, model_url: str, model: str, mcp_servers: Sequence[McpServer], denied_cli: str, deny_reason: str
 ) -> Path:
     """Write a fresh ``CODEX_HOME`` inside ``home`` (which the harness just made: nothing the agent planted) and
-    return it. ``mcp_command`` (the with-arm) serves the tool as the MCP server ``tool.name``."""
+    return it."""
     folder = codex_home(home)
     if folder.exists():
         raise FileExistsError(f"{folder} already exists: a CODEX_HOME is written once, in the attempt's fresh HOME")
     (folder / RULES_FILE).parent.mkdir(parents=True)
-    mcp = None
-    if mcp_command is not None:
-        mcp = McpServer(tool.name, str(mcp_command[0]), tuple(map(str, mcp_command[1:])), dict(tool.env))
-    (folder / CONFIG_FILE).write_text(config_toml(model_url, model, mcp), encoding="utf-8")
-    (folder / RULES_FILE).write_text(deny_rules(tool), encoding="utf-8")
+    (folder / CONFIG_FILE).write_text(config_toml(model_url, model, mcp_servers), encoding="utf-8")
+    (folder / RULES_FILE).write_text(deny_rules(denied_cli, deny_reason), encoding="utf-8")
     return folder
 
 
@@ -139,8 +125,3 @@ def exec_command(codex: str | Path, question: str, thread_id: str | None = None)
     """``codex exec`` for one turn: a new session, or (``thread_id``) the next turn of that one."""
     resume = ["resume", thread_id] if thread_id else []
     return [str(codex), "exec", *resume, *EXEC_FLAGS, question]
-
-
-def codex_env(base: Mapping[str, str], home: Path) -> dict[str, str]:
-    """``base`` (the agent's allow-listed environment) with the attempt's ``CODEX_HOME`` and the placeholder key."""
-    return {**base, "CODEX_HOME": str(codex_home(home)), KEY_VAR: STANDIN_API_KEY}
