@@ -8,39 +8,35 @@ Both arms of the A/B are run as the harness runs them — a fresh workspace, Cod
 
 from __future__ import annotations
 
+import json
 import os
+import pwd
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator
-from contextlib import ExitStack
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 import pytest
+from codex_support import QUESTION, run_arm
 from conftest import RealTools
 
-from pytest_agent_eval.agents.base import AgentConfig, AgentSetup, DriveOptions, McpServer
+from pytest_agent_eval.agents.base import AgentSetup
 from pytest_agent_eval.agents.codex import CODEX
 from pytest_agent_eval.agents.codex.config import codex_home
-from pytest_agent_eval.agents.codex.transcript import CodexSession, kept_rollout
-from pytest_agent_eval.harness import runtimes, sandbox
-from pytest_agent_eval.harness.drivers import agent_environment
-from pytest_agent_eval.harness.drivers.headless import RunRecord
+from pytest_agent_eval.agents.codex.transcript import kept_rollout
+from pytest_agent_eval.harness import sandbox
 from pytest_agent_eval.harness.provision import Provisioned, read_builds
-from pytest_agent_eval.harness.relay import carried
-from pytest_agent_eval.harness.workspace import Workspace, make_workspace
+from pytest_agent_eval.harness.workspace import make_workspace
 from pytest_agent_eval.metrics.contamination import contamination
 from pytest_agent_eval.metrics.occupancy import FAMILIES, occupancy
-from pytest_agent_eval.model import RunningServer, ScriptedBackend, serve
 from pytest_agent_eval.model.truth import read_truth_log, resident_truth
 from pytest_agent_eval.tool import CODEGRAPH
 
-QUESTIONS = (
-    "How does res.send decide the Content-Type and ETag?",
-    "Where is the ETag function configured, and how does the app setting reach res.send?",
-)
-TURN_TIMEOUT = 120.0
+SECOND_QUESTION = "Where is the ETag function configured, and how does the app setting reach res.send?"
+# The ordinary user the sandbox is also checked as (`useradd -M -s /bin/sh agent-eval-user` makes one).
+USER = os.environ.get("AGENT_EVAL_TEST_USER", "agent-eval-user")
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -50,62 +46,17 @@ def codex(real_tools: RealTools) -> Provisioned:
     return CODEX.provision(real_tools.cache)
 
 
-@dataclass
-class Arm:
-    """One arm's run: its workspace, config, driver record, Session, and the stand-in that served it."""
-
-    workspace: Workspace
-    config: AgentConfig
-    run: RunRecord
-    session: CodexSession
-    server: RunningServer
-    truth: Path
-
-    @property
-    def requests(self) -> list[dict[str, Any]]:
-        return self.server.requests
-
-
-def _run_arm(tmp_path: Path, tools: RealTools, codex: Provisioned, has_tool: bool, questions: tuple[str, ...]) -> Arm:
-    name = "with" if has_tool else "without"
-    workspace = make_workspace(tools.express, tmp_path / name, () if has_tool else CODEGRAPH.state_dirs)
-    truth = tmp_path / f"truth-{name}.jsonl"
-    with ExitStack() as stack:
-        server = stack.enter_context(serve(ScriptedBackend(), truth_log=truth))
-        relay = stack.enter_context(carried(server.url))
-        mcp = (McpServer(CODEGRAPH.name, tuple(CODEGRAPH.mcp_command(tools.codegraph.bin, workspace.repo)),
-                         dict(CODEGRAPH.env)),) if has_tool else ()  # fmt: skip
-        setup = AgentSetup(config_dir=tmp_path / f"config-{name}", home=workspace.home, model_url=server.url,
-                           mcp_servers=mcp, denied_cli=CODEGRAPH.cli, deny_reason=CODEGRAPH.deny_reason)  # fmt: skip
-        config = CODEX.configure(setup)
-        node = runtimes.node()
-        sealed = sandbox.sandbox_for(
-            cache=tools.cache,
-            writable=[workspace.repo, workspace.home, workspace.tmp],
-            readable=[*sandbox.install_paths(codex.bin), *config.readable, *(node.reads if node else ())],
-            hidden=list(CODEX.managed_paths),
-            relay=relay,
-            tool=CODEGRAPH,
-            tool_install=sandbox.install_paths(tools.codegraph.bin) if has_tool else [],
-        )
-        env = agent_environment(workspace.env(os.environ), server.url)
-        env.update(CODEX.environment(server.url), **config.env, **CODEGRAPH.env)
-        env["PATH"] = os.pathsep.join([str(codex.bin.parent), runtimes.with_node(os.environ.get("PATH", ""))])
-        assert CODEX.check_deny(config, CODEGRAPH.cli, env, set()) == []
-        options = DriveOptions(timeout_s=TURN_TIMEOUT, stall_s=30.0, sandbox=sealed)
-        run = CODEX.drive(codex, questions, mode="headless", config=config, options=options, label=f"{name}-1",
-                          out_dir=tmp_path / f"run-{name}", cwd=workspace.repo, env=env)  # fmt: skip
-    session = CODEX.read_transcript(run.segments)
-    return Arm(workspace, config, run, session, server, truth)
-
-
 @pytest.fixture(scope="module")
 def arms(tmp_path_factory: pytest.TempPathFactory, real_tools: RealTools, codex: Provisioned) -> Iterator[dict]:
     if not sandbox.enabled():
         pytest.skip("the sandbox is switched off")
     sandbox.check_sandbox()
     folder = tmp_path_factory.mktemp("codex-ab")
-    yield {has: _run_arm(folder, real_tools, codex, has, QUESTIONS[:1]) for has in (True, False)}
+    tools = real_tools
+    yield {
+        True: run_arm(folder, tools.express, codex, tools.cache, codegraph=tools.codegraph),
+        False: run_arm(folder, tools.express, codex, tools.cache),
+    }
 
 
 def _offered_mcp(request: dict[str, Any]) -> list[str]:
@@ -178,7 +129,8 @@ def test_a_second_turn_resumes_the_thread_and_the_policy_answers_the_new_questio
 ) -> None:
     if not sandbox.enabled():
         pytest.skip("the sandbox is switched off")
-    arm = _run_arm(tmp_path, real_tools, codex, True, QUESTIONS)
+    tools = real_tools
+    arm = run_arm(tmp_path, tools.express, codex, tools.cache, (QUESTION, SECOND_QUESTION), codegraph=tools.codegraph)
     assert [p.name for p in arm.run.segments] == ["run-with-1.jsonl", "run-with-1.t2.jsonl"]
     assert [r.subtype for r in arm.session.results] == ["turn.completed", "turn.completed"]
     first, second = arm.session.answer_texts()
@@ -200,3 +152,49 @@ def test_a_config_the_agent_rewrote_is_not_what_the_next_turn_reads(
     done = subprocess.run(sealed.wrap(["/bin/sh", "-c", script]), capture_output=True, text=True, timeout=60)
     assert "prefix_rule(" in done.stdout and CODEGRAPH.deny_reason in rules.read_text(), done.stderr
     shutil.rmtree(tmp_path / "ws")
+
+
+def test_codex_runs_sealed_for_an_ordinary_user_too(codex: Provisioned, real_tools: RealTools) -> None:
+    """The harness run by an ordinary user: bubblewrap through an unprivileged user namespace. The user gets a copy
+    of the Codex install and of express, and a Python of the system's with this package (root's cache and Python
+    are not theirs to read), and runs the without-arm."""
+    system_python = Path("/usr/bin/python3")
+    if os.geteuid() != 0 or shutil.which("runuser") is None or not system_python.is_file():
+        pytest.skip("needs root, runuser and the system's python3 to become an ordinary user")
+    try:
+        user = pwd.getpwnam(USER)
+    except KeyError:
+        pytest.skip(f"no user {USER} (`useradd -M -s /bin/sh {USER}`, or name one in AGENT_EVAL_TEST_USER)")
+    base = Path(tempfile.mkdtemp(prefix="agent-eval-codex-user-"))  # pytest's tmp_path is root's alone
+    try:
+        base.chmod(0o755)
+        install = base / "codex"
+        shutil.copytree(Path(codex.origin["path"]) / "node_modules", install / "node_modules", symlinks=True)
+        shutil.copytree(real_tools.express, base / "express", symlinks=True,
+                        ignore=shutil.ignore_patterns(*CODEGRAPH.state_dirs))  # fmt: skip
+        for folder in ("cache", "out", "home"):
+            (base / folder).mkdir()
+            os.chown(base / folder, user.pw_uid, user.pw_gid)
+        python = _package_venv(system_python, base / "venv")
+        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(base / "home"), "LANG": "C.UTF-8"}  # a user's own
+        script = Path(__file__).with_name("codex_support.py")
+        launcher = install / "node_modules" / ".bin" / "codex"
+        command = [str(shutil.which("runuser")), "-u", USER, "--", str(python), str(script), str(launcher),
+                   str(base / "express"), str(base / "cache"), str(base / "out")]  # fmt: skip
+        done = subprocess.run(command, env=env, cwd=base, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+        summary = json.loads(done.stdout.strip().splitlines()[-1])
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    assert summary["uid"] == user.pw_uid and summary["exit_codes"] == [0]
+    assert summary["requests"] == summary["messages"] > 1 and summary["answers"][0].startswith("Answer to: How does")
+    assert (summary["cli_blocked"], summary["contaminated"], summary["mcp_calls"]) == (1, False, 0)
+
+
+def _package_venv(python: Path, folder: Path) -> Path:
+    """A virtual environment of ``python`` with this package (editable) and its dependencies; its interpreter."""
+    subprocess.run([str(python), "-m", "venv", str(folder)], check=True, capture_output=True, timeout=120)
+    pip = [str(folder / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    package = Path(__file__).resolve().parents[1]
+    subprocess.run([*pip, "-e", str(package)], check=True, capture_output=True, timeout=600)
+    return folder / "bin" / "python"
