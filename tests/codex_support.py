@@ -44,6 +44,7 @@ class Arm:
     session: CodexSession
     requests: list[dict[str, Any]]
     truth: Path
+    record: Path  # the model server's request record (pytest_agent_eval.model.record)
 
 
 def run_arm(
@@ -59,9 +60,10 @@ def run_arm(
     has_tool = codegraph is not None
     name = "with" if has_tool else "without"
     workspace = make_workspace(express, folder / name, () if has_tool else CODEGRAPH.state_dirs)
-    truth = folder / f"truth-{name}.jsonl"
+    truth, record = folder / f"truth-{name}.jsonl", folder / f"requests-{name}.jsonl"
     with ExitStack() as stack:
         server = stack.enter_context(serve(ScriptedBackend(), truth_log=truth))
+        stack.enter_context(server.log.into(record))
         relay = stack.enter_context(carried(server.url))
         mcp = ()
         if codegraph is not None:
@@ -89,7 +91,7 @@ def run_arm(
         run = CODEX.drive(codex, questions, mode="headless", config=config, options=options, label=f"{name}-1",
                           out_dir=folder / f"run-{name}", cwd=workspace.repo, env=env)  # fmt: skip
         requests = server.requests
-    return Arm(workspace, config, run, CODEX.read_transcript(run.segments), requests, truth)
+    return Arm(workspace, config, run, CODEX.read_transcript(run.segments), requests, truth, record)
 
 
 def main() -> int:

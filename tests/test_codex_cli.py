@@ -30,7 +30,9 @@ from pytest_agent_eval.harness import sandbox
 from pytest_agent_eval.harness.provision import Provisioned, read_builds
 from pytest_agent_eval.harness.workspace import make_workspace
 from pytest_agent_eval.metrics.contamination import contamination
+from pytest_agent_eval.metrics.evidence import evidence
 from pytest_agent_eval.metrics.occupancy import FAMILIES, occupancy
+from pytest_agent_eval.model.record import read_requests
 from pytest_agent_eval.model.truth import read_truth_log, resident_truth
 from pytest_agent_eval.tool import CODEGRAPH
 
@@ -110,6 +112,25 @@ def test_occupancy_of_the_codex_session_matches_the_stand_ins_own_counts(arms: d
     estimate = occupancy(arm.session).residual
     error = sum(abs(estimate[f] - truth[f]) for f in FAMILIES) / sum(truth.values())
     assert error <= 0.01, (estimate, truth)
+
+
+def test_the_session_agrees_with_what_the_model_received_and_a_forged_rollout_does_not(
+    arms: dict, tmp_path: Path
+) -> None:
+    """The rollout lies in the agent's HOME, which its shells can write: the request record, written outside the
+    sandbox, is what it is held to (metrics.evidence), as Claude Code's transcript is."""
+    for arm in arms.values():
+        report = evidence(arm.session, read_requests(arm.record))
+        assert report.intact and report.requests == len(arm.requests), report.problems
+    arm = arms[False]
+    forged = tmp_path / arm.run.segments[0].name
+    shutil.copyfile(arm.run.segments[0], forged)
+    rollout = kept_rollout(arm.run.segments[0]).read_text(encoding="utf-8")
+    denied = CODEGRAPH.deny_reason
+    assert denied in rollout
+    kept_rollout(forged).write_text(rollout.replace(denied, "**Exploration: res.send**"), encoding="utf-8")
+    problems = evidence(CODEX.read_transcript([forged]), read_requests(arm.record)).problems
+    assert any("differs from what the model received" in p for p in problems), problems
 
 
 def test_the_rollout_is_copied_out_and_the_config_stays_the_harnesss(arms: dict) -> None:
