@@ -120,7 +120,9 @@ def test_the_session_agrees_with_what_the_model_received_and_a_forged_rollout_do
     """The rollout lies in the agent's HOME, which its shells can write: the request record, written outside the
     sandbox, is what it is held to (metrics.evidence), as Claude Code's transcript is."""
     for arm in arms.values():
-        report = evidence(arm.session, read_requests(arm.record))
+        entries = read_requests(arm.record)
+        assert {(e["method"], e["path"]) for e in entries} == {("POST", "/v1/responses")}  # nothing else asked
+        report = evidence(arm.session, entries)
         assert report.intact and report.requests == len(arm.requests), report.problems
     arm = arms[False]
     forged = tmp_path / arm.run.segments[0].name
