@@ -9,33 +9,27 @@ HOME without following any link the agent may have planted there (:mod:`pytest_a
 
 A turn ends with ``turn.completed`` or ``turn.failed``; Codex exits then (a CLI still running a few seconds later
 is stopped, its stream kept). A turn that never ends is stopped at the timeout; a turn that failed ends the run.
-stdout and stderr are sockets, as for Claude Code (:mod:`pytest_agent_eval.harness.drivers.headless`): the agent's
-shells cannot reopen them through ``/proc`` to forge events.
+The process is run as every headless driver runs its CLI (:mod:`pytest_agent_eval.harness.drivers.stream`: stdout
+and stderr are sockets the agent's shells cannot reopen through ``/proc`` to forge events).
 """
 
 from __future__ import annotations
 
 import os
-import socket
 import stat
-import subprocess
-import threading
-import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path, PurePath
 
 from pytest_agent_eval.agents.codex.config import CODEX_HOME_DIR, exec_command
 from pytest_agent_eval.agents.codex.transcript import FIRST_EVENT, kept_rollout, read_codex
 from pytest_agent_eval.harness import untrusted
-from pytest_agent_eval.harness.drivers import AgentInfraError
 from pytest_agent_eval.harness.drivers.headless import RESULT_GRACE_S, RunRecord, TurnError, segment_name
-from pytest_agent_eval.harness.drivers.watch import STALL_S_STAND_IN, Silences, event_of
-from pytest_agent_eval.harness.process import start_group, stop_group
+from pytest_agent_eval.harness.drivers.stream import StreamOutcome, run_streaming
+from pytest_agent_eval.harness.drivers.watch import STALL_S_STAND_IN, event_of
 from pytest_agent_eval.harness.sandbox import Sandbox
 
 TURN_ENDS = ("turn.completed", "turn.failed")
-_KILL_WAIT_S = 3.0
 
 
 @dataclass(frozen=True)
@@ -74,25 +68,25 @@ def run_codex(
         segment = out_dir / segment_name(label, turn)
         stderr = out_dir / segment_name(label, turn, ".stderr")
         command = options.launch(exec_command(options.codex, question, record.session_id))
-        outcome = _run_turn(command, segment, stderr, cwd, env, options)
+        outcome, end, thread_id = _run_turn(command, segment, stderr, cwd, env, options)
         record.segments.append(segment)
         record.stderr.append(stderr)
         record.wall_s.append(outcome.wall_s)
         record.exit_codes.append(outcome.exit_code)
         record.hung_after_result.append(outcome.hung_after_end)
         record.watched(outcome.silences, 0)  # no retries of Codex's own: the config sets them to 0
-        record.session_id = record.session_id or outcome.thread_id
+        record.session_id = record.session_id or thread_id
         later = f"; turns {turn + 1}-{len(questions)} not run" if turn < len(questions) else ""
-        if outcome.end is None:
+        if end is None:
             why = f"timed out after {options.timeout_s:g}s" if outcome.timed_out else f"exited {outcome.exit_code}"
             _keep_rollout(home, record)
             message = f"turn {turn}: codex {why} without ending the turn ({segment}){_tail(stderr)}{later}"
             raise TurnError(message, record)
         if not record.session_id:
             raise TurnError(f"turn {turn}: no {FIRST_EVENT} event in {segment}{_tail(stderr)}{later}", record)
-        if outcome.end != "turn.completed":
+        if end != "turn.completed":
             _keep_rollout(home, record)
-            raise TurnError(f"turn {turn}: codex reported {outcome.end}{_tail(stderr)}{later}", record)
+            raise TurnError(f"turn {turn}: codex reported {end}{_tail(stderr)}{later}", record)
     rollout = _keep_rollout(home, record)
     if rollout is None:
         raise TurnError(f"codex left no rollout of thread {record.session_id} under {home / CODEX_HOME_DIR}", record)
@@ -102,91 +96,25 @@ def run_codex(
     return record
 
 
-@dataclass
-class _Outcome:
-    silences: Silences
-    exit_code: int | None = None
-    wall_s: float = 0.0
-    end: str | None = None
-    timed_out: bool = False
-    hung_after_end: bool = False
-    thread_id: str | None = None
-    ended: threading.Event = field(default_factory=threading.Event)
+def _run_turn(command: list[str], segment: Path, stderr: Path, cwd: Path, env: Mapping[str, str],
+              options: CodexOptions) -> tuple[StreamOutcome, str | None, str | None]:  # fmt: skip
+    """Run one ``codex exec``: its outcome, the event that ended the turn and the thread it named."""
+    seen: dict[str, str] = {}
 
+    def watch(raw: bytes) -> tuple[str, bool]:
+        event = event_of(raw)
+        if event is None:
+            return "a non-JSON line", False
+        kind, item = str(event.get("type")), event.get("item")
+        if kind == FIRST_EVENT and isinstance(event.get("thread_id"), str):
+            seen["thread"] = event["thread_id"]
+        if kind in TURN_ENDS:
+            seen["end"] = kind
+        return (f"{kind} {item.get('type')}" if isinstance(item, dict) else kind), kind in TURN_ENDS
 
-def _run_turn(
-    command: list[str], segment: Path, stderr_path: Path, cwd: Path, env: Mapping[str, str], options: CodexOptions
-) -> _Outcome:
-    started = time.monotonic()
-    outcome = _Outcome(Silences(started))
-    stdout, stderr = _unopenable_stream(), _unopenable_stream()
-    with segment.open("wb") as out, stderr_path.open("wb") as err, stdout[0], stderr[0]:
-        try:
-            process = start_group(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                                  stdout=stdout[1].fileno(), stderr=stderr[1].fileno())  # fmt: skip
-        except OSError as exc:
-            raise AgentInfraError(f"cannot start codex ({command[0]}): {exc}") from None
-        finally:
-            stdout[1].close()
-            stderr[1].close()
-
-        def keep_stderr() -> None:
-            with stderr[0].makefile("rb") as lines:
-                while chunk := lines.read1(65536):
-                    err.write(chunk)
-                    err.flush()
-
-        def pump() -> None:
-            with stdout[0].makefile("rb") as lines:
-                for raw in lines:
-                    now = time.monotonic()
-                    out.write(raw)
-                    out.flush()
-                    event = event_of(raw)
-                    kind = str(event.get("type")) if event is not None else None
-                    item = event.get("item") if event is not None else None
-                    what = f"{kind} {item.get('type')}" if isinstance(item, dict) else kind
-                    outcome.silences.line(now, what or "a non-JSON line")
-                    if kind == FIRST_EVENT and isinstance(event.get("thread_id"), str):  # type: ignore[union-attr]
-                        outcome.thread_id = event["thread_id"]  # type: ignore[index]
-                    if kind in TURN_ENDS:
-                        outcome.end = kind
-                        outcome.ended.set()
-
-        threads = [threading.Thread(target=pump, daemon=True), threading.Thread(target=keep_stderr, daemon=True)]
-        for thread in threads:
-            thread.start()
-        deadline = started + options.timeout_s
-        ended = None
-        try:
-            while process.poll() is None:
-                now = time.monotonic()
-                if outcome.ended.is_set():
-                    try:
-                        process.wait(timeout=options.exit_grace_s)
-                    except subprocess.TimeoutExpired:
-                        outcome.hung_after_end = True
-                    break
-                if now >= deadline:
-                    outcome.timed_out = True
-                    break
-                outcome.ended.wait(timeout=min(0.2, deadline - now))
-            ended = time.monotonic()
-            if not outcome.ended.is_set():
-                outcome.silences.until(ended)
-        finally:
-            stop_group(process)  # also on an interrupt: never leave the CLI or its MCP server running
-        outcome.exit_code = process.wait()
-        outcome.wall_s = (ended or time.monotonic()) - started
-        for thread in threads:
-            thread.join(timeout=_KILL_WAIT_S)
-    return outcome
-
-
-def _unopenable_stream() -> tuple[socket.socket, socket.socket]:
-    ours, theirs = socket.socketpair()
-    ours.shutdown(socket.SHUT_WR)
-    return ours, theirs
+    outcome = run_streaming(command, segment=segment, stderr=stderr, cwd=cwd, env=env, timeout_s=options.timeout_s,
+                            grace_s=options.exit_grace_s, watch=watch, name="codex")  # fmt: skip
+    return outcome, seen.get("end"), seen.get("thread")
 
 
 def _keep_rollout(home: Path, record: RunRecord) -> Path | None:
