@@ -151,8 +151,15 @@ def test_a_turn_that_fails_or_never_ends_ends_the_run(tmp_path: Path, how: str, 
 
 
 def test_a_cli_lingering_after_its_turn_is_stopped_and_its_stream_kept(tmp_path: Path) -> None:
-    run, _ = _drive(tmp_path, "hang")
-    assert not isinstance(run, Exception) and run.hung_after_result == [True]
+    fake = tmp_path / "codex"
+    fake.write_text(FAKE, encoding="utf-8")
+    fake.chmod(0o755)
+    config = CODEX.configure(_setup(tmp_path))
+    env = {**os.environ, "HOME": str(tmp_path / "home"), **config.env, "CODEX_FAKE": "hang"}
+    options = CodexOptions(codex=str(fake), timeout_s=30.0, exit_grace_s=0.5)
+    run = run_codex(["Q?"], label="with-1", out_dir=tmp_path / "out", cwd=tmp_path, env=env, options=options)
+    assert run.hung_after_result == [True] and run.wall_s[0] < 10
+    assert CODEX.read_transcript(run.segments).answer_texts()
 
 
 def test_the_rollout_is_found_without_following_the_agents_links(tmp_path: Path) -> None:
