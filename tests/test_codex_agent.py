@@ -109,10 +109,15 @@ def test_the_block_probe_asks_for_one_shell_call_then_ends() -> None:
     assert answer["type"] == "message"
 
 
-def _drive(tmp_path: Path, how: str, questions: tuple[str, ...] = ("Q1?",)) -> tuple[object, Path]:
+def _fake_codex(tmp_path: Path) -> Path:
     fake = tmp_path / "codex"
     fake.write_text(FAKE, encoding="utf-8")
     fake.chmod(0o755)
+    return fake
+
+
+def _drive(tmp_path: Path, how: str, questions: tuple[str, ...] = ("Q1?",)) -> tuple[object, Path]:
+    fake = _fake_codex(tmp_path)
     config = CODEX.configure(_setup(tmp_path))
     env = {**os.environ, "HOME": str(tmp_path / "home"), **config.env, "CODEX_FAKE": how}
     build = Provisioned("codex", fake, CODEX.version, CODEX.version)
@@ -151,9 +156,7 @@ def test_a_turn_that_fails_or_never_ends_ends_the_run(tmp_path: Path, how: str, 
 
 
 def test_a_cli_lingering_after_its_turn_is_stopped_and_its_stream_kept(tmp_path: Path) -> None:
-    fake = tmp_path / "codex"
-    fake.write_text(FAKE, encoding="utf-8")
-    fake.chmod(0o755)
+    fake = _fake_codex(tmp_path)
     config = CODEX.configure(_setup(tmp_path))
     env = {**os.environ, "HOME": str(tmp_path / "home"), **config.env, "CODEX_FAKE": "hang"}
     options = CodexOptions(codex=str(fake), timeout_s=30.0, exit_grace_s=0.5)
