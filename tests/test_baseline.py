@@ -18,9 +18,9 @@ from pytest_agent_eval.cli import main
 from pytest_agent_eval.metrics.scorecard import score_session
 from pytest_agent_eval.settings.config import AgentEvalConfig, OptionError, resolve
 from pytest_agent_eval.settings.parsers import parse_rules
-from pytest_agent_eval.transcript import Session
 
 from synth import Transcript, explore_response  # isort: skip
+from pytest_agent_eval.agents.claude_code.transcript import read_segments
 
 EXPLORE = "mcp__codegraph__codegraph_explore"
 
@@ -40,7 +40,7 @@ def recorded_campaign(out, cite: bool = True) -> Campaign:
         t.result(answer)
         segments.append(t.write(folder / name))
     (folder / "run-with-1.stderr").write_text("noise")
-    scores = score_session(Session.from_files(segments))
+    scores = score_session(read_segments(segments))
     campaign.record(
         ItemRecord(
             id="express-with-1",

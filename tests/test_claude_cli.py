@@ -20,6 +20,7 @@ from typing import Any
 import pytest
 from conftest import RealTools
 
+from pytest_agent_eval.agents.claude_code.transcript import read_lines
 from pytest_agent_eval.harness.drivers import agent_environment
 from pytest_agent_eval.harness.drivers.headless import HeadlessOptions, run_headless
 from pytest_agent_eval.metrics.occupancy import FAMILIES, occupancy
@@ -61,7 +62,7 @@ class CliRun:
         return self.result["session_id"]
 
     def session(self) -> Session:
-        return Session.from_lines(self.lines)
+        return read_lines(self.lines)
 
 
 @dataclass

@@ -16,13 +16,13 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from pytest_agent_eval.agents.claude_code.transcript import read_segments
 from pytest_agent_eval.harness.drivers import STANDIN_API_KEY
 from pytest_agent_eval.harness.drivers.headless import HeadlessOptions, run_headless
 from pytest_agent_eval.harness.isolation import IsolationError
 from pytest_agent_eval.harness.relay import carried
 from pytest_agent_eval.model.server import serve
 from pytest_agent_eval.model.sse import Reply, tool_use
-from pytest_agent_eval.transcript import Session
 
 PROBE_TIMEOUT_S = 120.0
 DENIAL_MARK = "agent-eval: the `{cli}` CLI is not available"  # the hook's permissionDecisionReason
@@ -64,7 +64,7 @@ def prove_block(options: HeadlessOptions, cli: str, *, cwd: Path, env: Mapping[s
             probe = replace(probe, sandbox=replace(probe.sandbox, relay=relay, readable=readable))
         record = run_headless(["agent-eval block probe"], label="block-probe", out_dir=out_dir, cwd=cwd,
                               env=probe_env, options=probe)  # fmt: skip
-    calls = [c for c in Session.from_files(record.segments).calls if c.name == "Bash"]
+    calls = [c for c in read_segments(record.segments).calls if c.name == "Bash"]
     results = [c.result.text for c in calls if c.result is not None]
     denial = DENIAL_MARK.format(cli=cli)
     if not results:

@@ -469,11 +469,11 @@ def agent_run(
     agent_sandbox: Any,
     agent_block_proven: None,
 ) -> RunRecord:
+    from pytest_agent_eval.agents.claude_code.transcript import read_segments
     from pytest_agent_eval.harness.drivers import AgentInfraError
     from pytest_agent_eval.harness.drivers.headless import HeadlessOptions, TurnError, run_headless
     from pytest_agent_eval.harness.drivers.tmux import TmuxOptions, run_tmux
     from pytest_agent_eval.harness.drivers.watch import STALL_S_REAL_API, STALL_S_STAND_IN
-    from pytest_agent_eval.transcript import Session
 
     cfg = agent_eval_config
     record = record_of(request.node)
@@ -517,7 +517,7 @@ def agent_run(
                         cwd=agent_workspace.repo,
                         env=agent_env,
                     )
-                infra = _step("reading the transcript", partial(Session.from_files, run.segments)).infra_error
+                infra = _step("reading the transcript", partial(read_segments, run.segments)).infra_error
                 if infra:
                     raise AgentInfraError(infra)
                 break
@@ -566,6 +566,7 @@ def agent_result(
     agent_campaign: Campaign,
     agent_resumed: dict[str, ItemRecord],
 ) -> AgentResult:
+    from pytest_agent_eval.agents.claude_code.transcript import read_segments
     from pytest_agent_eval.campaign.evaluation import AgentResult
     from pytest_agent_eval.campaign.record import same_item
     from pytest_agent_eval.harness.drivers import AgentInfraError
@@ -575,7 +576,6 @@ def agent_result(
     from pytest_agent_eval.model.record import requests_beside
     from pytest_agent_eval.report.blocks import render_scorecard
     from pytest_agent_eval.report.terminal import model_notes
-    from pytest_agent_eval.transcript import Session
 
     record = record_of(request.node)
     done = agent_resumed.get(record.id)
@@ -592,7 +592,7 @@ def agent_result(
         record.segments, record.resumed = list(done.segments), True
     else:
         agent_run = request.getfixturevalue("agent_run")
-    session = _step("reading the transcript", lambda: Session.from_files(agent_run.segments))
+    session = _step("reading the transcript", lambda: read_segments(agent_run.segments))
     if session.infra_error:
         raise AgentInfraError(session.infra_error)
     tool = request.getfixturevalue("agent_tool")

@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from pytest_agent_eval.agents.claude_code.transcript import read_segments
 from pytest_agent_eval.campaign.record import ItemRecord
 from pytest_agent_eval.campaign.store import Campaign, StoreError, inside, write_atomic
 from pytest_agent_eval.metrics.figures import FIGURES
@@ -392,7 +393,7 @@ def _load(record: ItemRecord, base: Path) -> Session | str:
     if missing:
         return f'<p class="warning">segment not found: {_e(missing[0])}</p>'
     try:
-        return Session.from_files(segments)
+        return read_segments(segments)
     except (TranscriptError, OSError) as exc:
         return f'<p class="warning">unreadable transcript: {_e(exc)}</p>'
 

@@ -66,7 +66,7 @@ from pytest_agent_eval.harness.drivers.headless import (
 from pytest_agent_eval.harness.drivers.watch import Silences, describe, event_of, turn_api_error
 from pytest_agent_eval.harness.process import watched
 from pytest_agent_eval.harness.untrusted import UntrustedFile, copy_file, copy_tree, open_dir, read_bytes, replace_file
-from pytest_agent_eval.transcript import belongs_to
+from pytest_agent_eval.agents.claude_code.transcript import belongs_to
 
 TYPED_PROBE_CHARS = 24  # how much of a question must be on screen before Enter (seed 004)
 _TMUX_SESSION = "agent"

@@ -24,7 +24,7 @@ import json
 from collections.abc import Iterable
 from dataclasses import dataclass
 
-from pytest_agent_eval.transcript import Session
+from pytest_agent_eval.agents.claude_code.transcript import read_lines
 
 # The longest silence a turn may have before it counts as stalled (see the module's docstring).
 STALL_S_REAL_API = 180.0
@@ -36,7 +36,7 @@ def turn_api_error(lines: Iterable[str | bytes]) -> str | None:
 
     ``lines``: a stream-json segment, or what a session file grew by during the turn."""
     try:
-        return Session.from_lines(lines).infra_error
+        return read_lines(lines).infra_error
     except Exception:  # an unreadable line is the scorer's to report, naming its file and line
         return None
 
