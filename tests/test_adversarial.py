@@ -41,7 +41,7 @@ import pytest
 from conftest import RealTools
 from e2e_support import RUN_TIMEOUT, TAG_VAR, inner_env, run_pytest, summary
 
-from pytest_agent_eval.harness.drivers import STANDIN_API_KEY
+from pytest_agent_eval.agents.claude_code import STANDIN_API_KEY
 from pytest_agent_eval.harness.sandbox import DISABLE_VAR
 from pytest_agent_eval.model import CassetteBackend, RunningServer, ScriptedBackend, serve
 

@@ -21,9 +21,9 @@ import pytest
 from conftest import RealTools
 from e2e_support import inner_env, leftovers, run_pytest, summary
 
+from pytest_agent_eval.agents.claude_code import STANDIN_API_KEY
 from pytest_agent_eval.agents.claude_code.transcript import read_segments
 from pytest_agent_eval.harness import runtimes
-from pytest_agent_eval.harness.drivers import STANDIN_API_KEY
 from pytest_agent_eval.harness.provision import (
     read_builds,
 )

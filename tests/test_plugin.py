@@ -22,8 +22,8 @@ from pathlib import Path
 import pytest
 from synth import Transcript, explore_response
 
-from pytest_agent_eval.harness.drivers import AgentInfraError, warm_mcp_server
-from pytest_agent_eval.harness.drivers.headless import HeadlessOptions, build_command, run_headless, segment_name
+from pytest_agent_eval.agents.claude_code.headless import HeadlessOptions, build_command, run_headless
+from pytest_agent_eval.harness.drivers import AgentInfraError, segment_name, warm_mcp_server
 from pytest_agent_eval.metrics import gates
 from pytest_agent_eval.metrics.figures import figures_of
 from pytest_agent_eval.metrics.scorecard import score_session
@@ -46,7 +46,7 @@ HERE = Path(__file__).parent
 
 
 @pytest.fixture(scope="session")
-def claude_cli():
+def agent_build():
     return Provisioned("claude", HERE / "standin" / "claude", "standin", "standin")
 
 @pytest.fixture

@@ -295,7 +295,7 @@ BUILDS = {"local:" + str(HERE / "cg-new"): ("cg-new", "1.7.0-dev"), "1.6.0": ("c
 
 
 @pytest.fixture(scope="session")
-def claude_cli():
+def agent_build():
     return Provisioned("claude", HERE / "standin" / "claude", "standin", "standin")
 
 @pytest.fixture

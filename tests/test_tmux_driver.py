@@ -23,10 +23,10 @@ import pytest
 from conftest import RealTools
 from synth import Transcript, explore_response, tool_use
 
-from pytest_agent_eval.agents.claude_code.transcript import read_session_file
-from pytest_agent_eval.harness.drivers import AgentInfraError, agent_environment
-from pytest_agent_eval.harness.drivers.headless import HeadlessOptions, TurnError
-from pytest_agent_eval.harness.drivers.tmux import (
+from pytest_agent_eval.agents.claude_code import CLAUDE_CODE
+from pytest_agent_eval.agents.claude_code.deny import write_hook_settings
+from pytest_agent_eval.agents.claude_code.headless import HeadlessOptions
+from pytest_agent_eval.agents.claude_code.tmux import (
     SessionLine,
     SessionTail,
     TmuxOptions,
@@ -45,7 +45,8 @@ from pytest_agent_eval.harness.drivers.tmux import (
     mcp_states,
     run_tmux,
 )
-from pytest_agent_eval.harness.isolation import write_hook_settings
+from pytest_agent_eval.agents.claude_code.transcript import read_session_file
+from pytest_agent_eval.harness.drivers import AgentInfraError, TurnError
 from pytest_agent_eval.metrics.scorecard import score
 from pytest_agent_eval.model import Faults, RunningServer, make_backend, serve
 from pytest_agent_eval.report.blocks import render_scorecard, verdict_lines
@@ -457,7 +458,7 @@ class Sandbox:
     def env(self, server: RunningServer) -> dict[str, str]:
         base = {k: v for k, v in os.environ.items() if not k.startswith("CLAUDE_")}
         base.update(HOME=str(self.root / "home"), TMPDIR=str(self.root / "tmp"))
-        return agent_environment(base, server.url)
+        return CLAUDE_CODE.process_environment(base, server.url)
 
     def run(self, server: RunningServer, questions: list[str], with_codegraph: bool = False,
             label: str = "t", hook: bool = False, mcp_delay_s: int = 0,

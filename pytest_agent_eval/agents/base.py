@@ -127,17 +127,25 @@ class CodingAgent(ABC):
     managed_paths: tuple[Path, ...]
 
     def provision(self, cache: Path, spec: str | None = None) -> Provisioned:
-        """The agent installed under ``cache`` (locked, recorded in ``builds.log``): ``spec`` a version or
-        ``latest``, None for the pinned :attr:`version`."""
-        from pytest_agent_eval.harness.provision import provision_npm
+        """The agent's CLI, ready to run: with ``spec`` (a version or ``latest``) installed from npm under ``cache``
+        (locked, recorded in ``builds.log``); without, the :attr:`executable` on PATH when there is one, else the
+        pinned :attr:`version`. Its ``origin`` is the record's ``agent_provision``."""
+        from pytest_agent_eval.harness.provision import provision_agent
 
-        return provision_npm(self.executable, self.package, spec or self.version, Path(cache))
+        return provision_agent(self.executable, self.package, self.version, spec, Path(cache))
 
     @abstractmethod
     def environment(self, model_url: str) -> dict[str, str]:
         """The agent's own variables: no telemetry, updates or first-run prompts; the model endpoint and a
         placeholder key where the agent takes them from its environment (never a real key: the forwarder holds
         it)."""
+
+    def process_environment(self, base: Mapping[str, str], model_url: str) -> dict[str, str]:
+        """The environment of the agent's process: the allow-listed part of ``base`` (the common list and
+        :attr:`passed_env`: no credential of ``base`` passes) with :meth:`environment`."""
+        from pytest_agent_eval.harness.drivers import passed_environment
+
+        return {**passed_environment(base, self.passed_env), **self.environment(model_url)}
 
     @abstractmethod
     def configure(self, setup: AgentSetup) -> AgentConfig:

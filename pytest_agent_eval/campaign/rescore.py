@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pytest_agent_eval.agents.claude_code.transcript import read_segments
+from pytest_agent_eval.agents import agent_named
 from pytest_agent_eval.campaign.record import ItemRecord
 from pytest_agent_eval.campaign.store import ITEMS, MANIFEST, PROBE_FOLDER, Campaign, StoreError
 from pytest_agent_eval.corpus.cases import Arm
@@ -126,7 +126,7 @@ def _scored(
     record: ItemRecord, files: list[Path], tool: RetrievalTool, window: int, keep_outcome: bool = False
 ) -> ItemRecord:
     try:
-        session = read_segments(files)
+        session = agent_named(record.agent).read_transcript(files)
         requests = requests_beside(files[0])  # the model server's record, where the run kept one
     except (TranscriptError, OSError, ValueError) as exc:
         record.outcome, record.error, record.scores, record.figures = "error", str(exc), None, {}

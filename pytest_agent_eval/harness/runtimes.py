@@ -88,7 +88,7 @@ def find_node(path_env: str | None = None, cache: Path | None = None) -> Runtime
     if version is None:
         return None
     if cache is None:
-        from pytest_agent_eval.settings.config import cache_root
+        from pytest_agent_eval.harness.cache import cache_root
 
         cache = cache_root()
     bin_dir = _link_bundled_npm(root, version, Path(cache))

@@ -18,10 +18,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from pytest_agent_eval.corpus.cases import Arm
+from pytest_agent_eval.harness.cache import cache_root
 from pytest_agent_eval.settings.options import OPTIONS, THRESHOLDS_FILE, THRESHOLDS_INI
 
 # The tool (its fingerprints), the parsers and the shard planner load only when a setting needs them.
 if TYPE_CHECKING:
+    from pytest_agent_eval.agents.base import CodingAgent
     from pytest_agent_eval.campaign.shard import Shard
     from pytest_agent_eval.settings.parsers import Rule
     from pytest_agent_eval.tool import RetrievalTool
@@ -47,7 +49,8 @@ class OptionError(ValueError):
 
 class AgentEvalConfig:
     """The session's settings: one attribute per option of :data:`OPTIONS` (its ``attr``), with the defaults
-    below, and what the plugin fills in (``campaign_dir``, ``thresholds_file``, ``tool_reference``).
+    below, and what the plugin fills in (``campaign_dir``, ``thresholds_file``, ``tool_reference``,
+    ``agent_reference``).
 
     ``AgentEvalConfig(runs=3)`` sets what it names. A plain class, not a dataclass: pytest makes one in every
     session, evals or not, and generating a dataclass's methods for thirty fields costs a suite that runs no eval
@@ -82,6 +85,7 @@ class AgentEvalConfig:
     replay: str | None = None  # a baseline whose transcripts the model replays, item by item (the $0 gate)
     compare_min_pairs: int | None = None  # None: every (entry, arm) the baseline scored must be matched
     tool_reference: str | None = None  # the MODULE:ATTR that named the tool, kept in the manifest for a resume
+    agent_reference: str | None = None  # the MODULE:ATTR that named the agent, kept so too
     json_path: Path | None = None  # also write the machine summary (summary.json) here
 
     def __init__(self, **settings: Any) -> None:
@@ -90,6 +94,7 @@ class AgentEvalConfig:
         self.cassettes = []
         self.compare_fail = []
         self._tool: RetrievalTool | None = None
+        self._agent: CodingAgent | None = None
         for name, value in settings.items():
             if name not in _SETTINGS:
                 raise TypeError(f"AgentEvalConfig has no setting {name!r}")
@@ -108,6 +113,20 @@ class AgentEvalConfig:
     @tool.setter
     def tool(self, tool: RetrievalTool | None) -> None:
         self._tool = tool
+
+    @property
+    def agent(self) -> CodingAgent:
+        """The coding agent that runs the items (--agent-eval-agent), else the built-in default, imported when first
+        read."""
+        if self._agent is not None:
+            return self._agent
+        from pytest_agent_eval.agents import DEFAULT_AGENT, load_agent
+
+        return load_agent(DEFAULT_AGENT)
+
+    @agent.setter
+    def agent(self, agent: CodingAgent | None) -> None:
+        self._agent = agent
 
     @property
     def drivers(self) -> list[str]:
@@ -153,18 +172,10 @@ class AgentEvalConfig:
         return None
 
 
-_SETTINGS = frozenset(AgentEvalConfig.__annotations__) | {"tool"}
+_SETTINGS = frozenset(AgentEvalConfig.__annotations__) | {"tool", "agent"}
 
 
 PACKAGED = Path(__file__).resolve().parents[1] / "data"  # the default corpus.json and agent-eval.yaml ship here
-
-
-def cache_root() -> Path:
-    """Where provisioned CLIs, indexes and the corpus clones live across runs."""
-    if os.environ.get("AGENT_EVAL_CACHE"):
-        return Path(os.environ["AGENT_EVAL_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "pytest-agent-eval"
 
 
 # -- value parsers: each raises OptionError naming nothing but the value; the caller adds the option ------------
@@ -197,6 +208,8 @@ def resolve(get_option: Callable[[str], Any], get_ini: Callable[[str], Any], roo
         setattr(config, option.attr, value)
         if option.attr == "tool":
             config.tool_reference = str(raw).strip()
+        elif option.attr == "agent":
+            config.agent_reference = str(raw).strip()
     if config.out is None:
         config.out = rootpath / DEFAULT_OUT
     if config.campaign is not None and config.turns is None:

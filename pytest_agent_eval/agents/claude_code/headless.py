@@ -29,11 +29,12 @@ import subprocess
 import threading
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_agent_eval.harness.drivers import AgentInfraError
-from pytest_agent_eval.harness.drivers.watch import STALL_S_REAL_API, Silences, describe, event_of, turn_api_error
+from pytest_agent_eval.agents.claude_code.events import describe, event_of, turn_api_error
+from pytest_agent_eval.harness.drivers import AgentInfraError, RunRecord, TurnError, segment_name
+from pytest_agent_eval.harness.drivers.watch import STALL_S_REAL_API, Silences
 from pytest_agent_eval.harness.process import start_group, stop_group
 from pytest_agent_eval.harness.sandbox import Sandbox
 
@@ -66,73 +67,6 @@ class HeadlessOptions:
     def launch(self, command: list[str]) -> list[str]:
         """``command`` as started: inside the sandbox when there is one."""
         return self.sandbox.wrap(command) if self.sandbox is not None else command
-
-
-@dataclass
-class RunRecord:
-    """What the driver did: one entry per agent process, in turn order."""
-
-    label: str
-    segments: list[Path] = field(default_factory=list)
-    stderr: list[Path] = field(default_factory=list)
-    wall_s: list[float] = field(default_factory=list)
-    exit_codes: list[int | None] = field(default_factory=list)
-    hung_after_result: list[bool] = field(default_factory=list)
-    session_id: str | None = None
-    longest_silence_s: list[float] = field(default_factory=list)  # per turn: the longest gap between lines
-    silence_after: list[str] = field(default_factory=list)  # per turn: the line that gap followed (watch.describe)
-    # per turn: requests the CLI sent again — headless counts its api_retry events, which a retry after the stream
-    # idle timeout does not produce (the silence flags that one); tmux counts repeated request lines
-    api_retries: list[int] = field(default_factory=list)
-    stall_s: float | None = None  # the threshold the turns were judged by (None: not measured)
-
-    def watched(self, silences: Silences, api_retries: int) -> None:
-        """Add one turn's longest silence and retry count."""
-        self.longest_silence_s.append(silences.longest_s)
-        self.silence_after.append(silences.after)
-        self.api_retries.append(api_retries)
-
-    @property
-    def stalled_turns(self) -> list[int]:
-        """The turns (from 1) whose longest silence exceeded :attr:`stall_s`."""
-        if self.stall_s is None:
-            return []
-        return [turn for turn, gap in enumerate(self.longest_silence_s, start=1) if gap > self.stall_s]
-
-    @property
-    def agent_s(self) -> float:
-        """The agent's time: its turns' times as the record keeps them (to the ms), added up, so that the figure
-        and a rescore of the record (which adds the kept times) agree to the ms."""
-        return round(sum(round(s, 3) for s in self.wall_s), 3)
-
-    def to_dict(self) -> dict:
-        return {
-            "label": self.label,
-            "segments": [str(p) for p in self.segments],
-            "stderr": [str(p) for p in self.stderr],
-            "wall_s": [round(s, 3) for s in self.wall_s],
-            "exit_codes": self.exit_codes,
-            "hung_after_result": self.hung_after_result,
-            "session_id": self.session_id,
-            "longest_silence_s": [round(s, 3) for s in self.longest_silence_s],
-            "silence_after": self.silence_after,
-            "api_retries": self.api_retries,
-            "stall_s": self.stall_s,
-            "stalled_turns": self.stalled_turns,
-        }
-
-
-class TurnError(AgentInfraError):
-    """A turn failed; ``run`` holds what the driver recorded up to and including it."""
-
-    def __init__(self, message: str, run: RunRecord) -> None:
-        super().__init__(message)
-        self.run = run
-
-
-def segment_name(label: str, turn: int, suffix: str = ".jsonl") -> str:
-    """``run-<label>.jsonl`` for turn 1, ``run-<label>.t<N>.jsonl`` after it."""
-    return f"run-{label}{'' if turn == 1 else f'.t{turn}'}{suffix}"
 
 
 def settings_flags(options: HeadlessOptions) -> list[str]:
