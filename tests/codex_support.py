@@ -21,8 +21,7 @@ from pytest_agent_eval.agents.base import AgentConfig, AgentSetup, DriveOptions,
 from pytest_agent_eval.agents.codex import CODEX
 from pytest_agent_eval.agents.codex.transcript import CodexSession
 from pytest_agent_eval.harness import runtimes, sandbox
-from pytest_agent_eval.harness.drivers import agent_environment
-from pytest_agent_eval.harness.drivers.headless import RunRecord
+from pytest_agent_eval.harness.drivers import RunRecord
 from pytest_agent_eval.harness.provision import Provisioned
 from pytest_agent_eval.harness.relay import carried
 from pytest_agent_eval.harness.workspace import Workspace, make_workspace
@@ -82,8 +81,8 @@ def run_arm(
             tool=CODEGRAPH,
             tool_install=sandbox.install_paths(codegraph.bin) if codegraph is not None else [],
         )
-        env = agent_environment(workspace.env(os.environ), server.url)
-        env.update(CODEX.environment(server.url), **config.env, **CODEGRAPH.env)
+        env = CODEX.process_environment(workspace.env(os.environ), server.url)
+        env.update(**config.env, **CODEGRAPH.env)
         env["PATH"] = os.pathsep.join([str(codex.bin.parent), runtimes.with_node(os.environ.get("PATH", ""))])
         problems = CODEX.check_deny(config, CODEGRAPH.cli, env, set())
         assert problems == [], problems

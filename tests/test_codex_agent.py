@@ -16,7 +16,7 @@ from pytest_agent_eval.agents.codex import CODEX
 from pytest_agent_eval.agents.codex.config import KEY_VAR, exec_command
 from pytest_agent_eval.agents.codex.driver import CodexOptions, find_rollout_in, run_codex
 from pytest_agent_eval.agents.codex.probe import ProbeModel
-from pytest_agent_eval.harness.drivers.headless import TurnError
+from pytest_agent_eval.harness.drivers import TurnError
 from pytest_agent_eval.harness.provision import Provisioned
 from pytest_agent_eval.harness.untrusted import UntrustedFile
 from pytest_agent_eval.model.responses import output_items, read_turn

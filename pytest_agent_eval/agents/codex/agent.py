@@ -29,7 +29,7 @@ from pytest_agent_eval.tool import HOOK_DENY_MARKER
 
 if TYPE_CHECKING:
     from pytest_agent_eval.agents.codex.transcript import CodexSession
-    from pytest_agent_eval.harness.drivers.headless import RunRecord
+    from pytest_agent_eval.harness.drivers import RunRecord
     from pytest_agent_eval.harness.provision import Provisioned
 
 # The model Codex is configured to ask for: one it has no metadata for. For every model it knows, Codex offers MCP

@@ -15,6 +15,7 @@ and stderr are sockets the agent's shells cannot reopen through ``/proc`` to for
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from collections.abc import Mapping, Sequence
@@ -24,9 +25,9 @@ from pathlib import Path, PurePath
 from pytest_agent_eval.agents.codex.config import CODEX_HOME_DIR, exec_command
 from pytest_agent_eval.agents.codex.transcript import FIRST_EVENT, kept_rollout, read_codex
 from pytest_agent_eval.harness import untrusted
-from pytest_agent_eval.harness.drivers.headless import RESULT_GRACE_S, RunRecord, TurnError, segment_name
-from pytest_agent_eval.harness.drivers.stream import StreamOutcome, run_streaming
-from pytest_agent_eval.harness.drivers.watch import STALL_S_STAND_IN, event_of
+from pytest_agent_eval.harness.drivers import RunRecord, TurnError, segment_name
+from pytest_agent_eval.harness.drivers.stream import RESULT_GRACE_S, StreamOutcome, run_streaming, stderr_tail
+from pytest_agent_eval.harness.drivers.watch import STALL_S_STAND_IN
 from pytest_agent_eval.harness.sandbox import Sandbox
 
 TURN_ENDS = ("turn.completed", "turn.failed")
@@ -80,13 +81,13 @@ def run_codex(
         if end is None:
             why = f"timed out after {options.timeout_s:g}s" if outcome.timed_out else f"exited {outcome.exit_code}"
             _keep_rollout(home, record)
-            message = f"turn {turn}: codex {why} without ending the turn ({segment}){_tail(stderr)}{later}"
+            message = f"turn {turn}: codex {why} without ending the turn ({segment}){stderr_tail(stderr)}{later}"
             raise TurnError(message, record)
         if not record.session_id:
-            raise TurnError(f"turn {turn}: no {FIRST_EVENT} event in {segment}{_tail(stderr)}{later}", record)
+            raise TurnError(f"turn {turn}: no {FIRST_EVENT} event in {segment}{stderr_tail(stderr)}{later}", record)
         if end != "turn.completed":
             _keep_rollout(home, record)
-            raise TurnError(f"turn {turn}: codex reported {end}{_tail(stderr)}{later}", record)
+            raise TurnError(f"turn {turn}: codex reported {end}{stderr_tail(stderr)}{later}", record)
     rollout = _keep_rollout(home, record)
     if rollout is None:
         raise TurnError(f"codex left no rollout of thread {record.session_id} under {home / CODEX_HOME_DIR}", record)
@@ -102,8 +103,11 @@ def _run_turn(command: list[str], segment: Path, stderr: Path, cwd: Path, env: M
     seen: dict[str, str] = {}
 
     def watch(raw: bytes) -> tuple[str, bool]:
-        event = event_of(raw)
-        if event is None:
+        try:
+            event = json.loads(raw)
+        except ValueError:
+            event = None
+        if not isinstance(event, dict):
             return "a non-JSON line", False
         kind, item = str(event.get("type")), event.get("item")
         if kind == FIRST_EVENT and isinstance(event.get("thread_id"), str):
@@ -158,11 +162,3 @@ def find_rollout_in(home: Path, thread_id: str) -> PurePath | None:
         for folder, _ in pending:
             os.close(folder)
     return sorted(found)[-1] if found else None
-
-
-def _tail(path: Path, lines: int = 5) -> str:
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-lines:]
-    except OSError:
-        return ""
-    return ("; stderr: " + " | ".join(text)) if text else ""

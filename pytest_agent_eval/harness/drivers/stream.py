@@ -25,6 +25,7 @@ from pytest_agent_eval.harness.drivers import AgentInfraError
 from pytest_agent_eval.harness.drivers.watch import Silences
 from pytest_agent_eval.harness.process import start_group, stop_group
 
+RESULT_GRACE_S = 5.0  # how long a CLI may linger after the line that ended its turn before it counts as hung
 _KILL_WAIT_S = 3.0
 
 # Reads one line of the stream: (what it is, in a few words, for the silences; whether it ends the turn).
@@ -130,3 +131,12 @@ def _unopenable_stream() -> tuple[socket.socket, socket.socket]:
     ours, theirs = socket.socketpair()
     ours.shutdown(socket.SHUT_WR)  # nothing flows to the CLI this way
     return ours, theirs
+
+
+def stderr_tail(path: Path, lines: int = 5) -> str:
+    """The last lines of a process's stderr file, for an error message ("" when there are none)."""
+    try:
+        tail = path.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-lines:]
+    except OSError:
+        return ""
+    return ("; stderr: " + " | ".join(tail)) if tail else ""
