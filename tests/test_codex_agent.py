@@ -83,8 +83,19 @@ def test_the_config_points_codex_at_the_harness_and_serves_the_tool_in_the_with_
             'pattern = ["codegraph"]' in rules and 'decision = "forbidden"' in rules and CODEGRAPH.deny_reason in rules
         )
         assert arm.readable == (arm.files["config"], arm.files["rules"])
-    with pytest.raises(FileExistsError, match=r"\.codex already exists"):
-        CODEX.configure(_setup(tmp_path / "without"))
+    # written again (the block probe's, then each attempt's): anew, never through a link the agent planted
+    host = tmp_path / "host-file"
+    host.write_text("the host's\n")
+    without.files["config"].unlink()
+    without.files["config"].symlink_to(host)
+    again = CODEX.configure(_setup(tmp_path / "without"))
+    assert host.read_text() == "the host's\n" and not again.files["config"].is_symlink()
+    assert tomllib.loads(again.files["config"].read_text(encoding="utf-8"))["model"] == "stand-in-scripted"
+    linked = tmp_path / "linked"
+    (linked / "home").mkdir(parents=True)
+    (linked / "home" / ".codex").symlink_to(tmp_path / "with" / "home" / ".codex")
+    with pytest.raises(UntrustedFile, match="a link on the way"):
+        CODEX.configure(_setup(linked))
     assert CODEX.environment("http://x")[KEY_VAR].startswith("sk-agent-eval")  # a placeholder, never a real key
 
 

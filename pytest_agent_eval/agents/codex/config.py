@@ -1,10 +1,10 @@
 """Codex CLI's run configuration for one attempt: its ``CODEX_HOME``, its command line, its environment.
 
 Codex reads everything from ``$CODEX_HOME`` (``config.toml``, ``rules/*.rules``) and writes its sessions there
-(the rollout). Each attempt gets a fresh one inside the agent's fresh HOME (never under ``$TMPDIR``: Codex's own
-sandbox refuses that, and it warns it cannot create its helper binaries there), written by the harness before any
-agent process runs; ``config.toml`` and the rules file are then bound read-only into the sandbox
-(:func:`protected_files`), so a turn cannot loosen what the next one runs under.
+(the rollout). Each attempt gets a fresh one inside the agent's HOME, which the harness renews for every attempt
+(never under ``$TMPDIR``: Codex's own sandbox refuses that, and it warns it cannot create its helper binaries
+there), written by the harness before the attempt's agent runs; ``config.toml`` and the rules file are then bound
+read-only into the sandbox (:func:`protected_files`), so a turn cannot loosen what the next one runs under.
 
 - The model provider is the harness's model URL, speaking the Responses API (``wire_api = "responses"``), with no
   retries of Codex's own (the harness retries attempts; a CLI retry would be an unexplained second request).
@@ -25,6 +25,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pytest_agent_eval.agents.base import McpServer
+from pytest_agent_eval.harness.untrusted import replace_file
 
 CODEX_HOME_DIR = ".codex"  # inside the agent's HOME
 CONFIG_FILE = "config.toml"
@@ -104,14 +105,16 @@ def deny_rules(cli: str, reason: str) -> str:
 def write_codex_home(
     home: Path, *, model_url: str, model: str, mcp_servers: Sequence[McpServer], denied_cli: str, deny_reason: str
 ) -> Path:
-    """Write a fresh ``CODEX_HOME`` inside ``home`` (which the harness just made: nothing the agent planted) and
-    return it."""
+    """Write ``CODEX_HOME``'s config and rules inside ``home`` and return the folder. Each file is written anew and
+    renamed into place, never through a link, and no folder on the way may be one
+    (:func:`~pytest_agent_eval.harness.untrusted.replace_file`): the harness writes them again for the block probe
+    and for every attempt, into a HOME an agent may have run in."""
     folder = codex_home(home)
-    if folder.exists():
-        raise FileExistsError(f"{folder} already exists: a CODEX_HOME is written once, in the attempt's fresh HOME")
-    (folder / RULES_FILE).parent.mkdir(parents=True)
-    (folder / CONFIG_FILE).write_text(config_toml(model_url, model, mcp_servers), encoding="utf-8")
-    (folder / RULES_FILE).write_text(deny_rules(denied_cli, deny_reason), encoding="utf-8")
+    (folder / RULES_FILE).parent.mkdir(parents=True, exist_ok=True)
+    relative = folder.relative_to(home)
+    files = {CONFIG_FILE: config_toml(model_url, model, mcp_servers), RULES_FILE: deny_rules(denied_cli, deny_reason)}
+    for name, text in files.items():
+        replace_file(home, relative / name, text.encode("utf-8"))
     return folder
 
 
