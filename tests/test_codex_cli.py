@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import os
 import pwd
+import re
 import shutil
 import subprocess
 import tempfile
@@ -20,7 +21,8 @@ from typing import Any
 
 import pytest
 from codex_support import QUESTION, run_arm
-from conftest import RealTools
+from conftest import REPO, RealTools
+from e2e_support import inner_env, leftovers, run_pytest, summary
 
 from pytest_agent_eval.agents.base import AgentSetup
 from pytest_agent_eval.agents.codex import CODEX
@@ -221,3 +223,31 @@ def _package_venv(python: Path, folder: Path) -> Path:
     package = Path(__file__).resolve().parents[1]
     subprocess.run([*pip, "-e", str(package)], check=True, capture_output=True, timeout=600)
     return folder / "bin" / "python"
+
+
+def test_the_ab_eval_runs_both_arms_through_codex(real_tools: RealTools, codex: Provisioned, tag: str,
+                                                  tmp_path: Path) -> None:  # fmt: skip
+    """``pytest evals -k express --agent-eval-agent pytest_agent_eval.agents.codex:CODEX --agent-eval-backend
+    scripted --agent-eval-offline``: the harness's whole item (provisioning, index, workspace, sandbox, block probe,
+    the three turns, scoring, gates) with Codex as the agent."""
+    out = tmp_path / "out"
+    args = ["evals", "-k", "express", "--agent-eval-runs", "1", "--agent-eval-agent",
+            "pytest_agent_eval.agents.codex:CODEX", "--agent-eval-backend", "scripted", "--agent-eval-offline",
+            f"--agent-eval-out={out}"]  # fmt: skip
+    done = run_pytest(args, REPO, inner_env(real_tools, tag), tmp_path)
+    assert done.returncode == 0 and re.search(r"\b2 passed\b", done.stdout), done.stdout[-3000:]
+    assert "measure the pipeline and the tool's responses, not a model" in done.stdout  # a stand-in says so
+    records = summary(out)
+    assert sorted(records) == ["express-with-1", "express-without-1"]
+    for record in records.values():
+        assert (record["agent"], record["agent_version"], record["outcome"]) == ("codex", CODEX.version, "passed")
+        assert record["driver"]["exit_codes"] == [0, 0, 0] and record["contaminated"] is False
+        assert record["scores"]["evidence"]["intact"] is True  # held to the model server's record
+        assert kept_rollout(Path(record["driver"]["segments"][0])).is_file()
+    # the deny was proven through Codex once per process: its probe's shell call came back refused
+    [probe] = [kept_rollout(p) for p in out.glob("*/items/*/block-probe/run-block-probe.jsonl")]
+    assert CODEGRAPH.deny_marker in probe.read_text(encoding="utf-8")
+    with_arm, without = records["express-with-1"]["scores"], records["express-without-1"]["scores"]
+    assert len(with_arm["contamination"]["mcp_calls"]) == 3 and with_arm["occupancy"]["residual"]["tool"] > 0
+    assert without["contamination"]["cli_calls"] == without["contamination"]["cli_blocked"] == 3
+    assert leftovers(tag, tmp_path) == []
