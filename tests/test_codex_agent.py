@@ -156,7 +156,7 @@ def test_turns_are_driven_resumed_and_the_rollout_is_kept_beside_them(tmp_path: 
 @pytest.mark.parametrize(
     ("how", "message"),
     [
-        ("fail", r"turn 1: codex reported turn\.failed; turns 2-2 not run"),
+        ("fail", r"turn 1: codex reported turn\.failed: stream disconnected; turns 2-2 not run"),
         ("silent", r"turn 1: codex timed out after 3s without ending the turn"),
     ],
 )

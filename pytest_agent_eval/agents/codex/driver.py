@@ -69,25 +69,26 @@ def run_codex(
         segment = out_dir / segment_name(label, turn)
         stderr = out_dir / segment_name(label, turn, ".stderr")
         command = options.launch(exec_command(options.codex, question, record.session_id))
-        outcome, end, thread_id = _run_turn(command, segment, stderr, cwd, env, options)
+        outcome, said = _run_turn(command, segment, stderr, cwd, env, options)
         record.segments.append(segment)
         record.stderr.append(stderr)
         record.wall_s.append(outcome.wall_s)
         record.exit_codes.append(outcome.exit_code)
         record.hung_after_result.append(outcome.hung_after_end)
         record.watched(outcome.silences, 0)  # no retries of Codex's own: the config sets them to 0
-        record.session_id = record.session_id or thread_id
+        record.session_id = record.session_id or said.thread
         later = f"; turns {turn + 1}-{len(questions)} not run" if turn < len(questions) else ""
-        if end is None:
+        if said.end is None:
             why = f"timed out after {options.timeout_s:g}s" if outcome.timed_out else f"exited {outcome.exit_code}"
             _keep_rollout(home, record)
             message = f"turn {turn}: codex {why} without ending the turn ({segment}){stderr_tail(stderr)}{later}"
             raise TurnError(message, record)
         if not record.session_id:
             raise TurnError(f"turn {turn}: no {FIRST_EVENT} event in {segment}{stderr_tail(stderr)}{later}", record)
-        if end != "turn.completed":
+        if said.end != "turn.completed":
             _keep_rollout(home, record)
-            raise TurnError(f"turn {turn}: codex reported {end}{stderr_tail(stderr)}{later}", record)
+            why = f": {said.error}" if said.error else ""
+            raise TurnError(f"turn {turn}: codex reported {said.end}{why}{stderr_tail(stderr)}{later}", record)
     rollout = _keep_rollout(home, record)
     if rollout is None:
         raise TurnError(f"codex left no rollout of thread {record.session_id} under {home / CODEX_HOME_DIR}", record)
@@ -97,12 +98,17 @@ def run_codex(
     return record
 
 
-def _run_turn(command: list[str], segment: Path, stderr: Path, cwd: Path, env: Mapping[str, str],
-              options: CodexOptions) -> tuple[StreamOutcome, str | None, str | None]:  # fmt: skip
-    """Run one ``codex exec``: its outcome, the event that ended the turn and the thread it named."""
-    seen: dict[str, str] = {}
+@dataclass
+class _Said:
+    """What a turn's events said: the thread, the event that ended the turn, what it died of (an ``error`` event, or
+    ``turn.failed``'s: the model server's refusal, a dropped stream)."""
 
-    def watch(raw: bytes) -> tuple[str, bool]:
+    thread: str | None = None
+    end: str | None = None
+    error: str | None = None
+
+    def read(self, raw: bytes) -> tuple[str, bool]:
+        """One line of the stream: what it is (for the silences), and whether it ends the turn."""
         try:
             event = json.loads(raw)
         except ValueError:
@@ -111,14 +117,22 @@ def _run_turn(command: list[str], segment: Path, stderr: Path, cwd: Path, env: M
             return "a non-JSON line", False
         kind, item = str(event.get("type")), event.get("item")
         if kind == FIRST_EVENT and isinstance(event.get("thread_id"), str):
-            seen["thread"] = event["thread_id"]
+            self.thread = event["thread_id"]
         if kind in TURN_ENDS:
-            seen["end"] = kind
+            self.end = kind
+        error = event.get("error") if kind == "turn.failed" else event if kind == "error" else None
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            self.error = error["message"]
         return (f"{kind} {item.get('type')}" if isinstance(item, dict) else kind), kind in TURN_ENDS
 
+
+def _run_turn(command: list[str], segment: Path, stderr: Path, cwd: Path, env: Mapping[str, str],
+              options: CodexOptions) -> tuple[StreamOutcome, _Said]:  # fmt: skip
+    """Run one ``codex exec``: how the process went, and what its events said."""
+    said = _Said()
     outcome = run_streaming(command, segment=segment, stderr=stderr, cwd=cwd, env=env, timeout_s=options.timeout_s,
-                            grace_s=options.exit_grace_s, watch=watch, name="codex")  # fmt: skip
-    return outcome, seen.get("end"), seen.get("thread")
+                            grace_s=options.exit_grace_s, watch=said.read, name="codex")  # fmt: skip
+    return outcome, said
 
 
 def _keep_rollout(home: Path, record: RunRecord) -> Path | None:
