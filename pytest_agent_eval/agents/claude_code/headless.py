@@ -128,12 +128,7 @@ def run_headless(
         stderr = out_dir / segment_name(label, turn, ".stderr")
         command = options.launch(build_command(question, options, record.session_id))
         outcome, seen = _run_process(command, segment, stderr, cwd, env, options)
-        record.segments.append(segment)
-        record.stderr.append(stderr)
-        record.wall_s.append(outcome.wall_s)
-        record.exit_codes.append(outcome.exit_code)
-        record.hung_after_result.append(outcome.hung_after_end)
-        record.watched(outcome.silences, seen.api_retries)
+        record.streamed(segment, stderr, outcome, seen.api_retries)
         record.session_id = seen.session_id or record.session_id
         later = f"; turns {turn + 1}-{len(questions)} not run" if turn < len(questions) else ""
         if not outcome.ended:

@@ -70,12 +70,7 @@ def run_codex(
         stderr = out_dir / segment_name(label, turn, ".stderr")
         command = options.launch(exec_command(options.codex, question, record.session_id))
         outcome, said = _run_turn(command, segment, stderr, cwd, env, options)
-        record.segments.append(segment)
-        record.stderr.append(stderr)
-        record.wall_s.append(outcome.wall_s)
-        record.exit_codes.append(outcome.exit_code)
-        record.hung_after_result.append(outcome.hung_after_end)
-        record.watched(outcome.silences, 0)  # no retries of Codex's own: the config sets them to 0
+        record.streamed(segment, stderr, outcome, 0)  # no retries of Codex's own: the config sets them to 0
         record.session_id = record.session_id or said.thread
         later = f"; turns {turn + 1}-{len(questions)} not run" if turn < len(questions) else ""
         if said.end is None:

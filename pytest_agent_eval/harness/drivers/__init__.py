@@ -16,9 +16,13 @@ import time
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pytest_agent_eval.harness.drivers.watch import Silences
 from pytest_agent_eval.harness.process import start_group, stop_group
+
+if TYPE_CHECKING:
+    from pytest_agent_eval.harness.drivers.stream import StreamOutcome
 
 # The only variables of the harness's environment an agent gets (besides those its CodingAgent.passed_env
 # names): what a shell and node need to run, locale, CA bundles for the real API. Everything else — the user's
@@ -66,6 +70,15 @@ class RunRecord:
         self.longest_silence_s.append(silences.longest_s)
         self.silence_after.append(silences.after)
         self.api_retries.append(api_retries)
+
+    def streamed(self, segment: Path, stderr: Path, outcome: StreamOutcome, api_retries: int) -> None:
+        """Add one turn a headless driver ran (:func:`~.stream.run_streaming`): its files, time, exit, silences."""
+        self.segments.append(segment)
+        self.stderr.append(stderr)
+        self.wall_s.append(outcome.wall_s)
+        self.exit_codes.append(outcome.exit_code)
+        self.hung_after_result.append(outcome.hung_after_end)
+        self.watched(outcome.silences, api_retries)
 
     @property
     def stalled_turns(self) -> list[int]:
