@@ -17,8 +17,8 @@ import pytest
 from synth import Transcript
 from tinygrep_tool import TINYGREP
 
-from pytest_agent_eval.agents import agent_named, load_agent
-from pytest_agent_eval.agents.base import AgentConfig, AgentSetup, CodingAgent, DriveOptions, McpServer
+from pytest_agent_eval.agents import agent_named
+from pytest_agent_eval.agents.base import AgentConfig, AgentSetup, CodingAgent, DriveOptions, McpServer, load_agent
 from pytest_agent_eval.agents.claude_code import CLAUDE_CODE, STANDIN_API_KEY, ClaudeCode
 from pytest_agent_eval.agents.claude_code.deny import hook_command
 from pytest_agent_eval.agents.claude_code.probe import ProbeModel
