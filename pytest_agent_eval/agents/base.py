@@ -22,7 +22,6 @@ Where agents differ (see docs/extending.md, "Adding an agent"), and so what an i
 
 from __future__ import annotations
 
-import importlib
 from abc import ABC, abstractmethod
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
@@ -192,18 +191,6 @@ class CodingAgent(ABC):
 def load_agent(reference: str) -> CodingAgent:
     """The :class:`CodingAgent` that ``MODULE:ATTR`` names (``MODULE`` importable: installed, or on pytest's
     ``pythonpath``); raises ValueError saying what is wrong."""
-    module_name, sep, attr = reference.strip().partition(":")
-    if not sep or not module_name or not attr:
-        raise ValueError(f"expected MODULE:ATTR naming a CodingAgent, got {reference!r}")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ValueError(f"cannot import {module_name!r} for {reference!r}: {exc}") from None
-    agent: Any = module
-    for part in attr.split("."):
-        if not hasattr(agent, part):
-            raise ValueError(f"{module_name!r} has no attribute {attr!r}")
-        agent = getattr(agent, part)
-    if not isinstance(agent, CodingAgent):
-        raise ValueError(f"{reference} is a {type(agent).__name__}, not a CodingAgent")
-    return agent
+    from pytest_agent_eval.settings.reference import load_reference
+
+    return load_reference(reference, CodingAgent)

@@ -120,7 +120,8 @@ class AgentEvalConfig:
         read."""
         if self._agent is not None:
             return self._agent
-        from pytest_agent_eval.agents import DEFAULT_AGENT, load_agent
+        from pytest_agent_eval.agents import DEFAULT_AGENT
+        from pytest_agent_eval.agents.base import load_agent
 
         return load_agent(DEFAULT_AGENT)
 

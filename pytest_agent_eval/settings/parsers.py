@@ -184,7 +184,7 @@ def parse_tool(text: str) -> RetrievalTool:
 
 
 def parse_agent(text: str) -> CodingAgent:
-    from pytest_agent_eval.agents import load_agent
+    from pytest_agent_eval.agents.base import load_agent
 
     try:
         return load_agent(str(text))

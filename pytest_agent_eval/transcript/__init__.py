@@ -34,7 +34,7 @@ FAST_DECODING_MIN_BYTES = 10_000_000
 
 
 class TranscriptError(ValueError):
-    """A file that cannot be read as a Claude Code transcript; the message names it."""
+    """A file that cannot be read as an agent's transcript; the message names it."""
 
 
 class Usage(NamedTuple):  # built for every message: 0.7 µs as a tuple, 1.7 µs as a frozen dataclass
