@@ -53,15 +53,17 @@ def run_arm(
     cache: Path,
     questions: tuple[str, ...] = (QUESTION,),
     codegraph: Provisioned | None = None,
+    model: Any = None,
 ) -> Arm:
     """Run Codex on ``express`` (indexed, for the with-arm) with codegraph as its MCP server when ``codegraph`` is
-    given (the with-arm), else without (the without-arm: no index in its copy), sealed in the harness's sandbox."""
+    given (the with-arm), else without (the without-arm: no index in its copy), sealed in the harness's sandbox;
+    ``model``: the backend the stand-in serves (the scripted policy by default)."""
     has_tool = codegraph is not None
     name = "with" if has_tool else "without"
     workspace = make_workspace(express, folder / name, () if has_tool else CODEGRAPH.state_dirs)
     truth, record = folder / f"truth-{name}.jsonl", folder / f"requests-{name}.jsonl"
     with ExitStack() as stack:
-        server = stack.enter_context(serve(ScriptedBackend(), truth_log=truth))
+        server = stack.enter_context(serve(model or ScriptedBackend(), truth_log=truth))
         stack.enter_context(server.log.into(record))
         relay = stack.enter_context(carried(server.url))
         mcp = ()

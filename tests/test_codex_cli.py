@@ -163,6 +163,23 @@ def test_a_second_turn_resumes_the_thread_and_the_policy_answers_the_new_questio
     assert [m.id for m in arm.session.messages()] == list(read_truth_log(arm.truth))
 
 
+@pytest.mark.parametrize("command", ["env codegraph --version", "sh -c 'codegraph status'", "$(echo codegraph) --help"])
+def test_a_cli_call_the_rule_does_not_catch_finds_no_codegraph_in_the_sealed_without_arm(
+    tmp_path: Path, real_tools: RealTools, codex: Provisioned, command: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The rule refuses the bare CLI; any other way to it (a wrapper, a shell, an expansion) meets the seal: the
+    without-arm's sandbox holds no codegraph, though the host's PATH has one."""
+    monkeypatch.setenv("PATH", os.pathsep.join([str(real_tools.codegraph.bin.parent), os.environ["PATH"]]))
+    outside = subprocess.run(command, shell=True, capture_output=True, text=True, timeout=60)
+    assert outside.returncode == 0, outside.stderr  # the same command, unsealed, runs the tool
+    arm = run_arm(tmp_path, real_tools.express, codex, real_tools.cache, model=CODEX.block_probe(command))
+    [call] = [c for c in arm.session.calls if c.name == "Bash"]
+    assert call.result is not None and call.result.is_error, call.result
+    assert CODEGRAPH.deny_marker not in call.result.text  # not the rule: the seal
+    assert re.search(r"not found|No such file", call.result.text), call.result.text
+    assert not contamination(arm.session).contaminated
+
+
 def test_a_config_the_agent_rewrote_is_not_what_the_next_turn_reads(
     tmp_path: Path, real_tools: RealTools, codex: Provisioned
 ) -> None:
