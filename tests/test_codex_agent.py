@@ -19,6 +19,7 @@ from pytest_agent_eval.agents.codex.probe import ProbeModel
 from pytest_agent_eval.harness.drivers import TurnError
 from pytest_agent_eval.harness.provision import Provisioned
 from pytest_agent_eval.harness.untrusted import UntrustedFile
+from pytest_agent_eval.model import ScriptedBackend
 from pytest_agent_eval.model.responses import output_items, read_turn
 from pytest_agent_eval.tool import CODEGRAPH
 
@@ -71,7 +72,8 @@ def test_the_config_points_codex_at_the_harness_and_serves_the_tool_in_the_with_
     assert (config["approval_policy"], config["sandbox_mode"], config["web_search"]) == (
         "never", "danger-full-access", "disabled")  # fmt: skip
     assert config["analytics"]["enabled"] is False and config["features"]["plugins"] is False
-    assert config["model"] == "stand-in-scripted"  # one Codex has no metadata for: MCP tools offered up front
+    # one Codex has no metadata for (MCP tools offered up front), and the stand-in's name (the report says so)
+    assert config["model"] == ScriptedBackend.stand_in_model
     served = {"command": "/opt/cg", "args": ["serve", "--mcp", "--path", "/r e/po"], "env": {"DO_NOT_TRACK": "1"}}
     assert config["mcp_servers"] == {"codegraph": {**served, "required": True}}
     assert with_arm.env == {"CODEX_HOME": str(tmp_path / "with" / "home" / ".codex")}
@@ -90,7 +92,7 @@ def test_the_config_points_codex_at_the_harness_and_serves_the_tool_in_the_with_
     without.files["config"].symlink_to(host)
     again = CODEX.configure(_setup(tmp_path / "without"))
     assert host.read_text() == "the host's\n" and not again.files["config"].is_symlink()
-    assert tomllib.loads(again.files["config"].read_text(encoding="utf-8"))["model"] == "stand-in-scripted"
+    assert tomllib.loads(again.files["config"].read_text(encoding="utf-8"))["model"] == ScriptedBackend.stand_in_model
     linked = tmp_path / "linked"
     (linked / "home").mkdir(parents=True)
     (linked / "home" / ".codex").symlink_to(tmp_path / "with" / "home" / ".codex")
