@@ -16,6 +16,7 @@ from pytest_agent_eval.agents.codex import CODEX
 from pytest_agent_eval.agents.codex.config import KEY_VAR, exec_command
 from pytest_agent_eval.agents.codex.driver import CodexOptions, find_rollout_in, run_codex
 from pytest_agent_eval.agents.codex.probe import ProbeModel
+from pytest_agent_eval.campaign.store import ends_with_result
 from pytest_agent_eval.harness.drivers import TurnError
 from pytest_agent_eval.harness.provision import Provisioned
 from pytest_agent_eval.harness.untrusted import UntrustedFile
@@ -204,3 +205,11 @@ def test_codex_is_driven_headless_only_and_with_a_question(tmp_path: Path) -> No
                     cwd=tmp_path, env={"HOME": str(tmp_path / "home")})  # fmt: skip
     with pytest.raises(ValueError, match="no question"):
         run_codex([], label="x", out_dir=tmp_path, cwd=tmp_path, env={}, options=CodexOptions(codex="codex"))
+
+
+def test_a_finished_codex_turn_counts_as_complete_for_a_resumed_campaign(tmp_path: Path) -> None:
+    events = (DATA / "with" / "events.jsonl").read_text(encoding="utf-8")
+    assert ends_with_result(DATA / "with" / "events.jsonl")  # its last event: turn.completed
+    cut = tmp_path / "run-with-1.jsonl"
+    cut.write_text("\n".join(events.splitlines()[:-1]) + "\n", encoding="utf-8")
+    assert not ends_with_result(cut)

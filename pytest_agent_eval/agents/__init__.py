@@ -13,7 +13,10 @@ from typing import TYPE_CHECKING
 if TYPE_CHECKING:
     from pytest_agent_eval.agents.base import CodingAgent
 
-BUILT_IN = {"claude-code": "pytest_agent_eval.agents.claude_code:CLAUDE_CODE"}
+BUILT_IN = {
+    "claude-code": "pytest_agent_eval.agents.claude_code:CLAUDE_CODE",
+    "codex": "pytest_agent_eval.agents.codex:CODEX",
+}
 DEFAULT_AGENT = BUILT_IN["claude-code"]  # --agent-eval-agent's default
 # What a campaign recorded before records named their agent was driven with.
 UNNAMED_AGENT = "claude-code"

@@ -3,7 +3,7 @@
 What is Codex's own lives in this package: its config (:mod:`.config`: ``CODEX_HOME``, the deny rules), its driver
 (:mod:`.driver`: ``codex exec --json``, ``exec resume``, the rollout copied out), its transcript reader
 (:mod:`.transcript`), its block probe (:mod:`.probe`). The harness, the sandbox and the metrics are the same as
-Claude Code's. The model module imports the transcript reader, so the rest is imported when first used.
+Claude Code's. The driver, the reader and the probe are imported when first used.
 """
 
 from __future__ import annotations
