@@ -26,10 +26,9 @@ from pathlib import Path
 
 from tabulate import tabulate
 
-from pytest_agent_eval.harness.drivers import agent_environment
-from pytest_agent_eval.harness.drivers.headless import HeadlessOptions, RunRecord, run_headless
+from pytest_agent_eval.agents.claude_code import CLAUDE_CODE
+from pytest_agent_eval.agents.claude_code.headless import HeadlessOptions, RunRecord, run_headless
 from pytest_agent_eval.harness.drivers.watch import STALL_S_STAND_IN
-from pytest_agent_eval.harness.provision import CLAUDE_CODE_VERSION, provision_claude
 from pytest_agent_eval.model import Faults, make_backend, serve
 from pytest_agent_eval.settings.config import cache_root
 
@@ -51,7 +50,7 @@ def one_turn(claude: Path, root: Path, faults: Faults) -> tuple[RunRecord | Exce
         try:
             run: RunRecord | Exception = run_headless(
                 ["How does send work?"], label="t", out_dir=root / "out", cwd=root / "repo",
-                env=agent_environment(base, server.url), options=options,
+                env=CLAUDE_CODE.process_environment(base, server.url), options=options,
             )  # fmt: skip
         except Exception as exc:  # reported in the table: the case still says what it measured
             run = exc
@@ -62,7 +61,7 @@ def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--stall", type=float, default=420.0, help="seconds the stalled stream stays silent")
     args = parser.parse_args()
-    claude = provision_claude(CLAUDE_CODE_VERSION, cache_root()).bin
+    claude = CLAUDE_CODE.provision(cache_root(), CLAUDE_CODE.version).bin
     cases = {"stall": Faults({1: "stall"}, stall_s=args.stall), "hang": Faults({1: "hang"})}
     results: dict[str, tuple[RunRecord | Exception, int]] = {}
     with tempfile.TemporaryDirectory(prefix="cli-timeouts-") as tmp:
@@ -84,7 +83,7 @@ def main() -> None:
             [name, f"{run.longest_silence_s[0]:.1f}", run.silence_after[0], run.api_retries[0], requests,
              "yes" if run.stalled_turns else "no"]
         )  # fmt: skip
-    print(f"Claude Code {CLAUDE_CODE_VERSION}, one turn each against the stand-in model")
+    print(f"Claude Code {CLAUDE_CODE.version}, one turn each against the stand-in model")
     headers = ["fault", "longest silence s", "after", "api_retry events", "requests", "flagged stalled"]
     print(tabulate(rows, headers=headers))
 

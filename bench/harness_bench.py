@@ -39,9 +39,10 @@ from typing import Any
 
 from tabulate import tabulate
 
+from pytest_agent_eval.agents.claude_code import CLAUDE_CODE
 from pytest_agent_eval.corpus.load import load_corpus
 from pytest_agent_eval.harness.index import indexed_copy
-from pytest_agent_eval.harness.provision import CLAUDE_CODE_VERSION, provision_claude, provision_tool, read_builds
+from pytest_agent_eval.harness.provision import provision_tool, read_builds
 from pytest_agent_eval.harness.repos import fetch_repo
 from pytest_agent_eval.harness.sandbox import LAYERS, LAYERS_VAR, Sandbox, runtime_paths
 from pytest_agent_eval.settings.config import AgentEvalConfig, cache_root
@@ -53,7 +54,7 @@ GOAL_SHARE = 0.05
 
 def warm(cache: Path, entry_name: str) -> Path:
     """Provision the pinned tools, the entry and its index into ``cache``; returns the claude bin folder."""
-    claude = provision_claude(CLAUDE_CODE_VERSION, cache)
+    claude = CLAUDE_CODE.provision(cache, CLAUDE_CODE.version)
     codegraph = provision_tool(CODEGRAPH, CODEGRAPH.version, cache)
     entry = next(e for e in load_corpus(REPO / "corpus.json") if e.name == entry_name)
     indexed_copy(fetch_repo(entry, AgentEvalConfig().corpus_dir, offline=True), CODEGRAPH, codegraph, cache)
@@ -279,7 +280,7 @@ def main() -> int:
     print(
         f"harness bench: pytest evals -k {args.k} --agent-eval-runs {args.runs} "
         "--agent-eval-backend scripted --agent-eval-offline; "
-        f"claude {CLAUDE_CODE_VERSION}, codegraph {CODEGRAPH.version}; {os.cpu_count()} CPUs; out {scratch}"
+        f"claude {CLAUDE_CODE.version}, codegraph {CODEGRAPH.version}; {os.cpu_count()} CPUs; out {scratch}"
     )
     if args.hardening:
         if args.cold:

@@ -26,8 +26,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_agent_eval.harness.drivers import agent_environment
-from pytest_agent_eval.harness.provision import CLAUDE_CODE_VERSION
+from pytest_agent_eval.agents.claude_code import CLAUDE_CODE
 from pytest_agent_eval.model import ScriptedBackend, serve
 from pytest_agent_eval.settings.config import cache_root
 
@@ -77,7 +76,7 @@ CASES = [
 
 def tools() -> tuple[Path, Path]:
     cache = cache_root()
-    claude = cache / "claude" / CLAUDE_CODE_VERSION / "node_modules" / ".bin" / "claude"
+    claude = cache / "claude" / CLAUDE_CODE.version / "node_modules" / ".bin" / "claude"
     codegraph = cache / "codegraph" / CODEGRAPH_VERSION / "node_modules" / ".bin" / "codegraph"
     for binary in (claude, codegraph):
         if not binary.exists():
@@ -100,7 +99,7 @@ def run_case(case: Case, arm: str, claude: Path, codegraph: Path, repo: Path, ou
     mcp = json.dumps({"mcpServers": servers if arm == "with" else {}})
     allowed = "Read,Grep,Glob,Bash" + (",mcp__codegraph__codegraph_explore" if arm == "with" else "")
     with serve(ScriptedBackend(**case.policy), truth_log=truth) as server:
-        env = agent_environment(os.environ, server.url)
+        env = CLAUDE_CODE.process_environment(os.environ, server.url)
         env.update(case.env, HOME=str(folder.parent / f".home-{case.name}-{arm}"))
         session_id = None
         for turn, question in enumerate(case.questions, start=1):

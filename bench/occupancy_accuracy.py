@@ -24,6 +24,7 @@ from pathlib import Path
 
 from tabulate import tabulate
 
+from pytest_agent_eval.agents.claude_code.transcript import read_segments
 from pytest_agent_eval.metrics.occupancy import EVICTION_FLOOR_TOKENS, FAMILIES, occupancy
 from pytest_agent_eval.model.truth import evicted_truth, read_truth_log, resident_truth
 from pytest_agent_eval.model.usage import PromptCount
@@ -55,7 +56,7 @@ def main() -> int:
     totals: dict[str, list[float]] = {}  # split → [Σ|error|, Σ truth, worst, misses, families]
     leaving: dict[str, list[int]] = {}  # split → [evicted, its truth, false evictions, unexplained, hidden]
     for first in first_segments(sessions):
-        session = Session.from_files(segment_files(first))
+        session = read_segments(segment_files(first))
         truth = resident_truth(session, counts)
         if truth is None:
             print(f"{first}: no truth for its last request, skipped")

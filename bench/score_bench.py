@@ -26,6 +26,7 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+from pytest_agent_eval.agents.claude_code.transcript import read_segments
 from pytest_agent_eval.metrics.allocation import allocation
 from pytest_agent_eval.metrics.contamination import contamination
 from pytest_agent_eval.metrics.occupancy import occupancy
@@ -34,7 +35,7 @@ from pytest_agent_eval.metrics.sufficiency import sufficiency
 from pytest_agent_eval.report.blocks import render_scorecard
 from pytest_agent_eval.tool import CODEGRAPH
 from pytest_agent_eval.tool.explore_answer import explore_sections
-from pytest_agent_eval.transcript import Session, segment_files
+from pytest_agent_eval.transcript import segment_files
 
 # Sessions of the real Claude Code CLI with real codegraph responses, made through this project's harness
 # (bench/data/README.md): the explore-heavy traffic scoring has to keep up with.
@@ -67,11 +68,11 @@ def best_of(repeats: int, *works: Callable[[], object]) -> list[float]:
 
 def stage_times(grouped: list[list[Path]], decode: Callable[[], object]) -> None:
     """Each stage on its own, over sessions read beforehand, as a multiple of bare decoding (timed among them)."""
-    read = [Session.from_files(segments) for segments in grouped]
+    read = [read_segments(segments) for segments in grouped]
     cards = [score(session) for session in read]
     sections = [explore_sections(session.calls, CODEGRAPH) for session in read]  # parsed once, as score() does
     stages: dict[str, Callable[[], object]] = {
-        "session (read)": lambda: [Session.from_files(segments) for segments in grouped],
+        "session (read)": lambda: [read_segments(segments) for segments in grouped],
         "explore sections": lambda: [explore_sections(s.calls, CODEGRAPH) for s in read],
         "occupancy": lambda: [occupancy(s) for s in read],
         "sufficiency": lambda: [sufficiency(s, CODEGRAPH, parsed) for s, parsed in zip(read, sections, strict=True)],
@@ -100,7 +101,7 @@ def works(grouped: list[list[Path]]) -> dict[str, Callable[[], None]]:
 
     def scoring() -> None:
         for segments in grouped:
-            render_scorecard(score(Session.from_files(segments)))
+            render_scorecard(score(read_segments(segments)))
 
     return {"decode": decode, "score": scoring}
 

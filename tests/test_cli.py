@@ -11,7 +11,7 @@ import pytest
 from support.sessions import two_turn_run
 from support.synth import Transcript, write_grep_session
 
-from pytest_agent_eval import transcript
+from pytest_agent_eval.agents.claude_code import transcript as claude_transcript
 from pytest_agent_eval.cli import main
 
 EXPLORE = "mcp__codegraph__codegraph_explore"
@@ -261,15 +261,15 @@ def test_an_unreadable_file_is_a_one_line_error(tmp_path, capsys):
 
 def test_a_file_that_grows_while_read_is_read_to_its_end(tmp_path, monkeypatch):
     path = one_turn(tmp_path / "run.jsonl")
-    expected = transcript.Session.from_files([path])
+    expected = claude_transcript.read_segments([path])
     real_fstat = os.fstat
 
     def stale_fstat(fd: int) -> os.stat_result:  # the size as it was before the last lines were written
         info = real_fstat(fd)
         return os.stat_result((*info[:6], info.st_size // 3, *info[7:]))
 
-    monkeypatch.setattr(transcript.os, "fstat", stale_fstat)
-    grown = transcript.Session.from_files([path])
+    monkeypatch.setattr(claude_transcript.os, "fstat", stale_fstat)
+    grown = claude_transcript.read_segments([path])
     assert grown.parse.events == expected.parse.events > 3
     assert grown.answer_texts() == ["lib/a.js"]
 
@@ -279,7 +279,7 @@ def test_a_line_over_the_limit_is_a_bad_line_read_past(tmp_path, capsys):
     path = tmp_path / "run.jsonl"
     with path.open("wb") as handle:
         handle.write(good[: good.index(b"\n") + 1])  # the init event
-        handle.write(b"x" * (transcript.MAX_LINE_BYTES + 1) + b"\n")  # a runaway line, one byte over
+        handle.write(b"x" * (claude_transcript.MAX_LINE_BYTES + 1) + b"\n")  # a runaway line, one byte over
         handle.write(good[good.index(b"\n") + 1 :])
     assert main(["score", str(path), "--json"]) == 0
     captured = capsys.readouterr()

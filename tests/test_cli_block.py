@@ -20,14 +20,11 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.synth import Transcript
 
-from pytest_agent_eval.harness.isolation import (
-    HOOK_MODULE,
-    IsolationError,
-    hook_command,
-    self_check,
-    shim_path,
-    write_hook_settings,
-)
+from pytest_agent_eval.agents.base import AgentConfig
+from pytest_agent_eval.agents.claude_code import CLAUDE_CODE
+from pytest_agent_eval.agents.claude_code.deny import HOOK_MODULE, hook_command, write_hook_settings
+from pytest_agent_eval.harness import isolation
+from pytest_agent_eval.harness.isolation import IsolationError, shim_path
 from pytest_agent_eval.metrics.contamination import contamination
 from pytest_agent_eval.tool.cli_matcher import invokes_cli
 
@@ -394,6 +391,15 @@ def hook_settings(folder: Path, matcher: str, command: str) -> Path:
     path = folder / "hook-settings.json"
     path.write_text(json.dumps({"hooks": {"PreToolUse": [group]}}))
     return path
+
+
+def self_check(
+    path: str, settings: Path, cli: str, required=("claude", "node"), proven_hooks: set[str] | None = None
+) -> None:
+    """The harness's check of both layers, with Claude Code's hook as the agent's deny."""
+    config = AgentConfig(files={"settings": settings})
+    proven = set() if proven_hooks is None else proven_hooks
+    isolation.self_check(path, cli, required, lambda env: CLAUDE_CODE.check_deny(config, cli, env, proven))
 
 
 def test_self_check_passes_on_a_good_setup(bins, tmp_path):

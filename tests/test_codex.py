@@ -17,6 +17,7 @@ import pytest
 from pytest_agent_eval.agents.codex.transcript import CodexSession, find_rollout, is_codex_events, read_codex
 from pytest_agent_eval.cli import main
 from pytest_agent_eval.metrics.contamination import contamination
+from pytest_agent_eval.metrics.evidence import evidence
 from pytest_agent_eval.metrics.occupancy import FAMILIES, occupancy
 from pytest_agent_eval.model import Reply, ScriptedBackend, serve
 from pytest_agent_eval.model.responses import read_turn
@@ -285,3 +286,24 @@ def test_a_resumed_session_reads_each_turns_events_and_the_one_rollout_codex_app
     assert main(["score", str(DATA / "two-turns" / "events.jsonl"), "--json"]) == 0  # finds events.t2.jsonl
     card = json.loads(capsys.readouterr().out)
     assert card["results"] == 2 and [Path(f).name for f in card["files"]] == ["events.jsonl", "events.t2.jsonl"]
+
+
+@pytest.mark.parametrize("arm", ("with", "without"))
+def test_a_codex_session_is_held_to_the_responses_the_model_sent_and_the_requests_it_received(arm: str) -> None:
+    """metrics.evidence reads the Responses API's items: calls by call_id, results as function_call_output; Codex's
+    rollout cuts a long result's middle to another budget than the request (chars, not tokens), which agrees."""
+    session = _session(arm)
+    last = json.loads((DATA / arm / "last-request.json").read_text(encoding="utf-8"))
+    responses = [
+        {"id": m.id, "output": [{"type": "function_call", "call_id": c.id} for c in m.calls]}
+        for m in session.messages()
+    ]
+    entries = [{"path": "/v1/responses", "request": {"input": []}, "response": r} for r in responses[:-1]]
+    entries.append({"path": "/v1/responses", "request": last, "response": responses[-1]})
+    report = evidence(session, entries)
+    assert report.intact and report.requests == len(responses), report.problems
+    outputs = [i for i in last["input"] if i.get("type") == "function_call_output"]
+    assert any("truncated\u2026" in json.dumps(o["output"], ensure_ascii=False) for o in outputs)  # cut twice
+    forged = json.loads(json.dumps(last).replace("res.send", "res.sent"))
+    entries[-1] = {**entries[-1], "request": forged}
+    assert any("differs from what the model received" in p for p in evidence(session, entries).problems)

@@ -13,13 +13,13 @@ from support.paths import DATA, REPO
 from support.synth import Transcript, explore_response
 from support.transcripts import transcripts
 
+from pytest_agent_eval.agents.claude_code.transcript import read_lines, read_segments
 from pytest_agent_eval.metrics.contamination import INJECTED, contamination
 from pytest_agent_eval.metrics.gates import contamination_verdict
 from pytest_agent_eval.metrics.scorecard import score_session
 from pytest_agent_eval.report.blocks.contamination import render_contamination
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool, fingerprint
 from pytest_agent_eval.tool.cli_matcher import invokes_cli
-from pytest_agent_eval.transcript import Session
 
 CCB = transcripts() / "ccb"
 HDA = CCB / "linux-hda-intel-suspend-fault-001"
@@ -116,7 +116,7 @@ def test_a_without_arm_whose_transcript_has_an_unread_line_is_not_cleared():
     call = t.call("Bash", command="cat huge.log")
     t.reply(call, "ok")
     t.say("done")
-    session = Session.from_lines(
+    session = read_lines(
         [*t.lines()[:-1], '{"type": "user", "message": {"content": [{"type": "tool_res', t.lines()[-1]]
     )
     score = score_session(session)
@@ -192,24 +192,24 @@ def test_counts_across_threads_and_keeps_the_thread():
 
 def test_ccb_transcripts_never_touch_codegraph():
     for folder in sorted(CCB.glob("*/*")):
-        session = Session.from_files([folder / "claude-code.txt"])
+        session = read_segments([folder / "claude-code.txt"])
         report = contamination(session)
         assert (report.cli_calls, report.cli_blocked, report.leaks) == (0, 0, []), folder
         assert report.exposed_tools == [] and not report.cold_start_race and not report.contaminated
 
 
 def test_ccb_sourcegraph_arm_exposes_its_server():
-    mcp = contamination(Session.from_files([HDA / "mcp" / "claude-code.txt"]), SOURCEGRAPH)
+    mcp = contamination(read_segments([HDA / "mcp" / "claude-code.txt"]), SOURCEGRAPH)
     assert mcp.exposed_tools[-1] == "server:sourcegraph (connected)"
     assert len(mcp.exposed_tools) == 14  # 13 mcp__sourcegraph__sg_* tools + the server
     assert "mcp__sourcegraph__sg_keyword_search" in mcp.exposed_tools
-    baseline = contamination(Session.from_files([HDA / "baseline" / "claude-code.txt"]), SOURCEGRAPH)
+    baseline = contamination(read_segments([HDA / "baseline" / "claude-code.txt"]), SOURCEGRAPH)
     assert baseline.exposed_tools == []
 
 
 def test_real_bash_commands_are_classified_by_command_position():
     # The hda baseline arm ran git three times and `git log --grep=…` is not grep.
-    session = Session.from_files([HDA / "baseline" / "claude-code.txt"])
+    session = read_segments([HDA / "baseline" / "claude-code.txt"])
     git = contamination(session, RetrievalTool(name="git", cli="git"))
     assert (git.cli_calls, git.cli_blocked) == (3, 0)
     grep = contamination(session, RetrievalTool(name="grep", cli="grep"))
@@ -521,7 +521,7 @@ def test_the_screen_finds_what_every_pattern_finds_on_real_results():
     screened and unscreened searches agree; and on each real output of codegraph."""
     roots = [transcripts(), Path(__file__).parents[1] / "bench" / "data" / "transcripts"]
     files = [p for root in roots for p in sorted(root.rglob("*.jsonl"))]
-    texts = [item.text for f in files for item in Session.from_files([f]).timeline if hasattr(item, "text")]
+    texts = [item.text for f in files for item in read_segments([f]).timeline if hasattr(item, "text")]
     texts += [(REAL / name).read_text() for name in REAL_OUTPUTS]
     assert len(texts) > 300
     for text in texts:

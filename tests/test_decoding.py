@@ -13,9 +13,10 @@ from support.synth import Transcript, tool_use
 from support.transcripts import transcripts
 
 from pytest_agent_eval import cli, transcript
+from pytest_agent_eval.agents.claude_code.transcript import read_lines, read_segments, read_session_file
 from pytest_agent_eval.metrics.scorecard import score
 from pytest_agent_eval.report.blocks import render_scorecard
-from pytest_agent_eval.transcript import Session, is_later_segment, segment_files
+from pytest_agent_eval.transcript import is_later_segment, segment_files
 
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "data" / "transcripts"
 
@@ -36,7 +37,7 @@ def _both(read) -> tuple[dict, dict]:
 
 @pytest.mark.parametrize("segments", SESSIONS, ids=[str(s[0].name) for s in SESSIONS])
 def test_every_real_transcript_scores_the_same_with_either_decoding(segments: list[Path]) -> None:
-    with_msgspec, with_stdlib = _both(lambda fast: Session.from_files(segments, fast=fast))
+    with_msgspec, with_stdlib = _both(lambda fast: read_segments(segments, fast=fast))
     assert with_msgspec == with_stdlib
 
 
@@ -71,9 +72,9 @@ def test_an_odd_line_reads_the_same_with_either_decoding(line: str, tmp_path: Pa
     path = tmp_path / "run.jsonl"
     # The line among ordinary ones, as bytes read from a file (with a line of invalid UTF-8) and as text.
     path.write_bytes("\n".join(lines).encode("utf-8") + b"\n{\xff\xfe}\n")
-    with_msgspec, with_stdlib = _both(lambda fast: Session.from_files([path], fast=fast))
+    with_msgspec, with_stdlib = _both(lambda fast: read_segments([path], fast=fast))
     assert with_msgspec == with_stdlib
-    with_msgspec, with_stdlib = _both(lambda fast: Session.from_lines(lines, fast=fast))
+    with_msgspec, with_stdlib = _both(lambda fast: read_lines(lines, fast=fast))
     assert with_msgspec == with_stdlib
 
 
@@ -94,7 +95,7 @@ def test_a_session_files_subagent_is_linked_with_either_decoding(tmp_path: Path)
     agent = {"type": "assistant", "sessionId": "s1", "message": {"id": "m2", "content": [grep]}}
     (tmp_path / "agent-a1.jsonl").write_text(json.dumps(agent) + "\n")
     for fast in (True, False):
-        session = Session.from_session_file(tmp_path / "s1.jsonl", fast=fast)
+        session = read_session_file(tmp_path / "s1.jsonl", fast=fast)
         assert [c.name for c in session.calls_in("toolu_task")] == ["Grep"], fast
 
 
@@ -126,9 +127,9 @@ def test_scoring_a_large_input_decodes_with_msgspec(tmp_path: Path, monkeypatch:
     t.result("done")
     path = t.write(tmp_path / "run.jsonl")
     chosen: list[bool] = []
-    real = Session.from_files
     monkeypatch.setattr(transcript, "FAST_DECODING_MIN_BYTES", 1)
-    monkeypatch.setattr(Session, "from_files", lambda files, fast=True: chosen.append(fast) or real(files, fast))
+    read = read_segments
+    monkeypatch.setattr(cli, "read_segments", lambda files, fast=True: chosen.append(fast) or read(files, fast))
     assert cli.main(["score", str(path)]) == 0
     assert chosen == [True]
     assert "Explore sufficiency" in capsys.readouterr().out

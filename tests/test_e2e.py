@@ -20,8 +20,9 @@ from pathlib import Path
 import pytest
 from support.e2e import RealTools, inner_env, leftovers, run_pytest, summary
 
+from pytest_agent_eval.agents.claude_code import STANDIN_API_KEY
+from pytest_agent_eval.agents.claude_code.transcript import read_segments
 from pytest_agent_eval.harness import runtimes
-from pytest_agent_eval.harness.drivers import STANDIN_API_KEY
 from pytest_agent_eval.harness.provision import (
     read_builds,
 )
@@ -46,7 +47,7 @@ pytestmark = [
 
 
 def _session(record: dict) -> Session:
-    return Session.from_files([Path(p) for p in record["driver"]["segments"]])
+    return read_segments([Path(p) for p in record["driver"]["segments"]])
 
 
 def _explores(session: Session) -> list:
@@ -202,7 +203,7 @@ def test_a_hanging_model_is_an_infrastructure_error_with_the_partial_transcript_
     hits = json.loads((segment.parent / "model-hits.json").read_text())
     assert hits == [[200, None], [0, "hang"]]  # 0: never answered
     # what happened before the hang is on disk: the init, the explore call and its real answer, no result
-    session = Session.from_files([segment])
+    session = read_segments([segment])
     assert session.inits and not session.results
     (explore,) = _explores(session)
     assert explore.result is not None and "**`lib/response.js`**" in explore.result.text

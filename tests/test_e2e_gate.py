@@ -17,10 +17,10 @@ from pathlib import Path
 import pytest
 from support.e2e import RealTools, inner_env, leftovers, run_pytest
 
+from pytest_agent_eval.agents.claude_code.transcript import read_segments
 from pytest_agent_eval.harness import runtimes
 from pytest_agent_eval.tool import CODEGRAPH
 from pytest_agent_eval.tool.explore_answer import file_sections
-from pytest_agent_eval.transcript import Session
 
 REPO = Path(__file__).resolve().parents[1]
 PADDED_FILE = "lib/unrelated-padding.js"
@@ -104,7 +104,7 @@ def records_of(campaign: Path) -> dict[str, dict]:
 
 
 def explores(record: dict) -> list:
-    session = Session.from_files([Path(p) for p in record["driver"]["segments"]])
+    session = read_segments([Path(p) for p in record["driver"]["segments"]])
     return [c for c in session.calls if CODEGRAPH.is_explore(c.name)]
 
 

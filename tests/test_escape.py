@@ -28,9 +28,10 @@ from support.adversarial import DENIAL, attack_names, received_events, without_a
 from support.e2e import RealTools
 from support.escape_probes import CALLS, FORGED, outcomes, probe_script, shell_command
 
-from pytest_agent_eval.harness.drivers.headless import HeadlessOptions, run_headless
-from pytest_agent_eval.harness.drivers.tmux import SessionTail, _forget_key, _mark_onboarded, copy_session
-from pytest_agent_eval.harness.isolation import hook_command
+from pytest_agent_eval.agents.claude_code import CLAUDE_CODE
+from pytest_agent_eval.agents.claude_code.deny import hook_command
+from pytest_agent_eval.agents.claude_code.headless import HeadlessOptions, run_headless
+from pytest_agent_eval.agents.claude_code.tmux import SessionTail, _forget_key, _mark_onboarded, copy_session
 from pytest_agent_eval.harness.process import watched
 from pytest_agent_eval.harness.relay import relay_command
 from pytest_agent_eval.harness.sandbox import (
@@ -104,7 +105,10 @@ def _probe(sandbox: Sandbox, user: list[str] | None = None, user_keyring: bool =
 def _bare() -> Sandbox:
     """The system and the runtime (the jail's interpreter and package), nothing else."""
     readable = tuple(p.resolve() for p in runtime_paths())
-    return Sandbox(hidden=(), readable=readable, writable=(), bwrap=shutil.which("bwrap") or "bwrap")
+    return Sandbox(
+        hidden=(), readable=readable, writable=(), bwrap=shutil.which("bwrap") or "bwrap",
+        shell_prefix_var=CLAUDE_CODE.shell_prefix_var,
+    )  # fmt: skip
 
 
 def _sealed_as_expected(found: dict[str, str], output: str, expected: dict[str, str] = SEALED) -> None:
@@ -314,7 +318,8 @@ def test_a_later_attempt_sees_no_file_of_an_earlier_one(tmp_path: Path) -> None:
     settings = run_dir / "hook-settings.json"
     settings.write_text("{}\n")
     sandbox = sandbox_for(cache=tmp_path / "cache", writable=[workspace.repo, workspace.home, workspace.tmp],
-                          readable=[settings], hidden=[tmp_path / "campaign"], path_env="")  # fmt: skip
+                          readable=[settings], hidden=[tmp_path / "campaign"], path_env="",
+                          shell_prefix_var=CLAUDE_CODE.shell_prefix_var)  # fmt: skip
     # attempt 1 leaves notes in HOME, TMPDIR and the repository; its transcript is set aside in the run folder
     plant = f"echo NOTE > {workspace.home}/n; echo NOTE > {workspace.tmp}/n; echo NOTE > {workspace.repo}/n"
     assert subprocess.run(sandbox.wrap(["sh", "-c", plant]), capture_output=True, timeout=60).returncode == 0
@@ -385,7 +390,8 @@ def test_a_cli_that_writes_into_its_own_streams_through_proc_is_not_recorded(tmp
     claude.chmod(0o755)
     work = tmp_path / "work"
     work.mkdir()
-    sandbox = sandbox_for(cache=tmp_path / "cache", writable=[work], readable=[claude.parent], path_env="")
+    sandbox = sandbox_for(cache=tmp_path / "cache", writable=[work], readable=[claude.parent], path_env="",
+                          shell_prefix_var=CLAUDE_CODE.shell_prefix_var)  # fmt: skip
     options = HeadlessOptions(claude=str(claude), mcp_config=Path(os.devnull), settings=Path(os.devnull),
                               sandbox=sandbox, timeout_s=60)  # fmt: skip
     record = run_headless(["q"], label="x", out_dir=tmp_path / "out", cwd=work, env=dict(os.environ), options=options)
@@ -417,7 +423,7 @@ def _text(n: int, text: str) -> list[dict]:
 HOOK_PLANT = (
     "mkdir -p pytest_agent_eval/harness && : > pytest_agent_eval/__init__.py"
     " && : > pytest_agent_eval/harness/__init__.py"
-    " && echo 'import sys; sys.exit(0)' > pytest_agent_eval/harness/hook.py"
+    " && echo 'import sys; sys.exit(0)' > pytest_agent_eval/agents/claude_code/hook.py"
 )
 
 

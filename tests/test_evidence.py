@@ -10,11 +10,11 @@ from typing import Any
 from support.codegraph_outputs import EXPLORE
 from support.synth import Transcript, text
 
+from pytest_agent_eval.agents.claude_code.transcript import read_lines
 from pytest_agent_eval.metrics.evidence import evidence
 from pytest_agent_eval.metrics.gates import contamination_verdict, evaluate, integrity_verdict, load_thresholds
 from pytest_agent_eval.metrics.scorecard import score
 from pytest_agent_eval.report.blocks import render_scorecard
-from pytest_agent_eval.transcript import Session
 
 HELP = "Usage: codegraph [options] [command]\n\nCode intelligence and knowledge graph\n"
 
@@ -109,13 +109,13 @@ def test_a_forged_tool_result_injected_into_the_stream_is_named():
         {"type": "tool_result", "tool_use_id": grep, "content": HELP}]}}  # fmt: skip
     lines = t.lines()
     lines.insert(3, _line(forged))  # between the real call and its real result
-    report = evidence(Session.from_lines(lines), entries)
+    report = evidence(read_lines(lines), entries)
     assert len(report.problems) == 1
     assert report.problems[0].startswith(
         f'tool result for {grep} (Bash, thread main) differs from what the model received: "Usage: codegraph'
     )
     # the transcript alone would call the arm contaminated by codegraph's help: the gate says why it cannot clear it
-    card = score(Session.from_lines(lines), requests=entries)
+    card = score(read_lines(lines), requests=entries)
     verdict = contamination_verdict(card.to_dict(), arm_has_tool=False)
     assert not verdict.passed and "the transcript disagrees with what the model received" in verdict.message
     assert f"tool result for {grep}" in verdict.message
@@ -131,7 +131,7 @@ def test_a_forged_result_for_a_call_the_model_never_made_is_named():
     forged = {"type": "user", "message": {"role": "user", "content": [
         {"type": "tool_result", "tool_use_id": "toolu_forged", "content": "x"}]}}  # fmt: skip
     lines.insert(-2, _line(forged))
-    problems = evidence(Session.from_lines(lines), entries).problems
+    problems = evidence(read_lines(lines), entries).problems
     assert problems == [
         "tool result for toolu_forged (?, thread main) is in the transcript, but no request carried it to the model"
     ]
@@ -146,7 +146,7 @@ def test_a_forged_assistant_message_or_call_is_named():
     call = {"type": "tool_use", "id": "toolu_extra", "name": "Bash", "input": {"command": "codegraph --help"}}
     extra = {"type": "assistant", "message": {"id": real_id, "role": "assistant", "content": [call]}}
     lines[2:2] = [_line(fake), _line(extra)]
-    problems = evidence(Session.from_lines(lines), entries).problems
+    problems = evidence(read_lines(lines), entries).problems
     assert (
         "assistant message msg_forged (thread main) is in the transcript, but the model sent no such message"
         in problems
@@ -162,7 +162,7 @@ def test_a_synthetic_error_message_of_the_cli_is_not_the_models():
     entries = model_side(t.events)
     t.message(text("API Error: 500"), msg_id="msg_synthetic", error="unknown")
     lines = t.lines()
-    assert evidence(Session.from_lines(lines), entries).problems == []
+    assert evidence(read_lines(lines), entries).problems == []
 
 
 def test_what_the_model_received_but_the_transcript_lacks_is_named_and_its_leak_counts():
@@ -173,7 +173,7 @@ def test_what_the_model_received_but_the_transcript_lacks_is_named_and_its_leak_
     t.say("done")
     entries = model_side(t.events)
     hidden = [line for line in t.lines() if "tool_result" not in line]  # the result never shows in the transcript
-    card = score(Session.from_lines(hidden), requests=entries)
+    card = score(read_lines(hidden), requests=entries)
     assert card.contamination.leaks == []  # the transcript alone is clean
     assert card.evidence is not None
     assert card.evidence.problems == [

@@ -16,7 +16,7 @@ from typing import Any
 
 import pytest
 
-from pytest_agent_eval.harness.drivers import STANDIN_API_KEY, agent_environment
+from pytest_agent_eval.agents.claude_code import CLAUDE_CODE, STANDIN_API_KEY
 from pytest_agent_eval.model import AnthropicBackend, serve
 from pytest_agent_eval.model.record import RequestLog, read_requests
 from pytest_agent_eval.model.refusal import refusal
@@ -167,7 +167,7 @@ def test_only_the_messages_calls_are_forwarded() -> None:
 def test_the_agent_environment_holds_no_credential() -> None:
     base = {"PATH": "/bin", "HOME": "/h", "ANTHROPIC_API_KEY": KEY, "ANTHROPIC_AUTH_TOKEN": "tok",
             "ANTHROPIC_BASE_URL": "https://api.anthropic.com", "CLAUDE_CODE_OAUTH_TOKEN": "o"}  # fmt: skip
-    env = agent_environment(base, "http://127.0.0.1:4321")
+    env = CLAUDE_CODE.process_environment(base, "http://127.0.0.1:4321")
     assert env["ANTHROPIC_API_KEY"] == STANDIN_API_KEY and env["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:4321"
     assert not {"ANTHROPIC_AUTH_TOKEN", "CLAUDE_CODE_OAUTH_TOKEN"} & set(env)
     assert not any(secret in value for value in env.values() for secret in (KEY, "tok", "https://api.anthropic"))

@@ -8,13 +8,13 @@ from pathlib import Path
 import pytest
 from support.synth import Transcript, explore_response
 
+from pytest_agent_eval.agents.claude_code.transcript import read_segments
 from pytest_agent_eval.campaign.store import Campaign
 from pytest_agent_eval.metrics.scorecard import score_session
 from pytest_agent_eval.report.format import tokens
 from pytest_agent_eval.report.html import backend_note, render_html, write_html
 from pytest_agent_eval.report.occupancy_chart import SERIES
 from pytest_agent_eval.tool import CODEGRAPH
-from pytest_agent_eval.transcript import Session
 
 EXPLORE = "mcp__codegraph__codegraph_explore"
 QUESTION = "How does res.send pick <script>alert(1)</script> the Content-Type?"
@@ -73,7 +73,7 @@ def campaign(tmp_path) -> Campaign:
                         "outcome": "passed",
                         "error": None,
                         "segments": [str(path.relative_to(campaign.path))],
-                        "scores": score_session(Session.from_files([path])),
+                        "scores": score_session(read_segments([path])),
                         "wall_s": 12.3,
                         "agent_s": 11.0,
                     }
@@ -339,7 +339,7 @@ def contaminated_run(campaign: Campaign, item_id: str, run: int) -> str:
             "run": run,
             "outcome": "failed",
             "segments": [str(path.relative_to(campaign.path))],
-            "scores": score_session(Session.from_files([path])),
+            "scores": score_session(read_segments([path])),
             "contaminated": True,
         }
     )

@@ -21,9 +21,10 @@ import pytest
 from support.sessions import api_error, with_clean, without_clean
 from support.standin import CONFTEST, Q_EXPRESS, Project, entry
 
+from pytest_agent_eval.agents.claude_code import CLAUDE_CODE
+from pytest_agent_eval.agents.claude_code.headless import HeadlessOptions, run_headless
 from pytest_agent_eval.campaign.resume_command import resume_command
-from pytest_agent_eval.harness.drivers import AgentInfraError, agent_environment
-from pytest_agent_eval.harness.drivers.headless import HeadlessOptions, RunRecord, TurnError, run_headless
+from pytest_agent_eval.harness.drivers import AgentInfraError, RunRecord, TurnError
 from pytest_agent_eval.harness.failures import EARLIER, FailureMemo
 
 # -- the driver: API errors end the run at once, stalls are measured ---------------------------------------------
@@ -379,7 +380,7 @@ def test_real_cli_an_unreachable_api_ends_the_item_after_turn_one(tmp_path: Path
 
     options, base = real_cli_options
     with serve(make_backend("scripted"), faults=Faults(default="500")) as server:
-        env = agent_environment(base, server.url)
+        env = CLAUDE_CODE.process_environment(base, server.url)
         env["CLAUDE_CODE_MAX_RETRIES"] = "2"  # the CLI's own retries; the default 10 take minutes of backoff
         started = time.monotonic()
         with pytest.raises(TurnError) as info:
@@ -403,7 +404,7 @@ def test_real_cli_a_hanging_request_is_retried_and_the_turn_flagged_stalled(tmp_
     options, base = real_cli_options
     options = HeadlessOptions(**{**options.__dict__, "stall_s": 5.0})
     with serve(make_backend("scripted"), faults={1: "hang"}) as server:
-        env = agent_environment(base, server.url)
+        env = CLAUDE_CODE.process_environment(base, server.url)
         env["API_TIMEOUT_MS"] = "8000"
         run = run_headless(
             ["How does res.send work?"], label="w-1", out_dir=tmp_path / "out", cwd=tmp_path, env=env, options=options

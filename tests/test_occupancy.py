@@ -11,6 +11,7 @@ from hypothesis import strategies as st
 from support.synth import Transcript, text, thinking, tool_use
 from support.transcripts import transcripts
 
+from pytest_agent_eval.agents.claude_code.transcript import read_lines, read_segments, read_session_file
 from pytest_agent_eval.metrics.figures import figures_of
 from pytest_agent_eval.metrics.occupancy import (
     ALL_GAPS,
@@ -31,7 +32,6 @@ from pytest_agent_eval.model.scripted import thinking_text
 from pytest_agent_eval.model.usage import count_tokens, text_tokens
 from pytest_agent_eval.report.blocks.occupancy import render_occupancy
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
-from pytest_agent_eval.transcript import Session
 
 CG = "mcp__codegraph__codegraph_explore"  # 33 chars + "{}"
 SOURCEGRAPH = RetrievalTool("sourcegraph", "sg_keyword_search", "src")
@@ -283,7 +283,7 @@ def test_tokens_processed_sums_every_request_and_ignores_result_usage(tmp_path):
         t.say("done", ctx=second)
         t.result("done")  # carries usage.input_tokens = 999,999
         segments.append(t.write(tmp_path / f"run{'' if n == 0 else '.t2'}.jsonl"))
-    o = occupancy(Session.from_files(segments))
+    o = occupancy(read_segments(segments))
     assert o.tokens_processed == 10_000 + 12_000 + 13_000 + 15_500
     assert (o.turns, o.ctx_base, o.ctx_final) == (4, 10_000, 15_500)
 
@@ -511,7 +511,7 @@ def test_a_shortfall_within_the_larger_of_200_tokens_and_5_percent_is_noise(resu
 
 # -- robustness -----------------------------------------------------------------------------------
 def test_an_empty_session():
-    o = occupancy(Session.from_lines([]))
+    o = occupancy(read_lines([]))
     assert (o.turns, o.ctx_final, o.base, o.tokens_processed, o.calibration) == (0, 0, 0, 0, DEFAULT)
     assert render_occupancy(o).splitlines()[1] == "  final context            0 tok    0.0% of 200k window"
 
@@ -619,7 +619,7 @@ def _sane(o: Occupancy) -> None:
 
 @pytest.mark.parametrize(("path", "turns"), STREAM_RUNS.items())
 def test_real_stream_json_runs(path, turns):
-    o = occupancy(Session.from_files([TRANSCRIPTS / path]), SOURCEGRAPH)
+    o = occupancy(read_segments([TRANSCRIPTS / path]), SOURCEGRAPH)
     _sane(o)
     assert (o.turns, o.compactions) == (turns, 0)
     if "/mcp/" in path and turns:
@@ -628,7 +628,7 @@ def test_real_stream_json_runs(path, turns):
 
 def test_real_session_with_a_compaction():
     [path] = (TRANSCRIPTS / "spotter").glob("*.jsonl")
-    o = occupancy(Session.from_session_file(path))
+    o = occupancy(read_session_file(path))
     _sane(o)
     assert o.compactions == 1
     assert o.turns == 139
@@ -641,8 +641,8 @@ def test_real_session_with_a_compaction():
 def test_real_session_file_matches_its_stream_json_twin():
     folder = TRANSCRIPTS / "sjarmak/dependency_recognition-java-unkn__pshKMge"
     [session_file] = (folder / "sessions/projects/-workspace").glob("*.jsonl")
-    streamed = occupancy(Session.from_files([folder / "claude-code.txt"])).to_dict()
-    interactive = occupancy(Session.from_session_file(session_file)).to_dict()
+    streamed = occupancy(read_segments([folder / "claude-code.txt"])).to_dict()
+    interactive = occupancy(read_session_file(session_file)).to_dict()
     assert streamed == interactive
 
 
@@ -675,7 +675,7 @@ def test_by_request_across_a_compaction_and_on_real_transcripts():
     assert len(o.by_request) == o.turns and o.by_request[3]["bash"] == 0  # cleared by the compaction
     assert {fam: o.by_request[-1][fam] for fam in o.residual} == o.residual
     for path in sorted(TRANSCRIPTS.rglob("*.jsonl"))[:6]:
-        session = Session.from_files([path])
+        session = read_segments([path])
         found = occupancy(session, by_request=True)
         assert len(found.by_request) == found.turns, path
         if found.by_request:

@@ -9,9 +9,10 @@ from pathlib import Path
 
 import pytest
 
+from pytest_agent_eval.agents.claude_code.transcript import read_segments
 from pytest_agent_eval.metrics.occupancy import EVICTION_FLOOR_TOKENS, FAMILIES, family, occupancy
 from pytest_agent_eval.model.truth import evicted_truth, read_truth_log, resident_truth
-from pytest_agent_eval.transcript import MAIN, Compaction, Session, segment_files
+from pytest_agent_eval.transcript import MAIN, Compaction, segment_files
 
 DATA = Path(__file__).resolve().parents[1] / "bench" / "data"
 CLASSES = ("hidden-thinking", "long-thinking", "compaction")
@@ -35,7 +36,7 @@ def counts():
 
 
 def _scored(first: Path, counts):
-    session = Session.from_files(segment_files(first))
+    session = read_segments(segment_files(first))
     last = [m for m in session.messages(MAIN) if m.usage is not None and m.usage.ctx > 0][-1]
     return session, occupancy(session), counts[last.id]
 
@@ -86,7 +87,7 @@ def test_a_compaction_keeps_the_results_it_names(first, counts):
 
 def test_the_compaction_class_compacts_with_and_without_kept_messages_and_twice(counts):
     boundaries = [
-        [item for item in Session.from_files(segment_files(first)).timeline if isinstance(item, Compaction)]
+        [item for item in read_segments(segment_files(first)).timeline if isinstance(item, Compaction)]
         for first in _sessions("compaction")
     ]
     assert any(b and b[0].preserved for b in boundaries)

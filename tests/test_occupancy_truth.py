@@ -8,9 +8,10 @@ from pathlib import Path
 
 import pytest
 
+from pytest_agent_eval.agents.claude_code.transcript import read_segments
 from pytest_agent_eval.metrics.occupancy import FAMILIES, occupancy
 from pytest_agent_eval.model.truth import read_truth_log, resident_truth
-from pytest_agent_eval.transcript import MAIN, Session, segment_files
+from pytest_agent_eval.transcript import MAIN, segment_files
 
 DATA = Path(__file__).resolve().parents[1] / "bench" / "data"
 # The ordinary sessions; tests/test_occupancy_classes.py holds the classes that do more to the context.
@@ -46,7 +47,7 @@ def test_the_corpus_has_both_arms_and_both_splits():
 
 @pytest.mark.parametrize("first", SESSIONS, ids=_session_id)
 def test_every_family_is_priced_close_to_what_the_server_counted(first, counts):
-    session = Session.from_files(segment_files(first))
+    session = read_segments(segment_files(first))
     truth = resident_truth(session, counts)
     assert truth is not None
     last = [m for m in session.messages(MAIN) if m.usage is not None][-1]
@@ -61,7 +62,7 @@ def test_every_family_is_priced_close_to_what_the_server_counted(first, counts):
 def test_the_mean_error_over_each_split(split, counts):
     errors = truths = 0
     for first in (p for p in SESSIONS if _session_id(p).startswith(f"{split}/")):
-        session = Session.from_files(segment_files(first))
+        session = read_segments(segment_files(first))
         truth = resident_truth(session, counts)
         occ = occupancy(session)
         errors += sum(abs(occ.residual[f] - truth[f]) for f in FAMILIES)
@@ -70,13 +71,13 @@ def test_the_mean_error_over_each_split(split, counts):
 
 
 def test_a_session_the_server_did_not_answer_has_no_truth(counts):
-    session = Session.from_files(segment_files(SESSIONS[0]))
+    session = read_segments(segment_files(SESSIONS[0]))
     assert resident_truth(session, {}) is None
 
 
 def test_the_truth_of_a_result_is_its_own_not_the_context_the_cli_moved_into_it(tmp_path, counts):
     first = next(p for p in SESSIONS if _session_id(p).startswith("calibration/"))
-    session = Session.from_files(segment_files(first))
+    session = read_segments(segment_files(first))
     last = [m for m in session.messages(MAIN) if m.usage is not None][-1]
     call_id, tokens = next(iter(counts[last.id].results.items()))
     log = tmp_path / "truth.jsonl"

@@ -23,8 +23,8 @@ import pytest
 from support.sessions import api_error, no_result, with_clean, without_clean, without_contaminated
 from support.standin import Q_EXPRESS, Q_GIN, SECRET_KEY, Project, clean_scripts, entry
 
-from pytest_agent_eval.harness.drivers import AgentInfraError, warm_mcp_server
-from pytest_agent_eval.harness.drivers.headless import HeadlessOptions, build_command, run_headless, segment_name
+from pytest_agent_eval.agents.claude_code.headless import HeadlessOptions, build_command, run_headless
+from pytest_agent_eval.harness.drivers import AgentInfraError, segment_name, warm_mcp_server
 from pytest_agent_eval.metrics import gates
 from pytest_agent_eval.metrics.figures import figures_of
 from pytest_agent_eval.metrics.scorecard import score_session
@@ -129,6 +129,7 @@ def test_dump(agent_eval_config, tmp_path_factory):
     data["arms"] = [a.label for a in agent_eval_config.arms]
     data["cassettes"] = [str(p) for p in agent_eval_config.cassettes]
     data["tool"] = agent_eval_config.tool.name
+    data["agent"] = agent_eval_config.agent.name
     (tmp_path_factory.getbasetemp().parent / "config.json").write_text(json.dumps(data))
 """
 
@@ -166,12 +167,18 @@ OPTION_CASES = {
     "--agent-eval-replay": ("b1", "r1", "replay", "b1", "r1"),
     "--agent-eval-compare-min-pairs": ("2", "3", "compare_min_pairs", 2, 3),
     "--agent-eval-tool": ("mytools:ALPHA", "mytools:BETA", "tool", "alpha", "beta"),  # DUMP_CONFIG keeps its name
+    "--agent-eval-agent": ("mytools:AGENT_A", "mytools:AGENT_B", "agent", "agent-a", "agent-b"),  # and this one's
 }
 TOOLS_MODULE = """
 from pytest_agent_eval.tool import RetrievalTool
 
 ALPHA = RetrievalTool(name="alpha", package="alpha-mcp")
 BETA = RetrievalTool(name="beta", package="beta-mcp")
+
+from pytest_agent_eval.agents.claude_code import ClaudeCode
+
+AGENT_A = ClaudeCode(name="agent-a")
+AGENT_B = ClaudeCode(name="agent-b")
 """
 FLAGS = {"--agent-eval-offline", "--agent-eval-include-contaminated"}
 
@@ -206,6 +213,7 @@ def test_option_and_ini_key(pytester, flag):
         "--agent-eval-compare-fail": "agent_eval_compare = base",
         "--agent-eval-compare-min-pairs": "agent_eval_compare = base",
         "--agent-eval-tool": "pythonpath = .",  # where mytools.py is
+        "--agent-eval-agent": "pythonpath = .",
     }
     pytester.makepyfile(mytools=TOOLS_MODULE)
     pytester.makeini(f"[pytest]\n{option.ini} = {ini_value}\n{extra.get(flag, '')}\n")
@@ -265,6 +273,17 @@ def test_flags_and_their_ini_keys(pytester, flag):
         (["--agent-eval-backend", "cassette"], "", "--agent-eval-backend cassette: needs --agent-eval-cassette"),
         (["--agent-eval-cassette", "gone.jsonl"], "", "gone.jsonl: no such file"),
         (["--agent-eval-tool-version", "local:"], "", "--agent-eval-tool-version: local: needs a path"),
+        (
+            ["--agent-eval-agent", "nope"],
+            "",
+            "--agent-eval-agent: expected MODULE:ATTR naming a CodingAgent, got 'nope'",
+        ),
+        (
+            ["--agent-eval-agent", "pytest_agent_eval.tool:CODEGRAPH"],
+            "",
+            "--agent-eval-agent: pytest_agent_eval.tool:CODEGRAPH is a RetrievalTool, not a CodingAgent",
+        ),
+        ([], "agent_eval_agent = no_such_module_xyz:A", "ini agent_eval_agent: cannot import 'no_such_module_xyz'"),
         ([], "agent_eval_runs = many", "ini agent_eval_runs: expected a positive integer, got 'many'"),
         ([], "agent_eval_offline = maybe", "ini agent_eval_offline: expected true or false"),
         ([], "agent_eval_thresholds = bad.yaml", "bad.yaml: speed: unknown figure"),

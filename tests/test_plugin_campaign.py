@@ -59,7 +59,7 @@ def test_each_session_writes_a_new_campaign_and_never_touches_an_old_one(project
     assert config["entries"][0]["questions"] == [Q_EXPRESS]
     assert [a["label"] for a in config["arms"]] == ["with", "without"]
     assert config["runs"] == 1 and config["model"] == "sonnet"
-    assert manifest["versions"] == {"codegraph": {"with": "1.6.1", "without": "1.6.1"}, "claude_code": "standin"}
+    assert manifest["versions"] == {"codegraph": {"with": "1.6.1", "without": "1.6.1"}, "claude-code": "standin"}
     assert manifest["backend"]["name"] == "scripted"
 
     # the records: one per item, segments relative to the campaign, scores, times
@@ -68,7 +68,10 @@ def test_each_session_writes_a_new_campaign_and_never_touches_an_old_one(project
     record = records["express-with-1"]
     assert (record["entry"], record["arm"], record["arm_label"], record["run"]) == ("express", "with", "with", 1)
     assert record["outcome"] == "passed" and record["error"] is None
-    assert record["tool_version"] == "1.6.1" and record["claude_version"] == "standin"
+    assert record["tool_version"] == "1.6.1" and (record["agent"], record["agent_version"]) == (
+        "claude-code",
+        "standin",
+    )
     assert record["backend"]["name"] == "scripted"
     assert record["questions"] == [Q_EXPRESS]
     assert record["segments"] == ["items/express-with-1/run-with-1.jsonl"]

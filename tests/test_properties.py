@@ -8,6 +8,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from support.synth import explore_response
 
+from pytest_agent_eval.agents.claude_code.transcript import read_lines
 from pytest_agent_eval.metrics.scorecard import score
 from pytest_agent_eval.transcript import Session
 
@@ -137,7 +138,7 @@ def check(session: Session) -> None:
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 @given(st.lists(events, max_size=40))
 def test_random_event_streams(stream: list[dict]) -> None:
-    check(Session.from_lines(json.dumps(e) for e in stream))
+    check(read_lines(json.dumps(e) for e in stream))
 
 
 @settings(max_examples=100, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -145,6 +146,6 @@ def test_random_event_streams(stream: list[dict]) -> None:
 def test_truncated_streams(stream: list[dict], data: st.DataObject) -> None:
     text = "\n".join(json.dumps(e) for e in stream)
     cut = data.draw(st.integers(0, len(text)))
-    session = Session.from_lines(text[:cut].splitlines())
+    session = read_lines(text[:cut].splitlines())
     assert session.parse.events + session.parse.bad_lines <= len(stream)
     check(session)

@@ -17,14 +17,13 @@ from pathlib import Path
 
 import pytest
 
+from pytest_agent_eval.agents.claude_code import CLAUDE_CODE
 from pytest_agent_eval.corpus.load import CorpusEntry
 from pytest_agent_eval.harness.index import indexed_copy
 from pytest_agent_eval.harness.provenance import git_state
 from pytest_agent_eval.harness.provision import (
-    CLAUDE_CODE_VERSION,
     Provisioned,
     ProvisionError,
-    provision_claude,
     provision_tool,
     read_builds,
 )
@@ -197,14 +196,14 @@ def test_claude_pinned_install_and_path_lookup(tmp_path: Path, monkeypatch: pyte
     # No claude on PATH: the pinned release is installed into the cache.
     monkeypatch.setenv("PATH", os.pathsep.join(p for p in os.environ["PATH"].split(os.pathsep) if not _has_claude(p)))
     try:
-        claude = provision_claude(None, cache)
-        assert claude.version == CLAUDE_CODE_VERSION
-        assert claude.bin == cache / "claude" / CLAUDE_CODE_VERSION / "node_modules" / ".bin" / "claude"
+        claude = CLAUDE_CODE.provision(cache, None)
+        assert claude.version == CLAUDE_CODE.version
+        assert claude.bin == cache / "claude" / CLAUDE_CODE.version / "node_modules" / ".bin" / "claude"
         # With that claude on PATH, spec=None uses it and installs nothing.
         monkeypatch.setenv("PATH", f"{claude.bin.parent}{os.pathsep}{os.environ['PATH']}")
         other = tmp_path / "other-cache"
-        found = provision_claude(None, other)
-        assert (found.bin, found.version, found.spec) == (claude.bin, CLAUDE_CODE_VERSION, "PATH")
+        found = CLAUDE_CODE.provision(other, None)
+        assert (found.bin, found.version, found.spec) == (claude.bin, CLAUDE_CODE.version, "PATH")
         assert not other.exists()
     finally:
         shutil.rmtree(cache, ignore_errors=True)  # ~400 MB of native binaries

@@ -8,10 +8,10 @@ from pathlib import Path
 import pytest
 from support.transcripts import transcripts
 
+from pytest_agent_eval.agents.claude_code.transcript import read_lines, read_segments, read_session_file
 from pytest_agent_eval.metrics.scorecard import score
 from pytest_agent_eval.report.blocks import render_scorecard
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
-from pytest_agent_eval.transcript import Session
 
 ROOT = transcripts()
 
@@ -79,7 +79,7 @@ def _short(name: str) -> str:
 def test_readme_facts(relpath: str) -> None:
     lines, events, ids, tools, result, compactions = FACTS[relpath]
     # the file's own facts: read alone, with no subagent file stitched in
-    session = Session.from_lines((ROOT / relpath).read_text(encoding="utf-8").splitlines())
+    session = read_lines((ROOT / relpath).read_text(encoding="utf-8").splitlines())
     assert session.parse.events + session.parse.bad_lines == lines
     assert session.parse.event_types["assistant"] == events
     assert len(session.messages(thread=None)) == ids
@@ -101,7 +101,7 @@ def test_readme_facts(relpath: str) -> None:
     ),
 )
 def test_every_transcript_scores_without_error(path: str) -> None:
-    session = Session.from_files([ROOT / path])
+    session = read_segments([ROOT / path])
     for tool in (CODEGRAPH, SOURCEGRAPH):
         card = score(session, tool)
         data = card.to_dict()
@@ -112,22 +112,22 @@ def test_every_transcript_scores_without_error(path: str) -> None:
 
 
 def test_rate_limited_run_is_an_infrastructure_failure() -> None:
-    session = Session.from_files([ROOT / BUSTUB / "mcp/claude-code.txt"])
+    session = read_segments([ROOT / BUSTUB / "mcp/claude-code.txt"])
     assert session.infra_error is not None
     assert "rate_limit" in session.infra_error
     assert session.answer_texts() == []
 
 
 def test_interactive_and_stream_json_copies_of_one_run_agree() -> None:
-    stream = Session.from_files([ROOT / SJ / "claude-code.txt"])
-    interactive = Session.from_session_file(ROOT / SJ / "sessions/projects/-workspace")
+    stream = read_segments([ROOT / SJ / "claude-code.txt"])
+    interactive = read_session_file(ROOT / SJ / "sessions/projects/-workspace")
     assert stream.tool_counts() == interactive.tool_counts()
     assert [m.usage for m in stream.messages()] == [m.usage for m in interactive.messages()]
     assert interactive.answer_texts() == [interactive.messages()[-1].text]
 
 
 def test_sourcegraph_arm_is_scored_as_the_retrieval_tool() -> None:
-    data = score(Session.from_files([ROOT / HDA / "mcp/claude-code.txt"]), SOURCEGRAPH).to_dict()
+    data = score(read_segments([ROOT / HDA / "mcp/claude-code.txt"]), SOURCEGRAPH).to_dict()
     assert sum(data["sufficiency"]["counts"].values()) + data["sufficiency"]["errors"] == 12
     assert data["occupancy"]["residual"]["tool"] > 0  # the retrieval tool's family, whatever its name
 
@@ -141,7 +141,7 @@ def test_subagent_file_is_stitched_in_through_the_task_result(tmp_path: Path, la
     agents.mkdir(parents=True, exist_ok=True)
     for agent in (ROOT / "spotter/subagents").glob("agent-*.jsonl"):
         shutil.copy(agent, agents / agent.name)
-    session = Session.from_session_file(session_file)
+    session = read_session_file(session_file)
     [task] = [c for c in session.calls if c.name == "Task"]
     assert {c.name for c in session.calls_in(task.id)} == {"Read", "Glob", "Bash", "Grep"}
     assert len(session.calls_in(task.id)) == 33
@@ -159,11 +159,11 @@ def test_meta_file_links_a_subagent(tmp_path: Path) -> None:
     agents.mkdir(parents=True)
     shutil.copy(ROOT / "spotter/subagents/agent-a2898e3.jsonl", agents / "agent-zzz.jsonl")
     (agents / "agent-zzz.meta.json").write_text('{"toolUseId": "toolu_from_meta"}')
-    session = Session.from_session_file(session_file)
+    session = read_session_file(session_file)
     assert len(session.calls_in("toolu_from_meta")) == 33
 
 
 def test_shared_copy_with_a_bare_subagents_folder_is_stitched() -> None:
-    session = Session.from_files([ROOT / SPOTTER])  # an interactive file is recognised as one
+    session = read_segments([ROOT / SPOTTER])  # an interactive file is recognised as one
     [task] = [c for c in session.calls if c.name == "Task"]
     assert len(session.calls_in(task.id)) == 33

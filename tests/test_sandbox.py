@@ -19,7 +19,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agent_eval.harness.drivers import STANDIN_API_KEY, agent_environment
+from pytest_agent_eval.agents.claude_code import CLAUDE_CODE, STANDIN_API_KEY
 from pytest_agent_eval.harness.jail import launcher
 from pytest_agent_eval.harness.process import group_alive, start_group, stop_group, watched
 from pytest_agent_eval.harness.relay import carried
@@ -187,7 +187,7 @@ def test_the_agent_environment_is_built_from_an_allow_list() -> None:
         "NODE_EXTRA_CA_CERTS": "/etc/corp-ca.pem",
         "SOMETHING_ELSE": "x",
     }
-    standin = agent_environment(base, "http://127.0.0.1:1234")
+    standin = CLAUDE_CODE.process_environment(base, "http://127.0.0.1:1234")
     assert standin["ANTHROPIC_API_KEY"] == STANDIN_API_KEY and standin["ANTHROPIC_BASE_URL"] == "http://127.0.0.1:1234"
     # the real API too is reached through a loopback server of the harness (the forwarder holds the key)
     assert "sk-ant-real" not in standin.values()

@@ -10,12 +10,12 @@ import pytest
 from support.synth import Transcript, explore_response, text, tool_use
 from support.transcripts import transcripts
 
+from pytest_agent_eval.agents.claude_code.transcript import read_segments, read_session_file
 from pytest_agent_eval.metrics.figures import figures_of
 from pytest_agent_eval.metrics.scorecard import score_session
 from pytest_agent_eval.metrics.sufficiency import BUCKETS, CallVerdict, Sufficiency, sufficiency
 from pytest_agent_eval.report.blocks.sufficiency import render_sufficiency
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
-from pytest_agent_eval.transcript import Session
 
 EXPLORE = "mcp__codegraph__codegraph_explore"
 DATA = Path(__file__).parent / "data"
@@ -538,7 +538,7 @@ def test_to_dict_shape():
 
 # -- real transcripts nobody here wrote ---------------------------------------------------------------
 def test_sourcegraph_arm_finds_twelve_explore_calls():
-    s = sufficiency(Session.from_files([SHARED / HDA_MCP]), SOURCEGRAPH)
+    s = sufficiency(read_segments([SHARED / HDA_MCP]), SOURCEGRAPH)
     assert len(s.calls) == 12
     assert (s.answered, s.errors) == (12, 0)
     # Eleven are followed by another Sourcegraph call; the last by `ls -la /tests/`, a shell search.
@@ -552,7 +552,7 @@ def test_sourcegraph_arm_finds_twelve_explore_calls():
     sorted(p.relative_to(SHARED).as_posix() for p in SHARED.rglob("*") if p.suffix in (".txt", ".jsonl", ".ndjson")),
 )
 def test_every_real_transcript_scores(path):
-    session = Session.from_files([SHARED / path])
+    session = read_segments([SHARED / path])
     for tool in (CODEGRAPH, SOURCEGRAPH, RetrievalTool("grep", "Grep", "grep")):
         s = sufficiency(session, tool)
         explores = sum(tool.is_explore(c.name) for c in session.calls)
@@ -565,7 +565,7 @@ def test_real_subagent_thread_is_judged_on_its_own(tmp_path):
     session_file = tmp_path / "4d5611e5-241a-462a-8d15-5122611a9569.jsonl"
     shutil.copy(SHARED / "spotter" / session_file.name, session_file)
     shutil.copytree(SHARED / "spotter" / "subagents", tmp_path / session_file.stem / "subagents")
-    session = Session.from_session_file(session_file)
+    session = read_session_file(session_file)
     [task] = [c for c in session.calls if c.name == "Task"]
     s = sufficiency(session, RetrievalTool("grep", "Grep", "grep"))
     in_subagent = [c for c in s.calls if c.thread == task.id]

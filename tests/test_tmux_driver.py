@@ -23,9 +23,10 @@ import pytest
 from support.e2e import RealTools
 from support.synth import Transcript, explore_response, tool_use
 
-from pytest_agent_eval.harness.drivers import AgentInfraError, agent_environment
-from pytest_agent_eval.harness.drivers.headless import HeadlessOptions, TurnError
-from pytest_agent_eval.harness.drivers.tmux import (
+from pytest_agent_eval.agents.claude_code import CLAUDE_CODE
+from pytest_agent_eval.agents.claude_code.deny import write_hook_settings
+from pytest_agent_eval.agents.claude_code.headless import HeadlessOptions
+from pytest_agent_eval.agents.claude_code.tmux import (
     SessionLine,
     SessionTail,
     TmuxOptions,
@@ -44,7 +45,8 @@ from pytest_agent_eval.harness.drivers.tmux import (
     mcp_states,
     run_tmux,
 )
-from pytest_agent_eval.harness.isolation import write_hook_settings
+from pytest_agent_eval.agents.claude_code.transcript import read_session_file
+from pytest_agent_eval.harness.drivers import AgentInfraError, TurnError
 from pytest_agent_eval.metrics.scorecard import score
 from pytest_agent_eval.model import Faults, RunningServer, make_backend, serve
 from pytest_agent_eval.report.blocks import render_scorecard, verdict_lines
@@ -348,7 +350,7 @@ def test_copy_session_keeps_the_subagents_where_the_reader_finds_them(tmp_path: 
         "agent-a1.jsonl",
         "agent-a1.meta.json",
     ]
-    session = Session.from_session_file(copied)
+    session = read_session_file(copied)
     assert [(c.name, c.thread) for c in session.calls] == [("Task", "main"), ("Grep", "toolu_task")]
 
 
@@ -456,7 +458,7 @@ class Sandbox:
     def env(self, server: RunningServer) -> dict[str, str]:
         base = {k: v for k, v in os.environ.items() if not k.startswith("CLAUDE_")}
         base.update(HOME=str(self.root / "home"), TMPDIR=str(self.root / "tmp"))
-        return agent_environment(base, server.url)
+        return CLAUDE_CODE.process_environment(base, server.url)
 
     def run(self, server: RunningServer, questions: list[str], with_codegraph: bool = False,
             label: str = "t", hook: bool = False, mcp_delay_s: int = 0,
@@ -516,7 +518,7 @@ def _check_scored(record: TmuxRunRecord, sandbox: Sandbox, server: RunningServer
     assert original.is_file() and record.segments == [sandbox.root / "out/run-t.session.jsonl"]
     assert record.segments[0].read_bytes() == original.read_bytes()
     assert "sk-ant-agent-eval-local-stand-in"[-20:] not in (sandbox.root / "home/.claude.json").read_text()
-    session = Session.from_session_file(record.segments[0])
+    session = read_session_file(record.segments[0])
     assert session.infra_error is None
     verdict, tokens = verdict_lines(session).splitlines()
     n_in, n_out, n_read, n_write, requests = _usage_from_file(record.segments[0])
@@ -666,7 +668,7 @@ class TestRealCliInTmux:
         assert 6.0 <= record.longest_silence_s[0] < 15 and record.stalled_turns == [1]
         assert record.to_dict()["stalled_turns"] == [1] and record.to_dict()["stall_s"] == 4.0
         assert record.wall_s[0] > record.longest_silence_s[0]  # the wait is in the turn's time
-        assert Session.from_session_file(record.segments[0]).infra_error is None  # the turn itself succeeded
+        assert read_session_file(record.segments[0]).infra_error is None  # the turn itself succeeded
 
 
 # -- through the plugin: a stalled tmux run is flagged, has no duration, and the report names it --------------

@@ -18,6 +18,7 @@ import pytest
 from support.e2e import RealTools, inner_env, leftovers, run_pytest, summary
 from support.tinygrep_tool import SERVER, TINYGREP
 
+from pytest_agent_eval.agents.claude_code.transcript import read_segments
 from pytest_agent_eval.harness import runtimes
 from pytest_agent_eval.harness.drivers import warm_mcp_server
 from pytest_agent_eval.harness.index import indexed_copy
@@ -30,7 +31,6 @@ from pytest_agent_eval.settings.config import AgentEvalConfig, OptionError
 from pytest_agent_eval.settings.parsers import parse_tool
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool, load_tool
 from pytest_agent_eval.tool.explore_answer import file_sections
-from pytest_agent_eval.transcript import Session
 
 HERE = Path(__file__).resolve().parent
 REPO = HERE.parent
@@ -210,7 +210,7 @@ def test_pytest_evals_runs_both_arms_with_a_second_tool(real_tools: RealTools, t
 
     with_arm, without = records["express-with-1"], records["express-without-1"]
     # the with-arm asked tinygrep once per turn, through Claude Code's MCP client, and got file sections back
-    session = Session.from_files([Path(p) for p in with_arm["driver"]["segments"]])
+    session = read_segments([Path(p) for p in with_arm["driver"]["segments"]])
     (server,) = session.inits[0]["mcp_servers"]
     assert {"name": "tinygrep", "status": "connected"}.items() <= server.items()
     explores = [c for c in session.calls if TINYGREP.is_explore(c.name)]
@@ -224,7 +224,7 @@ def test_pytest_evals_runs_both_arms_with_a_second_tool(real_tools: RealTools, t
     assert figures["tool_residual"] > 0
     assert len(with_arm["scores"]["sufficiency"]["calls"]) == 2 and with_arm["scores"]["allocation"]["calls"]
     # the without-arm: no tinygrep tool offered, its CLI denied, none of its output seen, no index in its copy
-    session = Session.from_files([Path(p) for p in without["driver"]["segments"]])
+    session = read_segments([Path(p) for p in without["driver"]["segments"]])
     assert not [c for c in session.calls if TINYGREP.owns(c.name)]
     assert session.inits and not any(TINYGREP.owns(t) for init in session.inits for t in init.get("tools") or [])
     bash = [c for c in session.calls if c.name == "Bash"]

@@ -3,8 +3,9 @@ import json
 import pytest
 from support.synth import Transcript, thinking, tool_use
 
-from pytest_agent_eval import transcript
-from pytest_agent_eval.transcript import MAIN, Session
+from pytest_agent_eval.agents.claude_code import transcript
+from pytest_agent_eval.agents.claude_code.transcript import read_lines, read_segments
+from pytest_agent_eval.transcript import MAIN
 
 
 @pytest.fixture(autouse=True, params=["msgspec", "stdlib"])
@@ -35,13 +36,13 @@ def test_subagent_events_form_their_own_thread():
 
 
 def test_bad_lines_are_counted_not_fatal():
-    session = Session.from_lines(['{"type":"assistant"', "not json", "[1]", '{"type":"weird"}'])
+    session = read_lines(['{"type":"assistant"', "not json", "[1]", '{"type":"weird"}'])
     assert session.parse.bad_lines == 3
     assert session.parse.events == 1
 
 
 def test_indented_lines_and_trailing_garbage():
-    session = Session.from_lines(['   {"type":"result","result":"ok"}  ', '{"type":"result"} trailing', "", "   "])
+    session = read_lines(['   {"type":"result","result":"ok"}  ', '{"type":"result"} trailing', "", "   "])
     assert session.parse.events == 1
     assert session.parse.bad_lines == 1
     assert session.answer_texts() == ["ok"]
@@ -92,7 +93,7 @@ def test_every_kind_of_block_is_counted_by_its_characters():
             }
         ),
     ]
-    session = Session.from_lines(lines)
+    session = read_lines(lines)
     message, result, attached = session.timeline
     assert message.output_chars == 300 + len("plan") + len("look") + session.calls[0].input_chars
     # A multi-block result is the sum of its blocks, an image by its encoded source; the parsers read its text.
@@ -132,13 +133,13 @@ def _task_session(folder, marked_from: int) -> tuple:
 
 def test_a_single_session_file_read_as_segments_links_its_subagent_through_a_result_read_before_the_sniff(tmp_path):
     """The Task result comes before any line says the file is a session file: its agent id is still read."""
-    session = Session.from_files([_task_session(tmp_path, marked_from=2)])
+    session = read_segments([_task_session(tmp_path, marked_from=2)])
     assert [c.name for c in session.calls_in("toolu_task")] == ["Grep"]
     assert not session.ends_mid_turn  # a session file has no result event to miss
 
 
 def test_a_file_no_line_marks_as_a_session_file_is_stream_json(tmp_path):
-    session = Session.from_files([_task_session(tmp_path, marked_from=3)])  # no line carries sessionId
+    session = read_segments([_task_session(tmp_path, marked_from=3)])  # no line carries sessionId
     assert [c.name for c in session.calls] == ["Task"]  # the agent file is not stitched in
     assert session.ends_mid_turn  # stream-json without its result event
 
@@ -157,7 +158,7 @@ def test_a_line_only_the_lenient_reading_accepts_keeps_its_result():
             }
         ),
     ]
-    session = Session.from_lines(lines)
+    session = read_lines(lines)
     [call] = session.calls
     assert call.result is not None and call.result.text == "x = 1"
     assert session.parse.bad_lines == 0
@@ -170,7 +171,7 @@ def test_an_init_event_offers_its_tools_and_is_kept_whole(tmp_path):
     t.events[0]["slash_commands"] = ["compact"] * 500  # what the metrics never read: decoded when asked for
     t.say("done")
     path = t.write(tmp_path / "run.jsonl")
-    session = Session.from_files([path])
+    session = read_segments([path])
     assert session.offers == [(["Read", "mcp__codegraph__codegraph_explore"], servers)]
     assert session.inits == [t.events[0]]
     assert all(isinstance(line, bytes) for line in session.init_lines)  # a copy, not a view holding the whole file
@@ -190,7 +191,7 @@ def test_a_compaction_names_the_messages_it_keeps_by_their_events_uuids(key, kep
         json.dumps(boundary),
         json.dumps({"type": "system", "subtype": "compact_boundary", key: {"trigger": "auto"}}),
     ]
-    session = Session.from_lines(lines)
+    session = read_lines(lines)
     result, first, second = session.timeline
     assert result.uuid == "u-result"
     assert (first.preserved, first.pre_tokens) == (frozenset({"u-call", "u-result"}), 9)

@@ -34,7 +34,7 @@ from pytest_agent_eval.settings.config import AgentEvalConfig
 
 # The baselines, the shard planner and the reports load when a session has something for them.
 if TYPE_CHECKING:
-    from pytest_agent_eval.harness.drivers.headless import RunRecord
+    from pytest_agent_eval.harness.drivers import RunRecord
     from pytest_agent_eval.report.compare import GateResult
 
 SUMMARY = "summary.json"

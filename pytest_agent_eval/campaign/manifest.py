@@ -40,7 +40,7 @@ def campaign_config(cfg: AgentEvalConfig, entries: list[CorpusEntry]) -> dict[st
 
 
 def finish_manifest(campaign: Campaign, records: Sequence[ItemRecord], tool_name: str) -> None:
-    """Add what only the runs could tell — the resolved tool and Claude Code versions, the model backend, and
+    """Add what only the runs could tell — the resolved tool and agent versions, the model backend, and
     where the code under test and the tools came from (``provenance``, see :func:`gather_provenance`).
 
     The manifest's config and hash stay as written; a resumed campaign keeps the versions of arms it ran before.
@@ -52,10 +52,11 @@ def finish_manifest(campaign: Campaign, records: Sequence[ItemRecord], tool_name
         found = sorted({str(r.tool_version) for r in records if r.arm_label == label and r.tool_version})
         if found:
             tool_versions[label] = ", ".join(found)
-    claude = sorted({str(r.claude_version) for r in records if r.claude_version})
     versions[tool_name] = tool_versions
-    if claude:
-        versions["claude_code"] = ", ".join(claude)
+    for agent in dict.fromkeys(r.agent for r in records if r.agent):
+        found = sorted({str(r.agent_version) for r in records if r.agent == agent and r.agent_version})
+        if found:
+            versions[agent] = ", ".join(found)
     manifest["versions"] = versions
     backend = next((r.backend for r in records if isinstance(r.backend, dict)), None)
     if backend is not None:
@@ -86,10 +87,10 @@ def what_ran(records: Sequence[ItemRecord]) -> dict[str, Any]:
 
 def gather_provenance(records: Sequence[ItemRecord], earlier: dict[str, Any] | None = None) -> dict[str, Any]:
     """The manifest's ``provenance`` from the item records (merged into ``earlier``, a resumed campaign's):
-    ``{"sources": {entry: [source, …]}, "tools": {arm label: [tool_provision, …]}, "claude": [claude_provision,
+    ``{"sources": {entry: [source, …]}, "tools": {arm label: [tool_provision, …]}, "agents": [agent_provision,
     …], "warnings": [text, …]}``, each list holding every distinct value once, in order of first appearance —
     more than one means the campaign's items did not all test the same code."""
-    gathered: dict[str, Any] = {"sources": {}, "tools": {}, "claude": [], "warnings": []}
+    gathered: dict[str, Any] = {"sources": {}, "tools": {}, "agents": [], "warnings": []}
     for key in gathered:
         value = (earlier or {}).get(key)
         if isinstance(value, type(gathered[key])):
@@ -99,8 +100,8 @@ def gather_provenance(records: Sequence[ItemRecord], earlier: dict[str, Any] | N
             _add(gathered["sources"].setdefault(record.entry, []), record.source)
         if record.tool_provision:
             _add(gathered["tools"].setdefault(record.arm_label, []), record.tool_provision)
-        if record.claude_provision:
-            _add(gathered["claude"], record.claude_provision)
+        if record.agent_provision:
+            _add(gathered["agents"], record.agent_provision)
         for text in record.warnings:
             _add(gathered["warnings"], text)
     return gathered

@@ -1,9 +1,11 @@
 """The item record: one corpus entry × arm × run, as the campaign keeps it — written and read here only.
 
-A record is versioned (``"schema": 2``). Version 1 is what campaigns before the schema wrote (and what
+A record is versioned (``"schema": 3``). Version 1 is what campaigns before the schema wrote (and what
 ``summary.json`` lists): no ``schema`` key, the occupancy family of the retrieval tool keyed ``codegraph``,
-figures under their old names. :func:`upgrade` turns any version into today's, so an old campaign still
-reads, rescores and compares.
+figures under their old names. Version 2 named no agent: every run was Claude Code's, its version and
+provisioning in ``claude_version`` and ``claude_provision`` (today ``agent``, ``agent_version``,
+``agent_provision``). :func:`upgrade` turns any version into today's, so an old campaign still reads, rescores
+and compares.
 
 A line of the wrong shape is a :class:`RecordError` naming the field, never a traceback further up.
 """
@@ -15,10 +17,11 @@ from collections.abc import Iterable, Mapping
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from pytest_agent_eval.agents import UNNAMED_AGENT
 from pytest_agent_eval.corpus.cases import Arm
 from pytest_agent_eval.metrics.figures import ALIASES, figures_of
 
-SCHEMA = 2
+SCHEMA = 3
 UNKNOWN_ARM = "?"
 # Occupancy's per-family tables that schema 1 keyed by "codegraph".
 _FAMILY_TABLES = (
@@ -59,7 +62,8 @@ class ItemRecord:
     backend: dict[str, Any] | str | None = None
     tool_version: str | None = None
     tool_spec: str | None = None
-    claude_version: str | None = None
+    agent: str | None = None  # the coding agent's name (CodingAgent.name)
+    agent_version: str | None = None
     mode: str | None = None
     driver: dict[str, Any] | None = None
     attempts: list[dict[str, Any]] = field(default_factory=list)
@@ -74,10 +78,10 @@ class ItemRecord:
     # "version"} | {"kind": "local", "path", "git_state": {"commit", "dirty"} | None}, + "fallback" (why the
     # clone was not used) when the offline source stood in for a clone.
     source: dict[str, Any] | None = None
-    # How the arm's tool and the Claude Code CLI were provisioned: {"kind": "npm" | "local" | "path", "spec",
+    # How the arm's tool and the agent's CLI were provisioned: {"kind": "npm" | "local" | "path", "spec",
     # "version", "path"}, a local build also "git_state" and "build".
     tool_provision: dict[str, Any] | None = None
-    claude_provision: dict[str, Any] | None = None
+    agent_provision: dict[str, Any] | None = None
     warnings: list[str] = field(default_factory=list)  # what ran not quite as asked (AgentEvalWarning texts)
     blocks: str | None = None  # the printed metric blocks: shown in the terminal, never stored
     extra: dict[str, Any] = field(default_factory=dict)  # keys a newer writer added: kept, not interpreted
@@ -122,7 +126,7 @@ class ItemRecord:
 
 
 def upgrade(data: dict[str, Any]) -> dict[str, Any]:
-    """A stored record of any schema version as today's (schema 2) dict."""
+    """A stored record of any schema version as today's (schema 3) dict."""
     version = data.get("schema", 1)
     if not isinstance(version, int) or version < 1 or version > SCHEMA:
         raise RecordError(f"schema: unknown record version {version!r} (this version reads 1–{SCHEMA})")
@@ -140,7 +144,12 @@ def upgrade(data: dict[str, Any]) -> dict[str, Any]:
             data.pop("figures", None)  # derived: recomputed from the scores under today's names
         elif isinstance(data.get("figures"), dict):
             data["figures"] = {ALIASES.get(k, k): v for k, v in data["figures"].items()}
-        data["schema"] = SCHEMA
+    if version <= 2:  # the agent was not named: the one there was then ran every item
+        data["agent_version"] = data.pop("claude_version", None)
+        data["agent_provision"] = data.pop("claude_provision", None)
+        if data.get("agent_version") is not None or data.get("agent_provision") is not None:
+            data["agent"] = UNNAMED_AGENT
+    data["schema"] = SCHEMA
     data.setdefault("entry", data.get("id"))
     if data.get("arm") is None:
         data["arm"] = UNKNOWN_ARM  # an old folder's label may not say
@@ -167,7 +176,9 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "stalled": (bool,),
     "source": (dict, type(None)),
     "tool_provision": (dict, type(None)),
-    "claude_provision": (dict, type(None)),
+    "agent": (str, type(None)),
+    "agent_version": (str, type(None)),
+    "agent_provision": (dict, type(None)),
     "warnings": (list,),
     "wall_s": (int, float, type(None)),
     "agent_s": (int, float, type(None)),

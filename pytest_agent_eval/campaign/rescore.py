@@ -16,6 +16,7 @@ import re
 from pathlib import Path
 from typing import Any
 
+from pytest_agent_eval.agents import agent_named
 from pytest_agent_eval.campaign.record import ItemRecord
 from pytest_agent_eval.campaign.store import ITEMS, MANIFEST, PROBE_FOLDER, Campaign, StoreError
 from pytest_agent_eval.corpus.cases import Arm
@@ -24,7 +25,7 @@ from pytest_agent_eval.metrics.occupancy import WINDOW_TOKENS
 from pytest_agent_eval.metrics.scorecard import score
 from pytest_agent_eval.model.record import requests_beside
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
-from pytest_agent_eval.transcript import Session, TranscriptError, is_later_segment, segment_files
+from pytest_agent_eval.transcript import TranscriptError, is_later_segment, segment_files
 
 # run-<entry>-<arm>-<n>, where the entry may itself contain dashes and either end may be missing.
 _LABEL = re.compile(r"^run-?(?:(?P<entry>.+?)-)??(?P<arm>with|without|new|baseline|base)(?:-(?P<run>\d+))?$")
@@ -125,7 +126,7 @@ def _scored(
     record: ItemRecord, files: list[Path], tool: RetrievalTool, window: int, keep_outcome: bool = False
 ) -> ItemRecord:
     try:
-        session = Session.from_files(files)
+        session = agent_named(record.agent).read_transcript(files)
         requests = requests_beside(files[0])  # the model server's record, where the run kept one
     except (TranscriptError, OSError, ValueError) as exc:
         record.outcome, record.error, record.scores, record.figures = "error", str(exc), None, {}

@@ -7,8 +7,9 @@ shares the config hash:
     "selection":   {"args": [the test paths named], "pyargs": false, "keyword": "-k text", "markexpr": "-m text",
                     "mode": "headless",
                     "selected": [every selected item id, before sharding] (once collection has run),
-                    "options": {"tool": "MODULE:ATTR", "replay": "NAME", "cassettes": "/abs/a.jsonl,..."}}
-                   ("options": what else decides what a run measures — the tool under test, the recording a
+                    "options": {"tool": "MODULE:ATTR", "agent": "MODULE:ATTR", "replay": "NAME",
+                                "cassettes": "/abs/a.jsonl,..."}}
+                   ("options": what else decides what a run measures — the tool and agent under test, the recording a
                    replay's model plays, the cassettes — as the option texts that set it again; only those given)
     "shard":       {"index": 2, "count": 3, "ids": [this shard's item ids]}, or null;
                    a merged campaign: {"count": 3, "merged_from": [{"index": 1, "campaign": "<id>"}, ...]}
@@ -44,7 +45,7 @@ _AS_TYPED = (
     "backend",
     "campaign",
 )
-_AS_GIVEN = ("tool", "replay", "cassettes")
+_AS_GIVEN = ("tool", "agent", "replay", "cassettes")
 _RESTORED = ("arms", *_AS_TYPED, "mode", "shard", *_AS_GIVEN)
 
 
@@ -127,7 +128,12 @@ def manifest_options(manifest: Mapping[str, Any]) -> dict[str, str]:
 
 def given_options(cfg: AgentEvalConfig) -> dict[str, str]:
     """The manifest's ``selection.options`` for this session (see the module docstring)."""
-    texts = {"tool": cfg.tool_reference, "replay": cfg.replay, "cassettes": ",".join(str(p) for p in cfg.cassettes)}
+    texts = {
+        "tool": cfg.tool_reference,
+        "agent": cfg.agent_reference,
+        "replay": cfg.replay,
+        "cassettes": ",".join(str(p) for p in cfg.cassettes),
+    }
     return {attr: text for attr, text in texts.items() if text}
 
 

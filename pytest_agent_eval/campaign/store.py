@@ -292,8 +292,12 @@ def safe_name(item_id: str) -> str:
     return _UNSAFE.sub("_", item_id).strip("._") or "item"
 
 
+# The last event of a finished turn's segment: Claude Code's stream-json ``result``, Codex CLI's ``turn.completed``.
+TURN_END_EVENTS = ("result", "turn.completed")
+
+
 def ends_with_result(path: Path) -> bool:
-    """Whether a stream-json segment finished: its last JSON line is a ``result`` event."""
+    """Whether a segment finished: its last JSON line ends a turn (:data:`TURN_END_EVENTS`)."""
     try:
         lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
@@ -305,7 +309,7 @@ def ends_with_result(path: Path) -> bool:
             event = json.loads(line)
         except ValueError:
             return False  # a torn last line: the agent was killed mid-write
-        return isinstance(event, dict) and event.get("type") == "result"
+        return isinstance(event, dict) and event.get("type") in TURN_END_EVENTS
     return False
 
 

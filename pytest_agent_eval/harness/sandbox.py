@@ -7,16 +7,17 @@ the agent, every shell and subprocess it starts, and every subagent run in names
 * the filesystem is an allow-list, built on an empty root: the system's folders (:data:`SYSTEM_ROOTS`:
   ``/usr``, ``/etc``, the ``/bin``, ``/sbin``, ``/lib*`` links or folders) read-only, ``/dev``, ``/proc``, an
   empty ``/tmp``; the Python that runs the hook and this package, node's own prefix, the CA bundles the
-  environment names, and what the caller names (the Claude Code install, the two files of the item's run folder
-  the CLI is given) read-only;
+  environment names, and what the caller names (the agent's install, the config files of the item's run folder
+  it is given) read-only;
   the item's workspace (repository copy, HOME, TMPDIR) read-write. Nothing else exists: no ``/root``,
   ``/home``, ``/opt``, ``/srv``, ``/var``, ``/mnt``, ``/work``, no cache, no campaign or corpus folder, and
   whatever sits on PATH outside that set is absent;
 * inside what is allowed, every install of the tool is masked (an empty folder, ``/dev/null`` for a file):
   a search of each allowed folder at build time (:func:`tool_matches`: the CLI's name, the npm package's
   folder, its tarballs, npm caches and ``npmrc`` files), the CLI on PATH and what it links to, the package
-  under npm's global root; and ``/etc/claude-code`` (managed settings: hooks or a ``disableAllHooks`` of the
-  machine's own). The with-arm's own install (``tool_install``) is bound back on top, for its MCP server;
+  under npm's global root; and the agent's machine-wide settings (``CodingAgent.managed_paths``: hooks or a
+  ``disableAllHooks`` of the machine's own). The with-arm's own install (``tool_install``) is bound back on top,
+  for its MCP server;
 * the network is a namespace of its own with nothing but loopback. What the CLI must reach is carried in by
   :mod:`pytest_agent_eval.harness.relay`: the model port alone (the stand-in model, or the harness's forwarder
   to the real API, which keeps the key outside: docs/model-boundary.md).
@@ -27,7 +28,7 @@ the agent, every shell and subprocess it starts, and every subagent run in names
 * the hardening layers (:data:`LAYERS`, docs/sandbox.md), as a container runtime's default has them: a user
   namespace where the agent is uid :data:`AGENT_UID`, never host root, with a kernel keyring of its own and no
   further namespace; ``/proc``'s global knobs read-only or masked (:func:`proc_guards`); a session of its own
-  (no terminal to type into); a seccomp filter (:mod:`pytest_agent_eval.harness.seccomp`); and every Bash
+  (no terminal to type into); a seccomp filter (:mod:`pytest_agent_eval.harness.seccomp`); and every shell
   command in a Landlock domain of its own (:mod:`pytest_agent_eval.harness.jail`), out of the CLI's reach.
 
 Mounts are applied from the shallowest path to the deepest, so the most specific rule wins: a folder bound
@@ -73,9 +74,9 @@ INSTALL_HINT = (
 )
 # The system's own folders, read-only; a link among them (merged /usr: /bin -> usr/bin) stays a link.
 SYSTEM_ROOTS = tuple(Path(p) for p in ("/usr", "/etc", "/bin", "/sbin", "/lib", "/lib32", "/lib64", "/libx32"))
-# Files of the allowed folders that configure what the agent must not have: the machine's managed Claude Code
-# settings, npm's global configuration (it may name a registry or a cache).
-MASKED = tuple(Path(p) for p in ("/etc/claude-code", "/etc/npmrc", "/usr/etc/npmrc", "/usr/local/etc/npmrc"))
+# Files of the allowed folders that configure what the agent must not have: npm's global configuration (it may
+# name a registry or a cache); the agent's own machine-wide settings are its CodingAgent.managed_paths.
+MASKED = tuple(Path(p) for p in ("/etc/npmrc", "/usr/etc/npmrc", "/usr/local/etc/npmrc"))
 CA_VARS = ("SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS")  # the CLI reads them to reach the real API
 
 
@@ -92,9 +93,6 @@ LAYER_HINTS = {
     "(Debian/Ubuntu: `apt-get install libseccomp2`)",
     LANDLOCK: "the kernel needs Landlock (Linux 5.13+, `landlock` in the `lsm=` boot parameter)",
 }
-# Claude Code runs each Bash command as `$CLAUDE_CODE_SHELL_PREFIX '<command>'`: through the jail, in a Landlock
-# domain of its own, whose processes cannot reach the CLI's memory or descriptors (see harness.jail).
-SHELL_PREFIX_VAR = "CLAUDE_CODE_SHELL_PREFIX"
 AGENT_UID = 1000  # the agent's uid (and gid) in its user namespace: an ordinary user's, not root's
 _SECCOMP_FD = 9
 # /proc's global knobs, as Docker's default (moby's oci/defaults.go) leaves them: read-only ...
@@ -120,6 +118,10 @@ class Sandbox:
     # (port, Unix socket): the stand-in model server's loopback port, carried in by pytest_agent_eval.harness.relay
     relay: tuple[int, Path] | None = None
     system: tuple[Path, ...] = SYSTEM_ROOTS
+    # The variable through which the agent runs each shell command behind a prefix (CodingAgent.shell_prefix_var):
+    # set to the jail's launcher, so every command runs in a Landlock domain of its own, whose processes cannot
+    # reach the agent's memory or descriptors (see harness.jail). None: the agent has no such prefix.
+    shell_prefix_var: str | None = None
 
     layers: tuple[str, ...] = LAYERS  # every one; check_sandbox takes them off one by one only to name a refusal
 
@@ -167,8 +169,8 @@ class Sandbox:
         args += ["--dev", "/dev", "--proc", "/proc"]
         if PROC_LAYER in self.layers:
             args += proc_guards()
-        if LANDLOCK in self.layers:
-            args += ["--setenv", SHELL_PREFIX_VAR, launcher()]
+        if LANDLOCK in self.layers and self.shell_prefix_var:
+            args += ["--setenv", self.shell_prefix_var, launcher()]
         if carry:
             command = relay_command(carry, command)
         if SECCOMP in self.layers:
@@ -190,15 +192,18 @@ def sandbox_for(
     tool_install: Iterable[Path] = (),
     path_env: str | None = None,
     system: Iterable[Path] = SYSTEM_ROOTS,
+    shell_prefix_var: str | None = None,
+    managed: Iterable[Path] = (),
 ) -> Sandbox:
     """The sandbox of one agent run: ``writable`` is its workspace, ``readable`` what it must read besides
-    the system (the Claude Code install, the run folder, the shimmed PATH's folder), ``tool_install`` the
+    the system (the agent's install, its config files, the shimmed PATH's folder), ``tool_install`` the
     with-arm's own install of the tool (never masked), ``hidden`` what must stay out even when inside one of
     those (the campaign folder: other items' transcripts; the corpus folder). Every allowed folder is searched
     for ``tool``'s installs (:func:`tool_matches`), which are masked, as are those PATH shows
-    (:func:`tool_installs`)."""
+    (:func:`tool_installs`). ``shell_prefix_var`` and ``managed``: the agent's (:class:`Sandbox`; its machine-wide
+    settings, masked)."""
     path_env = os.environ.get("PATH", "") if path_env is None else path_env
-    hidden = [Path(cache), Path.home(), *hidden, *MASKED]
+    hidden = [Path(cache), Path.home(), *hidden, *MASKED, *managed]
     for name in ("HOME", "SUDO_HOME"):
         if os.environ.get(name):
             hidden.append(Path(os.environ[name]))
@@ -224,6 +229,7 @@ def sandbox_for(
         bwrap=_bwrap() or "bwrap",
         relay=relay,
         system=system,
+        shell_prefix_var=shell_prefix_var,
     )
 
 

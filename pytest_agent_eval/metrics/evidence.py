@@ -1,8 +1,9 @@
 """Evidence from the model's side: the transcript held against the requests the model server received.
 
-The transcript is written by the CLI to a pipe (or a file) the agent's own processes could write to as well; the
-request record (:mod:`pytest_agent_eval.model.record`) is written by the model server, outside the sandbox. So what
-the model saw is exactly what its requests carried, and the transcript must agree with them:
+The transcript is written by the CLI to a pipe (or a file) the agent's own processes could write to as well (Codex
+CLI's rollout lies in the agent's HOME); the request record (:mod:`pytest_agent_eval.model.record`) is written by
+the model server, outside the sandbox. So what the model saw is exactly what its requests carried, and the
+transcript must agree with them:
 
 * every assistant message of the transcript is a message the model sent (its id among the responses), and each of
   its tool calls is one of that response's;
@@ -29,19 +30,23 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
+from pytest_agent_eval.agents.codex.transcript import text_of
 from pytest_agent_eval.metrics.contamination import Leak, scan
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
 from pytest_agent_eval.transcript import Session, ToolResult, result_text
 
 MESSAGES_PATH = "/v1/messages"
+RESPONSES_PATH = "/v1/responses"  # Codex CLI's: the same evidence, in the Responses API's items
 SHOWN_CHARS = 80
 _REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.S)
 _BLANKS = re.compile(r"\s+")
+_TRUNCATED = re.compile(r"\u2026\d+ (?:tokens|chars) truncated\u2026")  # Codex CLI's mark of a cut-out middle
+_ANCHOR = 64  # characters of a cut result's head that must recur where the received head begins
 
 
 @dataclass
 class Evidence:
-    """What the request record says: how many message requests, what was refused, what disagrees, what leaked."""
+    """What the request record says: how many model requests, what was refused, what disagrees, what leaked."""
 
     requests: int
     refused: list[str] = field(default_factory=list)
@@ -72,11 +77,14 @@ class _Received:
     results: dict[str, dict[str, int]] = field(default_factory=dict)  # call id → {result text: first request}
 
     def read(self, number: int, entry: dict[str, Any]) -> None:
-        response = entry.get("response")
+        response, request = entry.get("response"), entry.get("request")
+        request = request if isinstance(request, dict) else {}
+        if _path(entry) == RESPONSES_PATH:
+            self._read_responses(number, request, response)
+            return
         if isinstance(response, dict) and isinstance(response.get("id"), str):
             self.sent.setdefault(response["id"], set()).update(_call_ids(response.get("content")))
-        request = entry.get("request")
-        for message in request.get("messages") or [] if isinstance(request, dict) else []:
+        for message in request.get("messages") or []:
             content = message.get("content") if isinstance(message, dict) else None
             for block in content if isinstance(content, list) else []:
                 if not isinstance(block, dict):
@@ -87,16 +95,38 @@ class _Received:
                     texts = self.results.setdefault(block["tool_use_id"], {})
                     texts.setdefault(result_text(block.get("content")), number)
 
+    def _read_responses(self, number: int, request: dict[str, Any], response: Any) -> None:
+        """A Responses API exchange (Codex CLI): calls are ``function_call`` items (keyed by ``call_id``), results
+        ``function_call_output`` items, in the request's ``input`` and the response's ``output``."""
+        if isinstance(response, dict) and isinstance(response.get("id"), str):
+            output = [i for i in response.get("output") or [] if isinstance(i, dict)]
+            calls = {str(i["call_id"]) for i in output if i.get("type") == "function_call" and "call_id" in i}
+            self.sent.setdefault(response["id"], set()).update(calls)
+        for item in request.get("input") or []:
+            if not isinstance(item, dict) or not isinstance(item.get("call_id"), str):
+                continue
+            if item.get("type") == "function_call":
+                name = "__".join(str(part) for part in (item.get("namespace"), item.get("name")) if part)
+                self.calls.setdefault(item["call_id"], (name or "?", number))
+            elif item.get("type") == "function_call_output":
+                output = item.get("output")
+                text = output if isinstance(output, str) else text_of(output)
+                self.results.setdefault(item["call_id"], {}).setdefault(text, number)
+
 
 def reached_the_model(entries: Sequence[dict[str, Any]]) -> bool:
-    """Whether the record holds a Messages request: a record without one says nothing of the run (a CLI that
-    never spoke to this server, as the plugin's tests' scripted stand-in ``claude``); the real CLI asks before
-    any tool runs."""
-    return any(_is_messages(entry) for entry in entries)
+    """Whether the record holds a model request (Messages or Responses API): a record without one says nothing of
+    the run (a CLI that never spoke to this server, as the plugin's tests' scripted stand-in ``claude``); the real
+    CLI asks before any tool runs."""
+    return any(_is_model_request(entry) for entry in entries)
 
 
-def _is_messages(entry: dict[str, Any]) -> bool:
-    return urlsplit(str(entry.get("path"))).path.rstrip("/") == MESSAGES_PATH
+def _path(entry: dict[str, Any]) -> str:
+    return urlsplit(str(entry.get("path"))).path.rstrip("/")
+
+
+def _is_model_request(entry: dict[str, Any]) -> bool:
+    return _path(entry) in (MESSAGES_PATH, RESPONSES_PATH)
 
 
 def evidence(
@@ -104,7 +134,7 @@ def evidence(
 ) -> Evidence:
     """The transcript ``session`` held against the request record ``entries``; ``seen``: the leaks the transcript
     already showed (a received result holding one of those is not counted twice)."""
-    messages = [e for e in entries if _is_messages(e)]
+    messages = [e for e in entries if _is_model_request(e)]
     report = Evidence(
         requests=len(messages),
         refused=[f"{e.get('method')} {e.get('path')}: {e['refused']}" for e in entries if e.get("refused")],
@@ -148,7 +178,7 @@ def _disagreements(session: Session, received: _Received) -> list[str]:
             if item.call_id not in received.calls and any(item.call_id in ids for ids in received.sent.values()):
                 continue  # the run stopped after the call ran: no request followed it
             problems.append(f"{what} is in the transcript, but no request carried it to the model")
-        elif not any(_comparable(item.text) in _comparable(text) for text in carried):
+        elif not any(_holds(_comparable(text), _comparable(item.text)) for text in carried):
             shown = _comparable(item.text)[:SHOWN_CHARS]
             problems.append(f'{what} differs from what the model received: "{shown}"')
     transcript_calls = set(names)
@@ -183,6 +213,28 @@ def _received_leaks(session: Session, received: _Received, tool: RetrievalTool, 
 def _call_ids(content: Any) -> set[str]:
     blocks = content if isinstance(content, list) else []
     return {str(b["id"]) for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use" and "id" in b}
+
+
+def _holds(carried: str, shown: str) -> bool:
+    """Whether what the model received holds what the transcript shows. Codex CLI cuts a long result's middle out
+    twice, to different budgets: for the model in tokens, for its rollout in characters (``…N tokens truncated…``,
+    ``…N chars truncated…``); then the transcript's head must begin where the received head does and agree with it
+    as far as both go, and its tail likewise end the received tail."""
+    if shown in carried:
+        return True
+    cut_shown, cut_carried = _TRUNCATED.split(shown, maxsplit=1), _TRUNCATED.split(carried, maxsplit=1)
+    if len(cut_shown) != 2 or len(cut_carried) != 2:
+        return False
+    (head, tail), (carried_head, carried_tail) = cut_shown, cut_carried
+    start = carried_head.find(head[:_ANCHOR])
+    if start < 0 or (len(tail) >= _ANCHOR and not carried_tail.endswith(tail[-_ANCHOR:])):
+        return False
+    carried_head = carried_head[start:]
+    both = min(len(head), len(carried_head)), min(len(tail), len(carried_tail))
+    return (
+        head[: both[0]] == carried_head[: both[0]]
+        and tail[len(tail) - both[1] :] == carried_tail[len(carried_tail) - both[1] :]
+    )
 
 
 def _comparable(text: str) -> str:

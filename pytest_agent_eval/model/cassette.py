@@ -20,7 +20,9 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from ..transcript import DELEGATION_TOOLS, MAIN, Session
+from pytest_agent_eval.agents.claude_code.transcript import read_segments
+
+from ..transcript import DELEGATION_TOOLS, MAIN
 from .scripted import user_question, working_directory
 from .sse import Reply, tool_use
 
@@ -32,7 +34,7 @@ class CassetteBackend:
 
     def __init__(self, paths: str | Path | Iterable[str | Path]) -> None:
         self.paths = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
-        session = Session.from_files(self.paths)
+        session = read_segments(self.paths)
         if session.parse.bad_lines:  # a torn or unreadable line: a replay would silently stop short of it
             where = "; ".join(session.parse.bad_at)
             raise ValueError(f"cassette has {session.parse.bad_lines} unreadable line(s): {where}")

@@ -29,13 +29,15 @@ if TYPE_CHECKING:
     from collections.abc import Callable, Iterator
     from pathlib import Path
 
+    from pytest_agent_eval.agents.base import AgentConfig, AgentSetup, CodingAgent
     from pytest_agent_eval.campaign.evaluation import AgentResult
     from pytest_agent_eval.campaign.record import ItemRecord
     from pytest_agent_eval.campaign.store import Campaign
     from pytest_agent_eval.corpus.cases import EvalCase
-    from pytest_agent_eval.harness.drivers.headless import RunRecord
+    from pytest_agent_eval.harness.drivers import RunRecord
     from pytest_agent_eval.harness.failures import FailureMemo
     from pytest_agent_eval.harness.isolation import CliBlock
+    from pytest_agent_eval.harness.item import ItemLife
     from pytest_agent_eval.metrics import gates
     from pytest_agent_eval.model import ModelEndpoint
     from pytest_agent_eval.plugin.hooks import AgentEvalPlugin
@@ -225,39 +227,55 @@ def agent_failure_memo(request) -> FailureMemo:
     return _body("agent_failure_memo", locals())
 
 
-# -- tools, repository, index --------------------------------------------------------------------------------
+# -- the item's life: each fixture one step of pytest_agent_eval.harness.item.ItemLife --------------------------
 @pytest.fixture(scope="session")
 def agent_tool(agent_eval_config: AgentEvalConfig) -> RetrievalTool:
     """The retrieval tool under test (``--agent-eval-tool``; codegraph unless a project names its own)."""
     return agent_eval_config.tool
 
 
+@pytest.fixture(scope="session")
+def coding_agent(agent_eval_config) -> CodingAgent:
+    """The coding agent that runs the items (``--agent-eval-agent``; the built-in one unless a project names its
+    own)."""
+    return _body("coding_agent", locals())
+
+
 @pytest.fixture
-def tool_build(agent_case, agent_tool, agent_eval_config, agent_eval_memo, agent_failure_memo) -> Any:
+def agent_item(
+    request, agent_case, agent_eval_config, coding_agent, agent_tool, agent_eval_memo, agent_failure_memo
+) -> ItemLife:
+    """This item's life as one harness object (:class:`pytest_agent_eval.harness.item.ItemLife`): the fixtures
+    below each call one of its steps."""
+    return _body("agent_item", locals())
+
+
+@pytest.fixture
+def tool_build(agent_item) -> Any:
     """The retrieval tool's build of this item's arm, provisioned once per version (and tried once per session)."""
     return _body("tool_build", locals())
 
 
 @pytest.fixture(scope="session")
-def claude_cli(agent_eval_config, agent_failure_memo) -> Any:
-    """The Claude Code CLI (the one on PATH, else an npm install into the cache)."""
-    return _body("claude_cli", locals())
+def agent_build(coding_agent, agent_eval_config, agent_failure_memo) -> Any:
+    """The agent's CLI (the one on PATH, else its pinned release installed from npm into the cache)."""
+    return _body("agent_build", locals())
 
 
 @pytest.fixture
-def corpus_repo(agent_case, agent_eval_config, agent_eval_memo, agent_failure_memo) -> Path:
+def corpus_repo(agent_item) -> Path:
     """The entry's repository under ``--agent-eval-corpus-dir``, fetched once (and tried once per session)."""
     return _body("corpus_repo", locals())
 
 
 @pytest.fixture
-def indexed_repo(corpus_repo, agent_tool, tool_build, agent_eval_config, agent_failure_memo) -> Path:
+def indexed_repo(agent_item, corpus_repo, tool_build) -> Path:
     """A copy of the repository indexed by this arm's tool build (once per repository × build, locked)."""
     return _body("indexed_repo", locals())
 
 
 @pytest.fixture
-def agent_workspace(agent_case, agent_tool, indexed_repo, tmp_path) -> Any:
+def agent_workspace(agent_item, indexed_repo, tmp_path) -> Any:
     """This item's own copy of the indexed repository (the without-arm's without the tool's state), with an
     isolated HOME and TMPDIR."""
     return _body("agent_workspace", locals())
@@ -265,33 +283,39 @@ def agent_workspace(agent_case, agent_tool, indexed_repo, tmp_path) -> Any:
 
 @pytest.fixture
 def agent_run_dir(request, agent_case, agent_campaign) -> Path:
-    """``<campaign>/items/<item id>/``: segments, stderr, MCP config and hook settings of this item."""
+    """``<campaign>/items/<item id>/``: the item's transcript, stderr and the agent's config files."""
     return _body("agent_run_dir", locals())
 
 
 # -- isolation -----------------------------------------------------------------------------------------------
 @pytest.fixture
-def cli_block(claude_cli, agent_tool, agent_run_dir, tmp_path, agent_eval_memo) -> CliBlock:
-    """PATH without the tool's CLI + a PreToolUse hook denying it, both probed; the item aborts if not."""
+def cli_block(agent_item, agent_build, tmp_path) -> CliBlock:
+    """The agent's PATH without the tool's CLI (a mirror of each folder that holds it)."""
     return _body("cli_block", locals())
 
 
 @pytest.fixture
+def agent_setup(agent_item, tool_build, agent_workspace, agent_run_dir, agent_model_server) -> AgentSetup:
+    """What the agent is configured from: the with-arm's MCP server, the model's endpoint, the CLI to deny."""
+    return _body("agent_setup", locals())
+
+
+@pytest.fixture
+def agent_config(agent_item, agent_setup, cli_block) -> AgentConfig:
+    """The agent's config for the run (MCP servers, the deny of the tool's CLI, settings), written into the run
+    folder or HOME, with both layers of the block checked; the item aborts if either leaks."""
+    return _body("agent_config", locals())
+
+
+@pytest.fixture
 def agent_sandbox(
-    request, agent_case, agent_eval_config, claude_cli, agent_tool, tool_build, agent_workspace, cli_block, mcp_config,
-    agent_model_server, tmp_path,
-) -> Iterator[Any]:  # fmt: skip
+    agent_item, agent_build, tool_build, agent_workspace, cli_block, agent_config, agent_model_server
+) -> Iterator[Any]:
     """The bubblewrap sandbox the agent runs in (see :mod:`pytest_agent_eval.harness.sandbox`); the item errors,
     saying what to install, where it cannot be had. It has no network: with a stand-in model only the model
     server's port is carried in, with the real API only a proxy to the API's host and port
     (:mod:`pytest_agent_eval.harness.relay`)."""
     yield from _body("agent_sandbox", locals())
-
-
-@pytest.fixture
-def mcp_config(agent_case, agent_tool, tool_build, agent_workspace, agent_run_dir) -> Path:
-    """``mcp-<tool>.json`` (with-arm) or ``mcp-empty.json`` (without-arm), passed with --strict-mcp-config."""
-    return _body("mcp_config", locals())
 
 
 # -- model ---------------------------------------------------------------------------------------------------
@@ -310,41 +334,39 @@ def _model_scope(fixture_name: str, config: pytest.Config) -> str:
 
 @pytest.fixture(scope=_model_scope)
 def agent_model_server(request, agent_eval_config) -> Iterator[ModelEndpoint]:
-    """The local Messages-API server for a stand-in backend, per worker (per item under replay); nothing for
-    the real API."""
+    """The harness's loopback model server, per worker (per item under replay): a stand-in, a recording, or the
+    forwarder to the real API."""
     yield from _body("agent_model_server", locals())
 
 
 @pytest.fixture
-def agent_env(agent_tool, agent_workspace, cli_block, agent_model_server) -> dict[str, str]:
+def agent_env(agent_item, agent_workspace, cli_block, agent_config, agent_model_server) -> dict[str, str]:
     """The agent's environment: isolated HOME/TMPDIR, the blocked PATH, the agent's and the tool's flags, the
     model endpoint."""
     return _body("agent_env", locals())
 
 
 @pytest.fixture
-def tool_warm(agent_case, agent_tool, tool_build, indexed_repo, agent_workspace, agent_env, agent_eval_memo) -> Any:
+def tool_warm(agent_item, tool_build, indexed_repo, agent_workspace, agent_env) -> Any:
     """Start the MCP server and stop it before the first agent of this build and index, so its cold start
     (node, native modules, the index read from disk) is not measured; later items find it all cached."""
     return _body("tool_warm", locals())
 
 
 @pytest.fixture
-def agent_block_proven(
-    claude_cli, agent_tool, cli_block, agent_sandbox, agent_workspace, agent_env, agent_run_dir, agent_eval_memo
-) -> None:
-    """Once per worker: a probe session through Claude Code itself, in the sandbox, whose Bash call of the tool
-    must come back denied by the hook (see :mod:`pytest_agent_eval.harness.probe`); the item errors if not."""
+def agent_block_proven(agent_item, agent_build, agent_setup, agent_sandbox, agent_workspace, agent_env) -> None:
+    """Once per worker: a probe session through the agent itself, in the sandbox, whose shell call of the tool
+    must come back denied (see :mod:`pytest_agent_eval.harness.probe`); the item errors if not."""
     return _body("agent_block_proven", locals())
 
 
 # -- the run -------------------------------------------------------------------------------------------------
 @pytest.fixture
 def agent_run(
-    request, agent_case, agent_eval_config, claude_cli, agent_workspace, agent_run_dir, mcp_config, cli_block,
-    agent_env, agent_model_server, tool_warm, agent_sandbox, agent_block_proven,
+    request, agent_item, agent_build, agent_setup, agent_workspace, agent_env, agent_model_server, tool_warm,
+    agent_sandbox, agent_block_proven,
 ) -> RunRecord:  # fmt: skip
-    """Drive ``claude -p`` over the item's turns; segments land in :func:`agent_run_dir`.
+    """Drive the agent over the item's turns; the transcript lands in :func:`agent_run_dir`.
 
     An infrastructure error (no result event, an API error in the transcript) is retried up to
     ``--agent-eval-retries`` times, each failed attempt moved to ``attempt-<k>/`` first.

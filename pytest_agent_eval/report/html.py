@@ -17,6 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
+from pytest_agent_eval.agents import agent_named
 from pytest_agent_eval.campaign.record import ItemRecord
 from pytest_agent_eval.campaign.store import Campaign, StoreError, inside, write_atomic
 from pytest_agent_eval.metrics.figures import FIGURES
@@ -43,7 +44,7 @@ from pytest_agent_eval.report.terminal import (
 )
 from pytest_agent_eval.report.verdict import BETTER, NO_PAIRS, UNCLEAR, WORSE, Verdict, shown, verdicts
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
-from pytest_agent_eval.transcript import Compaction, Message, Session, ToolResult, TranscriptError, UserText
+from pytest_agent_eval.transcript import Compaction, Message, Session, ToolResult, UserText
 
 Records = Sequence[ItemRecord | Mapping[str, Any]]
 
@@ -392,8 +393,8 @@ def _load(record: ItemRecord, base: Path) -> Session | str:
     if missing:
         return f'<p class="warning">segment not found: {_e(missing[0])}</p>'
     try:
-        return Session.from_files(segments)
-    except (TranscriptError, OSError) as exc:
+        return agent_named(record.agent).read_transcript(segments)
+    except (ValueError, OSError) as exc:  # a TranscriptError, or an agent this version does not know
         return f'<p class="warning">unreadable transcript: {_e(exc)}</p>'
 
 
@@ -449,7 +450,7 @@ def _run_meta(record: ItemRecord) -> str:
         rows.append(f'<li class="error">error: {_e(record.error)}</li>')
     known = {
         "tool_version": record.tool_version,
-        "claude_version": record.claude_version,
+        record.agent or "agent": record.agent_version,
         "backend": backend_name(record.backend),
     }
     versions = ", ".join(f"{k} {v}" for k, v in known.items() if v)

@@ -20,10 +20,12 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pytest_agent_eval.corpus.cases import Arm
+from pytest_agent_eval.harness.cache import cache_root
 from pytest_agent_eval.settings.options import OPTIONS, THRESHOLDS_FILE, THRESHOLDS_INI, OptionError
 
 # The tool (its fingerprints), the parsers and the shard planner load only when a setting needs them.
 if TYPE_CHECKING:
+    from pytest_agent_eval.agents.base import CodingAgent
     from pytest_agent_eval.campaign.shard import Shard
     from pytest_agent_eval.settings.parsers import Rule
     from pytest_agent_eval.tool import RetrievalTool
@@ -45,7 +47,8 @@ def is_real_key(key: str | None) -> bool:
 
 class AgentEvalConfig:
     """The session's settings: one attribute per option of :data:`OPTIONS` (its ``attr``), with the defaults
-    below, and what :func:`resolve` derives from them (``thresholds_file``, ``tool_reference``).
+    below, and what :func:`resolve` derives from them (``thresholds_file``, ``tool_reference``,
+    ``agent_reference``).
 
     ``AgentEvalConfig(runs=3)`` sets what it names. A plain class, not a dataclass: an xdist controller makes
     one in every session, evals or not, and generating a dataclass's methods for thirty fields costs such a suite
@@ -79,6 +82,7 @@ class AgentEvalConfig:
     replay: str | None = None  # a baseline whose transcripts the model replays, item by item (the $0 gate)
     compare_min_pairs: int | None = None  # None: every (entry, arm) the baseline scored must be matched
     tool_reference: str | None = None  # the MODULE:ATTR that named the tool, kept in the manifest for a resume
+    agent_reference: str | None = None  # the MODULE:ATTR that named the agent, kept so too
     json_path: Path | None = None  # also write the machine summary (summary.json) here
 
     def __init__(self, **settings: Any) -> None:
@@ -87,6 +91,7 @@ class AgentEvalConfig:
         self.cassettes = []
         self.compare_fail = []
         self._tool: RetrievalTool | None = None
+        self._agent: CodingAgent | None = None
         for name, value in settings.items():
             if name not in _SETTINGS:
                 raise TypeError(f"AgentEvalConfig has no setting {name!r}")
@@ -105,6 +110,21 @@ class AgentEvalConfig:
     @tool.setter
     def tool(self, tool: RetrievalTool | None) -> None:
         self._tool = tool
+
+    @property
+    def agent(self) -> CodingAgent:
+        """The coding agent that runs the items (--agent-eval-agent), else the built-in default, imported when first
+        read."""
+        if self._agent is not None:
+            return self._agent
+        from pytest_agent_eval.agents import DEFAULT_AGENT
+        from pytest_agent_eval.agents.base import load_agent
+
+        return load_agent(DEFAULT_AGENT)
+
+    @agent.setter
+    def agent(self, agent: CodingAgent | None) -> None:
+        self._agent = agent
 
     @property
     def drivers(self) -> list[str]:
@@ -150,18 +170,10 @@ class AgentEvalConfig:
         return None
 
 
-_SETTINGS = frozenset(AgentEvalConfig.__annotations__) | {"tool"}
+_SETTINGS = frozenset(AgentEvalConfig.__annotations__) | {"tool", "agent"}
 
 
 PACKAGED = Path(__file__).resolve().parents[1] / "data"  # the default corpus.json and agent-eval.yaml ship here
-
-
-def cache_root() -> Path:
-    """Where provisioned CLIs, indexes and the corpus clones live across runs."""
-    if os.environ.get("AGENT_EVAL_CACHE"):
-        return Path(os.environ["AGENT_EVAL_CACHE"])
-    base = os.environ.get("XDG_CACHE_HOME") or os.path.join(os.path.expanduser("~"), ".cache")
-    return Path(base) / "pytest-agent-eval"
 
 
 # -- precedence: an option beats its ini key, which beats the default; a parser error gets the option named --
@@ -194,6 +206,8 @@ def resolve(get_option: Callable[[str], Any], get_ini: Callable[[str], Any], roo
         setattr(config, option.attr, value)
         if option.attr == "tool":
             config.tool_reference = str(raw).strip()
+        elif option.attr == "agent":
+            config.agent_reference = str(raw).strip()
     if config.out is None:
         config.out = rootpath / DEFAULT_OUT
     if config.campaign is not None and config.turns is None:

@@ -10,7 +10,7 @@ from __future__ import annotations
 from typing import NamedTuple
 
 BACKENDS = ("auto", "anthropic", "scripted", "cassette")  # the models behind the agent (pytest_agent_eval.model)
-MODES = ("headless", "tmux", "all")  # claude -p, the TUI in tmux, or both (docs/options.md)
+MODES = ("headless", "tmux", "all")  # non-interactive, the TUI in tmux, or both (docs/options.md)
 # What the pinned Claude Code takes for --effort: it ignores any other value with a line on stderr, so a typo
 # would run (and record) an effort that was never used.
 EFFORTS = ("low", "medium", "high", "xhigh", "max")
@@ -198,8 +198,9 @@ OPTIONS: tuple[Option, ...] = (
         "agent_eval_mode",
         "mode",
         "mode",
-        "how the agent is driven: headless (claude -p, stream-json), tmux (the interactive TUI, scored from its "
-        "session file) or all (both; tmux items are named <entry>-<arm>-tmux-<run>) (default headless)",
+        "how the agent is driven: headless (its non-interactive mode: claude -p), tmux (its interactive UI, scored "
+        "from its session file; Claude Code has one) or all (both; tmux items are named "
+        "<entry>-<arm>-tmux-<run>) (default headless)",
         "MODE",
     ),
     Option(
@@ -254,6 +255,16 @@ OPTIONS: tuple[Option, ...] = (
         "tool",
         "the retrieval tool under test: MODULE:ATTR naming a pytest_agent_eval.RetrievalTool object (the module "
         "importable, e.g. through pytest's pythonpath ini) (default codegraph, pytest_agent_eval.CODEGRAPH)",
+        "MODULE:ATTR",
+    ),
+    Option(
+        "--agent-eval-agent",
+        "agent_eval_agent",
+        "agent",
+        "agent",
+        "the coding agent that runs the items: MODULE:ATTR naming a pytest_agent_eval.agents.base.CodingAgent "
+        "object (the module importable, e.g. through pytest's pythonpath ini) (default Claude Code, "
+        "pytest_agent_eval.agents.claude_code:CLAUDE_CODE)",
         "MODULE:ATTR",
     ),
     Option(

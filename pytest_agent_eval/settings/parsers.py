@@ -17,6 +17,7 @@ from pytest_agent_eval.corpus.cases import ARM_NAMES, Arm
 from pytest_agent_eval.settings.options import BACKENDS, EFFORTS, MODES, Option, OptionError
 
 if TYPE_CHECKING:
+    from pytest_agent_eval.agents.base import CodingAgent
     from pytest_agent_eval.campaign.shard import Shard
     from pytest_agent_eval.tool import RetrievalTool
 
@@ -175,6 +176,15 @@ def parse_tool(text: str) -> RetrievalTool:
 
     try:
         return load_tool(str(text))
+    except ValueError as exc:
+        raise OptionError(str(exc)) from None
+
+
+def parse_agent(text: str) -> CodingAgent:
+    from pytest_agent_eval.agents.base import load_agent
+
+    try:
+        return load_agent(str(text))
     except ValueError as exc:
         raise OptionError(str(exc)) from None
 

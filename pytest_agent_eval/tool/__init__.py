@@ -9,7 +9,6 @@ MODULE:ATTR`` (ini ``agent_eval_tool``), naming a :class:`RetrievalTool` object 
 from __future__ import annotations
 
 import functools
-import importlib
 import re
 from collections.abc import Mapping
 from dataclasses import dataclass, field
@@ -364,18 +363,6 @@ CODEGRAPH = RetrievalTool()
 def load_tool(reference: str) -> RetrievalTool:
     """The :class:`RetrievalTool` that ``MODULE:ATTR`` names (``MODULE`` importable: installed, or on pytest's
     ``pythonpath``); raises ValueError saying what is wrong."""
-    module_name, sep, attr = reference.strip().partition(":")
-    if not sep or not module_name or not attr:
-        raise ValueError(f"expected MODULE:ATTR naming a RetrievalTool, got {reference!r}")
-    try:
-        module = importlib.import_module(module_name)
-    except ImportError as exc:
-        raise ValueError(f"cannot import {module_name!r} for {reference!r}: {exc}") from None
-    tool = module
-    for part in attr.split("."):
-        if not hasattr(tool, part):
-            raise ValueError(f"{module_name!r} has no attribute {attr!r}")
-        tool = getattr(tool, part)
-    if not isinstance(tool, RetrievalTool):
-        raise ValueError(f"{reference} is a {type(tool).__name__}, not a RetrievalTool")
-    return tool
+    from pytest_agent_eval.settings.reference import load_reference
+
+    return load_reference(reference, RetrievalTool)

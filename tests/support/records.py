@@ -3,10 +3,10 @@ campaign on disk holding one recorded two-segment item."""
 
 from __future__ import annotations
 
+from pytest_agent_eval.agents.claude_code.transcript import read_segments
 from pytest_agent_eval.campaign.record import ItemRecord
 from pytest_agent_eval.campaign.store import Campaign
 from pytest_agent_eval.metrics.scorecard import score_session
-from pytest_agent_eval.transcript import Session
 from support.synth import Transcript, explore_response
 
 EXPLORE = "mcp__codegraph__codegraph_explore"
@@ -70,7 +70,7 @@ def recorded_campaign(out, cite: bool = True) -> Campaign:
         t.result(answer)
         segments.append(t.write(folder / name))
     (folder / "run-with-1.stderr").write_text("noise")
-    scores = score_session(Session.from_files(segments))
+    scores = score_session(read_segments(segments))
     campaign.record(
         ItemRecord(
             id="express-with-1",

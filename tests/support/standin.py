@@ -29,7 +29,7 @@ HERE = Path(__file__).parent
 
 
 @pytest.fixture(scope="session")
-def claude_cli():
+def agent_build():
     return Provisioned("claude", HERE / "standin" / "claude", "standin", "standin")
 
 @pytest.fixture

@@ -20,6 +20,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+from pytest_agent_eval.agents.claude_code.transcript import read_lines
 from pytest_agent_eval.transcript import Session
 
 _ids = itertools.count(1)
@@ -165,7 +166,7 @@ class Transcript:
         return [json.dumps(e) for e in self.events]
 
     def session(self) -> Session:
-        return Session.from_lines(self.lines())
+        return read_lines(self.lines())
 
     def write(self, path: str | Path) -> Path:
         path = Path(path)

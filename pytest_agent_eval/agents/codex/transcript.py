@@ -53,6 +53,8 @@ _EXIT_RE = re.compile(r"^Process exited with code (-?\d+)$", re.M)
 _HEADER_RE = re.compile(r"^Wall time: [\d.]+ seconds\nOutput:$")
 # The first event of a ``codex exec --json`` stream.
 FIRST_EVENT = "thread.started"
+# The harness's copy of a run's rollout, beside its first segment: ``run-<label>.rollout`` (no ``*.jsonl``: no segment).
+ROLLOUT_SUFFIX = ".rollout"
 # A thread.started event is about 80 bytes: a first line longer than this is some other file's.
 FIRST_EVENT_MAX_BYTES = 4096
 
@@ -92,9 +94,20 @@ def is_codex_events(path: str | Path) -> bool:
     return False
 
 
-def find_rollout(events_file: str | Path) -> Path:
-    """The rollout beside an events file: ``rollout-*<thread id>.jsonl`` in its folder (as Codex names it)."""
+def kept_rollout(events_file: str | Path) -> Path:
+    """Where the harness keeps the rollout of the run whose first segment is ``events_file``:
+    ``run-<label>.rollout`` beside ``run-<label>.jsonl``."""
     events_file = Path(events_file)
+    return events_file.with_name(events_file.name.removesuffix(".jsonl") + ROLLOUT_SUFFIX)
+
+
+def find_rollout(events_file: str | Path) -> Path:
+    """The rollout beside an events file: the harness's copy (``run-<label>.rollout`` beside ``run-<label>.jsonl``),
+    else ``rollout-*<thread id>.jsonl`` in its folder (as Codex names it)."""
+    events_file = Path(events_file)
+    kept = kept_rollout(events_file)
+    if kept.is_file():
+        return kept
     thread_id = _thread_id(_read_jsonl(events_file, Session()), events_file)
     found = sorted(events_file.parent.glob(f"rollout-*{thread_id}.jsonl"))
     if not found:

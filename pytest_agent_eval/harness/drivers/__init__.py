@@ -1,4 +1,6 @@
-"""Ways of driving the agent (``headless``: ``claude -p``), and what they share.
+"""What every agent's driver shares: the error that says a run produced nothing to score, the record of what
+the driver did (:class:`RunRecord`), the segment naming, the environment an agent may inherit, and warming
+the MCP server before the measured run. The drivers themselves are the agents' (``CodingAgent.drive``).
 
 An :class:`AgentInfraError` means the run produced no transcript worth scoring — the CLI is missing, it
 timed out, it wrote no result event, the API failed — which is never a verdict on the retrieval tool.
@@ -11,53 +13,123 @@ import os
 import selectors
 import subprocess
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, field
 from pathlib import Path
 
+from pytest_agent_eval.harness.drivers.watch import Silences
 from pytest_agent_eval.harness.process import start_group, stop_group
 
-# What every agent process runs with, whatever drives it (besides the retrieval tool's own RetrievalTool.env):
-# no telemetry or updates, bypassPermissions allowed as root, MCP tools offered directly, Grep/Glob not hidden
-# by tasks.
-AGENT_ENV = {
-    "DO_NOT_TRACK": "1",
-    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
-    "DISABLE_TELEMETRY": "1",
-    "DISABLE_AUTOUPDATER": "1",
-    "IS_SANDBOX": "1",
-    "ENABLE_TOOL_SEARCH": "false",
-    "CLAUDE_CODE_ENABLE_TASKS": "false",
-}
-# The CLI only needs *a* key to talk to the harness's loopback server (a stand-in, or the forwarder that adds the
-# real one outside the sandbox); a real key never goes into the agent's environment.
-STANDIN_API_KEY = "sk-ant-agent-eval-local-stand-in"
-
-
-# The only variables of the harness's environment an agent gets: what a shell and node need to run, locale,
-# CA bundles for the real API, and the CLI's retry knob. Everything else — CLAUDE_CONFIG_DIR (the user's own
-# hooks and apiKeyHelper), CLAUDE_CODE_OAUTH_TOKEN, ANTHROPIC_AUTH_TOKEN, CLAUDE_CODE_USE_BEDROCK or _VERTEX, npm
-# settings, the host's proxies, ANTHROPIC_API_KEY (the forwarder holds it: pytest_agent_eval.model.anthropic) —
-# never passes.
+# The only variables of the harness's environment an agent gets (besides those its CodingAgent.passed_env
+# names): what a shell and node need to run, locale, CA bundles for the real API. Everything else — the user's
+# own agent config folders and tokens, npm settings, the host's proxies, the API key (the forwarder holds it:
+# pytest_agent_eval.model.anthropic) — never passes.
 ALLOWED_ENV = frozenset(
     {
         "PATH", "HOME", "TMPDIR", "TMP", "TEMP", "USER", "LOGNAME", "SHELL", "TERM", "COLORTERM", "TZ", "LANG",
-        "LANGUAGE", "SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS", "CLAUDE_CODE_MAX_RETRIES",
+        "LANGUAGE", "SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS",
     }
 )  # fmt: skip
 ALLOWED_PREFIXES = ("LC_", "AGENT_EVAL_E2E_")  # locale; the tag the end-to-end tests find their processes by
 
 
-def agent_environment(base: Mapping[str, str], model_url: str) -> dict[str, str]:
-    """The allow-listed part of ``base`` with the agent's flags, the model server's address (a stand-in, or the
-    harness's forwarder to the real API) and a placeholder key: no credential of ``base`` ever passes."""
-    env = {k: v for k, v in base.items() if k in ALLOWED_ENV or k.startswith(ALLOWED_PREFIXES)}
-    env.update(AGENT_ENV)
-    env.update(ANTHROPIC_BASE_URL=model_url, ANTHROPIC_API_KEY=STANDIN_API_KEY)
-    return env
+def passed_environment(base: Mapping[str, str], also: Iterable[str] = ()) -> dict[str, str]:
+    """The allow-listed part of ``base`` (and the variables ``also`` names): no credential of ``base`` passes."""
+    allowed = ALLOWED_ENV.union(also)
+    return {k: v for k, v in base.items() if k in allowed or k.startswith(ALLOWED_PREFIXES)}
 
 
 class AgentInfraError(RuntimeError):
     """The harness, the CLI or the API failed; the message says which."""
+
+
+@dataclass
+class StreamOutcome:
+    """How one process went: its longest silence, exit code, time, and whether its turn ended, timed out, or it
+    lingered after the end."""
+
+    silences: Silences
+    exit_code: int | None = None
+    wall_s: float = 0.0
+    ended: bool = False
+    timed_out: bool = False
+    hung_after_end: bool = False
+
+
+@dataclass
+class RunRecord:
+    """What the driver did: one entry per agent process, in turn order."""
+
+    label: str
+    segments: list[Path] = field(default_factory=list)
+    stderr: list[Path] = field(default_factory=list)
+    wall_s: list[float] = field(default_factory=list)
+    exit_codes: list[int | None] = field(default_factory=list)
+    hung_after_result: list[bool] = field(default_factory=list)
+    session_id: str | None = None
+    longest_silence_s: list[float] = field(default_factory=list)  # per turn: the longest gap between lines
+    silence_after: list[str] = field(default_factory=list)  # per turn: the line that gap followed (watch.describe)
+    # per turn: requests the CLI sent again — headless counts its api_retry events, which a retry after the stream
+    # idle timeout does not produce (the silence flags that one); tmux counts repeated request lines
+    api_retries: list[int] = field(default_factory=list)
+    stall_s: float | None = None  # the threshold the turns were judged by (None: not measured)
+
+    def watched(self, silences: Silences, api_retries: int) -> None:
+        """Add one turn's longest silence and retry count."""
+        self.longest_silence_s.append(silences.longest_s)
+        self.silence_after.append(silences.after)
+        self.api_retries.append(api_retries)
+
+    def streamed(self, segment: Path, stderr: Path, outcome: StreamOutcome, api_retries: int) -> None:
+        """Add one turn a headless driver ran (:func:`~.stream.run_streaming`): its files, time, exit, silences."""
+        self.segments.append(segment)
+        self.stderr.append(stderr)
+        self.wall_s.append(outcome.wall_s)
+        self.exit_codes.append(outcome.exit_code)
+        self.hung_after_result.append(outcome.hung_after_end)
+        self.watched(outcome.silences, api_retries)
+
+    @property
+    def stalled_turns(self) -> list[int]:
+        """The turns (from 1) whose longest silence exceeded :attr:`stall_s`."""
+        if self.stall_s is None:
+            return []
+        return [turn for turn, gap in enumerate(self.longest_silence_s, start=1) if gap > self.stall_s]
+
+    @property
+    def agent_s(self) -> float:
+        """The agent's time: its turns' times as the record keeps them (to the ms), added up, so that the figure
+        and a rescore of the record (which adds the kept times) agree to the ms."""
+        return round(sum(round(s, 3) for s in self.wall_s), 3)
+
+    def to_dict(self) -> dict:
+        return {
+            "label": self.label,
+            "segments": [str(p) for p in self.segments],
+            "stderr": [str(p) for p in self.stderr],
+            "wall_s": [round(s, 3) for s in self.wall_s],
+            "exit_codes": self.exit_codes,
+            "hung_after_result": self.hung_after_result,
+            "session_id": self.session_id,
+            "longest_silence_s": [round(s, 3) for s in self.longest_silence_s],
+            "silence_after": self.silence_after,
+            "api_retries": self.api_retries,
+            "stall_s": self.stall_s,
+            "stalled_turns": self.stalled_turns,
+        }
+
+
+class TurnError(AgentInfraError):
+    """A turn failed; ``run`` holds what the driver recorded up to and including it."""
+
+    def __init__(self, message: str, run: RunRecord) -> None:
+        super().__init__(message)
+        self.run = run
+
+
+def segment_name(label: str, turn: int, suffix: str = ".jsonl") -> str:
+    """``run-<label>.jsonl`` for turn 1, ``run-<label>.t<N>.jsonl`` after it."""
+    return f"run-{label}{'' if turn == 1 else f'.t{turn}'}{suffix}"
 
 
 def warm_mcp_server(command: Sequence[str], cwd: Path, env: Mapping[str, str], timeout_s: float = 120.0) -> float:

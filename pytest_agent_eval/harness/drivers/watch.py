@@ -1,9 +1,10 @@
 """What every driver watches a turn for, whatever it reads the turn from: an API error that ends the run at
-once, and the silences that mark a turn stalled.
+once, and the silences that mark a turn stalled (this module judges the silences; an agent's driver reads its
+own lines for errors, e.g. :mod:`pytest_agent_eval.agents.claude_code.events`).
 
-The headless driver reads the turn from the CLI's stream-json stdout, the interactive one from the session file
-the CLI appends to; both are JSON lines written one per whole message, tool result or request, so the same
-judgement applies to both:
+Claude Code's headless driver reads the turn from the CLI's stream-json stdout, the interactive one from the
+session file the CLI appends to; both are JSON lines written one per whole message, tool result or request, so
+the same judgement applies to both:
 
 * **API error** — the CLI gave up on a request after its own retries and wrote a synthetic assistant message
   carrying the error (``error``; in session files also ``isApiErrorMessage`` and ``apiErrorStatus``). Resuming
@@ -20,50 +21,11 @@ judgement applies to both:
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterable
 from dataclasses import dataclass
-
-from pytest_agent_eval.transcript import Session
 
 # The longest silence a turn may have before it counts as stalled (see the module's docstring).
 STALL_S_REAL_API = 180.0
 STALL_S_STAND_IN = 30.0
-
-
-def turn_api_error(lines: Iterable[str | bytes]) -> str | None:
-    """The API error a turn's lines end in, as the transcript reader words it; None when there is none.
-
-    ``lines``: a stream-json segment, or what a session file grew by during the turn."""
-    try:
-        return Session.from_lines(lines).infra_error
-    except Exception:  # an unreadable line is the scorer's to report, naming its file and line
-        return None
-
-
-def event_of(raw: str | bytes) -> dict | None:
-    """One transcript line as an event; None when it is not a JSON object."""
-    try:
-        event = json.loads(raw)
-    except ValueError:
-        return None
-    return event if isinstance(event, dict) else None
-
-
-def describe(event: dict | None) -> str:
-    """A line in a word or three, so a stall says what it waited on: after ``user tool_result``, ``system
-    init`` or ``api-request`` the CLI waited on the model (a request, its retries); after ``assistant tool_use
-    <name>``, on a tool."""
-    if event is None:
-        return "a non-JSON line"
-    kind = str(event.get("type"))
-    if kind == "system":
-        return f"system {event.get('subtype')}"
-    content = (event.get("message") or {}).get("content") if isinstance(event.get("message"), dict) else None
-    if isinstance(content, list) and content and isinstance(content[-1], dict):
-        last = content[-1]
-        return " ".join(str(x) for x in (kind, last.get("type"), last.get("name")) if x)
-    return kind
 
 
 @dataclass

@@ -1,6 +1,6 @@
 """The PreToolUse hook that denies Bash commands running the retrieval tool's CLI (the second layer, docs/sandbox.md).
 
-Claude Code runs it as ``<python> -m pytest_agent_eval.harness.hook --cli <the tool's CLI>`` with the hook
+Claude Code runs it as ``<python> -m pytest_agent_eval.agents.claude_code.hook --cli <the tool's CLI>`` with the hook
 input on stdin (``{"hook_event_name": "PreToolUse", "tool_name": "Bash", "tool_input": {"command": …}}``).
 A command that runs the CLI gets ``hookSpecificOutput.permissionDecision: "deny"`` on stdout;
 anything else, including input it cannot read, is allowed silently: a broken hook must not wedge
@@ -38,7 +38,7 @@ def decide(event: Any, cli: str) -> dict[str, Any] | None:
 
 
 def main(argv: list[str] | None = None, stdin: TextIO = sys.stdin, stdout: TextIO = sys.stdout) -> int:
-    parser = argparse.ArgumentParser(prog="python -m pytest_agent_eval.harness.hook")
+    parser = argparse.ArgumentParser(prog="python -m pytest_agent_eval.agents.claude_code.hook")
     parser.add_argument("--cli", required=True, help="the executable Bash must not run (the retrieval tool's CLI)")
     args = parser.parse_args(argv)
     try:

@@ -29,9 +29,10 @@ with the headless driver.
 
 Afterwards the session file (``~/.claude/projects/<escaped-cwd>/<session-id>.jsonl``) and its subagent files
 are copied beside the pane text as ``run-<label>.session.jsonl`` and ``run-<label>.session/``, the layout
-:meth:`Session.from_session_file` reads. HOME is the agent's to change, so every file under it is read, copied
-and rewritten through :mod:`pytest_agent_eval.harness.untrusted`: a link the agent planted there (in place of
-the session folder, a subagent file, the state file) is refused or replaced, never followed to a host file.
+:func:`~pytest_agent_eval.agents.claude_code.transcript.read_session_file` reads. HOME is the agent's to change, so
+every file under it is read, copied and rewritten through :mod:`pytest_agent_eval.harness.untrusted`: a link the
+agent planted there (in place of the session folder, a subagent file, the state file) is refused or replaced, never
+followed to a host file.
 
 A fresh HOME would get the first-run wizard, which needs api.anthropic.com; the driver sets only its
 ``hasCompletedOnboarding`` flag in the CLI's state file. Approving the API key makes the CLI store the key's
@@ -56,18 +57,13 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_agent_eval.harness.drivers import AgentInfraError
-from pytest_agent_eval.harness.drivers.headless import (
-    HeadlessOptions,
-    RunRecord,
-    TurnError,
-    settings_flags,
-    tool_flags,
-)
-from pytest_agent_eval.harness.drivers.watch import Silences, describe, event_of, turn_api_error
+from pytest_agent_eval.agents.claude_code.events import describe, event_of, turn_api_error
+from pytest_agent_eval.agents.claude_code.headless import HeadlessOptions, settings_flags, tool_flags
+from pytest_agent_eval.agents.claude_code.transcript import belongs_to
+from pytest_agent_eval.harness.drivers import AgentInfraError, RunRecord, TurnError
+from pytest_agent_eval.harness.drivers.watch import Silences
 from pytest_agent_eval.harness.process import watched
 from pytest_agent_eval.harness.untrusted import UntrustedFile, copy_file, copy_tree, open_dir, read_bytes, replace_file
-from pytest_agent_eval.transcript import belongs_to
 
 TYPED_PROBE_CHARS = 24  # how much of a question must be on screen before Enter: proof the TUI took the typing
 _TMUX_SESSION = "agent"

@@ -1,0 +1,196 @@
+"""The coding agent under test, described once: how it is installed, reaches a model, is given an MCP server,
+is denied the retrieval tool's CLI, is driven, and how its transcript is read into the common Session.
+
+The harness (:mod:`pytest_agent_eval.harness.item`) drives any :class:`CodingAgent` the same way; only its
+implementation knows the agent's flags, config files and transcript format. Claude Code
+(:mod:`pytest_agent_eval.agents.claude_code`) is the built-in one. A project selects another with
+``--agent-eval-agent MODULE:ATTR`` (ini ``agent_eval_agent``), naming a :class:`CodingAgent` object (see
+:func:`load_agent`), as ``--agent-eval-tool`` names a retrieval tool.
+
+Where agents differ (see docs/extending.md, "Adding an agent"), and so what an implementation decides:
+
+* the model API it speaks (:attr:`CodingAgent.api`: the harness's model server answers ``messages`` and
+  ``responses``), and how it is pointed at the loopback endpoint (environment variables, or its config file);
+* its config: files given by flags, or a folder under HOME (``$CODEX_HOME``, ``~/.gemini``), with the MCP servers
+  in its own format;
+* the deny of the tool's CLI: a PreToolUse hook, a rules file, a policy file or a permission table; whichever,
+  a denied shell call's result, as :meth:`CodingAgent.read_transcript` gives it, must carry the tool's
+  ``deny_marker``: that is the contamination metric's only proof of a block;
+* how turns continue (``--resume <id>``, ``exec resume``) and where the per-request token counts are (the
+  stream, or a session file beside it): the driver and the reader, between them, put them in the Session.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, Literal
+
+if TYPE_CHECKING:
+    from pytest_agent_eval.harness.drivers import RunRecord
+    from pytest_agent_eval.harness.provision import Provisioned
+    from pytest_agent_eval.harness.sandbox import Sandbox
+    from pytest_agent_eval.transcript import Session
+
+# The model APIs the harness's model server answers (pytest_agent_eval.model.server): Anthropic Messages
+# (``POST /v1/messages``) and OpenAI Responses (``POST /v1/responses``).
+ModelApi = Literal["messages", "responses"]
+HEADLESS, INTERACTIVE = "headless", "tmux"  # the modes an item is driven in (--agent-eval-mode)
+
+
+@dataclass(frozen=True)
+class McpServer:
+    """An MCP stdio server the agent is given: its name (the agent's tools are ``mcp__<name>__…`` in the common
+    vocabulary), its command line and its own environment."""
+
+    name: str
+    command: tuple[str, ...]
+    env: Mapping[str, str] = field(default_factory=dict, hash=False)
+
+
+@dataclass(frozen=True)
+class AgentSetup:
+    """What the harness hands :meth:`CodingAgent.configure` for one agent process tree (an attempt of the run,
+    or the block probe).
+
+    ``config_dir`` is a folder outside the workspace for the agent's config files (the item's run folder, or the
+    probe's); the sandbox shows only the files :class:`AgentConfig` lists. ``home`` is the attempt's HOME,
+    renewed for every attempt (an agent that reads its config under HOME writes it there, each time).
+    ``model_url`` is the harness's loopback model server (a stand-in, a cassette, or the forwarder to the real
+    API). ``mcp_servers`` is empty in the without-arm. ``denied_cli`` is the retrieval tool's CLI, which the
+    agent's shell must not run; ``deny_reason`` is what the denial tells the model (it contains the tool's
+    ``deny_marker``).
+    """
+
+    config_dir: Path
+    home: Path
+    model_url: str
+    mcp_servers: tuple[McpServer, ...]
+    denied_cli: str
+    deny_reason: str
+
+
+@dataclass(frozen=True)
+class AgentConfig:
+    """What :meth:`CodingAgent.configure` wrote: ``files`` by role (the agent's own driver finds them there, e.g.
+    ``"mcp"``, ``"settings"``), ``env`` the variables that point the agent at them and at the model (added to
+    its environment), ``readable`` what the sandbox must show read-only for it (its config files; a config
+    folder under HOME is writable already)."""
+
+    files: Mapping[str, Path] = field(default_factory=dict, hash=False)
+    env: Mapping[str, str] = field(default_factory=dict, hash=False)
+    readable: tuple[Path, ...] = ()
+
+
+@dataclass(frozen=True)
+class DriveOptions:
+    """How one run is driven, whatever the agent: the model and effort asked for, the budget (where the agent
+    takes one), the time a turn may take, the silence that marks a turn stalled, the sandbox (None only where a
+    test switched it off)."""
+
+    model: str = "sonnet"
+    effort: str = "high"
+    max_budget_usd: float = 4.0
+    timeout_s: float = 900.0  # per turn
+    stall_s: float = 180.0
+    sandbox: Sandbox | None = None
+
+
+class CodingAgent(ABC):
+    """Everything the harness needs of a coding agent; nothing outside its implementation names it.
+
+    An implementation is a frozen dataclass (or any object) with these attributes and methods:
+
+    ``name`` is its id in records and folder names (``claude-code``); ``title`` how reports name it;
+    ``package`` and ``version`` the npm package and the pinned release :meth:`provision` installs;
+    ``executable`` the command the package provides; ``runtimes`` what else must resolve on its PATH;
+    ``api`` the model API it speaks; ``modes`` the ways it can be driven (``headless``; ``tmux`` where it has an
+    interactive UI worth driving); ``passed_env`` the variables of the harness's environment it may get besides
+    the common allow-list (:data:`pytest_agent_eval.harness.drivers.ALLOWED_ENV`); ``shell_prefix_var`` the
+    variable through which it runs every shell command behind a prefix (the sandbox puts its jail there; None
+    when it has none); ``managed_paths`` the machine-wide settings it would read (hidden by the sandbox).
+    """
+
+    name: str
+    title: str
+    package: str
+    version: str
+    executable: str
+    api: ModelApi
+    modes: tuple[str, ...]
+    runtimes: tuple[str, ...]
+    passed_env: frozenset[str]
+    shell_prefix_var: str | None
+    managed_paths: tuple[Path, ...]
+
+    def provision(self, cache: Path, spec: str | None = None) -> Provisioned:
+        """The agent's CLI, ready to run: with ``spec`` (a version or ``latest``) installed from npm under ``cache``
+        (locked, recorded in ``builds.log``); without, the :attr:`executable` on PATH when there is one, else the
+        pinned :attr:`version`. Its ``origin`` is the record's ``agent_provision``."""
+        from pytest_agent_eval.harness.provision import provision_agent
+
+        return provision_agent(self.executable, self.package, self.version, spec, Path(cache))
+
+    @abstractmethod
+    def environment(self, model_url: str) -> dict[str, str]:
+        """The agent's own variables: no telemetry, updates or first-run prompts; the model endpoint and a
+        placeholder key where the agent takes them from its environment (never a real key: the forwarder holds
+        it)."""
+
+    def process_environment(self, base: Mapping[str, str], model_url: str) -> dict[str, str]:
+        """The environment of the agent's process: the allow-listed part of ``base`` (the common list and
+        :attr:`passed_env`: no credential of ``base`` passes) with :meth:`environment`."""
+        from pytest_agent_eval.harness.drivers import passed_environment
+
+        return {**passed_environment(base, self.passed_env), **self.environment(model_url)}
+
+    @abstractmethod
+    def configure(self, setup: AgentSetup) -> AgentConfig:
+        """Write the agent's config for one process tree: the MCP servers, the deny of ``setup.denied_cli``, the
+        settings that keep the user's own config out; return where they are."""
+
+    @abstractmethod
+    def check_deny(self, config: AgentConfig, cli: str, env: Mapping[str, str], proven: set[str]) -> list[str]:
+        """Check the deny ``config`` installs without starting the agent (run its hook program, parse its rules
+        on a few commands): the problems found, empty when it holds. What is in ``proven`` passed earlier in
+        this process and need not run again; add what passes."""
+
+    @abstractmethod
+    def block_probe(self, command: str) -> Any:
+        """A model backend (:class:`pytest_agent_eval.model.server.Backend`, in :attr:`api`) that asks for one
+        shell call of ``command`` and then ends the turn: the probe that proves the deny through the agent."""
+
+    @abstractmethod
+    def drive(
+        self,
+        build: Provisioned,
+        questions: Sequence[str],
+        *,
+        mode: str,
+        config: AgentConfig,
+        options: DriveOptions,
+        label: str,
+        out_dir: Path,
+        cwd: Path,
+        env: Mapping[str, str],
+    ) -> RunRecord:
+        """Ask ``questions`` as the turns of one session, in ``mode`` (one of :attr:`modes`), with the
+        transcript's segments written to ``out_dir`` as ``run-<label>…``. Raises
+        :class:`~pytest_agent_eval.harness.drivers.AgentInfraError` when the run yields nothing to score
+        (:class:`~pytest_agent_eval.harness.drivers.TurnError`, with the record so far, when a turn fails)."""
+
+    @abstractmethod
+    def read_transcript(self, segments: Sequence[Path]) -> Session:
+        """The common Session of what :meth:`drive` wrote (the record's ``segments``, in turn order): tools in the
+        common vocabulary (``Bash``, ``Read``, ``mcp__<server>__<tool>``), one Message per model request with its
+        usage, a denied call's result carrying the tool's ``deny_marker``."""
+
+
+def load_agent(reference: str) -> CodingAgent:
+    """The :class:`CodingAgent` that ``MODULE:ATTR`` names (``MODULE`` importable: installed, or on pytest's
+    ``pythonpath``); raises ValueError saying what is wrong."""
+    from pytest_agent_eval.settings.reference import load_reference
+
+    return load_reference(reference, CodingAgent)

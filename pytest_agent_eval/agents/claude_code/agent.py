@@ -1,0 +1,141 @@
+"""Claude Code's description: :class:`ClaudeCode`, and :data:`CLAUDE_CODE`, the built-in agent.
+
+It speaks the Messages API, taking its endpoint and key from ``ANTHROPIC_BASE_URL`` and ``ANTHROPIC_API_KEY``;
+its MCP servers and the PreToolUse hook that denies the tool's CLI are files it is given by flags
+(``--mcp-config``, ``--settings``, with every other settings source off: :mod:`.headless`), written into the
+item's run folder; it is driven headless (``claude -p``, stream-json, ``--resume`` for later turns:
+:mod:`.headless`) or interactive (the TUI in tmux, scored from its session file: :mod:`.tmux`); its transcripts
+are read by :mod:`.transcript`. Each Bash command runs behind ``$CLAUDE_CODE_SHELL_PREFIX``, where the sandbox
+puts its jail.
+
+This module loads no more than the description; its methods load the rest when called.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_agent_eval.agents.base import (
+    HEADLESS,
+    INTERACTIVE,
+    AgentConfig,
+    AgentSetup,
+    CodingAgent,
+    DriveOptions,
+    ModelApi,
+)
+
+if TYPE_CHECKING:
+    from pytest_agent_eval.harness.drivers import RunRecord
+    from pytest_agent_eval.harness.provision import Provisioned
+    from pytest_agent_eval.transcript import Session
+
+# What every Claude Code process runs with, whatever drives it (besides the retrieval tool's own RetrievalTool.env):
+# no telemetry or updates, bypassPermissions allowed as root, MCP tools offered directly, Grep/Glob not hidden
+# by tasks.
+AGENT_ENV = {
+    "DO_NOT_TRACK": "1",
+    "CLAUDE_CODE_DISABLE_NONESSENTIAL_TRAFFIC": "1",
+    "DISABLE_TELEMETRY": "1",
+    "DISABLE_AUTOUPDATER": "1",
+    "IS_SANDBOX": "1",
+    "ENABLE_TOOL_SEARCH": "false",
+    "CLAUDE_CODE_ENABLE_TASKS": "false",
+}
+# The CLI only needs *a* key to talk to the harness's loopback server (a stand-in, or the forwarder that adds the
+# real one outside the sandbox); a real key never goes into the agent's environment. Nor does any other way to
+# one: CLAUDE_CONFIG_DIR (the user's own hooks and apiKeyHelper), CLAUDE_CODE_OAUTH_TOKEN, ANTHROPIC_AUTH_TOKEN,
+# CLAUDE_CODE_USE_BEDROCK or _VERTEX are not in the allow-list (harness.drivers.ALLOWED_ENV).
+STANDIN_API_KEY = "sk-ant-agent-eval-local-stand-in"
+
+
+@dataclass(frozen=True)
+class ClaudeCode(CodingAgent):
+    """Claude Code, pinned to the release the harness was checked with (its engines field says node>=22; it runs
+    on 20)."""
+
+    name: str = "claude-code"
+    title: str = "Claude Code"
+    package: str = "@anthropic-ai/claude-code"
+    version: str = "2.1.332"
+    executable: str = "claude"
+    api: ModelApi = "messages"
+    modes: tuple[str, ...] = (HEADLESS, INTERACTIVE)
+    runtimes: tuple[str, ...] = ("node",)
+    passed_env: frozenset[str] = frozenset({"CLAUDE_CODE_MAX_RETRIES"})  # the CLI's own retry knob
+    shell_prefix_var: str | None = "CLAUDE_CODE_SHELL_PREFIX"
+    # the machine's managed settings: hooks, or a disableAllHooks that would switch the deny off
+    managed_paths: tuple[Path, ...] = field(default=(Path("/etc/claude-code"),))
+
+    def environment(self, model_url: str) -> dict[str, str]:
+        return {**AGENT_ENV, "ANTHROPIC_BASE_URL": model_url, "ANTHROPIC_API_KEY": STANDIN_API_KEY}
+
+    def configure(self, setup: AgentSetup) -> AgentConfig:
+        from pytest_agent_eval.agents.claude_code.deny import write_hook_settings
+
+        folder = setup.config_dir
+        folder.mkdir(parents=True, exist_ok=True)
+        settings = write_hook_settings(folder / "hook-settings.json", setup.denied_cli)
+        servers = {
+            server.name: {
+                "type": "stdio", "command": server.command[0], "args": list(server.command[1:]), "env": dict(server.env)
+            }
+            for server in setup.mcp_servers
+        }  # fmt: skip
+        mcp = folder / (f"mcp-{'-'.join(servers)}.json" if servers else "mcp-empty.json")
+        mcp.write_text(json.dumps({"mcpServers": servers}, indent=2) + "\n", encoding="utf-8")
+        return AgentConfig(files={"settings": settings, "mcp": mcp}, readable=(settings, mcp))
+
+    def check_deny(self, config: AgentConfig, cli: str, env: Mapping[str, str], proven: set[str]) -> list[str]:
+        from pytest_agent_eval.agents.claude_code.deny import hook_problems
+
+        return hook_problems(config.files["settings"], cli, env, proven)
+
+    def block_probe(self, command: str) -> Any:
+        from pytest_agent_eval.agents.claude_code.probe import ProbeModel
+
+        return ProbeModel(command)
+
+    def drive(
+        self,
+        build: Provisioned,
+        questions: Sequence[str],
+        *,
+        mode: str,
+        config: AgentConfig,
+        options: DriveOptions,
+        label: str,
+        out_dir: Path,
+        cwd: Path,
+        env: Mapping[str, str],
+    ) -> RunRecord:
+        from pytest_agent_eval.agents.claude_code.headless import HeadlessOptions, run_headless
+
+        run = HeadlessOptions(
+            claude=str(build.bin),
+            mcp_config=config.files["mcp"],
+            settings=config.files["settings"],
+            model=options.model,
+            effort=options.effort,
+            max_budget_usd=options.max_budget_usd,
+            timeout_s=options.timeout_s,
+            stall_s=options.stall_s,
+            sandbox=options.sandbox,
+        )
+        if mode == INTERACTIVE:
+            from pytest_agent_eval.agents.claude_code.tmux import TmuxOptions, run_tmux
+
+            return run_tmux(questions, label=label, out_dir=out_dir, cwd=cwd, env=env, options=TmuxOptions(run=run))
+        return run_headless(questions, label=label, out_dir=out_dir, cwd=cwd, env=env, options=run)
+
+    def read_transcript(self, segments: Sequence[Path]) -> Session:
+        from pytest_agent_eval.agents.claude_code.transcript import read_segments
+
+        return read_segments(segments)
+
+
+CLAUDE_CODE = ClaudeCode()

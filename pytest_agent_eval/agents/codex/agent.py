@@ -1,0 +1,164 @@
+"""Codex CLI as a :class:`~pytest_agent_eval.agents.base.CodingAgent`: ``CODEX``.
+
+What is Codex's own lives in this package: its config (:mod:`.config`: ``CODEX_HOME``, the deny rules), its driver
+(:mod:`.driver`: ``codex exec --json``, ``exec resume``, the rollout copied out), its transcript reader
+(:mod:`.transcript`), its block probe (:mod:`.probe`). The harness, the sandbox and the metrics are the same as
+Claude Code's. The driver, the reader and the probe are imported when first used.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import shutil
+import subprocess
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_agent_eval.agents.base import HEADLESS, AgentConfig, AgentSetup, CodingAgent, DriveOptions, ModelApi
+from pytest_agent_eval.agents.codex.config import (
+    KEY_VAR,
+    STANDIN_API_KEY,
+    codex_home,
+    protected_files,
+    write_codex_home,
+)
+from pytest_agent_eval.tool import HOOK_DENY_MARKER
+
+if TYPE_CHECKING:
+    from pytest_agent_eval.agents.codex.transcript import CodexSession
+    from pytest_agent_eval.harness.drivers import RunRecord
+    from pytest_agent_eval.harness.provision import Provisioned
+
+# The model Codex is configured to ask for: one it has no metadata for. For every model it knows, Codex offers MCP
+# tools only behind a tool_search tool; an unknown one gets the MCP namespace in the first request (and a warning
+# item in the event stream, which the reader keeps as a notice). It is the scripted stand-in's own name.
+CONFIGURED_MODEL = "stand-in-scripted"
+_CHECK_TIMEOUT_S = 60.0
+
+
+@dataclass(frozen=True)
+class CodexAgent(CodingAgent):
+    """OpenAI's Codex CLI, pinned, driven headless with ``codex exec --json``; speaks the Responses API."""
+
+    name: str = "codex"
+    title: str = "Codex CLI"
+    package: str = "@openai/codex"
+    version: str = "0.171.0"
+    executable: str = "codex"
+    api: ModelApi = "responses"
+    modes: tuple[str, ...] = (HEADLESS,)
+    runtimes: tuple[str, ...] = ("node",)  # bin/codex.js starts the native binary of the platform package
+    passed_env: frozenset[str] = frozenset()
+    # Codex runs its shell commands itself, behind no prefix the jail could take.
+    shell_prefix_var: str | None = None
+    # The machine's managed config and requirements (/etc/codex/managed_config.toml, requirements.toml).
+    managed_paths: tuple[Path, ...] = field(default=(Path("/etc/codex"),))
+    model: str = CONFIGURED_MODEL
+
+    def environment(self, model_url: str) -> dict[str, str]:
+        """No telemetry; the placeholder key Codex's provider reads (``env_key``). The model URL is in the config
+        file, written by :meth:`configure`."""
+        return {"DO_NOT_TRACK": "1", KEY_VAR: STANDIN_API_KEY}
+
+    def configure(self, setup: AgentSetup) -> AgentConfig:
+        """A fresh ``CODEX_HOME`` in the attempt's HOME (:mod:`.config`); its config and rules file are shown
+        read-only, the rest of it (sessions, state) is the agent's."""
+        folder = write_codex_home(
+            setup.home,
+            model_url=setup.model_url,
+            model=self.model,
+            mcp_servers=setup.mcp_servers,
+            denied_cli=setup.denied_cli,
+            deny_reason=setup.deny_reason,
+        )
+        config, rules = protected_files(setup.home)
+        return AgentConfig(
+            files={"codex_home": folder, "config": config, "rules": rules},
+            env={"CODEX_HOME": str(folder)},
+            readable=(config, rules),
+        )
+
+    def check_deny(self, config: AgentConfig, cli: str, env: Mapping[str, str], proven: set[str]) -> list[str]:
+        """Codex's own policy engine (``codex execpolicy check``) on the rules file: ``<cli> --version`` must be
+        forbidden with the harness's reason (the mark the contamination metric reads), ``ls`` allowed."""
+        rules = Path(config.files["rules"])
+        key = f"codex rules {hashlib.sha256(rules.read_bytes()).hexdigest()}"
+        if key in proven:
+            return []
+        binary = shutil.which(self.executable, path=env.get("PATH"))
+        if binary is None:
+            return [f"{self.executable} is not on the agent's PATH: the deny rules cannot be checked"]
+        marker = HOOK_DENY_MARKER.format(cli=cli)
+        problems = []
+        for command, forbidden in (([cli, "--version"], True), (["ls"], False)):
+            decision, said = _policy_decision(binary, rules, command, env)
+            if decision is None:
+                problems.append(f"codex execpolicy check on {rules} failed for `{' '.join(command)}`: {said}")
+            elif (decision == "forbidden") != forbidden:
+                problems.append(f"{rules}: `{' '.join(command)}` is {decision or 'allowed'} ({said})")
+            elif forbidden and marker not in said:
+                problems.append(f"{rules}: `{' '.join(command)}` is refused without the mark {marker!r} ({said})")
+        if not problems:
+            proven.add(key)
+        return problems
+
+    def block_probe(self, command: str) -> Any:
+        from pytest_agent_eval.agents.codex.probe import ProbeModel
+
+        return ProbeModel(command)
+
+    def drive(
+        self,
+        build: Provisioned,
+        questions: Sequence[str],
+        *,
+        mode: str,
+        config: AgentConfig,
+        options: DriveOptions,
+        label: str,
+        out_dir: Path,
+        cwd: Path,
+        env: Mapping[str, str],
+    ) -> RunRecord:
+        from pytest_agent_eval.agents.codex.driver import CodexOptions, run_codex
+
+        if mode != HEADLESS:
+            raise ValueError(f"{self.title} is driven {HEADLESS} only (codex exec), not {mode!r}")
+        home = Path(config.files["codex_home"]).parent
+        if Path(env.get("HOME", "")) != home:
+            raise ValueError(f"the CODEX_HOME {codex_home(home)} is not in the agent's HOME {env.get('HOME')}")
+        run_options = CodexOptions(
+            codex=str(build.bin), timeout_s=options.timeout_s, stall_s=options.stall_s, sandbox=options.sandbox
+        )
+        return run_codex(questions, label=label, out_dir=out_dir, cwd=cwd, env=env, options=run_options)
+
+    def read_transcript(self, segments: Sequence[Path]) -> CodexSession:
+        """The turns' ``--json`` streams and the rollout the driver kept beside the first
+        (:func:`~.transcript.find_rollout`)."""
+        from pytest_agent_eval.agents.codex.transcript import read_codex
+
+        return read_codex(list(segments))
+
+
+def _policy_decision(binary: str, rules: Path, command: list[str], env: Mapping[str, str]) -> tuple[str | None, str]:
+    """(decision, what Codex said): ``""`` when no rule matched, None when the check itself failed."""
+    argv = [binary, "execpolicy", "check", "--rules", str(rules), "--", *command]
+    try:
+        done = subprocess.run(argv, env=dict(env), capture_output=True, text=True, timeout=_CHECK_TIMEOUT_S,
+                              stdin=subprocess.DEVNULL)  # fmt: skip
+    except (OSError, subprocess.TimeoutExpired) as exc:
+        return None, str(exc)
+    try:
+        answer = json.loads(done.stdout)
+    except ValueError:
+        return None, (done.stderr or done.stdout).strip()[-300:]
+    said = "; ".join(
+        str(match.get("prefixRuleMatch", {}).get("justification", "")) for match in answer.get("matchedRules") or []
+    )
+    return str(answer.get("decision") or ""), said
+
+
+CODEX = CodexAgent()

@@ -1,0 +1,130 @@
+"""Codex CLI's run configuration for one attempt: its ``CODEX_HOME``, its command line, its environment.
+
+Codex reads everything from ``$CODEX_HOME`` (``config.toml``, ``rules/*.rules``) and writes its sessions there
+(the rollout). Each attempt gets a fresh one inside the agent's HOME, which the harness renews for every attempt
+(never under ``$TMPDIR``: Codex's own sandbox refuses that, and it warns it cannot create its helper binaries
+there), written by the harness before the attempt's agent runs; ``config.toml`` and the rules file are then bound
+read-only into the sandbox (:func:`protected_files`), so a turn cannot loosen what the next one runs under.
+
+- The model provider is the harness's model URL, speaking the Responses API (``wire_api = "responses"``), with no
+  retries of Codex's own (the harness retries attempts; a CLI retry would be an unexplained second request).
+- The model is one Codex has no metadata for (the stand-in's name): for every model it knows, Codex offers MCP
+  tools only behind a ``tool_search`` tool; for an unknown one it offers the MCP namespace in the first request.
+- ``approval_policy = "never"`` and ``sandbox_mode = "danger-full-access"``: the harness's bubblewrap sandbox seals
+  the process tree; Codex's own would nest inside it to no purpose. Web search, analytics and plugins off.
+- The with-arm's retrieval tool is ``[mcp_servers.NAME]`` with ``required = true`` (else Codex may send the first
+  request before the server has listed its tools: the with-arm then starts as a without-arm).
+- Both arms get a rules file forbidding the tool's CLI (``prefix_rule``), whose justification is the harness's
+  deny reason, so that the contamination metric recognises the refusal (``RetrievalTool.deny_marker``).
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+
+from pytest_agent_eval.agents.base import McpServer
+from pytest_agent_eval.harness.untrusted import replace_file
+
+CODEX_HOME_DIR = ".codex"  # inside the agent's HOME
+CONFIG_FILE = "config.toml"
+RULES_FILE = Path("rules") / "deny.rules"
+PROVIDER = "agent_eval"
+# The variable Codex reads its API key from (``env_key``): a placeholder; a real key stays outside the sandbox.
+KEY_VAR = "AGENT_EVAL_MODEL_KEY"
+STANDIN_API_KEY = "sk-agent-eval-local-stand-in"
+# Flags of every ``codex exec``: events on stdout, any folder (the corpus copy is no git repository of Codex's
+# trust list). The config file holds the rest.
+EXEC_FLAGS = ("--json", "--skip-git-repo-check")
+
+
+def codex_home(home: Path) -> Path:
+    """Where Codex keeps its config and sessions for an attempt whose HOME is ``home``."""
+    return Path(home) / CODEX_HOME_DIR
+
+
+def _toml(value: object) -> str:
+    """A TOML value for a string, a list of strings or a table of strings (JSON strings are TOML basic strings)."""
+    if isinstance(value, Mapping):
+        return "{ " + ", ".join(f"{json.dumps(str(k))} = {json.dumps(str(v))}" for k, v in value.items()) + " }"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(json.dumps(str(v)) for v in value) + "]"
+    return json.dumps(str(value))
+
+
+def config_toml(model_url: str, model: str, mcp_servers: Sequence[McpServer]) -> str:
+    """Codex's ``config.toml``: the harness's model server as its only provider, nothing reaching outside."""
+    lines = [
+        f"model = {_toml(model)}",
+        f"model_provider = {_toml(PROVIDER)}",
+        'approval_policy = "never"',
+        'sandbox_mode = "danger-full-access"',
+        'web_search = "disabled"',
+        "check_for_update_on_startup = false",
+        "",
+        "[analytics]",
+        "enabled = false",
+        "",
+        "[features]",
+        "plugins = false",
+        "remote_plugin = false",
+        "",
+        f"[model_providers.{PROVIDER}]",
+        f"name = {_toml(PROVIDER)}",
+        f"base_url = {_toml(model_url.rstrip('/') + '/v1')}",
+        'wire_api = "responses"',
+        f"env_key = {_toml(KEY_VAR)}",
+        "request_max_retries = 0",
+        "stream_max_retries = 0",
+    ]
+    for mcp in mcp_servers:
+        lines += [
+            "",
+            f"[mcp_servers.{_toml(mcp.name)}]",
+            f"command = {_toml(mcp.command[0])}",
+            f"args = {_toml(mcp.command[1:])}",
+            f"env = {_toml(mcp.env)}",
+            "required = true",
+        ]
+    return "\n".join(lines) + "\n"
+
+
+def deny_rules(cli: str, reason: str) -> str:
+    """A rules file forbidding any shell command that starts with ``cli``; the refusal the model gets is
+    ``reason``."""
+    return (
+        "prefix_rule(\n"
+        f"    pattern = [{json.dumps(cli)}],\n"
+        '    decision = "forbidden",\n'
+        f"    justification = {json.dumps(reason)},\n"
+        ")\n"
+    )
+
+
+def write_codex_home(
+    home: Path, *, model_url: str, model: str, mcp_servers: Sequence[McpServer], denied_cli: str, deny_reason: str
+) -> Path:
+    """Write ``CODEX_HOME``'s config and rules inside ``home`` and return the folder. Each file is written anew and
+    renamed into place, never through a link, and no folder on the way may be one
+    (:func:`~pytest_agent_eval.harness.untrusted.replace_file`): the harness writes them again for the block probe
+    and for every attempt, into a HOME an agent may have run in."""
+    folder = codex_home(home)
+    (folder / RULES_FILE).parent.mkdir(parents=True, exist_ok=True)
+    relative = folder.relative_to(home)
+    files = {CONFIG_FILE: config_toml(model_url, model, mcp_servers), RULES_FILE: deny_rules(denied_cli, deny_reason)}
+    for name, text in files.items():
+        replace_file(home, relative / name, text.encode("utf-8"))
+    return folder
+
+
+def protected_files(home: Path) -> list[Path]:
+    """The files of an attempt's ``CODEX_HOME`` the agent may read but not change (bound read-only)."""
+    folder = codex_home(home)
+    return [folder / CONFIG_FILE, folder / RULES_FILE]
+
+
+def exec_command(codex: str | Path, question: str, thread_id: str | None = None) -> list[str]:
+    """``codex exec`` for one turn: a new session, or (``thread_id``) the next turn of that one."""
+    resume = ["resume", thread_id] if thread_id else []
+    return [str(codex), "exec", *resume, *EXEC_FLAGS, question]

@@ -1,0 +1,173 @@
+"""Drive ``codex exec --json`` over the turns of one question, one event stream per turn, and keep its rollout.
+
+Turn 1 starts a session (its ``thread.started`` names the thread); each later turn is ``codex exec resume
+<thread id>``, which resends the history and appends to the same rollout. Streams land as ``run-<label>.jsonl``,
+``run-<label>.t2.jsonl``, … with each process's stderr beside it, as Claude Code's segments do; after the last turn
+(or a failed one) Codex's rollout (``$CODEX_HOME/sessions/YYYY/MM/DD/rollout-…-<thread id>.jsonl``) is copied to
+``run-<label>.rollout`` beside them, where :func:`~.transcript.find_rollout` finds it. It is read from the agent's
+HOME without following any link the agent may have planted there (:mod:`pytest_agent_eval.harness.untrusted`).
+
+A turn ends with ``turn.completed`` or ``turn.failed``; Codex exits then (a CLI still running a few seconds later
+is stopped, its stream kept). A turn that never ends is stopped at the timeout; a turn that failed ends the run.
+The process is run as every headless driver runs its CLI (:mod:`pytest_agent_eval.harness.drivers.stream`: stdout
+and stderr are sockets the agent's shells cannot reopen through ``/proc`` to forge events).
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import stat
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path, PurePath
+
+from pytest_agent_eval.agents.codex.config import CODEX_HOME_DIR, exec_command
+from pytest_agent_eval.agents.codex.transcript import FIRST_EVENT, kept_rollout, read_codex
+from pytest_agent_eval.harness import untrusted
+from pytest_agent_eval.harness.drivers import RunRecord, StreamOutcome, TurnError, segment_name
+from pytest_agent_eval.harness.drivers.stream import RESULT_GRACE_S, run_streaming, stderr_tail
+from pytest_agent_eval.harness.drivers.watch import STALL_S_STAND_IN
+from pytest_agent_eval.harness.sandbox import Sandbox
+
+TURN_ENDS = ("turn.completed", "turn.failed")
+
+
+@dataclass(frozen=True)
+class CodexOptions:
+    """How every turn of one run is started: the ``codex`` executable, the time a turn may take, the silence that
+    marks it stalled, the sandbox (None only when a test switched it off)."""
+
+    codex: str
+    timeout_s: float = 900.0
+    exit_grace_s: float = RESULT_GRACE_S
+    stall_s: float = STALL_S_STAND_IN
+    sandbox: Sandbox | None = None
+
+    def launch(self, command: list[str]) -> list[str]:
+        return self.sandbox.wrap(command) if self.sandbox is not None else command
+
+
+def run_codex(
+    questions: Sequence[str],
+    *,
+    label: str,
+    out_dir: Path,
+    cwd: Path,
+    env: Mapping[str, str],
+    options: CodexOptions,
+) -> RunRecord:
+    """Run every turn and copy the rollout out; raises :class:`TurnError` (what was recorded kept, later turns not
+    started) when a turn does not end, fails, or leaves no rollout. ``env`` names the attempt's ``HOME``, which holds
+    its ``CODEX_HOME`` (``.codex``)."""
+    if not questions:
+        raise ValueError("no question to ask")
+    home = Path(env["HOME"])
+    out_dir.mkdir(parents=True, exist_ok=True)
+    record = RunRecord(label=label, stall_s=options.stall_s)
+    for turn, question in enumerate(questions, start=1):
+        segment = out_dir / segment_name(label, turn)
+        stderr = out_dir / segment_name(label, turn, ".stderr")
+        command = options.launch(exec_command(options.codex, question, record.session_id))
+        outcome, said = _run_turn(command, segment, stderr, cwd, env, options)
+        record.streamed(segment, stderr, outcome, 0)  # no retries of Codex's own: the config sets them to 0
+        record.session_id = record.session_id or said.thread
+        later = f"; turns {turn + 1}-{len(questions)} not run" if turn < len(questions) else ""
+        if said.end is None:
+            why = f"timed out after {options.timeout_s:g}s" if outcome.timed_out else f"exited {outcome.exit_code}"
+            _keep_rollout(home, record)
+            message = f"turn {turn}: codex {why} without ending the turn ({segment}){stderr_tail(stderr)}{later}"
+            raise TurnError(message, record)
+        if not record.session_id:
+            raise TurnError(f"turn {turn}: no {FIRST_EVENT} event in {segment}{stderr_tail(stderr)}{later}", record)
+        if said.end != "turn.completed":
+            _keep_rollout(home, record)
+            why = f": {said.error}" if said.error else ""
+            raise TurnError(f"turn {turn}: codex reported {said.end}{why}{stderr_tail(stderr)}{later}", record)
+    rollout = _keep_rollout(home, record)
+    if rollout is None:
+        raise TurnError(f"codex left no rollout of thread {record.session_id} under {home / CODEX_HOME_DIR}", record)
+    infra = read_codex(record.segments, rollout).infra_error
+    if infra:
+        raise TurnError(infra, record)
+    return record
+
+
+@dataclass
+class _Said:
+    """What a turn's events said: the thread, the event that ended the turn, what it died of (an ``error`` event, or
+    ``turn.failed``'s: the model server's refusal, a dropped stream)."""
+
+    thread: str | None = None
+    end: str | None = None
+    error: str | None = None
+
+    def read(self, raw: bytes) -> tuple[str, bool]:
+        """One line of the stream: what it is (for the silences), and whether it ends the turn."""
+        try:
+            event = json.loads(raw)
+        except ValueError:
+            event = None
+        if not isinstance(event, dict):
+            return "a non-JSON line", False
+        kind, item = str(event.get("type")), event.get("item")
+        if kind == FIRST_EVENT and isinstance(event.get("thread_id"), str):
+            self.thread = event["thread_id"]
+        if kind in TURN_ENDS:
+            self.end = kind
+        error = event.get("error") if kind == "turn.failed" else event if kind == "error" else None
+        if isinstance(error, dict) and isinstance(error.get("message"), str):
+            self.error = error["message"]
+        return (f"{kind} {item.get('type')}" if isinstance(item, dict) else kind), kind in TURN_ENDS
+
+
+def _run_turn(command: list[str], segment: Path, stderr: Path, cwd: Path, env: Mapping[str, str],
+              options: CodexOptions) -> tuple[StreamOutcome, _Said]:  # fmt: skip
+    """Run one ``codex exec``: how the process went, and what its events said."""
+    said = _Said()
+    outcome = run_streaming(command, segment=segment, stderr=stderr, cwd=cwd, env=env, timeout_s=options.timeout_s,
+                            grace_s=options.exit_grace_s, watch=said.read, name="codex")  # fmt: skip
+    return outcome, said
+
+
+def _keep_rollout(home: Path, record: RunRecord) -> Path | None:
+    """Copy the thread's rollout out of the agent's HOME to ``run-<label>.rollout`` beside the first segment;
+    None when there is none (no thread, or Codex wrote none)."""
+    if not record.session_id or not record.segments:
+        return None
+    found = find_rollout_in(home, record.session_id)
+    if found is None:
+        return None
+    dest = kept_rollout(record.segments[0])
+    untrusted.copy_file(home, found, dest)
+    return dest
+
+
+def find_rollout_in(home: Path, thread_id: str) -> PurePath | None:
+    """The path (relative to ``home``) of the rollout of ``thread_id`` under ``home/.codex/sessions``, walked without
+    following links (the agent may have planted some); None when there is none."""
+    name_end = f"-{thread_id}.jsonl"
+    sessions = PurePath(CODEX_HOME_DIR, "sessions")
+    try:
+        fd = untrusted.open_dir(home, sessions)
+    except FileNotFoundError:
+        return None
+    pending = [(fd, sessions)]
+    found: list[PurePath] = []
+    try:
+        while pending:
+            folder, relative = pending.pop()
+            try:
+                with os.scandir(folder) as entries:
+                    listed = [(e.name, e.stat(follow_symlinks=False).st_mode) for e in entries]
+                for name, mode in listed:
+                    if stat.S_ISDIR(mode):
+                        pending.append((untrusted.open_dir(home, relative / name), relative / name))
+                    elif stat.S_ISREG(mode) and name.startswith("rollout-") and name.endswith(name_end):
+                        found.append(relative / name)
+            finally:
+                os.close(folder)
+    finally:
+        for folder, _ in pending:
+            os.close(folder)
+    return sorted(found)[-1] if found else None

@@ -1,0 +1,128 @@
+"""Run one agent process whose stdout is a stream of JSON lines, until the line that ends its turn, and keep it.
+
+What every headless driver does with its CLI, whatever the CLI: start it as a process group of its own (with the
+MCP servers it spawns), copy its stdout line by line into the turn's segment and its stderr beside it, watch each
+line (the agent's own reading says what it is and whether it ends the turn), and stop the group when the turn has
+ended and the CLI lingers (``grace_s`` later: it hung after its last word, the segment is complete), at the
+timeout, or on an interrupt.
+
+The CLI's stdout and stderr are sockets the harness reads, not pipes or a file: the agent's shells run as the
+CLI's uid and could open ``/proc/<cli>/fd/1`` or ``fd/2`` to write forged lines into what is recorded and scored
+(or into a host file), and a socket is the one kind of descriptor ``/proc`` will not open (``ENXIO``).
+"""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Callable, Mapping
+from pathlib import Path
+
+from pytest_agent_eval.harness.drivers import AgentInfraError, StreamOutcome
+from pytest_agent_eval.harness.drivers.watch import Silences
+from pytest_agent_eval.harness.process import start_group, stop_group
+
+RESULT_GRACE_S = 5.0  # how long a CLI may linger after the line that ended its turn before it counts as hung
+_KILL_WAIT_S = 3.0
+
+# Reads one line of the stream: (what it is, in a few words, for the silences; whether it ends the turn).
+LineWatcher = Callable[[bytes], tuple[str, bool]]
+
+
+def run_streaming(
+    command: list[str],
+    *,
+    segment: Path,
+    stderr: Path,
+    cwd: Path,
+    env: Mapping[str, str],
+    timeout_s: float,
+    grace_s: float,
+    watch: LineWatcher,
+    name: str,
+) -> StreamOutcome:
+    """Run ``command`` (the CLI called ``name`` in errors), its stdout into ``segment``, its stderr into
+    ``stderr``."""
+    ended = threading.Event()
+    started = time.monotonic()
+    outcome = StreamOutcome(Silences(started))
+    stdout_ends, stderr_ends = _unopenable_stream(), _unopenable_stream()
+    with segment.open("wb") as out, stderr.open("wb") as err, stdout_ends[0], stderr_ends[0]:
+        try:
+            process = start_group(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
+                                  stdout=stdout_ends[1].fileno(), stderr=stderr_ends[1].fileno())  # fmt: skip
+        except FileNotFoundError:
+            raise AgentInfraError(f"{name} CLI not found: {command[0]}") from None
+        except PermissionError:
+            raise AgentInfraError(f"{name} CLI is not executable: {command[0]}") from None
+        finally:
+            stdout_ends[1].close()  # the CLI holds them now: the stream ends when its last holder exits
+            stderr_ends[1].close()
+
+        def keep_stderr() -> None:
+            with stderr_ends[0].makefile("rb") as lines:
+                while chunk := lines.read1(65536):
+                    err.write(chunk)
+                    err.flush()
+
+        def pump() -> None:
+            with stdout_ends[0].makefile("rb") as lines:  # closed by its reader, at the end of the stream
+                for raw in lines:
+                    now = time.monotonic()
+                    out.write(raw)
+                    out.flush()
+                    what, ends = watch(raw)
+                    outcome.silences.line(now, what)
+                    if ends:
+                        ended.set()
+
+        threads = [threading.Thread(target=pump, daemon=True), threading.Thread(target=keep_stderr, daemon=True)]
+        for thread in threads:
+            thread.start()
+        deadline = started + timeout_s
+        stopped = None
+        try:
+            while process.poll() is None:
+                now = time.monotonic()
+                if ended.is_set():
+                    try:
+                        process.wait(timeout=grace_s)
+                    except subprocess.TimeoutExpired:
+                        outcome.hung_after_end = True
+                    break
+                if now >= deadline:
+                    outcome.timed_out = True
+                    break
+                ended.wait(timeout=min(0.2, deadline - now))
+            # The agent's own time ends here: stopping what it left behind is the harness's.
+            stopped = time.monotonic()
+            if not ended.is_set():  # a turn that never finished was silent from its last line to here
+                outcome.silences.until(stopped)
+        finally:
+            # Also on an interrupt (Ctrl-C, pytest-timeout): never leave the CLI or its MCP servers running.
+            stop_group(process)
+        outcome.exit_code = process.wait()
+        outcome.wall_s = (stopped or time.monotonic()) - started
+        for thread in threads:
+            thread.join(timeout=_KILL_WAIT_S)
+    outcome.ended = ended.is_set()
+    return outcome
+
+
+def _unopenable_stream() -> tuple[socket.socket, socket.socket]:
+    """(the harness's end, the CLI's end) of a one-way stream the CLI writes and ``/proc/<pid>/fd`` cannot
+    reopen."""
+    ours, theirs = socket.socketpair()
+    ours.shutdown(socket.SHUT_WR)  # nothing flows to the CLI this way
+    return ours, theirs
+
+
+def stderr_tail(path: Path, lines: int = 5) -> str:
+    """The last lines of a process's stderr file, for an error message ("" when there are none)."""
+    try:
+        tail = path.read_text(encoding="utf-8", errors="replace").strip().splitlines()[-lines:]
+    except OSError:
+        return ""
+    return ("; stderr: " + " | ".join(tail)) if tail else ""
