@@ -36,6 +36,7 @@ from pytest_agent_eval.harness.relay import relay_command
 from pytest_agent_eval.harness.sandbox import (
     LANDLOCK,
     LAYERS,
+    LAYERS_VAR,
     PROC_LAYER,
     SECCOMP,
     USER_NAMESPACE,
@@ -396,9 +397,9 @@ def test_a_cli_that_writes_into_its_own_streams_through_proc_is_not_recorded(tmp
 
 
 # -- through the real Claude Code CLI ----------------------------------------------------------------------------
-def _tool_use(n: int, command: str, description: str) -> dict:
-    block = {"type": "tool_use", "id": f"toolu_esc{n}", "name": "Bash",
-             "input": {"command": command, "description": description}}  # fmt: skip
+def _tool_use(n: int, command: str, description: str, tool: str = "Bash", **options: object) -> dict:
+    block = {"type": "tool_use", "id": f"toolu_esc{n}", "name": tool,
+             "input": {"command": command, "description": description, **options}}  # fmt: skip
     usage = {"input_tokens": 3, "cache_read_input_tokens": 1000 * n, "cache_creation_input_tokens": 100,
              "output_tokens": 2}  # fmt: skip
     return {"type": "assistant", "parent_tool_use_id": None, "session_id": "s-esc",
@@ -456,3 +457,67 @@ def test_through_the_real_cli_every_escape_fails_and_a_planted_hook_never_runs(
         assert "FORGED" not in Path(stderr).read_text(encoding="utf-8")
     assert DENIAL in json.dumps(results[attacks["attack: call through the planted hook"]]["content"])
     assert record["outcome"] == "passed", record.get("error")
+
+
+# The two ways Claude Code runs a command apart from a Bash call's own turn: the Monitor tool (each stdout line an
+# event) and Bash with run_in_background. Each writes the escape script's outcomes to a file of its own, which a
+# foreground Bash call waits for and prints.
+DETACHED = {"monitor": "/tmp/escape-monitor.out", "background": "/tmp/escape-background.out"}
+_WAIT = (
+    "python3 -c 'import os, sys, time\n"
+    "for _ in range(600):\n"
+    '    if all(os.path.exists(f) and "END" in open(f).read() for f in sys.argv[1:]): break\n'
+    "    time.sleep(0.2)' "
+    + " ".join(DETACHED.values())
+    + "".join(f"; echo '=== {name}'; cat {path}" for name, path in DETACHED.items())
+)
+
+
+def _detached_outcomes(tools: RealTools, tag: str, tmp_path: Path, **env: str) -> tuple[dict[str, dict[str, str]], str]:
+    """Replay an agent that runs the escape script from Monitor and from a background Bash command, then prints
+    what each found; the outcomes by way, and the printed text."""
+    from test_adversarial import _attacks, _received, _without_arm
+
+    def detached(name: str) -> str:
+        return f"{{ {shell_command(name=f'escape-{name}')}; echo END; }} > {DETACHED[name]} 2>&1"
+
+    lines = [_tool_use(1, detached("monitor"), "attack: escape probes from Monitor", tool="Monitor",
+                       timeout_ms=120000),
+             _tool_use(2, detached("background"), "attack: escape probes in the background",
+                       run_in_background=True),
+             _tool_use(3, _WAIT, "attack: read what they found"), *_text(4, "done")]  # fmt: skip
+    cassette = tmp_path / "detached-attacks.jsonl"
+    cassette.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    record = _without_arm(tools, tag, tmp_path, str(cassette), **env)
+    attacks = {v: k for k, v in _attacks(record).items()}
+    results = {r["tool_use_id"]: r for e in _received(record) for r in e["message"]["content"] if "tool_use_id" in r}
+    content = results[attacks["attack: read what they found"]]["content"]
+    printed = content if isinstance(content, str) else "\n".join(block.get("text", "") for block in content)
+    sections = printed.split("=== ")
+    found = {name: outcomes(next((s for s in sections if s.startswith(name + "\n")), "")) for name in DETACHED}
+    return found, printed
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+@pytest.mark.timeout(900)
+def test_commands_from_monitor_and_from_the_background_are_jailed_too(
+    real_tools: RealTools, tag: str, tmp_path: Path
+) -> None:
+    """Monitor and ``run_in_background`` go through the shell prefix as Bash calls do: their commands meet every
+    layer, the CLI's memory included (another Landlock domain's)."""
+    found, printed = _detached_outcomes(real_tools, tag, tmp_path)
+    for name in DETACHED:
+        assert {attempt: found[name].get(attempt) for attempt in SEALED} == SEALED, printed
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+@pytest.mark.timeout(900)
+def test_without_the_jail_monitor_and_the_background_reach_the_cli_memory(
+    real_tools: RealTools, tag: str, tmp_path: Path
+) -> None:
+    """The same replay with every layer but Landlock: both reach the CLI's memory, so the test above can fail."""
+    layers = ",".join(layer for layer in LAYERS if layer != LANDLOCK)
+    found, printed = _detached_outcomes(real_tools, tag, tmp_path, **{LAYERS_VAR: layers})
+    assert {name: found[name].get("cli memory") for name in DETACHED} == dict.fromkeys(DETACHED, "ALLOWED"), printed
