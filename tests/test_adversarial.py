@@ -91,22 +91,23 @@ def _run_without_arm(
     turns: int = 1,
     backend: str = "cassette",
     arm: str = "without",
+    mode: str = "headless",
     **env: str,
 ) -> tuple[dict, str]:
     """Run ``evals`` on express's without-arm (or ``arm``) replaying ``cassette`` (with ``backend="anthropic"``
-    the caller serves the model as the real API); the item's record and the terminal's output. The host has
-    codegraph installed globally under /usr/local (:func:`_global_install`), and the out folder holds another
-    campaign's with-arm transcript (:func:`_seed`)."""
+    the caller serves the model as the real API; ``mode="tmux"`` drives the TUI); the item's record and the
+    terminal's output. The host has codegraph installed globally under /usr/local (:func:`_global_install`), and
+    the out folder holds another campaign's with-arm transcript (:func:`_seed`)."""
     out = tmp_path / "out"
     _seed(out)
     model = []
     if cassette is not None:
         model = [f"--agent-eval-cassette={_cassette(cassette, tools, tmp_path / 'cassette' / cassette, OUT=out)}"]
     args = ["evals", "-k", "express", "--arms", arm, "--agent-eval-runs", "1", "--agent-eval-offline",
-            f"--agent-eval-turns={turns}", "--agent-eval-backend", backend, *model,
+            f"--agent-eval-turns={turns}", "--agent-eval-backend", backend, "--agent-eval-mode", mode, *model,
             f"--agent-eval-out={out}"]  # fmt: skip
     done = run_pytest(args, REPO, inner_env(tools, tag, **env), tmp_path, wrapper=_global_install(tools))
-    record = summary(out)[f"express-{arm}-1"]
+    record = summary(out)[f"express-{arm}{'-tmux' if mode == 'tmux' else ''}-1"]
     assert record["outcome"] != "error", record.get("infra_error") or done.stdout[-3000:]
     return record, done.stdout
 
