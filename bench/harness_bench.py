@@ -12,9 +12,11 @@ installs and index builds ``builds.log`` gained (:func:`~pytest_agent_eval.harne
 throughput.
 
 ``--hardening`` measures what the sandbox's hardening layers (user namespace, read-only /proc, seccomp, Landlock;
-see docs/sandbox.md) cost: a sandboxed process's start and a Bash command through the jail, each timed many times
-alternating with and without them, then whole ``-n 1`` sessions alternating hardened and not (the layers taken off
-through an internal variable, never a user option); it prints the ratios hardened/unhardened.
+see docs/sandbox.md) cost: a sandboxed process's start with and without them, and, inside one hardened sandbox, a
+Bash command through the jail against a plain ``bash -c``, each timed many times alternating; then whole ``-n 1``
+sessions alternating hardened and not (the layers taken off through an internal variable, never a user option).
+It prints the ratios hardened/unhardened, and the run-to-run noise they are held against: how far apart one side's
+sessions are (the slowest session's median item time over the fastest's).
 
 Goals: overhead ≤ 5% of the agent's time; one index build per (repository, codegraph version) whatever -n is;
 hardening costs no measurable time per item (its item-time ratio within the sessions' own spread).
@@ -227,11 +229,15 @@ def hardening_sessions(args: argparse.Namespace, scratch: Path, env: dict[str, s
     """``-n 1`` sessions alternating hardened (every layer) and unhardened (none); the ratio of median item time
     and of median harness overhead, with each side's spread."""
     sides: dict[str, list[dict[str, Any]]] = {"hardened": [], "unhardened": []}
+    per_session: dict[str, list[float]] = {side: [] for side in sides}  # each session's median item time
     for k in range(args.rounds):
         for side in sides:
             layers = ",".join(LAYERS) if side == "hardened" else ""
             result = session(1, args, scratch / f"{side}-{k}", {**env, LAYERS_VAR: layers}, cache)
-            sides[side] += [i for i in result["items"] if i["wall_s"] is not None and i["outcome"] == "passed"]
+            passed = [i for i in result["items"] if i["wall_s"] is not None and i["outcome"] == "passed"]
+            sides[side] += passed
+            if passed:
+                per_session[side].append(statistics.median(i["wall_s"] for i in passed))
     rows, medians = [], {}
     for side, items in sides.items():
         walls = [i["wall_s"] for i in items]
@@ -244,6 +250,15 @@ def hardening_sessions(args: argparse.Namespace, scratch: Path, env: dict[str, s
     (wall_on, over_on), (wall_off, over_off) = medians["hardened"], medians["unhardened"]
     print(f"hardened/unhardened: item time {wall_on / wall_off:.3f}x ({wall_on - wall_off:+.2f} s), "
           f"harness overhead {over_on - over_off:+.2f} s per item")  # fmt: skip
+    # run-to-run noise: how far apart the sessions of one side are, each session's median item time
+    for side, medians_s in per_session.items():
+        print(f"{side} sessions' median item s: {', '.join(f'{m:.2f}' for m in medians_s)}")
+    same = [max(m) / min(m) for m in per_session.values() if len(m) > 1]
+    if same:
+        noise = max(same)
+        verdict = "within" if max(wall_on / wall_off, wall_off / wall_on) <= noise else "OUTSIDE"
+        print(f"run-to-run noise (a side's slowest session over its fastest): {noise:.3f}x; "
+              f"hardened/unhardened {wall_on / wall_off:.3f}x is {verdict} it")  # fmt: skip
     # the same item (same questions) against itself: per id, the ratio of its median times
     by_id = {side: {} for side in sides}
     for side, items in sides.items():
