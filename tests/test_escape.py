@@ -82,6 +82,13 @@ SEALED = {
     "forge cli fd/1": EACCES,
     "forge cli fd/2": EACCES,
 }
+# An ordinary user's uid owns no sysctl: the write is refused before the read-only mount is reached.
+AS_ORDINARY_USER = {**SEALED, **{name: EACCES for name in SEALED if name.startswith("sysctl ")}}
+
+
+def sealed() -> dict[str, str]:
+    """What each attempt meets in a sandbox started by this process's user."""
+    return SEALED if os.geteuid() == 0 else AS_ORDINARY_USER
 
 
 # A shell standing in for the CLI: it runs the agent's command as Claude Code does, through the prefix the sandbox
@@ -109,12 +116,12 @@ def _probe(sandbox: Sandbox, user: list[str] | None = None, user_keyring: bool =
 
 
 def _bare() -> Sandbox:
-    """The system and the runtime (the jail's interpreter and package), nothing else."""
+    """The system and the runtime (the hook's interpreter and package), nothing else."""
     readable = tuple(p.resolve() for p in runtime_paths())
     return Sandbox(hidden=(), readable=readable, writable=(), bwrap=shutil.which("bwrap") or "bwrap")
 
 
-def _sealed_as_expected(found: dict[str, str], output: str, expected: dict[str, str] = SEALED) -> None:
+def _sealed_as_expected(found: dict[str, str], output: str, expected: dict[str, str]) -> None:
     assert {name: found.get(name) for name in expected} == expected, output
     forged = {name: outcome for name, outcome in found.items() if name.startswith("forge ")}
     assert forged and set(forged.values()) <= {ENXIO, EACCES}, output  # sockets, or another domain's
@@ -125,7 +132,7 @@ def _sealed_as_expected(found: dict[str, str], output: str, expected: dict[str, 
 # -- the layers, as root and as an ordinary user -----------------------------------------------------------------
 @needs_bwrap
 def test_every_escape_attempt_fails_in_the_sandbox() -> None:
-    _sealed_as_expected(*_probe(_bare()))
+    _sealed_as_expected(*_probe(_bare()), sealed())
 
 
 @needs_bwrap
@@ -138,13 +145,10 @@ def test_every_escape_attempt_fails_for_an_ordinary_user_too() -> None:
         pytest.skip(f"no user {USER} (`useradd -M -s /bin/sh {USER}`, or name one in AGENT_EVAL_TEST_USER)")
     if Path("/proc/sys/user/max_user_namespaces").read_text().strip() == "0":
         pytest.skip("user namespaces are disabled on this kernel (user.max_user_namespaces=0)")
-    # an ordinary user's uid owns no sysctl: the write is refused before the read-only mount is reached
-    sysctls = {name: EACCES for name in SEALED if name.startswith("sysctl ")}
-    # every layer; of the runtime only this package (the jail's file, run by the system's python3): this test's
-    # interpreter may live where the user cannot read (root's HOME)
-    package = Path(__file__).resolve().parents[1] / "pytest_agent_eval"
-    found, output = _probe(replace(_bare(), readable=(package,)), user=["runuser", "-u", USER, "--"])
-    _sealed_as_expected(found, output, {**SEALED, **sysctls})
+    # every layer; the system alone (the jail and the probe run on its perl and python3): this test's interpreter
+    # may live where the user cannot read (root's HOME)
+    found, output = _probe(replace(_bare(), readable=()), user=["runuser", "-u", USER, "--"])
+    _sealed_as_expected(found, output, AS_ORDINARY_USER)
 
 
 @needs_bwrap
@@ -246,7 +250,12 @@ os.execv(sys.argv[1], sys.argv[1:])
 def test_the_jail_runs_the_command_as_given_and_no_command_where_landlock_is_refused(tmp_path: Path) -> None:
     """The jail hands its one argument to bash untouched (quotes, status); where the kernel refuses Landlock it
     says so, naming it, and the command never runs outside a domain."""
-    done = subprocess.run([launcher(), "printf '%s|' \"$0\" 'a b' \\$HOME; exit 3"], capture_output=True, text=True)
+    # no new privileges, as bubblewrap sets them (Landlock requires it of a process without CAP_SYS_ADMIN)
+    done = subprocess.run(
+        ["setpriv", "--no-new-privs", launcher(), "printf '%s|' \"$0\" 'a b' \\$HOME; exit 3"],
+        capture_output=True,
+        text=True,
+    )
     assert (done.returncode, done.stdout) == (3, "bash|a b|$HOME|"), done
     refuse = tmp_path / "no-landlock"
     refuse.write_text(NO_LANDLOCK)
@@ -520,7 +529,7 @@ def test_through_the_real_cli_every_escape_fails_and_a_planted_hook_never_runs(
     record, returned = _replay(real_tools, tag, tmp_path, lines, turns=2)
     probe = returned["attack: escape probes"]
     found = outcomes(probe)
-    assert {name: found.get(name) for name in SEALED} == SEALED, probe
+    assert {name: found.get(name) for name in SEALED} == sealed(), probe
     # the CLI is in no domain of the agent's (and its streams are sockets besides); the agent's own shells' output
     # (a file the CLI reads back) is the agent's to write anyway
     assert found["forge cli fd/1"] == found["forge cli fd/2"] == EACCES, probe
@@ -575,7 +584,7 @@ def test_commands_from_monitor_and_from_the_background_are_jailed_too(
     layer, the CLI's memory included (another Landlock domain's)."""
     found, printed = _detached_outcomes(real_tools, tag, tmp_path)
     for name in DETACHED:
-        assert {attempt: found[name].get(attempt) for attempt in SEALED} == SEALED, printed
+        assert {attempt: found[name].get(attempt) for attempt in SEALED} == sealed(), printed
 
 
 @through_the_real_cli
