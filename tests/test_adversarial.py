@@ -131,7 +131,9 @@ def _global_install(tools: RealTools) -> list[str]:
     untouched: the folders on the way are in-memory copies of it."""
     if shutil.which("bwrap") is None:
         pytest.skip("bubblewrap is not installed")
-    args = ["bwrap", "--dev-bind", "/", "/", "--cap-add", "ALL", "--die-with-parent"]
+    # root keeps its capabilities in there (its pytest's bwrap needs them); an ordinary user's bwrap refuses to
+    # start holding capabilities it was not installed with, and needs none
+    args = ["bwrap", "--dev-bind", "/", "/", *(["--cap-add", "ALL"] if os.geteuid() == 0 else []), "--die-with-parent"]
     for folder in (Path("/usr/local"), Path("/usr/local/lib"), Path("/usr/local/share")):
         args += ["--tmpfs", str(folder)]
         for child in sorted(folder.iterdir()) if folder.is_dir() else []:
