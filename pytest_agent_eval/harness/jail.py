@@ -25,7 +25,11 @@ privileges, which bubblewrap always sets; the ruleset's descriptor is close-on-e
 
 from __future__ import annotations
 
+import atexit
 import os
+import shutil
+import tempfile
+from pathlib import Path
 
 PERL = "/usr/bin/perl"  # under /usr, which every sandbox shows read-only
 REFUSED_STATUS = 126  # what a shell answers for a command it cannot run
@@ -45,7 +49,7 @@ if (syscall(446, $ruleset, 0) != 0) {
     print STDERR "agent-eval: landlock: the domain was refused ($!); the command was not run\n";
     exit @REFUSED@;
 }
-exec { "@BASH@" } "bash", "-c", $ARGV[0];
+exec { "@BASH@" } "@BASH@", "-c", $ARGV[0];
 print STDERR "agent-eval: the jail could not start @BASH@ ($!)\n";
 exit @REFUSED@;
 """
@@ -55,18 +59,13 @@ class JailUnavailable(RuntimeError):
     """The machine lacks what the jail runs on (Perl); the message says what to install."""
 
 
-_launcher: list[str] = []  # the one launcher of this process, once written (no functools: see launcher)
+_launcher: list[str] = []  # the one launcher of this process, once written (a test empties it to write another)
 
 
 def launcher() -> str:
     """The jail's executable (a Perl program, see the module's doc), written once per process into a folder of
     its own (removed at exit), readable by all as the sandbox may run as another user; :class:`JailUnavailable`
     without ``/usr/bin/perl``."""
-    import atexit
-    import shutil
-    import tempfile
-    from pathlib import Path
-
     if _launcher:
         return _launcher[0]
     if not os.access(PERL, os.X_OK):
