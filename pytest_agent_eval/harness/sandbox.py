@@ -53,7 +53,7 @@ from pathlib import Path
 
 import pytest_agent_eval
 from pytest_agent_eval.harness import runtimes
-from pytest_agent_eval.harness.jail import launcher
+from pytest_agent_eval.harness.jail import JailUnavailable, launcher
 from pytest_agent_eval.harness.relay import relay_command
 from pytest_agent_eval.harness.seccomp import SeccompError, filter_file
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
@@ -228,8 +228,8 @@ def sandbox_for(
 
 
 def runtime_paths() -> list[Path]:
-    """The hook, the relay and the jail run as ``<python> -I -m pytest_agent_eval.harness.…``: their interpreter
-    and this package (the package folder only: a checkout around it may hold campaigns of with-arm transcripts)."""
+    """The hook and the relay run as ``<python> -I -m pytest_agent_eval.harness.…``: their interpreter and this
+    package (the package folder only: a checkout around it may hold campaigns of with-arm transcripts)."""
     return [Path(sys.prefix), Path(sys.base_prefix), Path(pytest_agent_eval.__file__).resolve().parent]
 
 
@@ -346,6 +346,10 @@ def check_sandbox(bwrap: str | None = None) -> None:
     binary = bwrap or _bwrap()
     if binary is None:
         raise SandboxUnavailable(f"bubblewrap (`bwrap`) is neither on PATH nor bundled: {INSTALL_HINT}")
+    try:
+        launcher()
+    except JailUnavailable as exc:
+        raise SandboxUnavailable(f"{LANDLOCK}: {exc}") from None
     if _refusal(binary, LAYERS) is None:
         return
     bare = _refusal(binary, ())
