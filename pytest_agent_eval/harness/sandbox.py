@@ -47,7 +47,7 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -291,17 +291,26 @@ def tool_installs(tool: RetrievalTool, path_env: str) -> list[Path]:
     names = {tool.cli} | ({tool.package.rsplit("/", 1)[-1]} if tool.package else set())
     for directory in path_env.split(os.pathsep):
         candidate = Path(directory or ".") / tool.cli
-        if candidate.exists() or candidate.is_symlink():
+        if _seen(candidate, lambda path: path.is_symlink() or path.exists()):  # a link, wherever it points
             found.append(candidate)
             target = candidate.resolve()
             found.append(target)
-            found += [p for p in target.parents if p.name in names and (p / "package.json").is_file()][:1]
+            found += [p for p in target.parents if p.name in names and _seen(p / "package.json", Path.is_file)][:1]
     root = npm_global_root() if tool.package else None
     if root is not None:
         found.append(root / str(tool.package))
     if tool.build is not None:
         found.append(Path(tool.build).expanduser())
     return found
+
+
+def _seen(path: Path, test: Callable[[Path], bool]) -> bool:
+    """``test(path)``; False where this user cannot search a folder on the way (root's ~/.cargo/bin, for an
+    ordinary user), as nothing there runs for it."""
+    try:
+        return test(path)
+    except PermissionError:
+        return False
 
 
 @functools.cache
