@@ -12,9 +12,11 @@ installs and index builds ``builds.log`` gained (:func:`~pytest_agent_eval.harne
 throughput.
 
 ``--hardening`` measures what the sandbox's hardening layers (user namespace, read-only /proc, seccomp, Landlock;
-see docs/sandbox.md) cost: a sandboxed process's start and a Bash command through the jail, each timed many times
-alternating with and without them, then whole ``-n 1`` sessions alternating hardened and not (the layers taken off
-through an internal variable, never a user option); it prints the ratios hardened/unhardened.
+see docs/sandbox.md) cost: a sandboxed process's start with and without them, and, inside one hardened sandbox, a
+Bash command through the jail against a plain ``bash -c``, each timed many times alternating; then whole ``-n 1``
+sessions alternating hardened and not (the layers taken off through an internal variable, never a user option).
+It prints the ratios hardened/unhardened, and the run-to-run noise they are held against: how far apart one side's
+sessions are (the slowest session's median item time over the fastest's).
 
 Goals: overhead ≤ 5% of the agent's time; one index build per (repository, codegraph version) whatever -n is;
 hardening costs no measurable time per item (its item-time ratio within the sessions' own spread).
@@ -50,6 +52,7 @@ from pytest_agent_eval.tool import CODEGRAPH
 
 REPO = Path(__file__).resolve().parents[1]
 GOAL_SHARE = 0.05
+JAIL_BATCH = 50  # Bash commands per timed round of --hardening's jail figure
 
 
 def warm(cache: Path, entry_name: str) -> Path:
@@ -198,26 +201,27 @@ def _median_s(command: list[str], rounds: int) -> list[float]:
 
 
 def hardening_micro(rounds: int) -> None:
-    """A sandboxed ``true`` and a sandboxed Bash command through the jail (as Claude Code runs one), with every
-    layer and with none, alternating; medians and their ratio."""
+    """A sandboxed ``true`` with every layer and with none; then, inside one hardened sandbox, a batch of Bash
+    commands as Claude Code runs them (through the jail) against the same batch of plain ``bash -c``: the jail's
+    own cost per command. Alternating rounds; medians and their ratio."""
     from pytest_agent_eval.harness.jail import launcher
 
     readable = tuple(p.resolve() for p in runtime_paths())
     hardened = Sandbox(hidden=(), readable=readable, writable=())
     bare = Sandbox(hidden=(), readable=readable, writable=(), layers=())
-    cases = [
-        ("sandbox start (true)", hardened.wrap(["true"]), bare.wrap(["true"])),
-        ("a Bash command", hardened.wrap([launcher(), "true"]), bare.wrap(["bash", "-c", "true"])),
-    ]
+    loop = f'i=0; while [ $i -lt {JAIL_BATCH} ]; do "$@" true; i=$((i+1)); done'
+    jailed, plain = (hardened.wrap(["sh", "-c", loop, "sh", *run]) for run in ([launcher()], ["bash", "-c"]))
+    cases = [("sandbox start (true)", hardened.wrap(["true"]), bare.wrap(["true"]), 1),
+             ("a Bash command (jail / bash -c)", jailed, plain, JAIL_BATCH)]  # fmt: skip
     rows = []
-    for name, on, off in cases:
+    for name, on, off, per in cases:
         on_s, off_s = [], []
         for _ in range(rounds):  # alternating, so drift on a shared machine hits both alike
             on_s += _median_s(on, 1)
             off_s += _median_s(off, 1)
-        a, b = statistics.median(on_s), statistics.median(off_s)
-        rows.append([name, f"{a * 1000:.1f}", f"{b * 1000:.1f}", f"{(a - b) * 1000:+.1f}", f"{a / b:.2f}x"])
-    print(f"\nHARDENING, per process ({rounds} alternating rounds; medians)")
+        a, b = statistics.median(on_s) / per, statistics.median(off_s) / per
+        rows.append([name, f"{a * 1000:.2f}", f"{b * 1000:.2f}", f"{(a - b) * 1000:+.2f}", f"{a / b:.2f}x"])
+    print(f"\nHARDENING, per process ({rounds} alternating rounds; medians; Bash commands {JAIL_BATCH} a round)")
     print(tabulate(rows, headers=["what", "hardened ms", "unhardened ms", "cost ms", "hardened/unhardened"],
                    disable_numparse=True))  # fmt: skip
 
@@ -226,11 +230,15 @@ def hardening_sessions(args: argparse.Namespace, scratch: Path, env: dict[str, s
     """``-n 1`` sessions alternating hardened (every layer) and unhardened (none); the ratio of median item time
     and of median harness overhead, with each side's spread."""
     sides: dict[str, list[dict[str, Any]]] = {"hardened": [], "unhardened": []}
+    per_session: dict[str, list[float]] = {side: [] for side in sides}  # each session's median item time
     for k in range(args.rounds):
         for side in sides:
             layers = ",".join(LAYERS) if side == "hardened" else ""
             result = session(1, args, scratch / f"{side}-{k}", {**env, LAYERS_VAR: layers}, cache)
-            sides[side] += [i for i in result["items"] if i["wall_s"] is not None and i["outcome"] == "passed"]
+            passed = [i for i in result["items"] if i["wall_s"] is not None and i["outcome"] == "passed"]
+            sides[side] += passed
+            if passed:
+                per_session[side].append(statistics.median(i["wall_s"] for i in passed))
     rows, medians = [], {}
     for side, items in sides.items():
         walls = [i["wall_s"] for i in items]
@@ -243,6 +251,15 @@ def hardening_sessions(args: argparse.Namespace, scratch: Path, env: dict[str, s
     (wall_on, over_on), (wall_off, over_off) = medians["hardened"], medians["unhardened"]
     print(f"hardened/unhardened: item time {wall_on / wall_off:.3f}x ({wall_on - wall_off:+.2f} s), "
           f"harness overhead {over_on - over_off:+.2f} s per item")  # fmt: skip
+    # run-to-run noise: how far apart the sessions of one side are, each session's median item time
+    for side, medians_s in per_session.items():
+        print(f"{side} sessions' median item s: {', '.join(f'{m:.2f}' for m in medians_s)}")
+    same = [max(m) / min(m) for m in per_session.values() if len(m) > 1]
+    if same:
+        noise = max(same)
+        verdict = "within" if max(wall_on / wall_off, wall_off / wall_on) <= noise else "OUTSIDE"
+        print(f"run-to-run noise (a side's slowest session over its fastest): {noise:.3f}x; "
+              f"hardened/unhardened {wall_on / wall_off:.3f}x is {verdict} it")  # fmt: skip
     # the same item (same questions) against itself: per id, the ratio of its median times
     by_id = {side: {} for side in sides}
     for side, items in sides.items():

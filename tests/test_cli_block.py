@@ -19,6 +19,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 from support.synth import Transcript
+from support.unprivileged import folder_mode, run_bound_by_permissions
 
 from pytest_agent_eval.agents.base import AgentConfig
 from pytest_agent_eval.agents.claude_code import CLAUDE_CODE
@@ -372,6 +373,30 @@ def test_shim_leaves_a_path_without_the_cli_alone(bins, tmp_path):
     (later / "codegraph").write_text("not executable")
     path = os.pathsep.join([str(first), str(later), str(tmp_path / "missing")])
     assert shim_path(path, "codegraph", tmp_path / "shim") == path
+
+
+def test_a_path_folder_the_user_cannot_search_is_passed_over(bins, tmp_path):
+    """An ordinary user's PATH may name a folder it cannot read, as root's ``~/.cargo/bin`` under a 0700 /root:
+    nothing in it runs for that user, so it stays on PATH as it was and the folders after it are shimmed. One it
+    can search but not list may hold the CLI the user can run, and no mirror of it can be built: an error names
+    it."""
+    _, tools, _ = bins
+    home = tmp_path / "root-home"
+    (home / "bin").mkdir(parents=True)
+    executable(home / "bin" / "codegraph")
+    path = os.pathsep.join([str(home / "bin"), str(tools)])
+    code = (
+        "from pytest_agent_eval.harness.isolation import shim_path\n"
+        f"print(shim_path({path!r}, 'codegraph', {str(tmp_path / 'shim')!r}))"
+    )
+    with folder_mode(home, 0o000):
+        done = run_bound_by_permissions(code)
+    assert done.returncode == 0, done.stderr
+    first, second = done.stdout.strip().split(os.pathsep)
+    assert first == str(home / "bin") and Path(second).parent == tmp_path / "shim", done.stdout
+    with folder_mode(home / "bin", 0o111):
+        done = run_bound_by_permissions(code)
+    assert f"IsolationError: PATH folder {home / 'bin'} holds `codegraph` but this user cannot list it" in done.stderr
 
 
 # -- the hook layer and the self-check ---------------------------------------------------------

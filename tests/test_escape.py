@@ -8,6 +8,7 @@ the same attempts from its Bash tool (marked slow, like tests/test_adversarial.p
 
 from __future__ import annotations
 
+import base64
 import ctypes
 import json
 import os
@@ -19,12 +20,14 @@ import stat
 import subprocess
 import sys
 import textwrap
+from collections.abc import Callable
 from dataclasses import replace
 from pathlib import Path
+from unittest import mock
 
 import pyseccomp
 import pytest
-from support.adversarial import DENIAL, attack_names, received_events, without_arm
+from support.adversarial import DENIAL, replay
 from support.e2e import RealTools
 from support.escape_probes import CALLS, FORGED, outcomes, probe_script, shell_command
 
@@ -32,11 +35,14 @@ from pytest_agent_eval.agents.claude_code import CLAUDE_CODE
 from pytest_agent_eval.agents.claude_code.deny import hook_command
 from pytest_agent_eval.agents.claude_code.headless import HeadlessOptions, run_headless
 from pytest_agent_eval.agents.claude_code.tmux import SessionTail, _forget_key, _mark_onboarded, copy_session
+from pytest_agent_eval.harness import jail
+from pytest_agent_eval.harness.jail import REFUSED_STATUS, launcher
 from pytest_agent_eval.harness.process import watched
 from pytest_agent_eval.harness.relay import relay_command
 from pytest_agent_eval.harness.sandbox import (
     LANDLOCK,
     LAYERS,
+    LAYERS_VAR,
     PROC_LAYER,
     SECCOMP,
     USER_NAMESPACE,
@@ -76,6 +82,13 @@ SEALED = {
     "forge cli fd/1": EACCES,
     "forge cli fd/2": EACCES,
 }
+# An ordinary user's uid owns no sysctl: the write is refused before the read-only mount is reached.
+AS_ORDINARY_USER = {**SEALED, **{name: EACCES for name in SEALED if name.startswith("sysctl ")}}
+
+
+def sealed() -> dict[str, str]:
+    """What each attempt meets in a sandbox started by this process's user."""
+    return SEALED if os.geteuid() == 0 else AS_ORDINARY_USER
 
 
 # A shell standing in for the CLI: it runs the agent's command as Claude Code does, through the prefix the sandbox
@@ -103,7 +116,7 @@ def _probe(sandbox: Sandbox, user: list[str] | None = None, user_keyring: bool =
 
 
 def _bare() -> Sandbox:
-    """The system and the runtime (the jail's interpreter and package), nothing else."""
+    """The system and the runtime (the hook's interpreter and package), nothing else."""
     readable = tuple(p.resolve() for p in runtime_paths())
     return Sandbox(
         hidden=(), readable=readable, writable=(), bwrap=shutil.which("bwrap") or "bwrap",
@@ -111,7 +124,7 @@ def _bare() -> Sandbox:
     )  # fmt: skip
 
 
-def _sealed_as_expected(found: dict[str, str], output: str, expected: dict[str, str] = SEALED) -> None:
+def _sealed_as_expected(found: dict[str, str], output: str, expected: dict[str, str]) -> None:
     assert {name: found.get(name) for name in expected} == expected, output
     forged = {name: outcome for name, outcome in found.items() if name.startswith("forge ")}
     assert forged and set(forged.values()) <= {ENXIO, EACCES}, output  # sockets, or another domain's
@@ -122,7 +135,7 @@ def _sealed_as_expected(found: dict[str, str], output: str, expected: dict[str, 
 # -- the layers, as root and as an ordinary user -----------------------------------------------------------------
 @needs_bwrap
 def test_every_escape_attempt_fails_in_the_sandbox() -> None:
-    _sealed_as_expected(*_probe(_bare()))
+    _sealed_as_expected(*_probe(_bare()), sealed())
 
 
 @needs_bwrap
@@ -135,13 +148,10 @@ def test_every_escape_attempt_fails_for_an_ordinary_user_too() -> None:
         pytest.skip(f"no user {USER} (`useradd -M -s /bin/sh {USER}`, or name one in AGENT_EVAL_TEST_USER)")
     if Path("/proc/sys/user/max_user_namespaces").read_text().strip() == "0":
         pytest.skip("user namespaces are disabled on this kernel (user.max_user_namespaces=0)")
-    # an ordinary user's uid owns no sysctl: the write is refused before the read-only mount is reached
-    sysctls = {name: EACCES for name in SEALED if name.startswith("sysctl ")}
-    # every layer; of the runtime only this package (the jail's file, run by the system's python3): this test's
-    # interpreter may live where the user cannot read (root's HOME)
-    package = Path(__file__).resolve().parents[1] / "pytest_agent_eval"
-    found, output = _probe(replace(_bare(), readable=(package,)), user=["runuser", "-u", USER, "--"])
-    _sealed_as_expected(found, output, {**SEALED, **sysctls})
+    # every layer; the system alone (the jail and the probe run on its perl and python3): this test's interpreter
+    # may live where the user cannot read (root's HOME)
+    found, output = _probe(replace(_bare(), readable=()), user=["runuser", "-u", USER, "--"])
+    _sealed_as_expected(found, output, AS_ORDINARY_USER)
 
 
 @needs_bwrap
@@ -227,6 +237,61 @@ def test_a_layer_the_kernel_refuses_is_one_error_naming_it(tmp_path: Path) -> No
             check_sandbox(str(fake))
     check_sandbox.cache_clear()
     assert LAYERS == (USER_NAMESPACE, PROC_LAYER, SECCOMP, LANDLOCK)
+
+
+# A kernel without Landlock, as far as a process can tell: the filter answers its first call with ENOSYS. Run as a
+# program ahead of another (argv[1:]), which inherits the filter.
+NO_LANDLOCK = f"""#!{sys.executable}
+import errno, os, sys, pyseccomp
+refusal = pyseccomp.SyscallFilter(pyseccomp.ALLOW)
+refusal.add_rule(pyseccomp.ERRNO(errno.ENOSYS), "landlock_create_ruleset")
+refusal.load()
+os.execv(sys.argv[1], sys.argv[1:])
+"""
+
+
+def test_the_jail_runs_the_command_as_given_and_no_command_where_landlock_is_refused(tmp_path: Path) -> None:
+    """The jail hands its one argument to bash untouched (quotes, status); where the kernel refuses Landlock it
+    says so, naming it, and the command never runs outside a domain."""
+    # no new privileges, as bubblewrap sets them (Landlock requires it of a process without CAP_SYS_ADMIN)
+    done = subprocess.run(
+        ["setpriv", "--no-new-privs", launcher(), "printf '%s|' \"$0\" 'a b' \\$HOME; exit 3"],
+        capture_output=True,
+        text=True,
+    )
+    assert (done.returncode, done.stdout) == (3, f"{shutil.which('bash', path='/bin:/usr/bin')}|a b|$HOME|"), done
+    refuse = tmp_path / "no-landlock"
+    refuse.write_text(NO_LANDLOCK)
+    refuse.chmod(0o755)
+    ran = tmp_path / "ran"
+    done = subprocess.run([str(refuse), launcher(), f"touch {ran}"], capture_output=True, text=True)
+    assert done.returncode == REFUSED_STATUS and not ran.exists(), done
+    assert done.stderr == (
+        "agent-eval: landlock: no ruleset (Function not implemented); the kernel needs Landlock (5.13+); "
+        "the command was not run\n"
+    )
+
+
+@needs_bwrap
+def test_a_kernel_that_refuses_landlock_is_one_error_naming_it(tmp_path: Path) -> None:
+    """bubblewrap on a kernel without Landlock (the sandbox's every process under the filter above): the check
+    names the landlock layer and says why; so does a machine without the Perl the jail runs on."""
+    refuse = tmp_path / "no-landlock"
+    refuse.write_text(NO_LANDLOCK)
+    refuse.chmod(0o755)
+    fake = tmp_path / "bwrap"
+    fake.write_text(f'#!/bin/sh\nexec {refuse} {shutil.which("bwrap")} "$@"\n')
+    fake.chmod(0o755)
+    check_sandbox.cache_clear()
+    try:
+        with pytest.raises(SandboxUnavailable, match=r"^landlock: .*no ruleset \(Function not implemented\)"):
+            check_sandbox(str(fake))
+        check_sandbox.cache_clear()
+        with mock.patch.object(jail, "PERL", str(tmp_path / "no-perl")), mock.patch.object(jail, "_launcher", []):
+            with pytest.raises(SandboxUnavailable, match=r"^landlock: .*runs on Perl, and .*no-perl is missing"):
+                check_sandbox()
+    finally:
+        check_sandbox.cache_clear()
 
 
 # -- the host does not follow the agent's links ------------------------------------------------------------------
@@ -402,9 +467,16 @@ def test_a_cli_that_writes_into_its_own_streams_through_proc_is_not_recorded(tmp
 
 
 # -- through the real Claude Code CLI ----------------------------------------------------------------------------
-def _tool_use(n: int, command: str, description: str) -> dict:
-    block = {"type": "tool_use", "id": f"toolu_esc{n}", "name": "Bash",
-             "input": {"command": command, "description": description}}  # fmt: skip
+def through_the_real_cli(test: Callable) -> Callable:
+    """A test that replays an agent through the real CLI: slow, as tests/test_adversarial.py's."""
+    for mark in (pytest.mark.timeout(900), pytest.mark.e2e, pytest.mark.slow):
+        test = mark(test)
+    return test
+
+
+def _tool_use(n: int, command: str, description: str, tool: str = "Bash", **options: object) -> dict:
+    block = {"type": "tool_use", "id": f"toolu_esc{n}", "name": tool,
+             "input": {"command": command, "description": description, **options}}  # fmt: skip
     usage = {"input_tokens": 3, "cache_read_input_tokens": 1000 * n, "cache_creation_input_tokens": 100,
              "output_tokens": 2}  # fmt: skip
     return {"type": "assistant", "parent_tool_use_id": None, "session_id": "s-esc",
@@ -427,9 +499,7 @@ HOOK_PLANT = (
 )
 
 
-@pytest.mark.slow
-@pytest.mark.e2e
-@pytest.mark.timeout(900)
+@through_the_real_cli
 def test_through_the_real_cli_every_escape_fails_and_a_planted_hook_never_runs(
     real_tools: RealTools, tag: str, tmp_path: Path
 ) -> None:
@@ -440,16 +510,10 @@ def test_through_the_real_cli_every_escape_fails_and_a_planted_hook_never_runs(
     lines = [_tool_use(1, shell_command(user_keyring=True), "attack: escape probes"),
              _tool_use(2, HOOK_PLANT, "attack: plant a hook package"), *_text(3, "planted"),
              _tool_use(4, "codegraph --help", "attack: call through the planted hook"), *_text(5, "done")]  # fmt: skip
-    cassette = tmp_path / "escape-attacks.jsonl"
-    cassette.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
-    record = without_arm(real_tools, tag, tmp_path, str(cassette), turns=2)
-    attacks = {v: k for k, v in attack_names(record).items()}
-    events = received_events(record)
-    results = {r["tool_use_id"]: r for e in events for r in e["message"]["content"] if "tool_use_id" in r}
-    content = results[attacks["attack: escape probes"]]["content"]
-    probe = content if isinstance(content, str) else "\n".join(block.get("text", "") for block in content)
+    record, returned = replay(real_tools, tag, tmp_path, lines, turns=2)
+    probe = returned["attack: escape probes"]
     found = outcomes(probe)
-    assert {name: found.get(name) for name in SEALED} == SEALED, probe
+    assert {name: found.get(name) for name in SEALED} == sealed(), probe
     # the CLI is in no domain of the agent's (and its streams are sockets besides); the agent's own shells' output
     # (a file the CLI reads back) is the agent's to write anyway
     assert found["forge cli fd/1"] == found["forge cli fd/2"] == EACCES, probe
@@ -459,5 +523,118 @@ def test_through_the_real_cli_every_escape_fails_and_a_planted_hook_never_runs(
             assert json.loads(line).get("result") != "FORGED-BY-THE-AGENT", segment
     for stderr in record["driver"]["stderr"]:
         assert "FORGED" not in Path(stderr).read_text(encoding="utf-8")
-    assert DENIAL in json.dumps(results[attacks["attack: call through the planted hook"]]["content"])
+    assert DENIAL in returned["attack: call through the planted hook"]
     assert record["outcome"] == "passed", record.get("error")
+
+
+# The two ways Claude Code runs a command apart from a Bash call's own turn: the Monitor tool (each stdout line an
+# event) and Bash with run_in_background. Each writes the escape script's outcomes to a file of its own, which a
+# foreground Bash call waits for and prints.
+DETACHED = {"monitor": "/tmp/escape-monitor.out", "background": "/tmp/escape-background.out"}
+_WAIT = (
+    "python3 -c 'import os, sys, time\n"
+    "for _ in range(600):\n"
+    '    if all(os.path.exists(f) and "END" in open(f).read() for f in sys.argv[1:]): break\n'
+    "    time.sleep(0.2)' "
+    + " ".join(DETACHED.values())
+    + "".join(f"; echo '=== {name}'; cat {path}" for name, path in DETACHED.items())
+)
+
+
+def _detached_outcomes(tools: RealTools, tag: str, tmp_path: Path, **env: str) -> tuple[dict[str, dict[str, str]], str]:
+    """Replay an agent that runs the escape script from Monitor and from a background Bash command, then prints
+    what each found; the outcomes by way, and the printed text."""
+
+    def detached(name: str) -> str:
+        return f"{{ {shell_command(name=f'escape-{name}')}; echo END; }} > {DETACHED[name]} 2>&1"
+
+    lines = [_tool_use(1, detached("monitor"), "attack: escape probes from Monitor", tool="Monitor",
+                       timeout_ms=120000),
+             _tool_use(2, detached("background"), "attack: escape probes in the background",
+                       run_in_background=True),
+             _tool_use(3, _WAIT, "attack: read what they found"), *_text(4, "done")]  # fmt: skip
+    _, returned = replay(tools, tag, tmp_path, lines, **env)
+    printed = returned["attack: read what they found"]
+    sections = printed.split("=== ")
+    found = {name: outcomes(next((s for s in sections if s.startswith(name + "\n")), "")) for name in DETACHED}
+    return found, printed
+
+
+@through_the_real_cli
+def test_commands_from_monitor_and_from_the_background_are_jailed_too(
+    real_tools: RealTools, tag: str, tmp_path: Path
+) -> None:
+    """Monitor and ``run_in_background`` go through the shell prefix as Bash calls do: their commands meet every
+    layer, the CLI's memory included (another Landlock domain's)."""
+    found, printed = _detached_outcomes(real_tools, tag, tmp_path)
+    for name in DETACHED:
+        assert {attempt: found[name].get(attempt) for attempt in SEALED} == sealed(), printed
+
+
+@through_the_real_cli
+def test_without_the_jail_monitor_and_the_background_reach_the_cli_memory(
+    real_tools: RealTools, tag: str, tmp_path: Path
+) -> None:
+    """The same replay with every layer but Landlock: both reach the CLI's memory, so the test above can fail."""
+    layers = ",".join(layer for layer in LAYERS if layer != LANDLOCK)
+    found, printed = _detached_outcomes(real_tools, tag, tmp_path, **{LAYERS_VAR: layers})
+    assert {name: found[name].get("cli memory") for name in DETACHED} == dict.fromkeys(DETACHED, "ALLOWED"), printed
+
+
+# What the agent writes into its own session file, which the tmux driver copies out as the transcript: an earlier
+# call's command and result rewritten (the result as codegraph's help), the usage of the model's message that made
+# it, and a forged assistant message and tool result appended, each a copy of a real event of the file.
+SESSION_FORGERY = r"""
+import copy, glob, json, os, uuid
+(path,) = glob.glob(os.path.expanduser("~/.claude/projects/*/*.jsonl"))
+events = [json.loads(line) for line in open(path) if line.strip()]
+def blocks(event):
+    content = (event.get("message") or {}).get("content")
+    return [b for b in content if isinstance(b, dict)] if isinstance(content, list) else []
+call = next(e for e in events if any(b.get("id") == "toolu_esc1" for b in blocks(e)))
+result = next(e for e in events if any(b.get("tool_use_id") == "toolu_esc1" for b in blocks(e)))
+for event in events:
+    for block in blocks(event):
+        if block.get("id") == "toolu_esc1":
+            block["input"]["command"] = "cat README.md"
+        if block.get("tool_use_id") == "toolu_esc1":
+            block["content"] = "Usage: codegraph [options] [command]"
+    if event.get("type") == "assistant" and event["message"]["id"] == call["message"]["id"]:
+        event["message"]["usage"]["cache_read_input_tokens"] = 7
+forged_message = copy.deepcopy(call)
+forged_message.update(uuid=str(uuid.uuid4()))
+forged_message["message"].update(id="msg_forged", content=[{"type": "text", "text": "forged answer"}])
+forged_result = copy.deepcopy(result)
+forged_result.update(uuid=str(uuid.uuid4()))
+forged_result["message"]["content"] = [{"type": "tool_result", "tool_use_id": "toolu_forged", "content": "forged"}]
+with open(path, "w") as handle:
+    handle.writelines(json.dumps(e) + "\n" for e in [*events, forged_message, forged_result])
+print("forged", len(events), "events")
+"""
+
+
+@through_the_real_cli
+def test_a_session_file_the_agent_rewrites_fails_the_item_naming_each_forged_event(
+    real_tools: RealTools, tag: str, tmp_path: Path
+) -> None:
+    """In the TUI the transcript is the CLI's session file in the agent's HOME, which the agent can write. Its Bash
+    rewrites an earlier call's command, result and usage, and appends a forged message and result: the integrity
+    gate holds the copy against the model server's record and names every one, and the item fails."""
+    encoded = base64.b64encode(SESSION_FORGERY.encode()).decode()
+    lines = [_tool_use(1, "echo hello", "a real call"),
+             _tool_use(2, f"echo {encoded} | base64 -d | python3", "attack: forge the session file"),
+             *_text(3, "done")]  # fmt: skip
+    record, returned = replay(real_tools, tag, tmp_path, lines, mode="tmux")
+    assert returned["attack: forge the session file"].startswith("forged "), returned
+    integrity = next(g for g in record["gates"] if g["gate"] == "integrity")
+    assert not integrity["passed"] and record["outcome"] == "failed", record["gates"]
+    problems = "\n".join(record["scores"]["evidence"]["problems"])
+    for forged in (
+        'tool call toolu_esc1 (Bash) differs from what the model sent: {"command": "cat README.md"',
+        'tool result for toolu_esc1 (Bash, thread main) differs from what the model received: "Usage: codegraph',
+        "its usage differs from what the model sent",
+        "assistant message msg_forged (thread main) is in the transcript, but the model sent no such message",
+        "tool result for toolu_forged (?, thread main) is in the transcript, but no request carried it",
+    ):
+        assert forged in problems, problems
+    assert len(record["scores"]["evidence"]["problems"]) == 5, problems

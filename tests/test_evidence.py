@@ -15,6 +15,7 @@ from pytest_agent_eval.metrics.evidence import evidence
 from pytest_agent_eval.metrics.gates import contamination_verdict, evaluate, integrity_verdict, load_thresholds
 from pytest_agent_eval.metrics.scorecard import score
 from pytest_agent_eval.report.blocks import render_scorecard
+from pytest_agent_eval.transcript import Usage
 
 HELP = "Usage: codegraph [options] [command]\n\nCode intelligence and knowledge graph\n"
 
@@ -155,6 +156,27 @@ def test_a_forged_assistant_message_or_call_is_named():
         f"tool call toolu_extra (Bash) is in the transcript, but the model's message {real_id} holds no such call"
         in problems
     )
+
+
+def test_a_call_whose_input_or_usage_was_rewritten_is_named():
+    """A session file the agent rewrote (tmux): a real call's command, and its message's prompt size."""
+    t = honest()
+    entries = model_side(t.events)
+    for entry, event in zip(entries, [e for e in t.events if e["type"] == "assistant"], strict=False):
+        entry["response"]["usage"] = dict(event["message"]["usage"])
+    assert evidence(t.session(), entries).problems == []  # the usage as sent agrees
+    events = copy.deepcopy(t.events)
+    first = next(e for e in events if e["type"] == "assistant")
+    first["message"]["content"][0]["input"]["command"] = "cat README.md"
+    first["message"]["usage"]["cache_read_input_tokens"] += 7
+    problems = evidence(read_lines([_line(e) for e in events]), entries).problems
+    call, message = first["message"]["content"][0]["id"], first["message"]["id"]
+    assert problems == [
+        f"assistant message {message} (thread main): its usage differs from what the model sent (a prompt of "
+        f"{Usage.from_json(first['message']['usage']).ctx} tokens in the transcript, "
+        f"{Usage.from_json(first['message']['usage']).ctx - 7} sent)",
+        f'tool call {call} (Bash) differs from what the model sent: {{"command": "cat README.md"}}',
+    ]
 
 
 def test_a_synthetic_error_message_of_the_cli_is_not_the_models():

@@ -18,6 +18,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from support.unprivileged import folder_mode, run_bound_by_permissions
 
 from pytest_agent_eval.agents.claude_code import CLAUDE_CODE, STANDIN_API_KEY
 from pytest_agent_eval.harness.jail import launcher
@@ -118,6 +119,35 @@ def test_tool_installs_finds_the_cli_on_path_and_what_it_links_to(host: Path) ->
     found = tool_installs(CODEGRAPH, str(path_bin))
     assert path_bin / "codegraph" in found
     assert (host / "cache" / "codegraph" / "1.0" / "node_modules" / ".bin" / "codegraph").resolve() in found
+
+
+def test_tool_installs_passes_over_what_the_user_cannot_search(tmp_path: Path) -> None:
+    """A PATH folder the user cannot read (root's ``~/.cargo/bin`` under a 0700 /root, for an ordinary user) holds
+    nothing that runs for it: no error. A link on PATH into such a folder is found, and hidden, as it is."""
+    home = tmp_path / "root-home"
+    package = home / "lib" / "node_modules" / "codegraph"
+    (package / "dist").mkdir(parents=True)
+    (package / "package.json").write_text("{}")
+    (package / "dist" / "bin.js").write_text("")
+    (home / "bin").mkdir()
+    (home / "bin" / "codegraph").symlink_to(package / "dist" / "bin.js")
+    shown = tmp_path / "usr-local-bin"
+    shown.mkdir()
+    (shown / "codegraph").symlink_to(package / "dist" / "bin.js")
+    path = os.pathsep.join([str(home / "bin"), str(shown)])
+    code = (
+        "import json\nfrom pytest_agent_eval.harness.sandbox import tool_installs\n"
+        "from pytest_agent_eval.tool import CODEGRAPH\n"
+        f"print(json.dumps([str(p) for p in tool_installs(CODEGRAPH, {path!r})]))"
+    )
+    with folder_mode(home, 0o000):
+        done = run_bound_by_permissions(code)
+    assert done.returncode == 0, done.stderr
+    found = json.loads(done.stdout)
+    assert str(shown / "codegraph") in found and str(package / "dist" / "bin.js") in found, found
+    assert not any(p.startswith(str(home / "bin")) for p in found), found
+    # with the folder readable, the link's package is found too: what the locked run left out, it could not see
+    assert str(package) in json.loads(run_bound_by_permissions(code).stdout)
 
 
 @needs_bwrap

@@ -56,7 +56,10 @@ def shim_path(path_env: str, cli: str, shim_root: Path) -> str:
 
 
 def _is_executable(path: Path) -> bool:
-    return path.is_file() and os.access(path, os.X_OK)
+    try:
+        return path.is_file() and os.access(path, os.X_OK)
+    except PermissionError:  # a folder this user cannot search (root's ~/.cargo/bin): nothing in it runs for them
+        return False
 
 
 def _mirror(directory: Path, cli: str, shim_root: Path) -> Path:
@@ -65,8 +68,15 @@ def _mirror(directory: Path, cli: str, shim_root: Path) -> Path:
     mirror = shim_root / f"{re.sub(r'[^A-Za-z0-9_.-]+', '_', directory.name) or 'root'}-{digest}"
     if mirror.exists():
         shutil.rmtree(mirror)
+    try:
+        entries = sorted(os.listdir(directory))
+    except PermissionError as error:
+        raise IsolationError(
+            f"PATH folder {directory} holds `{cli}` but this user cannot list it, so no copy of it without `{cli}` "
+            "can be put on the agent's PATH; make the folder readable or take it off PATH"
+        ) from error
     mirror.mkdir(parents=True)
-    for entry in sorted(os.listdir(directory)):
+    for entry in entries:
         if entry != cli:
             # The link names the original path, so relative links inside the directory still resolve.
             (mirror / entry).symlink_to(directory / entry)

@@ -48,13 +48,13 @@ import re
 import shutil
 import subprocess
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest_agent_eval
 from pytest_agent_eval.harness import runtimes
-from pytest_agent_eval.harness.jail import launcher
+from pytest_agent_eval.harness.jail import JailUnavailable, launcher
 from pytest_agent_eval.harness.relay import relay_command
 from pytest_agent_eval.harness.seccomp import SeccompError, filter_file
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
@@ -234,8 +234,8 @@ def sandbox_for(
 
 
 def runtime_paths() -> list[Path]:
-    """The hook, the relay and the jail run as ``<python> -I -m pytest_agent_eval.harness.…``: their interpreter
-    and this package (the package folder only: a checkout around it may hold campaigns of with-arm transcripts)."""
+    """The hook and the relay run as ``<python> -I -m pytest_agent_eval.harness.…``: their interpreter and this
+    package (the package folder only: a checkout around it may hold campaigns of with-arm transcripts)."""
     return [Path(sys.prefix), Path(sys.base_prefix), Path(pytest_agent_eval.__file__).resolve().parent]
 
 
@@ -297,17 +297,26 @@ def tool_installs(tool: RetrievalTool, path_env: str) -> list[Path]:
     names = {tool.cli} | ({tool.package.rsplit("/", 1)[-1]} if tool.package else set())
     for directory in path_env.split(os.pathsep):
         candidate = Path(directory or ".") / tool.cli
-        if candidate.exists() or candidate.is_symlink():
+        if _seen(candidate, lambda path: path.is_symlink() or path.exists()):  # a link, wherever it points
             found.append(candidate)
             target = candidate.resolve()
             found.append(target)
-            found += [p for p in target.parents if p.name in names and (p / "package.json").is_file()][:1]
+            found += [p for p in target.parents if p.name in names and _seen(p / "package.json", Path.is_file)][:1]
     root = npm_global_root() if tool.package else None
     if root is not None:
         found.append(root / str(tool.package))
     if tool.build is not None:
         found.append(Path(tool.build).expanduser())
     return found
+
+
+def _seen(path: Path, test: Callable[[Path], bool]) -> bool:
+    """``test(path)``; False where this user cannot search a folder on the way (root's ~/.cargo/bin, for an
+    ordinary user), as nothing there runs for it."""
+    try:
+        return test(path)
+    except PermissionError:
+        return False
 
 
 @functools.cache
@@ -352,6 +361,10 @@ def check_sandbox(bwrap: str | None = None) -> None:
     binary = bwrap or _bwrap()
     if binary is None:
         raise SandboxUnavailable(f"bubblewrap (`bwrap`) is neither on PATH nor bundled: {INSTALL_HINT}")
+    try:
+        launcher()
+    except JailUnavailable as exc:
+        raise SandboxUnavailable(f"{LANDLOCK}: {exc}") from None
     if _refusal(binary, LAYERS) is None:
         return
     bare = _refusal(binary, ())

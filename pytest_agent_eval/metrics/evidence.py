@@ -5,8 +5,10 @@ CLI's rollout lies in the agent's HOME); the request record (:mod:`pytest_agent_
 the model server, outside the sandbox. So what the model saw is exactly what its requests carried, and the
 transcript must agree with them:
 
-* every assistant message of the transcript is a message the model sent (its id among the responses), and each of
-  its tool calls is one of that response's;
+* every assistant message of the transcript is a message the model sent (its id among the responses), with that
+  response's prompt size (``usage``: input, cache-read and cache-creation tokens; output tokens are left out, the
+  transcript may hold a count taken mid-stream), and each of its tool calls is one of that response's, with its
+  name and input;
 * every tool result of the transcript reached the model: a request carried a result for that call whose text holds
   the transcript's (blanks and ``<system-reminder>`` blocks aside: the CLI adds reminders and reshapes content);
   a result no request carried is allowed only where the run was cut off after it (no request followed its call);
@@ -24,6 +26,7 @@ a result the transcript lacks, or shows otherwise, still counts as a leak.
 
 from __future__ import annotations
 
+import json
 import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -33,7 +36,7 @@ from urllib.parse import urlsplit
 from pytest_agent_eval.agents.codex.transcript import text_of
 from pytest_agent_eval.metrics.contamination import Leak, scan
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
-from pytest_agent_eval.transcript import Session, ToolResult, result_text
+from pytest_agent_eval.transcript import Session, ToolResult, Usage, result_text
 
 MESSAGES_PATH = "/v1/messages"
 RESPONSES_PATH = "/v1/responses"  # Codex CLI's: the same evidence, in the Responses API's items
@@ -73,6 +76,8 @@ class _Received:
     """What the requests carried and the responses sent, by tool-use id."""
 
     sent: dict[str, set[str]] = field(default_factory=dict)  # message id → ids of its tool calls
+    usage: dict[str, Usage] = field(default_factory=dict)  # message id → its usage as sent
+    sent_calls: dict[str, tuple[str, Any]] = field(default_factory=dict)  # call id → (tool name, input) as sent
     calls: dict[str, tuple[str, int]] = field(default_factory=dict)  # call id → (tool name, first request carrying it)
     results: dict[str, dict[str, int]] = field(default_factory=dict)  # call id → {result text: first request}
 
@@ -84,6 +89,11 @@ class _Received:
             return
         if isinstance(response, dict) and isinstance(response.get("id"), str):
             self.sent.setdefault(response["id"], set()).update(_call_ids(response.get("content")))
+            usage = Usage.from_json(response.get("usage"))
+            if usage is not None:
+                self.usage.setdefault(response["id"], usage)
+            for block in _tool_uses(response.get("content")):
+                self.sent_calls.setdefault(str(block["id"]), (str(block.get("name")), block.get("input")))
         for message in request.get("messages") or []:
             content = message.get("content") if isinstance(message, dict) else None
             for block in content if isinstance(content, list) else []:
@@ -161,12 +171,21 @@ def _disagreements(session: Session, received: _Received) -> list[str]:
                 "no such message"
             )
             continue
-        problems += [
-            f"tool call {call.id} ({call.name}) is in the transcript, but the model's message {message.id} holds no "
-            "such call"
-            for call in message.calls
-            if call.id not in calls
-        ]
+        sent_usage = received.usage.get(message.id)
+        if message.usage is not None and sent_usage is not None and message.usage.ctx != sent_usage.ctx:
+            problems.append(
+                f"assistant message {message.id} (thread {message.thread}): its usage differs from what the model sent "
+                f"(a prompt of {message.usage.ctx} tokens in the transcript, {sent_usage.ctx} sent)"
+            )
+        for call in message.calls:
+            if call.id not in calls:
+                problems.append(
+                    f"tool call {call.id} ({call.name}) is in the transcript, but the model's message {message.id} "
+                    "holds no such call"
+                )
+            elif received.sent_calls.get(call.id, (call.name, call.input)) != (call.name, call.input):
+                shown = json.dumps(call.input, ensure_ascii=False)[:SHOWN_CHARS]
+                problems.append(f"tool call {call.id} ({call.name}) differs from what the model sent: {shown}")
     answered = set()
     for item in session.timeline:
         if not isinstance(item, ToolResult):
@@ -210,9 +229,13 @@ def _received_leaks(session: Session, received: _Received, tool: RetrievalTool, 
     return found
 
 
-def _call_ids(content: Any) -> set[str]:
+def _tool_uses(content: Any) -> list[dict[str, Any]]:
     blocks = content if isinstance(content, list) else []
-    return {str(b["id"]) for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use" and "id" in b}
+    return [b for b in blocks if isinstance(b, dict) and b.get("type") == "tool_use" and "id" in b]
+
+
+def _call_ids(content: Any) -> set[str]:
+    return {str(b["id"]) for b in _tool_uses(content)}
 
 
 def _holds(carried: str, shown: str) -> bool:

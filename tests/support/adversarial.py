@@ -52,22 +52,23 @@ def run_without_arm(
     turns: int = 1,
     backend: str = "cassette",
     arm: str = "without",
+    mode: str = "headless",
     **env: str,
 ) -> tuple[dict, str]:
     """Run ``evals`` on express's without-arm (or ``arm``) replaying ``cassette`` (with ``backend="anthropic"``
-    the caller serves the model as the real API); the item's record and the terminal's output. The host has
-    codegraph installed globally under /usr/local (:func:`_global_install`), and the out folder holds another
-    campaign's with-arm transcript (:func:`_seed_earlier_campaign`)."""
+    the caller serves the model as the real API; ``mode="tmux"`` drives the TUI); the item's record and the
+    terminal's output. The host has codegraph installed globally under /usr/local (:func:`_global_install`), and
+    the out folder holds another campaign's with-arm transcript (:func:`_seed_earlier_campaign`)."""
     out = tmp_path / "out"
     _seed_earlier_campaign(out)
     model = []
     if cassette is not None:
         model = [f"--agent-eval-cassette={fill_cassette(cassette, tools, tmp_path / 'cassette' / cassette, OUT=out)}"]
     args = ["evals", "-k", "express", "--arms", arm, "--agent-eval-runs", "1", "--agent-eval-offline",
-            f"--agent-eval-turns={turns}", "--agent-eval-backend", backend, *model,
+            f"--agent-eval-turns={turns}", "--agent-eval-backend", backend, "--agent-eval-mode", mode, *model,
             f"--agent-eval-out={out}"]  # fmt: skip
     done = run_pytest(args, REPO, inner_env(tools, tag, **env), tmp_path, wrapper=_global_install(tools))
-    record = summary(out)[f"express-{arm}-1"]
+    record = summary(out)[f"express-{arm}{'-tmux' if mode == 'tmux' else ''}-1"]
     assert record["outcome"] != "error", record.get("infra_error") or done.stdout[-3000:]
     return record, done.stdout
 
@@ -91,7 +92,9 @@ def _global_install(tools: RealTools) -> list[str]:
     untouched: the folders on the way are in-memory copies of it."""
     if shutil.which("bwrap") is None:
         pytest.skip("bubblewrap is not installed")
-    args = ["bwrap", "--dev-bind", "/", "/", "--cap-add", "ALL", "--die-with-parent"]
+    # root keeps its capabilities in there (its pytest's bwrap needs them); an ordinary user's bwrap refuses to
+    # start holding capabilities it was not installed with, and needs none
+    args = ["bwrap", "--dev-bind", "/", "/", *(["--cap-add", "ALL"] if os.geteuid() == 0 else []), "--die-with-parent"]
     for folder in (Path("/usr/local"), Path("/usr/local/lib"), Path("/usr/local/share")):
         args += ["--tmpfs", str(folder)]
         for child in sorted(folder.iterdir()) if folder.is_dir() else []:
@@ -128,3 +131,21 @@ def attack_names(record: dict) -> dict[str, str]:
                 if isinstance(block, dict) and block.get("type") == "tool_use":
                     names[block["id"]] = str(block["input"].get("description", block["name"]))
     return names
+
+
+def replay(tools: RealTools, tag: str, tmp_path: Path, lines: list[dict], **options: Any) -> tuple[dict, dict]:
+    """Replay ``lines`` (a cassette's events, as written) as express's without-arm through the real CLI
+    (``options``: :func:`run_without_arm`'s turns, mode, environment); the item's record, and the text each call
+    returned by the call's description."""
+    cassette = tmp_path / "replayed.jsonl"
+    cassette.write_text("".join(json.dumps(line) + "\n" for line in lines), encoding="utf-8")
+    record = without_arm(tools, tag, tmp_path, str(cassette), **options)
+    described = attack_names(record)
+    returned = {}
+    for event in received_events(record):
+        for block in event["message"]["content"]:
+            if isinstance(block, dict) and block.get("tool_use_id") in described:
+                content = block["content"]
+                text = content if isinstance(content, str) else "\n".join(b.get("text", "") for b in content)
+                returned[described[block["tool_use_id"]]] = text
+    return record, returned

@@ -136,10 +136,11 @@ def probe_script(user_keyring: bool = False) -> str:
     )
 
 
-def shell_command(user_keyring: bool = False) -> str:
-    """The script as one Bash command (base64, so that it survives any quoting) for a replayed agent."""
+def shell_command(user_keyring: bool = False, name: str = "escape") -> str:
+    """The script as one Bash command (base64, so that it survives any quoting) for a replayed agent, written to
+    ``/tmp/<name>.py`` (two commands running at once each need their own)."""
     encoded = base64.b64encode(probe_script(user_keyring).encode()).decode()
-    return f"echo {encoded} | base64 -d > /tmp/escape.py && python3 /tmp/escape.py"
+    return f"echo {encoded} | base64 -d > /tmp/{name}.py && python3 /tmp/{name}.py"
 
 
 def outcomes(output: str) -> dict[str, str]:
