@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
+from . import gemini
 from .record import RequestLog
 from .refusal import refusal
 from .responses import output_items, read_turn, response_json, usage_json
@@ -246,6 +247,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._messages(body)
         elif path == "/v1/responses":
             self._responses(body)
+        elif (method := gemini.model_method(path)) is not None:
+            self._gemini(*method, body)
         else:
             self._send_error(404, f"Not found: {path}")
 
@@ -321,6 +324,39 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, response)
             return
         self._stream(list(response_events(items, model, body_usage, response_id)), fault, response)
+
+    def _gemini(self, model: str, method: str, request: dict[str, Any]) -> None:
+        """The Gemini API (Gemini CLI): ``:streamGenerateContent`` and ``:generateContent`` answered by the backend's
+        policy on the turn read from the request, ``:countTokens`` by the counting model."""
+        if method == gemini.COUNT:
+            inner = request.get("generateContentRequest")
+            self._send_json(200, {"totalTokens": self.server.usage_model.count(inner or request)})
+            return
+        decide = getattr(self.server.backend, "decide", None)
+        if method not in (gemini.STREAM, gemini.GENERATE):
+            self._send_error(404, f"Not found: {model}:{method}")
+            return
+        if decide is None:
+            self._send_error(400, f"this backend does not answer the Gemini API: {self.server.backend.describe()}")
+            return
+        fault = self._admit(request)
+        if fault is None:
+            return
+        try:
+            parts = gemini.reply_parts(request, decide(gemini.read_turn(request)))
+        except Exception:
+            self._backend_failed()
+            return
+        name = getattr(self.server.backend, "stand_in_model", None) or model
+        usage, count = self.server.usage_model.usage(request)
+        response_id = new_id("gemini")
+        self._keep_truth(Truth(response_id, count))
+        body_usage = gemini.usage_metadata(count.tokens, usage["cache_read_input_tokens"], parts)
+        response = gemini.response_json(parts, name, body_usage, response_id)
+        if method == gemini.GENERATE:
+            self._send_json(200, response)
+            return
+        self._stream(list(gemini.stream_frames(parts, name, body_usage, response_id)), fault, response)
 
     def _stream(self, frames: list[bytes], fault: str, response: dict[str, Any]) -> None:
         self.send_response(200)

@@ -1,0 +1,299 @@
+"""Read a Gemini CLI session (``gemini -p … --output-format stream-json`` events, and its chat record) into the
+common :class:`~pytest_agent_eval.transcript.Session`, so the metrics read it as they read Claude Code's.
+
+Gemini CLI writes two records of a session:
+
+* the event stream on stdout (one file per turn): ``init{session_id, model}``, ``message{role, content, delta}``
+  (the answer in chunks), ``tool_use{tool_name, tool_id, parameters}``, ``tool_result{tool_id, status, output,
+  error}``, ``result{status, stats}`` (the turn's totals) — and ``error`` events;
+* its chat record, ``~/.gemini/tmp/<project>/chats/session-<time>-<id prefix>.jsonl``, which the harness copies out
+  beside the first segment (``run-<label>.chat``): a header line ``{sessionId, …}``, then message records (``type``
+  ``user`` or ``gemini``; a record is written again, whole, when it gains its tool calls or tokens: the last one of
+  an id is the record) and ``{"$set": {…}}`` updates. A ``gemini`` record is one model request: its ``content``
+  (text), ``toolCalls[{id, name, args, result[{functionResponse}], status}]`` and ``tokens{input, output, cached,
+  thoughts, tool, total}`` (``input`` the whole prompt, cached part included); a ``user`` record is the question (or
+  the CLI's session context), or the calls' results as ``functionResponse`` parts: exactly what the next request
+  carried.
+
+So the chat record gives each request's usage, calls and results; the event stream gives the turns' ends (the
+``result`` event) and errors. Tools are named in the house's common vocabulary: ``mcp_NAME_tool`` is
+``mcp__NAME__tool``; ``run_shell_command{command}`` is ``Bash{command}``, so the file-access classifier decides, as for
+Claude Code's Bash, whether it read or searched. A call's id is the model's (the CLI records ``<tool>__<id>``).
+
+What the records do not give is said, never guessed (:attr:`GeminiSession.unread`): the chat record names each
+response by an id of its own, not the API's ``responseId``; a message is named by its place,
+``gemini-response-N`` (the N-th streamed response of the session), which the model server's record is matched by.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_agent_eval.model.gemini import MCP_PREFIX, SHELL_TOOL, common_name, response_output, shell_output
+from pytest_agent_eval.transcript import (
+    BAD_LINES_NAMED,
+    MAIN,
+    Message,
+    Result,
+    Session,
+    ToolCall,
+    ToolResult,
+    TranscriptError,
+    Usage,
+    UserText,
+    content_chars,
+)
+
+SHELL_NAME = "Bash"
+FIRST_EVENT = "init"
+# The harness's copy of a run's chat record, beside its first segment: ``run-<label>.chat`` (no ``*.jsonl``).
+CHAT_SUFFIX = ".chat"
+# A message's name: its place among the session's streamed responses (see the module docstring).
+RESPONSE_PREFIX = "gemini-response-"
+# An init event is about 150 bytes: a first line longer than this is some other file's.
+FIRST_EVENT_MAX_BYTES = 4096
+
+UNREAD = {
+    "response_ids": "Gemini CLI's chat record names each response by an id of its own, not the API's responseId: "
+    "a message is named by its place (gemini-response-N)",
+    "offered_tools": "Gemini CLI records no list of the tools it offered the model: the tool's MCP names an arm "
+    "exposed are seen only when called",
+    "answering_model": "Gemini CLI's chat record names the model it asked for, not the one that answered",
+}
+
+
+@dataclass
+class GeminiSession(Session):
+    """A Session read from Gemini CLI's records. ``unread``: figure → why the records do not give it; ``notices``:
+    the CLI's errors (``error`` events), in order."""
+
+    session_id: str = ""
+    events_file: Path | None = None
+    chat_file: Path | None = None
+    unread: dict[str, str] = field(default_factory=lambda: dict(UNREAD))
+    notices: list[str] = field(default_factory=list)
+
+
+def response_name(number: int) -> str:
+    """The name of the session's ``number``-th streamed response (from 1)."""
+    return f"{RESPONSE_PREFIX}{number}"
+
+
+def model_call_id(recorded: str, tool: str) -> str:
+    """The id the model gave a call, from the CLI's ``<tool>__<id>``."""
+    return recorded.removeprefix(f"{tool}__")
+
+
+def is_gemini_events(path: str | Path) -> bool:
+    """Whether ``path`` is a ``gemini --output-format stream-json`` stream: its first JSON line is an ``init`` event
+    naming a session. Only a regular file is looked into."""
+    if not Path(path).is_file():
+        return False
+    try:
+        with Path(path).open("rb") as handle:
+            while line := handle.readline(FIRST_EVENT_MAX_BYTES):
+                if line.strip():
+                    event = json.loads(line)
+                    return (
+                        isinstance(event, dict) and event.get("type") == FIRST_EVENT and "session_id" in event
+                    )
+    except (OSError, ValueError):
+        return False
+    return False
+
+
+def kept_chat(events_file: str | Path) -> Path:
+    """Where the harness keeps the chat record of the run whose first segment is ``events_file``."""
+    events_file = Path(events_file)
+    return events_file.with_name(events_file.name.removesuffix(".jsonl") + CHAT_SUFFIX)
+
+
+def find_chat(events_file: str | Path) -> Path:
+    """The chat record beside an events file: the harness's copy, else ``session-*-<id prefix>.jsonl`` in its folder
+    (as Gemini CLI names it)."""
+    events_file = Path(events_file)
+    kept = kept_chat(events_file)
+    if kept.is_file():
+        return kept
+    session_id = _session_id(_read_jsonl(events_file, Session()), events_file)
+    found = sorted(events_file.parent.glob(f"session-*{session_id[:8]}.jsonl"))
+    if not found:
+        raise TranscriptError(
+            f"{events_file}: no session-*{session_id[:8]}.jsonl beside it: give Gemini CLI's chat record "
+            "(~/.gemini/tmp/<project>/chats/session-….jsonl) with --chat"
+        )
+    return found[-1]
+
+
+def read_gemini(events_files: str | Path | Sequence[str | Path], chat_file: str | Path | None = None) -> GeminiSession:
+    """A Gemini CLI session from its event stream(s) and its chat record (found beside the first when not given).
+    A resumed session has one events file per turn, all of one session, and one chat record: give them in order."""
+    paths = [Path(events_files)] if isinstance(events_files, (str, Path)) else [Path(p) for p in events_files]
+    if not paths:
+        raise TranscriptError("no Gemini CLI events file given")
+    chat = Path(chat_file) if chat_file is not None else find_chat(paths[0])
+    session = GeminiSession(events_file=paths[0], chat_file=chat)
+    turns = [_read_jsonl(path, session) for path in paths]
+    session.session_id = _session_id(turns[0], paths[0])
+    for path, events in zip(paths[1:], turns[1:], strict=True):
+        if _session_id(events, path) != session.session_id:
+            raise TranscriptError(f"{path}: session {_session_id(events, path)}, not {paths[0]}'s {session.session_id}")
+    records = _read_jsonl(chat, session)
+    header = records[0]
+    if "sessionId" not in header:
+        raise TranscriptError(f"{chat}: not a Gemini CLI chat record (its first line names no sessionId)")
+    if header["sessionId"] != session.session_id:
+        raise TranscriptError(
+            f"{chat}: the chat record of session {header['sessionId']}, not of {paths[0]}'s {session.session_id}"
+        )
+    _read_chat(session, _messages(records))
+    for path, events in zip(paths, turns, strict=True):
+        _read_events(session, events, path)
+    session.files = paths  # the chat record is chat_file: a segment count would call it one more turn
+    return session
+
+
+# -- reading ------------------------------------------------------------------------------------
+def _read_jsonl(path: Path, session: Session) -> list[dict[str, Any]]:
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        raise TranscriptError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise TranscriptError(f"{path}: cannot read ({exc.strerror})") from None
+    records: list[dict[str, Any]] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            record = None
+        if not isinstance(record, dict):
+            session.parse.bad_lines += 1
+            if len(session.parse.bad_at) < BAD_LINES_NAMED:
+                session.parse.bad_at.append(f"{path}:{number}: not a JSON object")
+            continue
+        session.parse.events += 1
+        session.parse.event_types[str(record.get("type", "$set" if "$set" in record else None))] += 1
+        records.append(record)
+    if not records:
+        raise TranscriptError(f"{path}: not a Gemini CLI record (no line is a JSON object)")
+    return records
+
+
+def _session_id(events: list[dict[str, Any]], path: Path) -> str:
+    first = events[0]
+    if first.get("type") != FIRST_EVENT or not isinstance(first.get("session_id"), str):
+        raise TranscriptError(f'{path}: not a gemini stream-json stream (its first event is not "{FIRST_EVENT}")')
+    return first["session_id"]
+
+
+def _messages(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The chat record's messages in order: a ``$set`` of ``messages`` replaces them, a record with an id is the
+    message of that id (a later one, the same message grown)."""
+    by_id: dict[str, dict[str, Any]] = {}
+    for record in records[1:]:
+        replaced = record.get("$set", {}).get("messages") if isinstance(record.get("$set"), dict) else None
+        if isinstance(replaced, list):
+            by_id = {str(m.get("id")): m for m in replaced if isinstance(m, dict)}
+        elif isinstance(record.get("id"), str) and isinstance(record.get("type"), str):
+            by_id[record["id"]] = record  # dict order: the first appearance's place
+    return list(by_id.values())
+
+
+def _read_chat(session: GeminiSession, messages: list[dict[str, Any]]) -> None:
+    calls: dict[str, ToolCall] = {}
+    number = 0
+    for record in messages:
+        kind, content = record.get("type"), record.get("content")
+        if kind == "gemini":
+            number += 1
+            message = Message(response_name(number), MAIN, _usage(record.get("tokens")), 0,
+                              model=str(record.get("model") or ""))  # fmt: skip
+            text = content if isinstance(content, str) else _text(content)
+            if text:
+                message.blocks.append({"type": "text", "text": text})
+            for raw in record.get("toolCalls") or []:
+                if isinstance(raw, dict):
+                    call = _call(raw, message)
+                    calls[call.id] = call
+                    message.calls.append(call)
+                    session.calls.append(call)
+            session.timeline.append(message)
+        elif kind == "user":
+            parts = content if isinstance(content, list) else [{"text": str(content or "")}]
+            answers = [p["functionResponse"] for p in parts if isinstance(p, dict) and "functionResponse" in p]
+            for answer in answers:
+                session.timeline.append(_result(answer, calls))
+            if not answers:
+                session.timeline.append(UserText(_text(parts), MAIN, content_chars(parts)))
+
+
+def _call(raw: dict[str, Any], message: Message) -> ToolCall:
+    name = str(raw.get("name") or "?")
+    arguments = raw.get("args") if isinstance(raw.get("args"), dict) else {}
+    call_id = model_call_id(str(raw.get("id") or ""), name)
+    if name == SHELL_TOOL:
+        return ToolCall(call_id, SHELL_NAME, dict(arguments), MAIN, message.id)
+    return ToolCall(call_id, common_name(name) if name.startswith(MCP_PREFIX) else name, dict(arguments), MAIN,
+                    message.id)  # fmt: skip
+
+
+def _result(answer: Any, calls: dict[str, ToolCall]) -> ToolResult:
+    answer = answer if isinstance(answer, dict) else {}
+    name = str(answer.get("name") or "")
+    call_id = model_call_id(str(answer.get("id") or ""), name)
+    raw = answer.get("response")
+    text, is_error = response_output(raw)
+    chars = content_chars(raw)
+    call = calls.get(call_id)
+    if call is not None and call.name == SHELL_NAME and not is_error:
+        text, is_error = shell_output(text)
+    elif not is_error:
+        text = shell_output(text)[0] if text.startswith("<untrusted_context>") else text
+    result = ToolResult(call_id, text, is_error, MAIN, chars)
+    if call is not None:
+        call.result = result
+    return result
+
+
+def _read_events(session: GeminiSession, events: list[dict[str, Any]], path: Path) -> None:
+    """Turn ends and errors from the event stream; the answer is the turn's assistant text."""
+    answer, ended = "", False
+    for event in events:
+        kind = event.get("type")
+        if kind == "message" and event.get("role") == "assistant":
+            answer += str(event.get("content") or "")
+        elif kind == "error":
+            session.notices.append(str(event.get("message") or event.get("error") or "error"))
+        elif kind == "result":
+            failed = event.get("status") != "success"
+            error = event.get("error") if isinstance(event.get("error"), dict) else {}
+            text = str(error.get("message") or event.get("status") or "error") if failed else answer
+            session.results.append(Result(text, str(event.get("status") or "result"), failed, None, 0))
+            ended, answer = True, ""
+    if not ended:
+        session.parse.unfinished.append(str(path))
+
+
+def _usage(raw: Any) -> Usage | None:
+    if not isinstance(raw, dict):
+        return None
+    whole, cached = _count(raw.get("input")), _count(raw.get("cached"))
+    return Usage(max(0, whole - cached), cached, 0, _count(raw.get("output")))
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def _text(parts: Any) -> str:
+    if isinstance(parts, str):
+        return parts
+    texts = [p.get("text") for p in parts or [] if isinstance(p, dict) and not p.get("thought")]
+    return "\n".join(t for t in texts if isinstance(t, str))
