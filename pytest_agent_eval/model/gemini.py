@@ -197,7 +197,8 @@ def reply_parts(request: dict[str, Any], reply: Reply) -> list[dict[str, Any]]:
 def usage_metadata(prompt_tokens: int, cached_tokens: int, parts: list[dict[str, Any]]) -> dict[str, Any]:
     """The usage the Gemini API reports: ``promptTokenCount`` is the whole prompt, cached part included."""
     output = max(1, count_tokens(parts))
-    usage = {"promptTokenCount": prompt_tokens, "candidatesTokenCount": output, "totalTokenCount": prompt_tokens + output}
+    total = prompt_tokens + output
+    usage = {"promptTokenCount": prompt_tokens, "candidatesTokenCount": output, "totalTokenCount": total}
     return usage | ({"cachedContentTokenCount": cached_tokens} if cached_tokens else {})
 
 
@@ -246,8 +247,11 @@ def assemble(stream: bytes) -> dict[str, Any] | None:
         response = {**(response or {}), **{k: v for k, v in frame.items() if k != "candidates"}}
         for candidate in frame.get("candidates") or []:
             for part in _parts(candidate.get("content") if isinstance(candidate, dict) else None):
-                if "text" in part and parts and "text" in parts[-1] and bool(part.get("thought")) == bool(
-                    parts[-1].get("thought")
+                if (
+                    "text" in part
+                    and parts
+                    and "text" in parts[-1]
+                    and bool(part.get("thought")) == bool(parts[-1].get("thought"))
                 ):
                     parts[-1] = {**parts[-1], "text": parts[-1]["text"] + str(part["text"])}
                 else:

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 import json
 import re
-import tomllib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -90,7 +89,7 @@ class GeminiAgent(CodingAgent):
         policy = Path(config.files["policy"])
         marker = HOOK_DENY_MARKER.format(cli=cli)
         try:
-            rules = tomllib.loads(policy.read_text(encoding="utf-8")).get("rule") or []
+            rules = read_rules(policy.read_text(encoding="utf-8"))
         except (OSError, ValueError) as exc:
             return [f"{policy}: not a policy file Gemini CLI reads ({exc})"]
         problems = []
@@ -142,6 +141,28 @@ class GeminiAgent(CodingAgent):
         from pytest_agent_eval.agents.gemini.transcript import read_gemini
 
         return read_gemini(list(segments))
+
+
+def read_rules(text: str) -> list[dict[str, Any]]:
+    """The ``[[rule]]`` tables of a policy file as :func:`~.config.deny_policy` writes them: ``key = value`` lines
+    whose values are JSON (a TOML basic string, integer or array of strings is one); raises ValueError naming the line
+    for anything else (Python 3.10 has no TOML reader)."""
+    rules: list[dict[str, Any]] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line == "[[rule]]":
+            rules.append({})
+            continue
+        key, equals, value = line.partition("=")
+        try:
+            if not equals or not rules:
+                raise ValueError("not a key = value line of a [[rule]]")
+            rules[-1][key.strip()] = json.loads(value)
+        except ValueError as exc:
+            raise ValueError(f"line {number}: {exc}") from None
+    return rules
 
 
 def _matches(rule: dict[str, Any], command: str) -> bool:

@@ -51,8 +51,12 @@ def settings_json(mcp_servers: Sequence[McpServer]) -> str:
         "security": {"auth": {"selectedType": "gemini-api-key"}},
         "privacy": {"usageStatisticsEnabled": False},
         "telemetry": {"enabled": False},
-        "general": {"enableAutoUpdate": False, "enableAutoUpdateNotification": False, "maxAttempts": 1,
-                    "retryFetchErrors": False},  # fmt: skip
+        "general": {
+            "enableAutoUpdate": False,
+            "enableAutoUpdateNotification": False,
+            "maxAttempts": 1,
+            "retryFetchErrors": False,
+        },
     }
     if mcp_servers:
         settings["mcpServers"] = {

@@ -29,7 +29,7 @@ from pytest_agent_eval.agents.gemini.config import GEMINI_DIR, turn_command
 from pytest_agent_eval.agents.gemini.transcript import FIRST_EVENT, kept_chat, read_gemini
 from pytest_agent_eval.harness import untrusted
 from pytest_agent_eval.harness.drivers import RunRecord, TurnError, segment_name
-from pytest_agent_eval.harness.drivers.stream import RESULT_GRACE_S, StreamOutcome, run_streaming, stderr_tail
+from pytest_agent_eval.harness.drivers.stream import StreamOutcome, run_streaming, stderr_tail
 from pytest_agent_eval.harness.drivers.watch import STALL_S_STAND_IN
 from pytest_agent_eval.harness.sandbox import Sandbox
 
@@ -102,8 +102,8 @@ def run_gemini(
             why = f"timed out after {options.timeout_s:g}s" if outcome.timed_out else f"exited {outcome.exit_code}"
             _keep_chat(home, record)
             error = f": {said.error}" if said.error else ""
-            message = f"turn {turn}: gemini {why} without ending the turn{error} ({segment}){stderr_tail(stderr)}{later}"
-            raise TurnError(message, record)
+            message = f"turn {turn}: gemini {why} without ending the turn{error} ({segment})"
+            raise TurnError(f"{message}{stderr_tail(stderr)}{later}", record)
         if said.status != "success":
             _keep_chat(home, record)
             why = f": {said.error}" if said.error else ""

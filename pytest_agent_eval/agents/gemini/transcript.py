@@ -98,9 +98,7 @@ def is_gemini_events(path: str | Path) -> bool:
             while line := handle.readline(FIRST_EVENT_MAX_BYTES):
                 if line.strip():
                     event = json.loads(line)
-                    return (
-                        isinstance(event, dict) and event.get("type") == FIRST_EVENT and "session_id" in event
-                    )
+                    return isinstance(event, dict) and event.get("type") == FIRST_EVENT and "session_id" in event
     except (OSError, ValueError):
         return False
     return False
