@@ -32,8 +32,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from pytest_agent_eval.agents.codex.transcript import text_of
-from pytest_agent_eval.agents.gemini.transcript import response_name
-from pytest_agent_eval.model import gemini
+from pytest_agent_eval.agents.gemini import transcript as gemini
 from pytest_agent_eval.metrics.contamination import Leak, scan
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
 from pytest_agent_eval.transcript import Session, ToolResult, result_text
@@ -131,7 +130,7 @@ class _Received:
             content = candidates[0].get("content") if isinstance(candidates[0], dict) else None
             parts = [p for p in (content or {}).get("parts") or [] if isinstance(p, dict)]
             calls = {str(p["functionCall"].get("id")) for p in parts if isinstance(p.get("functionCall"), dict)}
-            self.sent.setdefault(response_name(self.streamed_gemini), set()).update(calls)
+            self.sent.setdefault(gemini.response_name(self.streamed_gemini), set()).update(calls)
         for content in request.get("contents") or []:
             for part in (content.get("parts") if isinstance(content, dict) else None) or []:
                 call = part.get("functionCall") if isinstance(part, dict) else None
@@ -144,9 +143,9 @@ class _Received:
 
 
 def reached_the_model(entries: Sequence[dict[str, Any]]) -> bool:
-    """Whether the record holds a model request (Messages, Responses or Gemini API): a record without one says nothing of
-    the run (a CLI that never spoke to this server, as the plugin's tests' scripted stand-in ``claude``); the real
-    CLI asks before any tool runs."""
+    """Whether the record holds a model request (Messages, Responses or Gemini API): a record without one says
+    nothing of the run (a CLI that never spoke to this server, as the plugin's tests' scripted stand-in
+    ``claude``); the real CLI asks before any tool runs."""
     return any(_is_model_request(entry) for entry in entries)
 
 

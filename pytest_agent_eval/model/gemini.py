@@ -26,40 +26,23 @@ import shlex
 from collections.abc import Iterator
 from typing import Any
 
+from ..agents.gemini.transcript import (
+    MCP_PREFIX,
+    SHELL_TOOL,
+    common_name,
+    response_output,
+    shell_output,
+)
 from ..metrics.file_access import bash_access
 from .scripted import Step, Turn
 from .sse import CHUNK_CHARS, Reply, new_id
 from .usage import count_tokens
 
-API_PREFIX = "/v1beta/models/"
-# The methods of a model the stand-in answers: POST /v1beta/models/{model}:{method}
-STREAM, GENERATE, COUNT = "streamGenerateContent", "generateContent", "countTokens"
-SHELL_TOOL = "run_shell_command"
-MCP_PREFIX = "mcp_"
 # Where the CLI's session context names the working directory (the first of the workspace's directories).
 _CWD_RE = re.compile(r"Workspace Directories:\**\n\s*- (/[^\n]+)")
-_UNTRUSTED_RE = re.compile(r"<untrusted_context>\n?(.*?)\n?</untrusted_context>\s*", re.S)
-# What the CLI puts after a command's output: its error, exit code, signal, background processes, process group.
-_TRAILER_RE = re.compile(r"(?:\n(?:Error|Exit Code|Signal|Background PIDs|Process Group PGID): [^\n]*)+\Z")
 # The CLI's own context, sent as a user part before the question: not the question.
 _CONTEXT_RE = re.compile(r"^\s*(?:<session_context>|This is the Gemini CLI\.|<loaded_context>)", re.S)
 _SKIPPED_DIRS = (".git", ".codegraph", "node_modules")
-
-
-def model_method(path: str) -> tuple[str, str] | None:
-    """(model, method) of a Gemini API path ``/v1beta/models/{model}:{method}``; None for any other path."""
-    if not path.startswith(API_PREFIX) or ":" not in path:
-        return None
-    model, method = path[len(API_PREFIX) :].rsplit(":", 1)
-    return (model, method) if model and "/" not in model else None
-
-
-def common_name(name: str) -> str:
-    """A Gemini CLI tool name in the common vocabulary: ``mcp_NAME_tool`` is ``mcp__NAME__tool``."""
-    if name.startswith(MCP_PREFIX) and "_" in name[len(MCP_PREFIX) :]:
-        server, tool = name[len(MCP_PREFIX) :].split("_", 1)
-        return f"mcp__{server}__{tool}"
-    return name
 
 
 def gemini_name(common: str) -> str:
@@ -68,17 +51,6 @@ def gemini_name(common: str) -> str:
         server, tool = common[5:].split("__", 1)
         return f"{MCP_PREFIX}{server}_{tool}"
     return common
-
-
-def response_output(response: Any) -> tuple[str, bool]:
-    """A ``functionResponse.response``'s text and whether it is an error (``{"error": …}``)."""
-    if not isinstance(response, dict):
-        return ("" if response is None else str(response)), False
-    if "error" in response:
-        error = response["error"]
-        return (error if isinstance(error, str) else json.dumps(error)), True
-    output = response.get("output", response)
-    return (output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)), False
 
 
 def _parts(content: Any) -> list[dict[str, Any]]:
@@ -120,18 +92,6 @@ def _step(call: dict[str, Any]) -> Step:
     if access is not None and access.kind == "search":
         return Step("Grep", {"command": command})
     return Step("Bash", {"command": command})
-
-
-def shell_output(output: str) -> tuple[str, bool]:
-    """A ``run_shell_command`` result's own output and whether it failed. The CLI gives the model
-    ``<untrusted_context>\nOutput: …\n[Error: …\n][Exit Code: N\n]Process Group PGID: N\n</untrusted_context>``."""
-    inner = _UNTRUSTED_RE.fullmatch(output)
-    body = inner.group(1) if inner else output
-    trailer = _TRAILER_RE.search(body)
-    head, tail = (body[: trailer.start()], trailer.group(0)) if trailer else (body, "")
-    text = head[len("Output: ") :] if head.startswith("Output: ") else head.removeprefix("Output:")
-    failed = bool(re.search(r"^(?:Exit Code: [1-9]\d*|Error: (?!\(none\)).*|Signal: .*)$", tail, re.M))
-    return text, failed or not head.startswith("Output:")
 
 
 def read_turn(request: dict[str, Any]) -> Turn:
@@ -228,34 +188,3 @@ def stream_frames(parts: list[dict[str, Any]], model: str, usage: dict[str, Any]
             candidate["finishReason"] = "STOP"
             frame["usageMetadata"] = usage
         yield _frame(frame)
-
-
-def assemble(stream: bytes) -> dict[str, Any] | None:
-    """The response an SSE stream carried (its parts joined, the last usage), as far as it got; None when no frame
-    came. What a relayed stream showed the client, read back for the request record."""
-    response: dict[str, Any] | None = None
-    parts: list[dict[str, Any]] = []
-    for line in stream.decode("utf-8", "replace").splitlines():
-        if not line.startswith("data:"):
-            continue
-        try:
-            frame = json.loads(line[5:])
-        except ValueError:
-            continue
-        if not isinstance(frame, dict):
-            continue
-        response = {**(response or {}), **{k: v for k, v in frame.items() if k != "candidates"}}
-        for candidate in frame.get("candidates") or []:
-            for part in _parts(candidate.get("content") if isinstance(candidate, dict) else None):
-                if (
-                    "text" in part
-                    and parts
-                    and "text" in parts[-1]
-                    and bool(part.get("thought")) == bool(parts[-1].get("thought"))
-                ):
-                    parts[-1] = {**parts[-1], "text": parts[-1]["text"] + str(part["text"])}
-                else:
-                    parts.append(dict(part))
-    if response is None:
-        return None
-    return {**response, "candidates": [{"content": {"role": "model", "parts": parts}, "index": 0}]}

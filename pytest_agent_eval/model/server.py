@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
+from ..agents.gemini.transcript import COUNT, GENERATE, STREAM, model_method
 from . import gemini
 from .record import RequestLog
 from .refusal import refusal
@@ -247,7 +248,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._messages(body)
         elif path == "/v1/responses":
             self._responses(body)
-        elif (method := gemini.model_method(path)) is not None:
+        elif (method := model_method(path)) is not None:
             self._gemini(*method, body)
         else:
             self._send_error(404, f"Not found: {path}")
@@ -328,12 +329,12 @@ class _Handler(BaseHTTPRequestHandler):
     def _gemini(self, model: str, method: str, request: dict[str, Any]) -> None:
         """The Gemini API (Gemini CLI): ``:streamGenerateContent`` and ``:generateContent`` answered by the backend's
         policy on the turn read from the request, ``:countTokens`` by the counting model."""
-        if method == gemini.COUNT:
+        if method == COUNT:
             inner = request.get("generateContentRequest")
             self._send_json(200, {"totalTokens": self.server.usage_model.count(inner or request)})
             return
         decide = getattr(self.server.backend, "decide", None)
-        if method not in (gemini.STREAM, gemini.GENERATE):
+        if method not in (STREAM, GENERATE):
             self._send_error(404, f"Not found: {model}:{method}")
             return
         if decide is None:
@@ -353,7 +354,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._keep_truth(Truth(response_id, count))
         body_usage = gemini.usage_metadata(count.tokens, usage["cache_read_input_tokens"], parts)
         response = gemini.response_json(parts, name, body_usage, response_id)
-        if method == gemini.GENERATE:
+        if method == GENERATE:
             self._send_json(200, response)
             return
         self._stream(list(gemini.stream_frames(parts, name, body_usage, response_id)), fault, response)

@@ -20,12 +20,12 @@ from pytest_agent_eval.agents.base import HEADLESS, AgentConfig, AgentSetup, Cod
 from pytest_agent_eval.agents.gemini.config import (
     BASE_URL_VAR,
     KEY_VAR,
-    SHELL_TOOL,
     STANDIN_API_KEY,
     gemini_dir,
     protected_files,
     write_gemini_dir,
 )
+from pytest_agent_eval.agents.gemini.transcript import SHELL_TOOL
 from pytest_agent_eval.tool import HOOK_DENY_MARKER
 
 if TYPE_CHECKING:

@@ -25,6 +25,7 @@ from collections.abc import Sequence
 from pathlib import Path
 
 from pytest_agent_eval.agents.base import McpServer
+from pytest_agent_eval.agents.gemini.transcript import SHELL_TOOL
 from pytest_agent_eval.harness.untrusted import replace_file
 
 GEMINI_DIR = ".gemini"  # inside the agent's HOME
@@ -32,7 +33,6 @@ SETTINGS_FILE = "settings.json"
 POLICY_FILE = Path("policies") / "agent-eval-deny.toml"
 KEY_VAR, BASE_URL_VAR = "GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL"
 STANDIN_API_KEY = "agent-eval-local-stand-in"
-SHELL_TOOL = "run_shell_command"
 # A deny rule's priority: high in the user tier (a rule's priority is 0-999 within its tier).
 DENY_PRIORITY = 900
 # Flags of every turn: events on stdout, every tool call approved (the policy still denies), the copy of the corpus

@@ -28,12 +28,12 @@ response by an id of its own, not the API's ``responseId``; a message is named b
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_agent_eval.model.gemini import MCP_PREFIX, SHELL_TOOL, common_name, response_output, shell_output
 from pytest_agent_eval.transcript import (
     BAD_LINES_NAMED,
     MAIN,
@@ -48,7 +48,15 @@ from pytest_agent_eval.transcript import (
     content_chars,
 )
 
+SHELL_TOOL = "run_shell_command"
 SHELL_NAME = "Bash"
+MCP_PREFIX = "mcp_"
+# The Gemini API the records come from: POST /v1beta/models/{model}:{method}
+API_PREFIX = "/v1beta/models/"
+STREAM, GENERATE, COUNT = "streamGenerateContent", "generateContent", "countTokens"
+_UNTRUSTED_RE = re.compile(r"<untrusted_context>\n?(.*?)\n?</untrusted_context>\s*", re.S)
+# What the CLI puts after a command's output: its error, exit code, signal, background processes, process group.
+_TRAILER_RE = re.compile(r"(?:\n(?:Error|Exit Code|Signal|Background PIDs|Process Group PGID): [^\n]*)+\Z")
 FIRST_EVENT = "init"
 # The harness's copy of a run's chat record, beside its first segment: ``run-<label>.chat`` (no ``*.jsonl``).
 CHAT_SUFFIX = ".chat"
@@ -76,6 +84,45 @@ class GeminiSession(Session):
     chat_file: Path | None = None
     unread: dict[str, str] = field(default_factory=lambda: dict(UNREAD))
     notices: list[str] = field(default_factory=list)
+
+
+def model_method(path: str) -> tuple[str, str] | None:
+    """(model, method) of a Gemini API path ``/v1beta/models/{model}:{method}``; None for any other path."""
+    if not path.startswith(API_PREFIX) or ":" not in path:
+        return None
+    model, method = path[len(API_PREFIX) :].rsplit(":", 1)
+    return (model, method) if model and "/" not in model else None
+
+
+def common_name(name: str) -> str:
+    """A Gemini CLI tool name in the common vocabulary: ``mcp_NAME_tool`` is ``mcp__NAME__tool``."""
+    if name.startswith(MCP_PREFIX) and "_" in name[len(MCP_PREFIX) :]:
+        server, tool = name[len(MCP_PREFIX) :].split("_", 1)
+        return f"mcp__{server}__{tool}"
+    return name
+
+
+def response_output(response: Any) -> tuple[str, bool]:
+    """A ``functionResponse.response``'s text and whether it is an error (``{"error": …}``)."""
+    if not isinstance(response, dict):
+        return ("" if response is None else str(response)), False
+    if "error" in response:
+        error = response["error"]
+        return (error if isinstance(error, str) else json.dumps(error)), True
+    output = response.get("output", response)
+    return (output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)), False
+
+
+def shell_output(output: str) -> tuple[str, bool]:
+    """A ``run_shell_command`` result's own output and whether it failed. The CLI gives the model
+    ``<untrusted_context>\nOutput: …\n[Error: …\n][Exit Code: N\n]Process Group PGID: N\n</untrusted_context>``."""
+    inner = _UNTRUSTED_RE.fullmatch(output)
+    body = inner.group(1) if inner else output
+    trailer = _TRAILER_RE.search(body)
+    head, tail = (body[: trailer.start()], trailer.group(0)) if trailer else (body, "")
+    text = head[len("Output: ") :] if head.startswith("Output: ") else head.removeprefix("Output:")
+    failed = bool(re.search(r"^(?:Exit Code: [1-9]\d*|Error: (?!\(none\)).*|Signal: .*)$", tail, re.M))
+    return text, failed or not head.startswith("Output:")
 
 
 def response_name(number: int) -> str:
