@@ -239,15 +239,25 @@ def _session_id(events: list[dict[str, Any]], path: Path) -> str:
 
 
 def _messages(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The chat record's messages in order: a ``$set`` of ``messages`` replaces them, a record with an id is the
-    message of that id (a later one, the same message grown)."""
+    """The chat record's messages as they happened: each id's last version, at its first place. What the CLI
+    writes again of its history is left out: the ``$set`` of ``messages`` (on ``--resume`` and on some later
+    turns), and the records it re-appends with new ids (a ``gemini`` one whose content is a list of parts, not the
+    response's text; a ``user`` one whose content an earlier one had)."""
     by_id: dict[str, dict[str, Any]] = {}
+    seen: set[str] = set()
     for record in records[1:]:
-        replaced = record.get("$set", {}).get("messages") if isinstance(record.get("$set"), dict) else None
-        if isinstance(replaced, list):
-            by_id = {str(m.get("id")): m for m in replaced if isinstance(m, dict)}
-        elif isinstance(record.get("id"), str) and isinstance(record.get("type"), str):
-            by_id[record["id"]] = record  # dict order: the first appearance's place
+        if not (isinstance(record.get("id"), str) and isinstance(record.get("type"), str)):
+            continue  # the header again (on --resume), a $set
+        content = record.get("content")
+        if record["id"] not in by_id:
+            if record["type"] == "gemini" and isinstance(content, list):
+                continue
+            if record["type"] == "user":
+                key = json.dumps(content, sort_keys=True)
+                if key in seen:
+                    continue
+                seen.add(key)
+        by_id[record["id"]] = record  # dict order: the first appearance's place
     return list(by_id.values())
 
 
