@@ -32,6 +32,7 @@ from ..agents.gemini.transcript import (
     common_name,
     response_output,
     shell_output,
+    unwrapped,
 )
 from ..metrics.file_access import bash_access
 from .scripted import Step, Turn
@@ -118,7 +119,7 @@ def read_turn(request: dict[str, Any]) -> Turn:
             elif isinstance(response, dict) and str(response.get("id") or response.get("name")) in steps:
                 step = steps[str(response.get("id") or response.get("name"))]
                 text, step.is_error = response_output(response.get("response"))
-                step.result = shell_output(text)[0] if step.name in ("Read", "Grep", "Bash") else text
+                step.result = shell_output(text)[0] if step.name in ("Read", "Grep", "Bash") else unwrapped(text)
     tools = {common: schema for common, (_, schema) in _offered(request).items()}
     return Turn(question, list(steps.values()), cwd, tools)
 

@@ -268,8 +268,14 @@ class UsageModel:
 
 
 def _truth(units: list[Unit]) -> PromptCount:
-    results = {u.tool_use_id: u.tokens for u in units if u.tool_use_id is not None}
-    context = {u.tool_use_id: u.context for u in units if u.tool_use_id is not None and u.context}
+    # A result carried twice occupies the prompt twice (Gemini CLI 0.61.0 repeats results in history it rewrote).
+    results: dict[str, int] = {}
+    context: dict[str, int] = {}
+    for u in units:
+        if u.tool_use_id is not None:
+            results[u.tool_use_id] = results.get(u.tool_use_id, 0) + u.tokens
+            if u.context:
+                context[u.tool_use_id] = context.get(u.tool_use_id, 0) + u.context
     return PromptCount(max(1, sum(u.tokens for u in units)), results, sum(u.hidden for u in units), context)
 
 

@@ -37,6 +37,7 @@ from typing import Any
 from pytest_agent_eval.transcript import (
     BAD_LINES_NAMED,
     MAIN,
+    Compaction,
     Message,
     Result,
     Session,
@@ -113,11 +114,16 @@ def response_output(response: Any) -> tuple[str, bool]:
     return (output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)), False
 
 
+def unwrapped(output: str) -> str:
+    """A tool's output without the ``<untrusted_context>`` wrapper the CLI puts around it for the model."""
+    inner = _UNTRUSTED_RE.fullmatch(output)
+    return inner.group(1) if inner else output
+
+
 def shell_output(output: str) -> tuple[str, bool]:
     """A ``run_shell_command`` result's own output and whether it failed. The CLI gives the model
     ``<untrusted_context>\nOutput: …\n[Error: …\n][Exit Code: N\n]Process Group PGID: N\n</untrusted_context>``."""
-    inner = _UNTRUSTED_RE.fullmatch(output)
-    body = inner.group(1) if inner else output
+    body = unwrapped(output)
     trailer = _TRAILER_RE.search(body)
     head, tail = (body[: trailer.start()], trailer.group(0)) if trailer else (body, "")
     text = head[len("Output: ") :] if head.startswith("Output: ") else head.removeprefix("Output:")
@@ -195,7 +201,7 @@ def read_gemini(events_files: str | Path | Sequence[str | Path], chat_file: str 
         raise TranscriptError(
             f"{chat}: the chat record of session {header['sessionId']}, not of {paths[0]}'s {session.session_id}"
         )
-    _read_chat(session, _messages(records))
+    _Chat(session).read(_messages(records))
     for path, events in zip(paths, turns, strict=True):
         _read_events(session, events, path)
     session.files = paths  # the chat record is chat_file: a segment count would call it one more turn
@@ -239,54 +245,102 @@ def _session_id(events: list[dict[str, Any]], path: Path) -> str:
 
 
 def _messages(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
-    """The chat record's messages as they happened: each id's last version, at its first place. What the CLI
-    writes again of its history is left out: the ``$set`` of ``messages`` (on ``--resume`` and on some later
-    turns), and the records it re-appends with new ids (a ``gemini`` one whose content is a list of parts, not the
-    response's text; a ``user`` one whose content an earlier one had)."""
+    """The chat record's messages in the order they were written: each id's last version, at its first place; the
+    session's opening context from the first ``$set`` of ``messages`` (later ones, on ``--resume``, write the history
+    again: left out)."""
     by_id: dict[str, dict[str, Any]] = {}
-    seen: set[str] = set()
     for record in records[1:]:
-        if not (isinstance(record.get("id"), str) and isinstance(record.get("type"), str)):
-            continue  # the header again (on --resume), a $set
-        content = record.get("content")
-        if record["id"] not in by_id:
-            if record["type"] == "gemini" and isinstance(content, list):
-                continue
-            if record["type"] == "user":
-                key = json.dumps(content, sort_keys=True)
-                if key in seen:
-                    continue
-                seen.add(key)
-        by_id[record["id"]] = record  # dict order: the first appearance's place
+        replaced = record.get("$set", {}).get("messages") if isinstance(record.get("$set"), dict) else None
+        if isinstance(replaced, list) and not by_id:
+            by_id = {str(m.get("id")): m for m in replaced if isinstance(m, dict)}
+        elif isinstance(record.get("id"), str) and isinstance(record.get("type"), str):
+            by_id[record["id"]] = record  # dict order: the first appearance's place
     return list(by_id.values())
 
 
-def _read_chat(session: GeminiSession, messages: list[dict[str, Any]]) -> None:
-    calls: dict[str, ToolCall] = {}
-    number = 0
-    for record in messages:
-        kind, content = record.get("type"), record.get("content")
-        if kind == "gemini":
-            number += 1
-            message = Message(response_name(number), MAIN, _usage(record.get("tokens")), 0,
-                              model=str(record.get("model") or ""))  # fmt: skip
-            text = content if isinstance(content, str) else _text(content)
-            if text:
-                message.blocks.append({"type": "text", "text": text})
-            for raw in record.get("toolCalls") or []:
-                if isinstance(raw, dict):
-                    call = _call(raw, message)
-                    calls[call.id] = call
-                    message.calls.append(call)
-                    session.calls.append(call)
-            session.timeline.append(message)
-        elif kind == "user":
-            parts = content if isinstance(content, list) else [{"text": str(content or "")}]
-            answers = [p["functionResponse"] for p in parts if isinstance(p, dict) and "functionResponse" in p]
-            for answer in answers:
-                session.timeline.append(_result(answer, calls))
-            if not answers:
-                session.timeline.append(UserText(_text(parts), MAIN, content_chars(parts)))
+class _Chat:
+    """The chat record's messages into the timeline. Gemini CLI may write the whole history again under new ids in
+    a later turn, with older tool outputs shortened: what the next requests carry in place of the history. Such a
+    rewrite is a compaction (the context before it leaves; the rewritten history is what stays): its records are a
+    ``gemini`` one whose content is a list of parts (a live response's is its text), a ``user`` one holding a text
+    an earlier one had, or results of calls already answered (each result there may come twice: the requests
+    that follow carry it twice, and so does the Session).
+
+    (A question asked again word for word in a later turn would read as such a rewrite.)"""
+
+    def __init__(self, session: GeminiSession) -> None:
+        self.session = session
+        self.calls: dict[str, ToolCall] = {}
+        self.answered: set[str] = set()
+        self.texts: set[str] = set()
+        self.responses = 0
+        self.rewriting = False
+
+    def read(self, messages: list[dict[str, Any]]) -> None:
+        for record in messages:
+            kind, content = record.get("type"), record.get("content")
+            if kind == "gemini" and isinstance(content, list):
+                self._rewritten()
+            elif kind == "gemini":
+                self.rewriting = False
+                self._response(record)
+            elif kind == "user":
+                parts = content if isinstance(content, list) else [{"text": str(content or "")}]
+                answers = [p["functionResponse"] for p in parts if isinstance(p, dict) and "functionResponse" in p]
+                for answer in answers:
+                    self._result(answer if isinstance(answer, dict) else {})
+                if not answers:
+                    self._text(parts)
+
+    def _rewritten(self) -> None:
+        if not self.rewriting:
+            self.session.timeline.append(Compaction(MAIN))
+            self.rewriting = True
+
+    def _response(self, record: dict[str, Any]) -> None:
+        self.responses += 1
+        message = Message(response_name(self.responses), MAIN, _usage(record.get("tokens")), 0,
+                          model=str(record.get("model") or ""))  # fmt: skip
+        content = record.get("content")
+        text = content if isinstance(content, str) else _text(content)
+        if text:
+            message.blocks.append({"type": "text", "text": text})
+        for raw in record.get("toolCalls") or []:
+            if isinstance(raw, dict):
+                call = _call(raw, message)
+                self.calls[call.id] = call
+                message.calls.append(call)
+                self.session.calls.append(call)
+        self.session.timeline.append(message)
+
+    def _text(self, parts: list[Any]) -> None:
+        keys = {json.dumps(part, sort_keys=True) for part in parts}
+        if keys & self.texts:  # a text sent before (the session's context, a question): the history again
+            self._rewritten()
+        else:
+            self.rewriting = False
+            self.texts |= keys
+        self.session.timeline.append(UserText(_text(parts), MAIN, content_chars(parts)))
+
+    def _result(self, answer: dict[str, Any]) -> None:
+        name = str(answer.get("name") or "")
+        call_id = model_call_id(str(answer.get("id") or ""), name)
+        raw = answer.get("response")
+        text, is_error = response_output(raw)
+        call = self.calls.get(call_id)
+        if call is not None and call.name == SHELL_NAME and not is_error:
+            text, is_error = shell_output(text)
+        else:
+            text = unwrapped(text)
+        result = ToolResult(call_id, text, is_error, MAIN, content_chars(raw))
+        if call_id in self.answered:
+            self._rewritten()  # the call's result again, as the rewritten history holds it
+        else:
+            self.rewriting = False
+            self.answered.add(call_id)
+            if call is not None:
+                call.result = result
+        self.session.timeline.append(result)
 
 
 def _call(raw: dict[str, Any], message: Message) -> ToolCall:
@@ -297,24 +351,6 @@ def _call(raw: dict[str, Any], message: Message) -> ToolCall:
         return ToolCall(call_id, SHELL_NAME, dict(arguments), MAIN, message.id)
     return ToolCall(call_id, common_name(name) if name.startswith(MCP_PREFIX) else name, dict(arguments), MAIN,
                     message.id)  # fmt: skip
-
-
-def _result(answer: Any, calls: dict[str, ToolCall]) -> ToolResult:
-    answer = answer if isinstance(answer, dict) else {}
-    name = str(answer.get("name") or "")
-    call_id = model_call_id(str(answer.get("id") or ""), name)
-    raw = answer.get("response")
-    text, is_error = response_output(raw)
-    chars = content_chars(raw)
-    call = calls.get(call_id)
-    if call is not None and call.name == SHELL_NAME and not is_error:
-        text, is_error = shell_output(text)
-    elif not is_error:
-        text = shell_output(text)[0] if text.startswith("<untrusted_context>") else text
-    result = ToolResult(call_id, text, is_error, MAIN, chars)
-    if call is not None:
-        call.result = result
-    return result
 
 
 def _read_events(session: GeminiSession, events: list[dict[str, Any]], path: Path) -> None:
