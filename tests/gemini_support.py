@@ -54,17 +54,17 @@ def run_arm(
     questions: tuple[str, ...] = (QUESTION,),
     codegraph: Provisioned | None = None,
     model: Any = None,
-    sealed: bool = True,
+    faults: Any = None,
 ) -> Arm:
     """Run Gemini CLI on ``express`` with codegraph as its MCP server when ``codegraph`` is given (the with-arm), else
-    without (the without-arm: no index in its copy), sealed in the harness's sandbox (unless ``sealed`` is False);
-    ``model``: the backend the stand-in serves (the scripted policy by default)."""
+    without (the without-arm: no index in its copy), sealed in the harness's sandbox; ``model``: the backend the
+    stand-in serves (the scripted policy by default), ``faults`` its misbehaviour (:class:`~.model.server.Faults`)."""
     has_tool = codegraph is not None
     name = "with" if has_tool else "without"
     workspace = make_workspace(express, folder / name, () if has_tool else CODEGRAPH.state_dirs)
     truth, record = folder / f"truth-{name}.jsonl", folder / f"requests-{name}.jsonl"
     with ExitStack() as stack:
-        server = stack.enter_context(serve(model or ScriptedBackend(), truth_log=truth))
+        server = stack.enter_context(serve(model or ScriptedBackend(), faults=faults, truth_log=truth))
         stack.enter_context(server.log.into(record))
         relay = stack.enter_context(carried(server.url))
         mcp = ()
@@ -75,17 +75,15 @@ def run_arm(
                            mcp_servers=mcp, denied_cli=CODEGRAPH.cli, deny_reason=CODEGRAPH.deny_reason)  # fmt: skip
         config = GEMINI.configure(setup)
         node = runtimes.node()
-        box = None
-        if sealed:
-            box = sandbox.sandbox_for(
-                cache=cache,
-                writable=[workspace.repo, workspace.home, workspace.tmp],
-                readable=[*sandbox.install_paths(gemini.bin), *config.readable, *(node.reads if node else ())],
-                hidden=list(GEMINI.managed_paths),
-                relay=relay,
-                tool=CODEGRAPH,
-                tool_install=sandbox.install_paths(codegraph.bin) if codegraph is not None else [],
-            )
+        box = sandbox.sandbox_for(
+            cache=cache,
+            writable=[workspace.repo, workspace.home, workspace.tmp],
+            readable=[*sandbox.install_paths(gemini.bin), *config.readable, *(node.reads if node else ())],
+            hidden=list(GEMINI.managed_paths),
+            relay=relay,
+            tool=CODEGRAPH,
+            tool_install=sandbox.install_paths(codegraph.bin) if codegraph is not None else [],
+        )
         env = GEMINI.process_environment(workspace.env(os.environ), server.url)
         env.update(**config.env, **CODEGRAPH.env)
         env["PATH"] = os.pathsep.join([str(gemini.bin.parent), runtimes.with_node(os.environ.get("PATH", ""))])
