@@ -11,6 +11,7 @@ import shutil
 import subprocess
 import sys
 import time
+import urllib.error
 import urllib.request
 from pathlib import Path
 
@@ -384,6 +385,7 @@ def test_the_chat_record_is_found_without_following_the_agents_links(tmp_path: P
     (home / ".gemini" / "tmp" / "elsewhere").symlink_to(tmp_path)  # nor is a linked folder walked
     assert find_chat_in(home, session) is None
     (chats / "session-2-602d0540.jsonl").write_text("{}\n")
+    (chats / "session-3-602d0540.jsonl").write_text("{}\n")  # a resumed turn's own, a minute later
     assert str(find_chat_in(home, session)) == ".gemini/tmp/repo/chats/session-2-602d0540.jsonl"
     (home / ".gemini" / "tmp").rename(tmp_path / "moved")
     (home / ".gemini" / "tmp").symlink_to(tmp_path / "moved")
@@ -398,3 +400,21 @@ def test_gemini_is_driven_headless_only(tmp_path: Path) -> None:
     with pytest.raises(ValueError, match="driven headless only"):
         GEMINI.drive(build, ["Q?"], mode="tmux", config=config, options=DriveOptions(), label="x", out_dir=tmp_path,
                      cwd=tmp_path, env={"HOME": str(tmp_path / "home")})  # fmt: skip
+
+
+def test_a_backend_without_a_policy_refuses_the_gemini_routes_saying_so() -> None:
+    class Relayed:  # as the forwarding and cassette backends: Messages API only
+        def respond(self, request: dict, headers: object = None) -> None:
+            raise AssertionError("not asked")
+
+        def describe(self) -> str:
+            return "a Messages-only backend"
+
+    with serve(Relayed()) as server:
+        ask = urllib.request.Request(f"{server.url}/v1beta/models/m:streamGenerateContent?alt=sse",
+                                     json.dumps({"contents": []}).encode())  # fmt: skip
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(ask, timeout=10)
+        assert refused.value.code == 400
+        assert "does not answer the Gemini API: a Messages-only backend" in refused.value.read().decode()
+        assert server.requests == []  # refused before it was counted

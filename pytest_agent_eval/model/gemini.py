@@ -34,7 +34,7 @@ from ..agents.gemini.transcript import (
     shell_output,
     unwrapped,
 )
-from ..metrics.file_access import bash_access
+from .responses import grep_command, shell_step
 from .scripted import Step, Turn
 from .sse import CHUNK_CHARS, Reply, new_id
 from .usage import count_tokens
@@ -43,7 +43,6 @@ from .usage import count_tokens
 _CWD_RE = re.compile(r"Workspace Directories:\**\n\s*- (/[^\n]+)")
 # The CLI's own context, sent as a user part before the question: not the question.
 _CONTEXT_RE = re.compile(r"^\s*(?:<session_context>|This is the Gemini CLI\.|<loaded_context>)", re.S)
-_SKIPPED_DIRS = (".git", ".codegraph", "node_modules")
 
 
 def gemini_name(common: str) -> str:
@@ -84,15 +83,7 @@ def _offered(request: dict[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
 def _step(call: dict[str, Any]) -> Step:
     """A functionCall as the step it is in the common vocabulary."""
     name, args = str(call.get("name") or ""), call.get("args") if isinstance(call.get("args"), dict) else {}
-    if name != SHELL_TOOL:
-        return Step(common_name(name), args)
-    command = str(args.get("command") or "")
-    access = bash_access(command)
-    if access is not None and access.kind == "read" and access.path:
-        return Step("Read", {"file_path": access.path})
-    if access is not None and access.kind == "search":
-        return Step("Grep", {"command": command})
-    return Step("Bash", {"command": command})
+    return shell_step(str(args.get("command") or "")) if name == SHELL_TOOL else Step(common_name(name), args)
 
 
 def read_turn(request: dict[str, Any]) -> Turn:
@@ -125,11 +116,6 @@ def read_turn(request: dict[str, Any]) -> Turn:
 
 
 # -- rendering a reply ----------------------------------------------------------------------------
-def _grep_command(pattern: str) -> str:
-    skipped = " ".join(f"--exclude-dir={d}" for d in _SKIPPED_DIRS)
-    return f"grep -rliE {shlex.quote(pattern)} {skipped} ."
-
-
 def _function_call(request: dict[str, Any], block: dict[str, Any]) -> dict[str, Any]:
     name, tool_input = block["name"], block.get("input") or {}
     offered_name = _offered(request).get(name, (gemini_name(name), {}))[0]
@@ -137,7 +123,7 @@ def _function_call(request: dict[str, Any], block: dict[str, Any]) -> dict[str, 
         if name == "Read":
             tool_input = {"command": f"cat -n {shlex.quote(str(tool_input.get('file_path')))}"}
         elif name == "Grep":
-            tool_input = {"command": _grep_command(str(tool_input.get("pattern") or ""))}
+            tool_input = {"command": grep_command(str(tool_input.get("pattern") or ""))}
         else:
             tool_input = {"command": str(tool_input.get("command") or "")}
     return {"functionCall": {"id": block.get("id") or new_id("call"), "name": offered_name, "args": tool_input}}

@@ -169,15 +169,17 @@ def _keep_chat(home: Path, record: RunRecord) -> Path | None:
 
 def find_chat_in(home: Path, session_id: str) -> PurePath | None:
     """The path (relative to ``home``) of the chat record of ``session_id``,
-    ``.gemini/tmp/<project>/chats/session-*-<id prefix>.jsonl``, walked without following links (the agent may have
-    planted some); None when there is none."""
+    ``.gemini/tmp/<project>/chats/session-<time>-<id prefix>.jsonl``, walked without following links (the agent may
+    have planted some); None when there is none. The first turn's file: a resumed turn starts a file of its own,
+    named for the minute it starts in (only the header and the session's context), then goes on in the session's
+    first file; in the same minute the two are one file."""
     tmp = PurePath(GEMINI_DIR, "tmp")
     found: list[PurePath] = []
     for project in _entries(home, tmp, stat.S_ISDIR):
         chats = tmp / project / "chats"
         found += [chats / name for name in _entries(home, chats, stat.S_ISREG)
                   if name.startswith("session-") and name.endswith(f"{session_id[:8]}.jsonl")]  # fmt: skip
-    return sorted(found)[-1] if found else None
+    return sorted(found)[0] if found else None
 
 
 def _entries(home: Path, relative: PurePath, kind: object) -> list[str]:

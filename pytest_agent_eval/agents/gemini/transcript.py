@@ -34,8 +34,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from pytest_agent_eval.agents.codex.transcript import read_json_lines
 from pytest_agent_eval.transcript import (
-    BAD_LINES_NAMED,
     MAIN,
     Compaction,
     Message,
@@ -164,20 +164,20 @@ def kept_chat(events_file: str | Path) -> Path:
 
 
 def find_chat(events_file: str | Path) -> Path:
-    """The chat record beside an events file: the harness's copy, else ``session-*-<id prefix>.jsonl`` in its folder
-    (as Gemini CLI names it)."""
+    """The chat record beside an events file: the harness's copy, else the first ``session-*-<id prefix>.jsonl`` in
+    its folder (as Gemini CLI names it; a resumed turn may leave a later one holding only the session's context)."""
     events_file = Path(events_file)
     kept = kept_chat(events_file)
     if kept.is_file():
         return kept
-    session_id = _session_id(_read_jsonl(events_file, Session()), events_file)
+    session_id = _session_id(read_json_lines(events_file, Session(), "Gemini CLI"), events_file)
     found = sorted(events_file.parent.glob(f"session-*{session_id[:8]}.jsonl"))
     if not found:
         raise TranscriptError(
             f"{events_file}: no session-*{session_id[:8]}.jsonl beside it: give Gemini CLI's chat record "
             "(~/.gemini/tmp/<project>/chats/session-….jsonl) with --chat"
         )
-    return found[-1]
+    return found[0]
 
 
 def read_gemini(events_files: str | Path | Sequence[str | Path], chat_file: str | Path | None = None) -> GeminiSession:
@@ -188,12 +188,12 @@ def read_gemini(events_files: str | Path | Sequence[str | Path], chat_file: str 
         raise TranscriptError("no Gemini CLI events file given")
     chat = Path(chat_file) if chat_file is not None else find_chat(paths[0])
     session = GeminiSession(events_file=paths[0], chat_file=chat)
-    turns = [_read_jsonl(path, session) for path in paths]
+    turns = [read_json_lines(path, session, "Gemini CLI") for path in paths]
     session.session_id = _session_id(turns[0], paths[0])
     for path, events in zip(paths[1:], turns[1:], strict=True):
         if _session_id(events, path) != session.session_id:
             raise TranscriptError(f"{path}: session {_session_id(events, path)}, not {paths[0]}'s {session.session_id}")
-    records = _read_jsonl(chat, session)
+    records = read_json_lines(chat, session, "Gemini CLI")
     header = records[0]
     if "sessionId" not in header:
         raise TranscriptError(f"{chat}: not a Gemini CLI chat record (its first line names no sessionId)")
@@ -209,34 +209,6 @@ def read_gemini(events_files: str | Path | Sequence[str | Path], chat_file: str 
 
 
 # -- reading ------------------------------------------------------------------------------------
-def _read_jsonl(path: Path, session: Session) -> list[dict[str, Any]]:
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        raise TranscriptError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise TranscriptError(f"{path}: cannot read ({exc.strerror})") from None
-    records: list[dict[str, Any]] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except ValueError:
-            record = None
-        if not isinstance(record, dict):
-            session.parse.bad_lines += 1
-            if len(session.parse.bad_at) < BAD_LINES_NAMED:
-                session.parse.bad_at.append(f"{path}:{number}: not a JSON object")
-            continue
-        session.parse.events += 1
-        session.parse.event_types[str(record.get("type", "$set" if "$set" in record else None))] += 1
-        records.append(record)
-    if not records:
-        raise TranscriptError(f"{path}: not a Gemini CLI record (no line is a JSON object)")
-    return records
-
-
 def _session_id(events: list[dict[str, Any]], path: Path) -> str:
     first = events[0]
     if first.get("type") != FIRST_EVENT or not isinstance(first.get("session_id"), str):
