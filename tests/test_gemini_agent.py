@@ -418,3 +418,51 @@ def test_a_backend_without_a_policy_refuses_the_gemini_routes_saying_so() -> Non
         assert refused.value.code == 400
         assert "does not answer the Gemini API: a Messages-only backend" in refused.value.read().decode()
         assert server.requests == []  # refused before it was counted
+
+
+def test_the_forwarder_adds_the_real_key_outside_the_sandbox_and_records_what_it_relayed(tmp_path: Path) -> None:
+    """The real Gemini API through the harness's forwarder: the agent's placeholder key never leaves, the harness's
+    key is added, the answer is relayed byte for byte and kept in the request record as the response it was."""
+    from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+    from threading import Thread
+
+    from pytest_agent_eval.model.gemini import stream_frames
+    from pytest_agent_eval.model.google import GeminiForwarder
+
+    seen: list[tuple[str, dict]] = []
+    parts = [{"functionCall": {"id": "call-1", "name": "run_shell_command", "args": {"command": "ls"}}}]
+    frames = b"".join(stream_frames(parts, "gemini-real", {"promptTokenCount": 7}, "resp-1"))
+
+    class Upstream(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:
+            self.rfile.read(int(self.headers["Content-Length"]))
+            seen.append((self.path, {k.lower(): v for k, v in self.headers.items()}))
+            self.send_response(200)
+            self.send_header("Content-Type", "text/event-stream")
+            self.send_header("Content-Length", str(len(frames)))
+            self.end_headers()
+            self.wfile.write(frames)
+
+        def log_message(self, *args: object) -> None:
+            pass
+
+    upstream = ThreadingHTTPServer(("127.0.0.1", 0), Upstream)
+    Thread(target=upstream.serve_forever, daemon=True).start()
+    with pytest.raises(ValueError, match="needs a real GEMINI_API_KEY"):
+        GeminiForwarder(api_key="agent-eval-local-stand-in")
+    forwarder = GeminiForwarder(api_key="the-harness-key", base_url=f"http://127.0.0.1:{upstream.server_port}")
+    try:
+        with serve(forwarder) as server, server.log.into(tmp_path / "requests.jsonl"):
+            path = "/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse"
+            ask = urllib.request.Request(f"{server.url}{path}", json.dumps({"contents": []}).encode(),
+                                         {"x-goog-api-key": "agent-eval-local-stand-in", "User-Agent": "GeminiCLI"})
+            with urllib.request.urlopen(ask, timeout=10) as answer:
+                assert answer.read() == frames
+    finally:
+        upstream.shutdown()
+    [(upstream_path, headers)] = seen
+    assert upstream_path == path and headers["x-goog-api-key"] == "the-harness-key"
+    assert headers["user-agent"] == "GeminiCLI"
+    [entry] = read_requests(tmp_path / "requests.jsonl")
+    assert entry["response"]["responseId"] == "resp-1"
+    assert entry["response"]["candidates"][0]["content"]["parts"] == parts

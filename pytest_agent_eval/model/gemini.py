@@ -175,3 +175,29 @@ def stream_frames(parts: list[dict[str, Any]], model: str, usage: dict[str, Any]
             candidate["finishReason"] = "STOP"
             frame["usageMetadata"] = usage
         yield _frame(frame)
+
+
+def assemble(stream: bytes) -> dict[str, Any] | None:
+    """The response a relayed SSE stream carried (its parts joined, the last frame's usage and id), as far as it got;
+    None when no frame came. What the real API showed the client, read back for the request record."""
+    response: dict[str, Any] | None = None
+    parts: list[dict[str, Any]] = []
+    for line in stream.decode("utf-8", "replace").splitlines():
+        try:
+            frame = json.loads(line[5:]) if line.startswith("data:") else None
+        except ValueError:
+            frame = None
+        if not isinstance(frame, dict):
+            continue
+        response = {**(response or {}), **{k: v for k, v in frame.items() if k != "candidates"}}
+        for candidate in frame.get("candidates") or []:
+            content = candidate.get("content") if isinstance(candidate, dict) else None
+            for part in (content or {}).get("parts") or []:
+                joins = isinstance(part, dict) and "text" in part and parts and "text" in parts[-1]
+                if joins and bool(part.get("thought")) == bool(parts[-1].get("thought")):
+                    parts[-1] = {**parts[-1], "text": parts[-1]["text"] + str(part["text"])}
+                elif isinstance(part, dict):
+                    parts.append(dict(part))
+    if response is None:
+        return None
+    return {**response, "candidates": [{"content": {"role": "model", "parts": parts}, "index": 0}]}

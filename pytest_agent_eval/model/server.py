@@ -329,6 +329,13 @@ class _Handler(BaseHTTPRequestHandler):
     def _gemini(self, model: str, method: str, request: dict[str, Any]) -> None:
         """The Gemini API (Gemini CLI): ``:streamGenerateContent`` and ``:generateContent`` answered by the backend's
         policy on the turn read from the request, ``:countTokens`` by the counting model."""
+        forward = getattr(self.server.backend, "forward_gemini", None)
+        if callable(forward):  # the real API, through the harness's forwarder (pytest_agent_eval.model.google)
+            if method != COUNT:
+                with self.server.lock:
+                    self.server.requests.append(request)
+            self._relay(forward(self.path, request, dict(self.headers.items())))
+            return
         if method == COUNT:
             inner = request.get("generateContentRequest")
             self._send_json(200, {"totalTokens": self.server.usage_model.count(inner or request)})
@@ -413,6 +420,8 @@ class _Handler(BaseHTTPRequestHandler):
 def _read_back(data: bytes, headers: Mapping[str, str]) -> Any:
     """A relayed body as the request log keeps it: the message of a stream, the JSON of a JSON body."""
     kind = next((v for k, v in headers.items() if k.lower() == "content-type"), "")
+    if "event-stream" in kind and data.lstrip().startswith(b"data:"):  # the Gemini API's frames have no event names
+        return gemini.assemble(data)
     if "event-stream" in kind:
         return assemble(data)
     try:
