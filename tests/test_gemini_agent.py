@@ -466,3 +466,19 @@ def test_the_forwarder_adds_the_real_key_outside_the_sandbox_and_records_what_it
     [entry] = read_requests(tmp_path / "requests.jsonl")
     assert entry["response"]["responseId"] == "resp-1"
     assert entry["response"]["candidates"][0]["content"]["parts"] == parts
+
+
+def test_the_gemini_backend_is_the_forwarder_and_needs_the_harnesss_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_agent_eval.model import GeminiForwarder, make_backend
+    from pytest_agent_eval.settings.config import AgentEvalConfig
+
+    monkeypatch.delenv("GEMINI_API_KEY", raising=False)
+    assert "needs GEMINI_API_KEY" in str(AgentEvalConfig(backend="gemini").model_problem())
+    with pytest.raises(ValueError, match="needs a real GEMINI_API_KEY"):
+        make_backend("gemini")
+    monkeypatch.setenv("GEMINI_API_KEY", "the-harness-key")
+    assert AgentEvalConfig(backend="gemini").model_problem() is None
+    assert isinstance(make_backend("gemini"), GeminiForwarder)
+    # the agent never gets it: its environment holds the placeholder
+    env = GEMINI.process_environment(dict(os.environ), "http://127.0.0.1:1")
+    assert env[KEY_VAR] == "agent-eval-local-stand-in" and "the-harness-key" not in env.values()

@@ -443,8 +443,8 @@ class ModelEndpoint:
 
     @property
     def real(self) -> bool:
-        """The real model answers (through the forwarder)."""
-        return self.backend == "anthropic"
+        """The real model answers (through a forwarder)."""
+        return self.backend in ("anthropic", "gemini")
 
     def to_dict(self) -> dict[str, Any]:
         data = {"name": self.backend, "description": self.description, "url": self.url}
