@@ -482,3 +482,13 @@ def test_the_gemini_backend_is_the_forwarder_and_needs_the_harnesss_key(monkeypa
     # the agent never gets it: its environment holds the placeholder
     env = GEMINI.process_environment(dict(os.environ), "http://127.0.0.1:1")
     assert env[KEY_VAR] == "agent-eval-local-stand-in" and "the-harness-key" not in env.values()
+
+
+def test_a_result_the_request_carries_twice_counts_twice_in_the_truth() -> None:
+    """Gemini CLI 0.61.0 repeats each result in history it rewrote (tests/data/gemini/three-turns): the prompt holds
+    it twice, and so does the stand-in's count of it."""
+    answer = {"functionResponse": {"id": "c1", "name": "run_shell_command", "response": {"output": "x " * 500}}}
+    once = {"contents": [{"role": "user", "parts": [answer]}]}
+    twice = {"contents": [{"role": "user", "parts": [answer, answer]}]}
+    single = UsageModel().count_prompt(once).results["c1"]
+    assert single > 500 and UsageModel().count_prompt(twice).results == {"c1": 2 * single}
