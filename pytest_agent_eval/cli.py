@@ -4,6 +4,7 @@ agent-eval score run-with-1.jsonl                 # later segments (.t2.jsonl, �
 agent-eval score run.jsonl run.t2.jsonl --json     # segments given in order
 agent-eval score --session ~/.claude/projects/-tmp-express/
 agent-eval score codex-events.jsonl --rollout ~/.codex/sessions/2026/12/03/rollout-….jsonl   # a Codex CLI run
+agent-eval score gemini-events.jsonl --chat ~/.gemini/tmp/express/chats/session-….jsonl   # a Gemini CLI run
 agent-eval rescore agent-eval-out/20260801-101500-3fa9c2/   # a campaign or a folder of run-*.jsonl
 agent-eval compare BASELINE CURRENT --compare-fail "allocation:-5pt,residual_tokens:+20%"
 agent-eval merge merged/ shard-1/ shard-2/ shard-3/     # the campaigns of --agent-eval-shard 1/3 … 3/3 as one
@@ -26,6 +27,7 @@ from typing import Any
 
 from pytest_agent_eval.agents.claude_code.transcript import find_session_file, read_segments, read_session_file
 from pytest_agent_eval.agents.codex.transcript import is_codex_events, read_codex
+from pytest_agent_eval.agents.gemini.transcript import is_gemini_events, read_gemini
 from pytest_agent_eval.metrics.occupancy import WINDOW_TOKENS
 from pytest_agent_eval.metrics.scorecard import score
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool, load_tool
@@ -124,6 +126,12 @@ def build_parser() -> argparse.ArgumentParser:
         help="with Codex CLI --json events FILEs (one per turn): the session's rollout (default: "
         "rollout-*<thread id>.jsonl beside the first FILE)",
     )
+    cmd.add_argument(
+        "--chat",
+        metavar="FILE",
+        help="with Gemini CLI stream-json events FILEs (one per turn): the session's chat record (default: "
+        "session-*<session id prefix>.jsonl beside the first FILE)",
+    )
     cmd.add_argument("--brief", action="store_true", help="one line per metric")
     cmd.add_argument("--envelope", action="store_true", help="also print how each explore response was divided")
     cmd.add_argument(
@@ -187,6 +195,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.usage_error("score takes FILE… or --session FILE_OR_DIR (one of the two)")
     if args.rollout and not (args.files and is_codex_events(args.files[0])):
         args.usage_error("--rollout goes with Codex CLI --json events FILEs (the first event is thread.started)")
+    if args.chat and not (args.files and is_gemini_events(args.files[0])):
+        args.usage_error("--chat goes with Gemini CLI stream-json events FILEs (the first event is init)")
     tool = tool_of(args)
     try:
         if args.session:
@@ -196,6 +206,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif is_codex_events(args.files[0]):  # a resumed session's later turns are its .tN.jsonl, as Claude Code's
             files = segment_files(args.files[0]) if len(args.files) == 1 else args.files
             session = read_codex(files, args.rollout)
+            _warn(_reading_problems(session, files))
+        elif is_gemini_events(args.files[0]):
+            files = segment_files(args.files[0]) if len(args.files) == 1 else args.files
+            session = read_gemini(files, args.chat)
             _warn(_reading_problems(session, files))
         else:
             files = segment_files(args.files[0]) if len(args.files) == 1 else args.files

@@ -63,8 +63,8 @@ def test_a_record_names_its_agent_and_an_older_one_is_read_as_claude_codes() -> 
     never_ran = ItemRecord.from_dict({"schema": 2, "id": "e-with-1", "entry": "e", "arm": "with", "arm_label": "with"})
     assert never_ran.agent is None  # no agent ran it: none is made up
     assert agent_named(None) is agent_named("claude-code") is CLAUDE_CODE
-    with pytest.raises(ValueError, match="unknown agent 'gemini'"):
-        agent_named("gemini")
+    with pytest.raises(ValueError, match="unknown agent 'no-such-agent'"):
+        agent_named("no-such-agent")
 
 
 def _setup(tmp_path: Path, servers: tuple[McpServer, ...] = ()) -> AgentSetup:

@@ -35,8 +35,8 @@ if TYPE_CHECKING:
     from pytest_agent_eval.transcript import Session
 
 # The model APIs the harness's model server answers (pytest_agent_eval.model.server): Anthropic Messages
-# (``POST /v1/messages``) and OpenAI Responses (``POST /v1/responses``).
-ModelApi = Literal["messages", "responses"]
+# (``POST /v1/messages``), OpenAI Responses (``POST /v1/responses``) and Gemini (``POST /v1beta/models/…``).
+ModelApi = Literal["messages", "responses", "gemini"]
 HEADLESS, INTERACTIVE = "headless", "tmux"  # the modes an item is driven in (--agent-eval-mode)
 
 

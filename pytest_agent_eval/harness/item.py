@@ -70,6 +70,7 @@ def model_endpoint(cfg: AgentEvalConfig) -> Iterator[ModelEndpoint]:
     from pytest_agent_eval.model import (
         AnthropicBackend,
         CassetteBackend,
+        GeminiForwarder,
         ModelEndpoint,
         ScriptedBackend,
         make_backend,
@@ -82,6 +83,8 @@ def model_endpoint(cfg: AgentEvalConfig) -> Iterator[ModelEndpoint]:
         backend = replace(backend, explore=cfg.tool.explore, cli=cfg.tool.cli)
     if isinstance(backend, AnthropicBackend):  # the forwarder: the agent's CLI gets its loopback URL, not the key
         name = "anthropic"
+    elif isinstance(backend, GeminiForwarder):  # the same, for the Gemini API
+        name = "gemini"
     else:
         name = "cassette" if isinstance(backend, CassetteBackend) else "scripted"
     server = serve(backend)

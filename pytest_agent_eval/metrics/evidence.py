@@ -5,10 +5,10 @@ CLI's rollout lies in the agent's HOME); the request record (:mod:`pytest_agent_
 the model server, outside the sandbox. So what the model saw is exactly what its requests carried, and the
 transcript must agree with them:
 
-* every assistant message of the transcript is a message the model sent (its id among the responses), with that
-  response's prompt size (``usage``: input, cache-read and cache-creation tokens; output tokens are left out, the
-  transcript may hold a count taken mid-stream), and each of its tool calls is one of that response's, with its
-  name and input;
+* every assistant message of the transcript is a message the model sent (its id among the responses; for Gemini
+  CLI, whose records name no response id, its place among the streamed responses), with that response's prompt
+  size (``usage``: input, cache-read and cache-creation tokens; output tokens are left out, the transcript may hold
+  a count taken mid-stream), and each of its tool calls is one of that response's, with its name and input;
 * every tool result of the transcript reached the model: a request carried a result for that call whose text holds
   the transcript's (blanks and ``<system-reminder>`` blocks aside: the CLI adds reminders and reshapes content);
   a result no request carried is allowed only where the run was cut off after it (no request followed its call);
@@ -34,6 +34,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from pytest_agent_eval.agents.codex.transcript import text_of
+from pytest_agent_eval.agents.gemini import transcript as gemini
 from pytest_agent_eval.metrics.contamination import Leak, scan
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
 from pytest_agent_eval.transcript import Session, ToolResult, Usage, result_text
@@ -80,12 +81,16 @@ class _Received:
     sent_calls: dict[str, tuple[str, Any]] = field(default_factory=dict)  # call id → (tool name, input) as sent
     calls: dict[str, tuple[str, int]] = field(default_factory=dict)  # call id → (tool name, first request carrying it)
     results: dict[str, dict[str, int]] = field(default_factory=dict)  # call id → {result text: first request}
+    streamed_gemini: int = 0  # Gemini API responses streamed so far (a Gemini CLI message is named by its place)
 
     def read(self, number: int, entry: dict[str, Any]) -> None:
         response, request = entry.get("response"), entry.get("request")
         request = request if isinstance(request, dict) else {}
         if _path(entry) == RESPONSES_PATH:
             self._read_responses(number, request, response)
+            return
+        if (method := gemini.model_method(_path(entry))) is not None:
+            self._read_gemini(number, request, response, method[1] == gemini.STREAM)
             return
         if isinstance(response, dict) and isinstance(response.get("id"), str):
             self.sent.setdefault(response["id"], set()).update(_call_ids(response.get("content")))
@@ -124,10 +129,32 @@ class _Received:
                 self.results.setdefault(item["call_id"], {}).setdefault(text, number)
 
 
+    def _read_gemini(self, number: int, request: dict[str, Any], response: Any, streamed: bool) -> None:
+        """A Gemini API exchange (Gemini CLI): calls are ``functionCall`` parts (keyed by ``id``), results
+        ``functionResponse`` parts, in the request's ``contents`` and the response's candidate; a streamed response
+        is named by its place (:func:`~pytest_agent_eval.agents.gemini.transcript.response_name`)."""
+        candidates = response.get("candidates") if isinstance(response, dict) else None
+        if streamed and isinstance(candidates, list) and candidates:
+            self.streamed_gemini += 1
+            content = candidates[0].get("content") if isinstance(candidates[0], dict) else None
+            parts = [p for p in (content or {}).get("parts") or [] if isinstance(p, dict)]
+            calls = {str(p["functionCall"].get("id")) for p in parts if isinstance(p.get("functionCall"), dict)}
+            self.sent.setdefault(gemini.response_name(self.streamed_gemini), set()).update(calls)
+        for content in request.get("contents") or []:
+            for part in (content.get("parts") if isinstance(content, dict) else None) or []:
+                call = part.get("functionCall") if isinstance(part, dict) else None
+                answer = part.get("functionResponse") if isinstance(part, dict) else None
+                if isinstance(call, dict) and isinstance(call.get("id"), str):
+                    self.calls.setdefault(call["id"], (gemini.common_name(str(call.get("name") or "?")), number))
+                elif isinstance(answer, dict) and isinstance(answer.get("id"), str):
+                    text = gemini.response_output(answer.get("response"))[0]
+                    self.results.setdefault(answer["id"], {}).setdefault(text, number)
+
+
 def reached_the_model(entries: Sequence[dict[str, Any]]) -> bool:
-    """Whether the record holds a model request (Messages or Responses API): a record without one says nothing of
-    the run (a CLI that never spoke to this server, as the plugin's tests' scripted stand-in ``claude``); the real
-    CLI asks before any tool runs."""
+    """Whether the record holds a model request (Messages, Responses or Gemini API): a record without one says
+    nothing of the run (a CLI that never spoke to this server, as the plugin's tests' scripted stand-in
+    ``claude``); the real CLI asks before any tool runs."""
     return any(_is_model_request(entry) for entry in entries)
 
 
@@ -136,7 +163,8 @@ def _path(entry: dict[str, Any]) -> str:
 
 
 def _is_model_request(entry: dict[str, Any]) -> bool:
-    return _path(entry) in (MESSAGES_PATH, RESPONSES_PATH)
+    method = gemini.model_method(_path(entry))
+    return _path(entry) in (MESSAGES_PATH, RESPONSES_PATH) or (method is not None and method[1] != gemini.COUNT)
 
 
 def evidence(

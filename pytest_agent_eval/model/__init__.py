@@ -14,6 +14,7 @@ from pytest_agent_eval.settings.options import BACKENDS  # the option table name
 
 from .anthropic import AnthropicBackend
 from .cassette import CassetteBackend
+from .google import GeminiForwarder
 from .scripted import ScriptedBackend
 from .server import Backend, Faults, Hit, ModelEndpoint, Passthrough, RunningServer, serve
 from .sse import Reply
@@ -29,6 +30,8 @@ def make_backend(name: str, **opts: Any) -> Backend:
         return CassetteBackend(**opts)
     if name == "anthropic":
         return AnthropicBackend(**opts)
+    if name == "gemini":
+        return GeminiForwarder(**opts)
     raise ValueError(f"unknown model backend {name!r}; expected one of {BACKENDS}")
 
 
@@ -38,6 +41,7 @@ __all__ = [
     "Backend",
     "CassetteBackend",
     "Faults",
+    "GeminiForwarder",
     "Hit",
     "ModelEndpoint",
     "Passthrough",

@@ -31,6 +31,8 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
+from ..agents.gemini.transcript import COUNT, GENERATE, STREAM, model_method
+from . import gemini
 from .record import RequestLog
 from .refusal import refusal
 from .responses import output_items, read_turn, response_json, usage_json
@@ -246,6 +248,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._messages(body)
         elif path == "/v1/responses":
             self._responses(body)
+        elif (method := model_method(path)) is not None:
+            self._gemini(*method, body)
         else:
             self._send_error(404, f"Not found: {path}")
 
@@ -322,6 +326,46 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self._stream(list(response_events(items, model, body_usage, response_id)), fault, response)
 
+    def _gemini(self, model: str, method: str, request: dict[str, Any]) -> None:
+        """The Gemini API (Gemini CLI): ``:streamGenerateContent`` and ``:generateContent`` answered by the backend's
+        policy on the turn read from the request, ``:countTokens`` by the counting model."""
+        forward = getattr(self.server.backend, "forward_gemini", None)
+        if callable(forward):  # the real API, through the harness's forwarder (pytest_agent_eval.model.google)
+            if method != COUNT:
+                with self.server.lock:
+                    self.server.requests.append(request)
+            self._relay(forward(self.path, request, dict(self.headers.items())))
+            return
+        if method == COUNT:
+            inner = request.get("generateContentRequest")
+            self._send_json(200, {"totalTokens": self.server.usage_model.count(inner or request)})
+            return
+        decide = getattr(self.server.backend, "decide", None)
+        if method not in (STREAM, GENERATE):
+            self._send_error(404, f"Not found: {model}:{method}")
+            return
+        if decide is None:
+            self._send_error(400, f"this backend does not answer the Gemini API: {self.server.backend.describe()}")
+            return
+        fault = self._admit(request)
+        if fault is None:
+            return
+        try:
+            parts = gemini.reply_parts(request, decide(gemini.read_turn(request)))
+        except Exception:
+            self._backend_failed()
+            return
+        name = getattr(self.server.backend, "stand_in_model", None) or model
+        usage, count = self.server.usage_model.usage(request)
+        response_id = new_id("gemini")
+        self._keep_truth(Truth(response_id, count))
+        body_usage = gemini.usage_metadata(count.tokens, usage["cache_read_input_tokens"], parts)
+        response = gemini.response_json(parts, name, body_usage, response_id)
+        if method == GENERATE:
+            self._send_json(200, response)
+            return
+        self._stream(list(gemini.stream_frames(parts, name, body_usage, response_id)), fault, response)
+
     def _stream(self, frames: list[bytes], fault: str, response: dict[str, Any]) -> None:
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream; charset=utf-8")
@@ -376,6 +420,8 @@ class _Handler(BaseHTTPRequestHandler):
 def _read_back(data: bytes, headers: Mapping[str, str]) -> Any:
     """A relayed body as the request log keeps it: the message of a stream, the JSON of a JSON body."""
     kind = next((v for k, v in headers.items() if k.lower() == "content-type"), "")
+    if "event-stream" in kind and data.lstrip().startswith(b"data:"):  # the Gemini API's frames have no event names
+        return gemini.assemble(data)
     if "event-stream" in kind:
         return assemble(data)
     try:
@@ -397,8 +443,8 @@ class ModelEndpoint:
 
     @property
     def real(self) -> bool:
-        """The real model answers (through the forwarder)."""
-        return self.backend == "anthropic"
+        """The real model answers (through a forwarder)."""
+        return self.backend in ("anthropic", "gemini")
 
     def to_dict(self) -> dict[str, Any]:
         data = {"name": self.backend, "description": self.description, "url": self.url}

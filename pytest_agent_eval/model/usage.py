@@ -35,7 +35,9 @@ thinking among them, and of each tool result's tokens the *session context* the 
 (environment, model, agents, skills, MCP instructions) to the last message it keeps, a tool result's content.
 
 A Responses-API request (Codex) is counted the same way: its instructions, tools, then each ``input`` item as
-a unit, a ``function_call_output``'s tokens by its ``call_id``.
+a unit, a ``function_call_output``'s tokens by its ``call_id``; a Gemini API request (Gemini CLI) likewise: its
+``systemInstruction``, tools, then each ``contents`` turn's role and parts, a ``functionResponse`` part's tokens by
+its ``id``.
 """
 
 from __future__ import annotations
@@ -187,6 +189,8 @@ class UsageModel:
                     self._counted.clear()
                 self._counted[key] = tokens
         result_id = clean.get(_RESULT_ID_KEYS.get(clean.get("type"), "")) if isinstance(clean, dict) else None
+        if isinstance(clean, dict) and isinstance(clean.get("functionResponse"), dict):  # a Gemini API result part
+            result_id = clean["functionResponse"].get("id")
         result_id = result_id if isinstance(result_id, str) else None
         return Unit(key, tokens, result_id, hidden, moved_context(clean) if result_id else 0)
 
@@ -194,6 +198,8 @@ class UsageModel:
         """The prompt as an ordered list of units; a cached prefix is a run of equal leading units."""
         if "input" in request and "messages" not in request:
             return self._responses_units(request)
+        if "contents" in request and "messages" not in request:
+            return self._gemini_units(request)
         system = request.get("system") or []
         system = [{"type": "text", "text": system}] if isinstance(system, str) else system
         units = [self._unit("system:", system), self._unit("tools:", request.get("tools") or [])]
@@ -218,6 +224,21 @@ class UsageModel:
         items = request.get("input")
         items = [{"type": "message", "role": "user", "content": items}] if isinstance(items, str) else items or []
         units.extend(self._unit("input:", item) for item in items)
+        return units
+
+    def _gemini_units(self, request: dict[str, Any]) -> list[Unit]:
+        """A Gemini API prompt: its system instruction, its tools, then per ``contents`` turn its role and each part
+        (a text, a call, a call's result: each one JSON object of the request, as a Messages content block is)."""
+        units = [
+            self._unit("system:", request.get("systemInstruction") or {}),
+            self._unit("tools:", request.get("tools") or []),
+        ]
+        for content in request.get("contents") or []:
+            if not isinstance(content, dict):
+                continue
+            role = f"{content.get('role')}:"
+            units.append(Unit(role, MESSAGE_FRAME_TOKENS))
+            units.extend(self._unit(role, part) for part in content.get("parts") or [])
         return units
 
     def count_prompt(self, request: dict[str, Any]) -> PromptCount:
@@ -247,8 +268,14 @@ class UsageModel:
 
 
 def _truth(units: list[Unit]) -> PromptCount:
-    results = {u.tool_use_id: u.tokens for u in units if u.tool_use_id is not None}
-    context = {u.tool_use_id: u.context for u in units if u.tool_use_id is not None and u.context}
+    # A result carried twice occupies the prompt twice (Gemini CLI 0.61.0 repeats results in history it rewrote).
+    results: dict[str, int] = {}
+    context: dict[str, int] = {}
+    for u in units:
+        if u.tool_use_id is not None:
+            results[u.tool_use_id] = results.get(u.tool_use_id, 0) + u.tokens
+            if u.context:
+                context[u.tool_use_id] = context.get(u.tool_use_id, 0) + u.context
     return PromptCount(max(1, sum(u.tokens for u in units)), results, sum(u.hidden for u in units), context)
 
 

@@ -154,6 +154,11 @@ class AgentEvalConfig:
                 "--agent-eval-backend anthropic: needs a real ANTHROPIC_API_KEY in the environment "
                 "(offline, --agent-eval-backend scripted runs a stand-in model)"
             )
+        if self.backend == "gemini" and not os.environ.get("GEMINI_API_KEY"):
+            return (
+                "--agent-eval-backend gemini: needs GEMINI_API_KEY in the environment (the harness's: it stays "
+                "outside the sandbox)"
+            )
         return None
 
     def output_problem(self) -> str | None:

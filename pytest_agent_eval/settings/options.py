@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-BACKENDS = ("auto", "anthropic", "scripted", "cassette")  # the models behind the agent (pytest_agent_eval.model)
+# The models behind the agent (pytest_agent_eval.model).
+BACKENDS = ("auto", "anthropic", "gemini", "scripted", "cassette")
 MODES = ("headless", "tmux", "all")  # non-interactive, the TUI in tmux, or both (docs/options.md)
 # What the pinned Claude Code takes for --effort: it ignores any other value with a line on stderr, so a typo
 # would run (and record) an effort that was never used.
@@ -190,7 +191,8 @@ OPTIONS: tuple[Option, ...] = (
         "backend",
         "backend",
         f"model behind the agent: {', '.join(BACKENDS)} (default auto: the real API when "
-        "ANTHROPIC_API_KEY holds a real key, else scripted)",
+        "ANTHROPIC_API_KEY holds a real key, else scripted; gemini: the real Gemini API with GEMINI_API_KEY, for "
+        "Gemini CLI)",
         "NAME",
     ),
     Option(

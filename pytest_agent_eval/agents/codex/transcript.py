@@ -108,7 +108,7 @@ def find_rollout(events_file: str | Path) -> Path:
     kept = kept_rollout(events_file)
     if kept.is_file():
         return kept
-    thread_id = _thread_id(_read_jsonl(events_file, Session()), events_file)
+    thread_id = _thread_id(read_json_lines(events_file, Session()), events_file)
     found = sorted(events_file.parent.glob(f"rollout-*{thread_id}.jsonl"))
     if not found:
         raise TranscriptError(
@@ -128,12 +128,12 @@ def read_codex(events_files: str | Path | Sequence[str | Path], rollout_file: st
         raise TranscriptError("no Codex events file given")
     rollout = Path(rollout_file) if rollout_file is not None else find_rollout(paths[0])
     session = CodexSession(events_file=paths[0], rollout_file=rollout)
-    turns = [_read_jsonl(path, session) for path in paths]
+    turns = [read_json_lines(path, session) for path in paths]
     session.thread_id = _thread_id(turns[0], paths[0])
     for path, events in zip(paths[1:], turns[1:], strict=True):
         if _thread_id(events, path) != session.thread_id:
             raise TranscriptError(f"{path}: thread {_thread_id(events, path)}, not {paths[0]}'s {session.thread_id}")
-    records = _read_jsonl(rollout, session)
+    records = read_json_lines(rollout, session)
     meta = next((r.get("payload") for r in records if r.get("type") == "session_meta"), None)
     if not isinstance(meta, dict):
         raise TranscriptError(f"{rollout}: not a Codex rollout file (no session_meta record)")
@@ -149,7 +149,9 @@ def read_codex(events_files: str | Path | Sequence[str | Path], rollout_file: st
 
 
 # -- reading ------------------------------------------------------------------------------------
-def _read_jsonl(path: Path, session: Session) -> list[dict[str, Any]]:
+def read_json_lines(path: Path, session: Session, what: str = "Codex") -> list[dict[str, Any]]:
+    """The JSON objects of a JSON-lines record, counted into ``session.parse`` (a bad line is counted and named, not
+    read); raises TranscriptError when the file cannot be read or holds none (it is not a ``what`` record)."""
     try:
         text = path.read_text(encoding="utf-8", errors="replace")
     except FileNotFoundError:
@@ -173,7 +175,7 @@ def _read_jsonl(path: Path, session: Session) -> list[dict[str, Any]]:
         session.parse.event_types[str(record.get("type"))] += 1
         records.append(record)
     if not records:
-        raise TranscriptError(f"{path}: not a Codex record (no line is a JSON object)")
+        raise TranscriptError(f"{path}: not a {what} record (no line is a JSON object)")
     return records
 
 

@@ -1,0 +1,21 @@
+"""Gemini CLI (``@google/gemini-cli``) as a coding agent: :data:`GEMINI` (:mod:`.agent`), selected with
+``--agent-eval-agent gemini`` (or ``pytest_agent_eval.agents.gemini:GEMINI``); its config (:mod:`.config`), its
+driver (:mod:`.driver`), its transcript reader (:mod:`.transcript`).
+
+The description loads when first asked for: the model server and ``agent-eval score`` import the transcript reader,
+and need none of it.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+__all__ = ["GEMINI", "GeminiAgent"]
+
+
+def __getattr__(name: str) -> Any:
+    if name not in __all__:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    from pytest_agent_eval.agents.gemini import agent
+
+    return getattr(agent, name)

@@ -1,0 +1,186 @@
+"""Gemini CLI as a :class:`~pytest_agent_eval.agents.base.CodingAgent`: ``GEMINI``.
+
+What is Gemini CLI's own lives in this package: its config (:mod:`.config`: ``~/.gemini``'s settings and deny
+policy), its driver (:mod:`.driver`: ``gemini -p --output-format stream-json``, ``--resume``, the chat record copied
+out), its transcript reader (:mod:`.transcript`). The harness, the sandbox and the metrics are the same as Claude
+Code's; its block probe's model is Codex's (one shell call, decided in the common vocabulary, rendered in the Gemini
+API by the model server). The driver and the reader are imported when first used.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from pytest_agent_eval.agents.base import HEADLESS, AgentConfig, AgentSetup, CodingAgent, DriveOptions, ModelApi
+from pytest_agent_eval.agents.gemini.config import (
+    BASE_URL_VAR,
+    KEY_VAR,
+    STANDIN_API_KEY,
+    gemini_dir,
+    protected_files,
+    write_gemini_dir,
+)
+from pytest_agent_eval.agents.gemini.transcript import SHELL_TOOL
+from pytest_agent_eval.tool import HOOK_DENY_MARKER
+
+if TYPE_CHECKING:
+    from pytest_agent_eval.agents.gemini.transcript import GeminiSession
+    from pytest_agent_eval.harness.drivers import RunRecord
+    from pytest_agent_eval.harness.provision import Provisioned
+
+# The model Gemini CLI is told to ask for (``-m``): the scripted stand-in's own name, so a session's records name
+# the stand-in (the chat record names the model asked for, not the one that answered).
+CONFIGURED_MODEL = "stand-in-scripted"
+# What Gemini CLI tells the model of a call its policy denied (``denyMessage`` follows).
+POLICY_DENIAL = "Tool execution denied by policy."
+
+
+@dataclass(frozen=True)
+class GeminiAgent(CodingAgent):
+    """Google's Gemini CLI, pinned, driven headless with ``gemini -p --output-format stream-json``; speaks the
+    Gemini API."""
+
+    name: str = "gemini"
+    title: str = "Gemini CLI"
+    package: str = "@google/gemini-cli"
+    version: str = "0.61.0"
+    executable: str = "gemini"
+    api: ModelApi = "gemini"
+    modes: tuple[str, ...] = (HEADLESS,)
+    runtimes: tuple[str, ...] = ("node",)
+    passed_env: frozenset[str] = frozenset()
+    # Gemini CLI runs its shell commands itself (bash -c), behind no prefix the jail could take.
+    shell_prefix_var: str | None = None
+    # The machine's system settings and admin policies (/etc/gemini-cli/settings.json, policies/).
+    managed_paths: tuple[Path, ...] = field(default=(Path("/etc/gemini-cli"),))
+    model: str = CONFIGURED_MODEL
+
+    def environment(self, model_url: str) -> dict[str, str]:
+        """The model endpoint and the placeholder key Gemini CLI reads; no telemetry, no update check, no colour."""
+        return {
+            BASE_URL_VAR: model_url.rstrip("/"),
+            KEY_VAR: STANDIN_API_KEY,
+            "DO_NOT_TRACK": "1",
+            "GEMINI_CLI_NO_RELAUNCH": "true",  # one process: the stream's writer is the process the driver started
+            "NO_COLOR": "1",
+        }
+
+    def configure(self, setup: AgentSetup) -> AgentConfig:
+        """A fresh ``~/.gemini`` in the attempt's HOME (:mod:`.config`); its settings and policy file are shown
+        read-only, the rest of it (sessions, state) is the agent's."""
+        folder = write_gemini_dir(setup.home, mcp_servers=setup.mcp_servers, denied_cli=setup.denied_cli,
+                                  deny_reason=setup.deny_reason)  # fmt: skip
+        settings, policy = protected_files(setup.home)
+        return AgentConfig(
+            files={"gemini_dir": folder, "settings": settings, "policy": policy},
+            env={},
+            readable=(settings, policy),
+        )
+
+    def check_deny(self, config: AgentConfig, cli: str, env: Mapping[str, str], proven: set[str]) -> list[str]:
+        """The policy file read as Gemini CLI's policy engine reads it: a ``run_shell_command`` rule must deny
+        ``<cli> --version`` with the harness's reason (the mark the contamination metric reads), none may deny
+        ``ls``. (Gemini CLI has no command that checks a policy file: the block probe proves the deny through it.)"""
+        policy = Path(config.files["policy"])
+        marker = HOOK_DENY_MARKER.format(cli=cli)
+        try:
+            rules = read_rules(policy.read_text(encoding="utf-8"))
+        except (OSError, ValueError) as exc:
+            return [f"{policy}: not a policy file Gemini CLI reads ({exc})"]
+        problems = []
+        for command, denied in (f"{cli} --version", True), ("ls", False):
+            matched = [r for r in rules if isinstance(r, dict) and _matches(r, command)]
+            decision = max(matched, key=lambda r: r.get("priority", 0)).get("decision") if matched else "allow"
+            if (decision == "deny") != denied:
+                problems.append(f"{policy}: `{command}` is {decision}")
+            elif denied and not any(marker in str(r.get("denyMessage") or "") for r in matched):
+                problems.append(f"{policy}: `{command}` is denied without the mark {marker!r}")
+        return problems
+
+    def block_probe(self, command: str) -> Any:
+        from pytest_agent_eval.agents.codex.probe import ProbeModel
+
+        return ProbeModel(command)
+
+    def drive(
+        self,
+        build: Provisioned,
+        questions: Sequence[str],
+        *,
+        mode: str,
+        config: AgentConfig,
+        options: DriveOptions,
+        label: str,
+        out_dir: Path,
+        cwd: Path,
+        env: Mapping[str, str],
+    ) -> RunRecord:
+        from pytest_agent_eval.agents.gemini.driver import GeminiOptions, run_gemini
+
+        if mode != HEADLESS:
+            raise ValueError(f"{self.title} is driven {HEADLESS} only (gemini -p), not {mode!r}")
+        home = Path(config.files["gemini_dir"]).parent
+        if Path(env.get("HOME", "")) != home:
+            raise ValueError(f"the settings folder {gemini_dir(home)} is not in the agent's HOME {env.get('HOME')}")
+        model_url = env.get(BASE_URL_VAR)
+        if not model_url:
+            raise ValueError(f"the agent's environment names no model ({BASE_URL_VAR}): see GeminiAgent.environment")
+        run_options = GeminiOptions(gemini=str(build.bin), model=self.model, model_url=model_url,
+                                    timeout_s=options.timeout_s, stall_s=options.stall_s,
+                                    sandbox=options.sandbox)  # fmt: skip
+        return run_gemini(questions, label=label, out_dir=out_dir, cwd=cwd, env=env, options=run_options)
+
+    def read_transcript(self, segments: Sequence[Path]) -> GeminiSession:
+        """The turns' stream-json events and the chat record the driver kept beside the first
+        (:func:`~.transcript.find_chat`)."""
+        from pytest_agent_eval.agents.gemini.transcript import read_gemini
+
+        return read_gemini(list(segments))
+
+
+def read_rules(text: str) -> list[dict[str, Any]]:
+    """The ``[[rule]]`` tables of a policy file as :func:`~.config.deny_policy` writes them: ``key = value`` lines
+    whose values are JSON (a TOML basic string, integer or array of strings is one); raises ValueError naming the line
+    for anything else (Python 3.10 has no TOML reader)."""
+    rules: list[dict[str, Any]] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        line = line.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line == "[[rule]]":
+            rules.append({})
+            continue
+        key, equals, value = line.partition("=")
+        try:
+            if not equals or not rules:
+                raise ValueError("not a key = value line of a [[rule]]")
+            rules[-1][key.strip()] = json.loads(value)
+        except ValueError as exc:
+            raise ValueError(f"line {number}: {exc}") from None
+    return rules
+
+
+def _matches(rule: dict[str, Any], command: str) -> bool:
+    """Whether ``rule`` applies to a ``run_shell_command`` of ``command``, as Gemini CLI 0.61.0 matches it: its
+    ``commandPrefix`` becomes a pattern over the call's arguments as stable JSON (``buildArgsPatterns``)."""
+    names = rule.get("toolName")
+    if SHELL_TOOL not in (names if isinstance(names, list) else [names]) and names != "*":
+        return False
+    args = json.dumps({"command": command}, separators=(",", ":"), ensure_ascii=False)
+    prefixes = rule.get("commandPrefix")
+    if prefixes is None:
+        pattern = rule.get("argsPattern") or (f'"command":"{rule["commandRegex"]}' if rule.get("commandRegex") else "")
+        return not pattern or re.search(pattern, args) is not None
+    for prefix in prefixes if isinstance(prefixes, list) else [prefixes]:
+        opened = json.dumps(str(prefix), ensure_ascii=False)[:-1]
+        if re.search(re.escape(f'"command":{opened}') + r'(?:[\s"]|\\")', args):
+            return True
+    return False
+
+
+GEMINI = GeminiAgent()

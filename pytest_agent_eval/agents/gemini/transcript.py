@@ -1,0 +1,362 @@
+"""Read a Gemini CLI session (``gemini -p … --output-format stream-json`` events, and its chat record) into the
+common :class:`~pytest_agent_eval.transcript.Session`, so the metrics read it as they read Claude Code's.
+
+Gemini CLI writes two records of a session:
+
+* the event stream on stdout (one file per turn): ``init{session_id, model}``, ``message{role, content, delta}``
+  (the answer in chunks), ``tool_use{tool_name, tool_id, parameters}``, ``tool_result{tool_id, status, output,
+  error}``, ``result{status, stats}`` (the turn's totals) — and ``error`` events;
+* its chat record, ``~/.gemini/tmp/<project>/chats/session-<time>-<id prefix>.jsonl``, which the harness copies out
+  beside the first segment (``run-<label>.chat``): a header line ``{sessionId, …}``, then message records (``type``
+  ``user`` or ``gemini``; a record is written again, whole, when it gains its tool calls or tokens: the last one of
+  an id is the record) and ``{"$set": {…}}`` updates. A ``gemini`` record is one model request: its ``content``
+  (text), ``toolCalls[{id, name, args, result[{functionResponse}], status}]`` and ``tokens{input, output, cached,
+  thoughts, tool, total}`` (``input`` the whole prompt, cached part included); a ``user`` record is the question (or
+  the CLI's session context), or the calls' results as ``functionResponse`` parts: exactly what the next request
+  carried.
+
+So the chat record gives each request's usage, calls and results; the event stream gives the turns' ends (the
+``result`` event) and errors. Tools are named in the house's common vocabulary: ``mcp_NAME_tool`` is
+``mcp__NAME__tool``; ``run_shell_command{command}`` is ``Bash{command}``, so the file-access classifier decides, as for
+Claude Code's Bash, whether it read or searched. A call's id is the model's (the CLI records ``<tool>__<id>``).
+
+What the records do not give is said, never guessed (:attr:`GeminiSession.unread`): the chat record names each
+response by an id of its own, not the API's ``responseId``; a message is named by its place,
+``gemini-response-N`` (the N-th streamed response of the session), which the model server's record is matched by.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from pytest_agent_eval.agents.codex.transcript import read_json_lines
+from pytest_agent_eval.transcript import (
+    MAIN,
+    Compaction,
+    Message,
+    Result,
+    Session,
+    ToolCall,
+    ToolResult,
+    TranscriptError,
+    Usage,
+    UserText,
+    content_chars,
+)
+
+SHELL_TOOL = "run_shell_command"
+SHELL_NAME = "Bash"
+MCP_PREFIX = "mcp_"
+# The Gemini API the records come from: POST /v1beta/models/{model}:{method}
+API_PREFIX = "/v1beta/models/"
+STREAM, GENERATE, COUNT = "streamGenerateContent", "generateContent", "countTokens"
+_UNTRUSTED_RE = re.compile(r"<untrusted_context>\n?(.*?)\n?</untrusted_context>\s*", re.S)
+# What the CLI puts after a command's output: its error, exit code, signal, background processes, process group.
+_TRAILER_RE = re.compile(r"(?:\n(?:Error|Exit Code|Signal|Background PIDs|Process Group PGID): [^\n]*)+\Z")
+FIRST_EVENT = "init"
+# The harness's copy of a run's chat record, beside its first segment: ``run-<label>.chat`` (no ``*.jsonl``).
+CHAT_SUFFIX = ".chat"
+# A message's name: its place among the session's streamed responses (see the module docstring).
+RESPONSE_PREFIX = "gemini-response-"
+# An init event is about 150 bytes: a first line longer than this is some other file's.
+FIRST_EVENT_MAX_BYTES = 4096
+
+UNREAD = {
+    "response_ids": "Gemini CLI's chat record names each response by an id of its own, not the API's responseId: "
+    "a message is named by its place (gemini-response-N)",
+    "offered_tools": "Gemini CLI records no list of the tools it offered the model: the tool's MCP names an arm "
+    "exposed are seen only when called",
+    "answering_model": "Gemini CLI's chat record names the model it asked for, not the one that answered",
+}
+
+
+@dataclass
+class GeminiSession(Session):
+    """A Session read from Gemini CLI's records. ``unread``: figure → why the records do not give it; ``notices``:
+    the CLI's errors (``error`` events), in order."""
+
+    session_id: str = ""
+    events_file: Path | None = None
+    chat_file: Path | None = None
+    unread: dict[str, str] = field(default_factory=lambda: dict(UNREAD))
+    notices: list[str] = field(default_factory=list)
+
+
+def model_method(path: str) -> tuple[str, str] | None:
+    """(model, method) of a Gemini API path ``/v1beta/models/{model}:{method}``; None for any other path."""
+    if not path.startswith(API_PREFIX) or ":" not in path:
+        return None
+    model, method = path[len(API_PREFIX) :].rsplit(":", 1)
+    return (model, method) if model and "/" not in model else None
+
+
+def common_name(name: str) -> str:
+    """A Gemini CLI tool name in the common vocabulary: ``mcp_NAME_tool`` is ``mcp__NAME__tool``."""
+    if name.startswith(MCP_PREFIX) and "_" in name[len(MCP_PREFIX) :]:
+        server, tool = name[len(MCP_PREFIX) :].split("_", 1)
+        return f"mcp__{server}__{tool}"
+    return name
+
+
+def response_output(response: Any) -> tuple[str, bool]:
+    """A ``functionResponse.response``'s text and whether it is an error (``{"error": …}``)."""
+    if not isinstance(response, dict):
+        return ("" if response is None else str(response)), False
+    if "error" in response:
+        error = response["error"]
+        return (error if isinstance(error, str) else json.dumps(error)), True
+    output = response.get("output", response)
+    return (output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)), False
+
+
+def unwrapped(output: str) -> str:
+    """A tool's output without the ``<untrusted_context>`` wrapper the CLI puts around it for the model."""
+    inner = _UNTRUSTED_RE.fullmatch(output)
+    return inner.group(1) if inner else output
+
+
+def shell_output(output: str) -> tuple[str, bool]:
+    """A ``run_shell_command`` result's own output and whether it failed. The CLI gives the model
+    ``<untrusted_context>\nOutput: …\n[Error: …\n][Exit Code: N\n]Process Group PGID: N\n</untrusted_context>``."""
+    body = unwrapped(output)
+    trailer = _TRAILER_RE.search(body)
+    head, tail = (body[: trailer.start()], trailer.group(0)) if trailer else (body, "")
+    text = head[len("Output: ") :] if head.startswith("Output: ") else head.removeprefix("Output:")
+    failed = bool(re.search(r"^(?:Exit Code: [1-9]\d*|Error: (?!\(none\)).*|Signal: .*)$", tail, re.M))
+    return text, failed or not head.startswith("Output:")
+
+
+def response_name(number: int) -> str:
+    """The name of the session's ``number``-th streamed response (from 1)."""
+    return f"{RESPONSE_PREFIX}{number}"
+
+
+def model_call_id(recorded: str, tool: str) -> str:
+    """The id the model gave a call, from the CLI's ``<tool>__<id>``."""
+    return recorded.removeprefix(f"{tool}__")
+
+
+def is_gemini_events(path: str | Path) -> bool:
+    """Whether ``path`` is a ``gemini --output-format stream-json`` stream: its first JSON line is an ``init`` event
+    naming a session. Only a regular file is looked into."""
+    if not Path(path).is_file():
+        return False
+    try:
+        with Path(path).open("rb") as handle:
+            while line := handle.readline(FIRST_EVENT_MAX_BYTES):
+                if line.strip():
+                    event = json.loads(line)
+                    return isinstance(event, dict) and event.get("type") == FIRST_EVENT and "session_id" in event
+    except (OSError, ValueError):
+        return False
+    return False
+
+
+def kept_chat(events_file: str | Path) -> Path:
+    """Where the harness keeps the chat record of the run whose first segment is ``events_file``."""
+    events_file = Path(events_file)
+    return events_file.with_name(events_file.name.removesuffix(".jsonl") + CHAT_SUFFIX)
+
+
+def find_chat(events_file: str | Path) -> Path:
+    """The chat record beside an events file: the harness's copy, else the first ``session-*-<id prefix>.jsonl`` in
+    its folder (as Gemini CLI names it; a resumed turn may leave a later one holding only the session's context)."""
+    events_file = Path(events_file)
+    kept = kept_chat(events_file)
+    if kept.is_file():
+        return kept
+    session_id = _session_id(read_json_lines(events_file, Session(), "Gemini CLI"), events_file)
+    found = sorted(events_file.parent.glob(f"session-*{session_id[:8]}.jsonl"))
+    if not found:
+        raise TranscriptError(
+            f"{events_file}: no session-*{session_id[:8]}.jsonl beside it: give Gemini CLI's chat record "
+            "(~/.gemini/tmp/<project>/chats/session-….jsonl) with --chat"
+        )
+    return found[0]
+
+
+def read_gemini(events_files: str | Path | Sequence[str | Path], chat_file: str | Path | None = None) -> GeminiSession:
+    """A Gemini CLI session from its event stream(s) and its chat record (found beside the first when not given).
+    A resumed session has one events file per turn, all of one session, and one chat record: give them in order."""
+    paths = [Path(events_files)] if isinstance(events_files, (str, Path)) else [Path(p) for p in events_files]
+    if not paths:
+        raise TranscriptError("no Gemini CLI events file given")
+    chat = Path(chat_file) if chat_file is not None else find_chat(paths[0])
+    session = GeminiSession(events_file=paths[0], chat_file=chat)
+    turns = [read_json_lines(path, session, "Gemini CLI") for path in paths]
+    session.session_id = _session_id(turns[0], paths[0])
+    for path, events in zip(paths[1:], turns[1:], strict=True):
+        if _session_id(events, path) != session.session_id:
+            raise TranscriptError(f"{path}: session {_session_id(events, path)}, not {paths[0]}'s {session.session_id}")
+    records = read_json_lines(chat, session, "Gemini CLI")
+    header = records[0]
+    if "sessionId" not in header:
+        raise TranscriptError(f"{chat}: not a Gemini CLI chat record (its first line names no sessionId)")
+    if header["sessionId"] != session.session_id:
+        raise TranscriptError(
+            f"{chat}: the chat record of session {header['sessionId']}, not of {paths[0]}'s {session.session_id}"
+        )
+    _Chat(session).read(_messages(records))
+    for path, events in zip(paths, turns, strict=True):
+        _read_events(session, events, path)
+    session.files = paths  # the chat record is chat_file: a segment count would call it one more turn
+    return session
+
+
+# -- reading ------------------------------------------------------------------------------------
+def _session_id(events: list[dict[str, Any]], path: Path) -> str:
+    first = events[0]
+    if first.get("type") != FIRST_EVENT or not isinstance(first.get("session_id"), str):
+        raise TranscriptError(f'{path}: not a gemini stream-json stream (its first event is not "{FIRST_EVENT}")')
+    return first["session_id"]
+
+
+def _messages(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The chat record's messages in the order they were written: each id's last version, at its first place; the
+    session's opening context from the first ``$set`` of ``messages`` (later ones, on ``--resume``, write the history
+    again: left out)."""
+    by_id: dict[str, dict[str, Any]] = {}
+    for record in records[1:]:
+        replaced = record.get("$set", {}).get("messages") if isinstance(record.get("$set"), dict) else None
+        if isinstance(replaced, list) and not by_id:
+            by_id = {str(m.get("id")): m for m in replaced if isinstance(m, dict)}
+        elif isinstance(record.get("id"), str) and isinstance(record.get("type"), str):
+            by_id[record["id"]] = record  # dict order: the first appearance's place
+    return list(by_id.values())
+
+
+class _Chat:
+    """The chat record's messages into the timeline. Gemini CLI may write the whole history again under new ids in
+    a later turn, with older tool outputs shortened: what the next requests carry in place of the history. Such a
+    rewrite is a compaction (the context before it leaves; the rewritten history is what stays): its records are a
+    ``gemini`` one whose content is a list of parts (a live response's is its text), a ``user`` one holding a text
+    an earlier one had, or results of calls already answered (each result there may come twice: the requests
+    that follow carry it twice, and so does the Session).
+
+    (A question asked again word for word in a later turn would read as such a rewrite.)"""
+
+    def __init__(self, session: GeminiSession) -> None:
+        self.session = session
+        self.calls: dict[str, ToolCall] = {}
+        self.answered: set[str] = set()
+        self.texts: set[str] = set()
+        self.responses = 0
+        self.rewriting = False
+
+    def read(self, messages: list[dict[str, Any]]) -> None:
+        for record in messages:
+            kind, content = record.get("type"), record.get("content")
+            if kind == "gemini" and isinstance(content, list):
+                self._rewritten()
+            elif kind == "gemini":
+                self.rewriting = False
+                self._response(record)
+            elif kind == "user":
+                parts = content if isinstance(content, list) else [{"text": str(content or "")}]
+                answers = [p["functionResponse"] for p in parts if isinstance(p, dict) and "functionResponse" in p]
+                for answer in answers:
+                    self._result(answer if isinstance(answer, dict) else {})
+                if not answers:
+                    self._text(parts)
+
+    def _rewritten(self) -> None:
+        if not self.rewriting:
+            self.session.timeline.append(Compaction(MAIN))
+            self.rewriting = True
+
+    def _response(self, record: dict[str, Any]) -> None:
+        self.responses += 1
+        message = Message(response_name(self.responses), MAIN, _usage(record.get("tokens")), 0,
+                          model=str(record.get("model") or ""))  # fmt: skip
+        content = record.get("content")
+        text = content if isinstance(content, str) else _text(content)
+        if text:
+            message.blocks.append({"type": "text", "text": text})
+        for raw in record.get("toolCalls") or []:
+            if isinstance(raw, dict):
+                call = _call(raw, message)
+                self.calls[call.id] = call
+                message.calls.append(call)
+                self.session.calls.append(call)
+        self.session.timeline.append(message)
+
+    def _text(self, parts: list[Any]) -> None:
+        keys = {json.dumps(part, sort_keys=True) for part in parts}
+        if keys & self.texts:  # a text sent before (the session's context, a question): the history again
+            self._rewritten()
+        else:
+            self.rewriting = False
+            self.texts |= keys
+        self.session.timeline.append(UserText(_text(parts), MAIN, content_chars(parts)))
+
+    def _result(self, answer: dict[str, Any]) -> None:
+        name = str(answer.get("name") or "")
+        call_id = model_call_id(str(answer.get("id") or ""), name)
+        raw = answer.get("response")
+        text, is_error = response_output(raw)
+        call = self.calls.get(call_id)
+        if call is not None and call.name == SHELL_NAME and not is_error:
+            text, is_error = shell_output(text)
+        else:
+            text = unwrapped(text)
+        result = ToolResult(call_id, text, is_error, MAIN, content_chars(raw))
+        if call_id in self.answered:
+            self._rewritten()  # the call's result again, as the rewritten history holds it
+        else:
+            self.rewriting = False
+            self.answered.add(call_id)
+            if call is not None:
+                call.result = result
+        self.session.timeline.append(result)
+
+
+def _call(raw: dict[str, Any], message: Message) -> ToolCall:
+    name = str(raw.get("name") or "?")
+    arguments = raw.get("args") if isinstance(raw.get("args"), dict) else {}
+    call_id = model_call_id(str(raw.get("id") or ""), name)
+    if name == SHELL_TOOL:
+        return ToolCall(call_id, SHELL_NAME, dict(arguments), MAIN, message.id)
+    return ToolCall(call_id, common_name(name) if name.startswith(MCP_PREFIX) else name, dict(arguments), MAIN,
+                    message.id)  # fmt: skip
+
+
+def _read_events(session: GeminiSession, events: list[dict[str, Any]], path: Path) -> None:
+    """Turn ends and errors from the event stream; the answer is the turn's assistant text."""
+    answer, ended = "", False
+    for event in events:
+        kind = event.get("type")
+        if kind == "message" and event.get("role") == "assistant":
+            answer += str(event.get("content") or "")
+        elif kind == "error":
+            session.notices.append(str(event.get("message") or event.get("error") or "error"))
+        elif kind == "result":
+            failed = event.get("status") != "success"
+            error = event.get("error") if isinstance(event.get("error"), dict) else {}
+            text = str(error.get("message") or event.get("status") or "error") if failed else answer
+            session.results.append(Result(text, str(event.get("status") or "result"), failed, None, 0))
+            ended, answer = True, ""
+    if not ended:
+        session.parse.unfinished.append(str(path))
+
+
+def _usage(raw: Any) -> Usage | None:
+    if not isinstance(raw, dict):
+        return None
+    whole, cached = _count(raw.get("input")), _count(raw.get("cached"))
+    return Usage(max(0, whole - cached), cached, 0, _count(raw.get("output")))
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def _text(parts: Any) -> str:
+    if isinstance(parts, str):
+        return parts
+    texts = [p.get("text") for p in parts or [] if isinstance(p, dict) and not p.get("thought")]
+    return "\n".join(t for t in texts if isinstance(t, str))

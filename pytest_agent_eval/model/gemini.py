@@ -1,0 +1,203 @@
+"""The Gemini API's side of the stand-in: reading a request for the policy, rendering its reply.
+
+Gemini CLI speaks ``POST /v1beta/models/{model}:streamGenerateContent?alt=sse`` and sends the whole history each
+time: ``contents`` holds ``user`` and ``model`` turns whose ``parts`` are text, the model's ``functionCall{name, args,
+id}`` and each call's ``functionResponse{id, name, response{output | error}}``; ``systemInstruction`` the CLI's
+prompt; ``tools[].functionDeclarations`` the tools (the shell is ``run_shell_command{command}``, an MCP server's tool
+``mcp_NAME_tool``). It may ask ``:generateContent`` (the same, not streamed) and ``:countTokens`` too.
+
+The scripted policy decides in the house's common tool vocabulary (``Read``, ``Grep``, ``Bash``,
+``mcp__NAME__tool``): a request is read into that vocabulary — the shell offers Read, Grep and Bash, an earlier
+``run_shell_command`` is the step its command is (:func:`~pytest_agent_eval.metrics.file_access.bash_access`),
+``mcp_NAME_tool`` is ``mcp__NAME__tool`` (NAME up to the first ``_``: the harness's server names have none) — and the
+reply is rendered back: a Read is ``cat -n FILE``, a Grep a ``grep -rliE``, an explore its ``mcp_`` function.
+
+The SSE stream is ``data: <GenerateContentResponse>`` frames (no event names): text in chunks, each call whole, the
+last frame with ``finishReason`` and ``usageMetadata{promptTokenCount, cachedContentTokenCount,
+candidatesTokenCount, totalTokenCount}``; ``promptTokenCount`` is the whole prompt, cached part included, as the
+real API reports it. Each frame names the response (``responseId``).
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import shlex
+from collections.abc import Iterator
+from typing import Any
+
+from ..agents.gemini.transcript import (
+    MCP_PREFIX,
+    SHELL_TOOL,
+    common_name,
+    response_output,
+    shell_output,
+    unwrapped,
+)
+from .responses import grep_command, shell_step
+from .scripted import Step, Turn
+from .sse import CHUNK_CHARS, Reply, new_id
+from .usage import count_tokens
+
+# Where the CLI's session context names the working directory (the first of the workspace's directories).
+_CWD_RE = re.compile(r"Workspace Directories:\**\n\s*- (/[^\n]+)")
+# The CLI's own context, sent as a user part before the question: not the question.
+_CONTEXT_RE = re.compile(r"^\s*(?:<session_context>|This is the Gemini CLI\.|<loaded_context>)", re.S)
+
+
+def gemini_name(common: str) -> str:
+    """The inverse of :func:`common_name`."""
+    if common.startswith("mcp__") and "__" in common[5:]:
+        server, tool = common[5:].split("__", 1)
+        return f"{MCP_PREFIX}{server}_{tool}"
+    return common
+
+
+def _parts(content: Any) -> list[dict[str, Any]]:
+    parts = content.get("parts") if isinstance(content, dict) else None
+    return [p for p in parts or [] if isinstance(p, dict)]
+
+
+def _text(content: Any) -> str:
+    return "\n".join(str(p["text"]) for p in _parts(content) if isinstance(p.get("text"), str) and not p.get("thought"))
+
+
+# -- reading a request --------------------------------------------------------------------------
+def _offered(request: dict[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
+    """Common name → (name as offered, the tool in Messages form: name and input_schema)."""
+    offered: dict[str, tuple[str, dict[str, Any]]] = {}
+    for group in request.get("tools") or []:
+        for tool in (group.get("functionDeclarations") if isinstance(group, dict) else None) or []:
+            if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
+                continue
+            if tool["name"] == SHELL_TOOL:
+                for common in ("Read", "Grep", "Bash"):
+                    offered[common] = (SHELL_TOOL, {"name": common})
+                continue
+            common = common_name(tool["name"])
+            schema = tool.get("parametersJsonSchema") or tool.get("parameters") or {}
+            offered[common] = (tool["name"], {"name": common, "input_schema": schema})
+    return offered
+
+
+def _step(call: dict[str, Any]) -> Step:
+    """A functionCall as the step it is in the common vocabulary."""
+    name, args = str(call.get("name") or ""), call.get("args") if isinstance(call.get("args"), dict) else {}
+    return shell_step(str(args.get("command") or "")) if name == SHELL_TOOL else Step(common_name(name), args)
+
+
+def read_turn(request: dict[str, Any]) -> Turn:
+    """The conversation of a Gemini request as the policy sees it (see the module docstring)."""
+    contents = [c for c in request.get("contents") or [] if isinstance(c, dict)]
+    start, question, cwd = 0, "", ""
+    for index, content in enumerate(contents):
+        if content.get("role") != "user":
+            continue
+        for part in _parts(content):
+            text = part.get("text")
+            if not isinstance(text, str):
+                continue
+            if found := _CWD_RE.search(text):
+                cwd = found.group(1).strip()
+            if text.strip() and not _CONTEXT_RE.match(text):
+                start, question = index, text.strip()
+    steps: dict[str, Step] = {}
+    for content in contents[start:]:
+        for part in _parts(content):
+            call, response = part.get("functionCall"), part.get("functionResponse")
+            if isinstance(call, dict):
+                steps[str(call.get("id") or call.get("name"))] = _step(call)
+            elif isinstance(response, dict) and str(response.get("id") or response.get("name")) in steps:
+                step = steps[str(response.get("id") or response.get("name"))]
+                text, step.is_error = response_output(response.get("response"))
+                step.result = shell_output(text)[0] if step.name in ("Read", "Grep", "Bash") else unwrapped(text)
+    tools = {common: schema for common, (_, schema) in _offered(request).items()}
+    return Turn(question, list(steps.values()), cwd, tools)
+
+
+# -- rendering a reply ----------------------------------------------------------------------------
+def _function_call(request: dict[str, Any], block: dict[str, Any]) -> dict[str, Any]:
+    name, tool_input = block["name"], block.get("input") or {}
+    offered_name = _offered(request).get(name, (gemini_name(name), {}))[0]
+    if offered_name == SHELL_TOOL:
+        if name == "Read":
+            tool_input = {"command": f"cat -n {shlex.quote(str(tool_input.get('file_path')))}"}
+        elif name == "Grep":
+            tool_input = {"command": grep_command(str(tool_input.get("pattern") or ""))}
+        else:
+            tool_input = {"command": str(tool_input.get("command") or "")}
+    return {"functionCall": {"id": block.get("id") or new_id("call"), "name": offered_name, "args": tool_input}}
+
+
+def reply_parts(request: dict[str, Any], reply: Reply) -> list[dict[str, Any]]:
+    """The reply's blocks as Gemini parts: text as text, a call as a functionCall. Thinking is left out (Gemini CLI
+    sends no thought back to the API: it would be counted in no later prompt)."""
+    parts: list[dict[str, Any]] = []
+    for block in reply.blocks:
+        if block.get("type") == "tool_use":
+            parts.append(_function_call(request, block))
+        elif block.get("type") == "text":
+            parts.append({"text": block.get("text") or ""})
+    return parts
+
+
+def usage_metadata(prompt_tokens: int, cached_tokens: int, parts: list[dict[str, Any]]) -> dict[str, Any]:
+    """The usage the Gemini API reports: ``promptTokenCount`` is the whole prompt, cached part included."""
+    output = max(1, count_tokens(parts))
+    total = prompt_tokens + output
+    usage = {"promptTokenCount": prompt_tokens, "candidatesTokenCount": output, "totalTokenCount": total}
+    return usage | ({"cachedContentTokenCount": cached_tokens} if cached_tokens else {})
+
+
+def response_json(parts: list[dict[str, Any]], model: str, usage: dict[str, Any], response_id: str) -> dict[str, Any]:
+    """The whole (non-streamed) response."""
+    candidate = {"content": {"role": "model", "parts": parts}, "finishReason": "STOP", "index": 0}
+    return {"candidates": [candidate], "usageMetadata": usage, "modelVersion": model, "responseId": response_id}
+
+
+def _frame(data: dict[str, Any]) -> bytes:
+    return f"data: {json.dumps(data, ensure_ascii=False)}\r\n\r\n".encode()
+
+
+def stream_frames(parts: list[dict[str, Any]], model: str, usage: dict[str, Any], response_id: str) -> Iterator[bytes]:
+    """The SSE byte frames of one streamed response: text in chunks, each call whole, then the finish and usage."""
+    chunks: list[dict[str, Any]] = []
+    for part in parts:
+        if "text" in part:
+            text = part["text"]
+            chunks += [{"text": text[i : i + CHUNK_CHARS]} for i in range(0, len(text), CHUNK_CHARS)] or [{"text": ""}]
+        else:
+            chunks.append(part)
+    for index, chunk in enumerate(chunks):
+        candidate: dict[str, Any] = {"content": {"role": "model", "parts": [chunk]}, "index": 0}
+        frame: dict[str, Any] = {"candidates": [candidate], "modelVersion": model, "responseId": response_id}
+        if index == len(chunks) - 1:
+            candidate["finishReason"] = "STOP"
+            frame["usageMetadata"] = usage
+        yield _frame(frame)
+
+
+def assemble(stream: bytes) -> dict[str, Any] | None:
+    """The response a relayed SSE stream carried (its parts joined, the last frame's usage and id), as far as it got;
+    None when no frame came. What the real API showed the client, read back for the request record."""
+    response: dict[str, Any] | None = None
+    parts: list[dict[str, Any]] = []
+    for line in stream.decode("utf-8", "replace").splitlines():
+        try:
+            frame = json.loads(line[5:]) if line.startswith("data:") else None
+        except ValueError:
+            frame = None
+        if not isinstance(frame, dict):
+            continue
+        response = {**(response or {}), **{k: v for k, v in frame.items() if k != "candidates"}}
+        for candidate in frame.get("candidates") or []:
+            content = candidate.get("content") if isinstance(candidate, dict) else None
+            for part in (content or {}).get("parts") or []:
+                joins = isinstance(part, dict) and "text" in part and parts and "text" in parts[-1]
+                if joins and bool(part.get("thought")) == bool(parts[-1].get("thought")):
+                    parts[-1] = {**parts[-1], "text": parts[-1]["text"] + str(part["text"])}
+                elif isinstance(part, dict):
+                    parts.append(dict(part))
+    if response is None:
+        return None
+    return {**response, "candidates": [{"content": {"role": "model", "parts": parts}, "index": 0}]}
