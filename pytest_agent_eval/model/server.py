@@ -32,7 +32,10 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from ..agents.gemini.transcript import COUNT, GENERATE, STREAM, model_method
-from . import gemini
+from .gemini import assemble as assemble_gemini
+from .gemini import read_turn as read_gemini_turn
+from .gemini import reply_parts, stream_frames, usage_metadata
+from .gemini import response_json as gemini_response_json
 from .record import RequestLog
 from .refusal import refusal
 from .responses import output_items, read_turn, response_json, usage_json
@@ -351,7 +354,7 @@ class _Handler(BaseHTTPRequestHandler):
         if fault is None:
             return
         try:
-            parts = gemini.reply_parts(request, decide(gemini.read_turn(request)))
+            parts = reply_parts(request, decide(read_gemini_turn(request)))
         except Exception:
             self._backend_failed()
             return
@@ -359,12 +362,12 @@ class _Handler(BaseHTTPRequestHandler):
         usage, count = self.server.usage_model.usage(request)
         response_id = new_id("gemini")
         self._keep_truth(Truth(response_id, count))
-        body_usage = gemini.usage_metadata(count.tokens, usage["cache_read_input_tokens"], parts)
-        response = gemini.response_json(parts, name, body_usage, response_id)
+        body_usage = usage_metadata(count.tokens, usage["cache_read_input_tokens"], parts)
+        response = gemini_response_json(parts, name, body_usage, response_id)
         if method == GENERATE:
             self._send_json(200, response)
             return
-        self._stream(list(gemini.stream_frames(parts, name, body_usage, response_id)), fault, response)
+        self._stream(list(stream_frames(parts, name, body_usage, response_id)), fault, response)
 
     def _stream(self, frames: list[bytes], fault: str, response: dict[str, Any]) -> None:
         self.send_response(200)
@@ -421,7 +424,7 @@ def _read_back(data: bytes, headers: Mapping[str, str]) -> Any:
     """A relayed body as the request log keeps it: the message of a stream, the JSON of a JSON body."""
     kind = next((v for k, v in headers.items() if k.lower() == "content-type"), "")
     if "event-stream" in kind and data.lstrip().startswith(b"data:"):  # the Gemini API's frames have no event names
-        return gemini.assemble(data)
+        return assemble_gemini(data)
     if "event-stream" in kind:
         return assemble(data)
     try:
