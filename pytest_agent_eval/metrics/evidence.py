@@ -75,6 +75,7 @@ class _Received:
     sent: dict[str, set[str]] = field(default_factory=dict)  # message id → ids of its tool calls
     calls: dict[str, tuple[str, int]] = field(default_factory=dict)  # call id → (tool name, first request carrying it)
     results: dict[str, dict[str, int]] = field(default_factory=dict)  # call id → {result text: first request}
+    offered: list[str] = field(default_factory=list)  # ids of the responses to requests offering tools, in order
 
     def read(self, number: int, entry: dict[str, Any]) -> None:
         response, request = entry.get("response"), entry.get("request")
@@ -84,6 +85,8 @@ class _Received:
             return
         if isinstance(response, dict) and isinstance(response.get("id"), str):
             self.sent.setdefault(response["id"], set()).update(_call_ids(response.get("content")))
+            if request.get("tools"):  # not a CLI's side request (OpenCode's session title)
+                self.offered.append(response["id"])
         for message in request.get("messages") or []:
             content = message.get("content") if isinstance(message, dict) else None
             for block in content if isinstance(content, list) else []:
@@ -129,20 +132,39 @@ def _is_model_request(entry: dict[str, Any]) -> bool:
     return _path(entry) in (MESSAGES_PATH, RESPONSES_PATH)
 
 
+def _received(entries: Sequence[dict[str, Any]]) -> _Received:
+    received = _Received()
+    for number, entry in enumerate([e for e in entries if _is_model_request(e)], start=1):
+        if not entry.get("refused"):
+            received.read(number, entry)
+    return received
+
+
+def paired_responses(session: Session, entries: Sequence[dict[str, Any]]) -> dict[str, str]:
+    """The id of the model's response each assistant message of ``session`` is: its own id, or, for a transcript
+    that names its messages by the agent's own ids (:attr:`~pytest_agent_eval.transcript.Session.own_message_ids`,
+    OpenCode's), the response to the request offering tools in the same place in order (one message per request:
+    the CLI's side requests, without tools, answer nothing in its transcript)."""
+    return _pairing(session, _received(entries))
+
+
+def _pairing(session: Session, received: _Received) -> dict[str, str]:
+    messages = [m for m in session.messages(thread=None) if not m.error and m.model != "<synthetic>"]
+    if not session.own_message_ids:
+        return {m.id: m.id for m in messages}
+    return {message.id: response for message, response in zip(messages, received.offered, strict=False)}  # a count that differs is a problem of its own
+
+
 def evidence(
     session: Session, entries: Sequence[dict[str, Any]], tool: RetrievalTool = CODEGRAPH, seen: Sequence[Leak] = ()
 ) -> Evidence:
     """The transcript ``session`` held against the request record ``entries``; ``seen``: the leaks the transcript
     already showed (a received result holding one of those is not counted twice)."""
-    messages = [e for e in entries if _is_model_request(e)]
     report = Evidence(
-        requests=len(messages),
+        requests=sum(1 for e in entries if _is_model_request(e)),
         refused=[f"{e.get('method')} {e.get('path')}: {e['refused']}" for e in entries if e.get("refused")],
     )
-    received = _Received()
-    for number, entry in enumerate(messages, start=1):
-        if not entry.get("refused"):
-            received.read(number, entry)
+    received = _received(entries)
     report.problems = _disagreements(session, received)
     report.leaks = _received_leaks(session, received, tool, {leak.call_id for leak in seen})
     return report
@@ -151,10 +173,14 @@ def evidence(
 def _disagreements(session: Session, received: _Received) -> list[str]:
     problems = []
     names = {call.id: call.name for call in session.calls}
+    pairing = _pairing(session, received)
+    if session.own_message_ids and len(pairing) != len(received.offered):
+        problems.append(f"the transcript has {len(pairing)} model requests, but the model answered "
+                        f"{len(received.offered)} requests offering tools")  # fmt: skip
     for message in session.messages(thread=None):
         if message.error or message.model == "<synthetic>":  # the CLI's own note of an API error, never the model's
             continue
-        calls = received.sent.get(message.id)
+        calls = received.sent.get(pairing.get(message.id, message.id))
         if calls is None:
             problems.append(
                 f"assistant message {message.id} (thread {message.thread}) is in the transcript, but the model sent "

@@ -75,7 +75,11 @@ def _step(call: dict[str, Any]) -> Step:
         return Step(f"{call['namespace']}__{name}", arguments)
     if name != SHELL_TOOL:
         return Step(name, arguments)
-    command = str(arguments.get("cmd") or "")
+    return shell_step(str(arguments.get("cmd") or ""))
+
+
+def shell_step(command: str) -> Step:
+    """A shell command as the step it is in the common vocabulary: a Read of one file, a Grep, or a Bash call."""
     access = bash_access(command)
     if access is not None and access.kind == "read" and access.path:
         return Step("Read", {"file_path": access.path})
@@ -111,7 +115,8 @@ def read_turn(request: dict[str, Any]) -> Turn:
 
 
 # -- rendering a reply ----------------------------------------------------------------------------
-def _grep_command(pattern: str) -> str:
+def grep_command(pattern: str) -> str:
+    """The shell command a Grep of the policy is run as: the names of the files matching ``pattern``."""
     skipped = " ".join(f"--exclude-dir={d}" for d in _SKIPPED_DIRS)
     return f"grep -rliE {shlex.quote(pattern)} {skipped} ."
 
@@ -123,7 +128,7 @@ def _function_call(request: dict[str, Any], block: dict[str, Any]) -> dict[str, 
         if name == "Read":
             tool_input = {"cmd": f"cat -n {shlex.quote(str(tool_input.get('file_path')))}"}
         elif name == "Grep":
-            tool_input = {"cmd": _grep_command(str(tool_input.get("pattern") or ""))}
+            tool_input = {"cmd": grep_command(str(tool_input.get("pattern") or ""))}
         else:
             tool_input = {"cmd": str(tool_input.get("command") or "")}
     call = {

@@ -31,6 +31,7 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
+from . import opencode
 from .record import RequestLog
 from .refusal import refusal
 from .responses import output_items, read_turn, response_json, usage_json
@@ -279,7 +280,7 @@ class _Handler(BaseHTTPRequestHandler):
         if fault is None:
             return
         try:
-            reply = self.server.backend.respond(request, dict(self.headers.items()))
+            reply = self._reply(request)
         except Exception:
             self._backend_failed()
             return
@@ -295,6 +296,15 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, message)
             return
         self._stream(list(stream_events(reply, model, usage, message_id)), fault, message)
+
+    def _reply(self, request: dict[str, Any]) -> Reply | Passthrough:
+        """The backend's reply to a Messages request; OpenCode's, where the backend has a policy, decided on the turn
+        read in the common vocabulary and rendered in OpenCode's tools (:mod:`.opencode`)."""
+        backend = self.server.backend
+        decide, explore = getattr(backend, "decide", None), getattr(backend, "explore", None)
+        if decide is not None and isinstance(explore, str) and opencode.is_opencode_request(request):
+            return opencode.render(request, decide(opencode.read_turn(request, explore)), explore)
+        return backend.respond(request, dict(self.headers.items()))
 
     def _responses(self, request: dict[str, Any]) -> None:
         """The Responses API (Codex CLI): the backend's policy decides on the turn read from the request."""

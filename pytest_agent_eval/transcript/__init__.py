@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 MAIN = "main"
 STAND_IN_PREFIX = "stand-in"
@@ -199,6 +199,9 @@ class Session:
     files: list[Path] = field(default_factory=list)
     # The init events' lines, about 10 kB of tool and command lists each: decoded whole only when asked for.
     init_lines: list[str | bytes] = field(default_factory=list, repr=False)
+    # Whether the messages are named by the agent's own ids, not the model's response ids (OpenCode's): the evidence
+    # then pairs them with the model's responses in order (pytest_agent_eval.metrics.evidence.paired_responses).
+    own_message_ids: ClassVar[bool] = False
 
     @property
     def inits(self) -> list[dict[str, Any]]:
