@@ -152,7 +152,8 @@ def _pairing(session: Session, received: _Received) -> dict[str, str]:
     messages = [m for m in session.messages(thread=None) if not m.error and m.model != "<synthetic>"]
     if not session.own_message_ids:
         return {m.id: m.id for m in messages}
-    return {message.id: response for message, response in zip(messages, received.offered, strict=False)}  # a count that differs is a problem of its own
+    # strict=False: a count that differs is a problem of its own (_disagreements)
+    return {message.id: response for message, response in zip(messages, received.offered, strict=False)}
 
 
 def evidence(
