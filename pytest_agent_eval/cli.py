@@ -26,6 +26,7 @@ from typing import Any
 
 from pytest_agent_eval.agents.claude_code.transcript import find_session_file, read_segments, read_session_file
 from pytest_agent_eval.agents.codex.transcript import is_codex_events, read_codex
+from pytest_agent_eval.agents.opencode.transcript import is_opencode_events, read_opencode
 from pytest_agent_eval.metrics.occupancy import WINDOW_TOKENS
 from pytest_agent_eval.metrics.scorecard import score
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool, load_tool
@@ -196,6 +197,10 @@ def main(argv: Sequence[str] | None = None) -> int:
         elif is_codex_events(args.files[0]):  # a resumed session's later turns are its .tN.jsonl, as Claude Code's
             files = segment_files(args.files[0]) if len(args.files) == 1 else args.files
             session = read_codex(files, args.rollout)
+            _warn(_reading_problems(session, files))
+        elif is_opencode_events(args.files[0]):  # OpenCode's --format json: its MCP servers from the kept config
+            files = segment_files(args.files[0]) if len(args.files) == 1 else args.files
+            session = read_opencode(files)
             _warn(_reading_problems(session, files))
         else:
             files = segment_files(args.files[0]) if len(args.files) == 1 else args.files

@@ -5,7 +5,7 @@ OpenCode speaks the Messages API, but in its own tools: the shell is ``bash{comm
 the house's common vocabulary (``Read``, ``Grep``, ``Bash``, ``mcp__NAME__tool``), so, as for Codex
 (:mod:`.responses`), a request is read into that vocabulary — the shell offers Read, Grep and Bash, an earlier
 ``bash`` call is the step its command is (:func:`~.responses.shell_step`), the explore tool ``NAME_<explore>`` is
-``mcp__NAME__<explore>`` — and the reply is rendered back: a Read is ``cat -n FILE``, a Grep a ``grep -rli``, both
+``mcp__NAME__<explore>``, the question without the quotes OpenCode put it in — and the reply is rendered back: a Read is ``cat -n FILE``, a Grep a ``grep -rli``, both
 through ``bash``. OpenCode's request for a session title offers no tools: the policy answers it with text.
 """
 
@@ -55,7 +55,15 @@ def read_turn(request: dict[str, Any], explore: str) -> Turn:
     tools = {common.get(name, name): {**tool, "name": common.get(name, name)} for name, tool in turn.tools.items()}
     if SHELL_TOOL in turn.tools:
         tools.update({name: {"name": name} for name in _COMMON_SHELL})
-    return replace(turn, steps=steps, tools=tools)
+    return replace(turn, question=unquoted(turn.question), steps=steps, tools=tools)
+
+
+def unquoted(question: str) -> str:
+    """The question OpenCode sent in double quotes (a command-line word holding a space, its quotes escaped), as
+    it was asked."""
+    if len(question) > 1 and question[0] == question[-1] == '"':
+        return question[1:-1].replace('\\"', '"')
+    return question
 
 
 def render(request: dict[str, Any], reply: Reply, explore: str) -> Reply:

@@ -106,8 +106,9 @@ def environment(home: Path, config_file: Path, denied_cli: str, deny_reason: str
 
 
 def run_command(opencode: str | Path, question: str, session_id: str | None = None) -> list[str]:
-    """``opencode run`` for one turn: a new session, or (``session_id``) the next turn of that one. The question
-    goes after ``--`` as its words: OpenCode joins the words with spaces, quoting a word that has one (the whole
-    question, given as one argument, would reach the model in quotes); after ``--`` no word is taken for a flag."""
+    """``opencode run`` for one turn: a new session, or (``session_id``) the next turn of that one. The question is
+    one argument after ``--`` (no word of it taken for a flag). OpenCode sends it to the model in double quotes
+    (it quotes a command-line word holding a space, escaping its own quotes); given word by word it would not, but
+    its argument parser turns a word that reads as a number into one, and fails on it."""
     resume = ["--session", session_id] if session_id else []
-    return [str(opencode), "run", "--format", "json", "--pure", *resume, "--", *question.split(" ")]
+    return [str(opencode), "run", "--format", "json", "--pure", *resume, "--", question]
