@@ -5,8 +5,9 @@ OpenCode speaks the Messages API, but in its own tools: the shell is ``bash{comm
 the house's common vocabulary (``Read``, ``Grep``, ``Bash``, ``mcp__NAME__tool``), so, as for Codex
 (:mod:`.responses`), a request is read into that vocabulary — the shell offers Read, Grep and Bash, an earlier
 ``bash`` call is the step its command is (:func:`~.responses.shell_step`), the explore tool ``NAME_<explore>`` is
-``mcp__NAME__<explore>``, the question without the quotes OpenCode put it in — and the reply is rendered back: a Read is ``cat -n FILE``, a Grep a ``grep -rli``, both
-through ``bash``. OpenCode's request for a session title offers no tools: the policy answers it with text.
+``mcp__NAME__<explore>``, the question is read without the quotes OpenCode put it in — and the reply is rendered
+back: a Read is ``cat -n FILE``, a Grep a ``grep -rli``, both through ``bash``. OpenCode's request for a session
+title offers no tools: the policy answers it with text.
 """
 
 from __future__ import annotations

@@ -156,10 +156,10 @@ def _resolved_rules(binary: str, cwd: Path, env: Mapping[str, str]) -> tuple[lis
 def wildcard(pattern: str, text: str) -> bool:
     """OpenCode's match of a permission pattern: ``*`` any run of characters, ``?`` one, the rest literal; a
     trailing `` *`` also matches nothing (``ls *`` matches ``ls``)."""
-    body = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in pattern)
-    if body.endswith(" .*"):
-        body = body[: -len(" .*")] + "(?: .*)?"
-    return re.fullmatch(body, text, re.S) is not None
+    optional_tail = pattern.endswith(" *")
+    stem = pattern[:-2] if optional_tail else pattern
+    body = "".join(".*" if c == "*" else "." if c == "?" else re.escape(c) for c in stem)
+    return re.fullmatch(body + ("(?: .*)?" if optional_tail else ""), text, re.S) is not None
 
 
 def bash_action(rules: Sequence[Mapping[str, Any]], command: str) -> str:

@@ -17,13 +17,13 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/, for opencode_support
 
-from opencode_support import QUESTION, run_arm  # noqa: E402
+from opencode_support import QUESTION, run_arm
 
-from pytest_agent_eval.agents.opencode import OPENCODE  # noqa: E402
-from pytest_agent_eval.agents.opencode.transcript import kept_config  # noqa: E402
-from pytest_agent_eval.harness.provision import provision_tool  # noqa: E402
-from pytest_agent_eval.settings.config import cache_root  # noqa: E402
-from pytest_agent_eval.tool import CODEGRAPH  # noqa: E402
+from pytest_agent_eval.agents.opencode import OPENCODE
+from pytest_agent_eval.agents.opencode.transcript import kept_config
+from pytest_agent_eval.harness.provision import provision_tool
+from pytest_agent_eval.settings.config import cache_root
+from pytest_agent_eval.tool import CODEGRAPH
 
 
 def main() -> int:
