@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agent_eval.transcript import (
-    BAD_LINES_NAMED,
     MAIN,
     Message,
     Result,
@@ -41,6 +40,7 @@ from pytest_agent_eval.transcript import (
     Usage,
     UserText,
     content_chars,
+    read_records,
 )
 
 SHELL_TOOL = "exec_command"
@@ -150,31 +150,7 @@ def read_codex(events_files: str | Path | Sequence[str | Path], rollout_file: st
 
 # -- reading ------------------------------------------------------------------------------------
 def _read_jsonl(path: Path, session: Session) -> list[dict[str, Any]]:
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        raise TranscriptError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise TranscriptError(f"{path}: cannot read ({exc.strerror})") from None
-    records: list[dict[str, Any]] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except ValueError:
-            record = None
-        if not isinstance(record, dict):
-            session.parse.bad_lines += 1
-            if len(session.parse.bad_at) < BAD_LINES_NAMED:
-                session.parse.bad_at.append(f"{path}:{number}: not a JSON object")
-            continue
-        session.parse.events += 1
-        session.parse.event_types[str(record.get("type"))] += 1
-        records.append(record)
-    if not records:
-        raise TranscriptError(f"{path}: not a Codex record (no line is a JSON object)")
-    return records
+    return read_records(path, session, "a Codex record")
 
 
 def _thread_id(events: list[dict[str, Any]], path: Path) -> str:

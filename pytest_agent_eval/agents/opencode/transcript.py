@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any, ClassVar
 
 from pytest_agent_eval.transcript import (
-    BAD_LINES_NAMED,
     MAIN,
     Message,
     Result,
@@ -39,6 +38,7 @@ from pytest_agent_eval.transcript import (
     ToolResult,
     TranscriptError,
     Usage,
+    read_records,
 )
 
 # OpenCode's built-in tools → the common names, and their inputs' keys that differ.
@@ -95,6 +95,10 @@ def first_event(path: str | Path) -> dict[str, Any] | None:
     return None
 
 
+def _is_event(record: dict[str, Any]) -> bool:
+    return isinstance(record.get("sessionID"), str)
+
+
 def is_opencode_events(path: str | Path) -> bool:
     """Whether ``path`` is an ``opencode run --format json`` stream."""
     return first_event(path) is not None
@@ -132,7 +136,7 @@ def read_opencode(events_files: str | Path | Sequence[str | Path], mcp_servers: 
             "under OpenCode's names (NAME_tool)"  # fmt: skip
     reader = _Reader(session)
     for segment, path in enumerate(paths):
-        events = _read_jsonl(path, session)
+        events = read_records(path, session, "an opencode run --format json stream", "an OpenCode event", _is_event)
         ids = sorted({str(e.get("sessionID")) for e in events})
         if len(ids) != 1:
             raise TranscriptError(f"{path}: events of {len(ids)} sessions ({', '.join(ids)})")
@@ -142,34 +146,6 @@ def read_opencode(events_files: str | Path | Sequence[str | Path], mcp_servers: 
             raise TranscriptError(f"{path}: session {ids[0]}, not {paths[0]}'s {session.session_id}")
         reader.read(events, path, segment)
     return session
-
-
-def _read_jsonl(path: Path, session: Session) -> list[dict[str, Any]]:
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        raise TranscriptError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise TranscriptError(f"{path}: cannot read ({exc.strerror})") from None
-    events: list[dict[str, Any]] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            event = json.loads(line)
-        except ValueError:
-            event = None
-        if not isinstance(event, dict) or not isinstance(event.get("sessionID"), str):
-            session.parse.bad_lines += 1
-            if len(session.parse.bad_at) < BAD_LINES_NAMED:
-                session.parse.bad_at.append(f"{path}:{number}: not an OpenCode event")
-            continue
-        session.parse.events += 1
-        session.parse.event_types[str(event.get("type"))] += 1
-        events.append(event)
-    if not events:
-        raise TranscriptError(f"{path}: not an opencode run --format json stream (no line is an OpenCode event)")
-    return events
 
 
 class _Reader:
