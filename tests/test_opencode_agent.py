@@ -23,6 +23,7 @@ from pytest_agent_eval.agents.opencode.config import AGENT_ENV, run_command
 from pytest_agent_eval.agents.opencode.driver import OpenCodeOptions, run_opencode
 from pytest_agent_eval.agents.opencode.probe import ProbeModel
 from pytest_agent_eval.agents.opencode.transcript import is_opencode_events, kept_config, read_opencode
+from pytest_agent_eval.campaign.store import ends_with_result
 from pytest_agent_eval.cli import main as cli_main
 from pytest_agent_eval.harness.drivers import TurnError
 from pytest_agent_eval.harness.provision import Provisioned
@@ -358,3 +359,11 @@ def test_claude_codes_reader_refuses_opencodes_streams() -> None:
     """The formats do not overlap: Claude Code's reader names the file it cannot read, rather than reading nothing."""
     with pytest.raises(TranscriptError, match="not a Claude Code transcript"):
         read_segments(_segments("with"))
+
+
+def test_a_finished_opencode_turn_counts_as_complete_for_a_resumed_campaign(tmp_path: Path) -> None:
+    events = _segments("with")[0].read_text(encoding="utf-8").splitlines()
+    assert ends_with_result(_segments("with")[0])  # its last event: the answer's step_finish
+    cut = tmp_path / "run-with-1.jsonl"
+    cut.write_text("\n".join(events[:3]) + "\n", encoding="utf-8")  # ends with a step_finish for tool calls
+    assert '"tool-calls"' in events[2] and not ends_with_result(cut)

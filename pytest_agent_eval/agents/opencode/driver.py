@@ -20,7 +20,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_agent_eval.agents.opencode.config import run_command
-from pytest_agent_eval.agents.opencode.transcript import CALLS_REASON, STEP_END, error_text, kept_config
+from pytest_agent_eval.agents.opencode.transcript import ends_turn, error_text, kept_config
 from pytest_agent_eval.harness.drivers import RunRecord, TurnError, segment_name
 from pytest_agent_eval.harness.drivers.stream import RESULT_GRACE_S, run_streaming, stderr_tail
 from pytest_agent_eval.harness.drivers.watch import STALL_S_STAND_IN
@@ -106,6 +106,6 @@ class _Said:
             self.session = self.session or event["sessionID"]
         if kind == "error":
             self.error = error_text(event.get("error"))
-        ends = kind == "error" or (kind == STEP_END and part.get("reason") != CALLS_REASON)
+        ends = kind == "error" or ends_turn(event)
         self.ended = self.ended or ends
         return (f"{kind} {part.get('tool')}" if kind == "tool_use" else kind), ends

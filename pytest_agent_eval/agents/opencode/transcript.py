@@ -99,6 +99,12 @@ def _is_event(record: dict[str, Any]) -> bool:
     return isinstance(record.get("sessionID"), str)
 
 
+def ends_turn(event: dict[str, Any]) -> bool:
+    """Whether an event ends OpenCode's turn: the model answered (a ``step_finish`` not for tool calls)."""
+    part = event.get("part") if isinstance(event.get("part"), dict) else {}
+    return event.get("type") == STEP_END and part.get("reason") != CALLS_REASON
+
+
 def is_opencode_events(path: str | Path) -> bool:
     """Whether ``path`` is an ``opencode run --format json`` stream."""
     return first_event(path) is not None
