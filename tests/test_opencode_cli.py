@@ -14,7 +14,7 @@ import os
 import re
 import shutil
 import subprocess
-from collections.abc import Iterator
+from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -30,7 +30,10 @@ from pytest_agent_eval.harness.provision import Provisioned, read_builds
 from pytest_agent_eval.metrics.contamination import contamination
 from pytest_agent_eval.metrics.evidence import evidence
 from pytest_agent_eval.metrics.occupancy import FAMILIES, occupancy
+from pytest_agent_eval.model import AnthropicBackend, ScriptedBackend, serve
+from pytest_agent_eval.model.opencode import is_opencode_request, read_turn, render
 from pytest_agent_eval.model.record import read_requests
+from pytest_agent_eval.model.sse import Reply
 from pytest_agent_eval.model.truth import resident_truth
 from pytest_agent_eval.tool import CODEGRAPH
 
@@ -245,3 +248,42 @@ def test_the_ab_eval_runs_both_arms_through_opencode(real_tools: RealTools, open
     assert len(with_arm["contamination"]["mcp_calls"]) == 3 and with_arm["occupancy"]["residual"]["tool"] > 0
     assert without["contamination"]["cli_calls"] == without["contamination"]["cli_blocked"] == 3
     assert leftovers(tag, tmp_path) == []
+
+
+class _Upstream:
+    """A stand-in for the real Messages API behind the forwarder: the scripted policy in OpenCode's tools, and the
+    credentials each request came with."""
+
+    stand_in_model = "stand-in-upstream"
+
+    def __init__(self) -> None:
+        self.policy = ScriptedBackend()
+        self.keys: list[str | None] = []
+
+    def describe(self) -> str:
+        return "the real API's stand-in"
+
+    def respond(self, request: dict[str, Any], headers: Mapping[str, str] | None = None) -> Reply:
+        self.keys.append({k.lower(): v for k, v in (headers or {}).items()}.get("x-api-key"))
+        if not is_opencode_request(request):
+            return Reply.text("A title")
+        explore = self.policy.explore
+        return render(request, self.policy.decide(read_turn(request, explore)), explore)
+
+
+def test_the_forwarder_relays_opencodes_requests_with_the_real_key_added_outside(
+    tmp_path: Path, real_tools: RealTools, opencode: Provisioned
+) -> None:
+    """``--agent-eval-backend anthropic``: OpenCode speaks /v1/messages to the harness's loopback server with a
+    placeholder key; the forwarder sends each request on with the real key (here to a loopback stand-in of the
+    API) and relays the answer; the Session is held to what was relayed."""
+    key = "sk-ant-api03-" + "Q7vR2m" * 8
+    upstream = _Upstream()
+    with serve(upstream) as api:
+        arm = run_arm(tmp_path, real_tools.express, opencode, real_tools.cache, codegraph=real_tools.codegraph,
+                      model=AnthropicBackend(api_key=key, base_url=api.url))  # fmt: skip
+    assert upstream.keys and set(upstream.keys) == {key}  # every request, the real key; never the placeholder
+    assert key not in arm.config.files["config"].read_text() and key not in json.dumps(arm.requests)
+    assert arm.session.answer_texts()[0].startswith("Answer to: How does res.send")
+    report = evidence(arm.session, read_requests(arm.record))
+    assert report.intact and report.requests == len(upstream.keys), report.problems
