@@ -23,10 +23,12 @@ from conftest import REPO, RealTools
 from e2e_support import inner_env, leftovers, run_pytest, summary
 from opencode_support import QUESTION, run_arm
 
+from pytest_agent_eval.agents.base import AgentSetup
 from pytest_agent_eval.agents.opencode import OPENCODE
 from pytest_agent_eval.agents.opencode.transcript import kept_config
 from pytest_agent_eval.harness import sandbox
 from pytest_agent_eval.harness.provision import Provisioned, read_builds
+from pytest_agent_eval.harness.workspace import make_workspace
 from pytest_agent_eval.metrics.contamination import contamination
 from pytest_agent_eval.metrics.evidence import evidence
 from pytest_agent_eval.metrics.occupancy import FAMILIES, occupancy
@@ -287,3 +289,18 @@ def test_the_forwarder_relays_opencodes_requests_with_the_real_key_added_outside
     assert arm.session.answer_texts()[0].startswith("Answer to: How does res.send")
     report = evidence(arm.session, read_requests(arm.record))
     assert report.intact and report.requests == len(upstream.keys), report.problems
+
+
+def test_a_config_the_agent_rewrote_is_not_what_the_next_turn_reads(
+    tmp_path: Path, real_tools: RealTools, opencode: Provisioned
+) -> None:
+    """The config is bound read-only: a shell of the agent cannot drop the deny for a later turn."""
+    workspace = make_workspace(real_tools.express, tmp_path / "ws", CODEGRAPH.state_dirs)
+    setup = AgentSetup(config_dir=tmp_path / "config", home=workspace.home, model_url="http://127.0.0.1:9",
+                       mcp_servers=(), denied_cli=CODEGRAPH.cli, deny_reason=CODEGRAPH.deny_reason)  # fmt: skip
+    config = OPENCODE.configure(setup)
+    sealed = sandbox.sandbox_for(cache=real_tools.cache, writable=[workspace.home], readable=list(config.readable))
+    path = config.files["config"]
+    script = f"echo '{{}}' > {path}; rm -f {path}; rm -rf {path.parent}; cat {path}"
+    done = subprocess.run(sealed.wrap(["/bin/sh", "-c", script]), capture_output=True, text=True, timeout=60)
+    assert '"codegraph*": "deny"' in done.stdout and CODEGRAPH.deny_reason in path.read_text(), done.stderr
