@@ -1,9 +1,18 @@
-"""One arm of the A/B through the real OpenCode CLI, as the harness runs it: shared by tests/test_opencode_cli.py and
-by tests/data/opencode/record.py, which recorded the streams the unit tests read."""
+"""One arm of the A/B through the real OpenCode CLI, as the harness runs it: shared by tests/test_opencode_cli.py, by
+tests/data/opencode/record.py (which recorded the streams the unit tests read) and, run as a script by an ordinary
+user, by the test of the sandbox without root.
+
+    python tests/opencode_support.py OPENCODE EXPRESS CACHE OUT    # the without-arm; prints a JSON summary
+
+OPENCODE: the ``opencode`` binary of an install; EXPRESS: a copy of express (no index needed); CACHE: the harness's
+cache folder (hidden from the agent); OUT: a fresh folder for the run.
+"""
 
 from __future__ import annotations
 
+import json
 import os
+import sys
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -17,6 +26,7 @@ from pytest_agent_eval.harness.drivers import RunRecord
 from pytest_agent_eval.harness.provision import Provisioned
 from pytest_agent_eval.harness.relay import carried
 from pytest_agent_eval.harness.workspace import Workspace, make_workspace
+from pytest_agent_eval.metrics.contamination import contamination
 from pytest_agent_eval.metrics.evidence import paired_responses
 from pytest_agent_eval.model import ScriptedBackend, serve
 from pytest_agent_eval.model.record import read_requests
@@ -97,3 +107,26 @@ def run_arm(
                              out_dir=folder / f"run-{name}", cwd=workspace.repo, env=env)  # fmt: skip
         requests = server.requests
     return Arm(workspace, config, run, OPENCODE.read_transcript(run.segments), requests, truth, record)
+
+
+def main() -> int:
+    opencode, express, cache, out = (Path(a) for a in sys.argv[1:5])
+    build = Provisioned("opencode", opencode, OPENCODE.version, OPENCODE.version)
+    arm = run_arm(out, express, build, cache)
+    report = contamination(arm.session)
+    summary = {
+        "uid": os.geteuid(),
+        "exit_codes": arm.run.exit_codes,
+        "requests": len(arm.requests),
+        "messages": len(arm.session.messages()),
+        "answers": arm.session.answer_texts(),
+        "cli_blocked": report.cli_blocked,
+        "contaminated": report.contaminated,
+        "mcp_calls": len(report.mcp_calls),
+    }
+    print(json.dumps(summary))
+    return 0
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

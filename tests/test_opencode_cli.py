@@ -11,16 +11,18 @@ from __future__ import annotations
 
 import json
 import os
+import pwd
 import re
 import shutil
 import subprocess
+import tempfile
 from collections.abc import Iterator, Mapping
 from pathlib import Path
 from typing import Any
 
 import pytest
 from conftest import REPO, RealTools
-from e2e_support import inner_env, leftovers, run_pytest, summary
+from e2e_support import inner_env, leftovers, package_venv, run_pytest, summary
 from opencode_support import QUESTION, run_arm
 
 from pytest_agent_eval.agents.base import AgentSetup
@@ -41,6 +43,8 @@ from pytest_agent_eval.tool import CODEGRAPH
 
 SECOND_QUESTION = "Where is the ETag function configured, and how does the app setting reach res.send?"
 AGENT = "pytest_agent_eval.agents.opencode:OPENCODE"
+# The ordinary user the sandbox is also checked as (`useradd -M -s /bin/sh agent-eval-user` makes one).
+USER = os.environ.get("AGENT_EVAL_TEST_USER", "agent-eval-user")
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -304,3 +308,41 @@ def test_a_config_the_agent_rewrote_is_not_what_the_next_turn_reads(
     script = f"echo '{{}}' > {path}; rm -f {path}; rm -rf {path.parent}; cat {path}"
     done = subprocess.run(sealed.wrap(["/bin/sh", "-c", script]), capture_output=True, text=True, timeout=60)
     assert '"codegraph*": "deny"' in done.stdout and CODEGRAPH.deny_reason in path.read_text(), done.stderr
+
+
+def test_opencode_runs_sealed_for_an_ordinary_user_too(opencode: Provisioned, real_tools: RealTools) -> None:
+    """The harness run by an ordinary user: bubblewrap through an unprivileged user namespace. The user gets a copy
+    of the OpenCode binary and of express, and a Python of the system's with this package (root's cache and Python
+    are not theirs to read), and runs the without-arm."""
+    system_python = Path("/usr/bin/python3")
+    if os.geteuid() != 0 or shutil.which("runuser") is None or not system_python.is_file():
+        pytest.skip("needs root, runuser and the system's python3 to become an ordinary user")
+    try:
+        user = pwd.getpwnam(USER)
+    except KeyError:
+        pytest.skip(f"no user {USER} (`useradd -M -s /bin/sh {USER}`, or name one in AGENT_EVAL_TEST_USER)")
+    base = Path(tempfile.mkdtemp(prefix="agent-eval-opencode-user-"))  # pytest's tmp_path is root's alone
+    try:
+        base.chmod(0o755)
+        binary = base / "opencode" / "bin" / "opencode"
+        binary.parent.mkdir(parents=True)
+        shutil.copy2(opencode.bin.resolve(), binary)
+        shutil.copytree(real_tools.express, base / "express", symlinks=True,
+                        ignore=shutil.ignore_patterns(*CODEGRAPH.state_dirs))  # fmt: skip
+        for folder in ("cache", "out", "home"):
+            (base / folder).mkdir()
+            os.chown(base / folder, user.pw_uid, user.pw_gid)
+        python = package_venv(system_python, base / "venv")
+        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(base / "home"), "LANG": "C.UTF-8"}  # a user's own
+        script = Path(__file__).with_name("opencode_support.py")
+        command = [str(shutil.which("runuser")), "-u", USER, "--", str(python), str(script), str(binary),
+                   str(base / "express"), str(base / "cache"), str(base / "out")]  # fmt: skip
+        done = subprocess.run(command, env=env, cwd=base, capture_output=True, text=True, timeout=300)
+        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
+        result = json.loads(done.stdout.strip().splitlines()[-1])
+    finally:
+        shutil.rmtree(base, ignore_errors=True)
+    assert result["uid"] == user.pw_uid and result["exit_codes"] == [0]
+    assert result["requests"] == result["messages"] + 1  # OpenCode's title request besides its steps
+    assert result["answers"][0].startswith("Answer to: How does")
+    assert (result["cli_blocked"], result["contaminated"], result["mcp_calls"]) == (1, False, 0)
