@@ -6,7 +6,9 @@ the model server, outside the sandbox. So what the model saw is exactly what its
 transcript must agree with them:
 
 * every assistant message of the transcript is a message the model sent (its id among the responses), and each of
-  its tool calls is one of that response's;
+  its tool calls is one of that response's; a transcript that names its messages by the agent's own ids (OpenCode
+  records none of the model's) is paired with the responses to the requests offering tools, in order, and must
+  have as many messages as there are such responses;
 * every tool result of the transcript reached the model: a request carried a result for that call whose text holds
   the transcript's (blanks and ``<system-reminder>`` blocks aside: the CLI adds reminders and reshapes content);
   a result no request carried is allowed only where the run was cut off after it (no request followed its call);

@@ -1,5 +1,6 @@
 """A Messages-API server on loopback, so the real Claude Code CLI can talk to a stand-in model; it answers
-the Responses API (``POST /v1/responses``, Codex CLI) too, from the same policy (:mod:`.responses`).
+the Responses API (``POST /v1/responses``, Codex CLI) too, from the same policy (:mod:`.responses`), and OpenCode's
+Messages requests, which name its own tools, through the policy as well (:mod:`.opencode`).
 
 The CLI only needs ``POST /v1/messages`` with ``stream: true``; the server also answers the
 non-streaming form, ``/v1/messages/count_tokens``, and GET/HEAD probes, so nothing the CLI might
