@@ -214,7 +214,14 @@ def test_a_stream_that_was_changed_or_cut_short_disagrees(tmp_path: Path) -> Non
     dropped = tmp_path / "dropped.jsonl"
     dropped.write_text("".join(lines[first_end + 1 :]))
     problems = evidence(read_opencode([dropped], ()), entries).problems
-    assert any("the transcript has 3 model requests, but the model answered 4" in p for p in problems), problems
+    first_call = json.loads(lines[first_end - 1])["part"]["callID"]
+    assert any(f"tool call {first_call} (bash) reached the model in request" in p for p in problems), problems
+    answer = json.loads(next(line for line in lines if '"type":"text"' in line))
+    answer["part"]["text"] = "Answer to: something else"
+    changed = tmp_path / "changed.jsonl"
+    changed.write_text("".join(json.dumps(answer) + "\n" if '"type":"text"' in line else line for line in lines))
+    problems = evidence(read_opencode([changed], ()), entries).problems
+    assert any("is in the transcript, but the model sent no such message" in p for p in problems), problems
 
 
 @pytest.mark.parametrize("arm", ARMS)
@@ -367,3 +374,18 @@ def test_a_finished_opencode_turn_counts_as_complete_for_a_resumed_campaign(tmp_
     cut = tmp_path / "run-with-1.jsonl"
     cut.write_text("\n".join(events[:3]) + "\n", encoding="utf-8")  # ends with a step_finish for tool calls
     assert '"tool-calls"' in events[2] and not ends_with_result(cut)
+
+
+def test_a_response_opencode_never_kept_is_passed_over_in_the_pairing() -> None:
+    """A stream cut off mid-response is retried by OpenCode without a trace in its own stream: the record holds a
+    response no step is (seen with the stand-in's ``break`` fault); the steps pair with the responses after it."""
+    session, entries = read_opencode(_segments("with")), read_requests(DATA / "with" / "requests.jsonl")
+    first = next(i for i, e in enumerate(entries) if e["request"].get("tools"))
+    cut = json.loads(json.dumps(entries[first]))
+    cut["response"]["id"] = "msg_cut_off"
+    for block in cut["response"]["content"]:
+        block["id"] = "toolu_cut_off"
+    retried = [*entries[:first], cut, *entries[first:]]
+    assert evidence(session, retried).intact
+    assert "msg_cut_off" not in paired_responses(session, retried).values()
+    assert paired_responses(session, retried) == paired_responses(session, entries)

@@ -7,8 +7,8 @@ transcript must agree with them:
 
 * every assistant message of the transcript is a message the model sent (its id among the responses), and each of
   its tool calls is one of that response's; a transcript that names its messages by the agent's own ids (OpenCode
-  records none of the model's) is paired with the responses to the requests offering tools, in order, and must
-  have as many messages as there are such responses;
+  records none of the model's) is paired with the responses in order, by their calls or text
+  (:func:`paired_responses`);
 * every tool result of the transcript reached the model: a request carried a result for that call whose text holds
   the transcript's (blanks and ``<system-reminder>`` blocks aside: the CLI adds reminders and reshapes content);
   a result no request carried is allowed only where the run was cut off after it (no request followed its call);
@@ -35,7 +35,7 @@ from urllib.parse import urlsplit
 from pytest_agent_eval.agents.codex.transcript import text_of
 from pytest_agent_eval.metrics.contamination import Leak, scan
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
-from pytest_agent_eval.transcript import Session, ToolResult, result_text
+from pytest_agent_eval.transcript import Session, ToolResult, blocks_of, result_text
 
 MESSAGES_PATH = "/v1/messages"
 RESPONSES_PATH = "/v1/responses"  # Codex CLI's: the same evidence, in the Responses API's items
@@ -77,7 +77,9 @@ class _Received:
     sent: dict[str, set[str]] = field(default_factory=dict)  # message id → ids of its tool calls
     calls: dict[str, tuple[str, int]] = field(default_factory=dict)  # call id → (tool name, first request carrying it)
     results: dict[str, dict[str, int]] = field(default_factory=dict)  # call id → {result text: first request}
-    offered: list[str] = field(default_factory=list)  # ids of the responses to requests offering tools, in order
+    # (id, call ids, text) of the responses to requests offering tools, in order: what an agent's own message ids
+    # are paired with
+    answers: list[tuple[str, frozenset[str], str]] = field(default_factory=list)
 
     def read(self, number: int, entry: dict[str, Any]) -> None:
         response, request = entry.get("response"), entry.get("request")
@@ -88,7 +90,10 @@ class _Received:
         if isinstance(response, dict) and isinstance(response.get("id"), str):
             self.sent.setdefault(response["id"], set()).update(_call_ids(response.get("content")))
             if request.get("tools"):  # not a CLI's side request (OpenCode's session title)
-                self.offered.append(response["id"])
+                text = "\n".join(
+                    b.get("text") or "" for b in blocks_of(response.get("content")) if b.get("type") == "text"
+                )
+                self.answers.append((response["id"], frozenset(_call_ids(response.get("content"))), _comparable(text)))
         for message in request.get("messages") or []:
             content = message.get("content") if isinstance(message, dict) else None
             for block in content if isinstance(content, list) else []:
@@ -145,8 +150,9 @@ def _received(entries: Sequence[dict[str, Any]]) -> _Received:
 def paired_responses(session: Session, entries: Sequence[dict[str, Any]]) -> dict[str, str]:
     """The id of the model's response each assistant message of ``session`` is: its own id, or, for a transcript
     that names its messages by the agent's own ids (:attr:`~pytest_agent_eval.transcript.Session.own_message_ids`,
-    OpenCode's), the response to the request offering tools in the same place in order (one message per request:
-    the CLI's side requests, without tools, answer nothing in its transcript)."""
+    OpenCode's), the next response, in order, to a request offering tools (the CLI's side requests, such as a
+    session title, offer none) with the same tool calls (the model's own ids) or, without calls, the same text. A
+    response the CLI never kept (a stream cut off, retried) is passed over; a message no response fits is unpaired."""
     return _pairing(session, _received(entries))
 
 
@@ -154,8 +160,15 @@ def _pairing(session: Session, received: _Received) -> dict[str, str]:
     messages = [m for m in session.messages(thread=None) if not m.error and m.model != "<synthetic>"]
     if not session.own_message_ids:
         return {m.id: m.id for m in messages}
-    # strict=False: a count that differs is a problem of its own (_disagreements)
-    return {message.id: response for message, response in zip(messages, received.offered, strict=False)}
+    pairs, at = {}, 0
+    for message in messages:
+        calls, text = frozenset(call.id for call in message.calls), _comparable(message.text)
+        for index in range(at, len(received.answers)):
+            response, sent_calls, sent_text = received.answers[index]
+            if sent_calls == calls and (calls or sent_text == text):
+                pairs[message.id], at = response, index + 1
+                break
+    return pairs
 
 
 def evidence(
@@ -177,9 +190,6 @@ def _disagreements(session: Session, received: _Received) -> list[str]:
     problems = []
     names = {call.id: call.name for call in session.calls}
     pairing = _pairing(session, received)
-    if session.own_message_ids and len(pairing) != len(received.offered):
-        problems.append(f"the transcript has {len(pairing)} model requests, but the model answered "
-                        f"{len(received.offered)} requests offering tools")  # fmt: skip
     for message in session.messages(thread=None):
         if message.error or message.model == "<synthetic>":  # the CLI's own note of an API error, never the model's
             continue
