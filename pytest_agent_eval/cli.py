@@ -28,6 +28,7 @@ from typing import Any
 from pytest_agent_eval.agents.claude_code.transcript import find_session_file, read_segments, read_session_file
 from pytest_agent_eval.agents.codex.transcript import is_codex_events, read_codex
 from pytest_agent_eval.agents.gemini.transcript import is_gemini_events, read_gemini
+from pytest_agent_eval.agents.opencode.transcript import is_opencode_events, read_opencode
 from pytest_agent_eval.metrics.occupancy import WINDOW_TOKENS
 from pytest_agent_eval.metrics.scorecard import score
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool, load_tool
@@ -203,17 +204,9 @@ def main(argv: Sequence[str] | None = None) -> int:
             session_file = find_session_file(Path(args.session))
             session = read_session_file(session_file, fast_decoding_pays([session_file]))
             _warn(_reading_problems(session))
-        elif is_codex_events(args.files[0]):  # a resumed session's later turns are its .tN.jsonl, as Claude Code's
+        else:  # a resumed session's later turns are its .tN.jsonl, whichever agent's they are
             files = segment_files(args.files[0]) if len(args.files) == 1 else args.files
-            session = read_codex(files, args.rollout)
-            _warn(_reading_problems(session, files))
-        elif is_gemini_events(args.files[0]):
-            files = segment_files(args.files[0]) if len(args.files) == 1 else args.files
-            session = read_gemini(files, args.chat)
-            _warn(_reading_problems(session, files))
-        else:
-            files = segment_files(args.files[0]) if len(args.files) == 1 else args.files
-            session = read_segments(files, fast_decoding_pays(files))
+            session = _read_run(files, args)
             _warn(_reading_problems(session, files))
     except TranscriptError as exc:
         print(f"agent-eval: error: {exc}", file=sys.stderr)
@@ -227,6 +220,17 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         sys.stdout.write(render_scorecard(card, brief=args.brief, envelope=args.envelope))
     return 0
+
+
+def _read_run(files: Sequence[str | Path], args: argparse.Namespace) -> Session:
+    """One run's turns, read by the agent whose output the first file is (each agent's first event says which)."""
+    if is_codex_events(files[0]):
+        return read_codex(files, args.rollout)
+    if is_gemini_events(files[0]):
+        return read_gemini(files, args.chat)
+    if is_opencode_events(files[0]):  # OpenCode's --format json: its MCP servers from the kept config
+        return read_opencode(files)
+    return read_segments(files, fast_decoding_pays(files))
 
 
 class _Version(argparse.Action):

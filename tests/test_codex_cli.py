@@ -21,7 +21,7 @@ from typing import Any
 
 import pytest
 from support.codex import QUESTION, run_arm
-from support.e2e import RealTools, inner_env, leftovers, run_pytest, summary
+from support.e2e import RealTools, inner_env, leftovers, package_venv, run_pytest, summary
 from support.paths import REPO
 
 from pytest_agent_eval.agents.base import AgentSetup
@@ -217,7 +217,7 @@ def test_codex_runs_sealed_for_an_ordinary_user_too(codex: Provisioned, real_too
         for folder in ("cache", "out", "home"):
             (base / folder).mkdir()
             os.chown(base / folder, user.pw_uid, user.pw_gid)
-        python = _package_venv(system_python, base / "venv")
+        python = package_venv(system_python, base / "venv")
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(base / "home"), "LANG": "C.UTF-8"}  # a user's own
         script = Path(__file__).parent / "support" / "codex.py"
         launcher = install / "node_modules" / ".bin" / "codex"
@@ -231,15 +231,6 @@ def test_codex_runs_sealed_for_an_ordinary_user_too(codex: Provisioned, real_too
     assert summary["uid"] == user.pw_uid and summary["exit_codes"] == [0]
     assert summary["requests"] == summary["messages"] > 1 and summary["answers"][0].startswith("Answer to: How does")
     assert (summary["cli_blocked"], summary["contaminated"], summary["mcp_calls"]) == (1, False, 0)
-
-
-def _package_venv(python: Path, folder: Path) -> Path:
-    """A virtual environment of ``python`` with this package (editable) and its dependencies; its interpreter."""
-    subprocess.run([str(python), "-m", "venv", str(folder)], check=True, capture_output=True, timeout=120)
-    pip = [str(folder / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    package = Path(__file__).resolve().parents[1]
-    subprocess.run([*pip, "-e", str(package)], check=True, capture_output=True, timeout=600)
-    return folder / "bin" / "python"
 
 
 def test_the_ab_eval_runs_both_arms_through_codex(real_tools: RealTools, codex: Provisioned, tag: str,

@@ -17,6 +17,7 @@ BUILT_IN = {
     "claude-code": "pytest_agent_eval.agents.claude_code:CLAUDE_CODE",
     "codex": "pytest_agent_eval.agents.codex:CODEX",
     "gemini": "pytest_agent_eval.agents.gemini:GEMINI",
+    "opencode": "pytest_agent_eval.agents.opencode:OPENCODE",
 }
 DEFAULT_AGENT = BUILT_IN["claude-code"]  # --agent-eval-agent's default
 # What a campaign recorded before records named their agent was driven with.

@@ -33,6 +33,7 @@ from typing import Any
 
 from filelock import FileLock, Timeout
 
+from pytest_agent_eval.agents.opencode.transcript import ends_turn as opencode_ends_turn
 from pytest_agent_eval.campaign.record import ItemRecord, RecordError
 from pytest_agent_eval.transcript import is_later_segment, segment_files
 
@@ -293,7 +294,7 @@ def safe_name(item_id: str) -> str:
 
 
 # The last event of a finished turn's segment: Claude Code's stream-json ``result``, Codex CLI's ``turn.completed``.
-TURN_END_EVENTS = ("result", "turn.completed")
+TURN_END_EVENTS = ("result", "turn.completed")  # Claude Code's, Codex's; OpenCode's is a step_finish of an answer
 
 
 def ends_with_result(path: Path) -> bool:
@@ -309,7 +310,7 @@ def ends_with_result(path: Path) -> bool:
             event = json.loads(line)
         except ValueError:
             return False  # a torn last line: the agent was killed mid-write
-        return isinstance(event, dict) and event.get("type") in TURN_END_EVENTS
+        return isinstance(event, dict) and (event.get("type") in TURN_END_EVENTS or opencode_ends_turn(event))
     return False
 
 

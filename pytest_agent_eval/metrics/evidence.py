@@ -5,10 +5,12 @@ CLI's rollout lies in the agent's HOME); the request record (:mod:`pytest_agent_
 the model server, outside the sandbox. So what the model saw is exactly what its requests carried, and the
 transcript must agree with them:
 
-* every assistant message of the transcript is a message the model sent (its id among the responses; for Gemini
-  CLI, whose records name no response id, its place among the streamed responses), with that response's prompt
-  size (``usage``: input, cache-read and cache-creation tokens; output tokens are left out, the transcript may hold
-  a count taken mid-stream), and each of its tool calls is one of that response's, with its name and input;
+* every assistant message of the transcript is a message the model sent (its id among the responses), with that
+  response's prompt size (``usage``: input, cache-read and cache-creation tokens; output tokens are left out, the
+  transcript may hold a count taken mid-stream), and each of its tool calls is one of that response's, with its
+  name and input; a transcript that names its messages by the agent's own ids (OpenCode records none of the
+  model's) is paired with the responses in order, by their calls or text (:func:`paired_responses`); Gemini CLI's
+  messages, which name no response id, by their place among the streamed responses;
 * every tool result of the transcript reached the model: a request carried a result for that call whose text holds
   the transcript's (blanks and ``<system-reminder>`` blocks aside: the CLI adds reminders and reshapes content);
   a result no request carried is allowed only where the run was cut off after it (no request followed its call);
@@ -37,7 +39,7 @@ from pytest_agent_eval.agents.codex.transcript import text_of
 from pytest_agent_eval.agents.gemini import transcript as gemini
 from pytest_agent_eval.metrics.contamination import Leak, scan
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
-from pytest_agent_eval.transcript import Session, ToolResult, Usage, result_text
+from pytest_agent_eval.transcript import Session, ToolResult, Usage, blocks_of, result_text
 
 MESSAGES_PATH = "/v1/messages"
 RESPONSES_PATH = "/v1/responses"  # Codex CLI's: the same evidence, in the Responses API's items
@@ -82,6 +84,9 @@ class _Received:
     calls: dict[str, tuple[str, int]] = field(default_factory=dict)  # call id → (tool name, first request carrying it)
     results: dict[str, dict[str, int]] = field(default_factory=dict)  # call id → {result text: first request}
     streamed_gemini: int = 0  # Gemini API responses streamed so far (a Gemini CLI message is named by its place)
+    # (id, call ids, text) of the responses to requests offering tools, in order: what an agent's own message ids
+    # are paired with
+    answers: list[tuple[str, frozenset[str], str]] = field(default_factory=list)
 
     def read(self, number: int, entry: dict[str, Any]) -> None:
         response, request = entry.get("response"), entry.get("request")
@@ -99,6 +104,11 @@ class _Received:
                 self.usage.setdefault(response["id"], usage)
             for block in _tool_uses(response.get("content")):
                 self.sent_calls.setdefault(str(block["id"]), (str(block.get("name")), block.get("input")))
+            if request.get("tools"):  # not a CLI's side request (OpenCode's session title)
+                text = "\n".join(
+                    b.get("text") or "" for b in blocks_of(response.get("content")) if b.get("type") == "text"
+                )
+                self.answers.append((response["id"], frozenset(_call_ids(response.get("content"))), _comparable(text)))
         for message in request.get("messages") or []:
             content = message.get("content") if isinstance(message, dict) else None
             for block in content if isinstance(content, list) else []:
@@ -167,20 +177,48 @@ def _is_model_request(entry: dict[str, Any]) -> bool:
     return _path(entry) in (MESSAGES_PATH, RESPONSES_PATH) or (method is not None and method[1] != gemini.COUNT)
 
 
+def _received(entries: Sequence[dict[str, Any]]) -> _Received:
+    received = _Received()
+    for number, entry in enumerate([e for e in entries if _is_model_request(e)], start=1):
+        if not entry.get("refused"):
+            received.read(number, entry)
+    return received
+
+
+def paired_responses(session: Session, entries: Sequence[dict[str, Any]]) -> dict[str, str]:
+    """The id of the model's response each assistant message of ``session`` is: its own id, or, for a transcript
+    that names its messages by the agent's own ids (:attr:`~pytest_agent_eval.transcript.Session.own_message_ids`,
+    OpenCode's), the next response, in order, to a request offering tools (the CLI's side requests, such as a
+    session title, offer none) with the same tool calls (the model's own ids) or, without calls, the same text. A
+    response the CLI never kept (a stream cut off, retried) is passed over; a message no response fits is unpaired."""
+    return _pairing(session, _received(entries))
+
+
+def _pairing(session: Session, received: _Received) -> dict[str, str]:
+    messages = [m for m in session.messages(thread=None) if not m.error and m.model != "<synthetic>"]
+    if not session.own_message_ids:
+        return {m.id: m.id for m in messages}
+    pairs, at = {}, 0
+    for message in messages:
+        calls, text = frozenset(call.id for call in message.calls), _comparable(message.text)
+        for index in range(at, len(received.answers)):
+            response, sent_calls, sent_text = received.answers[index]
+            if sent_calls == calls and (calls or sent_text == text):
+                pairs[message.id], at = response, index + 1
+                break
+    return pairs
+
+
 def evidence(
     session: Session, entries: Sequence[dict[str, Any]], tool: RetrievalTool = CODEGRAPH, seen: Sequence[Leak] = ()
 ) -> Evidence:
     """The transcript ``session`` held against the request record ``entries``; ``seen``: the leaks the transcript
     already showed (a received result holding one of those is not counted twice)."""
-    messages = [e for e in entries if _is_model_request(e)]
     report = Evidence(
-        requests=len(messages),
+        requests=sum(1 for e in entries if _is_model_request(e)),
         refused=[f"{e.get('method')} {e.get('path')}: {e['refused']}" for e in entries if e.get("refused")],
     )
-    received = _Received()
-    for number, entry in enumerate(messages, start=1):
-        if not entry.get("refused"):
-            received.read(number, entry)
+    received = _received(entries)
     report.problems = _disagreements(session, received)
     report.leaks = _received_leaks(session, received, tool, {leak.call_id for leak in seen})
     return report
@@ -189,10 +227,11 @@ def evidence(
 def _disagreements(session: Session, received: _Received) -> list[str]:
     problems = []
     names = {call.id: call.name for call in session.calls}
+    pairing = _pairing(session, received)
     for message in session.messages(thread=None):
         if message.error or message.model == "<synthetic>":  # the CLI's own note of an API error, never the model's
             continue
-        calls = received.sent.get(message.id)
+        calls = received.sent.get(pairing.get(message.id, message.id))
         if calls is None:
             problems.append(
                 f"assistant message {message.id} (thread {message.thread}) is in the transcript, but the model sent "
@@ -211,7 +250,7 @@ def _disagreements(session: Session, received: _Received) -> list[str]:
                     f"tool call {call.id} ({call.name}) is in the transcript, but the model's message {message.id} "
                     "holds no such call"
                 )
-            elif received.sent_calls.get(call.id, (call.name, call.input)) != (call.name, call.input):
+            elif received.sent_calls.get(call.id, as_sent := call.sent_as or (call.name, call.input)) != as_sent:
                 shown = json.dumps(call.input, ensure_ascii=False)[:SHOWN_CHARS]
                 problems.append(f"tool call {call.id} ({call.name}) differs from what the model sent: {shown}")
     answered = set()

@@ -79,7 +79,7 @@ def _step(call: dict[str, Any]) -> Step:
 
 
 def shell_step(command: str) -> Step:
-    """A shell call as the step its command is: a Read of one file, a Grep, or Bash (:func:`bash_access`)."""
+    """A shell command as the step it is in the common vocabulary: a Read of one file, a Grep, or a Bash call."""
     access = bash_access(command)
     if access is not None and access.kind == "read" and access.path:
         return Step("Read", {"file_path": access.path})
@@ -116,6 +116,7 @@ def read_turn(request: dict[str, Any]) -> Turn:
 
 # -- rendering a reply ----------------------------------------------------------------------------
 def grep_command(pattern: str) -> str:
+    """The shell command a Grep of the policy is run as: the names of the files matching ``pattern``."""
     skipped = " ".join(f"--exclude-dir={d}" for d in _SKIPPED_DIRS)
     return f"grep -rliE {shlex.quote(pattern)} {skipped} ."
 

@@ -1,5 +1,6 @@
 """A Messages-API server on loopback, so the real Claude Code CLI can talk to a stand-in model; it answers
-the Responses API (``POST /v1/responses``, Codex CLI) too, from the same policy (:mod:`.responses`).
+the Responses API (``POST /v1/responses``, Codex CLI) too, from the same policy (:mod:`.responses`), and OpenCode's
+Messages requests, which name its own tools, through the policy as well (:mod:`.opencode`).
 
 The CLI only needs ``POST /v1/messages`` with ``stream: true``; the server also answers the
 non-streaming form, ``/v1/messages/count_tokens``, and GET/HEAD probes, so nothing the CLI might
@@ -36,6 +37,9 @@ from .gemini import assemble as assemble_gemini
 from .gemini import read_turn as read_gemini_turn
 from .gemini import reply_parts, stream_frames, usage_metadata
 from .gemini import response_json as gemini_response_json
+from .opencode import is_opencode_request
+from .opencode import read_turn as read_opencode_turn
+from .opencode import render as render_opencode
 from .record import RequestLog
 from .refusal import refusal
 from .responses import output_items, read_turn, response_json, usage_json
@@ -286,7 +290,7 @@ class _Handler(BaseHTTPRequestHandler):
         if fault is None:
             return
         try:
-            reply = self.server.backend.respond(request, dict(self.headers.items()))
+            reply = self._reply(request)
         except Exception:
             self._backend_failed()
             return
@@ -302,6 +306,15 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, message)
             return
         self._stream(list(stream_events(reply, model, usage, message_id)), fault, message)
+
+    def _reply(self, request: dict[str, Any]) -> Reply | Passthrough:
+        """The backend's reply to a Messages request; OpenCode's, where the backend has a policy, decided on the turn
+        read in the common vocabulary and rendered in OpenCode's tools (:mod:`.opencode`)."""
+        backend = self.server.backend
+        decide, explore = getattr(backend, "decide", None), getattr(backend, "explore", None)
+        if decide is not None and isinstance(explore, str) and is_opencode_request(request):
+            return render_opencode(request, decide(read_opencode_turn(request, explore)), explore)
+        return backend.respond(request, dict(self.headers.items()))
 
     def _responses(self, request: dict[str, Any]) -> None:
         """The Responses API (Codex CLI): the backend's policy decides on the turn read from the request."""

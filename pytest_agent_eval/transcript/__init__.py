@@ -18,10 +18,10 @@ import math
 import os
 import re
 from collections import Counter
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, NamedTuple
+from typing import Any, ClassVar, NamedTuple
 
 MAIN = "main"
 STAND_IN_PREFIX = "stand-in"
@@ -84,6 +84,9 @@ class ToolCall:
     thread: str
     message_id: str
     result: ToolResult | None = None
+    # (name, input) as the model sent the call, where the agent's reader renamed it into the common vocabulary
+    # (OpenCode's ``bash`` as ``Bash``): what the evidence holds against the request record
+    sent_as: tuple[str, dict[str, Any]] | None = None
 
     @property
     def answered(self) -> bool:
@@ -199,6 +202,9 @@ class Session:
     files: list[Path] = field(default_factory=list)
     # The init events' lines, about 10 kB of tool and command lists each: decoded whole only when asked for.
     init_lines: list[str | bytes] = field(default_factory=list, repr=False)
+    # Whether the messages are named by the agent's own ids, not the model's response ids (OpenCode's): the evidence
+    # then pairs them with the model's responses in order (pytest_agent_eval.metrics.evidence.paired_responses).
+    own_message_ids: ClassVar[bool] = False
 
     @property
     def inits(self) -> list[dict[str, Any]]:
@@ -274,6 +280,43 @@ class Session:
 
 
 # ---------------------------------------------------------------------------------------
+def read_records(
+    path: Path,
+    session: Session,
+    file_kind: str,
+    line_kind: str = "a JSON object",
+    accepts: Callable[[dict], bool] | None = None,
+) -> list[dict[str, Any]]:
+    """The JSON objects of the JSON-lines file ``path`` (an agent's own format, ``file_kind``) that ``accepts`` takes,
+    in order; every other line is counted (and the first few named) in ``session.parse`` as not ``line_kind``.
+    Raises TranscriptError when the file cannot be read or no line is one."""
+    try:
+        text = path.read_text(encoding="utf-8", errors="replace")
+    except FileNotFoundError:
+        raise TranscriptError(f"{path}: no such file") from None
+    except OSError as exc:
+        raise TranscriptError(f"{path}: cannot read ({exc.strerror})") from None
+    records: list[dict[str, Any]] = []
+    for number, line in enumerate(text.splitlines(), start=1):
+        if not line.strip():
+            continue
+        try:
+            record = json.loads(line)
+        except ValueError:
+            record = None
+        if not isinstance(record, dict) or (accepts is not None and not accepts(record)):
+            session.parse.bad_lines += 1
+            if len(session.parse.bad_at) < BAD_LINES_NAMED:
+                session.parse.bad_at.append(f"{path}:{number}: not {line_kind}")
+            continue
+        session.parse.events += 1
+        session.parse.event_types[str(record.get("type"))] += 1
+        records.append(record)
+    if not records:
+        raise TranscriptError(f"{path}: not {file_kind} (no line is {line_kind})")
+    return records
+
+
 def segment_files(first: str | Path) -> list[Path]:
     """``run-x.jsonl`` → [run-x.jsonl, run-x.t2.jsonl, run-x.t3.jsonl, …] as they exist."""
     first = Path(first)

@@ -75,3 +75,12 @@ def summary(out: Path) -> dict[str, dict]:
     (path,) = out.glob("*/summary.json")
     data = json.loads(path.read_text(encoding="utf-8"))
     return {record["id"]: record for record in data["records"]}
+
+
+def package_venv(python: Path, folder: Path) -> Path:
+    """A virtual environment of ``python`` with this package (editable) and its dependencies; its interpreter."""
+    subprocess.run([str(python), "-m", "venv", str(folder)], check=True, capture_output=True, timeout=120)
+    pip = [str(folder / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
+    package = Path(__file__).resolve().parents[1]
+    subprocess.run([*pip, "-e", str(package)], check=True, capture_output=True, timeout=600)
+    return folder / "bin" / "python"

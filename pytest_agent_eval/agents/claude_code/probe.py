@@ -14,6 +14,7 @@ class ProbeModel:
     """Asks for one Bash call of ``command``, then ends the turn."""
 
     stand_in_model = "stand-in-block-probe"
+    shell = "Bash"  # the shell tool's name (another agent speaking the Messages API names it otherwise)
 
     def __init__(self, command: str) -> None:
         self.command = command
@@ -26,4 +27,4 @@ class ProbeModel:
             return Reply.text("OK.")  # the CLI's side requests (titles, summaries)
         if '"tool_result"' in json.dumps(request.get("messages") or []):
             return Reply.text("probe done")
-        return Reply([tool_use("Bash", {"command": self.command, "description": "agent-eval block probe"})])
+        return Reply([tool_use(self.shell, {"command": self.command, "description": "agent-eval block probe"})])

@@ -30,7 +30,6 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agent_eval.transcript import (
-    BAD_LINES_NAMED,
     MAIN,
     Message,
     Result,
@@ -41,6 +40,7 @@ from pytest_agent_eval.transcript import (
     Usage,
     UserText,
     content_chars,
+    read_records,
 )
 
 SHELL_TOOL = "exec_command"
@@ -108,7 +108,7 @@ def find_rollout(events_file: str | Path) -> Path:
     kept = kept_rollout(events_file)
     if kept.is_file():
         return kept
-    thread_id = _thread_id(read_json_lines(events_file, Session()), events_file)
+    thread_id = _thread_id(_read_jsonl(events_file, Session()), events_file)
     found = sorted(events_file.parent.glob(f"rollout-*{thread_id}.jsonl"))
     if not found:
         raise TranscriptError(
@@ -128,12 +128,12 @@ def read_codex(events_files: str | Path | Sequence[str | Path], rollout_file: st
         raise TranscriptError("no Codex events file given")
     rollout = Path(rollout_file) if rollout_file is not None else find_rollout(paths[0])
     session = CodexSession(events_file=paths[0], rollout_file=rollout)
-    turns = [read_json_lines(path, session) for path in paths]
+    turns = [_read_jsonl(path, session) for path in paths]
     session.thread_id = _thread_id(turns[0], paths[0])
     for path, events in zip(paths[1:], turns[1:], strict=True):
         if _thread_id(events, path) != session.thread_id:
             raise TranscriptError(f"{path}: thread {_thread_id(events, path)}, not {paths[0]}'s {session.thread_id}")
-    records = read_json_lines(rollout, session)
+    records = _read_jsonl(rollout, session)
     meta = next((r.get("payload") for r in records if r.get("type") == "session_meta"), None)
     if not isinstance(meta, dict):
         raise TranscriptError(f"{rollout}: not a Codex rollout file (no session_meta record)")
@@ -149,34 +149,8 @@ def read_codex(events_files: str | Path | Sequence[str | Path], rollout_file: st
 
 
 # -- reading ------------------------------------------------------------------------------------
-def read_json_lines(path: Path, session: Session, what: str = "Codex") -> list[dict[str, Any]]:
-    """The JSON objects of a JSON-lines record, counted into ``session.parse`` (a bad line is counted and named, not
-    read); raises TranscriptError when the file cannot be read or holds none (it is not a ``what`` record)."""
-    try:
-        text = path.read_text(encoding="utf-8", errors="replace")
-    except FileNotFoundError:
-        raise TranscriptError(f"{path}: no such file") from None
-    except OSError as exc:
-        raise TranscriptError(f"{path}: cannot read ({exc.strerror})") from None
-    records: list[dict[str, Any]] = []
-    for number, line in enumerate(text.splitlines(), start=1):
-        if not line.strip():
-            continue
-        try:
-            record = json.loads(line)
-        except ValueError:
-            record = None
-        if not isinstance(record, dict):
-            session.parse.bad_lines += 1
-            if len(session.parse.bad_at) < BAD_LINES_NAMED:
-                session.parse.bad_at.append(f"{path}:{number}: not a JSON object")
-            continue
-        session.parse.events += 1
-        session.parse.event_types[str(record.get("type"))] += 1
-        records.append(record)
-    if not records:
-        raise TranscriptError(f"{path}: not a {what} record (no line is a JSON object)")
-    return records
+def _read_jsonl(path: Path, session: Session) -> list[dict[str, Any]]:
+    return read_records(path, session, "a Codex record")
 
 
 def _thread_id(events: list[dict[str, Any]], path: Path) -> str:

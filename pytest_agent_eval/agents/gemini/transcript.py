@@ -34,7 +34,6 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from pytest_agent_eval.agents.codex.transcript import read_json_lines
 from pytest_agent_eval.transcript import (
     MAIN,
     Compaction,
@@ -47,6 +46,7 @@ from pytest_agent_eval.transcript import (
     Usage,
     UserText,
     content_chars,
+    read_records,
 )
 
 SHELL_TOOL = "run_shell_command"
@@ -170,7 +170,7 @@ def find_chat(events_file: str | Path) -> Path:
     kept = kept_chat(events_file)
     if kept.is_file():
         return kept
-    session_id = _session_id(read_json_lines(events_file, Session(), "Gemini CLI"), events_file)
+    session_id = _session_id(read_records(events_file, Session(), "a Gemini CLI record"), events_file)
     found = sorted(events_file.parent.glob(f"session-*{session_id[:8]}.jsonl"))
     if not found:
         raise TranscriptError(
@@ -188,12 +188,12 @@ def read_gemini(events_files: str | Path | Sequence[str | Path], chat_file: str 
         raise TranscriptError("no Gemini CLI events file given")
     chat = Path(chat_file) if chat_file is not None else find_chat(paths[0])
     session = GeminiSession(events_file=paths[0], chat_file=chat)
-    turns = [read_json_lines(path, session, "Gemini CLI") for path in paths]
+    turns = [read_records(path, session, "a Gemini CLI record") for path in paths]
     session.session_id = _session_id(turns[0], paths[0])
     for path, events in zip(paths[1:], turns[1:], strict=True):
         if _session_id(events, path) != session.session_id:
             raise TranscriptError(f"{path}: session {_session_id(events, path)}, not {paths[0]}'s {session.session_id}")
-    records = read_json_lines(chat, session, "Gemini CLI")
+    records = read_records(chat, session, "a Gemini CLI record")
     header = records[0]
     if "sessionId" not in header:
         raise TranscriptError(f"{chat}: not a Gemini CLI chat record (its first line names no sessionId)")

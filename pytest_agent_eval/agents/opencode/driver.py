@@ -1,0 +1,111 @@
+"""Drive ``opencode run --format json`` over the turns of one question, one event stream per turn.
+
+Turn 1 starts a session (every event names its ``sessionID``); each later turn is ``opencode run --session <id>``,
+which continues it. Streams land as ``run-<label>.jsonl``, ``run-<label>.t2.jsonl``, … with each process's stderr
+beside it, as the other agents' segments do, and the config the run was given is copied beside the first
+(``run-<label>.opencode.json``: the reader names the MCP servers' tools from it).
+
+A turn ends with a ``step_finish`` whose reason is not ``tool-calls`` (the model answered), or with an ``error``
+event; OpenCode exits then (a CLI still running a few seconds later is stopped, its stream kept). A turn that never
+ends is stopped at the timeout; a turn that failed ends the run. The process is run as every headless driver runs
+its CLI (:mod:`pytest_agent_eval.harness.drivers.stream`).
+"""
+
+from __future__ import annotations
+
+import json
+import shutil
+from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from pytest_agent_eval.agents.opencode.config import run_command
+from pytest_agent_eval.agents.opencode.transcript import ends_turn, error_text, kept_config
+from pytest_agent_eval.harness.drivers import RunRecord, TurnError, segment_name
+from pytest_agent_eval.harness.drivers.stream import RESULT_GRACE_S, run_streaming, stderr_tail
+from pytest_agent_eval.harness.drivers.watch import STALL_S_STAND_IN
+from pytest_agent_eval.harness.sandbox import Sandbox
+
+
+@dataclass(frozen=True)
+class OpenCodeOptions:
+    """How every turn of one run is started: the ``opencode`` executable, the config it is given (copied beside the
+    first segment), the time a turn may take, the silence that marks it stalled, the sandbox (None only when a test
+    switched it off)."""
+
+    opencode: str
+    config: Path
+    timeout_s: float = 900.0
+    exit_grace_s: float = RESULT_GRACE_S
+    stall_s: float = STALL_S_STAND_IN
+    sandbox: Sandbox | None = None
+
+    def launch(self, command: list[str]) -> list[str]:
+        return self.sandbox.wrap(command) if self.sandbox is not None else command
+
+
+def run_opencode(
+    questions: Sequence[str],
+    *,
+    label: str,
+    out_dir: Path,
+    cwd: Path,
+    env: Mapping[str, str],
+    options: OpenCodeOptions,
+) -> RunRecord:
+    """Run every turn; raises :class:`TurnError` (what was recorded kept, later turns not started) when a turn does
+    not end or fails."""
+    if not questions:
+        raise ValueError("no question to ask")
+    out_dir.mkdir(parents=True, exist_ok=True)
+    record = RunRecord(label=label, stall_s=options.stall_s)
+    for turn, question in enumerate(questions, start=1):
+        segment = out_dir / segment_name(label, turn)
+        stderr = out_dir / segment_name(label, turn, ".stderr")
+        if turn == 1:
+            shutil.copyfile(options.config, kept_config(segment))
+        command = options.launch(run_command(options.opencode, question, record.session_id))
+        said = _Said()
+        outcome = run_streaming(command, segment=segment, stderr=stderr, cwd=cwd, env=env, timeout_s=options.timeout_s,
+                                grace_s=options.exit_grace_s, watch=said.read, name="opencode")  # fmt: skip
+        record.streamed(segment, stderr, outcome, 0)
+        record.session_id = record.session_id or said.session
+        later = f"; turns {turn + 1}-{len(questions)} not run" if turn < len(questions) else ""
+        if said.error is not None:
+            raise TurnError(
+                f"turn {turn}: opencode reported an error: {said.error}{stderr_tail(stderr)}{later}", record
+            )
+        if not said.ended:
+            why = f"timed out after {options.timeout_s:g}s" if outcome.timed_out else f"exited {outcome.exit_code}"
+            raise TurnError(f"turn {turn}: opencode {why} without ending the turn ({segment}){stderr_tail(stderr)}"
+                            f"{later}", record)  # fmt: skip
+        if said.session is None or said.session != record.session_id:
+            raise TurnError(f"turn {turn}: {segment} is not of session {record.session_id}{later}", record)
+    return record
+
+
+@dataclass
+class _Said:
+    """What a turn's events said: the session, whether the model answered, what it died of (an ``error`` event)."""
+
+    session: str | None = None
+    ended: bool = False
+    error: str | None = None
+
+    def read(self, raw: bytes) -> tuple[str, bool]:
+        """One line of the stream: what it is (for the silences), and whether it ends the turn."""
+        try:
+            event = json.loads(raw)
+        except ValueError:
+            event = None
+        if not isinstance(event, dict):
+            return "a non-JSON line", False
+        kind = str(event.get("type"))
+        part = event.get("part") if isinstance(event.get("part"), dict) else {}
+        if isinstance(event.get("sessionID"), str):
+            self.session = self.session or event["sessionID"]
+        if kind == "error":
+            self.error = error_text(event.get("error"))
+        ends = kind == "error" or ends_turn(event)
+        self.ended = self.ended or ends
+        return (f"{kind} {part.get('tool')}" if kind == "tool_use" else kind), ends

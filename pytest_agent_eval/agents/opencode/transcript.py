@@ -1,0 +1,251 @@
+"""OpenCode transcripts → the common :class:`~pytest_agent_eval.transcript.Session`.
+
+``opencode run --format json`` writes one JSON event a line, each naming its ``sessionID`` and carrying a
+``part`` of OpenCode's message: ``step_start`` (a model request begins; ``part.messageID`` names OpenCode's
+assistant message), ``tool_use`` (``part{tool, callID, state{status, input, output | error, metadata}}``, once the
+call has run), ``text`` (``part.text``), ``step_finish`` (``part{reason, tokens{input, output, reasoning,
+cache{read, write}}}``), ``error``. There is one ``step_finish`` per model request, with that request's usage:
+``tokens.input`` is the prompt's uncached part, ``cache.read`` and ``cache.write`` the rest, as the Messages API
+reports them. So the stream holds what the metrics need, and it is what is read. OpenCode's session database
+(``$XDG_DATA_HOME/opencode/opencode.db``) holds the same parts and nothing more: no id of the model's responses.
+
+Each step is one :class:`~pytest_agent_eval.transcript.Message`, named by OpenCode's message id and step number:
+the model's own message ids are in none of OpenCode's records (:attr:`OpenCodeSession.own_message_ids`; the
+evidence pairs the steps with the model's responses in order, :mod:`pytest_agent_eval.metrics.evidence`). A tool
+call's ``callID`` is the model's own.
+
+Tools are named in the common vocabulary the metrics read: ``bash{command}`` is ``Bash``, ``read{filePath}``
+``Read{file_path}``, ``grep`` ``Grep``, ``glob`` ``Glob``…; an MCP server ``NAME``'s tool ``NAME_tool`` is
+``mcp__NAME__tool``, for the servers the harness's config gave OpenCode (the driver keeps a copy beside the first
+segment, :func:`kept_config`; without it, the names are kept as OpenCode gave them). What the stream does not give
+is said, never guessed: :attr:`OpenCodeSession.unread`.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any, ClassVar
+
+from pytest_agent_eval.transcript import (
+    MAIN,
+    Message,
+    Result,
+    Session,
+    ToolCall,
+    ToolResult,
+    TranscriptError,
+    Usage,
+    read_records,
+)
+
+# OpenCode's built-in tools → the common names, and their inputs' keys that differ.
+TOOL_NAMES = {
+    "bash": "Bash", "read": "Read", "grep": "Grep", "glob": "Glob", "list": "LS", "edit": "Edit", "write": "Write",
+    "patch": "Edit", "task": "Task", "todowrite": "TodoWrite", "todoread": "TodoRead", "webfetch": "WebFetch",
+    "websearch": "WebSearch", "skill": "Skill",
+}  # fmt: skip
+_INPUT_KEYS = {"filePath": "file_path", "oldString": "old_string", "newString": "new_string"}
+# The harness's copy of the config a run was given, beside its first segment: ``run-<label>.opencode.json``.
+CONFIG_SUFFIX = ".opencode.json"
+FIRST_LINE_MAX_BYTES = 1 << 20  # a first event is a step_start of about 300 bytes; a long one may be a tool_use
+STEP_END = "step_finish"
+CALLS_REASON = "tool-calls"  # a step_finish that is not the turn's last
+
+UNREAD = {
+    "offered_tools": "OpenCode's stream lists no tools offered to the model: the tool's MCP names an arm exposed "
+    "are seen only when called",
+    "response_ids": "OpenCode records no id of the model's responses: each step is named by OpenCode's message id",
+    "answering_model": "OpenCode's stream names no model",
+    "user_text": "OpenCode's stream carries no user message: the question's own tokens are not read",
+    "thinking": "without --thinking OpenCode streams no reasoning: thinking is counted in tokens.reasoning only",
+}
+
+
+@dataclass
+class OpenCodeSession(Session):
+    """A Session read from OpenCode's ``--format json`` streams. ``unread``: figure → why the stream does not give
+    it; ``notices``: OpenCode's errors, in order."""
+
+    # The messages are named by OpenCode's ids, not the model's (metrics.evidence pairs them in order).
+    own_message_ids: ClassVar[bool] = True
+
+    session_id: str = ""
+    mcp_servers: tuple[str, ...] = ()
+    unread: dict[str, str] = field(default_factory=lambda: dict(UNREAD))
+    notices: list[str] = field(default_factory=list)
+
+
+def first_event(path: str | Path) -> dict[str, Any] | None:
+    """The first JSON line of ``path`` when it is an OpenCode event (an object with a ``sessionID`` and a
+    ``part``), else None. Only a regular file is looked into (a FIFO may never end)."""
+    if not Path(path).is_file():
+        return None
+    try:
+        with Path(path).open("rb") as handle:
+            while line := handle.readline(FIRST_LINE_MAX_BYTES):
+                if line.strip():
+                    event = json.loads(line)
+                    ok = isinstance(event, dict) and isinstance(event.get("sessionID"), str)
+                    return event if ok and isinstance(event.get("part"), dict) else None
+    except (OSError, ValueError):
+        return None
+    return None
+
+
+def _is_event(record: dict[str, Any]) -> bool:
+    return isinstance(record.get("sessionID"), str)
+
+
+def ends_turn(event: dict[str, Any]) -> bool:
+    """Whether an event ends OpenCode's turn: the model answered (a ``step_finish`` not for tool calls)."""
+    part = event.get("part") if isinstance(event.get("part"), dict) else {}
+    return event.get("type") == STEP_END and part.get("reason") != CALLS_REASON
+
+
+def is_opencode_events(path: str | Path) -> bool:
+    """Whether ``path`` is an ``opencode run --format json`` stream."""
+    return first_event(path) is not None
+
+
+def kept_config(events_file: str | Path) -> Path:
+    """Where the harness keeps the config of the run whose first segment is ``events_file``."""
+    events_file = Path(events_file)
+    return events_file.with_name(events_file.name.removesuffix(".jsonl") + CONFIG_SUFFIX)
+
+
+def mcp_servers_of(config_file: Path) -> tuple[str, ...]:
+    """The MCP servers a kept config gave OpenCode (none when there is no such file)."""
+    try:
+        config = json.loads(config_file.read_text(encoding="utf-8"))
+    except FileNotFoundError:
+        return ()
+    except (OSError, ValueError) as exc:
+        raise TranscriptError(f"{config_file}: not OpenCode's config ({exc})") from None
+    servers = config.get("mcp") if isinstance(config, dict) else None
+    return tuple(servers) if isinstance(servers, dict) else ()
+
+
+def read_opencode(events_files: str | Path | Sequence[str | Path], mcp_servers: Sequence[str] | None = None
+                  ) -> OpenCodeSession:  # fmt: skip
+    """An OpenCode session from its ``--format json`` streams, one per turn, all of one session, in order.
+    ``mcp_servers``: the MCP servers it was given (default: those of the config kept beside the first)."""
+    paths = [Path(events_files)] if isinstance(events_files, (str, Path)) else [Path(p) for p in events_files]
+    if not paths:
+        raise TranscriptError("no OpenCode events file given")
+    servers = tuple(mcp_servers) if mcp_servers is not None else mcp_servers_of(kept_config(paths[0]))
+    session = OpenCodeSession(mcp_servers=servers, files=paths)
+    if not servers:
+        session.unread["mcp_servers"] = "no config beside the stream names its MCP servers: their tools are kept " \
+            "under OpenCode's names (NAME_tool)"  # fmt: skip
+    reader = _Reader(session)
+    for segment, path in enumerate(paths):
+        events = read_records(path, session, "an opencode run --format json stream", "an OpenCode event", _is_event)
+        ids = sorted({str(e.get("sessionID")) for e in events})
+        if len(ids) != 1:
+            raise TranscriptError(f"{path}: events of {len(ids)} sessions ({', '.join(ids)})")
+        if segment == 0:
+            session.session_id = ids[0]
+        elif ids[0] != session.session_id:
+            raise TranscriptError(f"{path}: session {ids[0]}, not {paths[0]}'s {session.session_id}")
+        reader.read(events, path, segment)
+    return session
+
+
+class _Reader:
+    """The events of each turn in order: a step opens a message, its calls and text fill it, its finish closes it."""
+
+    def __init__(self, session: OpenCodeSession) -> None:
+        self.session = session
+        self.message: Message | None = None
+        self.steps: dict[str, int] = {}
+
+    def read(self, events: list[dict[str, Any]], path: Path, segment: int) -> None:
+        answer, ended = "", None
+        for event in events:
+            kind, part = event.get("type"), event.get("part") if isinstance(event.get("part"), dict) else {}
+            if kind == "step_start":
+                self._open(str(part.get("messageID") or ""), segment)
+            elif kind == "tool_use":
+                self._call(part, segment)
+            elif kind == "text":
+                self._current(segment).blocks.append({"type": "text", "text": str(part.get("text") or "")})
+            elif kind == "reasoning":
+                self._current(segment).blocks.append({"type": "thinking", "thinking": str(part.get("text") or "")})
+            elif kind == STEP_END:
+                message = self._current(segment)
+                message.usage = _usage(part.get("tokens"))
+                self.message = None
+                if part.get("reason") != CALLS_REASON:
+                    answer, ended = message.text, str(part.get("reason") or "stop")
+            elif kind == "error":
+                said = error_text(event.get("error"))
+                self.session.notices.append(said)
+                self.session.results.append(Result(said, "error", True, None, segment))
+                ended = "error"
+        self.message = None  # a step the run was cut off in stays as it was
+        if ended is None:
+            self.session.parse.unfinished.append(str(path))
+        elif ended != "error":
+            self.session.results.append(Result(answer, ended, False, None, segment))
+
+    def _open(self, opencode_id: str, segment: int) -> Message:
+        number = self.steps[opencode_id] = self.steps.get(opencode_id, 0) + 1
+        step_id = opencode_id if number == 1 else f"{opencode_id}#{number}"
+        self.message = Message(step_id or f"opencode-step-{len(self.session.messages(None)) + 1}", MAIN, None, segment)
+        self.session.timeline.append(self.message)
+        return self.message
+
+    def _current(self, segment: int) -> Message:
+        return self.message if self.message is not None else self._open("", segment)
+
+    def _call(self, part: dict[str, Any], segment: int) -> None:
+        message = self._current(segment)
+        state = part.get("state") if isinstance(part.get("state"), dict) else {}
+        raw_input = state.get("input") if isinstance(state.get("input"), dict) else {}
+        name, arguments = self._common(str(part.get("tool") or "?"), raw_input)
+        call_id = str(part.get("callID") or f"opencode-call-{len(self.session.calls)}")
+        call = ToolCall(call_id, name, arguments, MAIN, message.id, sent_as=(str(part.get("tool") or "?"), raw_input))
+        message.calls.append(call)
+        self.session.calls.append(call)
+        status = state.get("status")
+        if status not in ("completed", "error"):
+            return  # never ran: no result reached the model
+        failed = status == "error"
+        text = str(state.get("error") if failed else state.get("output") or "")
+        metadata = state.get("metadata") if isinstance(state.get("metadata"), dict) else {}
+        exit_code = metadata.get("exit")
+        is_error = failed or (name == "Bash" and isinstance(exit_code, int) and exit_code != 0)
+        call.result = ToolResult(call_id, text, is_error, MAIN)
+        self.session.timeline.append(call.result)
+
+    def _common(self, tool: str, raw_input: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+        arguments = {_INPUT_KEYS.get(key, key): value for key, value in raw_input.items()}
+        if tool in TOOL_NAMES:
+            return TOOL_NAMES[tool], arguments
+        for server in sorted(self.session.mcp_servers, key=len, reverse=True):
+            if tool.startswith(server + "_"):
+                return f"mcp__{server}__{tool[len(server) + 1 :]}", dict(raw_input)
+        return tool, dict(raw_input)
+
+
+def _usage(raw: Any) -> Usage | None:
+    if not isinstance(raw, dict):
+        return None
+    cache = raw.get("cache") if isinstance(raw.get("cache"), dict) else {}
+    return Usage(
+        _count(raw.get("input")), _count(cache.get("read")), _count(cache.get("write")), _count(raw.get("output"))
+    )
+
+
+def _count(value: Any) -> int:
+    return value if isinstance(value, int) and not isinstance(value, bool) and value >= 0 else 0
+
+
+def error_text(error: Any) -> str:
+    if isinstance(error, dict):
+        data = error.get("data") if isinstance(error.get("data"), dict) else {}
+        return str(data.get("message") or error.get("message") or error.get("name") or error)
+    return str(error)

@@ -1,0 +1,391 @@
+"""OpenCode as a CodingAgent, without the real CLI: its config, its transcript reader over recorded real runs
+(tests/data/opencode), the evidence and the stand-in's counts held against them, the stand-in's policy in OpenCode's
+tools, its driver around a scripted ``opencode``. (tests/test_opencode_cli.py runs the real one.)"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import sys
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+from pytest_agent_eval.agents import agent_named
+from pytest_agent_eval.agents.base import AgentSetup, DriveOptions, McpServer, load_agent
+from pytest_agent_eval.agents.claude_code.transcript import read_segments
+from pytest_agent_eval.agents.opencode import OPENCODE
+from pytest_agent_eval.agents.opencode.agent import bash_action, wildcard
+from pytest_agent_eval.agents.opencode.config import AGENT_ENV, run_command
+from pytest_agent_eval.agents.opencode.driver import OpenCodeOptions, run_opencode
+from pytest_agent_eval.agents.opencode.probe import ProbeModel
+from pytest_agent_eval.agents.opencode.transcript import is_opencode_events, kept_config, read_opencode
+from pytest_agent_eval.campaign.store import ends_with_result
+from pytest_agent_eval.cli import main as cli_main
+from pytest_agent_eval.harness.drivers import TurnError
+from pytest_agent_eval.harness.provision import Provisioned
+from pytest_agent_eval.metrics.contamination import contamination
+from pytest_agent_eval.metrics.evidence import evidence, paired_responses
+from pytest_agent_eval.metrics.occupancy import FAMILIES, occupancy
+from pytest_agent_eval.model import ScriptedBackend, serve
+from pytest_agent_eval.model.opencode import is_opencode_request, read_turn, render, unquoted
+from pytest_agent_eval.model.record import read_requests
+from pytest_agent_eval.model.truth import read_truth_log, resident_truth
+from pytest_agent_eval.tool import CODEGRAPH
+from pytest_agent_eval.transcript import TranscriptError
+
+pytestmark = pytest.mark.timeout(60)
+
+DATA = Path(__file__).parent / "data/opencode"
+ARMS = ("with", "without", "two-turns")
+EXPLORE = f"mcp__{CODEGRAPH.name}__{CODEGRAPH.explore}"
+# A stand-in `opencode`: replays the recorded with-arm's stream for `run`, and records its argv; OPENCODE_FAKE says
+# how a turn goes ("ok", "error", "hang", "silent", "crash").
+FAKE = f"""#!{sys.executable}
+import json, os, sys, time
+from pathlib import Path
+with open(Path(os.environ["HOME"]) / "argv.jsonl", "a") as log:
+    log.write(json.dumps(sys.argv[1:]) + "\\n")
+how = os.environ.get("OPENCODE_FAKE", "ok")
+if how == "silent":
+    time.sleep(60)
+events = Path({str(DATA / "with" / "events.jsonl")!r}).read_text().splitlines()
+for line in events if how in ("ok", "hang") else events[:-1]:
+    print(line, flush=True)
+if how == "error":
+    session = json.loads(events[0])["sessionID"]
+    error = {{"name": "APIError", "data": {{"message": "Cannot connect to API"}}}}
+    print(json.dumps({{"type": "error", "sessionID": session, "error": error}}), flush=True)
+    sys.exit(1)
+if how == "crash":
+    sys.exit(1)
+if how == "hang":
+    time.sleep(60)
+"""
+
+
+def _segments(arm: str) -> list[Path]:
+    return sorted((DATA / arm).glob("events*.jsonl"))
+
+
+def _setup(tmp_path: Path, mcp: tuple[McpServer, ...] = ()) -> AgentSetup:
+    home = tmp_path / "home"
+    home.mkdir(parents=True, exist_ok=True)
+    return AgentSetup(config_dir=tmp_path / "config", home=home, model_url="http://127.0.0.1:4321", mcp_servers=mcp,
+                      denied_cli=CODEGRAPH.cli, deny_reason=CODEGRAPH.deny_reason)  # fmt: skip
+
+
+# -- the config ---------------------------------------------------------------------------------
+def test_the_config_points_opencode_at_the_harness_and_serves_the_tool_in_the_with_arm_only(tmp_path: Path) -> None:
+    server = McpServer("codegraph", ("/opt/cg", "serve", "--mcp", "--path", "/r e/po"), {"DO_NOT_TRACK": "1"})
+    with_arm = OPENCODE.configure(_setup(tmp_path / "with", (server,)))
+    config = json.loads(with_arm.files["config"].read_text(encoding="utf-8"))
+    assert config["provider"]["anthropic"]["options"]["baseURL"] == "http://127.0.0.1:4321/v1"
+    assert config["provider"]["anthropic"]["options"]["apiKey"].startswith("sk-ant-agent-eval")  # a placeholder
+    assert (config["model"], config["autoupdate"], config["share"]) == (
+        "anthropic/claude-sonnet-4-5", False, "disabled")  # fmt: skip
+    served = {"type": "local", "command": ["/opt/cg", "serve", "--mcp", "--path", "/r e/po"],
+              "environment": {"DO_NOT_TRACK": "1"}, "enabled": True}  # fmt: skip
+    assert config["mcp"] == {"codegraph": served}
+    without = OPENCODE.configure(_setup(tmp_path / "without"))
+    assert json.loads(without.files["config"].read_text(encoding="utf-8"))["mcp"] == {}
+    home = tmp_path / "without" / "home"
+    for arm in (with_arm, without):
+        assert arm.readable == (arm.files["config"],) and arm.env["OPENCODE_CONFIG"] == str(arm.files["config"])
+        assert json.loads(arm.env["OPENCODE_PERMISSION"])["bash"][f"{CODEGRAPH.cli}*"] == "deny"  # repeated, last
+    assert without.env["XDG_CONFIG_HOME"] == str(home / ".config") and (home / ".local" / "share").is_dir()
+    env = OPENCODE.environment("http://x")
+    assert env == AGENT_ENV and env["OPENCODE_DISABLE_PROJECT_CONFIG"] == "1"
+    assert env["OPENCODE_DISABLE_MODELS_FETCH"] == env["OPENCODE_DISABLE_AUTOUPDATE"] == "1"
+
+
+def test_the_permission_denies_the_cli_as_opencode_resolves_rules(tmp_path: Path) -> None:
+    """OpenCode's rules apply last match first; its own defaults (``*``: allow) come before the config's."""
+    config = json.loads(OPENCODE.configure(_setup(tmp_path)).files["config"].read_text(encoding="utf-8"))
+    rules = [{"permission": "*", "pattern": "*", "action": "allow"}]
+    rules += [{"permission": "bash", "pattern": p, "action": a} for p, a in config["permission"]["bash"].items()]
+    assert bash_action(rules, "codegraph --version") == bash_action(rules, "codegraph") == "deny"
+    assert bash_action(rules, "ls -la") == bash_action(rules, "env codegraph --version") == "allow"  # the seal's
+    assert bash_action(rules, CODEGRAPH.deny_reason) == "deny" and bash_action([], "ls") == "ask"
+    assert wildcard("ls *", "ls") and wildcard("ls *", "ls -la") and not wildcard("ls *", "lsof")
+    assert wildcard("a?c", "abc") and not wildcard("a.c", "abc") and wildcard("x (y)", "x (y)")
+
+
+def test_check_deny_says_when_opencode_is_not_there_to_ask(tmp_path: Path) -> None:
+    config = OPENCODE.configure(_setup(tmp_path))
+    [problem] = OPENCODE.check_deny(config, CODEGRAPH.cli, {"PATH": str(tmp_path)}, set())
+    assert "opencode is not on the agent's PATH" in problem
+
+
+def test_opencode_is_selected_by_its_module_and_name() -> None:
+    assert load_agent("pytest_agent_eval.agents.opencode:OPENCODE") is OPENCODE is agent_named("opencode")
+    assert (OPENCODE.name, OPENCODE.api, OPENCODE.modes, OPENCODE.package, OPENCODE.version) == (
+        "opencode", "messages", ("headless",), "opencode-ai", "1.18.33")  # fmt: skip
+    assert run_command("oc", "Q 1?") == ["oc", "run", "--format", "json", "--pure", "--", "Q 1?"]
+    assert run_command("oc", "-Q", "ses_1") == ["oc", "run", "--format", "json", "--pure", "--session", "ses_1", "--",
+                                                "-Q"]  # fmt: skip
+
+
+# -- the transcript -----------------------------------------------------------------------------
+def test_the_with_arms_stream_reads_into_the_common_session() -> None:
+    session = read_opencode(_segments("with"))
+    assert session.session_id.startswith("ses_") and session.mcp_servers == ("codegraph",)
+    assert [c.name for c in session.calls] == [EXPLORE, "Bash"]
+    explore, read = session.calls
+    assert explore.input == {"query": "How does res.send decide the Content-Type and ETag?"}
+    assert explore.result is not None and explore.result.text.startswith("**Exploration:")
+    assert read.input["command"].startswith("cat -n ") and read.result is not None and not read.result.is_error
+    messages = session.messages()
+    assert len(messages) == 3 and all(m.usage is not None and m.usage.ctx > 0 for m in messages)
+    lines = _segments("with")[0].read_text().splitlines()
+    assert [m.id for m in messages] == [json.loads(line)["part"]["messageID"] for line in lines if "step_start" in line]
+    assert messages[1].usage.cache_read > 0  # tokens.cache.read: the first request's prompt, cached
+    assert session.answer_texts()[0].startswith("Answer to: How does res.send")
+    assert [r.subtype for r in session.results] == ["stop"] and not session.ends_mid_turn
+    assert "response_ids" in session.unread and session.own_message_ids
+
+
+def test_the_without_arms_denied_cli_call_carries_the_mark() -> None:
+    session = read_opencode(_segments("without"))
+    [cli] = [c for c in session.calls if c.input["command"].startswith(f"{CODEGRAPH.cli} ")]
+    assert cli.result is not None and cli.result.is_error and CODEGRAPH.deny_marker in cli.result.text
+    report = contamination(session)
+    assert (report.cli_calls, report.cli_blocked, report.contaminated) == (1, 1, False)
+    assert not report.mcp_calls and session.mcp_servers == ()
+
+
+def test_without_the_kept_config_mcp_tools_keep_opencodes_names(tmp_path: Path) -> None:
+    shutil.copyfile(_segments("with")[0], tmp_path / "events.jsonl")
+    session = read_opencode([tmp_path / "events.jsonl"])
+    assert session.calls[0].name == f"{CODEGRAPH.name}_{CODEGRAPH.explore}" and "mcp_servers" in session.unread
+    assert read_opencode([tmp_path / "events.jsonl"], ["codegraph"]).calls[0].name == EXPLORE
+
+
+def test_two_turns_are_one_session_and_a_stream_of_another_is_refused(tmp_path: Path) -> None:
+    session = read_opencode(_segments("two-turns"))
+    assert len(session.answer_texts()) == 2 and session.answer_texts()[1].startswith("Answer to: Where is the ETag")
+    assert [m.segment for m in session.messages()] == [0, 0, 0, 1, 1, 1]
+    with pytest.raises(TranscriptError, match="session ses_"):
+        read_opencode([_segments("two-turns")[0], _segments("with")[0]])
+    cut = tmp_path / "run.jsonl"
+    cut.write_text("\n".join(_segments("with")[0].read_text().splitlines()[:-1]) + "\nnot json\n", encoding="utf-8")
+    cut_session = read_opencode([cut])
+    assert cut_session.ends_mid_turn and cut_session.parse.bad_lines == 1 and not cut_session.results
+
+
+def test_only_opencodes_streams_are_taken_for_them(tmp_path: Path) -> None:
+    assert all(is_opencode_events(p) for arm in ARMS for p in _segments(arm))
+    codex = Path(__file__).parent / "data/codex/with/events.jsonl"
+    claude = next((Path(__file__).parent / "data/transcripts").rglob("*.jsonl"))
+    assert not is_opencode_events(codex) and not is_opencode_events(claude) and not is_opencode_events(tmp_path)
+    with pytest.raises(TranscriptError, match="not an opencode run --format json stream"):
+        read_opencode([codex])
+
+
+def test_agent_eval_score_reads_an_opencode_run(capsys: pytest.CaptureFixture[str]) -> None:
+    assert cli_main(["score", str(_segments("two-turns")[0]), "--json"]) == 0
+    card = json.loads(capsys.readouterr().out)
+    assert card["contamination"]["mcp_calls"] and card["occupancy"]["residual"]["tool"] > 0
+
+
+# -- held to the model's side -------------------------------------------------------------------
+@pytest.mark.parametrize("arm", ARMS)
+def test_the_recorded_sessions_agree_with_the_request_records(arm: str) -> None:
+    session, entries = read_opencode(_segments(arm)), read_requests(DATA / arm / "requests.jsonl")
+    report = evidence(session, entries)
+    assert report.intact and report.requests == len(entries), report.problems
+    paired = paired_responses(session, entries)
+    assert list(paired) == [m.id for m in session.messages()] and len(set(paired.values())) == len(paired)
+
+
+def test_a_stream_that_was_changed_or_cut_short_disagrees(tmp_path: Path) -> None:
+    entries = read_requests(DATA / "without" / "requests.jsonl")
+    stream = _segments("without")[0].read_text(encoding="utf-8")
+    forged = tmp_path / "forged" / "events.jsonl"
+    forged.parent.mkdir()
+    forged.write_text(stream.replace(json.dumps(CODEGRAPH.deny_reason)[1:-1], "**Exploration: res.send**"))
+    problems = evidence(read_opencode([forged], ()), entries).problems
+    assert any("differs from what the model received" in p for p in problems), problems
+    lines = stream.splitlines(keepends=True)
+    first_end = next(i for i, line in enumerate(lines) if '"type":"step_finish"' in line)
+    dropped = tmp_path / "dropped.jsonl"
+    dropped.write_text("".join(lines[first_end + 1 :]))
+    problems = evidence(read_opencode([dropped], ()), entries).problems
+    first_call = json.loads(lines[first_end - 1])["part"]["callID"]
+    assert any(f"tool call {first_call} (bash) reached the model in request" in p for p in problems), problems
+    answer = json.loads(next(line for line in lines if '"type":"text"' in line))
+    answer["part"]["text"] = "Answer to: something else"
+    changed = tmp_path / "changed.jsonl"
+    changed.write_text("".join(json.dumps(answer) + "\n" if '"type":"text"' in line else line for line in lines))
+    problems = evidence(read_opencode([changed], ()), entries).problems
+    assert any("is in the transcript, but the model sent no such message" in p for p in problems), problems
+
+
+@pytest.mark.parametrize("arm", ARMS)
+def test_occupancy_of_the_recorded_sessions_matches_the_stand_ins_own_counts(arm: str) -> None:
+    """bench/occupancy_accuracy.py's measure: Σ|estimate − truth| / Σ truth over the families, ≤ 1%."""
+    session = read_opencode(_segments(arm))
+    counts = read_truth_log(DATA / arm / "truth.jsonl")
+    paired = paired_responses(session, read_requests(DATA / arm / "requests.jsonl"))
+    assert len(counts) == len(paired) + 1  # OpenCode's title request, answered, is in no step
+    truth = resident_truth(session, {message: counts[response] for message, response in paired.items()})
+    assert truth is not None
+    estimate = occupancy(session).residual
+    error = sum(abs(estimate[f] - truth[f]) for f in FAMILIES) / sum(truth.values())
+    assert error <= 0.01, (estimate, truth)
+
+
+# -- the stand-in in OpenCode's tools -----------------------------------------------------------
+def _requests(arm: str) -> list[dict]:
+    return [e["request"] for e in read_requests(DATA / arm / "requests.jsonl")]
+
+
+def test_the_stand_in_reads_opencodes_requests_in_the_common_vocabulary() -> None:
+    title, *steps = sorted(_requests("with"), key=lambda r: bool(r.get("tools")))
+    assert not is_opencode_request(title) and all(is_opencode_request(r) for r in steps)
+    assert ScriptedBackend().respond(title).blocks == [{"type": "text", "text": "OK."}]  # the title: text, no tool
+    last = max(steps, key=lambda r: len(r["messages"]))
+    turn = read_turn(last, CODEGRAPH.explore)
+    assert turn.question == "How does res.send decide the Content-Type and ETag?"
+    assert [s.name for s in turn.steps] == [EXPLORE, "Read"] and turn.steps[1].result.lstrip().startswith("1\t")
+    assert {"Read", "Grep", "Bash", EXPLORE} <= set(turn.tools) and turn.cwd.endswith("/with/repo")
+    assert not is_opencode_request({"tools": [{"name": "Bash", "input_schema": {"properties": {"command": {}}}}]})
+    assert unquoted('"say \\"hi\\" now"') == 'say "hi" now' and unquoted("plain") == "plain"
+
+
+def test_the_policys_reply_goes_out_in_opencodes_tools() -> None:
+    first = min((r for r in _requests("with") if r.get("tools")), key=lambda r: len(r["messages"]))
+    [explore] = ScriptedBackend().decide(read_turn(first, CODEGRAPH.explore)).blocks
+    [call] = render(first, ScriptedBackend().decide(read_turn(first, CODEGRAPH.explore)), CODEGRAPH.explore).blocks
+    assert explore["name"] == EXPLORE and call["name"] == f"{CODEGRAPH.name}_{CODEGRAPH.explore}"
+    without = min((r for r in _requests("without") if r.get("tools")), key=lambda r: len(r["messages"]))
+    [grep] = render(without, ScriptedBackend().decide(read_turn(without, CODEGRAPH.explore)), CODEGRAPH.explore).blocks
+    assert grep["name"] == "bash" and grep["input"]["command"].startswith("grep -rliE ")
+    assert grep["input"]["description"]
+
+
+def test_the_model_server_answers_opencode_through_the_policy() -> None:
+    request = min((r for r in _requests("without") if r.get("tools")), key=lambda r: len(r["messages"]))
+    with serve(ScriptedBackend()) as server:
+        body = json.dumps({**request, "stream": False}).encode()
+        sent = urllib.request.Request(f"{server.url}/v1/messages", data=body,
+                                      headers={"content-type": "application/json"}, method="POST")  # fmt: skip
+        with urllib.request.urlopen(sent, timeout=30) as answer:
+            message = json.loads(answer.read())
+    [call] = message["content"]
+    assert call["type"] == "tool_use" and call["name"] == "bash" and "grep -rliE" in call["input"]["command"]
+
+
+def test_the_block_probe_asks_for_one_bash_call_then_ends() -> None:
+    model = ProbeModel("codegraph --version")
+    assert model.respond({"messages": []}).blocks[0]["type"] == "text"  # the title request
+    shell = {"name": "bash", "input_schema": {"properties": {"command": {}}}}
+    request = {"tools": [shell], "messages": [{"role": "user", "content": "probe"}]}
+    [call] = model.respond(request).blocks
+    assert call["name"] == "bash" and call["input"]["command"] == "codegraph --version"
+    result = {"type": "tool_result", "tool_use_id": call["id"]}
+    request["messages"] += [{"role": "assistant", "content": [call]}, {"role": "user", "content": [result]}]
+    assert model.respond(request).blocks[0]["type"] == "text"
+
+
+# -- the driver ---------------------------------------------------------------------------------
+def _drive(tmp_path: Path, how: str, questions: tuple[str, ...] = ("Q1?",), timeout_s: float = 5.0) -> tuple:
+    fake = tmp_path / "opencode"
+    fake.write_text(FAKE, encoding="utf-8")
+    fake.chmod(0o755)
+    config = OPENCODE.configure(_setup(tmp_path))
+    env = {**os.environ, "HOME": str(tmp_path / "home"), **config.env, "OPENCODE_FAKE": how}
+    build = Provisioned("opencode", fake, OPENCODE.version, OPENCODE.version)
+    options = DriveOptions(timeout_s=timeout_s, stall_s=30.0, sandbox=None)
+    out = tmp_path / "out"
+    try:
+        return OPENCODE.drive(build, questions, mode="headless", config=config, options=options, label="with-1",
+                              out_dir=out, cwd=tmp_path, env=env), out  # fmt: skip
+    except TurnError as error:
+        return error, out
+
+
+def test_turns_are_driven_continued_and_the_config_kept_beside_them(tmp_path: Path) -> None:
+    run, _ = _drive(tmp_path, "ok", ("Q1?", "Q 2?"))
+    assert not isinstance(run, Exception), run
+    session_id = json.loads(_segments("with")[0].read_text().splitlines()[0])["sessionID"]
+    assert [p.name for p in run.segments] == ["run-with-1.jsonl", "run-with-1.t2.jsonl"]
+    assert run.session_id == session_id
+    argv = [json.loads(line) for line in (tmp_path / "home" / "argv.jsonl").read_text().splitlines()]
+    assert argv == [["run", "--format", "json", "--pure", "--", "Q1?"],
+                    ["run", "--format", "json", "--pure", "--session", session_id, "--", "Q 2?"]]  # fmt: skip
+    assert kept_config(run.segments[0]).read_bytes() == (tmp_path / "config" / "opencode.json").read_bytes()
+    assert not kept_config(run.segments[1]).exists()
+    session = OPENCODE.read_transcript(run.segments)
+    assert session.mcp_servers == () and len(session.answer_texts()) == 2
+
+
+@pytest.mark.parametrize(
+    ("how", "message"),
+    [
+        ("error", r"turn 1: opencode reported an error: Cannot connect to API.*; turns 2-2 not run"),
+        ("crash", r"turn 1: opencode exited 1 without ending the turn"),
+        ("silent", r"turn 1: opencode timed out after 3s without ending the turn"),
+    ],
+)
+def test_a_turn_that_fails_or_never_ends_ends_the_run(tmp_path: Path, how: str, message: str) -> None:
+    error, out = _drive(tmp_path, how, ("Q1?", "Q2?"), timeout_s=3.0)
+    assert isinstance(error, TurnError) and error.run.segments == [out / "run-with-1.jsonl"]
+    assert re.search(message, str(error)), error
+
+
+def test_a_cli_lingering_after_its_answer_is_stopped_and_its_stream_kept(tmp_path: Path) -> None:
+    fake = tmp_path / "opencode"
+    fake.write_text(FAKE, encoding="utf-8")
+    fake.chmod(0o755)
+    config = OPENCODE.configure(_setup(tmp_path))
+    env = {**os.environ, "HOME": str(tmp_path / "home"), **config.env, "OPENCODE_FAKE": "hang"}
+    options = OpenCodeOptions(opencode=str(fake), config=config.files["config"], timeout_s=30.0, exit_grace_s=0.5)
+    run = run_opencode(["Q?"], label="with-1", out_dir=tmp_path / "out", cwd=tmp_path, env=env, options=options)
+    assert run.hung_after_result == [True] and run.wall_s[0] < 10
+    assert OPENCODE.read_transcript(run.segments).answer_texts()
+
+
+def test_opencode_is_driven_headless_only_in_its_configured_environment(tmp_path: Path) -> None:
+    config = OPENCODE.configure(_setup(tmp_path))
+    build = Provisioned("opencode", tmp_path / "opencode", OPENCODE.version, OPENCODE.version)
+    drive = {"config": config, "options": DriveOptions(), "label": "x", "out_dir": tmp_path, "cwd": tmp_path}
+    with pytest.raises(ValueError, match="driven headless only"):
+        OPENCODE.drive(build, ["Q?"], mode="tmux", env=dict(config.env), **drive)
+    with pytest.raises(ValueError, match=r"does not set XDG_CONFIG_HOME as its config does"):
+        OPENCODE.drive(build, ["Q?"], mode="headless", env={}, **drive)
+    with pytest.raises(ValueError, match="no question"):
+        run_opencode([], label="x", out_dir=tmp_path, cwd=tmp_path, env={},
+                     options=OpenCodeOptions(opencode="opencode", config=config.files["config"]))  # fmt: skip
+
+
+def test_claude_codes_reader_refuses_opencodes_streams() -> None:
+    """The formats do not overlap: Claude Code's reader names the file it cannot read, rather than reading nothing."""
+    with pytest.raises(TranscriptError, match="not a Claude Code transcript"):
+        read_segments(_segments("with"))
+
+
+def test_a_finished_opencode_turn_counts_as_complete_for_a_resumed_campaign(tmp_path: Path) -> None:
+    events = _segments("with")[0].read_text(encoding="utf-8").splitlines()
+    assert ends_with_result(_segments("with")[0])  # its last event: the answer's step_finish
+    cut = tmp_path / "run-with-1.jsonl"
+    cut.write_text("\n".join(events[:3]) + "\n", encoding="utf-8")  # ends with a step_finish for tool calls
+    assert '"tool-calls"' in events[2] and not ends_with_result(cut)
+
+
+def test_a_response_opencode_never_kept_is_passed_over_in_the_pairing() -> None:
+    """A stream cut off mid-response is retried by OpenCode without a trace in its own stream: the record holds a
+    response no step is (seen with the stand-in's ``break`` fault); the steps pair with the responses after it."""
+    session, entries = read_opencode(_segments("with")), read_requests(DATA / "with" / "requests.jsonl")
+    first = next(i for i, e in enumerate(entries) if e["request"].get("tools"))
+    cut = json.loads(json.dumps(entries[first]))
+    cut["response"]["id"] = "msg_cut_off"
+    for block in cut["response"]["content"]:
+        block["id"] = "toolu_cut_off"
+    retried = [*entries[:first], cut, *entries[first:]]
+    assert evidence(session, retried).intact
+    assert "msg_cut_off" not in paired_responses(session, retried).values()
+    assert paired_responses(session, retried) == paired_responses(session, entries)
