@@ -34,6 +34,7 @@ from pytest_agent_eval.harness.workspace import make_workspace
 from pytest_agent_eval.metrics.contamination import contamination
 from pytest_agent_eval.metrics.evidence import evidence
 from pytest_agent_eval.metrics.occupancy import FAMILIES, occupancy
+from pytest_agent_eval.model import ResponsesCassetteBackend, cassette_backend
 from pytest_agent_eval.model.record import read_requests
 from pytest_agent_eval.model.truth import read_truth_log, resident_truth
 from pytest_agent_eval.tool import CODEGRAPH
@@ -161,6 +162,35 @@ def test_a_second_turn_resumes_the_thread_and_the_policy_answers_the_new_questio
     first, second = arm.session.answer_texts()
     assert first.startswith("Answer to: How does res.send") and second.startswith("Answer to: Where is the ETag")
     assert [m.id for m in arm.session.messages()] == list(read_truth_log(arm.truth))
+
+
+@pytest.mark.parametrize("has_tool", [True, False], ids=["with", "without"])
+def test_a_recorded_codex_run_replays_through_the_real_cli_in_another_workspace(
+    arms: dict, has_tool: bool, tmp_path: Path, real_tools: RealTools, codex: Provisioned
+) -> None:
+    """The cassette of the recorded run (its ``--json`` stream, the rollout kept beside) answers the Responses API:
+    Codex makes the recorded calls again, in a workspace at another path (the recorded cwd rewritten to it), and
+    the tools run for real."""
+    recorded = arms[has_tool]
+    backend = cassette_backend(recorded.run.segments)
+    assert isinstance(backend, ResponsesCassetteBackend)
+    tool = {"codegraph": real_tools.codegraph} if has_tool else {}
+    replayed = run_arm(tmp_path, real_tools.express, codex, real_tools.cache, model=backend, **tool)
+    old, new = str(recorded.workspace.repo), str(replayed.workspace.repo)
+    assert old != new
+    calls = [(c.name, json.dumps(c.input).replace(old, new)) for c in recorded.session.calls]
+    assert [(c.name, json.dumps(c.input)) for c in replayed.session.calls] == calls
+    assert [c.id for c in replayed.session.calls] == [c.id for c in recorded.session.calls]
+    assert len(replayed.requests) == len(recorded.requests)
+    assert replayed.session.answer_texts() == recorded.session.answer_texts()
+    # the tools ran again, in the new workspace: the same results, but for the paths in them
+    for before, after in zip(recorded.session.calls, replayed.session.calls, strict=True):
+        assert after.result is not None and before.result is not None
+        assert after.result.is_error == before.result.is_error
+        assert after.result.text.replace(new, old)[:200] == before.result.text[:200]
+    assert evidence(replayed.session, read_requests(replayed.record)).intact
+    report = contamination(replayed.session)
+    assert (bool(report.mcp_calls), report.cli_blocked, report.contaminated) == (has_tool, int(not has_tool), False)
 
 
 @pytest.mark.parametrize("command", ["env codegraph --version", "sh -c 'codegraph status'", "$(echo codegraph) --help"])

@@ -76,17 +76,17 @@ class CassetteBackend:
             reply = recorded[done]
             cwd = working_directory(request)
             if self.cwd and cwd and cwd != self.cwd:
-                reply = Reply(_rebase(reply.blocks, self.cwd, cwd), reply.stop_reason)
+                reply = Reply(rebase(reply.blocks, self.cwd, cwd), reply.stop_reason)
             return reply
         return Reply.text(f"(cassette exhausted: thread {thread} has {len(recorded)} recorded turns)")
 
 
-def _rebase(value: Any, old: str, new: str) -> Any:
+def rebase(value: Any, old: str, new: str) -> Any:
     """``value`` with every occurrence of the directory ``old`` in its strings replaced by ``new``."""
     if isinstance(value, str):
         return value.replace(old, new)
     if isinstance(value, list):
-        return [_rebase(item, old, new) for item in value]
+        return [rebase(item, old, new) for item in value]
     if isinstance(value, dict):
-        return {key: _rebase(item, old, new) for key, item in value.items()}
+        return {key: rebase(item, old, new) for key, item in value.items()}
     return value

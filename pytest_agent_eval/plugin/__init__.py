@@ -19,7 +19,6 @@ runs, so ``--collect-only`` needs no network and no npm.
 
 from __future__ import annotations
 
-import os
 from typing import TYPE_CHECKING, Any
 
 import pytest
@@ -217,17 +216,16 @@ def header_lines(config: pytest.Config) -> list[str]:
 
 def settings_line(config: pytest.Config) -> str:
     """The model (and why ``auto`` chose it), the arms, the corpus and where campaigns go."""
-    from pytest_agent_eval.settings.config import is_real_key
+    from pytest_agent_eval.settings.config import auto_backend
 
     cfg = settings(config)
     backend = cfg.backend
     if backend == "auto":
-        key = os.environ.get("ANTHROPIC_API_KEY")
-        if not key:
-            backend = "auto → scripted stand-in model (no ANTHROPIC_API_KEY)"
-        else:
-            real = is_real_key(key)
-            backend = "auto → the real API (ANTHROPIC_API_KEY)" if real else "auto → scripted (not a real key)"
+        # the default agent (Claude Code) speaks the Messages API: it need not be imported to say so
+        chosen, why = auto_backend(cfg.agent.api if cfg.agent_reference else "messages")
+        what = "scripted stand-in model" if why.startswith("no ") else "scripted"
+        what = "the real API" if chosen != "scripted" else what
+        backend = f"auto → {what} ({why})"
     arms = ",".join(arm.label for arm in cfg.arms)
     out = cfg.campaign_dir or cfg.out
     return f"agent-eval: backend {backend}; arms {arms}; corpus {cfg.corpus}; campaigns in {out}"

@@ -43,6 +43,29 @@ def is_real_key(key: str | None) -> bool:
     return not any(word in key.lower() for word in _PLACEHOLDER_WORDS)
 
 
+def is_real_openai_key(key: str | None) -> bool:
+    """An OPENAI_API_KEY that looks issued by OpenAI (``sk-…``, ``sk-proj-…``), not a stand-in: what ``auto``
+    decides by for an agent speaking the Responses API."""
+    if not key or not key.startswith("sk-") or key.startswith("sk-ant-") or len(key) < 40:
+        return False
+    return not any(word in key.lower() for word in _PLACEHOLDER_WORDS)
+
+
+# The real API ``auto`` forwards to, by the API the agent speaks: (backend, the variable holding its key, the check).
+_REAL_APIS = {"messages": ("anthropic", "ANTHROPIC_API_KEY", is_real_key),
+              "responses": ("openai", "OPENAI_API_KEY", is_real_openai_key)}  # fmt: skip
+
+
+def auto_backend(api: str = "messages") -> tuple[str, str]:
+    """What ``--agent-eval-backend auto`` is for an agent speaking ``api``, and why: the forwarder to the real API
+    when its key variable holds a real key, else the scripted stand-in."""
+    backend, variable, real = _REAL_APIS[api]
+    key = os.environ.get(variable)
+    if not key:
+        return "scripted", f"no {variable}"
+    return (backend, variable) if real(key) else ("scripted", "not a real key")
+
+
 class OptionError(ValueError):
     """A bad option or ini value; the message names the option."""
 
@@ -156,6 +179,17 @@ class AgentEvalConfig:
             return (
                 "--agent-eval-backend anthropic: needs a real ANTHROPIC_API_KEY in the environment "
                 "(offline, --agent-eval-backend scripted runs a stand-in model)"
+            )
+        if self.backend == "openai" and not is_real_openai_key(os.environ.get("OPENAI_API_KEY")):
+            return (
+                "--agent-eval-backend openai: needs a real OPENAI_API_KEY in the environment "
+                "(offline, --agent-eval-backend scripted runs a stand-in model)"
+            )
+        real_api = {"anthropic": "messages", "openai": "responses"}.get(self.backend)
+        if real_api is not None and real_api != self.agent.api:
+            return (
+                f"--agent-eval-backend {self.backend}: forwards the {real_api} API, but {self.agent.title} speaks the "
+                f"{self.agent.api} API"
             )
         return None
 

@@ -9,7 +9,8 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-BACKENDS = ("auto", "anthropic", "scripted", "cassette")  # the models behind the agent (pytest_agent_eval.model)
+# the models behind the agent (pytest_agent_eval.model); anthropic and openai are the forwarders to the real APIs
+BACKENDS = ("auto", "anthropic", "openai", "scripted", "cassette")
 MODES = ("headless", "tmux", "all")  # seed 004's MODE token: non-interactive, the TUI in tmux, or both
 # What the pinned Claude Code takes for --effort: it ignores any other value with a line on stderr, so a typo
 # would run (and record) an effort that was never used.
@@ -186,7 +187,7 @@ OPTIONS: tuple[Option, ...] = (
         "backend",
         "backend",
         f"model behind the agent: {', '.join(BACKENDS)} (default auto: the real API when "
-        "ANTHROPIC_API_KEY holds a real key, else scripted)",
+        "ANTHROPIC_API_KEY holds a real key — OPENAI_API_KEY for an agent speaking the Responses API — else scripted)",
         "NAME",
     ),
     Option(
