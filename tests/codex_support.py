@@ -1,5 +1,6 @@
-"""One arm of the A/B through the real Codex CLI, as the harness runs it: shared by tests/test_codex_cli.py and, run
-as a script by an ordinary user, by its test of the sandbox without root.
+"""Codex test helpers: one arm of the A/B through the real Codex CLI, as the harness runs it (shared by
+tests/test_codex_cli.py and, run as a script by an ordinary user, by its test of the sandbox without root); a fake
+Responses API standing in for the real one behind the forwarder; a campaign of one Codex item from a recording.
 
     python tests/codex_support.py CODEX EXPRESS CACHE OUT    # the without-arm; prints a JSON summary
 
@@ -11,6 +12,7 @@ from __future__ import annotations
 
 import json
 import os
+import shutil
 import sys
 import threading
 from collections.abc import Iterator
@@ -23,12 +25,15 @@ from typing import Any
 from pytest_agent_eval.agents.base import AgentConfig, AgentSetup, DriveOptions, McpServer
 from pytest_agent_eval.agents.codex import CODEX
 from pytest_agent_eval.agents.codex.transcript import CodexSession
+from pytest_agent_eval.campaign.record import ItemRecord
+from pytest_agent_eval.campaign.store import Campaign
 from pytest_agent_eval.harness import runtimes, sandbox
 from pytest_agent_eval.harness.drivers import RunRecord
 from pytest_agent_eval.harness.provision import Provisioned
 from pytest_agent_eval.harness.relay import carried
 from pytest_agent_eval.harness.workspace import Workspace, make_workspace
 from pytest_agent_eval.metrics.contamination import contamination
+from pytest_agent_eval.metrics.scorecard import score_session
 from pytest_agent_eval.model import ScriptedBackend, serve
 from pytest_agent_eval.model.responses import output_items, read_turn, stream_events
 from pytest_agent_eval.model.sse import new_id
@@ -143,6 +148,29 @@ def fake_responses_api(policy: Any) -> Iterator[Upstream]:
         server.shutdown()
         server.server_close()
         thread.join(timeout=5)
+
+
+def campaign_of(out: Path, recording: Path, arm: str, turns: int = 1) -> Campaign:
+    """A campaign of one Codex item (``express-<arm>-1``) laid out as the driver leaves it, from a recording under
+    ``tests/data/codex/`` (``events.jsonl``, ``events.t2.jsonl``…, ``rollout-*.jsonl``): the turns' streams, the rollout
+    kept beside them, a stderr file."""
+    campaign = Campaign.create(out, {"backend": "scripted"})
+    item = f"express-{arm}-1"
+    folder = campaign.item_dir(item)
+    segments = []
+    for turn in range(1, turns + 1):
+        suffix = "" if turn == 1 else f".t{turn}"
+        segments.append(folder / f"run-{arm}-1{suffix}.jsonl")
+        shutil.copyfile(recording / f"events{suffix}.jsonl", segments[-1])
+    shutil.copyfile(next(recording.glob("rollout-*.jsonl")), folder / f"run-{arm}-1.rollout")
+    (folder / f"run-{arm}-1.stderr").write_text("noise")
+    scores = score_session(CODEX.read_transcript(segments))
+    campaign.record(
+        ItemRecord(id=item, entry="express", arm=arm, arm_label=arm, run=1, outcome="passed", scores=scores,
+                   figures={"allocation": scores["allocation"]["efficiency"]}, agent=CODEX.name,
+                   agent_version=CODEX.version, segments=[str(p.relative_to(campaign.path)) for p in segments])
+    )  # fmt: skip
+    return campaign
 
 
 def main() -> int:

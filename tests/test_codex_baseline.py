@@ -4,18 +4,15 @@ and its recordings replay. The session is a real Codex CLI 0.171.0 one (``tests/
 from __future__ import annotations
 
 import json
-import shutil
 import tarfile
 from pathlib import Path
 
 import pytest
+from codex_support import campaign_of
 
-from pytest_agent_eval.agents.codex import CODEX
 from pytest_agent_eval.campaign import baseline
-from pytest_agent_eval.campaign.record import ItemRecord
 from pytest_agent_eval.campaign.store import Campaign
 from pytest_agent_eval.cli import main
-from pytest_agent_eval.metrics.scorecard import score_session
 from pytest_agent_eval.model import ResponsesCassetteBackend, cassette_backend
 
 pytestmark = pytest.mark.timeout(60)
@@ -25,21 +22,7 @@ ITEM = "express-with-1"
 
 
 def codex_campaign(out: Path) -> Campaign:
-    """A campaign of one Codex item laid out as the driver leaves it: the turns' streams and the rollout beside."""
-    campaign = Campaign.create(out, {"backend": "scripted"})
-    folder = campaign.item_dir(ITEM)
-    segments = [folder / "run-with-1.jsonl", folder / "run-with-1.t2.jsonl"]
-    shutil.copyfile(DATA / "events.jsonl", segments[0])
-    shutil.copyfile(DATA / "events.t2.jsonl", segments[1])
-    shutil.copyfile(next(DATA.glob("rollout-*.jsonl")), folder / "run-with-1.rollout")
-    (folder / "run-with-1.stderr").write_text("noise")
-    scores = score_session(CODEX.read_transcript(segments))
-    campaign.record(
-        ItemRecord(id=ITEM, entry="express", arm="with", arm_label="with", run=1, outcome="passed", scores=scores,
-                   figures={"allocation": scores["allocation"]["efficiency"]}, agent=CODEX.name,
-                   agent_version=CODEX.version, segments=[str(p.relative_to(campaign.path)) for p in segments])
-    )  # fmt: skip
-    return campaign
+    return campaign_of(out, DATA, "with", turns=2)
 
 
 def _rescored(folder: Path, capsys: pytest.CaptureFixture[str]) -> dict:

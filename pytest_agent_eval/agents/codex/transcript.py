@@ -27,7 +27,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from pytest_agent_eval.transcript import (
     BAD_LINES_NAMED,
@@ -70,6 +70,9 @@ UNREAD = {
 class CodexSession(Session):
     """A Session read from Codex's records. ``unread``: figure → why Codex's records do not give it; ``notices``:
     the CLI's warnings and errors (``error`` items, e.g. a model it has no metadata for), in order."""
+
+    # Codex answers a call its rules forbid with "… rejected: <justification>" (its exec policy's Rejected)
+    denial: ClassVar[str] = "rejected by its rules"
 
     thread_id: str = ""
     events_file: Path | None = None
