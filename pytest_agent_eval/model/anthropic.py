@@ -18,7 +18,7 @@ from typing import Any
 from pytest_agent_eval.settings.config import is_real_key
 
 from .server import Passthrough
-from .upstream import checked_url, post
+from .upstream import checked_url, forwarder_description, post
 
 API_URL = "https://api.anthropic.com"
 _FORWARDED_HEADERS = ("anthropic-version", "anthropic-beta", "user-agent", "x-app")
@@ -44,10 +44,7 @@ class AnthropicBackend:
         self.timeout = timeout
 
     def describe(self) -> str:
-        return (
-            f"real model via {self.base_url}, through the harness's forwarder (the key stays outside the sandbox; "
-            "figures measure the model and the tool together)"
-        )
+        return forwarder_description(self.base_url)
 
     def respond(self, request: dict[str, Any], headers: Mapping[str, str] | None = None) -> Passthrough:
         return self._forward("/v1/messages", request, headers)

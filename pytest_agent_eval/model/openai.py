@@ -20,7 +20,7 @@ from typing import Any
 from pytest_agent_eval.settings.config import is_real_openai_key
 
 from .server import Passthrough
-from .upstream import checked_url, post
+from .upstream import checked_url, forwarder_description, post
 
 API_URL = "https://api.openai.com/v1"
 _FORWARDED_HEADERS = ("accept", "openai-beta", "originator", "user-agent", "session-id", "thread-id",
@@ -38,10 +38,7 @@ class OpenAIBackend:
         self.timeout = timeout
 
     def describe(self) -> str:
-        return (
-            f"real model via {self.base_url}, through the harness's forwarder (the key stays outside the sandbox; "
-            "figures measure the model and the tool together)"
-        )
+        return forwarder_description(self.base_url)
 
     def respond_responses(self, request: dict[str, Any], headers: Mapping[str, str] | None = None) -> Passthrough:
         sent = {"content-type": "application/json"}

@@ -29,7 +29,7 @@ from typing import Any
 from ..agents.codex.transcript import SHELL_TOOL, command_output, text_of
 from ..metrics.file_access import bash_access
 from .scripted import Step, Turn, working_directory
-from .sse import CHUNK_CHARS, Reply, event, new_id
+from .sse import CHUNK_CHARS, Reply, data_events, event, new_id
 from .usage import count_tokens
 
 # The CLI's own context, sent as user messages: not the question.
@@ -204,14 +204,8 @@ def assemble_response(stream: bytes) -> dict[str, Any] | None:
     started one. What a relayed stream showed the client, read back for the request record."""
     response: dict[str, Any] | None = None
     done: list[dict[str, Any]] = []
-    for line in stream.decode("utf-8", "replace").splitlines():
-        if not line.startswith("data:"):
-            continue
-        try:
-            data = json.loads(line[5:])
-        except ValueError:
-            continue
-        kind = data.get("type") if isinstance(data, dict) else None
+    for data in data_events(stream):
+        kind = data.get("type")
         if kind in ("response.created", *_ENDED) and isinstance(data.get("response"), dict):
             response = dict(data["response"])
             if kind in _ENDED:

@@ -21,7 +21,7 @@ from typing import Any
 
 from pytest_agent_eval.agents.codex.transcript import is_model_output, read_codex, recorded_responses
 
-from .cassette import rebase
+from .cassette import rebase, recording_paths, refuse_unreadable
 from .responses import read_turn
 from .sse import new_id
 
@@ -32,11 +32,8 @@ class ResponsesCassetteBackend:
     stand_in_model = "stand-in-cassette"
 
     def __init__(self, paths: str | Path | Iterable[str | Path]) -> None:
-        self.paths = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
-        session = read_codex(self.paths)
-        if session.parse.bad_lines:  # a torn or unreadable line: a replay would silently stop short of it
-            where = "; ".join(session.parse.bad_at)
-            raise ValueError(f"cassette has {session.parse.bad_lines} unreadable line(s): {where}")
+        self.paths = recording_paths(paths)
+        session = refuse_unreadable(read_codex(self.paths))
         assert session.rollout_file is not None  # read_codex found it, or raised
         self.rollout = session.rollout_file
         self.cwd, self.turns = recorded_responses(self.rollout)

@@ -25,6 +25,14 @@ def checked_url(url: str, setting: str) -> str:
     return url
 
 
+def forwarder_description(base_url: str) -> str:
+    """What a forwarder says it is, for the report's model line."""
+    return (
+        f"real model via {base_url}, through the harness's forwarder (the key stays outside the sandbox; "
+        "figures measure the model and the tool together)"
+    )
+
+
 def post(url: str, request: dict[str, Any], headers: Mapping[str, str], timeout: float) -> Passthrough:
     """POST ``request`` as JSON to ``url`` with exactly ``headers``; the answer as it came."""
     upstream = urllib.request.Request(url, data=json.dumps(request).encode(), headers=dict(headers), method="POST")
