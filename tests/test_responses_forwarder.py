@@ -135,3 +135,17 @@ def test_the_agent_gets_a_stand_in_key_and_its_home_never_holds_the_real_one(
     assert KEY not in json.dumps(dict(config.env))
     written = [p.read_text(encoding="utf-8") for p in (tmp_path / "home").rglob("*") if p.is_file()]
     assert written and not any(KEY in text for text in written)
+
+
+def test_the_harness_serves_the_forwarder_for_codex_when_auto_finds_a_real_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    from pytest_agent_eval.harness.item import model_endpoint
+
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-api03-" + "R" * 40)
+    with model_endpoint(AgentEvalConfig(backend="auto", agent=CODEX)) as endpoint:
+        assert (endpoint.backend, endpoint.real) == ("openai", True) and "api.openai.com/v1" in endpoint.description
+    with model_endpoint(AgentEvalConfig(backend="auto", agent=CLAUDE_CODE)) as endpoint:
+        assert endpoint.backend == "anthropic"
+    monkeypatch.delenv("OPENAI_API_KEY")
+    with model_endpoint(AgentEvalConfig(backend="auto", agent=CODEX)) as endpoint:
+        assert (endpoint.backend, endpoint.real) == ("scripted", False)
