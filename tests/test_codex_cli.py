@@ -20,13 +20,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.codex import QUESTION, run_arm
+from support.codex import QUESTION, fake_responses_api, run_arm
 from support.e2e import RealTools, inner_env, leftovers, package_venv, run_pytest, summary
 from support.paths import REPO
 
 from pytest_agent_eval.agents.base import AgentSetup
 from pytest_agent_eval.agents.codex import CODEX
-from pytest_agent_eval.agents.codex.config import codex_home
+from pytest_agent_eval.agents.codex.config import STANDIN_API_KEY, codex_home
 from pytest_agent_eval.agents.codex.transcript import kept_rollout
 from pytest_agent_eval.harness import sandbox
 from pytest_agent_eval.harness.provision import Provisioned, read_builds
@@ -34,6 +34,7 @@ from pytest_agent_eval.harness.workspace import make_workspace
 from pytest_agent_eval.metrics.contamination import contamination
 from pytest_agent_eval.metrics.evidence import evidence
 from pytest_agent_eval.metrics.occupancy import FAMILIES, occupancy
+from pytest_agent_eval.model import OpenAIBackend, ResponsesCassetteBackend, cassette_backend, make_backend
 from pytest_agent_eval.model.record import read_requests
 from pytest_agent_eval.model.truth import read_truth_log, resident_truth
 from pytest_agent_eval.tool import CODEGRAPH
@@ -161,6 +162,63 @@ def test_a_second_turn_resumes_the_thread_and_the_policy_answers_the_new_questio
     first, second = arm.session.answer_texts()
     assert first.startswith("Answer to: How does res.send") and second.startswith("Answer to: Where is the ETag")
     assert [m.id for m in arm.session.messages()] == list(read_truth_log(arm.truth))
+
+
+@pytest.mark.parametrize("has_tool", [True, False], ids=["with", "without"])
+def test_a_recorded_codex_run_replays_through_the_real_cli_in_another_workspace(
+    arms: dict, has_tool: bool, tmp_path: Path, real_tools: RealTools, codex: Provisioned
+) -> None:
+    """The cassette of the recorded run (its ``--json`` stream, the rollout kept beside) answers the Responses API:
+    Codex makes the recorded calls again, in a workspace at another path (the recorded cwd rewritten to it), and
+    the tools run for real."""
+    recorded = arms[has_tool]
+    backend = cassette_backend(recorded.run.segments)
+    assert isinstance(backend, ResponsesCassetteBackend)
+    tool = {"codegraph": real_tools.codegraph} if has_tool else {}
+    replayed = run_arm(tmp_path, real_tools.express, codex, real_tools.cache, model=backend, **tool)
+    old, new = str(recorded.workspace.repo), str(replayed.workspace.repo)
+    assert old != new
+    calls = [(c.name, json.dumps(c.input).replace(old, new)) for c in recorded.session.calls]
+    assert [(c.name, json.dumps(c.input)) for c in replayed.session.calls] == calls
+    assert [c.id for c in replayed.session.calls] == [c.id for c in recorded.session.calls]
+    assert len(replayed.requests) == len(recorded.requests)
+    assert replayed.session.answer_texts() == recorded.session.answer_texts()
+    # the tools ran again, in the new workspace: the same results, but for the paths in them
+    for before, after in zip(recorded.session.calls, replayed.session.calls, strict=True):
+        assert after.result is not None and before.result is not None
+        assert after.result.is_error == before.result.is_error
+        assert after.result.text.replace(new, old)[:200] == before.result.text[:200]
+    assert evidence(replayed.session, read_requests(replayed.record)).intact
+    report = contamination(replayed.session)
+    assert (bool(report.mcp_calls), report.cli_blocked, report.contaminated) == (has_tool, int(not has_tool), False)
+
+
+def test_with_a_real_key_codex_reaches_the_api_through_the_forwarder_and_never_holds_the_key(
+    tmp_path: Path, real_tools: RealTools, codex: Provisioned, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """OPENAI_API_KEY set outside: ``auto`` is the forwarder, which adds the key on its way to the API (a fake one on
+    127.0.0.1, at OPENAI_BASE_URL); the sealed agent holds the stand-in key, and its shell finds the real one nowhere
+    in its environment or HOME."""
+    if not sandbox.enabled():
+        pytest.skip("the sandbox is switched off")
+    key = "sk-proj-" + "R3al" * 16
+    monkeypatch.setenv("OPENAI_API_KEY", key)
+    command = 'env; cat "$CODEX_HOME/config.toml"; ls -laR "$HOME"'
+    with fake_responses_api(CODEX.block_probe(command)) as api:
+        monkeypatch.setenv("OPENAI_BASE_URL", api.url + "/v1")
+        forwarder = make_backend("auto", api=CODEX.api)
+        assert isinstance(forwarder, OpenAIBackend)
+        arm = run_arm(tmp_path, real_tools.express, codex, real_tools.cache, model=forwarder)
+    assert len(api.seen) == 2 and all(h["authorization"] == f"Bearer {key}" for _, h, _ in api.seen)
+    [call] = [c for c in arm.session.calls if c.name == "Bash"]
+    assert call.result is not None and not call.result.is_error
+    assert f"AGENT_EVAL_MODEL_KEY={STANDIN_API_KEY}" in call.result.text and "OPENAI_API_KEY" not in call.result.text
+    assert "config.toml" in call.result.text  # the listing of HOME ran
+    assert key not in json.dumps([body for _, _, body in api.seen])  # what the agent's shell sent back holds no key
+    for folder in (arm.workspace.home, arm.workspace.tmp, arm.workspace.repo):
+        files = [p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()]
+        assert not [p for p in files if key.encode() in p.read_bytes()]
+    assert evidence(arm.session, read_requests(arm.record)).intact  # the relayed stream is on record
 
 
 @pytest.mark.parametrize("command", ["env codegraph --version", "sh -c 'codegraph status'", "$(echo codegraph) --help"])

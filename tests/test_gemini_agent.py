@@ -469,19 +469,27 @@ def test_the_forwarder_adds_the_real_key_outside_the_sandbox_and_records_what_it
 
 
 def test_the_gemini_backend_is_the_forwarder_and_needs_the_harnesss_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_agent_eval.model import GeminiForwarder, make_backend
+    from pytest_agent_eval.model import GeminiForwarder, make_backend, resolve_backend
     from pytest_agent_eval.settings.config import AgentEvalConfig
 
+    real_key = "AIza" + "Sy9fQ2mLk7VbX3nR8tWcJ4hP6dGzE1aYu0o"  # the shape of a key Google issues
     monkeypatch.delenv("GEMINI_API_KEY", raising=False)
-    assert "needs GEMINI_API_KEY" in str(AgentEvalConfig(backend="gemini").model_problem())
+    assert "needs a real GEMINI_API_KEY" in str(AgentEvalConfig(backend="gemini", agent=GEMINI).model_problem())
     with pytest.raises(ValueError, match="needs a real GEMINI_API_KEY"):
         make_backend("gemini")
-    monkeypatch.setenv("GEMINI_API_KEY", "the-harness-key")
-    assert AgentEvalConfig(backend="gemini").model_problem() is None
+    assert resolve_backend("auto", "gemini") == "scripted"  # no key: auto is the stand-in
+    monkeypatch.setenv("GEMINI_API_KEY", "the-harness-key")  # not a key Google issues: still the stand-in
+    assert resolve_backend("auto", "gemini") == "scripted"
+    assert "needs a real GEMINI_API_KEY" in str(AgentEvalConfig(backend="gemini", agent=GEMINI).model_problem())
+    monkeypatch.setenv("GEMINI_API_KEY", real_key)
+    assert resolve_backend("auto", "gemini") == "gemini"
+    assert AgentEvalConfig(backend="gemini", agent=GEMINI).model_problem() is None
+    # the Gemini forwarder serves an agent speaking the Gemini API only
+    assert "Claude Code speaks the messages API" in str(AgentEvalConfig(backend="gemini").model_problem())
     assert isinstance(make_backend("gemini"), GeminiForwarder)
     # the agent never gets it: its environment holds the placeholder
     env = GEMINI.process_environment(dict(os.environ), "http://127.0.0.1:1")
-    assert env[KEY_VAR] == "agent-eval-local-stand-in" and "the-harness-key" not in env.values()
+    assert env[KEY_VAR] == "agent-eval-local-stand-in" and real_key not in env.values()
 
 
 def test_a_result_the_request_carries_twice_counts_twice_in_the_truth() -> None:

@@ -181,6 +181,11 @@ class CodingAgent(ABC):
         :class:`~pytest_agent_eval.harness.drivers.AgentInfraError` when the run yields nothing to score
         (:class:`~pytest_agent_eval.harness.drivers.TurnError`, with the record so far, when a turn fails)."""
 
+    def record_files(self, segments: Sequence[Path]) -> list[Path]:
+        """Every file :meth:`read_transcript` reads for a run whose segments are ``segments``: the segments, and any
+        record the driver kept beside them (Codex's rollout). A baseline packs them all, so it reads back whole."""
+        return list(segments)
+
     @abstractmethod
     def read_transcript(self, segments: Sequence[Path]) -> Session:
         """The common Session of what :meth:`drive` wrote (the record's ``segments``, in turn order): tools in the

@@ -3,7 +3,8 @@
     <out>/baselines/<NAME>/
         manifest.json       the campaign's manifest, plus ``baseline`` (name, source campaign, saved at)
         items.jsonl         the item records as the campaign holds them (read as they are: compare needs no more)
-        transcripts.tar.gz  every record's segment files, at the paths the records name (items/<id>/run-*.jsonl)
+        transcripts.tar.gz  every record's segment files, at the paths the records name (items/<id>/run-*.jsonl),
+                            and what its agent's reader reads beside them (Codex's run-*.rollout)
 
 Why a folder with one tarball: the records stay plain JSON lines, so ``agent-eval compare NAME`` and a reviewer's
 ``git diff`` read them with no unpacking, while the transcripts — nearly all of a campaign's bytes, and needed only
@@ -25,6 +26,8 @@ import zlib
 from datetime import datetime, timezone
 from pathlib import Path
 
+from pytest_agent_eval.agents import agent_named
+from pytest_agent_eval.campaign.record import ItemRecord
 from pytest_agent_eval.campaign.store import (
     ITEMS,
     LATEST,
@@ -65,10 +68,9 @@ def save(campaign: Campaign, name: str, out: str | Path) -> Path:
     write_atomic(staging / ITEMS, "".join(line + "\n" for line in lines))
     with tarfile.open(staging / TRANSCRIPTS, "w:gz") as archive:
         for record in records:
-            for segment in record.segments:
-                path = campaign.resolve(segment)
+            for path, arcname in _record_files(campaign, record):
                 if path.is_file():
-                    archive.add(path, arcname=str(Path(segment)))
+                    archive.add(path, arcname=arcname)
     old = target.with_name(f".{name}.old")
     shutil.rmtree(old, ignore_errors=True)
     if target.exists():
@@ -76,6 +78,23 @@ def save(campaign: Campaign, name: str, out: str | Path) -> Path:
     staging.rename(target)
     shutil.rmtree(old, ignore_errors=True)
     return target
+
+
+def _record_files(campaign: Campaign, record: ItemRecord) -> list[tuple[Path, str]]:
+    """The files a record's transcript is read from, each with its name in the archive: the segments, at the paths
+    the record names, and what its agent's reader reads beside them (Codex's rollout), beside the first. A project's
+    own agent is not known by name here: its segments are what it names."""
+    files = [(campaign.resolve(segment), str(Path(segment))) for segment in record.segments]
+    try:
+        agent = agent_named(record.agent)
+    except ValueError:
+        return files
+    segments = [path for path, _ in files]
+    for extra in agent.record_files(segments):
+        if extra not in segments:
+            name = str(Path(record.segments[0]).parent / extra.name)
+            files.append((campaign.resolve(name), name))
+    return files
 
 
 def is_baseline(path: str | Path) -> bool:

@@ -67,26 +67,14 @@ def agent_build(agent: CodingAgent, cache: Path, failures: FailureMemo) -> Provi
 @contextmanager
 def model_endpoint(cfg: AgentEvalConfig) -> Iterator[ModelEndpoint]:
     """The loopback model server of ``cfg.backend``: a stand-in, a cassette, or the forwarder to the real API."""
-    from pytest_agent_eval.model import (
-        AnthropicBackend,
-        CassetteBackend,
-        GeminiForwarder,
-        ModelEndpoint,
-        ScriptedBackend,
-        make_backend,
-        serve,
-    )
+    from pytest_agent_eval.model import ModelEndpoint, ScriptedBackend, make_backend, resolve_backend, serve
 
-    options: dict[str, Any] = {"paths": cfg.cassettes} if cfg.backend == "cassette" else {}
-    backend = step(f"model backend {cfg.backend}", lambda: make_backend(cfg.backend, **options))
+    # the forwarder (anthropic, openai): the agent's CLI gets its loopback URL, not the key
+    name = resolve_backend(cfg.backend, cfg.agent.api)
+    options: dict[str, Any] = {"paths": cfg.cassettes} if name == "cassette" else {}
+    backend = step(f"model backend {name}", lambda: make_backend(name, **options))
     if isinstance(backend, ScriptedBackend):  # the stand-in calls the tool under test by its own names
         backend = replace(backend, explore=cfg.tool.explore, cli=cfg.tool.cli)
-    if isinstance(backend, AnthropicBackend):  # the forwarder: the agent's CLI gets its loopback URL, not the key
-        name = "anthropic"
-    elif isinstance(backend, GeminiForwarder):  # the same, for the Gemini API
-        name = "gemini"
-    else:
-        name = "cassette" if isinstance(backend, CassetteBackend) else "scripted"
     server = serve(backend)
     try:
         yield ModelEndpoint(name, backend.describe(), server.url, log=server.log)

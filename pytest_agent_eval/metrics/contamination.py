@@ -12,9 +12,11 @@ leak, and one leak contaminates the arm. Results of the tool's own MCP tools are
 Code refused the call for want of the tool: that call reached nothing).
 
 The command matcher stays as a fast first layer naming the calls that TRIED to run the CLI. A
-call counts as blocked only when its result carries the PreToolUse hook's own denial; a
-non-zero exit or ``command not found`` proves nothing (``codegraph x; false`` fails after
-printing everything).
+call counts as blocked only when its result carries the agent's own denial (the tool's ``deny_marker``, which Claude
+Code's PreToolUse hook and Codex's rules both give as their reason); a non-zero exit or ``command not found`` proves
+nothing (``codegraph x; false`` fails after printing everything). The fingerprints are the tool's, whichever agent
+ran the shell: a result is the command's own output as the agent's reader gives it (Codex's header cut off).
+Reports word a block as the agent's records do (:attr:`Contamination.denial`).
 """
 
 from __future__ import annotations
@@ -43,7 +45,7 @@ class CliCommand:
     call_id: str
     tool: str
     command: str
-    blocked: bool  # the result carries the hook's own denial
+    blocked: bool  # the result carries the agent's own denial (its hook's, its rules')
     thread: str
     printed: bool = False  # not blocked, and it succeeded printing something other than "not found"
 
@@ -86,6 +88,7 @@ class Contamination:
     mcp_calls: list[str] = field(default_factory=list)  # ids of calls that reached the tool's own MCP tools
     cold_start_race: bool = False
     exposed_tools: list[str] = field(default_factory=list)
+    denial: str = Session.denial  # how the agent's records word a proven block (a report's words, not a figure)
 
     @property
     def cli_calls(self) -> int:
@@ -93,7 +96,7 @@ class Contamination:
 
     @property
     def cli_blocked(self) -> int:
-        """CLI calls the hook provably denied."""
+        """CLI calls the agent's deny (its hook, its rules) provably refused."""
         return sum(c.blocked for c in self.commands)
 
     @property
@@ -105,7 +108,7 @@ class Contamination:
     @property
     def contaminated(self) -> bool:
         """The tool's output reached the agent, or may have (a CLI call printed); an attempt that showed it nothing
-        (denied by the hook, or "command not found") leaves the arm clean."""
+        (denied by the agent's deny, or "command not found") leaves the arm clean."""
         return bool(self.leaks or self.printed)
 
     def to_dict(self) -> dict[str, Any]:
@@ -124,7 +127,7 @@ class Contamination:
 
 def contamination(session: Session, tool: RetrievalTool = CODEGRAPH) -> Contamination:
     """Every shell call that ran ``tool.cli`` (blocked or not), every result carrying the tool's output."""
-    report = Contamination(cli=tool.cli, exposed_tools=exposed_tools(session, tool))
+    report = Contamination(cli=tool.cli, exposed_tools=exposed_tools(session, tool), denial=session.denial)
     for call in session.calls:
         command = call.input.get("command")
         if isinstance(command, str) and invokes_cli(command, tool.cli):
@@ -210,7 +213,7 @@ def exposed_tools(session: Session, tool: RetrievalTool = CODEGRAPH) -> list[str
 
 
 def _denied(call: ToolCall, tool: RetrievalTool) -> bool:
-    """Proof of a block is the hook's own denial in the result; an error status or a failed exit is not."""
+    """Proof of a block is the agent's own denial in the result; an error status or a failed exit is not."""
     return call.result is not None and tool.deny_marker in call.result.text
 
 

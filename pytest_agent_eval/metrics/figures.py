@@ -157,7 +157,7 @@ _CATALOGUE = (
         "CLI calls denied",
         COUNT,
         None,
-        "of those, denied by the hook (proven by its own denial)",
+        "of those, refused by the agent's deny — Claude Code's hook, Codex's rules (proven by its own denial)",
         CONTAMINATION,
     ),
 )

@@ -6,33 +6,53 @@ house needs to know whether the model is real.
 
 from __future__ import annotations
 
-import os
+from collections.abc import Iterable
+from pathlib import Path
 from typing import Any
 
-from pytest_agent_eval.settings.config import is_real_key
+from pytest_agent_eval.agents.codex.transcript import is_codex_events
+from pytest_agent_eval.settings.config import auto_backend
 from pytest_agent_eval.settings.options import BACKENDS  # the option table names the backends
 
 from .anthropic import AnthropicBackend
 from .cassette import CassetteBackend
 from .google import GeminiForwarder
+from .openai import OpenAIBackend
+from .responses_cassette import ResponsesCassetteBackend
 from .scripted import ScriptedBackend
 from .server import Backend, Faults, Hit, ModelEndpoint, Passthrough, RunningServer, serve
 from .sse import Reply
 
 
-def make_backend(name: str, **opts: Any) -> Backend:
-    """A backend by name; ``auto`` is the real API when ANTHROPIC_API_KEY holds a real key, else scripted."""
-    if name == "auto":
-        name = "anthropic" if is_real_key(os.environ.get("ANTHROPIC_API_KEY")) else "scripted"
+def resolve_backend(name: str, api: str = "messages") -> str:
+    """The backend ``name`` stands for with an agent speaking ``api``: ``auto`` is the forwarder to the real API when
+    the key it needs (ANTHROPIC_API_KEY, or OPENAI_API_KEY for the Responses API) is a real one, else scripted."""
+    return auto_backend(api)[0] if name == "auto" else name
+
+
+def make_backend(name: str, api: str = "messages", **opts: Any) -> Backend:
+    """A backend by name (``auto`` resolved for an agent speaking ``api``, :func:`resolve_backend`)."""
+    name = resolve_backend(name, api)
     if name == "scripted":
         return ScriptedBackend(**opts)
     if name == "cassette":
-        return CassetteBackend(**opts)
+        return cassette_backend(**opts)
     if name == "anthropic":
         return AnthropicBackend(**opts)
+    if name == "openai":
+        return OpenAIBackend(**opts)
     if name == "gemini":
         return GeminiForwarder(**opts)
     raise ValueError(f"unknown model backend {name!r}; expected one of {BACKENDS}")
+
+
+def cassette_backend(paths: str | Path | Iterable[str | Path]) -> CassetteBackend | ResponsesCassetteBackend:
+    """The cassette of a recording: a Codex run's (its ``codex exec --json`` streams) replays the Responses API, any
+    other (Claude Code's stream-json segments) the Messages API."""
+    listed = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
+    if listed and is_codex_events(listed[0]):
+        return ResponsesCassetteBackend(listed)
+    return CassetteBackend(listed)
 
 
 __all__ = [
@@ -44,10 +64,14 @@ __all__ = [
     "GeminiForwarder",
     "Hit",
     "ModelEndpoint",
+    "OpenAIBackend",
     "Passthrough",
     "Reply",
+    "ResponsesCassetteBackend",
     "RunningServer",
     "ScriptedBackend",
+    "cassette_backend",
     "make_backend",
+    "resolve_backend",
     "serve",
 ]

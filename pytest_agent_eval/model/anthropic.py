@@ -11,17 +11,14 @@ forwarded: :mod:`.refusal`.
 
 from __future__ import annotations
 
-import json
 import os
-import urllib.error
-import urllib.request
-from collections.abc import Iterator, Mapping
+from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlsplit
 
 from pytest_agent_eval.settings.config import is_real_key
 
 from .server import Passthrough
+from .upstream import checked_url, forwarder_description, post
 
 API_URL = "https://api.anthropic.com"
 _FORWARDED_HEADERS = ("anthropic-version", "anthropic-beta", "user-agent", "x-app")
@@ -43,18 +40,11 @@ class AnthropicBackend:
             self.credentials = {"authorization": f"Bearer {token}"}
         else:
             raise ValueError("the anthropic backend needs a real ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN)")
-        url = (base_url or os.environ.get("ANTHROPIC_BASE_URL") or API_URL).rstrip("/")
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"ANTHROPIC_BASE_URL must be an http(s) URL with a host, not {url!r}")
-        self.base_url = url
+        self.base_url = checked_url(base_url or os.environ.get("ANTHROPIC_BASE_URL") or API_URL, "ANTHROPIC_BASE_URL")
         self.timeout = timeout
 
     def describe(self) -> str:
-        return (
-            f"real model via {self.base_url}, through the harness's forwarder (the key stays outside the sandbox; "
-            "figures measure the model and the tool together)"
-        )
+        return forwarder_description(self.base_url)
 
     def respond(self, request: dict[str, Any], headers: Mapping[str, str] | None = None) -> Passthrough:
         return self._forward("/v1/messages", request, headers)
@@ -68,17 +58,4 @@ class AnthropicBackend:
             if name.lower() in _FORWARDED_HEADERS:
                 sent[name.lower()] = value
         sent.update(self.credentials)
-        upstream = urllib.request.Request(
-            f"{self.base_url}{path}", data=json.dumps(request).encode(), headers=sent, method="POST"
-        )
-        try:
-            response = urllib.request.urlopen(upstream, timeout=self.timeout)
-        except urllib.error.HTTPError as error:
-            return Passthrough(error.code, dict(error.headers), iter([error.read()]))
-        return Passthrough(response.status, dict(response.headers), _chunks(response))
-
-
-def _chunks(response: Any) -> Iterator[bytes]:
-    with response:
-        while data := response.read1(65536):
-            yield data
+        return post(f"{self.base_url}{path}", request, sent, self.timeout)

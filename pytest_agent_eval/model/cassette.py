@@ -18,26 +18,24 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any
+from typing import Any, TypeVar
 
 from pytest_agent_eval.agents.claude_code.transcript import read_segments
 
-from ..transcript import DELEGATION_TOOLS, MAIN
+from ..transcript import DELEGATION_TOOLS, MAIN, Session
 from .scripted import user_question, working_directory
 from .sse import Reply, tool_use
 
 _REPLAYABLE_BLOCKS = frozenset({"text", "thinking"})
+S = TypeVar("S", bound=Session)
 
 
 class CassetteBackend:
     stand_in_model = "stand-in-cassette"
 
     def __init__(self, paths: str | Path | Iterable[str | Path]) -> None:
-        self.paths = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
-        session = read_segments(self.paths)
-        if session.parse.bad_lines:  # a torn or unreadable line: a replay would silently stop short of it
-            where = "; ".join(session.parse.bad_at)
-            raise ValueError(f"cassette has {session.parse.bad_lines} unreadable line(s): {where}")
+        self.paths = recording_paths(paths)
+        session = refuse_unreadable(read_segments(self.paths))
         self.turns: dict[str, list[Reply]] = {}
         for message in session.messages(thread=None):
             # A message the CLI synthesised (rate limit, API error) never came from the model.
@@ -76,17 +74,31 @@ class CassetteBackend:
             reply = recorded[done]
             cwd = working_directory(request)
             if self.cwd and cwd and cwd != self.cwd:
-                reply = Reply(_rebase(reply.blocks, self.cwd, cwd), reply.stop_reason)
+                reply = Reply(rebase(reply.blocks, self.cwd, cwd), reply.stop_reason)
             return reply
         return Reply.text(f"(cassette exhausted: thread {thread} has {len(recorded)} recorded turns)")
 
 
-def _rebase(value: Any, old: str, new: str) -> Any:
+def recording_paths(paths: str | Path | Iterable[str | Path]) -> list[Path]:
+    """A recording's files, in order: one path or several."""
+    return [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
+
+
+def refuse_unreadable(session: S) -> S:
+    """The session read from a recording; a ValueError naming each torn or unreadable line (a replay would silently
+    stop short of it)."""
+    if session.parse.bad_lines:
+        where = "; ".join(session.parse.bad_at)
+        raise ValueError(f"cassette has {session.parse.bad_lines} unreadable line(s): {where}")
+    return session
+
+
+def rebase(value: Any, old: str, new: str) -> Any:
     """``value`` with every occurrence of the directory ``old`` in its strings replaced by ``new``."""
     if isinstance(value, str):
         return value.replace(old, new)
     if isinstance(value, list):
-        return [_rebase(item, old, new) for item in value]
+        return [rebase(item, old, new) for item in value]
     if isinstance(value, dict):
-        return {key: _rebase(item, old, new) for key, item in value.items()}
+        return {key: rebase(item, old, new) for key, item in value.items()}
     return value

@@ -10,17 +10,13 @@ harness's environment (the public API when unset).
 
 from __future__ import annotations
 
-import json
 import os
-import urllib.error
-import urllib.request
 from collections.abc import Mapping
 from typing import Any
-from urllib.parse import urlsplit
 
 from ..agents.gemini.config import STANDIN_API_KEY
-from .anthropic import _chunks
 from .server import Passthrough
+from .upstream import checked_url, post
 
 API_URL = "https://generativelanguage.googleapis.com"
 _FORWARDED_HEADERS = ("user-agent", "x-goog-api-client")
@@ -33,10 +29,7 @@ class GeminiForwarder:
         key = api_key if api_key is not None else os.environ.get("GEMINI_API_KEY")
         if not key or key == STANDIN_API_KEY:
             raise ValueError("the Gemini forwarder needs a real GEMINI_API_KEY in the harness's environment")
-        url = (base_url or os.environ.get("GOOGLE_GEMINI_BASE_URL") or API_URL).rstrip("/")
-        parts = urlsplit(url)
-        if parts.scheme not in ("http", "https") or not parts.hostname:
-            raise ValueError(f"GOOGLE_GEMINI_BASE_URL must be an http(s) URL with a host, not {url!r}")
+        url = checked_url(base_url or os.environ.get("GOOGLE_GEMINI_BASE_URL") or API_URL, "GOOGLE_GEMINI_BASE_URL")
         self.key, self.base_url, self.timeout = key, url, timeout
 
     def describe(self) -> str:
@@ -55,10 +48,4 @@ class GeminiForwarder:
             if name.lower() in _FORWARDED_HEADERS:
                 sent[name.lower()] = value
         sent["x-goog-api-key"] = self.key
-        upstream = urllib.request.Request(f"{self.base_url}{path}", data=json.dumps(request).encode(), headers=sent,
-                                          method="POST")  # fmt: skip
-        try:
-            response = urllib.request.urlopen(upstream, timeout=self.timeout)
-        except urllib.error.HTTPError as error:
-            return Passthrough(error.code, dict(error.headers), iter([error.read()]))
-        return Passthrough(response.status, dict(response.headers), _chunks(response))
+        return post(f"{self.base_url}{path}", request, sent, self.timeout)

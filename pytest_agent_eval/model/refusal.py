@@ -1,4 +1,5 @@
-"""What the model boundary refuses: a request that would have the API run tools on its own servers.
+"""What the model boundary refuses: a request that would have the API run tools on its own servers (the Messages API
+here, the Responses API in :func:`responses_refusal`).
 
 Claude Code defines its tools itself (a custom tool has no ``type``, or ``"custom"``) and runs them on the
 agent's machine, where the arm's seal and the hook apply. A server tool (``web_search_20250305``, ``web_fetch_*``,
@@ -30,4 +31,29 @@ def refusal(body: Any) -> str | None:
     fields = [name for name in _SERVER_SIDE_FIELDS if body.get(name)]
     if fields:
         return f"{', '.join(fields)} in the request: the API would run them on its side"
+    return None
+
+
+# Responses API tools the agent runs itself: functions, Codex's MCP namespaces, free-form (custom) tools, the local
+# shell, and a tool search Codex runs on its side (``execution: "client"``). Any other type is hosted: web or file
+# search, code interpreter, computer use, a remote MCP server, image generation run on the API's servers.
+CLIENT_TOOL_TYPES = frozenset({"function", "namespace", "custom", "local_shell"})
+_CLIENT_EXECUTED = ("tool_search",)
+
+
+def responses_refusal(body: Any) -> str | None:
+    """Why a Responses request is refused (a hosted tool: the API would run it), or None when its tools are all
+    ones the agent runs itself."""
+    if not isinstance(body, dict):
+        return None
+    tools = body.get("tools")
+    hosted = [
+        f"{tool.get('name') or tool.get('server_label') or '?'} ({tool.get('type')})"
+        for tool in (tools if isinstance(tools, list) else [])
+        if isinstance(tool, dict)
+        and tool.get("type") not in CLIENT_TOOL_TYPES
+        and not (tool.get("type") in _CLIENT_EXECUTED and tool.get("execution") == "client")
+    ]
+    if hosted:
+        return f"hosted tool(s) {', '.join(hosted)}: only tools the agent runs itself may be offered"
     return None

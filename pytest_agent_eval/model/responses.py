@@ -29,7 +29,7 @@ from typing import Any
 from ..agents.codex.transcript import SHELL_TOOL, command_output, text_of
 from ..metrics.file_access import bash_access
 from .scripted import Step, Turn, working_directory
-from .sse import CHUNK_CHARS, Reply, event, new_id
+from .sse import CHUNK_CHARS, Reply, data_events, event, new_id
 from .usage import count_tokens
 
 # The CLI's own context, sent as user messages: not the question.
@@ -198,3 +198,23 @@ def stream_events(items: list[dict[str, Any]], model: str, usage: dict[str, Any]
         yield _event("response.output_item.done", {"output_index": index, "item": item}, sequence)
     done = response_json(items, model, usage, response_id, "completed")
     yield _event("response.completed", {"response": done}, sequence)
+
+
+_ENDED = ("response.completed", "response.failed", "response.incomplete")
+
+
+def assemble_response(stream: bytes) -> dict[str, Any] | None:
+    """The response a Responses SSE stream carried (``id``, ``status``, ``output``, ``usage``): its final event's
+    when it got that far, else ``response.created``'s with the output items done so far; None when it never
+    started one. What a relayed stream showed the client, read back for the request record."""
+    response: dict[str, Any] | None = None
+    done: list[dict[str, Any]] = []
+    for data in data_events(stream):
+        kind = data.get("type")
+        if kind in ("response.created", *_ENDED) and isinstance(data.get("response"), dict):
+            response = dict(data["response"])
+            if kind in _ENDED:
+                return response
+        elif kind == "response.output_item.done" and isinstance(data.get("item"), dict):
+            done.append(data["item"])
+    return {**response, "output": done} if response is not None else None

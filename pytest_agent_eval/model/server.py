@@ -25,7 +25,7 @@ import os
 import sys
 import threading
 import traceback
-from collections.abc import Iterator, Mapping
+from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
@@ -41,8 +41,8 @@ from .opencode import is_opencode_request
 from .opencode import read_turn as read_opencode_turn
 from .opencode import render as render_opencode
 from .record import RequestLog
-from .refusal import refusal
-from .responses import output_items, read_turn, response_json, usage_json
+from .refusal import refusal, responses_refusal
+from .responses import assemble_response, output_items, read_turn, response_json, usage_json
 from .responses import stream_events as response_events
 from .sse import Reply, assemble, message_json, new_id, stream_events
 from .usage import PromptCount, UsageModel
@@ -65,7 +65,11 @@ class Passthrough:
 class Backend(Protocol):
     def respond(self, request: dict[str, Any], headers: Mapping[str, str] | None = None) -> Reply | Passthrough:
         """The reply to one message request; ``headers`` are the client's (a forwarding backend needs its betas).
-        A backend with a ``count_tokens`` method of the same form answers ``/v1/messages/count_tokens`` too."""
+        A backend with a ``count_tokens`` method of the same form answers ``/v1/messages/count_tokens`` too.
+
+        The Responses API (``/v1/responses``) is answered by a backend with ``respond_responses`` (same form, giving
+        the response's output items or a :class:`Passthrough`), or with a policy, ``decide(Turn) -> Reply``
+        (:mod:`.responses` reads the request into the Turn and renders the Reply); any other answers it HTTP 400."""
 
     def describe(self) -> str: ...
 
@@ -239,6 +243,7 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_error(400, "request body is not JSON")
             return
         reason = refusal(body) if path in ("/v1/messages", "/v1/messages/count_tokens") else None
+        reason = responses_refusal(body) if path == "/v1/responses" else reason
         if reason is not None:
             with self.server.lock:
                 self.server.refused.append(f"{self.command} {path}: {reason}")
@@ -317,18 +322,26 @@ class _Handler(BaseHTTPRequestHandler):
         return backend.respond(request, dict(self.headers.items()))
 
     def _responses(self, request: dict[str, Any]) -> None:
-        """The Responses API (Codex CLI): the backend's policy decides on the turn read from the request."""
+        """The Responses API (Codex CLI): the backend answers the request (``respond_responses``: a cassette's output
+        items, or the forwarder's relay), or its policy decides on the turn read from it (``decide``)."""
+        answer = getattr(self.server.backend, "respond_responses", None)
         decide = getattr(self.server.backend, "decide", None)
-        if decide is None:
+        if answer is None and decide is None:
             self._send_error(400, f"this backend does not answer the Responses API: {self.server.backend.describe()}")
             return
         fault = self._admit(request)
         if fault is None:
             return
         try:
-            items = output_items(request, decide(read_turn(request)))
+            if answer is not None:
+                items = answer(request, dict(self.headers.items()))
+            else:
+                items = output_items(request, decide(read_turn(request)))
         except Exception:
             self._backend_failed()
+            return
+        if isinstance(items, Passthrough):
+            self._relay(items, assemble_response)
             return
         model = self._model(request)
         usage, count = self.server.usage_model.usage(request)
@@ -411,7 +424,9 @@ class _Handler(BaseHTTPRequestHandler):
                 with self.server.truth_log.open("a", encoding="utf-8") as log:
                     log.write(json.dumps(truth.to_dict()) + "\n")
 
-    def _relay(self, reply: Passthrough) -> None:
+    def _relay(self, reply: Passthrough, read_stream: Callable[[bytes], Any] = assemble) -> None:
+        """Send on what the backend relayed, byte for byte; the record keeps it as ``read_stream`` reads a stream
+        back (the Messages API's message, or the Responses API's response)."""
         self.send_response(reply.status)
         for name, value in reply.headers.items():
             if name.lower() not in ("transfer-encoding", "content-length", "connection", "content-encoding"):
@@ -425,21 +440,22 @@ class _Handler(BaseHTTPRequestHandler):
                 relayed += data
                 self._chunk(data)
         except BaseException:  # what reached the client before it hung up mid-stream
-            self._log(reply.status, _read_back(bytes(relayed), reply.headers))
+            self._log(reply.status, _read_back(bytes(relayed), reply.headers, read_stream))
             raise
         # Logged before the stream's last chunk: once the client has the whole answer it may send its next request,
         # or the harness may close the item's record (a record written after that was lost 1 run in 10).
-        self._log(reply.status, _read_back(bytes(relayed), reply.headers))
+        self._log(reply.status, _read_back(bytes(relayed), reply.headers, read_stream))
         self._chunk(b"")
 
 
-def _read_back(data: bytes, headers: Mapping[str, str]) -> Any:
-    """A relayed body as the request log keeps it: the message of a stream, the JSON of a JSON body."""
+def _read_back(data: bytes, headers: Mapping[str, str], read_stream: Callable[[bytes], Any]) -> Any:
+    """A relayed body as the request log keeps it: what ``read_stream`` reads off a stream, the JSON of a JSON
+    body."""
     kind = next((v for k, v in headers.items() if k.lower() == "content-type"), "")
     if "event-stream" in kind and data.lstrip().startswith(b"data:"):  # the Gemini API's frames have no event names
         return assemble_gemini(data)
     if "event-stream" in kind:
-        return assemble(data)
+        return read_stream(data)
     try:
         return json.loads(data)
     except ValueError:
@@ -460,7 +476,7 @@ class ModelEndpoint:
     @property
     def real(self) -> bool:
         """The real model answers (through a forwarder)."""
-        return self.backend in ("anthropic", "gemini")
+        return self.backend in ("anthropic", "openai", "gemini")
 
     def to_dict(self) -> dict[str, Any]:
         data = {"name": self.backend, "description": self.description, "url": self.url}

@@ -124,12 +124,8 @@ def stream_events(reply: Reply, model: str, usage: dict[str, int], message_id: s
     yield event("message_stop", {"type": "message_stop"})
 
 
-def assemble(stream: bytes) -> dict[str, Any] | None:
-    """The message an SSE stream carried (``id`` and ``content``, tool inputs parsed), as far as it got; None when
-    it never started one. What a relayed stream showed the client, read back for the request record."""
-    message: dict[str, Any] | None = None
-    blocks: dict[int, dict[str, Any]] = {}
-    inputs: dict[int, str] = {}
+def data_events(stream: bytes) -> Iterator[dict[str, Any]]:
+    """Each ``data:`` line of an SSE stream that holds a JSON object, in order (a torn or foreign line is skipped)."""
     for line in stream.decode("utf-8", "replace").splitlines():
         if not line.startswith("data:"):
             continue
@@ -137,7 +133,18 @@ def assemble(stream: bytes) -> dict[str, Any] | None:
             data = json.loads(line[5:])
         except ValueError:
             continue
-        kind = data.get("type") if isinstance(data, dict) else None
+        if isinstance(data, dict):
+            yield data
+
+
+def assemble(stream: bytes) -> dict[str, Any] | None:
+    """The message an SSE stream carried (``id`` and ``content``, tool inputs parsed), as far as it got; None when
+    it never started one. What a relayed stream showed the client, read back for the request record."""
+    message: dict[str, Any] | None = None
+    blocks: dict[int, dict[str, Any]] = {}
+    inputs: dict[int, str] = {}
+    for data in data_events(stream):
+        kind = data.get("type")
         if kind == "message_start" and isinstance(data.get("message"), dict):
             message = dict(data["message"])
         elif kind == "content_block_start" and isinstance(data.get("content_block"), dict):

@@ -175,7 +175,7 @@ def agent_replay_source(request: pytest.FixtureRequest, tmp_path_factory: pytest
 def agent_model_server(request: pytest.FixtureRequest, agent_eval_config: AgentEvalConfig) -> Iterator[ModelEndpoint]:
     from pytest_agent_eval.campaign import baseline
     from pytest_agent_eval.harness.item import model_endpoint, step
-    from pytest_agent_eval.model import CassetteBackend, ModelEndpoint, serve
+    from pytest_agent_eval.model import ModelEndpoint, cassette_backend, serve
 
     source: Campaign | None = request.getfixturevalue("agent_replay_source")
     if source is None:
@@ -187,7 +187,7 @@ def agent_model_server(request: pytest.FixtureRequest, agent_eval_config: AgentE
         "finding the item's recording",
         lambda: baseline.recording(source, record.id, record.entry, record.arm, record.run, record.test),
     )
-    backend = step("reading the item's recording", lambda: CassetteBackend(segments))
+    backend = step("reading the item's recording", lambda: cassette_backend(segments))
     replayed = str(eval_session(request.config).replay_path)
     server = serve(backend)
     try:

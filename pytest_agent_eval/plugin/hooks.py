@@ -349,17 +349,16 @@ class AgentEvalPlugin:
 
     def settings_line(self) -> str:
         """The model (and why ``auto`` chose it), the arms, the corpus and where campaigns go."""
-        from pytest_agent_eval.settings.config import is_real_key
+        from pytest_agent_eval.settings.config import auto_backend
 
         cfg = self.settings
         backend = cfg.backend
         if backend == "auto":
-            key = os.environ.get("ANTHROPIC_API_KEY")
-            if not key:
-                backend = "auto → scripted stand-in model (no ANTHROPIC_API_KEY)"
-            else:
-                real = is_real_key(key)
-                backend = "auto → the real API (ANTHROPIC_API_KEY)" if real else "auto → scripted (not a real key)"
+            # the default agent (Claude Code) speaks the Messages API: it need not be imported to say so
+            chosen, why = auto_backend(cfg.agent.api if cfg.agent_reference else "messages")
+            what = "scripted stand-in model" if why.startswith("no ") else "scripted"
+            what = "the real API" if chosen != "scripted" else what
+            backend = f"auto → {what} ({why})"
         arms = ",".join(arm.label for arm in cfg.arms)
         claimed = self._session.campaign_dir if self._session is not None else None  # a resumed campaign
         return f"agent-eval: backend {backend}; arms {arms}; corpus {cfg.corpus}; campaigns in {claimed or cfg.out}"

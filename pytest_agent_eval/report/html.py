@@ -173,7 +173,8 @@ def render_html(
         _occupancy_section(found, sessions),
         '<section id="runs"><h2>Runs</h2>',
         "<p class=\"hint\">each run's figures as <code>-vv</code> prints them, then its transcript: a tool's "
-        "result is folded (click to open); leaks of the tool's output and calls the hook denied are marked</p>",
+        "result is folded (click to open); leaks of the tool's output and calls the agent's deny refused are "
+        "marked</p>",
         *(_run(record, sessions[record.id]) for record in records),
         "</section></main>",
         f'<script type="application/json" id="chart-data">{data}</script>',
@@ -504,9 +505,10 @@ def _transcript(session: Session, scores: dict[str, Any]) -> str:
             for call in item.calls:
                 explore = " explore" if call.id in marks else ""
                 args = json.dumps(call.input, ensure_ascii=False)
+                cli_mark = _cli_mark(commands.get(call.id), session.denial)
                 out.append(
                     f'<div class="call{explore}" data-call="{_e(call.id)}">{thread}<code class="tool">'
-                    f"{_e(call.name)}</code> <code>{_e(_clip(args, 400))}</code>{_cli_mark(commands.get(call.id))}"
+                    f"{_e(call.name)}</code> <code>{_e(_clip(args, 400))}</code>{cli_mark}"
                     f"{marks.get(call.id, '')}</div>"
                 )
             if item.error:
@@ -533,12 +535,13 @@ def _transcript(session: Session, scores: dict[str, Any]) -> str:
     return f'<div class="timeline">{"".join(out)}</div>'
 
 
-def _cli_mark(command: Mapping[str, Any] | None) -> str:
-    """A shell call the contamination gate read as running the tool's CLI: denied by the hook, or not."""
+def _cli_mark(command: Mapping[str, Any] | None, denial: str) -> str:
+    """A shell call the contamination gate read as running the tool's CLI: refused by the agent's deny (``denial``,
+    as its records word it), or not."""
     if command is None:
         return ""
     if command.get("blocked"):
-        return ' <span class="denied">CLI call denied by the hook</span>'
+        return f' <span class="denied">CLI call {_e(denial)}</span>'
     if command.get("printed"):
         return ' <span class="error leak">CLI call ran and printed: the arm is void</span>'
     return ' <span class="denied">CLI call, showed nothing</span>'

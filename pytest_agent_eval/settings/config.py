@@ -45,6 +45,38 @@ def is_real_key(key: str | None) -> bool:
     return not any(word in key.lower() for word in _PLACEHOLDER_WORDS)
 
 
+def is_real_openai_key(key: str | None) -> bool:
+    """An OPENAI_API_KEY that looks issued by OpenAI (``sk-…``, ``sk-proj-…``), not a stand-in: what ``auto``
+    decides by for an agent speaking the Responses API."""
+    if not key or not key.startswith("sk-") or key.startswith("sk-ant-") or len(key) < 40:
+        return False
+    return not any(word in key.lower() for word in _PLACEHOLDER_WORDS)
+
+
+def is_real_gemini_key(key: str | None) -> bool:
+    """A GEMINI_API_KEY that looks issued by Google (``AIza…``, 39 characters), not a stand-in: what ``auto``
+    decides by for an agent speaking the Gemini API."""
+    if not key or not key.startswith("AIza") or len(key) < 39:
+        return False
+    return not any(word in key.lower() for word in _PLACEHOLDER_WORDS)
+
+
+# The real API ``auto`` forwards to, by the API the agent speaks: (backend, the variable holding its key, the check).
+_REAL_APIS = {"messages": ("anthropic", "ANTHROPIC_API_KEY", is_real_key),
+              "responses": ("openai", "OPENAI_API_KEY", is_real_openai_key),
+              "gemini": ("gemini", "GEMINI_API_KEY", is_real_gemini_key)}  # fmt: skip
+
+
+def auto_backend(api: str = "messages") -> tuple[str, str]:
+    """What ``--agent-eval-backend auto`` is for an agent speaking ``api``, and why: the forwarder to the real API
+    when its key variable holds a real key, else the scripted stand-in."""
+    backend, variable, real = _REAL_APIS[api]
+    key = os.environ.get(variable)
+    if not key:
+        return "scripted", f"no {variable}"
+    return (backend, variable) if real(key) else ("scripted", "not a real key")
+
+
 class AgentEvalConfig:
     """The session's settings: one attribute per option of :data:`OPTIONS` (its ``attr``), with the defaults
     below, and what :func:`resolve` derives from them (``thresholds_file``, ``tool_reference``,
@@ -149,16 +181,17 @@ class AgentEvalConfig:
         missing = next((path for path in self.cassettes if not path.is_file()), None)
         if missing is not None:
             return f"--agent-eval-cassette: {missing}: no such file"
-        if self.backend == "anthropic" and not is_real_key(os.environ.get("ANTHROPIC_API_KEY")):
-            return (
-                "--agent-eval-backend anthropic: needs a real ANTHROPIC_API_KEY in the environment "
-                "(offline, --agent-eval-backend scripted runs a stand-in model)"
-            )
-        if self.backend == "gemini" and not os.environ.get("GEMINI_API_KEY"):
-            return (
-                "--agent-eval-backend gemini: needs GEMINI_API_KEY in the environment (the harness's: it stays "
-                "outside the sandbox)"
-            )
+        for api, (backend, variable, real) in _REAL_APIS.items():
+            if self.backend == backend and not real(os.environ.get(variable)):
+                return (
+                    f"--agent-eval-backend {backend}: needs a real {variable} in the environment "
+                    "(offline, --agent-eval-backend scripted runs a stand-in model)"
+                )
+            if self.backend == backend and api != self.agent.api:
+                return (
+                    f"--agent-eval-backend {backend}: forwards the {api} API, but {self.agent.title} speaks the "
+                    f"{self.agent.api} API"
+                )
         return None
 
     def output_problem(self) -> str | None:

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from typing import NamedTuple
 
-# The models behind the agent (pytest_agent_eval.model).
-BACKENDS = ("auto", "anthropic", "gemini", "scripted", "cassette")
+# the models behind the agent (pytest_agent_eval.model); anthropic, openai and gemini are the forwarders to the real
+# APIs
+BACKENDS = ("auto", "anthropic", "openai", "gemini", "scripted", "cassette")
 MODES = ("headless", "tmux", "all")  # non-interactive, the TUI in tmux, or both (docs/options.md)
 # What the pinned Claude Code takes for --effort: it ignores any other value with a line on stderr, so a typo
 # would run (and record) an effort that was never used.
@@ -190,9 +191,9 @@ OPTIONS: tuple[Option, ...] = (
         "agent_eval_backend",
         "backend",
         "backend",
-        f"model behind the agent: {', '.join(BACKENDS)} (default auto: the real API when "
-        "ANTHROPIC_API_KEY holds a real key, else scripted; gemini: the real Gemini API with GEMINI_API_KEY, for "
-        "Gemini CLI)",
+        f"model behind the agent: {', '.join(BACKENDS)} (default auto: "
+        "the real API of the agent's kind when its key variable holds a real key (ANTHROPIC_API_KEY, "
+        "OPENAI_API_KEY for the Responses API, GEMINI_API_KEY for the Gemini API), else scripted)",
         "NAME",
     ),
     Option(

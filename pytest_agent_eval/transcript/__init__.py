@@ -191,8 +191,12 @@ class Session:
     """Everything the metrics read, in file order.
 
     ``timeline`` holds messages, tool results, user text and compactions of every thread;
-    ``thread`` is ``"main"`` or the id of the Agent/Task call that spawned the subagent.
+    ``thread`` is ``"main"`` or the id of the Agent/Task call that spawned the subagent. ``denial`` is how the
+    agent's records say it refused a call to the tool's CLI (Claude Code's PreToolUse hook; an agent's own reader
+    says its own), as reports word a proven block.
     """
+
+    denial: ClassVar[str] = "denied by the hook"
 
     timeline: list[Item] = field(default_factory=list)
     calls: list[ToolCall] = field(default_factory=list)

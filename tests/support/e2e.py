@@ -81,6 +81,6 @@ def package_venv(python: Path, folder: Path) -> Path:
     """A virtual environment of ``python`` with this package (editable) and its dependencies; its interpreter."""
     subprocess.run([str(python), "-m", "venv", str(folder)], check=True, capture_output=True, timeout=120)
     pip = [str(folder / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    package = Path(__file__).resolve().parents[1]
+    package = Path(__file__).resolve().parents[2]
     subprocess.run([*pip, "-e", str(package)], check=True, capture_output=True, timeout=600)
     return folder / "bin" / "python"

@@ -135,6 +135,12 @@ class CodexAgent(CodingAgent):
         )
         return run_codex(questions, label=label, out_dir=out_dir, cwd=cwd, env=env, options=run_options)
 
+    def record_files(self, segments: Sequence[Path]) -> list[Path]:
+        """The turns' streams and the rollout the driver kept beside the first (``run-<label>.rollout``)."""
+        from pytest_agent_eval.agents.codex.transcript import kept_rollout
+
+        return [*segments, kept_rollout(segments[0])] if segments else []
+
     def read_transcript(self, segments: Sequence[Path]) -> CodexSession:
         """The turns' ``--json`` streams and the rollout the driver kept beside the first
         (:func:`~.transcript.find_rollout`)."""

@@ -27,7 +27,7 @@ import re
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from pytest_agent_eval.transcript import (
     MAIN,
@@ -70,6 +70,9 @@ UNREAD = {
 class CodexSession(Session):
     """A Session read from Codex's records. ``unread``: figure → why Codex's records do not give it; ``notices``:
     the CLI's warnings and errors (``error`` items, e.g. a model it has no metadata for), in order."""
+
+    # Codex answers a call its rules forbid with "… rejected: <justification>" (its exec policy's Rejected)
+    denial: ClassVar[str] = "rejected by its rules"
 
     thread_id: str = ""
     events_file: Path | None = None
@@ -182,6 +185,42 @@ def _read_events(session: CodexSession, events: list[dict[str, Any]], path: Path
         session.parse.unfinished.append(str(path))
 
 
+def is_model_output(item: dict[str, Any]) -> bool:
+    """Whether a rollout's (or a request's) item is one the model sent: a call, reasoning, or assistant text."""
+    kind = item.get("type")
+    return kind in ("function_call", "custom_tool_call", "reasoning") or (
+        kind == "message" and item.get("role") == "assistant"
+    )
+
+
+def _closes_request(record: dict[str, Any]) -> bool:
+    """A rollout record that closes a model request's output: its usage record, or (an older Codex, without usage
+    records) its ``token_count`` event."""
+    payload = record.get("payload")
+    return record.get("type") == "token_usage_record" or (
+        record.get("type") == "event_msg" and isinstance(payload, dict) and payload.get("type") == "token_count"
+    )
+
+
+def recorded_responses(rollout: str | Path) -> tuple[str, list[list[dict[str, Any]]]]:
+    """What the model sent in a rollout, for a replay: the working directory the session ran in (its
+    ``session_meta``'s, '' when none) and each request's output items as recorded, in order (a request with none
+    is left out: it showed the CLI nothing to answer)."""
+    cwd, responses, pending = "", [], []
+    for record in _read_jsonl(Path(rollout), Session()):
+        payload = record.get("payload")
+        if not isinstance(payload, dict):
+            continue
+        if record.get("type") == "session_meta" and isinstance(payload.get("cwd"), str):
+            cwd = cwd or payload["cwd"]
+        elif record.get("type") == "response_item" and is_model_output(payload):
+            pending.append(payload)
+        elif _closes_request(record) and pending:
+            responses.append(pending)
+            pending = []
+    return cwd, [*responses, pending] if pending else responses
+
+
 class _Rollout:
     """The rollout's records in order: each request's output items, closed by its usage record."""
 
@@ -213,9 +252,7 @@ class _Rollout:
 
     def _item(self, item: dict[str, Any]) -> None:
         kind = item.get("type")
-        if kind in ("function_call", "custom_tool_call", "reasoning") or (
-            kind == "message" and item.get("role") == "assistant"
-        ):
+        if is_model_output(item):
             self.pending.append(item)
         elif kind in ("function_call_output", "custom_tool_call_output"):
             self._result(item)

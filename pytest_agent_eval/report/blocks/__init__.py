@@ -66,7 +66,7 @@ def brief_lines(card: Scorecard) -> str:
             f"sufficiency: {answered} answered calls, {share} moved on",
             f"allocation: efficiency {eff}",
             f"contamination: {len(con.leaks)} results carried {card.tool.name} output; "
-            f"{con.cli_calls} CLI calls, {con.cli_blocked} denied by the hook",
+            f"{con.cli_calls} CLI calls, {con.cli_blocked} {con.denial}",
         ]
     )
 

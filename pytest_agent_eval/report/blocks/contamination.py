@@ -14,7 +14,7 @@ def render_contamination(c: Contamination, indent: str = "") -> str:
     lines += [f"{indent}    {describe_leak(leak.to_dict())}" for leak in c.leaks]
     lines += [
         f"{indent}  {'CLI calls (command matcher)':<32}{c.cli_calls:>4}",
-        f"{indent}  {'of those, denied by the hook':<32}{c.cli_blocked:>4}",
+        f"{indent}  {'of those, ' + c.denial:<32}{c.cli_blocked:>4}",
     ]
     if c.printed:  # rare enough to take a line only when it happens
         lines.append(

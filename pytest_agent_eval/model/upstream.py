@@ -1,0 +1,49 @@
+"""One request to a real model API, relayed untouched: what each forwarder (anthropic, openai, google) sends.
+
+The harness's own environment decides the route (``HTTPS_PROXY``/``HTTP_PROXY`` are honoured by urllib); the answer,
+an error status included, comes back as a :class:`~.server.Passthrough` the server relays byte for byte.
+"""
+
+from __future__ import annotations
+
+import json
+import urllib.error
+import urllib.request
+from collections.abc import Iterator, Mapping
+from typing import Any
+from urllib.parse import urlsplit
+
+from .server import Passthrough
+
+
+def checked_url(url: str, setting: str) -> str:
+    """``url`` without a trailing slash; a ValueError naming ``setting`` unless it is http(s) with a host."""
+    url = url.rstrip("/")
+    parts = urlsplit(url)
+    if parts.scheme not in ("http", "https") or not parts.hostname:
+        raise ValueError(f"{setting} must be an http(s) URL with a host, not {url!r}")
+    return url
+
+
+def forwarder_description(base_url: str) -> str:
+    """What a forwarder says it is, for the report's model line."""
+    return (
+        f"real model via {base_url}, through the harness's forwarder (the key stays outside the sandbox; "
+        "figures measure the model and the tool together)"
+    )
+
+
+def post(url: str, request: dict[str, Any], headers: Mapping[str, str], timeout: float) -> Passthrough:
+    """POST ``request`` as JSON to ``url`` with exactly ``headers``; the answer as it came."""
+    upstream = urllib.request.Request(url, data=json.dumps(request).encode(), headers=dict(headers), method="POST")
+    try:
+        response = urllib.request.urlopen(upstream, timeout=timeout)
+    except urllib.error.HTTPError as error:
+        return Passthrough(error.code, dict(error.headers), iter([error.read()]))
+    return Passthrough(response.status, dict(response.headers), _chunks(response))
+
+
+def _chunks(response: Any) -> Iterator[bytes]:
+    with response:
+        while data := response.read1(65536):
+            yield data
