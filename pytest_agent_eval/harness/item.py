@@ -289,7 +289,7 @@ class ItemLife:
         workspace: Workspace,
         env: dict[str, str],
     ) -> None:
-        """Once per process: a probe session through the agent itself, in the sandbox, whose shell call of the
+        """Once per agent per process: a probe session through the agent itself, in the sandbox, whose shell call of the
         tool must come back denied (:mod:`pytest_agent_eval.harness.probe`); ``setup.config_dir`` receives its
         files."""
         from pytest_agent_eval.harness.probe import prove_block
@@ -299,7 +299,8 @@ class ItemLife:
             prove_block, self.agent, build, setup, options, cwd=workspace.repo, env=env,
             deny_marker=self.tool.deny_marker,
         )  # fmt: skip
-        remembered(self.memo, "block proven", lambda: step(f"CLI block probe through {self.agent.title}", probe))
+        key = ("block proven", self.agent.name)
+        remembered(self.memo, key, lambda: step(f"CLI block probe through {self.agent.title}", probe))
 
     # -- the run -------------------------------------------------------------------------------------------
     def drive_options(self, endpoint: ModelEndpoint, sandbox: Sandbox | None) -> DriveOptions:

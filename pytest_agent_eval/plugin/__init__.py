@@ -45,10 +45,10 @@ if TYPE_CHECKING:
     from pytest_agent_eval.tool import RetrievalTool
 
 MARKER = (
-    "agent_eval(entries=None, arms=None, runs=None, turns=None): an agent evaluation (a test using the agent "
-    "fixtures), parametrized over corpus entry × arm × run; the arguments narrow the entries and override "
-    "--arms/--agent-eval-runs/--agent-eval-turns for this test. Every generated item carries the marker, so "
-    "-m agent_eval selects them"
+    "agent_eval(entries=None, arms=None, runs=None, turns=None, agents=None): an agent evaluation (a test using "
+    "the agent fixtures), parametrized over corpus entry × agent × arm × run; the arguments narrow the entries and "
+    "override --arms/--agent-eval-runs/--agent-eval-turns/--agent-eval-agents for this test. Every generated item "
+    "carries the marker, so -m agent_eval selects them"
 )
 
 
@@ -234,10 +234,11 @@ def agent_tool(agent_eval_config: AgentEvalConfig) -> RetrievalTool:
     return agent_eval_config.tool
 
 
-@pytest.fixture(scope="session")
-def coding_agent(agent_eval_config) -> CodingAgent:
-    """The coding agent that runs the items (``--agent-eval-agent``; the built-in one unless a project names its
-    own)."""
+@pytest.fixture
+def coding_agent(agent_case, agent_eval_config) -> CodingAgent:
+    """The coding agent that runs this item: the session's (``--agent-eval-agent``, or the first of
+    ``--agent-eval-agents``; the built-in one unless a project names its own), or the other agent the item's id
+    names."""
     return _body("coding_agent", locals())
 
 
@@ -256,9 +257,10 @@ def tool_build(agent_item) -> Any:
     return _body("tool_build", locals())
 
 
-@pytest.fixture(scope="session")
-def agent_build(coding_agent, agent_eval_config, agent_failure_memo) -> Any:
-    """The agent's CLI (the one on PATH, else its pinned release installed from npm into the cache)."""
+@pytest.fixture
+def agent_build(coding_agent, agent_eval_config, agent_eval_memo, agent_failure_memo) -> Any:
+    """The item's agent's CLI (the one on PATH, else its pinned release installed from npm into the cache),
+    provisioned once per agent per worker."""
     return _body("agent_build", locals())
 
 
@@ -355,7 +357,7 @@ def tool_warm(agent_item, tool_build, indexed_repo, agent_workspace, agent_env) 
 
 @pytest.fixture
 def agent_block_proven(agent_item, agent_build, agent_setup, agent_sandbox, agent_workspace, agent_env) -> None:
-    """Once per worker: a probe session through the agent itself, in the sandbox, whose shell call of the tool
+    """Once per agent per worker: a probe session through the agent itself, in the sandbox, whose shell call of the tool
     must come back denied (see :mod:`pytest_agent_eval.harness.probe`); the item errors if not."""
     return _body("agent_block_proven", locals())
 

@@ -72,8 +72,8 @@ def agent_failure_memo(request: pytest.FixtureRequest) -> FailureMemo:
 
 
 # -- the item's life (pytest_agent_eval.harness.item): each fixture is one step ----------------------------------
-def coding_agent(agent_eval_config: AgentEvalConfig) -> CodingAgent:
-    return agent_eval_config.agent
+def coding_agent(agent_case: EvalCase, agent_eval_config: AgentEvalConfig) -> CodingAgent:
+    return agent_case.agent or agent_eval_config.agent
 
 
 def agent_item(
@@ -98,11 +98,15 @@ def tool_build(agent_item: ItemLife) -> Provisioned:
 
 
 def agent_build(
-    coding_agent: CodingAgent, agent_eval_config: AgentEvalConfig, agent_failure_memo: FailureMemo
+    coding_agent: CodingAgent,
+    agent_eval_config: AgentEvalConfig,
+    agent_eval_memo: dict,
+    agent_failure_memo: FailureMemo,
 ) -> Provisioned:
-    from pytest_agent_eval.harness.item import agent_build
+    from pytest_agent_eval.harness.item import agent_build, remembered
 
-    return agent_build(coding_agent, agent_eval_config.cache, agent_failure_memo)
+    build = partial(agent_build, coding_agent, agent_eval_config.cache, agent_failure_memo)
+    return remembered(agent_eval_memo, ("agent", coding_agent.name), build)
 
 
 def corpus_repo(agent_item: ItemLife) -> Path:

@@ -469,7 +469,9 @@ class AgentEvalPlugin:
         except SelectionError as exc:
             where = f"{metafunc.definition.nodeid}: @pytest.mark.agent_eval: " if test.entries is not None else ""
             raise pytest.Collector.CollectError(f"{where}{exc}") from None
-        cases = cases_for(entries, test.arms, test.runs, test.turns, cfg.drivers)
+        own = cfg.agent.name  # the session's agent: its items' ids do not name it
+        agents = [None if agent.name == own else agent for agent in test.agents]
+        cases = cases_for(entries, test.arms, test.runs, test.turns, cfg.drivers, agents)
         params = [pytest.param(case, id=case.id, marks=marks_for(cfg, case)) for case in cases]
         metafunc.parametrize("agent_case", params)
 

@@ -26,6 +26,8 @@ from pytest_agent_eval.metrics.occupancy import WINDOW_TOKENS, occupancy
 from pytest_agent_eval.metrics.scorecard import score
 from pytest_agent_eval.metrics.sufficiency import BUCKETS
 from pytest_agent_eval.report import occupancy_chart
+from pytest_agent_eval.report.agents import side_by_side
+from pytest_agent_eval.report.agents_html import agents_section
 from pytest_agent_eval.report.aggregate import Aggregate, aggregate
 from pytest_agent_eval.report.blocks import render_scorecard
 from pytest_agent_eval.report.compare import GateResult, comparison_cells, gate_line
@@ -140,6 +142,7 @@ def render_html(
     sessions = {record.id: _load(record, base) for record in records}
     replayed = replay_source(records)
     data = json.dumps(chart_data(found), ensure_ascii=False).replace("<", "\\u003c")
+    found_verdicts = shown(verdicts(found, include_contaminated))
     generated = datetime.now(timezone.utc).isoformat(timespec="seconds")
     parts = [
         "<!DOCTYPE html>",
@@ -158,7 +161,7 @@ def render_html(
         _warnings(found),
         _replay(replayed),
         "<main>",
-        _verdict_banner(shown(verdicts(found, include_contaminated)), tool_name(records)),
+        _verdict_banner(found_verdicts, tool_name(records)),
         _comparison(comparison, compared_with, replayed is not None),
         '<section id="tables"><h2>Per entry × arm</h2>',
         '<p class="hint">median [min–max] over the scored runs of each arm</p>',
@@ -170,6 +173,7 @@ def render_html(
         _chart("chart-sufficiency", "Explore sufficiency: what the agent did next, pooled per arm"),
         _chart("chart-allocation", "Allocation efficiency per explore call"),
         "</section>",
+        agents_section(side_by_side(found_verdicts), tool_name(records)),
         _occupancy_section(found, sessions),
         '<section id="runs"><h2>Runs</h2>',
         "<p class=\"hint\">each run's figures as <code>-vv</code> prints them, then its transcript: a tool's "

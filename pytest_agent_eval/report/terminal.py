@@ -16,6 +16,7 @@ from typing import Any
 import tabulate as tabulate_module
 from tabulate import tabulate
 
+from pytest_agent_eval.agents import agent_title
 from pytest_agent_eval.campaign.record import ItemRecord, as_records
 from pytest_agent_eval.metrics.figures import (
     ALLOCATION,
@@ -27,7 +28,8 @@ from pytest_agent_eval.metrics.figures import (
 )
 from pytest_agent_eval.metrics.gates import describe_leak
 from pytest_agent_eval.metrics.sufficiency import BUCKETS
-from pytest_agent_eval.report.aggregate import Aggregate, ArmRuns, Row, aggregate
+from pytest_agent_eval.report.agents import side_by_side
+from pytest_agent_eval.report.aggregate import Aggregate, ArmRuns, Row, agent_of, aggregate, tells_agents_apart
 from pytest_agent_eval.report.format import (
     change,
     direction,
@@ -84,12 +86,21 @@ def backend_name(backend: Any) -> str | None:
 def model_notes(records: Iterable[ItemRecord]) -> list[str]:
     """One note per model-free backend behind these records (a stand-in model must say so in every report it
     appears in); none for the real API."""
+    records = list(records)
     by_name = {backend_name(r.backend): r for r in records}
     return [
-        backend_note(record.backend, record.model)
+        backend_note(record.backend, record.model) + agents_note(records, name)
         for name, record in sorted(by_name.items(), key=lambda pair: str(pair[0]))
         if name in MODEL_FREE_BACKENDS
     ]
+
+
+def agents_note(records: Sequence[ItemRecord], backend: str | None) -> str:
+    """`` · agents Claude Code, Codex``: which agents ran against ``backend``, when the records hold several."""
+    if not tells_agents_apart(records):
+        return ""
+    names = dict.fromkeys(agent_of(r) for r in records if backend_name(r.backend) == backend)
+    return f" · agents {', '.join(agent_title(name) for name in names)}" if names else ""
 
 
 def model_fields(records: Iterable[ItemRecord], requested: str | None) -> dict[str, Any]:
@@ -123,7 +134,7 @@ def header(records: Sequence[ItemRecord]) -> str:
     lines = []
     for name, backend in sorted(backends.items()):
         model = next((r.model for r in records if backend_name(r.backend) == name), None)
-        lines.append(backend_note(backend, model))
+        lines.append(backend_note(backend, model) + agents_note(records, name))
     if simulated_cost(records):
         lines.append("costs are SIMULATED: the stand-in model's token counts at list prices, not an API bill")
     return "\n".join(lines)
@@ -517,11 +528,14 @@ def summary(records: Records, meta: dict[str, Any], include_contaminated: bool =
     simulated), which arm did better (the verdicts), per entry and arm the median/min/max of every figure, and
     every record."""
     found = aggregate(records)
+    found_verdicts = verdicts(found, include_contaminated)
+    agents = side_by_side(found_verdicts)
     return {
         **meta,
         "model_notes": model_notes(found.records),
         "simulated_costs": simulated_cost(found.records),
-        "verdicts": [v.to_dict() for v in verdicts(found, include_contaminated)],
+        "verdicts": [v.to_dict() for v in found_verdicts],
+        **({"agents": [on.to_dict() for on in agents]} if agents else {}),
         "entries": found.summary(),
         "records": [r.to_dict() for r in found.records],
     }
