@@ -180,6 +180,7 @@ def test_a_mixed_campaign_resumed_sharded_and_merged_gives_the_records_of_one_ru
     assert any("agents Claude Code, claude-next" in note for note in summary["model_notes"])
     page = (unsharded / "report.html").read_text()
     assert '<section id="agents">' in page and 'id="chart-agents"' in page
+    assert re.search(r'id="backend-note">model backend: scripted[^<]* · agents Claude Code, claude-next</p>', page)
     assert re.search(r'<td data-agent="claude-next" class="change">−8% \[−8%, −8%\] better</td>', page)
     manifest = json.loads((unsharded / "manifest.json").read_text())
     assert manifest["selection"]["options"]["agents"] == AGENTS

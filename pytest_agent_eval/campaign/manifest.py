@@ -77,7 +77,7 @@ def what_ran(records: Sequence[ItemRecord]) -> dict[str, Any]:
     for record in records:
         test = record.test or "(test not recorded)"  # records before nodeids
         ran = tests.setdefault(test, {"entries": [], "agents": [], "arms": [], "runs": [], "turns": [], "items": 0})
-        for key, value in (("entries", record.entry), ("agents", record.agent), ("arms", record.arm_label),
+        for key, value in (("entries", record.entry), ("agents", record.agent_name), ("arms", record.arm_label),
                            ("runs", record.run), ("turns", record.turns)):  # fmt: skip
             if value is not None and value not in ran[key]:
                 ran[key].append(value)

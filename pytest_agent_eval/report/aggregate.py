@@ -17,7 +17,6 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_agent_eval.agents import UNNAMED_AGENT
 from pytest_agent_eval.campaign.record import ItemRecord, as_records
 from pytest_agent_eval.metrics.figures import FIGURES
 from pytest_agent_eval.metrics.occupancy import WINDOW_TOKENS
@@ -60,14 +59,9 @@ class Row:
         return label if self.agent is None else f"{label} · {self.agent}"
 
 
-def agent_of(record: ItemRecord) -> str:
-    """The agent that ran the record (a record that names none: the one there was before agents were named)."""
-    return record.agent or UNNAMED_AGENT
-
-
 def tells_agents_apart(records: Iterable[ItemRecord]) -> bool:
     """Whether rows name their agent: the records came from more than one."""
-    return len({agent_of(record) for record in records}) > 1
+    return len({record.agent_name for record in records}) > 1
 
 
 def tells_tests_apart(records: Iterable[ItemRecord]) -> bool:
@@ -258,7 +252,7 @@ def aggregate(
         by_agent = tells_agents_apart(typed)
     groups: dict[tuple[Row, str], ArmRuns] = {}
     for record in typed:
-        row = Row(record.entry, record.test if by_test else None, agent_of(record) if by_agent else None)
+        row = Row(record.entry, record.test if by_test else None, record.agent_name if by_agent else None)
         key = (row, arm_of(record))
         group = groups.setdefault(key, ArmRuns(key[0], key[1], record.has_tool))
         if record.scored:

@@ -36,6 +36,7 @@ from pytest_agent_eval.report.replay import caveat as replay_caveat
 from pytest_agent_eval.report.replay import replay_note
 from pytest_agent_eval.report.stats import small_n_warning
 from pytest_agent_eval.report.terminal import (
+    agents_note,
     backend_name,
     backend_note,
     cell,
@@ -594,9 +595,8 @@ def write_html(
     named = next((r.backend for r in records if backend_name(r.backend)), None)
     backend = named or campaign.manifest.get("backend")
     title = f"agent-eval campaign {campaign.id}"
-    text = render_html(
-        records, title, backend_note(backend), campaign.path, comparison, compared_with, include_contaminated
-    )
+    note = backend_note(backend) + agents_note(records, backend_name(backend))  # with several: which ran on it
+    text = render_html(records, title, note, campaign.path, comparison, compared_with, include_contaminated)
     path = campaign.path / REPORT
     write_atomic(path, text)
     return path

@@ -29,7 +29,7 @@ from pytest_agent_eval.metrics.figures import (
 from pytest_agent_eval.metrics.gates import describe_leak
 from pytest_agent_eval.metrics.sufficiency import BUCKETS
 from pytest_agent_eval.report.agents import side_by_side
-from pytest_agent_eval.report.aggregate import Aggregate, ArmRuns, Row, agent_of, aggregate, tells_agents_apart
+from pytest_agent_eval.report.aggregate import Aggregate, ArmRuns, Row, aggregate, tells_agents_apart
 from pytest_agent_eval.report.format import (
     change,
     direction,
@@ -99,7 +99,7 @@ def agents_note(records: Sequence[ItemRecord], backend: str | None) -> str:
     """`` · agents Claude Code, Codex``: which agents ran against ``backend``, when the records hold several."""
     if not tells_agents_apart(records):
         return ""
-    names = dict.fromkeys(agent_of(r) for r in records if backend_name(r.backend) == backend)
+    names = dict.fromkeys(r.agent_name for r in records if backend_name(r.backend) == backend)
     return f" · agents {', '.join(agent_title(name) for name in names)}" if names else ""
 
 
