@@ -73,6 +73,25 @@ def test_the_marker_takes_agents_and_only_another_agents_ids_name_it():
                                      "express-codex-without-1"]  # fmt: skip
 
 
+def test_each_agents_cli_is_provisioned_once_per_worker(tmp_path, monkeypatch):
+    from pytest_agent_eval.agents.claude_code.agent import ClaudeCode
+    from pytest_agent_eval.harness.failures import FailureMemo
+    from pytest_agent_eval.harness.provision import Provisioned
+    from pytest_agent_eval.plugin import fixtures
+
+    provisioned = []
+
+    def provision(agent, cache, spec=None):
+        provisioned.append(agent.name)
+        return Provisioned(agent.executable, tmp_path / agent.name, "1", "1")
+
+    monkeypatch.setattr(ClaudeCode, "provision", provision)
+    cfg, memo, failures = AgentEvalConfig(), {}, FailureMemo(tmp_path, "session")
+    builds = [fixtures.agent_build(agent, cfg, memo, failures) for agent in (CLAUDE_CODE, NEXT, CLAUDE_CODE, NEXT)]
+    assert provisioned == ["claude-code", NEXT.name]  # one build per agent, each item given its own agent's
+    assert [b.bin.name for b in builds] == ["claude-code", NEXT.name, "claude-code", NEXT.name]
+
+
 # -- arms within an agent --------------------------------------------------------------------------------------
 def runs(agent: str, arm: str, residuals: list[float], entry: str = "express") -> list[ItemRecord]:
     figures = {"tokens_processed": 1000.0, "duration_s": 1.0, "cost_usd": 0.01}
@@ -162,6 +181,7 @@ def test_a_mixed_campaign_resumed_sharded_and_merged_gives_the_records_of_one_ru
     whole = pytester.runpytest(*args("whole", "--agent-eval-agents", AGENTS))
     whole.assert_outcomes(passed=16)
     whole.stdout.fnmatch_lines([
+        "agent-eval: backend scripted; arms with,without × agents Claude Code, Claude Next; corpus *",
         "*model backend: scripted*· agents Claude Code, claude-next*",
         "agent-eval: agents on express: retrieval residual with vs without: Claude Code +6% [[]+6%, +6%] worse · "
         "claude-next −8% [[]−8%, −8%] better",

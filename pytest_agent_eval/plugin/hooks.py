@@ -348,7 +348,8 @@ class AgentEvalPlugin:
         return [self.settings_line(), header_line()]
 
     def settings_line(self) -> str:
-        """The model (and why ``auto`` chose it), the arms, the corpus and where campaigns go."""
+        """The model (and why ``auto`` chose it), the arms (and the agents, when several are listed), the corpus and
+        where campaigns go."""
         from pytest_agent_eval.settings.config import is_real_key
 
         cfg = self.settings
@@ -361,6 +362,8 @@ class AgentEvalPlugin:
                 real = is_real_key(key)
                 backend = "auto → the real API (ANTHROPIC_API_KEY)" if real else "auto → scripted (not a real key)"
         arms = ",".join(arm.label for arm in cfg.arms)
+        if cfg.agents_reference is not None:  # several agents: each arm of each
+            arms += f" × agents {', '.join(agent.title for agent in cfg.agents)}"
         claimed = self._session.campaign_dir if self._session is not None else None  # a resumed campaign
         return f"agent-eval: backend {backend}; arms {arms}; corpus {cfg.corpus}; campaigns in {claimed or cfg.out}"
 
