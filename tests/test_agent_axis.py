@@ -13,6 +13,7 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.browser import CHROMIUM, chart, chromium
 from support.paths import REPO
 from support.second_agent import NEXT, REFERENCE, add_next, without_reading
 from support.sessions import api_error
@@ -202,6 +203,11 @@ def test_a_mixed_campaign_resumed_sharded_and_merged_gives_the_records_of_one_ru
     assert '<section id="agents">' in page and 'id="chart-agents"' in page
     assert re.search(r'id="backend-note">model backend: scripted[^<]* · agents Claude Code, claude-next</p>', page)
     assert re.search(r'<td data-agent="claude-next" class="change">−8% \[−8%, −8%\] better</td>', page)
+    if CHROMIUM is not None:  # the page's own script draws the agents' chart: a bar per agent and entry
+        dom = chromium(project.path / "profile", "--dump-dom", (unsharded / "report.html").as_uri()).stdout
+        assert 'data-charts-rendered="4"' in dom
+        bars = re.findall(r'<rect [^>]*data-agent="([\w-]+)"', chart(dom, "chart-agents"))
+        assert bars == ["claude-code", NEXT.name] * 3  # express, gin, overall
     manifest = json.loads((unsharded / "manifest.json").read_text())
     assert manifest["selection"]["options"]["agents"] == AGENTS
     assert manifest["config"]["agents"] == ["claude-code", NEXT.name]

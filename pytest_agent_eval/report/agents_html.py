@@ -1,12 +1,11 @@
 """report.html's agents section: per entry, each agent's arm against its reference (with against without) as
-one table and one chart, the chart in the style of the page's others (an SVG drawn by the page's own script from
-JSON data; no network). Only a campaign of several agents has it
+one table and one chart, the chart drawn as the page's others are (an SVG the page's own script draws from its
+JSON chart data; no network). Only a campaign of several agents has it
 (:func:`pytest_agent_eval.report.agents.side_by_side`)."""
 
 from __future__ import annotations
 
 import html
-import json
 from collections.abc import Sequence
 from typing import Any
 
@@ -21,7 +20,8 @@ def _e(value: Any) -> str:
 
 
 def agents_section(found: Sequence[AgentsOn], tool: str) -> str:
-    """The section (empty without several agents): a table, a chart, and the data and script that draw it."""
+    """The section (empty without several agents): a table, and the chart the page's script draws from
+    :func:`chart_data` (under ``agents`` in the page's chart data)."""
     if not found:
         return ""
     agents = list(dict.fromkeys(agent for on in found for agent, _ in on.changes))
@@ -37,7 +37,6 @@ def agents_section(found: Sequence[AgentsOn], tool: str) -> str:
             for agent in agents
         )
         rows.append(f"<tr><td>{_e(on.entry)}</td><td>{_e(on.arm)} vs {_e(on.reference)}</td>{cells}</tr>")
-    data = json.dumps(chart_data(found), ensure_ascii=False).replace("<", "\\u003c")
     return "\n".join(
         [
             '<section id="agents"><h2>Agents side by side</h2>',
@@ -48,8 +47,6 @@ def agents_section(found: Sequence[AgentsOn], tool: str) -> str:
             f"<figure><figcaption>{_e(figure)}, with vs without, per agent</figcaption>"
             '<div class="chart" id="chart-agents"></div></figure>',
             "</section>",
-            f'<script type="application/json" id="agents-data">{data}</script>',
-            f"<script>{_JS}</script>",
         ]
     )
 
@@ -74,56 +71,3 @@ def chart_data(found: Sequence[AgentsOn]) -> list[dict[str, Any]]:
         }
         for on in found
     ]
-
-
-# Bars from no change to the mean change, a whisker over the interval: the residual chart's drawing.
-_JS = r"""
-(function () {
-  "use strict";
-  var NS = "http://www.w3.org/2000/svg", host = document.getElementById("chart-agents");
-  var rows = JSON.parse(document.getElementById("agents-data").textContent);
-  function el(name, attrs, parent, text) {
-    var node = document.createElementNS(NS, name);
-    for (var key in attrs) node.setAttribute(key, attrs[key]);
-    if (text !== undefined) node.textContent = text;
-    if (parent) parent.appendChild(node);
-    return node;
-  }
-  var W = 760, left = 150, right = 260, barH = 14, H = 20, max = 0, colors = ["#1e88e5", "#8e24aa", "#43a047"];
-  rows.forEach(function (r) {
-    H += Math.max(1, r.agents.length) * (barH + 4) + 14;
-    r.agents.forEach(function (a) {
-      [a.mean, a.low, a.high].forEach(function (v) { if (v !== null) max = Math.max(max, Math.abs(v)); });
-    });
-  });
-  var root = el("svg", {viewBox: "0 0 " + W + " " + H, width: W, height: H, role: "img"}, host);
-  var half = (W - left - right) / 2, zero = left + half;
-  var scale = function (v) { return zero + half * v / (max || 1); };
-  var y = 14, order = [];
-  rows.forEach(function (r) {
-    el("text", {x: left - 8, y: y + 11, "text-anchor": "end", "font-weight": "bold"}, root, r.entry);
-    r.agents.forEach(function (a) {
-      if (order.indexOf(a.agent) < 0) order.push(a.agent);
-      var color = colors[order.indexOf(a.agent) % colors.length];
-      if (a.mean === null) {
-        el("text", {x: zero + 4, y: y + 11, "class": "empty"}, root, a.title + ": no paired run");
-        y += barH + 4;
-        return;
-      }
-      var x = Math.min(zero, scale(a.mean));
-      var bar = el("rect", {x: x, y: y, width: Math.max(1, Math.abs(scale(a.mean) - zero)), height: barH,
-                            fill: color, "class": "bar agent", "data-agent": a.agent}, root);
-      el("title", {}, bar, a.title + " " + r.arms + ": " + a.text);
-      if (a.low !== null) {
-        el("line", {x1: scale(a.low), x2: scale(a.high), y1: y + barH / 2, y2: y + barH / 2, stroke: "#222"}, root);
-      }
-      el("text", {x: Math.max(scale(a.mean), a.high !== null ? scale(a.high) : zero, zero) + 6, y: y + 11}, root,
-         a.title + " " + a.text);
-      y += barH + 4;
-    });
-    y += 14;
-  });
-  el("line", {x1: zero, x2: zero, y1: 8, y2: H - 8, "class": "axis"}, root);
-  host.setAttribute("data-rendered", "true");
-})();
-"""
