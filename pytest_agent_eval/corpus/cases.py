@@ -1,4 +1,4 @@
-"""What a test becomes: arms, and the items (corpus entry × arm × run) an eval test is parametrized over.
+"""What a test becomes: arms, and the items (corpus entry × agent × arm × run) an eval test is parametrized over.
 
 Plain data, no pytest: the plugin turns each :class:`EvalCase` into one item, ``agent-eval`` reads arms back
 from stored records.

@@ -13,8 +13,9 @@ is, or xdist runs) registers the plugin object that runs it, :class:`pytest_agen
         assert agent_result.figures["retrieval_calls"] >= 1
 
 Any test that requests one of the fixtures (or carries ``@pytest.mark.agent_eval``) is parametrized over
-corpus entry × arm × run. Every harness step is lazy: nothing is provisioned, cloned or indexed until an item
-runs, so ``--collect-only`` needs no network and no npm.
+corpus entry × agent × arm × run (one agent unless ``--agent-eval-agents`` lists several). Every harness step
+is lazy: nothing is provisioned, cloned or indexed until an item runs, so ``--collect-only`` needs no network and
+no npm.
 """
 
 from __future__ import annotations
@@ -198,7 +199,7 @@ def agent_eval_config(request: pytest.FixtureRequest) -> AgentEvalConfig:
 
 @pytest.fixture
 def agent_case(request: pytest.FixtureRequest) -> EvalCase:
-    """The item's entry × arm × run; the plugin parametrizes it, so this body only runs when it did not."""
+    """The item's entry × agent × arm × run; the plugin parametrizes it, so this body only runs when it did not."""
     raise pytest.UsageError(f"{request.node.nodeid}: agent_case is parametrized by the agent-eval plugin only")
 
 

@@ -11,7 +11,9 @@ xdist runs) it registers :class:`AgentEvalPlugin` under :data:`PLUGIN_NAME`; fix
 Items: any test that uses the agent fixtures (``evals/test_ab.py`` does) becomes one item per corpus entry ×
 arm × run (:mod:`pytest_agent_eval.corpus.cases`), with ids like ``express-with-1``, so ``-k express`` and
 ``-k "with and not without"`` select as expected. A pinned arm (``--arms with@local:../cg,with@1.6.0``) shows
-as ``express-with:1.6.0-1``: pytest's ``-k`` cannot parse ``@``, so the id writes it as ``:``.
+as ``express-with:1.6.0-1``: pytest's ``-k`` cannot parse ``@``, so the id writes it as ``:``. With
+``--agent-eval-agents``, an agent other than the session's own (the first listed) is named after the entry:
+``express-codex-with-1``.
 
 The run's records, summary, report and compare gate are the EvalSession's; each hook hands it what pytest knows
 and nothing more. Which tests are agent items and which of them run is :mod:`pytest_agent_eval.plugin.items`; how
@@ -457,7 +459,8 @@ class AgentEvalPlugin:
 
     # -- items -------------------------------------------------------------------------------------------------
     def parametrize(self, metafunc: pytest.Metafunc, marker: pytest.Mark | None) -> None:
-        """A test using the agent fixtures, parametrized over corpus entry × arm × run as its marker narrows them."""
+        """A test using the agent fixtures, parametrized over corpus entry × agent × arm × run as its marker narrows
+        them."""
         from pytest_agent_eval.corpus.cases import SelectionError, cases_for, select_entries
         from pytest_agent_eval.settings.config import for_test
 
