@@ -202,7 +202,7 @@ def test_a_mixed_campaign_resumed_sharded_and_merged_gives_the_records_of_one_ru
     page = (unsharded / "report.html").read_text()
     assert '<section id="agents">' in page and 'id="chart-agents"' in page
     assert re.search(r'id="backend-note">model backend: scripted[^<]* · agents Claude Code, claude-next</p>', page)
-    assert re.search(r'<td data-agent="claude-next" class="change">−8% \[−8%, −8%\] better</td>', page)
+    assert re.search(r'<td data-agent="claude-next" class="agent-change">−8% \[−8%, −8%\] better</td>', page)
     if CHROMIUM is not None:  # the page's own script draws the agents' chart: a bar per agent and entry
         dom = chromium(project.path / "profile", "--dump-dom", (unsharded / "report.html").as_uri()).stdout
         assert 'data-charts-rendered="4"' in dom

@@ -31,7 +31,7 @@ def agents_section(found: Sequence[AgentsOn], tool: str) -> str:
     for on in found:
         by_agent = dict(on.changes)
         cells = "".join(
-            f'<td data-agent="{_e(agent)}" class="change">{_e(by_agent[agent].value_text())}</td>'
+            f'<td data-agent="{_e(agent)}" class="agent-change">{_e(by_agent[agent].value_text())}</td>'
             if agent in by_agent
             else '<td class="meta">did not run</td>'
             for agent in agents
