@@ -264,3 +264,19 @@ def test_a_one_agent_baseline_still_matches_the_sessions_own_agent_in_a_mixed_ca
     result.stdout.fnmatch_lines(["*gate: passed — 2 of 2 baseline (entry, arm) pair(s) compared*"])
     # the other agent's without-arm reads three times as much: compared with Claude Code's it would regress
     assert "REGRESSION" not in result.stdout.str()
+
+
+@pytest.mark.slow
+def test_the_marker_names_the_agents_of_one_test(project):
+    (project.path / "evals" / "test_marked.py").write_text(
+        "import pytest\n\n"
+        f"@pytest.mark.agent_eval(entries=['express'], agents=['claude-code', '{REFERENCE}'], runs=1)\n"
+        "def test_marked(agent_result):\n    pass\n"
+    )
+    result = project.run("--collect-only", "-q", "evals/test_marked.py")
+    ids = re.findall(r"test_marked\[(.*?)\]", result.stdout.str())
+    assert ids == ["express-with-1", "express-without-1", f"express-{NEXT.name}-with-1",
+                   f"express-{NEXT.name}-without-1"]  # fmt: skip
+    bad = project.run("--collect-only", "-q", "evals/test_marked.py", "--agent-eval-agents", "codex,codex")
+    assert bad.ret == pytest.ExitCode.USAGE_ERROR
+    assert "--agent-eval-agents: agent 'codex' given twice in 'codex,codex'" in bad.stderr.str()
