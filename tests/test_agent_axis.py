@@ -184,6 +184,10 @@ def test_a_mixed_campaign_resumed_sharded_and_merged_gives_the_records_of_one_ru
     whole.stdout.fnmatch_lines([
         "agent-eval: backend scripted; arms with,without × agents Claude Code, Claude Next; corpus *",
         "*model backend: scripted*· agents Claude Code, claude-next*",
+        "AVERAGE · claude-code: retrieval residual 6% HIGHER with the tool*",
+        "AVERAGE · claude-next: retrieval residual 8% LOWER with the tool*",
+        "AVERAGE · claude-code saved: *",
+        "AVERAGE · claude-next saved: *",
         "agent-eval: agents on express: retrieval residual with vs without: Claude Code +6% [[]+6%, +6%] worse · "
         "claude-next −8% [[]−8%, −8%] better",
         "agent-eval: agents on gin: *Claude Code * · claude-next *",

@@ -326,7 +326,10 @@ def campaign_table(
     if not pairs:
         return None
     w_label, wo_label = found.pair() or ("", "")
-    rows, residual_changes, share_changes, warnings = [], [], [], []
+    rows, warnings = [], []
+    # Averaged per agent when rows tell agents apart (one agent's tool use is no measure of another's).
+    residual_changes: dict[str | None, list[float]] = {}
+    share_changes: dict[str | None, list[float]] = {}
     for entry, w, wo in pairs:
         if min(len(w.runs), len(wo.runs)) < 2:
             medians = f"medians over W n={len(w.runs)} / WO n={len(wo.runs)}"
@@ -336,10 +339,10 @@ def campaign_table(
         w_share, wo_share = _ratio(w_res, w_ctx), _ratio(wo_res, wo_ctx)
         moved = relative_change(w_res, wo_res)
         if moved is not None:
-            residual_changes.append(moved)
+            residual_changes.setdefault(w.row.agent, []).append(moved)
         share_moved = relative_change(w_share, wo_share)
         if share_moved is not None:
-            share_changes.append(share_moved)
+            share_changes.setdefault(w.row.agent, []).append(share_moved)
         rows.append(
             [
                 entry,
@@ -358,11 +361,11 @@ def campaign_table(
         _table(rows, head, "plain"),
         "",
     ]
-    if residual_changes:
-        average = statistics.mean(residual_changes)
-        line = f"AVERAGE: retrieval residual {abs(average):.0%} {direction(average)} with the tool"
-        if share_changes:
-            share = statistics.mean(share_changes)
+    for agent, moved_by in residual_changes.items():
+        average = statistics.mean(moved_by)
+        line = f"{_average(agent)}: retrieval residual {abs(average):.0%} {direction(average)} with the tool"
+        if share_changes.get(agent):
+            share = statistics.mean(share_changes[agent])
             line += f" · share-of-context {abs(share):.0%} {direction(share)}"
         lines.append(line)
     note = contaminated_note(found, include_contaminated)
@@ -381,8 +384,9 @@ def throughput_table(
     if not pairs:
         return None
     rows = []
-    saved: dict[str, list[float]] = {"cost": [], "tokens": [], "time": [], "tool calls": []}
+    by_agent: dict[str | None, dict[str, list[float]]] = {}  # per agent when rows tell agents apart
     for entry, w, wo in pairs:
+        saved = by_agent.setdefault(w.row.agent, {"cost": [], "tokens": [], "time": [], "tool calls": []})
         for name, figure in (
             ("cost", "cost_usd"),
             ("tokens", "tokens_processed"),
@@ -403,9 +407,16 @@ def throughput_table(
         )
     cost = "cost W→WO (saved, simulated)" if simulated_cost(found.records) else "cost W→WO (saved)"
     head = ["entry", "time W→WO", "tools W→WO", "tokens W→WO (saved)", cost]
-    average = " · ".join(_saved(name, statistics.mean(v)) for name, v in saved.items() if v)
     text = _table(rows, head, "plain")
-    return f"{text}\n\nAVERAGE saved: {average}" if average else text
+    for agent, saved in by_agent.items():
+        average = " · ".join(_saved(name, statistics.mean(v)) for name, v in saved.items() if v)
+        text += f"\n\n{_average(agent)} saved: {average}" if average else ""
+    return text
+
+
+def _average(agent: str | None) -> str:
+    """``AVERAGE``, or ``AVERAGE · codex`` of one agent's rows."""
+    return "AVERAGE" if agent is None else f"AVERAGE · {agent}"
 
 
 def secondary_table(records: Records, found: Aggregate | None = None) -> str | None:
