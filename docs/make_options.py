@@ -18,8 +18,13 @@ HEAD = f"""# Options
 
 Each `--agent-eval-<name>` is also an ini key `agent_eval_<name>` (under `[pytest]`, `[tool.pytest.ini_options]`
 or `[tool:pytest]`). The command line wins over the ini file, which wins over the default. The `agent_eval`
-marker narrows one test: its `entries=` picks corpus entries, its `arms=`, `runs=`, `turns=` replace the options'
-values for that test. A bad value is a usage error naming the option (or the ini key) before any test runs.
+marker narrows one test: its `entries=` picks corpus entries, its `arms=`, `runs=`, `turns=`, `agents=` replace the
+options' values for that test. A bad value is a usage error naming the option (or the ini key) before any test runs.
+
+`--agent-eval-agent` names the one agent a session runs; `--agent-eval-agents` lists several (the first is the
+session's own: its items keep the ids a one-agent session gives them, `express-with-1`, so its baselines and resumes
+still match; another agent's items name it, `express-codex-with-1`, and `-k codex` selects them). Give one of the
+two, not both. Arms are compared within each agent (see [extending.md](extending.md#comparing-agents)).
 
 Which items run is decided apart from these settings: the agent items run when their file or a folder holding it
 is named (`pytest evals/`, `pytest --pyargs pytest_agent_eval.evals`) or with `--agent-eval`; `--agent-eval-skip`

@@ -1,11 +1,8 @@
-import os
 import re
-import shutil
-import signal
-import subprocess
 from pathlib import Path
 
 import pytest
+from support.browser import CHROMIUM, chart, chromium
 from support.synth import Transcript, explore_response
 
 from pytest_agent_eval.agents.claude_code.transcript import read_segments
@@ -18,7 +15,6 @@ from pytest_agent_eval.tool import CODEGRAPH
 
 EXPLORE = "mcp__codegraph__codegraph_explore"
 QUESTION = "How does res.send pick <script>alert(1)</script> the Content-Type?"
-CHROMIUM = next((path for path in map(shutil.which, ("chromium", "chromium-browser")) if path), None)
 
 
 def with_transcript(path: Path, read_after: bool) -> Path:
@@ -232,29 +228,6 @@ def test_write_html_into_the_campaign(campaign):
     page = path.read_text(encoding="utf-8")
     assert f"<h1>agent-eval campaign {campaign.id}</h1>" in page
     assert "model backend: scripted — these figures measure the pipeline" in page
-
-
-def chromium(profile: Path, *args: str) -> subprocess.CompletedProcess:
-    """Headless Chromium with no network chatter; its whole process group is stopped even on a timeout."""
-    assert CHROMIUM is not None
-    command = [
-        CHROMIUM, "--headless", "--no-sandbox", "--disable-gpu", "--no-first-run", "--disable-background-networking",
-        "--disable-component-update", "--disable-sync", f"--user-data-dir={profile}", *args,
-    ]  # fmt: skip
-    proc = subprocess.Popen(command, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, start_new_session=True)
-    try:
-        out, err = proc.communicate(timeout=120)
-    finally:
-        if proc.poll() is None:
-            os.killpg(proc.pid, signal.SIGKILL)
-            proc.communicate()
-    return subprocess.CompletedProcess(command, proc.returncode, out, err)
-
-
-def chart(dom: str, chart_id: str) -> str:
-    match = re.search(rf'<div class="chart" id="{chart_id}" data-rendered="true">(.*?)</div>', dom, re.S)
-    assert match, f"{chart_id} was not rendered"
-    return match.group(1)
 
 
 @pytest.mark.slow

@@ -130,6 +130,7 @@ def test_dump(agent_eval_config, tmp_path_factory):
     data["cassettes"] = [str(p) for p in agent_eval_config.cassettes]
     data["tool"] = agent_eval_config.tool.name
     data["agent"] = agent_eval_config.agent.name
+    data["agents"] = [agent.name for agent in agent_eval_config.agents]
     (tmp_path_factory.getbasetemp().parent / "config.json").write_text(json.dumps(data))
 """
 
@@ -168,6 +169,13 @@ OPTION_CASES = {
     "--agent-eval-compare-min-pairs": ("2", "3", "compare_min_pairs", 2, 3),
     "--agent-eval-tool": ("mytools:ALPHA", "mytools:BETA", "tool", "alpha", "beta"),  # DUMP_CONFIG keeps its name
     "--agent-eval-agent": ("mytools:AGENT_A", "mytools:AGENT_B", "agent", "agent-a", "agent-b"),  # and this one's
+    "--agent-eval-agents": (
+        "codex,mytools:AGENT_A",
+        "mytools:AGENT_B,claude-code",
+        "agents",
+        ["codex", "agent-a"],
+        ["agent-b", "claude-code"],
+    ),
 }
 TOOLS_MODULE = """
 from pytest_agent_eval.tool import RetrievalTool
@@ -214,6 +222,7 @@ def test_option_and_ini_key(pytester, flag):
         "--agent-eval-compare-min-pairs": "agent_eval_compare = base",
         "--agent-eval-tool": "pythonpath = .",  # where mytools.py is
         "--agent-eval-agent": "pythonpath = .",
+        "--agent-eval-agents": "pythonpath = .",
     }
     pytester.makepyfile(mytools=TOOLS_MODULE)
     pytester.makeini(f"[pytest]\n{option.ini} = {ini_value}\n{extra.get(flag, '')}\n")
@@ -276,7 +285,8 @@ def test_flags_and_their_ini_keys(pytester, flag):
         (
             ["--agent-eval-agent", "nope"],
             "",
-            "--agent-eval-agent: expected MODULE:ATTR naming a CodingAgent, got 'nope'",
+            "--agent-eval-agent: no built-in agent (claude-code, codex); expected MODULE:ATTR naming a CodingAgent, "
+            "got 'nope'",
         ),
         (
             ["--agent-eval-agent", "pytest_agent_eval.tool:CODEGRAPH"],

@@ -113,7 +113,8 @@ def test_a_session_names_a_forwarder_it_cannot_use(monkeypatch: pytest.MonkeyPat
     assert AgentEvalConfig(backend="openai", agent=CODEX).model_problem() is None
     problem = AgentEvalConfig(backend="openai", agent=CLAUDE_CODE).model_problem()
     assert problem == (
-        "--agent-eval-backend openai: forwards the responses API, but Claude Code speaks the messages API"
+        "--agent-eval-backend openai: forwards the responses API, but Claude Code speaks the messages API (auto "
+        "gives each agent its own API's forwarder, where its key is set)"
     )
 
 
@@ -149,3 +150,23 @@ def test_the_harness_serves_the_forwarder_for_codex_when_auto_finds_a_real_key(m
     monkeypatch.delenv("OPENAI_API_KEY")
     with model_endpoint(AgentEvalConfig(backend="auto", agent=CODEX)) as endpoint:
         assert (endpoint.backend, endpoint.real) == ("scripted", False)
+
+
+def test_each_agent_of_a_mixed_session_gets_the_model_of_its_own_api(monkeypatch: pytest.MonkeyPatch) -> None:
+    """auto with only OPENAI_API_KEY set: Codex talks to the forwarder, Claude Code to the stand-in, in one worker."""
+    from pytest_agent_eval.harness.item import ModelServers
+
+    monkeypatch.setenv("OPENAI_API_KEY", KEY)
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    cfg = AgentEvalConfig(backend="auto", agents=[CLAUDE_CODE, CODEX])
+    servers = ModelServers(cfg)
+    try:
+        codex, claude = servers.for_agent(CODEX), servers.for_agent(CLAUDE_CODE)
+        assert (codex.backend, codex.real) == ("openai", True)
+        assert (claude.backend, claude.real) == ("scripted", False)
+        assert servers.for_agent(CODEX) is codex and codex.url != claude.url  # one server per backend, kept
+    finally:
+        servers.close()
+    mixed = AgentEvalConfig(backend="openai", agents=[CODEX, CLAUDE_CODE])
+    assert "Claude Code speaks the messages API" in str(mixed.model_problem())
+    assert AgentEvalConfig(backend="openai", agents=[CODEX]).model_problem() is None

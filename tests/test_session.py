@@ -110,10 +110,11 @@ def test_the_manifest_records_what_ran_per_test_function(tmp_path):
     records.append(record("test_narrowed", "with", 1))
     assert what_ran(records) == {
         "evals/test_x.py::test_ab": {
-            "entries": ["express"], "arms": ["with", "without"], "runs": [1, 2], "turns": [2], "items": 4
+            "entries": ["express"], "agents": ["claude-code"], "arms": ["with", "without"], "runs": [1, 2],
+            "turns": [2], "items": 4
         },
-        "evals/test_x.py::test_narrowed": {"entries": ["express"], "arms": ["with"], "runs": [1], "turns": [2],
-                                           "items": 1},
+        "evals/test_x.py::test_narrowed": {"entries": ["express"], "agents": ["claude-code"], "arms": ["with"],
+                                           "runs": [1], "turns": [2], "items": 1},
     }  # fmt: skip
     session = session_of(tmp_path, [with_run(1), without_run(1)])
     session.finish()

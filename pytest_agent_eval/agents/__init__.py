@@ -33,3 +33,10 @@ def agent_named(name: str | None) -> CodingAgent:
     if reference is None:
         raise ValueError(f"unknown agent {name!r}: the built-in agents are {', '.join(sorted(BUILT_IN))}")
     return load_agent(reference)
+
+
+def agent_title(name: str | None) -> str:
+    """How reports name the agent a record names: a built-in agent's title (``Codex``), another's name."""
+    if (name or UNNAMED_AGENT) not in BUILT_IN:
+        return str(name)
+    return agent_named(name).title

@@ -258,14 +258,17 @@ class EvalSession:
             self.records[nodeid] = ItemRecord.from_dict(data)
 
     def ordered(self) -> list[ItemRecord]:
-        """The records in corpus order, then arm order, then run."""
+        """The records in corpus order, then agent order, then arm order, then run."""
         entry_order = {e.name: i for i, e in enumerate(self._corpus())}
+        agent_order = {agent.name: i for i, agent in enumerate(self.cfg.agents)}
         arm_order = {arm.label: i for i, arm in enumerate(self.cfg.arms)}
         return sorted(
             self.records.values(),
             key=lambda r: (
                 entry_order.get(r.entry, 1 << 30),
                 r.entry,
+                agent_order.get(r.agent or "", 99),
+                r.agent or "",
                 arm_order.get(r.arm_label, 99),
                 r.arm_label,
                 r.run or 0,
@@ -403,7 +406,9 @@ class EvalSession:
         return self._tables[verbose]
 
     def _verdict_lines(self) -> list[Line]:
-        """Which arm did better, a line per entry and one overall (:mod:`pytest_agent_eval.report.verdict`)."""
+        """Which arm did better, a line per entry and one overall (:mod:`pytest_agent_eval.report.verdict`); with
+        several agents, then a line per entry with the agents side by side (:mod:`pytest_agent_eval.report.agents`)."""
+        from pytest_agent_eval.report.agents import side_by_side
         from pytest_agent_eval.report.aggregate import aggregate
         from pytest_agent_eval.report.terminal import tool_name
         from pytest_agent_eval.report.verdict import shown, verdicts
@@ -412,6 +417,7 @@ class EvalSession:
         tool = tool_name(found.records)
         found_verdicts = shown(verdicts(found, self.cfg.include_contaminated))
         lines = [Line(f"agent-eval: {v.line(tool)}", {"bold": True}) for v in found_verdicts]
+        lines += [Line(f"agent-eval: agents on {on.line(tool)}", {"bold": True}) for on in side_by_side(found_verdicts)]
         return [Line(""), *lines] if lines else []
 
     def _gate_lines(self, result: GateResult) -> list[Line]:
@@ -471,4 +477,5 @@ def new_record(case: EvalCase, item_id: str, nodeid: str, cfg: AgentEvalConfig) 
         turns=len(case.questions),
         model=cfg.model,
         effort=cfg.effort,
+        agent=(case.agent or cfg.agent).name,  # known before it runs: an item that errors still has its agent
     )

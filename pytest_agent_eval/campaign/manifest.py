@@ -13,7 +13,9 @@ from pytest_agent_eval.settings.config import AgentEvalConfig
 
 
 def campaign_config(cfg: AgentEvalConfig, entries: list[CorpusEntry]) -> dict[str, Any]:
-    """What the campaign measured, as the manifest keeps it; its hash tells equal campaigns apart."""
+    """What the campaign measured, as the manifest keeps it; its hash tells equal campaigns apart. The agents are
+    named only when more than one ran (a one-agent campaign's hash stays what it was before agents were an axis)."""
+    agents = {"agents": [agent.name for agent in cfg.agents]} if len(cfg.agents) > 1 else {}
     return {
         "corpus": str(cfg.corpus),
         "campaign": cfg.campaign,
@@ -36,6 +38,7 @@ def campaign_config(cfg: AgentEvalConfig, entries: list[CorpusEntry]) -> dict[st
         "max_budget_usd": cfg.max_budget_usd,
         "agent_timeout": cfg.agent_timeout,
         "backend": cfg.backend,
+        **agents,
     }
 
 
@@ -68,14 +71,14 @@ def finish_manifest(campaign: Campaign, records: Sequence[ItemRecord], tool_name
 
 
 def what_ran(records: Sequence[ItemRecord]) -> dict[str, Any]:
-    """What the campaign's items were, per test function: its entries, arm labels, runs and turns, and how many
-    items. The config keeps what the command line asked; an ``agent_eval`` marker may narrow it for one test."""
+    """What the campaign's items were, per test function: its entries, agents, arm labels, runs and turns, and how
+    many items. The config keeps what the command line asked; an ``agent_eval`` marker may narrow it for one test."""
     tests: dict[str, dict[str, Any]] = {}
     for record in records:
         test = record.test or "(test not recorded)"  # records before nodeids
-        ran = tests.setdefault(test, {"entries": [], "arms": [], "runs": [], "turns": [], "items": 0})
-        for key, value in (("entries", record.entry), ("arms", record.arm_label), ("runs", record.run),
-                           ("turns", record.turns)):  # fmt: skip
+        ran = tests.setdefault(test, {"entries": [], "agents": [], "arms": [], "runs": [], "turns": [], "items": 0})
+        for key, value in (("entries", record.entry), ("agents", record.agent_name), ("arms", record.arm_label),
+                           ("runs", record.run), ("turns", record.turns)):  # fmt: skip
             if value is not None and value not in ran[key]:
                 ran[key].append(value)
         ran["items"] += 1

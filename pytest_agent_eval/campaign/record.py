@@ -92,6 +92,11 @@ class ItemRecord:
         return Arm(self.arm).has_tool
 
     @property
+    def agent_name(self) -> str:
+        """The agent that ran it; a record that names none: the one there was before agents were named."""
+        return self.agent or UNNAMED_AGENT
+
+    @property
     def test(self) -> str | None:
         """The test function that ran the item: its nodeid without the parametrization (None before nodeids)."""
         return self.nodeid.split("[", 1)[0] if self.nodeid else None

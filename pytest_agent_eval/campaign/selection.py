@@ -7,7 +7,8 @@ shares the config hash:
     "selection":   {"args": [the test paths named], "pyargs": false, "keyword": "-k text", "markexpr": "-m text",
                     "mode": "headless",
                     "selected": [every selected item id, before sharding] (once collection has run),
-                    "options": {"tool": "MODULE:ATTR", "agent": "MODULE:ATTR", "replay": "NAME",
+                    "options": {"tool": "MODULE:ATTR", "agent": "MODULE:ATTR", "agents": "claude-code,codex",
+                                "replay": "NAME",
                                 "cassettes": "/abs/a.jsonl,..."}}
                    ("options": what else decides what a run measures — the tool and agent under test, the recording a
                    replay's model plays, the cassettes — as the option texts that set it again; only those given)
@@ -45,7 +46,7 @@ _AS_TYPED = (
     "backend",
     "campaign",
 )
-_AS_GIVEN = ("tool", "agent", "replay", "cassettes")
+_AS_GIVEN = ("tool", "agent", "agents", "replay", "cassettes")
 _RESTORED = ("arms", *_AS_TYPED, "mode", "shard", *_AS_GIVEN)
 
 
@@ -131,6 +132,7 @@ def given_options(cfg: AgentEvalConfig) -> dict[str, str]:
     texts = {
         "tool": cfg.tool_reference,
         "agent": cfg.agent_reference,
+        "agents": cfg.agents_reference,
         "replay": cfg.replay,
         "cassettes": ",".join(str(p) for p in cfg.cassettes),
     }

@@ -1,4 +1,4 @@
-"""What a test becomes: arms, and the items (corpus entry × arm × run) an eval test is parametrized over.
+"""What a test becomes: arms, and the items (corpus entry × agent × arm × run) an eval test is parametrized over.
 
 Plain data, no pytest: the plugin turns each :class:`EvalCase` into one item, ``agent-eval`` reads arms back
 from stored records.
@@ -11,6 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, NamedTuple
 
 if TYPE_CHECKING:  # the settings hold arms; the corpus loads with the first eval
+    from pytest_agent_eval.agents.base import CodingAgent
     from pytest_agent_eval.corpus.load import CorpusEntry
 
 WITH, WITHOUT = "with", "without"
@@ -44,28 +45,40 @@ class Arm(NamedTuple):
 
 
 class EvalCase(NamedTuple):
-    """One item: a corpus entry, an arm, a run number, and the turns it asks."""
+    """One item: a corpus entry, an arm, a run number, and the turns it asks; ``agent`` is the coding agent that
+    runs it when that is not the session's own (``--agent-eval-agents``' first), None when it is."""
 
     entry: CorpusEntry
     arm: Arm
     run: int
     questions: tuple[str, ...]
     driver: str = "headless"
+    agent: CodingAgent | None = None
 
     @property
     def id(self) -> str:
         """``express-with-1`` (``express-with-tmux-1`` when driven in tmux); a pinned arm writes ``@`` as ``:``
-        (``express-with:1.6.0-1``), because ``pytest -k`` cannot parse ``@`` and can parse ``-k "with:1.6.0"``."""
+        (``express-with:1.6.0-1``), because ``pytest -k`` cannot parse ``@`` and can parse ``-k "with:1.6.0"``.
+        Another agent than the session's own is named after the entry (``express-codex-with-1``): the session's
+        own items keep the ids a one-agent campaign gave them, so its baselines and resumes still match."""
         driver = "" if self.driver == "headless" else f"-{self.driver}"
-        return f"{self.entry.name}-{self.arm.label.replace('@', ':')}{driver}-{self.run}"
+        agent = "" if self.agent is None else f"-{self.agent.name}"
+        return f"{self.entry.name}{agent}-{self.arm.label.replace('@', ':')}{driver}-{self.run}"
 
 
 def cases_for(
-    entries: list[CorpusEntry], arms: list[Arm], runs: int, turns: int | None, drivers: Sequence[str] = ("headless",)
+    entries: list[CorpusEntry],
+    arms: list[Arm],
+    runs: int,
+    turns: int | None,
+    drivers: Sequence[str] = ("headless",),
+    agents: Sequence[CodingAgent | None] = (None,),
 ) -> list[EvalCase]:
+    """entry × agent × arm × driver × run (``agents``: None for the session's own agent)."""
     return [
-        EvalCase(entry, arm, run, tuple(entry.questions[:turns] if turns else entry.questions), driver)
+        EvalCase(entry, arm, run, tuple(entry.questions[:turns] if turns else entry.questions), driver, agent)
         for entry in entries
+        for agent in agents
         for arm in arms
         for driver in drivers
         for run in range(1, runs + 1)

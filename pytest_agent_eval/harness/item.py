@@ -65,12 +65,13 @@ def agent_build(agent: CodingAgent, cache: Path, failures: FailureMemo) -> Provi
 
 
 @contextmanager
-def model_endpoint(cfg: AgentEvalConfig) -> Iterator[ModelEndpoint]:
-    """The loopback model server of ``cfg.backend``: a stand-in, a cassette, or the forwarder to the real API."""
+def model_endpoint(cfg: AgentEvalConfig, api: str | None = None) -> Iterator[ModelEndpoint]:
+    """The loopback model server of ``cfg.backend`` for an agent speaking ``api`` (the session's agent's when not
+    given): a stand-in, a cassette, or the forwarder to the real API."""
     from pytest_agent_eval.model import ModelEndpoint, ScriptedBackend, make_backend, resolve_backend, serve
 
-    # the forwarder (anthropic, openai): the agent's CLI gets its loopback URL, not the key
-    name = resolve_backend(cfg.backend, cfg.agent.api)
+    # the forwarder (anthropic, openai, gemini): the agent's CLI gets its loopback URL, not the key
+    name = resolve_backend(cfg.backend, api or cfg.agent.api)
     options: dict[str, Any] = {"paths": cfg.cassettes} if name == "cassette" else {}
     backend = step(f"model backend {name}", lambda: make_backend(name, **options))
     if isinstance(backend, ScriptedBackend):  # the stand-in calls the tool under test by its own names
@@ -80,6 +81,28 @@ def model_endpoint(cfg: AgentEvalConfig) -> Iterator[ModelEndpoint]:
         yield ModelEndpoint(name, backend.describe(), server.url, log=server.log)
     finally:
         server.stop()
+
+
+class ModelServers:
+    """A process's model servers: one per backend its items' agents resolve to, started when first asked for. The
+    stand-in answers every agent's API from one server; ``auto`` may resolve to the real API for one agent (its key
+    set) and the stand-in for another, so agents speaking different APIs may need different servers."""
+
+    def __init__(self, cfg: AgentEvalConfig) -> None:
+        self.cfg = cfg
+        self._started: dict[str, ModelEndpoint] = {}
+        self._stack = ExitStack()
+
+    def for_agent(self, agent: CodingAgent) -> ModelEndpoint:
+        from pytest_agent_eval.model import resolve_backend
+
+        name = resolve_backend(self.cfg.backend, agent.api)
+        if name not in self._started:
+            self._started[name] = self._stack.enter_context(model_endpoint(self.cfg, agent.api))
+        return self._started[name]
+
+    def close(self) -> None:
+        self._stack.close()
 
 
 def set_aside(folder: Path) -> Path | None:
@@ -280,7 +303,7 @@ class ItemLife:
         workspace: Workspace,
         env: dict[str, str],
     ) -> None:
-        """Once per process: a probe session through the agent itself, in the sandbox, whose shell call of the
+        """Once per agent per process: a probe session through the agent itself, in the sandbox, whose shell call of the
         tool must come back denied (:mod:`pytest_agent_eval.harness.probe`); ``setup.config_dir`` receives its
         files."""
         from pytest_agent_eval.harness.probe import prove_block
@@ -290,7 +313,8 @@ class ItemLife:
             prove_block, self.agent, build, setup, options, cwd=workspace.repo, env=env,
             deny_marker=self.tool.deny_marker,
         )  # fmt: skip
-        remembered(self.memo, "block proven", lambda: step(f"CLI block probe through {self.agent.title}", probe))
+        key = ("block proven", self.agent.name)
+        remembered(self.memo, key, lambda: step(f"CLI block probe through {self.agent.title}", probe))
 
     # -- the run -------------------------------------------------------------------------------------------
     def drive_options(self, endpoint: ModelEndpoint, sandbox: Sandbox | None) -> DriveOptions:
@@ -392,7 +416,7 @@ class ItemLife:
         workspace = self.workspace(indexed, scratch / "workspace")
         block = self.cli_block(build, scratch / "shim")
         with ExitStack() as stack:
-            endpoint = stack.enter_context(model_endpoint(self.cfg))
+            endpoint = stack.enter_context(model_endpoint(self.cfg, self.agent.api))
             setup = self.setup(tool_build, workspace, run_dir, endpoint.url)
             config = self.configure(setup, block)
             sandbox = stack.enter_context(self.sandbox(build, tool_build, workspace, block, config, endpoint))

@@ -13,8 +13,9 @@ is, or xdist runs) registers the plugin object that runs it, :class:`pytest_agen
         assert agent_result.figures["retrieval_calls"] >= 1
 
 Any test that requests one of the fixtures (or carries ``@pytest.mark.agent_eval``) is parametrized over
-corpus entry × arm × run. Every harness step is lazy: nothing is provisioned, cloned or indexed until an item
-runs, so ``--collect-only`` needs no network and no npm.
+corpus entry × agent × arm × run (one agent unless ``--agent-eval-agents`` lists several). Every harness step
+is lazy: nothing is provisioned, cloned or indexed until an item runs, so ``--collect-only`` needs no network and
+no npm.
 """
 
 from __future__ import annotations
@@ -37,7 +38,7 @@ if TYPE_CHECKING:
     from pytest_agent_eval.harness.drivers import RunRecord
     from pytest_agent_eval.harness.failures import FailureMemo
     from pytest_agent_eval.harness.isolation import CliBlock
-    from pytest_agent_eval.harness.item import ItemLife
+    from pytest_agent_eval.harness.item import ItemLife, ModelServers
     from pytest_agent_eval.metrics import gates
     from pytest_agent_eval.model import ModelEndpoint
     from pytest_agent_eval.plugin.hooks import AgentEvalPlugin
@@ -45,10 +46,10 @@ if TYPE_CHECKING:
     from pytest_agent_eval.tool import RetrievalTool
 
 MARKER = (
-    "agent_eval(entries=None, arms=None, runs=None, turns=None): an agent evaluation (a test using the agent "
-    "fixtures), parametrized over corpus entry × arm × run; the arguments narrow the entries and override "
-    "--arms/--agent-eval-runs/--agent-eval-turns for this test. Every generated item carries the marker, so "
-    "-m agent_eval selects them"
+    "agent_eval(entries=None, arms=None, runs=None, turns=None, agents=None): an agent evaluation (a test using "
+    "the agent fixtures), parametrized over corpus entry × agent × arm × run; the arguments narrow the entries and "
+    "override --arms/--agent-eval-runs/--agent-eval-turns/--agent-eval-agents for this test. Every generated item "
+    "carries the marker, so -m agent_eval selects them"
 )
 
 
@@ -198,7 +199,7 @@ def agent_eval_config(request: pytest.FixtureRequest) -> AgentEvalConfig:
 
 @pytest.fixture
 def agent_case(request: pytest.FixtureRequest) -> EvalCase:
-    """The item's entry × arm × run; the plugin parametrizes it, so this body only runs when it did not."""
+    """The item's entry × agent × arm × run; the plugin parametrizes it, so this body only runs when it did not."""
     raise pytest.UsageError(f"{request.node.nodeid}: agent_case is parametrized by the agent-eval plugin only")
 
 
@@ -234,10 +235,11 @@ def agent_tool(agent_eval_config: AgentEvalConfig) -> RetrievalTool:
     return agent_eval_config.tool
 
 
-@pytest.fixture(scope="session")
-def coding_agent(agent_eval_config) -> CodingAgent:
-    """The coding agent that runs the items (``--agent-eval-agent``; the built-in one unless a project names its
-    own)."""
+@pytest.fixture
+def coding_agent(agent_case, agent_eval_config) -> CodingAgent:
+    """The coding agent that runs this item: the session's (``--agent-eval-agent``, or the first of
+    ``--agent-eval-agents``; the built-in one unless a project names its own), or the other agent the item's id
+    names."""
     return _body("coding_agent", locals())
 
 
@@ -256,9 +258,10 @@ def tool_build(agent_item) -> Any:
     return _body("tool_build", locals())
 
 
-@pytest.fixture(scope="session")
-def agent_build(coding_agent, agent_eval_config, agent_failure_memo) -> Any:
-    """The agent's CLI (the one on PATH, else its pinned release installed from npm into the cache)."""
+@pytest.fixture
+def agent_build(coding_agent, agent_eval_config, agent_eval_memo, agent_failure_memo) -> Any:
+    """The item's agent's CLI (the one on PATH, else its pinned release installed from npm into the cache),
+    provisioned once per agent per worker."""
     return _body("agent_build", locals())
 
 
@@ -325,17 +328,16 @@ def agent_replay_source(request, tmp_path_factory) -> Campaign | None:
     return _body("agent_replay_source", locals())
 
 
-def _model_scope(fixture_name: str, config: pytest.Config) -> str:
-    """A replay serves each item its own recording; every other backend serves all items of a worker."""
-    # pytest asks when it registers the fixture, in every suite: read the option, without resolving the settings.
-    replay = config.getoption("agent_eval_replay") or config.getini("agent_eval_replay")
-    return "function" if replay else "session"
+@pytest.fixture(scope="session")
+def agent_model_servers(agent_eval_config) -> Iterator[ModelServers]:
+    """The worker's loopback model servers, one per backend its agents resolve to (started when first needed)."""
+    yield from _body("agent_model_servers", locals())
 
 
-@pytest.fixture(scope=_model_scope)
-def agent_model_server(request, agent_eval_config) -> Iterator[ModelEndpoint]:
-    """The harness's loopback model server, per worker (per item under replay): a stand-in, a recording, or the
-    forwarder to the real API."""
+@pytest.fixture
+def agent_model_server(request, coding_agent) -> Iterator[ModelEndpoint]:
+    """The model this item's agent talks to: the worker's server for its API (a stand-in, or the forwarder to the
+    real API), or under replay the item's own recording."""
     yield from _body("agent_model_server", locals())
 
 
@@ -355,7 +357,7 @@ def tool_warm(agent_item, tool_build, indexed_repo, agent_workspace, agent_env) 
 
 @pytest.fixture
 def agent_block_proven(agent_item, agent_build, agent_setup, agent_sandbox, agent_workspace, agent_env) -> None:
-    """Once per worker: a probe session through the agent itself, in the sandbox, whose shell call of the tool
+    """Once per agent per worker: a probe session through the agent itself, in the sandbox, whose shell call of the tool
     must come back denied (see :mod:`pytest_agent_eval.harness.probe`); the item errors if not."""
     return _body("agent_block_proven", locals())
 

@@ -37,7 +37,7 @@ if TYPE_CHECKING:
     from pytest_agent_eval.harness.drivers import RunRecord
     from pytest_agent_eval.harness.failures import FailureMemo
     from pytest_agent_eval.harness.isolation import CliBlock
-    from pytest_agent_eval.harness.item import ItemLife
+    from pytest_agent_eval.harness.item import ItemLife, ModelServers
     from pytest_agent_eval.harness.provision import Provisioned
     from pytest_agent_eval.harness.sandbox import Sandbox
     from pytest_agent_eval.harness.workspace import Workspace
@@ -72,8 +72,8 @@ def agent_failure_memo(request: pytest.FixtureRequest) -> FailureMemo:
 
 
 # -- the item's life (pytest_agent_eval.harness.item): each fixture is one step ----------------------------------
-def coding_agent(agent_eval_config: AgentEvalConfig) -> CodingAgent:
-    return agent_eval_config.agent
+def coding_agent(agent_case: EvalCase, agent_eval_config: AgentEvalConfig) -> CodingAgent:
+    return agent_case.agent or agent_eval_config.agent
 
 
 def agent_item(
@@ -98,11 +98,15 @@ def tool_build(agent_item: ItemLife) -> Provisioned:
 
 
 def agent_build(
-    coding_agent: CodingAgent, agent_eval_config: AgentEvalConfig, agent_failure_memo: FailureMemo
+    coding_agent: CodingAgent,
+    agent_eval_config: AgentEvalConfig,
+    agent_eval_memo: dict,
+    agent_failure_memo: FailureMemo,
 ) -> Provisioned:
-    from pytest_agent_eval.harness.item import agent_build
+    from pytest_agent_eval.harness.item import agent_build, remembered
 
-    return agent_build(coding_agent, agent_eval_config.cache, agent_failure_memo)
+    build = partial(agent_build, coding_agent, agent_eval_config.cache, agent_failure_memo)
+    return remembered(agent_eval_memo, ("agent", coding_agent.name), build)
 
 
 def corpus_repo(agent_item: ItemLife) -> Path:
@@ -172,15 +176,24 @@ def agent_replay_source(request: pytest.FixtureRequest, tmp_path_factory: pytest
     return step(f"unpacking the replay baseline {path}", lambda: Campaign.open(baseline.unpack(path, folder)))
 
 
-def agent_model_server(request: pytest.FixtureRequest, agent_eval_config: AgentEvalConfig) -> Iterator[ModelEndpoint]:
+def agent_model_servers(agent_eval_config: AgentEvalConfig) -> Iterator[ModelServers]:
+    from pytest_agent_eval.harness.item import ModelServers
+
+    servers = ModelServers(agent_eval_config)
+    try:
+        yield servers
+    finally:
+        servers.close()
+
+
+def agent_model_server(request: pytest.FixtureRequest, coding_agent: CodingAgent) -> Iterator[ModelEndpoint]:
     from pytest_agent_eval.campaign import baseline
-    from pytest_agent_eval.harness.item import model_endpoint, step
+    from pytest_agent_eval.harness.item import step
     from pytest_agent_eval.model import ModelEndpoint, cassette_backend, serve
 
     source: Campaign | None = request.getfixturevalue("agent_replay_source")
     if source is None:
-        with model_endpoint(agent_eval_config) as endpoint:
-            yield endpoint
+        yield request.getfixturevalue("agent_model_servers").for_agent(coding_agent)
         return
     record = record_of(request.node)
     segments = step(

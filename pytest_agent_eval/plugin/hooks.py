@@ -11,7 +11,9 @@ xdist runs) it registers :class:`AgentEvalPlugin` under :data:`PLUGIN_NAME`; fix
 Items: any test that uses the agent fixtures (``evals/test_ab.py`` does) becomes one item per corpus entry ×
 arm × run (:mod:`pytest_agent_eval.corpus.cases`), with ids like ``express-with-1``, so ``-k express`` and
 ``-k "with and not without"`` select as expected. A pinned arm (``--arms with@local:../cg,with@1.6.0``) shows
-as ``express-with:1.6.0-1``: pytest's ``-k`` cannot parse ``@``, so the id writes it as ``:``.
+as ``express-with:1.6.0-1``: pytest's ``-k`` cannot parse ``@``, so the id writes it as ``:``. With
+``--agent-eval-agents``, an agent other than the session's own (the first listed) is named after the entry:
+``express-codex-with-1``.
 
 The run's records, summary, report and compare gate are the EvalSession's; each hook hands it what pytest knows
 and nothing more. Which tests are agent items and which of them run is :mod:`pytest_agent_eval.plugin.items`; how
@@ -348,7 +350,8 @@ class AgentEvalPlugin:
         return [self.settings_line(), header_line()]
 
     def settings_line(self) -> str:
-        """The model (and why ``auto`` chose it), the arms, the corpus and where campaigns go."""
+        """The model (and why ``auto`` chose it), the arms (and the agents, when several are listed), the corpus and
+        where campaigns go."""
         from pytest_agent_eval.settings.config import auto_backend
 
         cfg = self.settings
@@ -360,6 +363,8 @@ class AgentEvalPlugin:
             what = "the real API" if chosen != "scripted" else what
             backend = f"auto → {what} ({why})"
         arms = ",".join(arm.label for arm in cfg.arms)
+        if cfg.agents_reference is not None:  # several agents: each arm of each
+            arms += f" × agents {', '.join(agent.title for agent in cfg.agents)}"
         claimed = self._session.campaign_dir if self._session is not None else None  # a resumed campaign
         return f"agent-eval: backend {backend}; arms {arms}; corpus {cfg.corpus}; campaigns in {claimed or cfg.out}"
 
@@ -453,7 +458,8 @@ class AgentEvalPlugin:
 
     # -- items -------------------------------------------------------------------------------------------------
     def parametrize(self, metafunc: pytest.Metafunc, marker: pytest.Mark | None) -> None:
-        """A test using the agent fixtures, parametrized over corpus entry × arm × run as its marker narrows them."""
+        """A test using the agent fixtures, parametrized over corpus entry × agent × arm × run as its marker narrows
+        them."""
         from pytest_agent_eval.corpus.cases import SelectionError, cases_for, select_entries
         from pytest_agent_eval.settings.config import for_test
 
@@ -468,7 +474,9 @@ class AgentEvalPlugin:
         except SelectionError as exc:
             where = f"{metafunc.definition.nodeid}: @pytest.mark.agent_eval: " if test.entries is not None else ""
             raise pytest.Collector.CollectError(f"{where}{exc}") from None
-        cases = cases_for(entries, test.arms, test.runs, test.turns, cfg.drivers)
+        own = cfg.agent.name  # the session's agent: its items' ids do not name it
+        agents = [None if agent.name == own else agent for agent in test.agents]
+        cases = cases_for(entries, test.arms, test.runs, test.turns, cfg.drivers, agents)
         params = [pytest.param(case, id=case.id, marks=marks_for(cfg, case)) for case in cases]
         metafunc.parametrize("agent_case", params)
 

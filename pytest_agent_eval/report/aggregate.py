@@ -5,7 +5,9 @@ they cannot disagree. Small n is the rule (runs make 1–5 explore calls): every
 range, and arms are compared run against run (run k of one arm minus run k of the reference arm).
 
 A row is a corpus entry — under its test function when the records came from several: two tests over the same
-entry ask different things, and pooling them would count their runs as one larger n.
+entry ask different things, and pooling them would count their runs as one larger n; and of one coding agent when
+the records came from several (``--agent-eval-agents``): arms are compared within an agent, never one agent's
+with-arm against another's without-arm.
 """
 
 from __future__ import annotations
@@ -42,15 +44,24 @@ def spread(values: Iterable[float | None]) -> Spread | None:
 @dataclass(frozen=True)
 class Row:
     """What one line of a table pools: the runs of one corpus entry, of one test function when rows tell tests
-    apart (``test`` is then the nodeid without its parametrization; else None, and the row is the entry)."""
+    apart (``test`` is then the nodeid without its parametrization; else None, and the row is the entry), of one
+    agent when rows tell agents apart (``agent``, its name; else None)."""
 
     entry: str
     test: str | None = None
+    agent: str | None = None
 
     @property
     def label(self) -> str:
-        """``express`` — or ``test_ab.py::test_routing · express`` when rows tell tests apart (folders left out)."""
-        return self.entry if self.test is None else f"{self.test.rsplit('/', 1)[-1]} · {self.entry}"
+        """``express`` — or ``test_ab.py::test_routing · express`` when rows tell tests apart (folders left out),
+        ``express · codex`` when they tell agents apart."""
+        label = self.entry if self.test is None else f"{self.test.rsplit('/', 1)[-1]} · {self.entry}"
+        return label if self.agent is None else f"{label} · {self.agent}"
+
+
+def tells_agents_apart(records: Iterable[ItemRecord]) -> bool:
+    """Whether rows name their agent: the records came from more than one."""
+    return len({record.agent_name for record in records}) > 1
 
 
 def tells_tests_apart(records: Iterable[ItemRecord]) -> bool:
@@ -196,6 +207,8 @@ class Aggregate:
             names = [name for name in FIGURES if any(name in run.figures for run in group.runs)]
             spreads = {name: group.spread(name) for name in names}
             named = {"entry": row.entry, "test": row.test} if row.test is not None else {}
+            if row.agent is not None:
+                named = {"entry": row.entry, **named, "agent": row.agent}
             out.setdefault(row.label, {})[arm] = {
                 **named,
                 "runs": len(group.runs),
@@ -225,17 +238,22 @@ def aggregate(
     arm_of: ArmOf | None = None,
     entry_order: Sequence[str] = (),
     by_test: bool | None = None,
+    by_agent: bool | None = None,
 ) -> Aggregate:
     """Group the records by row × arm (by label unless ``arm_of`` says otherwise), scored runs apart from
     errors; rows in ``entry_order``, then rows and arms in the order they first appear. Rows tell test functions
-    apart when ``by_test`` says so (by default: when :func:`tells_tests_apart` the records)."""
+    apart when ``by_test`` says so (by default: when :func:`tells_tests_apart` the records), agents when
+    ``by_agent`` does (by default: when :func:`tells_agents_apart` the records)."""
     typed = as_records(records)
     arm_of = arm_of or by_label
     if by_test is None:
         by_test = tells_tests_apart(typed)
+    if by_agent is None:
+        by_agent = tells_agents_apart(typed)
     groups: dict[tuple[Row, str], ArmRuns] = {}
     for record in typed:
-        key = (Row(record.entry, record.test if by_test else None), arm_of(record))
+        row = Row(record.entry, record.test if by_test else None, record.agent_name if by_agent else None)
+        key = (row, arm_of(record))
         group = groups.setdefault(key, ArmRuns(key[0], key[1], record.has_tool))
         if record.scored:
             group.runs.append(record)

@@ -27,7 +27,7 @@ from tabulate import tabulate
 
 from pytest_agent_eval.campaign.record import ItemRecord, as_records
 from pytest_agent_eval.metrics.figures import FIGURES
-from pytest_agent_eval.report.aggregate import ArmRuns, Row, aggregate, arm_namer, tells_tests_apart
+from pytest_agent_eval.report.aggregate import ArmRuns, Row, aggregate, arm_namer, tells_agents_apart, tells_tests_apart
 from pytest_agent_eval.report.format import show
 from pytest_agent_eval.report.stats import MIN_RUNS_TO_DECIDE, change_interval, small_n_warning
 from pytest_agent_eval.settings.parsers import Rule
@@ -61,11 +61,13 @@ class Regression:
     paired: bool = False
     undecided: bool = False
     test: str | None = None
+    agent: str | None = None  # the agent, when the comparison tells agents apart
 
     @property
     def label(self) -> str:
-        """The entry as the tables name it (with its test function when the comparison tells tests apart)."""
-        return Row(self.entry, self.test).label
+        """The entry as the tables name it (with its test function when the comparison tells tests apart, its
+        agent when it tells agents apart)."""
+        return Row(self.entry, self.test, self.agent).label
 
     @property
     def verdict(self) -> str:
@@ -151,8 +153,10 @@ def medians(
     return out
 
 
-def _scored(records: list[ItemRecord], by_test: bool | None = None) -> dict[tuple[Row, str], ArmRuns]:
-    found = aggregate(records, arm_namer(records), by_test=by_test)
+def _scored(
+    records: list[ItemRecord], by_test: bool | None = None, by_agent: bool | None = None
+) -> dict[tuple[Row, str], ArmRuns]:
+    found = aggregate(records, arm_namer(records), by_test=by_test, by_agent=by_agent)
     return {key: group for key, group in found.groups.items() if group.runs}
 
 
@@ -195,7 +199,11 @@ def gate(
     # side is one test, whatever its path (``pytest evals`` and ``--pyargs`` name the same file differently).
     named = all(record.test for record in [*before_records, *after_records])
     by_test = named and (tells_tests_apart(before_records) or tells_tests_apart(after_records))
-    before_all, after_all = _scored(before_records, by_test), _scored(after_records, by_test)
+    # Agents likewise: a run pairs with the same agent's run only, so two sides that ran different agents (or either
+    # side several) key their rows by agent.
+    by_agent = tells_agents_apart([*before_records, *after_records])
+    before_all = _scored(before_records, by_test, by_agent)
+    after_all = _scored(after_records, by_test, by_agent)
     matched = [key for key in before_all if key in after_all]
     rows = []
     for key in matched:
@@ -252,6 +260,7 @@ def _row(
         paired=paired,
         undecided=undecided,
         test=key[0].test,
+        agent=key[0].agent,
     )
 
 
@@ -272,6 +281,7 @@ def _one_sided_row(
         n_after=len(after),
         undecided=True,
         test=key[0].test,
+        agent=key[0].agent,
     )
 
 
@@ -360,6 +370,7 @@ def gate_summary(result: GateResult) -> dict[str, Any]:
 def _row_summary(row: Regression) -> dict[str, Any]:
     return {
         **({"test": row.test} if row.test is not None else {}),
+        **({"agent": row.agent} if row.agent is not None else {}),
         "entry": row.entry,
         "arm": row.arm,
         "metric": row.metric,

@@ -26,6 +26,9 @@ from pytest_agent_eval.metrics.occupancy import WINDOW_TOKENS, occupancy
 from pytest_agent_eval.metrics.scorecard import score
 from pytest_agent_eval.metrics.sufficiency import BUCKETS
 from pytest_agent_eval.report import occupancy_chart
+from pytest_agent_eval.report.agents import side_by_side
+from pytest_agent_eval.report.agents_html import agents_section
+from pytest_agent_eval.report.agents_html import chart_data as agents_chart_data
 from pytest_agent_eval.report.aggregate import Aggregate, aggregate
 from pytest_agent_eval.report.blocks import render_scorecard
 from pytest_agent_eval.report.compare import GateResult, comparison_cells, gate_line
@@ -34,6 +37,7 @@ from pytest_agent_eval.report.replay import caveat as replay_caveat
 from pytest_agent_eval.report.replay import replay_note
 from pytest_agent_eval.report.stats import small_n_warning
 from pytest_agent_eval.report.terminal import (
+    agents_note,
     backend_name,
     backend_note,
     cell,
@@ -139,7 +143,10 @@ def render_html(
     records = found.records
     sessions = {record.id: _load(record, base) for record in records}
     replayed = replay_source(records)
-    data = json.dumps(chart_data(found), ensure_ascii=False).replace("<", "\\u003c")
+    found_verdicts = shown(verdicts(found, include_contaminated))
+    agents = side_by_side(found_verdicts)  # several agents: each one's arms compared, side by side
+    drawn = {**chart_data(found), **({"agents": agents_chart_data(agents)} if agents else {})}
+    data = json.dumps(drawn, ensure_ascii=False).replace("<", "\\u003c")
     generated = datetime.now(timezone.utc).isoformat(timespec="seconds")
     parts = [
         "<!DOCTYPE html>",
@@ -158,7 +165,7 @@ def render_html(
         _warnings(found),
         _replay(replayed),
         "<main>",
-        _verdict_banner(shown(verdicts(found, include_contaminated)), tool_name(records)),
+        _verdict_banner(found_verdicts, tool_name(records)),
         _comparison(comparison, compared_with, replayed is not None),
         '<section id="tables"><h2>Per entry × arm</h2>',
         '<p class="hint">median [min–max] over the scored runs of each arm</p>',
@@ -170,6 +177,7 @@ def render_html(
         _chart("chart-sufficiency", "Explore sufficiency: what the agent did next, pooled per arm"),
         _chart("chart-allocation", "Allocation efficiency per explore call"),
         "</section>",
+        agents_section(agents, tool_name(records)),
         _occupancy_section(found, sessions),
         '<section id="runs"><h2>Runs</h2>',
         "<p class=\"hint\">each run's figures as <code>-vv</code> prints them, then its transcript: a tool's "
@@ -593,9 +601,8 @@ def write_html(
     named = next((r.backend for r in records if backend_name(r.backend)), None)
     backend = named or campaign.manifest.get("backend")
     title = f"agent-eval campaign {campaign.id}"
-    text = render_html(
-        records, title, backend_note(backend), campaign.path, comparison, compared_with, include_contaminated
-    )
+    note = backend_note(backend) + agents_note(records, backend_name(backend))  # with several: which ran on it
+    text = render_html(records, title, note, campaign.path, comparison, compared_with, include_contaminated)
     path = campaign.path / REPORT
     write_atomic(path, text)
     return path
@@ -765,7 +772,47 @@ _JS = r"""
     done(host);
   }
 
+  function agents(host) {
+    // Per entry, a bar per agent from no change to its mean change, a whisker over its interval.
+    var rows = data.agents, W = 760, left = 150, right = 260, barH = 14, H = 20, max = 0, order = [];
+    var colors = ["#1e88e5", "#8e24aa", "#43a047"];
+    rows.forEach(function (r) {
+      H += Math.max(1, r.agents.length) * (barH + 4) + 14;
+      r.agents.forEach(function (a) {
+        [a.mean, a.low, a.high].forEach(function (v) { if (v !== null) max = Math.max(max, Math.abs(v)); });
+      });
+    });
+    var root = svg(host, W, H), half = (W - left - right) / 2, zero = left + half;
+    var scale = function (v) { return zero + half * v / (max || 1); };
+    var y = 14;
+    rows.forEach(function (r) {
+      el("text", {x: left - 8, y: y + 11, "text-anchor": "end", "font-weight": "bold"}, root, r.entry);
+      r.agents.forEach(function (a) {
+        if (order.indexOf(a.agent) < 0) order.push(a.agent);
+        if (a.mean === null) {
+          el("text", {x: zero + 4, y: y + 11, "class": "empty"}, root, a.title + ": no paired run");
+          y += barH + 4;
+          return;
+        }
+        var to = scale(a.mean), color = colors[order.indexOf(a.agent) % colors.length];
+        var bar = el("rect", {x: Math.min(zero, to), y: y, width: Math.max(1, Math.abs(to - zero)), height: barH,
+                              fill: color, "class": "bar agent", "data-agent": a.agent}, root);
+        el("title", {}, bar, a.title + " " + r.arms + ": " + a.text);
+        if (a.low !== null) {
+          el("line", {x1: scale(a.low), x2: scale(a.high), y1: y + barH / 2, y2: y + barH / 2, stroke: "#222"}, root);
+        }
+        el("text", {x: Math.max(scale(a.mean), a.high !== null ? scale(a.high) : zero, zero) + 6, y: y + 11}, root,
+           a.title + " " + a.text);
+        y += barH + 4;
+      });
+      y += 14;
+    });
+    el("line", {x1: zero, x2: zero, y1: 8, y2: H - 8, "class": "axis"}, root);
+    done(host);
+  }
+
   var charts = [["chart-residual", residual], ["chart-sufficiency", sufficiency], ["chart-allocation", allocation]];
+  if (data.agents) charts.push(["chart-agents", agents]);  // several agents only
   charts.forEach(function (pair) { pair[1](document.getElementById(pair[0])); });
   document.body.setAttribute("data-charts-rendered", String(charts.length));
 })();

@@ -16,6 +16,7 @@ from typing import Any
 import tabulate as tabulate_module
 from tabulate import tabulate
 
+from pytest_agent_eval.agents import agent_title
 from pytest_agent_eval.campaign.record import ItemRecord, as_records
 from pytest_agent_eval.metrics.figures import (
     ALLOCATION,
@@ -27,7 +28,8 @@ from pytest_agent_eval.metrics.figures import (
 )
 from pytest_agent_eval.metrics.gates import describe_leak
 from pytest_agent_eval.metrics.sufficiency import BUCKETS
-from pytest_agent_eval.report.aggregate import Aggregate, ArmRuns, Row, aggregate
+from pytest_agent_eval.report.agents import side_by_side
+from pytest_agent_eval.report.aggregate import Aggregate, ArmRuns, Row, aggregate, tells_agents_apart
 from pytest_agent_eval.report.format import (
     change,
     direction,
@@ -84,12 +86,21 @@ def backend_name(backend: Any) -> str | None:
 def model_notes(records: Iterable[ItemRecord]) -> list[str]:
     """One note per model-free backend behind these records (a stand-in model must say so in every report it
     appears in); none for the real API."""
+    records = list(records)
     by_name = {backend_name(r.backend): r for r in records}
     return [
-        backend_note(record.backend, record.model)
+        backend_note(record.backend, record.model) + agents_note(records, name)
         for name, record in sorted(by_name.items(), key=lambda pair: str(pair[0]))
         if name in MODEL_FREE_BACKENDS
     ]
+
+
+def agents_note(records: Sequence[ItemRecord], backend: str | None) -> str:
+    """`` · agents Claude Code, Codex``: which agents ran against ``backend``, when the records hold several."""
+    if not tells_agents_apart(records):
+        return ""
+    names = dict.fromkeys(r.agent_name for r in records if backend_name(r.backend) == backend)
+    return f" · agents {', '.join(agent_title(name) for name in names)}" if names else ""
 
 
 def model_fields(records: Iterable[ItemRecord], requested: str | None) -> dict[str, Any]:
@@ -123,7 +134,7 @@ def header(records: Sequence[ItemRecord]) -> str:
     lines = []
     for name, backend in sorted(backends.items()):
         model = next((r.model for r in records if backend_name(r.backend) == name), None)
-        lines.append(backend_note(backend, model))
+        lines.append(backend_note(backend, model) + agents_note(records, name))
     if simulated_cost(records):
         lines.append("costs are SIMULATED: the stand-in model's token counts at list prices, not an API bill")
     return "\n".join(lines)
@@ -315,7 +326,10 @@ def campaign_table(
     if not pairs:
         return None
     w_label, wo_label = found.pair() or ("", "")
-    rows, residual_changes, share_changes, warnings = [], [], [], []
+    rows, warnings = [], []
+    # Averaged per agent when rows tell agents apart (one agent's tool use is no measure of another's).
+    residual_changes: dict[str | None, list[float]] = {}
+    share_changes: dict[str | None, list[float]] = {}
     for entry, w, wo in pairs:
         if min(len(w.runs), len(wo.runs)) < 2:
             medians = f"medians over W n={len(w.runs)} / WO n={len(wo.runs)}"
@@ -325,10 +339,10 @@ def campaign_table(
         w_share, wo_share = _ratio(w_res, w_ctx), _ratio(wo_res, wo_ctx)
         moved = relative_change(w_res, wo_res)
         if moved is not None:
-            residual_changes.append(moved)
+            residual_changes.setdefault(w.row.agent, []).append(moved)
         share_moved = relative_change(w_share, wo_share)
         if share_moved is not None:
-            share_changes.append(share_moved)
+            share_changes.setdefault(w.row.agent, []).append(share_moved)
         rows.append(
             [
                 entry,
@@ -347,11 +361,11 @@ def campaign_table(
         _table(rows, head, "plain"),
         "",
     ]
-    if residual_changes:
-        average = statistics.mean(residual_changes)
-        line = f"AVERAGE: retrieval residual {abs(average):.0%} {direction(average)} with the tool"
-        if share_changes:
-            share = statistics.mean(share_changes)
+    for agent, moved_by in residual_changes.items():
+        average = statistics.mean(moved_by)
+        line = f"{_average(agent)}: retrieval residual {abs(average):.0%} {direction(average)} with the tool"
+        if share_changes.get(agent):
+            share = statistics.mean(share_changes[agent])
             line += f" · share-of-context {abs(share):.0%} {direction(share)}"
         lines.append(line)
     note = contaminated_note(found, include_contaminated)
@@ -370,8 +384,9 @@ def throughput_table(
     if not pairs:
         return None
     rows = []
-    saved: dict[str, list[float]] = {"cost": [], "tokens": [], "time": [], "tool calls": []}
+    by_agent: dict[str | None, dict[str, list[float]]] = {}  # per agent when rows tell agents apart
     for entry, w, wo in pairs:
+        saved = by_agent.setdefault(w.row.agent, {"cost": [], "tokens": [], "time": [], "tool calls": []})
         for name, figure in (
             ("cost", "cost_usd"),
             ("tokens", "tokens_processed"),
@@ -392,9 +407,16 @@ def throughput_table(
         )
     cost = "cost W→WO (saved, simulated)" if simulated_cost(found.records) else "cost W→WO (saved)"
     head = ["entry", "time W→WO", "tools W→WO", "tokens W→WO (saved)", cost]
-    average = " · ".join(_saved(name, statistics.mean(v)) for name, v in saved.items() if v)
     text = _table(rows, head, "plain")
-    return f"{text}\n\nAVERAGE saved: {average}" if average else text
+    for agent, saved in by_agent.items():
+        average = " · ".join(_saved(name, statistics.mean(v)) for name, v in saved.items() if v)
+        text += f"\n\n{_average(agent)} saved: {average}" if average else ""
+    return text
+
+
+def _average(agent: str | None) -> str:
+    """``AVERAGE``, or ``AVERAGE · codex`` of one agent's rows."""
+    return "AVERAGE" if agent is None else f"AVERAGE · {agent}"
 
 
 def secondary_table(records: Records, found: Aggregate | None = None) -> str | None:
@@ -517,11 +539,14 @@ def summary(records: Records, meta: dict[str, Any], include_contaminated: bool =
     simulated), which arm did better (the verdicts), per entry and arm the median/min/max of every figure, and
     every record."""
     found = aggregate(records)
+    found_verdicts = verdicts(found, include_contaminated)
+    agents = side_by_side(found_verdicts)
     return {
         **meta,
         "model_notes": model_notes(found.records),
         "simulated_costs": simulated_cost(found.records),
-        "verdicts": [v.to_dict() for v in verdicts(found, include_contaminated)],
+        "verdicts": [v.to_dict() for v in found_verdicts],
+        **({"agents": [on.to_dict() for on in agents]} if agents else {}),
         "entries": found.summary(),
         "records": [r.to_dict() for r in found.records],
     }

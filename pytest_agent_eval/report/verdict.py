@@ -17,7 +17,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_agent_eval.metrics.figures import FIGURES
-from pytest_agent_eval.report.aggregate import Aggregate, ArmRuns
+from pytest_agent_eval.report.aggregate import Aggregate, ArmRuns, Row
 from pytest_agent_eval.report.format import signed
 from pytest_agent_eval.report.stats import bootstrap_ci, paired_ratios
 from pytest_agent_eval.tool import CODEGRAPH
@@ -51,12 +51,15 @@ class Change:
 
     def text(self, tool: str = CODEGRAPH.name) -> str:
         """``retrieval residual −73% [−75%, −70%] better``; one pair: ``… −73% (1 pair: no interval)``."""
-        title = FIGURES[self.figure].title(tool)
+        return f"{FIGURES[self.figure].title(tool)} {self.value_text()}"
+
+    def value_text(self) -> str:
+        """``−73% [−75%, −70%] better``; one pair: ``−73% (1 pair: no interval)``; no pair: ``n/a``."""
         if self.mean is None:
-            return f"{title} n/a"
+            return "n/a"
         if self.pairs < 2 or self.low is None or self.high is None:
-            return f"{title} {_pct(self.mean)} ({self.pairs} pair: no interval)"
-        return f"{title} {_pct(self.mean)} [{_pct(self.low)}, {_pct(self.high)}] {self.word}"
+            return f"{_pct(self.mean)} ({self.pairs} pair: no interval)"
+        return f"{_pct(self.mean)} [{_pct(self.low)}, {_pct(self.high)}] {self.word}"
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -78,11 +81,19 @@ class Verdict:
     entries: int
     pairs: int
     changes: list[Change]
+    row: Row  # the row it reads (the entry, or OVERALL; its agent when rows tell agents apart)
+
+    @property
+    def overall(self) -> bool:
+        return self.row.entry == OVERALL
+
+    def change(self, figure: str) -> Change | None:
+        return next((change for change in self.changes if change.figure == figure), None)
 
     @property
     def scope(self) -> str:
         """What was compared over what: ``with vs without, 2 entries, 5 paired runs``."""
-        over = f"{self.entries} entr{'y' if self.entries == 1 else 'ies'}, " if self.label == OVERALL else ""
+        over = f"{self.entries} entr{'y' if self.entries == 1 else 'ies'}, " if self.overall else ""
         return f"{self.arm} vs {self.reference}, {over}{self.pairs} paired run{'' if self.pairs == 1 else 's'}"
 
     def line(self, tool: str = CODEGRAPH.name) -> str:
@@ -95,6 +106,7 @@ class Verdict:
     def to_dict(self) -> dict[str, Any]:
         return {
             "entry": self.label,
+            **({"agent": self.row.agent} if self.row.agent is not None else {}),
             "arm": self.arm,
             "reference": self.reference,
             "entries": self.entries,
@@ -108,21 +120,24 @@ def verdicts(found: Aggregate, include_contaminated: bool = False) -> list[Verdi
     verdict per entry that ran both, then the ``overall`` one over all their pairs. A contaminated run of an arm
     without the tool is left out, as the campaign tables leave it out (unless ``include_contaminated``)."""
     out = []
+    agents = list(dict.fromkeys(row.agent for row in found.rows))  # [None] unless rows tell agents apart
     for arm, reference in found.pairs():
-        ratios: dict[str, list[float]] = {figure: [] for figure in VERDICT_FIGURES}
-        entries = []
-        for row in found.rows:
-            mine, theirs = found.group(row, arm), found.group(row, reference)
-            if mine is None or theirs is None:
-                continue
-            mine, theirs = _kept(mine, include_contaminated), _kept(theirs, include_contaminated)
-            by_figure = {f: paired_ratios(mine.by_run(f), theirs.by_run(f)) for f in VERDICT_FIGURES}
-            for figure, found_ratios in by_figure.items():
-                ratios[figure] += found_ratios
-            entries.append(_verdict(row.label, arm, reference, 1, by_figure))
-        if entries:
-            out += entries
-            out.append(_verdict(OVERALL, arm, reference, len(entries), ratios))
+        for agent in agents:  # an agent's runs pair with its own only, and pool into its own overall
+            ratios: dict[str, list[float]] = {figure: [] for figure in VERDICT_FIGURES}
+            entries = []
+            for row in (row for row in found.rows if row.agent == agent):
+                mine, theirs = found.group(row, arm), found.group(row, reference)
+                if mine is None or theirs is None:
+                    continue
+                mine, theirs = _kept(mine, include_contaminated), _kept(theirs, include_contaminated)
+                by_figure = {f: paired_ratios(mine.by_run(f), theirs.by_run(f)) for f in VERDICT_FIGURES}
+                for figure, found_ratios in by_figure.items():
+                    ratios[figure] += found_ratios
+                entries.append(_verdict(row.label, arm, reference, 1, by_figure, row))
+            if entries:
+                out += entries
+                label = OVERALL if agent is None else f"{OVERALL} · {agent}"
+                out.append(_verdict(label, arm, reference, len(entries), ratios, Row(OVERALL, agent=agent)))
     return out
 
 
@@ -130,10 +145,10 @@ def _kept(group: ArmRuns, include_contaminated: bool) -> ArmRuns:
     return group if include_contaminated else group.without_contaminated()
 
 
-def _verdict(label: str, arm: str, reference: str, entries: int, ratios: dict[str, list[float]]) -> Verdict:
+def _verdict(label: str, arm: str, reference: str, entries: int, ratios: dict[str, list[float]], row: Row) -> Verdict:
     changes = [_change(figure, values) for figure, values in ratios.items()]
     pairs = max((change.pairs for change in changes), default=0)
-    return Verdict(label, arm, reference, entries, pairs, changes)
+    return Verdict(label, arm, reference, entries, pairs, changes, row)
 
 
 def _change(figure: str, ratios: list[float]) -> Change:
@@ -146,7 +161,7 @@ def _change(figure: str, ratios: list[float]) -> Change:
 def shown(found: Iterable[Verdict]) -> list[Verdict]:
     """The verdicts a reader is shown: an ``overall`` one only when it pools more than one entry (over one it
     repeats that entry's line)."""
-    return [v for v in found if v.label != OVERALL or v.entries > 1]
+    return [v for v in found if not v.overall or v.entries > 1]
 
 
 def _pct(value: float) -> str:

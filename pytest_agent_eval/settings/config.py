@@ -115,6 +115,7 @@ class AgentEvalConfig:
     compare_min_pairs: int | None = None  # None: every (entry, arm) the baseline scored must be matched
     tool_reference: str | None = None  # the MODULE:ATTR that named the tool, kept in the manifest for a resume
     agent_reference: str | None = None  # the MODULE:ATTR that named the agent, kept so too
+    agents_reference: str | None = None  # --agent-eval-agents as given, kept so too
     json_path: Path | None = None  # also write the machine summary (summary.json) here
 
     def __init__(self, **settings: Any) -> None:
@@ -124,6 +125,7 @@ class AgentEvalConfig:
         self.compare_fail = []
         self._tool: RetrievalTool | None = None
         self._agent: CodingAgent | None = None
+        self._agents: list[CodingAgent] = []
         for name, value in settings.items():
             if name not in _SETTINGS:
                 raise TypeError(f"AgentEvalConfig has no setting {name!r}")
@@ -149,6 +151,8 @@ class AgentEvalConfig:
         read."""
         if self._agent is not None:
             return self._agent
+        if self._agents:
+            return self._agents[0]
         from pytest_agent_eval.agents import DEFAULT_AGENT
         from pytest_agent_eval.agents.base import load_agent
 
@@ -157,6 +161,15 @@ class AgentEvalConfig:
     @agent.setter
     def agent(self, agent: CodingAgent | None) -> None:
         self._agent = agent
+
+    @property
+    def agents(self) -> list[CodingAgent]:
+        """Every agent that runs the items (--agent-eval-agents), the session's own (:attr:`agent`) first."""
+        return list(self._agents) if self._agents else [self.agent]
+
+    @agents.setter
+    def agents(self, agents: list[CodingAgent]) -> None:
+        self._agents = list(agents)
 
     @property
     def drivers(self) -> list[str]:
@@ -187,10 +200,11 @@ class AgentEvalConfig:
                     f"--agent-eval-backend {backend}: needs a real {variable} in the environment "
                     "(offline, --agent-eval-backend scripted runs a stand-in model)"
                 )
-            if self.backend == backend and api != self.agent.api:
+            other = next((agent for agent in self.agents if agent.api != api), None)
+            if self.backend == backend and other is not None:
                 return (
-                    f"--agent-eval-backend {backend}: forwards the {api} API, but {self.agent.title} speaks the "
-                    f"{self.agent.api} API"
+                    f"--agent-eval-backend {backend}: forwards the {api} API, but {other.title} speaks the "
+                    f"{other.api} API (auto gives each agent its own API's forwarder, where its key is set)"
                 )
         return None
 
@@ -208,7 +222,7 @@ class AgentEvalConfig:
         return None
 
 
-_SETTINGS = frozenset(AgentEvalConfig.__annotations__) | {"tool", "agent"}
+_SETTINGS = frozenset(AgentEvalConfig.__annotations__) | {"tool", "agent", "agents"}
 
 
 PACKAGED = Path(__file__).resolve().parents[1] / "data"  # the default corpus.json and agent-eval.yaml ship here
@@ -222,6 +236,7 @@ def resolve(get_option: Callable[[str], Any], get_ini: Callable[[str], Any], roo
     """
     own_corpus = rootpath / "corpus.json"
     config = AgentEvalConfig(corpus=own_corpus if own_corpus.is_file() else PACKAGED / "corpus.json")
+    given_agents = None
     for option in OPTIONS:
         raw = get_option(option.attr)
         source = option.flag
@@ -246,6 +261,15 @@ def resolve(get_option: Callable[[str], Any], get_ini: Callable[[str], Any], roo
             config.tool_reference = str(raw).strip()
         elif option.attr == "agent":
             config.agent_reference = str(raw).strip()
+        elif option.attr == "agents":
+            config.agents_reference = str(raw).strip()
+            given_agents = source
+    if given_agents is not None and config.agent_reference is not None:
+        # Two answers to "which agent is the session's": its first of the list, or the one named alone.
+        raise OptionError(
+            f"{given_agents} and --agent-eval-agent (or its ini key) exclude each other: list every agent in "
+            "--agent-eval-agents, the session's own first"
+        )
     if config.out is None:
         config.out = rootpath / DEFAULT_OUT
     if config.campaign is not None and config.turns is None:
@@ -272,7 +296,7 @@ def resolve(get_option: Callable[[str], Any], get_ini: Callable[[str], Any], roo
     return config
 
 
-MARKER_ARGS = ("entries", "arms", "runs", "turns")
+MARKER_ARGS = ("entries", "arms", "runs", "turns", "agents")
 
 
 class TestSettings(NamedTuple):
@@ -282,11 +306,12 @@ class TestSettings(NamedTuple):
     runs: int
     turns: int | None
     entries: list[str] | None  # the corpus entries it names; None: every entry
+    agents: list[CodingAgent]  # the agents that run it, the session's own first when it is among them
 
 
 def for_test(config: AgentEvalConfig, args: tuple[Any, ...] = (), kwargs: dict[str, Any] | None = None) -> TestSettings:
     """The marker's arguments over the session's settings; OptionError names the bad argument."""
-    from pytest_agent_eval.settings.parsers import parse_arms, parse_positive_int
+    from pytest_agent_eval.settings.parsers import parse_agents, parse_arms, parse_positive_int
 
     kwargs = kwargs or {}
     unknown = sorted(set(kwargs) - set(MARKER_ARGS))
@@ -300,6 +325,10 @@ def for_test(config: AgentEvalConfig, args: tuple[Any, ...] = (), kwargs: dict[s
         runs = parse_positive_int(kwargs["runs"])
     if kwargs.get("turns") is not None:
         turns = parse_positive_int(kwargs["turns"])
+    agents = config.agents
+    if kwargs.get("agents") is not None:
+        value = kwargs["agents"]
+        agents = parse_agents(value if isinstance(value, str) else ",".join(value))
     wanted = kwargs.get("entries")
     entries = None if wanted is None else ([wanted] if isinstance(wanted, str) else list(wanted))
-    return TestSettings(arms, runs, turns, entries)
+    return TestSettings(arms, runs, turns, entries, agents)

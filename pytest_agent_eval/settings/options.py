@@ -265,10 +265,22 @@ OPTIONS: tuple[Option, ...] = (
         "agent_eval_agent",
         "agent",
         "agent",
-        "the coding agent that runs the items: MODULE:ATTR naming a pytest_agent_eval.agents.base.CodingAgent "
-        "object (the module importable, e.g. through pytest's pythonpath ini) (default Claude Code, "
-        "pytest_agent_eval.agents.claude_code:CLAUDE_CODE)",
-        "MODULE:ATTR",
+        "the coding agent that runs the items: a built-in agent's name (claude-code, codex) or MODULE:ATTR naming "
+        "a pytest_agent_eval.agents.base.CodingAgent object (the module importable, e.g. through pytest's "
+        "pythonpath ini) (default Claude Code, pytest_agent_eval.agents.claude_code:CLAUDE_CODE)",
+        "AGENT",
+    ),
+    Option(
+        "--agent-eval-agents",
+        "agent_eval_agents",
+        "agents",
+        "agents",
+        "run every item with each of these agents, comma-separated, each as --agent-eval-agent takes one "
+        "(claude-code,codex): the agent is an axis beside entry × arm × run, and arms are compared within each "
+        "agent; the first is the session's agent, whose item ids stay as a one-agent session names them "
+        "(express-with-1), the others' ids name theirs (express-codex-with-1). Instead of --agent-eval-agent, "
+        "not with it",
+        "AGENTS",
     ),
     Option(
         "--agent-eval-json",

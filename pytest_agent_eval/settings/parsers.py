@@ -181,12 +181,28 @@ def parse_tool(text: str) -> RetrievalTool:
 
 
 def parse_agent(text: str) -> CodingAgent:
+    """A built-in agent's name (``codex``) or ``MODULE:ATTR``."""
+    from pytest_agent_eval.agents import BUILT_IN
     from pytest_agent_eval.agents.base import load_agent
 
+    name = str(text).strip()
     try:
-        return load_agent(str(text))
+        return load_agent(BUILT_IN.get(name, name))
     except ValueError as exc:
-        raise OptionError(str(exc)) from None
+        known = f"no built-in agent ({', '.join(BUILT_IN)}); " if ":" not in name else ""
+        raise OptionError(f"{known}{exc}") from None
+
+
+def parse_agents(text: str) -> list[CodingAgent]:
+    """``claude-code,codex``: each as :func:`parse_agent` reads it; no agent twice (their items' ids would meet)."""
+    agents = [parse_agent(part) for part in str(text).split(",") if part.strip()]
+    if not agents:
+        raise OptionError(f"no agent in {text!r}")
+    names = [agent.name for agent in agents]
+    twice = next((name for name in names if names.count(name) > 1), None)
+    if twice is not None:
+        raise OptionError(f"agent {twice!r} given twice in {text!r}")
+    return agents
 
 
 def parse_word(text: str) -> str:

@@ -149,12 +149,21 @@ class Project:
         claude.write_text(STANDIN.format(python=sys.executable, secret=SECRET_KEY))
         claude.chmod(0o755)
 
-    def script(self, arm: str, question: str, transcript: Transcript, mode: str = "", call: int | None = None) -> None:
-        """What the stand-in prints for (arm, question): always, or only on its ``call``-th call for them."""
+    def script(
+        self,
+        arm: str,
+        question: str,
+        transcript: Transcript,
+        mode: str = "",
+        call: int | None = None,
+        folder: Path | None = None,
+    ) -> None:
+        """What the stand-in prints for (arm, question): always, or only on its ``call``-th call for them; the
+        stand-in in ``folder`` (another agent's) instead of the stand-in claude's."""
         key = hashlib.sha1(question.encode()).hexdigest()[:10]
         lines = ([f"#{mode}"] if mode else []) + transcript.lines()
         name = f"{arm}-{key}.call{call}.jsonl" if call else f"{arm}-{key}.jsonl"
-        (self.standin / name).write_text("\n".join(lines) + "\n")
+        (folder or self.standin).joinpath(name).write_text("\n".join(lines) + "\n")
 
     def calls(self) -> list[dict]:
         log = self.standin / "calls.jsonl"
