@@ -275,7 +275,7 @@ def test_flags_and_their_ini_keys(pytester, flag):
         (
             ["--agent-eval-backend", "gpt"],
             "",
-            "--agent-eval-backend: expected one of auto, anthropic, openai, scripted, cassette",
+            "--agent-eval-backend: expected one of auto, anthropic, openai, gemini, scripted, cassette",
         ),
         (["--agent-eval-mode", "gui"], "", "--agent-eval-mode: expected one of headless, tmux, all"),
         (["--agent-eval-effort", "extreme"], "", "--agent-eval-effort: expected one of low, medium, high, xhigh, max"),
