@@ -240,3 +240,12 @@ def test_claude_code_is_a_frozen_description_a_project_can_vary() -> None:
     mine = ClaudeCode(name="claude-next", version="2.2.0")
     assert (mine.package, mine.api, mine.modes) == (CLAUDE_CODE.package, "messages", ("headless", "tmux"))
     assert shlex.split(hook_command("x"))[-2:] == ["--cli", "x"]
+
+
+def test_the_options_help_names_every_built_in_agent() -> None:
+    """The option table cannot import the agents (it loads in every pytest session): its list is checked here."""
+    from pytest_agent_eval.agents import BUILT_IN
+    from pytest_agent_eval.settings.options import OPTIONS
+
+    [agent_option] = [option for option in OPTIONS if option.flag == "--agent-eval-agent"]
+    assert f"a built-in agent's name ({', '.join(sorted(BUILT_IN))})" in agent_option.help

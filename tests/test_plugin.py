@@ -285,8 +285,8 @@ def test_flags_and_their_ini_keys(pytester, flag):
         (
             ["--agent-eval-agent", "nope"],
             "",
-            "--agent-eval-agent: no built-in agent (claude-code, codex); expected MODULE:ATTR naming a CodingAgent, "
-            "got 'nope'",
+            "--agent-eval-agent: no built-in agent (claude-code, codex, gemini, opencode); expected MODULE:ATTR "
+            "naming a CodingAgent, got 'nope'",
         ),
         (
             ["--agent-eval-agent", "pytest_agent_eval.tool:CODEGRAPH"],

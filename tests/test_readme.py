@@ -173,13 +173,16 @@ def test_the_readme_has_commands_and_the_headline_ones_are_run_by_ci():
     assert len(commands) >= 25, commands  # the parser found the blocks
     pages = {e.page.relative_to(ROOT).as_posix() for e in examples()}
     assert {"README.md", "docs/usage.md", "docs/campaigns-and-ci.md", "docs/extending.md"} <= pages
-    install_and_main_job, tests = commands[0], commands[2]
+    install_and_main_job, four_agents, tests = commands[0], commands[2], commands[3]
     assert install_and_main_job.endswith(
         "pytest evals -k express --agent-eval-backend scripted --agent-eval-offline -v"
     )
+    assert four_agents == (
+        "pytest evals -k express --agent-eval-agents claude-code,codex,gemini,opencode --arms with,without -n 4"
+    )
     assert tests == "pytest tests -n 2"
-    assert by_ci(examples()[0]) and by_ci(examples()[2]), f"{CI} runs README's two commands verbatim"
-    assert examples()[2].page == README
+    assert all(by_ci(examples()[i]) for i in (0, 2, 3)), f"{CI} runs README's headline commands verbatim"
+    assert examples()[3].page == README
 
 
 def test_every_command_runs_offline_as_printed_or_says_what_it_needs():

@@ -265,9 +265,9 @@ OPTIONS: tuple[Option, ...] = (
         "agent_eval_agent",
         "agent",
         "agent",
-        "the coding agent that runs the items: a built-in agent's name (claude-code, codex) or MODULE:ATTR naming "
-        "a pytest_agent_eval.agents.base.CodingAgent object (the module importable, e.g. through pytest's "
-        "pythonpath ini) (default Claude Code, pytest_agent_eval.agents.claude_code:CLAUDE_CODE)",
+        "the coding agent that runs the items: a built-in agent's name (claude-code, codex, gemini, opencode) "
+        "or MODULE:ATTR naming a pytest_agent_eval.agents.base.CodingAgent object (the module importable, e.g. "
+        "through pytest's pythonpath ini) (default Claude Code, pytest_agent_eval.agents.claude_code:CLAUDE_CODE)",
         "AGENT",
     ),
     Option(
