@@ -8,29 +8,20 @@ Both arms of the A/B are run as the harness runs them — a fresh workspace, Cod
 
 from __future__ import annotations
 
-import json
 import os
-import pwd
-import re
 import shutil
-import subprocess
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support.codex import QUESTION, run_arm
-from support.e2e import RealTools, inner_env, leftovers, package_venv, run_pytest, summary
-from support.paths import REPO
+from support.agent_cli import QUESTION, Arm, both_arms, run_arm
+from support.e2e import RealTools
 
-from pytest_agent_eval.agents.base import AgentSetup
 from pytest_agent_eval.agents.codex import CODEX
 from pytest_agent_eval.agents.codex.config import codex_home
 from pytest_agent_eval.agents.codex.transcript import kept_rollout
 from pytest_agent_eval.harness import sandbox
 from pytest_agent_eval.harness.provision import Provisioned, read_builds
-from pytest_agent_eval.harness.workspace import make_workspace
 from pytest_agent_eval.metrics.contamination import contamination
 from pytest_agent_eval.metrics.evidence import evidence
 from pytest_agent_eval.metrics.occupancy import FAMILIES, occupancy
@@ -51,16 +42,8 @@ def codex(real_tools: RealTools) -> Provisioned:
 
 
 @pytest.fixture(scope="module")
-def arms(tmp_path_factory: pytest.TempPathFactory, real_tools: RealTools, codex: Provisioned) -> Iterator[dict]:
-    if not sandbox.enabled():
-        pytest.skip("the sandbox is switched off")
-    sandbox.check_sandbox()
-    folder = tmp_path_factory.mktemp("codex-ab")
-    tools = real_tools
-    yield {
-        True: run_arm(folder, tools.express, codex, tools.cache, codegraph=tools.codegraph),
-        False: run_arm(folder, tools.express, codex, tools.cache),
-    }
+def arms(tmp_path_factory: pytest.TempPathFactory, real_tools: RealTools, codex: Provisioned) -> dict[bool, Arm]:
+    return both_arms(CODEX, tmp_path_factory.mktemp("codex-ab"), real_tools, codex)
 
 
 def _offered_mcp(request: dict[str, Any]) -> list[str]:
@@ -155,107 +138,10 @@ def test_a_second_turn_resumes_the_thread_and_the_policy_answers_the_new_questio
     if not sandbox.enabled():
         pytest.skip("the sandbox is switched off")
     tools = real_tools
-    arm = run_arm(tmp_path, tools.express, codex, tools.cache, (QUESTION, SECOND_QUESTION), codegraph=tools.codegraph)
+    arm = run_arm(CODEX, tmp_path, tools.express, codex, tools.cache, (QUESTION, SECOND_QUESTION),
+                  codegraph=tools.codegraph)  # fmt: skip
     assert [p.name for p in arm.run.segments] == ["run-with-1.jsonl", "run-with-1.t2.jsonl"]
     assert [r.subtype for r in arm.session.results] == ["turn.completed", "turn.completed"]
     first, second = arm.session.answer_texts()
     assert first.startswith("Answer to: How does res.send") and second.startswith("Answer to: Where is the ETag")
     assert [m.id for m in arm.session.messages()] == list(read_truth_log(arm.truth))
-
-
-@pytest.mark.parametrize("command", ["env codegraph --version", "sh -c 'codegraph status'", "$(echo codegraph) --help"])
-def test_a_cli_call_the_rule_does_not_catch_finds_no_codegraph_in_the_sealed_without_arm(
-    tmp_path: Path, real_tools: RealTools, codex: Provisioned, command: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The rule refuses the bare CLI; any other way to it (a wrapper, a shell, an expansion) meets the seal: the
-    without-arm's sandbox holds no codegraph, though the host's PATH has one."""
-    monkeypatch.setenv("PATH", os.pathsep.join([str(real_tools.codegraph.bin.parent), os.environ["PATH"]]))
-    outside = subprocess.run(command, shell=True, capture_output=True, text=True, timeout=60)
-    assert outside.returncode == 0, outside.stderr  # the same command, unsealed, runs the tool
-    arm = run_arm(tmp_path, real_tools.express, codex, real_tools.cache, model=CODEX.block_probe(command))
-    [call] = [c for c in arm.session.calls if c.name == "Bash"]
-    assert call.result is not None and call.result.is_error, call.result
-    assert CODEGRAPH.deny_marker not in call.result.text  # not the rule: the seal
-    assert re.search(r"not found|No such file", call.result.text), call.result.text
-    assert not contamination(arm.session).contaminated
-
-
-def test_a_config_the_agent_rewrote_is_not_what_the_next_turn_reads(
-    tmp_path: Path, real_tools: RealTools, codex: Provisioned
-) -> None:
-    """The config and rules are bound read-only: a shell of the agent cannot drop the deny for a later turn."""
-    workspace = make_workspace(real_tools.express, tmp_path / "ws", CODEGRAPH.state_dirs)
-    setup = AgentSetup(config_dir=tmp_path, home=workspace.home, model_url="http://127.0.0.1:9", mcp_servers=(),
-                       denied_cli=CODEGRAPH.cli, deny_reason=CODEGRAPH.deny_reason)  # fmt: skip
-    config = CODEX.configure(setup)
-    sealed = sandbox.sandbox_for(cache=real_tools.cache, writable=[workspace.home], readable=list(config.readable))
-    rules = config.files["rules"]
-    script = f"echo 'x' > {rules}; rm -f {rules}; rm -rf {rules.parent}; cat {rules}"
-    done = subprocess.run(sealed.wrap(["/bin/sh", "-c", script]), capture_output=True, text=True, timeout=60)
-    assert "prefix_rule(" in done.stdout and CODEGRAPH.deny_reason in rules.read_text(), done.stderr
-    shutil.rmtree(tmp_path / "ws")
-
-
-def test_codex_runs_sealed_for_an_ordinary_user_too(codex: Provisioned, real_tools: RealTools) -> None:
-    """The harness run by an ordinary user: bubblewrap through an unprivileged user namespace. The user gets a copy
-    of the Codex install and of express, and a Python of the system's with this package (root's cache and Python
-    are not theirs to read), and runs the without-arm."""
-    system_python = Path("/usr/bin/python3")
-    if os.geteuid() != 0 or shutil.which("runuser") is None or not system_python.is_file():
-        pytest.skip("needs root, runuser and the system's python3 to become an ordinary user")
-    try:
-        user = pwd.getpwnam(USER)
-    except KeyError:
-        pytest.skip(f"no user {USER} (`useradd -M -s /bin/sh {USER}`, or name one in AGENT_EVAL_TEST_USER)")
-    base = Path(tempfile.mkdtemp(prefix="agent-eval-codex-user-"))  # pytest's tmp_path is root's alone
-    try:
-        base.chmod(0o755)
-        install = base / "codex"
-        shutil.copytree(Path(codex.origin["path"]) / "node_modules", install / "node_modules", symlinks=True)
-        shutil.copytree(real_tools.express, base / "express", symlinks=True,
-                        ignore=shutil.ignore_patterns(*CODEGRAPH.state_dirs))  # fmt: skip
-        for folder in ("cache", "out", "home"):
-            (base / folder).mkdir()
-            os.chown(base / folder, user.pw_uid, user.pw_gid)
-        python = package_venv(system_python, base / "venv")
-        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(base / "home"), "LANG": "C.UTF-8"}  # a user's own
-        script = Path(__file__).parent / "support" / "codex.py"
-        launcher = install / "node_modules" / ".bin" / "codex"
-        command = [str(shutil.which("runuser")), "-u", USER, "--", str(python), str(script), str(launcher),
-                   str(base / "express"), str(base / "cache"), str(base / "out")]  # fmt: skip
-        done = subprocess.run(command, env=env, cwd=base, capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
-        summary = json.loads(done.stdout.strip().splitlines()[-1])
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
-    assert summary["uid"] == user.pw_uid and summary["exit_codes"] == [0]
-    assert summary["requests"] == summary["messages"] > 1 and summary["answers"][0].startswith("Answer to: How does")
-    assert (summary["cli_blocked"], summary["contaminated"], summary["mcp_calls"]) == (1, False, 0)
-
-
-def test_the_ab_eval_runs_both_arms_through_codex(real_tools: RealTools, codex: Provisioned, tag: str,
-                                                  tmp_path: Path) -> None:  # fmt: skip
-    """``pytest evals -k express --agent-eval-agent pytest_agent_eval.agents.codex:CODEX --agent-eval-backend
-    scripted --agent-eval-offline``: the harness's whole item (provisioning, index, workspace, sandbox, block probe,
-    the three turns, scoring, gates) with Codex as the agent."""
-    out = tmp_path / "out"
-    args = ["evals", "-k", "express", "--agent-eval-runs", "1", "--agent-eval-agent",
-            "pytest_agent_eval.agents.codex:CODEX", "--agent-eval-backend", "scripted", "--agent-eval-offline",
-            f"--agent-eval-out={out}"]  # fmt: skip
-    done = run_pytest(args, REPO, inner_env(real_tools, tag), tmp_path)
-    assert done.returncode == 0 and re.search(r"\b2 passed\b", done.stdout), done.stdout[-3000:]
-    assert "measure the pipeline and the tool's responses, not a model" in done.stdout  # a stand-in says so
-    records = summary(out)
-    assert sorted(records) == ["express-with-1", "express-without-1"]
-    for record in records.values():
-        assert (record["agent"], record["agent_version"], record["outcome"]) == ("codex", CODEX.version, "passed")
-        assert record["driver"]["exit_codes"] == [0, 0, 0] and record["contaminated"] is False
-        assert record["scores"]["evidence"]["intact"] is True  # held to the model server's record
-        assert kept_rollout(Path(record["driver"]["segments"][0])).is_file()
-    # the deny was proven through Codex once per process: its probe's shell call came back refused
-    [probe] = [kept_rollout(p) for p in out.glob("*/items/*/block-probe/run-block-probe.jsonl")]
-    assert CODEGRAPH.deny_marker in probe.read_text(encoding="utf-8")
-    with_arm, without = records["express-with-1"]["scores"], records["express-without-1"]["scores"]
-    assert len(with_arm["contamination"]["mcp_calls"]) == 3 and with_arm["occupancy"]["residual"]["tool"] > 0
-    assert without["contamination"]["cli_calls"] == without["contamination"]["cli_blocked"] == 3
-    assert leftovers(tag, tmp_path) == []
