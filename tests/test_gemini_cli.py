@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.agent_cli import QUESTION, Arm, both_arms, run_arm
+from support.agent_cli import QUESTION, Arm, assert_occupancy_matches, both_arms, denied, explored, run_arm
 from support.e2e import RealTools
 
 from pytest_agent_eval.agents.gemini import GEMINI
@@ -24,12 +24,10 @@ from pytest_agent_eval.agents.gemini.transcript import kept_chat
 from pytest_agent_eval.harness import sandbox
 from pytest_agent_eval.harness.drivers import TurnError
 from pytest_agent_eval.harness.provision import Provisioned, read_builds
-from pytest_agent_eval.metrics.contamination import contamination
 from pytest_agent_eval.metrics.evidence import evidence
-from pytest_agent_eval.metrics.occupancy import FAMILIES, occupancy
 from pytest_agent_eval.model.record import read_requests
 from pytest_agent_eval.model.server import Faults
-from pytest_agent_eval.model.truth import read_truth_log, resident_truth
+from pytest_agent_eval.model.truth import read_truth_log
 from pytest_agent_eval.tool import CODEGRAPH
 
 SECOND_QUESTION = "Where is the ETag function configured, and how does the app setting reach res.send?"
@@ -65,23 +63,11 @@ def test_gemini_is_provisioned_pinned_into_the_cache_once(real_tools: RealTools,
 def test_the_with_arm_explores_through_codegraphs_mcp_server(arms: dict) -> None:
     arm = arms[True]
     assert all(_offered_mcp(r) == ["mcp_codegraph_codegraph_explore"] for r in arm.requests)  # every request
-    explores = [c for c in arm.session.calls if c.name == "mcp__codegraph__codegraph_explore"]
-    assert explores and explores[0].result is not None and explores[0].result.text.startswith("**Exploration:")
-    report = contamination(arm.session)
-    assert report.mcp_calls and not report.contaminated
-    assert arm.session.answer_texts() and arm.session.answer_texts()[0].startswith("Answer to: How does res.send")
+    assert explored(arm).text.startswith("**Exploration:")
 
 
 def test_the_without_arm_has_no_mcp_server_and_its_cli_call_is_denied_by_the_policy(arms: dict) -> None:
-    arm = arms[False]
-    assert arm.requests and not any(_offered_mcp(r) for r in arm.requests)
-    assert not any(CODEGRAPH.owns(c.name) for c in arm.session.calls)
-    [cli] = [c for c in arm.session.calls if c.input.get("command", "").startswith(f"{CODEGRAPH.cli} ")]
-    assert cli.result is not None and cli.result.is_error and CODEGRAPH.deny_marker in cli.result.text
-    assert cli.result.text.startswith("Tool execution denied by policy.")
-    report = contamination(arm.session)
-    assert (report.cli_calls, report.cli_blocked, report.contaminated) == (1, 1, False)
-    assert not (arm.workspace.repo / ".codegraph").exists()
+    assert denied(arms[False], _offered_mcp).text.startswith("Tool execution denied by policy.")
 
 
 @pytest.mark.parametrize("has_tool", [True, False], ids=["with", "without"])
@@ -92,11 +78,7 @@ def test_occupancy_of_the_gemini_session_matches_the_stand_ins_own_counts(arms: 
     counts = read_truth_log(arm.truth)
     ids = [m.id for m in arm.session.messages()]
     assert len(ids) == len(counts) == len(arm.requests)  # every request the stand-in answered, read
-    truth = resident_truth(arm.session, dict(zip(ids, counts.values(), strict=True)))
-    assert truth is not None
-    estimate = occupancy(arm.session).residual
-    error = sum(abs(estimate[f] - truth[f]) for f in FAMILIES) / sum(truth.values())
-    assert error <= 0.01, (estimate, truth)
+    assert_occupancy_matches(arm.session, dict(zip(ids, counts.values(), strict=True)))
 
 
 def test_the_session_agrees_with_what_the_model_received_and_a_forged_chat_record_does_not(

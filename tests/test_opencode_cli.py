@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.agent_cli import QUESTION, Arm, both_arms, run_arm
+from support.agent_cli import QUESTION, Arm, assert_occupancy_matches, both_arms, denied, explored, run_arm
 from support.e2e import RealTools
 
 from pytest_agent_eval.agents.opencode import OPENCODE
@@ -26,12 +26,10 @@ from pytest_agent_eval.harness import sandbox
 from pytest_agent_eval.harness.provision import Provisioned, read_builds
 from pytest_agent_eval.metrics.contamination import contamination
 from pytest_agent_eval.metrics.evidence import evidence
-from pytest_agent_eval.metrics.occupancy import FAMILIES, occupancy
 from pytest_agent_eval.model import AnthropicBackend, ScriptedBackend, serve
 from pytest_agent_eval.model.opencode import is_opencode_request, read_turn, render
 from pytest_agent_eval.model.record import read_requests
 from pytest_agent_eval.model.sse import Reply
-from pytest_agent_eval.model.truth import resident_truth
 from pytest_agent_eval.tool import CODEGRAPH
 
 SECOND_QUESTION = "Where is the ETag function configured, and how does the app setting reach res.send?"
@@ -79,23 +77,12 @@ def test_the_with_arm_explores_through_codegraphs_mcp_server(arms: dict) -> None
     arm = arms[True]
     tool_requests = _tool_requests(arm.requests)
     assert tool_requests and all(f"{CODEGRAPH.name}_{CODEGRAPH.explore}" in _offered_mcp(r) for r in tool_requests)
-    explores = [c for c in arm.session.calls if c.name == f"mcp__{CODEGRAPH.name}__{CODEGRAPH.explore}"]
-    assert explores and explores[0].result is not None and "**Exploration:" in explores[0].result.text
-    report = contamination(arm.session)
-    assert report.mcp_calls and not report.contaminated
-    assert arm.session.answer_texts() and arm.session.answer_texts()[0].startswith("Answer to: How does res.send")
+    explored(arm)
 
 
 def test_the_without_arm_has_no_mcp_server_and_its_cli_call_is_denied(arms: dict) -> None:
-    arm = arms[False]
-    assert arm.requests and not any(_offered_mcp(r) for r in arm.requests)
-    assert not any(CODEGRAPH.owns(c.name) for c in arm.session.calls)
-    [cli] = [c for c in arm.session.calls if c.input.get("command", "").startswith(f"{CODEGRAPH.cli} ")]
-    assert cli.result is not None and cli.result.is_error and CODEGRAPH.deny_marker in cli.result.text
-    assert "prevents you from using this specific tool call" in cli.result.text  # OpenCode's own refusal
-    report = contamination(arm.session)
-    assert (report.cli_calls, report.cli_blocked, report.contaminated) == (1, 1, False)
-    assert not (arm.workspace.repo / ".codegraph").exists()
+    refusal = denied(arms[False], _offered_mcp)
+    assert "prevents you from using this specific tool call" in refusal.text  # OpenCode's own refusal
 
 
 @pytest.mark.parametrize("has_tool", [True, False], ids=["with", "without"])
@@ -105,11 +92,7 @@ def test_occupancy_of_the_opencode_session_matches_the_stand_ins_own_counts(arms
     counts = arm.truth_by_message()
     assert [m.id for m in arm.session.messages()] == list(counts)  # every request offering tools, read
     assert len(counts) == len(_tool_requests(arm.requests))
-    truth = resident_truth(arm.session, counts)
-    assert truth is not None
-    estimate = occupancy(arm.session).residual
-    error = sum(abs(estimate[f] - truth[f]) for f in FAMILIES) / sum(truth.values())
-    assert error <= 0.01, (estimate, truth)
+    assert_occupancy_matches(arm.session, counts)
 
 
 def test_the_session_agrees_with_what_the_model_received_and_a_forged_stream_does_not(

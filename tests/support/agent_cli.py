@@ -14,6 +14,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+from collections.abc import Callable
 from contextlib import ExitStack
 from dataclasses import dataclass
 from pathlib import Path
@@ -27,12 +28,13 @@ from pytest_agent_eval.harness.relay import carried
 from pytest_agent_eval.harness.workspace import Workspace, make_workspace
 from pytest_agent_eval.metrics.contamination import contamination
 from pytest_agent_eval.metrics.evidence import paired_responses
+from pytest_agent_eval.metrics.occupancy import FAMILIES, occupancy
 from pytest_agent_eval.model import ScriptedBackend, serve
 from pytest_agent_eval.model.record import read_requests
-from pytest_agent_eval.model.truth import read_truth_log
+from pytest_agent_eval.model.truth import read_truth_log, resident_truth
 from pytest_agent_eval.model.usage import PromptCount
 from pytest_agent_eval.tool import CODEGRAPH
-from pytest_agent_eval.transcript import Session
+from pytest_agent_eval.transcript import Session, ToolResult
 
 if TYPE_CHECKING:  # run as a script by an ordinary user, this module has no support package on its path
     from support.e2e import RealTools
@@ -127,6 +129,41 @@ def both_arms(agent: CodingAgent, folder: Path, tools: RealTools, build: Provisi
         True: run_arm(agent, folder, tools.express, build, tools.cache, codegraph=tools.codegraph),
         False: run_arm(agent, folder, tools.express, build, tools.cache),
     }
+
+
+def explored(arm: Arm) -> ToolResult:
+    """What the with-arm's session holds alike for every agent: a codegraph explore answered, MCP calls and no
+    contamination, the policy's answer; the first explore's result (the offer of the tools is the agent's own)."""
+    explores = [c for c in arm.session.calls if c.name == f"mcp__{CODEGRAPH.name}__{CODEGRAPH.explore}"]
+    assert explores and explores[0].result is not None and "**Exploration:" in explores[0].result.text
+    report = contamination(arm.session)
+    assert report.mcp_calls and not report.contaminated
+    assert arm.session.answer_texts() and arm.session.answer_texts()[0].startswith("Answer to: How does res.send")
+    return explores[0].result
+
+
+def denied(arm: Arm, offered: Callable[[dict[str, Any]], list[str]]) -> ToolResult:
+    """What the without-arm's session holds alike for every agent: no codegraph tool ``offered`` in any request or
+    called, its one CLI call refused with the deny's mark, no index in its copy; that call's result (the wording of
+    the refusal is the agent's own)."""
+    assert arm.requests and not any(offered(r) for r in arm.requests)
+    assert not any(CODEGRAPH.owns(c.name) for c in arm.session.calls)
+    [cli] = [c for c in arm.session.calls if c.input.get("command", "").startswith(f"{CODEGRAPH.cli} ")]
+    assert cli.result is not None and cli.result.is_error and CODEGRAPH.deny_marker in cli.result.text
+    report = contamination(arm.session)
+    assert (report.cli_calls, report.cli_blocked, report.contaminated) == (1, 1, False)
+    assert not (arm.workspace.repo / ".codegraph").exists()
+    return cli.result
+
+
+def assert_occupancy_matches(session: Session, counts: dict[str, PromptCount]) -> None:
+    """bench/occupancy_accuracy.py's measure, Σ|estimate − truth| / Σ truth over the families, is ≤ 1%: ``counts``
+    the stand-in's, keyed by the session's messages."""
+    truth = resident_truth(session, counts)
+    assert truth is not None
+    estimate = occupancy(session).residual
+    error = sum(abs(estimate[f] - truth[f]) for f in FAMILIES) / sum(truth.values())
+    assert error <= 0.01, (estimate, truth)
 
 
 def main(args: list[str]) -> int:
