@@ -10,8 +10,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from support.fake_agent import agent_setup, drive_fake, fake_cli
 
-from pytest_agent_eval.agents.base import AgentSetup, DriveOptions, McpServer, load_agent
+from pytest_agent_eval.agents.base import DriveOptions, McpServer, load_agent
 from pytest_agent_eval.agents.codex import CODEX
 from pytest_agent_eval.agents.codex.config import KEY_VAR, exec_command
 from pytest_agent_eval.agents.codex.driver import CodexOptions, find_rollout_in, run_codex
@@ -56,16 +57,9 @@ if how == "hang":
 """
 
 
-def _setup(tmp_path: Path, mcp: tuple[McpServer, ...] = ()) -> AgentSetup:
-    home = tmp_path / "home"
-    home.mkdir(parents=True, exist_ok=True)
-    return AgentSetup(config_dir=tmp_path, home=home, model_url="http://127.0.0.1:4321", mcp_servers=mcp,
-                      denied_cli=CODEGRAPH.cli, deny_reason=CODEGRAPH.deny_reason)  # fmt: skip
-
-
 def test_the_config_points_codex_at_the_harness_and_serves_the_tool_in_the_with_arm_only(tmp_path: Path) -> None:
     server = McpServer("codegraph", ("/opt/cg", "serve", "--mcp", "--path", "/r e/po"), {"DO_NOT_TRACK": "1"})
-    with_arm = CODEX.configure(_setup(tmp_path / "with", (server,)))
+    with_arm = CODEX.configure(agent_setup(tmp_path / "with", (server,)))
     config = tomllib.loads(with_arm.files["config"].read_text(encoding="utf-8"))
     provider = config["model_providers"][config["model_provider"]]
     assert provider["base_url"] == "http://127.0.0.1:4321/v1" and provider["wire_api"] == "responses"
@@ -78,7 +72,7 @@ def test_the_config_points_codex_at_the_harness_and_serves_the_tool_in_the_with_
     served = {"command": "/opt/cg", "args": ["serve", "--mcp", "--path", "/r e/po"], "env": {"DO_NOT_TRACK": "1"}}
     assert config["mcp_servers"] == {"codegraph": {**served, "required": True}}
     assert with_arm.env == {"CODEX_HOME": str(tmp_path / "with" / "home" / ".codex")}
-    without = CODEX.configure(_setup(tmp_path / "without"))
+    without = CODEX.configure(agent_setup(tmp_path / "without"))
     assert "mcp_servers" not in tomllib.loads(without.files["config"].read_text(encoding="utf-8"))
     for arm in (with_arm, without):
         rules = arm.files["rules"].read_text(encoding="utf-8")
@@ -91,14 +85,14 @@ def test_the_config_points_codex_at_the_harness_and_serves_the_tool_in_the_with_
     host.write_text("the host's\n")
     without.files["config"].unlink()
     without.files["config"].symlink_to(host)
-    again = CODEX.configure(_setup(tmp_path / "without"))
+    again = CODEX.configure(agent_setup(tmp_path / "without"))
     assert host.read_text() == "the host's\n" and not again.files["config"].is_symlink()
     assert tomllib.loads(again.files["config"].read_text(encoding="utf-8"))["model"] == ScriptedBackend.stand_in_model
     linked = tmp_path / "linked"
     (linked / "home").mkdir(parents=True)
     (linked / "home" / ".codex").symlink_to(tmp_path / "with" / "home" / ".codex")
     with pytest.raises(UntrustedFile, match="a link on the way"):
-        CODEX.configure(_setup(linked))
+        CODEX.configure(agent_setup(linked))
     assert CODEX.environment("http://x")[KEY_VAR].startswith("sk-agent-eval")  # a placeholder, never a real key
 
 
@@ -123,25 +117,8 @@ def test_the_block_probe_asks_for_one_shell_call_then_ends() -> None:
     assert answer["type"] == "message"
 
 
-def _fake_codex(tmp_path: Path) -> Path:
-    fake = tmp_path / "codex"
-    fake.write_text(FAKE, encoding="utf-8")
-    fake.chmod(0o755)
-    return fake
-
-
 def _drive(tmp_path: Path, how: str, questions: tuple[str, ...] = ("Q1?",)) -> tuple[object, Path]:
-    fake = _fake_codex(tmp_path)
-    config = CODEX.configure(_setup(tmp_path))
-    env = {**os.environ, "HOME": str(tmp_path / "home"), **config.env, "CODEX_FAKE": how}
-    build = Provisioned("codex", fake, CODEX.version, CODEX.version)
-    options = DriveOptions(timeout_s=3.0, stall_s=30.0, sandbox=None)
-    out = tmp_path / "out"
-    try:
-        return CODEX.drive(build, questions, mode="headless", config=config, options=options, label="with-1",
-                           out_dir=out, cwd=tmp_path, env=env), out  # fmt: skip
-    except TurnError as error:
-        return error, out
+    return drive_fake(CODEX, FAKE, agent_setup(tmp_path), tmp_path, {"CODEX_FAKE": how}, questions)
 
 
 def test_turns_are_driven_resumed_and_the_rollout_is_kept_beside_them(tmp_path: Path) -> None:
@@ -170,8 +147,8 @@ def test_a_turn_that_fails_or_never_ends_ends_the_run(tmp_path: Path, how: str, 
 
 
 def test_a_cli_lingering_after_its_turn_is_stopped_and_its_stream_kept(tmp_path: Path) -> None:
-    fake = _fake_codex(tmp_path)
-    config = CODEX.configure(_setup(tmp_path))
+    fake = fake_cli(CODEX, FAKE, tmp_path)
+    config = CODEX.configure(agent_setup(tmp_path))
     env = {**os.environ, "HOME": str(tmp_path / "home"), **config.env, "CODEX_FAKE": "hang"}
     options = CodexOptions(codex=str(fake), timeout_s=30.0, exit_grace_s=0.5)
     run = run_codex(["Q?"], label="with-1", out_dir=tmp_path / "out", cwd=tmp_path, env=env, options=options)
@@ -198,7 +175,7 @@ def test_the_rollout_is_found_without_following_the_agents_links(tmp_path: Path)
 
 
 def test_codex_is_driven_headless_only_and_with_a_question(tmp_path: Path) -> None:
-    config = CODEX.configure(_setup(tmp_path))
+    config = CODEX.configure(agent_setup(tmp_path))
     build = Provisioned("codex", tmp_path / "codex", CODEX.version, CODEX.version)
     with pytest.raises(ValueError, match="driven headless only"):
         CODEX.drive(build, ["Q?"], mode="tmux", config=config, options=DriveOptions(), label="x", out_dir=tmp_path,

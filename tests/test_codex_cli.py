@@ -10,33 +10,25 @@ from __future__ import annotations
 
 import json
 import os
-import pwd
-import re
 import shutil
-import subprocess
-import tempfile
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 import pytest
-from support.codex import QUESTION, fake_responses_api, run_arm
-from support.e2e import RealTools, inner_env, leftovers, package_venv, run_pytest, summary
-from support.paths import REPO
+from support.agent_cli import QUESTION, Arm, assert_occupancy_matches, both_arms, denied, explored, run_arm
+from support.codex import fake_responses_api
+from support.e2e import RealTools
 
-from pytest_agent_eval.agents.base import AgentSetup
 from pytest_agent_eval.agents.codex import CODEX
 from pytest_agent_eval.agents.codex.config import STANDIN_API_KEY, codex_home
 from pytest_agent_eval.agents.codex.transcript import kept_rollout
 from pytest_agent_eval.harness import sandbox
 from pytest_agent_eval.harness.provision import Provisioned, read_builds
-from pytest_agent_eval.harness.workspace import make_workspace
 from pytest_agent_eval.metrics.contamination import contamination
 from pytest_agent_eval.metrics.evidence import evidence
-from pytest_agent_eval.metrics.occupancy import FAMILIES, occupancy
 from pytest_agent_eval.model import OpenAIBackend, ResponsesCassetteBackend, cassette_backend, make_backend
 from pytest_agent_eval.model.record import read_requests
-from pytest_agent_eval.model.truth import read_truth_log, resident_truth
+from pytest_agent_eval.model.truth import read_truth_log
 from pytest_agent_eval.tool import CODEGRAPH
 
 SECOND_QUESTION = "Where is the ETag function configured, and how does the app setting reach res.send?"
@@ -52,16 +44,8 @@ def codex(real_tools: RealTools) -> Provisioned:
 
 
 @pytest.fixture(scope="module")
-def arms(tmp_path_factory: pytest.TempPathFactory, real_tools: RealTools, codex: Provisioned) -> Iterator[dict]:
-    if not sandbox.enabled():
-        pytest.skip("the sandbox is switched off")
-    sandbox.check_sandbox()
-    folder = tmp_path_factory.mktemp("codex-ab")
-    tools = real_tools
-    yield {
-        True: run_arm(folder, tools.express, codex, tools.cache, codegraph=tools.codegraph),
-        False: run_arm(folder, tools.express, codex, tools.cache),
-    }
+def arms(tmp_path_factory: pytest.TempPathFactory, real_tools: RealTools, codex: Provisioned) -> dict[bool, Arm]:
+    return both_arms(CODEX, tmp_path_factory.mktemp("codex-ab"), real_tools, codex)
 
 
 def _offered_mcp(request: dict[str, Any]) -> list[str]:
@@ -86,22 +70,11 @@ def test_codex_is_provisioned_pinned_into_the_cache_once(real_tools: RealTools, 
 def test_the_with_arm_explores_through_codegraphs_mcp_server(arms: dict) -> None:
     arm = arms[True]
     assert all(_offered_mcp(r) == ["mcp__codegraph"] for r in arm.requests)  # offered up front, every request
-    explores = [c for c in arm.session.calls if c.name == "mcp__codegraph__codegraph_explore"]
-    assert explores and explores[0].result is not None and "**Exploration:" in explores[0].result.text
-    report = contamination(arm.session)
-    assert report.mcp_calls and not report.contaminated
-    assert arm.session.answer_texts() and arm.session.answer_texts()[0].startswith("Answer to: How does res.send")
+    explored(arm)
 
 
 def test_the_without_arm_has_no_mcp_server_and_its_cli_call_is_denied(arms: dict) -> None:
-    arm = arms[False]
-    assert arm.requests and not any(_offered_mcp(r) for r in arm.requests)
-    assert not any(CODEGRAPH.owns(c.name) for c in arm.session.calls)
-    [cli] = [c for c in arm.session.calls if c.input.get("command", "").startswith(f"{CODEGRAPH.cli} ")]
-    assert cli.result is not None and cli.result.is_error and CODEGRAPH.deny_marker in cli.result.text
-    report = contamination(arm.session)
-    assert (report.cli_calls, report.cli_blocked, report.contaminated) == (1, 1, False)
-    assert not (arm.workspace.repo / ".codegraph").exists()
+    denied(arms[False], _offered_mcp)
 
 
 @pytest.mark.parametrize("has_tool", [True, False], ids=["with", "without"])
@@ -110,11 +83,7 @@ def test_occupancy_of_the_codex_session_matches_the_stand_ins_own_counts(arms: d
     arm = arms[has_tool]
     counts = read_truth_log(arm.truth)
     assert [m.id for m in arm.session.messages()] == list(counts)  # every request the stand-in answered, read
-    truth = resident_truth(arm.session, counts)
-    assert truth is not None
-    estimate = occupancy(arm.session).residual
-    error = sum(abs(estimate[f] - truth[f]) for f in FAMILIES) / sum(truth.values())
-    assert error <= 0.01, (estimate, truth)
+    assert_occupancy_matches(arm.session, counts)
 
 
 def test_the_session_agrees_with_what_the_model_received_and_a_forged_rollout_does_not(
@@ -156,7 +125,8 @@ def test_a_second_turn_resumes_the_thread_and_the_policy_answers_the_new_questio
     if not sandbox.enabled():
         pytest.skip("the sandbox is switched off")
     tools = real_tools
-    arm = run_arm(tmp_path, tools.express, codex, tools.cache, (QUESTION, SECOND_QUESTION), codegraph=tools.codegraph)
+    arm = run_arm(CODEX, tmp_path, tools.express, codex, tools.cache, (QUESTION, SECOND_QUESTION),
+                  codegraph=tools.codegraph)  # fmt: skip
     assert [p.name for p in arm.run.segments] == ["run-with-1.jsonl", "run-with-1.t2.jsonl"]
     assert [r.subtype for r in arm.session.results] == ["turn.completed", "turn.completed"]
     first, second = arm.session.answer_texts()
@@ -166,7 +136,7 @@ def test_a_second_turn_resumes_the_thread_and_the_policy_answers_the_new_questio
 
 @pytest.mark.parametrize("has_tool", [True, False], ids=["with", "without"])
 def test_a_recorded_codex_run_replays_through_the_real_cli_in_another_workspace(
-    arms: dict, has_tool: bool, tmp_path: Path, real_tools: RealTools, codex: Provisioned
+    arms: dict[bool, Arm], has_tool: bool, tmp_path: Path, real_tools: RealTools, codex: Provisioned
 ) -> None:
     """The cassette of the recorded run (its ``--json`` stream, the rollout kept beside) answers the Responses API:
     Codex makes the recorded calls again, in a workspace at another path (the recorded cwd rewritten to it), and
@@ -175,7 +145,7 @@ def test_a_recorded_codex_run_replays_through_the_real_cli_in_another_workspace(
     backend = cassette_backend(recorded.run.segments)
     assert isinstance(backend, ResponsesCassetteBackend)
     tool = {"codegraph": real_tools.codegraph} if has_tool else {}
-    replayed = run_arm(tmp_path, real_tools.express, codex, real_tools.cache, model=backend, **tool)
+    replayed = run_arm(CODEX, tmp_path, real_tools.express, codex, real_tools.cache, model=backend, **tool)
     old, new = str(recorded.workspace.repo), str(replayed.workspace.repo)
     assert old != new
     calls = [(c.name, json.dumps(c.input).replace(old, new)) for c in recorded.session.calls]
@@ -208,7 +178,7 @@ def test_with_a_real_key_codex_reaches_the_api_through_the_forwarder_and_never_h
         monkeypatch.setenv("OPENAI_BASE_URL", api.url + "/v1")
         forwarder = make_backend("auto", api=CODEX.api)
         assert isinstance(forwarder, OpenAIBackend)
-        arm = run_arm(tmp_path, real_tools.express, codex, real_tools.cache, model=forwarder)
+        arm = run_arm(CODEX, tmp_path, real_tools.express, codex, real_tools.cache, model=forwarder)
     assert len(api.seen) == 2 and all(h["authorization"] == f"Bearer {key}" for _, h, _ in api.seen)
     [call] = [c for c in arm.session.calls if c.name == "Bash"]
     assert call.result is not None and not call.result.is_error
@@ -219,101 +189,3 @@ def test_with_a_real_key_codex_reaches_the_api_through_the_forwarder_and_never_h
         files = [p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()]
         assert not [p for p in files if key.encode() in p.read_bytes()]
     assert evidence(arm.session, read_requests(arm.record)).intact  # the relayed stream is on record
-
-
-@pytest.mark.parametrize("command", ["env codegraph --version", "sh -c 'codegraph status'", "$(echo codegraph) --help"])
-def test_a_cli_call_the_rule_does_not_catch_finds_no_codegraph_in_the_sealed_without_arm(
-    tmp_path: Path, real_tools: RealTools, codex: Provisioned, command: str, monkeypatch: pytest.MonkeyPatch
-) -> None:
-    """The rule refuses the bare CLI; any other way to it (a wrapper, a shell, an expansion) meets the seal: the
-    without-arm's sandbox holds no codegraph, though the host's PATH has one."""
-    monkeypatch.setenv("PATH", os.pathsep.join([str(real_tools.codegraph.bin.parent), os.environ["PATH"]]))
-    outside = subprocess.run(command, shell=True, capture_output=True, text=True, timeout=60)
-    assert outside.returncode == 0, outside.stderr  # the same command, unsealed, runs the tool
-    arm = run_arm(tmp_path, real_tools.express, codex, real_tools.cache, model=CODEX.block_probe(command))
-    [call] = [c for c in arm.session.calls if c.name == "Bash"]
-    assert call.result is not None and call.result.is_error, call.result
-    assert CODEGRAPH.deny_marker not in call.result.text  # not the rule: the seal
-    assert re.search(r"not found|No such file", call.result.text), call.result.text
-    assert not contamination(arm.session).contaminated
-
-
-def test_a_config_the_agent_rewrote_is_not_what_the_next_turn_reads(
-    tmp_path: Path, real_tools: RealTools, codex: Provisioned
-) -> None:
-    """The config and rules are bound read-only: a shell of the agent cannot drop the deny for a later turn."""
-    workspace = make_workspace(real_tools.express, tmp_path / "ws", CODEGRAPH.state_dirs)
-    setup = AgentSetup(config_dir=tmp_path, home=workspace.home, model_url="http://127.0.0.1:9", mcp_servers=(),
-                       denied_cli=CODEGRAPH.cli, deny_reason=CODEGRAPH.deny_reason)  # fmt: skip
-    config = CODEX.configure(setup)
-    sealed = sandbox.sandbox_for(cache=real_tools.cache, writable=[workspace.home], readable=list(config.readable))
-    rules = config.files["rules"]
-    script = f"echo 'x' > {rules}; rm -f {rules}; rm -rf {rules.parent}; cat {rules}"
-    done = subprocess.run(sealed.wrap(["/bin/sh", "-c", script]), capture_output=True, text=True, timeout=60)
-    assert "prefix_rule(" in done.stdout and CODEGRAPH.deny_reason in rules.read_text(), done.stderr
-    shutil.rmtree(tmp_path / "ws")
-
-
-def test_codex_runs_sealed_for_an_ordinary_user_too(codex: Provisioned, real_tools: RealTools) -> None:
-    """The harness run by an ordinary user: bubblewrap through an unprivileged user namespace. The user gets a copy
-    of the Codex install and of express, and a Python of the system's with this package (root's cache and Python
-    are not theirs to read), and runs the without-arm."""
-    system_python = Path("/usr/bin/python3")
-    if os.geteuid() != 0 or shutil.which("runuser") is None or not system_python.is_file():
-        pytest.skip("needs root, runuser and the system's python3 to become an ordinary user")
-    try:
-        user = pwd.getpwnam(USER)
-    except KeyError:
-        pytest.skip(f"no user {USER} (`useradd -M -s /bin/sh {USER}`, or name one in AGENT_EVAL_TEST_USER)")
-    base = Path(tempfile.mkdtemp(prefix="agent-eval-codex-user-"))  # pytest's tmp_path is root's alone
-    try:
-        base.chmod(0o755)
-        install = base / "codex"
-        shutil.copytree(Path(codex.origin["path"]) / "node_modules", install / "node_modules", symlinks=True)
-        shutil.copytree(real_tools.express, base / "express", symlinks=True,
-                        ignore=shutil.ignore_patterns(*CODEGRAPH.state_dirs))  # fmt: skip
-        for folder in ("cache", "out", "home"):
-            (base / folder).mkdir()
-            os.chown(base / folder, user.pw_uid, user.pw_gid)
-        python = package_venv(system_python, base / "venv")
-        env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(base / "home"), "LANG": "C.UTF-8"}  # a user's own
-        script = Path(__file__).parent / "support" / "codex.py"
-        launcher = install / "node_modules" / ".bin" / "codex"
-        command = [str(shutil.which("runuser")), "-u", USER, "--", str(python), str(script), str(launcher),
-                   str(base / "express"), str(base / "cache"), str(base / "out")]  # fmt: skip
-        done = subprocess.run(command, env=env, cwd=base, capture_output=True, text=True, timeout=300)
-        assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
-        summary = json.loads(done.stdout.strip().splitlines()[-1])
-    finally:
-        shutil.rmtree(base, ignore_errors=True)
-    assert summary["uid"] == user.pw_uid and summary["exit_codes"] == [0]
-    assert summary["requests"] == summary["messages"] > 1 and summary["answers"][0].startswith("Answer to: How does")
-    assert (summary["cli_blocked"], summary["contaminated"], summary["mcp_calls"]) == (1, False, 0)
-
-
-def test_the_ab_eval_runs_both_arms_through_codex(real_tools: RealTools, codex: Provisioned, tag: str,
-                                                  tmp_path: Path) -> None:  # fmt: skip
-    """``pytest evals -k express --agent-eval-agent pytest_agent_eval.agents.codex:CODEX --agent-eval-backend
-    scripted --agent-eval-offline``: the harness's whole item (provisioning, index, workspace, sandbox, block probe,
-    the three turns, scoring, gates) with Codex as the agent."""
-    out = tmp_path / "out"
-    args = ["evals", "-k", "express", "--agent-eval-runs", "1", "--agent-eval-agent",
-            "pytest_agent_eval.agents.codex:CODEX", "--agent-eval-backend", "scripted", "--agent-eval-offline",
-            f"--agent-eval-out={out}"]  # fmt: skip
-    done = run_pytest(args, REPO, inner_env(real_tools, tag), tmp_path)
-    assert done.returncode == 0 and re.search(r"\b2 passed\b", done.stdout), done.stdout[-3000:]
-    assert "measure the pipeline and the tool's responses, not a model" in done.stdout  # a stand-in says so
-    records = summary(out)
-    assert sorted(records) == ["express-with-1", "express-without-1"]
-    for record in records.values():
-        assert (record["agent"], record["agent_version"], record["outcome"]) == ("codex", CODEX.version, "passed")
-        assert record["driver"]["exit_codes"] == [0, 0, 0] and record["contaminated"] is False
-        assert record["scores"]["evidence"]["intact"] is True  # held to the model server's record
-        assert kept_rollout(Path(record["driver"]["segments"][0])).is_file()
-    # the deny was proven through Codex once per process: its probe's shell call came back refused
-    [probe] = [kept_rollout(p) for p in out.glob("*/items/*/block-probe/run-block-probe.jsonl")]
-    assert CODEGRAPH.deny_marker in probe.read_text(encoding="utf-8")
-    with_arm, without = records["express-with-1"]["scores"], records["express-without-1"]["scores"]
-    assert len(with_arm["contamination"]["mcp_calls"]) == 3 and with_arm["occupancy"]["residual"]["tool"] > 0
-    assert without["contamination"]["cli_calls"] == without["contamination"]["cli_blocked"] == 3
-    assert leftovers(tag, tmp_path) == []

@@ -16,9 +16,10 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from support.fake_agent import agent_setup
 
 from pytest_agent_eval.agents import agent_named
-from pytest_agent_eval.agents.base import AgentSetup, DriveOptions, McpServer, load_agent
+from pytest_agent_eval.agents.base import DriveOptions, McpServer, load_agent
 from pytest_agent_eval.agents.gemini import GEMINI
 from pytest_agent_eval.agents.gemini.agent import read_rules
 from pytest_agent_eval.agents.gemini.config import BASE_URL_VAR, KEY_VAR, turn_command
@@ -61,24 +62,17 @@ def _session(arm: str):
     return read_gemini(_segments(DATA / arm))
 
 
-def _setup(tmp_path: Path, mcp: tuple[McpServer, ...] = ()) -> AgentSetup:
-    home = tmp_path / "home"
-    home.mkdir(parents=True, exist_ok=True)
-    return AgentSetup(config_dir=tmp_path, home=home, model_url="http://127.0.0.1:4321", mcp_servers=mcp,
-                      denied_cli=CODEGRAPH.cli, deny_reason=CODEGRAPH.deny_reason)  # fmt: skip
-
-
 # -- config and deny ------------------------------------------------------------------------------
 def test_the_config_points_gemini_at_the_harness_and_serves_the_tool_in_the_with_arm_only(tmp_path: Path) -> None:
     server = McpServer("codegraph", ("/opt/cg", "serve", "--mcp", "--path", "/r e/po"), {"DO_NOT_TRACK": "1"})
-    with_arm = GEMINI.configure(_setup(tmp_path / "with", (server,)))
+    with_arm = GEMINI.configure(agent_setup(tmp_path / "with", (server,)))
     settings = json.loads(with_arm.files["settings"].read_text(encoding="utf-8"))
     assert settings["security"]["auth"]["selectedType"] == "gemini-api-key"
     assert settings["privacy"]["usageStatisticsEnabled"] is False and settings["telemetry"]["enabled"] is False
     assert settings["general"]["enableAutoUpdate"] is False and settings["general"]["maxAttempts"] == 1
     served = {"command": "/opt/cg", "args": ["serve", "--mcp", "--path", "/r e/po"], "env": {"DO_NOT_TRACK": "1"}}
     assert settings["mcpServers"] == {"codegraph": {**served, "trust": True}}
-    without = GEMINI.configure(_setup(tmp_path / "without"))
+    without = GEMINI.configure(agent_setup(tmp_path / "without"))
     assert "mcpServers" not in json.loads(without.files["settings"].read_text(encoding="utf-8"))
     for arm in (with_arm, without):
         [rule] = read_rules(arm.files["policy"].read_text(encoding="utf-8"))
@@ -93,17 +87,17 @@ def test_the_config_points_gemini_at_the_harness_and_serves_the_tool_in_the_with
     host.write_text("the host's\n")
     without.files["policy"].unlink()
     without.files["policy"].symlink_to(host)
-    again = GEMINI.configure(_setup(tmp_path / "without"))
+    again = GEMINI.configure(agent_setup(tmp_path / "without"))
     assert host.read_text() == "the host's\n" and not again.files["policy"].is_symlink()
     linked = tmp_path / "linked"
     (linked / "home").mkdir(parents=True)
     (linked / "home" / ".gemini").symlink_to(tmp_path / "with" / "home" / ".gemini")
     with pytest.raises(UntrustedFile, match="a link on the way"):
-        GEMINI.configure(_setup(linked))
+        GEMINI.configure(agent_setup(linked))
 
 
 def test_the_deny_policy_is_checked_as_gemini_matches_it(tmp_path: Path) -> None:
-    config = GEMINI.configure(_setup(tmp_path))
+    config = GEMINI.configure(agent_setup(tmp_path))
     assert GEMINI.check_deny(config, CODEGRAPH.cli, {}, set()) == []
     policy = config.files["policy"]
     text = policy.read_text(encoding="utf-8")
@@ -327,7 +321,7 @@ def _drive(tmp_path: Path, how: str, questions: tuple[str, ...] = ("Q1?",), url:
     fake = tmp_path / "gemini"
     fake.write_text(FAKE, encoding="utf-8")
     fake.chmod(0o755)
-    config = GEMINI.configure(_setup(tmp_path))
+    config = GEMINI.configure(agent_setup(tmp_path))
     with serve(ScriptedBackend()) as server:
         env = {**os.environ, **GEMINI.environment(url or server.url), "HOME": str(tmp_path / "home"),
                "GEMINI_FAKE": how}  # fmt: skip
@@ -395,7 +389,7 @@ def test_the_chat_record_is_found_without_following_the_agents_links(tmp_path: P
 
 
 def test_gemini_is_driven_headless_only(tmp_path: Path) -> None:
-    config = GEMINI.configure(_setup(tmp_path))
+    config = GEMINI.configure(agent_setup(tmp_path))
     build = Provisioned("gemini", tmp_path / "gemini", GEMINI.version, GEMINI.version)
     with pytest.raises(ValueError, match="driven headless only"):
         GEMINI.drive(build, ["Q?"], mode="tmux", config=config, options=DriveOptions(), label="x", out_dir=tmp_path,

@@ -13,6 +13,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
+from support.fake_agent import agent_setup, drive_fake
 
 from pytest_agent_eval.agents import agent_named
 from pytest_agent_eval.agents.base import AgentSetup, DriveOptions, McpServer, load_agent
@@ -72,10 +73,7 @@ def _segments(arm: str) -> list[Path]:
 
 
 def _setup(tmp_path: Path, mcp: tuple[McpServer, ...] = ()) -> AgentSetup:
-    home = tmp_path / "home"
-    home.mkdir(parents=True, exist_ok=True)
-    return AgentSetup(config_dir=tmp_path / "config", home=home, model_url="http://127.0.0.1:4321", mcp_servers=mcp,
-                      denied_cli=CODEGRAPH.cli, deny_reason=CODEGRAPH.deny_reason)  # fmt: skip
+    return agent_setup(tmp_path, mcp, config_dir=tmp_path / "config")
 
 
 # -- the config ---------------------------------------------------------------------------------
@@ -293,19 +291,7 @@ def test_the_block_probe_asks_for_one_bash_call_then_ends() -> None:
 
 # -- the driver ---------------------------------------------------------------------------------
 def _drive(tmp_path: Path, how: str, questions: tuple[str, ...] = ("Q1?",), timeout_s: float = 5.0) -> tuple:
-    fake = tmp_path / "opencode"
-    fake.write_text(FAKE, encoding="utf-8")
-    fake.chmod(0o755)
-    config = OPENCODE.configure(_setup(tmp_path))
-    env = {**os.environ, "HOME": str(tmp_path / "home"), **config.env, "OPENCODE_FAKE": how}
-    build = Provisioned("opencode", fake, OPENCODE.version, OPENCODE.version)
-    options = DriveOptions(timeout_s=timeout_s, stall_s=30.0, sandbox=None)
-    out = tmp_path / "out"
-    try:
-        return OPENCODE.drive(build, questions, mode="headless", config=config, options=options, label="with-1",
-                              out_dir=out, cwd=tmp_path, env=env), out  # fmt: skip
-    except TurnError as error:
-        return error, out
+    return drive_fake(OPENCODE, FAKE, _setup(tmp_path), tmp_path, {"OPENCODE_FAKE": how}, questions, timeout_s)
 
 
 def test_turns_are_driven_continued_and_the_config_kept_beside_them(tmp_path: Path) -> None:

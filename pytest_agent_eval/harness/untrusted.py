@@ -14,6 +14,7 @@ from __future__ import annotations
 import errno
 import os
 import stat
+from collections.abc import Mapping
 from pathlib import Path, PurePath
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
@@ -120,6 +121,17 @@ def _copy_dir(fd: int, shown: Path, dest: Path) -> None:
         else:
             kind = "a link" if stat.S_ISLNK(mode) else "not a regular file"
             raise UntrustedFile(f"{shown / name}: {kind}; the agent's folders are copied only when they hold none")
+
+
+def replace_files(root: Path, folder: Path, files: Mapping[str, str]) -> None:
+    """Write each of ``files`` (its name under ``folder``, a folder inside ``root``: its text) as
+    :func:`replace_file` does, making the folders it lies in first: an agent's config, written again for every
+    attempt into a HOME an agent may have run in."""
+    for name in files:
+        (folder / name).parent.mkdir(parents=True, exist_ok=True)
+    relative = folder.relative_to(root)
+    for name, text in files.items():
+        replace_file(root, relative / name, text.encode("utf-8"))
 
 
 def replace_file(root: Path, relative: str | PurePath, data: bytes, mode: int = 0o600) -> None:

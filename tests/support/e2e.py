@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_agent_eval.harness.provision import Provisioned
+from support.paths import REPO
 
 TAG_VAR = "AGENT_EVAL_E2E_TAG"  # every process a test starts inherits it, so leftovers can be told apart
 RUN_TIMEOUT = 420.0
@@ -81,6 +82,5 @@ def package_venv(python: Path, folder: Path) -> Path:
     """A virtual environment of ``python`` with this package (editable) and its dependencies; its interpreter."""
     subprocess.run([str(python), "-m", "venv", str(folder)], check=True, capture_output=True, timeout=120)
     pip = [str(folder / "bin" / "python"), "-m", "pip", "install", "-q", "--disable-pip-version-check"]
-    package = Path(__file__).resolve().parents[2]
-    subprocess.run([*pip, "-e", str(package)], check=True, capture_output=True, timeout=600)
+    subprocess.run([*pip, "-e", str(REPO)], check=True, capture_output=True, timeout=600)
     return folder / "bin" / "python"

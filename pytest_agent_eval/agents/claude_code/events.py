@@ -1,5 +1,5 @@
 """What Claude Code's drivers read in a turn's lines as they come (stream-json, or a session file as it grows):
-the API error that ends a run, what a line says the CLI waits on, the JSON object of a line.
+the API error that ends a run, what a line says the CLI waits on (a line's JSON object: ``harness.drivers.stream``).
 
 See :mod:`pytest_agent_eval.harness.drivers.watch` for the judgement (an API error ends the run; the longest
 silence between lines marks a stalled turn).
@@ -7,10 +7,10 @@ silence between lines marks a stalled turn).
 
 from __future__ import annotations
 
-import json
 from collections.abc import Iterable
 
 from pytest_agent_eval.agents.claude_code.transcript import read_lines
+from pytest_agent_eval.harness.drivers.stream import NOT_JSON
 
 
 def turn_api_error(lines: Iterable[str | bytes]) -> str | None:
@@ -23,21 +23,12 @@ def turn_api_error(lines: Iterable[str | bytes]) -> str | None:
         return None
 
 
-def event_of(raw: str | bytes) -> dict | None:
-    """One transcript line as an event; None when it is not a JSON object."""
-    try:
-        event = json.loads(raw)
-    except ValueError:
-        return None
-    return event if isinstance(event, dict) else None
-
-
 def describe(event: dict | None) -> str:
     """A line in a word or three, so a stall says what it waited on: after ``user tool_result``, ``system
     init`` or ``api-request`` the CLI waited on the model (a request, its retries); after ``assistant tool_use
     <name>``, on a tool."""
     if event is None:
-        return "a non-JSON line"
+        return NOT_JSON
     kind = str(event.get("type"))
     if kind == "system":
         return f"system {event.get('subtype')}"

@@ -28,9 +28,16 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from pytest_agent_eval.agents.claude_code.events import describe, event_of, turn_api_error
+from pytest_agent_eval.agents.claude_code.events import describe, turn_api_error
 from pytest_agent_eval.harness.drivers import RunRecord, StreamOutcome, TurnError, segment_name
-from pytest_agent_eval.harness.drivers.stream import RESULT_GRACE_S, run_streaming, stderr_tail
+from pytest_agent_eval.harness.drivers.stream import (
+    RESULT_GRACE_S,
+    Launches,
+    event_of,
+    not_run,
+    run_streaming,
+    stderr_tail,
+)
 from pytest_agent_eval.harness.drivers.watch import STALL_S_REAL_API
 from pytest_agent_eval.harness.sandbox import Sandbox
 
@@ -42,7 +49,7 @@ DISALLOWED_TOOLS = "WebSearch,WebFetch"
 
 
 @dataclass(frozen=True)
-class HeadlessOptions:
+class HeadlessOptions(Launches):
     """The flags every agent process gets; one object per run, shared by its turns and, as ``TmuxOptions.run``,
     by the interactive driver."""
 
@@ -57,10 +64,6 @@ class HeadlessOptions:
     allowed_tools: str = ALLOWED_TOOLS
     stall_s: float = STALL_S_REAL_API  # a longer silence between a turn's lines marks it stalled (see .watch)
     sandbox: Sandbox | None = None  # where the agent's process tree runs; None only when a test switched it off
-
-    def launch(self, command: list[str]) -> list[str]:
-        """``command`` as started: inside the sandbox when there is one."""
-        return self.sandbox.wrap(command) if self.sandbox is not None else command
 
 
 def settings_flags(options: HeadlessOptions) -> list[str]:
@@ -130,7 +133,7 @@ def run_headless(
         outcome, seen = _run_process(command, segment, stderr, cwd, env, options)
         record.streamed(segment, stderr, outcome, seen.api_retries)
         record.session_id = seen.session_id or record.session_id
-        later = f"; turns {turn + 1}-{len(questions)} not run" if turn < len(questions) else ""
+        later = not_run(turn, len(questions))
         if not outcome.ended:
             why = (
                 f"timed out after {options.timeout_s:g}s"

@@ -57,10 +57,11 @@ from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from pytest_agent_eval.agents.claude_code.events import describe, event_of, turn_api_error
+from pytest_agent_eval.agents.claude_code.events import describe, turn_api_error
 from pytest_agent_eval.agents.claude_code.headless import HeadlessOptions, settings_flags, tool_flags
 from pytest_agent_eval.agents.claude_code.transcript import belongs_to
 from pytest_agent_eval.harness.drivers import AgentInfraError, RunRecord, TurnError
+from pytest_agent_eval.harness.drivers.stream import event_of
 from pytest_agent_eval.harness.drivers.watch import Silences
 from pytest_agent_eval.harness.process import watched
 from pytest_agent_eval.harness.untrusted import UntrustedFile, copy_file, copy_tree, open_dir, read_bytes, replace_file

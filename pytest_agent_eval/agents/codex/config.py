@@ -25,7 +25,7 @@ from collections.abc import Mapping, Sequence
 from pathlib import Path
 
 from pytest_agent_eval.agents.base import McpServer
-from pytest_agent_eval.harness.untrusted import replace_file
+from pytest_agent_eval.harness.untrusted import replace_files
 
 CODEX_HOME_DIR = ".codex"  # inside the agent's HOME
 CONFIG_FILE = "config.toml"
@@ -107,14 +107,11 @@ def write_codex_home(
 ) -> Path:
     """Write ``CODEX_HOME``'s config and rules inside ``home`` and return the folder. Each file is written anew and
     renamed into place, never through a link, and no folder on the way may be one
-    (:func:`~pytest_agent_eval.harness.untrusted.replace_file`): the harness writes them again for the block probe
+    (:func:`~pytest_agent_eval.harness.untrusted.replace_files`): the harness writes them again for the block probe
     and for every attempt, into a HOME an agent may have run in."""
     folder = codex_home(home)
-    (folder / RULES_FILE).parent.mkdir(parents=True, exist_ok=True)
-    relative = folder.relative_to(home)
     files = {CONFIG_FILE: config_toml(model_url, model, mcp_servers), RULES_FILE: deny_rules(denied_cli, deny_reason)}
-    for name, text in files.items():
-        replace_file(home, relative / name, text.encode("utf-8"))
+    replace_files(home, folder, files)
     return folder
 
 

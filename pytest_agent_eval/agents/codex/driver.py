@@ -15,7 +15,6 @@ and stderr are sockets the agent's shells cannot reopen through ``/proc`` to for
 
 from __future__ import annotations
 
-import json
 import os
 import stat
 from collections.abc import Mapping, Sequence
@@ -26,7 +25,16 @@ from pytest_agent_eval.agents.codex.config import CODEX_HOME_DIR, exec_command
 from pytest_agent_eval.agents.codex.transcript import FIRST_EVENT, kept_rollout, read_codex
 from pytest_agent_eval.harness import untrusted
 from pytest_agent_eval.harness.drivers import RunRecord, StreamOutcome, TurnError, segment_name
-from pytest_agent_eval.harness.drivers.stream import RESULT_GRACE_S, run_streaming, stderr_tail
+from pytest_agent_eval.harness.drivers.stream import (
+    NOT_JSON,
+    RESULT_GRACE_S,
+    Launches,
+    event_of,
+    not_run,
+    run_streaming,
+    stderr_tail,
+    unended,
+)
 from pytest_agent_eval.harness.drivers.watch import STALL_S_STAND_IN
 from pytest_agent_eval.harness.sandbox import Sandbox
 
@@ -34,7 +42,7 @@ TURN_ENDS = ("turn.completed", "turn.failed")
 
 
 @dataclass(frozen=True)
-class CodexOptions:
+class CodexOptions(Launches):
     """How every turn of one run is started: the ``codex`` executable, the time a turn may take, the silence that
     marks it stalled, the sandbox (None only when a test switched it off)."""
 
@@ -43,9 +51,6 @@ class CodexOptions:
     exit_grace_s: float = RESULT_GRACE_S
     stall_s: float = STALL_S_STAND_IN
     sandbox: Sandbox | None = None
-
-    def launch(self, command: list[str]) -> list[str]:
-        return self.sandbox.wrap(command) if self.sandbox is not None else command
 
 
 def run_codex(
@@ -72,9 +77,9 @@ def run_codex(
         outcome, said = _run_turn(command, segment, stderr, cwd, env, options)
         record.streamed(segment, stderr, outcome, 0)  # no retries of Codex's own: the config sets them to 0
         record.session_id = record.session_id or said.thread
-        later = f"; turns {turn + 1}-{len(questions)} not run" if turn < len(questions) else ""
+        later = not_run(turn, len(questions))
         if said.end is None:
-            why = f"timed out after {options.timeout_s:g}s" if outcome.timed_out else f"exited {outcome.exit_code}"
+            why = unended(outcome, options.timeout_s)
             _keep_rollout(home, record)
             message = f"turn {turn}: codex {why} without ending the turn ({segment}){stderr_tail(stderr)}{later}"
             raise TurnError(message, record)
@@ -104,12 +109,9 @@ class _Said:
 
     def read(self, raw: bytes) -> tuple[str, bool]:
         """One line of the stream: what it is (for the silences), and whether it ends the turn."""
-        try:
-            event = json.loads(raw)
-        except ValueError:
-            event = None
-        if not isinstance(event, dict):
-            return "a non-JSON line", False
+        event = event_of(raw)
+        if event is None:
+            return NOT_JSON, False
         kind, item = str(event.get("type")), event.get("item")
         if kind == FIRST_EVENT and isinstance(event.get("thread_id"), str):
             self.thread = event["thread_id"]

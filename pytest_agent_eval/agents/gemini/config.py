@@ -26,7 +26,7 @@ from pathlib import Path
 
 from pytest_agent_eval.agents.base import McpServer
 from pytest_agent_eval.agents.gemini.transcript import SHELL_TOOL
-from pytest_agent_eval.harness.untrusted import replace_file
+from pytest_agent_eval.harness.untrusted import replace_files
 
 GEMINI_DIR = ".gemini"  # inside the agent's HOME
 SETTINGS_FILE = "settings.json"
@@ -82,14 +82,11 @@ def deny_policy(cli: str, reason: str) -> str:
 def write_gemini_dir(home: Path, *, mcp_servers: Sequence[McpServer], denied_cli: str, deny_reason: str) -> Path:
     """Write ``~/.gemini``'s settings and policy inside ``home`` and return the folder. Each file is written anew and
     renamed into place, never through a link, and no folder on the way may be one
-    (:func:`~pytest_agent_eval.harness.untrusted.replace_file`): the harness writes them again for the block probe
+    (:func:`~pytest_agent_eval.harness.untrusted.replace_files`): the harness writes them again for the block probe
     and for every attempt, into a HOME an agent may have run in."""
     folder = gemini_dir(home)
-    (folder / POLICY_FILE).parent.mkdir(parents=True, exist_ok=True)
-    relative = folder.relative_to(home)
     files = {SETTINGS_FILE: settings_json(mcp_servers), POLICY_FILE: deny_policy(denied_cli, deny_reason)}
-    for name, text in files.items():
-        replace_file(home, relative / name, text.encode("utf-8"))
+    replace_files(home, folder, files)
     return folder
 
 

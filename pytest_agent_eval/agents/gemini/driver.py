@@ -15,7 +15,6 @@ address answers at all (:func:`check_reachable`, a few seconds at most), so such
 
 from __future__ import annotations
 
-import json
 import os
 import socket
 import stat
@@ -29,7 +28,16 @@ from pytest_agent_eval.agents.gemini.config import GEMINI_DIR, turn_command
 from pytest_agent_eval.agents.gemini.transcript import FIRST_EVENT, kept_chat, read_gemini
 from pytest_agent_eval.harness import untrusted
 from pytest_agent_eval.harness.drivers import RunRecord, TurnError, segment_name
-from pytest_agent_eval.harness.drivers.stream import StreamOutcome, run_streaming, stderr_tail
+from pytest_agent_eval.harness.drivers.stream import (
+    NOT_JSON,
+    Launches,
+    StreamOutcome,
+    event_of,
+    not_run,
+    run_streaming,
+    stderr_tail,
+    unended,
+)
 from pytest_agent_eval.harness.drivers.watch import STALL_S_STAND_IN
 from pytest_agent_eval.harness.sandbox import Sandbox
 
@@ -38,7 +46,7 @@ REACH_TIMEOUT_S = 5.0
 
 
 @dataclass(frozen=True)
-class GeminiOptions:
+class GeminiOptions(Launches):
     """How every turn of one run is started: the ``gemini`` executable, the model asked for, the model server's URL
     (checked before each turn), the time a turn may take, the silence that marks it stalled, the sandbox."""
 
@@ -50,9 +58,6 @@ class GeminiOptions:
     exit_grace_s: float = 30.0
     stall_s: float = STALL_S_STAND_IN
     sandbox: Sandbox | None = None
-
-    def launch(self, command: list[str]) -> list[str]:
-        return self.sandbox.wrap(command) if self.sandbox is not None else command
 
 
 def check_reachable(url: str, timeout_s: float = REACH_TIMEOUT_S) -> str | None:
@@ -85,7 +90,7 @@ def run_gemini(
     record = RunRecord(label=label, stall_s=options.stall_s)
     session_id = str(uuid.uuid4())
     for turn, question in enumerate(questions, start=1):
-        later = f"; turns {turn + 1}-{len(questions)} not run" if turn < len(questions) else ""
+        later = not_run(turn, len(questions))
         unreachable = check_reachable(options.model_url)
         if unreachable is not None:
             _keep_chat(home, record)
@@ -99,7 +104,7 @@ def run_gemini(
             raise TurnError(f"turn {turn}: gemini ran session {said.session}, not {session_id} ({segment})", record)
         record.session_id = record.session_id or said.session
         if said.status is None:
-            why = f"timed out after {options.timeout_s:g}s" if outcome.timed_out else f"exited {outcome.exit_code}"
+            why = unended(outcome, options.timeout_s)
             _keep_chat(home, record)
             error = f": {said.error}" if said.error else ""
             message = f"turn {turn}: gemini {why} without ending the turn{error} ({segment})"
@@ -127,12 +132,9 @@ class _Said:
 
     def read(self, raw: bytes) -> tuple[str, bool]:
         """One line of the stream: what it is (for the silences), and whether it ends the turn."""
-        try:
-            event = json.loads(raw)
-        except ValueError:
-            event = None
-        if not isinstance(event, dict):
-            return "a non-JSON line", False
+        event = event_of(raw)
+        if event is None:
+            return NOT_JSON, False
         kind = str(event.get("type"))
         if kind == FIRST_EVENT and isinstance(event.get("session_id"), str):
             self.session = event["session_id"]

@@ -13,7 +13,6 @@ its CLI (:mod:`pytest_agent_eval.harness.drivers.stream`).
 
 from __future__ import annotations
 
-import json
 import shutil
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
@@ -22,13 +21,22 @@ from pathlib import Path
 from pytest_agent_eval.agents.opencode.config import run_command
 from pytest_agent_eval.agents.opencode.transcript import ends_turn, error_text, kept_config
 from pytest_agent_eval.harness.drivers import RunRecord, TurnError, segment_name
-from pytest_agent_eval.harness.drivers.stream import RESULT_GRACE_S, run_streaming, stderr_tail
+from pytest_agent_eval.harness.drivers.stream import (
+    NOT_JSON,
+    RESULT_GRACE_S,
+    Launches,
+    event_of,
+    not_run,
+    run_streaming,
+    stderr_tail,
+    unended,
+)
 from pytest_agent_eval.harness.drivers.watch import STALL_S_STAND_IN
 from pytest_agent_eval.harness.sandbox import Sandbox
 
 
 @dataclass(frozen=True)
-class OpenCodeOptions:
+class OpenCodeOptions(Launches):
     """How every turn of one run is started: the ``opencode`` executable, the config it is given (copied beside the
     first segment), the time a turn may take, the silence that marks it stalled, the sandbox (None only when a test
     switched it off)."""
@@ -39,9 +47,6 @@ class OpenCodeOptions:
     exit_grace_s: float = RESULT_GRACE_S
     stall_s: float = STALL_S_STAND_IN
     sandbox: Sandbox | None = None
-
-    def launch(self, command: list[str]) -> list[str]:
-        return self.sandbox.wrap(command) if self.sandbox is not None else command
 
 
 def run_opencode(
@@ -70,13 +75,13 @@ def run_opencode(
                                 grace_s=options.exit_grace_s, watch=said.read, name="opencode")  # fmt: skip
         record.streamed(segment, stderr, outcome, 0)
         record.session_id = record.session_id or said.session
-        later = f"; turns {turn + 1}-{len(questions)} not run" if turn < len(questions) else ""
+        later = not_run(turn, len(questions))
         if said.error is not None:
             raise TurnError(
                 f"turn {turn}: opencode reported an error: {said.error}{stderr_tail(stderr)}{later}", record
             )
         if not said.ended:
-            why = f"timed out after {options.timeout_s:g}s" if outcome.timed_out else f"exited {outcome.exit_code}"
+            why = unended(outcome, options.timeout_s)
             raise TurnError(f"turn {turn}: opencode {why} without ending the turn ({segment}){stderr_tail(stderr)}"
                             f"{later}", record)  # fmt: skip
         if said.session is None or said.session != record.session_id:
@@ -94,12 +99,9 @@ class _Said:
 
     def read(self, raw: bytes) -> tuple[str, bool]:
         """One line of the stream: what it is (for the silences), and whether it ends the turn."""
-        try:
-            event = json.loads(raw)
-        except ValueError:
-            event = None
-        if not isinstance(event, dict):
-            return "a non-JSON line", False
+        event = event_of(raw)
+        if event is None:
+            return NOT_JSON, False
         kind = str(event.get("type"))
         part = event.get("part") if isinstance(event.get("part"), dict) else {}
         if isinstance(event.get("sessionID"), str):

@@ -13,22 +13,57 @@ CLI's uid and could open ``/proc/<cli>/fd/1`` or ``fd/2`` to write forged lines 
 
 from __future__ import annotations
 
+import json
 import socket
 import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
 from pytest_agent_eval.harness.drivers import AgentInfraError, StreamOutcome
 from pytest_agent_eval.harness.drivers.watch import Silences
 from pytest_agent_eval.harness.process import start_group, stop_group
+
+if TYPE_CHECKING:
+    from pytest_agent_eval.harness.sandbox import Sandbox
 
 RESULT_GRACE_S = 5.0  # how long a CLI may linger after the line that ended its turn before it counts as hung
 _KILL_WAIT_S = 3.0
 
 # Reads one line of the stream: (what it is, in a few words, for the silences; whether it ends the turn).
 LineWatcher = Callable[[bytes], tuple[str, bool]]
+NOT_JSON = "a non-JSON line"  # what a line that holds no JSON object is, for the silences
+
+
+class Launches:
+    """What a driver's options (a frozen dataclass with a ``sandbox`` field) start a turn's command with."""
+
+    sandbox: Sandbox | None  # where the agent's process tree runs; None only when a test switched it off
+
+    def launch(self, command: list[str]) -> list[str]:
+        """``command`` as started: inside the sandbox when there is one."""
+        return self.sandbox.wrap(command) if self.sandbox is not None else command
+
+
+def event_of(raw: str | bytes) -> dict[str, Any] | None:
+    """One line of a stream (or a transcript) as an event; None when it is not a JSON object."""
+    try:
+        event = json.loads(raw)
+    except ValueError:
+        return None
+    return event if isinstance(event, dict) else None
+
+
+def not_run(turn: int, turns: int) -> str:
+    """What the message of a failed ``turn`` adds about the later turns of ``turns``, which are not started."""
+    return f"; turns {turn + 1}-{turns} not run" if turn < turns else ""
+
+
+def unended(outcome: StreamOutcome, timeout_s: float) -> str:
+    """Why a turn's process gave up before the line that ends the turn: the timeout, or its exit."""
+    return f"timed out after {timeout_s:g}s" if outcome.timed_out else f"exited {outcome.exit_code}"
 
 
 def run_streaming(

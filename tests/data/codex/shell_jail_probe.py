@@ -20,7 +20,7 @@ import sys
 import tempfile
 from pathlib import Path
 
-from support.codex import run_arm  # tests/ on sys.path: run from the repository root with PYTHONPATH=tests
+from support.agent_cli import run_arm  # tests/ on sys.path: run from the repository root with PYTHONPATH=tests
 
 from pytest_agent_eval.agents.codex import CODEX
 from pytest_agent_eval.harness import sandbox
@@ -66,7 +66,7 @@ def main() -> int:
     if "--jail" in sys.argv[5:]:
         jail_the_passwd_shell(Path(tempfile.mkdtemp(prefix="agent-eval-shell-")))
     build = Provisioned("codex", codex, CODEX.version, CODEX.version)
-    arm = run_arm(out, express, build, cache, model=CODEX.block_probe(PROBE))
+    arm = run_arm(CODEX, out, express, build, cache, model=CODEX.block_probe(PROBE))
     [call] = arm.session.calls
     print(call.result.text if call.result is not None else "(no result)")
     return 0

@@ -4,11 +4,12 @@
 
 Gemini CLI (``@google/gemini-cli@0.61.0``) and codegraph are provisioned into the harness's cache
 (``~/.cache/pytest-agent-eval``, or ``$AGENT_EVAL_CACHE``) as the harness provisions them, express is taken from the
-cache's corpus and indexed there; the arm is run as the harness runs it (tests/support/gemini.py: ``GEMINI.configure``,
-the sandbox, ``GEMINI.drive``). OUT gets ``events.jsonl`` (``events.t2.jsonl``, … for later questions: each resumes the
-session), the chat record under Gemini CLI's own name (``session-<time>-<id prefix>.jsonl``), ``truth.jsonl`` (the
-stand-in's counts per request, in arrival order) and, unless ``--no-requests``, ``requests.jsonl`` (the model server's
-record of every request and its answer). ``--without``: the without-arm (no MCP server, no index).
+cache's corpus and indexed there; the arm is run as the harness runs it (tests/support/agent_cli.py:
+``GEMINI.configure``, the sandbox, ``GEMINI.drive``). OUT gets ``events.jsonl`` (``events.t2.jsonl``, … for later
+questions: each resumes the session), the chat record under Gemini CLI's own name (``session-<time>-<id
+prefix>.jsonl``), ``truth.jsonl`` (the stand-in's counts per request, in arrival order) and, unless ``--no-requests``,
+``requests.jsonl`` (the model server's record of every request and its answer). ``--without``: the without-arm (no MCP
+server, no index).
 """
 
 from __future__ import annotations
@@ -18,9 +19,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/: support.gemini
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/: support.agent_cli
 
-from support.gemini import QUESTION, run_arm
+from support.agent_cli import QUESTION, run_arm
 from support.paths import REPO
 
 from pytest_agent_eval.agents.gemini import GEMINI
@@ -43,7 +44,7 @@ def main() -> int:
     express = indexed_copy(fetch_repo(entry, AgentEvalConfig().corpus_dir, offline=True), CODEGRAPH, codegraph, cache)
     out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="gemini-record-") as folder:
-        arm = run_arm(Path(folder), express, gemini, cache, questions,
+        arm = run_arm(GEMINI, Path(folder), express, gemini, cache, questions,
                       codegraph=None if "--without" in flags else codegraph)  # fmt: skip
         for turn, segment in enumerate(arm.run.segments, start=1):
             shutil.copyfile(segment, out / ("events.jsonl" if turn == 1 else f"events.t{turn}.jsonl"))

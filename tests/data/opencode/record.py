@@ -4,7 +4,7 @@
 
 EXPRESS: an indexed copy of express (the with-arm's MCP server reads its index; the without-arm's copy leaves it
 out); OUT: the folder to write. OpenCode and codegraph are provisioned into the harness's cache, the run is
-configured, sealed and driven as the harness does it (tests/support/opencode.py).
+configured, sealed and driven as the harness does it (tests/support/agent_cli.py).
 """
 
 from __future__ import annotations
@@ -15,9 +15,9 @@ import sys
 import tempfile
 from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/, for support.opencode
+sys.path.insert(0, str(Path(__file__).resolve().parents[2]))  # tests/, for support.agent_cli
 
-from support.opencode import QUESTION, run_arm
+from support.agent_cli import QUESTION, run_arm
 
 from pytest_agent_eval.agents.opencode import OPENCODE
 from pytest_agent_eval.agents.opencode.transcript import kept_config
@@ -34,7 +34,8 @@ def main() -> int:
     opencode = OPENCODE.provision(cache)
     codegraph = None if without else provision_tool(CODEGRAPH, CODEGRAPH.version, cache)
     with tempfile.TemporaryDirectory(prefix="opencode-record-") as folder:
-        arm = run_arm(Path(folder), express, opencode, cache, tuple(questions) or (QUESTION,), codegraph=codegraph)
+        arm = run_arm(OPENCODE, Path(folder), express, opencode, cache, tuple(questions) or (QUESTION,),
+                      codegraph=codegraph)  # fmt: skip
         out.mkdir(parents=True, exist_ok=True)
         for turn, segment in enumerate(arm.run.segments, start=1):
             shutil.copyfile(segment, out / ("events.jsonl" if turn == 1 else f"events.t{turn}.jsonl"))
