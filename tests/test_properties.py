@@ -132,7 +132,8 @@ def check(session: Session) -> None:
     assert all(n >= 0 for n in suf["counts"].values())
     con = data["contamination"]
     assert con["cli_blocked"] <= con["cli_calls"] == len(con["commands"])
-    assert con["contaminated"] is bool(con["leaks"])
+    # contaminated: the output reached the agent (a leak), or may have (a CLI call that printed something)
+    assert con["contaminated"] is bool(con["leaks"] or any(c["printed"] for c in con["commands"]))
 
 
 @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
