@@ -34,6 +34,11 @@ from pathlib import Path
 PERL = "/usr/bin/perl"  # under /usr, which every sandbox shows read-only
 REFUSED_STATUS = 126  # what a shell answers for a command it cannot run
 SHELL_NAME = "bash"
+# Where an agent without a prefix variable looks its shell up, so where the sandbox puts the jailed shell
+# (CodingAgent.shell_from): its user's password entry (Codex), the SHELL variable (OpenCode), a `bash` on PATH
+# (Gemini CLI).
+PASSWD, SHELL_VAR, PATH_LOOKUP = "passwd", "SHELL", "PATH"
+SHELL_SOURCES = (PASSWD, SHELL_VAR, PATH_LOOKUP)
 
 # Landlock's calls have one number on every architecture (Linux 5.13+): 444 landlock_create_ruleset, 446
 # landlock_restrict_self; 2048 is LANDLOCK_ACCESS_FS_MAKE_BLOCK, the first (and only) field of
@@ -94,7 +99,8 @@ def launcher() -> str:
     folder = Path(tempfile.mkdtemp(prefix="agent-eval-jail-"))
     atexit.register(shutil.rmtree, folder, True)
     folder.chmod(0o755)
-    for name, program in (("jail", _LAUNCHER), (SHELL_NAME, _SHELL)):
+    (folder / "shell").mkdir(mode=0o755)  # the jailed shell alone in its folder, which may go on PATH
+    for name, program in (("jail", _LAUNCHER), (f"shell/{SHELL_NAME}", _SHELL)):
         script = folder / name
         text = program.replace("@PERL@", PERL).replace("@BASH@", bash).replace("@REFUSED@", str(REFUSED_STATUS))
         script.write_text(text, encoding="utf-8")
@@ -104,7 +110,7 @@ def launcher() -> str:
 
 
 def jailed_shell() -> str:
-    """The jailed shell beside :func:`launcher`: bash, entering a Landlock domain of its own first, for an agent
-    that runs its commands through the shell its user's password entry names (``CodingAgent.passwd_shell``). Its
-    name is ``bash``: an agent may pick the shell's syntax by the file's name (Codex does)."""
-    return str(Path(launcher()).with_name(SHELL_NAME))
+    """The jailed shell, in a folder of its own beside :func:`launcher`: bash, entering a Landlock domain of its
+    own first, for an agent that looks its shell up rather than behind a prefix (``CodingAgent.shell_from``). Its
+    name is ``bash``: an agent may pick the shell's syntax by the file's name (Codex does), or look ``bash`` up."""
+    return str(Path(launcher()).parent / "shell" / SHELL_NAME)

@@ -92,7 +92,7 @@ def run_arm(
             relay=relay,
             tool=CODEGRAPH,
             tool_install=sandbox.install_paths(codegraph.bin) if codegraph is not None else [],
-            passwd_shell=CODEX.passwd_shell,
+            shell_from=CODEX.shell_from,
         )
         env = CODEX.process_environment(workspace.env(os.environ), server.url)
         env.update(**config.env, **CODEGRAPH.env)

@@ -83,6 +83,7 @@ def run_arm(
             relay=relay,
             tool=CODEGRAPH,
             tool_install=sandbox.install_paths(codegraph.bin) if codegraph is not None else [],
+            shell_from=GEMINI.shell_from,
         )
         env = GEMINI.process_environment(workspace.env(os.environ), server.url)
         env.update(**config.env, **CODEGRAPH.env)

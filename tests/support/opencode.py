@@ -96,6 +96,7 @@ def run_arm(
                 relay=relay,
                 tool=CODEGRAPH,
                 tool_install=sandbox.install_paths(codegraph.bin) if codegraph is not None else [],
+                shell_from=OPENCODE.shell_from,
             )
         env = OPENCODE.process_environment(workspace.env(os.environ), server.url)
         env.update(**config.env, **CODEGRAPH.env)

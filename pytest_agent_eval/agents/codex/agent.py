@@ -55,7 +55,7 @@ class CodexAgent(CodingAgent):
     # Codex runs its shell commands itself, behind no prefix the jail could take, through the shell its user's
     # password entry names (by absolute path; $SHELL and PATH are not looked at): the sandbox names the jail's there.
     shell_prefix_var: str | None = None
-    passwd_shell: bool = True
+    shell_from: str | None = "passwd"
     # The machine's managed config and requirements (/etc/codex/managed_config.toml, requirements.toml).
     managed_paths: tuple[Path, ...] = field(default=(Path("/etc/codex"),))
     model: str = CONFIGURED_MODEL
