@@ -110,7 +110,9 @@ class CodingAgent(ABC):
     interactive UI worth driving); ``passed_env`` the variables of the harness's environment it may get besides
     the common allow-list (:data:`pytest_agent_eval.harness.drivers.ALLOWED_ENV`); ``shell_prefix_var`` the
     variable through which it runs every shell command behind a prefix (the sandbox puts its jail there; None
-    when it has none); ``managed_paths`` the machine-wide settings it would read (hidden by the sandbox).
+    when it has none); ``shell_from`` where an agent without one looks its shell up instead, so where the sandbox
+    puts the jailed shell (``"passwd"``: its user's password entry, ``"SHELL"``, ``"PATH"``: a ``bash`` there; None
+    by default: nowhere); ``managed_paths`` the machine-wide settings it would read (hidden by the sandbox).
     """
 
     name: str
@@ -123,6 +125,7 @@ class CodingAgent(ABC):
     runtimes: tuple[str, ...]
     passed_env: frozenset[str]
     shell_prefix_var: str | None
+    shell_from: str | None = None
     managed_paths: tuple[Path, ...]
 
     def provision(self, cache: Path, spec: str | None = None) -> Provisioned:

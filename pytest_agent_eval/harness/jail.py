@@ -33,13 +33,17 @@ from pathlib import Path
 
 PERL = "/usr/bin/perl"  # under /usr, which every sandbox shows read-only
 REFUSED_STATUS = 126  # what a shell answers for a command it cannot run
+SHELL_NAME = "bash"
+# Where an agent without a prefix variable looks its shell up, so where the sandbox puts the jailed shell
+# (CodingAgent.shell_from): its user's password entry (Codex), the SHELL variable (OpenCode), a `bash` on PATH
+# (Gemini CLI).
+PASSWD, SHELL_VAR, PATH_LOOKUP = "passwd", "SHELL", "PATH"
+SHELL_SOURCES = (PASSWD, SHELL_VAR, PATH_LOOKUP)
 
 # Landlock's calls have one number on every architecture (Linux 5.13+): 444 landlock_create_ruleset, 446
 # landlock_restrict_self; 2048 is LANDLOCK_ACCESS_FS_MAKE_BLOCK, the first (and only) field of
 # struct landlock_ruleset_attr. A string argument of Perl's syscall is passed as a pointer to its bytes.
-_PROGRAM = r"""#!@PERL@
-if (@ARGV != 1) { print STDERR "usage: jail 'COMMAND'\n"; exit 2 }
-my $attr = pack("Q", 2048);  # a variable: syscall may write into a string it is given
+_DOMAIN = r"""my $attr = pack("Q", 2048);  # a variable: syscall may write into a string it is given
 my $ruleset = syscall(444, $attr, 8, 0);
 if ($ruleset < 0) {
     print STDERR "agent-eval: landlock: no ruleset ($!); the kernel needs Landlock (5.13+); the command was not run\n";
@@ -49,10 +53,28 @@ if (syscall(446, $ruleset, 0) != 0) {
     print STDERR "agent-eval: landlock: the domain was refused ($!); the command was not run\n";
     exit @REFUSED@;
 }
-exec { "@BASH@" } "@BASH@", "-c", $ARGV[0];
+"""
+# The launcher: a prefix's one argument is the command, which bash -c runs.
+_LAUNCHER = (
+    "#!@PERL@\n"
+    + r"""if (@ARGV != 1) { print STDERR "usage: jail 'COMMAND'\n"; exit 2 }
+"""
+    + _DOMAIN
+    + r"""exec { "@BASH@" } "@BASH@", "-c", $ARGV[0];
 print STDERR "agent-eval: the jail could not start @BASH@ ($!)\n";
 exit @REFUSED@;
 """
+)
+# The jailed shell: bash itself, with whatever arguments it is given (-lc, -c, a script, none) and under the name
+# it was run by (a login shell's ``-bash`` too), in a domain of its own.
+_SHELL = (
+    "#!@PERL@\n"
+    + _DOMAIN
+    + r"""exec { "@BASH@" } $0, @ARGV;
+print STDERR "agent-eval: the jailed shell could not start @BASH@ ($!)\n";
+exit @REFUSED@;
+"""
+)
 
 
 class JailUnavailable(RuntimeError):
@@ -64,8 +86,8 @@ _launcher: list[str] = []  # the one launcher of this process, once written (a t
 
 def launcher() -> str:
     """The jail's executable (a Perl program, see the module's doc), written once per process into a folder of
-    its own (removed at exit), readable by all as the sandbox may run as another user; :class:`JailUnavailable`
-    without ``/usr/bin/perl``."""
+    its own (removed at exit) beside the jailed shell (:func:`jailed_shell`), readable by all as the sandbox may
+    run as another user; :class:`JailUnavailable` without ``/usr/bin/perl``."""
     if _launcher:
         return _launcher[0]
     if not os.access(PERL, os.X_OK):
@@ -77,9 +99,18 @@ def launcher() -> str:
     folder = Path(tempfile.mkdtemp(prefix="agent-eval-jail-"))
     atexit.register(shutil.rmtree, folder, True)
     folder.chmod(0o755)
-    script = folder / "jail"
-    program = _PROGRAM.replace("@PERL@", PERL).replace("@BASH@", bash).replace("@REFUSED@", str(REFUSED_STATUS))
-    script.write_text(program, encoding="utf-8")
-    script.chmod(0o555)
-    _launcher.append(str(script))
+    (folder / "shell").mkdir(mode=0o755)  # the jailed shell alone in its folder, which may go on PATH
+    for name, program in (("jail", _LAUNCHER), (f"shell/{SHELL_NAME}", _SHELL)):
+        script = folder / name
+        text = program.replace("@PERL@", PERL).replace("@BASH@", bash).replace("@REFUSED@", str(REFUSED_STATUS))
+        script.write_text(text, encoding="utf-8")
+        script.chmod(0o555)
+    _launcher.append(str(folder / "jail"))
     return _launcher[0]
+
+
+def jailed_shell() -> str:
+    """The jailed shell, in a folder of its own beside :func:`launcher`: bash, entering a Landlock domain of its
+    own first, for an agent that looks its shell up rather than behind a prefix (``CodingAgent.shell_from``). Its
+    name is ``bash``: an agent may pick the shell's syntax by the file's name (Codex does), or look ``bash`` up."""
+    return str(Path(launcher()).parent / "shell" / SHELL_NAME)

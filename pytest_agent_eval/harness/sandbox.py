@@ -54,7 +54,15 @@ from pathlib import Path
 
 import pytest_agent_eval
 from pytest_agent_eval.harness import runtimes
-from pytest_agent_eval.harness.jail import JailUnavailable, launcher
+from pytest_agent_eval.harness.jail import (
+    PASSWD,
+    PATH_LOOKUP,
+    SHELL_SOURCES,
+    SHELL_VAR,
+    JailUnavailable,
+    jailed_shell,
+    launcher,
+)
 from pytest_agent_eval.harness.relay import relay_command
 from pytest_agent_eval.harness.seccomp import SeccompError, filter_file
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
@@ -77,6 +85,7 @@ SYSTEM_ROOTS = tuple(Path(p) for p in ("/usr", "/etc", "/bin", "/sbin", "/lib", 
 # Files of the allowed folders that configure what the agent must not have: npm's global configuration (it may
 # name a registry or a cache); the agent's own machine-wide settings are its CodingAgent.managed_paths.
 MASKED = tuple(Path(p) for p in ("/etc/npmrc", "/usr/etc/npmrc", "/usr/local/etc/npmrc"))
+PASSWD_FILE = Path("/etc/passwd")
 CA_VARS = ("SSL_CERT_FILE", "SSL_CERT_DIR", "NODE_EXTRA_CA_CERTS")  # the CLI reads them to reach the real API
 
 
@@ -122,8 +131,19 @@ class Sandbox:
     # set to the jail's launcher, so every command runs in a Landlock domain of its own, whose processes cannot
     # reach the agent's memory or descriptors (see harness.jail). None: the agent has no such prefix.
     shell_prefix_var: str | None = None
+    # Where an agent without such a variable looks its shell up (CodingAgent.shell_from, one of
+    # harness.jail.SHELL_SOURCES): the jailed shell (harness.jail.jailed_shell) is put there — named by its user's
+    # entry in a copy of the machine's passwd bound over /etc/passwd, set as SHELL, or first on PATH.
+    shell_from: str | None = None
 
     layers: tuple[str, ...] = LAYERS  # every one; check_sandbox takes them off one by one only to name a refusal
+
+    def __post_init__(self) -> None:
+        if self.shell_from is not None and self.shell_from not in SHELL_SOURCES:
+            raise ValueError(
+                f"shell_from {self.shell_from!r}: the agent's shell is looked up in one of "
+                f"{', '.join(SHELL_SOURCES)} (or None: behind its prefix variable, or not at all)"
+            )
 
     def wrap(self, command: Sequence[str]) -> list[str]:
         """``command`` run inside the sandbox (a bubblewrap argv, behind a shell that hands it the seccomp
@@ -164,6 +184,12 @@ class Sandbox:
         mounts += [(path, 3, ["--ro-bind", str(path), str(path)]) for _, path in carry]
         if LANDLOCK in self.layers:  # the jail's launcher, alone, read-only
             mounts.append((Path(launcher()), 3, ["--ro-bind", launcher(), launcher()]))
+            if self.shell_from is not None:  # and the jailed shell, where the agent looks its shell up
+                mounts.append((Path(jailed_shell()), 3, ["--ro-bind", jailed_shell(), jailed_shell()]))
+            if self.shell_from == PASSWD:
+                uid = AGENT_UID if USER_NAMESPACE in self.layers else os.getuid()
+                copy = str(jailed_passwd(uid, jailed_shell()))
+                mounts.append((PASSWD_FILE, 3, ["--ro-bind", copy, str(PASSWD_FILE)]))
         for _, _, mount in sorted(mounts, key=lambda m: (len(m[0].parts), m[1])):
             args += mount
         args += ["--dev", "/dev", "--proc", "/proc"]
@@ -171,6 +197,12 @@ class Sandbox:
             args += proc_guards()
         if LANDLOCK in self.layers and self.shell_prefix_var:
             args += ["--setenv", self.shell_prefix_var, launcher()]
+        if LANDLOCK in self.layers and self.shell_from == SHELL_VAR:
+            args += ["--setenv", "SHELL", jailed_shell()]
+        if LANDLOCK in self.layers and self.shell_from == PATH_LOOKUP:
+            # PATH is the driver's, known only when the command starts: a shell inside puts the folder first
+            folder = os.path.dirname(jailed_shell())
+            command = ["/bin/sh", "-c", 'PATH="$0${PATH:+:$PATH}"; export PATH; exec "$@"', folder, *command]
         if carry:
             command = relay_command(carry, command)
         if SECCOMP in self.layers:
@@ -193,6 +225,7 @@ def sandbox_for(
     path_env: str | None = None,
     system: Iterable[Path] = SYSTEM_ROOTS,
     shell_prefix_var: str | None = None,
+    shell_from: str | None = None,
     managed: Iterable[Path] = (),
 ) -> Sandbox:
     """The sandbox of one agent run: ``writable`` is its workspace, ``readable`` what it must read besides
@@ -200,8 +233,8 @@ def sandbox_for(
     with-arm's own install of the tool (never masked), ``hidden`` what must stay out even when inside one of
     those (the campaign folder: other items' transcripts; the corpus folder). Every allowed folder is searched
     for ``tool``'s installs (:func:`tool_matches`), which are masked, as are those PATH shows
-    (:func:`tool_installs`). ``shell_prefix_var`` and ``managed``: the agent's (:class:`Sandbox`; its machine-wide
-    settings, masked)."""
+    (:func:`tool_installs`). ``shell_prefix_var``, ``shell_from`` and ``managed``: the agent's (:class:`Sandbox`;
+    its machine-wide settings, masked)."""
     path_env = os.environ.get("PATH", "") if path_env is None else path_env
     hidden = [Path(cache), Path.home(), *hidden, *MASKED, *managed]
     for name in ("HOME", "SUDO_HOME"):
@@ -230,7 +263,27 @@ def sandbox_for(
         relay=relay,
         system=system,
         shell_prefix_var=shell_prefix_var,
+        shell_from=shell_from,
     )
+
+
+@functools.cache
+def jailed_passwd(uid: int, shell: str) -> Path:
+    """A copy of the machine's ``/etc/passwd`` (written once per uid and shell, beside the jail) whose entry
+    for ``uid`` names ``shell``; where the machine has no entry for it, one is added (``agent-eval``, no home),
+    as the agent must find its shell there."""
+    entries = PASSWD_FILE.read_text(encoding="utf-8").splitlines()
+    fields = [line.split(":") for line in entries]
+    found = [i for i, f in enumerate(fields) if len(f) == 7 and f[2] == str(uid)]
+    if found:
+        for i in found:
+            entries[i] = ":".join([*fields[i][:6], shell])
+    else:
+        entries.append(f"agent-eval:x:{uid}:{uid}:agent-eval:/nonexistent:{shell}")
+    copy = Path(launcher()).with_name(f"passwd-{uid}")
+    copy.write_text("\n".join(entries) + "\n", encoding="utf-8")
+    copy.chmod(0o444)
+    return copy
 
 
 def runtime_paths() -> list[Path]:

@@ -103,6 +103,7 @@ def run_arm(
             relay=relay,
             tool=CODEGRAPH,
             tool_install=sandbox.install_paths(codegraph.bin) if codegraph is not None else [],
+            shell_from=agent.shell_from,
         )
         env = agent.process_environment(workspace.env(os.environ), server.url)
         env.update(**config.env, **CODEGRAPH.env)

@@ -52,8 +52,10 @@ class CodexAgent(CodingAgent):
     modes: tuple[str, ...] = (HEADLESS,)
     runtimes: tuple[str, ...] = ("node",)  # bin/codex.js starts the native binary of the platform package
     passed_env: frozenset[str] = frozenset()
-    # Codex runs its shell commands itself, behind no prefix the jail could take.
+    # Codex runs its shell commands itself, behind no prefix the jail could take, through the shell its user's
+    # password entry names (by absolute path; $SHELL and PATH are not looked at): the sandbox names the jail's there.
     shell_prefix_var: str | None = None
+    shell_from: str | None = "passwd"
     # The machine's managed config and requirements (/etc/codex/managed_config.toml, requirements.toml).
     managed_paths: tuple[Path, ...] = field(default=(Path("/etc/codex"),))
     model: str = CONFIGURED_MODEL

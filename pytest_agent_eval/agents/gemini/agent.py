@@ -54,8 +54,10 @@ class GeminiAgent(CodingAgent):
     modes: tuple[str, ...] = (HEADLESS,)
     runtimes: tuple[str, ...] = ("node",)
     passed_env: frozenset[str] = frozenset()
-    # Gemini CLI runs its shell commands itself (bash -c), behind no prefix the jail could take.
+    # Gemini CLI runs its shell commands itself (bash -c), behind no prefix the jail could take, through the `bash`
+    # PATH finds first (the passwd entry and $SHELL are not looked at): the sandbox puts the jail's first there.
     shell_prefix_var: str | None = None
+    shell_from: str | None = "PATH"
     # The machine's system settings and admin policies (/etc/gemini-cli/settings.json, policies/).
     managed_paths: tuple[Path, ...] = field(default=(Path("/etc/gemini-cli"),))
     model: str = CONFIGURED_MODEL

@@ -52,8 +52,10 @@ class OpenCodeAgent(CodingAgent):
     modes: tuple[str, ...] = (HEADLESS,)
     runtimes: tuple[str, ...] = ()  # a native binary (the platform package's, linked in by its postinstall)
     passed_env: frozenset[str] = frozenset()
-    # OpenCode runs its shell commands itself, behind no prefix the jail could take.
+    # OpenCode runs its shell commands itself, behind no prefix the jail could take, through $SHELL (the passwd
+    # entry is not looked at): the sandbox sets the jail's there.
     shell_prefix_var: str | None = None
+    shell_from: str | None = "SHELL"
     # The machine's managed config (read last, over the harness's).
     managed_paths: tuple[Path, ...] = field(default=(Path("/etc/opencode"),))
 
