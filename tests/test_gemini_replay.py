@@ -12,7 +12,8 @@ from typing import Any
 
 import pytest
 
-from pytest_agent_eval.agents.gemini.transcript import read_gemini
+from pytest_agent_eval.agents.gemini import GEMINI
+from pytest_agent_eval.agents.gemini.transcript import kept_chat, read_gemini
 from pytest_agent_eval.model import GeminiCassetteBackend, cassette_backend, serve
 from pytest_agent_eval.model.gemini import assemble
 from pytest_agent_eval.model.gemini_cassette import SIDE_REQUEST_TEXT, sent_name
@@ -103,3 +104,18 @@ def test_a_gemini_cassette_with_a_torn_line_is_refused_naming_it(tmp_path: Path)
     chat.write_text(chat.read_text(encoding="utf-8") + '{"id": "x", "type": "gemi\n', encoding="utf-8")
     with pytest.raises(ValueError, match=rf"cassette has 1 unreadable line\(s\): {chat}:\d+"):
         cassette_backend(tmp_path / "events.jsonl")
+
+
+def test_a_baseline_packs_the_chat_record_kept_beside_the_first_segment(tmp_path: Path) -> None:
+    for source in (DATA / "with").iterdir():
+        shutil.copy(source, tmp_path / source.name)
+    chat = next(tmp_path.glob("session-*.jsonl"))
+    chat.rename(kept_chat(tmp_path / "events.jsonl"))  # as the driver keeps it
+    kept = GEMINI.record_files([tmp_path / "events.jsonl"])
+    assert [path.name for path in kept] == ["events.jsonl", "events.chat"]
+    # what a baseline unpacks (those files alone) replays
+    packed = tmp_path / "packed"
+    packed.mkdir()
+    for path in kept:
+        shutil.copy(path, packed / path.name)
+    assert len(cassette_backend(packed / "events.jsonl").turns) == 3

@@ -12,6 +12,7 @@ from typing import Any
 
 import pytest
 
+from pytest_agent_eval.agents.opencode import OPENCODE
 from pytest_agent_eval.agents.opencode.transcript import read_opencode
 from pytest_agent_eval.model import CassetteBackend, OpenCodeCassetteBackend, cassette_backend, serve
 from pytest_agent_eval.model.opencode_cassette import REPLAY_TITLE
@@ -94,3 +95,9 @@ def test_an_opencode_cassette_with_a_torn_line_is_refused_naming_it(tmp_path: Pa
                       encoding="utf-8")  # fmt: skip
     with pytest.raises(ValueError, match=rf"cassette has 1 unreadable line\(s\): {events}:\d+"):
         cassette_backend(events)
+
+
+def test_a_baseline_packs_the_working_directory_and_config_kept_beside_the_first_segment() -> None:
+    kept = OPENCODE.record_files(segments(DATA / "two-turns"))
+    assert [path.name for path in kept] == ["events.jsonl", "events.t2.jsonl", "events.opencode.json", "events.cwd"]
+    assert all(path.is_file() for path in kept)
