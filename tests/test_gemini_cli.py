@@ -17,7 +17,7 @@ from typing import Any
 import pytest
 from support.agent_cli import QUESTION, Arm, assert_occupancy_matches, both_arms, denied, explored, run_arm
 from support.e2e import RealTools
-from support.replay import assert_replayed
+from support.replay import assert_replays
 
 from pytest_agent_eval.agents.gemini import GEMINI
 from pytest_agent_eval.agents.gemini.config import gemini_dir
@@ -26,7 +26,7 @@ from pytest_agent_eval.harness import sandbox
 from pytest_agent_eval.harness.drivers import TurnError
 from pytest_agent_eval.harness.provision import Provisioned, read_builds
 from pytest_agent_eval.metrics.evidence import evidence
-from pytest_agent_eval.model import GeminiCassetteBackend, cassette_backend
+from pytest_agent_eval.model import GeminiCassetteBackend
 from pytest_agent_eval.model.record import read_requests
 from pytest_agent_eval.model.server import Faults
 from pytest_agent_eval.model.truth import read_truth_log
@@ -145,9 +145,4 @@ def test_a_recorded_gemini_run_replays_through_the_real_cli_in_another_workspace
     """The cassette of the recorded run (its stream-json events, the chat record kept beside) answers the model's
     API: Gemini CLI makes the recorded calls again, in a workspace at another path (the recorded working
     directory rewritten to it), and the tools run for real."""
-    recorded = arms[has_tool]
-    backend = cassette_backend(recorded.run.segments)
-    assert isinstance(backend, GeminiCassetteBackend)
-    tool = {"codegraph": real_tools.codegraph} if has_tool else {}
-    replayed = run_arm(GEMINI, tmp_path, real_tools.express, gemini, real_tools.cache, model=backend, **tool)
-    assert_replayed(recorded, replayed, has_tool)
+    assert_replays(GEMINI, arms[has_tool], tmp_path, real_tools, gemini, GeminiCassetteBackend, has_tool)

@@ -19,7 +19,7 @@ from typing import Any
 import pytest
 from support.agent_cli import QUESTION, Arm, assert_occupancy_matches, both_arms, denied, explored, run_arm
 from support.e2e import RealTools
-from support.replay import assert_replayed
+from support.replay import assert_replays
 
 from pytest_agent_eval.agents.opencode import OPENCODE
 from pytest_agent_eval.agents.opencode.transcript import kept_config
@@ -27,7 +27,7 @@ from pytest_agent_eval.harness import sandbox
 from pytest_agent_eval.harness.provision import Provisioned, read_builds
 from pytest_agent_eval.metrics.contamination import contamination
 from pytest_agent_eval.metrics.evidence import evidence
-from pytest_agent_eval.model import AnthropicBackend, OpenCodeCassetteBackend, ScriptedBackend, cassette_backend, serve
+from pytest_agent_eval.model import AnthropicBackend, OpenCodeCassetteBackend, ScriptedBackend, serve
 from pytest_agent_eval.model.opencode import is_opencode_request, read_turn, render
 from pytest_agent_eval.model.record import read_requests
 from pytest_agent_eval.model.sse import Reply
@@ -228,9 +228,4 @@ def test_a_recorded_opencode_run_replays_through_the_real_cli_in_another_workspa
     """The cassette of the recorded run (its ``--format json`` stream, the working directory kept beside) answers
     the Messages API: OpenCode makes the recorded calls again, in a workspace at another path (the recorded working
     directory rewritten to it), and the tools run for real."""
-    recorded = arms[has_tool]
-    backend = cassette_backend(recorded.run.segments)
-    assert isinstance(backend, OpenCodeCassetteBackend)
-    tool = {"codegraph": real_tools.codegraph} if has_tool else {}
-    replayed = run_arm(OPENCODE, tmp_path, real_tools.express, opencode, real_tools.cache, model=backend, **tool)
-    assert_replayed(recorded, replayed, has_tool)
+    assert_replays(OPENCODE, arms[has_tool], tmp_path, real_tools, opencode, OpenCodeCassetteBackend, has_tool)

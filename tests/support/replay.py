@@ -9,10 +9,14 @@ import urllib.request
 from pathlib import Path
 from typing import Any
 
+from pytest_agent_eval.agents.base import CodingAgent
+from pytest_agent_eval.harness.provision import Provisioned
 from pytest_agent_eval.metrics.contamination import contamination
 from pytest_agent_eval.metrics.evidence import evidence
+from pytest_agent_eval.model import cassette_backend
 from pytest_agent_eval.model.record import read_requests
-from support.agent_cli import Arm
+from support.agent_cli import Arm, run_arm
+from support.e2e import RealTools
 
 
 def segments(folder: Path) -> list[Path]:
@@ -29,6 +33,17 @@ def post(url: str, body: dict[str, Any], path: str) -> tuple[int, bytes]:
             return response.status, response.read()
     except urllib.error.HTTPError as error:
         return error.code, error.read()
+
+
+def assert_replays(agent: CodingAgent, recorded: Arm, folder: Path, tools: RealTools, build: Provisioned,
+                   cassette: type, has_tool: bool) -> None:  # fmt: skip
+    """The cassette of ``recorded`` (of the type ``cassette``) replays it through the real CLI in ``folder``, another
+    workspace (:func:`assert_replayed`)."""
+    backend = cassette_backend(recorded.run.segments)
+    assert isinstance(backend, cassette)
+    tool = {"codegraph": tools.codegraph} if has_tool else {}
+    replayed = run_arm(agent, folder, tools.express, build, tools.cache, model=backend, **tool)
+    assert_replayed(recorded, replayed, has_tool)
 
 
 def assert_replayed(recorded: Arm, replayed: Arm, has_tool: bool) -> None:
