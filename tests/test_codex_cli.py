@@ -18,15 +18,15 @@ import pytest
 from support.agent_cli import QUESTION, Arm, assert_occupancy_matches, both_arms, denied, explored, run_arm
 from support.codex import fake_responses_api
 from support.e2e import RealTools
+from support.replay import assert_replays
 
 from pytest_agent_eval.agents.codex import CODEX
 from pytest_agent_eval.agents.codex.config import STANDIN_API_KEY, codex_home
 from pytest_agent_eval.agents.codex.transcript import kept_rollout
 from pytest_agent_eval.harness import sandbox
 from pytest_agent_eval.harness.provision import Provisioned, read_builds
-from pytest_agent_eval.metrics.contamination import contamination
 from pytest_agent_eval.metrics.evidence import evidence
-from pytest_agent_eval.model import OpenAIBackend, ResponsesCassetteBackend, cassette_backend, make_backend
+from pytest_agent_eval.model import OpenAIBackend, ResponsesCassetteBackend, make_backend
 from pytest_agent_eval.model.record import read_requests
 from pytest_agent_eval.model.truth import read_truth_log
 from pytest_agent_eval.tool import CODEGRAPH
@@ -141,26 +141,7 @@ def test_a_recorded_codex_run_replays_through_the_real_cli_in_another_workspace(
     """The cassette of the recorded run (its ``--json`` stream, the rollout kept beside) answers the Responses API:
     Codex makes the recorded calls again, in a workspace at another path (the recorded cwd rewritten to it), and
     the tools run for real."""
-    recorded = arms[has_tool]
-    backend = cassette_backend(recorded.run.segments)
-    assert isinstance(backend, ResponsesCassetteBackend)
-    tool = {"codegraph": real_tools.codegraph} if has_tool else {}
-    replayed = run_arm(CODEX, tmp_path, real_tools.express, codex, real_tools.cache, model=backend, **tool)
-    old, new = str(recorded.workspace.repo), str(replayed.workspace.repo)
-    assert old != new
-    calls = [(c.name, json.dumps(c.input).replace(old, new)) for c in recorded.session.calls]
-    assert [(c.name, json.dumps(c.input)) for c in replayed.session.calls] == calls
-    assert [c.id for c in replayed.session.calls] == [c.id for c in recorded.session.calls]
-    assert len(replayed.requests) == len(recorded.requests)
-    assert replayed.session.answer_texts() == recorded.session.answer_texts()
-    # the tools ran again, in the new workspace: the same results, but for the paths in them
-    for before, after in zip(recorded.session.calls, replayed.session.calls, strict=True):
-        assert after.result is not None and before.result is not None
-        assert after.result.is_error == before.result.is_error
-        assert after.result.text.replace(new, old)[:200] == before.result.text[:200]
-    assert evidence(replayed.session, read_requests(replayed.record)).intact
-    report = contamination(replayed.session)
-    assert (bool(report.mcp_calls), report.cli_blocked, report.contaminated) == (has_tool, int(not has_tool), False)
+    assert_replays(CODEX, arms[has_tool], tmp_path, real_tools, codex, ResponsesCassetteBackend, has_tool)
 
 
 def test_with_a_real_key_codex_reaches_the_api_through_the_forwarder_and_never_holds_the_key(

@@ -6,8 +6,6 @@ from __future__ import annotations
 
 import json
 import shutil
-import urllib.error
-import urllib.request
 from pathlib import Path
 from typing import Any
 
@@ -18,22 +16,13 @@ from pytest_agent_eval.model.record import RequestLog, read_requests
 from pytest_agent_eval.model.responses import assemble_response
 from pytest_agent_eval.model.responses_cassette import responses_in
 
+from support.replay import post  # isort: skip
 from support.synth import Transcript  # isort: skip
 
 pytestmark = pytest.mark.timeout(60)
 
 DATA = Path(__file__).parent / "data/codex"
 RECORDED_CWD = "/tmp/h29codex/repo"
-
-
-def _post(url: str, body: dict[str, Any], path: str = "/v1/responses") -> tuple[int, bytes]:
-    request = urllib.request.Request(url + path, data=json.dumps(body).encode(), method="POST",
-                                     headers={"content-type": "application/json"})  # fmt: skip
-    try:
-        with urllib.request.urlopen(request, timeout=10) as response:
-            return response.status, response.read()
-    except urllib.error.HTTPError as error:
-        return error.code, error.read()
 
 
 def _last_request(arm: str) -> dict[str, Any]:
@@ -93,10 +82,11 @@ def test_each_request_gets_the_recorded_response_its_history_has_reached(arm: st
     with serve(cassette_backend(DATA / arm / "events.jsonl"), log=log) as server, log.into(tmp_path / "r.jsonl"):
         answers = []
         for end in ends:
-            status, body = _post(server.url, _cut(request, end))
+            status, body = post(server.url, _cut(request, end), "/v1/responses")
             assert status == 200
             answers.append(assemble_response(body)["output"])
-        again = assemble_response(_post(server.url, _cut(request, ends[0]))[1])["output"]  # a retried request
+        retried = post(server.url, _cut(request, ends[0]), "/v1/responses")[1]
+        again = assemble_response(retried)["output"]
     for answer, expected in zip(answers, recorded, strict=True):
         assert [_call(i) for i in answer] == [_call(i) for i in expected]
     assert answers[-1][0]["content"] == recorded[-1][0]["content"]  # the answer's text, as recorded
@@ -144,11 +134,11 @@ def test_a_responses_cassette_answers_no_messages_request_and_a_messages_cassett
     tmp_path: Path,
 ) -> None:
     with serve(cassette_backend(DATA / "with" / "events.jsonl")) as server:
-        status, _ = _post(server.url, {"model": "m", "messages": [{"role": "user", "content": "q"}]}, "/v1/messages")
+        status, _ = post(server.url, {"model": "m", "messages": [{"role": "user", "content": "q"}]}, "/v1/messages")
         errors = server.errors
     assert status == 500 and "recorded Codex's Responses API" in errors[0]
     with serve(cassette_backend([_claude_segment(tmp_path)])) as server:
-        status, body = _post(server.url, _last_request("with"))
+        status, body = post(server.url, _last_request("with"), "/v1/responses")
     assert status == 400 and b"does not answer the Responses API" in body
 
 
@@ -174,6 +164,6 @@ def test_hosted_tools_are_refused_for_every_backend_and_codexs_own_tools_pass() 
     for tool in hosted:
         assert "only tools the agent runs itself" in str(responses_refusal({"tools": [tool]}))
     with serve(cassette_backend(DATA / "with" / "events.jsonl")) as server:
-        status, body = _post(server.url, {**request, "tools": [*request["tools"], hosted[1]]})
+        status, body = post(server.url, {**request, "tools": [*request["tools"], hosted[1]]}, "/v1/responses")
         refused = server.refused
     assert status == 400 and b"gh (mcp)" in body and refused[0].startswith("POST /v1/responses: hosted tool(s)")

@@ -17,6 +17,7 @@ from typing import Any
 import pytest
 from support.agent_cli import QUESTION, Arm, assert_occupancy_matches, both_arms, denied, explored, run_arm
 from support.e2e import RealTools
+from support.replay import assert_replays
 
 from pytest_agent_eval.agents.gemini import GEMINI
 from pytest_agent_eval.agents.gemini.config import gemini_dir
@@ -25,6 +26,7 @@ from pytest_agent_eval.harness import sandbox
 from pytest_agent_eval.harness.drivers import TurnError
 from pytest_agent_eval.harness.provision import Provisioned, read_builds
 from pytest_agent_eval.metrics.evidence import evidence
+from pytest_agent_eval.model import GeminiCassetteBackend
 from pytest_agent_eval.model.record import read_requests
 from pytest_agent_eval.model.server import Faults
 from pytest_agent_eval.model.truth import read_truth_log
@@ -134,3 +136,13 @@ def test_a_model_that_fails_ends_the_turn_at_once_naming_why(
         run_arm(GEMINI, tmp_path, real_tools.express, gemini, real_tools.cache, faults=Faults(default="500"))
     assert time.monotonic() - started < 60
     assert len(read_requests(tmp_path / "requests-without.jsonl")) == 1  # asked once, not retried
+
+
+@pytest.mark.parametrize("has_tool", [True, False], ids=["with", "without"])
+def test_a_recorded_gemini_run_replays_through_the_real_cli_in_another_workspace(
+    arms: dict[bool, Arm], has_tool: bool, tmp_path: Path, real_tools: RealTools, gemini: Provisioned
+) -> None:
+    """The cassette of the recorded run (its stream-json events, the chat record kept beside) answers the model's
+    API: Gemini CLI makes the recorded calls again, in a workspace at another path (the recorded working
+    directory rewritten to it), and the tools run for real."""
+    assert_replays(GEMINI, arms[has_tool], tmp_path, real_tools, gemini, GeminiCassetteBackend, has_tool)

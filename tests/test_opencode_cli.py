@@ -19,6 +19,7 @@ from typing import Any
 import pytest
 from support.agent_cli import QUESTION, Arm, assert_occupancy_matches, both_arms, denied, explored, run_arm
 from support.e2e import RealTools
+from support.replay import assert_replays
 
 from pytest_agent_eval.agents.opencode import OPENCODE
 from pytest_agent_eval.agents.opencode.transcript import kept_config
@@ -26,7 +27,7 @@ from pytest_agent_eval.harness import sandbox
 from pytest_agent_eval.harness.provision import Provisioned, read_builds
 from pytest_agent_eval.metrics.contamination import contamination
 from pytest_agent_eval.metrics.evidence import evidence
-from pytest_agent_eval.model import AnthropicBackend, ScriptedBackend, serve
+from pytest_agent_eval.model import AnthropicBackend, OpenCodeCassetteBackend, ScriptedBackend, serve
 from pytest_agent_eval.model.opencode import is_opencode_request, read_turn, render
 from pytest_agent_eval.model.record import read_requests
 from pytest_agent_eval.model.sse import Reply
@@ -218,3 +219,13 @@ def test_the_forwarder_relays_opencodes_requests_with_the_real_key_added_outside
     assert arm.session.answer_texts()[0].startswith("Answer to: How does res.send")
     report = evidence(arm.session, read_requests(arm.record))
     assert report.intact and report.requests == len(upstream.keys), report.problems
+
+
+@pytest.mark.parametrize("has_tool", [True, False], ids=["with", "without"])
+def test_a_recorded_opencode_run_replays_through_the_real_cli_in_another_workspace(
+    arms: dict[bool, Arm], has_tool: bool, tmp_path: Path, real_tools: RealTools, opencode: Provisioned
+) -> None:
+    """The cassette of the recorded run (its ``--format json`` stream, the working directory kept beside) answers
+    the Messages API: OpenCode makes the recorded calls again, in a workspace at another path (the recorded working
+    directory rewritten to it), and the tools run for real."""
+    assert_replays(OPENCODE, arms[has_tool], tmp_path, real_tools, opencode, OpenCodeCassetteBackend, has_tool)

@@ -11,13 +11,17 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agent_eval.agents.codex.transcript import is_codex_events
+from pytest_agent_eval.agents.gemini.transcript import is_gemini_events
+from pytest_agent_eval.agents.opencode.transcript import is_opencode_events
 from pytest_agent_eval.settings.config import auto_backend
 from pytest_agent_eval.settings.options import BACKENDS  # the option table names the backends
 
 from .anthropic import AnthropicBackend
 from .cassette import CassetteBackend
+from .gemini_cassette import GeminiCassetteBackend
 from .google import GeminiForwarder
 from .openai import OpenAIBackend
+from .opencode_cassette import OpenCodeCassetteBackend
 from .responses_cassette import ResponsesCassetteBackend
 from .scripted import ScriptedBackend
 from .server import Backend, Faults, Hit, ModelEndpoint, Passthrough, RunningServer, serve
@@ -46,12 +50,19 @@ def make_backend(name: str, api: str = "messages", **opts: Any) -> Backend:
     raise ValueError(f"unknown model backend {name!r}; expected one of {BACKENDS}")
 
 
-def cassette_backend(paths: str | Path | Iterable[str | Path]) -> CassetteBackend | ResponsesCassetteBackend:
-    """The cassette of a recording: a Codex run's (its ``codex exec --json`` streams) replays the Responses API, any
-    other (Claude Code's stream-json segments) the Messages API."""
+def cassette_backend(
+    paths: str | Path | Iterable[str | Path],
+) -> CassetteBackend | ResponsesCassetteBackend | GeminiCassetteBackend:
+    """The cassette of a recording, by its format: a Codex run's (its ``codex exec --json`` streams) replays the
+    Responses API, a Gemini CLI run's (its stream-json events and chat record) the Gemini API, an OpenCode run's (its
+    ``--format json`` streams) and any other (Claude Code's stream-json segments) the Messages API."""
     listed = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
     if listed and is_codex_events(listed[0]):
         return ResponsesCassetteBackend(listed)
+    if listed and is_gemini_events(listed[0]):
+        return GeminiCassetteBackend(listed)
+    if listed and is_opencode_events(listed[0]):
+        return OpenCodeCassetteBackend(listed)
     return CassetteBackend(listed)
 
 
@@ -61,10 +72,12 @@ __all__ = [
     "Backend",
     "CassetteBackend",
     "Faults",
+    "GeminiCassetteBackend",
     "GeminiForwarder",
     "Hit",
     "ModelEndpoint",
     "OpenAIBackend",
+    "OpenCodeCassetteBackend",
     "Passthrough",
     "Reply",
     "ResponsesCassetteBackend",

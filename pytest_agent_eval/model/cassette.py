@@ -35,22 +35,22 @@ class CassetteBackend:
 
     def __init__(self, paths: str | Path | Iterable[str | Path]) -> None:
         self.paths = recording_paths(paths)
-        session = refuse_unreadable(read_segments(self.paths))
-        self.turns: dict[str, list[Reply]] = {}
-        for message in session.messages(thread=None):
-            # A message the CLI synthesised (rate limit, API error) never came from the model.
-            if message.error:
-                continue
-            blocks = [dict(b) for b in message.blocks if b.get("type") in _REPLAYABLE_BLOCKS]
-            blocks += [tool_use(call.name, call.input, call.id) for call in message.calls]
-            if blocks:
-                self.turns.setdefault(message.thread, []).append(Reply(blocks))
-        self.cwd = next((str(i["cwd"]) for i in session.inits if isinstance(i.get("cwd"), str) and i["cwd"]), None)
+        session = refuse_unreadable(self.read(self.paths))
+        self.turns = recorded_turns(session)
+        self.cwd = self.recorded_cwd(session)
         self.prompts = {
             str(call.input["prompt"]).strip(): call.id
             for call in session.calls
             if call.name in DELEGATION_TOOLS and isinstance(call.input.get("prompt"), str)
         }
+
+    def read(self, paths: list[Path]) -> Session:
+        """The recorded session: Claude Code's stream-json segments."""
+        return read_segments(paths)
+
+    def recorded_cwd(self, session: Session) -> str | None:
+        """The working directory the recording ran in (its tool inputs name it), None when it names none."""
+        return next((str(i["cwd"]) for i in session.inits if isinstance(i.get("cwd"), str) and i["cwd"]), None)
 
     def describe(self) -> str:
         count = sum(len(turns) for turns in self.turns.values())
@@ -77,6 +77,21 @@ class CassetteBackend:
                 reply = Reply(rebase(reply.blocks, self.cwd, cwd), reply.stop_reason)
             return reply
         return Reply.text(f"(cassette exhausted: thread {thread} has {len(recorded)} recorded turns)")
+
+
+def recorded_turns(session: Session) -> dict[str, list[Reply]]:
+    """Thread → the model's replies in it, in order: text, thinking and calls as the model sent them (the name and
+    input the CLI was given, :attr:`ToolCall.sent_as`; the id kept, so the CLI's results pair up with it)."""
+    turns: dict[str, list[Reply]] = {}
+    for message in session.messages(thread=None):
+        # A message the CLI synthesised (rate limit, API error) never came from the model.
+        if message.error:
+            continue
+        blocks = [dict(b) for b in message.blocks if b.get("type") in _REPLAYABLE_BLOCKS]
+        blocks += [tool_use(*(call.sent_as or (call.name, call.input)), call.id) for call in message.calls]
+        if blocks:
+            turns.setdefault(message.thread, []).append(Reply(blocks))
+    return turns
 
 
 def recording_paths(paths: str | Path | Iterable[str | Path]) -> list[Path]:

@@ -63,6 +63,12 @@ def _text(content: Any) -> str:
 
 
 # -- reading a request --------------------------------------------------------------------------
+def workspace_directory(text: str) -> str:
+    """The working directory the CLI's session context names ('' when ``text`` names none)."""
+    found = _CWD_RE.search(text)
+    return found.group(1).strip() if found else ""
+
+
 def _offered(request: dict[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
     """Common name → (name as offered, the tool in Messages form: name and input_schema)."""
     offered: dict[str, tuple[str, dict[str, Any]]] = {}
@@ -97,8 +103,7 @@ def read_turn(request: dict[str, Any]) -> Turn:
             text = part.get("text")
             if not isinstance(text, str):
                 continue
-            if found := _CWD_RE.search(text):
-                cwd = found.group(1).strip()
+            cwd = workspace_directory(text) or cwd
             if text.strip() and not _CONTEXT_RE.match(text):
                 start, question = index, text.strip()
     steps: dict[str, Step] = {}

@@ -356,8 +356,9 @@ class _Handler(BaseHTTPRequestHandler):
         self._stream(list(response_events(items, model, body_usage, response_id)), fault, response)
 
     def _gemini(self, model: str, method: str, request: dict[str, Any]) -> None:
-        """The Gemini API (Gemini CLI): ``:streamGenerateContent`` and ``:generateContent`` answered by the backend's
-        policy on the turn read from the request, ``:countTokens`` by the counting model."""
+        """The Gemini API (Gemini CLI): ``:streamGenerateContent`` and ``:generateContent`` answered by the backend
+        (``respond_gemini``: a cassette's recorded parts) or its policy on the turn read from the request,
+        ``:countTokens`` by the counting model."""
         forward = getattr(self.server.backend, "forward_gemini", None)
         if callable(forward):  # the real API, through the harness's forwarder (pytest_agent_eval.model.google)
             if method != COUNT:
@@ -370,17 +371,21 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, {"totalTokens": self.server.usage_model.count(inner or request)})
             return
         decide = getattr(self.server.backend, "decide", None)
+        answer = getattr(self.server.backend, "respond_gemini", None)  # a cassette's recorded parts
         if method not in (STREAM, GENERATE):
             self._send_error(404, f"Not found: {model}:{method}")
             return
-        if decide is None:
+        if decide is None and answer is None:
             self._send_error(400, f"this backend does not answer the Gemini API: {self.server.backend.describe()}")
             return
         fault = self._admit(request)
         if fault is None:
             return
         try:
-            parts = reply_parts(request, decide(read_gemini_turn(request)))
+            if answer is not None:
+                parts = answer(request, dict(self.headers.items()))
+            else:
+                parts = reply_parts(request, decide(read_gemini_turn(request)))
         except Exception:
             self._backend_failed()
             return

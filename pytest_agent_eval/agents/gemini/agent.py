@@ -137,6 +137,12 @@ class GeminiAgent(CodingAgent):
                                     sandbox=options.sandbox)  # fmt: skip
         return run_gemini(questions, label=label, out_dir=out_dir, cwd=cwd, env=env, options=run_options)
 
+    def record_files(self, segments: Sequence[Path]) -> list[Path]:
+        """The turns' streams and the chat record the driver kept beside the first (``run-<label>.chat``)."""
+        from pytest_agent_eval.agents.gemini.transcript import kept_chat
+
+        return [*segments, kept_chat(segments[0])] if segments else []
+
     def read_transcript(self, segments: Sequence[Path]) -> GeminiSession:
         """The turns' stream-json events and the chat record the driver kept beside the first
         (:func:`~.transcript.find_chat`)."""

@@ -129,6 +129,13 @@ class OpenCodeAgent(CodingAgent):
                                       sandbox=options.sandbox)  # fmt: skip
         return run_opencode(questions, label=label, out_dir=out_dir, cwd=cwd, env=env, options=run_options)
 
+    def record_files(self, segments: Sequence[Path]) -> list[Path]:
+        """The turns' streams, and the config and working directory the driver kept beside the first (the reader names
+        the MCP tools from the one, a cassette rewrites the other)."""
+        from pytest_agent_eval.agents.opencode.transcript import kept_config, kept_cwd
+
+        return [*segments, kept_config(segments[0]), kept_cwd(segments[0])] if segments else []
+
     def read_transcript(self, segments: Sequence[Path]) -> OpenCodeSession:
         """The turns' ``--format json`` streams, with the MCP servers of the config kept beside the first."""
         from pytest_agent_eval.agents.opencode.transcript import read_opencode

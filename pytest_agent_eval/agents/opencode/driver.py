@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_agent_eval.agents.opencode.config import run_command
-from pytest_agent_eval.agents.opencode.transcript import ends_turn, error_text, kept_config
+from pytest_agent_eval.agents.opencode.transcript import ends_turn, error_text, kept_config, kept_cwd
 from pytest_agent_eval.harness.drivers import RunRecord, TurnError, segment_name
 from pytest_agent_eval.harness.drivers.stream import (
     NOT_JSON,
@@ -69,6 +69,7 @@ def run_opencode(
         stderr = out_dir / segment_name(label, turn, ".stderr")
         if turn == 1:
             shutil.copyfile(options.config, kept_config(segment))
+            kept_cwd(segment).write_text(str(cwd), encoding="utf-8")
         command = options.launch(run_command(options.opencode, question, record.session_id))
         said = _Said()
         outcome = run_streaming(command, segment=segment, stderr=stderr, cwd=cwd, env=env, timeout_s=options.timeout_s,

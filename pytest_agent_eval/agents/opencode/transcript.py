@@ -50,6 +50,9 @@ TOOL_NAMES = {
 _INPUT_KEYS = {"filePath": "file_path", "oldString": "old_string", "newString": "new_string"}
 # The harness's copy of the config a run was given, beside its first segment: ``run-<label>.opencode.json``.
 CONFIG_SUFFIX = ".opencode.json"
+# The working directory the run was given, beside its first segment: ``run-<label>.cwd`` (OpenCode's stream names
+# none; a cassette rewrites it in the recorded calls to the replaying CLI's).
+CWD_SUFFIX = ".cwd"
 FIRST_LINE_MAX_BYTES = 1 << 20  # a first event is a step_start of about 300 bytes; a long one may be a tool_use
 STEP_END = "step_finish"
 CALLS_REASON = "tool-calls"  # a step_finish that is not the turn's last
@@ -114,6 +117,12 @@ def kept_config(events_file: str | Path) -> Path:
     """Where the harness keeps the config of the run whose first segment is ``events_file``."""
     events_file = Path(events_file)
     return events_file.with_name(events_file.name.removesuffix(".jsonl") + CONFIG_SUFFIX)
+
+
+def kept_cwd(events_file: str | Path) -> Path:
+    """Where the harness keeps the working directory of the run whose first segment is ``events_file``."""
+    events_file = Path(events_file)
+    return events_file.with_name(events_file.name.removesuffix(".jsonl") + CWD_SUFFIX)
 
 
 def mcp_servers_of(config_file: Path) -> tuple[str, ...]:
