@@ -195,13 +195,15 @@ class AgentEvalConfig:
         if missing is not None:
             return f"--agent-eval-cassette: {missing}: no such file"
         for api, (backend, variable, real) in _REAL_APIS.items():
-            if self.backend == backend and not real(os.environ.get(variable)):
+            if self.backend != backend:  # the agents are imported only for a forwarder named outright
+                continue
+            if not real(os.environ.get(variable)):
                 return (
                     f"--agent-eval-backend {backend}: needs a real {variable} in the environment "
                     "(offline, --agent-eval-backend scripted runs a stand-in model)"
                 )
             other = next((agent for agent in self.agents if agent.api != api), None)
-            if self.backend == backend and other is not None:
+            if other is not None:
                 return (
                     f"--agent-eval-backend {backend}: forwards the {api} API, but {other.title} speaks the "
                     f"{other.api} API (auto gives each agent its own API's forwarder, where its key is set)"
