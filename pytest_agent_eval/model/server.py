@@ -324,22 +324,12 @@ class _Handler(BaseHTTPRequestHandler):
     def _responses(self, request: dict[str, Any]) -> None:
         """The Responses API (Codex CLI): the backend answers the request (``respond_responses``: a cassette's output
         items, or the forwarder's relay), or its policy decides on the turn read from it (``decide``)."""
-        answer = getattr(self.server.backend, "respond_responses", None)
-        decide = getattr(self.server.backend, "decide", None)
-        if answer is None and decide is None:
-            self._send_error(400, f"this backend does not answer the Responses API: {self.server.backend.describe()}")
+        replied = self._answer_or_decide(
+            request, "Responses", "respond_responses", lambda decide: output_items(request, decide(read_turn(request)))
+        )
+        if replied is None:
             return
-        fault = self._admit(request)
-        if fault is None:
-            return
-        try:
-            if answer is not None:
-                items = answer(request, dict(self.headers.items()))
-            else:
-                items = output_items(request, decide(read_turn(request)))
-        except Exception:
-            self._backend_failed()
-            return
+        items, fault = replied
         if isinstance(items, Passthrough):
             self._relay(items, assemble_response)
             return
@@ -354,6 +344,27 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(200, response)
             return
         self._stream(list(response_events(items, model, body_usage, response_id)), fault, response)
+
+    def _answer_or_decide(
+        self, request: dict[str, Any], api: str, answer_name: str, render: Callable[[Any], Any]
+    ) -> tuple[Any, str] | None:
+        """The backend's reply to a request of ``api``, and the fault the request was admitted with: the backend's
+        own answer (``answer_name``: a cassette's, or a forwarder's relay) or its policy's decision rendered by
+        ``render(decide)``. None when an error was sent instead (no way to answer, a fault, the backend failed)."""
+        answer = getattr(self.server.backend, answer_name, None)
+        decide = getattr(self.server.backend, "decide", None)
+        if answer is None and decide is None:
+            self._send_error(400, f"this backend does not answer the {api} API: {self.server.backend.describe()}")
+            return None
+        fault = self._admit(request)
+        if fault is None:
+            return None
+        try:
+            reply = answer(request, dict(self.headers.items())) if answer is not None else render(decide)
+        except Exception:
+            self._backend_failed()
+            return None
+        return reply, fault
 
     def _gemini(self, model: str, method: str, request: dict[str, Any]) -> None:
         """The Gemini API (Gemini CLI): ``:streamGenerateContent`` and ``:generateContent`` answered by the backend
@@ -370,25 +381,15 @@ class _Handler(BaseHTTPRequestHandler):
             inner = request.get("generateContentRequest")
             self._send_json(200, {"totalTokens": self.server.usage_model.count(inner or request)})
             return
-        decide = getattr(self.server.backend, "decide", None)
-        answer = getattr(self.server.backend, "respond_gemini", None)  # a cassette's recorded parts
         if method not in (STREAM, GENERATE):
             self._send_error(404, f"Not found: {model}:{method}")
             return
-        if decide is None and answer is None:
-            self._send_error(400, f"this backend does not answer the Gemini API: {self.server.backend.describe()}")
+        replied = self._answer_or_decide(  # respond_gemini: a cassette's recorded parts
+            request, "Gemini", "respond_gemini", lambda decide: reply_parts(request, decide(read_gemini_turn(request)))
+        )
+        if replied is None:
             return
-        fault = self._admit(request)
-        if fault is None:
-            return
-        try:
-            if answer is not None:
-                parts = answer(request, dict(self.headers.items()))
-            else:
-                parts = reply_parts(request, decide(read_gemini_turn(request)))
-        except Exception:
-            self._backend_failed()
-            return
+        parts, fault = replied
         name = getattr(self.server.backend, "stand_in_model", None) or model
         usage, count = self.server.usage_model.usage(request)
         response_id = new_id("gemini")
