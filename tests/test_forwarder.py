@@ -4,17 +4,14 @@ refused, and every request is recorded. The upstream is a fake Messages API on 1
 from __future__ import annotations
 
 import json
-import threading
 import urllib.error
 import urllib.request
-from collections.abc import Iterator
-from contextlib import contextmanager
-from dataclasses import dataclass, field
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from contextlib import AbstractContextManager as ContextManager
 from pathlib import Path
 from typing import Any
 
 import pytest
+from support.upstream import Upstream, fake_api
 
 from pytest_agent_eval.agents.claude_code import CLAUDE_CODE, STANDIN_API_KEY
 from pytest_agent_eval.model import AnthropicBackend, serve
@@ -26,50 +23,16 @@ KEY = "sk-ant-api03-" + "K3y" * 20
 CALL = tool_use("Bash", {"command": "ls"}, "toolu_01abc")
 
 
-@dataclass
-class Upstream:
-    """What the fake API received: (path, headers, body) per request."""
-
-    url: str
-    seen: list[tuple[str, dict[str, str], Any]] = field(default_factory=list)
-
-
-@contextmanager
-def fake_api() -> Iterator[Upstream]:
+def fake_messages_api() -> ContextManager[Upstream]:
     """A Messages API on loopback: streams one tool call for /v1/messages, counts for count_tokens."""
-    upstream = Upstream("")
 
-    class Handler(BaseHTTPRequestHandler):
-        protocol_version = "HTTP/1.1"
+    def answer(path: str, body: Any) -> tuple[bytes, str]:
+        if path.startswith("/v1/messages/count_tokens"):
+            return json.dumps({"input_tokens": 42}).encode(), "application/json"
+        usage = {"input_tokens": 3, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}
+        return b"".join(stream_events(Reply([CALL]), "claude-real", usage, "msg_01upstream")), "text/event-stream"
 
-        def log_message(self, *args: object) -> None:
-            pass
-
-        def do_POST(self) -> None:
-            body = json.loads(self.rfile.read(int(self.headers["Content-Length"])))
-            upstream.seen.append((self.path, {k.lower(): v for k, v in self.headers.items()}, body))
-            if self.path.startswith("/v1/messages/count_tokens"):
-                data, kind = json.dumps({"input_tokens": 42}).encode(), "application/json"
-            else:
-                usage = {"input_tokens": 3, "cache_read_input_tokens": 0, "cache_creation_input_tokens": 0}
-                data = b"".join(stream_events(Reply([CALL]), "claude-real", usage, "msg_01upstream"))
-                kind = "text/event-stream"
-            self.send_response(200)
-            self.send_header("Content-Type", kind)
-            self.send_header("Content-Length", str(len(data)))
-            self.end_headers()
-            self.wfile.write(data)
-
-    server = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
-    upstream.url = f"http://127.0.0.1:{server.server_address[1]}"
-    thread = threading.Thread(target=server.serve_forever, daemon=True)
-    thread.start()
-    try:
-        yield upstream
-    finally:
-        server.shutdown()
-        server.server_close()
-        thread.join(timeout=5)
+    return fake_api(answer)
 
 
 def _post(url: str, body: dict[str, Any], path: str = "/v1/messages?beta=true") -> tuple[int, bytes]:
@@ -90,7 +53,7 @@ REQUEST = {"model": "m", "max_tokens": 10, "stream": True, "messages": [{"role":
 
 def test_the_forwarder_adds_the_key_and_the_client_never_needs_it(tmp_path: Path) -> None:
     log = RequestLog()
-    with fake_api() as api, serve(AnthropicBackend(api_key=KEY, base_url=api.url), log=log) as forwarder:
+    with fake_messages_api() as api, serve(AnthropicBackend(api_key=KEY, base_url=api.url), log=log) as forwarder:
         with log.into(tmp_path / "requests.jsonl"):
             status, body = _post(forwarder.url, REQUEST)
             count_status, count = _post(forwarder.url, {**REQUEST, "stream": False}, "/v1/messages/count_tokens")
@@ -109,7 +72,7 @@ def test_the_forwarder_adds_the_key_and_the_client_never_needs_it(tmp_path: Path
 
 def test_an_auth_token_goes_as_a_bearer(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    with fake_api() as api, serve(AnthropicBackend(auth_token="tok-123", base_url=api.url)) as forwarder:
+    with fake_messages_api() as api, serve(AnthropicBackend(auth_token="tok-123", base_url=api.url)) as forwarder:
         assert _post(forwarder.url, REQUEST)[0] == 200
     assert api.seen[0][1]["authorization"] == "Bearer tok-123" and "x-api-key" not in api.seen[0][1]
 
@@ -126,7 +89,7 @@ SERVER_SIDE = [
 @pytest.mark.parametrize("tool", SERVER_SIDE, ids=[t["type"] for t in SERVER_SIDE])
 def test_a_request_with_a_server_side_tool_is_refused_and_never_forwarded(tool: dict, tmp_path: Path) -> None:
     log = RequestLog()
-    with fake_api() as api, serve(AnthropicBackend(api_key=KEY, base_url=api.url), log=log) as forwarder:
+    with fake_messages_api() as api, serve(AnthropicBackend(api_key=KEY, base_url=api.url), log=log) as forwarder:
         with log.into(tmp_path / "requests.jsonl"):
             status, body = _post(forwarder.url, {**REQUEST, "tools": [*REQUEST["tools"], tool]})
             count_status, _ = _post(forwarder.url, {**REQUEST, "tools": [tool]}, "/v1/messages/count_tokens")
@@ -143,7 +106,7 @@ def test_mcp_servers_or_a_container_are_refused(field_name: str) -> None:
     value = (
         [{"type": "url", "url": "https://example.invalid/mcp", "name": "x"}] if field_name == "mcp_servers" else "c1"
     )
-    with fake_api() as api, serve(AnthropicBackend(api_key=KEY, base_url=api.url)) as forwarder:
+    with fake_messages_api() as api, serve(AnthropicBackend(api_key=KEY, base_url=api.url)) as forwarder:
         assert _post(forwarder.url, {**REQUEST, field_name: value})[0] == 400
     assert api.seen == []
 
@@ -156,7 +119,7 @@ def test_custom_tools_pass_the_refusal() -> None:
 def test_only_the_messages_calls_are_forwarded() -> None:
     """Claude Code 2.1.332 calls POST /v1/messages?beta=true only (checked against the stand-in); count_tokens is
     forwarded too; any other path is answered locally (404, or an empty model list) and never reaches the API."""
-    with fake_api() as api, serve(AnthropicBackend(api_key=KEY, base_url=api.url)) as forwarder:
+    with fake_messages_api() as api, serve(AnthropicBackend(api_key=KEY, base_url=api.url)) as forwarder:
         assert _post(forwarder.url, REQUEST, "/v1/files")[0] == 404
         assert _post(forwarder.url, REQUEST, "/v1/messages/batches")[0] == 404
         with urllib.request.urlopen(forwarder.url + "/v1/models", timeout=10) as models:
