@@ -54,8 +54,10 @@ def _sandbox(shell_from: str | None) -> Sandbox:
 
 
 def _agent_in(sealed: Sandbox, lookup: str) -> list[str]:
+    # $SHELL as a login sets it (CI's runner leaves it unset): the jailed run must override it, the other keeps it.
+    login = {**os.environ, "SHELL": shutil.which("bash") or "/bin/bash"}
     done = subprocess.run(sealed.wrap([sys.executable, "-c", AGENT, REACH, lookup]), capture_output=True,
-                          text=True, timeout=60)  # fmt: skip
+                          text=True, timeout=60, env=login)  # fmt: skip
     assert done.returncode == 0, done.stderr
     return done.stdout.splitlines()
 
