@@ -17,14 +17,14 @@ read-only into the sandbox (:func:`protected_files`), so a turn cannot loosen wh
 - Both arms get a rules file forbidding the tool's CLI (``prefix_rule``), whose justification is the harness's
   deny reason, so that the contamination metric recognises the refusal (``RetrievalTool.deny_marker``).
 - The corpus repository's own ``.codex/`` (``config.toml``, ``rules/``, ``hooks.json``, ``agents/``) is an
-  *untrusted project's*, which Codex 0.171.0 loads as a disabled layer: it takes a project layer only for a directory that a
-  ``[projects."<path>"] trust_level = "trusted"`` of this file names, and this file names none. Measured through the
-  harness's sandbox (tests/test_codex_cli.py holds it): Codex warns ``Untrusted project-local configuration is
-  disabled``, and none of the layer's model, approval, sandbox, web search, MCP server, hooks, rules or agent roles
-  takes effect; with the path marked trusted, its model, MCP server, rules and roles did. ``codex exec --trust`` from the agent's shell
-  cannot add the mark: this file is read-only there (``failed to persist config``). Skills (``.codex/skills``,
-  ``.agents/skills``) and ``AGENTS.md`` are read as the repository's instructions, as Claude Code reads
-  ``CLAUDE.md``.
+  *untrusted project's*, which Codex 0.171.0 loads as a disabled layer: it takes a project layer only for a
+  directory that a ``[projects."<path>"] trust_level = "trusted"`` of this file names, and this file names none.
+  Measured through the harness's sandbox (tests/test_codex_cli.py holds it): Codex warns ``Untrusted project-local
+  configuration is disabled``, and none of the layer's model, approval, sandbox, web search, MCP server, hooks, rules
+  or agent roles takes effect; with the path marked trusted, its model, MCP server, rules and roles did. ``codex
+  exec --trust`` from the agent's shell cannot add the mark: this file is read-only there (``failed to persist
+  config``). Skills (``.codex/skills``, ``.agents/skills``) and ``AGENTS.md`` are read as the repository's
+  instructions, as Claude Code reads ``CLAUDE.md``.
 """
 
 from __future__ import annotations
