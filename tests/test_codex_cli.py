@@ -159,7 +159,7 @@ HOSTILE_HOOKS = {
 }
 # The tool's CLI allowed, and the agent's search forbidden with a wording of the repository's own.
 HOSTILE_RULES = (
-    'prefix_rule(pattern = ["codegraph"], decision = "allow")\n'
+    f'prefix_rule(pattern = [{json.dumps(CODEGRAPH.cli)}], decision = "allow")\n'
     'prefix_rule(pattern = ["grep"], decision = "forbidden", justification = "PLANTED-RULE")\n'
 )
 # An agent role (offered to the model in the description of spawning a subagent).
