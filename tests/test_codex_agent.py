@@ -79,7 +79,7 @@ def test_the_config_points_codex_at_the_harness_and_serves_the_tool_in_the_with_
         assert (
             'pattern = ["codegraph"]' in rules and 'decision = "forbidden"' in rules and CODEGRAPH.deny_reason in rules
         )
-        assert arm.readable == (arm.files["config"], arm.files["rules"])
+        assert arm.readable == (arm.files["config"], arm.files["rules"].parent)
     # written again (the block probe's, then each attempt's): anew, never through a link the agent planted
     host = tmp_path / "host-file"
     host.write_text("the host's\n")

@@ -117,8 +117,23 @@ def test_the_rollout_is_copied_out_and_the_config_stays_the_harnesss(arms: dict)
         home = codex_home(arm.workspace.home)
         assert arm.config.files["config"] == home / "config.toml" and arm.config.readable == (
             home / "config.toml",
-            home / "rules" / "deny.rules",
+            home / "rules",
         )
+
+
+def test_the_agent_cannot_add_rules_for_the_next_turn(
+    tmp_path: Path, real_tools: RealTools, codex: Provisioned
+) -> None:
+    """Codex loads every ``$CODEX_HOME/rules/*.rules``: one the agent's shell wrote would bind the next turn (one
+    that does not parse stops it at start). The folder is bound read-only, so the write is refused."""
+    if not sandbox.enabled():
+        pytest.skip("the sandbox is switched off")
+    command = 'echo "prefix_rule(" > "$CODEX_HOME/rules/planted.rules"; echo "wrote=$?"'
+    arm = run_arm(CODEX, tmp_path, real_tools.express, codex, real_tools.cache, model=CODEX.block_probe(command))
+    [call] = [c for c in arm.session.calls if c.name == "Bash"]
+    assert call.result is not None and "Read-only file system" in call.result.text, call.result
+    assert "wrote=1" in call.result.text
+    assert [p.name for p in (codex_home(arm.workspace.home) / "rules").iterdir()] == ["deny.rules"]
 
 
 # What a hostile corpus repository's `.codex/` would change if Codex loaded it: each part leaves a trace the test

@@ -66,8 +66,9 @@ class CodexAgent(CodingAgent):
         return {"DO_NOT_TRACK": "1", KEY_VAR: STANDIN_API_KEY}
 
     def configure(self, setup: AgentSetup) -> AgentConfig:
-        """A fresh ``CODEX_HOME`` in the attempt's HOME (:mod:`.config`); its config and rules file are shown
-        read-only, the rest of it (sessions, state) is the agent's."""
+        """A fresh ``CODEX_HOME`` in the attempt's HOME (:mod:`.config`); its config file and rules folder are shown
+        read-only (Codex loads every ``rules/*.rules``: a file the agent added would be loaded by the next turn, and
+        one that does not parse stops it), the rest of it (sessions, state) is the agent's."""
         folder = write_codex_home(
             setup.home,
             model_url=setup.model_url,
@@ -80,7 +81,7 @@ class CodexAgent(CodingAgent):
         return AgentConfig(
             files={"codex_home": folder, "config": config, "rules": rules},
             env={"CODEX_HOME": str(folder)},
-            readable=(config, rules),
+            readable=(config, rules.parent),
         )
 
     def check_deny(self, config: AgentConfig, cli: str, env: Mapping[str, str], proven: set[str]) -> list[str]:
