@@ -75,17 +75,16 @@ DENY_PRIORITY = 900
 # No folder trusted by the file (the longest matching path decides): the session's trust is --skip-trust's alone.
 NO_TRUSTED_FOLDER = {"/": "DO_NOT_TRUST"}
 # What a repository's .env (loaded once the session is trusted, for each variable not set yet) would otherwise set:
-# the system prompt, the route of the model's requests, the session's trust, where system settings are read from.
+# the system prompt (or a copy of it written out), the route of the model's requests, the session's trust (an
+# untrusted one starts no MCP server and drops --yolo). Gemini CLI's home is pinned too (home_env).
 PINNED_ENV = {
     "GEMINI_SYSTEM_MD": "false",  # "false": Gemini CLI's own system prompt
     "GEMINI_WRITE_SYSTEM_MD": "false",
-    "HTTPS_PROXY": "",
+    "HTTPS_PROXY": "",  # the first set of the four is the proxy
     "https_proxy": "",
     "HTTP_PROXY": "",
     "http_proxy": "",
     "GEMINI_RESTRICTED_MODE": "false",
-    "GEMINI_CLI_SYSTEM_SETTINGS_PATH": str(SYSTEM_DIR / "settings.json"),  # the defaults, hidden in the sandbox
-    "GEMINI_CLI_SYSTEM_DEFAULTS_PATH": str(SYSTEM_DIR / "system-defaults.json"),
 }
 # Flags of every turn: events on stdout, every tool call approved (the policy still denies), the copy of the corpus
 # trusted for this session (no trust prompt), no extension.
