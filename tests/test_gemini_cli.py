@@ -113,7 +113,8 @@ def test_the_chat_record_is_copied_out_and_the_config_stays_the_harnesss(arms: d
         assert kept.is_file() and arm.session.chat_file == kept
         assert arm.session.session_id == arm.run.session_id and arm.run.exit_codes == [0]
         home = gemini_dir(arm.workspace.home)
-        assert arm.config.readable == (home / "settings.json", home / "policies" / "agent-eval-deny.toml")
+        own = home / "agent-eval"  # the harness's beside Gemini CLI's
+        assert arm.config.readable == (home / "settings.json", own / "deny.toml", own / "trusted-folders.json")
 
 
 # A corpus repository's own Gemini CLI config, turned against the harness: each part would show if it applied.
