@@ -42,10 +42,11 @@ What Gemini CLI 0.61.0 would take from the workspace (``<cwd>/.gemini/``), measu
 - ``.env`` (``<dir>/.gemini/.env``, else ``<dir>/.env``, from the cwd up, then ``~/.gemini/.env``): once the session
   is trusted, ``validateAuthMethod`` loads it (``loadEnvironment``) into the process for every variable not set
   yet; measured, ``GEMINI_SYSTEM_MD`` replaced the system prompt and ``HTTPS_PROXY`` took the model's requests
-  elsewhere. The variables that would turn the run are set by the harness (:data:`PINNED_ENV`,
-  :func:`home_env`); any other a repository's ``.env`` sets reaches Gemini CLI and its shells, as for a user.
-- ``extensions``: read from ``~/.gemini/extensions`` only, which an earlier turn may write: off
-  (``--extensions none``).
+  elsewhere; ``GEMINI_RESTRICTED_MODE`` and ``GEMINI_CLI_HOME`` ended the turn. The variables that would turn the
+  run are set by the harness (:data:`PINNED_ENV`, :func:`home_env`); any other a repository's ``.env`` sets
+  reaches Gemini CLI and its shells, as for a user.
+- Extensions (``~/.gemini/extensions``, which an earlier turn may write; measured, one's context reached the
+  requests): off (``--extensions none``).
 - ``GEMINI.md``, skills (``.gemini/skills``), agents (``.gemini/agents``), commands (``.gemini/commands``): the
   repository's context, like Claude Code's ``CLAUDE.md``; left alone.
 """
