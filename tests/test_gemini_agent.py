@@ -22,7 +22,7 @@ from pytest_agent_eval.agents import agent_named
 from pytest_agent_eval.agents.base import DriveOptions, McpServer, load_agent
 from pytest_agent_eval.agents.gemini import GEMINI
 from pytest_agent_eval.agents.gemini.agent import read_rules
-from pytest_agent_eval.agents.gemini.config import BASE_URL_VAR, KEY_VAR, turn_command
+from pytest_agent_eval.agents.gemini.config import BASE_URL_VAR, KEY_VAR, TRUSTED_FOLDERS_VAR, turn_command
 from pytest_agent_eval.agents.gemini.driver import find_chat_in
 from pytest_agent_eval.agents.gemini.transcript import (
     common_name,
@@ -78,8 +78,9 @@ def test_the_config_points_gemini_at_the_harness_and_serves_the_tool_in_the_with
         [rule] = read_rules(arm.files["policy"].read_text(encoding="utf-8"))
         assert rule == {"toolName": "run_shell_command", "commandPrefix": "codegraph", "decision": "deny",
                         "priority": 900, "denyMessage": CODEGRAPH.deny_reason}  # fmt: skip
-        assert arm.readable == (arm.files["settings"], arm.files["policy"])
-        assert arm.files["policy"].parent == arm.files["gemini_dir"] / "policies"  # the user tier, read by default
+        assert arm.readable == (arm.files["settings"], arm.files["policy"], arm.files["trusted_folders"])
+        # not in policies/: given as an admin policy (turn_command), not read again as a user one
+        assert arm.files["policy"].parent != arm.files["gemini_dir"] / "policies"
     env = GEMINI.environment("http://127.0.0.1:4321/")
     assert env[BASE_URL_VAR] == "http://127.0.0.1:4321" and env[KEY_VAR] == "agent-eval-local-stand-in"
     # written again (the block probe's, then each attempt's): anew, never through a link the agent planted
@@ -94,6 +95,21 @@ def test_the_config_points_gemini_at_the_harness_and_serves_the_tool_in_the_with
     (linked / "home" / ".gemini").symlink_to(tmp_path / "with" / "home" / ".gemini")
     with pytest.raises(UntrustedFile, match="a link on the way"):
         GEMINI.configure(agent_setup(linked))
+
+
+def test_the_config_trusts_no_folder_by_file_and_names_the_attempts_files_in_the_environment(tmp_path: Path) -> None:
+    """The settings load before ``--skip-trust`` must see the workspace untrusted, whatever folder it is in
+    (config.py): folder trust on, a trusted-folders file of the harness's trusting none, named by the environment,
+    as is Gemini CLI's home; the variables a repository's ``.env`` would set are the harness's."""
+    config = GEMINI.configure(agent_setup(tmp_path))
+    settings = json.loads(config.files["settings"].read_text(encoding="utf-8"))
+    assert settings["security"]["folderTrust"] == {"enabled": True}
+    assert json.loads(config.files["trusted_folders"].read_text(encoding="utf-8")) == {"/": "DO_NOT_TRUST"}
+    home = config.files["gemini_dir"].parent
+    assert config.env == {TRUSTED_FOLDERS_VAR: str(config.files["trusted_folders"]), "GEMINI_CLI_HOME": str(home)}
+    env = GEMINI.process_environment({"HTTPS_PROXY": "http://proxy.host:3128", "PATH": "/bin"}, "http://127.0.0.1:1")
+    assert env["GEMINI_SYSTEM_MD"] == "false" and env["GEMINI_RESTRICTED_MODE"] == "false"
+    assert all(env[v] == "" for v in ("HTTPS_PROXY", "https_proxy", "HTTP_PROXY", "http_proxy"))
 
 
 def test_the_deny_policy_is_checked_as_gemini_matches_it(tmp_path: Path) -> None:
@@ -117,10 +133,11 @@ def test_gemini_is_selected_by_its_module_and_by_its_name_in_records() -> None:
     assert load_agent("pytest_agent_eval.agents.gemini:GEMINI") is GEMINI and agent_named("gemini") is GEMINI
     assert (GEMINI.name, GEMINI.api, GEMINI.modes, GEMINI.package, GEMINI.version) == (
         "gemini", "gemini", ("headless",), "@google/gemini-cli", "0.61.0")  # fmt: skip
-    assert turn_command("gemini", "m", "Q?", "S", False) == [
+    home = Path("/h")
+    assert turn_command("gemini", "m", "Q?", "S", resume=False, home=home) == [
         "gemini", "-m", "m", "-p", "Q?", "--output-format", "stream-json", "--yolo", "--skip-trust",
-        "--session-id", "S"]  # fmt: skip
-    assert turn_command("gemini", "m", "Q2", "S", True)[-2:] == ["--resume", "S"]
+        "--extensions", "none", "--admin-policy", "/h/.gemini/agent-eval/deny.toml", "--session-id", "S"]  # fmt: skip
+    assert turn_command("gemini", "m", "Q2", "S", resume=True, home=home)[-2:] == ["--resume", "S"]
 
 
 # -- the stand-in of the Gemini API ---------------------------------------------------------------------

@@ -20,8 +20,11 @@ from pytest_agent_eval.agents.base import HEADLESS, AgentConfig, AgentSetup, Cod
 from pytest_agent_eval.agents.gemini.config import (
     BASE_URL_VAR,
     KEY_VAR,
+    PINNED_ENV,
     STANDIN_API_KEY,
+    SYSTEM_DIR,
     gemini_dir,
+    home_env,
     protected_files,
     write_gemini_dir,
 )
@@ -59,12 +62,14 @@ class GeminiAgent(CodingAgent):
     shell_prefix_var: str | None = None
     shell_from: str | None = "PATH"
     # The machine's system settings and admin policies (/etc/gemini-cli/settings.json, policies/).
-    managed_paths: tuple[Path, ...] = field(default=(Path("/etc/gemini-cli"),))
+    managed_paths: tuple[Path, ...] = field(default=(SYSTEM_DIR,))
     model: str = CONFIGURED_MODEL
 
     def environment(self, model_url: str) -> dict[str, str]:
-        """The model endpoint and the placeholder key Gemini CLI reads; no telemetry, no update check, no colour."""
+        """The model endpoint and the placeholder key Gemini CLI reads; no telemetry, no update check, no colour; the
+        variables a repository's ``.env`` would otherwise set (:data:`.config.PINNED_ENV`)."""
         return {
+            **PINNED_ENV,
             BASE_URL_VAR: model_url.rstrip("/"),
             KEY_VAR: STANDIN_API_KEY,
             "DO_NOT_TRACK": "1",
@@ -73,15 +78,15 @@ class GeminiAgent(CodingAgent):
         }
 
     def configure(self, setup: AgentSetup) -> AgentConfig:
-        """A fresh ``~/.gemini`` in the attempt's HOME (:mod:`.config`); its settings and policy file are shown
-        read-only, the rest of it (sessions, state) is the agent's."""
+        """A fresh ``~/.gemini`` in the attempt's HOME (:mod:`.config`); its settings, policy and trusted-folders
+        files are shown read-only and named in the environment, the rest of it (sessions, state) is the agent's."""
         folder = write_gemini_dir(setup.home, mcp_servers=setup.mcp_servers, denied_cli=setup.denied_cli,
                                   deny_reason=setup.deny_reason)  # fmt: skip
-        settings, policy = protected_files(setup.home)
+        settings, policy, trusted_folders = protected_files(setup.home)
         return AgentConfig(
-            files={"gemini_dir": folder, "settings": settings, "policy": policy},
-            env={},
-            readable=(settings, policy),
+            files={"gemini_dir": folder, "settings": settings, "policy": policy, "trusted_folders": trusted_folders},
+            env=home_env(setup.home),
+            readable=(settings, policy, trusted_folders),
         )
 
     def check_deny(self, config: AgentConfig, cli: str, env: Mapping[str, str], proven: set[str]) -> list[str]:

@@ -1,10 +1,13 @@
-"""Gemini CLI's run configuration for one attempt: its ``~/.gemini`` (settings and deny policy), its command line.
+"""Gemini CLI's run configuration for one attempt: its ``~/.gemini`` (settings, deny policy, trusted folders), its
+environment and its command line, such that neither the corpus repository's own ``.gemini/`` nor what an earlier
+turn left in ``~/.gemini`` changes how it runs.
 
 Gemini CLI reads its settings from ``~/.gemini/settings.json`` and its user policies from ``~/.gemini/policies/``,
 and writes its sessions under ``~/.gemini/tmp/<project>/chats/``. Each attempt's HOME is renewed by the harness, so
-each attempt gets a fresh ``.gemini``, written before the attempt's agent runs; ``settings.json`` and the policy file
-are then bound read-only into the sandbox (:func:`protected_files`): a turn cannot loosen what the next one runs
-under.
+each attempt gets a fresh ``.gemini``, written before the attempt's agent runs; the harness's files
+(:func:`protected_files`) are then bound read-only into the sandbox: a turn cannot loosen what the next one runs
+under. The rest of ``~/.gemini`` is the agent's (a turn's shell may write policies, extensions, a
+``trustedFolders.json`` there).
 
 - The model is the harness's model URL (``GOOGLE_GEMINI_BASE_URL``), reached with a placeholder key
   (``GEMINI_API_KEY``; a real key stays outside the sandbox, with the forwarder) and ``security.auth.selectedType =
@@ -15,7 +18,37 @@ under.
 - The with-arm's retrieval tool is ``mcpServers.NAME`` with ``trust: true`` (its calls are not confirmed).
 - Both arms get a policy file denying the tool's CLI to ``run_shell_command`` (``commandPrefix``; it holds under
   ``--yolo``), whose ``denyMessage`` is the harness's deny reason, so that the contamination metric recognises the
-  refusal (``RetrievalTool.deny_marker``).
+  refusal (``RetrievalTool.deny_marker``). It is given as an *admin* policy (``--admin-policy``): the policy engine
+  ranks a rule by tier first (admin 5 > user 4 > workspace 3 > extension 2 > default 1, then ``priority``/1000), so
+  no user policy an earlier turn wrote into ``~/.gemini/policies/`` can allow the CLI, whatever its priority; the
+  flag replaces any ``adminPolicyPaths`` of settings.
+
+What Gemini CLI 0.61.0 would take from the workspace (``<cwd>/.gemini/``), measured in its bundle
+(``bundle/chunk-2YTYPKEZ.js``, ``gemini-3HFX2LNT.js``, ``chunk-JDPZ4CE3.js``) and through the real CLI
+(tests/test_gemini_cli.py, a repository carrying a hostile ``.gemini/``):
+
+- ``settings.json``: ``_doLoadSettings`` merges defaults, system defaults, user, *workspace*, system settings
+  (``mergeSettings``), the workspace's only when the folder is trusted. ``main()`` loads the settings the run's
+  config is made from *before* it parses ``--skip-trust`` (which only then sets ``GEMINI_CLI_TRUST_WORKSPACE=true``),
+  so at that load the folder's trust is the trusted-folders file's: the harness writes its own, trusting no folder
+  (``{"/": "DO_NOT_TRUST"}``), names it (``GEMINI_CLI_TRUSTED_FOLDERS_PATH``) and binds it read-only, and keeps
+  ``security.folderTrust.enabled`` on. The workspace's settings (MCP servers, auth, ``tools.*``, ``policyPaths``,
+  ``adminPolicyPaths``, hooks, ``tools.discoveryCommand``) are then never merged. An untrusted *session* is no way
+  out: it drops ``--yolo`` to the default approval mode, starts no stdio MCP server, and headless it is fatal.
+  System settings (``GEMINI_CLI_SYSTEM_SETTINGS_PATH``, merged last) are no way either: they are skipped unless the
+  file and every folder above it is owned by root and writable by no one else (``isFileAndDirectorySecureSync``),
+  and a higher scope cannot take away a key the workspace adds (``mcpServers`` merge shallowly, hooks concatenate).
+- ``policies/*.toml``: not loaded (``disableWorkspacePolicies = true`` in ``resolveWorkspacePolicyState``).
+- ``.env`` (``<dir>/.gemini/.env``, else ``<dir>/.env``, from the cwd up, then ``~/.gemini/.env``): once the session
+  is trusted, ``validateAuthMethod`` loads it (``loadEnvironment``) into the process for every variable not set
+  yet; measured, ``GEMINI_SYSTEM_MD`` replaced the system prompt and ``HTTPS_PROXY`` took the model's requests
+  elsewhere; ``GEMINI_RESTRICTED_MODE`` and ``GEMINI_CLI_HOME`` ended the turn. The variables that would turn the
+  run are set by the harness (:data:`PINNED_ENV`, :func:`home_env`); any other a repository's ``.env`` sets
+  reaches Gemini CLI and its shells, as for a user.
+- Extensions (``~/.gemini/extensions``, which an earlier turn may write; measured, one's context reached the
+  requests): off (``--extensions none``).
+- ``GEMINI.md``, skills (``.gemini/skills``), agents (``.gemini/agents``), commands (``.gemini/commands``): the
+  repository's context, like Claude Code's ``CLAUDE.md``; left alone.
 """
 
 from __future__ import annotations
@@ -29,15 +62,34 @@ from pytest_agent_eval.agents.gemini.transcript import SHELL_TOOL
 from pytest_agent_eval.harness.untrusted import replace_files
 
 GEMINI_DIR = ".gemini"  # inside the agent's HOME
+SYSTEM_DIR = Path("/etc/gemini-cli")  # the machine's system settings and admin policies
 SETTINGS_FILE = "settings.json"
-POLICY_FILE = Path("policies") / "agent-eval-deny.toml"
+# The harness's own files beside Gemini CLI's: outside policies/ (the deny is given as an admin policy, not loaded
+# again as a user one) and under names Gemini CLI does not look for by itself.
+POLICY_FILE = Path("agent-eval") / "deny.toml"
+TRUSTED_FOLDERS_FILE = Path("agent-eval") / "trusted-folders.json"
 KEY_VAR, BASE_URL_VAR = "GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL"
+TRUSTED_FOLDERS_VAR = "GEMINI_CLI_TRUSTED_FOLDERS_PATH"
 STANDIN_API_KEY = "agent-eval-local-stand-in"
-# A deny rule's priority: high in the user tier (a rule's priority is 0-999 within its tier).
+# A deny rule's priority within its tier (0-999): the admin tier's, above any user or workspace rule.
 DENY_PRIORITY = 900
+# No folder trusted by the file (the longest matching path decides): the session's trust is --skip-trust's alone.
+NO_TRUSTED_FOLDER = {"/": "DO_NOT_TRUST"}
+# What a repository's .env (loaded once the session is trusted, for each variable not set yet) would otherwise set:
+# the system prompt (or a copy of it written out), the route of the model's requests, the session's trust (an
+# untrusted one starts no MCP server and drops --yolo). Gemini CLI's home is pinned too (home_env).
+PINNED_ENV = {
+    "GEMINI_SYSTEM_MD": "false",  # "false": Gemini CLI's own system prompt
+    "GEMINI_WRITE_SYSTEM_MD": "false",
+    "HTTPS_PROXY": "",  # the first set of the four is the proxy
+    "https_proxy": "",
+    "HTTP_PROXY": "",
+    "http_proxy": "",
+    "GEMINI_RESTRICTED_MODE": "false",
+}
 # Flags of every turn: events on stdout, every tool call approved (the policy still denies), the copy of the corpus
-# trusted for this session (no trust prompt).
-TURN_FLAGS = ("--output-format", "stream-json", "--yolo", "--skip-trust")
+# trusted for this session (no trust prompt), no extension.
+TURN_FLAGS = ("--output-format", "stream-json", "--yolo", "--skip-trust", "--extensions", "none")
 
 
 def gemini_dir(home: Path) -> Path:
@@ -48,7 +100,8 @@ def gemini_dir(home: Path) -> Path:
 def settings_json(mcp_servers: Sequence[McpServer]) -> str:
     """Gemini CLI's ``settings.json``: the API key's auth, nothing reaching outside, no retries, the MCP servers."""
     settings: dict = {
-        "security": {"auth": {"selectedType": "gemini-api-key"}},
+        # folder trust on: the settings load before --skip-trust then sees the workspace untrusted (module docstring)
+        "security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": True}},
         "privacy": {"usageStatisticsEnabled": False},
         "telemetry": {"enabled": False},
         "general": {
@@ -80,12 +133,16 @@ def deny_policy(cli: str, reason: str) -> str:
 
 
 def write_gemini_dir(home: Path, *, mcp_servers: Sequence[McpServer], denied_cli: str, deny_reason: str) -> Path:
-    """Write ``~/.gemini``'s settings and policy inside ``home`` and return the folder. Each file is written anew and
-    renamed into place, never through a link, and no folder on the way may be one
+    """Write ``~/.gemini``'s settings, deny policy and trusted folders inside ``home`` and return the folder. Each
+    file is written anew and renamed into place, never through a link, and no folder on the way may be one
     (:func:`~pytest_agent_eval.harness.untrusted.replace_files`): the harness writes them again for the block probe
     and for every attempt, into a HOME an agent may have run in."""
     folder = gemini_dir(home)
-    files = {SETTINGS_FILE: settings_json(mcp_servers), POLICY_FILE: deny_policy(denied_cli, deny_reason)}
+    files = {
+        SETTINGS_FILE: settings_json(mcp_servers),
+        POLICY_FILE: deny_policy(denied_cli, deny_reason),
+        TRUSTED_FOLDERS_FILE: json.dumps(NO_TRUSTED_FOLDER) + "\n",
+    }
     replace_files(home, folder, files)
     return folder
 
@@ -93,10 +150,20 @@ def write_gemini_dir(home: Path, *, mcp_servers: Sequence[McpServer], denied_cli
 def protected_files(home: Path) -> list[Path]:
     """The files of an attempt's ``~/.gemini`` the agent may read but not change (bound read-only)."""
     folder = gemini_dir(home)
-    return [folder / SETTINGS_FILE, folder / POLICY_FILE]
+    return [folder / SETTINGS_FILE, folder / POLICY_FILE, folder / TRUSTED_FOLDERS_FILE]
 
 
-def turn_command(gemini: str | Path, model: str, question: str, session_id: str, resume: bool) -> list[str]:
-    """``gemini -p`` for one turn: a new session named ``session_id``, or (``resume``) the next turn of that one."""
+def home_env(home: Path) -> dict[str, str]:
+    """The variables naming the attempt's files: the harness's trusted-folders file, and HOME as Gemini CLI's home
+    (``GEMINI_CLI_HOME``), so that no ``.env`` names others (module docstring)."""
+    return {TRUSTED_FOLDERS_VAR: str(gemini_dir(home) / TRUSTED_FOLDERS_FILE), "GEMINI_CLI_HOME": str(home)}
+
+
+def turn_command(
+    gemini: str | Path, model: str, question: str, session_id: str, *, resume: bool, home: Path
+) -> list[str]:
+    """``gemini -p`` for one turn in the attempt's HOME ``home`` (its deny policy given as an admin policy): a new
+    session named ``session_id``, or (``resume``) the next turn of that one."""
     session = ["--resume", session_id] if resume else ["--session-id", session_id]
-    return [str(gemini), "-m", model, "-p", question, *TURN_FLAGS, *session]
+    policy = ["--admin-policy", str(gemini_dir(home) / POLICY_FILE)]
+    return [str(gemini), "-m", model, "-p", question, *TURN_FLAGS, *policy, *session]

@@ -97,7 +97,9 @@ def run_gemini(
             raise TurnError(f"turn {turn}: {unreachable}{later}", record)
         segment = out_dir / segment_name(label, turn)
         stderr = out_dir / segment_name(label, turn, ".stderr")
-        command = options.launch(turn_command(options.gemini, options.model, question, session_id, turn > 1))
+        command = options.launch(
+            turn_command(options.gemini, options.model, question, session_id, resume=turn > 1, home=home)
+        )
         outcome, said = _run_turn(command, segment, stderr, cwd, env, options)
         record.streamed(segment, stderr, outcome, 0)  # one attempt per request: the config allows no retry
         if said.session is not None and said.session != session_id:
