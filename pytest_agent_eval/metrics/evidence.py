@@ -10,7 +10,11 @@ transcript must agree with them:
   transcript may hold a count taken mid-stream), and each of its tool calls is one of that response's, with its
   name and input; a transcript that names its messages by the agent's own ids (OpenCode records none of the
   model's) is paired with the responses in order, by their calls or text (:func:`paired_responses`); Gemini CLI's
-  messages, which name no response id, by their place among the streamed responses;
+  messages, which name no response id, by their place among the streamed responses. The same for every API: a
+  Responses ``function_call`` or a Gemini ``functionCall`` is compared in the common vocabulary, mapped by the
+  agent's own reader (``common_call``: Codex's ``exec_command{cmd}`` is ``Bash{command}``), and the prompt size is
+  the whole prompt (``input_tokens``, ``promptTokenCount``); a prompt size one side does not record is listed as
+  unchecked, never guessed;
 * every tool result of the transcript reached the model: a request carried a result for that call whose text holds
   the transcript's (blanks and ``<system-reminder>`` blocks aside: the CLI adds reminders and reshapes content);
   a result no request carried is allowed only where the run was cut off after it (no request followed its call);
