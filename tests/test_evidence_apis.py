@@ -12,6 +12,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+import pytest
+
 from pytest_agent_eval.agents.codex.transcript import CodexSession, read_codex
 from pytest_agent_eval.agents.gemini.transcript import GeminiSession, read_gemini
 from pytest_agent_eval.metrics.evidence import evidence
@@ -20,6 +22,7 @@ from pytest_agent_eval.model import gemini as gemini_api
 from pytest_agent_eval.model import responses as responses_api
 from pytest_agent_eval.model.sse import Reply, tool_use
 from pytest_agent_eval.report.blocks import render_scorecard
+from pytest_agent_eval.transcript import Session
 
 QUESTION = "Where does res.send set the ETag?"
 EXPLORE = "mcp__codegraph__codegraph_explore"
@@ -105,78 +108,6 @@ def _codex_call(rollout: list[dict[str, Any]], call_id: str) -> dict[str, Any]:
     return next(r["payload"] for r in rollout if r["payload"].get("call_id") == call_id and "name" in r["payload"])
 
 
-def test_a_codex_session_agrees_with_the_responses_call_by_call(tmp_path: Path) -> None:
-    rollout, entries = _codex_record()
-    session = _read_codex(tmp_path, rollout)
-    assert [(c.name, c.input) for c in session.calls] == [
-        (EXPLORE, {"query": QUESTION}),
-        ("Bash", {"command": "cat -n lib/response.js"}),
-    ]  # the Read went out as a shell command, and is read back as one
-    report = evidence(session, entries)
-    assert (report.problems, report.unchecked, report.requests) == ([], [], 3)
-
-
-def test_a_codex_call_whose_name_or_input_was_rewritten_is_named(tmp_path: Path) -> None:
-    rollout, entries = _codex_record()
-    _codex_call(rollout, "call_explore")["name"] = "codegraph_search"
-    _codex_call(rollout, "call_read")["arguments"] = json.dumps({"cmd": "cat -n lib/utils.js"})
-    assert evidence(_read_codex(tmp_path, rollout), entries).problems == [
-        f'tool call call_explore (mcp__codegraph__codegraph_search) differs from what the model sent: {{"query": '
-        f'"{QUESTION}"}}',
-        'tool call call_read (Bash) differs from what the model sent: {"command": "cat -n lib/utils.js"}',
-    ]
-
-
-def test_a_codex_shell_call_renamed_out_of_the_shell_is_named(tmp_path: Path) -> None:
-    rollout, entries = _codex_record()
-    _codex_call(rollout, "call_read")["name"] = "read_file"  # same arguments, no longer the shell
-    assert evidence(_read_codex(tmp_path, rollout), entries).problems == [
-        'tool call call_read (read_file) differs from what the model sent: {"cmd": "cat -n lib/response.js"}'
-    ]
-
-
-def test_a_codex_message_whose_prompt_size_was_rewritten_is_named(tmp_path: Path) -> None:
-    rollout, entries = _codex_record()
-    usage = next(r["payload"]["usage"] for r in rollout if r["payload"].get("response_id") == "resp_2")
-    usage["cached_input_tokens"] = usage["input_tokens"] = 600  # a smaller prompt, all of it cached
-    assert evidence(_read_codex(tmp_path, rollout), entries).problems == [
-        "assistant message resp_2 (thread main): its usage differs from what the model sent (a prompt of 600 tokens "
-        "in the transcript, 1500 sent)"
-    ]
-
-
-def test_codex_events_no_request_carried_and_requests_the_rollout_lacks_are_named(tmp_path: Path) -> None:
-    rollout, entries = _codex_record()
-    at = rollout.index(next(r for r in rollout if r["payload"].get("response_id") == "resp_2"))
-    extra = {"type": "function_call", "call_id": "call_extra", "name": "exec_command", "arguments": '{"cmd": "ls"}'}
-    rollout[at:at] = [{"type": "response_item", "payload": extra}]
-    output = {
-        "type": "function_call_output",
-        "call_id": "call_extra",
-        "output": "Process exited with code 0\nOutput:\nlib",
-    }
-    rollout.append({"type": "response_item", "payload": output})
-    rollout = [r for r in rollout if r["payload"].get("call_id") != "call_explore"]  # the explore, call and result
-    problems = evidence(_read_codex(tmp_path, rollout), entries).problems
-    assert problems == [
-        "tool call call_extra (Bash) is in the transcript, but the model's message resp_2 holds no such call",
-        "tool result for call_extra (Bash, thread main) is in the transcript, but no request carried it to the model",
-        f"tool call call_explore ({EXPLORE}) reached the model in request #2, but is not in the transcript",
-        "tool result for call_explore reached the model in request #2, but is not in the transcript",
-    ]
-
-
-def test_a_codex_response_without_usage_is_said_unchecked_not_guessed(tmp_path: Path) -> None:
-    rollout, entries = _codex_record()
-    entries[-1]["response"]["usage"] = None  # a relayed stream cut off before response.completed
-    report = evidence(_read_codex(tmp_path, rollout), entries)
-    assert report.problems == []
-    assert report.unchecked == ["assistant message resp_3 (thread main): the model's response records no usage"]
-    assert report.to_dict()["unchecked"] == report.unchecked
-    block = render_scorecard(score(_read_codex(tmp_path, rollout), requests=entries))
-    assert re.search(r"prompt sizes not checked +1\n", block) and "resp_3 (thread main): the model's response" in block
-
-
 # -- Gemini CLI: the chat record against the Gemini API -----------------------------------------------------------
 GEMINI_FUNCTIONS = [
     {"name": "run_shell_command", "parametersJsonSchema": {"type": "object"}},
@@ -231,60 +162,167 @@ def _gemini_call(chat: list[dict[str, Any]], call_id: str) -> dict[str, Any]:
     return next(c for r in chat for c in r.get("toolCalls") or [] if c["id"].endswith(f"__{call_id}"))
 
 
-def test_a_gemini_session_agrees_with_the_responses_call_by_call(tmp_path: Path) -> None:
-    chat, entries = _gemini_record()
-    session = _read_gemini(tmp_path, chat)
+# -- the same checks through either API ------------------------------------------------------------------------
+class CodexRecords:
+    """Codex CLI's side: the rollout's records, the model's responses."""
+
+    def __init__(self) -> None:
+        self.records, self.entries = _codex_record()
+
+    def read(self, tmp_path: Path) -> Session:
+        return _read_codex(tmp_path, self.records)
+
+    @staticmethod
+    def message(number: int) -> str:
+        return f"resp_{number}"
+
+    def rename_explore(self, tool: str) -> None:
+        _codex_call(self.records, "call_explore")["name"] = tool
+
+    def rewrite_read(self, command: str) -> None:
+        _codex_call(self.records, "call_read")["arguments"] = json.dumps({"cmd": command})
+
+    def rewrite_prompt(self, number: int, tokens: int) -> None:
+        usage = next(r["payload"]["usage"] for r in self.records if r["payload"].get("response_id") == f"resp_{number}")
+        usage["input_tokens"] = tokens
+
+    def add_call(self, number: int, call_id: str, command: str, output: str) -> None:
+        at = self.records.index(next(r for r in self.records if r["payload"].get("response_id") == f"resp_{number}"))
+        call = {
+            "type": "function_call",
+            "call_id": call_id,
+            "name": "exec_command",
+            "arguments": json.dumps({"cmd": command}),
+        }
+        self.records.insert(at, {"type": "response_item", "payload": call})
+        result = {
+            "type": "function_call_output",
+            "call_id": call_id,
+            "output": f"Process exited with code 0\nOutput:\n{output}",
+        }
+        self.records.append({"type": "response_item", "payload": result})
+
+    def drop_call(self, call_id: str) -> None:
+        self.records = [r for r in self.records if r["payload"].get("call_id") != call_id]
+
+    def drop_response_usage(self, number: int) -> None:
+        self.entries[number - 1]["response"]["usage"] = None  # a relayed stream cut off before response.completed
+
+
+class GeminiRecords:
+    """Gemini CLI's side: the chat record's lines, the model's responses."""
+
+    def __init__(self) -> None:
+        self.records, self.entries = _gemini_record()
+
+    def read(self, tmp_path: Path) -> Session:
+        return _read_gemini(tmp_path, self.records)
+
+    @staticmethod
+    def message(number: int) -> str:
+        return f"gemini-response-{number}"
+
+    def line(self, line_id: str) -> dict[str, Any]:
+        return next(r for r in self.records if r.get("id") == line_id)
+
+    def rename_explore(self, tool: str) -> None:
+        renamed = f"mcp_codegraph_{tool}"  # the CLI records a call's id as <tool>__<id>: both rewritten
+        _gemini_call(self.records, "call_explore").update(name=renamed, id=f"{renamed}__call_explore")
+
+    def rewrite_read(self, command: str) -> None:
+        _gemini_call(self.records, "call_read")["args"] = {"command": command}
+
+    def rewrite_prompt(self, number: int, tokens: int) -> None:
+        self.line(f"g{number - 1}")["tokens"]["input"] = tokens
+
+    def add_call(self, number: int, call_id: str, command: str, output: str) -> None:
+        call = {"id": f"run_shell_command__{call_id}", "name": "run_shell_command", "args": {"command": command}}
+        self.line(f"g{number - 1}")["toolCalls"].append(call)
+        answer = {"id": call_id, "name": "run_shell_command", "response": {"output": f"Output: {output}"}}
+        self.line(f"u{number}")["content"].append({"functionResponse": answer})
+
+    def drop_call(self, call_id: str) -> None:
+        for line in (r for r in self.records if "toolCalls" in r):
+            line["toolCalls"] = [c for c in line["toolCalls"] if not c["id"].endswith(f"__{call_id}")]
+        self.records = [r for r in self.records if f'"id": "{call_id}"' not in json.dumps(r)]  # its result
+
+    def drop_response_usage(self, number: int) -> None:
+        del self.entries[number - 1]["response"]["usageMetadata"]
+
+
+Records = CodexRecords | GeminiRecords
+
+
+@pytest.fixture(params=[CodexRecords, GeminiRecords], ids=["codex", "gemini"])
+def records(request: pytest.FixtureRequest) -> Records:
+    return request.param()
+
+
+def test_a_session_agrees_with_the_responses_call_by_call(records: Records, tmp_path: Path) -> None:
+    session = records.read(tmp_path)
     assert [(c.name, c.input) for c in session.calls] == [
         (EXPLORE, {"query": QUESTION}),
         ("Bash", {"command": "cat -n lib/response.js"}),
-    ]
-    report = evidence(session, entries)
+    ]  # the Read went out as a shell command, and is read back as one
+    report = evidence(session, records.entries)
     assert (report.problems, report.unchecked, report.requests) == ([], [], 3)
 
 
-def test_a_gemini_call_whose_name_or_input_was_rewritten_is_named(tmp_path: Path) -> None:
-    chat, entries = _gemini_record()
-    renamed = "mcp_codegraph_codegraph_search"  # the CLI records a call's id as <tool>__<id>: both rewritten
-    _gemini_call(chat, "call_explore").update(name=renamed, id=f"{renamed}__call_explore")
-    _gemini_call(chat, "call_read")["args"] = {"command": "cat -n lib/utils.js"}
-    assert evidence(_read_gemini(tmp_path, chat), entries).problems == [
+def test_a_call_whose_name_or_input_was_rewritten_is_named(records: Records, tmp_path: Path) -> None:
+    records.rename_explore("codegraph_search")
+    records.rewrite_read("cat -n lib/utils.js")
+    assert evidence(records.read(tmp_path), records.entries).problems == [
         f'tool call call_explore (mcp__codegraph__codegraph_search) differs from what the model sent: {{"query": '
         f'"{QUESTION}"}}',
         'tool call call_read (Bash) differs from what the model sent: {"command": "cat -n lib/utils.js"}',
     ]
 
 
-def test_a_gemini_message_whose_prompt_size_was_rewritten_is_named(tmp_path: Path) -> None:
-    chat, entries = _gemini_record()
-    next(r for r in chat if r.get("id") == "g1")["tokens"]["input"] = 1200
-    assert evidence(_read_gemini(tmp_path, chat), entries).problems == [
-        "assistant message gemini-response-2 (thread main): its usage differs from what the model sent (a prompt of "
-        "1200 tokens in the transcript, 1500 sent)"
+def test_a_message_whose_prompt_size_was_rewritten_is_named(records: Records, tmp_path: Path) -> None:
+    records.rewrite_prompt(2, 1200)
+    assert evidence(records.read(tmp_path), records.entries).problems == [
+        f"assistant message {records.message(2)} (thread main): its usage differs from what the model sent (a prompt "
+        "of 1200 tokens in the transcript, 1500 sent)"
     ]
 
 
-def test_gemini_events_no_request_carried_and_requests_the_chat_record_lacks_are_named(tmp_path: Path) -> None:
-    chat, entries = _gemini_record()
-    response = next(r for r in chat if r.get("id") == "g1")
-    response["toolCalls"].append({"id": "run_shell_command__call_extra", "name": "run_shell_command",
-                                  "args": {"command": "ls"}})  # fmt: skip
-    answer = {"functionResponse": {"id": "call_extra", "name": "run_shell_command", "response": {"output": "lib"}}}
-    next(r for r in chat if r.get("id") == "u2")["content"].append(answer)
-    next(r for r in chat if r.get("id") == "g0")["toolCalls"] = []  # the explore: its call and its result
-    chat = [r for r in chat if r.get("id") != "u1"]
-    problems = evidence(_read_gemini(tmp_path, chat), entries).problems
-    assert problems == [
-        "tool call call_extra (Bash) is in the transcript, but the model's message gemini-response-2 holds no such "
-        "call",
+def test_events_no_request_carried_and_requests_the_transcript_lacks_are_named(
+    records: Records, tmp_path: Path
+) -> None:
+    records.add_call(2, "call_extra", "ls", "lib")
+    records.drop_call("call_explore")  # its call and its result; its message stays
+    assert evidence(records.read(tmp_path), records.entries).problems == [
+        f"tool call call_extra (Bash) is in the transcript, but the model's message {records.message(2)} holds no "
+        "such call",
         "tool result for call_extra (Bash, thread main) is in the transcript, but no request carried it to the model",
         f"tool call call_explore ({EXPLORE}) reached the model in request #2, but is not in the transcript",
         "tool result for call_explore reached the model in request #2, but is not in the transcript",
     ]
 
 
-def test_a_gemini_response_without_usage_is_said_unchecked_not_guessed(tmp_path: Path) -> None:
-    chat, entries = _gemini_record()
-    del next(r for r in chat if r.get("id") == "g2")["tokens"]
-    report = evidence(_read_gemini(tmp_path, chat), entries)
+def test_a_response_without_usage_is_said_unchecked_not_guessed(records: Records, tmp_path: Path) -> None:
+    records.drop_response_usage(3)
+    report = evidence(records.read(tmp_path), records.entries)
+    assert report.problems == []
+    assert report.unchecked == [
+        f"assistant message {records.message(3)} (thread main): the model's response records no usage"
+    ]
+    assert report.to_dict()["unchecked"] == report.unchecked
+    block = render_scorecard(score(records.read(tmp_path), requests=records.entries))
+    assert re.search(r"prompt sizes not checked +1\n", block) and "(thread main): the model's response" in block
+
+
+def test_a_codex_shell_call_renamed_out_of_the_shell_is_named(tmp_path: Path) -> None:
+    records = CodexRecords()
+    _codex_call(records.records, "call_read")["name"] = "read_file"  # same arguments, no longer the shell
+    assert evidence(records.read(tmp_path), records.entries).problems == [
+        'tool call call_read (read_file) differs from what the model sent: {"cmd": "cat -n lib/response.js"}'
+    ]
+
+
+def test_a_gemini_message_the_chat_record_keeps_no_tokens_for_is_said_unchecked(tmp_path: Path) -> None:
+    records = GeminiRecords()
+    del records.line("g2")["tokens"]
+    report = evidence(records.read(tmp_path), records.entries)
     assert report.problems == []
     assert report.unchecked == ["assistant message gemini-response-3 (thread main): the transcript records no usage"]
