@@ -14,7 +14,13 @@ from typing import Any
 
 import pytest
 
-from pytest_agent_eval.agents.codex.transcript import CodexSession, find_rollout, is_codex_events, read_codex
+from pytest_agent_eval.agents.codex.transcript import (
+    CodexSession,
+    find_rollout,
+    is_codex_events,
+    read_codex,
+    recorded_responses,
+)
 from pytest_agent_eval.cli import main
 from pytest_agent_eval.metrics.contamination import contamination
 from pytest_agent_eval.metrics.evidence import evidence
@@ -291,12 +297,15 @@ def test_a_resumed_session_reads_each_turns_events_and_the_one_rollout_codex_app
 @pytest.mark.parametrize("arm", ("with", "without"))
 def test_a_codex_session_is_held_to_the_responses_the_model_sent_and_the_requests_it_received(arm: str) -> None:
     """metrics.evidence reads the Responses API's items: calls by call_id, results as function_call_output; Codex's
-    rollout cuts a long result's middle to another budget than the request (chars, not tokens), which agrees."""
+    rollout cuts a long result's middle to another budget than the request (chars, not tokens), which agrees. The
+    responses: the output items Codex recorded, with the stand-in's own count of each prompt."""
     session = _session(arm)
     last = json.loads((DATA / arm / "last-request.json").read_text(encoding="utf-8"))
+    _, outputs = recorded_responses(session.rollout_file)
+    truth = read_truth_log_lines(DATA / arm / "truth.jsonl")
     responses = [
-        {"id": m.id, "output": [{"type": "function_call", "call_id": c.id} for c in m.calls]}
-        for m in session.messages()
+        {"id": t["message_id"], "output": items, "usage": {"input_tokens": t["tokens"]}}
+        for t, items in zip(truth, outputs, strict=True)
     ]
     entries = [{"path": "/v1/responses", "request": {"input": []}, "response": r} for r in responses[:-1]]
     entries.append({"path": "/v1/responses", "request": last, "response": responses[-1]})

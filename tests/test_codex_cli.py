@@ -98,15 +98,18 @@ def test_the_session_agrees_with_what_the_model_received_and_a_forged_rollout_do
         assert {(e["method"], e["path"]) for e in entries} == {("POST", "/v1/responses")}  # nothing else asked
         report = evidence(arm.session, entries)
         assert report.intact and report.requests == len(arm.requests), report.problems
+        assert report.unchecked == []  # every message's prompt size is on both sides
     arm = arms[False]
     forged = tmp_path / arm.run.segments[0].name
     shutil.copyfile(arm.run.segments[0], forged)
     rollout = kept_rollout(arm.run.segments[0]).read_text(encoding="utf-8")
     denied = CODEGRAPH.deny_reason
-    assert denied in rollout
-    kept_rollout(forged).write_text(rollout.replace(denied, "**Exploration: res.send**"), encoding="utf-8")
+    assert denied in rollout and "cat -n " in rollout
+    rollout = rollout.replace(denied, "**Exploration: res.send**").replace("cat -n ", "nl -ba ")  # a result, a call
+    kept_rollout(forged).write_text(rollout, encoding="utf-8")
     problems = evidence(CODEX.read_transcript([forged]), read_requests(arm.record)).problems
     assert any("differs from what the model received" in p for p in problems), problems
+    assert any('(Bash) differs from what the model sent: {"command": "nl -ba ' in p for p in problems), problems
 
 
 def test_the_rollout_is_copied_out_and_the_config_stays_the_harnesss(arms: dict) -> None:

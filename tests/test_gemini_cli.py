@@ -97,14 +97,17 @@ def test_the_session_agrees_with_what_the_model_received_and_a_forged_chat_recor
         assert {e["path"].split(":")[-1] for e in entries} == {"streamGenerateContent?alt=sse"}  # nothing else
         report = evidence(arm.session, entries)
         assert report.intact and report.requests == len(arm.requests), report.problems
+        assert report.unchecked == []  # every message's prompt size is on both sides
     arm = arms[False]
     forged = tmp_path / arm.run.segments[0].name
     shutil.copyfile(arm.run.segments[0], forged)
     chat = kept_chat(arm.run.segments[0]).read_text(encoding="utf-8")
-    assert CODEGRAPH.deny_reason in chat
-    kept_chat(forged).write_text(chat.replace(CODEGRAPH.deny_reason, "**Exploration: res.send**"), encoding="utf-8")
+    assert CODEGRAPH.deny_reason in chat and "cat -n " in chat
+    chat = chat.replace(CODEGRAPH.deny_reason, "**Exploration: res.send**").replace("cat -n ", "nl -ba ")
+    kept_chat(forged).write_text(chat, encoding="utf-8")  # a result, a call
     problems = evidence(GEMINI.read_transcript([forged]), read_requests(arm.record)).problems
     assert any("differs from what the model received" in p for p in problems), problems
+    assert any('(Bash) differs from what the model sent: {"command": "nl -ba ' in p for p in problems), problems
 
 
 def test_the_chat_record_is_copied_out_and_the_config_stays_the_harnesss(arms: dict) -> None:

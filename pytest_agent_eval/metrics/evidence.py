@@ -10,7 +10,11 @@ transcript must agree with them:
   transcript may hold a count taken mid-stream), and each of its tool calls is one of that response's, with its
   name and input; a transcript that names its messages by the agent's own ids (OpenCode records none of the
   model's) is paired with the responses in order, by their calls or text (:func:`paired_responses`); Gemini CLI's
-  messages, which name no response id, by their place among the streamed responses;
+  messages, which name no response id, by their place among the streamed responses. The same for every API: a
+  Responses ``function_call`` or a Gemini ``functionCall`` is compared in the common vocabulary, mapped by the
+  agent's own reader (``common_call``: Codex's ``exec_command{cmd}`` is ``Bash{command}``), and the prompt size is
+  the whole prompt (``input_tokens``, ``promptTokenCount``); a prompt size one side does not record is listed as
+  unchecked, never guessed;
 * every tool result of the transcript reached the model: a request carried a result for that call whose text holds
   the transcript's (blanks and ``<system-reminder>`` blocks aside: the CLI adds reminders and reshapes content);
   a result no request carried is allowed only where the run was cut off after it (no request followed its call);
@@ -35,14 +39,15 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from pytest_agent_eval.agents.codex.transcript import text_of
+from pytest_agent_eval.agents.codex import transcript as codex
 from pytest_agent_eval.agents.gemini import transcript as gemini
 from pytest_agent_eval.metrics.contamination import Leak, scan
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
-from pytest_agent_eval.transcript import Session, ToolResult, Usage, blocks_of, result_text
+from pytest_agent_eval.transcript import Session, ToolResult, Usage, blocks_of, count_of, result_text
 
 MESSAGES_PATH = "/v1/messages"
 RESPONSES_PATH = "/v1/responses"  # Codex CLI's: the same evidence, in the Responses API's items
+_CALL_ITEMS, _OUTPUT_ITEMS = ("function_call", "custom_tool_call"), ("function_call_output", "custom_tool_call_output")
 SHOWN_CHARS = 80
 _REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.S)
 _BLANKS = re.compile(r"\s+")
@@ -52,11 +57,13 @@ _ANCHOR = 64  # characters of a cut result's head that must recur where the rece
 
 @dataclass
 class Evidence:
-    """What the request record says: how many model requests, what was refused, what disagrees, what leaked."""
+    """What the request record says: how many model requests, what was refused, what disagrees, what leaked, and
+    what could not be checked (a figure one side does not record), named."""
 
     requests: int
     refused: list[str] = field(default_factory=list)
     problems: list[str] = field(default_factory=list)
+    unchecked: list[str] = field(default_factory=list)
     # in results the model received, not already found in the transcript
     leaks: list[Leak] = field(default_factory=list)
 
@@ -69,6 +76,7 @@ class Evidence:
             "requests": self.requests,
             "refused": list(self.refused),
             "problems": list(self.problems),
+            "unchecked": list(self.unchecked),
             "leaks": [leak.to_dict() for leak in self.leaks],
             "intact": self.intact,
         }
@@ -99,9 +107,7 @@ class _Received:
             return
         if isinstance(response, dict) and isinstance(response.get("id"), str):
             self.sent.setdefault(response["id"], set()).update(_call_ids(response.get("content")))
-            usage = Usage.from_json(response.get("usage"))
-            if usage is not None:
-                self.usage.setdefault(response["id"], usage)
+            self._keep_usage(response["id"], Usage.from_json(response.get("usage")))
             for block in _tool_uses(response.get("content")):
                 self.sent_calls.setdefault(str(block["id"]), (str(block.get("name")), block.get("input")))
             if request.get("tools"):  # not a CLI's side request (OpenCode's session title)
@@ -120,24 +126,29 @@ class _Received:
                     texts = self.results.setdefault(block["tool_use_id"], {})
                     texts.setdefault(result_text(block.get("content")), number)
 
+    def _keep_usage(self, response_id: str, usage: Usage | None) -> None:
+        if usage is not None:
+            self.usage.setdefault(response_id, usage)
+
     def _read_responses(self, number: int, request: dict[str, Any], response: Any) -> None:
         """A Responses API exchange (Codex CLI): calls are ``function_call`` items (keyed by ``call_id``), results
         ``function_call_output`` items, in the request's ``input`` and the response's ``output``."""
         if isinstance(response, dict) and isinstance(response.get("id"), str):
-            output = [i for i in response.get("output") or [] if isinstance(i, dict)]
-            calls = {str(i["call_id"]) for i in output if i.get("type") == "function_call" and "call_id" in i}
-            self.sent.setdefault(response["id"], set()).update(calls)
+            output = response.get("output") if isinstance(response.get("output"), list) else []
+            calls = [i for i in output if isinstance(i, dict) and i.get("type") in _CALL_ITEMS and "call_id" in i]
+            self.sent.setdefault(response["id"], set()).update(str(i["call_id"]) for i in calls)
+            for item in calls:  # in the common vocabulary, as Codex's rollout is read
+                self.sent_calls.setdefault(str(item["call_id"]), codex.common_call(item))
+            self._keep_usage(response["id"], _responses_usage(response.get("usage")))
         for item in request.get("input") or []:
             if not isinstance(item, dict) or not isinstance(item.get("call_id"), str):
                 continue
-            if item.get("type") == "function_call":
-                name = "__".join(str(part) for part in (item.get("namespace"), item.get("name")) if part)
-                self.calls.setdefault(item["call_id"], (name or "?", number))
-            elif item.get("type") == "function_call_output":
+            if item.get("type") in _CALL_ITEMS:
+                self.calls.setdefault(item["call_id"], (codex.common_call(item)[0], number))
+            elif item.get("type") in _OUTPUT_ITEMS:
                 output = item.get("output")
-                text = output if isinstance(output, str) else text_of(output)
+                text = output if isinstance(output, str) else codex.text_of(output)
                 self.results.setdefault(item["call_id"], {}).setdefault(text, number)
-
 
     def _read_gemini(self, number: int, request: dict[str, Any], response: Any, streamed: bool) -> None:
         """A Gemini API exchange (Gemini CLI): calls are ``functionCall`` parts (keyed by ``id``), results
@@ -146,16 +157,20 @@ class _Received:
         candidates = response.get("candidates") if isinstance(response, dict) else None
         if streamed and isinstance(candidates, list) and candidates:
             self.streamed_gemini += 1
+            name = gemini.response_name(self.streamed_gemini)
             content = candidates[0].get("content") if isinstance(candidates[0], dict) else None
             parts = [p for p in (content or {}).get("parts") or [] if isinstance(p, dict)]
-            calls = {str(p["functionCall"].get("id")) for p in parts if isinstance(p.get("functionCall"), dict)}
-            self.sent.setdefault(gemini.response_name(self.streamed_gemini), set()).update(calls)
+            calls = [p["functionCall"] for p in parts if isinstance(p.get("functionCall"), dict)]
+            self.sent.setdefault(name, set()).update(str(call.get("id")) for call in calls)
+            for call in calls:  # in the common vocabulary, as Gemini CLI's chat record is read
+                self.sent_calls.setdefault(str(call.get("id")), gemini.common_call(call))
+            self._keep_usage(name, _gemini_usage(response.get("usageMetadata")))
         for content in request.get("contents") or []:
             for part in (content.get("parts") if isinstance(content, dict) else None) or []:
                 call = part.get("functionCall") if isinstance(part, dict) else None
                 answer = part.get("functionResponse") if isinstance(part, dict) else None
                 if isinstance(call, dict) and isinstance(call.get("id"), str):
-                    self.calls.setdefault(call["id"], (gemini.common_name(str(call.get("name") or "?")), number))
+                    self.calls.setdefault(call["id"], (gemini.common_call(call)[0], number))
                 elif isinstance(answer, dict) and isinstance(answer.get("id"), str):
                     text = gemini.response_output(answer.get("response"))[0]
                     self.results.setdefault(answer["id"], {}).setdefault(text, number)
@@ -219,27 +234,32 @@ def evidence(
         refused=[f"{e.get('method')} {e.get('path')}: {e['refused']}" for e in entries if e.get("refused")],
     )
     received = _received(entries)
-    report.problems = _disagreements(session, received)
+    report.problems, report.unchecked = _disagreements(session, received)
     report.leaks = _received_leaks(session, received, tool, {leak.call_id for leak in seen})
     return report
 
 
-def _disagreements(session: Session, received: _Received) -> list[str]:
-    problems = []
+def _disagreements(session: Session, received: _Received) -> tuple[list[str], list[str]]:
+    """What disagrees, and what could not be checked."""
+    problems, unchecked = [], []
     names = {call.id: call.name for call in session.calls}
     pairing = _pairing(session, received)
     for message in session.messages(thread=None):
         if message.error or message.model == "<synthetic>":  # the CLI's own note of an API error, never the model's
             continue
-        calls = received.sent.get(pairing.get(message.id, message.id))
+        response = pairing.get(message.id, message.id)
+        calls = received.sent.get(response)
         if calls is None:
             problems.append(
                 f"assistant message {message.id} (thread {message.thread}) is in the transcript, but the model sent "
                 "no such message"
             )
             continue
-        sent_usage = received.usage.get(message.id)
-        if message.usage is not None and sent_usage is not None and message.usage.ctx != sent_usage.ctx:
+        sent_usage = received.usage.get(response)
+        if message.usage is None or sent_usage is None:
+            side = "the transcript" if message.usage is None else "the model's response"
+            unchecked.append(f"assistant message {message.id} (thread {message.thread}): {side} records no usage")
+        elif message.usage.ctx != sent_usage.ctx:
             problems.append(
                 f"assistant message {message.id} (thread {message.thread}): its usage differs from what the model sent "
                 f"(a prompt of {message.usage.ctx} tokens in the transcript, {sent_usage.ctx} sent)"
@@ -278,7 +298,7 @@ def _disagreements(session: Session, received: _Received) -> list[str]:
         for call_id, texts in received.results.items()
         if call_id not in answered
     ]
-    return problems
+    return problems, unchecked
 
 
 def _received_leaks(session: Session, received: _Received, tool: RetrievalTool, seen: set[str | None]) -> list[Leak]:
@@ -294,6 +314,33 @@ def _received_leaks(session: Session, received: _Received, tool: RetrievalTool, 
                 found.append(Leak(threads.get(call_id, "?"), call_id, name, hit[0].name, hit[1]))
                 break
     return found
+
+
+def _responses_usage(raw: Any) -> Usage | None:
+    """A Responses API ``usage``: ``input_tokens`` is the whole prompt, ``input_tokens_details.cached_tokens`` its
+    cached part."""
+    if not isinstance(raw, dict):
+        return None
+    details = raw.get("input_tokens_details")
+    cached = details.get("cached_tokens") if isinstance(details, dict) else 0
+    return _whole_prompt(raw.get("input_tokens"), cached, raw.get("output_tokens"))
+
+
+def _gemini_usage(raw: Any) -> Usage | None:
+    """A Gemini API ``usageMetadata``: ``promptTokenCount`` is the whole prompt, ``cachedContentTokenCount`` its
+    cached part."""
+    if not isinstance(raw, dict):
+        return None
+    counts = raw.get("promptTokenCount"), raw.get("cachedContentTokenCount"), raw.get("candidatesTokenCount")
+    return _whole_prompt(*counts)
+
+
+def _whole_prompt(whole: Any, cached: Any, output: Any) -> Usage | None:
+    """The usage of a prompt of ``whole`` tokens, ``cached`` of them read from the cache; None without a prompt
+    size."""
+    if not isinstance(whole, int) or isinstance(whole, bool):
+        return None
+    return Usage(max(0, whole - count_of(cached)), count_of(cached), 0, count_of(output))
 
 
 def _tool_uses(content: Any) -> list[dict[str, Any]]:

@@ -277,21 +277,7 @@ class _Rollout:
         self.session.timeline.append(message)
 
     def _call(self, item: dict[str, Any], message: Message) -> None:
-        name = str(item.get("name") or "?")
-        raw = item.get("arguments") if item.get("type") == "function_call" else item.get("input")
-        try:
-            arguments = json.loads(raw) if isinstance(raw, str) and item.get("type") == "function_call" else raw
-        except ValueError:
-            arguments = {"arguments": raw}
-        arguments = arguments if isinstance(arguments, dict) else {"input": arguments}
-        if item.get("namespace"):
-            name = f"{item['namespace']}__{name}"
-        elif name == SHELL_TOOL:
-            name = SHELL_NAME
-            arguments = {
-                "command": str(arguments.get("cmd") or ""),
-                **{k: v for k, v in arguments.items() if k != "cmd"},
-            }
+        name, arguments = common_call(item)
         call = ToolCall(str(item.get("call_id") or f"call-{len(self.calls)}"), name, arguments, MAIN, message.id)
         self.calls[call.id] = call
         message.calls.append(call)
@@ -312,6 +298,26 @@ class _Rollout:
         if call is not None:
             call.result = result
         self.session.timeline.append(result)
+
+
+def common_call(item: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A ``function_call`` (or ``custom_tool_call``) item, of the rollout or of a Responses API exchange, as the
+    call it is in the common vocabulary: (name, input)."""
+    name = str(item.get("name") or "?")
+    raw = item.get("arguments") if item.get("type") == "function_call" else item.get("input")
+    try:
+        arguments = json.loads(raw) if isinstance(raw, str) and item.get("type") == "function_call" else raw
+    except ValueError:
+        arguments = {"arguments": raw}
+    arguments = arguments if isinstance(arguments, dict) else {"input": arguments}
+    if item.get("namespace"):
+        return f"{item['namespace']}__{name}", arguments
+    if name == SHELL_TOOL:
+        return SHELL_NAME, {
+            "command": str(arguments.get("cmd") or ""),
+            **{k: v for k, v in arguments.items() if k != "cmd"},
+        }
+    return name, arguments
 
 
 def command_output(output: str) -> tuple[str, bool]:

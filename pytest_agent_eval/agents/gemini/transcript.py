@@ -316,13 +316,17 @@ class _Chat:
 
 
 def _call(raw: dict[str, Any], message: Message) -> ToolCall:
-    name = str(raw.get("name") or "?")
-    arguments = raw.get("args") if isinstance(raw.get("args"), dict) else {}
-    call_id = model_call_id(str(raw.get("id") or ""), name)
-    if name == SHELL_TOOL:
-        return ToolCall(call_id, SHELL_NAME, dict(arguments), MAIN, message.id)
-    return ToolCall(call_id, common_name(name) if name.startswith(MCP_PREFIX) else name, dict(arguments), MAIN,
+    name, arguments = common_call(raw)
+    return ToolCall(model_call_id(str(raw.get("id") or ""), str(raw.get("name") or "?")), name, arguments, MAIN,
                     message.id)  # fmt: skip
+
+
+def common_call(call: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """A call (a chat record's ``toolCalls`` entry, or a Gemini API ``functionCall``: ``{name, args}``) as the call
+    it is in the common vocabulary: (name, input)."""
+    name = str(call.get("name") or "?")
+    arguments = dict(call["args"]) if isinstance(call.get("args"), dict) else {}
+    return SHELL_NAME if name == SHELL_TOOL else common_name(name), arguments
 
 
 def _read_events(session: GeminiSession, events: list[dict[str, Any]], path: Path) -> None:

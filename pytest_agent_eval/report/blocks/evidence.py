@@ -17,6 +17,9 @@ def render_evidence(e: Evidence, tool: str, indent: str = "") -> str:
         + ("   !! the transcript is not what the model saw: the item fails" if e.problems else "")
     )
     lines += [f"{indent}    {problem}" for problem in e.problems]
+    if e.unchecked:  # a prompt size one side does not record: said, not guessed
+        lines.append(f"{indent}  {'prompt sizes not checked':<32}{len(e.unchecked):>4}")
+        lines += [f"{indent}    {note}" for note in e.unchecked]
     if e.leaks:  # only what the transcript did not already show
         lines.append(f"{indent}  {'received results with ' + tool + ' output':<32}{len(e.leaks):>4}")
         lines += [f"{indent}    {describe_leak(leak.to_dict())}" for leak in e.leaks]
