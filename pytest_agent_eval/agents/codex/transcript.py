@@ -145,8 +145,8 @@ def read_codex(events_files: str | Path | Sequence[str | Path], rollout_file: st
             f"{rollout}: the rollout of session {meta.get('id')}, not of {paths[0]}'s thread {session.thread_id}"
         )
     _Rollout(session).read(records)
-    for path, events in zip(paths, turns, strict=True):
-        _read_events(session, events, path)
+    for segment, (path, events) in enumerate(zip(paths, turns, strict=True)):
+        _read_events(session, events, path, segment)
     session.files = paths  # the rollout is rollout_file: a segment count would call it one more turn
     return session
 
@@ -163,8 +163,9 @@ def _thread_id(events: list[dict[str, Any]], path: Path) -> str:
     return first["thread_id"]
 
 
-def _read_events(session: CodexSession, events: list[dict[str, Any]], path: Path) -> None:
-    """Turn ends and errors from the event stream; the answer is the turn's last agent message."""
+def _read_events(session: CodexSession, events: list[dict[str, Any]], path: Path, segment: int) -> None:
+    """Turn ends and errors from the event stream; the answer is the turn's last agent message, the output its
+    ``turn.completed`` declares (every request's of the turn summed, reasoning included) that of ``segment``."""
     answer, turn_open = "", False
     for event in events:
         kind = event.get("type")
@@ -179,7 +180,9 @@ def _read_events(session: CodexSession, events: list[dict[str, Any]], path: Path
             failed = kind != "turn.completed"
             error = event.get("error") if isinstance(event.get("error"), dict) else event
             text = str(error.get("message") or kind) if failed else answer
-            session.results.append(Result(text, kind, failed, None, 0))
+            usage = event.get("usage") if isinstance(event.get("usage"), dict) else {}
+            output = _count(usage.get("output_tokens")) or None
+            session.results.append(Result(text, kind, failed, None, segment, output_tokens=output))
             turn_open = turn_open and kind == "error"
     if turn_open:
         session.parse.unfinished.append(str(path))
@@ -230,6 +233,7 @@ class _Rollout:
         self.calls: dict[str, ToolCall] = {}
         self.model = ""
         self.closed_by_record = False
+        self.turn = 0  # the turns started so far: a message's segment is its turn's (one events file a turn)
 
     def read(self, records: list[dict[str, Any]]) -> None:
         for record in records:
@@ -239,6 +243,8 @@ class _Rollout:
             kind = record.get("type")
             if kind == "turn_context" and isinstance(payload.get("model"), str):
                 self.model = payload["model"]
+            elif kind == "event_msg" and payload.get("type") == "task_started":
+                self.turn += 1
             elif kind == "response_item":
                 self._item(payload)
             elif kind == "token_usage_record":
@@ -264,7 +270,8 @@ class _Rollout:
         number = len(self.session.messages(None)) + 1
         if not response_id:
             self.session.unread.setdefault("response_ids", "some requests' usage records name no response id")
-        message = Message(response_id or f"codex-request-{number}", MAIN, _usage(raw_usage), 0, model=self.model)
+        message = Message(response_id or f"codex-request-{number}", MAIN, _usage(raw_usage), max(0, self.turn - 1),
+                          model=self.model)  # fmt: skip
         for item in self.pending:
             if item.get("type") == "message":
                 message.blocks.append({"type": "text", "text": text_of(item.get("content"))})
