@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.agent_cli import QUESTION, Arm, assert_occupancy_matches, both_arms, denied, explored, run_arm
+from support.agent_cli import QUESTION, THINKING, Arm, assert_occupancy_matches, both_arms, denied, explored, run_arm
 from support.e2e import RealTools
 from support.replay import assert_replays
 
@@ -26,7 +26,7 @@ from pytest_agent_eval.harness import sandbox
 from pytest_agent_eval.harness.drivers import TurnError
 from pytest_agent_eval.harness.provision import Provisioned, read_builds
 from pytest_agent_eval.metrics.evidence import evidence
-from pytest_agent_eval.model import GeminiCassetteBackend
+from pytest_agent_eval.model import GeminiCassetteBackend, ScriptedBackend
 from pytest_agent_eval.model.record import read_requests
 from pytest_agent_eval.model.server import Faults
 from pytest_agent_eval.model.truth import read_truth_log
@@ -45,7 +45,9 @@ def gemini(real_tools: RealTools) -> Provisioned:
 
 @pytest.fixture(scope="module")
 def arms(tmp_path_factory: pytest.TempPathFactory, real_tools: RealTools, gemini: Provisioned) -> dict[bool, Arm]:
-    return both_arms(GEMINI, tmp_path_factory.mktemp("gemini-ab"), real_tools, gemini)
+    """Both arms against a stand-in that thinks as a real model does (:data:`THINKING`)."""
+    return both_arms(GEMINI, tmp_path_factory.mktemp("gemini-ab"), real_tools, gemini,
+                     lambda: ScriptedBackend(**THINKING))  # fmt: skip
 
 
 def _offered_mcp(request: dict[str, Any]) -> list[str]:

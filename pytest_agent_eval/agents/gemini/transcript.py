@@ -15,6 +15,10 @@ Gemini CLI writes two records of a session:
   the CLI's session context), or the calls' results as ``functionResponse`` parts: exactly what the next request
   carried.
 
+A ``gemini`` record's ``thoughts`` (the thought summaries the CLI asked for, ``includeThoughts``) are no block of its
+message: the CLI sends no thought back to the model, so they never occupy the context (the ``thoughtSignature`` it
+sends back on a call part is not recorded). Their cost, ``tokens.thoughts``, is output, counted in the message's.
+
 So the chat record gives each request's usage, calls and results; the event stream gives the turns' ends (the
 ``result`` event) and errors. Tools are named in the house's common vocabulary: ``mcp_NAME_tool`` is
 ``mcp__NAME__tool``; ``run_shell_command{command}`` is ``Bash{command}``, so the file-access classifier decides, as for
@@ -345,10 +349,13 @@ def _read_events(session: GeminiSession, events: list[dict[str, Any]], path: Pat
 
 
 def _usage(raw: Any) -> Usage | None:
+    """A ``gemini`` record's ``tokens`` as the common usage: its output is the answer's (``output``, the API's
+    ``candidatesTokenCount``) and the thinking's (``thoughts``, ``thoughtsTokenCount``), as a Messages API's
+    ``output_tokens`` counts its thinking."""
     if not isinstance(raw, dict):
         return None
     whole, cached = _count(raw.get("input")), _count(raw.get("cached"))
-    return Usage(max(0, whole - cached), cached, 0, _count(raw.get("output")))
+    return Usage(max(0, whole - cached), cached, 0, _count(raw.get("output")) + _count(raw.get("thoughts")))
 
 
 def _count(value: Any) -> int:
