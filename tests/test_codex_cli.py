@@ -142,8 +142,15 @@ def test_a_recorded_codex_run_replays_through_the_real_cli_in_another_workspace(
 ) -> None:
     """The cassette of the recorded run (its ``--json`` stream, the rollout kept beside) answers the Responses API:
     Codex makes the recorded calls again, in a workspace at another path (the recorded cwd rewritten to it), and
-    the tools run for real."""
-    assert_replays(CODEX, arms[has_tool], tmp_path, real_tools, codex, ResponsesCassetteBackend, has_tool)
+    the tools run for real; the recorded reasoning is sent again, summaries and what they hid."""
+    replayed = assert_replays(CODEX, arms[has_tool], tmp_path, real_tools, codex, ResponsesCassetteBackend, has_tool)
+
+    def reasoning(arm: Arm) -> tuple[list[dict[str, Any]], list[int]]:
+        blocks = [b for m in arm.session.messages() for b in m.blocks if b["type"] == "thinking"]
+        return blocks, [count.hidden for count in read_truth_log(arm.truth).values()]
+
+    assert reasoning(arms[has_tool])[1][-1] == THINKING["hidden_thinking"][1]  # the hidden reasoning came back
+    assert reasoning(replayed) == reasoning(arms[has_tool])
 
 
 def test_with_a_real_key_codex_reaches_the_api_through_the_forwarder_and_never_holds_the_key(

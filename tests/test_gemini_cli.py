@@ -146,5 +146,9 @@ def test_a_recorded_gemini_run_replays_through_the_real_cli_in_another_workspace
 ) -> None:
     """The cassette of the recorded run (its stream-json events, the chat record kept beside) answers the model's
     API: Gemini CLI makes the recorded calls again, in a workspace at another path (the recorded working
-    directory rewritten to it), and the tools run for real."""
-    assert_replays(GEMINI, arms[has_tool], tmp_path, real_tools, gemini, GeminiCassetteBackend, has_tool)
+    directory rewritten to it), and the tools run for real; the recorded thinking is sent again, at its cost."""
+    replayed = assert_replays(GEMINI, arms[has_tool], tmp_path, real_tools, gemini, GeminiCassetteBackend, has_tool)
+    def thought_tokens(arm: Arm) -> dict[str, int]:  # the text not: the CLI trims each thought chunk it records
+        return {message: tokens for message, (_, tokens) in arm.session.thinking.items()}
+
+    assert thought_tokens(arms[has_tool]) and thought_tokens(replayed) == thought_tokens(arms[has_tool])

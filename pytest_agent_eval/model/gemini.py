@@ -148,24 +148,31 @@ def _thoughts_asked(request: dict[str, Any]) -> bool:
 
 
 def reply_parts(request: dict[str, Any], reply: Reply) -> list[dict[str, Any]]:
-    """The reply's blocks as Gemini parts: text as text, a call as a functionCall, thinking as thought parts where
-    the request asks for them, and its signature (see the module docstring)."""
+    """The reply's blocks as Gemini parts: text as text, a call as a functionCall, and its thinking as the API renders
+    it (:func:`with_thinking`)."""
     parts: list[dict[str, Any]] = []
-    shown, hidden, thought = _thoughts_asked(request), 0, False
+    thoughts, hidden = [], 0
     for block in reply.blocks:
         if block.get("type") == "tool_use":
             parts.append(_function_call(request, block))
         elif block.get("type") == "text":
             parts.append({"text": block.get("text") or ""})
         elif block.get("type") == "thinking":
-            text, thought = str(block.get("thinking") or ""), True
-            hidden += declared_hidden(block) + (0 if shown and text else text_tokens(text))
-            if shown and text:
-                parts.append({"text": text, "thought": True})
-    if thought and parts:
-        signed = next((p for p in parts if "functionCall" in p), parts[-1])
-        signed["thoughtSignature"] = hidden_signature(hidden, new_id("sig"))
-    return parts
+            thoughts.append(str(block.get("thinking") or ""))
+            hidden += declared_hidden(block)
+    return with_thinking(request, parts, "\n".join(t for t in thoughts if t), hidden) if thoughts else parts
+
+
+def with_thinking(request: dict[str, Any], parts: list[dict[str, Any]], thought: str, hidden: int) -> list[dict]:
+    """``parts`` after thinking of ``thought`` shown and ``hidden`` tokens more, as the API renders it: a thought part
+    first where the request asks for thoughts, and a ``thoughtSignature`` on the first call (else the last part) that
+    declares what no part shows (see the module docstring)."""
+    shown = thought if _thoughts_asked(request) else ""
+    rendered = ([{"text": shown, "thought": True}] if shown else []) + [dict(part) for part in parts]
+    if rendered:
+        signed = next((part for part in rendered if "functionCall" in part), rendered[-1])
+        signed["thoughtSignature"] = hidden_signature(hidden + text_tokens(thought) - text_tokens(shown), new_id("sig"))
+    return rendered
 
 
 def thoughts_tokens(parts: list[dict[str, Any]]) -> int:

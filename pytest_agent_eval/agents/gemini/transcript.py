@@ -17,7 +17,8 @@ Gemini CLI writes two records of a session:
 
 A ``gemini`` record's ``thoughts`` (the thought summaries the CLI asked for, ``includeThoughts``) are no block of its
 message: the CLI sends no thought back to the model, so they never occupy the context (the ``thoughtSignature`` it
-sends back on a call part is not recorded). Their cost, ``tokens.thoughts``, is output, counted in the message's.
+sends back on a call part is not recorded). Their cost, ``tokens.thoughts``, is output, counted in the message's; both
+are kept apart (:attr:`GeminiSession.thinking`), for a replay.
 
 So the chat record gives each request's usage, calls and results; the event stream gives the turns' ends (the
 ``result`` event) and errors. Tools are named in the house's common vocabulary: ``mcp_NAME_tool`` is
@@ -89,6 +90,8 @@ class GeminiSession(Session):
     chat_file: Path | None = None
     unread: dict[str, str] = field(default_factory=lambda: dict(UNREAD))
     notices: list[str] = field(default_factory=list)
+    # message id → the thinking its record keeps: the thought summaries' text, and tokens.thoughts (what a replay sends)
+    thinking: dict[str, tuple[str, int]] = field(default_factory=dict)
 
 
 def model_method(path: str) -> tuple[str, str] | None:
@@ -281,6 +284,10 @@ class _Chat:
         text = content if isinstance(content, str) else _text(content)
         if text:
             message.blocks.append({"type": "text", "text": text})
+        thoughts = "".join(_thought_text(t) for t in record.get("thoughts") or [] if isinstance(t, dict))
+        spent = _count((record.get("tokens") or {}).get("thoughts")) if isinstance(record.get("tokens"), dict) else 0
+        if thoughts or spent:
+            self.session.thinking[message.id] = (thoughts, spent)
         for raw in record.get("toolCalls") or []:
             if isinstance(raw, dict):
                 call = _call(raw, message)
@@ -346,6 +353,12 @@ def _read_events(session: GeminiSession, events: list[dict[str, Any]], path: Pat
             ended, answer = True, ""
     if not ended:
         session.parse.unfinished.append(str(path))
+
+
+def _thought_text(thought: dict[str, Any]) -> str:
+    """A recorded thought as the model streamed it: the CLI splits ``**Subject** description`` apart."""
+    subject, description = str(thought.get("subject") or ""), str(thought.get("description") or "")
+    return f"**{subject}**\n\n{description}" if subject else description
 
 
 def _usage(raw: Any) -> Usage | None:
