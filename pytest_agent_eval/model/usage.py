@@ -27,7 +27,8 @@ thinking. The stand-in does the same, honestly: a thinking block whose signature
 :func:`hidden_signature` costs its serialised form plus the tokens the signature declares, and the truth
 (:attr:`PromptCount.hidden`) names them, so what it counts is always what the request holds plus what it says
 it hid. A Responses API ``reasoning`` item (Codex) declares its hidden tokens the same way, in its
-``encrypted_content``: the reasoning the API keeps encrypted and prices when the item comes back.
+``encrypted_content``, and costs the reasoning it carries when it comes back: its summary's text and what it hid (its
+id and encryption are no tokens the model reads).
 
 The truth a stand-in knows: :meth:`UsageModel.count_prompt` gives, per request, the prompt's tokens, each
 tool_result block's tokens by ``tool_use_id`` (what occupancy estimates from the outside) and the hidden
@@ -146,7 +147,7 @@ def _is_moved(item: Any) -> bool:
     return text.lstrip().startswith("<system-reminder>") and not _TOKENS_LEFT_RE.fullmatch(text)
 
 
-def unit_tokens(value: Any) -> int:
+def _unit_tokens(value: Any) -> int:
     """What one unit of a prompt costs: its JSON (see the module docstring) and the thinking it declares hidden; a
     Responses API reasoning item costs the reasoning it carries, its summary's text and what it hid (its id and
     encryption are no tokens the model reads: the API decrypts the reasoning)."""
@@ -206,7 +207,7 @@ class UsageModel:
             tokens = self._counted.get(key)
         hidden = declared_hidden(clean)
         if tokens is None:
-            tokens = unit_tokens(clean)
+            tokens = _unit_tokens(clean)
             with self._lock:
                 if len(self._counted) >= REMEMBERED_UNITS:
                     self._counted.clear()
