@@ -128,12 +128,15 @@ def test_a_second_turn_resumes_the_thread_and_the_policy_answers_the_new_questio
         pytest.skip("the sandbox is switched off")
     tools = real_tools
     arm = run_arm(CODEX, tmp_path, tools.express, codex, tools.cache, (QUESTION, SECOND_QUESTION),
-                  codegraph=tools.codegraph)  # fmt: skip
+                  codegraph=tools.codegraph, model=ScriptedBackend(**THINKING))  # fmt: skip
     assert [p.name for p in arm.run.segments] == ["run-with-1.jsonl", "run-with-1.t2.jsonl"]
     assert [r.subtype for r in arm.session.results] == ["turn.completed", "turn.completed"]
     first, second = arm.session.answer_texts()
     assert first.startswith("Answer to: How does res.send") and second.startswith("Answer to: Where is the ETag")
     assert [m.id for m in arm.session.messages()] == list(read_truth_log(arm.truth))
+    # each turn's hidden reasoning is found by its own declared output (one segment a turn)
+    assert [r.segment for r in arm.session.results] == [0, 1]
+    assert_occupancy_matches(arm.session, read_truth_log(arm.truth))
 
 
 @pytest.mark.parametrize("has_tool", [True, False], ids=["with", "without"])
