@@ -26,9 +26,10 @@ from pytest_agent_eval.metrics.contamination import contamination
 from pytest_agent_eval.metrics.evidence import evidence
 from pytest_agent_eval.metrics.occupancy import FAMILIES, occupancy
 from pytest_agent_eval.model import Reply, ScriptedBackend, serve
-from pytest_agent_eval.model.responses import read_turn
+from pytest_agent_eval.model.responses import output_items, read_turn
+from pytest_agent_eval.model.scripted import thinking_text
 from pytest_agent_eval.model.truth import read_truth_log, resident_truth
-from pytest_agent_eval.model.usage import UsageModel
+from pytest_agent_eval.model.usage import UsageModel, count_tokens, declared_hidden, text_tokens
 from pytest_agent_eval.transcript import TranscriptError
 
 pytestmark = pytest.mark.timeout(60)
@@ -41,6 +42,7 @@ QUESTION = "How does res.send decide the Content-Type and ETag?"
 SHELL = {"type": "function", "name": "exec_command",
          "parameters": {"type": "object", "properties": {"cmd": {"type": "string"}}, "required": ["cmd"]}}  # fmt: skip
 QUERY = {"type": "object", "properties": {"query": {"type": "string"}}, "required": ["query"]}
+THOUGHT = {"type": "thinking", "thinking": "the flow decides it", "signature": "sig_1"}
 NAMESPACE = {"type": "namespace", "name": "mcp__codegraph", "description": "codegraph",
              "tools": [{"type": "function", "name": "codegraph_explore", "parameters": QUERY}]}  # fmt: skip
 
@@ -69,6 +71,10 @@ def _post(url: str, body: dict[str, Any]) -> list[tuple[str, dict[str, Any]]]:
             assert lines["event"] == data["type"]
             events.append((lines["event"], data))
     return events
+
+
+def _result(call: dict[str, Any]) -> dict[str, Any]:
+    return {"type": "function_call_output", "call_id": call["call_id"], "output": EXPLORE_TEXT}
 
 
 def _output(events: list[tuple[str, dict[str, Any]]]) -> list[dict[str, Any]]:
@@ -104,6 +110,56 @@ def test_the_responses_stream_explores_in_the_mcp_namespace_and_counts_usage_as_
     assert usage["output_tokens_details"] == {"reasoning_tokens": 0}
     assert set(truth[1].count.results) == {call["call_id"]}
     assert [json.loads(line)["message_id"] for line in log.read_text().splitlines()] == [t.message_id for t in truth]
+
+
+THINKS = {"hidden_thinking": (0, 3_000), "summarised": True, "visible_thinking": (600,)}
+CODEX_ASKS = {"reasoning": {"summary": "auto"}, "include": ["reasoning.encrypted_content"]}  # Codex 0.171.0's
+
+
+def test_the_stand_ins_thinking_is_reasoning_counted_as_output_summarised_and_priced_when_it_comes_back() -> None:
+    first = {**_request(tools=[SHELL, NAMESPACE]), **CODEX_ASKS}
+    with serve(ScriptedBackend(**THINKS)) as server:
+        events = _post(server.url, first)
+        shown, call = _output(events)
+        second = {**first, "input": [*first["input"], shown, call, _result(call)]}
+        later = _post(server.url, second)
+        hiding, read = _output(later)
+        third = {**second, "input": [*second["input"], hiding, read, _result(read)]}
+        _post(server.url, third)
+        truth = server.truth
+    # step 0: 600 characters of reasoning, streamed as its summary; all of it output, named as reasoning
+    assert shown["type"] == "reasoning" and shown["id"].startswith("rs_") and declared_hidden(shown) == 0
+    summary = shown["summary"][0]["text"]
+    assert shown["summary"] == [{"type": "summary_text", "text": summary}] and len(summary) == 600
+    streamed = "".join(d["delta"] for name, d in events if name == "response.reasoning_summary_text.delta")
+    added = next(d["item"] for name, d in events if name == "response.output_item.added")
+    assert streamed == summary and added["summary"] == []  # the summary comes in deltas
+    usage = events[-1][1]["response"]["usage"]
+    assert 0 < usage["output_tokens_details"]["reasoning_tokens"] < usage["output_tokens"]
+    # step 1: 3,000 tokens of reasoning shown only as a summary: counted in the output, declared in encrypted_content
+    assert hiding["summary"][0]["text"].startswith("Planning step 2") and declared_hidden(hiding) == 3_000
+    usage = later[-1][1]["response"]["usage"]
+    assert usage["output_tokens"] > usage["output_tokens_details"]["reasoning_tokens"] > 3_000
+    # sent back (as Codex sends it), the reasoning is in the prompt: its summary and what it hid, not its encryption
+    assert [t.count.hidden for t in truth] == [0, 0, 3_000]
+    assert truth[2].count.tokens == UsageModel().count_prompt(third).tokens
+    plain = {**third, "input": [i for i in third["input"] if i.get("type") != "reasoning"]}
+    assert truth[2].count.tokens - UsageModel().count_prompt(plain).tokens == (
+        count_tokens([summary]) + count_tokens([hiding["summary"][0]["text"]]) + 3_000
+    )
+
+
+def test_reasoning_is_shown_and_carried_only_as_the_request_asks() -> None:
+    request = _request(tools=[SHELL, NAMESPACE])  # no summary asked, no encrypted content included
+    with serve(ScriptedBackend(**THINKS)) as server:
+        events = _post(server.url, request)
+    reasoning, _ = _output(events)
+    assert reasoning["summary"] == [] and "encrypted_content" not in reasoning
+    assert not any(name.startswith("response.reasoning_summary") for name, _ in events)
+    usage = events[-1][1]["response"]["usage"]
+    assert usage["output_tokens_details"]["reasoning_tokens"] >= text_tokens(thinking_text(600, f"{QUESTION}0"))
+    hidden = output_items({**request, "reasoning": {"summary": "none"}}, Reply([THOUGHT]))[0]
+    assert hidden["summary"] == [] and declared_hidden(hidden) == text_tokens(THOUGHT["thinking"])
 
 
 def test_the_answer_streams_as_text_deltas_of_one_assistant_message() -> None:
@@ -285,6 +341,11 @@ def test_a_resumed_session_reads_each_turns_events_and_the_one_rollout_codex_app
     truth = read_truth_log_lines(DATA / "two-turns" / "truth.jsonl")
     assert [m.id for m in session.messages()] == [t["message_id"] for t in truth] and len(truth) == 6
     assert [r.subtype for r in session.results] == ["turn.completed", "turn.completed"]
+    # each turn declares its output (its requests' summed, reasoning included): occupancy prices hidden reasoning by it
+    assert [m.segment for m in session.messages()] == [0, 0, 0, 1, 1, 1]
+    assert [r.output_tokens for r in session.results] == [
+        sum(m.usage.output for m in session.messages() if m.segment == turn) for turn in (0, 1)
+    ]
     first, second = session.answer_texts()
     assert first.startswith("Answer to: How does res.send") and second.startswith("Answer to: Where is the ETag")
     with pytest.raises(TranscriptError, match=r"thread .*, not .*events\.jsonl's"):

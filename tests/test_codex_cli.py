@@ -15,7 +15,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.agent_cli import QUESTION, Arm, assert_occupancy_matches, both_arms, denied, explored, run_arm
+from support.agent_cli import QUESTION, THINKING, Arm, assert_occupancy_matches, both_arms, denied, explored, run_arm
 from support.codex import fake_responses_api
 from support.e2e import RealTools
 from support.replay import assert_replays
@@ -28,7 +28,7 @@ from pytest_agent_eval.harness import sandbox
 from pytest_agent_eval.harness.provision import Provisioned, read_builds
 from pytest_agent_eval.metrics.contamination import contamination
 from pytest_agent_eval.metrics.evidence import evidence
-from pytest_agent_eval.model import OpenAIBackend, ResponsesCassetteBackend, make_backend
+from pytest_agent_eval.model import OpenAIBackend, ResponsesCassetteBackend, ScriptedBackend, make_backend
 from pytest_agent_eval.model.record import read_requests
 from pytest_agent_eval.model.truth import read_truth_log
 from pytest_agent_eval.tool import CODEGRAPH
@@ -47,7 +47,9 @@ def codex(real_tools: RealTools) -> Provisioned:
 
 @pytest.fixture(scope="module")
 def arms(tmp_path_factory: pytest.TempPathFactory, real_tools: RealTools, codex: Provisioned) -> dict[bool, Arm]:
-    return both_arms(CODEX, tmp_path_factory.mktemp("codex-ab"), real_tools, codex)
+    """Both arms against a stand-in that thinks as a real model does (:data:`THINKING`)."""
+    return both_arms(CODEX, tmp_path_factory.mktemp("codex-ab"), real_tools, codex,
+                     lambda: ScriptedBackend(**THINKING))  # fmt: skip
 
 
 def _offered_mcp(request: dict[str, Any]) -> list[str]:
@@ -269,12 +271,15 @@ def test_a_second_turn_resumes_the_thread_and_the_policy_answers_the_new_questio
         pytest.skip("the sandbox is switched off")
     tools = real_tools
     arm = run_arm(CODEX, tmp_path, tools.express, codex, tools.cache, (QUESTION, SECOND_QUESTION),
-                  codegraph=tools.codegraph)  # fmt: skip
+                  codegraph=tools.codegraph, model=ScriptedBackend(**THINKING))  # fmt: skip
     assert [p.name for p in arm.run.segments] == ["run-with-1.jsonl", "run-with-1.t2.jsonl"]
     assert [r.subtype for r in arm.session.results] == ["turn.completed", "turn.completed"]
     first, second = arm.session.answer_texts()
     assert first.startswith("Answer to: How does res.send") and second.startswith("Answer to: Where is the ETag")
     assert [m.id for m in arm.session.messages()] == list(read_truth_log(arm.truth))
+    # each turn's hidden reasoning is found by its own declared output (one segment a turn)
+    assert [r.segment for r in arm.session.results] == [0, 1]
+    assert_occupancy_matches(arm.session, read_truth_log(arm.truth))
 
 
 @pytest.mark.parametrize("has_tool", [True, False], ids=["with", "without"])
@@ -283,8 +288,15 @@ def test_a_recorded_codex_run_replays_through_the_real_cli_in_another_workspace(
 ) -> None:
     """The cassette of the recorded run (its ``--json`` stream, the rollout kept beside) answers the Responses API:
     Codex makes the recorded calls again, in a workspace at another path (the recorded cwd rewritten to it), and
-    the tools run for real."""
-    assert_replays(CODEX, arms[has_tool], tmp_path, real_tools, codex, ResponsesCassetteBackend, has_tool)
+    the tools run for real; the recorded reasoning is sent again, summaries and what they hid."""
+    replayed = assert_replays(CODEX, arms[has_tool], tmp_path, real_tools, codex, ResponsesCassetteBackend, has_tool)
+
+    def reasoning(arm: Arm) -> tuple[list[dict[str, Any]], list[int]]:
+        blocks = [b for m in arm.session.messages() for b in m.blocks if b["type"] == "thinking"]
+        return blocks, [count.hidden for count in read_truth_log(arm.truth).values()]
+
+    assert reasoning(arms[has_tool])[1][-1] == THINKING["hidden_thinking"][1]  # the hidden reasoning came back
+    assert reasoning(replayed) == reasoning(arms[has_tool])
 
 
 def test_with_a_real_key_codex_reaches_the_api_through_the_forwarder_and_never_holds_the_key(

@@ -38,10 +38,11 @@ from pytest_agent_eval.metrics.contamination import contamination
 from pytest_agent_eval.metrics.evidence import evidence
 from pytest_agent_eval.metrics.occupancy import FAMILIES, occupancy
 from pytest_agent_eval.model import ScriptedBackend, serve
-from pytest_agent_eval.model.gemini import gemini_name, read_turn, reply_parts
+from pytest_agent_eval.model.gemini import assemble, gemini_name, read_turn, reply_parts, stream_frames, usage_metadata
 from pytest_agent_eval.model.record import read_requests
+from pytest_agent_eval.model.sse import Reply
 from pytest_agent_eval.model.truth import read_truth_log, resident_truth
-from pytest_agent_eval.model.usage import UsageModel
+from pytest_agent_eval.model.usage import MESSAGE_FRAME_TOKENS, UsageModel, count_tokens, text_tokens
 from pytest_agent_eval.tool import CODEGRAPH
 from pytest_agent_eval.transcript import Compaction, Message, ToolResult, UserText
 
@@ -174,6 +175,55 @@ def test_the_policy_reply_is_rendered_in_geminis_tools() -> None:
     assert part["functionCall"]["args"]["command"].startswith("grep -rliE 'res\\.send' ")
 
 
+THINKS = {"hidden_thinking": (0, 3_000), "summarised": True, "visible_thinking": (600,)}
+
+
+def _thinking_request(include: bool) -> dict:
+    request = _last_request("without")
+    config = {"thinkingConfig": {"includeThoughts": True}} if include else {}
+    return {**request, "contents": request["contents"][:1], "generationConfig": config}  # the question alone
+
+
+def test_the_stand_ins_thinking_is_thought_parts_as_asked_counted_apart_and_signed_on_its_call() -> None:
+    request = _thinking_request(include=True)  # Gemini CLI 0.61.0 asks includeThoughts
+    reply = ScriptedBackend(**THINKS).decide(read_turn(request))
+    thought, call = reply_parts(request, reply)
+    assert thought == {"text": reply.blocks[0]["thinking"], "thought": True} and len(thought["text"]) == 600
+    assert call["functionCall"]["name"] == "run_shell_command" and call["thoughtSignature"]
+    usage = usage_metadata(100, 0, [thought, call])
+    assert usage["thoughtsTokenCount"] == text_tokens(thought["text"])  # nothing hidden at step 0
+    answer = {"functionCall": call["functionCall"]}
+    assert usage["candidatesTokenCount"] == count_tokens([answer])  # the thinking is not the answer's
+    assert usage["totalTokenCount"] == 100 + usage["candidatesTokenCount"] + usage["thoughtsTokenCount"]
+    # not asked: no thought part; the signature declares what the parts do not show, all of it counted
+    [unasked] = reply_parts(_thinking_request(include=False), reply)
+    assert usage_metadata(100, 0, [unasked])["thoughtsTokenCount"] == usage["thoughtsTokenCount"]
+    # streamed: the thought in chunks flagged as thought, the signature on its call, read back whole
+    frames = b"".join(stream_frames([thought, call], "m", usage, "r"))
+    chunks = [json.loads(line[6:])["candidates"][0]["content"]["parts"][0] for line in frames.decode().splitlines()
+              if line.startswith("data: ")]  # fmt: skip
+    assert len(chunks) > 2 and all(c.get("thought") for c in chunks[:-1]) and "thoughtSignature" in chunks[-1]
+    assert assemble(frames)["candidates"][0]["content"]["parts"] == [thought, call]
+    assert reply_parts(request, Reply.text("OK.")) == [{"text": "OK."}]  # no thinking, no signature
+
+
+def test_thinking_the_cli_does_not_send_back_is_in_no_prompt_but_its_signature_is() -> None:
+    request = _thinking_request(include=True)
+    with serve(ScriptedBackend(**THINKS)) as server:
+        base = f"{server.url}/v1beta/models/stand-in-scripted:generateContent"
+        ask = urllib.request.Request(base, json.dumps(request).encode(), {"Content-Type": "application/json"})
+        with urllib.request.urlopen(ask, timeout=10) as answer:
+            response = json.loads(answer.read())
+    parts = response["candidates"][0]["content"]["parts"]
+    assert response["usageMetadata"]["thoughtsTokenCount"] >= 600 // 6
+    sent_back = [p for p in parts if not p.get("thought")]  # as Gemini CLI 0.61.0 keeps the turn in its history
+    later = {**request, "contents": [*request["contents"], {"role": "model", "parts": sent_back}]}
+    count = UsageModel().count_prompt(later)
+    assert count.hidden == 0  # the API carries no thinking in a later prompt, only the signature's text
+    added = MESSAGE_FRAME_TOKENS + sum(map(count_tokens, sent_back))
+    assert count.tokens - UsageModel().count_prompt(request).tokens == added
+
+
 def test_the_server_answers_the_gemini_routes_with_honest_counts() -> None:
     request = _last_request("with")
     with serve(ScriptedBackend()) as server:
@@ -219,6 +269,24 @@ def test_a_recorded_with_arm_reads_into_the_common_session() -> None:
     assert "response_ids" in session.unread and session.stand_in == "stand-in-scripted"
     report = contamination(session)
     assert report.mcp_calls and not report.contaminated
+
+
+def test_a_responses_thinking_is_output_of_its_message_and_no_block_of_it(tmp_path: Path) -> None:
+    """tokens.thoughts (the API's thoughtsTokenCount, apart from candidatesTokenCount) is output, as a Messages API's
+    output_tokens counts thinking; the thoughts the record keeps never went back to the model: no block."""
+    chat = next((DATA / "with").glob("session-*.jsonl"))
+    lines = []
+    for line in chat.read_text(encoding="utf-8").splitlines():
+        record = json.loads(line)
+        if record.get("type") == "gemini" and isinstance(record.get("tokens"), dict):
+            record["tokens"]["thoughts"] = 1_000
+            record["thoughts"] = [{"subject": "Planning", "description": "look at res.send", "timestamp": "t"}]
+        lines.append(json.dumps(record))
+    (tmp_path / chat.name).write_text("\n".join(lines) + "\n", encoding="utf-8")
+    plain, thinking = _session("with"), read_gemini(_segments(DATA / "with"), tmp_path / chat.name)
+    assert [m.usage.output for m in thinking.messages()] == [m.usage.output + 1_000 for m in plain.messages()]
+    assert [m.blocks for m in thinking.messages()] == [m.blocks for m in plain.messages()]
+    assert occupancy(thinking).residual == occupancy(plain).residual
 
 
 def test_a_recorded_without_arm_shows_the_denied_cli_call() -> None:
@@ -437,7 +505,6 @@ def test_the_forwarder_adds_the_real_key_outside_the_sandbox_and_records_what_it
     from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
     from threading import Thread
 
-    from pytest_agent_eval.model.gemini import stream_frames
     from pytest_agent_eval.model.google import GeminiForwarder
 
     seen: list[tuple[str, dict]] = []
@@ -465,8 +532,11 @@ def test_the_forwarder_adds_the_real_key_outside_the_sandbox_and_records_what_it
     try:
         with serve(forwarder) as server, server.log.into(tmp_path / "requests.jsonl"):
             path = "/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse"
-            ask = urllib.request.Request(f"{server.url}{path}", json.dumps({"contents": []}).encode(),
-                                         {"x-goog-api-key": "agent-eval-local-stand-in", "User-Agent": "GeminiCLI"})
+            ask = urllib.request.Request(
+                f"{server.url}{path}",
+                json.dumps({"contents": []}).encode(),
+                {"x-goog-api-key": "agent-eval-local-stand-in", "User-Agent": "GeminiCLI"},
+            )
             with urllib.request.urlopen(ask, timeout=10) as answer:
                 assert answer.read() == frames
     finally:

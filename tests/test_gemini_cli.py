@@ -16,7 +16,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from support.agent_cli import QUESTION, Arm, assert_occupancy_matches, both_arms, denied, explored, run_arm
+from support.agent_cli import QUESTION, THINKING, Arm, assert_occupancy_matches, both_arms, denied, explored, run_arm
 from support.e2e import RealTools
 from support.replay import assert_replays
 
@@ -30,7 +30,7 @@ from pytest_agent_eval.harness.drivers import TurnError
 from pytest_agent_eval.harness.provision import Provisioned, read_builds
 from pytest_agent_eval.metrics.contamination import contamination
 from pytest_agent_eval.metrics.evidence import evidence
-from pytest_agent_eval.model import GeminiCassetteBackend
+from pytest_agent_eval.model import GeminiCassetteBackend, ScriptedBackend
 from pytest_agent_eval.model.record import read_requests
 from pytest_agent_eval.model.server import Faults
 from pytest_agent_eval.model.truth import read_truth_log
@@ -49,7 +49,9 @@ def gemini(real_tools: RealTools) -> Provisioned:
 
 @pytest.fixture(scope="module")
 def arms(tmp_path_factory: pytest.TempPathFactory, real_tools: RealTools, gemini: Provisioned) -> dict[bool, Arm]:
-    return both_arms(GEMINI, tmp_path_factory.mktemp("gemini-ab"), real_tools, gemini)
+    """Both arms against a stand-in that thinks as a real model does (:data:`THINKING`)."""
+    return both_arms(GEMINI, tmp_path_factory.mktemp("gemini-ab"), real_tools, gemini,
+                     lambda: ScriptedBackend(**THINKING))  # fmt: skip
 
 
 def _offered_mcp(request: dict[str, Any]) -> list[str]:
@@ -252,5 +254,9 @@ def test_a_recorded_gemini_run_replays_through_the_real_cli_in_another_workspace
 ) -> None:
     """The cassette of the recorded run (its stream-json events, the chat record kept beside) answers the model's
     API: Gemini CLI makes the recorded calls again, in a workspace at another path (the recorded working
-    directory rewritten to it), and the tools run for real."""
-    assert_replays(GEMINI, arms[has_tool], tmp_path, real_tools, gemini, GeminiCassetteBackend, has_tool)
+    directory rewritten to it), and the tools run for real; the recorded thinking is sent again, at its cost."""
+    replayed = assert_replays(GEMINI, arms[has_tool], tmp_path, real_tools, gemini, GeminiCassetteBackend, has_tool)
+    def thought_tokens(arm: Arm) -> dict[str, int]:  # the text not: the CLI trims each thought chunk it records
+        return {message: tokens for message, (_, tokens) in arm.session.thinking.items()}
+
+    assert thought_tokens(arms[has_tool]) and thought_tokens(replayed) == thought_tokens(arms[has_tool])

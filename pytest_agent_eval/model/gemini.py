@@ -16,6 +16,14 @@ The SSE stream is ``data: <GenerateContentResponse>`` frames (no event names): t
 last frame with ``finishReason`` and ``usageMetadata{promptTokenCount, cachedContentTokenCount,
 candidatesTokenCount, totalTokenCount}``; ``promptTokenCount`` is the whole prompt, cached part included, as the
 real API reports it. Each frame names the response (``responseId``).
+
+The policy's thinking is rendered as the real API renders it: thought parts ``{text, thought: true}`` only where the
+request asks for them (``generationConfig.thinkingConfig.includeThoughts``; Gemini CLI 0.61.0 does), before the
+answer; the response's first call (or, without one, its last part) carries a ``thoughtSignature``, which declares the
+thinking the parts do not show (:func:`~.usage.hidden_signature`). All of it is counted in
+``usageMetadata.thoughtsTokenCount``, none of it in ``candidatesTokenCount``; ``totalTokenCount`` adds both to the
+prompt. Gemini CLI sends no thought part back, only the signature on its call part: the prompt holds the signature's
+text, never the thinking.
 """
 
 from __future__ import annotations
@@ -37,7 +45,7 @@ from ..agents.gemini.transcript import (
 from .responses import grep_command, shell_step
 from .scripted import Step, Turn
 from .sse import CHUNK_CHARS, Reply, new_id
-from .usage import count_tokens
+from .usage import count_tokens, declared_hidden, hidden_signature, signed_hidden, text_tokens
 
 # Where the CLI's session context names the working directory (the first of the workspace's directories).
 _CWD_RE = re.compile(r"Workspace Directories:\**\n\s*- (/[^\n]+)")
@@ -134,23 +142,54 @@ def _function_call(request: dict[str, Any], block: dict[str, Any]) -> dict[str, 
     return {"functionCall": {"id": block.get("id") or new_id("call"), "name": offered_name, "args": tool_input}}
 
 
+def _thoughts_asked(request: dict[str, Any]) -> bool:
+    config = (request.get("generationConfig") or {}).get("thinkingConfig")
+    return isinstance(config, dict) and bool(config.get("includeThoughts"))
+
+
 def reply_parts(request: dict[str, Any], reply: Reply) -> list[dict[str, Any]]:
-    """The reply's blocks as Gemini parts: text as text, a call as a functionCall. Thinking is left out (Gemini CLI
-    sends no thought back to the API: it would be counted in no later prompt)."""
+    """The reply's blocks as Gemini parts: text as text, a call as a functionCall, and its thinking as the API renders
+    it (:func:`with_thinking`)."""
     parts: list[dict[str, Any]] = []
+    thoughts, hidden = [], 0
     for block in reply.blocks:
         if block.get("type") == "tool_use":
             parts.append(_function_call(request, block))
         elif block.get("type") == "text":
             parts.append({"text": block.get("text") or ""})
-    return parts
+        elif block.get("type") == "thinking":
+            thoughts.append(str(block.get("thinking") or ""))
+            hidden += declared_hidden(block)
+    return with_thinking(request, parts, "\n".join(t for t in thoughts if t), hidden) if thoughts else parts
+
+
+def with_thinking(request: dict[str, Any], parts: list[dict[str, Any]], thought: str, hidden: int) -> list[dict]:
+    """``parts`` after thinking of ``thought`` shown and ``hidden`` tokens more, as the API renders it: a thought part
+    first where the request asks for thoughts, and a ``thoughtSignature`` on the first call (else the last part) that
+    declares what no part shows (see the module docstring)."""
+    shown = thought if _thoughts_asked(request) else ""
+    rendered = ([{"text": shown, "thought": True}] if shown else []) + [dict(part) for part in parts]
+    if rendered:
+        signed = next((part for part in rendered if "functionCall" in part), rendered[-1])
+        signed["thoughtSignature"] = hidden_signature(hidden + text_tokens(thought) - text_tokens(shown), new_id("sig"))
+    return rendered
+
+
+def thoughts_tokens(parts: list[dict[str, Any]]) -> int:
+    """The thinking a response's parts cost: its thought parts' text and what their signature declares hidden."""
+    shown = sum(text_tokens(str(p.get("text") or "")) for p in parts if p.get("thought"))
+    return shown + sum(signed_hidden(p.get("thoughtSignature")) for p in parts)
 
 
 def usage_metadata(prompt_tokens: int, cached_tokens: int, parts: list[dict[str, Any]]) -> dict[str, Any]:
-    """The usage the Gemini API reports: ``promptTokenCount`` is the whole prompt, cached part included."""
-    output = max(1, count_tokens(parts))
-    total = prompt_tokens + output
+    """The usage the Gemini API reports: ``promptTokenCount`` is the whole prompt, cached part included;
+    ``candidatesTokenCount`` the response but its thinking, which is ``thoughtsTokenCount`` (only where there is
+    some, as the API reports it). A signature is no output: it is the thinking, carried."""
+    answer = [{k: v for k, v in p.items() if k != "thoughtSignature"} for p in parts if not p.get("thought")]
+    output, thoughts = max(1, count_tokens(answer)), thoughts_tokens(parts)
+    total = prompt_tokens + output + thoughts
     usage = {"promptTokenCount": prompt_tokens, "candidatesTokenCount": output, "totalTokenCount": total}
+    usage |= {"thoughtsTokenCount": thoughts} if thoughts else {}
     return usage | ({"cachedContentTokenCount": cached_tokens} if cached_tokens else {})
 
 
@@ -169,8 +208,11 @@ def stream_frames(parts: list[dict[str, Any]], model: str, usage: dict[str, Any]
     chunks: list[dict[str, Any]] = []
     for part in parts:
         if "text" in part:
-            text = part["text"]
-            chunks += [{"text": text[i : i + CHUNK_CHARS]} for i in range(0, len(text), CHUNK_CHARS)] or [{"text": ""}]
+            text, flags = part["text"], ({"thought": True} if part.get("thought") else {})
+            pieces = [text[i : i + CHUNK_CHARS] for i in range(0, len(text), CHUNK_CHARS)] or [""]
+            chunks += [{"text": piece, **flags} for piece in pieces]
+            if "thoughtSignature" in part:  # on the part's last chunk, as the API streams it
+                chunks[-1]["thoughtSignature"] = part["thoughtSignature"]
         else:
             chunks.append(part)
     for index, chunk in enumerate(chunks):
@@ -200,7 +242,7 @@ def assemble(stream: bytes) -> dict[str, Any] | None:
             for part in (content or {}).get("parts") or []:
                 joins = isinstance(part, dict) and "text" in part and parts and "text" in parts[-1]
                 if joins and bool(part.get("thought")) == bool(parts[-1].get("thought")):
-                    parts[-1] = {**parts[-1], "text": parts[-1]["text"] + str(part["text"])}
+                    parts[-1] = {**parts[-1], **part, "text": parts[-1]["text"] + str(part["text"])}
                 elif isinstance(part, dict):
                     parts.append(dict(part))
     if response is None:

@@ -7,7 +7,9 @@ first as ``agent-eval score`` finds it (``run-<label>.chat``, or ``session-*-<id
 response, N counted from the request itself (the ``model`` turns in its ``contents``), so a retried request gets the
 same answer and ``--resume`` continues where the recording did. Each response is sent as the model sent it: its text,
 then its calls as ``functionCall{id, name, args}`` under the names the CLI offers (``run_shell_command``,
-``mcp_NAME_tool``) and the model's ids, so the CLI's ``functionResponse``s pair up with them. The recorded working
+``mcp_NAME_tool``) and the model's ids, so the CLI's ``functionResponse``s pair up with them; its thinking, where the
+record kept some, as the stand-in renders it (:func:`~.gemini.with_thinking`: the recorded thoughts, and a signature
+declaring the rest of ``tokens.thoughts``), so the replay counts the thinking the recording did. The recorded working
 directory (the session context's first workspace directory) is rewritten to the replaying CLI's.
 
 A request offering no tools is no step of the recording (the CLI's own side requests): it is answered with text, as
@@ -25,7 +27,8 @@ from pytest_agent_eval.agents.gemini.transcript import SHELL_NAME, SHELL_TOOL, r
 
 from ..transcript import UserText
 from .cassette import rebase, recording_paths, refuse_unreadable
-from .gemini import gemini_name, read_turn, workspace_directory
+from .gemini import gemini_name, read_turn, with_thinking, workspace_directory
+from .usage import text_tokens
 
 SIDE_REQUEST_TEXT = "OK."
 
@@ -41,12 +44,14 @@ class GeminiCassetteBackend:
         assert session.chat_file is not None  # read_gemini found it, or raised
         self.chat = session.chat_file
         self.turns: list[list[dict[str, Any]]] = []
+        self.thinking: list[tuple[str, int]] = []  # per turn: its thoughts' text, and the tokens its thinking cost
         for message in session.messages(thread=None):
             parts: list[dict[str, Any]] = [{"text": message.text}] if message.text else []
             parts += [{"functionCall": {"id": call.id, "name": sent_name(call.name), "args": dict(call.input)}}
                       for call in message.calls]  # fmt: skip
             if parts:
                 self.turns.append(parts)
+                self.thinking.append(session.thinking.get(message.id, ("", 0)))
         texts = (workspace_directory(event.text) for event in session.timeline if isinstance(event, UserText))
         self.cwd = next((cwd for cwd in texts if cwd), None)
 
@@ -67,7 +72,11 @@ class GeminiCassetteBackend:
             return [{"text": f"(cassette exhausted: the recording has {len(self.turns)} responses)"}]
         parts = [dict(part) for part in self.turns[done]]
         cwd = read_turn(request).cwd
-        return rebase(parts, self.cwd, cwd) if self.cwd and cwd and cwd != self.cwd else parts
+        parts = rebase(parts, self.cwd, cwd) if self.cwd and cwd and cwd != self.cwd else parts
+        thought, spent = self.thinking[done]
+        if not (thought or spent):
+            return parts
+        return with_thinking(request, parts, thought, max(0, spent - text_tokens(thought)))
 
     def respond(self, request: dict[str, Any], headers: Mapping[str, str] | None = None) -> Any:
         raise ValueError(f"this cassette recorded Gemini CLI's Gemini API ({self.chat}), not the Messages API")

@@ -12,10 +12,20 @@ offers Read, Grep and Bash, an earlier ``exec_command`` is the step its command 
 the policy's reply is rendered back: a Read is ``cat -n FILE``, a Grep a ``grep -rli``, an explore a call in
 its namespace. So one corpus entry yields comparable sessions through either API.
 
+The policy's thinking is rendered as the real API renders reasoning: a ``reasoning`` item ``{id, summary:
+[{type: "summary_text", text}], encrypted_content}``. The thinking's text is the summary, streamed only when the
+request asks for one (``reasoning.summary``, Codex 0.171.0 sends ``"auto"``), else hidden with the rest; the hidden
+tokens are declared in ``encrypted_content`` (:func:`~.usage.hidden_signature`), sent only when the request includes
+``reasoning.encrypted_content`` (Codex does, and sends the item back in the next requests' ``input``, where the
+counting model prices it as the real API does: its summary plus what it hid). All reasoning is output:
+``output_tokens`` counts it, ``output_tokens_details.reasoning_tokens`` names it.
+
 The SSE stream is the one Codex parses: ``response.created``, per output item ``response.output_item.added``
-(``response.output_text.delta``…) ``response.output_item.done``, then ``response.completed`` with
-``usage{input_tokens, input_tokens_details.cached_tokens, output_tokens, output_tokens_details.reasoning_tokens,
-total_tokens}``. ``input_tokens`` is the whole prompt, cached part included, as the real API reports it.
+(``response.output_text.delta``…, or a reasoning summary's ``response.reasoning_summary_part.added``,
+``response.reasoning_summary_text.delta``… ``.done``, ``response.reasoning_summary_part.done``)
+``response.output_item.done``, then ``response.completed`` with ``usage{input_tokens,
+input_tokens_details.cached_tokens, output_tokens, output_tokens_details.reasoning_tokens, total_tokens}``.
+``input_tokens`` is the whole prompt, cached part included, as the real API reports it.
 """
 
 from __future__ import annotations
@@ -30,13 +40,15 @@ from ..agents.codex.transcript import SHELL_TOOL, command_output, text_of
 from ..metrics.file_access import bash_access
 from .scripted import Step, Turn, working_directory
 from .sse import CHUNK_CHARS, Reply, data_events, event, new_id
-from .usage import count_tokens
+from .usage import count_tokens, declared_hidden, hidden_signature, text_tokens
 
 # The CLI's own context, sent as user messages: not the question.
 _CONTEXT_RE = re.compile(r"^\s*(?:<environment_context>|<user_instructions>|# AGENTS\.md instructions)", re.S)
 _CWD_TAG_RE = re.compile(r"<cwd>([^<]+)</cwd>")
 # Directories a file search skips: version control, the retrieval tool's index, dependencies.
 _SKIPPED_DIRS = (".git", ".codegraph", "node_modules")
+# What a request includes to get each reasoning item's encrypted content (and send it back, with ``store: false``).
+ENCRYPTED_REASONING = "reasoning.encrypted_content"
 
 
 # -- reading a request --------------------------------------------------------------------------
@@ -142,13 +154,32 @@ def _function_call(request: dict[str, Any], block: dict[str, Any]) -> dict[str, 
     return {**call, "namespace": namespace} if namespace else call
 
 
+def _summary_asked(request: dict[str, Any]) -> bool:
+    reasoning = request.get("reasoning")
+    return isinstance(reasoning, dict) and reasoning.get("summary") not in (None, "none")
+
+
+def _reasoning(request: dict[str, Any], block: dict[str, Any]) -> dict[str, Any]:
+    """A thinking block as a reasoning item: its text the summary when one is asked, else hidden with what the block
+    hid; the hidden tokens declared in ``encrypted_content`` (see the module docstring)."""
+    text = str(block.get("thinking") or "")
+    shown = text if _summary_asked(request) else ""
+    hidden = declared_hidden(block) + (text_tokens(text) if not shown else 0)
+    summary = [{"type": "summary_text", "text": shown}] if shown else []
+    return {"type": "reasoning", "id": new_id("rs"), "summary": summary,
+            "encrypted_content": hidden_signature(hidden, new_id("enc"))}  # fmt: skip
+
+
 def output_items(request: dict[str, Any], reply: Reply) -> list[dict[str, Any]]:
-    """The reply's blocks as Responses output items: text as an assistant message, a call as a function_call.
-    Thinking has no place here (Codex would need a reasoning item's encrypted content): it is left out."""
+    """The reply's blocks as Responses output items: thinking as a reasoning item, text as an assistant message, a
+    call as a function_call. Each reasoning item carries its ``encrypted_content``: :func:`as_requested` leaves it
+    out where the request did not include it, once the usage is counted."""
     items: list[dict[str, Any]] = []
     for block in reply.blocks:
         if block.get("type") == "tool_use":
             items.append(_function_call(request, block))
+        elif block.get("type") == "thinking":
+            items.append(_reasoning(request, block))
         elif block.get("type") == "text":
             text = {"type": "output_text", "text": block.get("text") or "", "annotations": []}
             items.append({"type": "message", "id": new_id("msg"), "status": "completed", "role": "assistant",
@@ -156,14 +187,44 @@ def output_items(request: dict[str, Any], reply: Reply) -> list[dict[str, Any]]:
     return items
 
 
+def as_requested(request: dict[str, Any], items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The output items as the API sends them: a reasoning item's ``encrypted_content`` only where the request
+    includes it (``include: ["reasoning.encrypted_content"]``)."""
+    if ENCRYPTED_REASONING in (request.get("include") or []):
+        return items
+    return [_without_encryption(item) for item in items]
+
+
+def _without_encryption(item: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in item.items() if k != "encrypted_content"} if item.get("type") == "reasoning" else item
+
+
+def generated(item: dict[str, Any]) -> dict[str, Any]:
+    """What the model generated of an output item, as the counting model prices every stand-in's output: the
+    Messages API's content block of it (a text, a thinking, a tool_use with its call id, name and input). The
+    Responses API's own item ids, status, annotations and encryption are not the model's output."""
+    if item.get("type") == "message":
+        return {"type": "text", "text": text_of(item.get("content"))}
+    if item.get("type") == "reasoning":
+        return {"type": "thinking", "thinking": text_of(item.get("summary"))}
+    try:
+        arguments = json.loads(item.get("arguments") or "{}")
+    except ValueError:
+        arguments = item.get("arguments")
+    return {"type": "tool_use", "id": item.get("call_id"), "name": item.get("name"), "input": arguments}
+
+
 def usage_json(prompt_tokens: int, cached_tokens: int, items: list[dict[str, Any]]) -> dict[str, Any]:
-    """The usage a caching Responses API reports: ``input_tokens`` is the whole prompt, cached part included."""
-    output = max(1, count_tokens(items))
+    """The usage a caching Responses API reports: ``input_tokens`` is the whole prompt, cached part included;
+    ``output_tokens`` what the model generated (:func:`generated`) and the reasoning it hid (its ``encrypted_content``
+    declares it), of which ``reasoning_tokens`` the reasoning, summary and hidden."""
+    reasoning = sum(count_tokens(generated(i)) + declared_hidden(i) for i in items if i.get("type") == "reasoning")
+    output = max(1, sum(count_tokens(generated(i)) + declared_hidden(i) for i in items))
     return {
         "input_tokens": prompt_tokens,
         "input_tokens_details": {"cached_tokens": cached_tokens},
         "output_tokens": output,
-        "output_tokens_details": {"reasoning_tokens": 0},
+        "output_tokens_details": {"reasoning_tokens": reasoning},
         "total_tokens": prompt_tokens + output,
     }
 
@@ -193,11 +254,30 @@ def stream_events(items: list[dict[str, Any]], model: str, usage: dict[str, Any]
                 delta = {"item_id": item["id"], "output_index": index, "content_index": 0,
                          "delta": text[start : start + CHUNK_CHARS]}  # fmt: skip
                 yield _event("response.output_text.delta", delta, sequence)
+        elif item["type"] == "reasoning":
+            yield _event("response.output_item.added", {"output_index": index, "item": {**item, "summary": []}},
+                         sequence)  # fmt: skip
+            for summary_index, part in enumerate(item.get("summary") or []):
+                yield from _summary_events(item["id"], index, summary_index, part, sequence)
         else:
             yield _event("response.output_item.added", {"output_index": index, "item": item}, sequence)
         yield _event("response.output_item.done", {"output_index": index, "item": item}, sequence)
     done = response_json(items, model, usage, response_id, "completed")
     yield _event("response.completed", {"response": done}, sequence)
+
+
+def _summary_events(
+    item_id: str, index: int, summary_index: int, part: dict[str, Any], sequence: list[int]
+) -> Iterator[bytes]:
+    """One summary part of a reasoning item, its text streamed in pieces as the API streams a reasoning summary."""
+    where = {"item_id": item_id, "output_index": index, "summary_index": summary_index}
+    text = str(part.get("text") or "")
+    yield _event("response.reasoning_summary_part.added", {**where, "part": {**part, "text": ""}}, sequence)
+    for start in range(0, len(text), CHUNK_CHARS):
+        yield _event("response.reasoning_summary_text.delta", {**where, "delta": text[start : start + CHUNK_CHARS]},
+                     sequence)  # fmt: skip
+    yield _event("response.reasoning_summary_text.done", {**where, "text": text}, sequence)
+    yield _event("response.reasoning_summary_part.done", {**where, "part": part}, sequence)
 
 
 _ENDED = ("response.completed", "response.failed", "response.incomplete")

@@ -42,7 +42,7 @@ from .opencode import read_turn as read_opencode_turn
 from .opencode import render as render_opencode
 from .record import RequestLog
 from .refusal import refusal, responses_refusal
-from .responses import assemble_response, output_items, read_turn, response_json, usage_json
+from .responses import as_requested, assemble_response, output_items, read_turn, response_json, usage_json
 from .responses import stream_events as response_events
 from .sse import Reply, assemble, message_json, new_id, stream_events
 from .usage import PromptCount, UsageModel
@@ -339,6 +339,7 @@ class _Handler(BaseHTTPRequestHandler):
         self._keep_truth(Truth(response_id, count))
         cached = usage["cache_read_input_tokens"]
         body_usage = usage_json(count.tokens, cached, items)
+        items = as_requested(request, items)  # counted whole: the reasoning's encrypted content only where asked
         response = response_json(items, model, body_usage, response_id, "completed")
         if not request.get("stream"):
             self._send_json(200, response)

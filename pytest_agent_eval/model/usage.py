@@ -26,7 +26,9 @@ client sends back holds the summary (or nothing) and a signature, while the prom
 thinking. The stand-in does the same, honestly: a thinking block whose signature was made by
 :func:`hidden_signature` costs its serialised form plus the tokens the signature declares, and the truth
 (:attr:`PromptCount.hidden`) names them, so what it counts is always what the request holds plus what it says
-it hid.
+it hid. A Responses API ``reasoning`` item (Codex) declares its hidden tokens the same way, in its
+``encrypted_content``, and costs the reasoning it carries when it comes back: its summary's text and what it hid (its
+id and encryption are no tokens the model reads).
 
 The truth a stand-in knows: :meth:`UsageModel.count_prompt` gives, per request, the prompt's tokens, each
 tool_result block's tokens by ``tool_use_id`` (what occupancy estimates from the outside) and the hidden
@@ -93,10 +95,22 @@ def hidden_signature(tokens: int, nonce: str) -> str:
 
 
 def declared_hidden(block: Any) -> int:
-    """The hidden thinking tokens a thinking block's signature declares (0 for any other block)."""
-    if not isinstance(block, dict) or block.get("type") not in ("thinking", "redacted_thinking"):
+    """The hidden thinking tokens a thinking block's signature declares, or a Responses API reasoning item's
+    ``encrypted_content`` (0 for any other block)."""
+    if not isinstance(block, dict):
         return 0
-    found = _HIDDEN_RE.match(str(block.get("signature") or ""))
+    if block.get("type") in ("thinking", "redacted_thinking"):
+        carrier = block.get("signature")
+    elif block.get("type") == "reasoning":
+        carrier = block.get("encrypted_content")
+    else:
+        return 0
+    return signed_hidden(carrier)
+
+
+def signed_hidden(signature: Any) -> int:
+    """The hidden thinking tokens a stand-in's signature declares (:func:`hidden_signature`; 0 for anything else)."""
+    found = _HIDDEN_RE.match(str(signature or ""))
     return int(found.group(1)) if found else 0
 
 
@@ -131,6 +145,16 @@ def moved_context(block: Any) -> int:
 def _is_moved(item: Any) -> bool:
     text = str(item.get("text") or "") if isinstance(item, dict) and item.get("type") == "text" else ""
     return text.lstrip().startswith("<system-reminder>") and not _TOKENS_LEFT_RE.fullmatch(text)
+
+
+def _unit_tokens(value: Any) -> int:
+    """What one unit of a prompt costs: its JSON (see the module docstring) and the thinking it declares hidden; a
+    Responses API reasoning item costs the reasoning it carries, its summary's text and what it hid (its id and
+    encryption are no tokens the model reads: the API decrypts the reasoning)."""
+    if isinstance(value, dict) and value.get("type") == "reasoning":
+        summary = [part.get("text") for part in value.get("summary") or [] if isinstance(part, dict)]
+        return count_tokens(summary) + declared_hidden(value)
+    return count_tokens(value) + declared_hidden(value)
 
 
 def _without_cache_control(value: Any) -> Any:
@@ -183,7 +207,7 @@ class UsageModel:
             tokens = self._counted.get(key)
         hidden = declared_hidden(clean)
         if tokens is None:
-            tokens = count_tokens(clean) + hidden
+            tokens = _unit_tokens(clean)
             with self._lock:
                 if len(self._counted) >= REMEMBERED_UNITS:
                     self._counted.clear()

@@ -41,6 +41,9 @@ if TYPE_CHECKING:  # run as a script by an ordinary user, this module has no sup
 
 QUESTION = "How does res.send decide the Content-Type and ETag?"
 TURN_TIMEOUT = 120.0
+# A real model's thinking, for the sessions held to the stand-in's counts: 1,200 characters shown before the first call,
+# 2,000 tokens counted but only summarised before the second (ScriptedBackend's hidden_thinking, visible_thinking).
+THINKING = {"hidden_thinking": (0, 2_000), "summarised": True, "visible_thinking": (1_200,)}
 
 
 @dataclass
@@ -118,17 +121,21 @@ def run_arm(
     return Arm(workspace, config, run, agent.read_transcript(run.segments), requests, truth, record)
 
 
-def both_arms(agent: CodingAgent, folder: Path, tools: RealTools, build: Provisioned) -> dict[bool, Arm]:
-    """Both arms of the A/B on express in ``folder``, keyed by whether the arm has the tool; skips the test when
-    the sandbox is switched off, and fails it when bubblewrap cannot seal."""
+def both_arms(
+    agent: CodingAgent, folder: Path, tools: RealTools, build: Provisioned, model: Callable[[], Any] | None = None
+) -> dict[bool, Arm]:
+    """Both arms of the A/B on express in ``folder``, keyed by whether the arm has the tool, each against a backend
+    ``model()`` makes (the scripted policy by default); skips the test when the sandbox is switched off, and fails it
+    when bubblewrap cannot seal."""
     import pytest
 
     if not sandbox.enabled():
         pytest.skip("the sandbox is switched off")
     sandbox.check_sandbox()
+    backend = model or ScriptedBackend
     return {
-        True: run_arm(agent, folder, tools.express, build, tools.cache, codegraph=tools.codegraph),
-        False: run_arm(agent, folder, tools.express, build, tools.cache),
+        True: run_arm(agent, folder, tools.express, build, tools.cache, codegraph=tools.codegraph, model=backend()),
+        False: run_arm(agent, folder, tools.express, build, tools.cache, model=backend()),
     }
 
 

@@ -36,14 +36,15 @@ def post(url: str, body: dict[str, Any], path: str) -> tuple[int, bytes]:
 
 
 def assert_replays(agent: CodingAgent, recorded: Arm, folder: Path, tools: RealTools, build: Provisioned,
-                   cassette: type, has_tool: bool) -> None:  # fmt: skip
+                   cassette: type, has_tool: bool) -> Arm:  # fmt: skip
     """The cassette of ``recorded`` (of the type ``cassette``) replays it through the real CLI in ``folder``, another
-    workspace (:func:`assert_replayed`)."""
+    workspace (:func:`assert_replayed`); the replayed arm."""
     backend = cassette_backend(recorded.run.segments)
     assert isinstance(backend, cassette)
     tool = {"codegraph": tools.codegraph} if has_tool else {}
     replayed = run_arm(agent, folder, tools.express, build, tools.cache, model=backend, **tool)
     assert_replayed(recorded, replayed, has_tool)
+    return replayed
 
 
 def assert_replayed(recorded: Arm, replayed: Arm, has_tool: bool) -> None:

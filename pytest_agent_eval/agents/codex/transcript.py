@@ -12,7 +12,11 @@ metrics need:
   to Codex's own budget, while the event stream's ``aggregated_output`` is whole), and calls Codex refused
   itself (a deny rule), which the event stream leaves out.
 
-The event stream gives the turns' ends (``turn.completed`` / ``turn.failed``) and errors.
+The event stream gives the turns' ends (``turn.completed`` / ``turn.failed``) and errors. A turn is a segment: its
+messages are the requests between its ``task_started`` and the next, and its result declares its output (every
+request's summed, reasoning included: the last usage record's ``turn_token_usage``; the stream's ``turn.completed`` of
+a resumed turn counts the whole thread's), which tells occupancy what the reasoning hid. A ``reasoning`` item is a
+thinking block holding its summary (empty when the model showed none): its encrypted content is the API's own.
 
 Codex's tools are named in the house's common vocabulary, the one the metrics read: an MCP tool
 (``function_call{namespace: "mcp__NAME", name}``) is ``mcp__NAME__<name>``; the shell, ``exec_command{cmd}``,
@@ -144,9 +148,10 @@ def read_codex(events_files: str | Path | Sequence[str | Path], rollout_file: st
         raise TranscriptError(
             f"{rollout}: the rollout of session {meta.get('id')}, not of {paths[0]}'s thread {session.thread_id}"
         )
-    _Rollout(session).read(records)
-    for path, events in zip(paths, turns, strict=True):
-        _read_events(session, events, path)
+    rollout = _Rollout(session)
+    rollout.read(records)
+    for segment, (path, events) in enumerate(zip(paths, turns, strict=True)):
+        _read_events(session, events, path, segment, rollout.turn_output.get(segment))
     session.files = paths  # the rollout is rollout_file: a segment count would call it one more turn
     return session
 
@@ -163,8 +168,11 @@ def _thread_id(events: list[dict[str, Any]], path: Path) -> str:
     return first["thread_id"]
 
 
-def _read_events(session: CodexSession, events: list[dict[str, Any]], path: Path) -> None:
-    """Turn ends and errors from the event stream; the answer is the turn's last agent message."""
+def _read_events(
+    session: CodexSession, events: list[dict[str, Any]], path: Path, segment: int, output: int | None
+) -> None:
+    """Turn ends and errors from the event stream of the turn ``segment``; the answer is the turn's last agent message,
+    its output the rollout's (``output``; the stream's ``turn.completed`` of a resumed turn counts the thread's)."""
     answer, turn_open = "", False
     for event in events:
         kind = event.get("type")
@@ -179,7 +187,7 @@ def _read_events(session: CodexSession, events: list[dict[str, Any]], path: Path
             failed = kind != "turn.completed"
             error = event.get("error") if isinstance(event.get("error"), dict) else event
             text = str(error.get("message") or kind) if failed else answer
-            session.results.append(Result(text, kind, failed, None, 0))
+            session.results.append(Result(text, kind, failed, None, segment, output_tokens=output))
             turn_open = turn_open and kind == "error"
     if turn_open:
         session.parse.unfinished.append(str(path))
@@ -230,6 +238,9 @@ class _Rollout:
         self.calls: dict[str, ToolCall] = {}
         self.model = ""
         self.closed_by_record = False
+        self.turn = 0  # the turns started so far: a message's segment is its turn's (one events file a turn)
+        # turn (from 0) → its output tokens, every request's summed, reasoning included: its last usage record's
+        self.turn_output: dict[int, int] = {}
 
     def read(self, records: list[dict[str, Any]]) -> None:
         for record in records:
@@ -239,10 +250,15 @@ class _Rollout:
             kind = record.get("type")
             if kind == "turn_context" and isinstance(payload.get("model"), str):
                 self.model = payload["model"]
+            elif kind == "event_msg" and payload.get("type") == "task_started":
+                self.turn += 1
             elif kind == "response_item":
                 self._item(payload)
             elif kind == "token_usage_record":
                 self._close(str(payload.get("response_id") or ""), payload.get("usage"))
+                turn = payload.get("turn_token_usage")
+                if isinstance(turn, dict) and _count(turn.get("output_tokens")):
+                    self.turn_output[max(0, self.turn - 1)] = _count(turn.get("output_tokens"))
                 self.closed_by_record = True
             elif kind == "event_msg" and payload.get("type") == "token_count" and self.pending:
                 info = payload.get("info") if isinstance(payload.get("info"), dict) else {}
@@ -264,7 +280,8 @@ class _Rollout:
         number = len(self.session.messages(None)) + 1
         if not response_id:
             self.session.unread.setdefault("response_ids", "some requests' usage records name no response id")
-        message = Message(response_id or f"codex-request-{number}", MAIN, _usage(raw_usage), 0, model=self.model)
+        message = Message(response_id or f"codex-request-{number}", MAIN, _usage(raw_usage), max(0, self.turn - 1),
+                          model=self.model)  # fmt: skip
         for item in self.pending:
             if item.get("type") == "message":
                 message.blocks.append({"type": "text", "text": text_of(item.get("content"))})

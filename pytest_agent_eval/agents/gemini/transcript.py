@@ -15,6 +15,11 @@ Gemini CLI writes two records of a session:
   the CLI's session context), or the calls' results as ``functionResponse`` parts: exactly what the next request
   carried.
 
+A ``gemini`` record's ``thoughts`` (the thought summaries the CLI asked for, ``includeThoughts``) are no block of its
+message: the CLI sends no thought back to the model, so they never occupy the context (the ``thoughtSignature`` it
+sends back on a call part is not recorded). Their cost, ``tokens.thoughts``, is output, counted in the message's; both
+are kept apart (:attr:`GeminiSession.thinking`), for a replay.
+
 So the chat record gives each request's usage, calls and results; the event stream gives the turns' ends (the
 ``result`` event) and errors. Tools are named in the house's common vocabulary: ``mcp_NAME_tool`` is
 ``mcp__NAME__tool``; ``run_shell_command{command}`` is ``Bash{command}``, so the file-access classifier decides, as for
@@ -85,6 +90,8 @@ class GeminiSession(Session):
     chat_file: Path | None = None
     unread: dict[str, str] = field(default_factory=lambda: dict(UNREAD))
     notices: list[str] = field(default_factory=list)
+    # message id → the thinking its record keeps: the thought summaries' text, and tokens.thoughts (what a replay sends)
+    thinking: dict[str, tuple[str, int]] = field(default_factory=dict)
 
 
 def model_method(path: str) -> tuple[str, str] | None:
@@ -277,6 +284,10 @@ class _Chat:
         text = content if isinstance(content, str) else _text(content)
         if text:
             message.blocks.append({"type": "text", "text": text})
+        thoughts = "".join(_thought_text(t) for t in record.get("thoughts") or [] if isinstance(t, dict))
+        spent = _count((record.get("tokens") or {}).get("thoughts")) if isinstance(record.get("tokens"), dict) else 0
+        if thoughts or spent:
+            self.session.thinking[message.id] = (thoughts, spent)
         for raw in record.get("toolCalls") or []:
             if isinstance(raw, dict):
                 call = _call(raw, message)
@@ -348,11 +359,20 @@ def _read_events(session: GeminiSession, events: list[dict[str, Any]], path: Pat
         session.parse.unfinished.append(str(path))
 
 
+def _thought_text(thought: dict[str, Any]) -> str:
+    """A recorded thought as the model streamed it: the CLI splits ``**Subject** description`` apart."""
+    subject, description = str(thought.get("subject") or ""), str(thought.get("description") or "")
+    return f"**{subject}**\n\n{description}" if subject else description
+
+
 def _usage(raw: Any) -> Usage | None:
+    """A ``gemini`` record's ``tokens`` as the common usage: its output is the answer's (``output``, the API's
+    ``candidatesTokenCount``) and the thinking's (``thoughts``, ``thoughtsTokenCount``), as a Messages API's
+    ``output_tokens`` counts its thinking."""
     if not isinstance(raw, dict):
         return None
     whole, cached = _count(raw.get("input")), _count(raw.get("cached"))
-    return Usage(max(0, whole - cached), cached, 0, _count(raw.get("output")))
+    return Usage(max(0, whole - cached), cached, 0, _count(raw.get("output")) + _count(raw.get("thoughts")))
 
 
 def _count(value: Any) -> int:
