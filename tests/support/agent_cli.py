@@ -193,12 +193,15 @@ def main(args: list[str]) -> int:
     build = Provisioned(agent.executable, launcher, agent.version, agent.version)
     arm = run_arm(agent, out, express, build, cache, codegraph=codegraph)
     report = contamination(arm.session)
+    shell = [c.result for c in arm.session.calls if c.name == "Bash" and c.result is not None]
     summary = {
         "uid": os.geteuid(),
         "exit_codes": arm.run.exit_codes,
         "requests": len(arm.requests),
         "messages": len(arm.session.messages()),
         "answers": arm.session.answer_texts(),
+        # shell commands that ran (not refused): through the sandbox's shell, the jail's for an agent with one
+        "shell_ran": sum(not result.is_error for result in shell),
         "cli_blocked": report.cli_blocked,
         "contaminated": report.contaminated,
         "mcp_calls": len(report.mcp_calls),
