@@ -12,29 +12,16 @@ from collections import Counter
 from pathlib import Path
 from typing import Any
 
+from support.gemini import held_results
+
 from pytest_agent_eval.agents.gemini.transcript import read_gemini
 from pytest_agent_eval.metrics.occupancy import FAMILIES, family, occupancy
 from pytest_agent_eval.model.truth import read_truth_log
-from pytest_agent_eval.transcript import Compaction, Message, Session, ToolResult, UserText
+from pytest_agent_eval.transcript import Compaction, Session, ToolResult, UserText
 
 DATA = Path(__file__).parent / "data/gemini"
 SESSION = "5e55a1d0-0000-4000-8000-000000000001"
 CONTEXT = {"text": "<session_context>\nThis is the Gemini CLI.\n</session_context>"}
-
-
-def held_results(session: Session) -> list[Counter[str]]:
-    """Per message, the results (call id → how many) the context held when it was asked for: those since the last
-    compaction."""
-    held: Counter[str] = Counter()
-    per_message = []
-    for item in session.timeline:
-        if isinstance(item, Compaction):
-            held = Counter()
-        elif isinstance(item, ToolResult):
-            held[item.call_id] += 1
-        elif isinstance(item, Message):
-            per_message.append(Counter(held))
-    return per_message
 
 
 # -- a chat record as Gemini CLI 0.61.0 writes one (the shape of a real two-turn run's, cut down) -------------------
