@@ -2,7 +2,7 @@
 session's own agent keeps its ids), rows that tell agents apart (arms compared within an agent, never across),
 and, through pytester, a mixed campaign of the stand-in claude and a second stand-in agent
 (:mod:`support.second_agent`) — resumed, sharded and merged into the records of one run, compared, and its report
-showing the agents side by side."""
+showing the agents side by side; and the real Claude Code and Codex CLIs' campaign sharded, merged and resumed."""
 
 from __future__ import annotations
 
@@ -14,6 +14,7 @@ from pathlib import Path
 
 import pytest
 from support.browser import CHROMIUM, chart, chromium
+from support.e2e import RealTools, inner_env, leftovers, run_pytest, summary
 from support.paths import REPO
 from support.second_agent import NEXT, REFERENCE, add_next, without_reading
 from support.sessions import api_error
@@ -284,3 +285,77 @@ def test_the_marker_names_the_agents_of_one_test(project):
     bad = project.run("--collect-only", "-q", "evals/test_marked.py", "--agent-eval-agents", "codex,codex")
     assert bad.ret == pytest.ExitCode.USAGE_ERROR
     assert "--agent-eval-agents: agent 'codex' given twice in 'codex,codex'" in bad.stderr.str()
+
+
+# -- the same through the real CLIs ----------------------------------------------------------------------------
+# The items of `-k express --agent-eval-agents claude-code,codex --arms with,without --agent-eval-runs 1`: agent, arm
+REAL_ITEMS = {
+    "express-with-1": ("claude-code", "with"), "express-without-1": ("claude-code", "without"),
+    "express-codex-with-1": ("codex", "with"), "express-codex-without-1": ("codex", "without"),
+}  # fmt: skip
+
+
+@pytest.mark.slow
+@pytest.mark.timeout(900)
+def test_a_real_claude_code_and_codex_campaign_sharded_merged_and_resumed(
+    real_tools: RealTools, tag: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """``pytest evals -k express --agent-eval-agents claude-code,codex --arms with,without`` with the real CLIs
+    against the stand-in model, one run per arm and one turn: shard 1/2 holds every item (a repository's items, of
+    every agent, stay on one shard) and shard 2/2 none; their merge is the whole campaign, each agent's with-arm
+    paired with its own without-arm; a resume of the campaign after one item's record was lost runs that item
+    alone and re-scores the others, Codex's among them, from their transcripts."""
+    CODEX.provision(real_tools.cache, CODEX.version)  # into the shared cache once: the inner sessions find it
+    env = inner_env(real_tools, tag)
+    command = ["evals", "-k", "express", "--agent-eval-agents", "claude-code,codex", "--arms", "with,without",
+               "--agent-eval-runs", "1", "--agent-eval-turns", "1", "--agent-eval-backend", "scripted",
+               "--agent-eval-offline"]  # fmt: skip
+    done = {i: run_pytest([*command, f"--agent-eval-shard={i}/2", f"--agent-eval-out={tmp_path / f'shard{i}'}"],
+                          REPO, env, tmp_path / f"run{i}") for i in (1, 2)}  # fmt: skip
+    assert done[1].returncode == 0 and re.search(r"\b4 passed\b", done[1].stdout), done[1].stdout[-3000:]
+    side = r"[+−]\d+% \(1 pair: no interval\)"
+    assert re.search(rf"agent-eval: agents on express: retrieval residual with vs without: Claude Code {side} · "
+                     rf"Codex CLI {side}\n", done[1].stdout)  # fmt: skip
+    assert done[2].returncode == 0 and "agent-eval: shard 2/2 holds none of the 4 selected item(s)" in done[2].stdout
+    assert not any(p.is_dir() for p in (tmp_path / "shard2").glob("*"))  # an empty shard writes no campaign
+    shard = only_campaign(tmp_path / "shard1")
+    records = {r.id: r for r in Campaign.open(shard).items()}
+    assert {i: (r.agent, r.arm) for i, r in records.items()} == REAL_ITEMS
+    assert {r.outcome for r in records.values()} == {"passed"}
+
+    merged = tmp_path / "merged"
+    assert agent_eval(["merge", str(merged), str(shard)]) == 0
+    assert f"agent-eval: merged 1 shard(s), 4 run(s), into {merged}" in capsys.readouterr().out
+    assert comparable(merged) == comparable(shard)
+    assert json.loads((merged / "manifest.json").read_text())["shard"]["merged_from"] == [
+        {"index": 1, "campaign": shard.name}]  # fmt: skip
+    [on_express] = [on for on in json.loads((merged / "summary.json").read_text())["agents"]
+                    if on["entry"] == "express"]  # fmt: skip
+    assert (on_express["arm"], on_express["reference"]) == ("with", "without")
+    residual = {i: r.figures["residual_tokens"] for i, r in records.items()}
+    assert on_express["agents"] == {
+        agent: {"title": title, "figure": "residual_tokens", "pairs": 1, "interval": None, "verdict": "no interval",
+                "change": pytest.approx(residual[f"express{infix}-with-1"] / residual[f"express{infix}-without-1"] - 1)}
+        for agent, title, infix in (("claude-code", "Claude Code", ""), ("codex", "Codex CLI", "-codex"))
+    }  # fmt: skip
+
+    # the campaign lost Codex's without-arm's record (an interrupt before it was written): the resume runs it alone
+    lost = "express-codex-without-1"
+    items = shard / "items.jsonl"
+    kept = [line for line in items.read_text().splitlines() if json.loads(line)["id"] != lost]
+    items.write_text("\n".join(kept) + "\n")
+    kept_ids = [json.loads(line)["id"] for line in kept]
+    again = run_pytest(["evals", f"--agent-eval-resume={shard}"], REPO, env, tmp_path / "resume")
+    assert again.returncode == 0 and re.search(r"\b4 passed\b", again.stdout), again.stdout[-3000:]
+    assert "4 run(s) (3 re-scored from the resumed campaign, not re-run)" in again.stdout
+    after = summary(tmp_path / "shard1")  # the resumed session's records; items.jsonl got the lost one's alone
+    assert {i: r["resumed"] for i, r in after.items()} == {i: i != lost for i in REAL_ITEMS}
+    assert [json.loads(line)["id"] for line in items.read_text().splitlines()] == [*kept_ids, lost]
+    ran_again = [i for i in REAL_ITEMS if (shard / "items" / i / "attempt-1").is_dir()]  # its first run set aside
+    assert ran_again == [lost] and after[lost]["outcome"] == "passed" and after[lost]["agent"] == "codex"
+    for item in REAL_ITEMS:  # re-scored from the transcripts they left: the same figures
+        if item != lost:
+            assert after[item]["segments"] == records[item].segments
+            assert {k: v for k, v in after[item]["figures"].items() if k not in TIMES} == {
+                k: v for k, v in records[item].figures.items() if k not in TIMES}  # fmt: skip
+    assert leftovers(tag, tmp_path) == []

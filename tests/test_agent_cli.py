@@ -90,7 +90,7 @@ AGENTS = {
             # Gemini CLI refuses command substitution itself
             "$(echo codegraph) --help": r"^Command injection detected: command substitution",
         },
-        deny_file="policy", deny_shape="[[rule]]",
+        user_copy=_copy_node_package, deny_file="policy", deny_shape="[[rule]]",
     ),
     "opencode": Expect(
         OPENCODE, "pytest_agent_eval.agents.opencode:OPENCODE", kept_config, lambda segment: segment,
@@ -222,3 +222,4 @@ def test_the_agent_runs_sealed_for_an_ordinary_user_too(real_tools: RealTools, n
     assert result["requests"] == result["messages"] + expect.side_requests and result["messages"] > 1
     assert result["answers"][0].startswith("Answer to: How does")
     assert (result["cli_blocked"], result["contaminated"], result["mcp_calls"]) == (1, False, 0)
+    assert result["shell_ran"] >= 2  # its search and a read ran through the sandbox's shell (the jail's)

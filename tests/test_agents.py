@@ -18,7 +18,15 @@ from support.synth import Transcript
 from support.tinygrep_tool import TINYGREP
 
 from pytest_agent_eval.agents import agent_named
-from pytest_agent_eval.agents.base import AgentConfig, AgentSetup, CodingAgent, DriveOptions, McpServer, load_agent
+from pytest_agent_eval.agents.base import (
+    AgentConfig,
+    AgentSetup,
+    CodingAgent,
+    Drive,
+    DriveOptions,
+    McpServer,
+    load_agent,
+)
 from pytest_agent_eval.agents.claude_code import CLAUDE_CODE, STANDIN_API_KEY, ClaudeCode
 from pytest_agent_eval.agents.claude_code.deny import hook_command
 from pytest_agent_eval.agents.claude_code.probe import ProbeModel
@@ -161,12 +169,10 @@ class StubAgent(CodingAgent):
     def block_probe(self, command: str) -> Any:
         return ProbeModel(command)
 
-    def drive(
-        self, build: Provisioned, questions: Sequence[str], *, mode: str, config: AgentConfig,
-        options: DriveOptions, label: str, out_dir: Path, cwd: Path, env: Mapping[str, str],
-    ) -> RunRecord:  # fmt: skip
-        settings = json.loads(config.files["config"].read_text())
-        self.calls.append(f"drive {label} {mode} model={env['STUB_MODEL_URL'] != ''} config={env['STUB_CONFIG']}")
+    def run_session(self, run: Drive) -> RunRecord:
+        label, env = run.label, run.env
+        settings = json.loads(run.config.files["config"].read_text())
+        self.calls.append(f"drive {label} {run.mode} model={env['STUB_MODEL_URL'] != ''} config={env['STUB_CONFIG']}")
         t = Transcript()
         if label == "block-probe":
             t.reply(t.call("Bash", command=f"{settings['deny']} --version"), settings["reason"], is_error=True)
@@ -174,10 +180,10 @@ class StubAgent(CodingAgent):
         elif not any(c.startswith("drive with") for c in self.calls[:-1]):
             raise AgentInfraError("the stub's first attempt fails")
         else:
-            t.say(f"{questions[0]}: in lib/a.js")
+            t.say(f"{run.questions[0]}: in lib/a.js")
             t.result("in lib/a.js")
-        out_dir.mkdir(parents=True, exist_ok=True)
-        segment = t.write(out_dir / segment_name(label, 1))
+        run.out_dir.mkdir(parents=True, exist_ok=True)
+        segment = t.write(run.out_dir / segment_name(label, 1))
         return RunRecord(label=label, segments=[segment], wall_s=[0.5], exit_codes=[0])
 
     def read_transcript(self, segments: Sequence[Path]) -> Session:

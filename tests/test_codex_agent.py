@@ -12,7 +12,7 @@ from pathlib import Path
 import pytest
 from support.fake_agent import agent_setup, drive_fake, fake_cli
 
-from pytest_agent_eval.agents.base import DriveOptions, McpServer, load_agent
+from pytest_agent_eval.agents.base import Drive, DriveOptions, McpServer, load_agent
 from pytest_agent_eval.agents.codex import CODEX
 from pytest_agent_eval.agents.codex.config import KEY_VAR, exec_command
 from pytest_agent_eval.agents.codex.driver import CodexOptions, find_rollout_in, run_codex
@@ -178,8 +178,8 @@ def test_codex_is_driven_headless_only_and_with_a_question(tmp_path: Path) -> No
     config = CODEX.configure(agent_setup(tmp_path))
     build = Provisioned("codex", tmp_path / "codex", CODEX.version, CODEX.version)
     with pytest.raises(ValueError, match="driven headless only"):
-        CODEX.drive(build, ["Q?"], mode="tmux", config=config, options=DriveOptions(), label="x", out_dir=tmp_path,
-                    cwd=tmp_path, env={"HOME": str(tmp_path / "home")})  # fmt: skip
+        CODEX.drive(Drive(build, ["Q?"], mode="tmux", config=config, options=DriveOptions(), label="x",
+                          out_dir=tmp_path, cwd=tmp_path, env={"HOME": str(tmp_path / "home")}))
     with pytest.raises(ValueError, match="no question"):
         run_codex([], label="x", out_dir=tmp_path, cwd=tmp_path, env={}, options=CodexOptions(codex="codex"))
 

@@ -16,7 +16,7 @@ import pytest
 from support.fake_agent import agent_setup, drive_fake
 
 from pytest_agent_eval.agents import agent_named
-from pytest_agent_eval.agents.base import AgentSetup, DriveOptions, McpServer, load_agent
+from pytest_agent_eval.agents.base import AgentSetup, Drive, DriveOptions, McpServer, load_agent
 from pytest_agent_eval.agents.claude_code.transcript import read_segments
 from pytest_agent_eval.agents.opencode import OPENCODE
 from pytest_agent_eval.agents.opencode.agent import bash_action, wildcard
@@ -340,9 +340,9 @@ def test_opencode_is_driven_headless_only_in_its_configured_environment(tmp_path
     build = Provisioned("opencode", tmp_path / "opencode", OPENCODE.version, OPENCODE.version)
     drive = {"config": config, "options": DriveOptions(), "label": "x", "out_dir": tmp_path, "cwd": tmp_path}
     with pytest.raises(ValueError, match="driven headless only"):
-        OPENCODE.drive(build, ["Q?"], mode="tmux", env=dict(config.env), **drive)
+        OPENCODE.drive(Drive(build, ["Q?"], mode="tmux", env=dict(config.env), **drive))
     with pytest.raises(ValueError, match=r"does not set XDG_CONFIG_HOME as its config does"):
-        OPENCODE.drive(build, ["Q?"], mode="headless", env={}, **drive)
+        OPENCODE.drive(Drive(build, ["Q?"], mode="headless", env={}, **drive))
     with pytest.raises(ValueError, match="no question"):
         run_opencode([], label="x", out_dir=tmp_path, cwd=tmp_path, env={},
                      options=OpenCodeOptions(opencode="opencode", config=config.files["config"]))  # fmt: skip

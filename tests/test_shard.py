@@ -169,6 +169,11 @@ def test_a_missing_a_duplicated_or_an_unsharded_campaign_is_refused(tmp_path):
     # Shard 3 held nothing (two repositories, three shards), so it wrote no campaign: 1 and 2 are all of it.
     merge(tmp_path / "merged", [one.path, two.path])
     assert len(Campaign.open(tmp_path / "merged").items()) == 6
+    # the empty one may be any shard: the merged manifest names each given shard by its own index, of three
+    three = shard_campaign(tmp_path, 3, 3, ["express"])
+    merge(tmp_path / "merged-1-3", [three.path, one.path])
+    assert Campaign.open(tmp_path / "merged-1-3").manifest["shard"] == {
+        "count": 3, "merged_from": [{"index": 1, "campaign": one.id}, {"index": 3, "campaign": three.id}]}  # fmt: skip
     with pytest.raises(MergeError, match=r"^shard 1/3 given twice: "):
         merge(tmp_path / "merged-twice", [one.path, one.path, two.path])
     plain = EvalSession(AgentEvalConfig(out=tmp_path / "plain", corpus=tmp_path / "none.json")).start()

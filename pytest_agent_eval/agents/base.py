@@ -98,6 +98,23 @@ class DriveOptions:
     sandbox: Sandbox | None = None
 
 
+@dataclass(frozen=True)
+class Drive:
+    """One run for :meth:`CodingAgent.drive`: ``questions`` asked as the turns of one session in ``mode``, under
+    ``config`` (what :meth:`CodingAgent.configure` wrote) and ``options``; the agent's process starts in ``cwd`` with
+    exactly ``env``, and the transcript's segments are written to ``out_dir`` as ``run-<label>…``."""
+
+    build: Provisioned
+    questions: Sequence[str]
+    mode: str
+    config: AgentConfig
+    options: DriveOptions
+    label: str
+    out_dir: Path
+    cwd: Path
+    env: Mapping[str, str]
+
+
 class CodingAgent(ABC):
     """Everything the harness needs of a coding agent; nothing outside its implementation names it.
 
@@ -165,22 +182,16 @@ class CodingAgent(ABC):
         """A model backend (:class:`pytest_agent_eval.model.server.Backend`, in :attr:`api`) that asks for one
         shell call of ``command`` and then ends the turn: the probe that proves the deny through the agent."""
 
+    def drive(self, run: Drive) -> RunRecord:
+        """Drive ``run`` (:meth:`run_session`); a mode the agent does not have is a ValueError naming it."""
+        if run.mode not in self.modes:
+            raise ValueError(f"{self.title} is driven {' or '.join(self.modes)} only, not {run.mode!r}")
+        return self.run_session(run)
+
     @abstractmethod
-    def drive(
-        self,
-        build: Provisioned,
-        questions: Sequence[str],
-        *,
-        mode: str,
-        config: AgentConfig,
-        options: DriveOptions,
-        label: str,
-        out_dir: Path,
-        cwd: Path,
-        env: Mapping[str, str],
-    ) -> RunRecord:
-        """Ask ``questions`` as the turns of one session, in ``mode`` (one of :attr:`modes`), with the
-        transcript's segments written to ``out_dir`` as ``run-<label>…``. Raises
+    def run_session(self, run: Drive) -> RunRecord:
+        """Ask ``run.questions`` as the turns of one session, in ``run.mode`` (one of :attr:`modes`), with the
+        transcript's segments written to ``run.out_dir`` as ``run-<label>…``. Raises
         :class:`~pytest_agent_eval.harness.drivers.AgentInfraError` when the run yields nothing to score
         (:class:`~pytest_agent_eval.harness.drivers.TurnError`, with the record so far, when a turn fails)."""
 

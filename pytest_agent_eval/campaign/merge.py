@@ -48,8 +48,10 @@ def merge(out: str | Path, folders: Sequence[str | Path]) -> EvalSession:
     records = _records(shards)
     cfg = _config_of(first)
     manifest = first.manifest
-    count = len(shards)
-    merged_from = [{"index": i, "campaign": c.id} for i, c in enumerate(shards, start=1)]
+    # each shard by its own index, of the count the shards were made for (one that held no item wrote no campaign)
+    indexed = [(_checked(shard), shard.id) for shard in shards]
+    count = indexed[0][0][1]
+    merged_from = [{"index": index, "campaign": campaign} for (index, _), campaign in indexed]
     made = not Path(out).exists()
     try:
         campaign = Campaign.create_at(

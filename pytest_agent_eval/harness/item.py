@@ -23,7 +23,7 @@ from functools import partial
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
-from pytest_agent_eval.agents.base import AgentConfig, AgentSetup, CodingAgent, DriveOptions, McpServer
+from pytest_agent_eval.agents.base import AgentConfig, AgentSetup, CodingAgent, Drive, DriveOptions, McpServer
 from pytest_agent_eval.harness.drivers import AgentInfraError, RunRecord, TurnError
 
 if TYPE_CHECKING:
@@ -354,11 +354,11 @@ class ItemLife:
                 # an agent whose config lives under HOME writes it again in the renewed one
                 config = step("writing the agent's config", lambda: self.agent.configure(setup))
                 with _recording(endpoint, run_dir):
-                    run = self.agent.drive(
+                    run = self.agent.drive(Drive(
                         build, case.questions, mode=case.driver, config=config, options=options,
                         label=f"{case.arm.label}-{case.run}".replace("/", "_"), out_dir=run_dir, cwd=workspace.repo,
                         env={**env, **config.env},
-                    )  # fmt: skip
+                    ))  # fmt: skip
                 infra = step("reading the transcript", partial(self.agent.read_transcript, run.segments)).infra_error
                 if infra:
                     raise AgentInfraError(infra)

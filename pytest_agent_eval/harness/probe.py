@@ -15,7 +15,7 @@ from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
 
-from pytest_agent_eval.agents.base import HEADLESS, AgentSetup, CodingAgent, DriveOptions
+from pytest_agent_eval.agents.base import HEADLESS, AgentSetup, CodingAgent, Drive, DriveOptions
 from pytest_agent_eval.harness.isolation import IsolationError
 from pytest_agent_eval.harness.provision import Provisioned
 from pytest_agent_eval.harness.relay import carried
@@ -52,8 +52,8 @@ def prove_block(
             # and show its config: of the run folder the sandbox shows only the files the agent is given
             readable = (*probe.sandbox.readable, *config.readable)
             probe = replace(probe, sandbox=replace(probe.sandbox, relay=relay, readable=readable))
-        record = agent.drive(build, ["agent-eval block probe"], mode=HEADLESS, config=config, options=probe,
-                             label="block-probe", out_dir=out_dir, cwd=cwd, env=probe_env)  # fmt: skip
+        record = agent.drive(Drive(build, ["agent-eval block probe"], mode=HEADLESS, config=config, options=probe,
+                                   label="block-probe", out_dir=out_dir, cwd=cwd, env=probe_env))  # fmt: skip
     calls = [c for c in agent.read_transcript(record.segments).calls if c.name == SHELL]
     results = [c.result.text for c in calls if c.result is not None]
     if not results:

@@ -20,7 +20,15 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_agent_eval.agents.base import AgentConfig, AgentSetup, CodingAgent, DriveOptions, McpServer, load_agent
+from pytest_agent_eval.agents.base import (
+    AgentConfig,
+    AgentSetup,
+    CodingAgent,
+    Drive,
+    DriveOptions,
+    McpServer,
+    load_agent,
+)
 from pytest_agent_eval.harness import runtimes, sandbox
 from pytest_agent_eval.harness.drivers import RunRecord
 from pytest_agent_eval.harness.provision import Provisioned
@@ -115,8 +123,8 @@ def run_arm(
         problems = agent.check_deny(config, CODEGRAPH.cli, env, set())
         assert problems == [], problems
         options = DriveOptions(timeout_s=TURN_TIMEOUT, stall_s=30.0, sandbox=box)
-        run = agent.drive(build, questions, mode="headless", config=config, options=options, label=f"{name}-1",
-                          out_dir=folder / f"run-{name}", cwd=workspace.repo, env=env)  # fmt: skip
+        run = agent.drive(Drive(build, questions, mode="headless", config=config, options=options,
+                                label=f"{name}-1", out_dir=folder / f"run-{name}", cwd=workspace.repo, env=env))
         requests = server.requests
     return Arm(workspace, config, run, agent.read_transcript(run.segments), requests, truth, record)
 
@@ -185,12 +193,15 @@ def main(args: list[str]) -> int:
     build = Provisioned(agent.executable, launcher, agent.version, agent.version)
     arm = run_arm(agent, out, express, build, cache, codegraph=codegraph)
     report = contamination(arm.session)
+    shell = [c.result for c in arm.session.calls if c.name == "Bash" and c.result is not None]
     summary = {
         "uid": os.geteuid(),
         "exit_codes": arm.run.exit_codes,
         "requests": len(arm.requests),
         "messages": len(arm.session.messages()),
         "answers": arm.session.answer_texts(),
+        # shell commands that ran (not refused): through the sandbox's shell, the jail's for an agent with one
+        "shell_ran": sum(not result.is_error for result in shell),
         "cli_blocked": report.cli_blocked,
         "contaminated": report.contaminated,
         "mcp_calls": len(report.mcp_calls),

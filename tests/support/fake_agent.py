@@ -6,7 +6,7 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-from pytest_agent_eval.agents.base import AgentSetup, CodingAgent, DriveOptions, McpServer
+from pytest_agent_eval.agents.base import AgentSetup, CodingAgent, Drive, DriveOptions, McpServer
 from pytest_agent_eval.harness.drivers import RunRecord, TurnError
 from pytest_agent_eval.harness.provision import Provisioned
 from pytest_agent_eval.tool import CODEGRAPH
@@ -49,7 +49,7 @@ def drive_fake(
     options = DriveOptions(timeout_s=timeout_s, stall_s=30.0, sandbox=None)
     out = folder / "out"
     try:
-        return agent.drive(build, questions, mode="headless", config=config, options=options, label="with-1",
-                           out_dir=out, cwd=folder, env=run_env), out  # fmt: skip
+        return agent.drive(Drive(build, questions, mode="headless", config=config, options=options, label="with-1",
+                                 out_dir=out, cwd=folder, env=run_env)), out  # fmt: skip
     except TurnError as error:
         return error, out

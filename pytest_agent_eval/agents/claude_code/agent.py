@@ -25,13 +25,12 @@ from pytest_agent_eval.agents.base import (
     AgentConfig,
     AgentSetup,
     CodingAgent,
-    DriveOptions,
+    Drive,
     ModelApi,
 )
 
 if TYPE_CHECKING:
     from pytest_agent_eval.harness.drivers import RunRecord
-    from pytest_agent_eval.harness.provision import Provisioned
     from pytest_agent_eval.transcript import Session
 
 # What every Claude Code process runs with, whatever drives it (besides the retrieval tool's own RetrievalTool.env):
@@ -100,25 +99,14 @@ class ClaudeCode(CodingAgent):
 
         return ProbeModel(command)
 
-    def drive(
-        self,
-        build: Provisioned,
-        questions: Sequence[str],
-        *,
-        mode: str,
-        config: AgentConfig,
-        options: DriveOptions,
-        label: str,
-        out_dir: Path,
-        cwd: Path,
-        env: Mapping[str, str],
-    ) -> RunRecord:
+    def run_session(self, run: Drive) -> RunRecord:
         from pytest_agent_eval.agents.claude_code.headless import HeadlessOptions, run_headless
 
-        run = HeadlessOptions(
-            claude=str(build.bin),
-            mcp_config=config.files["mcp"],
-            settings=config.files["settings"],
+        options, files = run.options, run.config.files
+        headless = HeadlessOptions(
+            claude=str(run.build.bin),
+            mcp_config=files["mcp"],
+            settings=files["settings"],
             model=options.model,
             effort=options.effort,
             max_budget_usd=options.max_budget_usd,
@@ -126,11 +114,12 @@ class ClaudeCode(CodingAgent):
             stall_s=options.stall_s,
             sandbox=options.sandbox,
         )
-        if mode == INTERACTIVE:
+        where = {"label": run.label, "out_dir": run.out_dir, "cwd": run.cwd, "env": run.env}
+        if run.mode == INTERACTIVE:
             from pytest_agent_eval.agents.claude_code.tmux import TmuxOptions, run_tmux
 
-            return run_tmux(questions, label=label, out_dir=out_dir, cwd=cwd, env=env, options=TmuxOptions(run=run))
-        return run_headless(questions, label=label, out_dir=out_dir, cwd=cwd, env=env, options=run)
+            return run_tmux(run.questions, **where, options=TmuxOptions(run=headless))
+        return run_headless(run.questions, **where, options=headless)
 
     def read_transcript(self, segments: Sequence[Path]) -> Session:
         from pytest_agent_eval.agents.claude_code.transcript import read_segments

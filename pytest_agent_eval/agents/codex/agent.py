@@ -17,7 +17,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_agent_eval.agents.base import HEADLESS, AgentConfig, AgentSetup, CodingAgent, DriveOptions, ModelApi
+from pytest_agent_eval.agents.base import HEADLESS, AgentConfig, AgentSetup, CodingAgent, Drive, ModelApi
 from pytest_agent_eval.agents.codex.config import (
     KEY_VAR,
     STANDIN_API_KEY,
@@ -30,7 +30,6 @@ from pytest_agent_eval.tool import HOOK_DENY_MARKER
 if TYPE_CHECKING:
     from pytest_agent_eval.agents.codex.transcript import CodexSession
     from pytest_agent_eval.harness.drivers import RunRecord
-    from pytest_agent_eval.harness.provision import Provisioned
 
 # The model Codex is configured to ask for: one it has no metadata for. For every model it knows, Codex offers MCP
 # tools only behind a tool_search tool; an unknown one gets the MCP namespace in the first request (and a warning
@@ -113,30 +112,17 @@ class CodexAgent(CodingAgent):
 
         return ProbeModel(command)
 
-    def drive(
-        self,
-        build: Provisioned,
-        questions: Sequence[str],
-        *,
-        mode: str,
-        config: AgentConfig,
-        options: DriveOptions,
-        label: str,
-        out_dir: Path,
-        cwd: Path,
-        env: Mapping[str, str],
-    ) -> RunRecord:
+    def run_session(self, run: Drive) -> RunRecord:
         from pytest_agent_eval.agents.codex.driver import CodexOptions, run_codex
 
-        if mode != HEADLESS:
-            raise ValueError(f"{self.title} is driven {HEADLESS} only (codex exec), not {mode!r}")
-        home = Path(config.files["codex_home"]).parent
-        if Path(env.get("HOME", "")) != home:
-            raise ValueError(f"the CODEX_HOME {codex_home(home)} is not in the agent's HOME {env.get('HOME')}")
-        run_options = CodexOptions(
-            codex=str(build.bin), timeout_s=options.timeout_s, stall_s=options.stall_s, sandbox=options.sandbox
+        home = Path(run.config.files["codex_home"]).parent
+        if Path(run.env.get("HOME", "")) != home:
+            raise ValueError(f"the CODEX_HOME {codex_home(home)} is not in the agent's HOME {run.env.get('HOME')}")
+        options = run.options
+        codex = CodexOptions(
+            codex=str(run.build.bin), timeout_s=options.timeout_s, stall_s=options.stall_s, sandbox=options.sandbox
         )
-        return run_codex(questions, label=label, out_dir=out_dir, cwd=cwd, env=env, options=run_options)
+        return run_codex(run.questions, label=run.label, out_dir=run.out_dir, cwd=run.cwd, env=run.env, options=codex)
 
     def record_files(self, segments: Sequence[Path]) -> list[Path]:
         """The turns' streams and the rollout the driver kept beside the first (``run-<label>.rollout``)."""

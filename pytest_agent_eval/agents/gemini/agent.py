@@ -16,7 +16,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_agent_eval.agents.base import HEADLESS, AgentConfig, AgentSetup, CodingAgent, DriveOptions, ModelApi
+from pytest_agent_eval.agents.base import HEADLESS, AgentConfig, AgentSetup, CodingAgent, Drive, ModelApi
 from pytest_agent_eval.agents.gemini.config import (
     BASE_URL_VAR,
     KEY_VAR,
@@ -34,7 +34,6 @@ from pytest_agent_eval.tool import HOOK_DENY_MARKER
 if TYPE_CHECKING:
     from pytest_agent_eval.agents.gemini.transcript import GeminiSession
     from pytest_agent_eval.harness.drivers import RunRecord
-    from pytest_agent_eval.harness.provision import Provisioned
 
 # The model Gemini CLI is told to ask for (``-m``): the scripted stand-in's own name, so a session's records name
 # the stand-in (the chat record names the model asked for, not the one that answered).
@@ -114,33 +113,21 @@ class GeminiAgent(CodingAgent):
 
         return ProbeModel(command)
 
-    def drive(
-        self,
-        build: Provisioned,
-        questions: Sequence[str],
-        *,
-        mode: str,
-        config: AgentConfig,
-        options: DriveOptions,
-        label: str,
-        out_dir: Path,
-        cwd: Path,
-        env: Mapping[str, str],
-    ) -> RunRecord:
+    def run_session(self, run: Drive) -> RunRecord:
         from pytest_agent_eval.agents.gemini.driver import GeminiOptions, run_gemini
 
-        if mode != HEADLESS:
-            raise ValueError(f"{self.title} is driven {HEADLESS} only (gemini -p), not {mode!r}")
-        home = Path(config.files["gemini_dir"]).parent
+        env = run.env
+        home = Path(run.config.files["gemini_dir"]).parent
         if Path(env.get("HOME", "")) != home:
             raise ValueError(f"the settings folder {gemini_dir(home)} is not in the agent's HOME {env.get('HOME')}")
         model_url = env.get(BASE_URL_VAR)
         if not model_url:
             raise ValueError(f"the agent's environment names no model ({BASE_URL_VAR}): see GeminiAgent.environment")
-        run_options = GeminiOptions(gemini=str(build.bin), model=self.model, model_url=model_url,
-                                    timeout_s=options.timeout_s, stall_s=options.stall_s,
-                                    sandbox=options.sandbox)  # fmt: skip
-        return run_gemini(questions, label=label, out_dir=out_dir, cwd=cwd, env=env, options=run_options)
+        options = run.options
+        gemini = GeminiOptions(gemini=str(run.build.bin), model=self.model, model_url=model_url,
+                               timeout_s=options.timeout_s, stall_s=options.stall_s,
+                               sandbox=options.sandbox)  # fmt: skip
+        return run_gemini(run.questions, label=run.label, out_dir=run.out_dir, cwd=run.cwd, env=env, options=gemini)
 
     def record_files(self, segments: Sequence[Path]) -> list[Path]:
         """The turns' streams and the chat record the driver kept beside the first (``run-<label>.chat``)."""

@@ -19,7 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_agent_eval.agents.base import HEADLESS, AgentConfig, AgentSetup, CodingAgent, DriveOptions, ModelApi
+from pytest_agent_eval.agents.base import HEADLESS, AgentConfig, AgentSetup, CodingAgent, Drive, ModelApi
 from pytest_agent_eval.agents.opencode.config import (
     AGENT_ENV,
     RUN_AGENT,
@@ -33,7 +33,6 @@ from pytest_agent_eval.tool import HOOK_DENY_MARKER
 if TYPE_CHECKING:
     from pytest_agent_eval.agents.opencode.transcript import OpenCodeSession
     from pytest_agent_eval.harness.drivers import RunRecord
-    from pytest_agent_eval.harness.provision import Provisioned
 
 _CHECK_TIMEOUT_S = 60.0
 
@@ -104,30 +103,18 @@ class OpenCodeAgent(CodingAgent):
 
         return ProbeModel(command)
 
-    def drive(
-        self,
-        build: Provisioned,
-        questions: Sequence[str],
-        *,
-        mode: str,
-        config: AgentConfig,
-        options: DriveOptions,
-        label: str,
-        out_dir: Path,
-        cwd: Path,
-        env: Mapping[str, str],
-    ) -> RunRecord:
+    def run_session(self, run: Drive) -> RunRecord:
         from pytest_agent_eval.agents.opencode.driver import OpenCodeOptions, run_opencode
 
-        if mode != HEADLESS:
-            raise ValueError(f"{self.title} is driven {HEADLESS} only (opencode run), not {mode!r}")
-        for var, value in config.env.items():
-            if env.get(var) != value:
+        for var, value in run.config.env.items():
+            if run.env.get(var) != value:
                 raise ValueError(f"the agent's environment does not set {var} as its config does ({value})")
-        run_options = OpenCodeOptions(opencode=str(build.bin), config=Path(config.files["config"]),
-                                      timeout_s=options.timeout_s, stall_s=options.stall_s,
-                                      sandbox=options.sandbox)  # fmt: skip
-        return run_opencode(questions, label=label, out_dir=out_dir, cwd=cwd, env=env, options=run_options)
+        options = run.options
+        opencode = OpenCodeOptions(opencode=str(run.build.bin), config=Path(run.config.files["config"]),
+                                   timeout_s=options.timeout_s, stall_s=options.stall_s,
+                                   sandbox=options.sandbox)  # fmt: skip
+        return run_opencode(run.questions, label=run.label, out_dir=run.out_dir, cwd=run.cwd, env=run.env,
+                            options=opencode)  # fmt: skip
 
     def record_files(self, segments: Sequence[Path]) -> list[Path]:
         """The turns' streams, and the config and working directory the driver kept beside the first (the reader names
