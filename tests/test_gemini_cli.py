@@ -18,6 +18,7 @@ from typing import Any
 import pytest
 from support.agent_cli import QUESTION, THINKING, Arm, assert_occupancy_matches, both_arms, denied, explored, run_arm
 from support.e2e import RealTools
+from support.gemini import held_results, sent_results
 from support.replay import assert_replays
 
 from pytest_agent_eval.agents.base import AgentConfig, AgentSetup
@@ -82,7 +83,10 @@ def test_the_without_arm_has_no_mcp_server_and_its_cli_call_is_denied_by_the_pol
 def test_occupancy_of_the_gemini_session_matches_the_stand_ins_own_counts(arms: dict, has_tool: bool) -> None:
     """Σ|estimate − truth| / Σ truth over the families, ≤ 1%; the N-th response's truth is the N-th the stand-in
     counted (Gemini CLI's records keep no response id)."""
-    arm = arms[has_tool]
+    _assert_occupancy_matches_by_place(arms[has_tool])
+
+
+def _assert_occupancy_matches_by_place(arm: Arm) -> None:
     counts = read_truth_log(arm.truth)
     ids = [m.id for m in arm.session.messages()]
     assert len(ids) == len(counts) == len(arm.requests)  # every request the stand-in answered, read
@@ -222,19 +226,40 @@ def test_what_an_earlier_turn_left_in_the_agents_home_does_not_override_the_harn
     _assert_the_harnesss_config_held(arm)
 
 
-def test_a_second_turn_resumes_the_session_and_the_policy_answers_the_new_question(
-    tmp_path: Path, real_tools: RealTools, gemini: Provisioned
-) -> None:
+@pytest.fixture(scope="module")
+def resumed(tmp_path_factory: pytest.TempPathFactory, real_tools: RealTools, gemini: Provisioned) -> dict[bool, Arm]:
+    """Both arms asked two questions, the second by ``gemini --resume <session id>``, against the thinking stand-in."""
     if not sandbox.enabled():
         pytest.skip("the sandbox is switched off")
-    tools = real_tools
-    arm = run_arm(GEMINI, tmp_path, tools.express, gemini, tools.cache, (QUESTION, SECOND_QUESTION),
-                  codegraph=tools.codegraph)  # fmt: skip
+    folder = tmp_path_factory.mktemp("gemini-resumed")
+    return {has_tool: run_arm(GEMINI, folder, real_tools.express, gemini, real_tools.cache, (QUESTION, SECOND_QUESTION),
+                              codegraph=real_tools.codegraph if has_tool else None, model=ScriptedBackend(**THINKING))
+            for has_tool in (True, False)}  # fmt: skip
+
+
+def test_a_second_turn_resumes_the_session_and_the_policy_answers_the_new_question(resumed: dict[bool, Arm]) -> None:
+    arm = resumed[True]
     assert [p.name for p in arm.run.segments] == ["run-with-1.jsonl", "run-with-1.t2.jsonl"]
     assert [r.subtype for r in arm.session.results] == ["success", "success"]
     first, second = arm.session.answer_texts()
     assert first.startswith("Answer to: How does res.send") and second.startswith("Answer to: Where is the ETag")
     assert len(arm.session.messages()) == len(read_truth_log(arm.truth)) == len(arm.requests)
+
+
+@pytest.mark.parametrize("has_tool", [True, False], ids=["with", "without"])
+def test_a_resumed_session_holds_each_result_as_often_as_the_model_received_it(
+    resumed: dict[bool, Arm], has_tool: bool
+) -> None:
+    """Gemini CLI 0.61.0 sends every earlier result twice after ``--resume``: the Session, read from its own records,
+    holds them as each request carried them (the request record says so), and occupancy matches the stand-in's counts
+    (≤ 1%, as for one turn)."""
+    arm = resumed[has_tool]
+    entries = read_requests(arm.record)
+    sent = [sent_results(entry["request"]) for entry in entries]
+    first_turn = next(n for n, entry in enumerate(entries) if SECOND_QUESTION in json.dumps(entry["request"]))
+    assert set(sent[first_turn].values()) == {2} and set(sent[first_turn - 1].values()) == {1}  # the resume doubles
+    assert held_results(arm.session) == sent
+    _assert_occupancy_matches_by_place(arm)
 
 
 def test_a_model_that_fails_ends_the_turn_at_once_naming_why(

@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -68,6 +69,8 @@ FIRST_EVENT = "init"
 CHAT_SUFFIX = ".chat"
 # A message's name: its place among the session's streamed responses (see the module docstring).
 RESPONSE_PREFIX = "gemini-response-"
+# A later ``$set`` of the chat record's ``messages``: the history the CLI loaded on ``--resume`` (see _Chat).
+RESUMED = "$resumed"
 # An init event is about 150 bytes: a first line longer than this is some other file's.
 FIRST_EVENT_MAX_BYTES = 4096
 
@@ -225,25 +228,34 @@ def _session_id(events: list[dict[str, Any]], path: Path) -> str:
 
 def _messages(records: list[dict[str, Any]]) -> list[dict[str, Any]]:
     """The chat record's messages in the order they were written: each id's last version, at its first place; the
-    session's opening context from the first ``$set`` of ``messages`` (later ones, on ``--resume``, write the history
-    again: left out)."""
+    session's opening context from the first ``$set`` of ``messages``; each later one (the history a ``--resume``
+    loaded, which the turn's requests carry) as a ``{"type": RESUMED, "messages": […]}`` at its place."""
     by_id: dict[str, dict[str, Any]] = {}
-    for record in records[1:]:
+    for number, record in enumerate(records[1:], start=2):
         replaced = record.get("$set", {}).get("messages") if isinstance(record.get("$set"), dict) else None
         if isinstance(replaced, list) and not by_id:
             by_id = {str(m.get("id")): m for m in replaced if isinstance(m, dict)}
+        elif isinstance(replaced, list):
+            by_id[f"{RESUMED}-{number}"] = {"type": RESUMED, "messages": replaced}
         elif isinstance(record.get("id"), str) and isinstance(record.get("type"), str):
             by_id[record["id"]] = record  # dict order: the first appearance's place
     return list(by_id.values())
 
 
 class _Chat:
-    """The chat record's messages into the timeline. Gemini CLI may write the whole history again under new ids in
-    a later turn, with older tool outputs shortened: what the next requests carry in place of the history. Such a
-    rewrite is a compaction (the context before it leaves; the rewritten history is what stays): its records are a
-    ``gemini`` one whose content is a list of parts (a live response's is its text), a ``user`` one holding a text
-    an earlier one had, or results of calls already answered (each result there may come twice: the requests
-    that follow carry it twice, and so does the Session).
+    """The chat record's messages into the timeline.
+
+    On ``--resume`` Gemini CLI 0.61.0 loads the history from the chat record, and rebuilds each answered call's result
+    twice: from the ``gemini`` record's ``toolCalls[].result`` and from the ``user`` record that sent it. Every request
+    of the resumed turn carries each earlier result twice (the later ``$set`` of ``messages`` shows that history); so
+    does the Session: the results that history holds more often than the context read so far are appended where it
+    was loaded (:meth:`_resumed`).
+
+    The CLI may also write the whole history again under new ids in a later turn, with older tool outputs shortened:
+    what the next requests carry in place of the history. Such a rewrite is a compaction (the context before it
+    leaves; the rewritten history is what stays): its records are a ``gemini`` one whose content is a list of parts
+    (a live response's is its text), a ``user`` one holding a text an earlier one had, or results of calls already
+    answered (each twice, as the resumed history held them).
 
     (A question asked again word for word in a later turn would read as such a rewrite.)"""
 
@@ -251,6 +263,7 @@ class _Chat:
         self.session = session
         self.calls: dict[str, ToolCall] = {}
         self.answered: set[str] = set()
+        self.held: Counter[str] = Counter()  # call id → its results in the context since the last compaction
         self.texts: set[str] = set()
         self.responses = 0
         self.rewriting = False
@@ -258,23 +271,37 @@ class _Chat:
     def read(self, messages: list[dict[str, Any]]) -> None:
         for record in messages:
             kind, content = record.get("type"), record.get("content")
-            if kind == "gemini" and isinstance(content, list):
+            if kind == RESUMED:
+                self._resumed(record["messages"])
+            elif kind == "gemini" and isinstance(content, list):
                 self._rewritten()
             elif kind == "gemini":
                 self.rewriting = False
                 self._response(record)
             elif kind == "user":
-                parts = content if isinstance(content, list) else [{"text": str(content or "")}]
-                answers = [p["functionResponse"] for p in parts if isinstance(p, dict) and "functionResponse" in p]
+                answers = _answers(content)
                 for answer in answers:
-                    self._result(answer if isinstance(answer, dict) else {})
+                    self._result(answer)
                 if not answers:
-                    self._text(parts)
+                    self._text(content if isinstance(content, list) else [{"text": str(content or "")}])
 
     def _rewritten(self) -> None:
         if not self.rewriting:
             self.session.timeline.append(Compaction(MAIN))
+            self.held.clear()
             self.rewriting = True
+
+    def _resumed(self, history: list[Any]) -> None:
+        """The results a resumed history holds beyond what the context holds: the requests from here on carry them."""
+        loaded: Counter[str] = Counter()
+        for message in history:
+            if isinstance(message, dict) and message.get("type") == "user":
+                for answer in _answers(message.get("content")):
+                    result = self._tool_result(answer)
+                    loaded[result.call_id] += 1
+                    if result.call_id in self.answered and loaded[result.call_id] > self.held[result.call_id]:
+                        self.held[result.call_id] += 1
+                        self.session.timeline.append(result)
 
     def _response(self, record: dict[str, Any]) -> None:
         self.responses += 1
@@ -305,7 +332,7 @@ class _Chat:
             self.texts |= keys
         self.session.timeline.append(UserText(_text(parts), MAIN, content_chars(parts)))
 
-    def _result(self, answer: dict[str, Any]) -> None:
+    def _tool_result(self, answer: dict[str, Any]) -> ToolResult:
         name = str(answer.get("name") or "")
         call_id = model_call_id(str(answer.get("id") or ""), name)
         raw = answer.get("response")
@@ -315,15 +342,26 @@ class _Chat:
             text, is_error = shell_output(text)
         else:
             text = unwrapped(text)
-        result = ToolResult(call_id, text, is_error, MAIN, content_chars(raw))
-        if call_id in self.answered:
+        return ToolResult(call_id, text, is_error, MAIN, content_chars(raw))
+
+    def _result(self, answer: dict[str, Any]) -> None:
+        result = self._tool_result(answer)
+        if result.call_id in self.answered:
             self._rewritten()  # the call's result again, as the rewritten history holds it
         else:
             self.rewriting = False
-            self.answered.add(call_id)
-            if call is not None:
+            self.answered.add(result.call_id)
+            if (call := self.calls.get(result.call_id)) is not None:
                 call.result = result
+        self.held[result.call_id] += 1
         self.session.timeline.append(result)
+
+
+def _answers(content: Any) -> list[dict[str, Any]]:
+    """A ``user`` record's results: its ``functionResponse`` parts."""
+    parts = content if isinstance(content, list) else []
+    answers = [p["functionResponse"] for p in parts if isinstance(p, dict) and "functionResponse" in p]
+    return [a if isinstance(a, dict) else {} for a in answers]
 
 
 def _call(raw: dict[str, Any], message: Message) -> ToolCall:
