@@ -16,6 +16,7 @@ import shlex
 from dataclasses import replace
 from typing import Any
 
+from ..agents.opencode.transcript import TASK_TOOL
 from .responses import grep_command, shell_step
 from .scripted import Turn
 from .sse import Reply
@@ -46,17 +47,20 @@ def read_turn(request: dict[str, Any], explore: str) -> Turn:
     """The conversation of an OpenCode request as the policy sees it (see the module docstring)."""
     turn = Turn.from_request(request)
     common = {offered: name for name, offered in _mcp_names(request, explore).items()}
-    steps = []
+    steps, delegated = [], list(turn.delegated)
     for step in turn.steps:
-        if step.name == SHELL_TOOL:
+        if step.name == TASK_TOOL:
+            delegated.append(replace(step, name="Task"))
+        elif step.name == SHELL_TOOL:
             shell = shell_step(str(step.input.get("command") or ""))
             steps.append(replace(shell, result=step.result, is_error=step.is_error))
         else:
             steps.append(replace(step, name=common.get(step.name, step.name)))
+    common[TASK_TOOL] = "Task"
     tools = {common.get(name, name): {**tool, "name": common.get(name, name)} for name, tool in turn.tools.items()}
     if SHELL_TOOL in turn.tools:
         tools.update({name: {"name": name} for name in _COMMON_SHELL})
-    return replace(turn, question=unquoted(turn.question), steps=steps, tools=tools)
+    return replace(turn, question=unquoted(turn.question), steps=steps, tools=tools, delegated=delegated)
 
 
 def unquoted(question: str) -> str:
@@ -85,6 +89,8 @@ def render(request: dict[str, Any], reply: Reply, explore: str) -> Reply:
         elif name == "Bash":
             tool_input = {"command": str(tool_input.get("command") or ""),
                           "description": str(tool_input.get("description") or "Run a command")}  # fmt: skip
-        offered = SHELL_TOOL if name in _COMMON_SHELL else names.get(name, name)
+        elif name == "Task":  # OpenCode's agent types are lower case: its search subagent is ``explore``
+            tool_input = {**tool_input, "subagent_type": str(tool_input.get("subagent_type") or "general").lower()}
+        offered = SHELL_TOOL if name in _COMMON_SHELL else TASK_TOOL if name == "Task" else names.get(name, name)
         blocks.append({**block, "name": offered, "input": tool_input})
     return replace(reply, blocks=blocks)

@@ -117,11 +117,12 @@ class OpenCodeAgent(CodingAgent):
                             options=opencode)  # fmt: skip
 
     def record_files(self, segments: Sequence[Path]) -> list[Path]:
-        """The turns' streams, and the config and working directory the driver kept beside the first (the reader names
-        the MCP tools from the one, a cassette rewrites the other)."""
-        from pytest_agent_eval.agents.opencode.transcript import kept_config, kept_cwd
+        """The turns' streams, and the config, working directory and subagents' steps the driver kept beside the first
+        (the reader names the MCP tools from the config and reads the subagents, a cassette rewrites the directory)."""
+        from pytest_agent_eval.agents.opencode.transcript import kept_config, kept_cwd, kept_subagents
 
-        return [*segments, kept_config(segments[0]), kept_cwd(segments[0])] if segments else []
+        kept = (kept_config, kept_cwd, kept_subagents)
+        return [*segments, *(keep(segments[0]) for keep in kept)] if segments else []
 
     def read_transcript(self, segments: Sequence[Path]) -> OpenCodeSession:
         """The turns' ``--format json`` streams, with the MCP servers of the config kept beside the first."""

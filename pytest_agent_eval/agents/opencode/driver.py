@@ -3,7 +3,9 @@
 Turn 1 starts a session (every event names its ``sessionID``); each later turn is ``opencode run --session <id>``,
 which continues it. Streams land as ``run-<label>.jsonl``, ``run-<label>.t2.jsonl``, … with each process's stderr
 beside it, as the other agents' segments do, and the config the run was given is copied beside the first
-(``run-<label>.opencode.json``: the reader names the MCP servers' tools from it).
+(``run-<label>.opencode.json``: the reader names the MCP servers' tools from it). A turn that ran a subagent (a
+``task`` call: a child session, whose steps the stream leaves out) has the child sessions' steps kept beside the
+first segment too (``run-<label>.subagents``, read out of OpenCode's database: :mod:`.subagents`).
 
 A turn ends with a ``step_finish`` whose reason is not ``tool-calls`` (the model answered), or with an ``error``
 event; OpenCode exits then (a CLI still running a few seconds later is stopped, its stream kept). A turn that never
@@ -19,7 +21,15 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_agent_eval.agents.opencode.config import run_command
-from pytest_agent_eval.agents.opencode.transcript import ends_turn, error_text, kept_config, kept_cwd
+from pytest_agent_eval.agents.opencode.subagents import SubagentsError, keep_subagents
+from pytest_agent_eval.agents.opencode.transcript import (
+    child_session,
+    ends_turn,
+    error_text,
+    kept_config,
+    kept_cwd,
+    kept_subagents,
+)
 from pytest_agent_eval.harness.drivers import RunRecord, TurnError, segment_name
 from pytest_agent_eval.harness.drivers.stream import (
     NOT_JSON,
@@ -59,11 +69,13 @@ def run_opencode(
     options: OpenCodeOptions,
 ) -> RunRecord:
     """Run every turn; raises :class:`TurnError` (what was recorded kept, later turns not started) when a turn does
-    not end or fails."""
+    not end or fails, or its subagents' steps cannot be kept. ``env`` names the attempt's ``HOME`` and
+    ``XDG_DATA_HOME`` (inside it), which holds OpenCode's database."""
     if not questions:
         raise ValueError("no question to ask")
     out_dir.mkdir(parents=True, exist_ok=True)
     record = RunRecord(label=label, stall_s=options.stall_s)
+    delegated = False
     for turn, question in enumerate(questions, start=1):
         segment = out_dir / segment_name(label, turn)
         stderr = out_dir / segment_name(label, turn, ".stderr")
@@ -77,6 +89,10 @@ def run_opencode(
         record.streamed(segment, stderr, outcome, 0)
         record.session_id = record.session_id or said.session
         later = not_run(turn, len(questions))
+        delegated = delegated or said.delegated
+        unkept = None
+        if delegated and record.session_id:  # kept before any failure is said: what ran stays readable
+            unkept = _keep_subagents(env, record.session_id, kept_subagents(record.segments[0]))
         if said.error is not None:
             raise TurnError(
                 f"turn {turn}: opencode reported an error: {said.error}{stderr_tail(stderr)}{later}", record
@@ -87,16 +103,29 @@ def run_opencode(
                             f"{later}", record)  # fmt: skip
         if said.session is None or said.session != record.session_id:
             raise TurnError(f"turn {turn}: {segment} is not of session {record.session_id}{later}", record)
+        if unkept is not None:
+            raise TurnError(f"turn {turn}: {unkept}{later}", record)
     return record
+
+
+def _keep_subagents(env: Mapping[str, str], session_id: str, dest: Path) -> str | None:
+    """Keep the steps of the run's subagents (every turn's, so far) at ``dest``; why it could not, or None."""
+    try:
+        keep_subagents(Path(env["HOME"]), Path(env["XDG_DATA_HOME"]), session_id, dest)
+    except (OSError, SubagentsError, KeyError, ValueError) as exc:
+        return f"the subagents' steps (task) could not be read out of OpenCode's database: {exc}"
+    return None
 
 
 @dataclass
 class _Said:
-    """What a turn's events said: the session, whether the model answered, what it died of (an ``error`` event)."""
+    """What a turn's events said: the session, whether the model answered, what it died of (an ``error`` event),
+    whether a subagent ran (a ``task`` call's child session)."""
 
     session: str | None = None
     ended: bool = False
     error: str | None = None
+    delegated: bool = False
 
     def read(self, raw: bytes) -> tuple[str, bool]:
         """One line of the stream: what it is (for the silences), and whether it ends the turn."""
@@ -107,6 +136,7 @@ class _Said:
         part = event.get("part") if isinstance(event.get("part"), dict) else {}
         if isinstance(event.get("sessionID"), str):
             self.session = self.session or event["sessionID"]
+        self.delegated = self.delegated or (kind == "tool_use" and child_session(part) is not None)
         if kind == "error":
             self.error = error_text(event.get("error"))
         ends = kind == "error" or ends_turn(event)

@@ -19,6 +19,11 @@ Tools are named in the common vocabulary the metrics read: ``bash{command}`` is 
 ``mcp__NAME__tool``, for the servers the harness's config gave OpenCode (the driver keeps a copy beside the first
 segment, :func:`kept_config`; without it, the names are kept as OpenCode gave them). What the stream does not give
 is said, never guessed: :attr:`OpenCodeSession.unread`.
+
+A subagent (a ``task`` call) runs in a child session whose steps the stream leaves out; the driver keeps them beside
+the first segment (:func:`kept_subagents`, read out of OpenCode's database: :mod:`.subagents`), as events of the
+stream's own kinds, and the reader puts them in the Session after the call, in the thread named by the call's id
+(as Claude Code's subagents are). A child session that was not kept is said (``unread["subagents"]``).
 """
 
 from __future__ import annotations
@@ -26,6 +31,7 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from dataclasses import dataclass, field
+from itertools import takewhile
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -53,8 +59,11 @@ CONFIG_SUFFIX = ".opencode.json"
 # The working directory the run was given, beside its first segment: ``run-<label>.cwd`` (OpenCode's stream names
 # none; a cassette rewrites it in the recorded calls to the replaying CLI's).
 CWD_SUFFIX = ".cwd"
+# The steps of the run's subagents (child sessions), beside its first segment: ``run-<label>.subagents``.
+SUBAGENTS_SUFFIX = ".subagents"
 FIRST_LINE_MAX_BYTES = 1 << 20  # a first event is a step_start of about 300 bytes; a long one may be a tool_use
 STEP_END = "step_finish"
+TASK_TOOL = "task"  # runs a subagent in a child session: state.metadata.sessionId names it
 CALLS_REASON = "tool-calls"  # a step_finish that is not the turn's last
 
 UNREAD = {
@@ -79,6 +88,7 @@ class OpenCodeSession(Session):
     mcp_servers: tuple[str, ...] = ()
     unread: dict[str, str] = field(default_factory=lambda: dict(UNREAD))
     notices: list[str] = field(default_factory=list)
+    unkept_subagents: list[str] = field(default_factory=list)  # child sessions of task calls whose steps were not kept
 
 
 def first_event(path: str | Path) -> dict[str, Any] | None:
@@ -108,6 +118,17 @@ def ends_turn(event: dict[str, Any]) -> bool:
     return event.get("type") == STEP_END and part.get("reason") != CALLS_REASON
 
 
+def child_session(part: Any) -> str | None:
+    """The child session a ``task`` call (a ``tool_use`` event's part) ran its subagent in (None for any other
+    part)."""
+    if not isinstance(part, dict) or part.get("tool") != TASK_TOOL:
+        return None
+    state = part.get("state") if isinstance(part.get("state"), dict) else {}
+    metadata = state.get("metadata") if isinstance(state.get("metadata"), dict) else {}
+    child = metadata.get("sessionId")
+    return child if isinstance(child, str) and child else None
+
+
 def is_opencode_events(path: str | Path) -> bool:
     """Whether ``path`` is an ``opencode run --format json`` stream."""
     return first_event(path) is not None
@@ -123,6 +144,22 @@ def kept_cwd(events_file: str | Path) -> Path:
     """Where the harness keeps the working directory of the run whose first segment is ``events_file``."""
     events_file = Path(events_file)
     return events_file.with_name(events_file.name.removesuffix(".jsonl") + CWD_SUFFIX)
+
+
+def kept_subagents(events_file: str | Path) -> Path:
+    """Where the harness keeps the subagents' steps of the run whose first segment is ``events_file``."""
+    events_file = Path(events_file)
+    return events_file.with_name(events_file.name.removesuffix(".jsonl") + SUBAGENTS_SUFFIX)
+
+
+def _children(path: Path, session: OpenCodeSession) -> dict[str, list[dict[str, Any]]]:
+    """The kept steps of the child sessions, by session (none when nothing was kept)."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return {}
+    children: dict[str, list[dict[str, Any]]] = {}
+    for event in read_records(path, session, "OpenCode's subagent steps", "an OpenCode event", _is_event):
+        children.setdefault(str(event["sessionID"]), []).append(event)
+    return children
 
 
 def mcp_servers_of(config_file: Path) -> tuple[str, ...]:
@@ -149,7 +186,7 @@ def read_opencode(events_files: str | Path | Sequence[str | Path], mcp_servers: 
     if not servers:
         session.unread["mcp_servers"] = "no config beside the stream names its MCP servers: their tools are kept " \
             "under OpenCode's names (NAME_tool)"  # fmt: skip
-    reader = _Reader(session)
+    reader = _Reader(session, _children(kept_subagents(paths[0]), session))
     for segment, path in enumerate(paths):
         events = read_records(path, session, "an opencode run --format json stream", "an OpenCode event", _is_event)
         ids = sorted({str(e.get("sessionID")) for e in events})
@@ -160,18 +197,33 @@ def read_opencode(events_files: str | Path | Sequence[str | Path], mcp_servers: 
         elif ids[0] != session.session_id:
             raise TranscriptError(f"{path}: session {ids[0]}, not {paths[0]}'s {session.session_id}")
         reader.read(events, path, segment)
+    if session.unkept_subagents:
+        session.unread["subagents"] = "the steps of the task calls' child sessions were not kept beside the stream " \
+            f"(run-<label>{SUBAGENTS_SUFFIX}): {', '.join(session.unkept_subagents)}"  # fmt: skip
     return session
 
 
 class _Reader:
-    """The events of each turn in order: a step opens a message, its calls and text fill it, its finish closes it."""
+    """The events of each turn in order: a step opens a message, its calls and text fill it, its finish closes it; a
+    ``task`` call's child session is read after the call, in the call's thread."""
 
-    def __init__(self, session: OpenCodeSession) -> None:
+    def __init__(self, session: OpenCodeSession, children: dict[str, list[dict[str, Any]]], thread: str = MAIN
+                 ) -> None:  # fmt: skip
         self.session = session
+        self.children = children
+        self.thread = thread
         self.message: Message | None = None
         self.steps: dict[str, int] = {}
 
     def read(self, events: list[dict[str, Any]], path: Path, segment: int) -> None:
+        answer, ended = self._steps(events, segment)
+        if ended is None:
+            self.session.parse.unfinished.append(str(path))
+        elif ended != "error":
+            self.session.results.append(Result(answer, ended, False, None, segment))
+
+    def _steps(self, events: list[dict[str, Any]], segment: int) -> tuple[str, str | None]:
+        """Read ``events``; the answer, and how the turn ended (None: it did not)."""
         answer, ended = "", None
         for event in events:
             kind, part = event.get("type"), event.get("part") if isinstance(event.get("part"), dict) else {}
@@ -195,15 +247,13 @@ class _Reader:
                 self.session.results.append(Result(said, "error", True, None, segment))
                 ended = "error"
         self.message = None  # a step the run was cut off in stays as it was
-        if ended is None:
-            self.session.parse.unfinished.append(str(path))
-        elif ended != "error":
-            self.session.results.append(Result(answer, ended, False, None, segment))
+        return answer, ended
 
     def _open(self, opencode_id: str, segment: int) -> Message:
         number = self.steps[opencode_id] = self.steps.get(opencode_id, 0) + 1
         step_id = opencode_id if number == 1 else f"{opencode_id}#{number}"
-        self.message = Message(step_id or f"opencode-step-{len(self.session.messages(None)) + 1}", MAIN, None, segment)
+        fallback = f"opencode-step-{len(self.session.messages(None)) + 1}"
+        self.message = Message(step_id or fallback, self.thread, None, segment)
         self.session.timeline.append(self.message)
         return self.message
 
@@ -216,9 +266,11 @@ class _Reader:
         raw_input = state.get("input") if isinstance(state.get("input"), dict) else {}
         name, arguments = self._common(str(part.get("tool") or "?"), raw_input)
         call_id = str(part.get("callID") or f"opencode-call-{len(self.session.calls)}")
-        call = ToolCall(call_id, name, arguments, MAIN, message.id, sent_as=(str(part.get("tool") or "?"), raw_input))
+        call = ToolCall(call_id, name, arguments, self.thread, message.id,
+                        sent_as=(str(part.get("tool") or "?"), raw_input))  # fmt: skip
         message.calls.append(call)
         self.session.calls.append(call)
+        self._subagent(call_id, part, state, segment)
         status = state.get("status")
         if status not in ("completed", "error"):
             return  # never ran: no result reached the model
@@ -227,8 +279,23 @@ class _Reader:
         metadata = state.get("metadata") if isinstance(state.get("metadata"), dict) else {}
         exit_code = metadata.get("exit")
         is_error = failed or (name == "Bash" and isinstance(exit_code, int) and exit_code != 0)
-        call.result = ToolResult(call_id, text, is_error, MAIN)
+        call.result = ToolResult(call_id, text, is_error, self.thread)
         self.session.timeline.append(call.result)
+
+    def _subagent(self, call_id: str, part: dict[str, Any], state: dict[str, Any], segment: int) -> None:
+        """The steps of the child session a ``task`` call ran, up to the call's end (a later call may resume the same
+        session), in the call's thread, before its result."""
+        child = child_session(part)
+        if child is None:
+            return
+        if child not in self.children:
+            self.session.unkept_subagents.append(child)
+            return
+        end = state["time"].get("end") if isinstance(state.get("time"), dict) else None
+        pending = self.children[child]
+        taken = list(takewhile(lambda e: not isinstance(end, int) or _count(e.get("timestamp")) <= end, pending))
+        self.children[child] = pending[len(taken) :]
+        _Reader(self.session, self.children, call_id)._steps(taken, segment)
 
     def _common(self, tool: str, raw_input: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         arguments = {_INPUT_KEYS.get(key, key): value for key, value in raw_input.items()}
