@@ -150,6 +150,38 @@ def test_a_second_turn_continues_the_session_and_the_policy_answers_the_new_ques
     assert evidence(arm.session, read_requests(arm.record)).intact
 
 
+def test_a_subagent_of_the_task_tool_is_read_into_the_session_from_its_child_session(
+    tmp_path: Path, real_tools: RealTools, opencode: Provisioned
+) -> None:
+    """The stand-in hands the question to OpenCode's ``explore`` subagent (``task``): a child session whose steps the
+    parent's stream leaves out. The driver keeps them out of OpenCode's database; the Session holds them under the
+    task call's thread, so it agrees with every request the model received, and the main thread's occupancy matches
+    the stand-in's counts."""
+    if not sandbox.enabled():
+        pytest.skip("the sandbox is switched off")
+    arm = run_arm(OPENCODE, tmp_path, real_tools.express, opencode, real_tools.cache, codegraph=real_tools.codegraph,
+                  model=ScriptedBackend(delegate=True))  # fmt: skip
+    task = arm.session.calls[0]
+    assert (task.name, task.sent_as[1]["subagent_type"], task.input["prompt"]) == ("Task", "explore", QUESTION)
+    stream = arm.run.segments[0].read_text(encoding="utf-8")
+    [sub] = arm.session.calls_in(task.id)  # the subagent's one grep, through its bash: in no line of the stream
+    assert sub.name == "Bash" and sub.input["command"].startswith("grep -rliE") and sub.id not in stream
+    assert sub.result is not None and "lib/response.js" in sub.result.text
+    answer = arm.session.messages(task.id)[-1].text
+    assert answer.startswith("Searched for res.send:") and answer in task.result.text  # its answer is the task's
+    assert arm.session.threads == ["main", task.id] and "subagents" not in arm.session.unread
+    child = [r for r in arm.requests if "You are a file search specialist" in json.dumps(r.get("system"))]
+    assert len(child) == len(arm.session.messages(task.id)) == 2  # every request of the child session, read
+    report = evidence(arm.session, read_requests(arm.record))
+    assert report.intact and report.requests == len(arm.requests), report.problems
+    counts = arm.truth_by_message()
+    assert [m.id for m in arm.session.messages(None)] == list(counts)
+    assert len(counts) == len(_tool_requests(arm.requests))
+    explored(arm)
+    assert_occupancy_matches(arm.session, counts)
+    assert OPENCODE.record_files(arm.run.segments)[-1].is_file()  # a baseline carries the kept steps
+
+
 HOSTILE = {
     "provider": {"anthropic": {"options": {"baseURL": "http://127.0.0.1:9/v1"}}},
     "permission": {"bash": "allow"},
