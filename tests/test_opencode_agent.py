@@ -23,11 +23,13 @@ from pytest_agent_eval.agents.opencode.agent import bash_action, wildcard
 from pytest_agent_eval.agents.opencode.config import AGENT_ENV, run_command
 from pytest_agent_eval.agents.opencode.driver import OpenCodeOptions, run_opencode
 from pytest_agent_eval.agents.opencode.probe import ProbeModel
-from pytest_agent_eval.agents.opencode.transcript import is_opencode_events, kept_config, read_opencode
+from pytest_agent_eval.agents.opencode.subagents import SubagentsError, keep_subagents
+from pytest_agent_eval.agents.opencode.transcript import is_opencode_events, kept_config, kept_subagents, read_opencode
 from pytest_agent_eval.campaign.store import ends_with_result
 from pytest_agent_eval.cli import main as cli_main
 from pytest_agent_eval.harness.drivers import TurnError
 from pytest_agent_eval.harness.provision import Provisioned
+from pytest_agent_eval.harness.untrusted import UntrustedFile
 from pytest_agent_eval.metrics.contamination import contamination
 from pytest_agent_eval.metrics.evidence import evidence, paired_responses
 from pytest_agent_eval.metrics.occupancy import FAMILIES, occupancy
@@ -36,12 +38,12 @@ from pytest_agent_eval.model.opencode import is_opencode_request, read_turn, ren
 from pytest_agent_eval.model.record import read_requests
 from pytest_agent_eval.model.truth import read_truth_log, resident_truth
 from pytest_agent_eval.tool import CODEGRAPH
-from pytest_agent_eval.transcript import TranscriptError
+from pytest_agent_eval.transcript import MAIN, TranscriptError
 
 pytestmark = pytest.mark.timeout(60)
 
 DATA = Path(__file__).parent / "data/opencode"
-ARMS = ("with", "without", "two-turns")
+ARMS = ("with", "without", "two-turns", "delegated")
 EXPLORE = f"mcp__{CODEGRAPH.name}__{CODEGRAPH.explore}"
 # A stand-in `opencode`: replays the recorded with-arm's stream for `run`, and records its argv; OPENCODE_FAKE says
 # how a turn goes ("ok", "error", "hang", "silent", "crash").
@@ -155,6 +157,39 @@ def test_the_without_arms_denied_cli_call_carries_the_mark() -> None:
     assert not report.mcp_calls and session.mcp_servers == ()
 
 
+def test_a_task_calls_child_session_is_read_into_the_calls_thread() -> None:
+    """tests/data/opencode/delegated: each question handed to OpenCode's ``explore`` subagent first; the child
+    sessions' steps, which the stream leaves out, kept by the driver beside it and read in the task call's thread,
+    right after the call (before its result), as the model was asked."""
+    session = read_opencode(_segments("delegated"))
+    tasks = [c for c in session.calls if c.name == "Task"]
+    assert len(tasks) == 2 and all(t.thread == MAIN and t.sent_as[0] == "task" for t in tasks)
+    assert session.threads == [MAIN, tasks[0].id, tasks[1].id] and "subagents" not in session.unread
+    streams = "".join(path.read_text() for path in _segments("delegated"))
+    for task in tasks:
+        [grep] = session.calls_in(task.id)
+        assert grep.name == "Bash" and grep.input["command"].startswith("grep -rliE") and grep.id not in streams
+        steps = session.messages(task.id)
+        assert len(steps) == 2 and all(m.usage is not None and m.usage.ctx > 0 for m in steps)
+        assert steps[-1].text in task.result.text  # the subagent's answer is the task's result
+        timeline = session.timeline
+        start = timeline.index(next(m for m in session.messages() if task in m.calls))
+        assert timeline[start + 1] is steps[0] and timeline.index(task.result) > timeline.index(steps[-1])
+    assert [c.name for c in session.calls_in(MAIN)] == ["Task", EXPLORE, "Bash"] * 2
+    assert contamination(session).mcp_calls and len(session.answer_texts()) == 2
+
+
+def test_a_child_session_not_kept_is_said_and_fails_the_evidence(tmp_path: Path) -> None:
+    for segment in _segments("delegated"):
+        shutil.copyfile(segment, tmp_path / segment.name)
+    session = read_opencode(sorted(tmp_path.glob("events*.jsonl")), ("codegraph",))
+    children = [c.result.text.split('"')[1] for c in session.calls if c.name == "Task"]
+    assert children[0].startswith("ses_") and all(child in session.unread["subagents"] for child in children)
+    assert session.threads == [MAIN]
+    problems = evidence(session, read_requests(DATA / "delegated" / "requests.jsonl")).problems
+    assert len([p for p in problems if "reached the model in request" in p]) == 4, problems  # 2 calls, 2 results
+
+
 def test_without_the_kept_config_mcp_tools_keep_opencodes_names(tmp_path: Path) -> None:
     shutil.copyfile(_segments("with")[0], tmp_path / "events.jsonl")
     session = read_opencode([tmp_path / "events.jsonl"])
@@ -196,7 +231,7 @@ def test_the_recorded_sessions_agree_with_the_request_records(arm: str) -> None:
     report = evidence(session, entries)
     assert report.intact and report.requests == len(entries), report.problems
     paired = paired_responses(session, entries)
-    assert list(paired) == [m.id for m in session.messages()] and len(set(paired.values())) == len(paired)
+    assert list(paired) == [m.id for m in session.messages(None)] and len(set(paired.values())) == len(paired)
 
 
 def test_a_stream_that_was_changed_or_cut_short_disagrees(tmp_path: Path) -> None:
@@ -287,6 +322,98 @@ def test_the_block_probe_asks_for_one_bash_call_then_ends() -> None:
     result = {"type": "tool_result", "tool_use_id": call["id"]}
     request["messages"] += [{"role": "assistant", "content": [call]}, {"role": "user", "content": [result]}]
     assert model.respond(request).blocks[0]["type"] == "text"
+
+
+def test_the_policy_delegates_through_opencodes_task_and_its_explore_subagent_searches() -> None:
+    requests = [r for r in _requests("delegated") if r.get("tools")]
+    first = min(requests, key=lambda r: len(r["messages"]))
+    turn = read_turn(first, CODEGRAPH.explore)
+    assert "Task" in turn.tools and "task" not in turn.tools and not turn.subagent
+    [call] = render(first, ScriptedBackend(delegate=True).decide(turn), CODEGRAPH.explore).blocks
+    assert call["name"] == "task" and call["input"]["subagent_type"] == "explore"  # OpenCode's types: lower case
+    [task] = [t for t in first["tools"] if t["name"] == "task"]
+    assert set(call["input"]) <= set(task["input_schema"]["properties"])
+    child = next(r for r in requests if "You are a file search specialist" in json.dumps(r["system"]))
+    assert "task" not in {t["name"] for t in child["tools"]}
+    sub = read_turn(child, CODEGRAPH.explore)
+    assert sub.subagent and sub.question == "How does res.send decide the Content-Type and ETag?"
+    [grep] = render(child, ScriptedBackend(delegate=True).decide(sub), CODEGRAPH.explore).blocks
+    assert grep["name"] == "bash" and grep["input"]["command"].startswith("grep -rliE ")
+    after = next(r for r in requests if '"name": "task"' in json.dumps(r["messages"]) and r is not child)
+    going_on = read_turn(after, CODEGRAPH.explore)
+    assert [s.name for s in going_on.delegated] == ["Task"] and not going_on.steps
+    [explore] = render(after, ScriptedBackend(delegate=True).decide(going_on), CODEGRAPH.explore).blocks
+    assert explore["name"] == f"{CODEGRAPH.name}_{CODEGRAPH.explore}"  # delegated once, then on as usual
+
+
+# -- the subagents' steps, out of OpenCode's database -------------------------------------------
+_SCHEMA = (
+    "CREATE TABLE session (id TEXT PRIMARY KEY, parent_id TEXT)",
+    "CREATE TABLE message (id TEXT PRIMARY KEY, session_id TEXT, data TEXT)",
+    "CREATE TABLE part (id TEXT PRIMARY KEY, message_id TEXT, session_id TEXT, time_created INTEGER, data TEXT)",
+)
+
+
+def _database(home: Path, part_table: str = _SCHEMA[2]) -> Path:
+    """An OpenCode database in ``home``'s data folder, in write-ahead-log mode, its last writes left in the log: the
+    run's session ``ses_a``, its child ``ses_b`` (a user prompt, a step with a bash call), ``ses_b``'s own child
+    ``ses_c``, and an unrelated session ``ses_x``."""
+    import sqlite3
+
+    folder = home / ".local/share/opencode"
+    folder.mkdir(parents=True)
+    connection = sqlite3.connect(folder / "opencode.db")
+    connection.execute("PRAGMA journal_mode = WAL")
+    connection.execute("PRAGMA wal_autocheckpoint = 0")
+    for statement in (*_SCHEMA[:2], part_table):
+        connection.execute(statement)
+    connection.executemany("INSERT INTO session VALUES (?, ?)",
+                           [("ses_a", None), ("ses_b", "ses_a"), ("ses_c", "ses_b"), ("ses_x", None)])  # fmt: skip
+    user, assistant = json.dumps({"role": "user"}), json.dumps({"role": "assistant"})
+    messages = [("m1", "ses_b", user), ("m2", "ses_b", assistant), ("m3", "ses_c", assistant),
+                ("m4", "ses_x", assistant)]  # fmt: skip
+    connection.executemany("INSERT INTO message VALUES (?, ?, ?)", messages)
+    bash = {"type": "tool", "tool": "bash", "callID": "toolu_1", "state": {"status": "completed", "output": "ok"}}
+    parts = [("p1", "m1", "ses_b", 1, {"type": "text", "text": "the prompt"}),
+             ("p2", "m2", "ses_b", 2, {"type": "step-start"}), ("p3", "m2", "ses_b", 3, bash),
+             ("p4", "m2", "ses_b", 4, {"type": "step-finish", "reason": "tool-calls"}),
+             ("p5", "m3", "ses_c", 5, {"type": "snapshot"}),
+             ("p6", "m4", "ses_x", 6, {"type": "step-start"})]  # fmt: skip
+    if part_table == _SCHEMA[2]:
+        connection.executemany("INSERT INTO part VALUES (?, ?, ?, ?, ?)", [(*p[:4], json.dumps(p[4])) for p in parts])
+    connection.commit()
+    shutil.copyfile(folder / "opencode.db-wal", home / "wal")  # the log as it stood before the connection closed
+    connection.close()
+    shutil.copyfile(home / "wal", folder / "opencode.db-wal")
+    return folder / "opencode.db"
+
+
+def test_the_subagents_steps_are_read_out_of_opencodes_database_as_stream_events(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    _database(home)
+    dest = tmp_path / "run-x.subagents"
+    assert keep_subagents(home, home / ".local/share", "ses_a", dest) == 2  # its child and the child's child
+    events = [json.loads(line) for line in dest.read_text().splitlines()]
+    assert [(e["type"], e["sessionID"], e["part"]["id"], e["timestamp"]) for e in events] == [
+        ("step_start", "ses_b", "p2", 2), ("tool_use", "ses_b", "p3", 3), ("step_finish", "ses_b", "p4", 4)
+    ]  # fmt: skip  # the user's prompt, parts the stream never carries, and other sessions left out
+    assert events[1]["part"]["messageID"] == "m2" and events[1]["part"]["callID"] == "toolu_1"
+    assert kept_subagents(tmp_path / "run-x.jsonl") == dest
+
+
+def test_the_database_is_read_without_following_a_link_or_trusting_its_schema(tmp_path: Path) -> None:
+    home = tmp_path / "home"
+    database = _database(home)
+    database.rename(tmp_path / "elsewhere.db")
+    database.symlink_to(tmp_path / "elsewhere.db")
+    with pytest.raises(UntrustedFile, match=r"opencode\.db"):
+        keep_subagents(home, home / ".local/share", "ses_a", tmp_path / "out")
+    viewed = tmp_path / "viewed"
+    _database(viewed, "CREATE VIEW part AS SELECT 'p' AS id, 'm2' AS message_id, 'ses_b' AS session_id, "
+                      "0 AS time_created, '{}' AS data")  # fmt: skip
+    with pytest.raises(SubagentsError, match="not OpenCode's session database"):
+        keep_subagents(viewed, viewed / ".local/share", "ses_a", tmp_path / "out")
+    assert not (tmp_path / "out").exists()
 
 
 # -- the driver ---------------------------------------------------------------------------------

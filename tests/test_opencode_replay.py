@@ -99,5 +99,7 @@ def test_an_opencode_cassette_with_a_torn_line_is_refused_naming_it(tmp_path: Pa
 
 def test_a_baseline_packs_the_working_directory_and_config_kept_beside_the_first_segment() -> None:
     kept = OPENCODE.record_files(segments(DATA / "two-turns"))
-    assert [path.name for path in kept] == ["events.jsonl", "events.t2.jsonl", "events.opencode.json", "events.cwd"]
-    assert all(path.is_file() for path in kept)
+    names = ["events.jsonl", "events.t2.jsonl", "events.opencode.json", "events.cwd", "events.subagents"]
+    assert [path.name for path in kept] == names
+    assert [path.is_file() for path in kept] == [True] * 4 + [False]  # no subagent ran: nothing kept, nothing packed
+    assert all(path.is_file() for path in OPENCODE.record_files(segments(DATA / "delegated")))
