@@ -27,7 +27,7 @@ from pytest_agent_eval.harness import sandbox
 from pytest_agent_eval.harness.provision import Provisioned, read_builds
 from pytest_agent_eval.metrics.contamination import contamination
 from pytest_agent_eval.metrics.evidence import evidence
-from pytest_agent_eval.model import AnthropicBackend, OpenCodeCassetteBackend, ScriptedBackend, serve
+from pytest_agent_eval.model import AnthropicBackend, OpenCodeCassetteBackend, ScriptedBackend, cassette_backend, serve
 from pytest_agent_eval.model.opencode import is_opencode_request, read_turn, render
 from pytest_agent_eval.model.record import read_requests
 from pytest_agent_eval.model.sse import Reply
@@ -150,17 +150,20 @@ def test_a_second_turn_continues_the_session_and_the_policy_answers_the_new_ques
     assert evidence(arm.session, read_requests(arm.record)).intact
 
 
-def test_a_subagent_of_the_task_tool_is_read_into_the_session_from_its_child_session(
-    tmp_path: Path, real_tools: RealTools, opencode: Provisioned
-) -> None:
-    """The stand-in hands the question to OpenCode's ``explore`` subagent (``task``): a child session whose steps the
-    parent's stream leaves out. The driver keeps them out of OpenCode's database; the Session holds them under the
-    task call's thread, so it agrees with every request the model received, and the main thread's occupancy matches
-    the stand-in's counts."""
+@pytest.fixture(scope="module")
+def delegated(tmp_path_factory: pytest.TempPathFactory, real_tools: RealTools, opencode: Provisioned) -> Arm:
+    """The with-arm, the stand-in handing the question to OpenCode's ``explore`` subagent first (``task``)."""
     if not sandbox.enabled():
         pytest.skip("the sandbox is switched off")
-    arm = run_arm(OPENCODE, tmp_path, real_tools.express, opencode, real_tools.cache, codegraph=real_tools.codegraph,
-                  model=ScriptedBackend(delegate=True))  # fmt: skip
+    return run_arm(OPENCODE, tmp_path_factory.mktemp("opencode-task"), real_tools.express, opencode, real_tools.cache,
+                   codegraph=real_tools.codegraph, model=ScriptedBackend(delegate=True))  # fmt: skip
+
+
+def test_a_subagent_of_the_task_tool_is_read_into_the_session_from_its_child_session(delegated: Arm) -> None:
+    """A ``task`` call runs the subagent in a child session whose steps the parent's stream leaves out. The driver
+    keeps them out of OpenCode's database; the Session holds them under the task call's thread, so it agrees with
+    every request the model received, and the main thread's occupancy matches the stand-in's counts."""
+    arm = delegated
     task = arm.session.calls[0]
     assert (task.name, task.sent_as[1]["subagent_type"], task.input["prompt"]) == ("Task", "explore", QUESTION)
     stream = arm.run.segments[0].read_text(encoding="utf-8")
@@ -180,6 +183,23 @@ def test_a_subagent_of_the_task_tool_is_read_into_the_session_from_its_child_ses
     explored(arm)
     assert_occupancy_matches(arm.session, counts)
     assert OPENCODE.record_files(arm.run.segments)[-1].is_file()  # a baseline carries the kept steps
+
+
+def test_a_recorded_subagent_replays_through_the_real_cli(
+    delegated: Arm, tmp_path: Path, real_tools: RealTools, opencode: Provisioned
+) -> None:
+    """The cassette of the delegated run answers the child session's requests from the subagent's recorded steps
+    (recognised by the task's prompt): the same calls in the same threads, in another workspace, evidence intact."""
+    backend = cassette_backend(delegated.run.segments)
+    assert isinstance(backend, OpenCodeCassetteBackend)
+    replayed = run_arm(OPENCODE, tmp_path, real_tools.express, opencode, real_tools.cache,
+                       codegraph=real_tools.codegraph, model=backend)  # fmt: skip
+    old, new = str(delegated.workspace.repo), str(replayed.workspace.repo)
+    calls = [(c.id, c.name, c.thread, json.dumps(c.input).replace(old, new)) for c in delegated.session.calls]
+    assert [(c.id, c.name, c.thread, json.dumps(c.input)) for c in replayed.session.calls] == calls
+    assert len(replayed.requests) == len(delegated.requests)
+    assert replayed.session.answer_texts() == delegated.session.answer_texts()
+    assert evidence(replayed.session, read_requests(replayed.record)).intact
 
 
 HOSTILE = {

@@ -41,7 +41,7 @@ def test_an_opencode_recording_is_a_messages_cassette_of_its_own() -> None:
     assert backend.cwd == (DATA / "with" / "events.cwd").read_text(encoding="utf-8")
 
 
-@pytest.mark.parametrize("arm", ["with", "without", "two-turns"])
+@pytest.mark.parametrize("arm", ["with", "without", "two-turns", "delegated"])
 def test_each_recorded_request_gets_the_recorded_response(arm: str) -> None:
     entries = _entries(arm)
     with serve(cassette_backend(segments(DATA / arm))) as server:
