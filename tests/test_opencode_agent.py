@@ -24,7 +24,13 @@ from pytest_agent_eval.agents.opencode.config import AGENT_ENV, run_command
 from pytest_agent_eval.agents.opencode.driver import OpenCodeOptions, run_opencode
 from pytest_agent_eval.agents.opencode.probe import ProbeModel
 from pytest_agent_eval.agents.opencode.subagents import SubagentsError, keep_subagents
-from pytest_agent_eval.agents.opencode.transcript import is_opencode_events, kept_config, kept_subagents, read_opencode
+from pytest_agent_eval.agents.opencode.transcript import (
+    OpenCodeSession,
+    is_opencode_events,
+    kept_config,
+    kept_subagents,
+    read_opencode,
+)
 from pytest_agent_eval.campaign.store import ends_with_result
 from pytest_agent_eval.cli import main as cli_main
 from pytest_agent_eval.harness.drivers import TurnError
@@ -38,7 +44,7 @@ from pytest_agent_eval.model.opencode import is_opencode_request, read_turn, ren
 from pytest_agent_eval.model.record import read_requests
 from pytest_agent_eval.model.truth import read_truth_log, resident_truth
 from pytest_agent_eval.tool import CODEGRAPH
-from pytest_agent_eval.transcript import MAIN, TranscriptError
+from pytest_agent_eval.transcript import MAIN, Message, ToolCall, TranscriptError
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -502,3 +508,35 @@ def test_a_response_opencode_never_kept_is_passed_over_in_the_pairing() -> None:
     assert evidence(session, retried).intact
     assert "msg_cut_off" not in paired_responses(session, retried).values()
     assert paired_responses(session, retried) == paired_responses(session, entries)
+
+
+def test_subagents_run_side_by_side_pair_with_their_own_responses() -> None:
+    """Two ``task`` calls in one step run their subagents at once: their requests interleave at the model, while the
+    reader lays each child's steps after its call. Each thread is paired in its own order."""
+    session = OpenCodeSession()
+
+    def step(message_id: str, thread: str, calls: tuple[str, ...] = (), text: str = "") -> None:
+        message = Message(message_id, thread, None, 0, blocks=[{"type": "text", "text": text}] if text else [])
+        message.calls = [ToolCall(call, "Bash", {}, thread, message_id) for call in calls]
+        session.timeline.append(message)
+        session.calls.extend(message.calls)
+
+    step("m1", MAIN, ("toolu_A", "toolu_B"))
+    step("a1", "toolu_A", ("toolu_a1",))
+    step("a2", "toolu_A", text="A found it")
+    step("b1", "toolu_B", ("toolu_b1",))
+    step("b2", "toolu_B", text="B found it")
+    step("m2", MAIN, text="The answer")
+
+    def answered(response: str, calls: tuple[str, ...] = (), text: str = "") -> dict:
+        content = [{"type": "tool_use", "id": c, "name": "bash", "input": {}} for c in calls]
+        content += [{"type": "text", "text": text}] if text else []
+        return {"method": "POST", "path": "/v1/messages", "request": {"tools": [{"name": "bash"}], "messages": []},
+                "response": {"id": response, "content": content}}  # fmt: skip
+
+    entries = [answered("r_m1", ("toolu_A", "toolu_B")), answered("r_a1", ("toolu_a1",)),
+               answered("r_b1", ("toolu_b1",)), answered("r_b2", text="B found it"),
+               answered("r_a2", text="A found it"), answered("r_m2", text="The answer")]  # fmt: skip
+    paired = paired_responses(session, entries)
+    assert paired == {"m1": "r_m1", "a1": "r_a1", "a2": "r_a2", "b1": "r_b1", "b2": "r_b2", "m2": "r_m2"}
+    assert not [p for p in evidence(session, entries).problems if "the model sent no such message" in p]

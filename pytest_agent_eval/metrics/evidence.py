@@ -204,7 +204,9 @@ def paired_responses(session: Session, entries: Sequence[dict[str, Any]]) -> dic
     """The id of the model's response each assistant message of ``session`` is: its own id, or, for a transcript
     that names its messages by the agent's own ids (:attr:`~pytest_agent_eval.transcript.Session.own_message_ids`,
     OpenCode's), the next response, in order, to a request offering tools (the CLI's side requests, such as a
-    session title, offer none) with the same tool calls (the model's own ids) or, without calls, the same text. A
+    session title, offer none) with the same tool calls (the model's own ids) or, without calls, the same text.
+    "In order" is each thread's own: subagents run side by side (OpenCode's parallel ``task`` calls) interleave their
+    requests, so a subagent's thread goes on from the response that made its call, and a response is paired once. A
     response the CLI never kept (a stream cut off, retried) is passed over; a message no response fits is unpaired."""
     return _pairing(session, _received(entries))
 
@@ -213,13 +215,17 @@ def _pairing(session: Session, received: _Received) -> dict[str, str]:
     messages = [m for m in session.messages(thread=None) if not m.error and m.model != "<synthetic>"]
     if not session.own_message_ids:
         return {m.id: m.id for m in messages}
-    pairs, at = {}, 0
+    pairs: dict[str, str] = {}
+    at: dict[str, int] = {}  # thread → where its next response is looked for (a subagent's: after its call's)
+    taken: set[int] = set()
     for message in messages:
         calls, text = frozenset(call.id for call in message.calls), _comparable(message.text)
-        for index in range(at, len(received.answers)):
+        for index in range(at.get(message.thread, 0), len(received.answers)):
             response, sent_calls, sent_text = received.answers[index]
-            if sent_calls == calls and (calls or sent_text == text):
-                pairs[message.id], at = response, index + 1
+            if index not in taken and sent_calls == calls and (calls or sent_text == text):
+                pairs[message.id], at[message.thread] = response, index + 1
+                at.update(dict.fromkeys(calls, index + 1))
+                taken.add(index)
                 break
     return pairs
 
