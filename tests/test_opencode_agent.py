@@ -51,8 +51,8 @@ pytestmark = pytest.mark.timeout(60)
 DATA = Path(__file__).parent / "data/opencode"
 ARMS = ("with", "without", "two-turns", "delegated")
 EXPLORE = f"mcp__{CODEGRAPH.name}__{CODEGRAPH.explore}"
-# A stand-in `opencode`: replays the recorded with-arm's stream for `run`, and records its argv; OPENCODE_FAKE says
-# how a turn goes ("ok", "error", "hang", "silent", "crash").
+# A stand-in `opencode`: replays the recorded with-arm's stream (or OPENCODE_FAKE_EVENTS) for `run`, and records its
+# argv; OPENCODE_FAKE says how a turn goes ("ok", "error", "hang", "silent", "crash").
 FAKE = f"""#!{sys.executable}
 import json, os, sys, time
 from pathlib import Path
@@ -61,7 +61,7 @@ with open(Path(os.environ["HOME"]) / "argv.jsonl", "a") as log:
 how = os.environ.get("OPENCODE_FAKE", "ok")
 if how == "silent":
     time.sleep(60)
-events = Path({str(DATA / "with" / "events.jsonl")!r}).read_text().splitlines()
+events = Path(os.environ.get("OPENCODE_FAKE_EVENTS", {str(DATA / "with" / "events.jsonl")!r})).read_text().splitlines()
 for line in events if how in ("ok", "hang") else events[:-1]:
     print(line, flush=True)
 if how == "error":
@@ -360,9 +360,9 @@ _SCHEMA = (
 )
 
 
-def _database(home: Path, part_table: str = _SCHEMA[2]) -> Path:
+def _database(home: Path, part_table: str = _SCHEMA[2], run: str = "ses_a") -> Path:
     """An OpenCode database in ``home``'s data folder, in write-ahead-log mode, its last writes left in the log: the
-    run's session ``ses_a``, its child ``ses_b`` (a user prompt, a step with a bash call), ``ses_b``'s own child
+    run's session ``run``, its child ``ses_b`` (a user prompt, a step with a bash call), ``ses_b``'s own child
     ``ses_c``, and an unrelated session ``ses_x``."""
     import sqlite3
 
@@ -374,7 +374,7 @@ def _database(home: Path, part_table: str = _SCHEMA[2]) -> Path:
     for statement in (*_SCHEMA[:2], part_table):
         connection.execute(statement)
     connection.executemany("INSERT INTO session VALUES (?, ?)",
-                           [("ses_a", None), ("ses_b", "ses_a"), ("ses_c", "ses_b"), ("ses_x", None)])  # fmt: skip
+                           [(run, None), ("ses_b", run), ("ses_c", "ses_b"), ("ses_x", None)])  # fmt: skip
     user, assistant = json.dumps({"role": "user"}), json.dumps({"role": "assistant"})
     messages = [("m1", "ses_b", user), ("m2", "ses_b", assistant), ("m3", "ses_c", assistant),
                 ("m4", "ses_x", assistant)]  # fmt: skip
@@ -423,6 +423,29 @@ def test_the_database_is_read_without_following_a_link_or_trusting_its_schema(tm
 
 
 # -- the driver ---------------------------------------------------------------------------------
+def test_a_turn_that_ran_a_subagent_has_its_steps_kept_and_a_link_in_the_databases_place_ends_the_run(
+    tmp_path: Path,
+) -> None:
+    recorded = DATA / "delegated" / "events.jsonl"
+    run_session = json.loads(recorded.read_text().splitlines()[0])["sessionID"]
+    fake = {"OPENCODE_FAKE_EVENTS": str(recorded)}
+    setup = _setup(tmp_path / "kept")
+    _database(setup.home, run=run_session)
+    run, _ = drive_fake(OPENCODE, FAKE, setup, tmp_path / "kept", fake)
+    assert not isinstance(run, Exception), run
+    kept = [json.loads(line) for line in kept_subagents(run.segments[0]).read_text().splitlines()]
+    assert {e["sessionID"] for e in kept} == {"ses_b"} and len(kept) == 3
+    assert not kept_subagents(_drive(tmp_path / "none", "ok")[0].segments[0]).exists()  # no task call: nothing read
+    setup = _setup(tmp_path / "linked")
+    database = _database(setup.home, run=run_session)
+    database.rename(tmp_path / "elsewhere.db")
+    database.symlink_to(tmp_path / "elsewhere.db")
+    error, _ = drive_fake(OPENCODE, FAKE, setup, tmp_path / "linked", fake)
+    assert isinstance(error, TurnError), error
+    assert re.search(r"turn 1: the subagents' steps \(task\) could not be read out of OpenCode's database: .*"
+                     r"opencode\.db: a link", str(error)), error  # fmt: skip
+
+
 def _drive(tmp_path: Path, how: str, questions: tuple[str, ...] = ("Q1?",), timeout_s: float = 5.0) -> tuple:
     return drive_fake(OPENCODE, FAKE, _setup(tmp_path), tmp_path, {"OPENCODE_FAKE": how}, questions, timeout_s)
 
