@@ -19,26 +19,29 @@ import pytest
 from support.agent_cli import QUESTION, THINKING, Arm, assert_occupancy_matches, both_arms, denied, explored, run_arm
 from support.e2e import RealTools
 from support.gemini import held_results, sent_results
-from support.replay import assert_replays
+from support.replay import assert_replays, segments
 
 from pytest_agent_eval.agents.base import AgentConfig, AgentSetup
 from pytest_agent_eval.agents.gemini import GEMINI
 from pytest_agent_eval.agents.gemini.agent import GeminiAgent
 from pytest_agent_eval.agents.gemini.config import gemini_dir
-from pytest_agent_eval.agents.gemini.transcript import kept_chat
+from pytest_agent_eval.agents.gemini.transcript import kept_chat, read_gemini
 from pytest_agent_eval.harness import sandbox
 from pytest_agent_eval.harness.drivers import TurnError
 from pytest_agent_eval.harness.provision import Provisioned, read_builds
 from pytest_agent_eval.metrics.contamination import contamination
 from pytest_agent_eval.metrics.evidence import evidence
-from pytest_agent_eval.model import GeminiCassetteBackend, ScriptedBackend
+from pytest_agent_eval.model import GeminiCassetteBackend, ScriptedBackend, cassette_backend
 from pytest_agent_eval.model.record import read_requests
 from pytest_agent_eval.model.server import Faults
 from pytest_agent_eval.model.truth import read_truth_log
 from pytest_agent_eval.tool import CODEGRAPH
+from pytest_agent_eval.transcript import Compaction
 
 SECOND_QUESTION = "Where is the ETag function configured, and how does the app setting reach res.send?"
 AGENT = "pytest_agent_eval.agents.gemini:GEMINI"
+THREE_QUESTIONS = (QUESTION, SECOND_QUESTION,
+                   "What would I change to make res.send skip the ETag for bodies larger than 1 MB?")  # fmt: skip
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -285,3 +288,26 @@ def test_a_recorded_gemini_run_replays_through_the_real_cli_in_another_workspace
         return {message: tokens for message, (_, tokens) in arm.session.thinking.items()}
 
     assert thought_tokens(arms[has_tool]) and thought_tokens(replayed) == thought_tokens(arms[has_tool])
+
+
+def test_a_recorded_session_compacted_in_its_third_turn_replays_through_the_real_cli(
+    tmp_path: Path, real_tools: RealTools, gemini: Provisioned
+) -> None:
+    """tests/data/gemini/three-turns: three questions through ``--resume``, the history written again in the third
+    turn (a compaction). Each request after it is matched to its recorded answer by what survives the rewrite, so the
+    replay makes the recorded calls, gives the recorded answers and compacts where the recording did."""
+    folder = Path(__file__).parent / "data/gemini/three-turns"
+    recorded = read_gemini(segments(folder))
+    backend = cassette_backend(segments(folder))
+    replayed = run_arm(GEMINI, tmp_path, real_tools.express, gemini, real_tools.cache, THREE_QUESTIONS, model=backend)
+    old, new = backend.cwd, str(replayed.workspace.repo)
+    assert old and old != new
+    assert [(c.name, json.dumps(c.input)) for c in replayed.session.calls] == [
+        (c.name, json.dumps(c.input).replace(old, new)) for c in recorded.calls]  # fmt: skip
+    assert replayed.session.answer_texts() == recorded.answer_texts()
+    assert len(replayed.requests) == len(read_truth_log(folder / "truth.jsonl")) == 12
+    compacted = [i for i, e in enumerate(replayed.session.timeline) if isinstance(e, Compaction)]
+    assert len(compacted) == len([e for e in recorded.timeline if isinstance(e, Compaction)]) == 1
+    assert evidence(replayed.session, read_requests(replayed.record)).intact
+    report = contamination(replayed.session)
+    assert (report.cli_calls, report.cli_blocked, report.contaminated) == (3, 3, False)
