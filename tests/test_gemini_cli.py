@@ -25,7 +25,7 @@ from pytest_agent_eval.agents.base import AgentConfig, AgentSetup
 from pytest_agent_eval.agents.gemini import GEMINI
 from pytest_agent_eval.agents.gemini.agent import GeminiAgent
 from pytest_agent_eval.agents.gemini.config import gemini_dir
-from pytest_agent_eval.agents.gemini.transcript import kept_chat, read_gemini
+from pytest_agent_eval.agents.gemini.transcript import COMPLETE_TOOL, kept_chat, read_gemini
 from pytest_agent_eval.harness import sandbox
 from pytest_agent_eval.harness.drivers import TurnError
 from pytest_agent_eval.harness.provision import Provisioned, read_builds
@@ -311,3 +311,36 @@ def test_a_recorded_session_compacted_in_its_third_turn_replays_through_the_real
     assert evidence(replayed.session, read_requests(replayed.record)).intact
     report = contamination(replayed.session)
     assert (report.cli_calls, report.cli_blocked, report.contaminated) == (3, 3, False)
+
+
+@pytest.mark.parametrize("has_tool", [True, False], ids=["with", "without"])
+def test_a_model_that_delegates_to_a_subagent_is_read_whole_from_the_subagents_chat_record(
+    has_tool: bool, tmp_path: Path, real_tools: RealTools, gemini: Provisioned
+) -> None:
+    """Gemini CLI 0.61.0 offers ``invoke_agent`` by default (``experimental.enableAgents``) and its system prompt tells
+    the model to delegate. A model that does (the stand-in, ``delegate=True``, to ``codebase_investigator``) has the
+    subagent's requests reach the model server, but not the session's chat record: Gemini CLI writes them to one of
+    the subagent's own (``chats/<session id>/<agent id>.jsonl``), which the driver keeps and the reader reads into
+    the delegating call's thread. The Session then agrees with every request the model received."""
+    tool = {"codegraph": real_tools.codegraph} if has_tool else {}
+    arm = run_arm(GEMINI, tmp_path, real_tools.express, gemini, real_tools.cache,
+                  model=ScriptedBackend(delegate=True, **THINKING), **tool)  # fmt: skip
+    [delegated] = [c for c in arm.session.calls if c.name == "invoke_agent"]
+    assert delegated.thread == "main" and delegated.input["agent_name"] == "codebase_investigator"
+    assert delegated.result is not None and "Termination Reason: GOAL" in delegated.result.text
+    assert [c.name for c in arm.session.calls_in(delegated.id)] == ["grep_search", "complete_task"]
+    sub_messages = arm.session.messages(thread=delegated.id)
+    entries = read_requests(arm.record)
+    sub_requests = [e for e in entries if COMPLETE_TOOL in json.dumps(e["request"].get("tools"))]
+    assert len(sub_messages) == len(sub_requests) == 2
+    assert len(arm.session.messages(thread=None)) == len(entries)  # every request the model answered, read
+    label = f"run-{'with' if has_tool else 'without'}-1"
+    [kept] = [p.name for p in GEMINI.record_files(arm.run.segments) if ".sub-" in p.name]  # packed into a baseline
+    assert kept.startswith(f"{label}.sub-") and kept.endswith(".chat")
+    report = evidence(arm.session, entries)
+    assert report.intact, report.problems
+    counts = read_truth_log(arm.truth)
+    assert_occupancy_matches(arm.session, dict(zip([m.id for m in arm.session.messages(thread=None)], counts.values(),
+                                                   strict=True)))  # fmt: skip
+    gate = contamination(arm.session)
+    assert (bool(gate.mcp_calls), gate.cli_blocked, gate.contaminated) == (has_tool, int(not has_tool), False)

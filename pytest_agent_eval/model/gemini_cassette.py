@@ -84,12 +84,14 @@ class GeminiCassetteBackend:
         return with_thinking(request, parts, thought, max(0, spent - text_tokens(thought)))
 
     def turn_of(self, request: dict[str, Any]) -> int:
-        """The recorded response ``request`` asks for: the one at its place (:func:`request_place`); of a question
+        """The recorded response ``request`` asks for: the one at its place (:func:`request_place`; a recorded text
+        may hold the CLI's context before the question, in one text, as a subagent's first does); of a question
         the recording asked more than once, the first such at or after the count of the request's ``model`` turns
         (a compression only lowers that count); of one it never asked, the count itself."""
         done = responses_in(request)
-        place = request_place(request)
-        matches = [n for n, recorded in enumerate(self.places) if recorded == place]
+        question, since = request_place(request)
+        matches = [n for n, (asked, answered) in enumerate(self.places)
+                   if question and asked.endswith(question) and answered == since]  # fmt: skip
         if not matches:
             return done
         return next((n for n in matches if n >= done), matches[-1])
@@ -126,19 +128,25 @@ def request_place(request: dict[str, Any]) -> tuple[str, int]:
 
 
 def response_places(session: Session) -> list[tuple[str, int]]:
-    """Each response's place (:func:`request_place`) in a recorded session: the user text before it and how many
-    responses came between. A history written again (after a :class:`Compaction`) repeats questions asked before
-    (the first with the session context before it, in one text): those are no new turn."""
+    """Each response's place (:func:`request_place`) in a recorded session: the user text before it in its thread (a
+    subagent's runs on a prompt of its own) and how many responses of that thread came between. A history written
+    again (after a :class:`Compaction`) repeats questions asked before (the first with the session context before
+    it, in one text): those are no new turn."""
     places: list[tuple[str, int]] = []
-    question, since, asked, rewritten = "", 0, set(), False
+    question: dict[str, tuple[str, int]] = {}  # thread → its question, and the responses to it so far
+    asked: dict[str, set[str]] = {}
+    rewritten: set[str] = set()
     for event in session.timeline:
         if isinstance(event, Compaction):
-            rewritten = True
-        elif isinstance(event, UserText) and not (rewritten and any(event.text.endswith(q) for q in asked)):
-            question, since = event.text, 0
-            asked.add(event.text)
+            rewritten.add(event.thread)
+        elif isinstance(event, UserText):
+            seen = asked.setdefault(event.thread, set())
+            if not (event.thread in rewritten and any(event.text.endswith(q) for q in seen)):
+                question[event.thread] = (event.text, 0)
+                seen.add(event.text)
         elif isinstance(event, Message):
-            places.append((question, since))
-            since += 1
-            rewritten = False
+            text, since = question.get(event.thread, ("", 0))
+            places.append((text, since))
+            question[event.thread] = (text, since + 1)
+            rewritten.discard(event.thread)
     return places
