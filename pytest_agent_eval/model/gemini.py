@@ -12,6 +12,11 @@ The scripted policy decides in the house's common tool vocabulary (``Read``, ``G
 ``mcp_NAME_tool`` is ``mcp__NAME__tool`` (NAME up to the first ``_``: the harness's server names have none) — and the
 reply is rendered back: a Read is ``cat -n FILE``, a Grep a ``grep -rliE``, an explore its ``mcp_`` function.
 
+Gemini CLI's subagents: with ``delegate`` the policy hands a question to :data:`SUBAGENT` through ``invoke_agent``
+(``agent_name`` added here); a request offering ``complete_task`` is that subagent's, whose own tools (``grep_search``,
+``read_file``, no shell) serve Grep and Read, and whose answer goes out as a ``complete_task`` call, its text
+filling the tool's report schema (:func:`filled`).
+
 The SSE stream is ``data: <GenerateContentResponse>`` frames (no event names): text in chunks, each call whole, the
 last frame with ``finishReason`` and ``usageMetadata{promptTokenCount, cachedContentTokenCount,
 candidatesTokenCount, totalTokenCount}``; ``promptTokenCount`` is the whole prompt, cached part included, as the

@@ -20,6 +20,10 @@ message: the CLI sends no thought back to the model, so they never occupy the co
 sends back on a call part is not recorded). Their cost, ``tokens.thoughts``, is output, counted in the message's; both
 are kept apart (:attr:`GeminiSession.thinking`), for a replay.
 
+A subagent (``invoke_agent``) keeps a chat record of its own, ``chats/<session id>/<agent id>.jsonl`` (the harness's
+copy ``run-<label>.sub-<agent id>.chat``), named by the call's ``agentId``: it is read into the thread named by the
+call's id, its responses numbered where they were streamed (:meth:`_Chat._subagent`).
+
 So the chat record gives each request's usage, calls and results; the event stream gives the turns' ends (the
 ``result`` event) and errors. Tools are named in the house's common vocabulary: ``mcp_NAME_tool`` is
 ``mcp__NAME__tool``; ``run_shell_command{command}`` is ``Bash{command}``, so the file-access classifier decides, as for
