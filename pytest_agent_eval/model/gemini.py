@@ -57,12 +57,13 @@ from .usage import count_tokens, declared_hidden, hidden_signature, signed_hidde
 
 # Where the CLI's session context names the working directory (the first of the workspace's directories).
 _CWD_RE = re.compile(r"Workspace Directories:\**\n\s*- (/[^\n]+)")
-# The CLI's own context, sent as a user part before the question: not the question.
 # The subagent the policy hands a question to (Gemini CLI 0.61.0's built-in investigator, read-only tools).
 SUBAGENT = "codebase_investigator"
 # A subagent's own tools, offered where the shell is not: the search and the read in the common vocabulary.
 NATIVE_TOOLS = {"grep_search": "Grep", "read_file": "Read"}
+# A grep_search result names each file it matched in as "File: PATH".
 _GREP_FILE_RE = re.compile(r"^File: (.+)$", re.M)
+# The CLI's own context, sent as a user part before the question: not the question.
 _CONTEXT_RE = re.compile(r"^\s*(?:<session_context>|This is the Gemini CLI\.|<loaded_context>)", re.S)
 
 
