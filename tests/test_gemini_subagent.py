@@ -120,3 +120,13 @@ def test_a_delegating_recording_replays_the_subagents_responses_too() -> None:
             assert status == 200, body
             assert _calls(_parts(assemble(body))) == _calls(_parts(entry["response"]))
     assert json.dumps(entries[1]["request"]).count(COMPLETE_TOOL) >= 1  # the subagent's first request
+
+
+def test_a_subagent_record_of_another_agent_is_not_read_and_the_session_says_so(tmp_path: Path) -> None:
+    shutil.copytree(DATA, tmp_path / "run")
+    planted = tmp_path / "run" / _subagent_file().relative_to(DATA)
+    planted.write_text(planted.read_text(encoding="utf-8").replace(_subagent_file().stem, "someone-else", 1),
+                       encoding="utf-8")  # fmt: skip
+    session = read_gemini(segments(tmp_path / "run"))
+    assert f"{planted} is not it" in session.unread["subagents"]
+    assert not [c for c in session.calls if c.thread != MAIN]

@@ -359,17 +359,17 @@ class _Chat:
         responses numbered where they were streamed: after the delegating response, before the next request of this
         thread (subagents running side by side would interleave theirs: read one after another, they are not)."""
         path = subagent_chat(self.chat, self.session.session_id, agent_id)
-        if path is None or not path.is_file():
+        records = read_records(path, self.session, "a Gemini CLI record") if path and path.is_file() else []
+        if not records or records[0].get("sessionId") != agent_id:
+            found = f"{path} is not it" if records else f"looked for {path}" if path else "no plain name"
             self.session.unread["subagents"] = (
-                f"the chat record of subagent {agent_id!r} (call {call_id}) is missing: its requests are not in the "
-                f"Session{f' (looked for {path})' if path else ''}"
+                f"the chat record of subagent {agent_id!r} (call {call_id}) is missing ({found}): its requests are "
+                "not in the Session"
             )
             return
-        records = read_records(path, self.session, "a Gemini CLI record")
-        if records and records[0].get("sessionId") == agent_id:
-            subagent = _Chat(self.session, call_id, self.chat, self.responses)
-            subagent.read(_messages(records))
-            self.responses = subagent.responses
+        subagent = _Chat(self.session, call_id, self.chat, self.responses)
+        subagent.read(_messages(records))
+        self.responses = subagent.responses
 
     def _text(self, parts: list[Any]) -> None:
         keys = {json.dumps(part, sort_keys=True) for part in parts}
