@@ -33,7 +33,9 @@ from pytest_agent_eval.metrics.contamination import contamination
 from pytest_agent_eval.metrics.evidence import evidence
 from pytest_agent_eval.model import GeminiCassetteBackend, ScriptedBackend, cassette_backend
 from pytest_agent_eval.model.record import read_requests
+from pytest_agent_eval.model.scripted import Turn
 from pytest_agent_eval.model.server import Faults
+from pytest_agent_eval.model.sse import Reply, tool_use
 from pytest_agent_eval.model.truth import read_truth_log
 from pytest_agent_eval.tool import CODEGRAPH
 from pytest_agent_eval.transcript import Compaction
@@ -344,3 +346,35 @@ def test_a_model_that_delegates_to_a_subagent_is_read_whole_from_the_subagents_c
                                                    strict=True)))  # fmt: skip
     gate = contamination(arm.session)
     assert (bool(gate.mcp_calls), gate.cli_blocked, gate.contaminated) == (has_tool, int(not has_tool), False)
+
+
+class _GeneralistTryingTheCli(ScriptedBackend):
+    """Delegates to Gemini CLI's ``generalist`` (every tool, the shell included), which tries the tool's CLI first."""
+
+    def decide(self, turn: Turn) -> Reply:
+        reply = super().decide(turn)
+        for block in reply.blocks:
+            if block.get("type") == "tool_use" and block["name"] == "invoke_agent":
+                block["input"] = {**block["input"], "agent_name": "generalist"}
+        return reply
+
+    def _subagent(self, turn: Turn) -> list[dict[str, Any]]:
+        if turn.tool("Bash") and not turn.steps:
+            return [tool_use("Bash", {"command": f"{CODEGRAPH.cli} --version"})]
+        return super()._subagent(turn)
+
+
+def test_a_subagents_shell_is_under_the_harnesss_deny_too(
+    tmp_path: Path, real_tools: RealTools, gemini: Provisioned
+) -> None:
+    """The ``generalist`` subagent has the shell: its call of the tool's CLI in the without-arm is refused by the
+    harness's admin policy as the main agent's is, read under the delegating call's thread and counted by the gate."""
+    arm = run_arm(GEMINI, tmp_path, real_tools.express, gemini, real_tools.cache, model=_GeneralistTryingTheCli(
+        delegate=True))  # fmt: skip
+    [delegated] = [c for c in arm.session.calls if c.name == "invoke_agent"]
+    [tried] = [c for c in arm.session.calls_in(delegated.id) if c.name == "Bash"]
+    assert tried.input["command"] == f"{CODEGRAPH.cli} --version"
+    assert tried.result is not None and tried.result.is_error and CODEGRAPH.deny_marker in tried.result.text
+    assert evidence(arm.session, read_requests(arm.record)).intact
+    gate = contamination(arm.session)
+    assert (gate.cli_calls, gate.cli_blocked, gate.contaminated) == (2, 2, False)  # the subagent's and the main one's
