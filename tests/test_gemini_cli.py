@@ -378,3 +378,35 @@ def test_a_subagents_shell_is_under_the_harnesss_deny_too(
     assert evidence(arm.session, read_requests(arm.record)).intact
     gate = contamination(arm.session)
     assert (gate.cli_calls, gate.cli_blocked, gate.contaminated) == (2, 2, False)  # the subagent's and the main one's
+
+
+class _DelegatingTwiceAtOnce(ScriptedBackend):
+    """Hands the question and a second one to two subagents in one response: Gemini CLI runs them side by side."""
+
+    def decide(self, turn: Turn) -> Reply:
+        reply = super().decide(turn)
+        blocks = []
+        for block in reply.blocks:
+            blocks.append(block)
+            if block.get("type") == "tool_use" and block["name"] == "invoke_agent":
+                second = {**block["input"], "prompt": "Where is res.json defined?"}
+                blocks.append({**block, "id": f"{block['id']}b", "input": second})
+        return Reply(blocks, reply.stop_reason)
+
+
+def test_subagents_run_side_by_side_are_read_in_the_order_the_model_received_them(
+    tmp_path: Path, real_tools: RealTools, gemini: Provisioned
+) -> None:
+    """Their requests interleave in the request record: read one subagent after the other, the Session's places
+    disagreed with it (measured: two usage and two call mismatches); ordered by when each response started, they
+    agree."""
+    arm = run_arm(GEMINI, tmp_path, real_tools.express, gemini, real_tools.cache, model=_DelegatingTwiceAtOnce(
+        delegate=True))  # fmt: skip
+    delegated = [c for c in arm.session.calls if c.name == "invoke_agent"]
+    assert len(delegated) == 2 and len({c.message_id for c in delegated}) == 1
+    for call in delegated:
+        assert [c.name for c in arm.session.calls_in(call.id)] == ["grep_search", COMPLETE_TOOL]
+    entries = read_requests(arm.record)
+    assert len(arm.session.messages(thread=None)) == len(entries)
+    report = evidence(arm.session, entries)
+    assert report.intact, report.problems

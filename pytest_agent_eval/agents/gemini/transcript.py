@@ -22,7 +22,8 @@ are kept apart (:attr:`GeminiSession.thinking`), for a replay.
 
 A subagent (``invoke_agent``) keeps a chat record of its own, ``chats/<session id>/<agent id>.jsonl`` (the harness's
 copy ``run-<label>.sub-<agent id>.chat``), named by the call's ``agentId``: it is read into the thread named by the
-call's id, its responses numbered where they were streamed (:meth:`_Chat._subagent`).
+call's id, its responses numbered where they were streamed (:meth:`_Chat._subagent`; several at once, in the order
+their records started).
 
 So the chat record gives each request's usage, calls and results; the event stream gives the turns' ends (the
 ``result`` event) and errors. Tools are named in the house's common vocabulary: ``mcp_NAME_tool`` is
@@ -287,8 +288,10 @@ class _Chat:
 
     (A question asked again word for word in a later turn would read as such a rewrite.)"""
 
-    def __init__(self, session: GeminiSession, thread: str, chat: Path, responses: int = 0) -> None:
+    def __init__(self, session: GeminiSession, thread: str, chat: Path, responses: int = 0,
+                 started: dict[str, str] | None = None) -> None:  # fmt: skip
         self.session, self.thread, self.chat = session, thread, chat
+        self.started = {} if started is None else started  # message id → its record's timestamp, every thread's
         self.calls: dict[str, ToolCall] = {}
         self.answered: set[str] = set()
         self.held: Counter[str] = Counter()  # call id → its results in the context since the last compaction
@@ -335,6 +338,7 @@ class _Chat:
         self.responses += 1
         message = Message(response_name(self.responses), self.thread, _usage(record.get("tokens")), 0,
                           model=str(record.get("model") or ""))  # fmt: skip
+        self.started[message.id] = str(record.get("timestamp") or "")
         content = record.get("content")
         text = content if isinstance(content, str) else _text(content)
         if text:
@@ -350,14 +354,18 @@ class _Chat:
                 message.calls.append(call)
                 self.session.calls.append(call)
         self.session.timeline.append(message)
-        for raw in record.get("toolCalls") or []:
-            if isinstance(raw, dict) and raw.get("name") == DELEGATE_TOOL and isinstance(raw.get("agentId"), str):
-                self._subagent(_call(raw, message).id, raw["agentId"])
+        delegated = [raw for raw in record.get("toolCalls") or [] if isinstance(raw, dict)
+                     and raw.get("name") == DELEGATE_TOOL and isinstance(raw.get("agentId"), str)]  # fmt: skip
+        before = self.responses
+        for raw in delegated:
+            self._subagent(_call(raw, message).id, raw["agentId"])
+        if len(delegated) > 1:
+            self._in_stream_order(before)
 
     def _subagent(self, call_id: str, agent_id: str) -> None:
         """The run of the subagent a call delegated to, read from its own chat record into the call's thread, its
         responses numbered where they were streamed: after the delegating response, before the next request of this
-        thread (subagents running side by side would interleave theirs: read one after another, they are not)."""
+        thread (of subagents run side by side, in the order they started: :meth:`_in_stream_order`)."""
         path = subagent_chat(self.chat, self.session.session_id, agent_id)
         records = read_records(path, self.session, "a Gemini CLI record") if path and path.is_file() else []
         if not records or records[0].get("sessionId") != agent_id:
@@ -367,9 +375,25 @@ class _Chat:
                 "not in the Session"
             )
             return
-        subagent = _Chat(self.session, call_id, self.chat, self.responses)
+        subagent = _Chat(self.session, call_id, self.chat, self.responses, self.started)
         subagent.read(_messages(records))
         self.responses = subagent.responses
+
+    def _in_stream_order(self, before: int) -> None:
+        """Subagents run side by side (one response delegating several times) stream their responses interleaved:
+        read one after another, theirs (those numbered past ``before``) are numbered again in the order their
+        records started (``timestamp``), as the model server received them."""
+        read = [m for m in self.session.messages(thread=None) if _place(m.id) > before]
+        ordered = sorted(read, key=lambda m: (self.started.get(m.id, ""), _place(m.id)))
+        renamed = {m.id: response_name(before + n) for n, m in enumerate(ordered, start=1)}
+        for by_id in (self.session.thinking, self.started):
+            moved = {renamed.get(key, key): value for key, value in by_id.items()}
+            by_id.clear()
+            by_id.update(moved)
+        for message in read:
+            message.id = renamed[message.id]
+            for call in message.calls:
+                call.message_id = message.id
 
     def _text(self, parts: list[Any]) -> None:
         keys = {json.dumps(part, sort_keys=True) for part in parts}
@@ -403,6 +427,11 @@ class _Chat:
                 call.result = result
         self.held[result.call_id] += 1
         self.session.timeline.append(result)
+
+
+def _place(message_id: str) -> int:
+    """A message's place among the session's responses, from its name (:func:`response_name`)."""
+    return int(message_id.removeprefix(RESPONSE_PREFIX))
 
 
 def _answers(content: Any) -> list[dict[str, Any]]:
