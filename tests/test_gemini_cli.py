@@ -19,26 +19,31 @@ import pytest
 from support.agent_cli import QUESTION, THINKING, Arm, assert_occupancy_matches, both_arms, denied, explored, run_arm
 from support.e2e import RealTools
 from support.gemini import held_results, sent_results
-from support.replay import assert_replays
+from support.replay import assert_replays, segments
 
 from pytest_agent_eval.agents.base import AgentConfig, AgentSetup
 from pytest_agent_eval.agents.gemini import GEMINI
 from pytest_agent_eval.agents.gemini.agent import GeminiAgent
 from pytest_agent_eval.agents.gemini.config import gemini_dir
-from pytest_agent_eval.agents.gemini.transcript import kept_chat
+from pytest_agent_eval.agents.gemini.transcript import COMPLETE_TOOL, kept_chat, read_gemini
 from pytest_agent_eval.harness import sandbox
 from pytest_agent_eval.harness.drivers import TurnError
 from pytest_agent_eval.harness.provision import Provisioned, read_builds
 from pytest_agent_eval.metrics.contamination import contamination
 from pytest_agent_eval.metrics.evidence import evidence
-from pytest_agent_eval.model import GeminiCassetteBackend, ScriptedBackend
+from pytest_agent_eval.model import GeminiCassetteBackend, ScriptedBackend, cassette_backend
 from pytest_agent_eval.model.record import read_requests
+from pytest_agent_eval.model.scripted import Turn
 from pytest_agent_eval.model.server import Faults
+from pytest_agent_eval.model.sse import Reply, tool_use
 from pytest_agent_eval.model.truth import read_truth_log
 from pytest_agent_eval.tool import CODEGRAPH
+from pytest_agent_eval.transcript import Compaction
 
 SECOND_QUESTION = "Where is the ETag function configured, and how does the app setting reach res.send?"
 AGENT = "pytest_agent_eval.agents.gemini:GEMINI"
+THREE_QUESTIONS = (QUESTION, SECOND_QUESTION,
+                   "What would I change to make res.send skip the ETag for bodies larger than 1 MB?")  # fmt: skip
 
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(600)]
 
@@ -285,3 +290,123 @@ def test_a_recorded_gemini_run_replays_through_the_real_cli_in_another_workspace
         return {message: tokens for message, (_, tokens) in arm.session.thinking.items()}
 
     assert thought_tokens(arms[has_tool]) and thought_tokens(replayed) == thought_tokens(arms[has_tool])
+
+
+def test_a_recorded_session_compacted_in_its_third_turn_replays_through_the_real_cli(
+    tmp_path: Path, real_tools: RealTools, gemini: Provisioned
+) -> None:
+    """tests/data/gemini/three-turns: three questions through ``--resume``, the history written again in the third
+    turn (a compaction). Each request after it is matched to its recorded answer by what survives the rewrite, so the
+    replay makes the recorded calls, gives the recorded answers and compacts where the recording did."""
+    folder = Path(__file__).parent / "data/gemini/three-turns"
+    recorded = read_gemini(segments(folder))
+    backend = cassette_backend(segments(folder))
+    replayed = run_arm(GEMINI, tmp_path, real_tools.express, gemini, real_tools.cache, THREE_QUESTIONS, model=backend)
+    old, new = backend.cwd, str(replayed.workspace.repo)
+    assert old and old != new
+    assert [(c.name, json.dumps(c.input)) for c in replayed.session.calls] == [
+        (c.name, json.dumps(c.input).replace(old, new)) for c in recorded.calls]  # fmt: skip
+    assert replayed.session.answer_texts() == recorded.answer_texts()
+    assert len(replayed.requests) == len(read_truth_log(folder / "truth.jsonl")) == 12
+    compacted = [i for i, e in enumerate(replayed.session.timeline) if isinstance(e, Compaction)]
+    assert len(compacted) == len([e for e in recorded.timeline if isinstance(e, Compaction)]) == 1
+    assert evidence(replayed.session, read_requests(replayed.record)).intact
+    report = contamination(replayed.session)
+    assert (report.cli_calls, report.cli_blocked, report.contaminated) == (3, 3, False)
+
+
+@pytest.mark.parametrize("has_tool", [True, False], ids=["with", "without"])
+def test_a_model_that_delegates_to_a_subagent_is_read_whole_from_the_subagents_chat_record(
+    has_tool: bool, tmp_path: Path, real_tools: RealTools, gemini: Provisioned
+) -> None:
+    """Gemini CLI 0.61.0 offers ``invoke_agent`` by default (``experimental.enableAgents``) and its system prompt tells
+    the model to delegate. A model that does (the stand-in, ``delegate=True``, to ``codebase_investigator``) has the
+    subagent's requests reach the model server, but not the session's chat record: Gemini CLI writes them to one of
+    the subagent's own (``chats/<session id>/<agent id>.jsonl``), which the driver keeps and the reader reads into
+    the delegating call's thread. The Session then agrees with every request the model received."""
+    tool = {"codegraph": real_tools.codegraph} if has_tool else {}
+    arm = run_arm(GEMINI, tmp_path, real_tools.express, gemini, real_tools.cache,
+                  model=ScriptedBackend(delegate=True, **THINKING), **tool)  # fmt: skip
+    [delegated] = [c for c in arm.session.calls if c.name == "invoke_agent"]
+    assert delegated.thread == "main" and delegated.input["agent_name"] == "codebase_investigator"
+    assert delegated.result is not None and "Termination Reason: GOAL" in delegated.result.text
+    assert [c.name for c in arm.session.calls_in(delegated.id)] == ["grep_search", "complete_task"]
+    sub_messages = arm.session.messages(thread=delegated.id)
+    entries = read_requests(arm.record)
+    sub_requests = [e for e in entries if COMPLETE_TOOL in json.dumps(e["request"].get("tools"))]
+    assert len(sub_messages) == len(sub_requests) == 2
+    assert len(arm.session.messages(thread=None)) == len(entries)  # every request the model answered, read
+    label = f"run-{'with' if has_tool else 'without'}-1"
+    [kept] = [p.name for p in GEMINI.record_files(arm.run.segments) if ".sub-" in p.name]  # packed into a baseline
+    assert kept.startswith(f"{label}.sub-") and kept.endswith(".chat")
+    report = evidence(arm.session, entries)
+    assert report.intact, report.problems
+    counts = read_truth_log(arm.truth)
+    assert_occupancy_matches(arm.session, dict(zip([m.id for m in arm.session.messages(thread=None)], counts.values(),
+                                                   strict=True)))  # fmt: skip
+    gate = contamination(arm.session)
+    assert (bool(gate.mcp_calls), gate.cli_blocked, gate.contaminated) == (has_tool, int(not has_tool), False)
+
+
+class _GeneralistTryingTheCli(ScriptedBackend):
+    """Delegates to Gemini CLI's ``generalist`` (every tool, the shell included), which tries the tool's CLI first."""
+
+    def decide(self, turn: Turn) -> Reply:
+        reply = super().decide(turn)
+        for block in reply.blocks:
+            if block.get("type") == "tool_use" and block["name"] == "invoke_agent":
+                block["input"] = {**block["input"], "agent_name": "generalist"}
+        return reply
+
+    def _subagent(self, turn: Turn) -> list[dict[str, Any]]:
+        if turn.tool("Bash") and not turn.steps:
+            return [tool_use("Bash", {"command": f"{CODEGRAPH.cli} --version"})]
+        return super()._subagent(turn)
+
+
+def test_a_subagents_shell_is_under_the_harnesss_deny_too(
+    tmp_path: Path, real_tools: RealTools, gemini: Provisioned
+) -> None:
+    """The ``generalist`` subagent has the shell: its call of the tool's CLI in the without-arm is refused by the
+    harness's admin policy as the main agent's is, read under the delegating call's thread and counted by the gate."""
+    arm = run_arm(GEMINI, tmp_path, real_tools.express, gemini, real_tools.cache, model=_GeneralistTryingTheCli(
+        delegate=True))  # fmt: skip
+    [delegated] = [c for c in arm.session.calls if c.name == "invoke_agent"]
+    [tried] = [c for c in arm.session.calls_in(delegated.id) if c.name == "Bash"]
+    assert tried.input["command"] == f"{CODEGRAPH.cli} --version"
+    assert tried.result is not None and tried.result.is_error and CODEGRAPH.deny_marker in tried.result.text
+    assert evidence(arm.session, read_requests(arm.record)).intact
+    gate = contamination(arm.session)
+    assert (gate.cli_calls, gate.cli_blocked, gate.contaminated) == (2, 2, False)  # the subagent's and the main one's
+
+
+class _DelegatingTwiceAtOnce(ScriptedBackend):
+    """Hands the question and a second one to two subagents in one response: Gemini CLI runs them side by side."""
+
+    def decide(self, turn: Turn) -> Reply:
+        reply = super().decide(turn)
+        blocks = []
+        for block in reply.blocks:
+            blocks.append(block)
+            if block.get("type") == "tool_use" and block["name"] == "invoke_agent":
+                second = {**block["input"], "prompt": "Where is res.json defined?"}
+                blocks.append({**block, "id": f"{block['id']}b", "input": second})
+        return Reply(blocks, reply.stop_reason)
+
+
+def test_subagents_run_side_by_side_are_read_in_the_order_the_model_received_them(
+    tmp_path: Path, real_tools: RealTools, gemini: Provisioned
+) -> None:
+    """Their requests interleave in the request record: read one subagent after the other, the Session's places
+    disagreed with it (measured: two usage and two call mismatches); ordered by when each response started, they
+    agree."""
+    arm = run_arm(GEMINI, tmp_path, real_tools.express, gemini, real_tools.cache, model=_DelegatingTwiceAtOnce(
+        delegate=True))  # fmt: skip
+    delegated = [c for c in arm.session.calls if c.name == "invoke_agent"]
+    assert len(delegated) == 2 and len({c.message_id for c in delegated}) == 1
+    for call in delegated:
+        assert [c.name for c in arm.session.calls_in(call.id)] == ["grep_search", COMPLETE_TOOL]
+    entries = read_requests(arm.record)
+    assert len(arm.session.messages(thread=None)) == len(entries)
+    report = evidence(arm.session, entries)
+    assert report.intact, report.problems

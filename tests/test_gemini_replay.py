@@ -119,3 +119,34 @@ def test_a_baseline_packs_the_chat_record_kept_beside_the_first_segment(tmp_path
     for path in kept:
         shutil.copy(path, packed / path.name)
     assert len(cassette_backend(packed / "events.jsonl").turns) == 3
+
+
+def _compressed(backend: GeminiCassetteBackend, question: str, answered: list[int]) -> dict[str, Any]:
+    """A request after Gemini CLI compressed its history (``ChatCompressionService``): the session so far replaced
+    by a summary and the model's acknowledgement, then the kept turns from ``question`` on: the recorded responses
+    ``answered`` and their calls' results."""
+    contents: list[dict[str, Any]] = [
+        {"role": "user", "parts": [{"text": "<state_snapshot>what happened so far</state_snapshot>"}]},
+        {"role": "model", "parts": [{"text": "Got it. Thanks for the additional context!"}]},
+        {"role": "user", "parts": [{"text": question}]},
+    ]
+    for turn in answered:
+        calls = [part["functionCall"] for part in backend.turns[turn] if "functionCall" in part]
+        results = [{"functionResponse": {"id": c["id"], "name": c["name"], "response": {"output": "…"}}} for c in calls]
+        contents += [{"role": "model", "parts": backend.turns[turn]}, {"role": "user", "parts": results}]
+    return {"contents": contents, "tools": [{"functionDeclarations": [{"name": "run_shell_command"}]}]}
+
+
+def test_a_request_whose_history_was_compressed_gets_the_response_its_turn_reached() -> None:
+    """A compression leaves fewer ``model`` turns than responses were given (2 here, after 9): the request is placed
+    by its question and the responses to it since, which survive, not by that count (which placed it in turn 1)."""
+    backend = cassette_backend(segments(DATA / "three-turns"))
+    third = "What would I change to make res.send skip the ETag for bodies larger than 1 MB?"
+    second = "Where is the ETag function configured, and how does the app setting reach res.send?"
+    def answered(request: dict[str, Any]) -> list[dict[str, Any]]:  # its calls and text, not its thinking
+        return [{k: v for k, v in part.items() if k in ("functionCall", "text")}
+                for part in backend.respond_gemini(request) if not part.get("thought")]  # fmt: skip
+
+    assert answered(_compressed(backend, third, [8])) == backend.turns[9]
+    assert answered(_compressed(backend, second, [])) == backend.turns[4]  # compressed before the turn's first request
+    assert answered(_compressed(backend, third, [8, 9, 10])) == backend.turns[11]  # the turn's answer

@@ -12,6 +12,11 @@ The scripted policy decides in the house's common tool vocabulary (``Read``, ``G
 ``mcp_NAME_tool`` is ``mcp__NAME__tool`` (NAME up to the first ``_``: the harness's server names have none) — and the
 reply is rendered back: a Read is ``cat -n FILE``, a Grep a ``grep -rliE``, an explore its ``mcp_`` function.
 
+Gemini CLI's subagents: with ``delegate`` the policy hands a question to :data:`SUBAGENT` through ``invoke_agent``
+(``agent_name`` added here); a request offering ``complete_task`` is that subagent's, whose own tools (``grep_search``,
+``read_file``, no shell) serve Grep and Read, and whose answer goes out as a ``complete_task`` call, its text
+filling the tool's report schema (:func:`filled`).
+
 The SSE stream is ``data: <GenerateContentResponse>`` frames (no event names): text in chunks, each call whole, the
 last frame with ``finishReason`` and ``usageMetadata{promptTokenCount, cachedContentTokenCount,
 candidatesTokenCount, totalTokenCount}``; ``promptTokenCount`` is the whole prompt, cached part included, as the
@@ -35,6 +40,8 @@ from collections.abc import Iterator
 from typing import Any
 
 from ..agents.gemini.transcript import (
+    COMPLETE_TOOL,
+    DELEGATE_TOOL,
     MCP_PREFIX,
     SHELL_TOOL,
     common_name,
@@ -42,6 +49,7 @@ from ..agents.gemini.transcript import (
     shell_output,
     unwrapped,
 )
+from ..transcript import DELEGATION_TOOLS
 from .responses import grep_command, shell_step
 from .scripted import Step, Turn
 from .sse import CHUNK_CHARS, Reply, new_id
@@ -49,6 +57,12 @@ from .usage import count_tokens, declared_hidden, hidden_signature, signed_hidde
 
 # Where the CLI's session context names the working directory (the first of the workspace's directories).
 _CWD_RE = re.compile(r"Workspace Directories:\**\n\s*- (/[^\n]+)")
+# The subagent the policy hands a question to (Gemini CLI 0.61.0's built-in investigator, read-only tools).
+SUBAGENT = "codebase_investigator"
+# A subagent's own tools, offered where the shell is not: the search and the read in the common vocabulary.
+NATIVE_TOOLS = {"grep_search": "Grep", "read_file": "Read"}
+# A grep_search result names each file it matched in as "File: PATH".
+_GREP_FILE_RE = re.compile(r"^File: (.+)$", re.M)
 # The CLI's own context, sent as a user part before the question: not the question.
 _CONTEXT_RE = re.compile(r"^\s*(?:<session_context>|This is the Gemini CLI\.|<loaded_context>)", re.S)
 
@@ -80,24 +94,40 @@ def workspace_directory(text: str) -> str:
 def _offered(request: dict[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
     """Common name → (name as offered, the tool in Messages form: name and input_schema)."""
     offered: dict[str, tuple[str, dict[str, Any]]] = {}
-    for group in request.get("tools") or []:
-        for tool in (group.get("functionDeclarations") if isinstance(group, dict) else None) or []:
-            if not isinstance(tool, dict) or not isinstance(tool.get("name"), str):
-                continue
-            if tool["name"] == SHELL_TOOL:
-                for common in ("Read", "Grep", "Bash"):
-                    offered[common] = (SHELL_TOOL, {"name": common})
-                continue
-            common = common_name(tool["name"])
-            schema = tool.get("parametersJsonSchema") or tool.get("parameters") or {}
-            offered[common] = (tool["name"], {"name": common, "input_schema": schema})
+    tools = [tool for group in request.get("tools") or []
+             for tool in (group.get("functionDeclarations") if isinstance(group, dict) else None) or []
+             if isinstance(tool, dict) and isinstance(tool.get("name"), str)]  # fmt: skip
+    shell = any(tool["name"] == SHELL_TOOL for tool in tools)
+    for tool in tools:
+        if tool["name"] == SHELL_TOOL:
+            for common in ("Read", "Grep", "Bash"):
+                offered[common] = (SHELL_TOOL, {"name": common})
+            continue
+        if tool["name"] in NATIVE_TOOLS and not shell:  # a subagent's: searches and reads without a shell
+            offered[NATIVE_TOOLS[tool["name"]]] = (tool["name"], {"name": NATIVE_TOOLS[tool["name"]]})
+            continue
+        common = common_name(tool["name"])
+        schema = tool.get("parametersJsonSchema") or tool.get("parameters") or {}
+        offered[common] = (tool["name"], {"name": common, "input_schema": schema})
     return offered
 
 
 def _step(call: dict[str, Any]) -> Step:
     """A functionCall as the step it is in the common vocabulary."""
     name, args = str(call.get("name") or ""), call.get("args") if isinstance(call.get("args"), dict) else {}
+    if name == "grep_search":
+        return Step("Grep", {"pattern": str(args.get("pattern") or "")})
+    if name == "read_file":
+        return Step("Read", {"file_path": str(args.get("file_path") or "")})
     return shell_step(str(args.get("command") or "")) if name == SHELL_TOOL else Step(common_name(name), args)
+
+
+def _result(name: str, text: str) -> str:
+    """What a call's output says to the policy: a shell's output inside its wrapping, a native search's files one
+    a line (as a shell's ``grep -l`` lists them)."""
+    if name == "grep_search":
+        return "\n".join(_GREP_FILE_RE.findall(unwrapped(text)))
+    return shell_output(text)[0] if name == SHELL_TOOL else unwrapped(text)
 
 
 def read_turn(request: dict[str, Any]) -> Turn:
@@ -123,16 +153,25 @@ def read_turn(request: dict[str, Any]) -> Turn:
             elif isinstance(response, dict) and str(response.get("id") or response.get("name")) in steps:
                 step = steps[str(response.get("id") or response.get("name"))]
                 text, step.is_error = response_output(response.get("response"))
-                step.result = shell_output(text)[0] if step.name in ("Read", "Grep", "Bash") else unwrapped(text)
-    tools = {common: schema for common, (_, schema) in _offered(request).items()}
-    return Turn(question, list(steps.values()), cwd, tools)
+                step.result = _result(str(response.get("name") or ""), text)
+    offered = _offered(request)
+    tools = {common: schema for common, (_, schema) in offered.items()}
+    own = [step for step in steps.values() if step.name not in DELEGATION_TOOLS]
+    delegated = [step for step in steps.values() if step.name in DELEGATION_TOOLS]
+    return Turn(question, own, cwd, tools, subagent=COMPLETE_TOOL in offered, delegated=delegated)
 
 
 # -- rendering a reply ----------------------------------------------------------------------------
 def _function_call(request: dict[str, Any], block: dict[str, Any]) -> dict[str, Any]:
     name, tool_input = block["name"], block.get("input") or {}
     offered_name = _offered(request).get(name, (gemini_name(name), {}))[0]
-    if offered_name == SHELL_TOOL:
+    if offered_name == DELEGATE_TOOL:
+        tool_input = {"agent_name": SUBAGENT, **tool_input}
+    elif offered_name == "grep_search":
+        tool_input = {"pattern": str(tool_input.get("pattern") or "")}
+    elif offered_name == "read_file":
+        tool_input = {"file_path": str(tool_input.get("file_path") or "")}
+    elif offered_name == SHELL_TOOL:
         if name == "Read":
             tool_input = {"command": f"cat -n {shlex.quote(str(tool_input.get('file_path')))}"}
         elif name == "Grep":
@@ -152,6 +191,13 @@ def reply_parts(request: dict[str, Any], reply: Reply) -> list[dict[str, Any]]:
     it (:func:`with_thinking`)."""
     parts: list[dict[str, Any]] = []
     thoughts, hidden = [], 0
+    complete = _offered(request).get(COMPLETE_TOOL)
+    if complete and not any(block.get("type") == "tool_use" for block in reply.blocks):
+        # a subagent ends its run by calling complete_task, its report (the text) filling the args' schema
+        text = "\n".join(str(b.get("text") or "") for b in reply.blocks if b.get("type") == "text")
+        reply = Reply([block for block in reply.blocks if block.get("type") == "thinking"]
+                      + [{"type": "tool_use", "id": new_id("call"), "name": COMPLETE_TOOL,
+                          "input": filled(complete[1].get("input_schema") or {}, text)}])  # fmt: skip
     for block in reply.blocks:
         if block.get("type") == "tool_use":
             parts.append(_function_call(request, block))
@@ -161,6 +207,18 @@ def reply_parts(request: dict[str, Any], reply: Reply) -> list[dict[str, Any]]:
             thoughts.append(str(block.get("thinking") or ""))
             hidden += declared_hidden(block)
     return with_thinking(request, parts, "\n".join(t for t in thoughts if t), hidden) if thoughts else parts
+
+
+def filled(schema: dict[str, Any], text: str) -> Any:
+    """A value of the JSON schema ``schema`` saying ``text``: its strings ``text``, its arrays empty, its objects
+    their required properties filled."""
+    kind = schema.get("type")
+    if kind == "object":
+        properties = schema.get("properties") or {}
+        return {name: filled(properties.get(name) or {}, text) for name in schema.get("required") or properties}
+    if kind == "array":
+        return []
+    return {"boolean": True, "number": 0, "integer": 0}.get(str(kind), text)
 
 
 def with_thinking(request: dict[str, Any], parts: list[dict[str, Any]], thought: str, hidden: int) -> list[dict]:

@@ -25,7 +25,7 @@ from typing import Any, ClassVar, NamedTuple
 
 MAIN = "main"
 STAND_IN_PREFIX = "stand-in"
-DELEGATION_TOOLS = frozenset({"Agent", "Task"})
+DELEGATION_TOOLS = frozenset({"Agent", "Task", "invoke_agent"})  # Claude Code's, Gemini CLI's
 _SEGMENT_RE = re.compile(r"\.t(\d+)\.jsonl$")
 BAD_LINES_NAMED = 5
 # Below this many bytes, a process that reads one session is done sooner with the standard library's decoder:

@@ -130,10 +130,14 @@ class GeminiAgent(CodingAgent):
         return run_gemini(run.questions, label=run.label, out_dir=run.out_dir, cwd=run.cwd, env=env, options=gemini)
 
     def record_files(self, segments: Sequence[Path]) -> list[Path]:
-        """The turns' streams and the chat record the driver kept beside the first (``run-<label>.chat``)."""
-        from pytest_agent_eval.agents.gemini.transcript import kept_chat
+        """The turns' streams and the chat records the driver kept beside the first (``run-<label>.chat``, and its
+        subagents' ``run-<label>.sub-<agent id>.chat``)."""
+        from pytest_agent_eval.agents.gemini.transcript import kept_chat, kept_subagent_chat
 
-        return [*segments, kept_chat(segments[0])] if segments else []
+        if not segments:
+            return []
+        chat = kept_chat(segments[0])
+        return [*segments, chat, *sorted(chat.parent.glob(kept_subagent_chat(chat, "*").name))]
 
     def read_transcript(self, segments: Sequence[Path]) -> GeminiSession:
         """The turns' stream-json events and the chat record the driver kept beside the first

@@ -25,7 +25,7 @@ from pathlib import Path, PurePath
 from urllib.parse import urlsplit
 
 from pytest_agent_eval.agents.gemini.config import GEMINI_DIR, turn_command
-from pytest_agent_eval.agents.gemini.transcript import FIRST_EVENT, kept_chat, read_gemini
+from pytest_agent_eval.agents.gemini.transcript import FIRST_EVENT, kept_chat, read_gemini, subagent_chat
 from pytest_agent_eval.harness import untrusted
 from pytest_agent_eval.harness.drivers import RunRecord, TurnError, segment_name
 from pytest_agent_eval.harness.drivers.stream import (
@@ -159,8 +159,8 @@ def _run_turn(command: list[str], segment: Path, stderr: Path, cwd: Path, env: M
 
 
 def _keep_chat(home: Path, record: RunRecord) -> Path | None:
-    """Copy the session's chat record out of the agent's HOME to ``run-<label>.chat`` beside the first segment; None
-    when there is none."""
+    """Copy the session's chat record out of the agent's HOME to ``run-<label>.chat`` beside the first segment, and
+    its subagents' to ``run-<label>.sub-<agent id>.chat``; None when there is none."""
     if not record.session_id or not record.segments:
         return None
     found = find_chat_in(home, record.session_id)
@@ -168,6 +168,11 @@ def _keep_chat(home: Path, record: RunRecord) -> Path | None:
         return None
     dest = kept_chat(record.segments[0])
     untrusted.copy_file(home, found, dest)
+    subagents = found.parent / record.session_id  # chats/<session id>/<agent id>.jsonl, one per subagent run
+    for name in _entries(home, subagents, stat.S_ISREG):
+        agent_id = name.removesuffix(".jsonl")
+        if name.endswith(".jsonl") and (kept := subagent_chat(dest, record.session_id, agent_id)) is not None:
+            untrusted.copy_file(home, subagents / name, kept)
     return dest
 
 

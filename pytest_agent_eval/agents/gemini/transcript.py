@@ -20,6 +20,11 @@ message: the CLI sends no thought back to the model, so they never occupy the co
 sends back on a call part is not recorded). Their cost, ``tokens.thoughts``, is output, counted in the message's; both
 are kept apart (:attr:`GeminiSession.thinking`), for a replay.
 
+A subagent (``invoke_agent``) keeps a chat record of its own, ``chats/<session id>/<agent id>.jsonl`` (the harness's
+copy ``run-<label>.sub-<agent id>.chat``), named by the call's ``agentId``: it is read into the thread named by the
+call's id, its responses numbered where they were streamed (:meth:`_Chat._subagent`; several at once, in the order
+their records started).
+
 So the chat record gives each request's usage, calls and results; the event stream gives the turns' ends (the
 ``result`` event) and errors. Tools are named in the house's common vocabulary: ``mcp_NAME_tool`` is
 ``mcp__NAME__tool``; ``run_shell_command{command}`` is ``Bash{command}``, so the file-access classifier decides, as for
@@ -58,6 +63,10 @@ from pytest_agent_eval.transcript import (
 SHELL_TOOL = "run_shell_command"
 SHELL_NAME = "Bash"
 MCP_PREFIX = "mcp_"
+# The tool that hands a task to a subagent (experimental.enableAgents, on by default), and the tool a subagent
+# ends its run with, its report as the call's args.
+DELEGATE_TOOL = "invoke_agent"
+COMPLETE_TOOL = "complete_task"
 # The Gemini API the records come from: POST /v1beta/models/{model}:{method}
 API_PREFIX = "/v1beta/models/"
 STREAM, GENERATE, COUNT = "streamGenerateContent", "generateContent", "countTokens"
@@ -69,6 +78,9 @@ FIRST_EVENT = "init"
 CHAT_SUFFIX = ".chat"
 # A message's name: its place among the session's streamed responses (see the module docstring).
 RESPONSE_PREFIX = "gemini-response-"
+# A subagent's kept chat record: run-<label>.sub-<agent id>.chat (kept_subagent_chat).
+SUBAGENT_INFIX = "sub-"
+_AGENT_ID_RE = re.compile(r"[A-Za-z0-9_-]{1,128}")
 # A later ``$set`` of the chat record's ``messages``: the history the CLI loaded on ``--resume`` (see _Chat).
 RESUMED = "$resumed"
 # An init event is about 150 bytes: a first line longer than this is some other file's.
@@ -173,6 +185,23 @@ def kept_chat(events_file: str | Path) -> Path:
     return events_file.with_name(events_file.name.removesuffix(".jsonl") + CHAT_SUFFIX)
 
 
+def kept_subagent_chat(chat: Path, agent_id: str) -> Path:
+    """Where the harness keeps a subagent's chat record beside the session's kept chat record ``chat``
+    (``run-<label>.chat``): ``run-<label>.sub-<agent id>.chat``."""
+    return chat.with_name(f"{chat.name.removesuffix(CHAT_SUFFIX)}.{SUBAGENT_INFIX}{agent_id}{CHAT_SUFFIX}")
+
+
+def subagent_chat(chat: Path, session_id: str, agent_id: str) -> Path | None:
+    """The chat record of the subagent ``agent_id`` (a delegating call's ``agentId``) of the session whose chat record
+    is ``chat``: the harness's copy beside a kept one, else where Gemini CLI writes it,
+    ``chats/<session id>/<agent id>.jsonl``; None for an id that is no plain name (the record is the agent's)."""
+    if not _AGENT_ID_RE.fullmatch(agent_id):
+        return None
+    if chat.name.endswith(CHAT_SUFFIX):
+        return kept_subagent_chat(chat, agent_id)
+    return chat.parent / session_id / f"{agent_id}.jsonl"
+
+
 def find_chat(events_file: str | Path) -> Path:
     """The chat record beside an events file: the harness's copy, else the first ``session-*-<id prefix>.jsonl`` in
     its folder (as Gemini CLI names it; a resumed turn may leave a later one holding only the session's context)."""
@@ -211,7 +240,7 @@ def read_gemini(events_files: str | Path | Sequence[str | Path], chat_file: str 
         raise TranscriptError(
             f"{chat}: the chat record of session {header['sessionId']}, not of {paths[0]}'s {session.session_id}"
         )
-    _Chat(session).read(_messages(records))
+    _Chat(session, MAIN, chat).read(_messages(records))
     for path, events in zip(paths, turns, strict=True):
         _read_events(session, events, path)
     session.files = paths  # the chat record is chat_file: a segment count would call it one more turn
@@ -259,13 +288,15 @@ class _Chat:
 
     (A question asked again word for word in a later turn would read as such a rewrite.)"""
 
-    def __init__(self, session: GeminiSession) -> None:
-        self.session = session
+    def __init__(self, session: GeminiSession, thread: str, chat: Path, responses: int = 0,
+                 started: dict[str, str] | None = None) -> None:  # fmt: skip
+        self.session, self.thread, self.chat = session, thread, chat
+        self.started = {} if started is None else started  # message id → its record's timestamp, every thread's
         self.calls: dict[str, ToolCall] = {}
         self.answered: set[str] = set()
         self.held: Counter[str] = Counter()  # call id → its results in the context since the last compaction
         self.texts: set[str] = set()
-        self.responses = 0
+        self.responses = responses  # the session's responses so far, every thread's: a message is named by its place
         self.rewriting = False
 
     def read(self, messages: list[dict[str, Any]]) -> None:
@@ -287,7 +318,7 @@ class _Chat:
 
     def _rewritten(self) -> None:
         if not self.rewriting:
-            self.session.timeline.append(Compaction(MAIN))
+            self.session.timeline.append(Compaction(self.thread))
             self.held.clear()
             self.rewriting = True
 
@@ -305,8 +336,9 @@ class _Chat:
 
     def _response(self, record: dict[str, Any]) -> None:
         self.responses += 1
-        message = Message(response_name(self.responses), MAIN, _usage(record.get("tokens")), 0,
+        message = Message(response_name(self.responses), self.thread, _usage(record.get("tokens")), 0,
                           model=str(record.get("model") or ""))  # fmt: skip
+        self.started[message.id] = str(record.get("timestamp") or "")
         content = record.get("content")
         text = content if isinstance(content, str) else _text(content)
         if text:
@@ -322,6 +354,46 @@ class _Chat:
                 message.calls.append(call)
                 self.session.calls.append(call)
         self.session.timeline.append(message)
+        delegated = [raw for raw in record.get("toolCalls") or [] if isinstance(raw, dict)
+                     and raw.get("name") == DELEGATE_TOOL and isinstance(raw.get("agentId"), str)]  # fmt: skip
+        before = self.responses
+        for raw in delegated:
+            self._subagent(_call(raw, message).id, raw["agentId"])
+        if len(delegated) > 1:
+            self._in_stream_order(before)
+
+    def _subagent(self, call_id: str, agent_id: str) -> None:
+        """The run of the subagent a call delegated to, read from its own chat record into the call's thread, its
+        responses numbered where they were streamed: after the delegating response, before the next request of this
+        thread (of subagents run side by side, in the order they started: :meth:`_in_stream_order`)."""
+        path = subagent_chat(self.chat, self.session.session_id, agent_id)
+        records = read_records(path, self.session, "a Gemini CLI record") if path and path.is_file() else []
+        if not records or records[0].get("sessionId") != agent_id:
+            found = f"{path} is not it" if records else f"looked for {path}" if path else "no plain name"
+            self.session.unread["subagents"] = (
+                f"the chat record of subagent {agent_id!r} (call {call_id}) is missing ({found}): its requests are "
+                "not in the Session"
+            )
+            return
+        subagent = _Chat(self.session, call_id, self.chat, self.responses, self.started)
+        subagent.read(_messages(records))
+        self.responses = subagent.responses
+
+    def _in_stream_order(self, before: int) -> None:
+        """Subagents run side by side (one response delegating several times) stream their responses interleaved:
+        read one after another, theirs (those numbered past ``before``) are numbered again in the order their
+        records started (``timestamp``), as the model server received them."""
+        read = [m for m in self.session.messages(thread=None) if _place(m.id) > before]
+        ordered = sorted(read, key=lambda m: (self.started.get(m.id, ""), _place(m.id)))
+        renamed = {m.id: response_name(before + n) for n, m in enumerate(ordered, start=1)}
+        for by_id in (self.session.thinking, self.started):
+            moved = {renamed.get(key, key): value for key, value in by_id.items()}
+            by_id.clear()
+            by_id.update(moved)
+        for message in read:
+            message.id = renamed[message.id]
+            for call in message.calls:
+                call.message_id = message.id
 
     def _text(self, parts: list[Any]) -> None:
         keys = {json.dumps(part, sort_keys=True) for part in parts}
@@ -330,7 +402,7 @@ class _Chat:
         else:
             self.rewriting = False
             self.texts |= keys
-        self.session.timeline.append(UserText(_text(parts), MAIN, content_chars(parts)))
+        self.session.timeline.append(UserText(_text(parts), self.thread, content_chars(parts)))
 
     def _tool_result(self, answer: dict[str, Any]) -> ToolResult:
         name = str(answer.get("name") or "")
@@ -342,7 +414,7 @@ class _Chat:
             text, is_error = shell_output(text)
         else:
             text = unwrapped(text)
-        return ToolResult(call_id, text, is_error, MAIN, content_chars(raw))
+        return ToolResult(call_id, text, is_error, self.thread, content_chars(raw))
 
     def _result(self, answer: dict[str, Any]) -> None:
         result = self._tool_result(answer)
@@ -357,6 +429,11 @@ class _Chat:
         self.session.timeline.append(result)
 
 
+def _place(message_id: str) -> int:
+    """A message's place among the session's responses, from its name (:func:`response_name`)."""
+    return int(message_id.removeprefix(RESPONSE_PREFIX))
+
+
 def _answers(content: Any) -> list[dict[str, Any]]:
     """A ``user`` record's results: its ``functionResponse`` parts."""
     parts = content if isinstance(content, list) else []
@@ -366,8 +443,8 @@ def _answers(content: Any) -> list[dict[str, Any]]:
 
 def _call(raw: dict[str, Any], message: Message) -> ToolCall:
     name, arguments = common_call(raw)
-    return ToolCall(model_call_id(str(raw.get("id") or ""), str(raw.get("name") or "?")), name, arguments, MAIN,
-                    message.id)  # fmt: skip
+    return ToolCall(model_call_id(str(raw.get("id") or ""), str(raw.get("name") or "?")), name, arguments,
+                    message.thread, message.id)  # fmt: skip
 
 
 def common_call(call: dict[str, Any]) -> tuple[str, dict[str, Any]]:
