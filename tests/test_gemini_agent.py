@@ -25,6 +25,7 @@ from pytest_agent_eval.agents.gemini.agent import read_rules
 from pytest_agent_eval.agents.gemini.config import BASE_URL_VAR, KEY_VAR, TRUSTED_FOLDERS_VAR, turn_command
 from pytest_agent_eval.agents.gemini.driver import find_chat_in
 from pytest_agent_eval.agents.gemini.transcript import (
+    common_call,
     common_name,
     find_chat,
     is_gemini_events,
@@ -36,9 +37,10 @@ from pytest_agent_eval.harness.provision import Provisioned
 from pytest_agent_eval.harness.untrusted import UntrustedFile
 from pytest_agent_eval.metrics.contamination import contamination
 from pytest_agent_eval.metrics.evidence import evidence
-from pytest_agent_eval.metrics.occupancy import FAMILIES, occupancy
+from pytest_agent_eval.metrics.occupancy import FAMILIES, family, occupancy
 from pytest_agent_eval.model import ScriptedBackend, serve
 from pytest_agent_eval.model.gemini import assemble, gemini_name, read_turn, reply_parts, stream_frames, usage_metadata
+from pytest_agent_eval.model.gemini_cassette import sent_call
 from pytest_agent_eval.model.record import read_requests
 from pytest_agent_eval.model.sse import Reply
 from pytest_agent_eval.model.truth import read_truth_log, resident_truth
@@ -581,3 +583,29 @@ def test_a_result_the_request_carries_twice_counts_twice_in_the_truth() -> None:
     twice = {"contents": [{"role": "user", "parts": [answer, answer]}]}
     single = UsageModel().count_prompt(once).results["c1"]
     assert single > 500 and UsageModel().count_prompt(twice).results == {"c1": 2 * single}
+
+
+# -- Gemini CLI's own tools in the common vocabulary --------------------------------------------------------------
+def test_gemini_clis_own_file_tools_are_file_access_in_the_common_vocabulary() -> None:
+    """A real model reads and searches with Gemini CLI's own tools as much as with the shell (and
+    codebase_investigator has no shell): the metrics count them as file access only under the common names."""
+    assert common_call({"name": "read_file", "args": {"file_path": "lib/a.js"}}) == ("Read", {"file_path": "lib/a.js"})
+    grep = {"name": "grep_search", "args": {"pattern": "res\\.send", "dir_path": "lib", "include_pattern": "*.js"}}
+    assert common_call(grep) == ("Grep", {"pattern": "res\\.send", "path": "lib", "glob": "*.js"})
+    assert common_call({"name": "list_directory", "args": {"dir_path": "lib"}}) == ("LS", {"path": "lib"})
+    assert [family(common_call({"name": name, "args": {}})[0]) for name in ("read_file", "grep_search", "glob")] == [
+        "read", "search", "search"]  # fmt: skip
+    assert common_call({"name": "run_shell_command", "args": {"command": "ls"}}) == ("Bash", {"command": "ls"})
+    mcp = {"name": "mcp_codegraph_codegraph_explore", "args": {"query": "q"}}
+    assert common_call(mcp) == ("mcp__codegraph__codegraph_explore", {"query": "q"})
+
+
+def test_every_recorded_call_is_sent_again_as_the_model_sent_it() -> None:
+    """The cassette renders a Session's calls back into Gemini's names and keys: over every call the recordings'
+    models sent, the round trip gives the call as it was sent."""
+    sent = [part["functionCall"] for path in sorted(DATA.glob("*/requests.jsonl")) for entry in read_requests(path)
+            for candidate in (entry.get("response") or {}).get("candidates") or []
+            for part in candidate.get("content", {}).get("parts") or [] if "functionCall" in part]  # fmt: skip
+    assert {call["name"] for call in sent} >= {"run_shell_command", "grep_search", "invoke_agent", "complete_task"}
+    for call in sent:
+        assert sent_call(*common_call(call)) == {"name": call["name"], "args": call.get("args") or {}}

@@ -330,7 +330,7 @@ def test_a_model_that_delegates_to_a_subagent_is_read_whole_from_the_subagents_c
     [delegated] = [c for c in arm.session.calls if c.name == "invoke_agent"]
     assert delegated.thread == "main" and delegated.input["agent_name"] == "codebase_investigator"
     assert delegated.result is not None and "Termination Reason: GOAL" in delegated.result.text
-    assert [c.name for c in arm.session.calls_in(delegated.id)] == ["grep_search", "complete_task"]
+    assert [c.name for c in arm.session.calls_in(delegated.id)] == ["Grep", "complete_task"]
     sub_messages = arm.session.messages(thread=delegated.id)
     entries = read_requests(arm.record)
     sub_requests = [e for e in entries if COMPLETE_TOOL in json.dumps(e["request"].get("tools"))]
@@ -405,7 +405,7 @@ def test_subagents_run_side_by_side_are_read_in_the_order_the_model_received_the
     delegated = [c for c in arm.session.calls if c.name == "invoke_agent"]
     assert len(delegated) == 2 and len({c.message_id for c in delegated}) == 1
     for call in delegated:
-        assert [c.name for c in arm.session.calls_in(call.id)] == ["grep_search", COMPLETE_TOOL]
+        assert [c.name for c in arm.session.calls_in(call.id)] == ["Grep", COMPLETE_TOOL]
     entries = read_requests(arm.record)
     assert len(arm.session.messages(thread=None)) == len(entries)
     report = evidence(arm.session, entries)

@@ -16,7 +16,7 @@ from pytest_agent_eval.agents.gemini import GEMINI
 from pytest_agent_eval.agents.gemini.transcript import kept_chat, read_gemini
 from pytest_agent_eval.model import GeminiCassetteBackend, cassette_backend, serve
 from pytest_agent_eval.model.gemini import assemble
-from pytest_agent_eval.model.gemini_cassette import SIDE_REQUEST_TEXT, sent_name
+from pytest_agent_eval.model.gemini_cassette import SIDE_REQUEST_TEXT, sent_call
 from pytest_agent_eval.model.record import read_requests
 
 from support.replay import post, segments  # isort: skip
@@ -66,8 +66,7 @@ def test_the_replayed_turns_are_the_recorded_sessions_over_three_turns() -> None
     messages = recorded.messages(thread=None)
     assert len(backend.turns) == len(messages) == 12
     calls = [part["functionCall"] for parts in backend.turns for part in parts if "functionCall" in part]
-    assert [(c["id"], c["name"], c["args"]) for c in calls] == [(c.id, sent_name(c.name), c.input)
-                                                                for c in recorded.calls]  # fmt: skip
+    assert calls == [{"id": c.id, **sent_call(c.name, c.input)} for c in recorded.calls]
     assert [parts[0]["text"] for parts in backend.turns if "text" in parts[0]] == [r.text for r in recorded.results]
 
 

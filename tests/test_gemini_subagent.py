@@ -51,7 +51,7 @@ def test_the_subagents_run_is_read_into_the_delegating_calls_thread() -> None:
     session = read_gemini(segments(DATA))
     [delegated] = [c for c in session.calls if c.name == "invoke_agent"]
     assert (delegated.thread, delegated.input["agent_name"]) == (MAIN, "codebase_investigator")
-    assert [c.name for c in session.calls_in(delegated.id)] == ["grep_search", COMPLETE_TOOL]
+    assert [c.name for c in session.calls_in(delegated.id)] == ["Grep", COMPLETE_TOOL]
     # each response named by its place in the request record: the subagent's between the delegating one and the next
     places = [(m.id, m.thread) for m in session.messages(thread=None)]
     threads = [MAIN, delegated.id, delegated.id, MAIN, MAIN, MAIN]
@@ -69,7 +69,7 @@ def test_the_session_agrees_with_the_request_record_subagent_included_and_a_forg
     forged.write_text(forged.read_text(encoding="utf-8").replace('"pattern":"res\\\\.send"', '"pattern":"x"'),
                       encoding="utf-8")  # fmt: skip
     problems = evidence(read_gemini(segments(tmp_path / "run")), _entries()).problems
-    assert any("grep_search) differs from what the model sent" in p for p in problems), problems
+    assert any("Grep) differs from what the model sent" in p for p in problems), problems
 
 
 def test_without_the_subagents_chat_record_the_session_says_so_and_the_evidence_fails(tmp_path: Path) -> None:
@@ -80,7 +80,7 @@ def test_without_the_subagents_chat_record_the_session_says_so_and_the_evidence_
     session = read_gemini(segments(tmp_path / "run"))
     assert "chat record of subagent" in session.unread["subagents"]
     problems = evidence(session, _entries()).problems
-    assert any("grep_search) reached the model in request #3, but is not in the transcript" in p for p in problems)
+    assert any("Grep) reached the model in request #3, but is not in the transcript" in p for p in problems)
     assert any("gemini-response-2 (thread main): its usage differs" in p for p in problems)  # out of place
 
 

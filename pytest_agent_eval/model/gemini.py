@@ -43,7 +43,9 @@ from ..agents.gemini.transcript import (
     COMPLETE_TOOL,
     DELEGATE_TOOL,
     MCP_PREFIX,
+    NATIVE_NAMES,
     SHELL_TOOL,
+    common_call,
     common_name,
     response_output,
     shell_output,
@@ -60,7 +62,7 @@ _CWD_RE = re.compile(r"Workspace Directories:\**\n\s*- (/[^\n]+)")
 # The subagent the policy hands a question to (Gemini CLI 0.61.0's built-in investigator, read-only tools).
 SUBAGENT = "codebase_investigator"
 # A subagent's own tools, offered where the shell is not: the search and the read in the common vocabulary.
-NATIVE_TOOLS = {"grep_search": "Grep", "read_file": "Read"}
+NATIVE_TOOLS = {name: common for name, common in NATIVE_NAMES.items() if common in ("Grep", "Read")}
 # A grep_search result names each file it matched in as "File: PATH".
 _GREP_FILE_RE = re.compile(r"^File: (.+)$", re.M)
 # The CLI's own context, sent as a user part before the question: not the question.
@@ -114,12 +116,10 @@ def _offered(request: dict[str, Any]) -> dict[str, tuple[str, dict[str, Any]]]:
 
 def _step(call: dict[str, Any]) -> Step:
     """A functionCall as the step it is in the common vocabulary."""
-    name, args = str(call.get("name") or ""), call.get("args") if isinstance(call.get("args"), dict) else {}
-    if name == "grep_search":
-        return Step("Grep", {"pattern": str(args.get("pattern") or "")})
-    if name == "read_file":
-        return Step("Read", {"file_path": str(args.get("file_path") or "")})
-    return shell_step(str(args.get("command") or "")) if name == SHELL_TOOL else Step(common_name(name), args)
+    if call.get("name") == SHELL_TOOL:
+        args = call.get("args") if isinstance(call.get("args"), dict) else {}
+        return shell_step(str(args.get("command") or ""))
+    return Step(*common_call(call))
 
 
 def _result(name: str, text: str) -> str:

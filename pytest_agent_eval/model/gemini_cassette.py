@@ -26,7 +26,7 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
-from pytest_agent_eval.agents.gemini.transcript import SHELL_NAME, SHELL_TOOL, read_gemini
+from pytest_agent_eval.agents.gemini.transcript import SENT_KEYS, SENT_NAMES, SHELL_NAME, SHELL_TOOL, read_gemini
 
 from ..transcript import Compaction, Message, Session, UserText
 from .cassette import rebase, recording_paths, refuse_unreadable
@@ -51,8 +51,7 @@ class GeminiCassetteBackend:
         self.places: list[tuple[str, int]] = []  # per turn: its question, and how many responses to it came before
         for message, place in zip(session.messages(thread=None), response_places(session), strict=True):
             parts: list[dict[str, Any]] = [{"text": message.text}] if message.text else []
-            parts += [{"functionCall": {"id": call.id, "name": sent_name(call.name), "args": dict(call.input)}}
-                      for call in message.calls]  # fmt: skip
+            parts += [{"functionCall": {"id": call.id, **sent_call(call.name, call.input)}} for call in message.calls]
             if parts:
                 self.turns.append(parts)
                 self.thinking.append(session.thinking.get(message.id, ("", 0)))
@@ -100,9 +99,14 @@ class GeminiCassetteBackend:
         raise ValueError(f"this cassette recorded Gemini CLI's Gemini API ({self.chat}), not the Messages API")
 
 
-def sent_name(common: str) -> str:
-    """The name the CLI offered a tool under, from the common one the reader gave its call."""
-    return SHELL_TOOL if common == SHELL_NAME else gemini_name(common)
+def sent_call(common: str, arguments: Mapping[str, Any]) -> dict[str, Any]:
+    """A call as the model sent it (its ``name`` and ``args``), from the common name and input the reader gave it
+    (the inverse of :func:`~pytest_agent_eval.agents.gemini.transcript.common_call`)."""
+    if common == SHELL_NAME:
+        return {"name": SHELL_TOOL, "args": dict(arguments)}
+    if common in SENT_NAMES:
+        return {"name": SENT_NAMES[common], "args": {SENT_KEYS.get(key, key): v for key, v in arguments.items()}}
+    return {"name": gemini_name(common), "args": dict(arguments)}
 
 
 def responses_in(request: dict[str, Any]) -> int:

@@ -63,6 +63,16 @@ from pytest_agent_eval.transcript import (
 SHELL_TOOL = "run_shell_command"
 SHELL_NAME = "Bash"
 MCP_PREFIX = "mcp_"
+# Gemini CLI 0.61.0's own tools in the common vocabulary (its bundle's *_TOOL_NAME), and their inputs' keys that
+# differ (PARAM_*): a real model reads and searches with them as much as with the shell, and so does the built-in
+# codebase_investigator, which has no shell; the metrics count them as file access only under the common names.
+NATIVE_NAMES = {
+    "read_file": "Read", "grep_search": "Grep", "glob": "Glob", "list_directory": "LS", "write_file": "Write",
+    "replace": "Edit", "web_fetch": "WebFetch", "google_web_search": "WebSearch", "write_todos": "TodoWrite",
+}  # fmt: skip
+_INPUT_KEYS = {"dir_path": "path", "include_pattern": "glob"}
+SENT_NAMES = {common: name for name, common in NATIVE_NAMES.items()}
+SENT_KEYS = {common: key for key, common in _INPUT_KEYS.items()}
 # The tool that hands a task to a subagent (experimental.enableAgents, on by default), and the tool a subagent
 # ends its run with, its report as the call's args.
 DELEGATE_TOOL = "invoke_agent"
@@ -452,7 +462,11 @@ def common_call(call: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     it is in the common vocabulary: (name, input)."""
     name = str(call.get("name") or "?")
     arguments = dict(call["args"]) if isinstance(call.get("args"), dict) else {}
-    return SHELL_NAME if name == SHELL_TOOL else common_name(name), arguments
+    if name == SHELL_TOOL:
+        return SHELL_NAME, arguments
+    if name in NATIVE_NAMES:
+        return NATIVE_NAMES[name], {_INPUT_KEYS.get(key, key): value for key, value in arguments.items()}
+    return common_name(name), arguments
 
 
 def _read_events(session: GeminiSession, events: list[dict[str, Any]], path: Path) -> None:
