@@ -36,17 +36,26 @@ import shlex
 from collections.abc import Iterator
 from typing import Any
 
-from ..agents.codex.transcript import SHELL_TOOL, command_output, text_of
+from ..agents.codex.transcript import SHELL_TOOL, command_output, spawned_agent, text_of
 from ..metrics.file_access import bash_access
 from .scripted import Step, Turn, working_directory
-from .sse import CHUNK_CHARS, Reply, data_events, event, new_id
+from .sse import CHUNK_CHARS, Reply, data_events, event, new_id, tool_use
 from .usage import count_tokens, declared_hidden, hidden_signature, text_tokens
 
-# The CLI's own context, sent as user messages: not the question.
-_CONTEXT_RE = re.compile(r"^\s*(?:<environment_context>|<user_instructions>|# AGENTS\.md instructions)", re.S)
+# The CLI's own context, sent as user messages: not the question (nor is a subagent's end, which Codex tells so).
+_CONTEXT_RE = re.compile(
+    r"^\s*(?:<environment_context>|<user_instructions>|# AGENTS\.md instructions|<subagent_notification>)", re.S
+)
 _CWD_TAG_RE = re.compile(r"<cwd>([^<]+)</cwd>")
 # Directories a file search skips: version control, the retrieval tool's index, dependencies.
 _SKIPPED_DIRS = (".git", ".codegraph", "node_modules")
+# Codex's own subagents (the ``multi_agent_v1`` namespace): ``spawn_agent`` is the policy's ``Task`` (its prompt the
+# child's ``message``); a child's requests say so in their ``client_metadata``. The child runs on its own: the
+# stand-in waits for it (``wait_agent``) before its next step, as a model that wants the child's answer does.
+SUBAGENTS = "multi_agent_v1"
+_SPAWN, _WAIT = "spawn_agent", "wait_agent"
+_SUBAGENT_MARK = "x-openai-subagent"
+_WAIT_MS = 600_000
 # What a request includes to get each reasoning item's encrypted content (and send it back, with ``store: false``).
 ENCRYPTED_REASONING = "reasoning.encrypted_content"
 
@@ -58,7 +67,10 @@ def _offered(request: dict[str, Any]) -> dict[str, tuple[str | None, str, dict[s
     for tool in request.get("tools") or []:
         if not isinstance(tool, dict):
             continue
-        if tool.get("type") == "namespace" and isinstance(tool.get("name"), str):
+        if tool.get("type") == "namespace" and tool.get("name") == SUBAGENTS:
+            offered["Task"] = (SUBAGENTS, _SPAWN, {"name": "Task", "input_schema": {"properties": {"prompt": {}}}})
+            offered[f"{SUBAGENTS}__{_WAIT}"] = (SUBAGENTS, _WAIT, {"name": f"{SUBAGENTS}__{_WAIT}"})
+        elif tool.get("type") == "namespace" and isinstance(tool.get("name"), str):
             for inner in tool.get("tools") or []:
                 if isinstance(inner, dict) and isinstance(inner.get("name"), str):
                     common = f"{tool['name']}__{inner['name']}"
@@ -83,6 +95,8 @@ def _step(call: dict[str, Any]) -> Step:
         arguments = {}
     arguments = arguments if isinstance(arguments, dict) else {}
     name = str(call.get("name") or "")
+    if call.get("namespace") == SUBAGENTS and name == _SPAWN:
+        return Step("Task", arguments)
     if call.get("namespace"):
         return Step(f"{call['namespace']}__{name}", arguments)
     if name != SHELL_TOOL:
@@ -123,7 +137,11 @@ def read_turn(request: dict[str, Any]) -> Turn:
             step.result = command_output(text)[0] if step.name in ("Read", "Grep", "Bash") else text
     offered = _offered(request)
     tools = {common: schema for common, (_, _, schema) in offered.items()}
-    return Turn(question, list(steps.values()), cwd or working_directory(request), tools)
+    own = [step for step in steps.values() if step.name != "Task" and not step.name.startswith(SUBAGENTS)]
+    delegated = [step for step in steps.values() if step not in own]
+    metadata = request.get("client_metadata")
+    subagent = isinstance(metadata, dict) and bool(metadata.get(_SUBAGENT_MARK))
+    return Turn(question, own, cwd or working_directory(request), tools, subagent, delegated)
 
 
 # -- rendering a reply ----------------------------------------------------------------------------
@@ -143,6 +161,8 @@ def _function_call(request: dict[str, Any], block: dict[str, Any]) -> dict[str, 
             tool_input = {"cmd": grep_command(str(tool_input.get("pattern") or ""))}
         else:
             tool_input = {"cmd": str(tool_input.get("command") or "")}
+    elif offered_name == _SPAWN:
+        tool_input = {"message": str(tool_input.get("prompt") or "")}
     call = {
         "type": "function_call",
         "id": new_id("fc"),
@@ -175,7 +195,7 @@ def output_items(request: dict[str, Any], reply: Reply) -> list[dict[str, Any]]:
     call as a function_call. Each reasoning item carries its ``encrypted_content``: :func:`as_requested` leaves it
     out where the request did not include it, once the usage is counted."""
     items: list[dict[str, Any]] = []
-    for block in reply.blocks:
+    for block in _awaited(request, reply).blocks:
         if block.get("type") == "tool_use":
             items.append(_function_call(request, block))
         elif block.get("type") == "thinking":
@@ -185,6 +205,25 @@ def output_items(request: dict[str, Any], reply: Reply) -> list[dict[str, Any]]:
             items.append({"type": "message", "id": new_id("msg"), "status": "completed", "role": "assistant",
                           "content": [text]})  # fmt: skip
     return items
+
+
+def _awaited(request: dict[str, Any], reply: Reply) -> Reply:
+    """``reply``, or a ``wait_agent`` for a subagent the conversation spawned and has not waited for yet."""
+    spawns, waited, started = set(), set(), []
+    for item in request.get("input") or []:
+        if not isinstance(item, dict):
+            continue
+        if item.get("type") == "function_call" and item.get("namespace") == SUBAGENTS:
+            if item.get("name") == _SPAWN:
+                spawns.add(item.get("call_id"))
+            elif item.get("name") == _WAIT:
+                waited.update(_step(item).input.get("targets") or [])
+        elif item.get("type") == "function_call_output" and item.get("call_id") in spawns:
+            started.append(spawned_agent(text_of(item.get("output"))))
+    pending = [agent for agent in started if agent and agent not in waited]
+    if not pending:
+        return reply
+    return Reply([tool_use(f"{SUBAGENTS}__{_WAIT}", {"targets": pending, "timeout_ms": _WAIT_MS})])
 
 
 def as_requested(request: dict[str, Any], items: list[dict[str, Any]]) -> list[dict[str, Any]]:

@@ -125,10 +125,11 @@ class CodexAgent(CodingAgent):
         return run_codex(run.questions, label=run.label, out_dir=run.out_dir, cwd=run.cwd, env=run.env, options=codex)
 
     def record_files(self, segments: Sequence[Path]) -> list[Path]:
-        """The turns' streams and the rollout the driver kept beside the first (``run-<label>.rollout``)."""
-        from pytest_agent_eval.agents.codex.transcript import kept_rollout
+        """The turns' streams and the rollouts the driver kept beside the first (``run-<label>.rollout``, and the
+        subagents' ``run-<label>.subagents``)."""
+        from pytest_agent_eval.agents.codex.transcript import kept_rollout, kept_subagents
 
-        return [*segments, kept_rollout(segments[0])] if segments else []
+        return [*segments, kept_rollout(segments[0]), kept_subagents(segments[0])] if segments else []
 
     def read_transcript(self, segments: Sequence[Path]) -> CodexSession:
         """The turns' ``--json`` streams and the rollout the driver kept beside the first

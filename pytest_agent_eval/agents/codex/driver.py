@@ -15,6 +15,7 @@ and stderr are sockets the agent's shells cannot reopen through ``/proc`` to for
 
 from __future__ import annotations
 
+import json
 import os
 import stat
 from collections.abc import Mapping, Sequence
@@ -22,7 +23,13 @@ from dataclasses import dataclass
 from pathlib import Path, PurePath
 
 from pytest_agent_eval.agents.codex.config import CODEX_HOME_DIR, exec_command
-from pytest_agent_eval.agents.codex.transcript import FIRST_EVENT, kept_rollout, read_codex
+from pytest_agent_eval.agents.codex.transcript import (
+    FIRST_EVENT,
+    kept_rollout,
+    kept_subagents,
+    read_codex,
+    spawned_agents,
+)
 from pytest_agent_eval.harness import untrusted
 from pytest_agent_eval.harness.drivers import RunRecord, StreamOutcome, TurnError, segment_name
 from pytest_agent_eval.harness.drivers.stream import (
@@ -37,6 +44,7 @@ from pytest_agent_eval.harness.drivers.stream import (
 )
 from pytest_agent_eval.harness.drivers.watch import STALL_S_STAND_IN
 from pytest_agent_eval.harness.sandbox import Sandbox
+from pytest_agent_eval.transcript import Session, read_records
 
 TURN_ENDS = ("turn.completed", "turn.failed")
 
@@ -142,7 +150,43 @@ def _keep_rollout(home: Path, record: RunRecord) -> Path | None:
         return None
     dest = kept_rollout(record.segments[0])
     untrusted.copy_file(home, found, dest)
+    _keep_subagents(home, dest, kept_subagents(record.segments[0]))
     return dest
+
+
+def _keep_subagents(home: Path, rollout: Path, dest: Path) -> None:
+    """Copy the rollouts of the threads ``spawn_agent`` started (a subagent's own too), one after another, to
+    ``dest`` (``run-<label>.subagents``); none written when the run spawned none. A spawned thread whose rollout
+    is missing is left out: the reader says so."""
+    pending = spawned_agents(read_records(rollout, Session(), "a Codex rollout"))
+    kept: list[bytes] = []
+    seen: set[str] = set()
+    while pending:
+        agent = pending.pop(0)
+        found = None if agent in seen else find_rollout_in(home, agent)
+        seen.add(agent)
+        if found is None:
+            continue
+        data = untrusted.read_bytes(home, found)
+        kept.append(data if data.endswith(b"\n") else data + b"\n")
+        pending += spawned_agents(_objects(data))
+    if kept:
+        dest.write_bytes(b"".join(kept))
+    else:
+        dest.unlink(missing_ok=True)
+
+
+def _objects(data: bytes) -> list[dict]:
+    """The JSON objects of JSON lines (the reader names any other line; here it is only passed over)."""
+    objects = []
+    for line in data.splitlines():
+        try:
+            value = json.loads(line)
+        except ValueError:
+            continue
+        if isinstance(value, dict):
+            objects.append(value)
+    return objects
 
 
 def find_rollout_in(home: Path, thread_id: str) -> PurePath | None:

@@ -59,6 +59,12 @@ _HEADER_RE = re.compile(r"^Wall time: [\d.]+ seconds\nOutput:$")
 FIRST_EVENT = "thread.started"
 # The harness's copy of a run's rollout, beside its first segment: ``run-<label>.rollout`` (no ``*.jsonl``: no segment).
 ROLLOUT_SUFFIX = ".rollout"
+# Codex's own subagents (its default ``multi_agent`` feature, the ``multi_agent_v1`` namespace): ``spawn_agent``
+# starts a thread of its own, whose rollout is a file of its own; the call's output names it (``agent_id``).
+SPAWN_TOOL = "multi_agent_v1__spawn_agent"
+# The harness's copy of the subagents' rollouts, beside the first segment: ``run-<label>.subagents``.
+SUBAGENTS_SUFFIX = ".subagents"
+_UNKEPT = "the rollouts of threads spawn_agent started were not kept beside the stream (run-<label>.subagents):"
 # A thread.started event is about 80 bytes: a first line longer than this is some other file's.
 FIRST_EVENT_MAX_BYTES = 4096
 
@@ -108,6 +114,63 @@ def kept_rollout(events_file: str | Path) -> Path:
     return events_file.with_name(events_file.name.removesuffix(".jsonl") + ROLLOUT_SUFFIX)
 
 
+def kept_subagents(events_file: str | Path) -> Path:
+    """Where the harness keeps the rollouts of the subagents of the run whose first segment is ``events_file``, one
+    after another (each opens with its ``session_meta``): ``run-<label>.subagents``."""
+    events_file = Path(events_file)
+    return events_file.with_name(events_file.name.removesuffix(".jsonl") + SUBAGENTS_SUFFIX)
+
+
+def spawned_agent(output: str) -> str | None:
+    """The thread a ``spawn_agent`` call started, from its output (``{"agent_id": …, "nickname": …}``); None when it
+    started none (``collab spawn failed: …``)."""
+    try:
+        said = json.loads(output)
+    except ValueError:
+        return None
+    agent_id = said.get("agent_id") if isinstance(said, dict) else None
+    return agent_id if isinstance(agent_id, str) and agent_id else None
+
+
+def spawned_agents(records: list[dict[str, Any]]) -> list[str]:
+    """The threads a rollout's ``spawn_agent`` calls started, in order."""
+    spawns = {p.get("call_id") for p in _payloads(records, "function_call") if _is_spawn(p)}
+    outputs = [p for p in _payloads(records, "function_call_output") if p.get("call_id") in spawns]
+    found = [spawned_agent(text_of(o.get("output"))) for o in outputs]
+    return [agent for agent in found if agent]
+
+
+def _payloads(records: list[dict[str, Any]], kind: str) -> list[dict[str, Any]]:
+    return [r["payload"] for r in records if r.get("type") == "response_item" and isinstance(r.get("payload"), dict)
+            and r["payload"].get("type") == kind]  # fmt: skip
+
+
+def _is_spawn(item: dict[str, Any]) -> bool:
+    return common_call(item)[0] == SPAWN_TOOL
+
+
+def _children(path: Path, session: CodexSession) -> dict[str, list[dict[str, Any]]]:
+    """The kept subagents' rollouts by thread (none when nothing was kept); each must descend from the session's
+    thread (its ``session_meta.parent_thread_id`` the main thread's or another kept subagent's)."""
+    if not path.is_file() or path.stat().st_size == 0:
+        return {}
+    children: dict[str, list[dict[str, Any]]] = {}
+    parents: dict[str, object] = {}
+    current: list[dict[str, Any]] | None = None
+    for record in _read_jsonl(path, session):
+        meta = record.get("payload")
+        if record.get("type") == "session_meta" and isinstance(meta, dict) and isinstance(meta.get("id"), str):
+            current = children.setdefault(meta["id"], [])
+            parents[meta["id"]] = meta.get("parent_thread_id")
+        if current is None:
+            raise TranscriptError(f"{path}: a record before any subagent's session_meta")
+        current.append(record)
+    for child, parent in parents.items():
+        if parent != session.thread_id and parent not in children:
+            raise TranscriptError(f"{path}: thread {child}'s parent {parent} is not {session.thread_id} nor a subagent")
+    return children
+
+
 def find_rollout(events_file: str | Path) -> Path:
     """The rollout beside an events file: the harness's copy (``run-<label>.rollout`` beside ``run-<label>.jsonl``),
     else ``rollout-*<thread id>.jsonl`` in its folder (as Codex names it)."""
@@ -148,7 +211,7 @@ def read_codex(events_files: str | Path | Sequence[str | Path], rollout_file: st
         raise TranscriptError(
             f"{rollout}: the rollout of session {meta.get('id')}, not of {paths[0]}'s thread {session.thread_id}"
         )
-    rollout = _Rollout(session)
+    rollout = _Rollout(session, _children(kept_subagents(paths[0]), session))
     rollout.read(records)
     for segment, (path, events) in enumerate(zip(paths, turns, strict=True)):
         _read_events(session, events, path, segment, rollout.turn_output.get(segment))
@@ -230,10 +293,16 @@ def recorded_responses(rollout: str | Path) -> tuple[str, list[list[dict[str, An
 
 
 class _Rollout:
-    """The rollout's records in order: each request's output items, closed by its usage record."""
+    """The rollout's records in order: each request's output items, closed by its usage record. A subagent's
+    (``children``: its records by its thread id) is read where the call that spawned it got its answer, in the
+    call's thread (``thread``), its messages in the spawning turn (``segment``)."""
 
-    def __init__(self, session: CodexSession) -> None:
+    def __init__(self, session: CodexSession, children: dict[str, list[dict[str, Any]]] | None = None,
+                 thread: str = MAIN, segment: int | None = None) -> None:  # fmt: skip
         self.session = session
+        self.children = children if children is not None else {}
+        self.thread = thread
+        self.segment = segment
         self.pending: list[dict[str, Any]] = []
         self.calls: dict[str, ToolCall] = {}
         self.model = ""
@@ -274,13 +343,16 @@ class _Rollout:
             self._result(item)
         elif kind == "message":
             text = text_of(item.get("content"))
-            self.session.timeline.append(UserText(text, MAIN, content_chars(item.get("content"))))
+            self.session.timeline.append(UserText(text, self.thread, content_chars(item.get("content"))))
+
+    def _segment(self) -> int:
+        return self.segment if self.segment is not None else max(0, self.turn - 1)
 
     def _close(self, response_id: str, raw_usage: Any) -> None:
         number = len(self.session.messages(None)) + 1
         if not response_id:
             self.session.unread.setdefault("response_ids", "some requests' usage records name no response id")
-        message = Message(response_id or f"codex-request-{number}", MAIN, _usage(raw_usage), max(0, self.turn - 1),
+        message = Message(response_id or f"codex-request-{number}", self.thread, _usage(raw_usage), self._segment(),
                           model=self.model)  # fmt: skip
         for item in self.pending:
             if item.get("type") == "message":
@@ -295,7 +367,7 @@ class _Rollout:
 
     def _call(self, item: dict[str, Any], message: Message) -> None:
         name, arguments = common_call(item)
-        call = ToolCall(str(item.get("call_id") or f"call-{len(self.calls)}"), name, arguments, MAIN, message.id)
+        call = ToolCall(str(item.get("call_id") or f"call-{len(self.calls)}"), name, arguments, self.thread, message.id)
         self.calls[call.id] = call
         message.calls.append(call)
         self.session.calls.append(call)
@@ -311,10 +383,22 @@ class _Rollout:
         text, is_error = output_text, item.get("success") is False
         if call is not None and call.name == SHELL_NAME:
             text, is_error = command_output(output_text)
-        result = ToolResult(call_id, text, is_error, MAIN, content_chars(output))
+        result = ToolResult(call_id, text, is_error, self.thread, content_chars(output))
         if call is not None:
             call.result = result
         self.session.timeline.append(result)
+        if call is not None and call.name == SPAWN_TOOL:
+            self._subagent(call_id, spawned_agent(output_text))
+
+    def _subagent(self, call_id: str, agent_id: str | None) -> None:
+        """The thread ``spawn_agent`` started, read in the call's thread; said when it was not kept."""
+        if agent_id is None:
+            return
+        records = self.children.pop(agent_id, None)
+        if records is None:
+            self.session.unread["subagents"] = f"{self.session.unread.get('subagents', _UNKEPT)} {agent_id}"
+            return
+        _Rollout(self.session, self.children, call_id, self._segment()).read(records)
 
 
 def common_call(item: dict[str, Any]) -> tuple[str, dict[str, Any]]:
