@@ -23,15 +23,17 @@ from support.replay import assert_replays
 from pytest_agent_eval.agents.codex import CODEX
 from pytest_agent_eval.agents.codex import config as codex_config
 from pytest_agent_eval.agents.codex.config import STANDIN_API_KEY, codex_home
-from pytest_agent_eval.agents.codex.transcript import kept_rollout
+from pytest_agent_eval.agents.codex.transcript import SPAWN_TOOL, kept_rollout, kept_subagents, spawned_agent
 from pytest_agent_eval.harness import sandbox
 from pytest_agent_eval.harness.provision import Provisioned, read_builds
 from pytest_agent_eval.metrics.contamination import contamination
 from pytest_agent_eval.metrics.evidence import evidence
+from pytest_agent_eval.metrics.occupancy import FAMILIES, occupancy
 from pytest_agent_eval.model import OpenAIBackend, ResponsesCassetteBackend, ScriptedBackend, make_backend
 from pytest_agent_eval.model.record import read_requests
-from pytest_agent_eval.model.truth import read_truth_log
+from pytest_agent_eval.model.truth import read_truth_log, resident_truth
 from pytest_agent_eval.tool import CODEGRAPH
+from pytest_agent_eval.transcript import MAIN
 
 SECOND_QUESTION = "Where is the ETag function configured, and how does the app setting reach res.send?"
 # The ordinary user the sandbox is also checked as (`useradd -M -s /bin/sh agent-eval-user` makes one).
@@ -88,6 +90,39 @@ def test_occupancy_of_the_codex_session_matches_the_stand_ins_own_counts(arms: d
     counts = read_truth_log(arm.truth)
     assert [m.id for m in arm.session.messages()] == list(counts)  # every request the stand-in answered, read
     assert_occupancy_matches(arm.session, counts)
+
+
+@pytest.fixture(scope="module")
+def delegating(tmp_path_factory: pytest.TempPathFactory, real_tools: RealTools, codex: Provisioned) -> dict[bool, Arm]:
+    """Both arms against a stand-in that thinks and first hands the question to a subagent through Codex's own
+    ``multi_agent_v1.spawn_agent`` (offered in every request), then waits for it (``wait_agent``)."""
+    return both_arms(CODEX, tmp_path_factory.mktemp("codex-subagent"), real_tools, codex,
+                     lambda: ScriptedBackend(delegate=True, **THINKING))  # fmt: skip
+
+
+@pytest.mark.parametrize("has_tool", [True, False], ids=["with", "without"])
+def test_a_subagent_codex_spawns_is_read_under_the_spawning_call(delegating: dict, has_tool: bool) -> None:
+    """The child thread's requests reach the model server, but not the parent's stream or rollout: the driver keeps
+    the child's rollout (``run-<label>.subagents``) and the reader puts its requests and calls under the call's
+    thread, so the Session agrees with the request record again, and the main thread's occupancy stands."""
+    arm = delegating[has_tool]
+    [spawn] = [c for c in arm.session.calls if c.name == SPAWN_TOOL]
+    assert spawn.thread == MAIN and spawned_agent(spawn.result.text)
+    child = arm.session.messages(spawn.id)
+    assert len(child) >= 2 and [c.name for c in arm.session.calls_in(spawn.id)] == ["Bash"]  # its grep
+    assert child[-1].blocks[-1]["text"].startswith("Searched for")  # the subagent's summary
+    kept = kept_subagents(arm.run.segments[0])
+    assert kept.is_file() and kept in CODEX.record_files(arm.run.segments)
+    counts = read_truth_log(arm.truth)
+    assert sorted(m.id for m in arm.session.messages(None)) == sorted(counts)  # every request answered, read
+    report = evidence(arm.session, read_requests(arm.record))
+    assert report.intact and report.requests == len(counts), report.problems
+    # the main thread's results as the stand-in counted them: the retrieval tool's, reads, searches, shell within 1%;
+    # "other" (spawn_agent's and wait_agent's few lines of JSON, ids mostly) is priced at prose's ratio, under
+    truth, estimate = resident_truth(arm.session, counts), occupancy(arm.session).residual
+    assert truth is not None and truth["other"] > 0
+    error = sum(abs(estimate[f] - truth[f]) for f in FAMILIES if f != "other") / sum(truth.values())
+    assert error <= 0.01, (estimate, truth)
 
 
 def test_the_session_agrees_with_what_the_model_received_and_a_forged_rollout_does_not(

@@ -521,6 +521,7 @@ def _declared_output(session: Session, gaps: list[_Gap]) -> tuple[float, bool]:
     none measures it, or it comes out beyond SHED_FACTOR of prose's). Each gap's ``thinking_tokens`` is priced at it.
     That ratio, and whether the declared output measured it."""
     declared = {r.segment: r.output_tokens for r in session.results if r.output_tokens}
+    main_only = {r.segment for r in session.results if r.main_output_only}
     shown = dict.fromkeys(declared, 0.0)  # what the segment's messages show, their thinking at prose's ratio
     thinking = dict.fromkeys(declared, 0)  # of which, visible thinking's characters
     hiding: set[int] = set()
@@ -530,8 +531,9 @@ def _declared_output(session: Session, gaps: list[_Gap]) -> tuple[float, bool]:
             segment = item.segment
             if segment not in declared:
                 continue
-            if item.thread != MAIN:  # a subagent's output is in the sum
-                del declared[segment]
+            if item.thread != MAIN:  # a subagent's output is in the sum, unless the segment's declares the main's alone
+                if segment not in main_only:
+                    del declared[segment]
                 continue
             shown[segment] += (
                 item.output_chars / PROSE_CHARS_PER_TOKEN + _message_frame(item) * OUTPUT_FRAMING_TOKENS_PER_CHAR

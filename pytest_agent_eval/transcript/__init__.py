@@ -161,6 +161,9 @@ class Result:
     api_error_status: int | None = None
     # The segment's output tokens, every request's summed (``usage.output_tokens``): thinking streamed or not included
     output_tokens: int | None = None
+    # Whether ``output_tokens`` counts the main thread's requests alone (Codex's: each thread's rollout declares its
+    # own), not a subagent's too (Claude Code's ``result``)
+    main_output_only: bool = False
 
 
 Item = Message | ToolResult | UserText | Compaction

@@ -250,7 +250,8 @@ def _read_events(
             failed = kind != "turn.completed"
             error = event.get("error") if isinstance(event.get("error"), dict) else event
             text = str(error.get("message") or kind) if failed else answer
-            session.results.append(Result(text, kind, failed, None, segment, output_tokens=output))
+            result = Result(text, kind, failed, None, segment, output_tokens=output, main_output_only=True)
+            session.results.append(result)
             turn_open = turn_open and kind == "error"
     if turn_open:
         session.parse.unfinished.append(str(path))
