@@ -125,6 +125,20 @@ def test_a_subagent_codex_spawns_is_read_under_the_spawning_call(delegating: dic
     assert error <= 0.01, (estimate, truth)
 
 
+def test_without_the_kept_subagents_the_session_says_so_and_the_evidence_fails(
+    delegating: dict, tmp_path: Path
+) -> None:
+    """What the parent's records alone give (as before the driver kept the children): the child's requests missing."""
+    arm = delegating[False]
+    for path in (arm.run.segments[0], kept_rollout(arm.run.segments[0])):
+        shutil.copyfile(path, tmp_path / path.name)
+    session = CODEX.read_transcript([tmp_path / arm.run.segments[0].name])
+    [spawn] = [c for c in session.calls if c.name == SPAWN_TOOL]
+    assert spawned_agent(spawn.result.text) in session.unread["subagents"]
+    problems = evidence(session, read_requests(arm.record)).problems
+    assert any("(Bash) reached the model in request" in p and "not in the transcript" in p for p in problems), problems
+
+
 def test_the_session_agrees_with_what_the_model_received_and_a_forged_rollout_does_not(
     arms: dict, tmp_path: Path
 ) -> None:
