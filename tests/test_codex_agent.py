@@ -117,6 +117,36 @@ def test_the_block_probe_asks_for_one_shell_call_then_ends() -> None:
     assert answer["type"] == "message"
 
 
+def test_the_stand_in_hands_the_question_to_codexs_subagent_and_waits_for_it() -> None:
+    """``delegate``: Codex's ``spawn_agent`` is the policy's Task; the child runs on its own, so the stand-in waits for
+    it next; the child's requests (``x-openai-subagent``) get the subagent's policy; Codex's notification of the
+    child's end is no new question."""
+    request = json.loads((DATA / "without/last-request.json").read_text(encoding="utf-8"))
+    question = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "Where is ETag set?"}]}
+    request["input"] = [question]
+    model = ScriptedBackend(delegate=True)
+    [spawn] = output_items(request, model.decide(read_turn(request)))
+    assert (spawn["namespace"], spawn["name"]) == ("multi_agent_v1", "spawn_agent")
+    assert json.loads(spawn["arguments"]) == {"message": "Where is ETag set?"}
+    started = {
+        "type": "function_call_output",
+        "call_id": spawn["call_id"],
+        "output": '{"agent_id":"A1","nickname":"N"}',
+    }
+    request["input"] += [spawn, started]
+    [wait] = output_items(request, model.decide(read_turn(request)))
+    assert (wait["name"], json.loads(wait["arguments"])["targets"]) == ("wait_agent", ["A1"])
+    ended = {"type": "function_call_output", "call_id": wait["call_id"], "output": '{"status":{}}'}
+    notice = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "<subagent_notification>"}]}
+    request["input"] += [wait, ended, notice]
+    turn = read_turn(request)
+    assert turn.question == "Where is ETag set?" and not turn.steps and len(turn.delegated) == 2
+    [grep] = output_items(request, model.decide(turn))
+    assert json.loads(grep["arguments"])["cmd"].startswith("grep ")
+    child = {**request, "input": [question], "client_metadata": {"x-openai-subagent": "collab_spawn"}}
+    assert read_turn(child).subagent and not read_turn(request).subagent
+
+
 def _drive(tmp_path: Path, how: str, questions: tuple[str, ...] = ("Q1?",)) -> tuple[object, Path]:
     return drive_fake(CODEX, FAKE, agent_setup(tmp_path), tmp_path, {"CODEX_FAKE": how}, questions)
 
@@ -178,8 +208,19 @@ def test_codex_is_driven_headless_only_and_with_a_question(tmp_path: Path) -> No
     config = CODEX.configure(agent_setup(tmp_path))
     build = Provisioned("codex", tmp_path / "codex", CODEX.version, CODEX.version)
     with pytest.raises(ValueError, match="driven headless only"):
-        CODEX.drive(Drive(build, ["Q?"], mode="tmux", config=config, options=DriveOptions(), label="x",
-                          out_dir=tmp_path, cwd=tmp_path, env={"HOME": str(tmp_path / "home")}))
+        CODEX.drive(
+            Drive(
+                build,
+                ["Q?"],
+                mode="tmux",
+                config=config,
+                options=DriveOptions(),
+                label="x",
+                out_dir=tmp_path,
+                cwd=tmp_path,
+                env={"HOME": str(tmp_path / "home")},
+            )
+        )
     with pytest.raises(ValueError, match="no question"):
         run_codex([], label="x", out_dir=tmp_path, cwd=tmp_path, env={}, options=CodexOptions(codex="codex"))
 
