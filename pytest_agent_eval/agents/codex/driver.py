@@ -5,7 +5,8 @@ Turn 1 starts a session (its ``thread.started`` names the thread); each later tu
 ``run-<label>.t2.jsonl``, … with each process's stderr beside it, as Claude Code's segments do; after the last turn
 (or a failed one) Codex's rollout (``$CODEX_HOME/sessions/YYYY/MM/DD/rollout-…-<thread id>.jsonl``) is copied to
 ``run-<label>.rollout`` beside them, where :func:`~.transcript.find_rollout` finds it. It is read from the agent's
-HOME without following any link the agent may have planted there (:mod:`pytest_agent_eval.harness.untrusted`).
+HOME without following any link the agent may have planted there (:mod:`pytest_agent_eval.harness.untrusted`), and
+so are the rollouts of the subagents its ``spawn_agent`` calls started, to ``run-<label>.subagents``.
 
 A turn ends with ``turn.completed`` or ``turn.failed``; Codex exits then (a CLI still running a few seconds later
 is stopped, its stream kept). A turn that never ends is stopped at the timeout; a turn that failed ends the run.

@@ -22,6 +22,11 @@ Codex's tools are named in the house's common vocabulary, the one the metrics re
 (``function_call{namespace: "mcp__NAME", name}``) is ``mcp__NAME__<name>``; the shell, ``exec_command{cmd}``,
 is ``Bash{command}``, so the file-access classifier decides, as for Claude Code's Bash, whether it read or
 searched. What Codex's records do not give is said, never guessed: :attr:`CodexSession.unread`.
+
+A subagent Codex's own ``multi_agent_v1.spawn_agent`` started runs on a thread of its own, with a rollout of its own
+that the parent's records never show: the harness keeps those beside the first segment (:func:`kept_subagents`), and
+each is read where its spawn call got its answer (the call's output names its thread), in the thread named by the
+call's id, as Claude Code's subagents are. A turn's declared output is then its main thread's alone.
 """
 
 from __future__ import annotations
