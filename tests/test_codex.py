@@ -18,6 +18,8 @@ from pytest_agent_eval.agents.codex.transcript import (
     CodexSession,
     find_rollout,
     is_codex_events,
+    kept_rollout,
+    kept_subagents,
     read_codex,
     recorded_responses,
 )
@@ -302,6 +304,49 @@ def test_a_failed_turn_is_an_infra_error_and_a_turn_without_an_end_is_unfinished
     assert failed.answer_texts() == []
     cut = read_codex(_copy_with(tmp_path, [{"type": "turn.started"}]))
     assert cut.ends_mid_turn and cut.infra_error is None
+
+
+def _thread(thread: str, parent: str | None, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """A rollout of ``thread``: its session_meta, a task_started, each item closed by a usage record."""
+    meta = {"id": thread, **({"parent_thread_id": parent} if parent else {})}
+    records = [{"type": "session_meta", "payload": meta}, {"type": "event_msg", "payload": {"type": "task_started"}}]
+    for number, item in enumerate(items):
+        records.append({"type": "response_item", "payload": item})
+        if item["type"] != "function_call_output":
+            usage = {"input_tokens": 100 + number, "output_tokens": 5}
+            records.append({"type": "token_usage_record", "payload": {"response_id": f"resp_{thread}{number}",
+                                                                       "usage": usage}})  # fmt: skip
+    return records
+
+
+def _write_jsonl(path: Path, records: list[dict[str, Any]]) -> Path:
+    path.write_text("".join(json.dumps(r) + "\n" for r in records), encoding="utf-8")
+    return path
+
+
+def test_a_spawned_subagents_kept_rollout_is_read_under_the_spawning_call(tmp_path: Path) -> None:
+    spawn = {"type": "function_call", "namespace": "multi_agent_v1", "name": "spawn_agent", "call_id": "c1",
+             "arguments": json.dumps({"message": "find ETag"})}  # fmt: skip
+    started = {"type": "function_call_output", "call_id": "c1", "output": '{"agent_id":"T2","nickname":"N"}'}
+    answer = {"type": "message", "role": "assistant", "content": [{"type": "output_text", "text": "done"}]}
+    grep = {"type": "function_call", "name": "exec_command", "call_id": "c2", "arguments": '{"cmd": "grep -rl ETag ."}'}
+    found = {"type": "function_call_output", "call_id": "c2", "output": "Process exited with code 0\nOutput:\n./a.js"}
+    events = _write_jsonl(tmp_path / "run-x.jsonl", [{"type": "thread.started", "thread_id": "T1"},
+                                                     {"type": "turn.started"}, {"type": "turn.completed"}])  # fmt: skip
+    _write_jsonl(kept_rollout(events), _thread("T1", None, [spawn, started, answer]))
+    alone = read_codex(events)
+    assert "T2" in alone.unread["subagents"] and [m.thread for m in alone.messages(None)] == ["main", "main"]
+    _write_jsonl(kept_subagents(events), _thread("T2", "T1", [grep, found, answer]))
+    session = read_codex(events)
+    assert "subagents" not in session.unread
+    assert [(m.id, m.thread) for m in session.messages(None)] == [
+        ("resp_T10", "main"), ("resp_T20", "c1"), ("resp_T22", "c1"), ("resp_T12", "main")]  # fmt: skip
+    [child_grep] = session.calls_in("c1")
+    assert child_grep.name == "Bash" and child_grep.result.text == "./a.js"
+    assert all(r.main_output_only for r in session.results)
+    _write_jsonl(kept_subagents(events), _thread("T2", "T9", [grep, found, answer]))
+    with pytest.raises(TranscriptError, match=r"run-x\.subagents: thread T2's parent T9 is not T1 nor a subagent"):
+        read_codex(events)
 
 
 def test_files_that_are_not_codexs_records_are_refused_naming_them(tmp_path: Path) -> None:
