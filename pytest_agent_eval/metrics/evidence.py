@@ -9,8 +9,8 @@ transcript must agree with them:
   response's prompt size (``usage``: input, cache-read and cache-creation tokens; output tokens are left out, the
   transcript may hold a count taken mid-stream), and each of its tool calls is one of that response's, with its
   name and input; a transcript that names its messages by the agent's own ids (OpenCode records none of the
-  model's) is paired with the responses in order, by their calls or text (:func:`paired_responses`); Gemini CLI's
-  messages, which name no response id, by their place among the streamed responses. The same for every API: a
+  model's; Gemini CLI's messages are named by their guessed place among the streamed responses) is paired with the
+  responses in order, by their calls or text (:func:`paired_responses`). The same for every API: a
   Responses ``function_call`` or a Gemini ``functionCall`` is compared in the common vocabulary, mapped by the
   agent's own reader (``common_call``: Codex's ``exec_command{cmd}`` is ``Bash{command}``), and the prompt size is
   the whole prompt (``input_tokens``, ``promptTokenCount``); a prompt size one side does not record is listed as
@@ -165,6 +165,8 @@ class _Received:
             for call in calls:  # in the common vocabulary, as Gemini CLI's chat record is read
                 self.sent_calls.setdefault(str(call.get("id")), gemini.common_call(call))
             self._keep_usage(name, _gemini_usage(response.get("usageMetadata")))
+            text = "\n".join(str(p["text"]) for p in parts if isinstance(p.get("text"), str) and not p.get("thought"))
+            self.answers.append((name, frozenset(str(call.get("id")) for call in calls), _comparable(text)))
         for content in request.get("contents") or []:
             for part in (content.get("parts") if isinstance(content, dict) else None) or []:
                 call = part.get("functionCall") if isinstance(part, dict) else None

@@ -43,7 +43,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, ClassVar
 
 from pytest_agent_eval.transcript import (
     MAIN,
@@ -117,6 +117,10 @@ class GeminiSession(Session):
     notices: list[str] = field(default_factory=list)
     # message id → the thinking its record keeps: the thought summaries' text, and tokens.thoughts (what a replay sends)
     thinking: dict[str, tuple[str, int]] = field(default_factory=dict)
+    # Its messages are named by their place among the streamed responses (no record names the model's response):
+    # the evidence pairs them with the responses by their calls or text, in each thread's own order, since
+    # subagents run side by side interleave their requests in an order no record of theirs keeps.
+    own_message_ids: ClassVar[bool] = True
 
 
 def model_method(path: str) -> tuple[str, str] | None:
@@ -392,7 +396,8 @@ class _Chat:
     def _in_stream_order(self, before: int) -> None:
         """Subagents run side by side (one response delegating several times) stream their responses interleaved:
         read one after another, theirs (those numbered past ``before``) are numbered again in the order their
-        records started (``timestamp``), as the model server received them."""
+        records started (``timestamp``): near the order the model server received them, not sure to be it (under
+        load two may swap), which is why the evidence pairs messages by their calls and text, not their names."""
         read = [m for m in self.session.messages(thread=None) if _place(m.id) > before]
         ordered = sorted(read, key=lambda m: (self.started.get(m.id, ""), _place(m.id)))
         renamed = {m.id: response_name(before + n) for n, m in enumerate(ordered, start=1)}
