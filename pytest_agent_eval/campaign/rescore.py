@@ -20,6 +20,7 @@ from pytest_agent_eval.agents import agent_named
 from pytest_agent_eval.campaign.record import ItemRecord
 from pytest_agent_eval.campaign.store import ITEMS, MANIFEST, PROBE_FOLDER, Campaign, StoreError
 from pytest_agent_eval.corpus.cases import Arm
+from pytest_agent_eval.corpus.keys import AnswerKey
 from pytest_agent_eval.metrics.figures import figures_of
 from pytest_agent_eval.metrics.occupancy import WINDOW_TOKENS
 from pytest_agent_eval.metrics.scorecard import score
@@ -131,7 +132,10 @@ def _scored(
     except (TranscriptError, OSError, ValueError) as exc:
         record.outcome, record.error, record.scores, record.figures = "error", str(exc), None, {}
         return record
-    record.scores = score(session, tool, window, requests=requests).to_dict()
+    # The key the run was graded against travels in its record: a rescore regrades without the corpus.
+    answers = (record.scores or {}).get("answers")
+    key = AnswerKey.from_dict(answers.get("key")) if isinstance(answers, dict) else None
+    record.scores = score(session, tool, window, requests=requests, key=key, keyed=isinstance(answers, dict)).to_dict()
     record.figures = figures_of(
         record.scores, has_tool=Arm(record.arm).has_tool, wall_s=record.agent_s, tool=tool, stalled=record.stalled
     )

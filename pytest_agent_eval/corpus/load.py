@@ -7,7 +7,10 @@ values are lists of entries::
      "JavaScript": [{"name": "express", "repo": "https://github.com/expressjs/express",
                      "size": "Small", "files": 140,
                      "question": "How does res.send ...?||Where ...?",
-                     "source": "npm:express@4.21.2"}]}
+                     "source": "npm:express@4.21.2",
+                     "key": {"version": "4.21.2", "turns": [...]}}]}
+
+``key`` is optional: what a right answer names per turn (:mod:`pytest_agent_eval.corpus.keys`).
 
 Every mistake is reported with the file, the entry and the field, because a corpus is edited by
 hand and a typo must not silently drop an entry from a campaign.
@@ -22,10 +25,12 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from pytest_agent_eval.corpus.keys import AnswerKey, parse_key
+
 SIZES = ("Small", "Medium", "Large")
 TURN_SEPARATOR = "||"
 
-_FIELDS = {"name", "repo", "size", "files", "question", "source", "campaign"}
+_FIELDS = {"name", "repo", "size", "files", "question", "source", "campaign", "key"}
 _REQUIRED = ("name", "repo", "size", "files", "question")
 # The name becomes a directory under the corpus folder, so keep it to one safe path component.
 _NAME_RE = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._-]*$")
@@ -49,6 +54,7 @@ class CorpusEntry:
     questions: list[str]
     source: str | None = None
     campaign: str | None = None
+    key: AnswerKey | None = None  # what a right answer names, per turn (corpus/keys.py); None: not graded
 
     def __hash__(self) -> int:  # questions is a list, so hash on the unique name
         return hash(self.name)
@@ -150,6 +156,7 @@ def _entry(path: Path, language: str, index: int, item: Any) -> CorpusEntry:
     campaign = item.get("campaign")
     if campaign is not None and (not isinstance(campaign, str) or not campaign.strip()):
         raise fail("campaign", "must be a non-empty string")
+    key = parse_key(item["key"], source, len(questions), fail) if "key" in item else None
 
     return CorpusEntry(
         name=name,
@@ -160,6 +167,7 @@ def _entry(path: Path, language: str, index: int, item: Any) -> CorpusEntry:
         questions=questions,
         source=source,
         campaign=campaign,
+        key=key,
     )
 
 

@@ -54,6 +54,7 @@ BEHAVIOUR, OCCUPANCY, SUFFICIENCY, ALLOCATION, CONTAMINATION = (
     "allocation",
     "contamination",
 )
+ANSWERS = "answers"
 
 _CATALOGUE = (
     Figure("duration_s", "duration", SECONDS, LOWER, "wall time of the agent processes, seconds", BEHAVIOUR),
@@ -135,6 +136,12 @@ _CATALOGUE = (
         headline=True,
     ),
     Figure("path_allocation", "path-cited alone", SHARE, HIGHER, "allocation counting path citations only", ALLOCATION),
+    # The answer against the corpus's key (metrics/answers.py); None where the entry has no key: not graded.
+    Figure("key_recall", "answer key recall", SHARE, HIGHER, "share of the key's files, symbols, facts named", ANSWERS),
+    Figure("key_seen", "key files seen", SHARE, HIGHER, "share of key files returned, read or searched", ANSWERS),
+    Figure("read_recall", "key files read", SHARE, HIGHER, "share of key files read before the answer", ANSWERS),
+    Figure("read_precision", "reads on key files", SHARE, HIGHER, "share of the files read that are key", ANSWERS),
+    Figure("key_rank", "rank of first key file", COUNT, LOWER, "where the tool returned the first key file", ANSWERS),
     # Contamination's figures: what the without-arm's gate reads (metrics/contamination.py computes them).
     Figure(
         "leaks",
@@ -229,6 +236,16 @@ def figures_of(
         "cli_calls": con.get("cli_calls", 0),
         "cli_blocked": con.get("cli_blocked", 0),
     }
+    answers = scores.get("answers") or {}
+    out.update(
+        {
+            "key_recall": answers.get("recall"),
+            "key_seen": answers.get("seen_share"),
+            "read_recall": answers.get("read_recall"),
+            "read_precision": answers.get("read_precision"),
+            "key_rank": answers.get("rank"),
+        }
+    )
     for key, _, _ in BUCKETS:
         out[f"{key}_share"] = (buckets.get(key, 0) or 0) / answered if answered else None
     return out

@@ -10,7 +10,9 @@ from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import Any
 
+from pytest_agent_eval.corpus.keys import AnswerKey
 from pytest_agent_eval.metrics.allocation import Allocation, allocation
+from pytest_agent_eval.metrics.answers import AnswerGrade, grade
 from pytest_agent_eval.metrics.contamination import Contamination, contamination
 from pytest_agent_eval.metrics.evidence import Evidence, evidence, reached_the_model
 from pytest_agent_eval.metrics.occupancy import WINDOW_TOKENS, Occupancy, occupancy
@@ -29,6 +31,7 @@ class Scorecard:
     allocation: Allocation
     contamination: Contamination
     evidence: Evidence | None = None  # the transcript held against the model's request record, when there is one
+    answers: AnswerGrade | None = None  # the answer against the entry's key (metrics/answers.py)
 
     def to_dict(self) -> dict[str, Any]:
         results = self.session.results
@@ -55,6 +58,8 @@ class Scorecard:
         }
         if self.evidence is not None:
             data["evidence"] = self.evidence.to_dict()
+        if self.answers is not None:
+            data["answers"] = self.answers.to_dict()
         return data
 
 
@@ -64,10 +69,13 @@ def score(
     window: int = WINDOW_TOKENS,
     answer_globs: Sequence[str] = (),
     requests: Sequence[dict[str, Any]] | None = None,
+    key: AnswerKey | None = None,
+    keyed: bool = False,
 ) -> Scorecard:
     """Every metric of ``session``; with ``requests`` (the model server's record of the run,
     :mod:`pytest_agent_eval.model.record`) holding a Messages request, the transcript is held against it too
-    (:mod:`pytest_agent_eval.metrics.evidence`)."""
+    (:mod:`pytest_agent_eval.metrics.evidence`). ``keyed``: the run is of a corpus entry, so its answer is graded
+    against ``key`` (None: "not graded"); a transcript scored on its own has no entry and no grade."""
     sections = explore_sections(session.calls, tool)  # both metrics read them: parsed once
     seen = contamination(session, tool)
     return Scorecard(
@@ -78,6 +86,7 @@ def score(
         allocation=allocation(session, tool, answer_globs, sections),
         contamination=seen,
         evidence=evidence(session, requests, tool, seen.leaks) if requests and reached_the_model(requests) else None,
+        answers=grade(session, key, tool) if keyed or key is not None else None,
     )
 
 
