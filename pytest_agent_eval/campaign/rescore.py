@@ -134,8 +134,11 @@ def _scored(
         return record
     # The key the run was graded against travels in its record: a rescore regrades without the corpus.
     answers = (record.scores or {}).get("answers")
-    key = AnswerKey.from_dict(answers.get("key")) if isinstance(answers, dict) else None
-    record.scores = score(session, tool, window, requests=requests, key=key, keyed=isinstance(answers, dict)).to_dict()
+    keyed = isinstance(answers, dict)
+    key = AnswerKey.from_dict(answers.get("key")) if keyed else None
+    questions = [q for q in answers.get("questions") or [] if isinstance(q, str)] if keyed else []
+    card = score(session, tool, window, requests=requests, key=key, keyed=keyed, questions=questions)
+    record.scores = card.to_dict()
     record.figures = figures_of(
         record.scores, has_tool=Arm(record.arm).has_tool, wall_s=record.agent_s, tool=tool, stalled=record.stalled
     )

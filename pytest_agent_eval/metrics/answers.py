@@ -15,11 +15,13 @@ A run's figures pool its turns: hits over items, seen and read key files over ke
 seen in turn 1 counts as seen for turn 2), read precision over the run's distinct reads against every turn's key
 files, the mean of the turns' ranks. A session whose segments do not match the key's turns one to one (an
 interactive run is one segment) is graded as one: its pooled answer against each turn's key, its calls for all.
+An answer that repeats its question names nothing by that: the question's text is taken out before grading.
 """
 
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -74,6 +76,7 @@ class AnswerGrade:
     """The grade of one run; ``key`` None: the entry has no key, the run is not graded (never 0)."""
 
     key: AnswerKey | None = None
+    questions: list[str] = field(default_factory=list)
     turns: list[TurnGrade] = field(default_factory=list)
     files_read: list[str] = field(default_factory=list)  # every distinct file the run read
 
@@ -114,6 +117,7 @@ class AnswerGrade:
         return {
             "graded": True,
             "key": self.key.to_dict(),
+            "questions": self.questions,
             "recall": self.recall,
             "seen_share": self.seen_share,
             "read_recall": self.read_recall,
@@ -124,14 +128,18 @@ class AnswerGrade:
         }
 
 
-def grade(session: Session, key: AnswerKey | None, tool: RetrievalTool = CODEGRAPH) -> AnswerGrade:
-    """The answer grade of ``session`` against ``key`` (None: not graded)."""
+def grade(
+    session: Session, key: AnswerKey | None, tool: RetrievalTool = CODEGRAPH, questions: Sequence[str] = ()
+) -> AnswerGrade:
+    """The answer grade of ``session`` against ``key`` (None: not graded); ``questions``: the turns' questions."""
     if key is None:
         return AnswerGrade()
     turns = _turns(session, len(key.turns))
     reads: list[str] = []
-    out = AnswerGrade(key)
+    out = AnswerGrade(key, list(questions))
     for n, (turn_key, (answer, calls)) in enumerate(zip(key.turns, turns, strict=True), start=1):
+        for question in questions:
+            answer = answer.replace(question, " ")
         seen: dict[str, str | None] = dict.fromkeys(turn_key.files)
         returned: list[str] = []
         for call in calls:

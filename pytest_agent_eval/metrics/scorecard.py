@@ -71,11 +71,13 @@ def score(
     requests: Sequence[dict[str, Any]] | None = None,
     key: AnswerKey | None = None,
     keyed: bool = False,
+    questions: Sequence[str] = (),
 ) -> Scorecard:
     """Every metric of ``session``; with ``requests`` (the model server's record of the run,
     :mod:`pytest_agent_eval.model.record`) holding a Messages request, the transcript is held against it too
     (:mod:`pytest_agent_eval.metrics.evidence`). ``keyed``: the run is of a corpus entry, so its answer is graded
-    against ``key`` (None: "not graded"); a transcript scored on its own has no entry and no grade."""
+    against ``key`` (None: "not graded"), its ``questions`` taken out of the answer; a transcript scored on its
+    own has no entry and no grade."""
     sections = explore_sections(session.calls, tool)  # both metrics read them: parsed once
     seen = contamination(session, tool)
     return Scorecard(
@@ -86,7 +88,7 @@ def score(
         allocation=allocation(session, tool, answer_globs, sections),
         contamination=seen,
         evidence=evidence(session, requests, tool, seen.leaks) if requests and reached_the_model(requests) else None,
-        answers=grade(session, key, tool) if keyed or key is not None else None,
+        answers=grade(session, key, tool, questions) if keyed or key is not None else None,
     )
 
 

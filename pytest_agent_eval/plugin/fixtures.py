@@ -317,7 +317,8 @@ def agent_result(
     tool = request.getfixturevalue("agent_tool")
     requests = step("reading the model's request record", partial(requests_beside, agent_run.segments[0]))
     # scored once: the figures and the printed blocks come from one card
-    card = score_of(session, tool, requests=requests, key=agent_case.entry.key, keyed=True)
+    entry = agent_case.entry
+    card = score_of(session, tool, requests=requests, key=entry.key, keyed=True, questions=entry.questions)
     score = card.to_dict()
     figures = figures_of(
         score, has_tool=agent_case.arm.has_tool, wall_s=agent_run.agent_s, tool=tool, stalled=record.stalled

@@ -30,9 +30,11 @@ from pytest_agent_eval.report.agents import side_by_side
 from pytest_agent_eval.report.agents_html import agents_section
 from pytest_agent_eval.report.agents_html import chart_data as agents_chart_data
 from pytest_agent_eval.report.aggregate import Aggregate, aggregate
+from pytest_agent_eval.report.answers_html import answers_section
 from pytest_agent_eval.report.blocks import render_scorecard
 from pytest_agent_eval.report.compare import GateResult, comparison_cells, gate_line
 from pytest_agent_eval.report.format import percent, seconds, stall_note, tokens
+from pytest_agent_eval.report.grades import grade_text
 from pytest_agent_eval.report.replay import caveat as replay_caveat
 from pytest_agent_eval.report.replay import replay_note
 from pytest_agent_eval.report.stats import small_n_warning
@@ -172,6 +174,7 @@ def render_html(
         _table(found),
         *(_paired_table(found, arm, reference) for arm, reference in found.pairs()),
         "</section>",
+        answers_section(found),
         '<section id="charts"><h2>Charts</h2>',
         _chart("chart-residual", "Residual at end of run: the tool's responses (with) vs file access (without)"),
         _chart("chart-sufficiency", "Explore sufficiency: what the agent did next, pooled per arm"),
@@ -250,6 +253,8 @@ def _verdict_banner(found: list[Verdict], tool: str) -> str:
             f"{_e(change.text(tool))}</span>"
             for change in verdict.changes
         )
+        grade = grade_text(verdict.grades)  # each arm's answers against the key (report/grades.py)
+        changes += f' · <span class="grade">{_e(grade)}</span>' if grade else ""
         lines.append(
             f'<p class="verdict-line" data-entry="{_e(verdict.label)}"><strong>{_e(verdict.label)}</strong> '
             f'<span class="meta">{_e(verdict.scope)}</span>: {changes if verdict.pairs else _e(NO_PAIRS)}</p>'

@@ -20,6 +20,7 @@ from pytest_agent_eval.agents import agent_title
 from pytest_agent_eval.campaign.record import ItemRecord, as_records
 from pytest_agent_eval.metrics.figures import (
     ALLOCATION,
+    ANSWERS,
     BEHAVIOUR,
     CONTAMINATION,
     FIGURES,
@@ -42,6 +43,7 @@ from pytest_agent_eval.report.format import (
     signed,
     tokens,
 )
+from pytest_agent_eval.report.grades import answer_cell
 from pytest_agent_eval.report.stats import small_n_warning
 from pytest_agent_eval.report.verdict import verdicts
 from pytest_agent_eval.tool import CODEGRAPH
@@ -60,8 +62,10 @@ SECTION_TITLES = {
     SUFFICIENCY: "sufficiency (what the agent did next)",
     ALLOCATION: "allocation (share of returned bytes the answer cited)",
     CONTAMINATION: "contamination",
+    ANSWERS: "answers (against the corpus's answer key)",
 }
 PAIRED_FIGURES = ("residual_tokens", "ctx_final", "tokens_processed", "tool_calls", "duration_s", "cost_usd")
+PAIRED_FIGURES += ("key_recall", "key_seen")  # the answers against the key: paired only where an entry has one
 
 
 def backend_note(backend: Any, model: str | None = None) -> str:
@@ -220,7 +224,8 @@ def arm_comparison(row: Row, records: Records, found: Aggregate | None = None, n
         rows.append([title, *[""] * len(arms)])
         for figure in (f for f in FIGURES.values() if f.section == section):
             title = figure.title(tool) + (" (simulated)" if figure.name == "cost_usd" and simulated else "")
-            rows.append([f"  {title}", *(cell(g, figure.name) for g in groups)])
+            show = answer_cell if section == ANSWERS else cell  # an entry without a key reads "not graded"
+            rows.append([f"  {title}", *(show(g, figure.name) for g in groups)])
         if section == ALLOCATION:
             rows.append(["  pooled efficiency", *(pooled_allocation(g) for g in groups)])
     if any(g.errors for g in groups if g):

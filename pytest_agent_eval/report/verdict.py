@@ -19,6 +19,7 @@ from typing import Any
 from pytest_agent_eval.metrics.figures import FIGURES
 from pytest_agent_eval.report.aggregate import Aggregate, ArmRuns, Row
 from pytest_agent_eval.report.format import signed
+from pytest_agent_eval.report.grades import grade_medians, grade_text
 from pytest_agent_eval.report.stats import bootstrap_ci, paired_ratios
 from pytest_agent_eval.tool import CODEGRAPH
 
@@ -82,6 +83,7 @@ class Verdict:
     pairs: int
     changes: list[Change]
     row: Row  # the row it reads (the entry, or OVERALL; its agent when rows tell agents apart)
+    grades: tuple[tuple[str, ArmRuns], ...] = ()  # each arm's runs, for its answers' grade (report/grades.py)
 
     @property
     def overall(self) -> bool:
@@ -101,7 +103,8 @@ class Verdict:
         head = f"verdict {self.label} ({self.scope})"
         if not self.pairs:
             return f"{head}: {NO_PAIRS}"
-        return f"{head}: " + " · ".join(change.text(tool) for change in self.changes)
+        grade = grade_text(self.grades)
+        return f"{head}: " + " · ".join([*(change.text(tool) for change in self.changes), *([grade] if grade else [])])
 
     def to_dict(self) -> dict[str, Any]:
         return {
@@ -112,6 +115,7 @@ class Verdict:
             "entries": self.entries,
             "pairs": self.pairs,
             "figures": {change.figure: change.to_dict() for change in self.changes},
+            **({"key_recall": grade_medians(self.grades)} if grade_text(self.grades) else {}),
         }
 
 
@@ -125,6 +129,7 @@ def verdicts(found: Aggregate, include_contaminated: bool = False) -> list[Verdi
         for agent in agents:  # an agent's runs pair with its own only, and pool into its own overall
             ratios: dict[str, list[float]] = {figure: [] for figure in VERDICT_FIGURES}
             entries = []
+            pooled: dict[str, ArmRuns] = {}
             for row in (row for row in found.rows if row.agent == agent):
                 mine, theirs = found.group(row, arm), found.group(row, reference)
                 if mine is None or theirs is None:
@@ -133,11 +138,15 @@ def verdicts(found: Aggregate, include_contaminated: bool = False) -> list[Verdi
                 by_figure = {f: paired_ratios(mine.by_run(f), theirs.by_run(f)) for f in VERDICT_FIGURES}
                 for figure, found_ratios in by_figure.items():
                     ratios[figure] += found_ratios
-                entries.append(_verdict(row.label, arm, reference, 1, by_figure, row))
+                grades = ((arm, mine), (reference, theirs))
+                entries.append(_verdict(row.label, arm, reference, 1, by_figure, row, grades))
+                for name, group in grades:
+                    pooled.setdefault(name, ArmRuns(Row(OVERALL, agent=agent), name, group.has_tool)).runs += group.runs
             if entries:
                 out += entries
                 label = OVERALL if agent is None else f"{OVERALL} · {agent}"
-                out.append(_verdict(label, arm, reference, len(entries), ratios, Row(OVERALL, agent=agent)))
+                overall = tuple(pooled.items())
+                out.append(_verdict(label, arm, reference, len(entries), ratios, Row(OVERALL, agent=agent), overall))
     return out
 
 
@@ -145,10 +154,18 @@ def _kept(group: ArmRuns, include_contaminated: bool) -> ArmRuns:
     return group if include_contaminated else group.without_contaminated()
 
 
-def _verdict(label: str, arm: str, reference: str, entries: int, ratios: dict[str, list[float]], row: Row) -> Verdict:
+def _verdict(
+    label: str,
+    arm: str,
+    reference: str,
+    entries: int,
+    ratios: dict[str, list[float]],
+    row: Row,
+    grades: tuple[tuple[str, ArmRuns], ...] = (),
+) -> Verdict:
     changes = [_change(figure, values) for figure, values in ratios.items()]
     pairs = max((change.pairs for change in changes), default=0)
-    return Verdict(label, arm, reference, entries, pairs, changes, row)
+    return Verdict(label, arm, reference, entries, pairs, changes, row, grades)
 
 
 def _change(figure: str, ratios: list[float]) -> Change:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from pytest_agent_eval.metrics.scorecard import Scorecard
 from pytest_agent_eval.report.blocks.allocation import render_allocation
+from pytest_agent_eval.report.blocks.answers import render_answers
 from pytest_agent_eval.report.blocks.contamination import render_contamination
 from pytest_agent_eval.report.blocks.evidence import render_evidence
 from pytest_agent_eval.report.blocks.occupancy import render_occupancy
@@ -26,6 +27,8 @@ def render_scorecard(card: Scorecard, brief: bool = False, envelope: bool = Fals
         ]
         if card.evidence is not None:
             blocks.append(render_evidence(card.evidence, card.tool.name))
+        if card.answers is not None:
+            blocks.append(render_answers(card.answers))
     return "\n\n".join(blocks) + "\n"
 
 
