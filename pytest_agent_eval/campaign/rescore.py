@@ -138,7 +138,10 @@ def _scored(
     key = AnswerKey.from_dict(answers.get("key")) if keyed else None
     questions = [q for q in answers.get("questions") or [] if isinstance(q, str)] if keyed else []
     card = score(session, tool, window, requests=requests, key=key, keyed=keyed, questions=questions)
+    judged = (record.scores or {}).get("judge")  # replayed from the record: a judge is never asked again
     record.scores = card.to_dict()
+    if judged:
+        record.scores["judge"] = judged
     record.figures = figures_of(
         record.scores, has_tool=Arm(record.arm).has_tool, wall_s=record.agent_s, tool=tool, stalled=record.stalled
     )

@@ -17,7 +17,7 @@ error, not a silently wrong grade. :func:`check_key` holds a key against a check
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
@@ -174,3 +174,16 @@ def check_key(key: AnswerKey, root: Path) -> list[str]:
             if path.is_file() and not defines(path.read_text(encoding="utf-8", errors="replace"), name):
                 problems.append(f"turn {n}: {file} does not define {name}")
     return problems
+
+
+def answer_sheet(entries: Iterable[Any]) -> dict[str, tuple[tuple[str, ...], ...]]:
+    """Each keyed question's text → what its key names: (files, symbols, facts' sentences); the stand-in's
+    ``key`` answer policy reads it (model/scripted.py), so the grades can be shown to tell a right answer."""
+    sheet = {}
+    for entry in entries:
+        if entry.key is None:
+            continue
+        for question, turn in zip(entry.questions, entry.key.turns, strict=False):
+            symbols = tuple(dict.fromkeys(name for _, name in turn.symbols))
+            sheet[question] = (turn.files, symbols, tuple(fact.says for fact in turn.facts))
+    return sheet

@@ -75,7 +75,12 @@ def model_endpoint(cfg: AgentEvalConfig, api: str | None = None) -> Iterator[Mod
     options: dict[str, Any] = {"paths": cfg.cassettes} if name == "cassette" else {}
     backend = step(f"model backend {name}", lambda: make_backend(name, **options))
     if isinstance(backend, ScriptedBackend):  # the stand-in calls the tool under test by its own names
-        backend = replace(backend, explore=cfg.tool.explore, cli=cfg.tool.cli)
+        backend = replace(backend, explore=cfg.tool.explore, cli=cfg.tool.cli, answers=cfg.stand_in_answers)
+        if cfg.stand_in_answers == "key":  # it names each question's answer key (docs/metrics/answers.md)
+            from pytest_agent_eval.corpus.keys import answer_sheet
+            from pytest_agent_eval.corpus.load import load_corpus
+
+            backend = replace(backend, keys=answer_sheet(load_corpus(cfg.corpus)))
     server = serve(backend)
     try:
         yield ModelEndpoint(name, backend.describe(), server.url, log=server.log)

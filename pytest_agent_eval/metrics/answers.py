@@ -193,6 +193,11 @@ def _canonical(name: str) -> str:
     return name.replace("_", "").lower()
 
 
+def turn_answers(session: Session, count: int) -> list[str]:
+    """Each of ``count`` turns' answer text (as the grade reads them; the judge is shown the same)."""
+    return [answer for answer, _ in _turns(session, count)]
+
+
 def _turns(session: Session, count: int) -> list[tuple[str, list[ToolCall]]]:
     """Each turn's answer and the calls made in it, by the session's segments (one per turn); a session whose
     segments do not match the turns one to one gives every turn the pooled answer and every call."""

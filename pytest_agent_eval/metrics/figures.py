@@ -142,6 +142,9 @@ _CATALOGUE = (
     Figure("read_recall", "key files read", SHARE, HIGHER, "share of key files read before the answer", ANSWERS),
     Figure("read_precision", "reads on key files", SHARE, HIGHER, "share of the files read that are key", ANSWERS),
     Figure("key_rank", "rank of first key file", COUNT, LOWER, "where the tool returned the first key file", ANSWERS),
+    Figure(
+        "judge_grade", "judge's grade", SHARE, HIGHER, "the judge's mean grade of the turns (metrics/judge.py)", ANSWERS
+    ),
     # Contamination's figures: what the without-arm's gate reads (metrics/contamination.py computes them).
     Figure(
         "leaks",
@@ -244,6 +247,7 @@ def figures_of(
             "read_recall": answers.get("read_recall"),
             "read_precision": answers.get("read_precision"),
             "key_rank": answers.get("rank"),
+            "judge_grade": (scores.get("judge") or {}).get("grade"),
         }
     )
     for key, _, _ in BUCKETS:

@@ -41,6 +41,10 @@ from .sse import Reply, new_id, tool_use
 from .usage import hidden_signature
 
 FOLLOW_UPS = ("read", "explore", "none")
+# How the stand-in answers (docs/metrics/answers.md): cite what it saw, name the corpus's answer key, name nothing,
+# or name a wrong file; the grades must tell them apart.
+ANSWER_POLICIES = ("cite", "key", "none", "wrong")
+NO_ANSWER = "I looked, but I cannot say how this works."
 # After this many tool calls for one question the agent answers with what it has.
 MAX_STEPS = 8
 
@@ -259,7 +263,9 @@ class ScriptedBackend:
     """``follow_up``: what to do after a trimmed explore response (``read``, ``explore`` or ``none``);
     ``reads``: how many grep hits the without-arm reads; ``thinking``: emit a thinking block per turn;
     ``delegate``: hand each question to a foreground subagent first (Agent/Task), then go on as usual;
-    ``explore`` and ``cli``: the retrieval tool's explore tool and CLI (its ``RetrievalTool`` names them).
+    ``explore`` and ``cli``: the retrieval tool's explore tool and CLI (its ``RetrievalTool`` names them);
+    ``answers``: how it answers (:data:`ANSWER_POLICIES`), ``key`` from ``keys``, each question's text → what its
+    answer key names (files, symbols, facts' sentences).
 
     What a real model adds, by the index of a question's tool-calling step (0: its first call; none past the end):
     ``hidden_thinking`` tokens of thinking counted but streamed empty (or, ``summarised``, as a summary of a few
@@ -274,16 +280,21 @@ class ScriptedBackend:
     visible_thinking: tuple[int, ...] = ()
     explore: str = CODEGRAPH.explore
     cli: str = CODEGRAPH.cli
+    answers: str = "cite"
+    keys: Mapping[str, tuple[tuple[str, ...], ...]] = field(default_factory=dict)
     stand_in_model: ClassVar[str] = "stand-in-scripted"
 
     def __post_init__(self) -> None:
         if self.follow_up not in FOLLOW_UPS:
             raise ValueError(f"follow_up must be one of {FOLLOW_UPS}, not {self.follow_up!r}")
+        if self.answers not in ANSWER_POLICIES:
+            raise ValueError(f"answers must be one of {ANSWER_POLICIES}, not {self.answers!r}")
 
     def describe(self) -> str:
+        answers = f", answers={self.answers}" if self.answers != "cite" else ""
         return (
-            f"scripted policy agent (follow_up={self.follow_up}, reads={self.reads}) — its figures measure the "
-            "pipeline and the tool's responses, not a model"
+            f"scripted policy agent (follow_up={self.follow_up}, reads={self.reads}{answers}) — its figures measure "
+            "the pipeline and the tool's responses, not a model"
         )
 
     def respond(self, request: dict[str, Any], headers: Mapping[str, str] | None = None) -> Reply:
@@ -397,7 +408,33 @@ class ScriptedBackend:
         return [{"type": "text", "text": f"Searched for {', '.join(terms[:1]) or 'the task'}: {found}."}]
 
     def _answer(self, turn: Turn) -> dict[str, Any]:
-        """Cite every file seen with its symbols: section headers for explore, definitions for Read."""
+        """Answer by the ``answers`` policy: name the key, nothing, a wrong file, or (``cite``) what it saw."""
+        if self.answers == "none":
+            return {"type": "text", "text": NO_ANSWER}
+        key = self._key(turn.question)
+        if self.answers == "key" and key:
+            files, symbols, facts = key
+            lines = [f"- `{path}`" for path in files] + [f"- `{name}`" for name in symbols] + list(facts)
+            return {"type": "text", "text": "The answer:\n" + "\n".join(lines)}
+        cited = self._cited(turn)
+        if self.answers == "wrong":
+            keyed = set(key[0]) if key else set()
+            wrong = next((path for path in cited if path not in keyed), "README.md")
+            return {"type": "text", "text": f"It is all in `{wrong}`."}
+        if not cited:
+            return {"type": "text", "text": f"I could not find code answering: {turn.question}"}
+        lines = [f"Answer to: {turn.question}", ""]
+        for path, names in cited.items():
+            symbols = ", ".join(f"`{n}`" for n in dict.fromkeys(names))
+            lines.append(f"- `{path}`" + (f": {symbols}" if symbols else ""))
+        return {"type": "text", "text": "\n".join(lines)}
+
+    def _key(self, question: str) -> tuple[tuple[str, ...], ...] | None:
+        """What the answer key names for ``question`` (the CLI may add to the text a person typed)."""
+        return next((key for text, key in self.keys.items() if text and text in question), None)
+
+    def _cited(self, turn: Turn) -> dict[str, list[str]]:
+        """Every file seen with its symbols: section headers for explore, definitions for Read."""
         cited: dict[str, list[str]] = {}
         for step in turn.steps:
             if step.is_error:
@@ -408,10 +445,4 @@ class ScriptedBackend:
             elif step.name == "Read" and step.input.get("file_path"):
                 path = turn.relative(str(step.input["file_path"]))
                 cited.setdefault(path, []).extend(defined_symbols(step.result, keywords(turn.question)))
-        if not cited:
-            return {"type": "text", "text": f"I could not find code answering: {turn.question}"}
-        lines = [f"Answer to: {turn.question}", ""]
-        for path, names in cited.items():
-            symbols = ", ".join(f"`{n}`" for n in dict.fromkeys(names))
-            lines.append(f"- `{path}`" + (f": {symbols}" if symbols else ""))
-        return {"type": "text", "text": "\n".join(lines)}
+        return cited

@@ -21,7 +21,7 @@ from collections.abc import Callable, Iterator
 from dataclasses import replace
 from functools import partial
 from pathlib import Path
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 import pytest
 
@@ -34,6 +34,7 @@ if TYPE_CHECKING:
     from pytest_agent_eval.campaign.record import ItemRecord
     from pytest_agent_eval.campaign.store import Campaign
     from pytest_agent_eval.corpus.cases import EvalCase
+    from pytest_agent_eval.corpus.load import CorpusEntry
     from pytest_agent_eval.harness.drivers import RunRecord
     from pytest_agent_eval.harness.failures import FailureMemo
     from pytest_agent_eval.harness.isolation import CliBlock
@@ -45,6 +46,7 @@ if TYPE_CHECKING:
     from pytest_agent_eval.model import ModelEndpoint
     from pytest_agent_eval.settings.config import AgentEvalConfig
     from pytest_agent_eval.tool import RetrievalTool
+    from pytest_agent_eval.transcript import Session
 
 T = TypeVar("T")
 
@@ -320,6 +322,13 @@ def agent_result(
     entry = agent_case.entry
     card = score_of(session, tool, requests=requests, key=entry.key, keyed=True, questions=entry.questions)
     score = card.to_dict()
+    # A judge is asked once per run: a resumed item keeps the judgement its record holds (metrics/judge.py).
+    judged = (done.scores or {}).get("judge") if done is not None else None
+    judge = request.getfixturevalue("agent_eval_config").judge
+    if judged is None and judge:
+        judged = step("asking the judge", partial(_judged, judge, entry, session, len(card.answers.turns)))
+    if judged:
+        score["judge"] = judged
     figures = figures_of(
         score, has_tool=agent_case.arm.has_tool, wall_s=agent_run.agent_s, tool=tool, stalled=record.stalled
     )
@@ -334,6 +343,18 @@ def agent_result(
     for note in model_notes([record]):  # junit's reader too learns that the figures are a stand-in model's
         request.node.user_properties.append(("agent_eval.model_backend", note))
     return AgentResult(case=agent_case, run=agent_run, score=score, figures=figures, blocks=record.blocks or "")
+
+
+def _judged(reference: str, entry: CorpusEntry, session: Session, turns: int) -> dict[str, Any]:
+    """The judge's judgement of each turn's answer; why none, when the judge cannot run here (no real key)."""
+    from pytest_agent_eval.metrics.answers import turn_answers
+    from pytest_agent_eval.metrics.judge import NoJudge, judge_run, load_judge
+
+    try:
+        answers = turn_answers(session, turns or len(entry.questions))
+        return judge_run(load_judge(reference), entry.questions, answers, entry.key)
+    except NoJudge as exc:
+        return {"judge": reference, "grade": None, "skipped": str(exc)}
 
 
 def _resumed_run(campaign: Campaign, done: ItemRecord) -> RunRecord:

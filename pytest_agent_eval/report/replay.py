@@ -34,11 +34,13 @@ MEANING = {
     "read_returned_share": MEASURED,
     "read_missed_share": MEASURED,
     "leaks": MEASURED,
+    "key_rank": MEASURED,  # where the new build's responses put the first key file
     "file_access_residual": PARTLY,  # the recorded Reads/Greps, run for real over the same repository
     "ctx_final": PARTLY,
     "tokens_processed": PARTLY,
     "residual_share": PARTLY,
     "window_share": PARTLY,
+    "key_seen": PARTLY,  # the new responses' files, with the recorded reads and searches
     "turns": FIXED,
     "tool_calls": FIXED,
     "read_calls": FIXED,
@@ -49,6 +51,10 @@ MEANING = {
     "sufficient_share": FIXED,
     "cli_calls": FIXED,
     "cli_blocked": FIXED,
+    "key_recall": FIXED,  # the recorded answer
+    "judge_grade": FIXED,
+    "read_recall": FIXED,
+    "read_precision": FIXED,
     "cost_usd": NOT_MEASURED,
     "duration_s": NOT_MEASURED,
 }

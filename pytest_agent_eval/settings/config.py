@@ -117,6 +117,8 @@ class AgentEvalConfig:
     agent_reference: str | None = None  # the MODULE:ATTR that named the agent, kept so too
     agents_reference: str | None = None  # --agent-eval-agents as given, kept so too
     json_path: Path | None = None  # also write the machine summary (summary.json) here
+    stand_in_answers: str = "cite"  # how the scripted stand-in answers: cite, key, none, wrong
+    judge: str | None = None  # MODULE:ATTR of a judge, or "model" (metrics/judge.py); None: no judge
 
     def __init__(self, **settings: Any) -> None:
         self.arms = [Arm("with"), Arm("without")]

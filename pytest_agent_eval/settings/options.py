@@ -16,6 +16,8 @@ MODES = ("headless", "tmux", "all")  # non-interactive, the TUI in tmux, or both
 # What the pinned Claude Code takes for --effort: it ignores any other value with a line on stderr, so a typo
 # would run (and record) an effort that was never used.
 EFFORTS = ("low", "medium", "high", "xhigh", "max")
+# How the scripted stand-in answers (pytest_agent_eval.model.scripted.ANSWER_POLICIES, docs/metrics/answers.md).
+STAND_IN_ANSWERS = ("cite", "key", "none", "wrong")
 
 
 class OptionError(ValueError):
@@ -205,6 +207,25 @@ OPTIONS: tuple[Option, ...] = (
         "from its session file; Claude Code has one) or all (both; tmux items are named "
         "<entry>-<arm>-tmux-<run>) (default headless)",
         "MODE",
+    ),
+    Option(
+        "--agent-eval-stand-in-answers",
+        "agent_eval_stand_in_answers",
+        "stand_in_answers",
+        "stand_in_answers",
+        "how the scripted stand-in answers: cite (what it saw), key (the corpus's answer key), none (names nothing) "
+        "or wrong (a file outside the key) — to show the answer grades tell them apart (default cite)",
+        "POLICY",
+    ),
+    Option(
+        "--agent-eval-judge",
+        "agent_eval_judge",
+        "judge",
+        "judge",
+        "grade each answer with a judge too: MODULE:ATTR naming a pytest_agent_eval.metrics.judge.Judge object, or "
+        "'model' (the built-in judge: a real model asked through the harness's forwarder, with its key set); its "
+        "prompt, answer and grade are kept in the record and a rescore replays them (default: no judge)",
+        "JUDGE",
     ),
     Option(
         "--agent-eval-cassette",

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pytest_agent_eval.corpus.cases import ARM_NAMES, Arm
-from pytest_agent_eval.settings.options import BACKENDS, EFFORTS, MODES, Option, OptionError
+from pytest_agent_eval.settings.options import BACKENDS, EFFORTS, MODES, STAND_IN_ANSWERS, Option, OptionError
 
 if TYPE_CHECKING:
     from pytest_agent_eval.agents.base import CodingAgent
@@ -218,6 +218,18 @@ def parse_backend(text: str) -> str:
 
 def parse_mode(text: str) -> str:
     return _one_of(text, MODES)
+
+
+def parse_stand_in_answers(text: str) -> str:
+    return _one_of(text, STAND_IN_ANSWERS)
+
+
+def parse_judge(text: str) -> str:
+    """``model`` or ``MODULE:ATTR`` (loaded when the session starts, as the tool and the agent are)."""
+    value = str(text).strip()
+    if value != "model" and (":" not in value or not all(value.split(":", 1))):
+        raise OptionError(f"expected 'model' or MODULE:ATTR naming a judge, got {text!r}")
+    return value
 
 
 def parse_effort(text: str) -> str:
