@@ -140,8 +140,9 @@ def _relative(path: str) -> bool:
 # How a name is defined, per language the corpus holds: `function send(`, `res.send = function`, `def send`,
 # `class Send`, a method `send(...) {`, `send: function`, a Solidity `function`/`contract`/`modifier`.
 _DEFINITION_FORMS = (
-    r"\b(?:function\*?|def|class|interface|contract|library|struct|enum|modifier|event|type|func|fn|fun|"
-    r"const|let|var)\s+{name}\b",
+    r"\b(?:function\*?|def|class|interface|contract|library|struct|enum|modifier|event|type|func|fn|fun)\s+{name}\b",
+    # a binding defines, an import binding (`var send = require('./send')`) does not
+    r"\b(?:const|let|var)\s+{name}\s*(?::[^=\n]+)?=(?!\s*(?:require|import)\s*\()",
     r"(?:^|[\s.]){name}\s*[:=]\s*(?:async\s+)?(?:function\b|\(|[\w$]+\s*=>|class\b)",
     # a method: `send(body) {`, `async _request(a) {`, Java's `public void multiSet(...) {` (arguments may span lines)
     r"^\s*(?:(?:public|private|protected|static|async|override|export|default|readonly|final|synchronized|"
