@@ -344,3 +344,28 @@ def test_a_judgement_is_recorded_once_and_replayed_by_a_rescore(tmp_path: Path) 
     assert rescored.figures["key_recall"] == 0.5  # the key travelled in the record too
     assert judge_text([rescored]) == "judge counting: 1 run(s) graded, mean grade 1.00"
     assert judge_text([_record(HALF, "with", 1)]) == "no judge ran"
+
+
+# -- the docs' worked examples, replayed ------------------------------------------------------------------------
+DOCS = REPO / "docs" / "metrics"
+
+
+def test_the_key_recall_worked_example_is_what_the_grade_says() -> None:
+    page = (DOCS / "answers.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| `{1,2} ?(.+?) ?`{1,2} \| .+? \| (\d) of 6 → (\d+)% \|$", page, re.M)
+    assert [answer for answer, _, _ in rows] == [HIT, HALF, MISS]
+    for answer, hits, percent in rows:
+        graded = grade(_session(answer).session(), TURN_1, questions=[QUESTION])
+        assert (graded.turns[0].hits, round(graded.recall * 100)) == (int(hits), int(percent))
+
+
+def test_the_retrieval_worked_example_is_what_the_figures_say() -> None:
+    page = (DOCS / "key-retrieval.md").read_text(encoding="utf-8")
+    rows = re.findall(r"^\| (`lib/.+?) \| (`lib/.+?) \| (\d+)% \| (\d+)% \| (\d+)% \| (\d|None) \|$", page, re.M)
+    assert len(rows) == 3
+    for explored, reads, seen, read, precision, rank in rows:
+        paths = [re.findall(r"`([^`]+)`", cell) for cell in (explored, reads)]
+        found = figures_of(score(_session(MISS, *paths).session(), key=TURN_1).to_dict(), has_tool=True)
+        shares = [round(found[n] * 100) for n in ("key_seen", "read_recall", "read_precision")]
+        assert shares == [int(seen), int(read), int(precision)]
+        assert found["key_rank"] == (None if rank == "None" else int(rank))
