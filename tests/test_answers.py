@@ -272,7 +272,8 @@ def test_the_verdict_line_carries_each_arms_key_recall_and_says_it_grades_the_st
 # -- the stand-in answers well or badly on purpose ------------------------------------------------------------
 def _stand_in_answer(policy: str) -> str:
     backend = ScriptedBackend(answers=policy, keys=answer_sheet([EXPRESS]))
-    read = Step("Read", {"file_path": "/repo/lib/response.js"}, "res.send = function send(body) {\n")
+    # the path as the CLI gave it, outside the folder the system prompt names: still a key file
+    read = Step("Read", {"file_path": "/elsewhere/repo/lib/response.js"}, "res.send = function send(body) {\n")
     turn = Turn(QUESTION, [read], "/repo", {"Read": {}})
     return backend.decide(turn).blocks[-1]["text"]
 

@@ -127,6 +127,9 @@ def test_both_arms_two_runs_three_turns_under_xdist(real_tools: RealTools, tag: 
             assert name in figures, f"{record['id']}: no {name}"
         assert figures["residual_tokens"] > 0 and figures["ctx_final"] > figures["residual_tokens"]
         assert {"occupancy", "sufficiency", "allocation", "contamination"} <= record["scores"].keys()
+        # express has an answer key: each arm's answers are graded against it, turn by turn (metrics/answers.py)
+        assert record["scores"]["answers"]["graded"] and len(record["scores"]["answers"]["turns"]) == 3
+        assert figures["key_recall"] is not None and figures["key_seen"] is not None
         gates = {g["gate"]: g["passed"] for g in record["gates"]}
         assert gates["contamination"] is True and record["contaminated"] is False
 
@@ -156,6 +159,12 @@ def test_both_arms_two_runs_three_turns_under_xdist(real_tools: RealTools, tag: 
         assert (figures["cli_calls"], figures["cli_blocked"], figures["leaks"]) == (3, 3, 0)
         assert figures["retrieval_calls"] == 0 and figures["allocation"] is None
 
+    # the verdict carries each arm's grade, and says the grades are the stand-in's (docs/metrics/answers.md)
+    verdict = re.search(r"agent-eval: verdict express .*", done.stdout)
+    assert verdict is not None, done.stdout[-3000:]
+    assert re.search(r"answer key recall with \S+ \[\S+\] · without \S+ \[\S+\] \(grades the stand-in's", verdict[0])
+    report = next(out.glob("*/report.html")).read_text(encoding="utf-8")
+    assert '<section id="answers">' in report and '<p class="judge" id="judge">no judge ran</p>' in report
     # the placeholder key went to the CLI's environment only: no transcript, record, config or HOME holds it
     for path in tmp_path.rglob("*"):
         if path.is_file() and not path.is_symlink():
@@ -167,6 +176,20 @@ def test_both_arms_two_runs_three_turns_under_xdist(real_tools: RealTools, tag: 
 
 
 # -- b. a hanging API request ---------------------------------------------------------------------------------
+@pytest.mark.parametrize(("policy", "recall"), [("key", 1.0), ("wrong", 0.0), ("none", 0.0)])
+def test_the_stand_in_answers_well_or_badly_on_purpose_and_the_grade_tells(
+    real_tools: RealTools, tag: str, tmp_path: Path, policy: str, recall: float
+) -> None:
+    out = tmp_path / "out"
+    args = ["evals", "-k", "express", "--agent-eval-runs", "1", "--agent-eval-turns", "1", "--arms", "with"]
+    args += ["--agent-eval-backend", "scripted", "--agent-eval-offline", f"--agent-eval-stand-in-answers={policy}"]
+    run_pytest([*args, f"--agent-eval-out={out}"], REPO, inner_env(real_tools, tag), tmp_path)
+    (record,) = summary(out).values()  # scored, whether or not agent-eval.yaml's allocation bound passed it
+    assert record["figures"]["key_recall"] == recall and len(record["scores"]["answers"]["turns"]) == 1
+    assert f"answers={policy}" in record["backend"]["description"]
+    assert leftovers(tag, tmp_path) == []
+
+
 def test_a_hanging_model_is_an_infrastructure_error_with_the_partial_transcript_kept(
     real_tools: RealTools, tag: str, tmp_path: Path
 ) -> None:

@@ -64,6 +64,10 @@ class AnswerKey:
     version: str
     turns: tuple[TurnKey, ...]
 
+    def first(self, turns: int) -> AnswerKey:
+        """The key of a run that asked the first ``turns`` questions only (``--agent-eval-turns``)."""
+        return AnswerKey(self.version, self.turns[:turns])
+
     def to_dict(self) -> dict[str, Any]:
         return {"version": self.version, "turns": [turn.to_dict() for turn in self.turns]}
 

@@ -35,7 +35,7 @@ from pathlib import PurePosixPath
 from typing import Any, ClassVar
 
 from ..tool import CODEGRAPH
-from ..tool.explore_answer import file_sections
+from ..tool.explore_answer import file_sections, same_file
 from ..transcript import DELEGATION_TOOLS
 from .sse import Reply, new_id, tool_use
 from .usage import hidden_signature
@@ -418,8 +418,8 @@ class ScriptedBackend:
             return {"type": "text", "text": "The answer:\n" + "\n".join(lines)}
         cited = self._cited(turn)
         if self.answers == "wrong":
-            keyed = set(key[0]) if key else set()
-            wrong = next((path for path in cited if path not in keyed), "README.md")
+            keyed = key[0] if key else ()
+            wrong = next((p for p in cited if not any(same_file(p, k) for k in keyed)), "README.md")
             return {"type": "text", "text": f"It is all in `{wrong}`."}
         if not cited:
             return {"type": "text", "text": f"I could not find code answering: {turn.question}"}

@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from pytest_agent_eval.campaign.record import ItemRecord
     from pytest_agent_eval.campaign.store import Campaign
     from pytest_agent_eval.corpus.cases import EvalCase
-    from pytest_agent_eval.corpus.load import CorpusEntry
+    from pytest_agent_eval.corpus.keys import AnswerKey
     from pytest_agent_eval.harness.drivers import RunRecord
     from pytest_agent_eval.harness.failures import FailureMemo
     from pytest_agent_eval.harness.isolation import CliBlock
@@ -319,14 +319,15 @@ def agent_result(
     tool = request.getfixturevalue("agent_tool")
     requests = step("reading the model's request record", partial(requests_beside, agent_run.segments[0]))
     # scored once: the figures and the printed blocks come from one card
-    entry = agent_case.entry
-    card = score_of(session, tool, requests=requests, key=entry.key, keyed=True, questions=entry.questions)
+    entry, questions = agent_case.entry, list(agent_case.questions)  # the turns this item asked
+    key = entry.key.first(len(questions)) if entry.key is not None else None
+    card = score_of(session, tool, requests=requests, key=key, keyed=True, questions=questions)
     score = card.to_dict()
     # A judge is asked once per run: a resumed item keeps the judgement its record holds (metrics/judge.py).
     judged = (done.scores or {}).get("judge") if done is not None else None
     judge = request.getfixturevalue("agent_eval_config").judge
     if judged is None and judge:
-        judged = step("asking the judge", partial(_judged, judge, entry, session, len(card.answers.turns)))
+        judged = step("asking the judge", partial(_judged, judge, questions, key, session))
     if judged:
         score["judge"] = judged
     figures = figures_of(
@@ -345,14 +346,13 @@ def agent_result(
     return AgentResult(case=agent_case, run=agent_run, score=score, figures=figures, blocks=record.blocks or "")
 
 
-def _judged(reference: str, entry: CorpusEntry, session: Session, turns: int) -> dict[str, Any]:
+def _judged(reference: str, questions: list[str], key: AnswerKey | None, session: Session) -> dict[str, Any]:
     """The judge's judgement of each turn's answer; why none, when the judge cannot run here (no real key)."""
     from pytest_agent_eval.metrics.answers import turn_answers
     from pytest_agent_eval.metrics.judge import NoJudge, judge_run, load_judge
 
     try:
-        answers = turn_answers(session, turns or len(entry.questions))
-        return judge_run(load_judge(reference), entry.questions, answers, entry.key)
+        return judge_run(load_judge(reference), questions, turn_answers(session, len(questions)), key)
     except NoJudge as exc:
         return {"judge": reference, "grade": None, "skipped": str(exc)}
 
