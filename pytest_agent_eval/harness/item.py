@@ -76,7 +76,7 @@ def model_endpoint(cfg: AgentEvalConfig, api: str | None = None) -> Iterator[Mod
     backend = step(f"model backend {name}", lambda: make_backend(name, **options))
     if isinstance(backend, ScriptedBackend):  # the stand-in calls the tool under test by its own names
         backend = replace(backend, explore=cfg.tool.explore, cli=cfg.tool.cli, answers=cfg.stand_in_answers)
-        if cfg.stand_in_answers == "key":  # it names each question's answer key (docs/metrics/answers.md)
+        if cfg.stand_in_answers in ("key", "wrong"):  # it names the key, or a file outside it (docs/metrics/answers.md)
             from pytest_agent_eval.corpus.keys import answer_sheet
             from pytest_agent_eval.corpus.load import load_corpus
 
