@@ -26,7 +26,6 @@ _KEY_FIELDS = {"version", "turns"}
 _TURN_FIELDS = {"files", "symbols", "facts"}
 _FACT_FIELDS = {"pattern", "says"}
 _SYMBOL_RE = re.compile(r"^[A-Za-z_$][\w$]*(?:(?:\.|::|#)[A-Za-z_$][\w$]*)*$")
-_PINNED_RE = re.compile(r"^(?:npm:(?:@[\w.-]+/)?[\w.-]+@|pypi:[A-Za-z0-9][\w.-]*==)(?P<version>.+)$")
 
 
 @dataclass(frozen=True)
@@ -80,9 +79,9 @@ class AnswerKey:
             return None
 
 
-def parse_key(data: Any, source: str | None, turns: int, fail: Callable[[str, str], Exception]) -> AnswerKey:
-    """The ``key`` field of an entry with ``turns`` question turns (0: any number) and offline ``source``;
-    ``fail(field, problem)`` builds the error that names the file and the entry."""
+def parse_key(data: Any, pinned: str | None, turns: int, fail: Callable[[str, str], Exception]) -> AnswerKey:
+    """The ``key`` field of an entry with ``turns`` question turns (0: any number) whose offline source pins version
+    ``pinned`` (None: it pins none); ``fail(field, problem)`` builds the error that names the file and the entry."""
     if not isinstance(data, dict):
         raise fail("key", "must be an object with version and turns")
     unknown = sorted(set(data) - _KEY_FIELDS)
@@ -91,9 +90,8 @@ def parse_key(data: Any, source: str | None, turns: int, fail: Callable[[str, st
     version = data.get("version")
     if not isinstance(version, str) or not version.strip():
         raise fail("key", "needs version: the version of the source the key holds for")
-    pinned = _PINNED_RE.match(source or "")
-    if pinned and pinned["version"] != version:
-        raise fail("key", f"holds for {version} but the source pins {pinned['version']}: recheck the key")
+    if pinned is not None and pinned != version:
+        raise fail("key", f"holds for {version} but the source pins {pinned}: recheck the key")
     raw_turns = data.get("turns")
     if not isinstance(raw_turns, list) or not raw_turns:
         raise fail("key", "needs turns: a list with one key per question turn")

@@ -156,7 +156,8 @@ def _entry(path: Path, language: str, index: int, item: Any) -> CorpusEntry:
     campaign = item.get("campaign")
     if campaign is not None and (not isinstance(campaign, str) or not campaign.strip()):
         raise fail("campaign", "must be a non-empty string")
-    key = parse_key(item["key"], source, len(questions), fail) if "key" in item else None
+    pinned = next((m.group(2) for r in (_NPM_RE, _PYPI_RE) if (m := r.match(source or ""))), None)
+    key = parse_key(item["key"], pinned, len(questions), fail) if "key" in item else None
 
     return CorpusEntry(
         name=name,
