@@ -345,6 +345,9 @@ def test_a_judgement_is_recorded_once_and_replayed_by_a_rescore(tmp_path: Path) 
     assert rescored.figures["key_recall"] == 0.5  # the key travelled in the record too
     assert judge_text([rescored]) == "judge counting: 1 run(s) graded, mean grade 1.00"
     assert judge_text([_record(HALF, "with", 1)]) == "no judge ran"
+    skipped = _record(HALF, "with", 1)
+    skipped.scores["judge"] = {"judge": "model", "grade": None, "skipped": "no real ANTHROPIC_API_KEY"}
+    assert judge_text([skipped]) == "no judge ran (no real ANTHROPIC_API_KEY)"
 
 
 # -- the docs' worked examples, replayed ------------------------------------------------------------------------

@@ -15,6 +15,8 @@ from __future__ import annotations
 import json
 import re
 import shutil
+import subprocess
+import sys
 from pathlib import Path
 
 import pytest
@@ -187,6 +189,51 @@ def test_the_stand_in_answers_well_or_badly_on_purpose_and_the_grade_tells(
     (record,) = summary(out).values()  # scored, whether or not agent-eval.yaml's allocation bound passed it
     assert record["figures"]["key_recall"] == recall and len(record["scores"]["answers"]["turns"]) == 1
     assert f"answers={policy}" in record["backend"]["description"]
+    assert leftovers(tag, tmp_path) == []
+
+
+JUDGE = """
+from pathlib import Path
+from pytest_agent_eval.metrics.judge import Judgement
+
+class Judge:
+    name = "counting"
+
+    def judge(self, question, answer, key):
+        with open(Path(__file__).with_name("asked"), "a") as asked:
+            asked.write(question + "\\n")
+        named = key and key["files"][0] in answer
+        return Judgement(1.0 if named else 0.0, "names the first key file", question, answer)
+
+JUDGE = Judge()
+"""
+
+
+def test_a_judge_is_asked_once_per_turn_and_a_rescore_replays_it(
+    real_tools: RealTools, tag: str, tmp_path: Path
+) -> None:
+    plugin = tmp_path / "judges"
+    plugin.mkdir()
+    (plugin / "my_judge.py").write_text(JUDGE, encoding="utf-8")
+    out = tmp_path / "out"
+    args = ["evals", "-k", "express", "--agent-eval-runs", "1", "--agent-eval-turns", "2", "--arms", "with"]
+    args += ["--agent-eval-backend", "scripted", "--agent-eval-offline", "--agent-eval-stand-in-answers=key"]
+    args += ["--agent-eval-judge", "my_judge:JUDGE", f"--agent-eval-out={out}"]
+    env = {**inner_env(real_tools, tag), "PYTHONPATH": str(plugin)}
+    done = run_pytest(args, REPO, env, tmp_path)
+    (record,) = summary(out).values()
+    judged = record["scores"]["judge"]
+    assert judged["judge"] == "counting" and judged["grade"] == 1.0 and len(judged["turns"]) == 2, done.stdout[-2000:]
+    assert record["figures"]["judge_grade"] == 1.0
+    asked = (plugin / "asked").read_text(encoding="utf-8")
+    assert asked.count("\n") == 2
+    (campaign,) = out.glob("*/summary.json")
+    assert "judge counting: 1 run(s) graded" in (campaign.parent / "report.html").read_text(encoding="utf-8")
+    rescored = subprocess.run(
+        [sys.executable, "-m", "pytest_agent_eval.cli", "rescore", str(campaign.parent)], env=env, capture_output=True
+    )
+    assert rescored.returncode == 0, rescored.stderr
+    assert (plugin / "asked").read_text(encoding="utf-8") == asked  # replayed from the record: not asked again
     assert leftovers(tag, tmp_path) == []
 
 

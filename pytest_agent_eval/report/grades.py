@@ -55,11 +55,13 @@ def grade_medians(groups: Sequence[tuple[str, ArmRuns]]) -> dict[str, float | No
 
 
 def judge_text(records: Iterable[ItemRecord]) -> str:
-    """Whether a judge graded the answers: ``judge NAME: 4 runs graded, mean 0.75`` or "no judge ran"."""
+    """Whether a judge graded the answers: ``judge NAME: 4 runs graded, mean 0.75``, or "no judge ran" (with why,
+    when a judge was asked for and could not run: no real key)."""
     judged = [(run.scores or {}).get("judge") for run in records]
     grades = [j for j in judged if isinstance(j, dict) and isinstance(j.get("grade"), (int, float))]
     if not grades:
-        return NO_JUDGE
+        why = next((j["skipped"] for j in judged if isinstance(j, dict) and j.get("skipped")), None)
+        return f"{NO_JUDGE} ({why})" if why else NO_JUDGE
     names = ", ".join(dict.fromkeys(str(j.get("judge") or "?") for j in grades))
     mean = sum(float(j["grade"]) for j in grades) / len(grades)
     return f"judge {names}: {len(grades)} run(s) graded, mean grade {mean:.2f}"
