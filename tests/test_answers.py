@@ -22,15 +22,18 @@ from pytest_agent_eval.corpus.load import CorpusEntry, CorpusError, load_corpus
 from pytest_agent_eval.harness.repos import fetch_repo
 from pytest_agent_eval.metrics.answers import grade, names_symbol
 from pytest_agent_eval.metrics.figures import figures_of
+from pytest_agent_eval.metrics.gates import evaluate, load_thresholds
 from pytest_agent_eval.metrics.judge import Judgement, ModelJudge, judge_run, load_judge, parse_reply
 from pytest_agent_eval.metrics.scorecard import score
 from pytest_agent_eval.model.scripted import NO_ANSWER, ScriptedBackend, Step, Turn
 from pytest_agent_eval.report.aggregate import aggregate
 from pytest_agent_eval.report.blocks.answers import render_answers
 from pytest_agent_eval.report.grades import NOT_GRADED, judge_text
+from pytest_agent_eval.report.html import render_html
 from pytest_agent_eval.report.terminal import arm_comparison
 from pytest_agent_eval.report.verdict import verdicts
 from pytest_agent_eval.settings.config import AgentEvalConfig
+from pytest_agent_eval.settings.parsers import parse_rules
 
 EXPLORE = "mcp__codegraph__codegraph_explore"
 SHIPPED = load_corpus(REPO / "corpus.json")
@@ -373,3 +376,35 @@ def test_the_retrieval_worked_example_is_what_the_figures_say() -> None:
         shares = [round(found[n] * 100) for n in ("key_seen", "read_recall", "read_precision")]
         assert shares == [int(seen), int(read), int(precision)]
         assert found["key_rank"] == (None if rank == "None" else int(rank))
+
+
+def test_report_html_shows_the_answers_the_paired_grade_and_whether_a_judge_ran(tmp_path: Path) -> None:
+    records = [_record(HIT, "with", run) for run in (1, 2)] + [_record(HALF, "without", run) for run in (1, 2)]
+    page = render_html(records, base_dir=tmp_path)
+    section = page[
+        page.index('<section id="answers">') : page.index("</section>", page.index('<section id="answers">'))
+    ]
+    assert '<td data-figure="key_recall">100.0% [100.0%–100.0%]</td>' in section
+    assert "express: with − without +50.0% [+50.0%, +50.0%] (2 pair(s))" in section
+    assert '<p class="judge" id="judge">no judge ran</p>' in section
+    assert '<span class="grade">answer key recall with 100.0% [100.0%–100.0%] · without 50.0%' in page
+    keyless = render_html([_record(MISS, "with", 1, key=None)], base_dir=tmp_path)
+    assert f'<td data-figure="key_recall">{NOT_GRADED}</td>' in keyless
+
+
+def test_a_key_recall_threshold_gates_a_run_and_a_compare_rule_names_it(tmp_path: Path) -> None:
+    (tmp_path / "agent-eval.yaml").write_text("arms:\n  with:\n    key_recall: {min: 0.75}\n")
+    thresholds = load_thresholds(tmp_path / "agent-eval.yaml")
+    for answer, passed in ((HIT, True), (HALF, False)):
+        record = _record(answer, "with", 1)
+        found = evaluate(
+            record.scores, record.figures, entry="express", arm_name="with", arm_label="with", thresholds=thresholds
+        )
+        assert [v.passed for v in found if v.gate == "key_recall"] == [passed]
+    keyless = _record(MISS, "with", 1, key=None)  # not graded: nothing to gate, never a 0 that fails
+    found = evaluate(
+        keyless.scores, keyless.figures, entry="express", arm_name="with", arm_label="with", thresholds=thresholds
+    )
+    assert [v.gate for v in found] == ["contamination"]
+    (rule,) = parse_rules("key_recall:-10pt")
+    assert (rule.metric, rule.threshold, rule.unit, rule.direction) == ("key_recall", 10, "pt", -1)
