@@ -408,3 +408,19 @@ def test_a_key_recall_threshold_gates_a_run_and_a_compare_rule_names_it(tmp_path
     assert [v.gate for v in found] == ["contamination"]
     (rule,) = parse_rules("key_recall:-10pt")
     assert (rule.metric, rule.threshold, rule.unit, rule.direction) == ("key_recall", 10, "pt", -1)
+
+
+def test_a_subagents_reads_count_in_the_turn_that_spawned_it(tmp_path: Path) -> None:
+    first = _session("`res.send` in lib/response.js", question=EXPRESS.questions[0])
+    second = _session("`app.set` in lib/application.js", question=EXPRESS.questions[1])
+    agent = second.call("Agent", prompt="find the etag setting")
+    read = second.call("Read", thread=agent, file_path="/repo/lib/application.js")
+    second.reply(read, "     1→app.set = function set(setting, val) {\n", thread=agent)
+    second.reply(agent, "It is in lib/application.js")
+    files = [first.write(tmp_path / "run.jsonl"), second.write(tmp_path / "run.t2.jsonl")]
+    session = read_segments(files)
+    for message in session.messages(agent):  # as an interactive session's subagent file says: segment 0
+        message.segment = 0
+    graded = grade(session, EXPRESS.key.first(2), questions=EXPRESS.questions[:2])
+    assert (graded.turns[0].read, graded.turns[1].read) == ([], ["lib/application.js"])
+    assert graded.turns[1].seen["lib/application.js"] == "read"

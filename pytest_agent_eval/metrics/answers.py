@@ -210,8 +210,12 @@ def _turns(session: Session, count: int) -> list[tuple[str, list[ToolCall]]]:
     by_id = {c.id: c for c in session.calls}
 
     def segment(call: ToolCall) -> int:
-        parent = by_id.get(call.thread) if call.thread != MAIN else None
-        return segment(parent) if parent is not None and parent is not call else segment_of.get(call.message_id, 0)
+        """A subagent's call is in the turn of the call that spawned its thread (its own messages say segment 0)."""
+        seen = {call.id}
+        while call.thread != MAIN and (parent := by_id.get(call.thread)) is not None and parent.id not in seen:
+            call = parent
+            seen.add(call.id)
+        return segment_of.get(call.message_id, 0)
 
     out = []
     for seg in segments:
