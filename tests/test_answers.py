@@ -413,14 +413,15 @@ def test_a_key_recall_threshold_gates_a_run_and_a_compare_rule_names_it(tmp_path
 def test_a_subagents_reads_count_in_the_turn_that_spawned_it(tmp_path: Path) -> None:
     first = _session("`res.send` in lib/response.js", question=EXPRESS.questions[0])
     second = _session("`app.set` in lib/application.js", question=EXPRESS.questions[1])
-    agent = second.call("Agent", prompt="find the etag setting")
-    read = second.call("Read", thread=agent, file_path="/repo/lib/application.js")
-    second.reply(read, "     1→app.set = function set(setting, val) {\n", thread=agent)
-    second.reply(agent, "It is in lib/application.js")
+    agent = second.call("Agent", prompt="find the etag function")
+    read = second.call("Read", thread=agent, file_path="/repo/lib/utils.js")
+    second.reply(read, "     1→exports.compileETag = function(val) {\n", thread=agent)
+    second.reply(agent, "It is in lib/utils.js")
     files = [first.write(tmp_path / "run.jsonl"), second.write(tmp_path / "run.t2.jsonl")]
     session = read_segments(files)
     for message in session.messages(agent):  # as an interactive session's subagent file says: segment 0
         message.segment = 0
     graded = grade(session, EXPRESS.key.first(2), questions=EXPRESS.questions[:2])
-    assert (graded.turns[0].read, graded.turns[1].read) == ([], ["lib/application.js"])
-    assert graded.turns[1].seen["lib/application.js"] == "read"
+    # read in turn 2, after turn 1's answer: not seen for turn 1, read for turn 2
+    assert graded.turns[0].seen["lib/utils.js"] is None and graded.turns[0].read == []
+    assert graded.turns[1].seen["lib/utils.js"] == "read" and graded.turns[1].read == ["lib/utils.js"]
