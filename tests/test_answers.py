@@ -12,6 +12,7 @@ from typing import Any
 import pytest
 from support.paths import REPO
 from support.synth import Transcript, explore_response
+from support.upstream import fake_api
 
 from pytest_agent_eval.agents.claude_code.transcript import read_segments
 from pytest_agent_eval.campaign.record import ItemRecord
@@ -23,7 +24,7 @@ from pytest_agent_eval.harness.repos import fetch_repo
 from pytest_agent_eval.metrics.answers import grade, names_symbol
 from pytest_agent_eval.metrics.figures import figures_of
 from pytest_agent_eval.metrics.gates import evaluate, load_thresholds
-from pytest_agent_eval.metrics.judge import Judgement, ModelJudge, judge_run, load_judge, parse_reply
+from pytest_agent_eval.metrics.judge import Judgement, ModelJudge, NoJudge, judge_run, load_judge, parse_reply
 from pytest_agent_eval.metrics.scorecard import score
 from pytest_agent_eval.model.scripted import NO_ANSWER, ScriptedBackend, Step, Turn
 from pytest_agent_eval.report.aggregate import aggregate
@@ -425,3 +426,22 @@ def test_a_subagents_reads_count_in_the_turn_that_spawned_it(tmp_path: Path) -> 
     # read in turn 2, after turn 1's answer: not seen for turn 1, read for turn 2
     assert graded.turns[0].seen["lib/utils.js"] is None and graded.turns[0].read == []
     assert graded.turns[1].seen["lib/utils.js"] == "read" and graded.turns[1].read == ["lib/utils.js"]
+
+
+def test_the_model_judge_asks_through_the_forwarder_with_the_harness_key(monkeypatch: pytest.MonkeyPatch) -> None:
+    key = "sk-ant-api03-" + "k" * 40
+    reply = {"content": [{"type": "text", "text": "Names the file.\nGRADE: 0.5"}]}
+    with fake_api(lambda path, body: (json.dumps(reply).encode(), "application/json")) as upstream:
+        monkeypatch.setenv("ANTHROPIC_API_KEY", key)
+        monkeypatch.setenv("ANTHROPIC_BASE_URL", upstream.url)
+        judged = ModelJudge().judge(QUESTION, HALF, TURN_1.turns[0].to_dict())
+    ((path, headers, body),) = upstream.seen
+    assert (path, headers["x-api-key"], body["messages"][0]["content"]) == ("/v1/messages", key, judged.prompt)
+    assert (judged.grade, judged.reason) == (0.5, "Names the file.")
+
+
+def test_the_model_judge_without_a_real_key_does_not_run_and_says_why(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    monkeypatch.delenv("ANTHROPIC_AUTH_TOKEN", raising=False)
+    with pytest.raises(NoJudge, match="needs a real ANTHROPIC_API_KEY"):
+        ModelJudge().judge(QUESTION, HALF, None)
