@@ -209,6 +209,9 @@ class Session:
     files: list[Path] = field(default_factory=list)
     # The init events' lines, about 10 kB of tool and command lists each: decoded whole only when asked for.
     init_lines: list[str | bytes] = field(default_factory=list, repr=False)
+    # What this record does not hold that a figure needs (a companion file not given, a version that writes no usage
+    # or no call ids): figure → why, said by ``agent-eval score`` beside the figures, which never read it as zero.
+    missing: dict[str, str] = field(default_factory=dict)
     # Whether the messages are named by the agent's own ids, not the model's response ids (OpenCode's): the evidence
     # then pairs them with the model's responses in order (pytest_agent_eval.metrics.evidence.paired_responses).
     own_message_ids: ClassVar[bool] = False

@@ -33,6 +33,8 @@ from pytest_agent_eval.tool import HOOK_DENY_MARKER
 if TYPE_CHECKING:
     from pytest_agent_eval.agents.opencode.transcript import OpenCodeSession
     from pytest_agent_eval.harness.drivers import RunRecord
+    from pytest_agent_eval.transcript import Session
+    from pytest_agent_eval.transcript.sample import Sample
 
 _CHECK_TIMEOUT_S = 60.0
 
@@ -124,11 +126,28 @@ class OpenCodeAgent(CodingAgent):
         kept = (kept_config, kept_cwd, kept_subagents)
         return [*segments, *(keep(segments[0]) for keep in kept)] if segments else []
 
-    def read_transcript(self, segments: Sequence[Path]) -> OpenCodeSession:
-        """The turns' ``--format json`` streams, with the MCP servers of the config kept beside the first."""
-        from pytest_agent_eval.agents.opencode.transcript import read_opencode
+    def recognise(self, sample: Sample) -> str | None:
+        from pytest_agent_eval.agents.opencode.transcript import recognise
 
-        return read_opencode(list(segments))
+        return recognise(sample)
+
+    def read_record(self, files: Sequence[Path], kind: str, companion: Path | None = None) -> list[Session]:
+        """An export, one session's streams, or a log of several runs appended: one session each
+        (:func:`~.transcript.read_opencode_record`)."""
+        from pytest_agent_eval.agents.opencode.transcript import read_opencode_record
+
+        return list(read_opencode_record(list(files), kind))
+
+    def read_transcript(self, segments: Sequence[Path]) -> OpenCodeSession:
+        """The turns' ``--format json`` streams, with the MCP servers of the config kept beside the first; an export
+        given as the only segment is read as one."""
+        from pytest_agent_eval.agents.opencode.transcript import EXPORT_KIND, read_export, read_opencode, recognise
+        from pytest_agent_eval.transcript.sample import sample
+
+        paths = list(segments)
+        if len(paths) == 1 and recognise(sample(paths[0])) == EXPORT_KIND:
+            return read_export(paths[0])
+        return read_opencode(paths)
 
 
 def _resolved_rules(binary: str, cwd: Path, env: Mapping[str, str]) -> tuple[list[dict[str, Any]] | None, str]:
