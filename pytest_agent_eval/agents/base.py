@@ -202,7 +202,7 @@ class CodingAgent(ABC):
         return list(segments)
 
     def recognise(self, sample: Sample) -> str | None:
-        """"Is this mine?": the kind of this agent's record the file that ``sample`` begins is (a short name the
+        """Is this mine? The kind of this agent's record the file that ``sample`` begins is (a short name the
         output uses: ``rollout``, ``chat record``…), or None when it is not one. It decides from the records'
         content, never from the file's name nor its first line alone (``agent-eval score`` asks every agent; a file
         two agents claim is refused, naming both). An agent that does not say is never guessed."""

@@ -82,7 +82,7 @@ def sample(path: str | Path) -> Sample:
 def _object(text: bytes) -> dict[str, Any] | None:
     try:
         value = json.loads(text)
-    except ValueError:
+    except (ValueError, RecursionError):  # a line nested past the decoder's depth is no record to look at
         return None
     return value if isinstance(value, dict) else None
 
@@ -94,7 +94,7 @@ def _whole(path: Path) -> dict[str, Any] | None:
             return None
         with _open(path) as handle:
             value = json.loads(handle.read())
-    except (OSError, EOFError, ValueError):
+    except (OSError, EOFError, ValueError, RecursionError):
         return None
     return value if isinstance(value, dict) else None
 
@@ -110,7 +110,7 @@ def whole_object(path: Path, what: str) -> dict[str, Any]:
         raise TranscriptError(f"{path}: no such file") from None
     except OSError as exc:
         raise TranscriptError(f"{path}: cannot read ({exc.strerror or exc})") from None
-    except ValueError as exc:
+    except (ValueError, RecursionError) as exc:
         raise TranscriptError(f"{path}: not {what} (not one JSON object: {exc})") from None
     if not isinstance(value, dict):
         raise TranscriptError(f"{path}: not {what} (its JSON is a {type(value).__name__}, not an object)")
