@@ -77,7 +77,8 @@ def read_given(files: Sequence[str | Path], companion: str | Path | None = None)
 def say_no_usage(session: Session) -> None:
     """A record whose requests all carry no usage, or only zeros (a proxy in front of the model that reports none),
     says so in ``missing``: its token figures are unknown, not 0."""
-    messages = session.messages(None)
+    # a request that failed (Claude Code's <synthetic> error message) has no usage to give: the error says it
+    messages = [m for m in session.messages(None) if not m.error and m.model != "<synthetic>"]
     if "usage" in session.missing or not messages:
         return
     if all(m.usage is None or (m.usage.ctx == 0 and m.usage.output == 0) for m in messages):
