@@ -51,6 +51,9 @@ from pytest_agent_eval.transcript import (
     UserText,
     content_chars,
     read_records,
+    say_read_alone,
+    whole_record,
+    with_companion,
 )
 
 if TYPE_CHECKING:
@@ -265,15 +268,8 @@ def read_codex_record(paths: Sequence[Path], kind: str, rollout: Path | None = N
     """A Codex session as a user has it: a rollout alone, or the turns' ``--json`` streams with their rollout (given,
     or found beside the first), or, without it, the streams alone, read as far as they go."""
     if kind == ROLLOUT_KIND:
-        if rollout is not None or len(paths) > 1:
-            raise TranscriptError(f"{paths[0]}: a Codex rollout holds the whole session: give it alone")
-        return read_rollout(paths[0])
-    if rollout is None:
-        try:
-            rollout = find_rollout(paths[0])
-        except TranscriptError as exc:
-            return read_events_alone(paths, str(exc))
-    return read_codex(paths, rollout)
+        return read_rollout(whole_record(paths, rollout, "a Codex rollout"))
+    return with_companion(paths, rollout, find_rollout, read_codex, read_events_alone)
 
 
 def read_rollout(rollout_file: str | Path) -> CodexSession:
@@ -314,13 +310,8 @@ def read_events_alone(paths: Sequence[Path], why: str = "") -> CodexSession:
         _stream_turn(session, events, segment)
         _read_events(session, events, path, segment, None)
     session.files = list(paths)
-    where = f" ({why.split(': ', 1)[-1]})" if why else ""
-    session.missing["requests"] = (
-        f"a codex exec --json stream without its rollout{where}: the rollout (rollout-…-{session.thread_id}.jsonl) "
-        "would add each model request with its own usage (here each turn is one request carrying the turn's summed "
-        "usage, so the context figures are the turn's sums), the results as the model saw them, and calls Codex "
-        "refused itself"
-    )
+    say_read_alone(session, why, "a codex exec --json stream", f"rollout (rollout-…-{session.thread_id}.jsonl)",
+                   "the results as the model saw them, and calls Codex refused itself")  # fmt: skip
     session.missing["call_ids"] = "the stream names its items (item_N), not the model's call ids"
     return session
 

@@ -58,6 +58,9 @@ from pytest_agent_eval.transcript import (
     UserText,
     content_chars,
     read_records,
+    say_read_alone,
+    whole_record,
+    with_companion,
 )
 
 if TYPE_CHECKING:
@@ -295,15 +298,8 @@ def read_gemini_record(paths: Sequence[Path], kind: str, chat: Path | None = Non
     """A Gemini CLI session as a user has it: its chat record alone (either format), or the turns' stream-json
     events with their chat record (given, or found beside the first), or, without it, the events alone."""
     if kind in (CHAT_KIND, CHAT_JSON_KIND):
-        if chat is not None or len(paths) > 1:
-            raise TranscriptError(f"{paths[0]}: a Gemini CLI chat record holds the whole session: give it alone")
-        return read_chat(paths[0], kind)
-    if chat is None:
-        try:
-            chat = find_chat(paths[0])
-        except TranscriptError as exc:
-            return read_events_alone(paths, str(exc))
-    return read_gemini(paths, chat)
+        return read_chat(whole_record(paths, chat, "a Gemini CLI chat record"), kind)
+    return with_companion(paths, chat, find_chat, read_gemini, read_events_alone)
 
 
 def read_chat(path: Path, kind: str = CHAT_KIND) -> GeminiSession:
@@ -390,12 +386,8 @@ def read_events_alone(paths: Sequence[Path], why: str = "") -> GeminiSession:
                 message.usage = _usage(raw) if isinstance(stats.get("input_tokens"), int) else None
         _read_events(session, events, path)
     session.files = list(paths)
-    where = f" ({why.split(': ', 1)[-1]})" if why else ""
-    session.missing["requests"] = (
-        f"stream-json events without their chat record{where}: the chat record (session-…-{session.session_id[:8]}"
-        ".json[l]) would add each model request with its own tokens (here each turn is one request carrying the "
-        "turn's summed stats, so the context figures are the turn's sums) and the results as the model saw them"
-    )
+    chat = f"chat record (session-…-{session.session_id[:8]}.json[l])"
+    say_read_alone(session, why, "Gemini CLI's stream-json events", chat, "and the results as the model saw them")
     return session
 
 
