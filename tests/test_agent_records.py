@@ -319,3 +319,43 @@ def test_rescore_of_a_campaign_built_from_the_records(tmp_path: Path, capsys: py
     assert any("not in its record (usage)" in p for p in problems)
     assert main(["rescore", str(campaign.path)]) == 0
     capsys.readouterr()
+
+
+def test_rescore_of_a_plain_folder_reads_each_file_as_its_agents(tmp_path: Path) -> None:
+    shutil.copyfile(ROOT / CODEX_040, tmp_path / "run-with-1.jsonl")
+    shutil.copyfile(ROOT / KUBERNETES, tmp_path / "run-with-2.jsonl")
+    problems: list[str] = []
+    records = rescore(tmp_path, problems=problems)
+    assert [(r.id, r.agent, r.outcome) for r in records] == [
+        ("run-with-1", "codex", "passed"),
+        ("run-with-2#1", "opencode", "passed"),
+        ("run-with-2#2", "opencode", "passed"),
+        ("run-with-2#3", "opencode", "passed"),
+    ]
+    assert records[0].scores["tool_counts"] == {"Bash": 16}
+    assert any(p.startswith("run-with-2#2: not in its record (subagents)") for p in problems)
+
+
+def test_one_sessions_files_are_one_agents(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    first, second = tmp_path / "a.jsonl", tmp_path / "b.jsonl"
+    shutil.copyfile(ROOT / "codex/agentcmd__stream-output-2.jsonl", first)
+    shutil.copyfile(ROOT / OUTPUT, second)
+    assert main(["score", str(first), str(second)]) == 2
+    assert "b.jsonl: OpenCode run --format json stream, while" in capsys.readouterr().err
+
+
+def test_a_gemini_stream_with_its_one_object_chat_record_beside_it(
+    tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    record = ROOT / "gemini/agentcmd__session-2025-10-29T10-36-453aa339.json"
+    session_id = json.loads(record.read_text())["sessionId"]
+    shutil.copyfile(record, tmp_path / "session-2025-10-29T10-36-453aa339.json")
+    events = tmp_path / "events.jsonl"
+    events.write_text(json.dumps({"type": "init", "session_id": session_id, "model": "gemini-2.5-pro"}) + "\n"
+                      + json.dumps({"type": "result", "status": "success", "stats": {}}) + "\n")  # fmt: skip
+    code, card, err = _score(capsys, str(events))
+    assert code == 0, err
+    assert card["tool_counts"] == {"Read": 2, "Edit": 1} and "missing" not in card
+    with pytest.raises(SystemExit):  # --chat goes with a Gemini CLI record only
+        main(["score", str(ROOT / CODEX_040), "--chat", str(record)])
+    assert "--chat goes with Gemini CLI stream-json events FILEs" in capsys.readouterr().err
