@@ -10,10 +10,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
+from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_agent_eval.agents import BUILT_IN, UNNAMED_AGENT, agent_named
+from pytest_agent_eval.agents import BUILT_IN, UNNAMED_AGENT
 from pytest_agent_eval.transcript import TranscriptError
 from pytest_agent_eval.transcript.sample import sample
 
@@ -39,7 +40,14 @@ class Recognised:
 
 def agents() -> list[CodingAgent]:
     """Every agent asked: the built-in ones."""
-    return [agent_named(name) for name in BUILT_IN]
+    return [_built_in(name) for name in BUILT_IN]
+
+
+def _built_in(name: str) -> CodingAgent:
+    """A built-in agent's description, imported straight from its module (``agent-eval score`` starts without the
+    settings' reference loader, which a project's own agent needs and these do not)."""
+    module, attribute = BUILT_IN[name].split(":")
+    return getattr(import_module(module), attribute)
 
 
 def recognise(path: str | Path, asked: Sequence[CodingAgent] | None = None) -> Recognised:
@@ -52,7 +60,7 @@ def recognise(path: str | Path, asked: Sequence[CodingAgent] | None = None) -> R
         raise TranscriptError(f"{path}: could be {named}: give each agent's record in a file of its own")
     if claims:
         return Recognised(*claims[0])
-    return Recognised(agent_named(UNNAMED_AGENT), UNRECOGNISED, claimed=False)
+    return Recognised(_built_in(UNNAMED_AGENT), UNRECOGNISED, claimed=False)
 
 
 def read_given(files: Sequence[str | Path], companion: str | Path | None = None) -> tuple[Recognised, list[Session]]:

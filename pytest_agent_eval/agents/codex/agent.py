@@ -8,10 +8,7 @@ Claude Code's. The driver, the reader and the probe are imported when first used
 
 from __future__ import annotations
 
-import hashlib
 import json
-import shutil
-import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -88,6 +85,9 @@ class CodexAgent(CodingAgent):
     def check_deny(self, config: AgentConfig, cli: str, env: Mapping[str, str], proven: set[str]) -> list[str]:
         """Codex's own policy engine (``codex execpolicy check``) on the rules file: ``<cli> --version`` must be
         forbidden with the harness's reason (the mark the contamination metric reads), ``ls`` allowed."""
+        import hashlib  # here: agent-eval score loads this description to ask it whose a record is
+        import shutil
+
         rules = Path(config.files["rules"])
         key = f"codex rules {hashlib.sha256(rules.read_bytes()).hexdigest()}"
         if key in proven:
@@ -158,6 +158,8 @@ class CodexAgent(CodingAgent):
 
 def _policy_decision(binary: str, rules: Path, command: list[str], env: Mapping[str, str]) -> tuple[str | None, str]:
     """(decision, what Codex said): ``""`` when no rule matched, None when the check itself failed."""
+    import subprocess
+
     argv = [binary, "execpolicy", "check", "--rules", str(rules), "--", *command]
     try:
         done = subprocess.run(argv, env=dict(env), capture_output=True, text=True, timeout=_CHECK_TIMEOUT_S,

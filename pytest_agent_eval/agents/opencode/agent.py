@@ -9,11 +9,8 @@ imported when first used.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
-import shutil
-import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -78,6 +75,9 @@ class OpenCodeAgent(CodingAgent):
         """OpenCode's own resolution of its permissions (``opencode debug agent build``, in the agent's environment),
         read as OpenCode applies them (the last matching rule wins): ``<cli> --version`` must be denied, with a
         rule bearing the harness's mark (which OpenCode's refusal lists), ``ls`` allowed."""
+        import hashlib  # here: agent-eval score loads this description to ask it whose a record is
+        import shutil
+
         path = Path(config.files["config"])
         key = f"opencode permission {hashlib.sha256(path.read_bytes() + json.dumps(dict(env)).encode()).hexdigest()}"
         if key in proven:
@@ -152,6 +152,8 @@ class OpenCodeAgent(CodingAgent):
 
 def _resolved_rules(binary: str, cwd: Path, env: Mapping[str, str]) -> tuple[list[dict[str, Any]] | None, str]:
     """The permission rules OpenCode resolved for its ``run`` agent (None when it could not say), and what it said."""
+    import subprocess
+
     argv = [binary, "debug", "agent", RUN_AGENT, "--pure"]
     try:
         done = subprocess.run(argv, env=dict(env), cwd=cwd, capture_output=True, text=True, timeout=_CHECK_TIMEOUT_S,
