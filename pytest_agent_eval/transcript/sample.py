@@ -9,6 +9,7 @@ counted, and the file as one JSON object when it is one: never the first line al
 from __future__ import annotations
 
 import json
+import zlib
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO
@@ -28,10 +29,6 @@ class Sample:
     records: tuple[dict[str, Any], ...] = ()
     noise: int = 0
     whole: dict[str, Any] | None = None
-
-    def types(self) -> set[str]:
-        """The ``type`` values its records carry."""
-        return {str(r.get("type")) for r in self.records if isinstance(r.get("type"), str)}
 
 
 def _open(path: Path) -> BinaryIO:
@@ -70,13 +67,14 @@ def sample(path: str | Path) -> Sample:
                     noise += 1
                 else:
                     records.append(record)
-    except (OSError, EOFError, ValueError):
+    except (OSError, EOFError, ValueError, zlib.error):  # a broken .gz: its reader says so
         return Sample(path, tuple(records), noise)
     if opened:  # an indented object: the lines inside it that parse are parts of it, not records
         whole = _whole(path)
         if whole is not None:
             return Sample(path, (), 0, whole)
-    return Sample(path, tuple(records), noise, records[0] if len(records) == 1 and lines == 1 else None)
+    alone = len(records) == 1 and not noise and lines < SAMPLE_LINES  # the file's only line is one object
+    return Sample(path, tuple(records), noise, records[0] if alone else None)
 
 
 def _object(text: bytes) -> dict[str, Any] | None:
@@ -94,7 +92,7 @@ def _whole(path: Path) -> dict[str, Any] | None:
             return None
         with _open(path) as handle:
             value = json.loads(handle.read())
-    except (OSError, EOFError, ValueError, RecursionError):
+    except (OSError, EOFError, ValueError, RecursionError, zlib.error):
         return None
     return value if isinstance(value, dict) else None
 
