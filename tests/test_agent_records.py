@@ -264,30 +264,23 @@ def test_an_opencode_log_of_three_runs_is_three_sessions(capsys: pytest.CaptureF
     assert "== session 2 of 3" in capsys.readouterr().out
 
 
-def _export(stream: Path, folder: Path) -> Path:
-    """``opencode export``'s shape of the run a stream holds: its messages with their parts (each event's part)."""
-    events = [json.loads(line) for line in stream.read_text().splitlines() if line.strip()]
-    session = events[0]["sessionID"]
-    messages: dict[str, dict[str, Any]] = {}
-    for event in events:
-        part = event["part"]
-        message = messages.setdefault(part["messageID"], {"info": {"id": part["messageID"], "sessionID": session,
-                                                                   "role": "assistant"}, "parts": []})  # fmt: skip
-        message["parts"].append(part)
-    question = {"info": {"id": "msg_0", "sessionID": session, "role": "user"}, "parts": [{"type": "text", "text": "?"}]}
-    path = folder / "export.json"
-    path.write_text(json.dumps({"info": {"id": session}, "messages": [question, *messages.values()]}, indent=2))
-    return path
-
-
-def test_an_opencode_export_is_read_as_its_stream_is(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
-    export = _export(ROOT / OUTPUT, tmp_path)
-    code, card, err = _score(capsys, str(export))
+def test_an_opencode_export_is_read_as_its_stream_is(capsys: pytest.CaptureFixture[str]) -> None:
+    """tests/data/opencode/export: a two-turn session's streams, and ``opencode export`` of it from the database."""
+    folder = DATA / "opencode" / "export"
+    code, card, err = _score(capsys, str(folder / "export.json.gz"))
     assert code == 0, err
-    assert recognise(export).kind == "export"
-    _, stream_card, _ = _score(capsys, str(ROOT / OUTPUT))
-    assert card["tool_counts"] == stream_card["tool_counts"] == {"Bash": 4, "Read": 3}
-    assert card["occupancy"]["tokens_processed"] == stream_card["occupancy"]["tokens_processed"]
+    _, stream_card, _ = _score(capsys, str(folder / "events.jsonl"))
+    assert card["tool_counts"] == {"codegraph_codegraph_explore": 2, "Bash": 2}  # no config beside it names codegraph
+    assert stream_card["tool_counts"] == {"mcp__codegraph__codegraph_explore": 2, "Bash": 2}
+    assert card["occupancy"]["tokens_processed"] == stream_card["occupancy"]["tokens_processed"] > 0
+    assert card["results"] == stream_card["results"] == 2
+    _, [export] = read_given([folder / "export.json.gz"])
+    _, [stream] = read_given([folder / "events.jsonl", folder / "events.t2.jsonl"])
+    assert [(m.id, m.segment, m.usage) for m in export.messages()] == [
+        (m.id, m.segment, m.usage) for m in stream.messages()
+    ]
+    assert [(c.id, c.result.text) for c in export.calls] == [(c.id, c.result.text) for c in stream.calls]
+    assert export.answer_texts() == stream.answer_texts()
 
 
 def test_zero_usage_is_said_not_scored_as_zero(capsys: pytest.CaptureFixture[str]) -> None:

@@ -252,18 +252,23 @@ def read_export(path: Path) -> OpenCodeSession:
     info = export.get("info") if isinstance(export.get("info"), dict) else {}
     session = _new_session([path], None)
     session.session_id = str(info.get("id") or "")
-    events = []
+    turns: list[list[dict[str, Any]]] = []
     for message in export.get("messages") or []:
         meta = message.get("info") if isinstance(message, dict) and isinstance(message.get("info"), dict) else {}
+        if meta.get("role") == "user" or not turns:
+            turns.append([])  # a question opens a turn, as a stream file of its own would (its text is in none)
         if meta.get("role") != "assistant":
-            continue  # the question: the stream carries none either
+            continue
         for part in message.get("parts") or []:
             if isinstance(part, dict) and part.get("type") in _EXPORT_EVENTS:
-                events.append({"type": _EXPORT_EVENTS[part["type"]], "sessionID": session.session_id, "part": part})
-    if not events:
+                turns[-1].append({"type": _EXPORT_EVENTS[part["type"]], "sessionID": session.session_id, "part": part})
+    turns = [events for events in turns if events]
+    if not turns:
         raise TranscriptError(f"{path}: an OpenCode export without a single step of the model's")
-    session.parse.events = len(events)
-    _Reader(session, {}).read(events, path, 0)
+    reader = _Reader(session, {})
+    for segment, events in enumerate(turns):
+        session.parse.events += len(events)
+        reader.read(events, path, segment)
     return _finished(session)
 
 
