@@ -338,6 +338,17 @@ def whole_record(paths: Sequence[Path], companion: Path | None, what: str) -> Pa
     return paths[0]
 
 
+def given_companion(
+    paths: Sequence[Path], companion: Path | None, is_companion: Callable[[Path], bool]
+) -> tuple[list[Path], Path | None]:
+    """A companion record given among a stream's files (``agent-eval score events.jsonl rollout-….jsonl``) taken out
+    of them as the companion, when none was given otherwise."""
+    found = [p for p in paths[1:] if is_companion(p)]
+    if companion is not None or len(found) != 1:
+        return list(paths), companion
+    return [p for p in paths if p != found[0]], found[0]
+
+
 def with_companion(
     paths: Sequence[Path],
     companion: Path | None,

@@ -50,11 +50,13 @@ from pytest_agent_eval.transcript import (
     Usage,
     UserText,
     content_chars,
+    given_companion,
     read_records,
     say_read_alone,
     whole_record,
     with_companion,
 )
+from pytest_agent_eval.transcript.sample import sample as sample_of
 
 if TYPE_CHECKING:
     from pytest_agent_eval.transcript.sample import Sample
@@ -269,6 +271,7 @@ def read_codex_record(paths: Sequence[Path], kind: str, rollout: Path | None = N
     or found beside the first), or, without it, the streams alone, read as far as they go."""
     if kind == ROLLOUT_KIND:
         return read_rollout(whole_record(paths, rollout, "a Codex rollout"))
+    paths, rollout = given_companion(paths, rollout, lambda path: recognise(sample_of(path)) == ROLLOUT_KIND)
     return with_companion(paths, rollout, find_rollout, read_codex, read_events_alone)
 
 

@@ -57,11 +57,13 @@ from pytest_agent_eval.transcript import (
     Usage,
     UserText,
     content_chars,
+    given_companion,
     read_records,
     say_read_alone,
     whole_record,
     with_companion,
 )
+from pytest_agent_eval.transcript.sample import sample as sample_of
 
 if TYPE_CHECKING:
     from pytest_agent_eval.transcript.sample import Sample
@@ -299,6 +301,7 @@ def read_gemini_record(paths: Sequence[Path], kind: str, chat: Path | None = Non
     events with their chat record (given, or found beside the first), or, without it, the events alone."""
     if kind in (CHAT_KIND, CHAT_JSON_KIND):
         return read_chat(whole_record(paths, chat, "a Gemini CLI chat record"), kind)
+    paths, chat = given_companion(paths, chat, lambda path: recognise(sample_of(path)) in (CHAT_KIND, CHAT_JSON_KIND))
     return with_companion(paths, chat, find_chat, read_gemini, read_events_alone)
 
 
@@ -322,9 +325,7 @@ def read_chat(path: Path, kind: str = CHAT_KIND) -> GeminiSession:
 def _chat_records(path: Path, session: GeminiSession, kind: str | None = None) -> list[dict[str, Any]]:
     """A chat record's header and records, of either format (``kind``; None: the file's own says which)."""
     if kind is None:
-        from pytest_agent_eval.transcript.sample import sample
-
-        kind = recognise(sample(path))
+        kind = recognise(sample_of(path))
     if kind != CHAT_JSON_KIND:
         return read_records(path, session, "a Gemini CLI record")
     from pytest_agent_eval.transcript.sample import whole_object
