@@ -241,6 +241,7 @@ def test_web_search_calls_are_counted_and_their_missing_ids_said(
     assert code == 0, err
     assert card["tool_counts"]["WebSearch"] == 7 and sum(card["tool_counts"].values()) == 372
     assert "7 web_search_call" in card["missing"]["call_ids"]
+    assert card["occupancy"]["compactions"] == 1  # its one `compacted` record: the history before it left
 
 
 def test_a_rollout_without_token_count_says_so(tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:

@@ -41,6 +41,7 @@ from typing import TYPE_CHECKING, Any, ClassVar
 
 from pytest_agent_eval.transcript import (
     MAIN,
+    Compaction,
     Message,
     Result,
     Session,
@@ -481,6 +482,9 @@ class _Rollout:
                 self.turn += 1
             elif kind == "response_item":
                 self._item(payload)
+            elif kind == "compacted":  # Codex replaced the history with its summary: what was before leaves
+                self._output_ended()
+                self.session.timeline.append(Compaction(self.thread))
             elif kind == "token_usage_record":
                 self._close(str(payload.get("response_id") or ""), payload.get("usage"))
                 turn = payload.get("turn_token_usage")
