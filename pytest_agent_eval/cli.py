@@ -1,6 +1,7 @@
 """``agent-eval``: score transcripts that already exist, without pytest.
 
 agent-eval score run-with-1.jsonl                 # later segments (.t2.jsonl, …) are found
+agent-eval score ~/.codex/sessions/2026/02/23/rollout-….jsonl   # any agent's record: whose it is is read from it
 agent-eval score run.jsonl run.t2.jsonl --json     # segments given in order
 agent-eval score --session ~/.claude/projects/-tmp-express/
 agent-eval score codex-events.jsonl --rollout ~/.codex/sessions/2026/12/03/rollout-….jsonl   # a Codex CLI run
@@ -25,10 +26,8 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pytest_agent_eval.agents.claude_code.transcript import find_session_file, read_segments, read_session_file
-from pytest_agent_eval.agents.codex.transcript import is_codex_events, read_codex
-from pytest_agent_eval.agents.gemini.transcript import is_gemini_events, read_gemini
-from pytest_agent_eval.agents.opencode.transcript import is_opencode_events, read_opencode
+from pytest_agent_eval.agents.claude_code.transcript import find_session_file, read_session_file
+from pytest_agent_eval.agents.recognition import read_given, recognise
 from pytest_agent_eval.metrics.occupancy import WINDOW_TOKENS
 from pytest_agent_eval.metrics.scorecard import score
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool, load_tool
@@ -116,7 +115,8 @@ def build_parser() -> argparse.ArgumentParser:
         "files",
         nargs="*",
         metavar="FILE",
-        help="stream-json segment files of one session, in order (a single file brings its .tN segments)",
+        help="one session's record: any agent's, recognised from its content (a rollout, an events stream, a chat "
+        "record, a session file, an export…); segment files in order (a single file brings its .tN segments)",
     )
     cmd.add_argument(
         "--session", metavar="FILE_OR_DIR", help="an interactive session file, or its project folder (newest session)"
@@ -194,43 +194,60 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _merge(args)
     if bool(args.files) == bool(args.session):
         args.usage_error("score takes FILE… or --session FILE_OR_DIR (one of the two)")
-    if args.rollout and not (args.files and is_codex_events(args.files[0])):
-        args.usage_error("--rollout goes with Codex CLI --json events FILEs (the first event is thread.started)")
-    if args.chat and not (args.files and is_gemini_events(args.files[0])):
-        args.usage_error("--chat goes with Gemini CLI stream-json events FILEs (the first event is init)")
     tool = tool_of(args)
     try:
         if args.session:
             session_file = find_session_file(Path(args.session))
-            session = read_session_file(session_file, fast_decoding_pays([session_file]))
-            _warn(_reading_problems(session))
+            sessions = [read_session_file(session_file, fast_decoding_pays([session_file]))]
+            _warn(_reading_problems(sessions[0]))
         else:  # a resumed session's later turns are its .tN.jsonl, whichever agent's they are
             files = segment_files(args.files[0]) if len(args.files) == 1 else args.files
-            session = _read_run(files, args)
-            _warn(_reading_problems(session, files))
+            _check_companion(files[0], args)
+            sessions = read_given(files, args.rollout or args.chat)[1]
+            for session in sessions:
+                _warn(_reading_problems(session, files))
     except TranscriptError as exc:
         print(f"agent-eval: error: {exc}", file=sys.stderr)
         return 2
-    card = score(session, tool, args.window, args.answer)
-    _warn([f"--answer {glob!r} matches no file the tool returned" for glob in card.allocation.unmatched(args.answer)])
-    if args.json:
-        sys.stdout.write(json_text(card.to_dict()) + "\n")
-    else:
+    cards = []
+    for number, session in enumerate(sessions, start=1):
+        card = score(session, tool, args.window, args.answer)
+        _warn([f"--answer {g!r} matches no file the tool returned" for g in card.allocation.unmatched(args.answer)])
+        data = card.to_dict()
+        if session.missing:  # what the record does not hold: said beside the figures, never read as zero
+            data["missing"] = dict(session.missing)
+        cards.append(data)
+        if args.json:
+            continue
         from pytest_agent_eval.report.blocks import render_scorecard
 
+        if len(sessions) > 1:
+            sys.stdout.write(f"== session {number} of {len(sessions)} in {args.files[0]}: {_session_name(session)}\n")
         sys.stdout.write(render_scorecard(card, brief=args.brief, envelope=args.envelope))
+        for figure, why in session.missing.items():
+            sys.stdout.write(f"not in this record ({figure}): {why}\n")
+    if args.json:
+        sys.stdout.write(json_text(cards[0] if len(cards) == 1 else cards) + "\n")
     return 0
 
 
-def _read_run(files: Sequence[str | Path], args: argparse.Namespace) -> Session:
-    """One run's turns, read by the agent whose output the first file is (each agent's first event says which)."""
-    if is_codex_events(files[0]):
-        return read_codex(files, args.rollout)
-    if is_gemini_events(files[0]):
-        return read_gemini(files, args.chat)
-    if is_opencode_events(files[0]):  # OpenCode's --format json: its MCP servers from the kept config
-        return read_opencode(files)
-    return read_segments(files, fast_decoding_pays(files))
+def _check_companion(first: str | Path, args: argparse.Namespace) -> None:
+    """``--rollout`` goes with a Codex record, ``--chat`` with a Gemini CLI one: a usage error naming what the file
+    is, otherwise."""
+    companions = (("--rollout", args.rollout, "codex", "Codex CLI --json events FILEs"),
+                  ("--chat", args.chat, "gemini", "Gemini CLI stream-json events FILEs"))  # fmt: skip
+    for option, value, agent, what in companions:
+        if value and (found := recognise(first)).agent.name != agent:
+            args.usage_error(f"{option} goes with {what} ({first} is {found.describe()})")
+
+
+def _session_name(session: Session) -> str:
+    """A session's own id, as its records name it (the first of those it has)."""
+    for name in ("session_id", "thread_id"):
+        value = getattr(session, name, "")
+        if value:
+            return str(value)
+    return ", ".join(session.session_ids) or "?"
 
 
 class _Version(argparse.Action):

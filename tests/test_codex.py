@@ -279,8 +279,9 @@ def test_agent_eval_score_recognises_a_codex_events_file(capsys: pytest.CaptureF
     assert card["contamination"]["cli_blocked"] == 1 and card["occupancy"]["residual"]["bash"] > 0
     events = tmp_path / "events.jsonl"
     shutil.copyfile(DATA / "with" / "events.jsonl", events)
-    assert main(["score", str(events)]) == 2
-    assert "--rollout" in capsys.readouterr().err
+    assert main(["score", str(events)]) == 0  # alone: read as far as it goes, saying what the rollout would add
+    out = capsys.readouterr().out
+    assert "not in this record (requests)" in out and "--rollout" in out and "codegraph_explore used 1x" in out
     rollout = next((DATA / "with").glob("rollout-*.jsonl"))
     assert main(["score", str(events), "--rollout", str(rollout), "--brief"]) == 0
     assert "STAND-IN MODEL" in capsys.readouterr().out

@@ -13,6 +13,7 @@ from support.synth import Transcript, tool_use
 from support.transcripts import transcripts
 
 from pytest_agent_eval import cli, transcript
+from pytest_agent_eval.agents.claude_code import transcript as claude_transcript
 from pytest_agent_eval.agents.claude_code.transcript import read_lines, read_segments, read_session_file
 from pytest_agent_eval.metrics.scorecard import score
 from pytest_agent_eval.report.blocks import render_scorecard
@@ -129,7 +130,9 @@ def test_scoring_a_large_input_decodes_with_msgspec(tmp_path: Path, monkeypatch:
     chosen: list[bool] = []
     monkeypatch.setattr(transcript, "FAST_DECODING_MIN_BYTES", 1)
     read = read_segments
-    monkeypatch.setattr(cli, "read_segments", lambda files, fast=True: chosen.append(fast) or read(files, fast))
+    # Claude Code's reader, as its agent reads a record it recognises for agent-eval score
+    spy = lambda files, fast=True: chosen.append(fast) or read(files, fast)  # noqa: E731
+    monkeypatch.setattr(claude_transcript, "read_segments", spy)
     assert cli.main(["score", str(path)]) == 0
     assert chosen == [True]
     assert "Explore sufficiency" in capsys.readouterr().out

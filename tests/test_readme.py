@@ -29,6 +29,7 @@ from pathlib import Path
 import pytest
 from support.sessions import two_turn_run
 from support.synth import write_grep_session
+from support.transcripts import agent_records
 
 from pytest_agent_eval.corpus.load import load_corpus
 
@@ -248,6 +249,9 @@ def supply_transcripts(example: Example, folder: Path) -> dict[str, str]:
     """Transcripts at the paths a ``score`` command names (its segment files, its ``--session`` folder under a
     HOME of the test's own); returns the environment to run it in."""
     two_turn_run(folder)  # run-with-1.jsonl + run-with-1.t2.jsonl
+    records = {p.name.split("__", 1)[-1]: p for p in agent_records().rglob("*") if p.is_file()}
+    for name in (arg for arg in example.argv if arg in records):  # another agent's record: the real one
+        shutil.copyfile(records[name], folder / name)
     for name in (arg for arg in example.argv if TRANSCRIPT.match(arg) and not (folder / arg).exists()):
         shutil.copyfile(folder / ("run-with-1.t2.jsonl" if ".t2." in name else "run-with-1.jsonl"), folder / name)
     env = {"HOME": str(folder / "home")}

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 import shutil
 from pathlib import Path
 
@@ -9,6 +10,8 @@ import pytest
 from support.transcripts import transcripts
 
 from pytest_agent_eval.agents.claude_code.transcript import read_lines, read_segments, read_session_file
+from pytest_agent_eval.agents.recognition import recognise
+from pytest_agent_eval.cli import main
 from pytest_agent_eval.metrics.scorecard import score
 from pytest_agent_eval.report.blocks import render_scorecard
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
@@ -90,6 +93,22 @@ def test_readme_facts(relpath: str) -> None:
         [got] = session.results
         assert (got.subtype, got.is_error, got.num_turns) == result
     assert sum(type(i).__name__ == "Compaction" for i in session.timeline) == compactions
+
+
+@pytest.mark.parametrize("relpath", sorted(FACTS))
+def test_agent_eval_score_recognises_each_as_claude_codes_with_its_readme_counts(
+    relpath: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """Given alone to ``agent-eval score``, as a user gives it: Claude Code's own reader, the README's tool counts."""
+    lines, _, _, tools, result, _ = FACTS[relpath]
+    alone = tmp_path / Path(relpath).name
+    shutil.copyfile(ROOT / relpath, alone)
+    found = recognise(alone)
+    assert found.claimed and found.agent.name == "claude-code"
+    assert found.kind == ("stream-json" if result is not None else "session file")
+    assert main(["score", str(alone), "--json"]) == 0
+    card = json.loads(capsys.readouterr().out)
+    assert card["tool_counts"] == tools and card["parse"]["events"] + card["parse"]["bad_lines"] == lines
 
 
 @pytest.mark.parametrize(

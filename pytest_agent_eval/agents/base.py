@@ -33,6 +33,7 @@ if TYPE_CHECKING:
     from pytest_agent_eval.harness.provision import Provisioned
     from pytest_agent_eval.harness.sandbox import Sandbox
     from pytest_agent_eval.transcript import Session
+    from pytest_agent_eval.transcript.sample import Sample
 
 # The model APIs the harness's model server answers (pytest_agent_eval.model.server): Anthropic Messages
 # (``POST /v1/messages``), OpenAI Responses (``POST /v1/responses``) and Gemini (``POST /v1beta/models/…``).
@@ -199,6 +200,20 @@ class CodingAgent(ABC):
         """Every file :meth:`read_transcript` reads for a run whose segments are ``segments``: the segments, and any
         record the driver kept beside them (Codex's rollout). A baseline packs them all, so it reads back whole."""
         return list(segments)
+
+    def recognise(self, sample: Sample) -> str | None:
+        """Is this mine? The kind of this agent's record the file that ``sample`` begins is (a short name the
+        output uses: ``rollout``, ``chat record``…), or None when it is not one. It decides from the records'
+        content, never from the file's name nor its first line alone (``agent-eval score`` asks every agent; a file
+        two agents claim is refused, naming both). An agent that does not say is never guessed."""
+        return None
+
+    def read_record(self, files: Sequence[Path], kind: str, companion: Path | None = None) -> list[Session]:
+        """The session(s) in ``files`` (one record of ``kind``, with its later turns' files), as a user gives them to
+        ``agent-eval score``, ``companion`` the record it needs beside it when given (Codex's rollout, Gemini CLI's
+        chat record). A file holding several runs is several sessions. What the record does not hold is said in
+        each session's ``missing``, never read as zero. Default: :meth:`read_transcript`."""
+        return [self.read_transcript(files)]
 
     @abstractmethod
     def read_transcript(self, segments: Sequence[Path]) -> Session:

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agent_eval.agents import agent_named
+from pytest_agent_eval.agents.recognition import recognise, say_no_usage
 from pytest_agent_eval.campaign.record import ItemRecord
 from pytest_agent_eval.campaign.store import ITEMS, MANIFEST, PROBE_FOLDER, Campaign, StoreError
 from pytest_agent_eval.corpus.cases import Arm
@@ -26,7 +27,7 @@ from pytest_agent_eval.metrics.occupancy import WINDOW_TOKENS
 from pytest_agent_eval.metrics.scorecard import score
 from pytest_agent_eval.model.record import requests_beside
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
-from pytest_agent_eval.transcript import TranscriptError, is_later_segment, segment_files
+from pytest_agent_eval.transcript import Session, TranscriptError, is_later_segment, segment_files
 
 # run-<entry>-<arm>-<n>, where the entry may itself contain dashes and either end may be missing.
 _LABEL = re.compile(r"^run-?(?:(?P<entry>.+?)-)??(?P<arm>with|without|new|baseline|base)(?:-(?P<run>\d+))?$")
@@ -71,11 +72,11 @@ def rescore(
     """Item records for every session under ``folder``, scored with the current metrics; lines of a campaign
     that cannot be read at all are named in ``problems``."""
     folder = Path(folder)
+    said: list[str] = [] if problems is None else problems
     if folder.is_dir() and (folder / MANIFEST).is_file():
         campaign = Campaign.open(folder)
-        records = _rescore_campaign(campaign, tool, window)
-        if problems is not None:
-            problems += campaign.problems
+        records = _rescore_campaign(campaign, tool, window, said)
+        said += campaign.problems
         return records
     if problems is not None and folder.is_dir() and (folder / ITEMS).is_file():
         problems.append(
@@ -93,6 +94,7 @@ def rescore(
         # ab-readme keeps one folder per repo: that folder is the entry when the label does not name one.
         entry = guess["entry"] or (relative.parts[-1] if relative.parts else label)
         item_id = "/".join([*relative.parts, label])
+        found = recognise(first) if first.is_file() else None  # a plain folder names no agent: its files say whose
         record = ItemRecord.from_dict(
             {
                 "id": item_id,
@@ -100,13 +102,24 @@ def rescore(
                 "arm": guess["arm"],
                 "run": guess["run"],
                 "segments": [str(p.relative_to(root)) for p in files],
+                "agent": found.agent.name if found is not None and found.claimed else None,
             }
         )
-        records.append(_scored(record, files, tool, window))
+        records += _scored(record, files, tool, window, said=said)
     return records
 
 
-def _rescore_campaign(campaign: Campaign, tool: RetrievalTool, window: int) -> list[ItemRecord]:
+def _sessions(record: ItemRecord, files: list[Path]) -> list[Session]:
+    """The sessions of a record's files, read by its agent as the record it is (several for a log of several runs)."""
+    agent = agent_named(record.agent)
+    found = recognise(files[0], [agent])
+    sessions = agent.read_record(files, found.kind) if found.claimed else [agent.read_transcript(files)]
+    for session in sessions:
+        say_no_usage(session)
+    return sessions
+
+
+def _rescore_campaign(campaign: Campaign, tool: RetrievalTool, window: int, said: list[str]) -> list[ItemRecord]:
     records = []
     for item in campaign.items():
         if not item.segments:
@@ -119,19 +132,31 @@ def _rescore_campaign(campaign: Campaign, tool: RetrievalTool, window: int) -> l
             records.append(item)
             continue
         # Gates are not re-run here, so the outcome the campaign recorded stands unless the transcript is broken.
-        records.append(_scored(item, files, tool, window, keep_outcome=True))
+        records += _scored(item, files, tool, window, keep_outcome=True, said=said)
     return records
 
 
-def _scored(
-    record: ItemRecord, files: list[Path], tool: RetrievalTool, window: int, keep_outcome: bool = False
-) -> ItemRecord:
+def _scored(record: ItemRecord, files: list[Path], tool: RetrievalTool, window: int, keep_outcome: bool = False,
+            said: list[str] | None = None) -> list[ItemRecord]:  # fmt: skip
+    """The record scored again; a file of several runs is one record each (``<id>#<n>``). What a record does not
+    hold is named in ``said``."""
     try:
-        session = agent_named(record.agent).read_transcript(files)
+        sessions = _sessions(record, files)
         requests = requests_beside(files[0])  # the model server's record, where the run kept one
     except (TranscriptError, OSError, ValueError) as exc:
         record.outcome, record.error, record.scores, record.figures = "error", str(exc), None, {}
-        return record
+        return [record]
+    if len(sessions) == 1:
+        return [_score_one(record, sessions[0], requests, tool, window, keep_outcome, said)]
+    runs = [ItemRecord.from_dict({**record.to_dict(), "id": f"{record.id}#{n}"}) for n in range(1, len(sessions) + 1)]
+    return [_score_one(r, s, None, tool, window, keep_outcome, said) for r, s in zip(runs, sessions, strict=True)]
+
+
+def _score_one(record: ItemRecord, session: Session, requests: Any, tool: RetrievalTool, window: int,
+               keep_outcome: bool, said: list[str] | None) -> ItemRecord:  # fmt: skip
+    for figure, why in session.missing.items():
+        if said is not None:
+            said.append(f"{record.id}: not in its record ({figure}): {why}")
     # The key the run was graded against travels in its record: a rescore regrades without the corpus.
     answers = (record.scores or {}).get("answers")
     keyed = isinstance(answers, dict)

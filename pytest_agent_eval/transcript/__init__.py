@@ -21,7 +21,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar, NamedTuple
+from typing import Any, ClassVar, NamedTuple, TypeVar
 
 MAIN = "main"
 STAND_IN_PREFIX = "stand-in"
@@ -209,6 +209,9 @@ class Session:
     files: list[Path] = field(default_factory=list)
     # The init events' lines, about 10 kB of tool and command lists each: decoded whole only when asked for.
     init_lines: list[str | bytes] = field(default_factory=list, repr=False)
+    # What this record does not hold that a figure needs (a companion file not given, a version that writes no usage
+    # or no call ids): figure → why, said by ``agent-eval score`` beside the figures, which never read it as zero.
+    missing: dict[str, str] = field(default_factory=dict)
     # Whether the messages are named by the agent's own ids, not the model's response ids (OpenCode's): the evidence
     # then pairs them with the model's responses in order (pytest_agent_eval.metrics.evidence.paired_responses).
     own_message_ids: ClassVar[bool] = False
@@ -322,6 +325,57 @@ def read_records(
     if not records:
         raise TranscriptError(f"{path}: not {file_kind} (no line is {line_kind})")
     return records
+
+
+S = TypeVar("S", bound=Session)
+
+
+def whole_record(paths: Sequence[Path], companion: Path | None, what: str) -> Path:
+    """The one file of a record that holds the whole session (a rollout, a chat record), given alone; a TranscriptError
+    naming ``what`` it is when more files, or a companion, come with it."""
+    if companion is not None or len(paths) > 1:
+        raise TranscriptError(f"{paths[0]}: {what} holds the whole session: give it alone")
+    return paths[0]
+
+
+def given_companion(
+    paths: Sequence[Path], companion: Path | None, is_companion: Callable[[Path], bool]
+) -> tuple[list[Path], Path | None]:
+    """A companion record given among a stream's files (``agent-eval score events.jsonl rollout-….jsonl``) taken out
+    of them as the companion, when none was given otherwise."""
+    found = [p for p in paths[1:] if is_companion(p)]
+    if companion is not None or len(found) != 1:
+        return list(paths), companion
+    return [p for p in paths if p != found[0]], found[0]
+
+
+def with_companion(
+    paths: Sequence[Path],
+    companion: Path | None,
+    find: Callable[[Path], Path],
+    together: Callable[[Sequence[Path], Path], S],
+    alone: Callable[[Sequence[Path], str], S],
+) -> S:
+    """Streams read ``together`` with the record that completes them (``companion``, or what ``find`` finds beside the
+    first); without one, ``alone``, as far as they go, told why there is none (it says what the companion adds)."""
+    if companion is None:
+        try:
+            companion = find(paths[0])
+        except TranscriptError as exc:
+            return alone(paths, str(exc))
+    return together(paths, companion)
+
+
+def say_read_alone(session: Session, why: str, stream: str, companion: str, adds: str) -> None:
+    """Say in ``session.missing`` what a stream read without its companion record lacks: each request's own usage
+    (each turn is read as one request carrying the turn's sums), and what else the companion (``companion``, named
+    as the user would find it) ``adds``; ``why`` is why none was found."""
+    where = f" ({why.split(': ', 1)[-1]})" if why else ""
+    session.missing["requests"] = (
+        f"{stream} without its {companion.split(' (')[0]}{where}: the {companion} would add each model request with "
+        "its own usage (here each turn is one request carrying the turn's summed usage, so the context figures are "
+        f"the turn's sums), {adds}"
+    )
 
 
 def segment_files(first: str | Path) -> list[Path]:

@@ -32,6 +32,7 @@ from pytest_agent_eval.agents.base import (
 if TYPE_CHECKING:
     from pytest_agent_eval.harness.drivers import RunRecord
     from pytest_agent_eval.transcript import Session
+    from pytest_agent_eval.transcript.sample import Sample
 
 # What every Claude Code process runs with, whatever drives it (besides the retrieval tool's own RetrievalTool.env):
 # no telemetry or updates, bypassPermissions allowed as root, MCP tools offered directly, Grep/Glob not hidden
@@ -120,6 +121,18 @@ class ClaudeCode(CodingAgent):
 
             return run_tmux(run.questions, **where, options=TmuxOptions(run=headless))
         return run_headless(run.questions, **where, options=headless)
+
+    def recognise(self, sample: Sample) -> str | None:
+        from pytest_agent_eval.agents.claude_code.transcript import recognise
+
+        return recognise(sample)
+
+    def read_record(self, files: Sequence[Path], kind: str, companion: Path | None = None) -> list[Session]:
+        """A stream-json run's segments, or a session file (its subagents' files found beside it)."""
+        from pytest_agent_eval.agents.claude_code.transcript import read_segments
+        from pytest_agent_eval.transcript import fast_decoding_pays
+
+        return [read_segments(files, fast_decoding_pays(files))]
 
     def read_transcript(self, segments: Sequence[Path]) -> Session:
         from pytest_agent_eval.agents.claude_code.transcript import read_segments

@@ -21,7 +21,7 @@ import os
 import stat
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import TYPE_CHECKING, Any, BinaryIO
 
 from pytest_agent_eval.transcript import (
     BAD_LINES_NAMED,
@@ -44,6 +44,9 @@ from pytest_agent_eval.transcript import (
     result_text,
     string_of,
 )
+
+if TYPE_CHECKING:
+    from pytest_agent_eval.transcript.sample import Sample
 
 KNOWN_EVENT_TYPES = frozenset({"system", "assistant", "user", "result"})
 # Session files carry ``sessionId``/``parentUuid`` on their events, stream-json ``session_id``: a single file given
@@ -557,3 +560,27 @@ def _msgspec_events() -> Callable[[str | bytes | memoryview], Any]:
 
 def _blank(line: str | bytes | memoryview) -> bool:
     return not (line if isinstance(line, str) else bytes(line)).strip()
+
+
+# Record types only a session file writes (beside its user and assistant messages, which carry a sessionId there).
+_SESSION_FILE_TYPES = frozenset({"summary", "file-history-snapshot", "queue-operation", "progress"})
+
+
+def recognise(sample: Sample) -> str | None:
+    """Whether the file ``sample`` begins is Claude Code's: ``stream-json`` (a ``system/init`` event, or messages
+    and a ``result`` as ``claude -p --output-format stream-json`` writes them) or a ``session file`` (messages
+    carrying ``sessionId`` and ``uuid``); None for any other."""
+    kind = None
+    for record in sample.records:
+        rtype, message = record.get("type"), record.get("message")
+        if rtype in ("assistant", "user") and isinstance(message, dict) and "role" in message:
+            if "sessionId" in record and "uuid" in record:
+                return "session file"
+            kind = kind or ("stream-json" if "session_id" in record else None)
+        elif rtype == "system" and record.get("subtype") == "init" and "session_id" in record:
+            kind = "stream-json"
+        elif rtype == "result" and "num_turns" in record and "session_id" in record:
+            kind = "stream-json"
+        elif rtype in _SESSION_FILE_TYPES and "sessionId" in record:
+            return "session file"
+    return kind

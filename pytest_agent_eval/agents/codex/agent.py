@@ -8,10 +8,7 @@ Claude Code's. The driver, the reader and the probe are imported when first used
 
 from __future__ import annotations
 
-import hashlib
 import json
-import shutil
-import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -30,6 +27,8 @@ from pytest_agent_eval.tool import HOOK_DENY_MARKER
 if TYPE_CHECKING:
     from pytest_agent_eval.agents.codex.transcript import CodexSession
     from pytest_agent_eval.harness.drivers import RunRecord
+    from pytest_agent_eval.transcript import Session
+    from pytest_agent_eval.transcript.sample import Sample
 
 # The model Codex is configured to ask for: one it has no metadata for. For every model it knows, Codex offers MCP
 # tools only behind a tool_search tool; an unknown one gets the MCP namespace in the first request (and a warning
@@ -86,6 +85,9 @@ class CodexAgent(CodingAgent):
     def check_deny(self, config: AgentConfig, cli: str, env: Mapping[str, str], proven: set[str]) -> list[str]:
         """Codex's own policy engine (``codex execpolicy check``) on the rules file: ``<cli> --version`` must be
         forbidden with the harness's reason (the mark the contamination metric reads), ``ls`` allowed."""
+        import hashlib  # here: agent-eval score loads this description to ask it whose a record is
+        import shutil
+
         rules = Path(config.files["rules"])
         key = f"codex rules {hashlib.sha256(rules.read_bytes()).hexdigest()}"
         if key in proven:
@@ -131,16 +133,33 @@ class CodexAgent(CodingAgent):
 
         return [*segments, kept_rollout(segments[0]), kept_subagents(segments[0])] if segments else []
 
+    def recognise(self, sample: Sample) -> str | None:
+        from pytest_agent_eval.agents.codex.transcript import recognise
+
+        return recognise(sample)
+
+    def read_record(self, files: Sequence[Path], kind: str, companion: Path | None = None) -> list[Session]:
+        """A rollout alone, or the turns' ``--json`` streams with their rollout (``companion``, or found beside the
+        first), or the streams alone, read as far as they go (:func:`~.transcript.read_codex_record`)."""
+        from pytest_agent_eval.agents.codex.transcript import read_codex_record
+
+        return [read_codex_record(list(files), kind, companion)]
+
     def read_transcript(self, segments: Sequence[Path]) -> CodexSession:
         """The turns' ``--json`` streams and the rollout the driver kept beside the first
-        (:func:`~.transcript.find_rollout`)."""
-        from pytest_agent_eval.agents.codex.transcript import read_codex
+        (:func:`~.transcript.find_rollout`); a rollout given as the only segment is read alone."""
+        from pytest_agent_eval.agents.codex.transcript import EVENTS_KIND, read_codex_record, recognise
+        from pytest_agent_eval.transcript.sample import sample
 
-        return read_codex(list(segments))
+        paths = list(segments)
+        kind = recognise(sample(paths[0])) if paths else None
+        return read_codex_record(paths, kind or EVENTS_KIND)
 
 
 def _policy_decision(binary: str, rules: Path, command: list[str], env: Mapping[str, str]) -> tuple[str | None, str]:
     """(decision, what Codex said): ``""`` when no rule matched, None when the check itself failed."""
+    import subprocess
+
     argv = [binary, "execpolicy", "check", "--rules", str(rules), "--", *command]
     try:
         done = subprocess.run(argv, env=dict(env), capture_output=True, text=True, timeout=_CHECK_TIMEOUT_S,

@@ -33,13 +33,15 @@ from __future__ import annotations
 
 import json
 import re
+import shlex
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pytest_agent_eval.transcript import (
     MAIN,
+    Compaction,
     Message,
     Result,
     Session,
@@ -49,10 +51,26 @@ from pytest_agent_eval.transcript import (
     Usage,
     UserText,
     content_chars,
+    given_companion,
     read_records,
+    say_read_alone,
+    whole_record,
+    with_companion,
 )
+from pytest_agent_eval.transcript.sample import sample as sample_of
+
+if TYPE_CHECKING:
+    from pytest_agent_eval.transcript.sample import Sample
 
 SHELL_TOOL = "exec_command"
+# The shell tool of Codex before its unified exec (0.40 and its time): ``shell{command: [argv…], workdir}``, its
+# output a JSON object ``{"output", "metadata": {"exit_code"}}``; read as the same Bash.
+OLD_SHELL_TOOL = "shell"
+# Calls that are items of their own, not function calls: the Responses API's hosted web search (no call id, no
+# output item: the model gets its findings itself) and the older local shell call.
+WEB_SEARCH_ITEM, LOCAL_SHELL_ITEM = "web_search_call", "local_shell_call"
+CALL_ITEMS = (WEB_SEARCH_ITEM, LOCAL_SHELL_ITEM)
+WEB_SEARCH_NAME = "WebSearch"
 # The common name of Codex's shell tool: the name the metrics read a shell command under.
 SHELL_NAME = "Bash"
 # What a shell result carries before the command's output, and where it says the exit code.
@@ -90,6 +108,7 @@ class CodexSession(Session):
     denial: ClassVar[str] = "rejected by its rules"
 
     thread_id: str = ""
+    version: str = ""  # the CLI's version its rollout names (session_meta.cli_version)
     events_file: Path | None = None
     rollout_file: Path | None = None
     unread: dict[str, str] = field(default_factory=lambda: dict(UNREAD))
@@ -216,12 +235,135 @@ def read_codex(events_files: str | Path | Sequence[str | Path], rollout_file: st
         raise TranscriptError(
             f"{rollout}: the rollout of session {meta.get('id')}, not of {paths[0]}'s thread {session.thread_id}"
         )
+    session.version = str(meta.get("cli_version") or "")
     rollout = _Rollout(session, _children(kept_subagents(paths[0]), session))
     rollout.read(records)
+    rollout.say_gaps()
     for segment, (path, events) in enumerate(zip(paths, turns, strict=True)):
         _read_events(session, events, path, segment, rollout.turn_output.get(segment))
     session.files = paths  # the rollout is rollout_file: a segment count would call it one more turn
     return session
+
+
+ROLLOUT_KIND, EVENTS_KIND = "rollout", "exec --json stream"
+_ROLLOUT_TYPES = frozenset({"session_meta", "response_item", "event_msg", "turn_context", "token_usage_record"})
+_EVENT_TYPES = frozenset({"thread.started", "turn.started", "turn.completed", "turn.failed"})
+
+
+def recognise(sample: Sample) -> str | None:
+    """Whether the file ``sample`` begins is Codex's: a ``rollout`` (``{timestamp, type, payload}`` records, a
+    ``session_meta`` among them) or an ``exec --json stream`` (``thread.started``, ``turn.*`` and ``item.*``
+    events); None for any other."""
+    rollout = [r for r in sample.records if r.get("type") in _ROLLOUT_TYPES and isinstance(r.get("payload"), dict)]
+    if any(r.get("type") == "session_meta" and "id" in r["payload"] for r in rollout) or len(rollout) >= 2:
+        return ROLLOUT_KIND
+    for record in sample.records:
+        kind = record.get("type")
+        if kind == FIRST_EVENT and isinstance(record.get("thread_id"), str):
+            return EVENTS_KIND
+        if kind in _EVENT_TYPES or (isinstance(kind, str) and kind.startswith("item.") and
+                                    isinstance(record.get("item"), dict)):  # fmt: skip
+            return EVENTS_KIND
+    return None
+
+
+def read_codex_record(paths: Sequence[Path], kind: str, rollout: Path | None = None) -> CodexSession:
+    """A Codex session as a user has it: a rollout alone, or the turns' ``--json`` streams with their rollout (given,
+    or found beside the first), or, without it, the streams alone, read as far as they go."""
+    if kind == ROLLOUT_KIND:
+        return read_rollout(whole_record(paths, rollout, "a Codex rollout"))
+    paths, rollout = given_companion(paths, rollout, lambda path: recognise(sample_of(path)) == ROLLOUT_KIND)
+    return with_companion(paths, rollout, find_rollout, read_codex, read_events_alone)
+
+
+def read_rollout(rollout_file: str | Path) -> CodexSession:
+    """A Codex session from its rollout alone: every request, call, result and usage is there; the turns' ends are
+    the rollout's own (each turn's answer its last assistant text), and what only the stream has is said."""
+    path = Path(rollout_file)
+    session = CodexSession(rollout_file=path)
+    records = _read_jsonl(path, session)
+    meta = next((r.get("payload") for r in records if r.get("type") == "session_meta"), None)
+    if isinstance(meta, dict):
+        session.thread_id, session.version = str(meta.get("id") or ""), str(meta.get("cli_version") or "")
+    rollout = _Rollout(session, {})
+    rollout.read(records)
+    rollout.say_gaps()
+    for segment in range(max(1, rollout.turn)):
+        texts = [m.text for m in session.messages() if m.segment == segment and m.text.strip()]
+        output = rollout.turn_output.get(segment)
+        session.results.append(Result(texts[-1] if texts else "", ROLLOUT_KIND, False, None, segment,
+                                      output_tokens=output, main_output_only=True))  # fmt: skip
+    session.files = [path]
+    session.missing["turn_ends"] = (
+        "a rollout given alone: its codex exec --json stream would add how each turn ended (completed or failed) "
+        "and the CLI's errors; each turn is taken as answered by its last assistant text"
+    )
+    return session
+
+
+def read_events_alone(paths: Sequence[Path], why: str = "") -> CodexSession:
+    """Codex's ``--json`` streams without their rollout, read as far as they go: each turn's items (its calls, as
+    the stream shows them, and its answer) as one request carrying the turn's usage; what the rollout would add is
+    said (``missing``)."""
+    session = CodexSession(events_file=paths[0])
+    turns = [_read_jsonl(path, session) for path in paths]
+    session.thread_id = _thread_id(turns[0], paths[0])
+    for segment, (path, events) in enumerate(zip(paths, turns, strict=True)):
+        if segment and _thread_id(events, path) != session.thread_id:
+            raise TranscriptError(f"{path}: thread {_thread_id(events, path)}, not {paths[0]}'s {session.thread_id}")
+        _stream_turn(session, events, segment)
+        _read_events(session, events, path, segment, None)
+    session.files = list(paths)
+    say_read_alone(session, why, "a codex exec --json stream", f"rollout (rollout-…-{session.thread_id}.jsonl)",
+                   "the results as the model saw them, and calls Codex refused itself")  # fmt: skip
+    session.missing["call_ids"] = "the stream names its items (item_N), not the model's call ids"
+    return session
+
+
+def _stream_turn(session: CodexSession, events: list[dict[str, Any]], segment: int) -> None:
+    """One turn's items from its stream: a request holding its reasoning, calls and answer, then the calls' results."""
+    message = Message(f"codex-turn-{segment + 1}", MAIN, None, segment)
+    session.timeline.append(message)
+    for event in events:
+        item = event.get("item") if isinstance(event.get("item"), dict) else {}
+        if event.get("type") == "turn.completed" and isinstance(event.get("usage"), dict):
+            message.usage = _usage(event["usage"])
+        if event.get("type") != "item.completed":
+            continue
+        kind = item.get("type")
+        if kind == "agent_message":
+            message.blocks.append({"type": "text", "text": str(item.get("text") or "")})
+        elif kind == "reasoning":
+            message.blocks.append({"type": "thinking", "thinking": str(item.get("text") or "")})
+        elif kind in STREAM_CALLS:
+            name, arguments, output, failed = _stream_call(item)
+            call = ToolCall(str(item.get("id") or f"item-{len(session.calls)}"), name, arguments, MAIN, message.id)
+            call.result = ToolResult(call.id, output, failed, MAIN)
+            message.calls.append(call)
+            session.calls.append(call)
+            session.timeline.append(call.result)
+
+
+# The stream's call items: a shell command, a patch, an MCP tool's call, a web search.
+STREAM_CALLS = frozenset({"command_execution", "file_change", "mcp_tool_call", "web_search"})
+
+
+def _stream_call(item: dict[str, Any]) -> tuple[str, dict[str, Any], str, bool]:
+    """A stream's call item as the common call: (name, input, output, failed)."""
+    kind, failed = item.get("type"), item.get("status") == "failed"
+    if kind == "command_execution":
+        code = item.get("exit_code")
+        return SHELL_NAME, {"command": str(item.get("command") or "")}, str(item.get("aggregated_output") or ""), \
+            failed or (isinstance(code, int) and code != 0)  # fmt: skip
+    if kind == "file_change":  # the rollout's apply_patch
+        return "apply_patch", {"changes": item.get("changes")}, "", failed
+    if kind == "web_search":
+        return WEB_SEARCH_NAME, {"query": str(item.get("query") or "")}, "", failed
+    arguments = item.get("arguments") if isinstance(item.get("arguments"), dict) else {}
+    result = item.get("result") if isinstance(item.get("result"), dict) else {}
+    error = item.get("error") if isinstance(item.get("error"), dict) else None
+    output = str(error.get("message") or "") if error else text_of(result.get("content"))
+    return f"mcp__{item.get('server')}__{item.get('tool')}", dict(arguments), output, failed or error is not None
 
 
 # -- reading ------------------------------------------------------------------------------------
@@ -265,7 +407,7 @@ def _read_events(
 def is_model_output(item: dict[str, Any]) -> bool:
     """Whether a rollout's (or a request's) item is one the model sent: a call, reasoning, or assistant text."""
     kind = item.get("type")
-    return kind in ("function_call", "custom_tool_call", "reasoning") or (
+    return kind in ("function_call", "custom_tool_call", "reasoning", *CALL_ITEMS) or (
         kind == "message" and item.get("role") == "assistant"
     )
 
@@ -313,6 +455,15 @@ class _Rollout:
         self.calls: dict[str, ToolCall] = {}
         self.model = ""
         self.closed_by_record = False
+        # Codex before its usage records writes a request's token_count event once, or (0.40) before the request's
+        # output: ``early`` holds such a usage until its output ends; ``usage_first`` says which order the rollout
+        # has (None until its first token_count with figures); ``total`` the last cumulative count (one written
+        # again, as 0.104 writes each after the next turn_context, is the same request's).
+        self.early: Any = None
+        self.usage_first: bool | None = None
+        self.total: Any = None
+        self.token_counts = 0
+        self.unnamed: dict[str, int] = {}  # item type → its calls that carry no call id
         self.turn = 0  # the turns started so far: a message's segment is its turn's (one events file a turn)
         # turn (from 0) → its output tokens, every request's summed, reasoning included: its last usage record's
         self.turn_output: dict[int, int] = {}
@@ -324,30 +475,75 @@ class _Rollout:
                 continue
             kind = record.get("type")
             if kind == "turn_context" and isinstance(payload.get("model"), str):
+                self._output_ended()
                 self.model = payload["model"]
             elif kind == "event_msg" and payload.get("type") == "task_started":
+                self._output_ended()
                 self.turn += 1
             elif kind == "response_item":
                 self._item(payload)
+            elif kind == "compacted":  # Codex replaced the history with its summary: what was before leaves
+                self._output_ended()
+                self.session.timeline.append(Compaction(self.thread))
             elif kind == "token_usage_record":
                 self._close(str(payload.get("response_id") or ""), payload.get("usage"))
                 turn = payload.get("turn_token_usage")
                 if isinstance(turn, dict) and _count(turn.get("output_tokens")):
                     self.turn_output[max(0, self.turn - 1)] = _count(turn.get("output_tokens"))
                 self.closed_by_record = True
-            elif kind == "event_msg" and payload.get("type") == "token_count" and self.pending:
-                info = payload.get("info") if isinstance(payload.get("info"), dict) else {}
-                self._close("", info.get("last_token_usage"))  # a rollout without usage records
-        if self.pending:  # output no usage record closed: the run was cut off mid-request
-            self._close("", None)
+            elif kind == "event_msg" and payload.get("type") == "token_count" and not self.closed_by_record:
+                self._token_count(payload.get("info") if isinstance(payload.get("info"), dict) else {})
+        if self.pending:  # output no usage closed: the run was cut off mid-request (or wrote its usage first)
+            self._close("", self.early)
+            self.early = None
+
+    def say_gaps(self) -> None:
+        """What the rollout's version did not record, in ``session.missing``: no usage at all, calls without ids."""
+        where = f"Codex {self.session.version}" if self.session.version else "this Codex rollout"
+        if not self.closed_by_record and not self.token_counts and self.session.messages(None):
+            self.session.missing["usage"] = (
+                f"{where} wrote no token_count with figures: every request's usage is unknown (not 0), so the token "
+                "figures (occupancy, the residuals) cannot be made"
+            )
+        if self.unnamed:
+            items = ", ".join(f"{count} {kind}" for kind, count in sorted(self.unnamed.items()))
+            self.session.missing["call_ids"] = (
+                f"{where} records no call id for {items} (named call-N here): no result item answers them"
+            )
+
+    def _token_count(self, info: dict[str, Any]) -> None:
+        """A rollout without usage records: its token_count events carry each request's usage (``last_token_usage``),
+        after the request's output, or (Codex 0.40) before it, where it waits for the output it belongs to."""
+        usage, total = info.get("last_token_usage"), info.get("total_token_usage")
+        if not isinstance(usage, dict) or total == self.total:
+            return  # no figures yet (written as a turn starts), or the last request's written again
+        self.total = total
+        self.token_counts += 1
+        if self.usage_first is None:
+            self.usage_first = not self.pending
+        if not self.usage_first:
+            if self.pending:
+                self._close("", usage)
+            return
+        self._output_ended()
+        self.early = usage
+
+    def _output_ended(self) -> None:
+        """What follows a request's output (a result, the next request's context): in a rollout that writes usage
+        first, the request is whole, and closed with the usage held for it."""
+        if self.usage_first and self.pending:
+            self._close("", self.early)
+            self.early = None
 
     def _item(self, item: dict[str, Any]) -> None:
         kind = item.get("type")
         if is_model_output(item):
             self.pending.append(item)
         elif kind in ("function_call_output", "custom_tool_call_output"):
+            self._output_ended()
             self._result(item)
         elif kind == "message":
+            self._output_ended()
             text = text_of(item.get("content"))
             self.session.timeline.append(UserText(text, self.thread, content_chars(item.get("content"))))
 
@@ -373,6 +569,8 @@ class _Rollout:
 
     def _call(self, item: dict[str, Any], message: Message) -> None:
         name, arguments = common_call(item)
+        if not item.get("call_id"):
+            self.unnamed[str(item.get("type"))] = self.unnamed.get(str(item.get("type")), 0) + 1
         call = ToolCall(str(item.get("call_id") or f"call-{len(self.calls)}"), name, arguments, self.thread, message.id)
         self.calls[call.id] = call
         message.calls.append(call)
@@ -410,6 +608,12 @@ class _Rollout:
 def common_call(item: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     """A ``function_call`` (or ``custom_tool_call``) item, of the rollout or of a Responses API exchange, as the
     call it is in the common vocabulary: (name, input)."""
+    if item.get("type") == WEB_SEARCH_ITEM:
+        action = item.get("action") if isinstance(item.get("action"), dict) else {}
+        return WEB_SEARCH_NAME, {"query": str(action.get("query") or "")}
+    if item.get("type") == LOCAL_SHELL_ITEM:
+        action = item.get("action") if isinstance(item.get("action"), dict) else {}
+        return SHELL_NAME, {"command": _command_line(action.get("command"))}
     name = str(item.get("name") or "?")
     raw = item.get("arguments") if item.get("type") == "function_call" else item.get("input")
     try:
@@ -417,19 +621,43 @@ def common_call(item: dict[str, Any]) -> tuple[str, dict[str, Any]]:
     except ValueError:
         arguments = {"arguments": raw}
     arguments = arguments if isinstance(arguments, dict) else {"input": arguments}
-    if item.get("namespace"):
-        return f"{item['namespace']}__{name}", arguments
+    if item.get("namespace"):  # "mcp__NAME" (0.171), or "mcp__NAME__" as later versions write it
+        namespace = str(item["namespace"])
+        return f"{namespace}{'' if namespace.endswith('__') else '__'}{name}", arguments
     if name == SHELL_TOOL:
         return SHELL_NAME, {
             "command": str(arguments.get("cmd") or ""),
             **{k: v for k, v in arguments.items() if k != "cmd"},
         }
+    if name == OLD_SHELL_TOOL and "command" in arguments:
+        return SHELL_NAME, {**arguments, "command": _command_line(arguments.get("command"))}
     return name, arguments
+
+
+def _command_line(argv: Any) -> str:
+    """The command an old shell call ran, as a line: the script of ``bash -lc SCRIPT`` (what the model wrote, which
+    the file-access classifier reads), else the argv quoted."""
+    if isinstance(argv, str):
+        return argv
+    if not isinstance(argv, list) or not all(isinstance(a, str) for a in argv):
+        return ""
+    if len(argv) == 3 and argv[1] in ("-lc", "-c") and Path(argv[0]).name in ("bash", "sh", "zsh"):
+        return argv[2]
+    return shlex.join(argv)
 
 
 def command_output(output: str) -> tuple[str, bool]:
     """A shell result's own output (what parsers read) and whether it failed (exit code not 0; a result without
-    Codex's header — a refusal by a deny rule — is an error too)."""
+    Codex's header — a refusal by a deny rule — is an error too). The old shell tool's output is a JSON object
+    ``{"output", "metadata": {"exit_code"}}``."""
+    if output.startswith("{"):
+        try:
+            said = json.loads(output)
+        except ValueError:
+            said = None
+        metadata = said.get("metadata") if isinstance(said, dict) else None
+        if isinstance(metadata, dict) and isinstance(said.get("output"), str):
+            return said["output"], metadata.get("exit_code") != 0
     exit_code = _EXIT_RE.search(output.split(_OUTPUT_MARK, 1)[0])
     at = output.find(_OUTPUT_MARK)
     text = output[at + len(_OUTPUT_MARK) :] if at >= 0 else output

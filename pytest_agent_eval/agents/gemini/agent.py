@@ -34,6 +34,8 @@ from pytest_agent_eval.tool import HOOK_DENY_MARKER
 if TYPE_CHECKING:
     from pytest_agent_eval.agents.gemini.transcript import GeminiSession
     from pytest_agent_eval.harness.drivers import RunRecord
+    from pytest_agent_eval.transcript import Session
+    from pytest_agent_eval.transcript.sample import Sample
 
 # The model Gemini CLI is told to ask for (``-m``): the scripted stand-in's own name, so a session's records name
 # the stand-in (the chat record names the model asked for, not the one that answered).
@@ -139,12 +141,28 @@ class GeminiAgent(CodingAgent):
         chat = kept_chat(segments[0])
         return [*segments, chat, *sorted(chat.parent.glob(kept_subagent_chat(chat, "*").name))]
 
+    def recognise(self, sample: Sample) -> str | None:
+        from pytest_agent_eval.agents.gemini.transcript import recognise
+
+        return recognise(sample)
+
+    def read_record(self, files: Sequence[Path], kind: str, companion: Path | None = None) -> list[Session]:
+        """A chat record alone (JSON lines, or the older one JSON object), or the turns' stream-json events with their
+        chat record (``companion``, or found beside the first), or the events alone
+        (:func:`~.transcript.read_gemini_record`)."""
+        from pytest_agent_eval.agents.gemini.transcript import read_gemini_record
+
+        return [read_gemini_record(list(files), kind, companion)]
+
     def read_transcript(self, segments: Sequence[Path]) -> GeminiSession:
         """The turns' stream-json events and the chat record the driver kept beside the first
-        (:func:`~.transcript.find_chat`)."""
-        from pytest_agent_eval.agents.gemini.transcript import read_gemini
+        (:func:`~.transcript.find_chat`); a chat record given as the only segment is read alone."""
+        from pytest_agent_eval.agents.gemini.transcript import EVENTS_KIND, read_gemini_record, recognise
+        from pytest_agent_eval.transcript.sample import sample
 
-        return read_gemini(list(segments))
+        paths = list(segments)
+        kind = recognise(sample(paths[0])) if paths else None
+        return read_gemini_record(paths, kind or EVENTS_KIND)
 
 
 def read_rules(text: str) -> list[dict[str, Any]]:

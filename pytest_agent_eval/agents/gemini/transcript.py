@@ -43,7 +43,7 @@ from collections import Counter
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pytest_agent_eval.transcript import (
     MAIN,
@@ -57,8 +57,16 @@ from pytest_agent_eval.transcript import (
     Usage,
     UserText,
     content_chars,
+    given_companion,
     read_records,
+    say_read_alone,
+    whole_record,
+    with_companion,
 )
+from pytest_agent_eval.transcript.sample import sample as sample_of
+
+if TYPE_CHECKING:
+    from pytest_agent_eval.transcript.sample import Sample
 
 SHELL_TOOL = "run_shell_command"
 SHELL_NAME = "Bash"
@@ -224,7 +232,9 @@ def find_chat(events_file: str | Path) -> Path:
     if kept.is_file():
         return kept
     session_id = _session_id(read_records(events_file, Session(), "a Gemini CLI record"), events_file)
-    found = sorted(events_file.parent.glob(f"session-*{session_id[:8]}.jsonl"))
+    # the JSON-lines record, or the one-object record an older CLI wrote (session-….json)
+    found = sorted(events_file.parent.glob(f"session-*{session_id[:8]}.json*"))
+    found = [p for p in found if p.suffix in (".jsonl", ".json")]
     if not found:
         raise TranscriptError(
             f"{events_file}: no session-*{session_id[:8]}.jsonl beside it: give Gemini CLI's chat record "
@@ -246,7 +256,7 @@ def read_gemini(events_files: str | Path | Sequence[str | Path], chat_file: str 
     for path, events in zip(paths[1:], turns[1:], strict=True):
         if _session_id(events, path) != session.session_id:
             raise TranscriptError(f"{path}: session {_session_id(events, path)}, not {paths[0]}'s {session.session_id}")
-    records = read_records(chat, session, "a Gemini CLI record")
+    records = _chat_records(chat, session)
     header = records[0]
     if "sessionId" not in header:
         raise TranscriptError(f"{chat}: not a Gemini CLI chat record (its first line names no sessionId)")
@@ -258,6 +268,127 @@ def read_gemini(events_files: str | Path | Sequence[str | Path], chat_file: str 
     for path, events in zip(paths, turns, strict=True):
         _read_events(session, events, path)
     session.files = paths  # the chat record is chat_file: a segment count would call it one more turn
+    return session
+
+
+EVENTS_KIND, CHAT_KIND, CHAT_JSON_KIND = "stream-json", "chat record", "chat record (one JSON object)"
+_CHAT_TYPES = frozenset({"user", "gemini", "info", "error", "warning"})
+
+
+def recognise(sample: Sample) -> str | None:
+    """Whether the file ``sample`` begins is Gemini CLI's: its ``stream-json`` (an ``init`` event naming a session,
+    ``tool_use``/``tool_result`` events), its ``chat record`` in JSON lines (a header naming ``sessionId`` and
+    ``projectHash``, then message records), or the one-object chat record it wrote until late 2025
+    (``{sessionId, messages: […]}``); None for any other."""
+    whole = sample.whole
+    if whole is not None and isinstance(whole.get("sessionId"), str) and isinstance(whole.get("messages"), list):
+        return CHAT_KIND if len(sample.records) > 1 else CHAT_JSON_KIND
+    for record in sample.records:
+        kind = record.get("type")
+        if kind == FIRST_EVENT and isinstance(record.get("session_id"), str):
+            return EVENTS_KIND
+        if kind in ("tool_use", "tool_result") and isinstance(record.get("tool_id"), str):
+            return EVENTS_KIND
+        if isinstance(record.get("sessionId"), str) and "projectHash" in record:
+            return CHAT_KIND
+    messages = [r for r in sample.records if r.get("type") in _CHAT_TYPES and isinstance(r.get("id"), str)
+                and "timestamp" in r and "message" not in r]  # fmt: skip
+    return CHAT_KIND if any(r.get("type") == "gemini" for r in messages) else None
+
+
+def read_gemini_record(paths: Sequence[Path], kind: str, chat: Path | None = None) -> GeminiSession:
+    """A Gemini CLI session as a user has it: its chat record alone (either format), or the turns' stream-json
+    events with their chat record (given, or found beside the first), or, without it, the events alone."""
+    if kind in (CHAT_KIND, CHAT_JSON_KIND):
+        return read_chat(whole_record(paths, chat, "a Gemini CLI chat record"), kind)
+    paths, chat = given_companion(paths, chat, lambda path: recognise(sample_of(path)) in (CHAT_KIND, CHAT_JSON_KIND))
+    return with_companion(paths, chat, find_chat, read_gemini, read_events_alone)
+
+
+def read_chat(path: Path, kind: str = CHAT_KIND) -> GeminiSession:
+    """A Gemini CLI session from its chat record alone: every request with its calls, results and tokens; the turns'
+    ends are the stream's, and so unread (the answer is the last response's text)."""
+    session = GeminiSession(chat_file=path)
+    records = _chat_records(path, session, kind)
+    if not isinstance(records[0].get("sessionId"), str):
+        raise TranscriptError(f"{path}: not a Gemini CLI chat record (it names no sessionId)")
+    session.session_id = records[0]["sessionId"]
+    _Chat(session, MAIN, path).read(_messages(records))
+    session.files = [path]
+    session.missing["turn_ends"] = (
+        "a chat record given alone: the stream-json events (gemini -p … --output-format stream-json) would add how "
+        "each turn ended and the CLI's errors; the answer is taken from the last response"
+    )
+    return session
+
+
+def _chat_records(path: Path, session: GeminiSession, kind: str | None = None) -> list[dict[str, Any]]:
+    """A chat record's header and records, of either format (``kind``; None: the file's own says which)."""
+    if kind is None:
+        kind = recognise(sample_of(path))
+    if kind != CHAT_JSON_KIND:
+        return read_records(path, session, "a Gemini CLI record")
+    from pytest_agent_eval.transcript.sample import whole_object
+
+    record = whole_object(path, "a Gemini CLI chat record")
+    raw = record.get("messages")
+    messages = _answered([m for m in raw if isinstance(m, dict)] if isinstance(raw, list) else [])
+    session.parse.events += 1 + len(messages)
+    return [{k: v for k, v in record.items() if k != "messages"}, *messages]
+
+
+def _answered(messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """The one-object record's messages, with the results its calls hold (``toolCalls[].result``) sent as the
+    JSON-lines record sends them: a ``user`` record of ``functionResponse`` parts after the response (the older
+    record writes none of its own)."""
+    if any(m.get("type") == "user" and _answers(m.get("content")) for m in messages):
+        return messages
+    out: list[dict[str, Any]] = []
+    for message in messages:
+        out.append(message)
+        calls = [call for call in message.get("toolCalls") or [] if isinstance(call, dict)]
+        parts = [p for c in calls for p in c.get("result") or [] if isinstance(p, dict) and "functionResponse" in p]
+        if message.get("type") == "gemini" and parts:
+            out.append({"id": f"{message.get('id')}-results", "type": "user", "content": parts})
+    return out
+
+
+def read_events_alone(paths: Sequence[Path], why: str = "") -> GeminiSession:
+    """Gemini CLI's stream-json events without their chat record, read as far as they go: each turn's calls and
+    results as the stream shows them, and its answer, as one request carrying the turn's usage (``result.stats``)."""
+    session = GeminiSession(events_file=paths[0])
+    turns = [read_records(path, session, "a Gemini CLI record") for path in paths]
+    session.session_id = _session_id(turns[0], paths[0])
+    for segment, (path, events) in enumerate(zip(paths, turns, strict=True)):
+        message = Message(response_name(segment + 1), MAIN, None, segment)
+        session.timeline.append(message)
+        calls: dict[str, ToolCall] = {}
+        for event in events:
+            kind = event.get("type")
+            if kind == "tool_use":
+                name, arguments = common_call({"name": event.get("tool_name"), "args": event.get("parameters")})
+                call = ToolCall(model_call_id(str(event.get("tool_id") or ""), str(event.get("tool_name") or "")),
+                                name, arguments, MAIN, message.id)  # fmt: skip
+                calls[str(event.get("tool_id"))] = call
+                message.calls.append(call)
+                session.calls.append(call)
+            elif kind == "tool_result" and (call := calls.get(str(event.get("tool_id")))) is not None:
+                failed = event.get("status") != "success"
+                error = event.get("error") if isinstance(event.get("error"), dict) else {}
+                text = str(error.get("message") or "") if failed else str(event.get("output") or "")
+                call.result = ToolResult(call.id, text, failed, MAIN)
+                session.timeline.append(call.result)
+            elif kind == "message" and event.get("role") == "assistant":
+                message.blocks.append({"type": "text", "text": str(event.get("content") or "")})
+            elif kind == "result" and isinstance(event.get("stats"), dict):
+                stats = event["stats"]
+                raw = {"input": stats.get("input_tokens"), "cached": stats.get("cached"),
+                       "output": stats.get("output_tokens")}  # fmt: skip
+                message.usage = _usage(raw) if isinstance(stats.get("input_tokens"), int) else None
+        _read_events(session, events, path)
+    session.files = list(paths)
+    chat = f"chat record (session-…-{session.session_id[:8]}.json[l])"
+    say_read_alone(session, why, "Gemini CLI's stream-json events", chat, "and the results as the model saw them")
     return session
 
 

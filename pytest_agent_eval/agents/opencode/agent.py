@@ -9,11 +9,8 @@ imported when first used.
 
 from __future__ import annotations
 
-import hashlib
 import json
 import re
-import shutil
-import subprocess
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -33,6 +30,8 @@ from pytest_agent_eval.tool import HOOK_DENY_MARKER
 if TYPE_CHECKING:
     from pytest_agent_eval.agents.opencode.transcript import OpenCodeSession
     from pytest_agent_eval.harness.drivers import RunRecord
+    from pytest_agent_eval.transcript import Session
+    from pytest_agent_eval.transcript.sample import Sample
 
 _CHECK_TIMEOUT_S = 60.0
 
@@ -76,6 +75,9 @@ class OpenCodeAgent(CodingAgent):
         """OpenCode's own resolution of its permissions (``opencode debug agent build``, in the agent's environment),
         read as OpenCode applies them (the last matching rule wins): ``<cli> --version`` must be denied, with a
         rule bearing the harness's mark (which OpenCode's refusal lists), ``ls`` allowed."""
+        import hashlib  # here: agent-eval score loads this description to ask it whose a record is
+        import shutil
+
         path = Path(config.files["config"])
         key = f"opencode permission {hashlib.sha256(path.read_bytes() + json.dumps(dict(env)).encode()).hexdigest()}"
         if key in proven:
@@ -124,15 +126,34 @@ class OpenCodeAgent(CodingAgent):
         kept = (kept_config, kept_cwd, kept_subagents)
         return [*segments, *(keep(segments[0]) for keep in kept)] if segments else []
 
-    def read_transcript(self, segments: Sequence[Path]) -> OpenCodeSession:
-        """The turns' ``--format json`` streams, with the MCP servers of the config kept beside the first."""
-        from pytest_agent_eval.agents.opencode.transcript import read_opencode
+    def recognise(self, sample: Sample) -> str | None:
+        from pytest_agent_eval.agents.opencode.transcript import recognise
 
-        return read_opencode(list(segments))
+        return recognise(sample)
+
+    def read_record(self, files: Sequence[Path], kind: str, companion: Path | None = None) -> list[Session]:
+        """An export, one session's streams, or a log of several runs appended: one session each
+        (:func:`~.transcript.read_opencode_record`)."""
+        from pytest_agent_eval.agents.opencode.transcript import read_opencode_record
+
+        return list(read_opencode_record(list(files), kind))
+
+    def read_transcript(self, segments: Sequence[Path]) -> OpenCodeSession:
+        """The turns' ``--format json`` streams, with the MCP servers of the config kept beside the first; an export
+        given as the only segment is read as one."""
+        from pytest_agent_eval.agents.opencode.transcript import EXPORT_KIND, read_export, read_opencode, recognise
+        from pytest_agent_eval.transcript.sample import sample
+
+        paths = list(segments)
+        if len(paths) == 1 and recognise(sample(paths[0])) == EXPORT_KIND:
+            return read_export(paths[0])
+        return read_opencode(paths)
 
 
 def _resolved_rules(binary: str, cwd: Path, env: Mapping[str, str]) -> tuple[list[dict[str, Any]] | None, str]:
     """The permission rules OpenCode resolved for its ``run`` agent (None when it could not say), and what it said."""
+    import subprocess
+
     argv = [binary, "debug", "agent", RUN_AGENT, "--pure"]
     try:
         done = subprocess.run(argv, env=dict(env), cwd=cwd, capture_output=True, text=True, timeout=_CHECK_TIMEOUT_S,

@@ -33,7 +33,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from itertools import takewhile
 from pathlib import Path
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from pytest_agent_eval.transcript import (
     MAIN,
@@ -46,6 +46,9 @@ from pytest_agent_eval.transcript import (
     Usage,
     read_records,
 )
+
+if TYPE_CHECKING:
+    from pytest_agent_eval.transcript.sample import Sample
 
 # OpenCode's built-in tools → the common names, and their inputs' keys that differ.
 TOOL_NAMES = {
@@ -181,14 +184,10 @@ def read_opencode(events_files: str | Path | Sequence[str | Path], mcp_servers: 
     paths = [Path(events_files)] if isinstance(events_files, (str, Path)) else [Path(p) for p in events_files]
     if not paths:
         raise TranscriptError("no OpenCode events file given")
-    servers = tuple(mcp_servers) if mcp_servers is not None else mcp_servers_of(kept_config(paths[0]))
-    session = OpenCodeSession(mcp_servers=servers, files=paths)
-    if not servers:
-        session.unread["mcp_servers"] = "no config beside the stream names its MCP servers: their tools are kept " \
-            "under OpenCode's names (NAME_tool)"  # fmt: skip
+    session = _new_session(paths, mcp_servers)
     reader = _Reader(session, _children(kept_subagents(paths[0]), session))
     for segment, path in enumerate(paths):
-        events = read_records(path, session, "an opencode run --format json stream", "an OpenCode event", _is_event)
+        events = _read_stream(path, session)
         ids = sorted({str(e.get("sessionID")) for e in events})
         if len(ids) != 1:
             raise TranscriptError(f"{path}: events of {len(ids)} sessions ({', '.join(ids)})")
@@ -197,9 +196,103 @@ def read_opencode(events_files: str | Path | Sequence[str | Path], mcp_servers: 
         elif ids[0] != session.session_id:
             raise TranscriptError(f"{path}: session {ids[0]}, not {paths[0]}'s {session.session_id}")
         reader.read(events, path, segment)
+    return _finished(session)
+
+
+EVENTS_KIND, EXPORT_KIND = "run --format json stream", "export"
+# An export's parts by type, as the stream's events name them (the stream's event is its part, wrapped).
+_EXPORT_EVENTS = {"step-start": "step_start", "step-finish": STEP_END, "tool": "tool_use", "text": "text",
+                  "reasoning": "reasoning"}  # fmt: skip
+
+
+def recognise(sample: Sample) -> str | None:
+    """Whether the file ``sample`` begins is OpenCode's: its ``run --format json`` stream (events naming a
+    ``sessionID`` and carrying a ``part``), or an ``export`` (``opencode export``: ``{info, messages: [{info,
+    parts}]}``); None for any other."""
+    whole = sample.whole
+    if whole is not None and isinstance(whole.get("info"), dict) and isinstance(whole.get("messages"), list):
+        messages = [m for m in whole["messages"] if isinstance(m, dict)]
+        if all(isinstance(m.get("info"), dict) and isinstance(m.get("parts"), list) for m in messages):
+            return EXPORT_KIND
+    events = [r for r in sample.records if _is_event(r) and isinstance(r.get("part"), dict)]
+    return EVENTS_KIND if events else None
+
+
+def read_opencode_record(paths: Sequence[Path], kind: str) -> list[OpenCodeSession]:
+    """OpenCode's sessions as a user has them: an export, the turns' streams of one session, or one log holding
+    several runs appended (each its own session, in the order they began)."""
+    if kind == EXPORT_KIND:
+        if len(paths) > 1:
+            raise TranscriptError(f"{paths[0]}: an OpenCode export holds the whole session: give it alone")
+        return [read_export(paths[0])]
+    if len(paths) == 1:
+        probe = OpenCodeSession()
+        events = _read_stream(paths[0], probe)
+        runs: dict[str, list[dict[str, Any]]] = {}
+        for event in events:
+            runs.setdefault(str(event.get("sessionID")), []).append(event)
+        if len(runs) > 1:
+            return [_one_run(paths[0], run_id, run) for run_id, run in runs.items()]
+    return [read_opencode(paths)]
+
+
+def _one_run(path: Path, run_id: str, events: list[dict[str, Any]]) -> OpenCodeSession:
+    session = _new_session([path], None)
+    session.session_id = run_id
+    session.parse.events = len(events)
+    _Reader(session, {}).read(events, path, 0)
+    return _finished(session)
+
+
+def read_export(path: Path) -> OpenCodeSession:
+    """An OpenCode session from ``opencode export``: its assistant messages' parts, read as the stream's events."""
+    from pytest_agent_eval.transcript.sample import whole_object
+
+    export = whole_object(path, "an OpenCode export")
+    info = export.get("info") if isinstance(export.get("info"), dict) else {}
+    session = _new_session([path], None)
+    session.session_id = str(info.get("id") or "")
+    turns: list[list[dict[str, Any]]] = []
+    for message in export.get("messages") or []:
+        meta = message.get("info") if isinstance(message, dict) and isinstance(message.get("info"), dict) else {}
+        if meta.get("role") == "user" or not turns:
+            turns.append([])  # a question opens a turn, as a stream file of its own would (its text is in none)
+        if meta.get("role") != "assistant":
+            continue
+        for part in message.get("parts") or []:
+            if isinstance(part, dict) and part.get("type") in _EXPORT_EVENTS:
+                turns[-1].append({"type": _EXPORT_EVENTS[part["type"]], "sessionID": session.session_id, "part": part})
+    turns = [events for events in turns if events]
+    if not turns:
+        raise TranscriptError(f"{path}: an OpenCode export without a single step of the model's")
+    reader = _Reader(session, {})
+    for segment, events in enumerate(turns):
+        session.parse.events += len(events)
+        reader.read(events, path, segment)
+    return _finished(session)
+
+
+def _read_stream(path: Path, session: OpenCodeSession) -> list[dict[str, Any]]:
+    return read_records(path, session, "an opencode run --format json stream", "an OpenCode event", _is_event)
+
+
+def _new_session(paths: list[Path], mcp_servers: Sequence[str] | None) -> OpenCodeSession:
+    servers = tuple(mcp_servers) if mcp_servers is not None else mcp_servers_of(kept_config(paths[0]))
+    session = OpenCodeSession(mcp_servers=servers, files=paths)
+    if not servers:
+        session.unread["mcp_servers"] = "no config beside the stream names its MCP servers: their tools are kept " \
+            "under OpenCode's names (NAME_tool)"  # fmt: skip
+    return session
+
+
+def _finished(session: OpenCodeSession) -> OpenCodeSession:
     if session.unkept_subagents:
         session.unread["subagents"] = "the steps of the task calls' child sessions were not kept beside the stream " \
             f"(run-<label>{SUBAGENTS_SUFFIX}): {', '.join(session.unkept_subagents)}"  # fmt: skip
+        session.missing["subagents"] = (
+            f"the stream leaves out the steps of the {len(session.unkept_subagents)} task call(s)' child sessions "
+            "(their requests, calls and usage): OpenCode's database (opencode export <child session>) would add them"
+        )
     return session
 
 
