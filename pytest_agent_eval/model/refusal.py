@@ -1,5 +1,5 @@
 """What the model boundary refuses: a request that would have the API run tools on its own servers (the Messages API
-here, the Responses API in :func:`responses_refusal`).
+here, the Responses API in :func:`responses_refusal`, the Gemini API in :func:`gemini_refusal`).
 
 Claude Code defines its tools itself (a custom tool has no ``type``, or ``"custom"``) and runs them on the
 agent's machine, where the arm's seal and the hook apply. A server tool (``web_search_20250305``, ``web_fetch_*``,
@@ -56,4 +56,33 @@ def responses_refusal(body: Any) -> str | None:
     ]
     if hosted:
         return f"hosted tool(s) {', '.join(hosted)}: only tools the agent runs itself may be offered"
+    return None
+
+
+# Gemini API tools the agent runs itself: function declarations. Any other kind of tool is run by the API: Google
+# Search (``googleSearch``, ``googleSearchRetrieval``), URL context (``urlContext``: Gemini CLI's ``web_fetch``),
+# code execution, file search, retrieval, maps, computer use, an enterprise web search, remote MCP servers.
+GEMINI_CLIENT_TOOL_KEYS = frozenset({"functionDeclarations"})
+# Request fields that would have the API bring in content of its own side: a cached content (another prompt, kept
+# upstream by name).
+_GEMINI_SERVER_SIDE_FIELDS = ("cachedContent",)
+
+
+def gemini_refusal(body: Any) -> str | None:
+    """Why a Gemini API request (``generateContent``, ``streamGenerateContent``, or a ``countTokens`` of one) is
+    refused: a tool the API would run, or a cached content of its side; None when it offers only functions."""
+    if not isinstance(body, dict):
+        return None
+    inner = body.get("generateContentRequest")  # countTokens may wrap the whole request
+    for request in (body, inner) if isinstance(inner, dict) else (body,):
+        tools = request.get("tools")
+        hosted = sorted(
+            {key for tool in (tools if isinstance(tools, list) else []) if isinstance(tool, dict) for key in tool}
+            - GEMINI_CLIENT_TOOL_KEYS
+        )
+        if hosted:
+            return f"server-side tool(s) {', '.join(hosted)}: only functions the agent runs itself may be offered"
+        fields = [name for name in _GEMINI_SERVER_SIDE_FIELDS if request.get(name)]
+        if fields:
+            return f"{', '.join(fields)} in the request: the API would bring in content of its own side"
     return None
