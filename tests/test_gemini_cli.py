@@ -84,6 +84,16 @@ def test_the_without_arm_has_no_mcp_server_and_its_cli_call_is_denied_by_the_pol
     assert denied(arms[False], _offered_mcp).text.startswith("Tool execution denied by policy.")
 
 
+def test_gemini_clis_web_tools_are_switched_off_so_no_request_offers_them(arms: dict) -> None:
+    """google_web_search and web_fetch have the API search or fetch on its side (as googleSearch / urlContext): off
+    in the settings, never offered to the model; a request offering the API's own tools would be refused."""
+    for arm in arms.values():
+        offered = {t["name"] for r in arm.requests for group in r.get("tools") or []
+                   for t in group.get("functionDeclarations") or []}  # fmt: skip
+        assert "run_shell_command" in offered and not offered & {"google_web_search", "web_fetch"}, offered
+        assert all(set(group) == {"functionDeclarations"} for r in arm.requests for group in r.get("tools") or [])
+
+
 @pytest.mark.parametrize("has_tool", [True, False], ids=["with", "without"])
 def test_occupancy_of_the_gemini_session_matches_the_stand_ins_own_counts(arms: dict, has_tool: bool) -> None:
     """Σ|estimate − truth| / Σ truth over the families, ≤ 1%; the N-th response's truth is the N-th the stand-in
