@@ -20,17 +20,26 @@ def refusal(body: Any) -> str | None:
     """Why a Messages request (or a count of one) is refused, or None when it carries only custom tools."""
     if not isinstance(body, dict):
         return None
-    tools = body.get("tools")
     server_tools = [
         f"{tool.get('name') or '?'} ({tool.get('type')})"
-        for tool in (tools if isinstance(tools, list) else [])
-        if isinstance(tool, dict) and tool.get("type") not in CUSTOM_TOOL_TYPES
+        for tool in _listed(body.get("tools"))
+        if tool.get("type") not in CUSTOM_TOOL_TYPES
     ]
-    if server_tools:
-        return f"server-side tool(s) {', '.join(server_tools)}: only tools the agent runs itself may be offered"
     fields = [name for name in _SERVER_SIDE_FIELDS if body.get(name)]
+    return _why(server_tools, "tools", fields, "run them on its side")
+
+
+def _listed(tools: Any) -> list[dict[str, Any]]:
+    """A request's tools that are objects (anything else offers nothing)."""
+    return [tool for tool in (tools if isinstance(tools, list) else []) if isinstance(tool, dict)]
+
+
+def _why(server_tools: list[str], offered: str, fields: list[str], done_there: str) -> str | None:
+    """The refusal of a request offering ``server_tools`` or naming ``fields`` of the API's side; None without."""
+    if server_tools:
+        return f"server-side tool(s) {', '.join(server_tools)}: only {offered} the agent runs itself may be offered"
     if fields:
-        return f"{', '.join(fields)} in the request: the API would run them on its side"
+        return f"{', '.join(fields)} in the request: the API would {done_there}"
     return None
 
 
@@ -46,12 +55,10 @@ def responses_refusal(body: Any) -> str | None:
     ones the agent runs itself."""
     if not isinstance(body, dict):
         return None
-    tools = body.get("tools")
     hosted = [
         f"{tool.get('name') or tool.get('server_label') or '?'} ({tool.get('type')})"
-        for tool in (tools if isinstance(tools, list) else [])
-        if isinstance(tool, dict)
-        and tool.get("type") not in CLIENT_TOOL_TYPES
+        for tool in _listed(body.get("tools"))
+        if tool.get("type") not in CLIENT_TOOL_TYPES
         and not (tool.get("type") in _CLIENT_EXECUTED and tool.get("execution") == "client")
     ]
     if hosted:
@@ -75,14 +82,9 @@ def gemini_refusal(body: Any) -> str | None:
         return None
     inner = body.get("generateContentRequest")  # countTokens may wrap the whole request
     for request in (body, inner) if isinstance(inner, dict) else (body,):
-        tools = request.get("tools")
-        hosted = sorted(
-            {key for tool in (tools if isinstance(tools, list) else []) if isinstance(tool, dict) for key in tool}
-            - GEMINI_CLIENT_TOOL_KEYS
-        )
-        if hosted:
-            return f"server-side tool(s) {', '.join(hosted)}: only functions the agent runs itself may be offered"
+        hosted = sorted({key for tool in _listed(request.get("tools")) for key in tool} - GEMINI_CLIENT_TOOL_KEYS)
         fields = [name for name in _GEMINI_SERVER_SIDE_FIELDS if request.get(name)]
-        if fields:
-            return f"{', '.join(fields)} in the request: the API would bring in content of its own side"
+        reason = _why(hosted, "functions", fields, "bring in content of its own side")
+        if reason is not None:
+            return reason
     return None
