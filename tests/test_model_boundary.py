@@ -72,7 +72,7 @@ REFUSED_GEMINI_PATHS = [
     f"/v1beta/models/{MODEL}:predictLongRunning",
     f"/v1beta/models/{MODEL}:batchGenerateContent",
     f"/v1beta/models/{MODEL}:embedContent",
-    "/v1beta/models/gemini-2.5-pro:streamGenerateContent?alt=sse",  # another model
+    "/v1beta/models/learnlm-2.0-flash-experimental:streamGenerateContent?alt=sse",  # another model
     "/v1beta/models/veo-3.0-generate-001:predictLongRunning",
     f"/v1beta/models/{MODEL}:streamGenerateContent?alt=sse&key=other",  # a query trick
     f"/v1beta/models/{MODEL}:generateContent?alt=sse",
@@ -96,12 +96,15 @@ def test_the_gemini_forwarder_sends_on_only_gemini_clis_methods_for_the_configur
             refused = server.refused
             assert _post(server.url + STREAM, GEMINI_REQUEST, key)[0] == 200
             assert _post(server.url + f"/v1beta/models/{MODEL}:countTokens", {"contents": []}, key)[0] == 200
+            # Gemini CLI's own subagent (the codebase investigator) asks its own model
+            subagent = "/v1beta/models/gemini-3-flash-preview:streamGenerateContent?alt=sse"
+            assert _post(server.url + subagent, GEMINI_REQUEST, key)[0] == 200
             with_search = {**GEMINI_REQUEST, "tools": [FUNCTIONS, {"googleSearch": {}}]}
             assert _post(server.url + STREAM, with_search, key)[0] == 400
     assert statuses == [400] * len(REFUSED_GEMINI_PATHS)
     assert len(refused) == len(REFUSED_GEMINI_PATHS)  # each listed, as the report shows them
     assert "only the configured model 'stand-in-scripted'" in refused[3]
-    assert [path for path, _, _ in api.seen] == [STREAM, f"/v1beta/models/{MODEL}:countTokens"]
+    assert [path for path, _, _ in api.seen] == [STREAM, f"/v1beta/models/{MODEL}:countTokens", subagent]
     entries = read_requests(tmp_path / "requests.jsonl")
     assert sum(1 for e in entries if e["refused"]) == len(REFUSED_GEMINI_PATHS) + 1
 

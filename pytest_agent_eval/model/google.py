@@ -8,7 +8,8 @@ never does. The API is ``GOOGLE_GEMINI_BASE_URL`` of the harness's environment (
 
 It is an allow-list (:meth:`GeminiForwarder.forward_refusal`): only what Gemini CLI needs — ``streamGenerateContent``
 (query ``alt=sse``), ``generateContent`` and ``countTokens`` of the configured model (the ``-m`` the agent is run
-with), on ``/v1beta/models/{model}:{method}`` exactly — and the path sent upstream is rebuilt from those parts, never
+with) or of a model Gemini CLI names itself for its subagents and side requests (:data:`GEMINI_CLI_MODELS`), on
+``/v1beta/models/{model}:{method}`` exactly — and the path sent upstream is rebuilt from those parts, never
 the client's. Any other method (``predictLongRunning``, ``batchGenerateContent``, ``embedContent``…), model, path
 (``..``, encoded characters, files, caches, batches) or query is refused before anything is sent.
 """
@@ -29,6 +30,14 @@ API_URL = "https://generativelanguage.googleapis.com"
 _FORWARDED_HEADERS = ("user-agent", "x-goog-api-client")
 # The methods Gemini CLI calls, and the query each is sent with.
 METHODS = {STREAM: ("alt=sse",), GENERATE: ("",), COUNT: ("",)}
+# The models Gemini CLI 0.61.0 asks for by itself besides the one it is run with (its bundle's config/models.js):
+# its own subagents (the codebase investigator: measured, gemini-3-flash-preview) and side requests (loop detection,
+# next-speaker check, summaries) name these. Any other model is refused.
+GEMINI_CLI_MODELS = frozenset({
+    "gemini-3-pro-preview", "gemini-3.1-pro-preview", "gemini-3.1-pro-preview-customtools", "gemini-3-flash-preview",
+    "gemini-2.5-pro", "gemini-3.5-flash", "gemini-3.8-flash", "gemini-3-flash", "gemini-3.1-flash-lite",
+    "gemini-3.5-flash-lite",
+})  # fmt: skip
 
 
 class GeminiForwarder:
@@ -49,7 +58,8 @@ class GeminiForwarder:
         method = model_method(urlsplit(raw_path).path)
         model = method[0] if method is not None else self.model
         paths = {f"{API_PREFIX}{model}:{name}": queries for name, queries in METHODS.items()}
-        return path_refusal(raw_path, paths) or model_refusal(model, self.model)
+        own = model in GEMINI_CLI_MODELS  # a subagent's or a side request's
+        return path_refusal(raw_path, paths) or (None if own else model_refusal(model, self.model))
 
     def describe(self) -> str:
         return (
