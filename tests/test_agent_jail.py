@@ -1,7 +1,8 @@
 """The Landlock jail for the shell commands of agents without a prefix variable, which look their shell up
 (``CodingAgent.shell_from``): in their user's password entry (Codex), in ``$SHELL`` (OpenCode), as the ``bash`` on
 PATH (Gemini CLI). The sandbox puts the jailed shell there, so a command the agent runs cannot open the agent's
-``/proc/<pid>/mem`` nor read its ``environ``; without it, it can (each check is also run the other way)."""
+``/proc/<pid>/mem`` nor read its ``environ``, nor signal or renice it (nor the relay, nor the sandbox's init);
+without it, it can reach the memory (each check is also run the other way)."""
 
 from __future__ import annotations
 
@@ -30,9 +31,20 @@ needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewr
 # What a shell command tries on the process that started it ($P): the accesses the jail exists to take away.
 REACH = (
     '(exec 3</proc/$P/mem) 2>/dev/null && echo "mem OPENED" || echo "mem refused"; '
-    'head -c 10 /proc/$P/environ >/dev/null 2>&1 && echo "environ READ" || echo "environ refused"'
+    'head -c 10 /proc/$P/environ >/dev/null 2>&1 && echo "environ READ" || echo "environ refused"; '
+    'kill -0 $P 2>/dev/null && echo "kill ALLOWED" || echo "kill refused"; '
+    'renice -n 0 -p $P >/dev/null 2>&1 && echo "renice ALLOWED" || echo "renice refused"'
 )
-REFUSED = ["mem refused", "environ refused"]
+REFUSED = ["mem refused", "environ refused", "kill refused", "renice refused"]
+# The other processes that watch the agent, in a real run: the relay carrying the model's port, the sandbox's init.
+WATCHERS = (
+    '; pgrep -f "harness[.]relay" > "$TMPDIR/relay"; read R < "$TMPDIR/relay"; echo "relay $R"; I=1'
+    + "".join(
+        f'; kill -0 ${var} 2>/dev/null && echo "kill {name} ALLOWED" || echo "kill {name} refused"'
+        f'; renice -n 0 -p ${var} >/dev/null 2>&1 && echo "renice {name} ALLOWED" || echo "renice {name} refused"'
+        for var, name in (("R", "relay"), ("I", "init"))
+    )
+)
 OPENED = ["mem OPENED", "environ READ"]
 # A stand-in agent: looks its shell up as argv[2] says (as Codex, OpenCode, Gemini CLI do), runs it with `-lc`
 # (Codex's snapshot) and `-c` (every command), and prints what each answered.
@@ -129,9 +141,11 @@ def test_a_sealed_agents_shell_cannot_reach_the_agents_process(real_tools: RealT
     assert agent.shell_from in SHELL_SOURCES and agent.shell_prefix_var is None
     build = agent.provision(real_tools.cache)
     # pgrep and no $( ): Gemini CLI refuses a command substitution
-    probe = f'pgrep -f "{pattern}" > "$TMPDIR/pid"; read P < "$TMPDIR/pid"; echo "pid $P"; ' + REACH
+    probe = f'pgrep -f "{pattern}" > "$TMPDIR/pid"; read P < "$TMPDIR/pid"; echo "pid $P"; ' + REACH + WATCHERS
     arm = run_arm(agent, tmp_path, real_tools.express, build, real_tools.cache, model=agent.block_probe(probe))
     [call] = arm.session.calls
     answered = call.result.text if call.result is not None else ""
     assert "pid " in answered and "pid \n" not in answered, answered  # the probe found the agent's process
     assert all(line in answered for line in REFUSED), answered
+    assert "relay \n" not in answered and "relay " in answered, answered  # the probe found the relay
+    assert all(f"{what} {name} refused" in answered for what in ("kill", "renice") for name in ("relay", "init"))

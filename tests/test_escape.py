@@ -79,6 +79,12 @@ SEALED = {
     "NoNewPrivs": "1",
     "CapEff": "0000000000000000",
     "cli memory": EACCES,  # another Landlock domain's
+    # the processes that watch the agent: outside its shell's Landlock domain (signals scoped), and another
+    # process's priority refused by seccomp
+    "kill cli": EPERM,
+    "renice cli": EPERM,
+    "kill init": EPERM,
+    "renice init": EPERM,
     "forge cli fd/1": EACCES,
     "forge cli fd/2": EACCES,
 }
@@ -162,7 +168,7 @@ def test_without_its_layers_the_sandbox_lets_the_host_attacks_through() -> None:
     suite above can fail."""
     found, output = _probe(replace(_bare(), layers=()))
     through = {"sysctl kernel/core_pattern", "sysctl kernel/printk_ratelimit", "add_key", "keyctl", "ptrace",
-               "personality", "unshare", "cli memory"}  # fmt: skip
+               "personality", "unshare", "cli memory", "kill cli", "renice cli"}  # fmt: skip
     assert {name for name in through if found.get(name) == "ALLOWED"} == through, output
     assert "uid: 0 " in output  # host root
 
@@ -172,7 +178,8 @@ def test_without_the_jail_the_agent_reaches_the_cli_memory_but_not_its_streams()
     """Landlock is what keeps the CLI's memory out of reach (same uid, no capability needed); its streams stay
     closed without it, being sockets."""
     found, output = _probe(replace(_bare(), layers=LAYERS[:-1]))
-    assert found["cli memory"] == "ALLOWED", output
+    assert found["cli memory"] == found["kill cli"] == "ALLOWED", output  # Landlock scopes the signals too
+    assert found["renice cli"] == EPERM, output  # seccomp's
     assert found["forge cli fd/1"] == found["forge cli fd/2"] == ENXIO, output
 
 
@@ -517,6 +524,7 @@ def test_through_the_real_cli_every_escape_fails_and_a_planted_hook_never_runs(
     # the CLI is in no domain of the agent's (and its streams are sockets besides); the agent's own shells' output
     # (a file the CLI reads back) is the agent's to write anyway
     assert found["forge cli fd/1"] == found["forge cli fd/2"] == EACCES, probe
+    assert found["kill relay"] == found["renice relay"] == EPERM, probe  # the model's port stays carried
     assert [name for name, outcome in found.items() if outcome == "ALLOWED" and "/proc/" not in name] == [], probe
     for segment in record["driver"]["segments"]:
         for line in Path(segment).read_text(encoding="utf-8").splitlines():

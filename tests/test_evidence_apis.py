@@ -315,8 +315,13 @@ def test_a_response_without_usage_is_said_unchecked_not_guessed(records: Records
 def test_a_codex_shell_call_renamed_out_of_the_shell_is_named(tmp_path: Path) -> None:
     records = CodexRecords()
     _codex_call(records.records, "call_read")["name"] = "read_file"  # same arguments, no longer the shell
-    assert evidence(records.read(tmp_path), records.entries).problems == [
+    problems = evidence(records.read(tmp_path), records.entries).problems
+    assert problems[0] == (
         'tool call call_read (read_file) differs from what the model sent: {"cmd": "cat -n lib/response.js"}'
+    )  # and its result, read as no shell's, shows Codex's header the model's shell result is read without
+    assert problems[1:] == [
+        'tool result for call_read (read_file, thread main) differs from what the model received: "Wall time: 0.01 '
+        'seconds Process exited with code 0 Output: 170 var etag = genera"'
     ]
 
 
@@ -326,3 +331,16 @@ def test_a_gemini_message_the_chat_record_keeps_no_tokens_for_is_said_unchecked(
     report = evidence(records.read(tmp_path), records.entries)
     assert report.problems == []
     assert report.unchecked == ["assistant message gemini-response-3 (thread main): the transcript records no usage"]
+
+
+def test_a_tool_result_cut_down_in_the_agents_record_is_named(records: Records, tmp_path: Path) -> None:
+    """A result the record shows less of than the model received is a forgery, not a match: the figures it moves
+    (the retrieval's residual) would stand on evidence that holds only a part of the truth."""
+    cut = EXPLORED.split("\n")[0]  # the answer's heading kept, what it found dropped
+    whole, part = json.dumps(EXPLORED)[1:-1], json.dumps(cut)[1:-1]
+    records.records = [json.loads(json.dumps(r).replace(whole, part)) for r in records.records]
+    session = records.read(tmp_path)
+    assert next(i.text for i in session.timeline if getattr(i, "call_id", "") == "call_explore") == cut
+    assert evidence(session, records.entries).problems == [
+        f'tool result for call_explore ({EXPLORE}, thread main) differs from what the model received: "{cut}"'
+    ]

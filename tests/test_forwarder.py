@@ -118,13 +118,22 @@ def test_custom_tools_pass_the_refusal() -> None:
 
 def test_only_the_messages_calls_are_forwarded() -> None:
     """Claude Code 2.1.332 calls POST /v1/messages?beta=true only (checked against the stand-in); count_tokens is
-    forwarded too; any other path is answered locally (404, or an empty model list) and never reaches the API."""
-    with fake_messages_api() as api, serve(AnthropicBackend(api_key=KEY, base_url=api.url)) as forwarder:
-        assert _post(forwarder.url, REQUEST, "/v1/files")[0] == 404
-        assert _post(forwarder.url, REQUEST, "/v1/messages/batches")[0] == 404
-        with urllib.request.urlopen(forwarder.url + "/v1/models", timeout=10) as models:
-            assert json.loads(models.read())["data"] == []
-    assert api.seen == []
+    forwarded too; any other path, query or model is refused and listed (a GET answered locally, an empty model
+    list), and never reaches the API."""
+    tried = ["/v1/files", "/v1/messages/batches", "/v1/messages/../messages/batches", "/v1/messages?beta=true&x=1",
+             "/v1/%6dessages", "/v1/messages/count_tokens?url=http://x"]  # fmt: skip
+    with fake_messages_api() as api:
+        backend = AnthropicBackend(api_key=KEY, base_url=api.url, model="m")
+        with serve(backend) as forwarder:
+            assert [_post(forwarder.url, REQUEST, path)[0] for path in tried] == [400] * len(tried)
+            assert _post(forwarder.url, {**REQUEST, "model": "claude-opus-4-1"})[0] == 400
+            with urllib.request.urlopen(forwarder.url + "/v1/models", timeout=10) as models:
+                assert json.loads(models.read())["data"] == []
+            refused = forwarder.refused
+            assert _post(forwarder.url, REQUEST)[0] == 200  # the configured model, on Claude Code's path
+    assert len(api.seen) == 1
+    assert len(refused) == len(tried) + 1 and "model 'claude-opus-4-1': only the configured model 'm'" in refused[-1]
+    assert "POST /v1/files: path '/v1/files': not one the agent's CLI needs" in refused[0]
 
 
 def test_the_agent_environment_holds_no_credential() -> None:

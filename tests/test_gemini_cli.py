@@ -31,7 +31,7 @@ from pytest_agent_eval.harness.drivers import TurnError
 from pytest_agent_eval.harness.provision import Provisioned, read_builds
 from pytest_agent_eval.metrics.contamination import contamination
 from pytest_agent_eval.metrics.evidence import evidence
-from pytest_agent_eval.model import GeminiCassetteBackend, ScriptedBackend, cassette_backend
+from pytest_agent_eval.model import GeminiCassetteBackend, GeminiForwarder, ScriptedBackend, cassette_backend, serve
 from pytest_agent_eval.model.record import read_requests
 from pytest_agent_eval.model.scripted import Turn
 from pytest_agent_eval.model.server import Faults
@@ -84,6 +84,16 @@ def test_the_without_arm_has_no_mcp_server_and_its_cli_call_is_denied_by_the_pol
     assert denied(arms[False], _offered_mcp).text.startswith("Tool execution denied by policy.")
 
 
+def test_gemini_clis_web_tools_are_switched_off_so_no_request_offers_them(arms: dict) -> None:
+    """google_web_search and web_fetch have the API search or fetch on its side (as googleSearch / urlContext): off
+    in the settings, never offered to the model; a request offering the API's own tools would be refused."""
+    for arm in arms.values():
+        offered = {t["name"] for r in arm.requests for group in r.get("tools") or []
+                   for t in group.get("functionDeclarations") or []}  # fmt: skip
+        assert "run_shell_command" in offered and not offered & {"google_web_search", "web_fetch"}, offered
+        assert all(set(group) == {"functionDeclarations"} for r in arm.requests for group in r.get("tools") or [])
+
+
 @pytest.mark.parametrize("has_tool", [True, False], ids=["with", "without"])
 def test_occupancy_of_the_gemini_session_matches_the_stand_ins_own_counts(arms: dict, has_tool: bool) -> None:
     """Σ|estimate − truth| / Σ truth over the families, ≤ 1%; the N-th response's truth is the N-th the stand-in
@@ -119,6 +129,23 @@ def test_the_session_agrees_with_what_the_model_received_and_a_forged_chat_recor
     problems = evidence(GEMINI.read_transcript([forged]), read_requests(arm.record)).problems
     assert any("differs from what the model received" in p for p in problems), problems
     assert any('(Bash) differs from what the model sent: {"command": "nl -ba ' in p for p in problems), problems
+
+
+def test_through_the_forwarders_allow_list_gemini_clis_own_requests_all_pass(
+    tmp_path: Path, real_tools: RealTools, gemini: Provisioned
+) -> None:
+    """In real-API mode the forwarder sends on only Gemini CLI's methods, for its model: the real CLI's requests (a
+    shell call and an answer) all pass it, none refused, each reaching the upstream (a stand-in on 127.0.0.1) with
+    the harness's key and the model the CLI was run with."""
+    with serve(GEMINI.block_probe("echo through")) as upstream:
+        forwarder = GeminiForwarder(api_key="the-harness-key", base_url=upstream.url, model=GEMINI.model)
+        arm = run_arm(GEMINI, tmp_path, real_tools.express, gemini, real_tools.cache, model=forwarder)
+        reached = [hit.path for hit in upstream.hits]
+    entries = read_requests(arm.record)
+    assert entries and [e["refused"] for e in entries] == [None] * len(entries), entries
+    assert len(reached) == len(entries) >= 2
+    assert all(path == f"/v1beta/models/{GEMINI.model}:streamGenerateContent?alt=sse" for path in reached), reached
+    assert evidence(arm.session, entries).intact
 
 
 def test_the_chat_record_is_copied_out_and_the_config_stays_the_harnesss(arms: dict) -> None:

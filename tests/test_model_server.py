@@ -589,7 +589,7 @@ def test_the_forwarding_backend_relays_an_upstream_stream_untouched() -> None:
             events, _ = _stream(server.url, _request(_user("q")))
             with pytest.raises(urllib.error.HTTPError) as missing:
                 _post(server.url, {"bad": True}, path="/v1/messages/x")
-        assert missing.value.code == 404
+        assert missing.value.code == 400  # no path of Claude Code's: refused, never sent on
         assert len(upstream.requests) == 1 and upstream.requests[0]["messages"] == [_user("q")]
     assert _assemble(events)["content"] == [text("from upstream")]
 

@@ -196,6 +196,26 @@ def test_a_child_session_not_kept_is_said_and_fails_the_evidence(tmp_path: Path)
     assert len([p for p in problems if "reached the model in request" in p]) == 4, problems  # 2 calls, 2 results
 
 
+def test_a_tool_result_cut_down_in_a_subagents_database_is_named(tmp_path: Path) -> None:
+    """The subagents' steps come out of OpenCode's database in the attempt's HOME, which the agent's shells can
+    write: a result shown there with less than the model received is a forgery, not a match."""
+    for path in (DATA / "delegated").iterdir():
+        shutil.copyfile(path, tmp_path / path.name)
+    whole = "./lib/response.js\\n./lib/router/index.js\\n./lib/router/route.js\\n./Readme.md\\n./History.md\\n"
+    kept = (tmp_path / "events.subagents").read_text(encoding="utf-8")
+    assert whole in kept
+    (tmp_path / "events.subagents").write_text(kept.replace(whole, "./lib/router/index.js\\n"), encoding="utf-8")
+    session = read_opencode(sorted(tmp_path.glob("events*.jsonl")), ("codegraph",))
+    cut = [c for c in session.calls if c.thread != MAIN and c.result and c.result.text == "./lib/router/index.js\n"]
+    assert len(cut) == 2  # each subagent's search
+    problems = evidence(session, read_requests(DATA / "delegated" / "requests.jsonl")).problems
+    assert problems == [
+        f'tool result for {call.id} (Bash, thread {call.thread}) differs from what the model received: '
+        '"./lib/router/index.js"'
+        for call in cut
+    ]
+
+
 def test_without_the_kept_config_mcp_tools_keep_opencodes_names(tmp_path: Path) -> None:
     shutil.copyfile(_segments("with")[0], tmp_path / "events.jsonl")
     session = read_opencode([tmp_path / "events.jsonl"])

@@ -449,6 +449,21 @@ def test_report_header_names_backend_arms_corpus_and_out(project, monkeypatch):
     )
 
 
+def test_a_kernel_whose_landlock_cannot_scope_signals_is_said_in_the_header(project, monkeypatch):
+    """Below Landlock ABI 6 the agent's shells could signal the CLI, the relay and the sandbox's init: the header
+    says so, as for any layer the kernel refuses; where it can (this kernel), no line."""
+    from pytest_agent_eval.harness import jail
+
+    assert jail.landlock_abi() >= jail.SCOPED_ABI and jail.scoping_caveat() is None
+    monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
+    (project.path / "conftest.py").write_text(  # the session's own process: a kernel with Landlock ABI 5
+        "from pytest_agent_eval.harness import jail\njail.landlock_abi = lambda: 5\n", encoding="utf-8"
+    )
+    result = project.pytester.runpytest("-p", "no:cacheprovider", "--arms", "with", "--agent-eval-out", "out")
+    result.stdout.fnmatch_lines([RUNTIMES, "agent-eval: landlock: signal scoping refused by this kernel (Landlock ABI"
+                                 " 5, 6 needed: Linux 6.12+): the agent's shells can signal*"])  # fmt: skip
+
+
 def test_without_settings_the_line_follows_the_collection_of_agent_items(project, monkeypatch):
     # Nothing given: the settings are resolved for the first agent item, and named once, after the collection.
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)

@@ -65,7 +65,9 @@ def agent_build(agent: CodingAgent, cache: Path, failures: FailureMemo) -> Provi
 
 
 @contextmanager
-def model_endpoint(cfg: AgentEvalConfig, api: str | None = None) -> Iterator[ModelEndpoint]:
+def model_endpoint(
+    cfg: AgentEvalConfig, api: str | None = None, agent: CodingAgent | None = None
+) -> Iterator[ModelEndpoint]:
     """The loopback model server of ``cfg.backend`` for an agent speaking ``api`` (the session's agent's when not
     given): a stand-in, a cassette, or the forwarder to the real API."""
     from pytest_agent_eval.model import ModelEndpoint, ScriptedBackend, make_backend, resolve_backend, serve
@@ -73,6 +75,9 @@ def model_endpoint(cfg: AgentEvalConfig, api: str | None = None) -> Iterator[Mod
     # the forwarder (anthropic, openai, gemini): the agent's CLI gets its loopback URL, not the key
     name = resolve_backend(cfg.backend, api or cfg.agent.api)
     options: dict[str, Any] = {"paths": cfg.cassettes} if name == "cassette" else {}
+    configured = getattr(agent or cfg.agent, "model", None)  # the model Codex and Gemini CLI are told to ask for
+    if name in ("openai", "gemini") and isinstance(configured, str):
+        options["model"] = configured  # the forwarder sends on requests for that model only
     backend = step(f"model backend {name}", lambda: make_backend(name, **options))
     if isinstance(backend, ScriptedBackend):  # the stand-in calls the tool under test by its own names
         backend = replace(backend, explore=cfg.tool.explore, cli=cfg.tool.cli, answers=cfg.stand_in_answers)
@@ -103,7 +108,7 @@ class ModelServers:
 
         name = resolve_backend(self.cfg.backend, agent.api)
         if name not in self._started:
-            self._started[name] = self._stack.enter_context(model_endpoint(self.cfg, agent.api))
+            self._started[name] = self._stack.enter_context(model_endpoint(self.cfg, agent.api, agent))
         return self._started[name]
 
     def close(self) -> None:
@@ -421,7 +426,7 @@ class ItemLife:
         workspace = self.workspace(indexed, scratch / "workspace")
         block = self.cli_block(build, scratch / "shim")
         with ExitStack() as stack:
-            endpoint = stack.enter_context(model_endpoint(self.cfg, self.agent.api))
+            endpoint = stack.enter_context(model_endpoint(self.cfg, self.agent.api, self.agent))
             setup = self.setup(tool_build, workspace, run_dir, endpoint.url)
             config = self.configure(setup, block)
             sandbox = stack.enter_context(self.sandbox(build, tool_build, workspace, block, config, endpoint))

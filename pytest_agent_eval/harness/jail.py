@@ -18,14 +18,19 @@ interpreter's start-up, ``ctypes``); this one is a Perl program of a few lines, 
 ``/usr/bin/perl`` is part of every Debian and Ubuntu system (``perl-base`` is Essential) and of most others; where
 there is none the sandbox is an error saying so (:class:`JailUnavailable`), never a sandbox without the jail.
 
-The domain restricts nothing else: the one file-system right it handles is making block devices, which no process
-in the sandbox may do anyway (a ruleset must handle one right to exist). ``landlock_restrict_self`` needs no new
+The domain restricts nothing else on the file system: the one right it handles is making block devices, which no
+process in the sandbox may do anyway (a ruleset must handle one right to exist). Where the kernel has Landlock ABI 6,
+it is also scoped: its processes cannot signal (stop, kill) a process outside it — the CLI, the relay, the sandbox's
+init — nor connect to an abstract Unix socket bound outside it; where it has not, the header says so
+(:func:`scoping_caveat`). ``landlock_restrict_self`` needs no new
 privileges, which bubblewrap always sets; the ruleset's descriptor is close-on-exec, so bash never holds it.
 """
 
 from __future__ import annotations
 
 import atexit
+import ctypes
+import functools
 import os
 import shutil
 import tempfile
@@ -39,12 +44,20 @@ SHELL_NAME = "bash"
 # (Gemini CLI).
 PASSWD, SHELL_VAR, PATH_LOOKUP = "passwd", "SHELL", "PATH"
 SHELL_SOURCES = (PASSWD, SHELL_VAR, PATH_LOOKUP)
+SCOPED_ABI = 6  # the Landlock ABI that scopes signals and abstract Unix sockets (Linux 6.12)
+_LANDLOCK_CREATE_RULESET, _VERSION_FLAG = 444, 1
 
 # Landlock's calls have one number on every architecture (Linux 5.13+): 444 landlock_create_ruleset, 446
-# landlock_restrict_self; 2048 is LANDLOCK_ACCESS_FS_MAKE_BLOCK, the first (and only) field of
-# struct landlock_ruleset_attr. A string argument of Perl's syscall is passed as a pointer to its bytes.
-_DOMAIN = r"""my $attr = pack("Q", 2048);  # a variable: syscall may write into a string it is given
-my $ruleset = syscall(444, $attr, 8, 0);
+# landlock_restrict_self; 2048 is LANDLOCK_ACCESS_FS_MAKE_BLOCK, the first field of struct landlock_ruleset_attr.
+# From ABI 6 (Linux 6.12) its third field, ``scoped``, takes LANDLOCK_SCOPE_ABSTRACT_UNIX_SOCKET (1) and
+# LANDLOCK_SCOPE_SIGNAL (2): the domain's processes can then neither signal a process outside it (the CLI, the
+# relay, the sandbox's init: kill, tgkill, a pidfd's signal, SIGIO) nor connect to an abstract Unix socket bound
+# outside it. The ABI is asked first (flag 1, LANDLOCK_CREATE_RULESET_VERSION); below 6 the domain is made without
+# the scope, and the report's header says so (:func:`scoping_caveat`). A string argument of Perl's syscall is
+# passed as a pointer to its bytes, a number as it is (0: a null pointer).
+_DOMAIN = r"""my $abi = syscall(444, 0, 0, 1);
+my $attr = $abi >= @SCOPED_ABI@ ? pack("QQQ", 2048, 0, 3) : pack("Q", 2048);  # a variable: syscall may write into it
+my $ruleset = syscall(444, $attr, length($attr), 0);
 if ($ruleset < 0) {
     print STDERR "agent-eval: landlock: no ruleset ($!); the kernel needs Landlock (5.13+); the command was not run\n";
     exit @REFUSED@;
@@ -103,6 +116,7 @@ def launcher() -> str:
     for name, program in (("jail", _LAUNCHER), (f"shell/{SHELL_NAME}", _SHELL)):
         script = folder / name
         text = program.replace("@PERL@", PERL).replace("@BASH@", bash).replace("@REFUSED@", str(REFUSED_STATUS))
+        text = text.replace("@SCOPED_ABI@", str(SCOPED_ABI))
         script.write_text(text, encoding="utf-8")
         script.chmod(0o555)
     _launcher.append(str(folder / "jail"))
@@ -114,3 +128,28 @@ def jailed_shell() -> str:
     own first, for an agent that looks its shell up rather than behind a prefix (``CodingAgent.shell_from``). Its
     name is ``bash``: an agent may pick the shell's syntax by the file's name (Codex does), or look ``bash`` up."""
     return str(Path(launcher()).parent / "shell" / SHELL_NAME)
+
+
+@functools.cache
+def landlock_abi() -> int:
+    """The kernel's Landlock ABI version (0 where it has none): the version the jail's domains are made under."""
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        version = libc.syscall(_LANDLOCK_CREATE_RULESET, None, ctypes.c_size_t(0), ctypes.c_uint32(_VERSION_FLAG))
+    except (OSError, AttributeError):
+        return 0
+    return max(0, int(version))
+
+
+def scoping_caveat(abi: int | None = None) -> str | None:
+    """What the report's header says where the kernel's Landlock cannot scope signals and abstract Unix sockets
+    (ABI below :data:`SCOPED_ABI`): the agent's shells could then stop or kill the CLI, the relay and the sandbox's
+    init. None where it can (or where there is no Landlock at all: the sandbox is then an error naming the layer)."""
+    abi = landlock_abi() if abi is None else abi
+    if abi == 0 or abi >= SCOPED_ABI:
+        return None
+    return (
+        f"agent-eval: landlock: signal scoping refused by this kernel (Landlock ABI {abi}, {SCOPED_ABI} needed: "
+        "Linux 6.12+): the agent's shells can signal (stop, kill) the CLI, the relay and the sandbox's init, and "
+        "connect to abstract Unix sockets outside their domain; renice stays refused (seccomp)"
+    )

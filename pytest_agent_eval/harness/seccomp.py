@@ -22,7 +22,7 @@ from pathlib import Path
 # processes' memory and descriptors, mounts and namespaces (a mask could come off), the kernel itself (modules,
 # kexec, BPF, perf), the clock, accounting, swap, the NUMA policy of the machine, file handles that step
 # outside a mount (open_by_handle_at: the "shocker" escape), userfaultfd (a race amplifier of kernel exploits),
-# io_uring (its operations pass the filter unseen; Docker denies it too).
+# io_uring (its operations pass the filter unseen; Docker denies it too). Another process's priority: below.
 DENIED_EPERM = (
     "add_key", "keyctl", "request_key",
     "ptrace", "process_vm_readv", "process_vm_writev", "pidfd_getfd", "kcmp", "process_madvise",
@@ -60,6 +60,12 @@ PER_LINUX = 0
 AF_UNIX, AF_INET, AF_INET6, AF_NETLINK = 1, 2, 10, 16
 SOCKET_FAMILIES = (AF_UNIX, AF_INET, AF_INET6, AF_NETLINK)
 AF_MAX = 64
+# Another process's scheduling: renicing (or re-prioritising) the CLI, the relay or the sandbox's init would starve
+# the processes that watch the agent, which Landlock's signal scoping does not cover. A process may change its own
+# (``nice``: the target 0, "the caller"); (call, argument holding the target, argument holding its kind or None,
+# the one kind allowed: a process, never a group or a user).
+OTHER_SCHEDULING = (("setpriority", 1, 0, 0), ("ioprio_set", 1, 0, 1), ("sched_setscheduler", 0, None, 0),
+                    ("sched_setparam", 0, None, 0), ("sched_setattr", 0, None, 0))  # fmt: skip
 
 
 class SeccompError(RuntimeError):
@@ -96,6 +102,10 @@ def build_filter() -> bytes:
     for request in (TIOCSTI, TIOCLINUX):
         deny(errno.EPERM, "ioctl", seccomp.Arg(1, seccomp.MASKED_EQ, 0xFFFFFFFF, request))
     deny(errno.EPERM, "personality", seccomp.Arg(0, seccomp.NE, PER_LINUX))
+    for name, target, kind, process in OTHER_SCHEDULING:
+        deny(errno.EPERM, name, seccomp.Arg(target, seccomp.NE, 0))
+        if kind is not None:
+            deny(errno.EPERM, name, seccomp.Arg(kind, seccomp.NE, process))
     for family in range(AF_MAX):
         if family not in SOCKET_FAMILIES:
             deny(errno.EAFNOSUPPORT, "socket", seccomp.Arg(0, seccomp.EQ, family))

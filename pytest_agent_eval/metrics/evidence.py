@@ -15,8 +15,10 @@ transcript must agree with them:
   agent's own reader (``common_call``: Codex's ``exec_command{cmd}`` is ``Bash{command}``), and the prompt size is
   the whole prompt (``input_tokens``, ``promptTokenCount``); a prompt size one side does not record is listed as
   unchecked, never guessed;
-* every tool result of the transcript reached the model: a request carried a result for that call whose text holds
-  the transcript's (blanks and ``<system-reminder>`` blocks aside: the CLI adds reminders and reshapes content);
+* every tool result of the transcript reached the model: a request carried a result for that call whose text, as
+  the agent's own reader shows it (Codex's shell header, Gemini CLI's ``<untrusted_context>`` wrapping taken off by
+  the reader's own function), is the transcript's (blanks and ``<system-reminder>`` blocks aside: the CLI adds
+  reminders and reshapes content), never a part of it (:func:`_agrees`);
   a result no request carried is allowed only where the run was cut off after it (no request followed its call);
 * every tool call and result a request carried is in the transcript.
 
@@ -52,7 +54,6 @@ SHOWN_CHARS = 80
 _REMINDER = re.compile(r"<system-reminder>.*?</system-reminder>", re.S)
 _BLANKS = re.compile(r"\s+")
 _TRUNCATED = re.compile(r"\u2026\d+ (?:tokens|chars) truncated\u2026")  # Codex CLI's mark of a cut-out middle
-_ANCHOR = 64  # characters of a cut result's head that must recur where the received head begins
 
 
 @dataclass
@@ -91,6 +92,8 @@ class _Received:
     sent_calls: dict[str, tuple[str, Any]] = field(default_factory=dict)  # call id → (tool name, input) as sent
     calls: dict[str, tuple[str, int]] = field(default_factory=dict)  # call id → (tool name, first request carrying it)
     results: dict[str, dict[str, int]] = field(default_factory=dict)  # call id → {result text: first request}
+    # call id → its results as the agent's reader shows them (the API's documented transformation applied)
+    shown: dict[str, set[str]] = field(default_factory=dict)
     streamed_gemini: int = 0  # Gemini API responses streamed so far (a Gemini CLI message is named by its place)
     # (id, call ids, text) of the responses to requests offering tools, in order: what an agent's own message ids
     # are paired with
@@ -123,8 +126,16 @@ class _Received:
                 if block.get("type") == "tool_use" and isinstance(block.get("id"), str):
                     self.calls.setdefault(block["id"], (str(block.get("name") or "?"), number))
                 elif block.get("type") == "tool_result" and isinstance(block.get("tool_use_id"), str):
-                    texts = self.results.setdefault(block["tool_use_id"], {})
-                    texts.setdefault(result_text(block.get("content")), number)
+                    text = result_text(block.get("content"))  # the Messages API's: shown as it was carried
+                    self._carried(block["tool_use_id"], text, text, number)
+
+    def _carried(self, call_id: str, text: str, shown: str, number: int) -> None:
+        self.results.setdefault(call_id, {}).setdefault(text, number)
+        self.shown.setdefault(call_id, set()).add(_comparable(shown))
+
+    def _name(self, call_id: str) -> str:
+        """The call's name in the common vocabulary, as a request or a response carried it ('' if none did)."""
+        return (self.calls.get(call_id) or self.sent_calls.get(call_id) or ("",))[0]
 
     def _keep_usage(self, response_id: str, usage: Usage | None) -> None:
         if usage is not None:
@@ -148,7 +159,8 @@ class _Received:
             elif item.get("type") in _OUTPUT_ITEMS:
                 output = item.get("output")
                 text = output if isinstance(output, str) else codex.text_of(output)
-                self.results.setdefault(item["call_id"], {}).setdefault(text, number)
+                shown = codex.shown_output(output, self._name(item["call_id"]))[0]
+                self._carried(item["call_id"], text, shown, number)
 
     def _read_gemini(self, number: int, request: dict[str, Any], response: Any, streamed: bool) -> None:
         """A Gemini API exchange (Gemini CLI): calls are ``functionCall`` parts (keyed by ``id``), results
@@ -175,7 +187,8 @@ class _Received:
                     self.calls.setdefault(call["id"], (gemini.common_call(call)[0], number))
                 elif isinstance(answer, dict) and isinstance(answer.get("id"), str):
                     text = gemini.response_output(answer.get("response"))[0]
-                    self.results.setdefault(answer["id"], {}).setdefault(text, number)
+                    shown = gemini.shown_response(answer.get("response"), self._name(answer["id"]))[0]
+                    self._carried(answer["id"], text, shown, number)
 
 
 def reached_the_model(entries: Sequence[dict[str, Any]]) -> bool:
@@ -287,12 +300,12 @@ def _disagreements(session: Session, received: _Received) -> tuple[list[str], li
             continue
         answered.add(item.call_id)
         what = f"tool result for {item.call_id} ({names.get(item.call_id, '?')}, thread {item.thread})"
-        carried = received.results.get(item.call_id)
+        carried = received.shown.get(item.call_id)
         if carried is None:
             if item.call_id not in received.calls and any(item.call_id in ids for ids in received.sent.values()):
                 continue  # the run stopped after the call ran: no request followed it
             problems.append(f"{what} is in the transcript, but no request carried it to the model")
-        elif not any(_holds(_comparable(text), _comparable(item.text)) for text in carried):
+        elif not any(_agrees(text, _comparable(item.text)) for text in carried):
             shown = _comparable(item.text)[:SHOWN_CHARS]
             problems.append(f'{what} differs from what the model received: "{shown}"')
     transcript_calls = set(names)
@@ -360,21 +373,21 @@ def _call_ids(content: Any) -> set[str]:
     return {str(b["id"]) for b in _tool_uses(content)}
 
 
-def _holds(carried: str, shown: str) -> bool:
-    """Whether what the model received holds what the transcript shows. Codex CLI cuts a long result's middle out
-    twice, to different budgets: for the model in tokens, for its rollout in characters (``…N tokens truncated…``,
-    ``…N chars truncated…``); then the transcript's head must begin where the received head does and agree with it
-    as far as both go, and its tail likewise end the received tail."""
-    if shown in carried:
+def _agrees(carried: str, shown: str) -> bool:
+    """Whether the transcript shows exactly what the model received (both as the agent's reader shows them, blanks
+    and reminders aside): equal, never a part of it — a record that shows less than it carried is a forgery. The one
+    exception is Codex CLI's, which cuts a long result's middle out twice, to different budgets: for the model in
+    tokens, for its rollout in characters (``…N tokens truncated…``, ``…N chars truncated…``); then both must begin
+    and end exactly alike, the transcript's head agreeing with the received head as far as both go, and its tail
+    likewise with the received tail."""
+    if shown == carried:
         return True
     cut_shown, cut_carried = _TRUNCATED.split(shown, maxsplit=1), _TRUNCATED.split(carried, maxsplit=1)
     if len(cut_shown) != 2 or len(cut_carried) != 2:
         return False
     (head, tail), (carried_head, carried_tail) = cut_shown, cut_carried
-    start = carried_head.find(head[:_ANCHOR])
-    if start < 0 or (len(tail) >= _ANCHOR and not carried_tail.endswith(tail[-_ANCHOR:])):
+    if not (head and tail and carried_head and carried_tail):  # an honest cut keeps both ends
         return False
-    carried_head = carried_head[start:]
     both = min(len(head), len(carried_head)), min(len(tail), len(carried_tail))
     return (
         head[: both[0]] == carried_head[: both[0]]

@@ -6,7 +6,9 @@ sends each Messages request (and each token count) on to the API with the real c
 (usage included). Only the client's ``anthropic-*``, ``user-agent`` and ``x-app`` headers pass; its own auth
 headers never do. The API is ``ANTHROPIC_BASE_URL`` of the harness's environment (the public API when unset), and
 ``HTTPS_PROXY``/``HTTP_PROXY`` of that environment are honoured. What the server refuses before anything is
-forwarded: :mod:`.refusal`.
+forwarded: :mod:`.refusal`. It is an allow-list (:meth:`AnthropicBackend.forward_refusal`): only ``POST
+/v1/messages`` and ``POST /v1/messages/count_tokens``, with no query or ``beta=true`` (Claude Code's), and, when
+given one, for the configured model; anything else is refused before anything is sent.
 """
 
 from __future__ import annotations
@@ -18,10 +20,11 @@ from typing import Any
 from pytest_agent_eval.settings.config import is_real_key
 
 from .server import Passthrough
-from .upstream import checked_url, forwarder_description, post
+from .upstream import checked_url, forwarder_description, model_refusal, path_refusal, post
 
 API_URL = "https://api.anthropic.com"
 _FORWARDED_HEADERS = ("anthropic-version", "anthropic-beta", "user-agent", "x-app")
+PATHS = {path: ("", "beta=true") for path in ("/v1/messages", "/v1/messages/count_tokens")}  # what Claude Code calls
 
 
 class AnthropicBackend:
@@ -31,6 +34,7 @@ class AnthropicBackend:
         base_url: str | None = None,
         timeout: float = 600.0,
         auth_token: str | None = None,
+        model: str | None = None,
     ) -> None:
         key = api_key if api_key is not None else os.environ.get("ANTHROPIC_API_KEY")
         token = auth_token if auth_token is not None else os.environ.get("ANTHROPIC_AUTH_TOKEN")
@@ -41,7 +45,13 @@ class AnthropicBackend:
         else:
             raise ValueError("the anthropic backend needs a real ANTHROPIC_API_KEY (or ANTHROPIC_AUTH_TOKEN)")
         self.base_url = checked_url(base_url or os.environ.get("ANTHROPIC_BASE_URL") or API_URL, "ANTHROPIC_BASE_URL")
-        self.timeout = timeout
+        self.timeout, self.model = timeout, model
+
+    def forward_refusal(self, raw_path: str, request: Any) -> str | None:
+        """Why the request on ``raw_path`` is not sent on; None when it is one Claude Code makes (for the configured
+        model, when one is given: Claude Code names a dated model for an alias, and a small one for side requests)."""
+        asked = request.get("model") if isinstance(request, dict) else None
+        return path_refusal(raw_path, PATHS) or model_refusal(asked, self.model)
 
     def describe(self) -> str:
         return forwarder_description(self.base_url)

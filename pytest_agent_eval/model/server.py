@@ -13,9 +13,14 @@ and, with ``truth_log`` (or ``AGENT_EVAL_TRUTH_LOG`` in the environment), append
 keyed by the reply's message id, which the transcript records too.
 
 It keeps the evidence of what the model saw: with a :class:`~.record.RequestLog` every request it received, and
-what it answered, is appended to the log's file (see :mod:`.record`). It refuses, with HTTP 400, a Messages
-request that would have the API run tools on its own side (:mod:`.refusal`), and lists what it refused
-(:attr:`RunningServer.refused`).
+what it answered, is appended to the log's file (see :mod:`.record`). It refuses, with HTTP 400, a request of any
+of the three APIs that would have the API run tools on its own side (:mod:`.refusal`), and, in front of a
+forwarder, any request the forwarder's allow-list does not hold (``forward_refusal``: another path, method, query
+or model), and lists what it refused (:attr:`RunningServer.refused`).
+
+The stand-in's simulated prompt cache is per item: a server serves one item at a time (its request log pointed at
+the item's record), and the cache is emptied when the log is pointed elsewhere, so ``cache_read_input_tokens``
+never confirms a block of another item's prompt.
 """
 
 from __future__ import annotations
@@ -41,7 +46,7 @@ from .opencode import is_opencode_request
 from .opencode import read_turn as read_opencode_turn
 from .opencode import render as render_opencode
 from .record import RequestLog
-from .refusal import refusal, responses_refusal
+from .refusal import gemini_refusal, refusal, responses_refusal
 from .responses import as_requested, assemble_response, output_items, read_turn, response_json, usage_json
 from .responses import stream_events as response_events
 from .sse import Reply, assemble, message_json, new_id, stream_events
@@ -141,7 +146,7 @@ class _Server(ThreadingHTTPServer):
         self.refused: list[str] = []
         self.faults = faults
         self.truth_log = truth_log
-        self.usage_model = UsageModel()
+        self._usage_model, self._cache_owner = UsageModel(), log.path
         self.truth: list[Truth] = []
         self.stopping = threading.Event()
         self.lock = threading.Lock()
@@ -149,6 +154,15 @@ class _Server(ThreadingHTTPServer):
         self.token_counts: list[dict[str, Any]] = []
         self.hits: list[Hit] = []
         self.errors: list[str] = []
+
+    @property
+    def usage_model(self) -> UsageModel:
+        """The simulated prompt cache of the item being served: a fresh one whenever the request log is pointed at
+        another item's record (see the module docstring)."""
+        with self.lock:
+            if self.log.path != self._cache_owner:
+                self._usage_model, self._cache_owner = UsageModel(), self.log.path
+            return self._usage_model
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A client that hangs up mid-stream (a CLI timing out, a test's broken read) is not a server error."""
@@ -244,6 +258,10 @@ class _Handler(BaseHTTPRequestHandler):
             return
         reason = refusal(body) if path in ("/v1/messages", "/v1/messages/count_tokens") else None
         reason = responses_refusal(body) if path == "/v1/responses" else reason
+        reason = gemini_refusal(body) if model_method(path) is not None else reason
+        allowed = getattr(self.server.backend, "forward_refusal", None)  # a forwarder's allow-list
+        if reason is None and callable(allowed):
+            reason = allowed(self.path, body)
         if reason is not None:
             with self.server.lock:
                 self.server.refused.append(f"{self.command} {path}: {reason}")

@@ -11,7 +11,7 @@ import urllib.error
 import urllib.request
 from collections.abc import Iterator, Mapping
 from typing import Any
-from urllib.parse import urlsplit
+from urllib.parse import unquote, urlsplit
 
 from .server import Passthrough
 
@@ -23,6 +23,28 @@ def checked_url(url: str, setting: str) -> str:
     if parts.scheme not in ("http", "https") or not parts.hostname:
         raise ValueError(f"{setting} must be an http(s) URL with a host, not {url!r}")
     return url
+
+
+def path_refusal(raw: str, allowed: Mapping[str, tuple[str, ...]]) -> str | None:
+    """Why a request on ``raw`` (its path and query as the client sent them) is not one a forwarder sends on: its path
+    must be one of ``allowed`` (path → the queries it may carry), exactly, with nothing encoded or relative in it."""
+    parts = urlsplit(raw)
+    if unquote(raw) != raw or "/." in parts.path or "//" in parts.path or parts.fragment:
+        return f"path {raw!r}: encoded, relative or doubled segments; only the CLI's own paths are forwarded"
+    if parts.path not in allowed:
+        listed = f" ({', '.join(sorted(allowed))})" if allowed else ""
+        return f"path {parts.path!r}: not one the agent's CLI needs{listed}"
+    if parts.query not in allowed[parts.path]:
+        return f"query {parts.query!r} on {parts.path}: only {', '.join(repr(q) for q in allowed[parts.path])}"
+    return None
+
+
+def model_refusal(asked: Any, model: str | None) -> str | None:
+    """Why a request for model ``asked`` is not forwarded: the forwarder holds the agent's configured ``model``
+    (None: the CLI names its model itself, and any is sent on)."""
+    if model is None or asked == model:
+        return None
+    return f"model {asked!r}: only the configured model {model!r} is forwarded"
 
 
 def forwarder_description(base_url: str) -> str:

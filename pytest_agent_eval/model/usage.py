@@ -17,7 +17,8 @@ near 4.5, as on the real tokenizer, so no single chars/token ratio prices both e
 tool_result's framing (type, ``tool_use_id``, content array) costs a few dozen tokens whatever its size.
 
 Split: the longest prefix (in whole units: system, tools, then each content block) shared with an
-earlier request is ``cache_read``; of the new part, a few tokens are plain ``input`` (what follows the
+earlier request (of the same item: the server gives each item a :class:`UsageModel` of its own) is
+``cache_read``; of the new part, a few tokens are plain ``input`` (what follows the
 client's last cache breakpoint) and the rest ``cache_creation``. So ``input + cache_read +
 cache_creation`` is the whole prompt, as in the real API.
 

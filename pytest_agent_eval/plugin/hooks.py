@@ -344,10 +344,13 @@ class AgentEvalPlugin:
         return self.header_lines()
 
     def header_lines(self) -> list[str]:
-        """The settings line, and which bubblewrap and Node.js the agents will run with (the machine's or bundled)."""
+        """The settings line, which bubblewrap and Node.js the agents will run with (the machine's or bundled), and
+        what the kernel's Landlock cannot scope here, if anything (docs/sandbox.md)."""
+        from pytest_agent_eval.harness.jail import scoping_caveat
         from pytest_agent_eval.harness.runtimes import header_line
 
-        return [self.settings_line(), header_line()]
+        caveat = scoping_caveat()
+        return [self.settings_line(), header_line(), *([caveat] if caveat else [])]
 
     def settings_line(self) -> str:
         """The model (and why ``auto`` chose it), the arms (and the agents, when several are listed), the corpus and

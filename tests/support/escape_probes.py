@@ -2,10 +2,12 @@
 that tries each and prints ``<attempt>: <outcome>`` — ``ALLOWED`` when it got through, else the error it met.
 
 Shared by tests/test_escape.py's checks of the bare sandbox and of the real Claude Code CLI (whose replayed agent
-runs the script from its Bash tool). The CLI the attempts aim at is the process named ``claude``, or the one
-``ESCAPE_TARGET`` names (a shell standing in for it). Every attempt is harmless when it gets through: a sysctl is
-written with the value it holds, a key is added to the process's own keyring (gone with it) unless the caller
-asks for the user keyring, a traced process is let go at once.
+runs the script from its Bash tool). It also tries to signal and renice the processes that watch the agent: the CLI,
+the sandbox's init (pid 1) and, where one runs, the relay. The CLI the attempts aim at is the process named
+``claude``, or the one ``ESCAPE_TARGET`` names (a shell standing in for it). Every attempt is harmless when it gets
+through: a sysctl is written with the value it holds, a key is added to the process's own keyring (gone with it)
+unless the caller asks for the user keyring, a traced process is let go at once, a signal is 0, a priority the one
+the process has.
 """
 
 from __future__ import annotations
@@ -61,6 +63,31 @@ try:  # the CLI's memory: code written there would forge what it records
         out("cli memory", True)
 except OSError as exc:
     out("cli memory", False, exc.strerror)
+def relay_pid():
+    """The relay's pid (the sandbox's side of the model's port), when one runs here."""
+    for pid in (p for p in os.listdir("/proc") if p.isdigit()):
+        try:
+            if b"pytest_agent_eval.harness.relay" in open(f"/proc/{pid}/cmdline", "rb").read():
+                return int(pid)
+        except OSError:
+            pass
+    return None
+
+
+# The processes that watch the agent: signal 0 (checked as any signal is, delivers none) and a renice to the
+# priority each already has, both harmless when they get through.
+watchers = [("cli", target), ("init", 1)] + ([("relay", relay_pid())] if relay_pid() else [])
+for name, pid in watchers:
+    try:
+        os.kill(pid, 0)
+        out(f"kill {name}", True)
+    except OSError as exc:
+        out(f"kill {name}", False, exc.strerror)
+    try:
+        os.setpriority(os.PRIO_PROCESS, pid, os.getpriority(os.PRIO_PROCESS, pid))
+        out(f"renice {name}", True)
+    except OSError as exc:
+        out(f"renice {name}", False, exc.strerror)
 if call("ptrace", 16, target, 0, 0) >= 0:  # PTRACE_ATTACH; let go at once
     os.waitpid(target, 0x40000000)
     libc.syscall(NR["ptrace"], 17, target, 0, 0)

@@ -580,19 +580,14 @@ class _Rollout:
         call_id = str(item.get("call_id") or "")
         output = item.get("output")
         call = self.calls.get(call_id)
-        if isinstance(output, list) and output and _HEADER_RE.match(text_of(output[:1])):
-            output_text = text_of(output[1:])  # an MCP result behind Codex's "Wall time: …\nOutput:" part
-        else:
-            output_text = output if isinstance(output, str) else text_of(output)
-        text, is_error = output_text, item.get("success") is False
-        if call is not None and call.name == SHELL_NAME:
-            text, is_error = command_output(output_text)
+        text, is_error = shown_output(output, call.name if call is not None else "")
+        is_error = is_error if call is not None and call.name == SHELL_NAME else item.get("success") is False
         result = ToolResult(call_id, text, is_error, self.thread, content_chars(output))
         if call is not None:
             call.result = result
         self.session.timeline.append(result)
         if call is not None and call.name == SPAWN_TOOL:
-            self._subagent(call_id, spawned_agent(output_text))
+            self._subagent(call_id, spawned_agent(text))
 
     def _subagent(self, call_id: str, agent_id: str | None) -> None:
         """The thread ``spawn_agent`` started, read in the call's thread; said when it was not kept."""
@@ -644,6 +639,18 @@ def _command_line(argv: Any) -> str:
     if len(argv) == 3 and argv[1] in ("-lc", "-c") and Path(argv[0]).name in ("bash", "sh", "zsh"):
         return argv[2]
     return shlex.join(argv)
+
+
+def shown_output(output: Any, name: str) -> tuple[str, bool]:
+    """A ``function_call_output``'s output (of the rollout, or of a Responses request) as the session shows it, for
+    a call named ``name`` in the common vocabulary, and whether it failed: an MCP result without Codex's ``Wall time:
+    …\nOutput:`` part, a shell's own output without its header (:func:`command_output`). The one transformation
+    between what the model received and what the session shows (the evidence applies it to the request's side)."""
+    if isinstance(output, list) and output and _HEADER_RE.match(text_of(output[:1])):
+        text = text_of(output[1:])  # an MCP result behind Codex's "Wall time: …\nOutput:" part
+    else:
+        text = output if isinstance(output, str) else text_of(output)
+    return command_output(text) if name == SHELL_NAME else (text, False)
 
 
 def command_output(output: str) -> tuple[str, bool]:

@@ -13,6 +13,8 @@ under. The rest of ``~/.gemini`` is the agent's (a turn's shell may write polici
   (``GEMINI_API_KEY``; a real key stays outside the sandbox, with the forwarder) and ``security.auth.selectedType =
   "gemini-api-key"``; one attempt per request (``general.maxAttempts = 1``, no retry of fetch errors): the harness
   retries attempts, and an unreachable model must fail the turn, not be retried for minutes.
+- Its web tools off (``tools.exclude``: ``google_web_search``, ``web_fetch``, which Gemini CLI runs as requests
+  offering the API's own ``googleSearch`` / ``urlContext``).
 - Usage statistics, telemetry and auto-update off; ``-m`` always names the model (the default ``auto`` adds
   routing requests).
 - The with-arm's retrieval tool is ``mcpServers.NAME`` with ``trust: true`` (its calls are not confirmed).
@@ -71,6 +73,8 @@ TRUSTED_FOLDERS_FILE = Path("agent-eval") / "trusted-folders.json"
 KEY_VAR, BASE_URL_VAR = "GEMINI_API_KEY", "GOOGLE_GEMINI_BASE_URL"
 TRUSTED_FOLDERS_VAR = "GEMINI_CLI_TRUSTED_FOLDERS_PATH"
 STANDIN_API_KEY = "agent-eval-local-stand-in"
+# Gemini CLI's web tools, which have the API search or fetch on its side (the model boundary refuses them too).
+WEB_TOOLS = ("google_web_search", "web_fetch")
 # A deny rule's priority within its tier (0-999): the admin tier's, above any user or workspace rule.
 DENY_PRIORITY = 900
 # No folder trusted by the file (the longest matching path decides): the session's trust is --skip-trust's alone.
@@ -102,6 +106,8 @@ def settings_json(mcp_servers: Sequence[McpServer]) -> str:
     settings: dict = {
         # folder trust on: the settings load before --skip-trust then sees the workspace untrusted (module docstring)
         "security": {"auth": {"selectedType": "gemini-api-key"}, "folderTrust": {"enabled": True}},
+        # its web tools off: they reach the model as the API's own googleSearch / urlContext (docs/agents/gemini.md)
+        "tools": {"exclude": list(WEB_TOOLS)},
         "privacy": {"usageStatisticsEnabled": False},
         "telemetry": {"enabled": False},
         "general": {

@@ -158,6 +158,17 @@ def response_output(response: Any) -> tuple[str, bool]:
     return (output if isinstance(output, str) else json.dumps(output, ensure_ascii=False)), False
 
 
+def shown_response(response: Any, name: str) -> tuple[str, bool]:
+    """A ``functionResponse.response`` (of the chat record, or of a Gemini API request) as the session shows it, for
+    a call named ``name`` in the common vocabulary, and whether it failed: without the CLI's ``<untrusted_context>``
+    wrapper, a shell's own output without its ``Output:`` and trailer (:func:`shell_output`). The one transformation
+    between what the model received and what the session shows (the evidence applies it to the request's side)."""
+    text, is_error = response_output(response)
+    if name == SHELL_NAME and not is_error:
+        return shell_output(text)
+    return unwrapped(text), is_error
+
+
 def unwrapped(output: str) -> str:
     """A tool's output without the ``<untrusted_context>`` wrapper the CLI puts around it for the model."""
     inner = _UNTRUSTED_RE.fullmatch(output)
@@ -554,12 +565,8 @@ class _Chat:
         name = str(answer.get("name") or "")
         call_id = model_call_id(str(answer.get("id") or ""), name)
         raw = answer.get("response")
-        text, is_error = response_output(raw)
         call = self.calls.get(call_id)
-        if call is not None and call.name == SHELL_NAME and not is_error:
-            text, is_error = shell_output(text)
-        else:
-            text = unwrapped(text)
+        text, is_error = shown_response(raw, call.name if call is not None else "")
         return ToolResult(call_id, text, is_error, self.thread, content_chars(raw))
 
     def _result(self, answer: dict[str, Any]) -> None:
