@@ -133,6 +133,14 @@ EVICTION_TOOL_SHARE = 0.05
 # Assistant content that may hold more than it shows: a model counts thinking it streams summarised or not at all.
 THINKING_BLOCKS = frozenset({"thinking", "redacted_thinking"})
 
+# What tokenizers produce on what a session holds: dense source and JSON near 2 chars/token, prose near 4.5, the
+# densest (digits, punctuation runs, non-Latin text) above 1. A ratio outside this range was not measured on text:
+# growth the transcript does not show, or shedding, made it (docs/metrics/occupancy.md, "Sanity").
+PLAUSIBLE_CHARS_PER_TOKEN = (1.0, 8.0)
+# The cross-check flags a run whose residual lies off the simple estimate's by more than the larger error bar and
+# this share (a bar of a few gaps can be 0).
+CROSS_CHECK_MIN_SHARE = 0.05
+
 # How the ratio was obtained: on clean gaps, on every growing gap, or not at all.
 # BOUND: every gap that could measure it holds thinking that may hide growth; the least dense bounds it.
 MEASURED, ALL_GAPS, BOUND, DEFAULT = "measured", "all gaps", "bound", "default"
@@ -175,6 +183,11 @@ class Occupancy:
     turns: int = 0
     window: int = WINDOW_TOKENS
     tokens_processed: int = 0
+    # The sanity check (docs/metrics/occupancy.md, "Sanity"): the simple calibrated estimate's ratio and resident
+    # tokens, and, where this residual lies off it by more than the error bars, what differs ("" where it agrees).
+    simple_chars_per_token: float = 0.0
+    simple_residual: int = 0
+    cross_check: str = ""
     # Asked for (occupancy(by_request=True)), not stored: per main-thread request, its prompt size ("ctx") and
     # each family's resident tokens as it was sent. report.html draws it; the last one is the residual above.
     by_request: list[dict[str, int]] = field(default_factory=list)
@@ -219,6 +232,9 @@ class Occupancy:
             "turns": self.turns,
             "window": self.window,
             "tokens_processed": self.tokens_processed,
+            "simple_chars_per_token": self.simple_chars_per_token,
+            "simple_residual": self.simple_residual,
+            "cross_check": self.cross_check,
         }
 
 
@@ -236,6 +252,7 @@ class _Gap:
     hidden: float = 0.0  # tokens its thinking hid, as the segment's declared output tells them (0: not told)
     thinking_tokens: float = 0.0  # its visible thinking, priced (see _declared_output)
     returned: float = 0.0  # earlier visible thinking a shrink left out that this gap sent again, priced (_returning)
+    returned_hidden: float = 0.0  # of it, thinking the declared output told was hidden: still growth nothing shows
     results: list[tuple[str, int, int]] = field(default_factory=list)  # (family, chars, frame), in order
     uuids: list[str] = field(default_factory=list)  # each result's event, as a compaction names what it keeps
     clearings: list[tuple[int, frozenset[str]]] = field(default_factory=list)  # (results before, kept) per boundary
@@ -343,12 +360,14 @@ def occupancy(
     """Residual context occupancy of the session's main thread at its last request (``by_request``: and at each
     request before it, in :attr:`Occupancy.by_request`)."""
     ctxs, gaps, compactions = _gaps(session, tool)
+    simple = _simple(gaps)
     thinking_ratio, thinking_measured = _declared_output(session, gaps)
     _returning(gaps)
     pricing = _calibrate(gaps)
     if any(g.returned and not g.measured for g in gaps):
         for gap in gaps:  # net of the thinking, such a gap does not read like the others: it did not come back there
             gap.returned = gap.returned if gap.measured else 0.0
+            gap.returned_hidden = gap.returned_hidden if gap.measured else 0.0
             gap.measured = False
         pricing = _calibrate(gaps)
     out = Occupancy(
@@ -422,7 +441,7 @@ def occupancy(
             thinking.append((gap.thinking_tokens, True))
         if gap.returned:
             thinking.append((gap.returned, True))
-        excess = gap.delta - tool_tokens - pricing.rest(gap)
+        excess = gap.delta - tool_tokens - pricing.rest(gap) + gap.returned_hidden  # hidden, come back: not shown
         if gap.results and excess > max(EVICTION_FLOOR_TOKENS, EVICTION_TOOL_SHARE * gap.delta):
             unexplained.append((excess, gap.thinking_blocks > 0))
     if by_request and ctxs:
@@ -441,7 +460,23 @@ def occupancy(
     out.evicted = round(evicted)
     out.unexplained = round(sum(tokens for tokens, _ in unexplained))
     out.unexplained_thinking = round(sum(tokens for tokens, thinking in unexplained if thinking))
+    _cross_check(out, simple)
     return out
+
+
+def _cross_check(out: Occupancy, simple: SimpleEstimate) -> None:
+    """Hold the residual against the simple estimate's: past the larger error bar (and CROSS_CHECK_MIN_SHARE, and the
+    eviction floor), say so in :attr:`Occupancy.cross_check`."""
+    out.simple_chars_per_token = round(simple.chars_per_token, 3)
+    out.simple_residual = sum(simple.residual.values())
+    refined = sum(out.residual.values())
+    bar = max(out.dispersion or 0.0, simple.dispersion or 0.0, CROSS_CHECK_MIN_SHARE)
+    off = refined - out.simple_residual
+    if abs(off) > max(EVICTION_FLOOR_TOKENS, bar * max(refined, out.simple_residual)):
+        out.cross_check = (
+            f"residual {refined:,} tok vs the simple estimate's {out.simple_residual:,} "
+            f"({simple.chars_per_token:.2f} chars/tok): {off:+,} tok, beyond ±{bar:.0%}"
+        )
 
 
 def _gaps(session: Session, tool: RetrievalTool) -> tuple[list[int], list[_Gap], int]:
@@ -572,15 +607,17 @@ def _returning(gaps: list[_Gap]) -> None:
     is given it as ``returned`` (at the price it had). The calibration decides: the gap prices its results net of it
     only where, net of it, it reads like the run's other gaps (``occupancy`` clears it elsewhere and calibrates
     again)."""
-    resident = left = 0.0
+    resident = left = hidden = left_hidden = 0.0
     for g in gaps:
         if g.clearings:  # a compaction's summary replaces it
-            resident = left = 0.0
+            resident = left = hidden = left_hidden = 0.0
         elif g.delta < 0 and not g.results and resident and -g.delta >= resident / SHED_FACTOR:
-            left, resident = left + resident, 0.0
+            left, resident, left_hidden, hidden = left + resident, 0.0, left_hidden + hidden, 0.0
         elif g.delta > 0:
-            g.returned, left = left, 0.0
-            resident += g.thinking_tokens + g.returned
+            g.returned, g.returned_hidden, left, left_hidden = left, left_hidden, 0.0, 0.0
+            # Thinking the declared output told was hidden leaves and comes back alike.
+            resident += g.thinking_tokens + g.returned + g.hidden
+            hidden += g.hidden + g.returned_hidden
 
 
 def _calibrate(gaps: list[_Gap]) -> _Pricing:
@@ -809,3 +846,61 @@ def _evict_oldest(resident: deque[_Resident], tokens: float) -> float:
             evicted += tokens
             tokens = 0
     return evicted
+
+
+@dataclass
+class SimpleEstimate:
+    """The simple calibrated estimate (docs/metrics/occupancy.md, "Sanity"): one chars/token pooled over the clean gaps
+    that are mostly tool result and hold no thinking (else over every growing gap without thinking), every result
+    priced at it by its characters, compactions and micro-compaction as usual. ``dispersion``: its error bar, as :attr:`Occupancy.dispersion` is occupancy's."""
+
+    chars_per_token: float
+    calibration: str
+    dispersion: float | None
+    residual: dict[str, int]
+
+
+def simple_estimate(session: Session, tool: RetrievalTool = CODEGRAPH) -> SimpleEstimate:
+    """The simple calibrated estimate of the session's main thread at its last request (see :class:`SimpleEstimate`)."""
+    _, gaps, _ = _gaps(session, tool)
+    return _simple(gaps)
+
+
+def _simple(gaps: list[_Gap]) -> SimpleEstimate:
+    clean = [g for g in gaps if g.clean and g.tool_dominated and not g.thinking_blocks]
+    calibration = MEASURED if clean else ALL_GAPS
+    clean = clean or [g for g in gaps if g.cleared_at is None and g.delta > 0 and g.chars and not g.thinking_blocks]
+    grown = sum(g.delta for g in clean)
+    ratio = sum(g.chars for g in clean) / grown if grown > 0 else 0.0
+    if not plausible(ratio):
+        ratio, calibration = DEFAULT_CHARS_PER_TOKEN, DEFAULT
+    resident: deque[_Resident] = deque()
+    for gap in gaps:
+        start = 0
+        for index, kept in gap.clearings:
+            resident.extend(_Resident(f, c / ratio, c, u) for (f, c, _), u in zip(gap.results[start:index],
+                                                                                  gap.uuids[start:index], strict=True))
+            start = index
+            _compact(resident, kept)
+        appended = [_Resident(f, c / ratio, c, u) for (f, c, _), u in zip(gap.results[start:], gap.uuids[start:],
+                                                                           strict=True)]
+        resident.extend(appended)
+        shortfall = sum(r.tokens for r in appended) - gap.delta
+        if not gap.clearings and shortfall > max(EVICTION_FLOOR_TOKENS, EVICTION_TOOL_SHARE * (shortfall + gap.delta)):
+            _evict_oldest(resident, shortfall)
+    left = dict.fromkeys(FAMILIES, 0.0)
+    for r in resident:
+        left[r.family] += r.tokens
+    errors = sorted(
+        abs(sum(chars for _, chars, _ in g.results) / ratio - g.delta) / g.delta
+        for g in clean
+        if not g.thinking_blocks and max(chars for _, chars, _ in g.results) >= DISPERSION_RESULT_SHARE * g.chars
+    )
+    dispersion = errors[(len(errors) - 1) // 2] if errors else None
+    return SimpleEstimate(ratio, calibration, dispersion, {f: round(t) for f, t in left.items()})
+
+
+def plausible(chars_per_token: float) -> bool:
+    """A chars/token some tokenizer produces on text a session holds (:data:`PLAUSIBLE_CHARS_PER_TOKEN`)."""
+    low, high = PLAUSIBLE_CHARS_PER_TOKEN
+    return low <= chars_per_token <= high

@@ -45,6 +45,8 @@ def render_occupancy(o: Occupancy, tool: RetrievalTool = CODEGRAPH) -> str:
         measure += f" · evicted {o.evicted:,} tok"
     if o.unexplained > 0:  # growth no visible content explains: hidden thinking, CLI reminders; in base, not a result
         measure += f" · unexplained {o.unexplained:,} tok ({o.unexplained_thinking:,} with thinking)"
+    if o.cross_check:  # the refined pricing and the simple calibrated estimate disagree beyond their error bars
+        measure += f"\n  cross-check: {o.cross_check}"
     return "\n".join(
         [
             "Residual context occupancy at end of run:",
