@@ -20,6 +20,7 @@ from pytest_agent_eval.metrics.occupancy import (
     CALL_FRAME_CHARS,
     DEFAULT,
     FAMILIES,
+    IMPLAUSIBLE,
     MEASURED,
     MESSAGE_FRAME_CHARS,
     PROSE_CHARS_PER_TOKEN,
@@ -27,6 +28,7 @@ from pytest_agent_eval.metrics.occupancy import (
     Occupancy,
     family,
     occupancy,
+    simple_estimate,
 )
 from pytest_agent_eval.model.scripted import thinking_text
 from pytest_agent_eval.model.usage import count_tokens, text_tokens
@@ -417,6 +419,46 @@ def test_a_gap_far_denser_than_the_others_beyond_their_spread_is_not_calibrated_
     o = occupancy(t.session())
     assert o.chars_per_token == pytest.approx(8_000 / 4_005)
     assert o.evicted == 0 and o.unexplained == pytest.approx(1_500, abs=30)
+
+
+def test_a_ratio_no_tokenizer_produces_is_never_used_and_the_block_says_what_was_measured():
+    # Every gap grew by 3,500 tokens for 2,000 characters, 0.57 chars/token: growth the transcript does not show.
+    t = Transcript()
+    ctx = 10_000
+    for _ in range(4):
+        step(t, ctx, "Read", 1_994)
+        ctx += 3_500
+    t.say("done", ctx=ctx)
+    o = occupancy(t.session())
+    assert o.calibration == IMPLAUSIBLE and o.implausible_chars_per_token == pytest.approx(0.58, abs=0.02)
+    assert o.chars_per_token == simple_estimate(t.session()).chars_per_token == 3.0  # neither measure is a ratio
+    assert o.residual["read"] == pytest.approx(4 * 1_994 / 3.0, rel=0.01)  # not 4 × 3,500 of growth
+    assert o.evicted == 0 and o.unexplained > 4 * 2_500
+    assert "(the gaps measured 0.57, which no tokenizer produces)" in render_occupancy(o)
+
+
+def test_the_simple_estimate_cross_checks_the_residual_and_the_block_says_where_they_disagree():
+    # Ordinary gaps: the two agree within their error bars.
+    t = Transcript()
+    for ctx in (10_000, 11_000, 12_000):
+        step(t, ctx, "Read", 1_994)
+    t.say("done", ctx=13_000)
+    o = occupancy(t.session())
+    assert o.simple_chars_per_token == pytest.approx(2.0, rel=0.01) and o.simple_residual == 2_991
+    assert o.cross_check == "" and "cross-check" not in render_occupancy(o)
+    # Thinking streamed empty counted 4,000 tokens, then left when the CLI resumed: occupancy takes the shrink from
+    # that growth, the simple estimate from the results (it evicts them), so they disagree, and the block says so.
+    t = Transcript()
+    step(t, 10_000, "Read", 1_994)
+    call = tool_use("Read")
+    t.message({"type": "thinking", "thinking": "", "signature": "sig"}, call, ctx=11_000)
+    t.reply(call["id"], "x" * 1_994)
+    t.say("next question", ctx=16_000)
+    t.say("done", ctx=12_000)
+    o = occupancy(t.session())
+    assert o.evicted < 20 and o.simple_residual < sum(o.residual.values()) / 2  # a rounding, not a shedding
+    assert o.cross_check.startswith(f"residual {sum(o.residual.values()):,} tok vs the simple estimate's ")
+    assert f"\n  cross-check: {o.cross_check}" in render_occupancy(o)
 
 
 def test_a_shrink_takes_unexplained_growth_before_any_result():

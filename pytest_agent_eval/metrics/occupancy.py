@@ -144,6 +144,8 @@ CROSS_CHECK_MIN_SHARE = 0.05
 # How the ratio was obtained: on clean gaps, on every growing gap, or not at all.
 # BOUND: every gap that could measure it holds thinking that may hide growth; the least dense bounds it.
 MEASURED, ALL_GAPS, BOUND, DEFAULT = "measured", "all gaps", "bound", "default"
+# IMPLAUSIBLE: the gaps measured a ratio no tokenizer produces; results are priced at the simple estimate's instead.
+IMPLAUSIBLE = "implausible"
 
 
 def family(tool_name: str, tool: RetrievalTool = CODEGRAPH) -> str:
@@ -187,6 +189,7 @@ class Occupancy:
     # tokens, and, where this residual lies off it by more than the error bars, what differs ("" where it agrees).
     simple_chars_per_token: float = 0.0
     simple_residual: int = 0
+    implausible_chars_per_token: float | None = None  # what the gaps measured where calibration is IMPLAUSIBLE
     cross_check: str = ""
     # Asked for (occupancy(by_request=True)), not stored: per main-thread request, its prompt size ("ctx") and
     # each family's resident tokens as it was sent. report.html draws it; the last one is the residual above.
@@ -234,6 +237,7 @@ class Occupancy:
             "tokens_processed": self.tokens_processed,
             "simple_chars_per_token": self.simple_chars_per_token,
             "simple_residual": self.simple_residual,
+            "implausible_chars_per_token": self.implausible_chars_per_token,
             "cross_check": self.cross_check,
         }
 
@@ -329,6 +333,7 @@ class _Pricing:
     framing: float = 0.0  # tokens per framing character of a result: 0 where no small gap measures it
     framing_calibration: str = DEFAULT
     family_ratio: dict[str, float] = field(default_factory=dict)
+    implausible: float | None = None  # the ratio measured, where no tokenizer produces it (_sane)
 
     @property
     def rest_framing(self) -> float:
@@ -370,6 +375,7 @@ def occupancy(
             gap.returned_hidden = gap.returned_hidden if gap.measured else 0.0
             gap.measured = False
         pricing = _calibrate(gaps)
+    pricing = _sane(pricing, gaps, simple)
     out = Occupancy(
         ctx_final=ctxs[-1] if ctxs else 0,
         ctx_base=ctxs[0] if ctxs else 0,
@@ -380,6 +386,7 @@ def occupancy(
         framing_tokens_per_char=pricing.framing,
         framing=pricing.framing_calibration,
         family_chars_per_token=dict(pricing.family_ratio),
+        implausible_chars_per_token=pricing.implausible,
         compactions=compactions,
         turns=len(ctxs),
         window=window,
@@ -656,6 +663,18 @@ def _calibrate(gaps: list[_Gap]) -> _Pricing:
     return _Pricing(DEFAULT_CHARS_PER_TOKEN, DEFAULT, 0.0)
 
 
+def _sane(pricing: _Pricing, gaps: list[_Gap], simple: SimpleEstimate) -> _Pricing:
+    """A ratio no tokenizer produces is never used: growth the transcript does not show (or shedding) made it. Then
+    no gap measures its results, every result is priced at the simple estimate's ratio (or the default), and the
+    calibration says what was measured (``implausible``); a family's implausible ratio is dropped."""
+    pricing.family_ratio = {f: r for f, r in pricing.family_ratio.items() if plausible(r)}
+    if plausible(pricing.chars_per_token):
+        return pricing
+    for g in gaps:
+        g.measured = False
+    return _Pricing(simple.chars_per_token, IMPLAUSIBLE, implausible=pricing.chars_per_token)
+
+
 def _net(g: _Gap, framing: float | None) -> float:
     """The growth of a gap's shown content: less its visible thinking at the prose ratio, the thinking it hid (where
     told), and its framing at ``framing`` tokens a character (``None``: framing characters are characters like any,
@@ -744,7 +763,10 @@ def _measure_kept(
         frame += gap.calls[i][1]
     rest = summary / PROSE_CHARS_PER_TOKEN + calls / pricing.chars_per_token + frame * pricing.rest_framing
     measured = growth - rest - sum(r.tokens for r in resident if r.uuid not in mine)
-    if not 1 / SHED_FACTOR <= measured / priced <= SHED_FACTOR:
+    # A bound prices results at most at what they cost (every measuring gap may hide growth): any measure below it
+    # that some tokenizer could produce stands.
+    low = sum(r.chars for r in here) / PLAUSIBLE_CHARS_PER_TOKEN[1] if pricing.calibration == BOUND else None
+    if not (low or priced / SHED_FACTOR) <= measured <= priced * SHED_FACTOR:
         return []
     return [(r, r.tokens * measured / priced) for r in here]
 
@@ -852,7 +874,8 @@ def _evict_oldest(resident: deque[_Resident], tokens: float) -> float:
 class SimpleEstimate:
     """The simple calibrated estimate (docs/metrics/occupancy.md, "Sanity"): one chars/token pooled over the clean gaps
     that are mostly tool result and hold no thinking (else over every growing gap without thinking), every result
-    priced at it by its characters, compactions and micro-compaction as usual. ``dispersion``: its error bar, as :attr:`Occupancy.dispersion` is occupancy's."""
+    priced at it by its characters, compactions and micro-compaction as usual. ``dispersion``: its error bar, as
+    :attr:`Occupancy.dispersion` is occupancy's."""
 
     chars_per_token: float
     calibration: str
@@ -894,7 +917,7 @@ def _simple(gaps: list[_Gap]) -> SimpleEstimate:
     errors = sorted(
         abs(sum(chars for _, chars, _ in g.results) / ratio - g.delta) / g.delta
         for g in clean
-        if not g.thinking_blocks and max(chars for _, chars, _ in g.results) >= DISPERSION_RESULT_SHARE * g.chars
+        if g.results and max(chars for _, chars, _ in g.results) >= DISPERSION_RESULT_SHARE * g.chars
     )
     dispersion = errors[(len(errors) - 1) // 2] if errors else None
     return SimpleEstimate(ratio, calibration, dispersion, {f: round(t) for f, t in left.items()})
