@@ -372,8 +372,16 @@ def test_a_result_kept_across_a_compaction_is_measured_against_the_first_request
 def test_growth_after_a_compaction_far_beyond_the_kept_results_is_not_theirs():
     # Files the CLI restores after a compaction (not in the transcript) grow the request too: beyond SHED_FACTOR of
     # the kept results' prices, the request is not measuring them, and they keep their prices.
-    o, priced = _compacted_after_a_dense_read(3_000)
+    o, priced = _compacted_after_a_dense_read(6_000)
     assert o.residual["read"] == pytest.approx(priced, abs=2)
+
+
+def test_read_results_a_compaction_evicted_and_the_cli_restored_are_not_the_kept_results():
+    # Claude Code 2.1.332 restores the files whose Read results the boundary evicted, appended to the last kept result:
+    # the two earlier Reads (at their price) came back with it, and the kept Read measures what is left.
+    o, priced = _compacted_after_a_dense_read(2 * round(1_000 - (6 + STEP_FRAMING) / 2) + 1_100)
+    assert o.residual["read"] == pytest.approx(1_100, abs=3) and priced < 1_000
+    assert o.evicted == pytest.approx(2 * priced)  # they left the window's results all the same
 
 
 def test_a_second_compaction_evicts_what_the_first_kept_unless_it_keeps_it_again():

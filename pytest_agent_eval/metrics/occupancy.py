@@ -71,6 +71,7 @@ ratio or a gap measured on the very gap it is tested on would hide its own error
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -369,6 +370,15 @@ def occupancy(
     thinking_ratio, thinking_measured = _declared_output(session, gaps)
     _returning(gaps)
     pricing = _calibrate(gaps)
+    if pricing.framing_calibration == MEASURED and any(g.hidden for g in gaps):
+        # The declared output's structure is the prompt's kind of framing: at the density the small gaps measured,
+        # not the stand-in's, what the thinking hid is told again (the tokenizer decides how dense JSON is).
+        for gap in gaps:
+            gap.hidden = 0.0
+            gap.measured = False
+        thinking_ratio, thinking_measured = _declared_output(session, gaps, pricing.framing)
+        _returning(gaps)
+        pricing = _calibrate(gaps)
     if any(g.returned and not g.measured for g in gaps):
         for gap in gaps:  # net of the thinking, such a gap does not read like the others: it did not come back there
             gap.returned = gap.returned if gap.measured else 0.0
@@ -423,14 +433,17 @@ def occupancy(
             # The summary replaces everything before the boundary but what it keeps, this gap's earlier results too;
             # the gap's growth mixes the summary with the shedding, so it says nothing more.
             start = 0
+            restorable: list[_Resident] = []  # Read results the last boundary evicted: the CLI may restore them
             for index, kept in gap.clearings:
                 append(gap, start, index)
                 start = index
-                evicted += _compact(resident, kept)
+                restorable = []
+                evicted += _compact(resident, kept, restorable)
                 unexplained.clear()
                 thinking.clear()
             append(gap, start)
-            for r, tokens in _measure_kept(gap, resident, ctxs[number + 1] - ctxs[0], pricing):
+            restored = sum(r.tokens for r in restorable if r.family == "read")
+            for r, tokens in _measure_kept(gap, resident, ctxs[number + 1] - ctxs[0], pricing, restored):
                 contributed[r.family] += tokens - r.tokens
                 r.tokens = tokens
             continue
@@ -554,7 +567,9 @@ def _message_frame(message: Message) -> int:
     return frame
 
 
-def _declared_output(session: Session, gaps: list[_Gap]) -> tuple[float, bool]:
+def _declared_output(
+    session: Session, gaps: list[_Gap], framing: float = OUTPUT_FRAMING_TOKENS_PER_CHAR
+) -> tuple[float, bool]:
     """What a stream-json segment's ``result`` declares, its output tokens (every request's summed, thinking the model
     did not stream included), tells of its thinking; a subagent's output or a compaction's summary would be in the sum
     too, so such a segment tells nothing. Where one gap of the segment holds thinking that may hide, the sum less what
@@ -578,7 +593,7 @@ def _declared_output(session: Session, gaps: list[_Gap]) -> tuple[float, bool]:
                     del declared[segment]
                 continue
             shown[segment] += (
-                item.output_chars / PROSE_CHARS_PER_TOKEN + _message_frame(item) * OUTPUT_FRAMING_TOKENS_PER_CHAR
+                item.output_chars / PROSE_CHARS_PER_TOKEN + _message_frame(item) * framing
             )
             for block in item.blocks:
                 if block.get("type") == "thinking":
@@ -742,14 +757,18 @@ def _drop_unexplained(unexplained: list[tuple[float, bool]], tokens: float) -> f
 
 
 def _measure_kept(
-    gap: _Gap, resident: deque[_Resident], growth: float, pricing: _Pricing
+    gap: _Gap, resident: deque[_Resident], growth: float, pricing: _Pricing, restored: float = 0.0
 ) -> list[tuple[_Resident, float]]:
     """The results of a boundary's gap that the boundary keeps, measured: the request after a compaction holds the
     session's context again (Claude Code 2.1.332 re-sends the first request's reminders, appended to the last message
     it keeps), the summary, the kept calls and the kept results. So its growth over the session's first request
     (``growth``), less what the gap shows after the boundary, the kept calls and the results already priced, is what
     this gap's kept results cost. Each with its measured price; none where the measure is beyond SHED_FACTOR of their
-    prices (the first request was not the context's)."""
+    prices (the first request was not the context's).
+
+    Claude Code 2.1.332 can also restore the files whose Read results the boundary evicted (``restored``: their prices),
+    appended to the last kept result, which no transcript shows: where the measure less them lies nearer the kept
+    results' prices than the measure does, they were restored and are no part of it."""
     index, kept = gap.clearings[-1]
     mine = {uuid: i for i, uuid in enumerate(gap.uuids[:index]) if uuid and uuid in kept}
     here = [r for r in resident if r.uuid in mine]
@@ -763,6 +782,10 @@ def _measure_kept(
         frame += gap.calls[i][1]
     rest = summary / PROSE_CHARS_PER_TOKEN + calls / pricing.chars_per_token + frame * pricing.rest_framing
     measured = growth - rest - sum(r.tokens for r in resident if r.uuid not in mine)
+    if restored and measured - restored > 0 and abs(math.log((measured - restored) / priced)) < abs(
+        math.log(max(measured, 1.0) / priced)
+    ):
+        measured -= restored
     # A bound prices results at most at what they cost (every measuring gap may hide growth): any measure below it
     # that some tokenizer could produce stands.
     low = sum(r.chars for r in here) / PLAUSIBLE_CHARS_PER_TOKEN[1] if pricing.calibration == BOUND else None
@@ -771,8 +794,9 @@ def _measure_kept(
     return [(r, r.tokens * measured / priced) for r in here]
 
 
-def _compact(resident: deque[_Resident], kept: frozenset[str]) -> float:
-    """A compaction: every resident result leaves but those the boundary names as kept; the tokens that left."""
+def _compact(resident: deque[_Resident], kept: frozenset[str], left: list[_Resident] | None = None) -> float:
+    """A compaction: every resident result leaves (into ``left``, where given) but those the boundary names as kept;
+    the tokens that left."""
     evicted = 0.0
     for _ in range(len(resident)):
         r = resident.popleft()
@@ -780,6 +804,8 @@ def _compact(resident: deque[_Resident], kept: frozenset[str]) -> float:
             resident.append(r)
         else:
             evicted += r.tokens
+            if left is not None:
+                left.append(r)
     return evicted
 
 
