@@ -1,0 +1,72 @@
+"""Occupancy holds whatever the tokenizer: every bench class, made with the stand-in counting under each of its
+counting models (its own, uniform chars/token, o200k_base, cl100k_base; bench/make_occupancy_sessions.py), held to
+its figure, beside the simple calibrated estimate (docs/metrics/occupancy.md, "Accuracy against the truth")."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+_spec = importlib.util.spec_from_file_location("occupancy_accuracy", BENCH / "occupancy_accuracy.py")
+accuracy = importlib.util.module_from_spec(_spec)
+sys.modules["occupancy_accuracy"] = accuracy  # its dataclass looks its module up
+_spec.loader.exec_module(accuracy)
+
+MODELS = ("stand-in", "uniform", "o200k_base", "cl100k_base")
+CLASSES = ("ordinary", "multi-turn", "growth", "hidden-thinking", "long-thinking", "compaction")
+GOAL = 0.01
+# Each class's mean error as bench/occupancy_accuracy.py measures it, rounded up: a change that loses accuracy fails.
+FIGURES = {
+    "stand-in": {"calibration": 0.0055, "held-out": 0.0095, "ordinary": 0.0040, "multi-turn": 0.0035,
+                 "growth": 0.135, "hidden-thinking": 0.0070, "long-thinking": 0.0090, "compaction": 0.0085},
+    "uniform": {"ordinary": 0.0055, "multi-turn": 0.0045, "growth": 0.170, "hidden-thinking": 0.0130,
+                "long-thinking": 0.0100, "compaction": 0.0085},
+    "o200k_base": {"ordinary": 0.0050, "multi-turn": 0.0040, "growth": 0.155, "hidden-thinking": 0.0070,
+                   "long-thinking": 0.0080, "compaction": 0.0080},
+    "cl100k_base": {"ordinary": 0.0045, "multi-turn": 0.0040, "growth": 0.155, "hidden-thinking": 0.0075,
+                    "long-thinking": 0.0085, "compaction": 0.0085},
+}  # fmt: skip
+# Where the goal is not met yet, and why (docs/metrics/occupancy.md, "What it cannot see"): context the server counts
+# beside a result with nothing in the transcript to tell it, on a family's only gap, reads as that family's density.
+MISSES = {("stand-in", "growth"), ("uniform", "growth"), ("o200k_base", "growth"), ("cl100k_base", "growth"),
+          ("uniform", "hidden-thinking")}  # fmt: skip
+# Sessions that evict results the server never dropped: the growth class's, where the ratio read its context.
+FALSE_EVICTIONS = {("uniform", "growth"): 2, ("o200k_base", "growth"): 1, ("cl100k_base", "growth"): 1}
+
+
+@pytest.fixture(scope="module")
+def scores():
+    return {model: accuracy.score(sessions, truth) for model, sessions, truth in accuracy.corpora()}
+
+
+def test_every_class_is_made_under_every_counting_model(scores):
+    assert set(scores) == set(MODELS)
+    for model in MODELS:
+        assert set(CLASSES) <= set(scores[model]), model
+        assert all(scores[model][cls].sessions >= 2 for cls in CLASSES), model
+
+
+@pytest.mark.parametrize(("model", "cls"), [(m, c) for m in MODELS for c in FIGURES[m]])
+def test_each_class_holds_its_figure(scores, model, cls):
+    s = scores[model][cls]
+    assert s.mean <= FIGURES[model][cls]
+    if (model, cls) not in MISSES:
+        assert s.mean <= GOAL
+    assert s.false_evictions == FALSE_EVICTIONS.get((model, cls), 0)
+
+
+@pytest.mark.parametrize(("model", "cls"), [(m, c) for m in MODELS for c in FIGURES[m] if c != "growth"])
+def test_occupancy_is_no_worse_than_the_simple_estimate_on_any_class(scores, model, cls):
+    s = scores[model][cls]
+    assert s.mean <= s.simple_mean
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_what_the_server_hid_is_reported_as_unexplained_not_priced(scores, model):
+    # Thinking the server counted and did not stream: within 3% summed over the class, under every counting model.
+    s = scores[model]["hidden-thinking"]
+    assert s.unexplained == pytest.approx(s.hidden, rel=0.03)
