@@ -485,14 +485,16 @@ def occupancy(
 
 
 def _cross_check(out: Occupancy, simple: SimpleEstimate) -> None:
-    """Hold the residual against the simple estimate's: past the larger error bar (and CROSS_CHECK_MIN_SHARE, and the
-    eviction floor), say so in :attr:`Occupancy.cross_check`."""
+    """Hold the residual against the simple estimate's, where its ratio was measured: past the larger error bar (and
+    CROSS_CHECK_MIN_SHARE, and the eviction floor), say so in :attr:`Occupancy.cross_check`."""
     out.simple_chars_per_token = round(simple.chars_per_token, 3)
     out.simple_residual = sum(simple.residual.values())
     refined = sum(out.residual.values())
     bar = max(out.dispersion or 0.0, simple.dispersion or 0.0, CROSS_CHECK_MIN_SHARE)
     off = refined - out.simple_residual
-    if abs(off) > max(EVICTION_FLOOR_TOKENS, bar * max(refined, out.simple_residual)):
+    # A simple estimate whose ratio no clean gap measured checks nothing.
+    beyond = abs(off) > max(EVICTION_FLOOR_TOKENS, bar * max(refined, out.simple_residual))
+    if simple.calibration == MEASURED and beyond:
         out.cross_check = (
             f"residual {refined:,} tok vs the simple estimate's {out.simple_residual:,} "
             f"({simple.chars_per_token:.2f} chars/tok): {off:+,} tok, beyond ±{bar:.0%}"
