@@ -100,40 +100,56 @@ def score(
     scores: dict[str, ClassScore] = {}
     for first in first_segments(sessions):
         session = read_segments(segment_files(first))
-        truth = resident_truth(session, counts)
-        if truth is None:
-            print(f"{first}: no truth for its last request, skipped")
-            continue
-        occ = occupancy(session)
-        simple = simple_estimate(session)
         split = first.relative_to(sessions).parts[0]
-        s = scores.setdefault(split, ClassScore())
-        truly = evicted_truth(session, counts) or 0
-        s.sessions += 1
-        s.evicted += occ.evicted
-        s.truly_evicted += truly
-        s.false_evictions += not truly and occ.evicted > EVICTION_FLOOR_TOKENS
-        s.unexplained += occ.unexplained
-        s.hidden += last_count(session, counts).hidden
-        s.disagree += bool(occ.cross_check)
-        for fam in FAMILIES:
-            estimate, actual = occ.residual[fam], truth[fam]
-            if not (estimate or actual):
-                continue
-            error = estimate - actual
-            s.errors += abs(error)
-            s.simple_errors += abs(simple.residual[fam] - actual)
-            s.truths += actual
+        label = [model, split, first.parent.name]
+        if not score_session(session, counts, scores.setdefault(split, ClassScore()), rows, label):
+            print(f"{first}: no truth for its last request, skipped")
+    return {split: s for split, s in scores.items() if s.sessions}
+
+
+def score_session(
+    session: Session,
+    counts: dict[str, PromptCount],
+    s: ClassScore,
+    rows: list[list[str]] | None = None,
+    label: list[str] = (),
+    families: dict[str, ClassScore] | None = None,
+) -> bool:
+    """One session held against the server's ``counts`` (keyed by its messages), added to ``s`` (and each family's
+    figures to ``families``); ``rows`` gets one per family, led by ``label``. False where no count is its last
+    request's."""
+    truth = resident_truth(session, counts)
+    if truth is None:
+        return False
+    occ = occupancy(session)
+    simple = simple_estimate(session)
+    truly = evicted_truth(session, counts) or 0
+    s.sessions += 1
+    s.evicted += occ.evicted
+    s.truly_evicted += truly
+    s.false_evictions += not truly and occ.evicted > EVICTION_FLOOR_TOKENS
+    s.unexplained += occ.unexplained
+    s.hidden += last_count(session, counts).hidden
+    s.disagree += bool(occ.cross_check)
+    for fam in FAMILIES:
+        estimate, actual = occ.residual[fam], truth[fam]
+        if not (estimate or actual):
+            continue
+        for target in (s, *([families.setdefault(fam, ClassScore())] if families is not None else [])):
+            target.errors += abs(estimate - actual)
+            target.simple_errors += abs(simple.residual[fam] - actual)
+            target.truths += actual
             if actual >= SIZABLE_TOKENS:
-                s.worst = max(s.worst, abs(error) / actual)
-            s.misses += not within(estimate, actual)
-            s.families += 1
-            if rows is not None:
-                relative = f"{error / actual:+.1%}" if actual else "n/a"
-                ok = "" if within(estimate, actual) else "MISS"
-                rows.append([model, split, first.parent.name, fam, f"{actual:,}", f"{estimate:,}", f"{error:+,}",
-                             relative, f"{simple.residual[fam]:,}", ok])  # fmt: skip
-    return scores
+                target.worst = max(target.worst, abs(estimate - actual) / actual)
+            target.misses += not within(estimate, actual)
+            target.families += 1
+        if rows is not None:
+            error = estimate - actual
+            relative = f"{error / actual:+.1%}" if actual else "n/a"
+            ok = "" if within(estimate, actual) else "MISS"
+            rows.append([*label, fam, f"{actual:,}", f"{estimate:,}", f"{error:+,}", relative,
+                         f"{simple.residual[fam]:,}", ok])  # fmt: skip
+    return True
 
 
 def _ordered(classes: set[str]) -> list[str]:

@@ -380,9 +380,13 @@ def occupancy(
         _returning(gaps)
         pricing = _calibrate(gaps)
     if any(g.returned and not g.measured for g in gaps):
-        for gap in gaps:  # net of the thinking, such a gap does not read like the others: it did not come back there
-            gap.returned = gap.returned if gap.measured else 0.0
-            gap.returned_hidden = gap.returned_hidden if gap.measured else 0.0
+        for gap in gaps:
+            # Net of the thinking, such a gap does not read like the others, nor does its growth hold the thinking
+            # with the rest at the run's terms: the thinking did not come back there. (A small result beside much
+            # thinking reads unlike the others by the thinking's noise alone.)
+            back = gap.measured or _holds(gap, pricing)
+            gap.returned = gap.returned if back else 0.0
+            gap.returned_hidden = gap.returned_hidden if back else 0.0
             gap.measured = False
         pricing = _calibrate(gaps)
     pricing = _sane(pricing, gaps, simple)
@@ -690,6 +694,14 @@ def _sane(pricing: _Pricing, gaps: list[_Gap], simple: SimpleEstimate) -> _Prici
     for g in gaps:
         g.measured = False
     return _Pricing(simple.chars_per_token, IMPLAUSIBLE, implausible=pricing.chars_per_token)
+
+
+def _holds(gap: _Gap, pricing: _Pricing) -> bool:
+    """The gap grew by what it shows, its results and the thinking it was given back at the run's terms, within the
+    eviction tolerance."""
+    priced = sum(pricing.tokens(fam, chars, frame) for fam, chars, frame in gap.results)
+    off = gap.delta - gap.hidden - pricing.rest(gap) - priced
+    return gap.cleared_at is None and abs(off) <= max(EVICTION_FLOOR_TOKENS, EVICTION_TOOL_SHARE * gap.delta)
 
 
 def _net(g: _Gap, framing: float | None) -> float:
