@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
 import shutil
 import sys
 import tempfile
@@ -36,14 +35,7 @@ from pytest_agent_eval.harness.index import indexed_copy  # noqa: E402
 from pytest_agent_eval.harness.provision import provision_tool  # noqa: E402
 from pytest_agent_eval.harness.repos import fetch_repo  # noqa: E402
 from pytest_agent_eval.model import ScriptedBackend  # noqa: E402
-from pytest_agent_eval.model.tokenizers import (  # noqa: E402
-    BPE_NAMES,
-    RANKS_ENV,
-    TOKENIZER_ENV,
-    TOKENIZER_NAMES,
-    provision_ranks,
-    tokenizer,
-)
+from pytest_agent_eval.model.tokenizers import TOKENIZER_NAMES, count_with  # noqa: E402
 from pytest_agent_eval.model.truth import read_truth_log  # noqa: E402
 from pytest_agent_eval.settings.config import AgentEvalConfig, cache_root  # noqa: E402
 from pytest_agent_eval.tool import CODEGRAPH  # noqa: E402
@@ -68,15 +60,11 @@ def main() -> int:
     parser.add_argument("out", nargs="?", type=Path, default=DATA)
     args = parser.parse_args()
     cache = cache_root()
-    if not os.environ.get(RANKS_ENV):
-        os.environ[RANKS_ENV] = str(provision_ranks(cache))
     codegraph = provision_tool(CODEGRAPH, CODEGRAPH.version, cache)
     entry = next(e for e in load_corpus(REPO / "corpus.json") if e.name == "express")
     express = indexed_copy(fetch_repo(entry, AgentEvalConfig().corpus_dir, offline=True), CODEGRAPH, codegraph, cache)
     for name in args.tokenizer or TOKENIZER_NAMES:
-        os.environ[TOKENIZER_ENV] = name  # the in-process server counts with it (model/tokenizers.py)
-        if name in BPE_NAMES:
-            tokenizer(name)  # a missing ranks file fails here, not in the server's thread
+        count_with(name)  # the in-process server counts with it
         for agent_name in args.agent or AGENTS:
             agent = agent_named(agent_name)
             build = agent.provision(cache)

@@ -39,14 +39,7 @@ from typing import Any
 
 from pytest_agent_eval.agents.claude_code import CLAUDE_CODE
 from pytest_agent_eval.model import ScriptedBackend, serve
-from pytest_agent_eval.model.tokenizers import (
-    BPE_NAMES,
-    RANKS_ENV,
-    TOKENIZER_ENV,
-    TOKENIZER_NAMES,
-    provision_ranks,
-    tokenizer,
-)
+from pytest_agent_eval.model.tokenizers import TOKENIZER_NAMES, count_with
 from pytest_agent_eval.settings.config import cache_root
 
 REPO = Path(__file__).resolve().parent.parent
@@ -151,10 +144,7 @@ def main() -> int:
     parser.add_argument("out", nargs="?", type=Path, help="default: bench/data[/tokenizers/NAME]")
     args = parser.parse_args()
     out = args.out or (DATA if args.tokenizer == "stand-in" else DATA / "tokenizers" / args.tokenizer)
-    if args.tokenizer in BPE_NAMES and not os.environ.get(RANKS_ENV):
-        os.environ[RANKS_ENV] = str(provision_ranks())
-    os.environ[TOKENIZER_ENV] = args.tokenizer  # the in-process server counts with it (model/tokenizers.py)
-    tokenizer()  # a missing ranks file fails here, not in the server's thread
+    count_with(args.tokenizer)  # the in-process server counts with it
     wanted = set(filter(None, args.classes.split(",")))
     claude, codegraph = tools()
     with tempfile.TemporaryDirectory(prefix="agent-eval-occupancy-") as work:

@@ -20,6 +20,7 @@ from pytest_agent_eval.model.tokenizers import (
     TOKENIZER_ENV,
     UNIFORM_CHARS_PER_TOKEN,
     Bpe,
+    count_with,
     provision_ranks,
     read_ranks,
     tokenizer,
@@ -58,6 +59,14 @@ def test_uniform_prices_every_character_of_the_serialised_value_alike(monkeypatc
     serialised = json.dumps(value, separators=(",", ":"))
     assert count_tokens(value) == math.ceil(len(serialised) / UNIFORM_CHARS_PER_TOKEN)
     assert text_tokens("x" * 9) == math.ceil(9 / UNIFORM_CHARS_PER_TOKEN)
+
+
+def test_count_with_makes_a_model_the_processs_own(monkeypatch):
+    monkeypatch.delenv(TOKENIZER_ENV, raising=False)
+    assert count_with("uniform").name == "uniform" == tokenizer().name
+    assert text_tokens("x" * 8) == 2
+    with pytest.raises(ValueError, match="not a counting model"):
+        count_with("gpt9")
 
 
 def test_js_tiktoken_ranks_load_into_a_tiktoken_encoding(tmp_path):

@@ -175,3 +175,13 @@ def tokenizer(name: str | None = None) -> Tokenizer:
     """The counting model ``name`` (default: ``$AGENT_EVAL_TOKENIZER``, else ``stand-in``), loaded once."""
     name = name or os.environ.get(TOKENIZER_ENV) or "stand-in"
     return _named(name, str(ranks_dir()) if name in BPE_NAMES else "")
+
+
+def count_with(name: str) -> Tokenizer:
+    """Make ``name`` the counting model of this process (``$AGENT_EVAL_TOKENIZER``, read by every server it starts),
+    the BPE ranks provisioned first where none are set; a bad name or missing ranks fail here, not in a server's
+    thread."""
+    if name in BPE_NAMES and not os.environ.get(RANKS_ENV):
+        os.environ[RANKS_ENV] = str(provision_ranks())
+    os.environ[TOKENIZER_ENV] = name
+    return tokenizer(name)
