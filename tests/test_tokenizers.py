@@ -62,7 +62,7 @@ def test_uniform_prices_every_character_of_the_serialised_value_alike(monkeypatc
 
 
 def test_count_with_makes_a_model_the_processs_own(monkeypatch):
-    monkeypatch.delenv(TOKENIZER_ENV, raising=False)
+    monkeypatch.setenv(TOKENIZER_ENV, "stand-in")  # so the test's end puts back what was there
     assert count_with("uniform").name == "uniform" == tokenizer().name
     assert text_tokens("x" * 8) == 2
     with pytest.raises(ValueError, match="not a counting model"):
