@@ -469,6 +469,22 @@ def test_the_simple_estimate_cross_checks_the_residual_and_the_block_says_where_
     assert f"\n  cross-check: {o.cross_check}" in render_occupancy(o)
 
 
+def test_a_gap_that_falls_short_sheds_only_what_was_there_before_it():
+    # The first gap grew by half what the run's ratio prices its Read at (server-side context made the later gaps
+    # read dense, or the file is sparse): nothing was resident before it to shed, so nothing is evicted, and its
+    # result costs at most what the gap grew.
+    t = Transcript()
+    ctx = 10_000
+    for delta in (500, 1_000, 1_000, 1_000):
+        step(t, ctx, "Read", 1_994)
+        ctx += delta
+    t.say("done", ctx=ctx)
+    o = occupancy(t.session())
+    assert o.chars_per_token == pytest.approx(2.0, rel=0.01)
+    assert o.evicted == 0  # it used to evict the gap's own result: 500 tokens no request ever dropped
+    assert o.residual["read"] == pytest.approx(500 + 3 * 1_000 - 4 * (6 + STEP_FRAMING) / 2, rel=0.02)
+
+
 def test_a_shrink_takes_unexplained_growth_before_any_result():
     t = Transcript()
     step(t, 10_000, "Read", 1_994)

@@ -34,8 +34,6 @@ FIGURES = {
 # beside a result with nothing in the transcript to tell it, on a family's only gap, reads as that family's density.
 MISSES = {("stand-in", "growth"), ("uniform", "growth"), ("o200k_base", "growth"), ("cl100k_base", "growth"),
           ("uniform", "hidden-thinking")}  # fmt: skip
-# Sessions that evict results the server never dropped: the growth class's, where the ratio read its context.
-FALSE_EVICTIONS = {("uniform", "growth"): 2, ("o200k_base", "growth"): 1, ("cl100k_base", "growth"): 1}
 
 
 @pytest.fixture(scope="module")
@@ -56,7 +54,7 @@ def test_each_class_holds_its_figure(scores, model, cls):
     assert s.mean <= FIGURES[model][cls]
     if (model, cls) not in MISSES:
         assert s.mean <= GOAL
-    assert s.false_evictions == FALSE_EVICTIONS.get((model, cls), 0)
+    assert s.false_evictions == 0  # on growth too, where the ratio read the context: a gap sheds what was there
 
 
 @pytest.mark.parametrize(("model", "cls"), [(m, c) for m in MODELS for c in FIGURES[m] if c != "growth"])

@@ -455,8 +455,13 @@ def occupancy(
         shortfall = tool_tokens - gap.delta
         if shortfall > max(EVICTION_FLOOR_TOKENS, EVICTION_TOOL_SHARE * tool_tokens):
             # What the transcript never showed leaves first (the CLI drops earlier turns' thinking when it resumes a
-            # session): only a shrink beyond it sheds results.
-            evicted += _evict_oldest(resident, _drop_unexplained(thinking, _drop_unexplained(unexplained, shortfall)))
+            # session): only a shrink beyond it sheds results, those that were there before this gap.
+            shed = _drop_unexplained(thinking, _drop_unexplained(unexplained, shortfall))
+            left_out = _evict_oldest(resident, shed, len(gap.results))
+            evicted += left_out
+            if shed - left_out > 0 and gap.results:
+                # Nothing was there before to shed: the gap's own results cost at most what it grew.
+                _shrink_last(resident, contributed, len(gap.results), min(1.0, (shed - left_out) / tool_tokens))
             continue
         # Thinking the gap shows may leave again without a trace (the CLI drops earlier turns' thinking when it
         # resumes a session); growth beyond what the gap shows is neither a result's cost nor, by its absence, an
@@ -893,10 +898,18 @@ def _resident_at(resident: deque[_Resident], ctx: int) -> dict[str, int]:
     return {"ctx": ctx, **{fam: round(value) for fam, value in tokens.items()}}
 
 
-def _evict_oldest(resident: deque[_Resident], tokens: float) -> float:
-    """Drop ``tokens`` from the oldest resident results (micro-compaction sheds those first)."""
+def _shrink_last(resident: deque[_Resident], contributed: dict[str, float], count: int, share: float) -> None:
+    """The last ``count`` resident results, priced ``share`` lower (what they contributed too)."""
+    for r in list(resident)[-count:]:
+        contributed[r.family] -= r.tokens * share
+        r.tokens *= 1 - share
+
+
+def _evict_oldest(resident: deque[_Resident], tokens: float, appended: int = 0) -> float:
+    """Drop ``tokens`` from the oldest resident results (micro-compaction sheds those first), never from the last
+    ``appended``: the results of the gap that fell short came with it, and shedding takes what was there before."""
     evicted = 0.0
-    while tokens > 0 and resident:
+    while tokens > 0 and len(resident) > appended:
         head = resident[0]
         if head.tokens <= tokens:
             resident.popleft()
