@@ -459,7 +459,7 @@ def occupancy(
             shed = _drop_unexplained(thinking, _drop_unexplained(unexplained, shortfall))
             left_out = _evict_oldest(resident, shed, len(gap.results))
             evicted += left_out
-            if shed - left_out > 0 and gap.results:
+            if shed - left_out > 0 and tool_tokens > 0:
                 # Nothing was there before to shed: the gap's own results cost at most what it grew.
                 _shrink_last(resident, contributed, len(gap.results), min(1.0, (shed - left_out) / tool_tokens))
             continue
