@@ -485,6 +485,27 @@ def test_a_gap_that_falls_short_sheds_only_what_was_there_before_it():
     assert o.residual["read"] == pytest.approx(500 + 3 * 1_000 - 4 * (6 + STEP_FRAMING) / 2, rel=0.02)
 
 
+def test_short_results_of_the_agents_own_tools_are_priced_at_the_ratio_their_small_gaps_measure():
+    # Reads at 2.0 chars/token measure the run, small Bash gaps its framing (0.3 tokens a character); a spawned agent's
+    # id and its wait's status (short JSON, 1.0 chars/token here) come back in small gaps of their own. At the run's
+    # ratio they would cost half what they do.
+    frame = 184  # a step's: its call and result blocks, the two messages' wrappers
+    t = Transcript()
+    ctx = 10_000
+    for _ in range(3):
+        step(t, ctx, "Read", 1_994)
+        ctx += 1_000
+    small = [("Bash", 100, 2.0)] * 3 + [("spawn_agent", 200, 1.0), ("wait_agent", 200, 1.0)]
+    for name, result, chars_per_token in small:
+        step(t, ctx, name, result)
+        ctx += round((len(name) + 2) / 2.0 + result / chars_per_token + frame * 0.3)
+    t.say("done", ctx=ctx)
+    o = occupancy(t.session())
+    assert o.family_chars_per_token["other"] == pytest.approx(1.0, rel=0.05)
+    own_framing = 2 * RESULT_FRAMING * o.framing_tokens_per_char
+    assert o.residual["other"] == pytest.approx(400 + own_framing, rel=0.05)  # not 2 × 200 at the run's 2.1
+
+
 def test_a_shrink_takes_unexplained_growth_before_any_result():
     t = Transcript()
     step(t, 10_000, "Read", 1_994)

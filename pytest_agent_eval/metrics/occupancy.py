@@ -681,6 +681,8 @@ def _calibrate(gaps: list[_Gap]) -> _Pricing:
             g.measured = True
         pricing = _Pricing(ratio, MEASURED, framing, measured)
         pricing.family_ratio = _family_ratios(kept, pricing)
+        if measured == MEASURED:
+            pricing.family_ratio |= _small_family_ratios(small, pricing)
         return pricing
     # Not over a gap with thinking: its growth may be what it does not show, which no ratio of what it shows prices.
     growing = [g for g in gaps if g.cleared_at is None and g.delta > 0 and g.chars > 0 and not g.thinking_blocks]
@@ -849,6 +851,24 @@ def _family_ratios(kept: list[_Gap], pricing: _Pricing) -> dict[str, float]:
     ratio = pricing.chars_per_token
     measured = {fam: chars[fam] / tokens[fam] for fam in chars if tokens[fam] > 0}
     return {fam: r for fam, r in measured.items() if ratio / SHED_FACTOR <= r <= ratio * SHED_FACTOR}
+
+
+def _small_family_ratios(small: list[_Gap], pricing: _Pricing) -> dict[str, float]:
+    """chars/token of "other" where no big gap measures it, on the small gaps whose results are all its: what is left
+    of their growth once the rest (the call, prose, framing) is priced at the run's terms, pooled. "other" holds the
+    agent's own tools (spawning and waiting for a subagent, a todo list): short JSON of ids and keys, far denser than
+    the run's ratio (Codex's spawn_agent and wait_agent outputs)."""
+    chars = 0
+    tokens = 0.0
+    for g in small:
+        if "other" in pricing.family_ratio or not g.results or any(fam != "other" for fam, _, _ in g.results):
+            continue
+        fam_chars = sum(c for _, c, _ in g.results)
+        rest = (g.shown_chars - fam_chars) / pricing.chars_per_token + (g.frame - g.result_frame) * pricing.rest_framing
+        chars += fam_chars
+        tokens += g.delta - rest - g.result_frame * pricing.framing
+    ratio = chars / tokens if tokens > 0 and chars else 0.0
+    return {"other": ratio} if plausible(ratio) else {}
 
 
 def _measured_scale(gap: _Gap, pricing: _Pricing, thinking_measured: bool) -> float:
