@@ -63,6 +63,10 @@ What the transcript does not show (docs/metrics/occupancy.md, "Invisible growth"
   rest are evicted once; those the boundary's own gap brought are measured by the request after it, which holds the
   session's first request again (:func:`_measure_kept`).
 
+Sanity (docs/metrics/occupancy.md, "Sanity"): a ratio no tokenizer produces (:data:`PLAUSIBLE_CHARS_PER_TOKEN`) is
+never used, the simple calibrated estimate (:func:`simple_estimate`) is kept as a cross-check, and a shrink sheds only
+results that were there before its gap.
+
 The error bar stays the original one, on the same footing as the pricing: on gaps that are ≥ 95% one result,
 the distance between that result's price — its content at the run's ratio plus its framing — and the
 gap's growth. It bounds a result priced at the run's terms; one its own gap measured is closer (a family
