@@ -470,19 +470,32 @@ def test_the_simple_estimate_cross_checks_the_residual_and_the_block_says_where_
 
 
 def test_a_gap_that_falls_short_sheds_only_what_was_there_before_it():
-    # The first gap grew by half what the run's ratio prices its Read at (server-side context made the later gaps
-    # read dense, or the file is sparse): nothing was resident before it to shed, so nothing is evicted, and its
-    # result costs at most what the gap grew.
+    # The first gap (a Read after much prose: not calibrated on) grew by half what the run's ratio prices its Read at:
+    # nothing was resident before it to shed, so nothing is evicted, and its result costs at most what the gap grew.
     t = Transcript()
-    ctx = 10_000
-    for delta in (500, 1_000, 1_000, 1_000):
+    step(t, 10_000, "Read", 1_994, prose=3_000)
+    ctx = 10_500
+    for _ in range(3):
         step(t, ctx, "Read", 1_994)
-        ctx += delta
+        ctx += 1_000
     t.say("done", ctx=ctx)
     o = occupancy(t.session())
     assert o.chars_per_token == pytest.approx(2.0, rel=0.01)
     assert o.evicted == 0  # it used to evict the gap's own result: 500 tokens no request ever dropped
-    assert o.residual["read"] == pytest.approx(500 + 3 * 1_000 - 4 * (6 + STEP_FRAMING) / 2, rel=0.02)
+    assert o.residual["read"] == pytest.approx(500 + 3 * (1_000 - (6 + STEP_FRAMING) / 2), rel=0.02)
+
+
+def test_a_gap_that_reads_thin_sheds_only_what_earlier_gaps_brought():
+    # A Grep gap at 2.0 chars/token, then a Read that reads at 3.5: past the ceiling of 1.5 × the lower median, as if
+    # it had shed, but only 2,000 characters were there before it, far less than its shortfall at 2.0. It did not
+    # shed: its file is sparse, and it calibrates and prices its own result.
+    t = Transcript()
+    step(t, 10_000, "Grep", 1_994)
+    step(t, 11_000, "Read", 34_994)
+    t.say("done", ctx=21_000)
+    o = occupancy(t.session())
+    assert o.evicted == 0 and o.chars_per_token > 3.0
+    assert o.residual["read"] == pytest.approx(10_000 - (6 + STEP_FRAMING) / 2, rel=0.02)
 
 
 def test_short_results_of_the_agents_own_tools_are_priced_at_the_ratio_their_small_gaps_measure():

@@ -269,6 +269,7 @@ class _Gap:
     at_last_boundary: tuple[int, int] = (0, 0)  # what the gap had shown but its results when its last boundary came
     delta: int = 0
     measured: bool = False  # kept by the calibration: its growth prices its own results
+    before: int = 0  # content characters earlier gaps appended since the last compaction: all a shrink could shed
 
     @property
     def cleared_at(self) -> int | None:
@@ -537,7 +538,8 @@ def _gaps(session: Session, tool: RetrievalTool) -> tuple[list[int], list[_Gap],
                     gap.delta = ctx - ctxs[-1]
                     gaps.append(gap)
                 ctxs.append(ctx)
-                gap = _Gap()
+                seen = 0 if gap.clearings else gap.before + gap.chars
+                gap = _Gap(before=seen)
             in_user_message = False
             gap.chars += item.output_chars
             gap.frame += _message_frame(item)
@@ -741,7 +743,9 @@ def _pooled(clean: list[_Gap], framing: float | None) -> tuple[float, list[_Gap]
     kept_chars = 0
     kept_nets = []  # summed by sum(), as floats always were (its rounding differs from a loop's on 3.12+)
     for g, chars, net in usable:
-        if floor <= chars / net <= ceiling:
+        # A gap reads thin past the ceiling when it shed content, and it can shed only what earlier gaps brought.
+        unshed = chars / centre - net > g.before / centre
+        if floor <= chars / net <= ceiling or (chars / net > ceiling and unshed):
             kept.append(g)
             kept_chars += chars
             kept_nets.append(net)
