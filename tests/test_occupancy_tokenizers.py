@@ -20,18 +20,19 @@ agents = importlib.util.module_from_spec(_agents_spec)
 _agents_spec.loader.exec_module(agents)
 
 MODELS = ("stand-in", "uniform", "o200k_base", "cl100k_base")
-CLASSES = ("ordinary", "multi-turn", "growth", "hidden-thinking", "long-thinking", "compaction")
+CLASSES = ("calibration", "held-out", "ordinary", "multi-turn", "growth", "hidden-thinking", "long-thinking",
+           "compaction")  # fmt: skip
 GOAL = 0.01
 # Each class's mean error as bench/occupancy_accuracy.py measures it, rounded up: a change that loses accuracy fails.
 FIGURES = {
     "stand-in": {"calibration": 0.0055, "held-out": 0.0095, "ordinary": 0.0040, "multi-turn": 0.0035,
-                 "growth": 0.135, "hidden-thinking": 0.0070, "long-thinking": 0.0090, "compaction": 0.0085},
-    "uniform": {"ordinary": 0.0055, "multi-turn": 0.0045, "growth": 0.170, "hidden-thinking": 0.0130,
-                "long-thinking": 0.0100, "compaction": 0.0085},
-    "o200k_base": {"ordinary": 0.0050, "multi-turn": 0.0040, "growth": 0.155, "hidden-thinking": 0.0070,
-                   "long-thinking": 0.0080, "compaction": 0.0080},
-    "cl100k_base": {"ordinary": 0.0045, "multi-turn": 0.0040, "growth": 0.155, "hidden-thinking": 0.0075,
-                    "long-thinking": 0.0085, "compaction": 0.0085},
+                 "growth": 0.135, "hidden-thinking": 0.0065, "long-thinking": 0.0090, "compaction": 0.0085},
+    "uniform": {"calibration": 0.0030, "held-out": 0.0035, "ordinary": 0.0055, "multi-turn": 0.0045, "growth": 0.170,
+                "hidden-thinking": 0.0130, "long-thinking": 0.0100, "compaction": 0.0085},
+    "o200k_base": {"calibration": 0.0040, "held-out": 0.0060, "ordinary": 0.0050, "multi-turn": 0.0040,
+                   "growth": 0.155, "hidden-thinking": 0.0070, "long-thinking": 0.0080, "compaction": 0.0080},
+    "cl100k_base": {"calibration": 0.0040, "held-out": 0.0065, "ordinary": 0.0045, "multi-turn": 0.0040,
+                    "growth": 0.155, "hidden-thinking": 0.0075, "long-thinking": 0.0085, "compaction": 0.0085},
 }  # fmt: skip
 # Where the goal is not met yet, and why (docs/metrics/occupancy.md, "What it cannot see"): context the server counts
 # beside a result with nothing in the transcript to tell it, on a family's only gap, reads as that family's density.
