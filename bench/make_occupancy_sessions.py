@@ -1,10 +1,20 @@
 """Sessions of the real Claude Code CLI, served by the stand-in, that do to the context what real models do, with
 the server's truth: the corpus of ``bench/occupancy_accuracy.py``'s classes beyond ``calibration``/``held-out``.
 
-    python bench/make_occupancy_sessions.py [OUT_DIR]     # default: bench/data (transcripts/<class>/, truth.jsonl)
+    python bench/make_occupancy_sessions.py [--tokenizer NAME] [--classes A,B] [OUT_DIR]
+
+OUT_DIR (default: bench/data for the ``stand-in`` counting model, bench/data/tokenizers/NAME for another) gets
+``transcripts/<class>/`` and ``truth.jsonl``. ``--tokenizer`` is the stand-in's counting model
+(:mod:`pytest_agent_eval.model.tokenizers`: ``stand-in``, ``uniform``, ``o200k_base``, ``cl100k_base``; the BPE ones
+read js-tiktoken's ranks, ``npm install``-ed into the provisioning cache on first use).
 
 Classes (each a folder under ``transcripts/``, each session a with-arm and a without-arm on this package's own
 source, codegraph indexing it):
+
+* ``ordinary``: one question, no thinking (what ``calibration``/``held-out`` are on the corpus entries);
+* ``multi-turn``: three questions, each later one ``--resume``-d;
+* ``growth``: context the server counts beside a tool result that no transcript shows, and no thinking
+  (``server_context``: 1,500 to 6,000 tokens);
 
 * ``hidden-thinking``: thinking the model counts but streams empty, or only summarised (300 to 12,000 tokens);
 * ``long-thinking``: 5,000 to 20,000 characters of visible thinking in the turns that call tools;
@@ -16,6 +26,7 @@ Needs the provisioned CLI and codegraph (``~/.cache/pytest-agent-eval``); talks 
 
 from __future__ import annotations
 
+import argparse
 import json
 import os
 import shutil
@@ -28,6 +39,7 @@ from typing import Any
 
 from pytest_agent_eval.agents.claude_code import CLAUDE_CODE
 from pytest_agent_eval.model import ScriptedBackend, serve
+from pytest_agent_eval.model.tokenizers import TOKENIZER_NAMES, count_with
 from pytest_agent_eval.settings.config import cache_root
 
 REPO = Path(__file__).resolve().parent.parent
@@ -63,6 +75,11 @@ ROUTE = "How does occupancy price a tool result from the transcript gaps?"
 LEAVE = "Where does the transcript reader handle a compact_boundary event?"
 SERVE = "How does the stand-in server count the usage of a request?"
 CASES = [
+    Case("ordinary", "route", [ROUTE]),
+    Case("ordinary", "serve", [SERVE]),
+    Case("multi-turn", "three", [ROUTE, LEAVE, SERVE]),
+    Case("growth", "one", [ROUTE], {"server_context": (0, 3_000)}),
+    Case("growth", "every-step", [SERVE, LEAVE], {"server_context": (1_500, 0, 6_000)}),
     Case("hidden-thinking", "empty", [ROUTE], {"hidden_thinking": (0, 3_000, 0, 12_000)}),
     Case("hidden-thinking", "summarised", [LEAVE], {"hidden_thinking": (0, 300, 2_000), "summarised": True}),
     Case("hidden-thinking", "every-turn", [SERVE, ROUTE], {"hidden_thinking": (6_000, 0, 800)}),
@@ -121,11 +138,20 @@ def run_case(case: Case, arm: str, claude: Path, codegraph: Path, repo: Path, ou
 
 
 def main() -> int:
-    out = Path(sys.argv[1]) if len(sys.argv) > 1 else DATA
+    parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    parser.add_argument("--tokenizer", default="stand-in", choices=TOKENIZER_NAMES, help="counting model")
+    parser.add_argument("--classes", default="", help="only these classes (comma-separated; default: every one)")
+    parser.add_argument("out", nargs="?", type=Path, help="default: bench/data[/tokenizers/NAME]")
+    args = parser.parse_args()
+    out = args.out or (DATA if args.tokenizer == "stand-in" else DATA / "tokenizers" / args.tokenizer)
+    count_with(args.tokenizer)  # the in-process server counts with it
+    wanted = set(filter(None, args.classes.split(",")))
     claude, codegraph = tools()
     with tempfile.TemporaryDirectory(prefix="agent-eval-occupancy-") as work:
         repo = prepare_repo(Path(work), codegraph)
         for case in CASES:
+            if wanted and case.split not in wanted:
+                continue
             for arm in ("with", "without"):
                 run_case(case, arm, claude, codegraph, repo, out, out / "truth.jsonl")
     return 0

@@ -3,6 +3,10 @@
     python bench/score_diff.py save DIR [FILE_OR_DIR …]    # before: every output written under DIR
     python bench/score_diff.py check DIR [FILE_OR_DIR …]   # after: differences listed, exit 1 if any
 
+Under each ``--json`` output that differs, ``check`` lists what moved: each figure whose value changed (``before →
+after``; the pricing's figures too, ``chars_per_token``, ``family_chars_per_token``, ``calibration``, which say why),
+and the figures one side alone has.
+
 Default corpus: bench/data/transcripts and tests/data/transcripts (``.gz`` files unpacked). Every transcript file
 is scored as ``agent-eval score FILE`` would (a first segment brings its later ones; an interactive session file
 brings its subagents) in each output form (:data:`FORMS`): ``--json``, the text blocks, ``--brief``, ``--envelope``,
@@ -16,10 +20,12 @@ import argparse
 import contextlib
 import gzip
 import io
+import json
 import shutil
 import sys
 import tempfile
 from pathlib import Path
+from typing import Any
 
 from pytest_agent_eval import cli
 from pytest_agent_eval.transcript import is_later_segment
@@ -27,6 +33,7 @@ from pytest_agent_eval.transcript import is_later_segment
 REPO = Path(__file__).resolve().parent.parent
 DEFAULT_ROOTS = (REPO / "bench" / "data" / "transcripts", REPO / "tests" / "data" / "transcripts")
 SUFFIXES = (".jsonl", ".txt", ".ndjson")
+MOVED_SHOWN = 12  # figures listed under each output that differs
 FORMS = {
     "json": ["--json"],
     "text": [],
@@ -79,6 +86,27 @@ def outputs(roots: list[Path]) -> dict[str, str]:
     return found
 
 
+def _figures(value: Any, at: str = "") -> dict[str, Any]:
+    """Every leaf of a JSON value by its dotted path."""
+    if isinstance(value, dict):
+        return {k: v for key, item in value.items() for k, v in _figures(item, f"{at}.{key}" if at else key).items()}
+    if isinstance(value, list):
+        return {k: v for i, item in enumerate(value) for k, v in _figures(item, f"{at}[{i}]").items()}
+    return {at: value}
+
+
+def moved(before: str, after: str) -> list[str]:
+    """What moved between two outputs of a ``--json`` form: each figure whose value changed (before → after), then
+    the figures one side alone has; nothing for a text form (its lines are the diff)."""
+    try:
+        old, new = (_figures(json.loads(text.split("\n--- stderr")[0])) for text in (before, after))
+    except ValueError:
+        return []
+    changed = [f"{k}: {old[k]} → {new[k]}" for k in old if k in new and old[k] != new[k]]
+    return [*changed, *(f"new: {k} = {new[k]}" for k in new if k not in old),
+            *(f"gone: {k} (was {old[k]})" for k in old if k not in new)]  # fmt: skip
+
+
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     parser.add_argument("mode", choices=("save", "check"))
@@ -99,6 +127,9 @@ def main() -> int:
     for label, names in (("differs", differ), ("not produced now", missing), ("not saved before", new)):
         for name in names:
             print(f"{label}: {name}")
+            if label == "differs":
+                for line in moved(saved[name].read_text(encoding="utf-8"), found[name])[:MOVED_SHOWN]:
+                    print(f"    {line}")
     print(f"{len(found)} outputs, {len(differ)} differ, {len(missing)} missing, {len(new)} new")
     return 1 if differ or missing or new else 0
 

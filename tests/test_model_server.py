@@ -30,8 +30,10 @@ from pytest_agent_eval.model.usage import (
     UsageModel,
     count_tokens,
     declared_hidden,
+    declared_server_context,
     hidden_signature,
     moved_context,
+    server_context_id,
     text_tokens,
 )
 
@@ -641,6 +643,29 @@ def test_the_policy_hides_summarises_or_shows_its_thinking_by_step() -> None:
         assert declared_hidden(second["content"][0]) == 3_000
         assert server.truth[-1].count.hidden == 0  # counted from the next request on, which holds it
         assert second["usage"]["output_tokens"] > 3_000  # the output counts what it hid
+
+
+def test_server_side_context_is_counted_beside_the_result_its_call_id_declares_and_named_in_the_truth() -> None:
+    result = {"type": "tool_result", "tool_use_id": server_context_id(2_500, "n"), "content": "1\tx = 1\n"}
+    plain = {**result, "tool_use_id": "toolu_01plain"}
+    with_context = UsageModel().count_prompt(_request(_user("q"), {"role": "user", "content": [result]}))
+    without = UsageModel().count_prompt(_request(_user("q"), {"role": "user", "content": [plain]}))
+    assert with_context.tokens - without.tokens == 2_500 + count_tokens(result) - count_tokens(plain)
+    assert with_context.hidden == 2_500 and without.hidden == 0
+    assert with_context.results == {result["tool_use_id"]: count_tokens(result)}  # beside the result, not its own
+    assert declared_server_context({**result, "type": "text"}) == 0  # only a tool result carries it
+
+
+def test_the_policy_declares_server_side_context_by_step() -> None:
+    messages = [_user("How does res.send work?"), ENV]
+    with serve(make_backend("scripted", server_context=(0, 1_200))) as server:
+        first = _turn(server.url, messages, WITH_TOOLS)["content"][0]
+        assert declared_server_context({"type": "tool_result", "tool_use_id": first["id"]}) == 0
+        _result(messages, first["id"], EXPLORE_TEXT)
+        second = next(b for b in _turn(server.url, messages, WITH_TOOLS)["content"] if b["type"] == "tool_use")
+        _result(messages, second["id"], "1\tmodule.exports = send\n")
+        _turn(server.url, messages, WITH_TOOLS)
+        assert server.truth[-1].count.hidden == 1_200  # the request that holds the second result holds it
 
 
 def test_a_compaction_summary_carries_the_question_and_the_policy_answers_after_it() -> None:

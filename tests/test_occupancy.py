@@ -20,6 +20,7 @@ from pytest_agent_eval.metrics.occupancy import (
     CALL_FRAME_CHARS,
     DEFAULT,
     FAMILIES,
+    IMPLAUSIBLE,
     MEASURED,
     MESSAGE_FRAME_CHARS,
     PROSE_CHARS_PER_TOKEN,
@@ -27,6 +28,7 @@ from pytest_agent_eval.metrics.occupancy import (
     Occupancy,
     family,
     occupancy,
+    simple_estimate,
 )
 from pytest_agent_eval.model.scripted import thinking_text
 from pytest_agent_eval.model.usage import count_tokens, text_tokens
@@ -370,8 +372,16 @@ def test_a_result_kept_across_a_compaction_is_measured_against_the_first_request
 def test_growth_after_a_compaction_far_beyond_the_kept_results_is_not_theirs():
     # Files the CLI restores after a compaction (not in the transcript) grow the request too: beyond SHED_FACTOR of
     # the kept results' prices, the request is not measuring them, and they keep their prices.
-    o, priced = _compacted_after_a_dense_read(3_000)
+    o, priced = _compacted_after_a_dense_read(6_000)
     assert o.residual["read"] == pytest.approx(priced, abs=2)
+
+
+def test_read_results_a_compaction_evicted_and_the_cli_restored_are_not_the_kept_results():
+    # Claude Code 2.1.332 restores the files whose Read results the boundary evicted, appended to the last kept result:
+    # the two earlier Reads (at their price) came back with it, and the kept Read measures what is left.
+    o, priced = _compacted_after_a_dense_read(2 * round(1_000 - (6 + STEP_FRAMING) / 2) + 1_100)
+    assert o.residual["read"] == pytest.approx(1_100, abs=3) and priced < 1_000
+    assert o.evicted == pytest.approx(2 * priced)  # they left the window's results all the same
 
 
 def test_a_second_compaction_evicts_what_the_first_kept_unless_it_keeps_it_again():
@@ -417,6 +427,96 @@ def test_a_gap_far_denser_than_the_others_beyond_their_spread_is_not_calibrated_
     o = occupancy(t.session())
     assert o.chars_per_token == pytest.approx(8_000 / 4_005)
     assert o.evicted == 0 and o.unexplained == pytest.approx(1_500, abs=30)
+
+
+def test_a_ratio_no_tokenizer_produces_is_never_used_and_the_block_says_what_was_measured():
+    # Every gap grew by 3,500 tokens for 2,000 characters, 0.57 chars/token: growth the transcript does not show.
+    t = Transcript()
+    ctx = 10_000
+    for _ in range(4):
+        step(t, ctx, "Read", 1_994)
+        ctx += 3_500
+    t.say("done", ctx=ctx)
+    o = occupancy(t.session())
+    assert o.calibration == IMPLAUSIBLE and o.implausible_chars_per_token == pytest.approx(0.58, abs=0.02)
+    assert o.chars_per_token == simple_estimate(t.session()).chars_per_token == 3.0  # neither measure is a ratio
+    assert o.residual["read"] == pytest.approx(4 * 1_994 / 3.0, rel=0.01)  # not 4 × 3,500 of growth
+    assert o.evicted == 0 and o.unexplained > 4 * 2_500
+    assert "(the gaps measured 0.57, which no tokenizer produces)" in render_occupancy(o)
+
+
+def test_the_simple_estimate_cross_checks_the_residual_and_the_block_says_where_they_disagree():
+    # Ordinary gaps: the two agree within their error bars.
+    t = Transcript()
+    for ctx in (10_000, 11_000, 12_000):
+        step(t, ctx, "Read", 1_994)
+    t.say("done", ctx=13_000)
+    o = occupancy(t.session())
+    assert o.simple_chars_per_token == pytest.approx(2.0, rel=0.01) and o.simple_residual == 2_991
+    assert o.cross_check == "" and "cross-check" not in render_occupancy(o)
+    # Thinking streamed empty counted 4,000 tokens, then left when the CLI resumed: occupancy takes the shrink from
+    # that growth, the simple estimate from the results (it evicts them), so they disagree, and the block says so.
+    t = Transcript()
+    step(t, 10_000, "Read", 1_994)
+    call = tool_use("Read")
+    t.message({"type": "thinking", "thinking": "", "signature": "sig"}, call, ctx=11_000)
+    t.reply(call["id"], "x" * 1_994)
+    t.say("next question", ctx=16_000)
+    t.say("done", ctx=12_000)
+    o = occupancy(t.session())
+    assert o.evicted < 20 and o.simple_residual < sum(o.residual.values()) / 2  # a rounding, not a shedding
+    assert o.cross_check.startswith(f"residual {sum(o.residual.values()):,} tok vs the simple estimate's ")
+    assert f"\n  cross-check: {o.cross_check}" in render_occupancy(o)
+
+
+def test_a_gap_that_falls_short_sheds_only_what_was_there_before_it():
+    # The first gap (a Read after much prose: not calibrated on) grew by half what the run's ratio prices its Read at:
+    # nothing was resident before it to shed, so nothing is evicted, and its result costs at most what the gap grew.
+    t = Transcript()
+    step(t, 10_000, "Read", 1_994, prose=3_000)
+    ctx = 10_500
+    for _ in range(3):
+        step(t, ctx, "Read", 1_994)
+        ctx += 1_000
+    t.say("done", ctx=ctx)
+    o = occupancy(t.session())
+    assert o.chars_per_token == pytest.approx(2.0, rel=0.01)
+    assert o.evicted == 0  # it used to evict the gap's own result: 500 tokens no request ever dropped
+    assert o.residual["read"] == pytest.approx(500 + 3 * (1_000 - (6 + STEP_FRAMING) / 2), rel=0.02)
+
+
+def test_a_gap_that_reads_thin_sheds_only_what_earlier_gaps_brought():
+    # A Grep gap at 2.0 chars/token, then a Read that reads at 3.5: past the ceiling of 1.5 × the lower median, as if
+    # it had shed, but only 2,000 characters were there before it, far less than its shortfall at 2.0. It did not
+    # shed: its file is sparse, and it calibrates and prices its own result.
+    t = Transcript()
+    step(t, 10_000, "Grep", 1_994)
+    step(t, 11_000, "Read", 34_994)
+    t.say("done", ctx=21_000)
+    o = occupancy(t.session())
+    assert o.evicted == 0 and o.chars_per_token > 3.0
+    assert o.residual["read"] == pytest.approx(10_000 - (6 + STEP_FRAMING) / 2, rel=0.02)
+
+
+def test_short_results_of_the_agents_own_tools_are_priced_at_the_ratio_their_small_gaps_measure():
+    # Reads at 2.0 chars/token measure the run, small Bash gaps its framing (0.3 tokens a character); a spawned agent's
+    # id and its wait's status (short JSON, 1.0 chars/token here) come back in small gaps of their own. At the run's
+    # ratio they would cost half what they do.
+    frame = 184  # a step's: its call and result blocks, the two messages' wrappers
+    t = Transcript()
+    ctx = 10_000
+    for _ in range(3):
+        step(t, ctx, "Read", 1_994)
+        ctx += 1_000
+    small = [("Bash", 100, 2.0)] * 3 + [("spawn_agent", 200, 1.0), ("wait_agent", 200, 1.0)]
+    for name, result, chars_per_token in small:
+        step(t, ctx, name, result)
+        ctx += round((len(name) + 2) / 2.0 + result / chars_per_token + frame * 0.3)
+    t.say("done", ctx=ctx)
+    o = occupancy(t.session())
+    assert o.family_chars_per_token["other"] == pytest.approx(1.0, rel=0.05)
+    own_framing = 2 * RESULT_FRAMING * o.framing_tokens_per_char
+    assert o.residual["other"] == pytest.approx(400 + own_framing, rel=0.05)  # not 2 × 200 at the run's 2.1
 
 
 def test_a_shrink_takes_unexplained_growth_before_any_result():

@@ -63,6 +63,10 @@ What the transcript does not show (docs/metrics/occupancy.md, "Invisible growth"
   rest are evicted once; those the boundary's own gap brought are measured by the request after it, which holds the
   session's first request again (:func:`_measure_kept`).
 
+Sanity (docs/metrics/occupancy.md, "Sanity"): a ratio no tokenizer produces (:data:`PLAUSIBLE_CHARS_PER_TOKEN`) is
+never used, the simple calibrated estimate (:func:`simple_estimate`) is kept as a cross-check, and a shrink sheds only
+results that were there before its gap.
+
 The error bar stays the original one, on the same footing as the pricing: on gaps that are ≥ 95% one result,
 the distance between that result's price — its content at the run's ratio plus its framing — and the
 gap's growth. It bounds a result priced at the run's terms; one its own gap measured is closer (a family
@@ -71,6 +75,7 @@ ratio or a gap measured on the very gap it is tested on would hide its own error
 
 from __future__ import annotations
 
+import math
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -133,9 +138,19 @@ EVICTION_TOOL_SHARE = 0.05
 # Assistant content that may hold more than it shows: a model counts thinking it streams summarised or not at all.
 THINKING_BLOCKS = frozenset({"thinking", "redacted_thinking"})
 
+# What tokenizers produce on what a session holds: dense source and JSON near 2 chars/token, prose near 4.5, the
+# densest (digits, punctuation runs, non-Latin text) above 1. A ratio outside this range was not measured on text:
+# growth the transcript does not show, or shedding, made it (docs/metrics/occupancy.md, "Sanity").
+PLAUSIBLE_CHARS_PER_TOKEN = (1.0, 8.0)
+# The cross-check flags a run whose residual lies off the simple estimate's by more than the larger error bar and
+# this share (a bar of a few gaps can be 0).
+CROSS_CHECK_MIN_SHARE = 0.05
+
 # How the ratio was obtained: on clean gaps, on every growing gap, or not at all.
 # BOUND: every gap that could measure it holds thinking that may hide growth; the least dense bounds it.
 MEASURED, ALL_GAPS, BOUND, DEFAULT = "measured", "all gaps", "bound", "default"
+# IMPLAUSIBLE: the gaps measured a ratio no tokenizer produces; results are priced at the simple estimate's instead.
+IMPLAUSIBLE = "implausible"
 
 
 def family(tool_name: str, tool: RetrievalTool = CODEGRAPH) -> str:
@@ -175,6 +190,12 @@ class Occupancy:
     turns: int = 0
     window: int = WINDOW_TOKENS
     tokens_processed: int = 0
+    # The sanity check (docs/metrics/occupancy.md, "Sanity"): the simple calibrated estimate's ratio and resident
+    # tokens, and, where this residual lies off it by more than the error bars, what differs ("" where it agrees).
+    simple_chars_per_token: float = 0.0
+    simple_residual: int = 0
+    implausible_chars_per_token: float | None = None  # what the gaps measured where calibration is IMPLAUSIBLE
+    cross_check: str = ""
     # Asked for (occupancy(by_request=True)), not stored: per main-thread request, its prompt size ("ctx") and
     # each family's resident tokens as it was sent. report.html draws it; the last one is the residual above.
     by_request: list[dict[str, int]] = field(default_factory=list)
@@ -219,6 +240,10 @@ class Occupancy:
             "turns": self.turns,
             "window": self.window,
             "tokens_processed": self.tokens_processed,
+            "simple_chars_per_token": self.simple_chars_per_token,
+            "simple_residual": self.simple_residual,
+            "implausible_chars_per_token": self.implausible_chars_per_token,
+            "cross_check": self.cross_check,
         }
 
 
@@ -236,6 +261,7 @@ class _Gap:
     hidden: float = 0.0  # tokens its thinking hid, as the segment's declared output tells them (0: not told)
     thinking_tokens: float = 0.0  # its visible thinking, priced (see _declared_output)
     returned: float = 0.0  # earlier visible thinking a shrink left out that this gap sent again, priced (_returning)
+    returned_hidden: float = 0.0  # of it, thinking the declared output told was hidden: still growth nothing shows
     results: list[tuple[str, int, int]] = field(default_factory=list)  # (family, chars, frame), in order
     uuids: list[str] = field(default_factory=list)  # each result's event, as a compaction names what it keeps
     clearings: list[tuple[int, frozenset[str]]] = field(default_factory=list)  # (results before, kept) per boundary
@@ -243,6 +269,7 @@ class _Gap:
     at_last_boundary: tuple[int, int] = (0, 0)  # what the gap had shown but its results when its last boundary came
     delta: int = 0
     measured: bool = False  # kept by the calibration: its growth prices its own results
+    before: int = 0  # content characters earlier gaps appended since the last compaction: all a shrink could shed
 
     @property
     def cleared_at(self) -> int | None:
@@ -312,6 +339,7 @@ class _Pricing:
     framing: float = 0.0  # tokens per framing character of a result: 0 where no small gap measures it
     framing_calibration: str = DEFAULT
     family_ratio: dict[str, float] = field(default_factory=dict)
+    implausible: float | None = None  # the ratio measured, where no tokenizer produces it (_sane)
 
     @property
     def rest_framing(self) -> float:
@@ -343,14 +371,30 @@ def occupancy(
     """Residual context occupancy of the session's main thread at its last request (``by_request``: and at each
     request before it, in :attr:`Occupancy.by_request`)."""
     ctxs, gaps, compactions = _gaps(session, tool)
+    simple = _simple(gaps)
     thinking_ratio, thinking_measured = _declared_output(session, gaps)
     _returning(gaps)
     pricing = _calibrate(gaps)
+    if pricing.framing_calibration == MEASURED and any(g.hidden for g in gaps):
+        # The declared output's structure is the prompt's kind of framing: at the density the small gaps measured,
+        # not the stand-in's, what the thinking hid is told again (the tokenizer decides how dense JSON is).
+        for gap in gaps:
+            gap.hidden = 0.0
+            gap.measured = False
+        thinking_ratio, thinking_measured = _declared_output(session, gaps, pricing.framing)
+        _returning(gaps)
+        pricing = _calibrate(gaps)
     if any(g.returned and not g.measured for g in gaps):
-        for gap in gaps:  # net of the thinking, such a gap does not read like the others: it did not come back there
-            gap.returned = gap.returned if gap.measured else 0.0
+        for gap in gaps:
+            # Net of the thinking, such a gap does not read like the others, nor does its growth hold the thinking
+            # with the rest at the run's terms: the thinking did not come back there. (A small result beside much
+            # thinking reads unlike the others by the thinking's noise alone.)
+            back = gap.measured or _holds(gap, pricing)
+            gap.returned = gap.returned if back else 0.0
+            gap.returned_hidden = gap.returned_hidden if back else 0.0
             gap.measured = False
         pricing = _calibrate(gaps)
+    pricing = _sane(pricing, gaps, simple)
     out = Occupancy(
         ctx_final=ctxs[-1] if ctxs else 0,
         ctx_base=ctxs[0] if ctxs else 0,
@@ -361,6 +405,7 @@ def occupancy(
         framing_tokens_per_char=pricing.framing,
         framing=pricing.framing_calibration,
         family_chars_per_token=dict(pricing.family_ratio),
+        implausible_chars_per_token=pricing.implausible,
         compactions=compactions,
         turns=len(ctxs),
         window=window,
@@ -397,14 +442,17 @@ def occupancy(
             # The summary replaces everything before the boundary but what it keeps, this gap's earlier results too;
             # the gap's growth mixes the summary with the shedding, so it says nothing more.
             start = 0
+            restorable: list[_Resident] = []  # Read results the last boundary evicted: the CLI may restore them
             for index, kept in gap.clearings:
                 append(gap, start, index)
                 start = index
-                evicted += _compact(resident, kept)
+                restorable = []
+                evicted += _compact(resident, kept, restorable)
                 unexplained.clear()
                 thinking.clear()
             append(gap, start)
-            for r, tokens in _measure_kept(gap, resident, ctxs[number + 1] - ctxs[0], pricing):
+            restored = sum(r.tokens for r in restorable if r.family == "read")
+            for r, tokens in _measure_kept(gap, resident, ctxs[number + 1] - ctxs[0], pricing, restored):
                 contributed[r.family] += tokens - r.tokens
                 r.tokens = tokens
             continue
@@ -412,8 +460,13 @@ def occupancy(
         shortfall = tool_tokens - gap.delta
         if shortfall > max(EVICTION_FLOOR_TOKENS, EVICTION_TOOL_SHARE * tool_tokens):
             # What the transcript never showed leaves first (the CLI drops earlier turns' thinking when it resumes a
-            # session): only a shrink beyond it sheds results.
-            evicted += _evict_oldest(resident, _drop_unexplained(thinking, _drop_unexplained(unexplained, shortfall)))
+            # session): only a shrink beyond it sheds results, those that were there before this gap.
+            shed = _drop_unexplained(thinking, _drop_unexplained(unexplained, shortfall))
+            left_out = _evict_oldest(resident, shed, len(gap.results))
+            evicted += left_out
+            if shed - left_out > 0 and tool_tokens > 0:
+                # Nothing was there before to shed: the gap's own results cost at most what it grew.
+                _shrink_last(resident, contributed, len(gap.results), min(1.0, (shed - left_out) / tool_tokens))
             continue
         # Thinking the gap shows may leave again without a trace (the CLI drops earlier turns' thinking when it
         # resumes a session); growth beyond what the gap shows is neither a result's cost nor, by its absence, an
@@ -422,7 +475,7 @@ def occupancy(
             thinking.append((gap.thinking_tokens, True))
         if gap.returned:
             thinking.append((gap.returned, True))
-        excess = gap.delta - tool_tokens - pricing.rest(gap)
+        excess = gap.delta - tool_tokens - pricing.rest(gap) + gap.returned_hidden  # hidden, come back: not shown
         if gap.results and excess > max(EVICTION_FLOOR_TOKENS, EVICTION_TOOL_SHARE * gap.delta):
             unexplained.append((excess, gap.thinking_blocks > 0))
     if by_request and ctxs:
@@ -441,7 +494,25 @@ def occupancy(
     out.evicted = round(evicted)
     out.unexplained = round(sum(tokens for tokens, _ in unexplained))
     out.unexplained_thinking = round(sum(tokens for tokens, thinking in unexplained if thinking))
+    _cross_check(out, simple)
     return out
+
+
+def _cross_check(out: Occupancy, simple: SimpleEstimate) -> None:
+    """Hold the residual against the simple estimate's, where its ratio was measured: past the larger error bar (and
+    CROSS_CHECK_MIN_SHARE, and the eviction floor), say so in :attr:`Occupancy.cross_check`."""
+    out.simple_chars_per_token = round(simple.chars_per_token, 3)
+    out.simple_residual = sum(simple.residual.values())
+    refined = sum(out.residual.values())
+    bar = max(out.dispersion or 0.0, simple.dispersion or 0.0, CROSS_CHECK_MIN_SHARE)
+    off = refined - out.simple_residual
+    # A simple estimate whose ratio no clean gap measured checks nothing.
+    beyond = abs(off) > max(EVICTION_FLOOR_TOKENS, bar * max(refined, out.simple_residual))
+    if simple.calibration == MEASURED and beyond:
+        out.cross_check = (
+            f"residual {refined:,} tok vs the simple estimate's {out.simple_residual:,} "
+            f"({simple.chars_per_token:.2f} chars/tok): {off:+,} tok, beyond ±{bar:.0%}"
+        )
 
 
 def _gaps(session: Session, tool: RetrievalTool) -> tuple[list[int], list[_Gap], int]:
@@ -467,7 +538,8 @@ def _gaps(session: Session, tool: RetrievalTool) -> tuple[list[int], list[_Gap],
                     gap.delta = ctx - ctxs[-1]
                     gaps.append(gap)
                 ctxs.append(ctx)
-                gap = _Gap()
+                seen = 0 if gap.clearings else gap.before + gap.chars
+                gap = _Gap(before=seen)
             in_user_message = False
             gap.chars += item.output_chars
             gap.frame += _message_frame(item)
@@ -512,7 +584,9 @@ def _message_frame(message: Message) -> int:
     return frame
 
 
-def _declared_output(session: Session, gaps: list[_Gap]) -> tuple[float, bool]:
+def _declared_output(
+    session: Session, gaps: list[_Gap], framing: float = OUTPUT_FRAMING_TOKENS_PER_CHAR
+) -> tuple[float, bool]:
     """What a stream-json segment's ``result`` declares, its output tokens (every request's summed, thinking the model
     did not stream included), tells of its thinking; a subagent's output or a compaction's summary would be in the sum
     too, so such a segment tells nothing. Where one gap of the segment holds thinking that may hide, the sum less what
@@ -536,7 +610,7 @@ def _declared_output(session: Session, gaps: list[_Gap]) -> tuple[float, bool]:
                     del declared[segment]
                 continue
             shown[segment] += (
-                item.output_chars / PROSE_CHARS_PER_TOKEN + _message_frame(item) * OUTPUT_FRAMING_TOKENS_PER_CHAR
+                item.output_chars / PROSE_CHARS_PER_TOKEN + _message_frame(item) * framing
             )
             for block in item.blocks:
                 if block.get("type") == "thinking":
@@ -572,15 +646,17 @@ def _returning(gaps: list[_Gap]) -> None:
     is given it as ``returned`` (at the price it had). The calibration decides: the gap prices its results net of it
     only where, net of it, it reads like the run's other gaps (``occupancy`` clears it elsewhere and calibrates
     again)."""
-    resident = left = 0.0
+    resident = left = hidden = left_hidden = 0.0
     for g in gaps:
         if g.clearings:  # a compaction's summary replaces it
-            resident = left = 0.0
+            resident = left = hidden = left_hidden = 0.0
         elif g.delta < 0 and not g.results and resident and -g.delta >= resident / SHED_FACTOR:
-            left, resident = left + resident, 0.0
+            left, resident, left_hidden, hidden = left + resident, 0.0, left_hidden + hidden, 0.0
         elif g.delta > 0:
-            g.returned, left = left, 0.0
-            resident += g.thinking_tokens + g.returned
+            g.returned, g.returned_hidden, left, left_hidden = left, left_hidden, 0.0, 0.0
+            # Thinking the declared output told was hidden leaves and comes back alike.
+            resident += g.thinking_tokens + g.returned + g.hidden
+            hidden += g.hidden + g.returned_hidden
 
 
 def _calibrate(gaps: list[_Gap]) -> _Pricing:
@@ -611,12 +687,34 @@ def _calibrate(gaps: list[_Gap]) -> _Pricing:
             g.measured = True
         pricing = _Pricing(ratio, MEASURED, framing, measured)
         pricing.family_ratio = _family_ratios(kept, pricing)
+        if measured == MEASURED:
+            pricing.family_ratio |= _small_family_ratios(small, pricing)
         return pricing
     # Not over a gap with thinking: its growth may be what it does not show, which no ratio of what it shows prices.
     growing = [g for g in gaps if g.cleared_at is None and g.delta > 0 and g.chars > 0 and not g.thinking_blocks]
     if growing:
         return _Pricing(sum(g.chars for g in growing) / sum(g.delta for g in growing), ALL_GAPS, 0.0)
     return _Pricing(DEFAULT_CHARS_PER_TOKEN, DEFAULT, 0.0)
+
+
+def _sane(pricing: _Pricing, gaps: list[_Gap], simple: SimpleEstimate) -> _Pricing:
+    """A ratio no tokenizer produces is never used: growth the transcript does not show (or shedding) made it. Then
+    no gap measures its results, every result is priced at the simple estimate's ratio (or the default), and the
+    calibration says what was measured (``implausible``); a family's implausible ratio is dropped."""
+    pricing.family_ratio = {f: r for f, r in pricing.family_ratio.items() if plausible(r)}
+    if plausible(pricing.chars_per_token):
+        return pricing
+    for g in gaps:
+        g.measured = False
+    return _Pricing(simple.chars_per_token, IMPLAUSIBLE, implausible=pricing.chars_per_token)
+
+
+def _holds(gap: _Gap, pricing: _Pricing) -> bool:
+    """The gap grew by what it shows, its results and the thinking it was given back at the run's terms, within the
+    eviction tolerance."""
+    priced = sum(pricing.tokens(fam, chars, frame) for fam, chars, frame in gap.results)
+    off = gap.delta - gap.hidden - pricing.rest(gap) - priced
+    return gap.cleared_at is None and abs(off) <= max(EVICTION_FLOOR_TOKENS, EVICTION_TOOL_SHARE * gap.delta)
 
 
 def _net(g: _Gap, framing: float | None) -> float:
@@ -645,7 +743,9 @@ def _pooled(clean: list[_Gap], framing: float | None) -> tuple[float, list[_Gap]
     kept_chars = 0
     kept_nets = []  # summed by sum(), as floats always were (its rounding differs from a loop's on 3.12+)
     for g, chars, net in usable:
-        if floor <= chars / net <= ceiling:
+        # A gap reads thin past the ceiling when it shed content, and it can shed only what earlier gaps brought.
+        unshed = chars / centre - net > g.before / centre
+        if floor <= chars / net <= ceiling or (chars / net > ceiling and unshed):
             kept.append(g)
             kept_chars += chars
             kept_nets.append(net)
@@ -686,14 +786,18 @@ def _drop_unexplained(unexplained: list[tuple[float, bool]], tokens: float) -> f
 
 
 def _measure_kept(
-    gap: _Gap, resident: deque[_Resident], growth: float, pricing: _Pricing
+    gap: _Gap, resident: deque[_Resident], growth: float, pricing: _Pricing, restored: float = 0.0
 ) -> list[tuple[_Resident, float]]:
     """The results of a boundary's gap that the boundary keeps, measured: the request after a compaction holds the
     session's context again (Claude Code 2.1.332 re-sends the first request's reminders, appended to the last message
     it keeps), the summary, the kept calls and the kept results. So its growth over the session's first request
     (``growth``), less what the gap shows after the boundary, the kept calls and the results already priced, is what
     this gap's kept results cost. Each with its measured price; none where the measure is beyond SHED_FACTOR of their
-    prices (the first request was not the context's)."""
+    prices (the first request was not the context's).
+
+    Claude Code 2.1.332 can also restore the files whose Read results the boundary evicted (``restored``: their prices),
+    appended to the last kept result, which no transcript shows: where the measure less them lies nearer the kept
+    results' prices than the measure does, they were restored and are no part of it."""
     index, kept = gap.clearings[-1]
     mine = {uuid: i for i, uuid in enumerate(gap.uuids[:index]) if uuid and uuid in kept}
     here = [r for r in resident if r.uuid in mine]
@@ -707,13 +811,21 @@ def _measure_kept(
         frame += gap.calls[i][1]
     rest = summary / PROSE_CHARS_PER_TOKEN + calls / pricing.chars_per_token + frame * pricing.rest_framing
     measured = growth - rest - sum(r.tokens for r in resident if r.uuid not in mine)
-    if not 1 / SHED_FACTOR <= measured / priced <= SHED_FACTOR:
+    if restored and measured - restored > 0 and abs(math.log((measured - restored) / priced)) < abs(
+        math.log(max(measured, 1.0) / priced)
+    ):
+        measured -= restored
+    # A bound prices results at most at what they cost (every measuring gap may hide growth): any measure below it
+    # that some tokenizer could produce stands.
+    low = sum(r.chars for r in here) / PLAUSIBLE_CHARS_PER_TOKEN[1] if pricing.calibration == BOUND else None
+    if not (low or priced / SHED_FACTOR) <= measured <= priced * SHED_FACTOR:
         return []
     return [(r, r.tokens * measured / priced) for r in here]
 
 
-def _compact(resident: deque[_Resident], kept: frozenset[str]) -> float:
-    """A compaction: every resident result leaves but those the boundary names as kept; the tokens that left."""
+def _compact(resident: deque[_Resident], kept: frozenset[str], left: list[_Resident] | None = None) -> float:
+    """A compaction: every resident result leaves (into ``left``, where given) but those the boundary names as kept;
+    the tokens that left."""
     evicted = 0.0
     for _ in range(len(resident)):
         r = resident.popleft()
@@ -721,6 +833,8 @@ def _compact(resident: deque[_Resident], kept: frozenset[str]) -> float:
             resident.append(r)
         else:
             evicted += r.tokens
+            if left is not None:
+                left.append(r)
     return evicted
 
 
@@ -745,6 +859,24 @@ def _family_ratios(kept: list[_Gap], pricing: _Pricing) -> dict[str, float]:
     ratio = pricing.chars_per_token
     measured = {fam: chars[fam] / tokens[fam] for fam in chars if tokens[fam] > 0}
     return {fam: r for fam, r in measured.items() if ratio / SHED_FACTOR <= r <= ratio * SHED_FACTOR}
+
+
+def _small_family_ratios(small: list[_Gap], pricing: _Pricing) -> dict[str, float]:
+    """chars/token of "other" where no big gap measures it, on the small gaps whose results are all its: what is left
+    of their growth once the rest (the call, prose, framing) is priced at the run's terms, pooled. "other" holds the
+    agent's own tools (spawning and waiting for a subagent, a todo list): short JSON of ids and keys, far denser than
+    the run's ratio (Codex's spawn_agent and wait_agent outputs)."""
+    chars = 0
+    tokens = 0.0
+    for g in small:
+        if "other" in pricing.family_ratio or not g.results or any(fam != "other" for fam, _, _ in g.results):
+            continue
+        fam_chars = sum(c for _, c, _ in g.results)
+        rest = (g.shown_chars - fam_chars) / pricing.chars_per_token + (g.frame - g.result_frame) * pricing.rest_framing
+        chars += fam_chars
+        tokens += g.delta - rest - g.result_frame * pricing.framing
+    ratio = chars / tokens if tokens > 0 and chars else 0.0
+    return {"other": ratio} if plausible(ratio) else {}
 
 
 def _measured_scale(gap: _Gap, pricing: _Pricing, thinking_measured: bool) -> float:
@@ -794,10 +926,18 @@ def _resident_at(resident: deque[_Resident], ctx: int) -> dict[str, int]:
     return {"ctx": ctx, **{fam: round(value) for fam, value in tokens.items()}}
 
 
-def _evict_oldest(resident: deque[_Resident], tokens: float) -> float:
-    """Drop ``tokens`` from the oldest resident results (micro-compaction sheds those first)."""
+def _shrink_last(resident: deque[_Resident], contributed: dict[str, float], count: int, share: float) -> None:
+    """The last ``count`` resident results, priced ``share`` lower (what they contributed too)."""
+    for r in list(resident)[-count:]:
+        contributed[r.family] -= r.tokens * share
+        r.tokens *= 1 - share
+
+
+def _evict_oldest(resident: deque[_Resident], tokens: float, appended: int = 0) -> float:
+    """Drop ``tokens`` from the oldest resident results (micro-compaction sheds those first), never from the last
+    ``appended``: the results of the gap that fell short came with it, and shedding takes what was there before."""
     evicted = 0.0
-    while tokens > 0 and resident:
+    while tokens > 0 and len(resident) > appended:
         head = resident[0]
         if head.tokens <= tokens:
             resident.popleft()
@@ -809,3 +949,62 @@ def _evict_oldest(resident: deque[_Resident], tokens: float) -> float:
             evicted += tokens
             tokens = 0
     return evicted
+
+
+@dataclass
+class SimpleEstimate:
+    """The simple calibrated estimate (docs/metrics/occupancy.md, "Sanity"): one chars/token pooled over the clean gaps
+    that are mostly tool result and hold no thinking (else over every growing gap without thinking), every result
+    priced at it by its characters, compactions and micro-compaction as usual. ``dispersion``: its error bar, as
+    :attr:`Occupancy.dispersion` is occupancy's."""
+
+    chars_per_token: float
+    calibration: str
+    dispersion: float | None
+    residual: dict[str, int]
+
+
+def simple_estimate(session: Session, tool: RetrievalTool = CODEGRAPH) -> SimpleEstimate:
+    """The simple calibrated estimate of the session's main thread at its last request (see :class:`SimpleEstimate`)."""
+    _, gaps, _ = _gaps(session, tool)
+    return _simple(gaps)
+
+
+def _simple(gaps: list[_Gap]) -> SimpleEstimate:
+    clean = [g for g in gaps if g.clean and g.tool_dominated and not g.thinking_blocks]
+    calibration = MEASURED if clean else ALL_GAPS
+    clean = clean or [g for g in gaps if g.cleared_at is None and g.delta > 0 and g.chars and not g.thinking_blocks]
+    grown = sum(g.delta for g in clean)
+    ratio = sum(g.chars for g in clean) / grown if grown > 0 else 0.0
+    if not plausible(ratio):
+        ratio, calibration = DEFAULT_CHARS_PER_TOKEN, DEFAULT
+    resident: deque[_Resident] = deque()
+    for gap in gaps:
+        start = 0
+        for index, kept in gap.clearings:
+            resident.extend(_Resident(f, c / ratio, c, u) for (f, c, _), u in zip(gap.results[start:index],
+                                                                                  gap.uuids[start:index], strict=True))
+            start = index
+            _compact(resident, kept)
+        appended = [_Resident(f, c / ratio, c, u) for (f, c, _), u in zip(gap.results[start:], gap.uuids[start:],
+                                                                           strict=True)]
+        resident.extend(appended)
+        shortfall = sum(r.tokens for r in appended) - gap.delta
+        if not gap.clearings and shortfall > max(EVICTION_FLOOR_TOKENS, EVICTION_TOOL_SHARE * (shortfall + gap.delta)):
+            _evict_oldest(resident, shortfall)
+    left = dict.fromkeys(FAMILIES, 0.0)
+    for r in resident:
+        left[r.family] += r.tokens
+    errors = sorted(
+        abs(sum(chars for _, chars, _ in g.results) / ratio - g.delta) / g.delta
+        for g in clean
+        if g.results and max(chars for _, chars, _ in g.results) >= DISPERSION_RESULT_SHARE * g.chars
+    )
+    dispersion = errors[(len(errors) - 1) // 2] if errors else None
+    return SimpleEstimate(ratio, calibration, dispersion, {f: round(t) for f, t in left.items()})
+
+
+def plausible(chars_per_token: float) -> bool:
+    """A chars/token some tokenizer produces on text a session holds (:data:`PLAUSIBLE_CHARS_PER_TOKEN`)."""
+    low, high = PLAUSIBLE_CHARS_PER_TOKEN
+    return low <= chars_per_token <= high

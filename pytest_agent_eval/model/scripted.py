@@ -38,7 +38,7 @@ from ..tool import CODEGRAPH
 from ..tool.explore_answer import file_sections, same_file
 from ..transcript import DELEGATION_TOOLS
 from .sse import Reply, new_id, tool_use
-from .usage import hidden_signature
+from .usage import hidden_signature, server_context_id
 
 FOLLOW_UPS = ("read", "explore", "none")
 # How the stand-in answers (docs/metrics/answers.md): cite what it saw, name the corpus's answer key, name nothing,
@@ -269,7 +269,9 @@ class ScriptedBackend:
 
     What a real model adds, by the index of a question's tool-calling step (0: its first call; none past the end):
     ``hidden_thinking`` tokens of thinking counted but streamed empty (or, ``summarised``, as a summary of a few
-    dozen characters); ``visible_thinking`` characters of thinking streamed whole. 0 is no thinking at that step."""
+    dozen characters); ``visible_thinking`` characters of thinking streamed whole; ``server_context`` tokens of
+    context the server adds beside that step's result (its call's id declares them, :func:`~.usage.server_context_id`;
+    the prompt grows by them from the result on, with no thinking and nothing the transcript shows). 0 is none."""
 
     follow_up: str = "read"
     reads: int = 2
@@ -278,6 +280,7 @@ class ScriptedBackend:
     hidden_thinking: tuple[int, ...] = ()
     summarised: bool = False
     visible_thinking: tuple[int, ...] = ()
+    server_context: tuple[int, ...] = ()
     explore: str = CODEGRAPH.explore
     cli: str = CODEGRAPH.cli
     answers: str = "cite"
@@ -323,8 +326,16 @@ class ScriptedBackend:
             plan = f"Next: {', '.join(b['name'] for b in blocks)} for: {turn.question[:200]}"
             blocks = [{"type": "thinking", "thinking": plan, "signature": ""}, *blocks]
         if blocks and blocks[0].get("type") == "tool_use" and not turn.subagent:
-            blocks = self._model_thinking(turn) + blocks
+            blocks = self._model_thinking(turn) + self._server_context(turn, blocks)
         return Reply(blocks)
+
+    def _server_context(self, turn: Turn, blocks: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """The step's first call, its id declaring the server-side context beside its result (class docstring)."""
+        step = len(turn.steps)
+        tokens = self.server_context[step] if step < len(self.server_context) else 0
+        if not tokens:
+            return blocks
+        return [{**blocks[0], "id": server_context_id(tokens, new_id("ctx"))}, *blocks[1:]]
 
     def _model_thinking(self, turn: Turn) -> list[dict[str, Any]]:
         """The thinking a real model would put before this step's call (see the class docstring)."""

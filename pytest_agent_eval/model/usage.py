@@ -10,7 +10,7 @@ removed: the CLI moves them between requests). A JSON value costs
 * an array: two for the brackets plus its items;
 
 and a message adds :data:`MESSAGE_FRAME_TOKENS` for its role. Text is cut BPE-style into pieces: a run
-of letters (one token per :data:`LETTERS_PER_TOKEN` letters, so ``the`` is one and
+of letters (one token per :data:`~.tokenizers.LETTERS_PER_TOKEN` letters, so ``the`` is one and
 ``sendOptionsResponse`` four), up to three digits, one other character, or a run of whitespace, each
 optionally led by a space. Dense, line-numbered source comes out near 2.5 characters a token and prose
 near 4.5, as on the real tokenizer, so no single chars/token ratio prices both exactly; and a
@@ -30,6 +30,14 @@ thinking. The stand-in does the same, honestly: a thinking block whose signature
 it hid. A Responses API ``reasoning`` item (Codex) declares its hidden tokens the same way, in its
 ``encrypted_content``, and costs the reasoning it carries when it comes back: its summary's text and what it hid (its
 id and encryption are no tokens the model reads).
+
+**Server-side context.** A real API can count context beside a tool result that no transcript shows. The
+stand-in's policy declares it in the call's id (:func:`server_context_id`): the tool_result that answers such a call
+costs its own tokens plus the declared ones, which the truth counts among the ``hidden`` and not as the result's.
+
+**Other counting models.** This is the ``stand-in`` counting model; :mod:`.tokenizers` has the others (uniform
+chars/token, real BPE), chosen by ``AGENT_EVAL_TOKENIZER``. Whatever the model, a request and the output declared
+for it are counted alike, and hidden thinking and server-side context cost what they declare.
 
 The truth a stand-in knows: :meth:`UsageModel.count_prompt` gives, per request, the prompt's tokens, each
 tool_result block's tokens by ``tool_use_id`` (what occupancy estimates from the outside) and the hidden
@@ -52,7 +60,8 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-LETTERS_PER_TOKEN = 6
+from .tokenizers import tokenizer
+
 MESSAGE_FRAME_TOKENS = 4
 # Tokens after the client's last cache breakpoint; Claude Code's requests show single digits here.
 FRESH_INPUT_TOKENS = 4
@@ -64,35 +73,39 @@ REMEMBERED_UNITS = 4096
 # A stand-in's thinking signature that declares hidden tokens: "stand-in-hidden-thinking:<tokens>:<nonce>".
 HIDDEN_SIGNATURE = "stand-in-hidden-thinking"
 _HIDDEN_RE = re.compile(rf"^{HIDDEN_SIGNATURE}:(\d+):")
+# A call id that declares server-side context beside its result: "toolu_ctx<tokens>_<nonce>".
+_SERVER_CONTEXT_RE = re.compile(r"^toolu_ctx(\d+)_")
 
 # Where a prompt's tool result names its call: a Messages ``tool_result``, a Responses ``function_call_output``.
 _RESULT_ID_KEYS = {"tool_result": "tool_use_id", "function_call_output": "call_id"}
-_PIECE_RE = re.compile(r" ?[A-Za-z]+| ?\d{1,3}| ?[^\sA-Za-z\d]|\s+")
-_LONG_WORD_RE = re.compile(rf"[A-Za-z]{{{LETTERS_PER_TOKEN + 1},}}")
 
 
 def text_tokens(text: str) -> int:
-    """Tokens of a piece of text under the counting model (see the module docstring)."""
-    if not text:
-        return 0
-    extra = sum((len(word) - 1) // LETTERS_PER_TOKEN for word in _LONG_WORD_RE.findall(text))
-    return len(_PIECE_RE.findall(text)) + extra
+    """Tokens of a piece of text under the counting model in force (:func:`~.tokenizers.tokenizer`)."""
+    return tokenizer().text(text)
 
 
 def count_tokens(value: Any) -> int:
-    """Tokens of a JSON value, structure included (see the module docstring)."""
-    if isinstance(value, str):
-        return text_tokens(value) + 1
-    if isinstance(value, dict):
-        return 2 + sum(text_tokens(str(k)) + 2 + count_tokens(v) for k, v in value.items())
-    if isinstance(value, list):
-        return 2 + sum(count_tokens(v) for v in value)
-    return 1
+    """Tokens of a JSON value, structure included, under the counting model in force (see the module docstring)."""
+    return tokenizer().value(value)
 
 
 def hidden_signature(tokens: int, nonce: str) -> str:
     """The signature of a thinking block that hides ``tokens`` tokens of thinking (see the module docstring)."""
     return f"{HIDDEN_SIGNATURE}:{tokens}:{nonce}"
+
+
+def server_context_id(tokens: int, nonce: str) -> str:
+    """The id of a call whose result the server counts ``tokens`` of context beside (see the module docstring)."""
+    return f"toolu_ctx{tokens}_{nonce}"
+
+
+def declared_server_context(block: Any) -> int:
+    """The server-side context tokens a tool_result's call id declares (0 for any other block)."""
+    if not isinstance(block, dict) or block.get("type") != "tool_result":
+        return 0
+    found = _SERVER_CONTEXT_RE.match(str(block.get("tool_use_id") or ""))
+    return int(found.group(1)) if found else 0
 
 
 def declared_hidden(block: Any) -> int:
@@ -155,7 +168,7 @@ def _unit_tokens(value: Any) -> int:
     if isinstance(value, dict) and value.get("type") == "reasoning":
         summary = [part.get("text") for part in value.get("summary") or [] if isinstance(part, dict)]
         return count_tokens(summary) + declared_hidden(value)
-    return count_tokens(value) + declared_hidden(value)
+    return count_tokens(value) + declared_hidden(value) + declared_server_context(value)
 
 
 def _without_cache_control(value: Any) -> Any:
@@ -173,15 +186,16 @@ class Unit:
     key: str
     tokens: int
     tool_use_id: str | None = None  # set on a tool_result block
-    hidden: int = 0  # of the tokens, thinking the block's signature declares hidden
+    hidden: int = 0  # of the tokens, thinking the block's signature declares hidden (or context its call id does)
     context: int = 0  # of a tool_result's tokens, the session context the client moved into it (moved_context)
 
 
 @dataclass
 class PromptCount:
     """The truth about one request: its prompt's tokens, each tool_result's by ``tool_use_id``, of the prompt's
-    tokens the hidden thinking (:func:`hidden_signature`), and of each tool_result's tokens the session context the
-    client moved into it (:func:`moved_context`, only where there is some)."""
+    tokens the hidden ones (thinking, :func:`hidden_signature`; server-side context, :func:`server_context_id`), and
+    of each tool_result's tokens the session context the client moved into it (:func:`moved_context`, only where
+    there is some)."""
 
     tokens: int
     results: dict[str, int] = field(default_factory=dict)
@@ -206,7 +220,7 @@ class UsageModel:
         key = prefix + json.dumps(clean, ensure_ascii=False, sort_keys=True)
         with self._lock:
             tokens = self._counted.get(key)
-        hidden = declared_hidden(clean)
+        hidden = declared_hidden(clean) + declared_server_context(clean)
         if tokens is None:
             tokens = _unit_tokens(clean)
             with self._lock:
@@ -298,7 +312,7 @@ def _truth(units: list[Unit]) -> PromptCount:
     context: dict[str, int] = {}
     for u in units:
         if u.tool_use_id is not None:
-            results[u.tool_use_id] = results.get(u.tool_use_id, 0) + u.tokens
+            results[u.tool_use_id] = results.get(u.tool_use_id, 0) + u.tokens - u.hidden  # beside it, not its
             if u.context:
                 context[u.tool_use_id] = context.get(u.tool_use_id, 0) + u.context
     return PromptCount(max(1, sum(u.tokens for u in units)), results, sum(u.hidden for u in units), context)

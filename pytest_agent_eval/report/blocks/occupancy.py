@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from pytest_agent_eval.metrics.occupancy import ALL_GAPS, BOUND, DEFAULT, MEASURED, Occupancy
+from pytest_agent_eval.metrics.occupancy import ALL_GAPS, BOUND, DEFAULT, IMPLAUSIBLE, MEASURED, Occupancy
 from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
 
 _CALIBRATION_LABELS = {
@@ -10,6 +10,7 @@ _CALIBRATION_LABELS = {
     ALL_GAPS: "fallback over all gaps (none tool-dominated)",
     BOUND: "bound (every measuring gap holds thinking)",
     DEFAULT: "default",
+    IMPLAUSIBLE: "simple estimate's",
 }
 
 
@@ -40,11 +41,15 @@ def render_occupancy(o: Occupancy, tool: RetrievalTool = CODEGRAPH) -> str:
     measure = f"  measure: {o.chars_per_token:.2f} chars/tok {_CALIBRATION_LABELS.get(o.calibration, o.calibration)}"
     if o.dispersion is not None:
         measure += f" ±{o.dispersion * 100:.1f}%"
+    if o.implausible_chars_per_token is not None:  # never used silently: no tokenizer produces it
+        measure += f" (the gaps measured {o.implausible_chars_per_token:.2f}, which no tokenizer produces)"
     measure += f" · turns {o.turns} · compactions {o.compactions}"
     if o.evicted > 0:
         measure += f" · evicted {o.evicted:,} tok"
     if o.unexplained > 0:  # growth no visible content explains: hidden thinking, CLI reminders; in base, not a result
         measure += f" · unexplained {o.unexplained:,} tok ({o.unexplained_thinking:,} with thinking)"
+    if o.cross_check:  # the refined pricing and the simple calibrated estimate disagree beyond their error bars
+        measure += f"\n  cross-check: {o.cross_check}"
     return "\n".join(
         [
             "Residual context occupancy at end of run:",

@@ -1,0 +1,102 @@
+"""Occupancy holds whatever the tokenizer: every bench class, made with the stand-in counting under each of its
+counting models (its own, uniform chars/token, o200k_base, cl100k_base; bench/make_occupancy_sessions.py), held to
+its figure, beside the simple calibrated estimate (docs/metrics/occupancy.md, "Accuracy against the truth")."""
+
+from __future__ import annotations
+
+import importlib.util
+import sys
+from pathlib import Path
+
+import pytest
+
+BENCH = Path(__file__).resolve().parents[1] / "bench"
+_spec = importlib.util.spec_from_file_location("occupancy_accuracy", BENCH / "occupancy_accuracy.py")
+accuracy = importlib.util.module_from_spec(_spec)
+sys.modules["occupancy_accuracy"] = accuracy  # its dataclass looks its module up
+_spec.loader.exec_module(accuracy)
+_agents_spec = importlib.util.spec_from_file_location("agent_occupancy", BENCH / "agent_occupancy.py")
+agents = importlib.util.module_from_spec(_agents_spec)
+_agents_spec.loader.exec_module(agents)
+
+MODELS = ("stand-in", "uniform", "o200k_base", "cl100k_base")
+CLASSES = ("calibration", "held-out", "ordinary", "multi-turn", "growth", "hidden-thinking", "long-thinking",
+           "compaction")  # fmt: skip
+GOAL = 0.01
+# Each class's mean error as bench/occupancy_accuracy.py measures it, rounded up: a change that loses accuracy fails.
+FIGURES = {
+    "stand-in": {"calibration": 0.0055, "held-out": 0.0095, "ordinary": 0.0040, "multi-turn": 0.0035,
+                 "growth": 0.135, "hidden-thinking": 0.0065, "long-thinking": 0.0090, "compaction": 0.0085},
+    "uniform": {"calibration": 0.0030, "held-out": 0.0035, "ordinary": 0.0055, "multi-turn": 0.0045, "growth": 0.170,
+                "hidden-thinking": 0.0130, "long-thinking": 0.0100, "compaction": 0.0085},
+    "o200k_base": {"calibration": 0.0040, "held-out": 0.0060, "ordinary": 0.0050, "multi-turn": 0.0040,
+                   "growth": 0.155, "hidden-thinking": 0.0070, "long-thinking": 0.0080, "compaction": 0.0080},
+    "cl100k_base": {"calibration": 0.0040, "held-out": 0.0065, "ordinary": 0.0045, "multi-turn": 0.0040,
+                    "growth": 0.155, "hidden-thinking": 0.0075, "long-thinking": 0.0085, "compaction": 0.0085},
+}  # fmt: skip
+# Where the goal is not met yet, and why (docs/metrics/occupancy.md, "What it cannot see"): context the server counts
+# beside a result with nothing in the transcript to tell it, on a family's only gap, reads as that family's density.
+MISSES = {("stand-in", "growth"), ("uniform", "growth"), ("o200k_base", "growth"), ("cl100k_base", "growth"),
+          ("uniform", "hidden-thinking")}  # fmt: skip
+
+
+@pytest.fixture(scope="module")
+def scores():
+    return {model: accuracy.score(sessions, truth) for model, sessions, truth in accuracy.corpora()}
+
+
+def test_every_class_is_made_under_every_counting_model(scores):
+    assert set(scores) == set(MODELS)
+    for model in MODELS:
+        assert set(CLASSES) <= set(scores[model]), model
+        assert all(scores[model][cls].sessions >= 2 for cls in CLASSES), model
+
+
+@pytest.mark.parametrize(("model", "cls"), [(m, c) for m in MODELS for c in FIGURES[m]])
+def test_each_class_holds_its_figure(scores, model, cls):
+    s = scores[model][cls]
+    assert s.mean <= FIGURES[model][cls]
+    if (model, cls) not in MISSES:
+        assert s.mean <= GOAL
+    assert s.false_evictions == 0  # on growth too, where the ratio read the context: a gap sheds what was there
+
+
+@pytest.mark.parametrize(("model", "cls"), [(m, c) for m in MODELS for c in FIGURES[m] if c != "growth"])
+def test_occupancy_is_no_worse_than_the_simple_estimate_on_any_class(scores, model, cls):
+    s = scores[model][cls]
+    assert s.mean <= s.simple_mean
+
+
+@pytest.mark.parametrize("model", MODELS)
+def test_what_the_server_hid_is_reported_as_unexplained_not_priced(scores, model):
+    # Thinking the server counted and did not stream: within 3% summed over the class, under every counting model.
+    s = scores[model]["hidden-thinking"]
+    assert s.unexplained == pytest.approx(s.hidden, rel=0.03)
+
+
+AGENTS = ("codex", "gemini", "opencode")
+CASES_PER_AGENT = ("plain-with", "plain-without", "delegated-with", "delegated-without", "two-turns-with")
+# "other" (spawning a subagent and waiting for it: a few dozen tokens of JSON ids) misses its share: at most 27% (Codex
+# under the stand-in's own counting), 83 tokens at most; every other family holds the goal.
+FAMILY_FIGURES = {"other": 0.28}
+
+
+@pytest.fixture(scope="module")
+def agent_scores():
+    return agents.score_agents()
+
+
+def test_every_agent_is_made_under_every_counting_model(agent_scores):
+    assert set(agent_scores) == {(model, agent) for model in MODELS for agent in AGENTS}
+    assert all(s.sessions == len(CASES_PER_AGENT) for s, _ in agent_scores.values())
+
+
+@pytest.mark.parametrize(("model", "agent"), [(m, a) for m in MODELS for a in AGENTS])
+def test_every_agents_sessions_hold_the_goal_under_every_counting_model(agent_scores, model, agent):
+    # bench/make_agent_sessions.py's cases: one question and two turns with the tool, a subagent in both arms.
+    s, families = agent_scores[(model, agent)]
+    assert s.mean <= GOAL and s.false_evictions == 0
+    assert s.mean <= s.simple_mean
+    assert all(f.mean <= FAMILY_FIGURES.get(fam, GOAL) for fam, f in families.items()), {
+        fam: f.mean for fam, f in families.items()
+    }
