@@ -14,6 +14,7 @@ CLI's uid and could open ``/proc/<cli>/fd/1`` or ``fd/2`` to write forged lines 
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import subprocess
 import threading
@@ -63,7 +64,25 @@ def not_run(turn: int, turns: int) -> str:
 
 def unended(outcome: StreamOutcome, timeout_s: float) -> str:
     """Why a turn's process gave up before the line that ends the turn: the timeout, or its exit."""
-    return f"timed out after {timeout_s:g}s" if outcome.timed_out else f"exited {outcome.exit_code}"
+    return f"timed out after {timeout_s:g}s" if outcome.timed_out else exit_reason(outcome.exit_code)
+
+
+def exit_reason(code: int | None) -> str:
+    """How a process ended, in words: ``exited 3``, or ``killed by signal 9 (SIGKILL)`` for one a signal ended.
+
+    A signal shows as a negative code when the agent is our own child, and as 128 + N when it ran in the sandbox:
+    bubblewrap passes on a child's death by signal N as that status, as a shell does (docs/sandbox.md), and the
+    relay in front of the agent (harness/relay.py) does the same."""
+    signum = -code if code is not None and code < 0 else None
+    if code is not None and 128 < code < 128 + signal.NSIG:
+        signum = code - 128
+    if signum is None:
+        return f"exited {code}"
+    try:
+        name = signal.Signals(signum).name
+    except ValueError:
+        return f"killed by signal {signum}"
+    return f"killed by signal {signum} ({name})"
 
 
 def run_streaming(

@@ -1,0 +1,53 @@
+"""Faults met the same way whatever the agent (docs/usage.md, "When something goes wrong"): a signal named as one,
+a full disk that loses nothing, the model's transient errors retried by the harness's one policy, a resume that
+restores the campaign's settings. The real CLIs meet them in tests/test_faults_cli.py."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import sys
+from pathlib import Path
+
+import pytest
+
+from pytest_agent_eval.harness.drivers.stream import run_streaming, unended
+from pytest_agent_eval.harness.relay import carried
+from pytest_agent_eval.harness.sandbox import sandbox_for
+
+needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
+
+
+# -- signals ------------------------------------------------------------------------------------------------------
+@needs_bwrap
+def test_an_agent_killed_by_sigkill_in_the_sandbox_reads_killed_by_signal_9(tmp_path: Path) -> None:
+    """The agent runs behind the relay in bubblewrap; a SIGKILL of it is told as one, not as ``exited 247``."""
+    listener = socket.socket()
+    listener.bind(("127.0.0.1", 0))
+    listener.listen()
+    work = tmp_path / "work"
+    work.mkdir()
+    try:
+        with carried(f"http://127.0.0.1:{listener.getsockname()[1]}") as relay:
+            box = sandbox_for(cache=tmp_path / "cache", writable=[work], relay=relay, path_env="")
+            command = box.wrap([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"])
+            outcome = run_streaming(
+                command, segment=tmp_path / "s.jsonl", stderr=tmp_path / "s.stderr", cwd=work, env={"PATH": "/usr/bin:/bin"},
+                timeout_s=60, grace_s=1, watch=lambda raw: ("line", False), name="agent",
+            )  # fmt: skip
+    finally:
+        listener.close()
+    assert not outcome.ended
+    assert unended(outcome, 60) == "killed by signal 9 (SIGKILL)", outcome.exit_code
+
+
+def test_a_child_killed_by_a_signal_reads_so_and_an_exit_reads_its_status(tmp_path: Path) -> None:
+    def run(code: str) -> str:
+        outcome = run_streaming(
+            [sys.executable, "-c", code], segment=tmp_path / "s.jsonl", stderr=tmp_path / "s.stderr", cwd=tmp_path,
+            env={}, timeout_s=60, grace_s=1, watch=lambda raw: ("line", False), name="agent",
+        )  # fmt: skip
+        return unended(outcome, 60)
+
+    assert run("import os, signal; os.kill(os.getpid(), signal.SIGTERM)") == "killed by signal 15 (SIGTERM)"
+    assert run("raise SystemExit(3)") == "exited 3"
