@@ -32,8 +32,8 @@ def test_an_agent_killed_by_sigkill_in_the_sandbox_reads_killed_by_signal_9(tmp_
             box = sandbox_for(cache=tmp_path / "cache", writable=[work], relay=relay, path_env="")
             command = box.wrap([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"])
             outcome = run_streaming(
-                command, segment=tmp_path / "s.jsonl", stderr=tmp_path / "s.stderr", cwd=work, env={"PATH": "/usr/bin:/bin"},
-                timeout_s=60, grace_s=1, watch=lambda raw: ("line", False), name="agent",
+                command, segment=tmp_path / "s.jsonl", stderr=tmp_path / "s.stderr", cwd=work,
+                env={"PATH": "/usr/bin:/bin"}, timeout_s=60, grace_s=1, watch=lambda raw: ("line", False), name="agent",
             )  # fmt: skip
     finally:
         listener.close()

@@ -35,9 +35,9 @@ from pytest_agent_eval.harness.drivers.stream import (
     Launches,
     event_of,
     not_run,
-    unended,
     run_streaming,
     stderr_tail,
+    unended,
 )
 from pytest_agent_eval.harness.drivers.watch import STALL_S_REAL_API
 from pytest_agent_eval.harness.sandbox import Sandbox
