@@ -4,12 +4,16 @@ restores the campaign's settings. The real CLIs meet them in tests/test_faults_c
 
 from __future__ import annotations
 
+import json
+import re
 import shutil
 import socket
 import sys
 from pathlib import Path
 
 import pytest
+from support.sessions import api_error, with_clean, without_clean
+from support.standin import Project, entry
 
 from pytest_agent_eval.harness.drivers.stream import run_streaming, unended
 from pytest_agent_eval.harness.relay import carried
@@ -51,3 +55,42 @@ def test_a_child_killed_by_a_signal_reads_so_and_an_exit_reads_its_status(tmp_pa
 
     assert run("import os, signal; os.kill(os.getpid(), signal.SIGTERM)") == "killed by signal 15 (SIGTERM)"
     assert run("raise SystemExit(3)") == "exited 3"
+
+
+# -- a resume restores the campaign's settings ----------------------------------------------------------------------
+def _options(campaign: Path) -> dict:
+    return json.loads((campaign / "manifest.json").read_text())["selection"]["options"]
+
+
+def test_a_resume_restores_offline_and_refuses_a_flag_or_thresholds_that_contradict_the_campaign(
+    pytester: pytest.Pytester,
+) -> None:
+    question = "How does res.send decide the Content-Type?"
+    project = Project(pytester, [entry("express", question)])
+    project.script("with", question, with_clean())
+    project.script("without", question, api_error())
+    project.run("--agent-eval-runs", "1", "--agent-eval-offline").assert_outcomes(passed=1, errors=1)
+    [campaign] = project.campaigns()
+    assert _options(campaign)["offline"] == "true"
+    project.script("without", question, without_clean())
+    # resumed as the README writes it, the flag left out: the rest runs offline too, never cloning another copy
+    project.run("--agent-eval-resume", str(campaign)).assert_outcomes(passed=2)
+    assert _options(campaign)["offline"] == "true"  # rewritten at the end by the resumed session: it ran offline
+
+    project.run("--agent-eval-runs", "1", "--agent-eval-out", "online").assert_outcomes(passed=2)
+    [online] = (p for p in (project.path / "online").iterdir() if p.is_dir())
+    refused = project.run("--agent-eval-resume", str(online), "--agent-eval-offline")
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    assert (
+        "--agent-eval-offline contradicts the resumed campaign, which ran without --agent-eval-offline"
+        in refused.stderr.str()
+    )
+    # thresholds the campaign was not gated with: an error naming both
+    (project.path / "agent-eval.yaml").write_text("arms:\n  with:\n    allocation: {min: 0.5}\n")
+    refused = project.run("--agent-eval-resume", str(campaign))
+    assert refused.ret == pytest.ExitCode.USAGE_ERROR
+    assert re.search(
+        r"the thresholds \S+agent-eval\.yaml \(sha256 [0-9a-f]{12}\) contradict the resumed campaign, which was "
+        r"gated with none",
+        refused.stderr.str(),
+    ), refused.stderr.str()

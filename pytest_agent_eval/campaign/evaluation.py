@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_agent_eval.campaign.manifest import campaign_config, finish_manifest, update_manifest
 from pytest_agent_eval.campaign.record import ItemRecord
-from pytest_agent_eval.campaign.selection import corpus_hash, given_options
+from pytest_agent_eval.campaign.selection import corpus_hash, given_options, thresholds_record
 from pytest_agent_eval.campaign.store import (
     MANIFEST,
     Campaign,
@@ -192,7 +192,12 @@ class EvalSession:
 
     def _manifest_extra(self) -> dict[str, Any]:
         """The manifest's keys outside the hashed config: the corpus hash, the selection and the shard."""
-        return {"corpus_hash": corpus_hash(self.cfg.corpus), **self.selection_record()}
+        cfg = self.cfg
+        return {
+            "corpus_hash": corpus_hash(cfg.corpus),
+            "thresholds": thresholds_record(cfg.thresholds_file),
+            **self.selection_record(),
+        }
 
     def _campaign_config(self) -> dict[str, Any]:
         try:

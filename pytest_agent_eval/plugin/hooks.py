@@ -113,6 +113,8 @@ def start(config: pytest.Config, settings_given: bool) -> AgentEvalPlugin:
     if restored is not None:
         _apply(config, restored)
         cfg = resolve_settings(config)
+        if worker_input is None:
+            _check_thresholds(cfg)
     if cfg.thresholds_file is not None and cfg.thresholds_file != PACKAGED / THRESHOLDS_FILE:
         from pytest_agent_eval.metrics import gates  # the project's own file: a mistake is a usage error, now
 
@@ -187,6 +189,18 @@ def _restored(config: pytest.Config, cfg: AgentEvalConfig) -> Restored | None:
         return restore(
             manifest, lambda attr: config.getoption(f"agent_eval_{attr}"), config.option.keyword, config.option.markexpr
         )
+    except ResumeError as exc:
+        raise pytest.UsageError(str(exc)) from None
+
+
+def _check_thresholds(cfg: AgentEvalConfig) -> None:
+    """A resume gates with the thresholds its campaign was gated with (see campaign/selection.py)."""
+    from pytest_agent_eval.campaign.selection import ResumeError, check_thresholds
+    from pytest_agent_eval.campaign.store import Campaign
+
+    assert cfg.resume is not None
+    try:
+        check_thresholds(Campaign.open(cfg.resume).manifest, cfg.thresholds_file)
     except ResumeError as exc:
         raise pytest.UsageError(str(exc)) from None
 
