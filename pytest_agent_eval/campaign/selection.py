@@ -199,6 +199,7 @@ def check_thresholds(manifest: Mapping[str, Any], path: Path | None) -> None:
     then, now = manifest.get("thresholds"), thresholds_record(path)
     if then == now:
         return
+
     def shown(record: Any) -> str:
         return f"{record['file']} (sha256 {str(record['sha256'])[:12]})" if isinstance(record, dict) else "none"
 

@@ -60,7 +60,12 @@ def agent_campaign(request: pytest.FixtureRequest) -> Campaign:
     problem = plugin.settings.output_problem()  # found at collection, but by an xdist worker
     if problem:
         pytest.fail(problem, pytrace=False)
-    return plugin.session.item_campaign()
+    from pytest_agent_eval.harness.writes import WriteFailed
+
+    try:
+        return plugin.session.item_campaign()
+    except WriteFailed as exc:  # a full disk: one line naming the folder, no traceback
+        pytest.fail(f"agent-eval: the campaign cannot be started: {exc}", pytrace=False)
 
 
 def agent_resumed(request: pytest.FixtureRequest, agent_campaign: Campaign) -> dict[str, ItemRecord]:

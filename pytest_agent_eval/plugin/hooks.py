@@ -598,12 +598,20 @@ class AgentEvalPlugin:
         if report.when == "setup":
             state.setup_s = report.duration
         if report.when == "call" or (report.when == "setup" and not report.passed):
-            report.agent_eval = self.session.finish_item(
-                record,
-                outcome="error" if report.when == "setup" and report.failed else report.outcome,
-                error=str(call.excinfo.value) if call.excinfo is not None else None,
-                ran_s=state.setup_s + (call.duration if call.when == "call" else 0.0),
-            )
+            from pytest_agent_eval.harness.writes import WriteFailed
+
+            try:
+                report.agent_eval = self.session.finish_item(
+                    record,
+                    outcome="error" if report.when == "setup" and report.failed else report.outcome,
+                    error=str(call.excinfo.value) if call.excinfo is not None else None,
+                    ran_s=state.setup_s + (call.duration if call.when == "call" else 0.0),
+                )
+            except WriteFailed as exc:
+                # Not recorded (a full disk): the item fails with the one line that says where, and a resume runs
+                # it again once there is space; the records written before stay whole.
+                report.outcome = "failed"
+                report.longrepr = f"agent-eval: {record.id} not recorded: {exc}"
         return report
 
     def pytest_report_teststatus(self, report: pytest.TestReport, config: pytest.Config) -> Any:
