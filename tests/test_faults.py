@@ -13,6 +13,7 @@ from pathlib import Path
 
 import pytest
 from support.sessions import api_error, with_clean, without_clean
+from support.small_disk import FILL_SOURCE, room_again, small_disk
 from support.standin import Project, entry
 
 from pytest_agent_eval.harness.drivers.stream import run_streaming, unended
@@ -94,3 +95,62 @@ def test_a_resume_restores_offline_and_refuses_a_flag_or_thresholds_that_contrad
         r"gated with none",
         refused.stderr.str(),
     ), refused.stderr.str()
+
+
+# -- a full disk ----------------------------------------------------------------------------------------------------
+FILL_AFTER_FIRST_ITEM = (
+    FILL_SOURCE
+    + '''
+
+DISK = {disk!r}
+FILLED = Path(__file__).parent / "filled-once"
+
+
+def pytest_runtest_logreport(report):
+    """The disk fills up once the first item is recorded (in the first session only)."""
+    if report.when == "teardown" and not FILLED.exists():
+        FILLED.touch()
+        fill(DISK)
+'''
+)
+
+
+def _left_behind(folder: Path) -> list[str]:
+    return sorted(p.name for p in folder.rglob("*.tmp"))
+
+
+def test_a_full_disk_ends_items_and_the_session_with_one_line_and_loses_nothing(
+    pytester: pytest.Pytester, tmp_path: Path
+) -> None:
+    """Items that meet the full disk error naming the folder and the space left; the record written before stays
+    whole, no temporary file is left, the session's end says what it could not write (no INTERNALERROR), and a
+    resume finishes the campaign once there is space."""
+    question = "How does res.send decide the Content-Type?"
+    project = Project(pytester, [entry("express", question), entry("gin", question)])
+    project.script("with", question, with_clean())
+    project.script("without", question, without_clean())
+    with small_disk(tmp_path / "disk", size="2m") as disk:
+        conftest = project.path / "conftest.py"
+        conftest.write_text(conftest.read_text() + "\n\n" + FILL_AFTER_FIRST_ITEM.format(disk=str(disk)))
+        result = project.pytester.runpytest(
+            "evals", "-p", "no:cacheprovider", "--agent-eval-backend", "scripted", "--agent-eval-runs", "1",
+            "--agent-eval-out", str(disk / "out"),
+        )  # fmt: skip
+        out = result.stdout.str()
+        assert "INTERNALERROR" not in out and "Traceback" not in out, out[-3000:]
+        outcomes = result.parseoutcomes()
+        assert outcomes.get("passed") == 1 and outcomes.get("failed", 0) + outcomes.get("errors", 0) == 3, out
+        assert re.search(r"cannot write \S+ in \S+/out/\S+: No space left on device \(0 B free\)", out), out
+        assert "the campaign's outputs were not all written: cannot write manifest.json in" in out
+        [campaign] = [p for p in (disk / "out").iterdir() if p.is_dir()]
+        # every record written is whole (a record may still fit in the file's last block: a full disk of pages)
+        records = [json.loads(line) for line in (campaign / "items.jsonl").read_text().splitlines()]
+        assert records[0]["outcome"] == "passed"
+        assert _left_behind(disk) == []
+        assert not (campaign / "summary.json").exists()
+
+        room_again(disk)
+        resumed = project.pytester.runpytest("-p", "no:cacheprovider", "--agent-eval-resume", str(campaign))
+        resumed.assert_outcomes(passed=4)
+        assert (campaign / "summary.json").is_file() and (disk / "out" / "latest").read_text().strip() == campaign.name
+        assert _left_behind(disk) == []

@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pytest_agent_eval.agents.base import AgentConfig, AgentSetup, CodingAgent, Drive, DriveOptions, McpServer
-from pytest_agent_eval.harness.drivers import AgentInfraError, RunRecord, TurnError
+from pytest_agent_eval.harness.drivers import AgentInfraError, NotWritten, RunRecord, TurnError
+from pytest_agent_eval.harness.writes import DISK_FULL, WriteFailed, cannot_write, replace_whole
 
 if TYPE_CHECKING:
     from pytest_agent_eval.campaign.record import ItemRecord
@@ -41,12 +42,20 @@ if TYPE_CHECKING:
 T = TypeVar("T")
 
 
-def step(what: str, action: Callable[[], T]) -> T:
-    """Run a harness step; any failure becomes an infrastructure error naming the step."""
+def step(what: str, action: Callable[[], T], where: Path | None = None) -> T:
+    """Run a harness step; any failure becomes an infrastructure error naming the step (a full disk: the folder,
+    the file's or ``where``, and its free space)."""
     try:
         return action()
     except AgentInfraError:
         raise
+    except WriteFailed as exc:
+        raise NotWritten(f"{what}: {exc}") from exc
+    except OSError as exc:
+        if exc.errno in DISK_FULL and (exc.filename is not None or where is not None):  # where, and the space left
+            written = Path(exc.filename) if exc.filename is not None else Path(where or ".") / "its files"
+            raise NotWritten(f"{what}: {cannot_write(written, exc)}") from exc
+        raise AgentInfraError(f"{what}: {exc}") from exc
     except Exception as exc:
         raise AgentInfraError(f"{what}: {exc}") from exc
 
@@ -222,7 +231,7 @@ class ItemLife:
         deny once per process and config); the item aborts if either leaks."""
         from pytest_agent_eval.harness.isolation import self_check
 
-        config = step("writing the agent's config", lambda: self.agent.configure(setup))
+        config = step("writing the agent's config", lambda: self.agent.configure(setup), setup.config_dir)
         proven: set[str] = self.memo.setdefault("proven denies", set())  # the PATH layer is checked every item
         cli, required = self.tool.cli, (self.agent.executable, *self.agent.runtimes)
         check = partial(self.agent.check_deny, config, cli, proven=proven)
@@ -350,22 +359,34 @@ class ItemLife:
         attempts = self.cfg.retries + 1
         for attempt in range(attempts):
             step("renewing the workspace", partial(self._fresh_attempt, workspace, indexed if attempt else None))
+            unrecorded = None  # why the model server could not record this attempt's requests (a full disk)
             try:
                 # an agent whose config lives under HOME writes it again in the renewed one
-                config = step("writing the agent's config", lambda: self.agent.configure(setup))
+                config = step("writing the agent's config", lambda: self.agent.configure(setup), setup.config_dir)
                 with _recording(endpoint, run_dir):
-                    run = self.agent.drive(Drive(
-                        build, case.questions, mode=case.driver, config=config, options=options,
-                        label=f"{case.arm.label}-{case.run}".replace("/", "_"), out_dir=run_dir, cwd=workspace.repo,
-                        env={**env, **config.env},
-                    ))  # fmt: skip
+                    try:
+                        run = self.agent.drive(Drive(
+                            build, case.questions, mode=case.driver, config=config, options=options,
+                            label=f"{case.arm.label}-{case.run}".replace("/", "_"), out_dir=run_dir,
+                            cwd=workspace.repo, env={**env, **config.env},
+                        ))  # fmt: skip
+                    finally:
+                        unrecorded = endpoint.log.failure if endpoint.log is not None else None
+                    if unrecorded:  # the model server answered the agent an error instead (a full disk)
+                        raise NotWritten(f"the model's request record could not be kept: {unrecorded}")
                 infra = step("reading the transcript", partial(self.agent.read_transcript, run.segments)).infra_error
                 if infra:
                     raise AgentInfraError(infra)
                 break
+            except WriteFailed as exc:  # the request record could not even be begun
+                raise NotWritten(str(exc)) from None
             except AgentInfraError as exc:
                 if isinstance(exc, TurnError):
                     note_driver(record, exc.run)
+                if unrecorded and not isinstance(exc, NotWritten):  # the agent met the server's error for it
+                    raise NotWritten(f"the model's request record could not be kept: {unrecorded}") from exc
+                if isinstance(exc, NotWritten):
+                    raise
                 if attempt == attempts - 1:
                     if record.attempts:
                         raise AgentInfraError(f"{exc} (attempt {attempt + 1} of {attempts})") from exc
@@ -373,7 +394,10 @@ class ItemLife:
                 kept = set_aside(run_dir)
                 record.attempts.append({"error": str(exc), "folder": kept.name if kept else None})
         note_driver(record, run)
-        (run_dir / "run.json").write_text(json.dumps(run.to_dict(), indent=2) + "\n", encoding="utf-8")
+        try:
+            replace_whole(run_dir / "run.json", (json.dumps(run.to_dict(), indent=2) + "\n").encode())
+        except WriteFailed as exc:
+            raise NotWritten(str(exc)) from None
         return run
 
     def _fresh_attempt(self, workspace: Workspace, source: Path | None) -> None:

@@ -10,9 +10,13 @@ space again.
 from __future__ import annotations
 
 import contextlib
+import errno
 import os
 import shutil
 from pathlib import Path
+
+# What a full disk, a quota or a failing device answers a write with.
+DISK_FULL = frozenset({errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EIO})
 
 
 class WriteFailed(OSError):

@@ -16,6 +16,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from pytest_agent_eval.harness.writes import WriteFailed, append_line
+
 REQUESTS_FILE = "model-requests.jsonl"
 
 
@@ -25,6 +27,7 @@ class RequestLog:
     def __init__(self, path: Path | None = None) -> None:
         self._path = path
         self._lock = threading.Lock()
+        self.failure: str | None = None  # the first write that failed while recording into the current file
 
     @property
     def path(self) -> Path | None:
@@ -33,22 +36,27 @@ class RequestLog:
     @contextmanager
     def into(self, path: Path) -> Iterator[Path]:
         """Record into ``path`` while the block runs (a session-wide server serves one item at a time)."""
-        Path(path).touch()  # a run that sent nothing has a record too: an empty one
+        append_line(path, b"")  # a run that sent nothing has a record too: an empty one (WriteFailed if it cannot)
         with self._lock:
-            before, self._path = self._path, Path(path)
+            before, self._path, failure, self.failure = self._path, Path(path), self.failure, None
         try:
             yield Path(path)
         finally:
             with self._lock:
-                self._path = before
+                self._path, self.failure = before, failure
 
     def write(self, entry: dict[str, Any]) -> None:
+        """Append one entry, whole or not at all; WriteFailed (kept in :attr:`failure`) when it cannot be (a full
+        disk): the server then answers the agent with an error rather than leave it waiting."""
         with self._lock:
             if self._path is None:
                 return
             line = json.dumps(entry, ensure_ascii=False) + "\n"
-            with self._path.open("a", encoding="utf-8") as out:  # opened per line: a retry moves the file away
-                out.write(line)
+            try:  # opened per line: a retry moves the file away
+                append_line(self._path, line.encode("utf-8"))
+            except WriteFailed as exc:
+                self.failure = self.failure or str(exc)
+                raise
 
 
 def read_requests(path: str | Path) -> list[dict[str, Any]]:

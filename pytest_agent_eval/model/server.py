@@ -20,6 +20,7 @@ request that would have the API run tools on its own side (:mod:`.refusal`), and
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
@@ -33,6 +34,7 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from ..agents.gemini.transcript import COUNT, GENERATE, STREAM, model_method
+from ..harness.writes import WriteFailed, append_line
 from .gemini import assemble as assemble_gemini
 from .gemini import read_turn as read_gemini_turn
 from .gemini import reply_parts, stream_frames, usage_metadata
@@ -166,25 +168,44 @@ class _Handler(BaseHTTPRequestHandler):
         """Quiet: the hit log replaces stderr noise."""
 
     # -- plumbing ---------------------------------------------------------------------------
-    def _record(self, status: int, fault: str | None = None, response: Any = None, logged: bool = True) -> None:
+    def _record(self, status: int, fault: str | None = None, response: Any = None, logged: bool = True) -> bool:
         """Note the answer as a hit and, unless ``logged`` is False (a relay logs what it relayed once done), in
-        the request log."""
+        the request log; False when the log could not be written (:meth:`_unrecorded` answers then)."""
         with self.server.lock:
             self.server.hits.append(Hit(self.command, self.path, status, fault))
-        if logged:
-            self._log(status, response, fault=fault)
+        return self._log(status, response, fault=fault) if logged else True
 
-    def _log(self, status: int, response: Any, refused: str | None = None, fault: str | None = None) -> None:
-        self.server.log.write(
-            {
-                "method": self.command, "path": self.path, "status": status, "request": self.body,
-                "response": response, "refused": refused, "fault": fault,
-            }
-        )  # fmt: skip
+    def _log(self, status: int, response: Any, refused: str | None = None, fault: str | None = None) -> bool:
+        entry = {
+            "method": self.command, "path": self.path, "status": status, "request": self.body,
+            "response": response, "refused": refused, "fault": fault,
+        }  # fmt: skip
+        try:
+            self.server.log.write(entry)
+        except WriteFailed:  # a full disk; the log keeps why (RequestLog.failure)
+            return False
+        return True
+
+    def _unrecorded(self) -> None:
+        """What the model says to a request the request record could not keep (a full disk): an error no agent
+        retries (HTTP 400), so it ends the turn at once rather than wait or retry on its own clock, and the harness
+        names the folder and its free space (ItemLife.run reads RequestLog.failure)."""
+        message = f"agent-eval: the request could not be recorded, so it is not answered: {self.server.log.failure}"
+        body = {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+        data = json.dumps(body).encode()
+        with self.server.lock:
+            self.server.hits.append(Hit(self.command, self.path, 400, None))
+        self.send_response(400)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
     def _send_json(self, status: int, body: Any, head_only: bool = False) -> None:
         data = json.dumps(body).encode()
-        self._record(status, response=body)  # before the client can see the answer and send its next request
+        if not self._record(status, response=body):  # before the client can see the answer and send its next one
+            self._unrecorded()
+            return
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -200,7 +221,9 @@ class _Handler(BaseHTTPRequestHandler):
         data = json.dumps(body).encode()
         with self.server.lock:
             self.server.hits.append(Hit(self.command, self.path, status, fault))
-        self._log(status, body, refused, fault)  # before the client can see the answer and send its next request
+        if not self._log(status, body, refused, fault):  # before the client can see the answer and send its next one
+            self._unrecorded()
+            return
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -403,13 +426,15 @@ class _Handler(BaseHTTPRequestHandler):
         self._stream(list(stream_frames(parts, name, body_usage, response_id)), fault, response)
 
     def _stream(self, frames: list[bytes], fault: str, response: dict[str, Any]) -> None:
+        if not self._record(200, fault or None, response):
+            self._unrecorded()
+            return
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream; charset=utf-8")
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Transfer-Encoding", "chunked")
         self.send_header("request-id", new_id("req"))
         self.end_headers()
-        self._record(200, fault or None, response)
         # "break" and "stall" cut in after message_start, ping, the first block's start and its first delta
         cut = min(4, len(frames) - 1) if fault in ("break", "stall") else len(frames)
         for frame in frames[:cut]:
@@ -428,8 +453,8 @@ class _Handler(BaseHTTPRequestHandler):
         with self.server.lock:
             self.server.truth.append(truth)
             if self.server.truth_log is not None:
-                with self.server.truth_log.open("a", encoding="utf-8") as log:
-                    log.write(json.dumps(truth.to_dict()) + "\n")
+                with contextlib.suppress(WriteFailed):  # a full disk: the request record's failure says so
+                    append_line(self.server.truth_log, (json.dumps(truth.to_dict()) + "\n").encode())
 
     def _relay(self, reply: Passthrough, read_stream: Callable[[bytes], Any] = assemble) -> None:
         """Send on what the backend relayed, byte for byte; the record keeps it as ``read_stream`` reads a stream

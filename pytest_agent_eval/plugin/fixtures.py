@@ -328,7 +328,13 @@ def agent_result(
         score, has_tool=agent_case.arm.has_tool, wall_s=agent_run.agent_s, tool=tool, stalled=record.stalled
     )
     if done is None:
-        (agent_run.segments[0].parent / "score.json").write_text(json.dumps(score, indent=2) + "\n", encoding="utf-8")
+        from pytest_agent_eval.harness.drivers import NotWritten
+        from pytest_agent_eval.harness.writes import WriteFailed, replace_whole
+
+        try:
+            replace_whole(agent_run.segments[0].parent / "score.json", (json.dumps(score, indent=2) + "\n").encode())
+        except WriteFailed as exc:  # a full disk: an infrastructure error naming the folder, no traceback
+            raise NotWritten(str(exc)) from None
     # Known even when the test never calls agent_gate: the campaign tables drop contaminated without-arms.
     record.contaminated = not gates.contamination_verdict(score, agent_case.arm.has_tool, tool).passed
     record.figures, record.scores, record.blocks = figures, score, render_scorecard(card)

@@ -43,6 +43,11 @@ class AgentInfraError(RuntimeError):
     """The harness, the CLI or the API failed; the message says which."""
 
 
+class NotWritten(AgentInfraError):
+    """The run's files could not be written (a full disk): the message names the folder and its free space. Never
+    retried: another attempt would meet the same disk; a resume runs the item once there is space."""
+
+
 @dataclass
 class StreamOutcome:
     """How one process went: its longest silence, exit code, time, and whether its turn ended, timed out, or it
@@ -54,6 +59,7 @@ class StreamOutcome:
     ended: bool = False
     timed_out: bool = False
     hung_after_end: bool = False
+    write_error: str | None = None  # its segment could not be written (a full disk): it was stopped
 
 
 @dataclass
