@@ -35,7 +35,7 @@ if TYPE_CHECKING:
     from pytest_agent_eval.harness.provision import Provisioned
     from pytest_agent_eval.harness.sandbox import Sandbox
     from pytest_agent_eval.harness.workspace import Workspace
-    from pytest_agent_eval.model import ModelEndpoint
+    from pytest_agent_eval.model import Faults, ModelEndpoint
     from pytest_agent_eval.settings.config import AgentEvalConfig
     from pytest_agent_eval.tool import RetrievalTool
 
@@ -74,10 +74,14 @@ def agent_build(agent: CodingAgent, cache: Path, failures: FailureMemo) -> Provi
 
 
 @contextmanager
-def model_endpoint(cfg: AgentEvalConfig, api: str | None = None) -> Iterator[ModelEndpoint]:
+def model_endpoint(
+    cfg: AgentEvalConfig, api: str | None = None, faults: Faults | None = None
+) -> Iterator[ModelEndpoint]:
     """The loopback model server of ``cfg.backend`` for an agent speaking ``api`` (the session's agent's when not
-    given): a stand-in, a cassette, or the forwarder to the real API."""
+    given): a stand-in, a cassette, or the forwarder to the real API; the model's transient failures retried by the
+    harness's policy (model/retry.py). ``faults``: what the server injects (a test's)."""
     from pytest_agent_eval.model import ModelEndpoint, ScriptedBackend, make_backend, resolve_backend, serve
+    from pytest_agent_eval.model.retry import HARNESS_RETRY
 
     # the forwarder (anthropic, openai, gemini): the agent's CLI gets its loopback URL, not the key
     name = resolve_backend(cfg.backend, api or cfg.agent.api)
@@ -85,7 +89,7 @@ def model_endpoint(cfg: AgentEvalConfig, api: str | None = None) -> Iterator[Mod
     backend = step(f"model backend {name}", lambda: make_backend(name, **options))
     if isinstance(backend, ScriptedBackend):  # the stand-in calls the tool under test by its own names
         backend = replace(backend, explore=cfg.tool.explore, cli=cfg.tool.cli)
-    server = serve(backend)
+    server = serve(backend, faults=faults, retry=HARNESS_RETRY)  # the one retry policy, whatever the agent
     try:
         yield ModelEndpoint(name, backend.describe(), server.url, log=server.log)
     finally:
@@ -131,6 +135,21 @@ def set_aside(folder: Path) -> Path | None:
     for path in files:
         path.rename(target / path.name)
     return target
+
+
+def note_retries(run: RunRecord, run_dir: Path, endpoint: ModelEndpoint) -> None:
+    """The run's ``api_retries`` per turn from the model server's record of this attempt: the tries the harness
+    retried and the agent's own re-sends alike (model.record.retries_by_turn); left as the driver counted them where
+    the server keeps no record or the driver did not time its turns (tmux)."""
+    from pytest_agent_eval.model.record import REQUESTS_FILE, read_requests, retries_by_turn
+
+    if endpoint.log is None or len(run.started_at) != len(run.api_retries):
+        return
+    try:
+        entries = read_requests(run_dir / REQUESTS_FILE)
+    except (OSError, ValueError):
+        return
+    run.api_retries = retries_by_turn(entries, run.started_at)
 
 
 def note_driver(record: ItemRecord, run: RunRecord) -> None:
@@ -360,6 +379,7 @@ class ItemLife:
         for attempt in range(attempts):
             step("renewing the workspace", partial(self._fresh_attempt, workspace, indexed if attempt else None))
             unrecorded = None  # why the model server could not record this attempt's requests (a full disk)
+            gave_up = None  # why it gave up on the model (model/retry.py)
             try:
                 # an agent whose config lives under HOME writes it again in the renewed one
                 config = step("writing the agent's config", lambda: self.agent.configure(setup), setup.config_dir)
@@ -372,8 +392,10 @@ class ItemLife:
                         ))  # fmt: skip
                     finally:
                         unrecorded = endpoint.log.failure if endpoint.log is not None else None
+                        gave_up = endpoint.log.gave_up if endpoint.log is not None else None
                     if unrecorded:  # the model server answered the agent an error instead (a full disk)
                         raise NotWritten(f"the model's request record could not be kept: {unrecorded}")
+                note_retries(run, run_dir, endpoint)
                 infra = step("reading the transcript", partial(self.agent.read_transcript, run.segments)).infra_error
                 if infra:
                     raise AgentInfraError(infra)
@@ -382,7 +404,12 @@ class ItemLife:
                 raise NotWritten(str(exc)) from None
             except AgentInfraError as exc:
                 if isinstance(exc, TurnError):
+                    note_retries(exc.run, run_dir, endpoint)
                     note_driver(record, exc.run)
+                if gave_up and not isinstance(
+                    exc, NotWritten
+                ):  # the model's own status and message, whatever the CLI said
+                    exc = AgentInfraError(f"{gave_up} (the agent: {exc})")
                 if unrecorded and not isinstance(exc, NotWritten):  # the agent met the server's error for it
                     raise NotWritten(f"the model's request record could not be kept: {unrecorded}") from exc
                 if isinstance(exc, NotWritten):
@@ -390,7 +417,7 @@ class ItemLife:
                 if attempt == attempts - 1:
                     if record.attempts:
                         raise AgentInfraError(f"{exc} (attempt {attempt + 1} of {attempts})") from exc
-                    raise
+                    raise exc
                 kept = set_aside(run_dir)
                 record.attempts.append({"error": str(exc), "folder": kept.name if kept else None})
         note_driver(record, run)

@@ -195,6 +195,7 @@ def agent_model_server(request: pytest.FixtureRequest, coding_agent: CodingAgent
     from pytest_agent_eval.campaign import baseline
     from pytest_agent_eval.harness.item import step
     from pytest_agent_eval.model import ModelEndpoint, cassette_backend, serve
+    from pytest_agent_eval.model.retry import HARNESS_RETRY
 
     source: Campaign | None = request.getfixturevalue("agent_replay_source")
     if source is None:
@@ -207,7 +208,7 @@ def agent_model_server(request: pytest.FixtureRequest, coding_agent: CodingAgent
     )
     backend = step("reading the item's recording", lambda: cassette_backend(segments))
     replayed = str(eval_session(request.config).replay_path)
-    server = serve(backend)
+    server = serve(backend, retry=HARNESS_RETRY)
     try:
         yield ModelEndpoint("cassette", backend.describe(), server.url, replay=replayed, log=server.log)
     finally:

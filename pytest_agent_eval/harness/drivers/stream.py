@@ -102,7 +102,7 @@ def run_streaming(
     ``stderr``."""
     ended = threading.Event()
     started = time.monotonic()
-    outcome = StreamOutcome(Silences(started))
+    outcome = StreamOutcome(Silences(started), started_at=time.time())
     stdout_ends, stderr_ends = _unopenable_stream(), _unopenable_stream()
     failed = threading.Event()  # the segment could not be written (a full disk): the turn ends here
     # unbuffered: a line is appended whole or cut back (harness/writes.py), never half-flushed later
