@@ -76,13 +76,15 @@ def _entries(path):
 
 
 def _relayed_agent():
-    """The process the sandbox's relay started: the agent CLI."""
+    """The process this session's sandboxed relay started: the agent CLI (never another session's: the tag)."""
+    tag = ("AGENT_EVAL_E2E_TAG=" + os.environ["AGENT_EVAL_E2E_TAG"]).encode()
     for proc in Path("/proc").iterdir():
         try:
             cmdline = (proc / "cmdline").read_bytes().split(b"\\0")
+            environ = (proc / "environ").read_bytes().split(b"\\0")
         except OSError:
             continue
-        if b"pytest_agent_eval.harness.relay" not in cmdline:
+        if cmdline[1:4] != [b"-I", b"-m", b"pytest_agent_eval.harness.relay"] or tag not in environ:
             continue
         for child in Path("/proc").iterdir():
             try:
@@ -116,6 +118,7 @@ def agent_model_server(agent_case, agent_eval_config, coding_agent, agent_run_di
     """The harness's own model server (its retry policy) with this run's faults."""
     faults = json.loads((HERE / "faults.json").read_text()).get(str(agent_case.run), {{}})
     kill, filling = faults.pop("kill", False), faults.pop("fill", False)
+    faults["plan"] = {{int(number): kind for number, kind in faults.get("plan", {{}}).items()}}  # JSON keys: text
     record = agent_run_dir / "model-requests.jsonl"
     if kill:
         _when_asked(record, _kill_agent)
@@ -147,7 +150,7 @@ def test_faults_are_met_the_same_way_by_every_agent(real_tools: RealTools, name:
         out = disk / "out"
         args = ["evals", "-p", "no:randomly", "-k", "express", "--arms", "with", "--agent-eval-runs", "5",
                 "--agent-eval-turns", "1", "--agent-eval-agent", reference, "--agent-eval-backend", "scripted",
-                "--agent-eval-offline", f"--agent-eval-corpus={REPO / 'corpus.json'}",
+                "--agent-eval-offline", "--agent-eval-timeout", "90", f"--agent-eval-corpus={REPO / 'corpus.json'}",
                 f"--agent-eval-out={out}"]  # fmt: skip
         done = run_pytest(args, project, inner_env(real_tools, tag), tmp_path)
         text = done.stdout + done.stderr
@@ -164,7 +167,9 @@ def test_faults_are_met_the_same_way_by_every_agent(real_tools: RealTools, name:
             records[record["id"]] = record
 
         retried = records["express-with-2"]
-        assert retried["outcome"] == "passed" and sum(retried["driver"]["api_retries"]) == 3, retried["driver"]
+        asked = (campaign / "items" / "express-with-2" / "model-requests.jsonl").read_text().splitlines()
+        tries = [(e["status"], e["fault"], e.get("retried"), e.get("at")) for e in map(json.loads, asked)]
+        assert retried["outcome"] == "passed" and sum(retried["driver"]["api_retries"]) == 3, (tries, retried["driver"])
 
         down = records["express-with-3"]["infra_error"]
         assert "the model kept failing: HTTP 500 (api_error: Injected fault)" in down, down
