@@ -75,25 +75,31 @@ def _entries(path):
         return 0
 
 
-def _relayed_agent():
-    """The process this session's sandboxed relay started: the agent CLI (never another session's: the tag)."""
+def _agent_tree():
+    """The processes under this session's sandboxed relay: the agent CLI and all it started (never another
+    session's: the tag)."""
     tag = ("AGENT_EVAL_E2E_TAG=" + os.environ["AGENT_EVAL_E2E_TAG"]).encode()
+    parents, relays = {{}}, []
     for proc in Path("/proc").iterdir():
+        if not proc.name.isdigit():
+            continue
         try:
+            stat = (proc / "stat").read_text()
             cmdline = (proc / "cmdline").read_bytes().split(b"\\0")
             environ = (proc / "environ").read_bytes().split(b"\\0")
         except OSError:
             continue
-        if cmdline[1:4] != [b"-I", b"-m", b"pytest_agent_eval.harness.relay"] or tag not in environ:
-            continue
-        for child in Path("/proc").iterdir():
-            try:
-                stat = (child / "stat").read_text()
-            except OSError:
-                continue
-            if stat.rsplit(")", 1)[1].split()[1] == proc.name:
-                return int(child.name)
-    return None
+        parents[int(proc.name)] = int(stat.rsplit(")", 1)[1].split()[1])
+        if cmdline[1:4] == [b"-I", b"-m", b"pytest_agent_eval.harness.relay"] and tag in environ:
+            relays.append(int(proc.name))
+    tree, grew = set(), True
+    while grew:
+        grew = False
+        for pid, parent in parents.items():
+            if pid not in tree and (parent in tree or parent in relays):
+                tree.add(pid)
+                grew = True
+    return tree
 
 
 def _when_asked(path, action):
@@ -108,9 +114,12 @@ def _when_asked(path, action):
 
 
 def _kill_agent():
-    pid = _relayed_agent()
-    if pid is not None:
-        os.kill(pid, signal.SIGKILL)
+    """SIGKILL the agent and what it started, all at once (as the OOM killer or a ``kill -9`` of its group)."""
+    for pid in _agent_tree():
+        try:
+            os.kill(pid, signal.SIGKILL)
+        except ProcessLookupError:
+            pass
 
 
 @pytest.fixture
