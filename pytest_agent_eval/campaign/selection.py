@@ -191,21 +191,23 @@ def thresholds_record(path: Path | None) -> dict[str, str] | None:
     return {"file": str(path), "sha256": digest}
 
 
-def check_thresholds(manifest: Mapping[str, Any], path: Path | None) -> None:
-    """A resume gates with the thresholds the campaign was gated with: another file, or the same one edited since,
-    is a ResumeError naming both. A campaign that did not keep them (from before they were kept) says nothing."""
+def thresholds_drift(manifest: Mapping[str, Any], path: Path | None) -> str | None:
+    """What differs between the thresholds the campaign was gated with and ``path`` (this session's), naming both;
+    None when they agree, or the campaign did not keep them (from before they were kept). A resume re-gates every
+    item, re-scored or run, with this session's thresholds (docs/campaigns-and-ci.md), so the difference is said,
+    not refused."""
     if "thresholds" not in manifest:
-        return
+        return None
     then, now = manifest.get("thresholds"), thresholds_record(path)
     if then == now:
-        return
+        return None
 
     def shown(record: Any) -> str:
         return f"{record['file']} (sha256 {str(record['sha256'])[:12]})" if isinstance(record, dict) else "none"
 
-    raise ResumeError(
-        f"the thresholds {shown(now)} contradict the resumed campaign, which was gated with {shown(then)}; "
-        "resume with the campaign's thresholds file as it was (ini agent_eval_thresholds) or start a new campaign"
+    return (
+        f"the thresholds {shown(now)} differ from those the resumed campaign was gated with, {shown(then)}: "
+        "every item is gated with this session's"
     )
 
 

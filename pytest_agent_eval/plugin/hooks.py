@@ -113,8 +113,6 @@ def start(config: pytest.Config, settings_given: bool) -> AgentEvalPlugin:
     if restored is not None:
         _apply(config, restored)
         cfg = resolve_settings(config)
-        if worker_input is None:
-            _check_thresholds(cfg)
     if cfg.thresholds_file is not None and cfg.thresholds_file != PACKAGED / THRESHOLDS_FILE:
         from pytest_agent_eval.metrics import gates  # the project's own file: a mistake is a usage error, now
 
@@ -131,6 +129,8 @@ def start(config: pytest.Config, settings_given: bool) -> AgentEvalPlugin:
     plugin.listen()
     if restored is not None and restored.selected is not None:
         plugin.session.keep_only = set(restored.selected)  # a resumed campaign runs what it selected
+    if restored is not None and worker_input is None:
+        _note_thresholds(plugin, cfg)
     if worker_input is None and (cfg.resume is not None or cfg.compare is not None or cfg.replay is not None):
         from pytest_agent_eval.campaign.evaluation import SessionError
 
@@ -193,16 +193,18 @@ def _restored(config: pytest.Config, cfg: AgentEvalConfig) -> Restored | None:
         raise pytest.UsageError(str(exc)) from None
 
 
-def _check_thresholds(cfg: AgentEvalConfig) -> None:
-    """A resume gates with the thresholds its campaign was gated with (see campaign/selection.py)."""
-    from pytest_agent_eval.campaign.selection import ResumeError, check_thresholds
-    from pytest_agent_eval.campaign.store import Campaign
+def _note_thresholds(plugin: AgentEvalPlugin, cfg: AgentEvalConfig) -> None:
+    """A resume gated with other thresholds than its campaign was: said among the session's warnings."""
+    from pytest_agent_eval.campaign.selection import thresholds_drift
+    from pytest_agent_eval.campaign.store import Campaign, StoreError
 
     assert cfg.resume is not None
     try:
-        check_thresholds(Campaign.open(cfg.resume).manifest, cfg.thresholds_file)
-    except ResumeError as exc:
-        raise pytest.UsageError(str(exc)) from None
+        drift = thresholds_drift(Campaign.open(cfg.resume).manifest, cfg.thresholds_file)
+    except StoreError:
+        return  # claiming the campaign says why it cannot be read
+    if drift:
+        plugin.session.problems.append(drift)
 
 
 def _restored_on_worker(data: dict[str, Any] | None) -> Restored | None:
