@@ -179,6 +179,7 @@ def test_faults_are_met_the_same_way_by_every_agent(real_tools: RealTools, name:
         asked = (campaign / "items" / "express-with-2" / "model-requests.jsonl").read_text().splitlines()
         tries = [(e["status"], e["fault"], e.get("retried"), e.get("at")) for e in map(json.loads, asked)]
         assert retried["outcome"] == "passed" and sum(retried["driver"]["api_retries"]) == 3, (tries, retried["driver"])
+        assert retried["scores"]["evidence"]["intact"] is True  # the retried tries do not trouble the evidence
 
         down = records["express-with-3"]["infra_error"]
         assert "the model kept failing: HTTP 500 (api_error: Injected fault)" in down, down

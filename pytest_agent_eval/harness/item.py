@@ -406,14 +406,12 @@ class ItemLife:
                 if isinstance(exc, TurnError):
                     note_retries(exc.run, run_dir, endpoint)
                     note_driver(record, exc.run)
-                if gave_up and not isinstance(
-                    exc, NotWritten
-                ):  # the model's own status and message, whatever the CLI said
-                    exc = AgentInfraError(f"{gave_up} (the agent: {exc})")
-                if unrecorded and not isinstance(exc, NotWritten):  # the agent met the server's error for it
-                    raise NotWritten(f"the model's request record could not be kept: {unrecorded}") from exc
                 if isinstance(exc, NotWritten):
                     raise
+                if unrecorded:  # the agent met the server's error for it
+                    raise NotWritten(f"the model's request record could not be kept: {unrecorded}") from exc
+                if gave_up:  # the model's own status and message, whatever the CLI made of them
+                    exc = AgentInfraError(f"{gave_up} (the agent: {exc})")
                 if attempt == attempts - 1:
                     if record.attempts:
                         raise AgentInfraError(f"{exc} (attempt {attempt + 1} of {attempts})") from exc

@@ -80,7 +80,8 @@ class Backend(Protocol):
 
 @dataclass
 class Faults:
-    """Which ``POST /v1/messages`` (or ``/v1/responses``) requests (numbered from 1) misbehave, and how.
+    """Which ``POST /v1/messages`` (or ``/v1/responses``) requests (numbered from 1; under a retry policy each try
+    is one: :mod:`.retry`) misbehave, and how.
 
     Kinds: ``"500"``, ``"529"``, ``"429"`` (an HTTP error with the API's JSON error body),
     ``"break"`` (the SSE stream stops after the first text delta and the connection closes),
