@@ -348,7 +348,8 @@ def test_a_model_that_keeps_failing_is_given_up_with_an_error_no_agent_retries(t
     assert reason is not None and reason.startswith(
         "the model kept failing: HTTP 500 (api_error: Injected fault), 3 tries"
     )
-    assert reason in body["error"]["message"]
+    # what the agent reads holds no status or words an agent would retry on (OpenCode matches its messages)
+    assert not re.search(r"\d|rate.limit|overloaded|server.error|internal|unavailable|try", body["error"]["message"])
 
 
 def test_a_broken_stream_stops_mid_message() -> None:

@@ -202,8 +202,7 @@ class _Handler(BaseHTTPRequestHandler):
         """What the model says to a request the request record could not keep (a full disk): an error no agent
         retries (HTTP 400), so it ends the turn at once rather than wait or retry on its own clock, and the harness
         names the folder and its free space (ItemLife.run reads RequestLog.failure)."""
-        message = f"agent-eval: the request could not be recorded, so it is not answered: {self.server.log.failure}"
-        body = {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+        body = {"type": "error", "error": {"type": "invalid_request_error", "message": _UNRECORDED}}
         data = json.dumps(body).encode()
         with self.server.lock:
             self.server.hits.append(Hit(self.command, self.path, 400, None))
@@ -354,8 +353,7 @@ class _Handler(BaseHTTPRequestHandler):
         last = f"HTTP {status} ({said})" if status else said
         reason = f"the model kept failing: {last}, {tries} tries over {spent_s:.1f}s"
         self.server.log.gave_up = reason
-        message = f"agent-eval: {reason}; not retried further"
-        answer = {"type": "error", "error": {"type": "invalid_request_error", "message": message}}
+        answer = {"type": "error", "error": {"type": "invalid_request_error", "message": _GAVE_UP}}
         with self.server.lock:
             self.server.hits.append(Hit(self.command, self.path, 400, fault))
         self._log(400, answer, fault=fault, gave_up=reason)
@@ -530,6 +528,13 @@ class _Handler(BaseHTTPRequestHandler):
         # or the harness may close the item's record (a record written after that was lost 1 run in 10).
         self._log(reply.status, _read_back(bytes(relayed), reply.headers, read_stream))
         self._chunk(b"")
+
+
+# What the agent reads when the server gives up on the model or cannot record a request: words alone, since an agent
+# may retry an error whose message holds a status, "rate limit", "server error" and the like (OpenCode 1.18 does, on
+# its own clock); the harness names the status, the API's message or the folder in the item's error.
+_GAVE_UP = "agent-eval: the model kept failing and the harness gave up on it; the item's error says why"
+_UNRECORDED = "agent-eval: the harness could not record this request, so it is not answered; the item's error says why"
 
 
 def _injected(fault: str | None) -> tuple[int, Any, str | None] | None:
