@@ -184,8 +184,8 @@ def test_faults_are_met_the_same_way_by_every_agent(real_tools: RealTools, name:
         down = records["express-with-3"]["infra_error"]
         assert "the model kept failing: HTTP 500 (api_error: Injected fault)" in down, down
         assert f"{HARNESS_RETRY.tries} tries" in down
-        assert "timed out" not in down  # the agent stopped at the harness's answer, retrying nothing on its own
-        assert sum(records["express-with-3"]["driver"]["wall_s"]) < 60  # bounded: the policy's waits and the start
+        # bounded: the agent stopped at the harness's answer, after the policy's waits, not at the item's timeout
+        assert "timed out" not in down and records["express-with-3"]["driver"]["stalled_turns"] == []
 
         killed = records["express-with-4"]["infra_error"]
         assert "killed by signal 9 (SIGKILL)" in killed, killed
