@@ -125,7 +125,7 @@ class Truth:
 class Hit:
     """One HTTP request the server received (any path), for reports on what a client calls.
 
-    ``status`` 0 means it was never answered (a ``hang`` fault)."""
+    ``status`` 0 means it was never answered (a ``hang`` fault), or a try the retry policy made was cut (``break``)."""
 
     method: str
     path: str
@@ -632,7 +632,8 @@ class RunningServer:
 
     @property
     def requests(self) -> list[dict[str, Any]]:
-        """Bodies of ``POST /v1/messages`` and ``/v1/responses`` in arrival order (faulted ones included)."""
+        """Bodies of ``POST /v1/messages`` and ``/v1/responses`` in arrival order (faulted ones included; under a
+        retry policy, once per try)."""
         with self._server.lock:
             return list(self._server.requests)
 
