@@ -612,8 +612,9 @@ class AgentEvalPlugin:
             except WriteFailed as exc:
                 # Not recorded (a full disk): the item fails with the one line that says where, and a resume runs
                 # it again once there is space; the records written before stay whole.
+                before = f"{report.longrepr}\n" if isinstance(report.longrepr, str) else ""  # the item's own error
                 report.outcome = "failed"
-                report.longrepr = f"agent-eval: {record.id} not recorded: {exc}"
+                report.longrepr = f"{before}agent-eval: {record.id} not recorded: {exc}"
         return report
 
     def pytest_report_teststatus(self, report: pytest.TestReport, config: pytest.Config) -> Any:
