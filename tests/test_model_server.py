@@ -25,6 +25,8 @@ from pytest_agent_eval.model import (
     make_backend,
     serve,
 )
+from pytest_agent_eval.model.record import RequestLog, read_requests, retries_by_turn
+from pytest_agent_eval.model.retry import RetryPolicy
 from pytest_agent_eval.model.scripted import COMPACT_INSTRUCTION, CONTINUATION, keywords
 from pytest_agent_eval.model.usage import (
     UsageModel,
@@ -312,6 +314,44 @@ def test_the_nth_request_fails_with_the_apis_json_error_and_the_next_succeeds() 
         assert [h.status for h in server.hits] == [200, 500, 529, 200]
         assert len(server.requests) == 4
     assert _assemble(events)["content"] == [text("ok")]
+
+
+def test_the_harness_policy_retries_the_models_transient_failures_and_records_every_try(tmp_path: Path) -> None:
+    """A 500, a 429 and a cut stream are retried by the server, so the client gets the answer of a later try; the
+    request record keeps every try (``retried``) and retries_by_turn counts them."""
+    policy = RetryPolicy(tries=4, backoff_s=(0.01,))
+    log = RequestLog()
+    with serve(Canned(Reply.text("ok")), faults={1: "500", 2: "429", 3: "break"}, retry=policy, log=log) as server:
+        with log.into(tmp_path / "requests.jsonl") as path:
+            events, _ = _stream(server.url, _request(_user("q")))
+        assert [h.status for h in server.hits] == [500, 429, 0, 200] and len(server.requests) == 4  # 0: cut
+    assert _assemble(events)["content"] == [text("ok")]
+    entries = read_requests(path)
+    assert [(e["status"], e["fault"], e.get("retried")) for e in entries] == [
+        (500, "500", 1), (429, "429", 2), (0, "break", 3), (200, None, None),
+    ]  # fmt: skip
+    assert retries_by_turn(entries, [entries[0]["at"] - 1]) == [3]
+
+
+def test_a_model_that_keeps_failing_is_given_up_with_an_error_no_agent_retries(tmp_path: Path) -> None:
+    """The tries spent, the server answers HTTP 400 naming the model's status and message (an agent retries a 5xx
+    on its own clock, never a 400), and the log says why for the harness."""
+    log = RequestLog()
+    with serve(
+        Canned(Reply.text("ok")), faults=Faults(default="500"), retry=RetryPolicy(3, (0.01,)), log=log
+    ) as server:
+        with log.into(tmp_path / "requests.jsonl"):
+            with pytest.raises(urllib.error.HTTPError) as failed:
+                _post(server.url, _request(_user("q"), stream=True))
+            reason = log.gave_up
+        assert [h.status for h in server.hits] == [500, 500, 400] and len(server.requests) == 3
+    body = json.load(failed.value)
+    assert failed.value.code == 400 and body["error"]["type"] == "invalid_request_error"
+    assert reason is not None and reason.startswith(
+        "the model kept failing: HTTP 500 (api_error: Injected fault), 3 tries"
+    )
+    # what the agent reads holds no status or words an agent would retry on (OpenCode matches its messages)
+    assert not re.search(r"\d|rate.limit|overloaded|server.error|internal|unavailable|try", body["error"]["message"])
 
 
 def test_a_broken_stream_stops_mid_message() -> None:

@@ -519,7 +519,7 @@ def test_infrastructure_failures_are_errors_not_failures(pytester):
     result.assert_outcomes(errors=3)
     out = result.stdout.str()
     assert "error in apierr-without-1: turn 1: API error in assistant message: rate_limit" in out
-    assert "noresult-without-1: turn 1: claude exited with code 0 without a result event" in out
+    assert "noresult-without-1: turn 1: claude exited 0 without a result event" in out
     assert "stall-without-1: turn 1: claude timed out after 2s without a result event" in out
     records = {r["id"]: r for r in project.summary()["records"]}
     assert {r["outcome"] for r in records.values()} == {"error"}

@@ -199,7 +199,7 @@ def test_retries_rerun_infrastructure_errors_only(pytester):
     assert arms.count(("with", Q_EXPRESS)) == 1
     assert arms.count(("without", Q_EXPRESS)) == 2
     assert arms.count(("with", "q2")) == 2
-    assert "broken-with-1: turn 1: claude exited with code 0 without a result event" in result.stdout.str()
+    assert "broken-with-1: turn 1: claude exited 0 without a result event" in result.stdout.str()
     assert "(attempt 2 of 2)" in result.stdout.str()
 
     campaign = project.campaign()

@@ -354,7 +354,7 @@ def test_a_resume_gives_back_the_tool_the_replay_and_the_cassettes_the_campaign_
         session = EvalSession(cfg)
         manifest = {**MANIFEST, "selection": {**MANIFEST["selection"], **session.selection_record()["selection"]}}
         given = {"tool": "mytool:MINE", "replay": "recorded", "cassettes": str(Path.cwd() / "a.jsonl")}
-        assert manifest["selection"]["options"] == given
+        assert manifest["selection"]["options"] == {**given, "offline": "false"}  # offline kept whatever it is
         assert {attr: manifest_options(manifest)[attr] for attr in given} == given
         assert restore(manifest, {"tool": " mytool:MINE", "cassettes": "a.jsonl"}.get, "", "").options["tool"] == (
             "mytool:MINE"

@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 from pytest_agent_eval.campaign.manifest import campaign_config, finish_manifest, update_manifest
 from pytest_agent_eval.campaign.record import ItemRecord
-from pytest_agent_eval.campaign.selection import corpus_hash, given_options
+from pytest_agent_eval.campaign.selection import corpus_hash, given_options, thresholds_record
 from pytest_agent_eval.campaign.store import (
     MANIFEST,
     Campaign,
@@ -192,7 +192,12 @@ class EvalSession:
 
     def _manifest_extra(self) -> dict[str, Any]:
         """The manifest's keys outside the hashed config: the corpus hash, the selection and the shard."""
-        return {"corpus_hash": corpus_hash(self.cfg.corpus), **self.selection_record()}
+        cfg = self.cfg
+        return {
+            "corpus_hash": corpus_hash(cfg.corpus),
+            "thresholds": thresholds_record(cfg.thresholds_file),
+            **self.selection_record(),
+        }
 
     def _campaign_config(self) -> dict[str, Any]:
         try:
@@ -282,11 +287,7 @@ class EvalSession:
         figure regressed, a verdict was undecided, or it compared too little). A session that selected no agent
         item is no evaluation (an ini ``agent_eval_compare`` applies to unit-test sessions too): it is warned
         about, not failed; any agent item that ran, skipped or errored has a record, and takes part."""
-        from pytest_agent_eval.campaign import baseline
-        from pytest_agent_eval.harness import runtimes
-        from pytest_agent_eval.report import compare as compare_gate
-        from pytest_agent_eval.report.html import write_html
-        from pytest_agent_eval.report.terminal import model_fields, summary
+        from pytest_agent_eval.harness.writes import WriteFailed
 
         cfg = self.cfg
         if not (self.campaign_dir is not None and (self.campaign_dir / MANIFEST).is_file()):
@@ -295,6 +296,25 @@ class EvalSession:
             if self.compare_path is not None:
                 self.problems.append(f"--agent-eval-compare {cfg.compare}: no agent item ran, nothing was compared")
             return False
+        try:
+            return self._write_outputs()
+        except WriteFailed as exc:
+            # A full disk: one line naming the folder and the space left; what was written stays whole (the
+            # manifest, summary, report and latest are each replaced whole or left as they were), and a resume
+            # writes them once there is space.
+            self.problems.append(f"the campaign's outputs were not all written: {exc}")
+            return True
+
+    def _write_outputs(self) -> bool:
+        """:meth:`finish`'s writing: the manifest's versions, the summary, the report, ``latest``, the baseline."""
+        from pytest_agent_eval.campaign import baseline
+        from pytest_agent_eval.harness import runtimes
+        from pytest_agent_eval.report import compare as compare_gate
+        from pytest_agent_eval.report.html import write_html
+        from pytest_agent_eval.report.terminal import model_fields, summary
+
+        cfg = self.cfg
+        assert self.campaign_dir is not None
         self.campaign = Campaign.open(self.campaign_dir)
         records = self.ordered()
         finish_manifest(self.campaign, records, cfg.tool.name)

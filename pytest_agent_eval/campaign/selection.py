@@ -9,9 +9,12 @@ shares the config hash:
                     "selected": [every selected item id, before sharding] (once collection has run),
                     "options": {"tool": "MODULE:ATTR", "agent": "MODULE:ATTR", "agents": "claude-code,codex",
                                 "replay": "NAME",
-                                "cassettes": "/abs/a.jsonl,..."}}
+                                "cassettes": "/abs/a.jsonl,...",
+                                "offline": "true"}}
                    ("options": what else decides what a run measures — the tool and agent under test, the recording a
-                   replay's model plays, the cassettes — as the option texts that set it again; only those given)
+                   replay's model plays, the cassettes, where the code under test came from — as the option texts
+                   that set it again; only those given, but ``offline`` always: ``false`` too)
+    "thresholds":  {"file": the thresholds file the gates read, "sha256": of its bytes}, or null
     "shard":       {"index": 2, "count": 3, "ids": [this shard's item ids]}, or null;
                    a merged campaign: {"count": 3, "merged_from": [{"index": 1, "campaign": "<id>"}, ...]}
 
@@ -47,7 +50,10 @@ _AS_TYPED = (
     "campaign",
 )
 _AS_GIVEN = ("tool", "agent", "agents", "replay", "cassettes")
-_RESTORED = ("arms", *_AS_TYPED, "mode", "shard", *_AS_GIVEN)
+# Kept whatever its value, so that a manifest without it (from before it was kept) says nothing of it: a resume with
+# the flag given then takes it as given. Offline decides which copy of the code is measured (docs/usage.md).
+_ALWAYS_KEPT = ("offline",)
+_RESTORED = ("arms", *_AS_TYPED, "mode", "shard", *_AS_GIVEN, *_ALWAYS_KEPT)
 
 
 class ResumeError(ValueError):
@@ -123,7 +129,7 @@ def manifest_options(manifest: Mapping[str, Any]) -> dict[str, str]:
     if shard.get("index") is not None:
         texts["shard"] = f"{shard['index']}/{shard['count']}"
     given = selection.get("options") or {}
-    texts.update({attr: str(given[attr]) for attr in _AS_GIVEN if given.get(attr)})
+    texts.update({attr: str(given[attr]) for attr in (*_AS_GIVEN, *_ALWAYS_KEPT) if given.get(attr)})
     return texts
 
 
@@ -136,7 +142,7 @@ def given_options(cfg: AgentEvalConfig) -> dict[str, str]:
         "replay": cfg.replay,
         "cassettes": ",".join(str(p) for p in cfg.cassettes),
     }
-    return {attr: text for attr, text in texts.items() if text}
+    return {**{attr: text for attr, text in texts.items() if text}, "offline": "true" if cfg.offline else "false"}
 
 
 def resume_options(manifest: Mapping[str, Any], given: Callable[[str], Any], cwd: Path | None = None) -> dict[str, str]:
@@ -149,7 +155,8 @@ def resume_options(manifest: Mapping[str, Any], given: Callable[[str], Any], cwd
     cwd = cwd or Path.cwd()
     texts = manifest_options(manifest)
     options = {option.attr: option for option in OPTIONS}
-    unknown = () if "options" in (manifest.get("selection") or {}) else _AS_GIVEN
+    kept = (manifest.get("selection") or {}).get("options")
+    unknown = (*(() if kept is not None else _AS_GIVEN), *(a for a in _ALWAYS_KEPT if a not in (kept or {})))
     for attr in _RESTORED:
         raw = given(attr)
         if raw is None or attr in unknown:
@@ -157,6 +164,12 @@ def resume_options(manifest: Mapping[str, Any], given: Callable[[str], Any], cwd
         option = options[attr]
         now = _parsed(parser_of(option), raw, cwd)
         then = _parsed(parser_of(option), texts[attr], cwd) if attr in texts else None
+        if now != then and option.is_flag:  # given as the flag alone: it reads true
+            ran = option.flag if then else f"without {option.flag}"
+            raise ResumeError(
+                f"{option.flag} contradicts the resumed campaign, which ran {ran}; "
+                "resume without it (the campaign's settings are restored) or start a new campaign"
+            )
         if now != then:
             shown = texts.get(attr, "not set")
             raise ResumeError(
@@ -164,6 +177,38 @@ def resume_options(manifest: Mapping[str, Any], given: Callable[[str], Any], cwd
                 "resume without it (the campaign's settings are restored) or start a new campaign"
             )
     return texts
+
+
+def thresholds_record(path: Path | None) -> dict[str, str] | None:
+    """The manifest's ``thresholds``: the file the gates read and a digest of it (None: no file, the built-in
+    defaults)."""
+    if path is None:
+        return None
+    try:
+        digest = hashlib.sha256(Path(path).read_bytes()).hexdigest()
+    except OSError:
+        return None  # the session reports a thresholds file it cannot read
+    return {"file": str(path), "sha256": digest}
+
+
+def thresholds_drift(manifest: Mapping[str, Any], path: Path | None) -> str | None:
+    """What differs between the thresholds the campaign was gated with and ``path`` (this session's), naming both;
+    None when they agree, or the campaign did not keep them (from before they were kept). A resume re-gates every
+    item, re-scored or run, with this session's thresholds (docs/campaigns-and-ci.md), so the difference is said,
+    not refused."""
+    if "thresholds" not in manifest:
+        return None
+    then, now = manifest.get("thresholds"), thresholds_record(path)
+    if then == now:
+        return None
+
+    def shown(record: Any) -> str:
+        return f"{record['file']} (sha256 {str(record['sha256'])[:12]})" if isinstance(record, dict) else "none"
+
+    return (
+        f"the thresholds {shown(now)} differ from those the resumed campaign was gated with, {shown(then)}: "
+        "every item is gated with this session's"
+    )
 
 
 def resume_selection(manifest: Mapping[str, Any], keyword: str, markexpr: str) -> tuple[str, str]:

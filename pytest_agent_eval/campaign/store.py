@@ -8,12 +8,13 @@ derived from at the next run (docs/campaigns-and-ci.md, "The campaign folder"). 
         items.jsonl       one item record per line, appended (a re-run of an item appends again)
         items/<item id>/  the item's transcript segments, written by the harness
 
-An item record (:mod:`pytest_agent_eval.campaign.record`) is one corpus entry × arm × run. Appends take a
-file lock and are fsynced, so several xdist workers can record into one campaign at once, and a crash loses at
-most the line being written. Reading never trusts the folder: a line torn mid-character, a record of the wrong
-shape or a segment path leading outside the campaign is a problem named by file and line (or item), never a
-traceback, and nothing outside the campaign folder is ever read. A campaign being resumed is locked, so two
-sessions cannot interleave their transcripts in it.
+An item record (:mod:`pytest_agent_eval.campaign.record`) is one corpus entry × arm × run. Appends take a file lock
+and are fsynced, so several xdist workers can record into one campaign at once, and a crash loses at most the line
+being written; a full disk loses not even that much of what was there (a line is appended whole or cut back, a file
+replaced whole or left as it was: :mod:`pytest_agent_eval.harness.writes`). Reading never trusts the folder: a line
+torn mid-character, a record of the wrong shape or a segment path leading outside the campaign is a problem named
+by file and line (or item), never a traceback, and nothing outside the campaign folder is ever read. A campaign
+being resumed is locked, so two sessions cannot interleave their transcripts in it.
 """
 
 from __future__ import annotations
@@ -35,6 +36,7 @@ from filelock import FileLock, Timeout
 
 from pytest_agent_eval.agents.opencode.transcript import ends_turn as opencode_ends_turn
 from pytest_agent_eval.campaign.record import ItemRecord, RecordError
+from pytest_agent_eval.harness.writes import append_line, replace_whole
 from pytest_agent_eval.transcript import is_later_segment, segment_files
 
 LATEST = "latest"  # the out folder's pointer to the newest campaign
@@ -130,7 +132,11 @@ class Campaign:
             break
         else:  # pragma: no cover - 100 collisions of 12 random bits in one second
             raise StoreError(f"{out_dir}: could not find a free campaign folder name")
-        return cls._begin(path, config, backend, versions, extra)
+        try:
+            return cls._begin(path, config, backend, versions, extra)
+        except OSError:
+            path.rmdir()  # no manifest, no campaign: not a folder a later session would take for one
+            raise
 
     @classmethod
     def create_at(
@@ -221,10 +227,8 @@ class Campaign:
             item_record = ItemRecord.from_dict(item_record)
         line = json.dumps(item_record.to_dict(), ensure_ascii=False, default=str) + "\n"
         with FileLock(str(self.path / _LOCK)):
-            with self.items_file.open("a", encoding="utf-8") as handle:
-                handle.write(line)
-                handle.flush()
-                os.fsync(handle.fileno())
+            # whole or not at all: on a full disk the records before it stay readable (harness/writes.py)
+            append_line(self.items_file, line.encode("utf-8"), sync=True)
 
     # -- reading ---------------------------------------------------------------------------------------------
     def items(self) -> list[ItemRecord]:
@@ -381,12 +385,9 @@ def _last_per_id(records: Iterable[ItemRecord]) -> list[ItemRecord]:
 
 
 def write_atomic(path: Path, text: str) -> None:
-    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
-    with tmp.open("w", encoding="utf-8") as handle:
-        handle.write(text)
-        handle.flush()
-        os.fsync(handle.fileno())
-    os.replace(tmp, path)
+    """``path`` replaced whole, or left as it was and no temporary file behind: WriteFailed (an OSError) names the
+    folder and its free space (harness/writes.py)."""
+    replace_whole(path, text.encode("utf-8"))
 
 
 def point_latest(campaign: Path) -> None:

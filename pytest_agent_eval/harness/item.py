@@ -24,7 +24,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pytest_agent_eval.agents.base import AgentConfig, AgentSetup, CodingAgent, Drive, DriveOptions, McpServer
-from pytest_agent_eval.harness.drivers import AgentInfraError, RunRecord, TurnError
+from pytest_agent_eval.harness.drivers import AgentInfraError, NotWritten, RunRecord, TurnError
+from pytest_agent_eval.harness.writes import DISK_FULL, WriteFailed, cannot_write, replace_whole
 
 if TYPE_CHECKING:
     from pytest_agent_eval.campaign.record import ItemRecord
@@ -34,19 +35,27 @@ if TYPE_CHECKING:
     from pytest_agent_eval.harness.provision import Provisioned
     from pytest_agent_eval.harness.sandbox import Sandbox
     from pytest_agent_eval.harness.workspace import Workspace
-    from pytest_agent_eval.model import ModelEndpoint
+    from pytest_agent_eval.model import Faults, ModelEndpoint
     from pytest_agent_eval.settings.config import AgentEvalConfig
     from pytest_agent_eval.tool import RetrievalTool
 
 T = TypeVar("T")
 
 
-def step(what: str, action: Callable[[], T]) -> T:
-    """Run a harness step; any failure becomes an infrastructure error naming the step."""
+def step(what: str, action: Callable[[], T], where: Path | None = None) -> T:
+    """Run a harness step; any failure becomes an infrastructure error naming the step (a full disk: the folder,
+    the file's or ``where``, and its free space)."""
     try:
         return action()
     except AgentInfraError:
         raise
+    except WriteFailed as exc:
+        raise NotWritten(f"{what}: {exc}") from exc
+    except OSError as exc:
+        if exc.errno in DISK_FULL and (exc.filename is not None or where is not None):  # where, and the space left
+            written = Path(exc.filename) if exc.filename is not None else Path(where or ".") / "its files"
+            raise NotWritten(f"{what}: {cannot_write(written, exc)}") from exc
+        raise AgentInfraError(f"{what}: {exc}") from exc
     except Exception as exc:
         raise AgentInfraError(f"{what}: {exc}") from exc
 
@@ -66,11 +75,13 @@ def agent_build(agent: CodingAgent, cache: Path, failures: FailureMemo) -> Provi
 
 @contextmanager
 def model_endpoint(
-    cfg: AgentEvalConfig, api: str | None = None, agent: CodingAgent | None = None
+    cfg: AgentEvalConfig, api: str | None = None, agent: CodingAgent | None = None, faults: Faults | None = None
 ) -> Iterator[ModelEndpoint]:
     """The loopback model server of ``cfg.backend`` for an agent speaking ``api`` (the session's agent's when not
-    given): a stand-in, a cassette, or the forwarder to the real API."""
+    given): a stand-in, a cassette, or the forwarder to the real API; the model's transient failures retried by the
+    harness's policy (model/retry.py). ``faults``: what the server injects (a test's)."""
     from pytest_agent_eval.model import ModelEndpoint, ScriptedBackend, make_backend, resolve_backend, serve
+    from pytest_agent_eval.model.retry import HARNESS_RETRY
 
     # the forwarder (anthropic, openai, gemini): the agent's CLI gets its loopback URL, not the key
     name = resolve_backend(cfg.backend, api or cfg.agent.api)
@@ -86,7 +97,7 @@ def model_endpoint(
             from pytest_agent_eval.corpus.load import load_corpus
 
             backend = replace(backend, keys=answer_sheet(load_corpus(cfg.corpus)))
-    server = serve(backend)
+    server = serve(backend, faults=faults, retry=HARNESS_RETRY)  # the one retry policy, whatever the agent
     try:
         yield ModelEndpoint(name, backend.describe(), server.url, log=server.log)
     finally:
@@ -132,6 +143,21 @@ def set_aside(folder: Path) -> Path | None:
     for path in files:
         path.rename(target / path.name)
     return target
+
+
+def note_retries(run: RunRecord, run_dir: Path, endpoint: ModelEndpoint) -> None:
+    """The run's ``api_retries`` per turn from the model server's record of this attempt: the tries the harness
+    retried and the agent's own re-sends alike (model.record.retries_by_turn); left as the driver counted them where
+    the server keeps no record or the driver did not time its turns (tmux)."""
+    from pytest_agent_eval.model.record import REQUESTS_FILE, read_requests, retries_by_turn
+
+    if endpoint.log is None or len(run.started_at) != len(run.api_retries):
+        return
+    try:
+        entries = read_requests(run_dir / REQUESTS_FILE)
+    except (OSError, ValueError):
+        return
+    run.api_retries = retries_by_turn(entries, run.started_at)
 
 
 def note_driver(record: ItemRecord, run: RunRecord) -> None:
@@ -232,7 +258,7 @@ class ItemLife:
         deny once per process and config); the item aborts if either leaks."""
         from pytest_agent_eval.harness.isolation import self_check
 
-        config = step("writing the agent's config", lambda: self.agent.configure(setup))
+        config = step("writing the agent's config", lambda: self.agent.configure(setup), setup.config_dir)
         proven: set[str] = self.memo.setdefault("proven denies", set())  # the PATH layer is checked every item
         cli, required = self.tool.cli, (self.agent.executable, *self.agent.runtimes)
         check = partial(self.agent.check_deny, config, cli, proven=proven)
@@ -360,30 +386,51 @@ class ItemLife:
         attempts = self.cfg.retries + 1
         for attempt in range(attempts):
             step("renewing the workspace", partial(self._fresh_attempt, workspace, indexed if attempt else None))
+            unrecorded = None  # why the model server could not record this attempt's requests (a full disk)
+            gave_up = None  # why it gave up on the model (model/retry.py)
             try:
                 # an agent whose config lives under HOME writes it again in the renewed one
-                config = step("writing the agent's config", lambda: self.agent.configure(setup))
+                config = step("writing the agent's config", lambda: self.agent.configure(setup), setup.config_dir)
                 with _recording(endpoint, run_dir):
-                    run = self.agent.drive(Drive(
-                        build, case.questions, mode=case.driver, config=config, options=options,
-                        label=f"{case.arm.label}-{case.run}".replace("/", "_"), out_dir=run_dir, cwd=workspace.repo,
-                        env={**env, **config.env},
-                    ))  # fmt: skip
+                    try:
+                        run = self.agent.drive(Drive(
+                            build, case.questions, mode=case.driver, config=config, options=options,
+                            label=f"{case.arm.label}-{case.run}".replace("/", "_"), out_dir=run_dir,
+                            cwd=workspace.repo, env={**env, **config.env},
+                        ))  # fmt: skip
+                    finally:
+                        unrecorded = endpoint.log.failure if endpoint.log is not None else None
+                        gave_up = endpoint.log.gave_up if endpoint.log is not None else None
+                    if unrecorded:  # the model server answered the agent an error instead (a full disk)
+                        raise NotWritten(f"the model's request record could not be kept: {unrecorded}")
+                note_retries(run, run_dir, endpoint)
                 infra = step("reading the transcript", partial(self.agent.read_transcript, run.segments)).infra_error
                 if infra:
                     raise AgentInfraError(infra)
                 break
+            except WriteFailed as exc:  # the request record could not even be begun
+                raise NotWritten(str(exc)) from None
             except AgentInfraError as exc:
                 if isinstance(exc, TurnError):
+                    note_retries(exc.run, run_dir, endpoint)
                     note_driver(record, exc.run)
+                if isinstance(exc, NotWritten):
+                    raise
+                if unrecorded:  # the agent met the server's error for it
+                    raise NotWritten(f"the model's request record could not be kept: {unrecorded}") from exc
+                if gave_up:  # the model's own status and message, whatever the CLI made of them
+                    exc = AgentInfraError(f"{gave_up} (the agent: {exc})")
                 if attempt == attempts - 1:
                     if record.attempts:
                         raise AgentInfraError(f"{exc} (attempt {attempt + 1} of {attempts})") from exc
-                    raise
+                    raise exc
                 kept = set_aside(run_dir)
                 record.attempts.append({"error": str(exc), "folder": kept.name if kept else None})
         note_driver(record, run)
-        (run_dir / "run.json").write_text(json.dumps(run.to_dict(), indent=2) + "\n", encoding="utf-8")
+        try:
+            replace_whole(run_dir / "run.json", (json.dumps(run.to_dict(), indent=2) + "\n").encode())
+        except WriteFailed as exc:
+            raise NotWritten(str(exc)) from None
         return run
 
     def _fresh_attempt(self, workspace: Workspace, source: Path | None) -> None:

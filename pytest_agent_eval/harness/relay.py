@@ -154,10 +154,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         threading.Thread(target=server.serve_forever, daemon=True).start()
     process = subprocess.Popen(args.command, preexec_fn=die_with_parent())
     try:
-        return process.wait()
+        return _status(process.wait())
     except KeyboardInterrupt:
         process.kill()
-        return process.wait()
+        return _status(process.wait())
+
+
+def _status(code: int) -> int:
+    """The command's exit status as this process passes it on: a death by signal N as 128 + N, as bubblewrap and a
+    shell pass it (``sys.exit(-9)`` would read as ``exited 247``)."""
+    return 128 - code if code < 0 else code
 
 
 if __name__ == "__main__":

@@ -25,10 +25,12 @@ never confirms a block of another item's prompt.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import os
 import sys
 import threading
+import time
 import traceback
 from collections.abc import Callable, Iterator, Mapping
 from dataclasses import dataclass, field
@@ -38,6 +40,7 @@ from typing import Any, Protocol
 from urllib.parse import urlsplit
 
 from ..agents.gemini.transcript import COUNT, GENERATE, STREAM, model_method
+from ..harness.writes import WriteFailed, append_line
 from .gemini import assemble as assemble_gemini
 from .gemini import read_turn as read_gemini_turn
 from .gemini import reply_parts, stream_frames, usage_metadata
@@ -49,6 +52,7 @@ from .record import RequestLog
 from .refusal import gemini_refusal, refusal, responses_refusal
 from .responses import as_requested, assemble_response, output_items, read_turn, response_json, usage_json
 from .responses import stream_events as response_events
+from .retry import TRANSIENT_STATUSES, RetryPolicy
 from .sse import Reply, assemble, message_json, new_id, stream_events
 from .usage import PromptCount, UsageModel
 
@@ -81,7 +85,8 @@ class Backend(Protocol):
 
 @dataclass
 class Faults:
-    """Which ``POST /v1/messages`` (or ``/v1/responses``) requests (numbered from 1) misbehave, and how.
+    """Which ``POST /v1/messages`` (or ``/v1/responses``) requests (numbered from 1; under a retry policy each try
+    is one: :mod:`.retry`) misbehave, and how.
 
     Kinds: ``"500"``, ``"529"``, ``"429"`` (an HTTP error with the API's JSON error body),
     ``"break"`` (the SSE stream stops after the first text delta and the connection closes),
@@ -125,7 +130,7 @@ class Truth:
 class Hit:
     """One HTTP request the server received (any path), for reports on what a client calls.
 
-    ``status`` 0 means it was never answered (a ``hang`` fault)."""
+    ``status`` 0 means it was never answered (a ``hang`` fault), or a try the retry policy made was cut (``break``)."""
 
     method: str
     path: str
@@ -138,10 +143,17 @@ class _Server(ThreadingHTTPServer):
     block_on_close = False
 
     def __init__(
-        self, address: tuple[str, int], backend: Backend, faults: Faults, truth_log: Path | None, log: RequestLog
+        self,
+        address: tuple[str, int],
+        backend: Backend,
+        faults: Faults,
+        truth_log: Path | None,
+        log: RequestLog,
+        retry: RetryPolicy | None = None,
     ) -> None:
         super().__init__(address, _Handler)
         self.backend = backend
+        self.retry = retry
         self.log = log
         self.refused: list[str] = []
         self.faults = faults
@@ -180,25 +192,45 @@ class _Handler(BaseHTTPRequestHandler):
         """Quiet: the hit log replaces stderr noise."""
 
     # -- plumbing ---------------------------------------------------------------------------
-    def _record(self, status: int, fault: str | None = None, response: Any = None, logged: bool = True) -> None:
+    def _record(self, status: int, fault: str | None = None, response: Any = None, logged: bool = True) -> bool:
         """Note the answer as a hit and, unless ``logged`` is False (a relay logs what it relayed once done), in
-        the request log."""
+        the request log; False when the log could not be written (:meth:`_unrecorded` answers then)."""
         with self.server.lock:
             self.server.hits.append(Hit(self.command, self.path, status, fault))
-        if logged:
-            self._log(status, response, fault=fault)
+        return self._log(status, response, fault=fault) if logged else True
 
-    def _log(self, status: int, response: Any, refused: str | None = None, fault: str | None = None) -> None:
-        self.server.log.write(
-            {
-                "method": self.command, "path": self.path, "status": status, "request": self.body,
-                "response": response, "refused": refused, "fault": fault,
-            }
-        )  # fmt: skip
+    def _log(
+        self, status: int, response: Any, refused: str | None = None, fault: str | None = None, **more: Any
+    ) -> bool:
+        entry = {
+            "method": self.command, "path": self.path, "status": status, "request": self.body,
+            "response": response, "refused": refused, "fault": fault, "at": round(time.time(), 3), **more,
+        }  # fmt: skip
+        try:
+            self.server.log.write(entry)
+        except WriteFailed:  # a full disk; the log keeps why (RequestLog.failure)
+            return False
+        return True
+
+    def _unrecorded(self) -> None:
+        """What the model says to a request the request record could not keep (a full disk): an error no agent
+        retries (HTTP 400), so it ends the turn at once rather than wait or retry on its own clock, and the harness
+        names the folder and its free space (ItemLife.run reads RequestLog.failure)."""
+        body = {"type": "error", "error": {"type": "invalid_request_error", "message": _UNRECORDED}}
+        data = json.dumps(body).encode()
+        with self.server.lock:
+            self.server.hits.append(Hit(self.command, self.path, 400, None))
+        self.send_response(400)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
     def _send_json(self, status: int, body: Any, head_only: bool = False) -> None:
         data = json.dumps(body).encode()
-        self._record(status, response=body)  # before the client can see the answer and send its next request
+        if not self._record(status, response=body):  # before the client can see the answer and send its next one
+            self._unrecorded()
+            return
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -214,7 +246,9 @@ class _Handler(BaseHTTPRequestHandler):
         data = json.dumps(body).encode()
         with self.server.lock:
             self.server.hits.append(Hit(self.command, self.path, status, fault))
-        self._log(status, body, refused, fault)  # before the client can see the answer and send its next request
+        if not self._log(status, body, refused, fault):  # before the client can see the answer and send its next one
+            self._unrecorded()
+            return
         self.send_response(status)
         self.send_header("Content-Type", "application/json")
         self.send_header("Content-Length", str(len(data)))
@@ -283,21 +317,70 @@ class _Handler(BaseHTTPRequestHandler):
         else:
             self._send_error(404, f"Not found: {path}")
 
-    def _admit(self, request: dict[str, Any]) -> str | None:
-        """Count the request and apply its fault; None when it was answered (an error) or never will be (hang)."""
+    def _tried(self, request: dict[str, Any], produce: Callable[[], Any]) -> tuple[Any, str] | None:
+        """The model's answer to ``request`` (``produce()``: the backend's reply) and the fault of the try that gave
+        it; None when an error was sent instead, or no answer ever will be (hang).
+
+        Each try is counted (``requests``; the faults are numbered by it). Under the server's retry policy
+        (:mod:`.retry`) a transient failure — an injected 5xx/429 or cut stream, or the real API's transient status
+        relayed by a forwarder — is recorded (``retried``), waited out and tried again; when the tries are spent the
+        server gives up (:meth:`_give_up`). Without one, the fault is the agent's to meet."""
+        policy = self.server.retry
+        tries = policy.tries if policy is not None else 1
+        started = time.monotonic()
+        for attempt in range(1, tries + 1):
+            with self.server.lock:
+                self.server.requests.append(request)
+                number = len(self.server.requests)
+            fault = self.server.faults.for_request(number)
+            if fault == "hang":
+                self._record(0, fault)
+                self.close_connection = True
+                self.server.stopping.wait()
+                return None
+            failed = _injected(fault) if policy is not None or fault != "break" else None
+            reply = None
+            if failed is None:
+                try:
+                    reply = produce()
+                except Exception:
+                    self._backend_failed()
+                    return None
+                if policy is not None and isinstance(reply, Passthrough) and reply.status in TRANSIENT_STATUSES:
+                    failed = _relayed_failure(reply)
+            if failed is None:
+                return reply, fault or ""
+            status, body, retry_after = failed
+            if policy is None:  # the agent meets the fault itself
+                self._send_error(status, "Injected fault", fault)
+                return None
+            if attempt == tries:
+                self._give_up(status, body, fault, tries, time.monotonic() - started)
+                return None
+            with self.server.lock:
+                self.server.hits.append(Hit(self.command, self.path, status, fault))
+            self._log(status, body, fault=fault, retried=attempt)
+            if self.server.stopping.wait(policy.wait_s(attempt, retry_after)):
+                return None
+        return None  # pragma: no cover - the loop returns on its last try
+
+    def _give_up(self, status: int, body: Any, fault: str | None, tries: int, spent_s: float) -> None:
+        """The model kept failing: an error no agent retries (HTTP 400) naming the model's last status and
+        message, also kept in the request log (``gave_up``, and RequestLog.gave_up for the harness)."""
+        said = _error_text(body) if status else "its stream was cut"
+        last = f"HTTP {status} ({said})" if status else said
+        reason = f"the model kept failing: {last}, {tries} tries over {spent_s:.1f}s"
+        self.server.log.gave_up = reason
+        answer = {"type": "error", "error": {"type": "invalid_request_error", "message": _GAVE_UP}}
         with self.server.lock:
-            self.server.requests.append(request)
-            number = len(self.server.requests)
-        fault = self.server.faults.for_request(number)
-        if fault in ("500", "529", "429"):
-            self._send_error(int(fault), "Injected fault", fault)
-            return None
-        if fault == "hang":
-            self._record(0, fault)
-            self.close_connection = True
-            self.server.stopping.wait()
-            return None
-        return fault or ""
+            self.server.hits.append(Hit(self.command, self.path, 400, fault))
+        self._log(400, answer, fault=fault, gave_up=reason)
+        data = json.dumps(answer).encode()
+        self.send_response(400)
+        self.send_header("Content-Type", "application/json")
+        self.send_header("Content-Length", str(len(data)))
+        self.end_headers()
+        self.wfile.write(data)
 
     def _backend_failed(self) -> None:
         with self.server.lock:
@@ -309,14 +392,10 @@ class _Handler(BaseHTTPRequestHandler):
         return getattr(self.server.backend, "stand_in_model", None) or str(request.get("model") or "stand-in")
 
     def _messages(self, request: dict[str, Any]) -> None:
-        fault = self._admit(request)
-        if fault is None:
+        answered = self._tried(request, lambda: self._reply(request))
+        if answered is None:
             return
-        try:
-            reply = self._reply(request)
-        except Exception:
-            self._backend_failed()
-            return
+        reply, fault = answered
         if isinstance(reply, Passthrough):
             self._relay(reply)
             return
@@ -375,15 +454,9 @@ class _Handler(BaseHTTPRequestHandler):
         if answer is None and decide is None:
             self._send_error(400, f"this backend does not answer the {api} API: {self.server.backend.describe()}")
             return None
-        fault = self._admit(request)
-        if fault is None:
-            return None
-        try:
-            reply = answer(request, dict(self.headers.items())) if answer is not None else render(decide)
-        except Exception:
-            self._backend_failed()
-            return None
-        return reply, fault
+        return self._tried(
+            request, lambda: answer(request, dict(self.headers.items())) if answer is not None else render(decide)
+        )
 
     def _gemini(self, model: str, method: str, request: dict[str, Any]) -> None:
         """The Gemini API (Gemini CLI): ``:streamGenerateContent`` and ``:generateContent`` answered by the backend
@@ -421,13 +494,15 @@ class _Handler(BaseHTTPRequestHandler):
         self._stream(list(stream_frames(parts, name, body_usage, response_id)), fault, response)
 
     def _stream(self, frames: list[bytes], fault: str, response: dict[str, Any]) -> None:
+        if not self._record(200, fault or None, response):
+            self._unrecorded()
+            return
         self.send_response(200)
         self.send_header("Content-Type", "text/event-stream; charset=utf-8")
         self.send_header("Cache-Control", "no-cache")
         self.send_header("Transfer-Encoding", "chunked")
         self.send_header("request-id", new_id("req"))
         self.end_headers()
-        self._record(200, fault or None, response)
         # "break" and "stall" cut in after message_start, ping, the first block's start and its first delta
         cut = min(4, len(frames) - 1) if fault in ("break", "stall") else len(frames)
         for frame in frames[:cut]:
@@ -446,8 +521,8 @@ class _Handler(BaseHTTPRequestHandler):
         with self.server.lock:
             self.server.truth.append(truth)
             if self.server.truth_log is not None:
-                with self.server.truth_log.open("a", encoding="utf-8") as log:
-                    log.write(json.dumps(truth.to_dict()) + "\n")
+                with contextlib.suppress(WriteFailed):  # a full disk: the request record's failure says so
+                    append_line(self.server.truth_log, (json.dumps(truth.to_dict()) + "\n").encode())
 
     def _relay(self, reply: Passthrough, read_stream: Callable[[bytes], Any] = assemble) -> None:
         """Send on what the backend relayed, byte for byte; the record keeps it as ``read_stream`` reads a stream
@@ -471,6 +546,45 @@ class _Handler(BaseHTTPRequestHandler):
         # or the harness may close the item's record (a record written after that was lost 1 run in 10).
         self._log(reply.status, _read_back(bytes(relayed), reply.headers, read_stream))
         self._chunk(b"")
+
+
+# What the agent reads when the server gives up on the model or cannot record a request: words alone, since an agent
+# may retry an error whose message holds a status, "rate limit", "server error" and the like (OpenCode 1.18 does, on
+# its own clock); the harness names the status, the API's message or the folder in the item's error.
+_GAVE_UP = "agent-eval: the model kept failing and the harness gave up on it; the item's error says why"
+_UNRECORDED = "agent-eval: the harness could not record this request, so it is not answered; the item's error says why"
+
+
+def _injected(fault: str | None) -> tuple[int, Any, str | None] | None:
+    """An injected transient failure as the model would answer it (status 0: a cut stream); None for none."""
+    if fault in ("500", "529", "429"):
+        status = int(fault)
+        body = {"type": "error", "error": {"type": _ERROR_TYPES[status], "message": "Injected fault"}}
+        return status, body, "0" if status in (429, 529) else None
+    if fault == "break":
+        return 0, None, None
+    return None
+
+
+def _relayed_failure(reply: Passthrough) -> tuple[int, Any, str | None]:
+    """The real API's transient error, read whole (an error body is short), with its ``retry-after``."""
+    data = b"".join(reply.body)
+    retry_after = next((v for k, v in reply.headers.items() if k.lower() == "retry-after"), None)
+    try:
+        body: Any = json.loads(data)
+    except ValueError:
+        body = data.decode("utf-8", "replace")
+    return reply.status, body, retry_after
+
+
+def _error_text(body: Any) -> str:
+    """``type: message`` of an API's error body (Messages, Responses and Gemini shapes), else the body itself."""
+    error = body.get("error") if isinstance(body, dict) else None
+    if isinstance(error, dict):
+        kind = error.get("type") or error.get("status") or error.get("code")
+        message = error.get("message") or ""
+        return f"{kind}: {message}" if kind else str(message)
+    return str(body)[:200]
 
 
 def _read_back(data: bytes, headers: Mapping[str, str], read_stream: Callable[[bytes], Any]) -> Any:
@@ -536,7 +650,8 @@ class RunningServer:
 
     @property
     def requests(self) -> list[dict[str, Any]]:
-        """Bodies of ``POST /v1/messages`` and ``/v1/responses`` in arrival order (faulted ones included)."""
+        """Bodies of ``POST /v1/messages`` and ``/v1/responses`` in arrival order (faulted ones included; under a
+        retry policy, once per try)."""
         with self._server.lock:
             return list(self._server.requests)
 
@@ -597,15 +712,19 @@ def serve(
     faults: Faults | Mapping[int, str] | None = None,
     truth_log: str | Path | None = None,
     log: RequestLog | None = None,
+    retry: RetryPolicy | None = None,
 ) -> RunningServer:
     """Start serving ``backend`` in a background thread; ``port=0`` picks a free port.
 
     ``truth_log`` (default: ``$AGENT_EVAL_TRUTH_LOG`` if set): a JSON-lines file each answered request's
-    :class:`Truth` is appended to. ``log``: where every request and its answer are recorded (none by default)."""
+    :class:`Truth` is appended to. ``log``: where every request and its answer are recorded (none by default).
+    ``retry``: the policy the model's transient failures are retried by (:mod:`.retry`; none by default: every
+    fault reaches the client as injected)."""
     if host not in _LOOPBACK:
         raise ValueError(f"the model server binds loopback only, not {host!r}")
     truth = truth_log or os.environ.get(TRUTH_LOG_ENV) or None
-    server = _Server((host, port), backend, Faults.coerce(faults), Path(truth) if truth else None, log or RequestLog())
+    truth_path = Path(truth) if truth else None
+    server = _Server((host, port), backend, Faults.coerce(faults), truth_path, log or RequestLog(), retry)
     return RunningServer(server)
 
 

@@ -62,7 +62,12 @@ def agent_campaign(request: pytest.FixtureRequest) -> Campaign:
     problem = plugin.settings.output_problem()  # found at collection, but by an xdist worker
     if problem:
         pytest.fail(problem, pytrace=False)
-    return plugin.session.item_campaign()
+    from pytest_agent_eval.harness.writes import WriteFailed
+
+    try:
+        return plugin.session.item_campaign()
+    except WriteFailed as exc:  # a full disk: one line naming the folder, no traceback
+        pytest.fail(f"agent-eval: the campaign cannot be started: {exc}", pytrace=False)
 
 
 def agent_resumed(request: pytest.FixtureRequest, agent_campaign: Campaign) -> dict[str, ItemRecord]:
@@ -192,6 +197,7 @@ def agent_model_server(request: pytest.FixtureRequest, coding_agent: CodingAgent
     from pytest_agent_eval.campaign import baseline
     from pytest_agent_eval.harness.item import step
     from pytest_agent_eval.model import ModelEndpoint, cassette_backend, serve
+    from pytest_agent_eval.model.retry import HARNESS_RETRY
 
     source: Campaign | None = request.getfixturevalue("agent_replay_source")
     if source is None:
@@ -204,7 +210,7 @@ def agent_model_server(request: pytest.FixtureRequest, coding_agent: CodingAgent
     )
     backend = step("reading the item's recording", lambda: cassette_backend(segments))
     replayed = str(eval_session(request.config).replay_path)
-    server = serve(backend)
+    server = serve(backend, retry=HARNESS_RETRY)
     try:
         yield ModelEndpoint("cassette", backend.describe(), server.url, replay=replayed, log=server.log)
     finally:
@@ -334,7 +340,13 @@ def agent_result(
         score, has_tool=agent_case.arm.has_tool, wall_s=agent_run.agent_s, tool=tool, stalled=record.stalled
     )
     if done is None:
-        (agent_run.segments[0].parent / "score.json").write_text(json.dumps(score, indent=2) + "\n", encoding="utf-8")
+        from pytest_agent_eval.harness.drivers import NotWritten
+        from pytest_agent_eval.harness.writes import WriteFailed, replace_whole
+
+        try:
+            replace_whole(agent_run.segments[0].parent / "score.json", (json.dumps(score, indent=2) + "\n").encode())
+        except WriteFailed as exc:  # a full disk: an infrastructure error naming the folder, no traceback
+            raise NotWritten(str(exc)) from None
     # Known even when the test never calls agent_gate: the campaign tables drop contaminated without-arms.
     record.contaminated = not gates.contamination_verdict(score, agent_case.arm.has_tool, tool).passed
     record.figures, record.scores, record.blocks = figures, score, render_scorecard(card)

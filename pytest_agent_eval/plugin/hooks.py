@@ -129,6 +129,8 @@ def start(config: pytest.Config, settings_given: bool) -> AgentEvalPlugin:
     plugin.listen()
     if restored is not None and restored.selected is not None:
         plugin.session.keep_only = set(restored.selected)  # a resumed campaign runs what it selected
+    if restored is not None and worker_input is None:
+        _note_thresholds(plugin, cfg)
     if worker_input is None and (cfg.resume is not None or cfg.compare is not None or cfg.replay is not None):
         from pytest_agent_eval.campaign.evaluation import SessionError
 
@@ -189,6 +191,20 @@ def _restored(config: pytest.Config, cfg: AgentEvalConfig) -> Restored | None:
         )
     except ResumeError as exc:
         raise pytest.UsageError(str(exc)) from None
+
+
+def _note_thresholds(plugin: AgentEvalPlugin, cfg: AgentEvalConfig) -> None:
+    """A resume gated with other thresholds than its campaign was: said among the session's warnings."""
+    from pytest_agent_eval.campaign.selection import thresholds_drift
+    from pytest_agent_eval.campaign.store import Campaign, StoreError
+
+    assert cfg.resume is not None
+    try:
+        drift = thresholds_drift(Campaign.open(cfg.resume).manifest, cfg.thresholds_file)
+    except StoreError:
+        return  # claiming the campaign says why it cannot be read
+    if drift:
+        plugin.session.problems.append(drift)
 
 
 def _restored_on_worker(data: dict[str, Any] | None) -> Restored | None:
@@ -587,12 +603,21 @@ class AgentEvalPlugin:
         if report.when == "setup":
             state.setup_s = report.duration
         if report.when == "call" or (report.when == "setup" and not report.passed):
-            report.agent_eval = self.session.finish_item(
-                record,
-                outcome="error" if report.when == "setup" and report.failed else report.outcome,
-                error=str(call.excinfo.value) if call.excinfo is not None else None,
-                ran_s=state.setup_s + (call.duration if call.when == "call" else 0.0),
-            )
+            from pytest_agent_eval.harness.writes import WriteFailed
+
+            try:
+                report.agent_eval = self.session.finish_item(
+                    record,
+                    outcome="error" if report.when == "setup" and report.failed else report.outcome,
+                    error=str(call.excinfo.value) if call.excinfo is not None else None,
+                    ran_s=state.setup_s + (call.duration if call.when == "call" else 0.0),
+                )
+            except WriteFailed as exc:
+                # Not recorded (a full disk): the item fails with the one line that says where, and a resume runs
+                # it again once there is space; the records written before stay whole.
+                before = f"{report.longrepr}\n" if isinstance(report.longrepr, str) else ""  # the item's own error
+                report.outcome = "failed"
+                report.longrepr = f"{before}agent-eval: {record.id} not recorded: {exc}"
         return report
 
     def pytest_report_teststatus(self, report: pytest.TestReport, config: pytest.Config) -> Any:

@@ -37,6 +37,7 @@ from pytest_agent_eval.harness.drivers.stream import (
     not_run,
     run_streaming,
     stderr_tail,
+    unended,
 )
 from pytest_agent_eval.harness.drivers.watch import STALL_S_REAL_API
 from pytest_agent_eval.harness.sandbox import Sandbox
@@ -135,11 +136,7 @@ def run_headless(
         record.session_id = seen.session_id or record.session_id
         later = not_run(turn, len(questions))
         if not outcome.ended:
-            why = (
-                f"timed out after {options.timeout_s:g}s"
-                if outcome.timed_out
-                else f"exited with code {outcome.exit_code}"
-            )
+            why = unended(outcome, options.timeout_s)
             raise TurnError(
                 f"turn {turn}: claude {why} without a result event (partial segment kept: {segment})"
                 + stderr_tail(stderr)

@@ -61,7 +61,7 @@ from pytest_agent_eval.agents.claude_code.events import describe, turn_api_error
 from pytest_agent_eval.agents.claude_code.headless import HeadlessOptions, settings_flags, tool_flags
 from pytest_agent_eval.agents.claude_code.transcript import belongs_to
 from pytest_agent_eval.harness.drivers import AgentInfraError, RunRecord, TurnError
-from pytest_agent_eval.harness.drivers.stream import event_of
+from pytest_agent_eval.harness.drivers.stream import event_of, exit_reason
 from pytest_agent_eval.harness.drivers.watch import Silences
 from pytest_agent_eval.harness.process import watched
 from pytest_agent_eval.harness.untrusted import UntrustedFile, copy_file, copy_tree, open_dir, read_bytes, replace_file
@@ -468,7 +468,7 @@ class _Driver:
         self.last_screen = screen
         if dead:
             self.record.exit_codes.append(status)
-            raise AgentInfraError(f"claude exited (status {status})")
+            raise AgentInfraError(f"claude {exit_reason(status)}")  # a signal named as one, as headless does
         return screen
 
     def wait(self, timeout_s: float, done: Callable[[str], bool]) -> str | None:

@@ -43,17 +43,24 @@ class AgentInfraError(RuntimeError):
     """The harness, the CLI or the API failed; the message says which."""
 
 
+class NotWritten(AgentInfraError):
+    """The run's files could not be written (a full disk): the message names the folder and its free space. Never
+    retried: another attempt would meet the same disk; a resume runs the item once there is space."""
+
+
 @dataclass
 class StreamOutcome:
     """How one process went: its longest silence, exit code, time, and whether its turn ended, timed out, or it
     lingered after the end."""
 
     silences: Silences
+    started_at: float = 0.0  # when it started (Unix seconds): the model server's record is told apart by turn with it
     exit_code: int | None = None
     wall_s: float = 0.0
     ended: bool = False
     timed_out: bool = False
     hung_after_end: bool = False
+    write_error: str | None = None  # its segment could not be written (a full disk): it was stopped
 
 
 @dataclass
@@ -73,6 +80,7 @@ class RunRecord:
     # idle timeout does not produce (the silence flags that one); tmux counts repeated request lines
     api_retries: list[int] = field(default_factory=list)
     stall_s: float | None = None  # the threshold the turns were judged by (None: not measured)
+    started_at: list[float] = field(default_factory=list)  # per turn a headless driver ran: when (not kept)
 
     def watched(self, silences: Silences, api_retries: int) -> None:
         """Add one turn's longest silence and retry count."""
@@ -83,6 +91,7 @@ class RunRecord:
     def streamed(self, segment: Path, stderr: Path, outcome: StreamOutcome, api_retries: int) -> None:
         """Add one turn a headless driver ran (:func:`~.stream.run_streaming`): its files, time, exit, silences."""
         self.segments.append(segment)
+        self.started_at.append(outcome.started_at)
         self.stderr.append(stderr)
         self.wall_s.append(outcome.wall_s)
         self.exit_codes.append(outcome.exit_code)

@@ -14,6 +14,7 @@ CLI's uid and could open ``/proc/<cli>/fd/1`` or ``fd/2`` to write forged lines 
 from __future__ import annotations
 
 import json
+import signal
 import socket
 import subprocess
 import threading
@@ -22,9 +23,10 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_agent_eval.harness.drivers import AgentInfraError, StreamOutcome
+from pytest_agent_eval.harness.drivers import AgentInfraError, NotWritten, StreamOutcome
 from pytest_agent_eval.harness.drivers.watch import Silences
 from pytest_agent_eval.harness.process import start_group, stop_group
+from pytest_agent_eval.harness.writes import WriteFailed, append_fd
 
 if TYPE_CHECKING:
     from pytest_agent_eval.harness.sandbox import Sandbox
@@ -63,7 +65,25 @@ def not_run(turn: int, turns: int) -> str:
 
 def unended(outcome: StreamOutcome, timeout_s: float) -> str:
     """Why a turn's process gave up before the line that ends the turn: the timeout, or its exit."""
-    return f"timed out after {timeout_s:g}s" if outcome.timed_out else f"exited {outcome.exit_code}"
+    return f"timed out after {timeout_s:g}s" if outcome.timed_out else exit_reason(outcome.exit_code)
+
+
+def exit_reason(code: int | None) -> str:
+    """How a process ended, in words: ``exited 3``, or ``killed by signal 9 (SIGKILL)`` for one a signal ended.
+
+    A signal shows as a negative code when the agent is our own child, and as 128 + N when it ran in the sandbox:
+    bubblewrap passes on a child's death by signal N as that status, as a shell does (docs/sandbox.md), and the
+    relay in front of the agent (harness/relay.py) does the same."""
+    signum = -code if code is not None and code < 0 else None
+    if code is not None and 128 < code < 128 + signal.NSIG:
+        signum = code - 128
+    if signum is None:
+        return f"exited {code}"
+    try:
+        name = signal.Signals(signum).name
+    except ValueError:
+        return f"killed by signal {signum}"
+    return f"killed by signal {signum} ({name})"
 
 
 def run_streaming(
@@ -82,9 +102,11 @@ def run_streaming(
     ``stderr``."""
     ended = threading.Event()
     started = time.monotonic()
-    outcome = StreamOutcome(Silences(started))
+    outcome = StreamOutcome(Silences(started), started_at=time.time())
     stdout_ends, stderr_ends = _unopenable_stream(), _unopenable_stream()
-    with segment.open("wb") as out, stderr.open("wb") as err, stdout_ends[0], stderr_ends[0]:
+    failed = threading.Event()  # the segment could not be written (a full disk): the turn ends here
+    # unbuffered: a line is appended whole or cut back (harness/writes.py), never half-flushed later
+    with segment.open("wb", buffering=0) as out, stderr.open("wb") as err, stdout_ends[0], stderr_ends[0]:
         try:
             process = start_group(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                                   stdout=stdout_ends[1].fileno(), stderr=stderr_ends[1].fileno())  # fmt: skip
@@ -97,17 +119,27 @@ def run_streaming(
             stderr_ends[1].close()
 
         def keep_stderr() -> None:
+            kept = True
             with stderr_ends[0].makefile("rb") as lines:
-                while chunk := lines.read1(65536):
-                    err.write(chunk)
-                    err.flush()
+                while chunk := lines.read1(65536):  # read to the end whatever happens: a CLI blocked on it hangs
+                    try:
+                        if kept:
+                            err.write(chunk)
+                            err.flush()
+                    except OSError:
+                        kept = False  # a full disk: the stderr's end is lost, the segment's failure says why
 
         def pump() -> None:
             with stdout_ends[0].makefile("rb") as lines:  # closed by its reader, at the end of the stream
                 for raw in lines:
                     now = time.monotonic()
-                    out.write(raw)
-                    out.flush()
+                    try:
+                        append_fd(out.fileno(), raw, segment)
+                    except WriteFailed as exc:
+                        outcome.write_error = str(exc)
+                        failed.set()
+                        ended.set()  # wakes the loop below, which stops the CLI
+                        return
                     what, ends = watch(raw)
                     outcome.silences.line(now, what)
                     if ends:
@@ -121,6 +153,8 @@ def run_streaming(
         try:
             while process.poll() is None:
                 now = time.monotonic()
+                if failed.is_set():
+                    break
                 if ended.is_set():
                     try:
                         process.wait(timeout=grace_s)
@@ -142,6 +176,8 @@ def run_streaming(
         outcome.wall_s = (stopped or time.monotonic()) - started
         for thread in threads:
             thread.join(timeout=_KILL_WAIT_S)
+    if failed.is_set():
+        raise NotWritten(f"{name} was stopped: its transcript could not be kept: {outcome.write_error}")
     outcome.ended = ended.is_set()
     return outcome
 
