@@ -31,7 +31,8 @@ from pytest_agent_eval.agents.gemini.transcript import is_gemini_events, read_ge
 from pytest_agent_eval.agents.opencode.transcript import is_opencode_events, read_opencode
 from pytest_agent_eval.metrics.occupancy import WINDOW_TOKENS
 from pytest_agent_eval.metrics.scorecard import score
-from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool, load_tool
+from pytest_agent_eval.settings.registry import UNNAMED_TOOL, resolve_agent, resolve_tool
+from pytest_agent_eval.tool import RetrievalTool
 from pytest_agent_eval.transcript import (
     Session,
     TranscriptError,
@@ -81,30 +82,41 @@ def _add_scoring_options(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument(
         "--tool",
         type=_tool_reference,
-        default=CODEGRAPH.name,
-        help=f"retrieval tool: its MCP server name, or MODULE:ATTR naming a RetrievalTool (default {CODEGRAPH.name})",
+        default=None,
+        help="retrieval tool: a built-in tool's name (codegraph), an installed entry point's "
+        "(pytest_agent_eval.tools) or MODULE:ATTR naming a RetrievalTool (default: the one a campaign's records "
+        f"name; for a transcript without a record, {UNNAMED_TOOL})",
     )
-    cmd.add_argument("--explore-tool", default=None, help="its explore tool (default <tool>_explore)")
-    cmd.add_argument("--cli-name", default=None, help="its CLI executable (default <tool>)")
+    cmd.add_argument("--explore-tool", default=None, help="its explore tool (default: the tool's own)")
+    cmd.add_argument("--cli-name", default=None, help="its CLI executable (default: the tool's own)")
 
 
-def _tool_reference(text: str) -> str | RetrievalTool:
-    """A bare MCP server name, or (with a colon) the RetrievalTool that MODULE:ATTR names."""
+def _tool_reference(text: str) -> RetrievalTool:
+    """The RetrievalTool a name or MODULE:ATTR names, from the registry (settings/registry.py)."""
     if not text.strip():
         raise argparse.ArgumentTypeError("empty: give the tool's MCP server name, or MODULE:ATTR")
-    if ":" not in text:
-        return text
     try:
-        return load_tool(text)
+        return resolve_tool(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def tool_of(args: argparse.Namespace) -> RetrievalTool:
-    if isinstance(args.tool, RetrievalTool):  # a whole description, with the tool's own fingerprints
-        tool = args.tool
-        return replace(tool, explore=args.explore_tool or tool.explore, cli=args.cli_name or tool.cli)
-    return RetrievalTool(args.tool, args.explore_tool or f"{args.tool}_explore", args.cli_name or args.tool)
+def _agent_reference(text: str) -> Any:
+    """The CodingAgent a name or MODULE:ATTR names, from the registry (settings/registry.py)."""
+    try:
+        return resolve_agent(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def tool_of(args: argparse.Namespace) -> RetrievalTool | None:
+    """The tool ``--tool`` names, with ``--explore-tool`` and ``--cli-name`` over its own; None: the recorded one
+    (without either override)."""
+    tool = args.tool
+    if tool is None and not (args.explore_tool or args.cli_name):
+        return None
+    tool = tool or resolve_tool(UNNAMED_TOOL)
+    return replace(tool, explore=args.explore_tool or tool.explore, cli=args.cli_name or tool.cli)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -132,6 +144,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="with Gemini CLI stream-json events FILEs (one per turn): the session's chat record (default: "
         "session-*<session id prefix>.jsonl beside the first FILE)",
+    )
+    cmd.add_argument(
+        "--agent",
+        type=_agent_reference,
+        default=None,
+        help="the agent whose transcript FILEs are: a built-in agent's name, an installed entry point's "
+        "(pytest_agent_eval.agents) or MODULE:ATTR naming a CodingAgent (default: told from the first FILE)",
     )
     cmd.add_argument("--brief", action="store_true", help="one line per metric")
     cmd.add_argument("--envelope", action="store_true", help="also print how each explore response was divided")
@@ -198,7 +217,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.usage_error("--rollout goes with Codex CLI --json events FILEs (the first event is thread.started)")
     if args.chat and not (args.files and is_gemini_events(args.files[0])):
         args.usage_error("--chat goes with Gemini CLI stream-json events FILEs (the first event is init)")
-    tool = tool_of(args)
+    tool = tool_of(args) or resolve_tool(UNNAMED_TOOL)
+    if args.agent is not None and not args.files:
+        args.usage_error("--agent goes with FILEs (an agent's transcript segments)")
     try:
         if args.session:
             session_file = find_session_file(Path(args.session))
@@ -206,7 +227,8 @@ def main(argv: Sequence[str] | None = None) -> int:
             _warn(_reading_problems(session))
         else:  # a resumed session's later turns are its .tN.jsonl, whichever agent's they are
             files = segment_files(args.files[0]) if len(args.files) == 1 else args.files
-            session = _read_run(files, args)
+            # A named agent reads its own segments; else the first file tells which agent wrote them.
+            session = args.agent.read_transcript(files) if args.agent is not None else _read_run(files, args)
             _warn(_reading_problems(session, files))
     except TranscriptError as exc:
         print(f"agent-eval: error: {exc}", file=sys.stderr)

@@ -48,7 +48,7 @@ def test_load_agent_names_the_object_and_says_what_is_wrong() -> None:
     assert load_agent("pytest_agent_eval.agents.claude_code:CLAUDE_CODE") is CLAUDE_CODE
     assert AgentEvalConfig().agent is CLAUDE_CODE
     for reference, message in (
-        ("pytest_agent_eval.agents.claude_code", "expected MODULE:ATTR naming a CodingAgent"),
+        ("pytest_agent_eval.agents.claude_code", "MODULE:ATTR naming a CodingAgent"),
         ("no_such_module_xyz:A", "cannot import 'no_such_module_xyz'"),
         ("pytest_agent_eval.agents.claude_code:MISSING", "has no attribute 'MISSING'"),
         ("pytest_agent_eval.agents.claude_code:STANDIN_API_KEY", "is a str, not a CodingAgent"),

@@ -12,6 +12,7 @@ import json
 import re
 import shutil
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -57,7 +58,7 @@ def test_load_tool_names_the_object_and_says_what_is_wrong() -> None:
     assert AgentEvalConfig().tool is CODEGRAPH and AgentEvalConfig().default_tool_spec == "1.6.1"
     assert AgentEvalConfig(tool=TINYGREP).default_tool_spec == "0.1.0"
     for reference, message in (
-        ("support.tinygrep_tool", "expected MODULE:ATTR"),
+        ("support.tinygrep_tool", "give MODULE:ATTR naming a RetrievalTool"),
         ("no_such_module_xyz:T", "cannot import 'no_such_module_xyz'"),
         ("support.tinygrep_tool:MISSING", "has no attribute 'MISSING'"),
         ("support.tinygrep_tool:SERVER", "is a PosixPath, not a RetrievalTool"),
@@ -257,8 +258,11 @@ def test_the_scoring_cli_takes_a_tool_description() -> None:
 
     args = build_parser().parse_args(["score", "--tool", "support.tinygrep_tool:TINYGREP", "run.jsonl"])
     assert tool_of(args) == TINYGREP
-    args = build_parser().parse_args(["score", "--tool", "sg", "run.jsonl"])
-    assert (tool_of(args).name, tool_of(args).explore, tool_of(args).cli) == ("sg", "sg_explore", "sg")
+    args = build_parser().parse_args(["score", "--tool", "codegraph", "--explore-tool", "x", "run.jsonl"])
+    assert tool_of(args) == replace(CODEGRAPH, explore="x")
+    assert tool_of(build_parser().parse_args(["rescore", "folder"])) is None  # the campaign's own
+    with pytest.raises(SystemExit):  # a bare name no registry knows is no tool with codegraph's fingerprints
+        build_parser().parse_args(["score", "--tool", "sg", "run.jsonl"])
     with pytest.raises(SystemExit):
         build_parser().parse_args(["score", "--tool", "support.tinygrep_tool:NOPE", "run.jsonl"])
 

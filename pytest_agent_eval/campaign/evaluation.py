@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_agent_eval.campaign.manifest import campaign_config, finish_manifest, update_manifest
+from pytest_agent_eval.campaign.manifest import campaign_config, finish_manifest, plugins_of, update_manifest
 from pytest_agent_eval.campaign.record import ItemRecord
 from pytest_agent_eval.campaign.selection import corpus_hash, given_options
 from pytest_agent_eval.campaign.store import (
@@ -31,6 +31,7 @@ from pytest_agent_eval.campaign.store import (
 from pytest_agent_eval.corpus.cases import EvalCase, select_campaign
 from pytest_agent_eval.corpus.load import CorpusEntry, CorpusError, load_corpus
 from pytest_agent_eval.settings.config import AgentEvalConfig
+from pytest_agent_eval.settings.registry import origin_of
 
 # The baselines, the shard planner and the reports load when a session has something for them.
 if TYPE_CHECKING:
@@ -192,7 +193,11 @@ class EvalSession:
 
     def _manifest_extra(self) -> dict[str, Any]:
         """The manifest's keys outside the hashed config: the corpus hash, the selection and the shard."""
-        return {"corpus_hash": corpus_hash(self.cfg.corpus), **self.selection_record()}
+        return {
+            "corpus_hash": corpus_hash(self.cfg.corpus),
+            **self.selection_record(),
+            "plugins": plugins_of(self.cfg),
+        }
 
     def _campaign_config(self) -> dict[str, Any]:
         try:
@@ -478,4 +483,7 @@ def new_record(case: EvalCase, item_id: str, nodeid: str, cfg: AgentEvalConfig) 
         model=cfg.model,
         effort=cfg.effort,
         agent=(case.agent or cfg.agent).name,  # known before it runs: an item that errors still has its agent
+        agent_from=origin_of(case.agent or cfg.agent),
+        tool=cfg.tool.name,
+        tool_from=origin_of(cfg.tool),
     )

@@ -16,7 +16,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pytest_agent_eval.agents import agent_named
+from pytest_agent_eval.campaign.made_by import agent_of, tool_of
 from pytest_agent_eval.campaign.record import ItemRecord
 from pytest_agent_eval.campaign.store import ITEMS, MANIFEST, PROBE_FOLDER, Campaign, StoreError
 from pytest_agent_eval.corpus.cases import Arm
@@ -24,7 +24,8 @@ from pytest_agent_eval.metrics.figures import figures_of
 from pytest_agent_eval.metrics.occupancy import WINDOW_TOKENS
 from pytest_agent_eval.metrics.scorecard import score
 from pytest_agent_eval.model.record import requests_beside
-from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
+from pytest_agent_eval.settings.registry import recorded_tool
+from pytest_agent_eval.tool import RetrievalTool
 from pytest_agent_eval.transcript import TranscriptError, is_later_segment, segment_files
 
 # run-<entry>-<arm>-<n>, where the entry may itself contain dashes and either end may be missing.
@@ -65,10 +66,15 @@ def parse_label(label: str) -> dict[str, Any]:
 
 
 def rescore(
-    folder: str | Path, tool: RetrievalTool = CODEGRAPH, window: int = WINDOW_TOKENS, problems: list[str] | None = None
+    folder: str | Path,
+    tool: RetrievalTool | None = None,
+    window: int = WINDOW_TOKENS,
+    problems: list[str] | None = None,
 ) -> list[ItemRecord]:
     """Item records for every session under ``folder``, scored with the current metrics; lines of a campaign
-    that cannot be read at all are named in ``problems``."""
+    that cannot be read at all are named in ``problems``. Without ``tool``, each item is scored with the tool its
+    record (or campaign) names, read back from where it came; a folder without records, with the tool the
+    original harness ran (codegraph)."""
     folder = Path(folder)
     if folder.is_dir() and (folder / MANIFEST).is_file():
         campaign = Campaign.open(folder)
@@ -82,6 +88,7 @@ def rescore(
             "folder's, named by their files, without the records' entries, arms and runs"
         )
     root = folder.parent if folder.is_file() else folder
+    tool = tool or recorded_tool(None)
     records = []
     for files in find_sessions(folder):
         first = files[0]
@@ -105,9 +112,15 @@ def rescore(
     return records
 
 
-def _rescore_campaign(campaign: Campaign, tool: RetrievalTool, window: int) -> list[ItemRecord]:
+def _rescore_campaign(campaign: Campaign, tool: RetrievalTool | None, window: int) -> list[ItemRecord]:
     records = []
     for item in campaign.items():
+        try:
+            item_tool = tool or tool_of(item, campaign.manifest)
+        except ValueError as exc:
+            item.outcome, item.error, item.scores, item.figures = "error", str(exc), None, {}
+            records.append(item)
+            continue
         if not item.segments:
             records.append(item)
             continue
@@ -118,15 +131,20 @@ def _rescore_campaign(campaign: Campaign, tool: RetrievalTool, window: int) -> l
             records.append(item)
             continue
         # Gates are not re-run here, so the outcome the campaign recorded stands unless the transcript is broken.
-        records.append(_scored(item, files, tool, window, keep_outcome=True))
+        records.append(_scored(item, files, item_tool, window, keep_outcome=True, manifest=campaign.manifest))
     return records
 
 
 def _scored(
-    record: ItemRecord, files: list[Path], tool: RetrievalTool, window: int, keep_outcome: bool = False
+    record: ItemRecord,
+    files: list[Path],
+    tool: RetrievalTool,
+    window: int,
+    keep_outcome: bool = False,
+    manifest: dict[str, Any] | None = None,
 ) -> ItemRecord:
     try:
-        session = agent_named(record.agent).read_transcript(files)
+        session = agent_of(record, manifest).read_transcript(files)
         requests = requests_beside(files[0])  # the model server's record, where the run kept one
     except (TranscriptError, OSError, ValueError) as exc:
         record.outcome, record.error, record.scores, record.figures = "error", str(exc), None, {}
