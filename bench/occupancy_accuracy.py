@@ -28,6 +28,7 @@ from pytest_agent_eval.agents.claude_code.transcript import read_segments
 from pytest_agent_eval.metrics.occupancy import EVICTION_FLOOR_TOKENS, FAMILIES, occupancy
 from pytest_agent_eval.model.truth import evicted_truth, read_truth_log, resident_truth
 from pytest_agent_eval.model.usage import PromptCount
+from pytest_agent_eval.tool import CODEGRAPH
 from pytest_agent_eval.transcript import MAIN, Session, segment_files
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -57,11 +58,11 @@ def main() -> int:
     leaving: dict[str, list[int]] = {}  # split → [evicted, its truth, false evictions, unexplained, hidden]
     for first in first_segments(sessions):
         session = read_segments(segment_files(first))
-        truth = resident_truth(session, counts)
+        truth = resident_truth(session, counts, tool=CODEGRAPH)
         if truth is None:
             print(f"{first}: no truth for its last request, skipped")
             continue
-        occ = occupancy(session)
+        occ = occupancy(session, tool=CODEGRAPH)
         split = first.relative_to(sessions).parts[0]
         total = totals.setdefault(split, [0.0, 0.0, 0.0, 0, 0])
         left, last = leaving.setdefault(split, [0, 0, 0, 0, 0]), last_count(session, counts)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -11,11 +12,11 @@ from support.transcripts import transcripts
 from pytest_agent_eval.agents.claude_code.transcript import read_lines, read_segments, read_session_file
 from pytest_agent_eval.metrics.scorecard import score
 from pytest_agent_eval.report.blocks import render_scorecard
-from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
+from pytest_agent_eval.tool import CODEGRAPH
 
 ROOT = transcripts()
 
-SOURCEGRAPH = RetrievalTool("sourcegraph", "sg_keyword_search", "src")
+SOURCEGRAPH = replace(CODEGRAPH, name="sourcegraph", explore="sg_keyword_search", cli="src")
 HDA = "ccb/linux-hda-intel-suspend-fault-001"
 BUSTUB = "ccb/bustub-hyperloglog-impl-001"
 SJ = "sjarmak/dependency_recognition-java-unkn__pshKMge"

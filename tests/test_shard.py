@@ -343,7 +343,8 @@ def test_a_resume_gives_back_the_tool_the_replay_and_the_cassettes_the_campaign_
     """They decide what a run measures without being in the hashed config: a resume that lost them would finish
     the campaign with codegraph, or a real model, and pool those runs with the earlier ones."""
     (tmp_path / "mytool.py").write_text(
-        "from pytest_agent_eval.tool import RetrievalTool\nMINE = RetrievalTool('mine', package='mine-mcp')\n"
+        "from dataclasses import replace\nfrom pytest_agent_eval.tool import CODEGRAPH\n"
+        "MINE = replace(CODEGRAPH, name='mine', package='mine-mcp')\n"
     )
     sys.path.insert(0, str(tmp_path))
     try:

@@ -10,6 +10,7 @@ from pytest_agent_eval.report.aggregate import aggregate
 from pytest_agent_eval.report.stats import paired_ratios
 from pytest_agent_eval.report.terminal import summary
 from pytest_agent_eval.report.verdict import BETTER, NO_INTERVAL, OVERALL, UNCLEAR, WORSE, _change, shown, verdicts
+from pytest_agent_eval.tool import CODEGRAPH
 
 
 def run(entry: str, arm: str, n: int, contaminated: bool = False, **figures: float) -> ItemRecord:
@@ -109,7 +110,9 @@ def test_the_worked_example_of_the_gates_page():
     )
     score = {"contamination": {}, "evidence": {"problems": [], "requests": 3}}
     figures = {"residual_tokens": 45000, "allocation": 0.62, "sufficient_share": None}
-    found = evaluate(score, figures, entry="express", arm_name="with", arm_label="with@1.6.1", thresholds=thresholds)
+    found = evaluate(
+        score, figures, entry="express", arm_name="with", arm_label="with@1.6.1", thresholds=thresholds, tool=CODEGRAPH
+    )
     assert [(v.gate, v.passed, v.message) for v in found] == [
         ("contamination", True, "with-arm: the tool is the variable under test"),
         ("integrity", True, "the transcript agrees with the model's 3 request(s)"),

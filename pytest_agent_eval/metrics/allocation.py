@@ -180,7 +180,7 @@ class Allocation:
 
 def allocation(
     session: Session,
-    tool: RetrievalTool = CODEGRAPH,
+    tool: RetrievalTool,
     answer_globs: Sequence[str] = (),
     sections_by_call: Mapping[str, list[FileSection]] | None = None,
 ) -> Allocation:

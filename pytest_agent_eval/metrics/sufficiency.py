@@ -123,7 +123,7 @@ class _Response:
 
 
 def sufficiency(
-    session: Session, tool: RetrievalTool = CODEGRAPH, sections_by_call: Mapping[str, list[FileSection]] | None = None
+    session: Session, tool: RetrievalTool, sections_by_call: Mapping[str, list[FileSection]] | None = None
 ) -> Sufficiency:
     """Bucket every explore call of ``tool`` in the session by what the agent did next; ``sections_by_call``:
     :func:`~pytest_agent_eval.tool.explore_answer.explore_sections` of the session, when the caller has them."""
