@@ -109,3 +109,18 @@ def test_a_plugin_agent_and_tool_run_the_main_job_and_everything_reads_back_what
     segment = project.campaign() / without.segments[0]
     assert main(["score", str(segment), "--agent", "example-agent", "--tool", "grepper", "--json"]) == 0
     assert len(json.loads(capsys.readouterr().out)["contamination"]["leaks"]) == recorded_leaks
+
+
+def test_the_stand_in_refuses_an_agent_whose_tools_it_does_not_speak() -> None:
+    """A without-arm request offering none of the stand-in's tools is an error naming them, not an answer
+    without a tool call."""
+    from pytest_agent_eval.model.scripted import ScriptedBackend, StandInError
+
+    request = {
+        "messages": [{"role": "user", "content": "Where is res.send?"}],
+        "tools": [{"name": "shell_exec", "input_schema": {}}, {"name": "open_file", "input_schema": {}}],
+    }
+    with pytest.raises(StandInError, match=r"offered none of them \(open_file, shell_exec\)"):
+        ScriptedBackend(explore=CODEGRAPH.explore, cli=CODEGRAPH.cli).respond(request)
+    request["tools"].append({"name": "Grep", "input_schema": {}})
+    assert ScriptedBackend(explore=CODEGRAPH.explore, cli=CODEGRAPH.cli).respond(request).blocks[0]["name"] == "Grep"

@@ -44,6 +44,7 @@ from .record import RequestLog
 from .refusal import refusal, responses_refusal
 from .responses import as_requested, assemble_response, output_items, read_turn, response_json, usage_json
 from .responses import stream_events as response_events
+from .scripted import StandInError
 from .sse import Reply, assemble, message_json, new_id, stream_events
 from .usage import PromptCount, UsageModel
 
@@ -284,6 +285,10 @@ class _Handler(BaseHTTPRequestHandler):
     def _backend_failed(self) -> None:
         with self.server.lock:
             self.server.errors.append(traceback.format_exc())
+        failure = sys.exc_info()[1]
+        if isinstance(failure, StandInError):  # the agent's own mistake, said to it (and in the request record)
+            self._send_error(400, f"agent-eval: {failure}", refused=str(failure))
+            return
         self._send_error(500, "backend failed")
 
     def _model(self, request: dict[str, Any]) -> str:
