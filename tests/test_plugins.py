@@ -124,3 +124,15 @@ def test_the_stand_in_refuses_an_agent_whose_tools_it_does_not_speak() -> None:
         ScriptedBackend(explore=CODEGRAPH.explore, cli=CODEGRAPH.cli).respond(request)
     request["tools"].append({"name": "Grep", "input_schema": {}})
     assert ScriptedBackend(explore=CODEGRAPH.explore, cli=CODEGRAPH.cli).respond(request).blocks[0]["name"] == "Grep"
+
+
+def test_a_replay_takes_the_cassette_of_the_agent_that_recorded_it(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from pytest_agent_eval.agents.claude_code import CLAUDE_CODE
+    from pytest_agent_eval.model import CassetteBackend, cassette_backend
+
+    recording = _leaky().write(tmp_path / "run-with-1.jsonl")
+    assert isinstance(cassette_backend([recording], resolve_agent("claude-code")), CassetteBackend)
+    with pytest.raises(ValueError, match=r"no cassette replays a recording of Fifth: .* declares no stand_in"):
+        cassette_backend([recording], replace(CLAUDE_CODE, name="fifth", title="Fifth", stand_in=None))
