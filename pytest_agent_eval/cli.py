@@ -217,9 +217,16 @@ def main(argv: Sequence[str] | None = None) -> int:
         args.usage_error("--rollout goes with Codex CLI --json events FILEs (the first event is thread.started)")
     if args.chat and not (args.files and is_gemini_events(args.files[0])):
         args.usage_error("--chat goes with Gemini CLI stream-json events FILEs (the first event is init)")
-    tool = tool_of(args) or resolve_tool(UNNAMED_TOOL)
     if args.agent is not None and not args.files:
         args.usage_error("--agent goes with FILEs (an agent's transcript segments)")
+    try:  # a campaign's transcript: the agent and tool its record says made it, unless named
+        named = args.files and not (args.rollout or args.chat)  # a record kept beside it, named: read as given
+        recorded_agent, recorded_tool = _made_by(args.files[0]) if named else (None, None)
+    except ValueError as exc:
+        print(f"agent-eval: error: {exc}", file=sys.stderr)
+        return 2
+    args.agent = args.agent or recorded_agent
+    tool = tool_of(args) or recorded_tool or resolve_tool(UNNAMED_TOOL)
     try:
         if args.session:
             session_file = find_session_file(Path(args.session))
@@ -242,6 +249,25 @@ def main(argv: Sequence[str] | None = None) -> int:
 
         sys.stdout.write(render_scorecard(card, brief=args.brief, envelope=args.envelope))
     return 0
+
+
+def _made_by(first: str | Path) -> tuple[Any, RetrievalTool | None]:
+    """The agent and tool a campaign's record says made the transcript ``first`` (a segment of one of its items),
+    found where they came from; (None, None) for a file outside a campaign, or one no record names."""
+    from pytest_agent_eval.campaign.store import MANIFEST
+
+    path = Path(first).resolve()
+    campaign_dir = next((p for p in list(path.parents)[:4] if (p / MANIFEST).is_file()), None)
+    if campaign_dir is None:
+        return None, None
+    from pytest_agent_eval.campaign.made_by import agent_of, tool_of
+    from pytest_agent_eval.campaign.store import Campaign
+
+    campaign = Campaign.open(campaign_dir)
+    for record in campaign.items():
+        if any((campaign_dir / segment).resolve() == path for segment in record.segments):
+            return agent_of(record, campaign.manifest), tool_of(record, campaign.manifest)
+    return None, None
 
 
 def _read_run(files: Sequence[str | Path], args: argparse.Namespace) -> Session:

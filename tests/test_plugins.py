@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 from support.paths import REPO
+from support.sessions import without_contaminated
 from support.standin import Q_EXPRESS, Project, entry
 from support.synth import Transcript
 
@@ -65,13 +66,7 @@ def test_an_old_record_is_read_with_what_ran_before_records_named_their_agent_an
 
 def _leaky() -> Transcript:
     """A run that read grepper's output through its shell: a leak only grepper's fingerprints see."""
-    t = Transcript()
-    t.init()
-    call = t.call("Bash", command="cat notes.txt")
-    t.reply(call, '### grepper: 2 sections for "send"\n**`lib/response.js`** send\n')
-    t.say("It is `lib/response.js`.")
-    t.result("It is `lib/response.js`.")
-    return t
+    return without_contaminated("cat notes.txt", '### grepper: 2 sections for "send"\n**`lib/response.js`** send\n')
 
 
 @pytest.mark.slow
@@ -108,6 +103,8 @@ def test_a_plugin_agent_and_tool_run_the_main_job_and_everything_reads_back_what
     # agent-eval score: the agent and tool by name
     segment = project.campaign() / without.segments[0]
     assert main(["score", str(segment), "--agent", "example-agent", "--tool", "grepper", "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["contamination"]["leaks"]) == recorded_leaks
+    assert main(["score", str(segment), "--json"]) == 0  # in its campaign: the agent and tool its record names
     assert len(json.loads(capsys.readouterr().out)["contamination"]["leaks"]) == recorded_leaks
 
 
