@@ -6,6 +6,8 @@ from __future__ import annotations
 
 import json
 import re
+import urllib.error
+import urllib.request
 from pathlib import Path
 
 import pytest
@@ -112,6 +114,7 @@ def test_the_stand_in_refuses_an_agent_whose_tools_it_does_not_speak() -> None:
     """A without-arm request offering none of the stand-in's tools is an error naming them, not an answer
     without a tool call."""
     from pytest_agent_eval.model.scripted import ScriptedBackend, StandInError
+    from pytest_agent_eval.model.server import serve
 
     request = {
         "messages": [{"role": "user", "content": "Where is res.send?"}],
@@ -119,6 +122,12 @@ def test_the_stand_in_refuses_an_agent_whose_tools_it_does_not_speak() -> None:
     }
     with pytest.raises(StandInError, match=r"offered none of them \(open_file, shell_exec\)"):
         ScriptedBackend(explore=CODEGRAPH.explore, cli=CODEGRAPH.cli).respond(request)
+    with serve(ScriptedBackend(explore=CODEGRAPH.explore, cli=CODEGRAPH.cli)) as server:  # said to the agent
+        asked = urllib.request.Request(server.url + "/v1/messages", data=json.dumps(request).encode(), method="POST",
+                                       headers={"content-type": "application/json"})  # fmt: skip
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(asked, timeout=10)
+    assert refused.value.code == 400 and b"offered none of them (open_file, shell_exec)" in refused.value.read()
     request["tools"].append({"name": "Grep", "input_schema": {}})
     assert ScriptedBackend(explore=CODEGRAPH.explore, cli=CODEGRAPH.cli).respond(request).blocks[0]["name"] == "Grep"
 
