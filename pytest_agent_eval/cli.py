@@ -8,6 +8,7 @@ agent-eval score gemini-events.jsonl --chat ~/.gemini/tmp/express/chats/session-
 agent-eval rescore agent-eval-out/20260801-101500-3fa9c2/   # a campaign or a folder of run-*.jsonl
 agent-eval compare BASELINE CURRENT --compare-fail "allocation:-5pt,residual_tokens:+20%"
 agent-eval merge merged/ shard-1/ shard-2/ shard-3/     # the campaigns of --agent-eval-shard 1/3 … 3/3 as one
+agent-eval check-agent mypkg.agent:MY_AGENT   # a short conformance run of a new agent: PASS/FAIL, each with why
 agent-eval compare recorded latest --compare-fail allocation:-5pt@95   # a saved baseline vs the newest campaign
 
 compare exits 0 when the gate passes, 1 when it fails (a regression, an undecided noise-aware rule, or fewer
@@ -196,6 +197,16 @@ def build_parser() -> argparse.ArgumentParser:
     # No default here: the config module it lives in is not worth importing for a score command's start-up.
     cmd.add_argument("--out", metavar="DIR", help="where baselines and 'latest' are (default: --agent-eval-out's)")
 
+    cmd = commands.add_parser(
+        "check-agent", help="a short conformance run of a coding agent against the stand-in model: PASS/FAIL, why"
+    )
+    cmd.add_argument(
+        "agent", type=_agent_reference, metavar="AGENT", help="a built-in name, an entry point or MODULE:ATTR"
+    )
+    cmd.add_argument(
+        "--tool", type=_tool_reference, default=None, help=f"the retrieval tool to deny it (default {UNNAMED_TOOL})"
+    )
+
     cmd = commands.add_parser("merge", help="merge the campaigns of shards 1..N (--agent-eval-shard I/N) into one")
     cmd.add_argument("out", metavar="OUT", help="the merged campaign's folder (new, or an empty one)")
     cmd.add_argument("campaigns", nargs="+", metavar="CAMPAIGN", help="the shards' campaign folders, any order")
@@ -211,6 +222,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _compare(args)
     if args.command == "merge":
         return _merge(args)
+    if args.command == "check-agent":
+        return _check_agent(args)
     if bool(args.files) == bool(args.session):
         args.usage_error("score takes FILE… or --session FILE_OR_DIR (one of the two)")
     if args.rollout and not (args.files and is_codex_events(args.files[0])):
@@ -395,6 +408,21 @@ def _compare(args: argparse.Namespace) -> int:
             print(f"{side}: {note}")
     print(render_gate(result))
     return 1 if result.failed else 0
+
+
+def _check_agent(args: argparse.Namespace) -> int:
+    """Exit 0 when every check passes, 1 when one fails (each printed, PASS or FAIL, with why)."""
+    import tempfile
+
+    from pytest_agent_eval.harness.conformance import check_agent
+
+    with tempfile.TemporaryDirectory(prefix="agent-eval-check-") as folder:
+        checks = check_agent(args.agent, args.tool or resolve_tool(UNNAMED_TOOL), Path(folder))
+    for check in checks:
+        print(check.line())
+    failed = [check.name for check in checks if not check.passed]
+    print(f"agent-eval: {args.agent.name}: " + (f"FAILED ({', '.join(failed)})" if failed else "conforms"))
+    return 1 if failed else 0
 
 
 def _merge(args: argparse.Namespace) -> int:

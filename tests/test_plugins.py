@@ -20,6 +20,7 @@ from pytest_agent_eval.campaign.made_by import agent_of, tool_of
 from pytest_agent_eval.campaign.record import ItemRecord
 from pytest_agent_eval.campaign.store import Campaign
 from pytest_agent_eval.cli import main
+from pytest_agent_eval.harness import runtimes
 from pytest_agent_eval.settings.registry import origin_of, recorded_agent, recorded_tool, resolve_agent, resolve_tool
 from pytest_agent_eval.tool import CODEGRAPH
 
@@ -142,3 +143,30 @@ def test_a_replay_takes_the_cassette_of_the_agent_that_recorded_it(tmp_path: Pat
     assert isinstance(cassette_backend([recording], resolve_agent("claude-code")), CassetteBackend)
     with pytest.raises(ValueError, match=r"no cassette replays a recording of Fifth: .* declares no stand_in"):
         cassette_backend([recording], replace(CLAUDE_CODE, name="fifth", title="Fifth", stand_in=None))
+
+
+def test_check_agent_fails_an_agent_naming_what_it_must_declare(
+    installed: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["check-agent", "example_plugins:FIFTH_AGENT"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL stand-in dialect: Fifth Agent (fifth-agent) declares no stand_in" in out
+    assert "FAIL jail: it declares neither shell_prefix_var nor shell_from" in out
+    assert "FAIL run: not driven" in out
+    assert out.endswith("agent-eval: fifth-agent: FAILED (stand-in dialect, jail, run)\n")
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+@pytest.mark.timeout(900)
+@pytest.mark.skipif(runtimes.node() is None, reason="Node.js with npm is needed")
+def test_check_agent_passes_a_plugin_agent_through_a_real_run(
+    installed: Path, real_tools: object, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One without-arm item of the example agent (Claude Code's CLI under its own name) against the stand-in."""
+    assert main(["check-agent", "example-agent"]) == 0, capsys.readouterr().out
+    out = capsys.readouterr().out
+    checks = ("stand-in dialect", "jail", "deny proven", "calls", "stand-in spoken in its tools", "deny in the run")
+    for check in checks:
+        assert f"PASS {check}: " in out, out
+    assert "read back as Grep, Read, Bash" in out and out.endswith("agent-eval: example-agent: conforms\n")

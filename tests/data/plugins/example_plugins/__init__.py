@@ -15,6 +15,8 @@ from pytest_agent_eval.agents.claude_code import CLAUDE_CODE
 from pytest_agent_eval.tool import RetrievalTool, fingerprint
 
 EXAMPLE_AGENT = replace(CLAUDE_CODE, name="example-agent", title="Example Agent")
+# An agent whose tools the stand-in does not know: it declares no dialect (docs/extending.md).
+FIFTH_AGENT = replace(CLAUDE_CODE, name="fifth-agent", title="Fifth Agent", stand_in=None, shell_prefix_var=None)
 
 GREPPER = RetrievalTool(
     name="grepper",
