@@ -20,7 +20,7 @@ from typing import Any
 
 from pytest_agent_eval.metrics.occupancy import FILE_ACCESS, WINDOW_TOKENS
 from pytest_agent_eval.metrics.sufficiency import BUCKETS
-from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
+from pytest_agent_eval.tool import RetrievalTool
 
 # Units: how a figure prints (report.format) and whether a change can be read in percentage points.
 TOKENS, SHARE, SECONDS, USD, COUNT = "tokens", "share", "seconds", "usd", "count"
@@ -43,7 +43,7 @@ class Figure:
     def is_share(self) -> bool:
         return self.unit == SHARE
 
-    def title(self, tool_name: str = CODEGRAPH.name) -> str:
+    def title(self, tool_name: str) -> str:
         return self.label.format(tool=tool_name)
 
 
