@@ -33,6 +33,7 @@ from pytest_agent_eval.agents.claude_code.transcript import read_segments
 from pytest_agent_eval.metrics.occupancy import EVICTION_FLOOR_TOKENS, FAMILIES, occupancy, simple_estimate
 from pytest_agent_eval.model.truth import evicted_truth, read_truth_log, resident_truth
 from pytest_agent_eval.model.usage import PromptCount
+from pytest_agent_eval.tool import CODEGRAPH
 from pytest_agent_eval.transcript import MAIN, Session, segment_files
 
 DATA = Path(__file__).resolve().parent / "data"
@@ -118,11 +119,11 @@ def score_session(
     """One session held against the server's ``counts`` (keyed by its messages), added to ``s`` (and each family's
     figures to ``families``); ``rows`` gets one per family, led by ``label``. False where no count is its last
     request's."""
-    truth = resident_truth(session, counts)
+    truth = resident_truth(session, counts, tool=CODEGRAPH)
     if truth is None:
         return False
-    occ = occupancy(session)
-    simple = simple_estimate(session)
+    occ = occupancy(session, tool=CODEGRAPH)
+    simple = simple_estimate(session, CODEGRAPH)
     truly = evicted_truth(session, counts) or 0
     s.sessions += 1
     s.evicted += occ.evicted

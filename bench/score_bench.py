@@ -69,15 +69,15 @@ def best_of(repeats: int, *works: Callable[[], object]) -> list[float]:
 def stage_times(grouped: list[list[Path]], decode: Callable[[], object]) -> None:
     """Each stage on its own, over sessions read beforehand, as a multiple of bare decoding (timed among them)."""
     read = [read_segments(segments) for segments in grouped]
-    cards = [score(session) for session in read]
+    cards = [score(session, tool=CODEGRAPH) for session in read]
     sections = [explore_sections(session.calls, CODEGRAPH) for session in read]  # parsed once, as score() does
     stages: dict[str, Callable[[], object]] = {
         "session (read)": lambda: [read_segments(segments) for segments in grouped],
         "explore sections": lambda: [explore_sections(s.calls, CODEGRAPH) for s in read],
-        "occupancy": lambda: [occupancy(s) for s in read],
+        "occupancy": lambda: [occupancy(s, tool=CODEGRAPH) for s in read],
         "sufficiency": lambda: [sufficiency(s, CODEGRAPH, parsed) for s, parsed in zip(read, sections, strict=True)],
         "allocation": lambda: [allocation(s, CODEGRAPH, (), parsed) for s, parsed in zip(read, sections, strict=True)],
-        "contamination": lambda: [contamination(s) for s in read],
+        "contamination": lambda: [contamination(s, tool=CODEGRAPH) for s in read],
         "rendering": lambda: [render_scorecard(card) for card in cards],
     }
     bare, *times = best_of(REPEATS, decode, *stages.values())
@@ -101,7 +101,7 @@ def works(grouped: list[list[Path]]) -> dict[str, Callable[[], None]]:
 
     def scoring() -> None:
         for segments in grouped:
-            render_scorecard(score(read_segments(segments)))
+            render_scorecard(score(read_segments(segments), tool=CODEGRAPH))
 
     return {"decode": decode, "score": scoring}
 

@@ -40,7 +40,7 @@ FORMS = {
     "brief": ["--brief"],
     "envelope": ["--envelope"],
     # another retrieval tool (the tests' transcripts use Sourcegraph's MCP server), and allocation by globs
-    "sourcegraph": ["--json", "--tool", "sourcegraph", "--explore-tool", "sg_keyword_search"],
+    "sourcegraph": ["--json", "--tool", "sourcegraph_tool:SOURCEGRAPH"],  # bench/sourcegraph_tool.py
     "globs": ["--json", "--answer", "lib/*.js", "--answer", "*.py"],
 }
 

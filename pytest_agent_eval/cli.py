@@ -9,6 +9,7 @@ agent-eval score gemini-events.jsonl --chat ~/.gemini/tmp/express/chats/session-
 agent-eval rescore agent-eval-out/20260801-101500-3fa9c2/   # a campaign or a folder of run-*.jsonl
 agent-eval compare BASELINE CURRENT --compare-fail "allocation:-5pt,residual_tokens:+20%"
 agent-eval merge merged/ shard-1/ shard-2/ shard-3/     # the campaigns of --agent-eval-shard 1/3 … 3/3 as one
+agent-eval check-agent mypkg.agent:MY_AGENT   # a short conformance run of a new agent: PASS/FAIL, each with why
 agent-eval compare recorded latest --compare-fail allocation:-5pt@95   # a saved baseline vs the newest campaign
 
 compare exits 0 when the gate passes, 1 when it fails (a regression, an undecided noise-aware rule, or fewer
@@ -30,7 +31,8 @@ from pytest_agent_eval.agents.claude_code.transcript import find_session_file, r
 from pytest_agent_eval.agents.recognition import read_given, recognise
 from pytest_agent_eval.metrics.occupancy import WINDOW_TOKENS
 from pytest_agent_eval.metrics.scorecard import score
-from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool, load_tool
+from pytest_agent_eval.settings.registry import UNNAMED_TOOL, resolve_agent, resolve_tool
+from pytest_agent_eval.tool import RetrievalTool
 from pytest_agent_eval.transcript import (
     Session,
     TranscriptError,
@@ -80,30 +82,41 @@ def _add_scoring_options(cmd: argparse.ArgumentParser) -> None:
     cmd.add_argument(
         "--tool",
         type=_tool_reference,
-        default=CODEGRAPH.name,
-        help=f"retrieval tool: its MCP server name, or MODULE:ATTR naming a RetrievalTool (default {CODEGRAPH.name})",
+        default=None,
+        help="retrieval tool: a built-in tool's name (codegraph), an installed entry point's "
+        "(pytest_agent_eval.tools) or MODULE:ATTR naming a RetrievalTool (default: the one a campaign's records "
+        f"name; for a transcript without a record, {UNNAMED_TOOL})",
     )
-    cmd.add_argument("--explore-tool", default=None, help="its explore tool (default <tool>_explore)")
-    cmd.add_argument("--cli-name", default=None, help="its CLI executable (default <tool>)")
+    cmd.add_argument("--explore-tool", default=None, help="its explore tool (default: the tool's own)")
+    cmd.add_argument("--cli-name", default=None, help="its CLI executable (default: the tool's own)")
 
 
-def _tool_reference(text: str) -> str | RetrievalTool:
-    """A bare MCP server name, or (with a colon) the RetrievalTool that MODULE:ATTR names."""
+def _tool_reference(text: str) -> RetrievalTool:
+    """The RetrievalTool a name or MODULE:ATTR names, from the registry (settings/registry.py)."""
     if not text.strip():
         raise argparse.ArgumentTypeError("empty: give the tool's MCP server name, or MODULE:ATTR")
-    if ":" not in text:
-        return text
     try:
-        return load_tool(text)
+        return resolve_tool(text)
     except ValueError as exc:
         raise argparse.ArgumentTypeError(str(exc)) from None
 
 
-def tool_of(args: argparse.Namespace) -> RetrievalTool:
-    if isinstance(args.tool, RetrievalTool):  # a whole description, with the tool's own fingerprints
-        tool = args.tool
-        return replace(tool, explore=args.explore_tool or tool.explore, cli=args.cli_name or tool.cli)
-    return RetrievalTool(args.tool, args.explore_tool or f"{args.tool}_explore", args.cli_name or args.tool)
+def _agent_reference(text: str) -> Any:
+    """The CodingAgent a name or MODULE:ATTR names, from the registry (settings/registry.py)."""
+    try:
+        return resolve_agent(text)
+    except ValueError as exc:
+        raise argparse.ArgumentTypeError(str(exc)) from None
+
+
+def tool_of(args: argparse.Namespace) -> RetrievalTool | None:
+    """The tool ``--tool`` names, with ``--explore-tool`` and ``--cli-name`` over its own; None: the recorded one
+    (without either override)."""
+    tool = args.tool
+    if tool is None and not (args.explore_tool or args.cli_name):
+        return None
+    tool = tool or resolve_tool(UNNAMED_TOOL)
+    return replace(tool, explore=args.explore_tool or tool.explore, cli=args.cli_name or tool.cli)
 
 
 def build_parser() -> argparse.ArgumentParser:
@@ -132,6 +145,13 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="FILE",
         help="with Gemini CLI stream-json events FILEs (one per turn): the session's chat record (default: "
         "session-*<session id prefix>.jsonl beside the first FILE)",
+    )
+    cmd.add_argument(
+        "--agent",
+        type=_agent_reference,
+        default=None,
+        help="the agent whose transcript FILEs are: a built-in agent's name, an installed entry point's "
+        "(pytest_agent_eval.agents) or MODULE:ATTR naming a CodingAgent (default: told from the first FILE)",
     )
     cmd.add_argument("--brief", action="store_true", help="one line per metric")
     cmd.add_argument("--envelope", action="store_true", help="also print how each explore response was divided")
@@ -177,6 +197,16 @@ def build_parser() -> argparse.ArgumentParser:
     # No default here: the config module it lives in is not worth importing for a score command's start-up.
     cmd.add_argument("--out", metavar="DIR", help="where baselines and 'latest' are (default: --agent-eval-out's)")
 
+    cmd = commands.add_parser(
+        "check-agent", help="a short conformance run of a coding agent against the stand-in model: PASS/FAIL, why"
+    )
+    cmd.add_argument(
+        "agent", type=_agent_reference, metavar="AGENT", help="a built-in name, an entry point or MODULE:ATTR"
+    )
+    cmd.add_argument(
+        "--tool", type=_tool_reference, default=None, help=f"the retrieval tool to deny it (default {UNNAMED_TOOL})"
+    )
+
     cmd = commands.add_parser("merge", help="merge the campaigns of shards 1..N (--agent-eval-shard I/N) into one")
     cmd.add_argument("out", metavar="OUT", help="the merged campaign's folder (new, or an empty one)")
     cmd.add_argument("campaigns", nargs="+", metavar="CAMPAIGN", help="the shards' campaign folders, any order")
@@ -192,9 +222,20 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _compare(args)
     if args.command == "merge":
         return _merge(args)
+    if args.command == "check-agent":
+        return _check_agent(args)
     if bool(args.files) == bool(args.session):
         args.usage_error("score takes FILE… or --session FILE_OR_DIR (one of the two)")
-    tool = tool_of(args)
+    if args.agent is not None and not args.files:
+        args.usage_error("--agent goes with FILEs (an agent's transcript segments)")
+    try:  # a campaign's transcript: the agent and tool its record says made it, unless named
+        named = args.files and not (args.rollout or args.chat)  # a record kept beside it, named: read as given
+        recorded_agent, recorded_tool = _made_by(args.files[0]) if named else (None, None)
+    except ValueError as exc:
+        print(f"agent-eval: error: {exc}", file=sys.stderr)
+        return 2
+    args.agent = args.agent or recorded_agent
+    tool = tool_of(args) or recorded_tool or resolve_tool(UNNAMED_TOOL)
     try:
         if args.session:
             session_file = find_session_file(Path(args.session))
@@ -203,7 +244,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         else:  # a resumed session's later turns are its .tN.jsonl, whichever agent's they are
             files = segment_files(args.files[0]) if len(args.files) == 1 else args.files
             _check_companion(files[0], args)
-            sessions = read_given(files, args.rollout or args.chat)[1]
+            # A named agent reads its own record; else each agent's own "is this mine?" tells whose it is.
+            sessions = read_given(files, args.rollout or args.chat, args.agent)[1]
             for session in sessions:
                 _warn(_reading_problems(session, files))
     except TranscriptError as exc:
@@ -248,6 +290,25 @@ def _session_name(session: Session) -> str:
         if value:
             return str(value)
     return ", ".join(session.session_ids) or "?"
+
+
+def _made_by(first: str | Path) -> tuple[Any, RetrievalTool | None]:
+    """The agent and tool a campaign's record says made the transcript ``first`` (a segment of one of its items),
+    found where they came from; (None, None) for a file outside a campaign, or one no record names."""
+    from pytest_agent_eval.campaign.store import MANIFEST
+
+    path = Path(first).resolve()
+    campaign_dir = next((p for p in list(path.parents)[:4] if (p / MANIFEST).is_file()), None)
+    if campaign_dir is None:
+        return None, None
+    from pytest_agent_eval.campaign.made_by import agent_of, tool_of
+    from pytest_agent_eval.campaign.store import Campaign
+
+    campaign = Campaign.open(campaign_dir)
+    for record in campaign.items():
+        if any((campaign_dir / segment).resolve() == path for segment in record.segments):
+            return agent_of(record, campaign.manifest), tool_of(record, campaign.manifest)
+    return None, None
 
 
 class _Version(argparse.Action):
@@ -364,6 +425,21 @@ def _compare(args: argparse.Namespace) -> int:
             print(f"{side}: {note}")
     print(render_gate(result))
     return 1 if result.failed else 0
+
+
+def _check_agent(args: argparse.Namespace) -> int:
+    """Exit 0 when every check passes, 1 when one fails (each printed, PASS or FAIL, with why)."""
+    import tempfile
+
+    from pytest_agent_eval.harness.conformance import check_agent
+
+    with tempfile.TemporaryDirectory(prefix="agent-eval-check-") as folder:
+        checks = check_agent(args.agent, args.tool or resolve_tool(UNNAMED_TOOL), Path(folder))
+    for check in checks:
+        print(check.line())
+    failed = [check.name for check in checks if not check.passed]
+    print(f"agent-eval: {args.agent.name}: " + (f"FAILED ({', '.join(failed)})" if failed else "conforms"))
+    return 1 if failed else 0
 
 
 def _merge(args: argparse.Namespace) -> int:

@@ -49,8 +49,9 @@ def test_agents_take_built_in_names_or_module_attr_the_first_being_the_sessions_
     assert settings({}).agents == [CLAUDE_CODE]
     assert settings({}, {"agent_eval_agents": "claude-code,codex"}).agents == [CLAUDE_CODE, CODEX]
     for given, message in [
-        ({"agents": "claude-code,aider"}, "--agent-eval-agents: no built-in agent (claude-code, codex, gemini, "
-                                          "opencode); expected MODULE:ATTR naming a CodingAgent, got 'aider'"),
+        ({"agents": "claude-code,aider"}, "--agent-eval-agents: unknown agent 'aider': the built-in agents are "
+                                          "claude-code, codex, gemini, opencode; or give MODULE:ATTR naming a "
+                                          "CodingAgent"),
         ({"agents": "codex,codex"}, "--agent-eval-agents: agent 'codex' given twice in 'codex,codex'"),
         ({"agents": " , "}, "--agent-eval-agents: no agent in ' , '"),
         ({"agents": "claude-code,codex", "agent": "codex"}, "--agent-eval-agents and --agent-eval-agent (or its "
@@ -67,7 +68,7 @@ def test_the_marker_takes_agents_and_only_another_agents_ids_name_it():
     assert for_test(cfg).agents == [CLAUDE_CODE, CODEX]
     assert for_test(cfg, kwargs={"agents": ["codex"]}).agents == [CODEX]
     assert for_test(cfg, kwargs={"agents": "claude-code"}).agents == [CLAUDE_CODE]
-    with pytest.raises(OptionError, match="no built-in agent"):
+    with pytest.raises(OptionError, match="unknown agent 'nope'"):
         for_test(cfg, kwargs={"agents": "nope"})
     express = CorpusEntry("express", "JavaScript", "https://github.com/expressjs/express", "Small", 10, ("q",))
     cases = cases_for([express], [Arm("with"), Arm("without")], 1, None, agents=[None, CODEX])

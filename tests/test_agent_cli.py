@@ -130,7 +130,7 @@ def test_a_cli_call_the_deny_does_not_catch_finds_no_codegraph_in_the_sealed_wit
     if said == SEAL:
         assert CODEGRAPH.deny_marker not in call.result.text  # not the deny: the seal
     assert re.search(said, call.result.text), call.result.text
-    assert not contamination(arm.session).contaminated
+    assert not contamination(arm.session, tool=CODEGRAPH).contaminated
 
 
 @pytest.mark.parametrize("name", list(AGENTS))
@@ -144,7 +144,9 @@ def test_a_config_the_agent_rewrote_is_not_what_the_next_turn_reads(
     setup = AgentSetup(config_dir=tmp_path / "config", home=workspace.home, model_url="http://127.0.0.1:9",
                        mcp_servers=(), denied_cli=CODEGRAPH.cli, deny_reason=CODEGRAPH.deny_reason)  # fmt: skip
     config = expect.agent.configure(setup)
-    sealed = sandbox.sandbox_for(cache=real_tools.cache, writable=[workspace.home], readable=list(config.readable))
+    sealed = sandbox.sandbox_for(
+        cache=real_tools.cache, writable=[workspace.home], readable=list(config.readable), tool=CODEGRAPH
+    )
     path = config.files[expect.deny_file]
     script = f"echo '{{}}' > {path}; rm -f {path}; rm -rf {path.parent}; cat {path}"
     done = subprocess.run(sealed.wrap(["/bin/sh", "-c", script]), capture_output=True, text=True, timeout=60)

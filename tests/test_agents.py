@@ -9,7 +9,7 @@ import re
 import shlex
 import sys
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +48,7 @@ def test_load_agent_names_the_object_and_says_what_is_wrong() -> None:
     assert load_agent("pytest_agent_eval.agents.claude_code:CLAUDE_CODE") is CLAUDE_CODE
     assert AgentEvalConfig().agent is CLAUDE_CODE
     for reference, message in (
-        ("pytest_agent_eval.agents.claude_code", "expected MODULE:ATTR naming a CodingAgent"),
+        ("pytest_agent_eval.agents.claude_code", "MODULE:ATTR naming a CodingAgent"),
         ("no_such_module_xyz:A", "cannot import 'no_such_module_xyz'"),
         ("pytest_agent_eval.agents.claude_code:MISSING", "has no attribute 'MISSING'"),
         ("pytest_agent_eval.agents.claude_code:STANDIN_API_KEY", "is a str, not a CodingAgent"),
@@ -147,6 +147,7 @@ class StubAgent(CodingAgent):
     passed_env: frozenset[str] = frozenset()
     shell_prefix_var: str | None = None
     managed_paths: tuple[Path, ...] = ()
+    stand_in: str | None = "claude-code"  # its transcript is Claude Code's, its tools Claude Code's
 
     def provision(self, cache: Path, spec: str | None = None) -> Provisioned:
         return Provisioned("stub", self.cli, "1.0.0", "PATH", {"kind": "path", "path": str(self.cli)})
@@ -240,6 +241,23 @@ def test_an_agent_that_has_no_interactive_mode_is_not_driven_in_one(tmp_path: Pa
     record = ItemRecord(id="x", entry="demo", arm="without", arm_label="without")
     with pytest.raises(AgentInfraError, match=r"Stub cannot be driven tmux \(it has \('headless',\)\)"):
         life.run(None, _setup(tmp_path), DriveOptions(), None, tmp_path, {}, None, record)  # type: ignore[arg-type]
+
+
+def test_an_agent_the_stand_in_cannot_speak_to_is_an_error_naming_what_to_declare(tmp_path: Path) -> None:
+    """Not a run without tool calls that passes: the stand-in asks in a built-in agent's tools, and an agent that
+    shares none of them says so before it is driven."""
+    from pytest_agent_eval.model.server import ModelEndpoint
+
+    entry = CorpusEntry("demo", "JavaScript", "https://example.invalid/demo.git", "small", 1, ["q"])
+    fifth = replace(StubAgent(), stand_in=None)
+    life = ItemLife(EvalCase(entry, Arm("without"), 1, ("q",)), AgentEvalConfig(), fifth, TINYGREP,
+                    FailureMemo(tmp_path, "t"))  # fmt: skip
+    record = ItemRecord(id="x", entry="demo", arm="without", arm_label="without")
+    scripted = ModelEndpoint("scripted", "stand-in", "http://127.0.0.1:9")
+    with pytest.raises(AgentInfraError, match=r"Stub \(stub\) declares no stand_in: .* declare the dialect"):
+        life.run(None, _setup(tmp_path), DriveOptions(), None, tmp_path, {}, scripted, record)  # type: ignore[arg-type]
+    assert StubAgent().stand_in_problem() is None and CLAUDE_CODE.stand_in_problem() is None
+    assert "declares stand_in='aider'" in str(replace(CLAUDE_CODE, stand_in="aider").stand_in_problem())
 
 
 def test_claude_code_is_a_frozen_description_a_project_can_vary() -> None:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -10,7 +11,7 @@ from support.synth import Transcript, explore_response
 from pytest_agent_eval.agents.claude_code.transcript import read_segments
 from pytest_agent_eval.metrics.allocation import allocation, citation_paths, code_span_names
 from pytest_agent_eval.report.blocks.allocation import render_allocation
-from pytest_agent_eval.tool import RetrievalTool
+from pytest_agent_eval.tool import CODEGRAPH
 from pytest_agent_eval.tool.explore_answer import file_sections
 from pytest_agent_eval.transcript import Session
 
@@ -45,7 +46,7 @@ THREE = {"lib/response.js": 6000, "lib/utils.js": 3000, "lib/express.js": 1000}
 
 # -- path channel ------------------------------------------------------------------------
 def test_one_of_three_files_cited():
-    a = allocation(run(sized(THREE), answer="`res.send` lives in lib/utils.js.").session())
+    a = allocation(run(sized(THREE), answer="`res.send` lives in lib/utils.js.").session(), tool=CODEGRAPH)
     assert used(a) == {"lib/response.js": (None, None), "lib/utils.js": ("path", None), "lib/express.js": (None, None)}
     assert (a.used_chars, a.envelope_chars, a.path_used_chars) == (3000, 10000, 3000)
     assert a.efficiency == pytest.approx(0.3)
@@ -54,7 +55,9 @@ def test_one_of_three_files_cited():
 
 
 def test_bare_basename_counts_when_its_extension_was_shipped():
-    a = allocation(run(sized(THREE), answer="The ETag comes from utils.js:225, then express.js.").session())
+    a = allocation(
+        run(sized(THREE), answer="The ETag comes from utils.js:225, then express.js.").session(), tool=CODEGRAPH
+    )
     assert used(a)["lib/utils.js"] == ("path", None)
     assert used(a)["lib/express.js"] == ("path", None)
     assert a.used_chars == 4000
@@ -64,7 +67,9 @@ def test_dotted_expressions_are_not_files():
     assert citation_paths("res.send calls mime.contentType, see utils.js:225.", {"js"}) == ["utils.js"]
     # A bare name whose extension the envelope did not ship is prose, a folder-bearing one is a path.
     assert citation_paths("config.json and src/config.json", {"ts"}) == ["src/config.json"]
-    a = allocation(run(sized(THREE), answer="res.send() calls mime.contentType and express.static").session())
+    a = allocation(
+        run(sized(THREE), answer="res.send() calls mime.contentType and express.static").session(), tool=CODEGRAPH
+    )
     assert a.used_chars == 0
     assert a.efficiency == 0.0
 
@@ -72,21 +77,26 @@ def test_dotted_expressions_are_not_files():
 def test_absolute_and_line_suffixed_paths():
     answer = "See /…/t-base/lib/response.js:126 and [x](lib/utils.js#L20) and `lib/express.js:10-40`."
     assert citation_paths(answer, {"js"}) == ["/…/t-base/lib/response.js", "lib/utils.js", "lib/express.js"]
-    a = allocation(run(sized(THREE), answer=answer).session())
+    a = allocation(run(sized(THREE), answer=answer).session(), tool=CODEGRAPH)
     assert a.efficiency == 1.0
 
 
 def test_a_file_without_an_extension_is_cited_whole_or_with_its_folder():
     response = sized({"bin/www": 400, "Makefile": 300, "lib/app.js": 300})
-    a = allocation(run(response, answer="Start at `/repo/bin/www:12`; `Makefile:3` builds it.").session())
+    a = allocation(
+        run(response, answer="Start at `/repo/bin/www:12`; `Makefile:3` builds it.").session(), tool=CODEGRAPH
+    )
     assert used(a) == {"bin/www": ("path", None), "Makefile": ("path", None), "lib/app.js": (None, None)}
     # A bare basename of one is a word like any other: "www" cites nothing.
-    assert allocation(run(response, answer="The www server starts from the app.").session()).used_chars == 0
+    assert (
+        allocation(run(response, answer="The www server starts from the app.").session(), tool=CODEGRAPH).used_chars
+        == 0
+    )
 
 
 def test_path_match_is_by_folder_boundary_not_substring():
     # `onse.js` is not `lib/response.js`; `other/utils.js` is a different file from `lib/utils.js`.
-    a = allocation(run(sized(THREE), answer="onse.js and other/utils.js").session())
+    a = allocation(run(sized(THREE), answer="onse.js and other/utils.js").session(), tool=CODEGRAPH)
     assert a.used_chars == 0
 
 
@@ -94,7 +104,9 @@ def test_path_match_is_by_folder_boundary_not_substring():
 def test_symbol_credits_the_definer_not_a_caller():
     headers = {"src/element.ts": "mutateElement(function)", "src/drag.ts": "mutateElement(calls), drag(function)"}
     response = sized({"src/element.ts": 400, "src/drag.ts": 600}, headers)
-    a = allocation(run(response, answer="Everything goes through `mutateElement(el, updates)`.").session())
+    a = allocation(
+        run(response, answer="Everything goes through `mutateElement(el, updates)`.").session(), tool=CODEGRAPH
+    )
     assert used(a) == {"src/drag.ts": (None, None), "src/element.ts": ("symbol", "mutateElement")}
     assert a.efficiency == pytest.approx(0.4)
     assert a.path_efficiency == 0.0
@@ -103,20 +115,20 @@ def test_symbol_credits_the_definer_not_a_caller():
 @pytest.mark.parametrize("kind", ["calls", "imports", "instantiates", "references"])
 def test_non_defining_kinds_never_credit(kind):
     response = sized({"a.js": 300}, {"a.js": f"createETagGenerator({kind})"})
-    assert allocation(run(response, answer="`createETagGenerator`").session()).used_chars == 0
+    assert allocation(run(response, answer="`createETagGenerator`").session(), tool=CODEGRAPH).used_chars == 0
 
 
 def test_a_definition_beats_an_import_alias():
     headers = {"lib/utils.js": "compileETag(function)", "lib/application.js": "compileETag(variable)"}
     response = sized({"lib/utils.js": 500, "lib/application.js": 700}, headers)
-    a = allocation(run(response, answer="ETags are made by `compileETag`.").session())
+    a = allocation(run(response, answer="ETags are made by `compileETag`.").session(), tool=CODEGRAPH)
     assert used(a) == {"lib/application.js": (None, None), "lib/utils.js": ("symbol", "compileETag")}
 
 
 def test_an_alias_alone_still_identifies_its_file():
     headers = {"lib/application.js": "compileETag(variable)", "lib/express.js": "createApplication(function)"}
     response = sized({"lib/application.js": 700, "lib/express.js": 300}, headers)
-    a = allocation(run(response, answer="ETags are made by `compileETag`.").session())
+    a = allocation(run(response, answer="ETags are made by `compileETag`.").session(), tool=CODEGRAPH)
     assert used(a)["lib/application.js"] == ("symbol", "compileETag")
     assert a.used_chars == 700
 
@@ -125,7 +137,7 @@ def test_an_alias_alone_still_identifies_its_file():
 def test_a_name_on_three_or_more_files_identifies_none(owners, credited):
     chars = {f"lib/f{i}.js": 100 * (i + 1) for i in range(4)}
     headers = {path: "send(function)" for path in list(chars)[:owners]}
-    a = allocation(run(sized(chars, headers), answer="It calls `send`.").session())
+    a = allocation(run(sized(chars, headers), answer="It calls `send`.").session(), tool=CODEGRAPH)
     assert sum(1 for f in a.by_file() if f.via == "symbol") == credited
 
 
@@ -133,15 +145,17 @@ def test_ambiguity_counts_files_not_sections():
     # The same file returned by two calls is still one owner.
     headers = {"lib/a.js": "sendFile(function)", "lib/b.js": "sendFile(function)"}
     response = sized({"lib/a.js": 100, "lib/b.js": 200}, headers)
-    a = allocation(run(response, response, answer="`sendFile`").session())
+    a = allocation(run(response, response, answer="`sendFile`").session(), tool=CODEGRAPH)
     assert a.efficiency == 1.0
 
 
 def test_prose_mentions_do_not_count_only_code_spans():
     response = sized({"lib/utils.js": 500, "lib/router.js": 500}, {"lib/utils.js": "createETagGenerator(function)"})
-    prose = allocation(run(response, answer="It uses createETagGenerator to build it.").session())
-    inline = allocation(run(response, answer="It uses `createETagGenerator` to build it.").session())
-    fenced = allocation(run(response, answer="It does:\n\n```js\nvar g = createETagGenerator({})\n```\n").session())
+    prose = allocation(run(response, answer="It uses createETagGenerator to build it.").session(), tool=CODEGRAPH)
+    inline = allocation(run(response, answer="It uses `createETagGenerator` to build it.").session(), tool=CODEGRAPH)
+    fenced = allocation(
+        run(response, answer="It does:\n\n```js\nvar g = createETagGenerator({})\n```\n").session(), tool=CODEGRAPH
+    )
     assert (prose.used_chars, inline.used_chars, fenced.used_chars) == (0, 500, 500)
 
 
@@ -149,14 +163,14 @@ def test_short_names_and_stopwords_are_ignored():
     assert code_span_names("`get(data, value)` then `this.result` and `Error` and `send`") == ["send"]
     headers = {"a.js": "get(function), data(function), value(function), send(method)", "b.js": "Error(class)"}
     response = sized({"a.js": 300, "b.js": 100}, headers)
-    a = allocation(run(response, answer="`get` `data` `value` `error` `Error`").session())
+    a = allocation(run(response, answer="`get` `data` `value` `error` `Error`").session(), tool=CODEGRAPH)
     assert a.used_chars == 0
-    assert allocation(run(response, answer="`res.send(body)`").session()).used_chars == 300
+    assert allocation(run(response, answer="`res.send(body)`").session(), tool=CODEGRAPH).used_chars == 300
 
 
 def test_path_channel_wins_over_symbol():
     response = sized({"lib/utils.js": 500}, {"lib/utils.js": "createETagGenerator(function)"})
-    a = allocation(run(response, answer="`createETagGenerator` in lib/utils.js").session())
+    a = allocation(run(response, answer="`createETagGenerator` in lib/utils.js").session(), tool=CODEGRAPH)
     assert used(a)["lib/utils.js"] == ("path", None)
 
 
@@ -164,7 +178,9 @@ def test_path_channel_wins_over_symbol():
 def test_per_call_and_pooled_accounting():
     first = sized({"lib/response.js": 3000, "lib/utils.js": 1000})
     second = sized({"lib/express.js": 4000, "lib/view.js": 2000})
-    a = allocation(run(first, second, answer="lib/response.js and lib/view.js", queries=["a", "b"]).session())
+    a = allocation(
+        run(first, second, answer="lib/response.js and lib/view.js", queries=["a", "b"]).session(), tool=CODEGRAPH
+    )
     assert [(c.index, c.query, c.used_chars, c.envelope_chars, c.used_files, c.files) for c in a.calls] == [
         (1, "a", 3000, 4000, 1, 2),
         (2, "b", 2000, 6000, 1, 2),
@@ -176,7 +192,7 @@ def test_per_call_and_pooled_accounting():
 def test_a_file_returned_twice_is_charged_twice():
     first = sized({"lib/response.js": 3000, "lib/express.js": 1000})
     second = sized({"lib/response.js": 2000, "lib/utils.js": 500})
-    a = allocation(run(first, second, answer="Only lib/response.js matters.").session())
+    a = allocation(run(first, second, answer="Only lib/response.js matters.").session(), tool=CODEGRAPH)
     assert [(f.path, f.chars, f.call) for f in a.files] == [
         ("lib/response.js", 3000, 1),
         ("lib/express.js", 1000, 1),
@@ -199,7 +215,7 @@ def test_errored_and_empty_explores_are_skipped():
     t.reply(t.call("mcp__codegraph__codegraph_node", symbol="send"), sized({"lib/node.js": 900}))
     t.reply(t.call(EXPLORE, query="real"), sized({"lib/response.js": 800}))
     t.result("lib/response.js")
-    a = allocation(t.session())
+    a = allocation(t.session(), tool=CODEGRAPH)
     assert [(c.index, c.query) for c in a.calls] == [(2, "real")]  # numbered among answered explores
     assert (a.used_chars, a.envelope_chars) == (800, 800)
 
@@ -208,7 +224,7 @@ def test_nothing_returned_gives_no_efficiency():
     t = Transcript()
     t.reply(t.call(EXPLORE, query="boom"), "Error", is_error=True)
     t.result("lib/response.js")
-    a = allocation(t.session())
+    a = allocation(t.session(), tool=CODEGRAPH)
     assert a.efficiency is None
     assert a.path_efficiency is None
     assert a.to_dict()["calls"] == []
@@ -216,12 +232,12 @@ def test_nothing_returned_gives_no_efficiency():
 
 
 def test_any_retrieval_tool_explore():
-    tool = RetrievalTool("sourcegraph", "sg_keyword_search", "src")
+    tool = replace(CODEGRAPH, name="sourcegraph", explore="sg_keyword_search", cli="src")
     t = Transcript()
     t.reply(t.call("mcp__sourcegraph__sg_keyword_search", query="x"), sized({"a/b.go": 100, "a/c.go": 300}))
     t.result("see b.go")
     assert allocation(t.session(), tool).efficiency == pytest.approx(0.25)
-    assert allocation(t.session()).efficiency is None  # codegraph's explore never ran
+    assert allocation(t.session(), tool=CODEGRAPH).efficiency is None  # codegraph's explore never ran
 
 
 # -- the answer ---------------------------------------------------------------------------
@@ -232,7 +248,7 @@ def test_result_events_are_pooled_across_segments(tmp_path):
     second.user("and the ETag?")
     second.result("Turn 2: `utils.js:40`")
     session = read_segments([first.write(tmp_path / "run.jsonl"), second.write(tmp_path / "run.t2.jsonl")])
-    a = allocation(session)
+    a = allocation(session, tool=CODEGRAPH)
     assert a.answer_source == "result"
     assert used(a) == {
         "lib/response.js": ("path", None),
@@ -246,7 +262,7 @@ def test_code_spans_do_not_pair_across_answers():
     response = sized({"lib/utils.js": 500, "lib/a.js": 500}, {"lib/utils.js": "createETagGenerator(function)"})
     t = run(response, answer="Turn 1 has a stray ` backtick")
     t.result("Turn 2 names createETagGenerator in prose ` and ends.")
-    assert allocation(t.session()).used_chars == 0
+    assert allocation(t.session(), tool=CODEGRAPH).used_chars == 0
 
 
 def test_fallback_to_last_main_thread_assistant_text():
@@ -255,13 +271,13 @@ def test_fallback_to_last_main_thread_assistant_text():
     task = t.call("Task", prompt="check")
     t.say("Subagent notes: App.tsx", thread=task)
     t.say("The nonce lives in `Scene.ts`.")
-    a = allocation(t.session())
+    a = allocation(t.session(), tool=CODEGRAPH)
     assert a.answer_source == "assistant"
     assert used(a) == {"src/App.tsx": (None, None), "src/Scene.ts": ("path", None)}
 
 
 def test_no_answer_at_all():
-    a = allocation(run(sized({"lib/a.js": 100})).session())
+    a = allocation(run(sized({"lib/a.js": 100})).session(), tool=CODEGRAPH)
     assert a.answer_source == "none"
     assert a.efficiency == 0.0
     assert "!! no final answer text found" in render_allocation(a)
@@ -270,7 +286,7 @@ def test_no_answer_at_all():
 def test_answer_globs_replace_citations():
     response = sized({"lib/response.js": 600, "lib/router/index.js": 300, "lib/utils.js": 100})
     t = run(response, answer="Everything is in lib/utils.js")
-    a = allocation(t.session(), answer_globs=["lib/response.js"])
+    a = allocation(t.session(), answer_globs=["lib/response.js"], tool=CODEGRAPH)
     assert a.answer_source == "globs"
     assert used(a) == {
         "lib/response.js": ("glob", None),
@@ -279,9 +295,11 @@ def test_answer_globs_replace_citations():
     }
     assert a.efficiency == pytest.approx(0.6)
     assert a.path_efficiency is None
-    assert allocation(t.session(), answer_globs=["response.js", "router/*.js"]).used_chars == 900  # path suffix
-    assert allocation(t.session(), answer_globs=["*.ts"]).used_chars == 0
-    assert allocation(t.session(), answer_globs=["./lib/utils.js"]).used_chars == 100
+    assert (
+        allocation(t.session(), answer_globs=["response.js", "router/*.js"], tool=CODEGRAPH).used_chars == 900
+    )  # path suffix
+    assert allocation(t.session(), answer_globs=["*.ts"], tool=CODEGRAPH).used_chars == 0
+    assert allocation(t.session(), answer_globs=["./lib/utils.js"], tool=CODEGRAPH).used_chars == 100
     assert "(1/3 files in the --answer set)" in render_allocation(a)
 
 
@@ -307,17 +325,17 @@ Explore allocation — share of returned bytes the answer used (2 calls, 4 files
 
 
 def test_rendered_block_matches_the_seed():
-    assert render_allocation(allocation(seed_session())) == SEED_BLOCK
+    assert render_allocation(allocation(seed_session(), tool=CODEGRAPH)) == SEED_BLOCK
 
 
 def test_rendered_block_indent():
-    lines = render_allocation(allocation(seed_session()), indent="  ").splitlines()
+    lines = render_allocation(allocation(seed_session(), tool=CODEGRAPH), indent="  ").splitlines()
     assert lines[0].startswith("  Explore allocation")
     assert lines[1].startswith("    efficiency")
 
 
 def test_envelope_view_lists_each_call_s_sections():
-    block = render_allocation(allocation(seed_session()), envelope=True)
+    block = render_allocation(allocation(seed_session(), tool=CODEGRAPH), envelope=True)
     assert block.startswith(SEED_BLOCK + "\n")
     assert block[len(SEED_BLOCK) + 1 :].splitlines() == [
         '  envelope of call 1 "q1": 12,048 chars, 3 files',
@@ -333,7 +351,7 @@ def test_envelope_view_lists_each_call_s_sections():
 
 def test_to_dict_shape():
     session = seed_session()
-    d = allocation(session).to_dict()
+    d = allocation(session, tool=CODEGRAPH).to_dict()
     assert d["efficiency"] == pytest.approx(17465 / 21319)
     assert d["path_efficiency"] == pytest.approx(13843 / 21319)
     assert (d["used_chars"], d["envelope_chars"], d["path_used_chars"]) == (17465, 21319, 13843)
@@ -371,7 +389,7 @@ def test_real_express_response():
         "`res.send` in `lib/response.js` sets Content-Type through mime.contentType and computes the ETag "
         "with the generator from `createETagGenerator`; `next(err)` is only the router's error path."
     )
-    a = allocation(t.session())
+    a = allocation(t.session(), tool=CODEGRAPH)
     assert used(a) == {
         "lib/response.js": ("path", None),
         "lib/utils.js": ("symbol", "createETagGenerator"),
@@ -388,7 +406,7 @@ def test_the_worked_example_of_the_docs_page():
     first = sized({"lib/response.js": 2000, "lib/utils.js": 500}, {"lib/utils.js": "compileETag(function)"})
     second = sized({"lib/response.js": 1000, "lib/view.js": 1500})
     answer = "`res.send` in `lib/response.js:126` sets the ETag through `compileETag`."
-    a = allocation(run(first, second, answer=answer).session())
+    a = allocation(run(first, second, answer=answer).session(), tool=CODEGRAPH)
     assert used(a) == {
         "lib/response.js": ("path", None),
         "lib/view.js": (None, None),

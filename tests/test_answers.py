@@ -35,6 +35,7 @@ from pytest_agent_eval.report.terminal import arm_comparison
 from pytest_agent_eval.report.verdict import verdicts
 from pytest_agent_eval.settings.config import AgentEvalConfig
 from pytest_agent_eval.settings.parsers import parse_rules
+from pytest_agent_eval.tool import CODEGRAPH
 
 EXPLORE = "mcp__codegraph__codegraph_explore"
 SHIPPED = load_corpus(REPO / "corpus.json")
@@ -160,15 +161,17 @@ MISS = "It is handled by the framework."
 
 @pytest.mark.parametrize(("answer", "recall"), [(HIT, 1.0), (HALF, 0.5), (MISS, 0.0)], ids=["hit", "half", "miss"])
 def test_key_recall_of_answers_built_to_hit_half_hit_and_miss_the_key(answer: str, recall: float) -> None:
-    graded = grade(_session(answer).session(), TURN_1, questions=[QUESTION])
+    graded = grade(_session(answer).session(), TURN_1, questions=[QUESTION], tool=CODEGRAPH)
     assert graded.recall == recall
-    assert figures_of(score(_session(answer).session(), key=TURN_1).to_dict(), has_tool=True)["key_recall"] == recall
+    card = score(_session(answer).session(), key=TURN_1, tool=CODEGRAPH)
+    assert figures_of(card.to_dict(), has_tool=True)["key_recall"] == recall
 
 
 def test_an_answer_that_repeats_its_question_names_nothing_by_it() -> None:
     echoed = f"Answer to: {QUESTION}"  # the question names res.send and the Content-Type
-    assert grade(_session(echoed).session(), TURN_1, questions=[QUESTION]).recall == 0.0
-    assert grade(_session(echoed).session(), TURN_1).recall > 0  # the same text, the question not taken out
+    assert grade(_session(echoed).session(), TURN_1, questions=[QUESTION], tool=CODEGRAPH).recall == 0.0
+    echoed_grade = grade(_session(echoed).session(), TURN_1, tool=CODEGRAPH)
+    assert echoed_grade.recall > 0  # the same text, the question not taken out
 
 
 @pytest.mark.parametrize(
@@ -203,7 +206,8 @@ def test_a_symbol_is_named_however_the_answer_writes_it(answer: str, named: bool
 def test_retrieval_against_the_key_of_runs_built_to_hit_half_hit_and_miss_it(
     explored: list[str], reads: list[str], figures: tuple
 ) -> None:
-    found = figures_of(score(_session(MISS, explored, reads).session(), key=TURN_1).to_dict(), has_tool=True)
+    card = score(_session(MISS, explored, reads).session(), key=TURN_1, tool=CODEGRAPH)
+    found = figures_of(card.to_dict(), has_tool=True)
     assert (found["key_seen"], found["read_recall"], found["read_precision"], found["key_rank"]) == figures
 
 
@@ -214,7 +218,7 @@ def test_a_key_file_a_search_listed_was_seen_and_not_read() -> None:
     t.reply(call, "lib/utils.js\nlib/response.js\n")
     t.say(MISS)
     t.result(MISS)
-    graded = grade(t.session(), TURN_1)
+    graded = grade(t.session(), TURN_1, tool=CODEGRAPH)
     assert graded.turns[0].seen == {"lib/response.js": "searched", "lib/utils.js": "searched"}
     assert (graded.read_recall, graded.read_precision, graded.rank) == (0.0, None, None)
 
@@ -225,7 +229,7 @@ def test_each_turn_is_graded_against_its_own_key(tmp_path: Path) -> None:
     third = _session(MISS, question=EXPRESS.questions[2])
     files = [first.write(tmp_path / "run.jsonl"), second.write(tmp_path / "run.t2.jsonl")]
     files.append(third.write(tmp_path / "run.t3.jsonl"))
-    graded = grade(read_segments(files), EXPRESS.key, questions=EXPRESS.questions)
+    graded = grade(read_segments(files), EXPRESS.key, questions=EXPRESS.questions, tool=CODEGRAPH)
     assert [t.hits for t in graded.turns] == [2, 2, 0]
     # turn 2's key files: application.js returned in turn 2, response.js already in turn 1, utils.js never
     assert graded.turns[1].seen == {
@@ -237,7 +241,7 @@ def test_each_turn_is_graded_against_its_own_key(tmp_path: Path) -> None:
 
 
 def test_an_entry_without_a_key_reads_not_graded_never_zero() -> None:
-    card = score(_session(MISS).session(), keyed=True)
+    card = score(_session(MISS).session(), keyed=True, tool=CODEGRAPH)
     found = figures_of(card.to_dict(), has_tool=True)
     assert card.to_dict()["answers"] == {"graded": False}
     assert {found[n] for n in ("key_recall", "key_seen", "read_recall", "read_precision", "key_rank")} == {None}
@@ -246,12 +250,12 @@ def test_an_entry_without_a_key_reads_not_graded_never_zero() -> None:
     found = aggregate(records)
     table = arm_comparison(found.rows[0], records, found)
     assert re.search(rf"answer key recall +{NOT_GRADED} +{NOT_GRADED}\n", table)
-    assert "answer key recall not graded" in verdicts(found)[0].line()
+    assert "answer key recall not graded" in verdicts(found)[0].line(CODEGRAPH.name)
 
 
 def _record(answer: str, arm: str, run: int, key: AnswerKey | None = TURN_1, stand_in: bool = True) -> ItemRecord:
     t = _session(answer, ["lib/response.js"] if arm == "with" else [], ["lib/response.js"])
-    scores = score(t.session(), key=key, keyed=True, questions=[QUESTION]).to_dict()
+    scores = score(t.session(), key=key, keyed=True, questions=[QUESTION], tool=CODEGRAPH).to_dict()
     scores["stand_in"] = "stand-in-scripted" if stand_in else None
     figures = figures_of(scores, has_tool=arm == "with")
     data = {"id": f"express-{arm}-{run}", "entry": "express", "arm": arm, "run": run, "outcome": "passed"}
@@ -266,7 +270,7 @@ def test_the_verdict_line_carries_each_arms_key_recall_and_says_it_grades_the_st
         _record(HALF, "without", 2),
     ]
     verdict = verdicts(aggregate(records))[0]  # the entry's (the overall one repeats it)
-    assert verdict.line().endswith(
+    assert verdict.line(CODEGRAPH.name).endswith(
         "answer key recall with 100.0% [100.0%–100.0%] · without 50.0% [50.0%–50.0%] "
         "(grades the stand-in's answers, not a model's)"
     )
@@ -287,7 +291,7 @@ def test_the_stand_ins_answer_policies_are_told_apart_by_the_grade() -> None:
     for policy in ("key", "cite", "wrong", "none"):
         answer = _stand_in_answer(policy)
         recall[policy] = grade(
-            _session(answer, reads=["lib/response.js"]).session(), TURN_1, questions=[QUESTION]
+            _session(answer, reads=["lib/response.js"]).session(), TURN_1, questions=[QUESTION], tool=CODEGRAPH
         ).recall
     assert recall == {"key": 1.0, "cite": pytest.approx(2 / 6), "wrong": 0.0, "none": 0.0}
     assert _stand_in_answer("none") == NO_ANSWER and "`README.md`" in _stand_in_answer("wrong")
@@ -338,7 +342,7 @@ def test_a_judgement_is_recorded_once_and_replayed_by_a_rescore(tmp_path: Path) 
     t = _session(HALF, ["lib/response.js"])
     segment = t.write(campaign.item_dir("express-with-1") / "run-with-1.jsonl")
     CountingJudge.asked = 0
-    scores = score(t.session(), key=TURN_1, keyed=True, questions=[QUESTION]).to_dict()
+    scores = score(t.session(), key=TURN_1, keyed=True, questions=[QUESTION], tool=CODEGRAPH).to_dict()
     scores["judge"] = judge_run(COUNTING, [QUESTION], [HALF], TURN_1)
     data = {"id": "express-with-1", "entry": "express", "arm": "with", "run": 1, "outcome": "passed"}
     campaign.record({**data, "scores": scores, "segments": [str(segment.relative_to(campaign.path))]})
@@ -363,7 +367,7 @@ def test_the_key_recall_worked_example_is_what_the_grade_says() -> None:
     rows = re.findall(r"^\| `{1,2} ?(.+?) ?`{1,2} \| .+? \| (\d) of 6 → (\d+)% \|$", page, re.M)
     assert [answer for answer, _, _ in rows] == [HIT, HALF, MISS]
     for answer, hits, percent in rows:
-        graded = grade(_session(answer).session(), TURN_1, questions=[QUESTION])
+        graded = grade(_session(answer).session(), TURN_1, questions=[QUESTION], tool=CODEGRAPH)
         assert (graded.turns[0].hits, round(graded.recall * 100)) == (int(hits), int(percent))
 
 
@@ -373,7 +377,7 @@ def test_the_retrieval_worked_example_is_what_the_figures_say() -> None:
     assert len(rows) == 3
     for explored, reads, seen, read, precision, rank in rows:
         paths = [re.findall(r"`([^`]+)`", cell) for cell in (explored, reads)]
-        found = figures_of(score(_session(MISS, *paths).session(), key=TURN_1).to_dict(), has_tool=True)
+        found = figures_of(score(_session(MISS, *paths).session(), key=TURN_1, tool=CODEGRAPH).to_dict(), has_tool=True)
         shares = [round(found[n] * 100) for n in ("key_seen", "read_recall", "read_precision")]
         assert shares == [int(seen), int(read), int(precision)]
         assert found["key_rank"] == (None if rank == "None" else int(rank))
@@ -399,12 +403,14 @@ def test_a_key_recall_threshold_gates_a_run_and_a_compare_rule_names_it(tmp_path
     for answer, passed in ((HIT, True), (HALF, False)):
         record = _record(answer, "with", 1)
         found = evaluate(
-            record.scores, record.figures, entry="express", arm_name="with", arm_label="with", thresholds=thresholds
+            record.scores, record.figures, entry="express", arm_name="with", arm_label="with",
+            thresholds=thresholds, tool=CODEGRAPH
         )
         assert [v.passed for v in found if v.gate == "key_recall"] == [passed]
     keyless = _record(MISS, "with", 1, key=None)  # not graded: nothing to gate, never a 0 that fails
     found = evaluate(
-        keyless.scores, keyless.figures, entry="express", arm_name="with", arm_label="with", thresholds=thresholds
+        keyless.scores, keyless.figures, entry="express", arm_name="with", arm_label="with",
+        thresholds=thresholds, tool=CODEGRAPH
     )
     assert [v.gate for v in found] == ["contamination"]
     (rule,) = parse_rules("key_recall:-10pt")
@@ -422,7 +428,7 @@ def test_a_subagents_reads_count_in_the_turn_that_spawned_it(tmp_path: Path) -> 
     session = read_segments(files)
     for message in session.messages(agent):  # as an interactive session's subagent file says: segment 0
         message.segment = 0
-    graded = grade(session, EXPRESS.key.first(2), questions=EXPRESS.questions[:2])
+    graded = grade(session, EXPRESS.key.first(2), questions=EXPRESS.questions[:2], tool=CODEGRAPH)
     # read in turn 2, after turn 1's answer: not seen for turn 1, read for turn 2
     assert graded.turns[0].seen["lib/utils.js"] is None and graded.turns[0].read == []
     assert graded.turns[1].seen["lib/utils.js"] == "read" and graded.turns[1].read == ["lib/utils.js"]

@@ -26,6 +26,7 @@ from pytest_agent_eval.agents.claude_code.transcript import read_lines
 from pytest_agent_eval.metrics.occupancy import FAMILIES, occupancy
 from pytest_agent_eval.model import Faults, RunningServer, make_backend, serve
 from pytest_agent_eval.model.truth import resident_truth
+from pytest_agent_eval.tool import CODEGRAPH
 from pytest_agent_eval.tool.explore_answer import file_sections
 from pytest_agent_eval.transcript import Session
 
@@ -314,10 +315,10 @@ def test_occupancy_is_close_to_what_the_server_counted(sandbox: Sandbox, with_co
     assert run.result["is_error"] is False
     session = run.session()
     counts = {truth.message_id: truth.count for truth in server.truth}
-    truth = resident_truth(session, counts)
+    truth = resident_truth(session, counts, tool=CODEGRAPH)
     assert truth is not None
     assert counts[session.messages()[-1].id].tokens == session.messages()[-1].usage.ctx
-    occ = occupancy(session)
+    occ = occupancy(session, tool=CODEGRAPH)
     assert sum(truth.values()) > 10_000  # explore output or Read results are resident
     for fam in FAMILIES:
         # 40 tokens a result, plus the CLI's tokens-left reminder the transcript does not show: it rides on the last

@@ -27,6 +27,7 @@ from pytest_agent_eval.agents.claude_code.deny import HOOK_MODULE, hook_command,
 from pytest_agent_eval.harness import isolation
 from pytest_agent_eval.harness.isolation import IsolationError, shim_path
 from pytest_agent_eval.metrics.contamination import contamination
+from pytest_agent_eval.tool import CODEGRAPH
 from pytest_agent_eval.tool.cli_matcher import invokes_cli
 
 INVOCATIONS = [
@@ -228,7 +229,7 @@ def test_invocation_is_denied_seen_and_counted(command):
     done = run_hook(hook_event(command))
     assert decision(done) == "deny"
     assert "codegraph" in json.loads(done.stdout)["hookSpecificOutput"]["permissionDecisionReason"]
-    assert invokes_cli(command)
+    assert invokes_cli(command, cli=CODEGRAPH.cli)
 
     # What Claude Code hands the agent for a denial: the hook's own reason, the only proof of a block.
     denial = (
@@ -236,7 +237,7 @@ def test_invocation_is_denied_seen_and_counted(command):
         + json.loads(done.stdout)["hookSpecificOutput"]["permissionDecisionReason"]
     )
     session = one_bash_call(command, denial, True).session()
-    blocked = contamination(session)
+    blocked = contamination(session, tool=CODEGRAPH)
     assert (blocked.cli_calls, blocked.cli_blocked, blocked.leaks) == (1, 1, [])
     assert not blocked.contaminated
     assert blocked.to_dict()["commands"] == [
@@ -250,7 +251,9 @@ def test_invocation_is_denied_seen_and_counted(command):
         }
     ]
 
-    leaked = contamination(one_bash_call(command, "**Exploration: x**\nsrc/router.js ...", None).session())
+    leaked = contamination(
+        one_bash_call(command, "**Exploration: x**\nsrc/router.js ...", None).session(), tool=CODEGRAPH
+    )
     assert (leaked.cli_calls, leaked.cli_blocked, len(leaked.leaks)) == (1, 0, 1)
     assert leaked.contaminated and leaked.to_dict()["contaminated"] is True
 
@@ -258,8 +261,8 @@ def test_invocation_is_denied_seen_and_counted(command):
 @pytest.mark.parametrize("command", MENTIONS)
 def test_mention_is_allowed_and_not_counted(command):
     assert decision(run_hook(hook_event(command))) is None
-    assert not invokes_cli(command)
-    report = contamination(one_bash_call(command, "src/a.js: codegraph", False).session())
+    assert not invokes_cli(command, cli=CODEGRAPH.cli)
+    report = contamination(one_bash_call(command, "src/a.js: codegraph", False).session(), tool=CODEGRAPH)
     assert (report.cli_calls, report.cli_blocked, report.leaks) == (0, 0, [])
 
 
@@ -294,24 +297,27 @@ def test_hook_allows_on_bad_input(payload):
 @settings(deadline=None)
 @given(st.text(alphabet=st.sampled_from(list("codegraph $()`'\"\\|&;<>{}#=\n\t-/.xe%")), max_size=60))
 def test_invokes_cli_never_raises(command):
-    assert invokes_cli(command) in (True, False)
+    assert invokes_cli(command, cli=CODEGRAPH.cli) in (True, False)
 
 
 @settings(deadline=None)
 @given(st.text(max_size=120))
 def test_a_leading_cli_word_is_always_an_invocation(arguments):
     # Whatever follows — unbalanced quotes, stray operators — cannot hide the first command.
-    assert invokes_cli("codegraph " + arguments)
+    assert invokes_cli("codegraph " + arguments, cli=CODEGRAPH.cli)
 
 
 def test_a_failed_call_is_not_proof_of_a_block():
     # `command not found` shows the agent nothing of the tool: not blocked (no hook denial), and no leak either.
     report = contamination(
-        one_bash_call("codegraph x; echo done", "bash: codegraph: command not found\ndone", False).session()
+        one_bash_call("codegraph x; echo done", "bash: codegraph: command not found\ndone", False).session(),
+        tool=CODEGRAPH,
     )
     assert (report.cli_calls, report.cli_blocked, report.leaks, report.contaminated) == (1, 0, [], False)
     # `; false` makes the call fail after the tool printed everything: an error status, yet a leak.
-    failed = contamination(one_bash_call("codegraph explore x; false", "**Exploration: x**\n", True).session())
+    failed = contamination(
+        one_bash_call("codegraph explore x; false", "**Exploration: x**\n", True).session(), tool=CODEGRAPH
+    )
     assert (failed.cli_blocked, [leak.fingerprint for leak in failed.leaks]) == (0, ["explore heading"])
 
 
@@ -320,7 +326,7 @@ def test_unanswered_and_empty_calls_are_neither_blocked_nor_output():
     t.call("Bash", command="codegraph explore x")  # the run ended before the result came back
     empty = t.call("Bash", command="codegraph status")
     t.reply(empty, "", is_error=False)
-    report = contamination(t.session())
+    report = contamination(t.session(), tool=CODEGRAPH)
     assert (report.cli_calls, report.cli_blocked, report.leaks) == (2, 0, [])
 
 

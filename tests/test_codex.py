@@ -32,6 +32,7 @@ from pytest_agent_eval.model.responses import output_items, read_turn
 from pytest_agent_eval.model.scripted import thinking_text
 from pytest_agent_eval.model.truth import read_truth_log, resident_truth
 from pytest_agent_eval.model.usage import UsageModel, count_tokens, declared_hidden, text_tokens
+from pytest_agent_eval.tool import CODEGRAPH
 from pytest_agent_eval.transcript import TranscriptError
 
 pytestmark = pytest.mark.timeout(60)
@@ -245,7 +246,7 @@ def test_a_call_a_deny_rule_refused_is_read_from_the_rollout_though_the_events_l
     [cli] = [c for c in session.calls if c.input["command"].startswith("codegraph ")]
     assert "codegraph explore" not in events
     assert cli.result is not None and cli.result.is_error and "rejected" in cli.result.text
-    report = contamination(session)
+    report = contamination(session, tool=CODEGRAPH)
     assert (report.cli_calls, report.cli_blocked, report.contaminated) == (1, 1, False)
 
 
@@ -253,9 +254,9 @@ def test_a_call_a_deny_rule_refused_is_read_from_the_rollout_though_the_events_l
 def test_occupancy_of_a_codex_session_matches_the_stand_ins_own_counts(arm: str) -> None:
     """bench/occupancy_accuracy.py's measure: Σ|estimate − truth| / Σ truth over the families, ≤ 1%."""
     session = _session(arm)
-    truth = resident_truth(session, read_truth_log(DATA / arm / "truth.jsonl"))
+    truth = resident_truth(session, read_truth_log(DATA / arm / "truth.jsonl"), tool=CODEGRAPH)
     assert truth is not None
-    estimate = occupancy(session).residual
+    estimate = occupancy(session, tool=CODEGRAPH).residual
     error = sum(abs(estimate[f] - truth[f]) for f in FAMILIES) / sum(truth.values())
     assert error <= 0.01, (estimate, truth)
 
@@ -416,10 +417,10 @@ def test_a_codex_session_is_held_to_the_responses_the_model_sent_and_the_request
     ]
     entries = [{"path": "/v1/responses", "request": {"input": []}, "response": r} for r in responses[:-1]]
     entries.append({"path": "/v1/responses", "request": last, "response": responses[-1]})
-    report = evidence(session, entries)
+    report = evidence(session, entries, tool=CODEGRAPH)
     assert report.intact and report.requests == len(responses), report.problems
     outputs = [i for i in last["input"] if i.get("type") == "function_call_output"]
     assert any("truncated\u2026" in json.dumps(o["output"], ensure_ascii=False) for o in outputs)  # cut twice
     forged = json.loads(json.dumps(last).replace("res.send", "res.sent"))
     entries[-1] = {**entries[-1], "request": forged}
-    assert any("differs from what the model received" in p for p in evidence(session, entries).problems)
+    assert any("differs from what the model received" in p for p in evidence(session, entries, tool=CODEGRAPH).problems)

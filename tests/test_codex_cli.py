@@ -115,11 +115,14 @@ def test_a_subagent_codex_spawns_is_read_under_the_spawning_call(delegating: dic
     assert kept.is_file() and kept in CODEX.record_files(arm.run.segments)
     counts = read_truth_log(arm.truth)
     assert sorted(m.id for m in arm.session.messages(None)) == sorted(counts)  # every request answered, read
-    report = evidence(arm.session, read_requests(arm.record))
+    report = evidence(arm.session, read_requests(arm.record), tool=CODEGRAPH)
     assert report.intact and report.requests == len(counts), report.problems
     # the main thread's results as the stand-in counted them: the retrieval tool's, reads, searches, shell within 1%;
     # "other" (spawn_agent's and wait_agent's few lines of JSON, ids mostly) is priced at prose's ratio, under
-    truth, estimate = resident_truth(arm.session, counts), occupancy(arm.session).residual
+    truth, estimate = (
+        resident_truth(arm.session, counts, tool=CODEGRAPH),
+        occupancy(arm.session, tool=CODEGRAPH).residual,
+    )
     assert truth is not None and truth["other"] > 0
     error = sum(abs(estimate[f] - truth[f]) for f in FAMILIES if f != "other") / sum(truth.values())
     assert error <= 0.01, (estimate, truth)
@@ -135,7 +138,7 @@ def test_without_the_kept_subagents_the_session_says_so_and_the_evidence_fails(
     session = CODEX.read_transcript([tmp_path / arm.run.segments[0].name])
     [spawn] = [c for c in session.calls if c.name == SPAWN_TOOL]
     assert spawned_agent(spawn.result.text) in session.unread["subagents"]
-    problems = evidence(session, read_requests(arm.record)).problems
+    problems = evidence(session, read_requests(arm.record), tool=CODEGRAPH).problems
     assert any("(Bash) reached the model in request" in p and "not in the transcript" in p for p in problems), problems
 
 
@@ -147,7 +150,7 @@ def test_the_session_agrees_with_what_the_model_received_and_a_forged_rollout_do
     for arm in arms.values():
         entries = read_requests(arm.record)
         assert {(e["method"], e["path"]) for e in entries} == {("POST", "/v1/responses")}  # nothing else asked
-        report = evidence(arm.session, entries)
+        report = evidence(arm.session, entries, tool=CODEGRAPH)
         assert report.intact and report.requests == len(arm.requests), report.problems
         assert report.unchecked == []  # every message's prompt size is on both sides
     arm = arms[False]
@@ -158,7 +161,7 @@ def test_the_session_agrees_with_what_the_model_received_and_a_forged_rollout_do
     assert denied in rollout and "cat -n " in rollout
     rollout = rollout.replace(denied, "**Exploration: res.send**").replace("cat -n ", "nl -ba ")  # a result, a call
     kept_rollout(forged).write_text(rollout, encoding="utf-8")
-    problems = evidence(CODEX.read_transcript([forged]), read_requests(arm.record)).problems
+    problems = evidence(CODEX.read_transcript([forged]), read_requests(arm.record), tool=CODEGRAPH).problems
     assert any("differs from what the model received" in p for p in problems), problems
     assert any('(Bash) differs from what the model sent: {"command": "nl -ba ' in p for p in problems), problems
 
@@ -289,7 +292,7 @@ def test_a_codex_folder_in_the_repository_does_not_change_how_codex_runs(
     shell = [c for c in arm.session.calls if c.name == "Bash" and not c.input["command"].startswith(CODEGRAPH.cli)]
     assert shell and all(c.result is not None and not c.result.is_error for c in shell)  # not read-only, not refused
     assert "PLANTED-RULE" not in json.dumps(arm.requests) and "PLANTED-ROLE" not in json.dumps(arm.requests)
-    report = contamination(arm.session)
+    report = contamination(arm.session, tool=CODEGRAPH)
     assert (report.cli_calls, report.cli_blocked, report.contaminated) == (1, 1, False)
 
 
@@ -373,4 +376,4 @@ def test_with_a_real_key_codex_reaches_the_api_through_the_forwarder_and_never_h
     for folder in (arm.workspace.home, arm.workspace.tmp, arm.workspace.repo):
         files = [p for p in folder.rglob("*") if p.is_file() and not p.is_symlink()]
         assert not [p for p in files if key.encode() in p.read_bytes()]
-    assert evidence(arm.session, read_requests(arm.record)).intact  # the relayed stream is on record
+    assert evidence(arm.session, read_requests(arm.record), tool=CODEGRAPH).intact  # the relayed stream is on record

@@ -29,7 +29,7 @@ EXPLORE_TEXT = (Path(__file__).parent / "data/explore-express-1.6.1.txt").read_t
 @pytest.mark.parametrize("recording", ["without", "path-denied"])
 def test_a_call_codexs_rules_rejected_is_a_proven_block_worded_as_codex_reports_it(recording: str) -> None:
     session = read_codex(DATA / recording / "events.jsonl")
-    report = contamination(session)
+    report = contamination(session, tool=CODEGRAPH)
     [call] = [c for c in session.calls if c.id == report.commands[0].call_id]
     assert call.result is not None and "rejected: " + CODEGRAPH.deny_reason in call.result.text  # Codex's own words
     assert (report.cli_calls, report.cli_blocked, report.contaminated) == (1, 1, False)
@@ -55,16 +55,16 @@ def test_the_tools_output_through_codexs_shell_is_found_by_the_tools_own_fingerp
     session = read_codex(DATA / "leak" / "events.jsonl")
     [call] = session.calls
     assert call.result is not None and call.result.text.startswith("Warning: truncated output")  # Codex cut it
-    report = contamination(session)
+    report = contamination(session, tool=CODEGRAPH)
     assert report.contaminated and report.cli_blocked == 0 and [c.printed for c in report.commands] == [True]
     [leak] = report.leaks
     # the fingerprint the tool's own output carries, whichever agent's shell printed it
-    own, _ = scan(EXPLORE_TEXT)
+    own, _ = scan(EXPLORE_TEXT, tool=CODEGRAPH)
     assert (leak.call_id, leak.tool, leak.fingerprint) == (call.id, "Bash", own.name)
     assert leak.excerpt == "**Exploration: How does res.send decide the Content-Type and ETag?**"
     # and what the model received (the request's function_call_output, Codex's header on it) carries it too
     rollout = next((DATA / "leak").glob("rollout-*.jsonl"))
     outputs = [json.loads(line)["payload"] for line in rollout.read_text(encoding="utf-8").splitlines()]
     [received] = [p["output"] for p in outputs if p.get("type") == "function_call_output"]
-    found = scan(received)
+    found = scan(received, tool=CODEGRAPH)
     assert found is not None and found[0].name == own.name

@@ -5,6 +5,7 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -23,7 +24,7 @@ from pytest_agent_eval.tool.cli_matcher import invokes_cli
 
 CCB = transcripts() / "ccb"
 HDA = CCB / "linux-hda-intel-suspend-fault-001"
-SOURCEGRAPH = RetrievalTool(name="sourcegraph", explore="sg_keyword_search", cli="src")
+SOURCEGRAPH = replace(CODEGRAPH, name="sourcegraph", explore="sg_keyword_search", cli="src")
 
 
 def test_exposed_tools_come_from_init_tools_and_servers():
@@ -33,7 +34,7 @@ def test_exposed_tools_come_from_init_tools_and_servers():
         mcp_servers=[{"name": "codegraph", "status": "connected"}, {"name": "x", "status": "connected"}],
     )
     t.init(tools=["Bash", "mcp__codegraph__codegraph_explore"], mcp_servers=[{"name": "codegraph", "status": "failed"}])
-    report = contamination(t.session())
+    report = contamination(t.session(), tool=CODEGRAPH)
     assert report.exposed_tools == [
         "mcp__codegraph__codegraph_explore",
         "mcp__codegraph__codegraph_node",
@@ -46,13 +47,16 @@ def test_exposed_tools_come_from_init_tools_and_servers():
 def test_a_server_under_another_name_counts_through_its_tools():
     t = Transcript()
     t.init(tools=["mcp__cg__codegraph_explore"], mcp_servers=[{"name": "cg", "status": "pending"}, {"name": "other"}])
-    assert contamination(t.session()).exposed_tools == ["mcp__cg__codegraph_explore", "server:cg (pending)"]
+    assert contamination(t.session(), tool=CODEGRAPH).exposed_tools == [
+        "mcp__cg__codegraph_explore",
+        "server:cg (pending)",
+    ]
 
 
 def test_without_arm_exposes_nothing():
     t = Transcript()
     t.init()
-    assert contamination(t.session()).to_dict()["exposed_tools"] == []
+    assert contamination(t.session(), tool=CODEGRAPH).to_dict()["exposed_tools"] == []
 
 
 def test_cold_start_race():
@@ -64,12 +68,12 @@ def test_cold_start_race():
     )
     again = t.call("mcp__codegraph__codegraph_explore", query="router")
     t.reply(again, explore_response({"lib/router.js": "function route() {}"}))
-    assert contamination(t.session()).cold_start_race is True
+    assert contamination(t.session(), tool=CODEGRAPH).cold_start_race is True
 
     clean = Transcript()
     call = clean.call("mcp__codegraph__codegraph_explore", query="router")
     clean.reply(call, explore_response({"lib/router.js": "function route() {}"}))
-    assert contamination(clean.session()).cold_start_race is False
+    assert contamination(clean.session(), tool=CODEGRAPH).cold_start_race is False
 
 
 def test_a_call_claude_code_refused_for_want_of_the_tool_reached_nothing():
@@ -79,17 +83,17 @@ def test_a_call_claude_code_refused_for_want_of_the_tool_reached_nothing():
     tried = t.call("mcp__codegraph__codegraph_explore", query="router")
     t.reply(tried, refusal, True)
     t.say("lib/router.js routes.")
-    report = contamination(t.session())
+    report = contamination(t.session(), tool=CODEGRAPH)
     assert report.mcp_calls == [] and not report.contaminated
-    assert contamination_verdict({"contamination": report.to_dict()}, arm_has_tool=False).passed
+    assert contamination_verdict({"contamination": report.to_dict()}, arm_has_tool=False, tool=CODEGRAPH).passed
     # A call the server answered, even with an error of its own, did reach it.
     t = Transcript()
     t.init(tools=["Read", "Bash"])
     reached = t.call("mcp__codegraph__codegraph_explore", query="router")
     t.reply(reached, "Error: the index is being rebuilt", True)
-    report = contamination(t.session())
+    report = contamination(t.session(), tool=CODEGRAPH)
     assert report.mcp_calls == [reached]
-    assert not contamination_verdict({"contamination": report.to_dict()}, arm_has_tool=False).passed
+    assert not contamination_verdict({"contamination": report.to_dict()}, arm_has_tool=False, tool=CODEGRAPH).passed
 
 
 def test_a_cli_call_that_ran_unblocked_and_printed_is_not_cleared_though_no_fingerprint_survived():
@@ -100,9 +104,9 @@ def test_a_cli_call_that_ran_unblocked_and_printed_is_not_cleared_though_no_fing
     sealed = t.call("Bash", command="codegraph status; true")
     t.reply(sealed, "bash: line 1: codegraph: command not found\n")  # a sealed arm: nothing ran
     t.say("lib/response.js")
-    report = contamination(t.session())
+    report = contamination(t.session(), tool=CODEGRAPH)
     assert report.leaks == [] and [c.call_id for c in report.printed] == [piped] and report.contaminated
-    verdict = contamination_verdict(score_session(t.session()), arm_has_tool=False)
+    verdict = contamination_verdict(score_session(t.session(), tool=CODEGRAPH), arm_has_tool=False, tool=CODEGRAPH)
     assert not verdict.passed and "1 codegraph CLI call(s) ran unblocked and printed output" in verdict.message
     assert "  ran unblocked and printed          1   !! a without-arm with these is void" in render_contamination(
         report
@@ -119,14 +123,14 @@ def test_a_without_arm_whose_transcript_has_an_unread_line_is_not_cleared():
     session = read_lines(
         [*t.lines()[:-1], '{"type": "user", "message": {"content": [{"type": "tool_res', t.lines()[-1]]
     )
-    score = score_session(session)
+    score = score_session(session, tool=CODEGRAPH)
     assert score["parse"]["bad_lines"] == 1 and not score["contamination"]["contaminated"]
-    verdict = contamination_verdict(score, arm_has_tool=False)
+    verdict = contamination_verdict(score, arm_has_tool=False, tool=CODEGRAPH)
     assert not verdict.passed
     assert verdict.message == (
         "without-arm contaminated: 1 transcript line(s) could not be read, so what they showed the agent is unknown"
     )
-    assert contamination_verdict(score_session(t.session()), arm_has_tool=False).passed
+    assert contamination_verdict(score_session(t.session(), tool=CODEGRAPH), arm_has_tool=False, tool=CODEGRAPH).passed
 
 
 @pytest.mark.parametrize(
@@ -144,7 +148,7 @@ def test_a_heading_the_agents_own_script_prints_is_not_a_leak(output):
     t.init(tools=["Bash"])
     call = t.call("Bash", command="python3 find_symbols.py lib")
     t.reply(call, output)
-    assert contamination(t.session()).leaks == []
+    assert contamination(t.session(), tool=CODEGRAPH).leaks == []
 
 
 def test_counts_across_threads_and_keeps_the_thread():
@@ -157,7 +161,7 @@ def test_counts_across_threads_and_keeps_the_thread():
     t.reply(leaked, explore_response({"lib/router.js": "x"}), thread=task)
     mention = t.call("Bash", command="grep -rn codegraph docs/")
     t.reply(mention, "docs/a.md: codegraph")
-    report = contamination(t.session()).to_dict()
+    report = contamination(t.session(), tool=CODEGRAPH).to_dict()
     assert report["cli_calls"] == 2
     assert report["cli_blocked"] == 1
     assert report["contaminated"] is True
@@ -193,7 +197,7 @@ def test_counts_across_threads_and_keeps_the_thread():
 def test_ccb_transcripts_never_touch_codegraph():
     for folder in sorted(CCB.glob("*/*")):
         session = read_segments([folder / "claude-code.txt"])
-        report = contamination(session)
+        report = contamination(session, tool=CODEGRAPH)
         assert (report.cli_calls, report.cli_blocked, report.leaks) == (0, 0, []), folder
         assert report.exposed_tools == [] and not report.cold_start_race and not report.contaminated
 
@@ -210,12 +214,12 @@ def test_ccb_sourcegraph_arm_exposes_its_server():
 def test_real_bash_commands_are_classified_by_command_position():
     # The hda baseline arm ran git three times and `git log --grep=…` is not grep.
     session = read_segments([HDA / "baseline" / "claude-code.txt"])
-    git = contamination(session, RetrievalTool(name="git", cli="git"))
+    git = contamination(session, replace(CODEGRAPH, name="git", cli="git"))
     assert (git.cli_calls, git.cli_blocked) == (3, 0)
-    grep = contamination(session, RetrievalTool(name="grep", cli="grep"))
+    grep = contamination(session, replace(CODEGRAPH, name="grep", cli="grep"))
     assert [c.command[:8] for c in grep.commands] == ["grep -n "]
     # `bash /tests/test.sh` failed: an error result proves no block (only the hook's own denial does).
-    bash = contamination(session, RetrievalTool(name="test", cli="test.sh"))
+    bash = contamination(session, replace(CODEGRAPH, name="test", cli="test.sh"))
     assert (bash.cli_calls, bash.cli_blocked) == (1, 0)
     assert bash.commands[0].call_id in {c.id for c in session.calls if c.result and c.result.is_error}
 
@@ -233,7 +237,7 @@ def test_rendered_block():
     t.reply(leaked, "**Exploration: x**", is_error=False)
     race = t.call("mcp__codegraph__codegraph_explore", query="x")
     t.reply(race, "No such tool available: mcp__codegraph__codegraph_explore", is_error=True)
-    lines = render_contamination(contamination(t.session())).splitlines()
+    lines = render_contamination(contamination(t.session(), tool=CODEGRAPH)).splitlines()
     assert lines[0] == "Contamination (codegraph output the agent saw; codegraph CLI calls):"
     assert lines[1] == "  results carrying codegraph output   1   !! a without-arm with these is void"
     assert lines[2] == f'    Bash call {leaked} (thread main): explore heading — "**Exploration: x**"'
@@ -250,7 +254,7 @@ def test_rendered_block():
 def test_rendered_block_of_a_clean_arm():
     t = Transcript()
     t.init()
-    text = render_contamination(contamination(t.session()))
+    text = render_contamination(contamination(t.session(), tool=CODEGRAPH))
     assert text.splitlines() == [
         "Contamination (codegraph output the agent saw; codegraph CLI calls):",
         "  results carrying codegraph output   0",
@@ -324,8 +328,8 @@ def test_each_attack_class_is_seen_by_the_matcher_or_the_content(attack, command
     call = t.call("Bash", command=command)
     t.reply(call, output, is_error=attack == "call then false")
     t.result("done")
-    report = contamination(t.session())
-    assert invokes_cli(command) is matched
+    report = contamination(t.session(), tool=CODEGRAPH)
+    assert invokes_cli(command, cli=CODEGRAPH.cli) is matched
     assert [c.call_id for c in report.commands] == ([call] if matched else [])
     assert report.cli_blocked == 0  # no hook denial in any of them
     assert [(leak.call_id, leak.tool, leak.fingerprint) for leak in report.leaks] == (
@@ -341,7 +345,7 @@ def test_a_task_subagent_leak_is_found_in_its_thread():
     inner = t.call("Bash", thread=task, command="echo Y29kZWdyYXBoIGV4cGxvcmUgcQ== | base64 -d | sh")
     t.reply(inner, EXPLORE, thread=task)
     t.reply(task, "res.send sets ETag in lib/response.js")  # the subagent's summary carries no fingerprint
-    report = contamination(t.session())
+    report = contamination(t.session(), tool=CODEGRAPH)
     assert [(leak.thread, leak.call_id, leak.tool) for leak in report.leaks] == [(task, inner, "Bash")]
 
 
@@ -351,7 +355,7 @@ def test_monitor_output_is_found_in_its_result_and_in_injected_events():
     monitor = t.call("Monitor", command="tail -f /tmp/cg.log", description="watch")
     t.reply(monitor, (REAL / "files.txt").read_text())
     t.user("<task-notification>\n" + (REAL / "impact.txt").read_text() + "</task-notification>")
-    report = contamination(t.session())
+    report = contamination(t.session(), tool=CODEGRAPH)
     assert report.commands == []  # the command itself is innocent
     assert [(leak.call_id, leak.tool, leak.fingerprint) for leak in report.leaks] == [
         (monitor, "Monitor", "CLI files heading"),
@@ -363,7 +367,7 @@ def test_monitor_running_the_cli_is_a_cli_call_too():
     t = Transcript()
     call = t.call("Monitor", command="codegraph status --watch")
     t.reply(call, CODEGRAPH.deny_reason, is_error=True)
-    report = contamination(t.session())
+    report = contamination(t.session(), tool=CODEGRAPH)
     assert [(c.call_id, c.tool, c.blocked) for c in report.commands] == [(call, "Monitor", True)]
 
 
@@ -375,7 +379,7 @@ def test_read_of_a_file_the_agent_wrote_the_output_into(arrow):
     t.reply(write, "")  # redirected: the call itself showed nothing
     read = t.call("Read", file_path="/tmp/notes.md")
     t.reply(read, read_tool_view(EXPLORE, arrow))
-    report = contamination(t.session())
+    report = contamination(t.session(), tool=CODEGRAPH)
     assert [c.call_id for c in report.commands] == [write]
     assert [(leak.call_id, leak.tool, leak.fingerprint) for leak in report.leaks] == [(read, "Read", "explore heading")]
     assert report.leaks[0].excerpt == "1\t**Exploration: How does res.send decide the Content-Type and ETag**".replace(
@@ -387,7 +391,7 @@ def test_a_proven_hook_denial_is_blocked_and_no_leak():
     t = Transcript()
     call = t.call("Bash", command="c?degraph explore q")
     t.reply(call, "PreToolUse:Bash hook error: " + CODEGRAPH.deny_reason, is_error=True)
-    report = contamination(t.session())
+    report = contamination(t.session(), tool=CODEGRAPH)
     assert (report.cli_blocked, report.leaks, report.contaminated) == (1, [], False)
 
 
@@ -396,7 +400,7 @@ def test_a_denial_look_alike_with_output_is_still_a_leak():
     t = Transcript()
     call = t.call("Bash", command=f"echo '{CODEGRAPH.deny_marker}'; code''graph explore q")
     t.reply(call, CODEGRAPH.deny_marker + "\n" + EXPLORE)
-    report = contamination(t.session())
+    report = contamination(t.session(), tool=CODEGRAPH)
     assert report.cli_blocked == 1 and [leak.call_id for leak in report.leaks] == [call] and report.contaminated
 
 
@@ -531,7 +535,8 @@ def test_the_screen_finds_what_every_pattern_finds_on_real_results():
 
 def test_a_lead_overlapped_by_another_is_still_tried():
     """Leads are searched with their overlaps: ``ab`` before ``bc`` in ``abc?`` must not hide ``bc``."""
-    tool = RetrievalTool(
+    tool = replace(
+        CODEGRAPH,
         name="overlap",
         package="overlap",
         fingerprints=(
@@ -557,16 +562,16 @@ def test_the_worked_example_of_the_docs_page():
     t.reply(denied, "PreToolUse:Bash hook error: " + CODEGRAPH.deny_reason, is_error=True)
     missing = t.call("Bash", command="codegraph status; true")
     t.reply(missing, "bash: line 1: codegraph: command not found\n")
-    clean = score_session(t.session())
+    clean = score_session(t.session(), tool=CODEGRAPH)
     assert (clean["contamination"]["cli_calls"], clean["contamination"]["cli_blocked"]) == (2, 1)
-    assert contamination_verdict(clean, arm_has_tool=False).passed
+    assert contamination_verdict(clean, arm_has_tool=False, tool=CODEGRAPH).passed
     hidden = t.call("Bash", command="python3 -c \"import subprocess; subprocess.run(['code' + 'graph', 'explore'])\"")
     t.reply(hidden, explore_response({"lib/response.js": "function send() {}\n"}))
-    report = contamination(t.session())
+    report = contamination(t.session(), tool=CODEGRAPH)
     assert [(c.call_id, c.blocked, c.printed) for c in report.commands] == [
         (denied, True, False),
         (missing, False, False),
     ]
     assert [(leak.call_id, leak.fingerprint) for leak in report.leaks] == [(hidden, "explore heading")]
-    verdict = contamination_verdict(score_session(t.session()), arm_has_tool=False)
+    verdict = contamination_verdict(score_session(t.session(), tool=CODEGRAPH), arm_has_tool=False, tool=CODEGRAPH)
     assert not verdict.passed and hidden in verdict.message and "explore heading" in verdict.message

@@ -17,6 +17,7 @@ from pytest_agent_eval.agents.claude_code import transcript as claude_transcript
 from pytest_agent_eval.agents.claude_code.transcript import read_lines, read_segments, read_session_file
 from pytest_agent_eval.metrics.scorecard import score
 from pytest_agent_eval.report.blocks import render_scorecard
+from pytest_agent_eval.tool import CODEGRAPH
 from pytest_agent_eval.transcript import is_later_segment, segment_files
 
 BENCH = Path(__file__).resolve().parent.parent / "bench" / "data" / "transcripts"
@@ -32,7 +33,7 @@ SESSIONS = [*_sessions(transcripts()), *_sessions(BENCH)]
 
 def _both(read) -> tuple[dict, dict]:
     """A session's figures and text blocks, read with msgspec and with the standard library."""
-    cards = [score(read(fast)) for fast in (True, False)]
+    cards = [score(read(fast), tool=CODEGRAPH) for fast in (True, False)]
     return tuple(card.to_dict() | {"text": render_scorecard(card)} for card in cards)
 
 

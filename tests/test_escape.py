@@ -54,6 +54,7 @@ from pytest_agent_eval.harness.sandbox import (
 )
 from pytest_agent_eval.harness.untrusted import UntrustedFile
 from pytest_agent_eval.harness.workspace import fresh_attempt, make_workspace
+from pytest_agent_eval.tool import CODEGRAPH
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="only root can show the host-root attacks of a bare sandbox")
@@ -391,7 +392,7 @@ def test_a_later_attempt_sees_no_file_of_an_earlier_one(tmp_path: Path) -> None:
     settings.write_text("{}\n")
     sandbox = sandbox_for(cache=tmp_path / "cache", writable=[workspace.repo, workspace.home, workspace.tmp],
                           readable=[settings], hidden=[tmp_path / "campaign"], path_env="",
-                          shell_prefix_var=CLAUDE_CODE.shell_prefix_var)  # fmt: skip
+                          shell_prefix_var=CLAUDE_CODE.shell_prefix_var, tool=CODEGRAPH)  # fmt: skip
     # attempt 1 leaves notes in HOME, TMPDIR and the repository; its transcript is set aside in the run folder
     plant = f"echo NOTE > {workspace.home}/n; echo NOTE > {workspace.tmp}/n; echo NOTE > {workspace.repo}/n"
     assert subprocess.run(sandbox.wrap(["sh", "-c", plant]), capture_output=True, timeout=60).returncode == 0
@@ -463,7 +464,7 @@ def test_a_cli_that_writes_into_its_own_streams_through_proc_is_not_recorded(tmp
     work = tmp_path / "work"
     work.mkdir()
     sandbox = sandbox_for(cache=tmp_path / "cache", writable=[work], readable=[claude.parent], path_env="",
-                          shell_prefix_var=CLAUDE_CODE.shell_prefix_var)  # fmt: skip
+                          shell_prefix_var=CLAUDE_CODE.shell_prefix_var, tool=CODEGRAPH)  # fmt: skip
     options = HeadlessOptions(claude=str(claude), mcp_config=Path(os.devnull), settings=Path(os.devnull),
                               sandbox=sandbox, timeout_s=60)  # fmt: skip
     record = run_headless(["q"], label="x", out_dir=tmp_path / "out", cwd=work, env=dict(os.environ), options=options)

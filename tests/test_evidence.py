@@ -15,6 +15,7 @@ from pytest_agent_eval.metrics.evidence import evidence
 from pytest_agent_eval.metrics.gates import contamination_verdict, evaluate, integrity_verdict, load_thresholds
 from pytest_agent_eval.metrics.scorecard import score
 from pytest_agent_eval.report.blocks import render_scorecard
+from pytest_agent_eval.tool import CODEGRAPH
 from pytest_agent_eval.transcript import Usage
 
 HELP = "Usage: codegraph [options] [command]\n\nCode intelligence and knowledge graph\n"
@@ -62,7 +63,7 @@ def _line(event: dict) -> str:
 
 def test_an_honest_transcript_agrees_with_the_record():
     t = honest()
-    report = evidence(t.session(), model_side(t.events))
+    report = evidence(t.session(), model_side(t.events), tool=CODEGRAPH)
     assert report.problems == [] and report.intact and report.requests == 3
 
 
@@ -77,7 +78,7 @@ def test_what_the_cli_legitimately_reshapes_is_not_a_disagreement():
     ]
     results[0]["cache_control"] = {"type": "ephemeral"}
     entries[-1]["response"]["content"].insert(0, {"type": "thinking", "thinking": "not streamed", "signature": "s"})
-    report = evidence(t.session(), entries)
+    report = evidence(t.session(), entries, tool=CODEGRAPH)
     assert report.problems == []
 
 
@@ -91,7 +92,7 @@ def test_after_a_compaction_the_requests_carry_a_summary_and_still_agree():
     entries = model_side(t.events)
     for entry in entries[3:]:  # after the boundary: the summary and what followed, older messages dropped
         entry["request"]["messages"] = entry["request"]["messages"][7:]
-    assert evidence(t.session(), entries).problems == []
+    assert evidence(t.session(), entries, tool=CODEGRAPH).problems == []
 
 
 def test_a_run_cut_off_after_a_tool_ran_is_not_a_disagreement():
@@ -99,7 +100,7 @@ def test_a_run_cut_off_after_a_tool_ran_is_not_a_disagreement():
     t.init()
     call = t.call("Bash", command="sleep 100")
     t.reply(call, "killed")  # the run stopped here: no request carried this result
-    assert evidence(t.session(), model_side(t.events)).problems == []
+    assert evidence(t.session(), model_side(t.events), tool=CODEGRAPH).problems == []
 
 
 def test_a_forged_tool_result_injected_into_the_stream_is_named():
@@ -110,14 +111,14 @@ def test_a_forged_tool_result_injected_into_the_stream_is_named():
         {"type": "tool_result", "tool_use_id": grep, "content": HELP}]}}  # fmt: skip
     lines = t.lines()
     lines.insert(3, _line(forged))  # between the real call and its real result
-    report = evidence(read_lines(lines), entries)
+    report = evidence(read_lines(lines), entries, tool=CODEGRAPH)
     assert len(report.problems) == 1
     assert report.problems[0].startswith(
         f'tool result for {grep} (Bash, thread main) differs from what the model received: "Usage: codegraph'
     )
     # the transcript alone would call the arm contaminated by codegraph's help: the gate says why it cannot clear it
-    card = score(read_lines(lines), requests=entries)
-    verdict = contamination_verdict(card.to_dict(), arm_has_tool=False)
+    card = score(read_lines(lines), requests=entries, tool=CODEGRAPH)
+    verdict = contamination_verdict(card.to_dict(), arm_has_tool=False, tool=CODEGRAPH)
     assert not verdict.passed and "the transcript disagrees with what the model received" in verdict.message
     assert f"tool result for {grep}" in verdict.message
     integrity = integrity_verdict(card.to_dict())
@@ -132,7 +133,7 @@ def test_a_forged_result_for_a_call_the_model_never_made_is_named():
     forged = {"type": "user", "message": {"role": "user", "content": [
         {"type": "tool_result", "tool_use_id": "toolu_forged", "content": "x"}]}}  # fmt: skip
     lines.insert(-2, _line(forged))
-    problems = evidence(read_lines(lines), entries).problems
+    problems = evidence(read_lines(lines), entries, tool=CODEGRAPH).problems
     assert problems == [
         "tool result for toolu_forged (?, thread main) is in the transcript, but no request carried it to the model"
     ]
@@ -147,7 +148,7 @@ def test_a_forged_assistant_message_or_call_is_named():
     call = {"type": "tool_use", "id": "toolu_extra", "name": "Bash", "input": {"command": "codegraph --help"}}
     extra = {"type": "assistant", "message": {"id": real_id, "role": "assistant", "content": [call]}}
     lines[2:2] = [_line(fake), _line(extra)]
-    problems = evidence(read_lines(lines), entries).problems
+    problems = evidence(read_lines(lines), entries, tool=CODEGRAPH).problems
     assert (
         "assistant message msg_forged (thread main) is in the transcript, but the model sent no such message"
         in problems
@@ -164,12 +165,12 @@ def test_a_call_whose_input_or_usage_was_rewritten_is_named():
     entries = model_side(t.events)
     for entry, event in zip(entries, [e for e in t.events if e["type"] == "assistant"], strict=False):
         entry["response"]["usage"] = dict(event["message"]["usage"])
-    assert evidence(t.session(), entries).problems == []  # the usage as sent agrees
+    assert evidence(t.session(), entries, tool=CODEGRAPH).problems == []  # the usage as sent agrees
     events = copy.deepcopy(t.events)
     first = next(e for e in events if e["type"] == "assistant")
     first["message"]["content"][0]["input"]["command"] = "cat README.md"
     first["message"]["usage"]["cache_read_input_tokens"] += 7
-    problems = evidence(read_lines([_line(e) for e in events]), entries).problems
+    problems = evidence(read_lines([_line(e) for e in events]), entries, tool=CODEGRAPH).problems
     call, message = first["message"]["content"][0]["id"], first["message"]["id"]
     assert problems == [
         f"assistant message {message} (thread main): its usage differs from what the model sent (a prompt of "
@@ -184,7 +185,7 @@ def test_a_synthetic_error_message_of_the_cli_is_not_the_models():
     entries = model_side(t.events)
     t.message(text("API Error: 500"), msg_id="msg_synthetic", error="unknown")
     lines = t.lines()
-    assert evidence(read_lines(lines), entries).problems == []
+    assert evidence(read_lines(lines), entries, tool=CODEGRAPH).problems == []
 
 
 def test_what_the_model_received_but_the_transcript_lacks_is_named_and_its_leak_counts():
@@ -195,14 +196,14 @@ def test_what_the_model_received_but_the_transcript_lacks_is_named_and_its_leak_
     t.say("done")
     entries = model_side(t.events)
     hidden = [line for line in t.lines() if "tool_result" not in line]  # the result never shows in the transcript
-    card = score(read_lines(hidden), requests=entries)
+    card = score(read_lines(hidden), requests=entries, tool=CODEGRAPH)
     assert card.contamination.leaks == []  # the transcript alone is clean
     assert card.evidence is not None
     assert card.evidence.problems == [
         f"tool result for {call} reached the model in request #2, but is not in the transcript"
     ]
     assert [(leak.call_id, leak.fingerprint) for leak in card.evidence.leaks] == [(call, "explore heading")]
-    verdict = contamination_verdict(card.to_dict(), arm_has_tool=False)
+    verdict = contamination_verdict(card.to_dict(), arm_has_tool=False, tool=CODEGRAPH)
     assert not verdict.passed and "1 tool result(s) the model received carried codegraph output" in verdict.message
 
 
@@ -212,7 +213,7 @@ def test_refused_requests_are_reported():
     entries.append({"method": "POST", "path": "/v1/messages", "status": 400, "refused": "server-side tool(s) web_fetch",
                     "request": {"messages": [], "tools": [{"type": "web_fetch_20250910", "name": "web_fetch"}]},
                     "response": None, "fault": None})  # fmt: skip
-    card = score(t.session(), requests=entries)
+    card = score(t.session(), requests=entries, tool=CODEGRAPH)
     assert card.evidence is not None and card.evidence.problems == []
     assert card.evidence.refused == ["POST /v1/messages: server-side tool(s) web_fetch"]
     block = render_scorecard(card)
@@ -222,9 +223,9 @@ def test_refused_requests_are_reported():
 
 def test_with_no_record_the_score_is_as_before():
     t = honest()
-    assert "evidence" not in score(t.session()).to_dict()
-    verdicts = evaluate(score(t.session()).to_dict(), {}, entry="e", arm_name="with", arm_label="with",
-                        thresholds=load_thresholds(None))  # fmt: skip
+    assert "evidence" not in score(t.session(), tool=CODEGRAPH).to_dict()
+    verdicts = evaluate(score(t.session(), tool=CODEGRAPH).to_dict(), {}, entry="e", arm_name="with", arm_label="with",
+                        thresholds=load_thresholds(None), tool=CODEGRAPH)  # fmt: skip
     assert [v.gate for v in verdicts] == ["contamination"]
 
 
@@ -251,6 +252,6 @@ def test_a_record_without_a_messages_request_says_nothing_of_the_run():
     """A CLI that never spoke to the server (the plugin tests' scripted claude) leaves an empty record."""
     t = honest()
     probe = {"method": "GET", "path": "/v1/models", "status": 200, "request": None, "response": {}, "refused": None}
-    assert score(t.session(), requests=[]).evidence is None
-    assert score(t.session(), requests=[probe]).evidence is None
-    assert score(t.session(), requests=model_side(t.events)).evidence is not None
+    assert score(t.session(), requests=[], tool=CODEGRAPH).evidence is None
+    assert score(t.session(), requests=[probe], tool=CODEGRAPH).evidence is None
+    assert score(t.session(), requests=model_side(t.events), tool=CODEGRAPH).evidence is not None

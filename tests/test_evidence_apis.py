@@ -22,6 +22,7 @@ from pytest_agent_eval.model import gemini as gemini_api
 from pytest_agent_eval.model import responses as responses_api
 from pytest_agent_eval.model.sse import Reply, tool_use
 from pytest_agent_eval.report.blocks import render_scorecard
+from pytest_agent_eval.tool import CODEGRAPH
 from pytest_agent_eval.transcript import Session
 
 QUESTION = "Where does res.send set the ETag?"
@@ -264,14 +265,14 @@ def test_a_session_agrees_with_the_responses_call_by_call(records: Records, tmp_
         (EXPLORE, {"query": QUESTION}),
         ("Bash", {"command": "cat -n lib/response.js"}),
     ]  # the Read went out as a shell command, and is read back as one
-    report = evidence(session, records.entries)
+    report = evidence(session, records.entries, tool=CODEGRAPH)
     assert (report.problems, report.unchecked, report.requests) == ([], [], 3)
 
 
 def test_a_call_whose_name_or_input_was_rewritten_is_named(records: Records, tmp_path: Path) -> None:
     records.rename_explore("codegraph_search")
     records.rewrite_read("cat -n lib/utils.js")
-    assert evidence(records.read(tmp_path), records.entries).problems == [
+    assert evidence(records.read(tmp_path), records.entries, tool=CODEGRAPH).problems == [
         f'tool call call_explore (mcp__codegraph__codegraph_search) differs from what the model sent: {{"query": '
         f'"{QUESTION}"}}',
         'tool call call_read (Bash) differs from what the model sent: {"command": "cat -n lib/utils.js"}',
@@ -280,7 +281,7 @@ def test_a_call_whose_name_or_input_was_rewritten_is_named(records: Records, tmp
 
 def test_a_message_whose_prompt_size_was_rewritten_is_named(records: Records, tmp_path: Path) -> None:
     records.rewrite_prompt(2, 1200)
-    assert evidence(records.read(tmp_path), records.entries).problems == [
+    assert evidence(records.read(tmp_path), records.entries, tool=CODEGRAPH).problems == [
         f"assistant message {records.message(2)} (thread main): its usage differs from what the model sent (a prompt "
         "of 1200 tokens in the transcript, 1500 sent)"
     ]
@@ -291,7 +292,7 @@ def test_events_no_request_carried_and_requests_the_transcript_lacks_are_named(
 ) -> None:
     records.add_call(2, "call_extra", "ls", "lib")
     records.drop_call("call_explore")  # its call and its result; its message stays
-    assert evidence(records.read(tmp_path), records.entries).problems == [
+    assert evidence(records.read(tmp_path), records.entries, tool=CODEGRAPH).problems == [
         f"tool call call_extra (Bash) is in the transcript, but the model's message {records.message(2)} holds no "
         "such call",
         "tool result for call_extra (Bash, thread main) is in the transcript, but no request carried it to the model",
@@ -302,20 +303,20 @@ def test_events_no_request_carried_and_requests_the_transcript_lacks_are_named(
 
 def test_a_response_without_usage_is_said_unchecked_not_guessed(records: Records, tmp_path: Path) -> None:
     records.drop_response_usage(3)
-    report = evidence(records.read(tmp_path), records.entries)
+    report = evidence(records.read(tmp_path), records.entries, tool=CODEGRAPH)
     assert report.problems == []
     assert report.unchecked == [
         f"assistant message {records.message(3)} (thread main): the model's response records no usage"
     ]
     assert report.to_dict()["unchecked"] == report.unchecked
-    block = render_scorecard(score(records.read(tmp_path), requests=records.entries))
+    block = render_scorecard(score(records.read(tmp_path), requests=records.entries, tool=CODEGRAPH))
     assert re.search(r"prompt sizes not checked +1\n", block) and "(thread main): the model's response" in block
 
 
 def test_a_codex_shell_call_renamed_out_of_the_shell_is_named(tmp_path: Path) -> None:
     records = CodexRecords()
     _codex_call(records.records, "call_read")["name"] = "read_file"  # same arguments, no longer the shell
-    problems = evidence(records.read(tmp_path), records.entries).problems
+    problems = evidence(records.read(tmp_path), records.entries, tool=CODEGRAPH).problems
     assert problems[0] == (
         'tool call call_read (read_file) differs from what the model sent: {"cmd": "cat -n lib/response.js"}'
     )  # and its result, read as no shell's, shows Codex's header the model's shell result is read without
@@ -328,7 +329,7 @@ def test_a_codex_shell_call_renamed_out_of_the_shell_is_named(tmp_path: Path) ->
 def test_a_gemini_message_the_chat_record_keeps_no_tokens_for_is_said_unchecked(tmp_path: Path) -> None:
     records = GeminiRecords()
     del records.line("g2")["tokens"]
-    report = evidence(records.read(tmp_path), records.entries)
+    report = evidence(records.read(tmp_path), records.entries, tool=CODEGRAPH)
     assert report.problems == []
     assert report.unchecked == ["assistant message gemini-response-3 (thread main): the transcript records no usage"]
 
@@ -341,6 +342,6 @@ def test_a_tool_result_cut_down_in_the_agents_record_is_named(records: Records, 
     records.records = [json.loads(json.dumps(r).replace(whole, part)) for r in records.records]
     session = records.read(tmp_path)
     assert next(i.text for i in session.timeline if getattr(i, "call_id", "") == "call_explore") == cut
-    assert evidence(session, records.entries).problems == [
+    assert evidence(session, records.entries, tool=CODEGRAPH).problems == [
         f'tool result for call_explore ({EXPLORE}, thread main) differs from what the model received: "{cut}"'
     ]

@@ -19,6 +19,7 @@ from support.standin import Project, entry
 from pytest_agent_eval.harness.drivers.stream import run_streaming, unended
 from pytest_agent_eval.harness.relay import carried
 from pytest_agent_eval.harness.sandbox import sandbox_for
+from pytest_agent_eval.tool import CODEGRAPH
 
 needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 
@@ -34,7 +35,7 @@ def test_an_agent_killed_by_sigkill_in_the_sandbox_reads_killed_by_signal_9(tmp_
     work.mkdir()
     try:
         with carried(f"http://127.0.0.1:{listener.getsockname()[1]}") as relay:
-            box = sandbox_for(cache=tmp_path / "cache", writable=[work], relay=relay, path_env="")
+            box = sandbox_for(cache=tmp_path / "cache", writable=[work], relay=relay, path_env="", tool=CODEGRAPH)
             command = box.wrap([sys.executable, "-c", "import os, signal; os.kill(os.getpid(), signal.SIGKILL)"])
             outcome = run_streaming(
                 command, segment=tmp_path / "s.jsonl", stderr=tmp_path / "s.stderr", cwd=work,

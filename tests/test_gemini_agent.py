@@ -269,7 +269,7 @@ def test_a_recorded_with_arm_reads_into_the_common_session() -> None:
     assert session.messages()[-1].usage.ctx == json.loads((DATA / "with/truth.jsonl").read_text().splitlines()[-1])[
         "tokens"]  # fmt: skip
     assert "response_ids" in session.unread and session.stand_in == "stand-in-scripted"
-    report = contamination(session)
+    report = contamination(session, tool=CODEGRAPH)
     assert report.mcp_calls and not report.contaminated
 
 
@@ -288,14 +288,15 @@ def test_a_responses_thinking_is_output_of_its_message_and_no_block_of_it(tmp_pa
     plain, thinking = _session("with"), read_gemini(_segments(DATA / "with"), tmp_path / chat.name)
     assert [m.usage.output for m in thinking.messages()] == [m.usage.output + 1_000 for m in plain.messages()]
     assert [m.blocks for m in thinking.messages()] == [m.blocks for m in plain.messages()]
-    assert occupancy(thinking).residual == occupancy(plain).residual
+    assert occupancy(thinking, tool=CODEGRAPH).residual == occupancy(plain, tool=CODEGRAPH).residual
 
 
 def test_a_recorded_without_arm_shows_the_denied_cli_call() -> None:
     session = _session("without")
     [cli] = [c for c in session.calls if c.input["command"].startswith(f"{CODEGRAPH.cli} ")]
     assert cli.result.is_error and CODEGRAPH.deny_marker in cli.result.text
-    assert (contamination(session).cli_calls, contamination(session).cli_blocked) == (1, 1)
+    report = contamination(session, tool=CODEGRAPH)
+    assert (report.cli_calls, report.cli_blocked) == (1, 1)
     assert [r.is_error for r in session.results] == [False]
 
 
@@ -316,7 +317,7 @@ def test_a_resumed_session_reads_each_request_once_though_the_cli_writes_its_his
     reads = {c.id for c in session.calls[:3] if c.input["command"].startswith("cat -n")}
     kept = [t for t in after if isinstance(t, ToolResult) and t.call_id in reads]
     assert kept and all(t.chars < 2000 for t in kept)  # shortened
-    assert contamination(session).cli_blocked == 3
+    assert contamination(session, tool=CODEGRAPH).cli_blocked == 3
 
 
 @pytest.mark.parametrize("arm", ARMS)
@@ -325,9 +326,10 @@ def test_occupancy_of_a_gemini_session_matches_the_stand_ins_own_counts(arm: str
     CLI's records keep no response id)."""
     session = _session(arm)
     counts = read_truth_log(DATA / arm / "truth.jsonl")
-    truth = resident_truth(session, dict(zip([m.id for m in session.messages()], counts.values(), strict=True)))
+    by_id = dict(zip([m.id for m in session.messages()], counts.values(), strict=True))
+    truth = resident_truth(session, by_id, tool=CODEGRAPH)
     assert truth is not None and sum(truth.values()) > 0
-    estimate = occupancy(session).residual
+    estimate = occupancy(session, tool=CODEGRAPH).residual
     error = sum(abs(estimate[f] - truth[f]) for f in FAMILIES) / sum(truth.values())
     assert error <= 0.01, (estimate, truth)
 
@@ -335,7 +337,7 @@ def test_occupancy_of_a_gemini_session_matches_the_stand_ins_own_counts(arm: str
 @pytest.mark.parametrize("arm", ["with", "without"])
 def test_the_session_agrees_with_what_the_model_received(arm: str) -> None:
     entries = read_requests(DATA / arm / "requests.jsonl")
-    report = evidence(_session(arm), entries)
+    report = evidence(_session(arm), entries, tool=CODEGRAPH)
     assert report.intact and report.requests == len(read_truth_log(DATA / arm / "truth.jsonl")), report.problems
 
 
@@ -347,7 +349,8 @@ def test_a_forged_chat_record_disagrees_with_what_the_model_received(tmp_path: P
     text = chat.read_text(encoding="utf-8")
     assert CODEGRAPH.deny_reason in text
     chat.write_text(text.replace(CODEGRAPH.deny_reason, "**Exploration: res.send**"), encoding="utf-8")
-    problems = evidence(read_gemini(tmp_path / "events.jsonl"), read_requests(source / "requests.jsonl")).problems
+    entries = read_requests(source / "requests.jsonl")
+    problems = evidence(read_gemini(tmp_path / "events.jsonl"), entries, tool=CODEGRAPH).problems
     assert any("differs from what the model received" in p for p in problems), problems
 
 
@@ -594,7 +597,8 @@ def test_gemini_clis_own_file_tools_are_file_access_in_the_common_vocabulary() -
     grep = {"name": "grep_search", "args": {"pattern": "res\\.send", "dir_path": "lib", "include_pattern": "*.js"}}
     assert common_call(grep) == ("Grep", {"pattern": "res\\.send", "path": "lib", "glob": "*.js"})
     assert common_call({"name": "list_directory", "args": {"dir_path": "lib"}}) == ("LS", {"path": "lib"})
-    assert [family(common_call({"name": name, "args": {}})[0]) for name in ("read_file", "grep_search", "glob")] == [
+    names = ("read_file", "grep_search", "glob")
+    assert [family(common_call({"name": name, "args": {}})[0], tool=CODEGRAPH) for name in names] == [
         "read", "search", "search"]  # fmt: skip
     assert common_call({"name": "run_shell_command", "args": {"command": "ls"}}) == ("Bash", {"command": "ls"})
     mcp = {"name": "mcp_codegraph_codegraph_explore", "args": {"query": "q"}}

@@ -116,7 +116,7 @@ def test_the_session_agrees_with_what_the_model_received_and_a_forged_chat_recor
     for arm in arms.values():
         entries = read_requests(arm.record)
         assert {e["path"].split(":")[-1] for e in entries} == {"streamGenerateContent?alt=sse"}  # nothing else
-        report = evidence(arm.session, entries)
+        report = evidence(arm.session, entries, tool=CODEGRAPH)
         assert report.intact and report.requests == len(arm.requests), report.problems
         assert report.unchecked == []  # every message's prompt size is on both sides
     arm = arms[False]
@@ -126,7 +126,7 @@ def test_the_session_agrees_with_what_the_model_received_and_a_forged_chat_recor
     assert CODEGRAPH.deny_reason in chat and "cat -n " in chat
     chat = chat.replace(CODEGRAPH.deny_reason, "**Exploration: res.send**").replace("cat -n ", "nl -ba ")
     kept_chat(forged).write_text(chat, encoding="utf-8")  # a result, a call
-    problems = evidence(GEMINI.read_transcript([forged]), read_requests(arm.record)).problems
+    problems = evidence(GEMINI.read_transcript([forged]), read_requests(arm.record), tool=CODEGRAPH).problems
     assert any("differs from what the model received" in p for p in problems), problems
     assert any('(Bash) differs from what the model sent: {"command": "nl -ba ' in p for p in problems), problems
 
@@ -145,7 +145,7 @@ def test_through_the_forwarders_allow_list_gemini_clis_own_requests_all_pass(
     assert entries and [e["refused"] for e in entries] == [None] * len(entries), entries
     assert len(reached) == len(entries) >= 2
     assert all(path == f"/v1beta/models/{GEMINI.model}:streamGenerateContent?alt=sse" for path in reached), reached
-    assert evidence(arm.session, entries).intact
+    assert evidence(arm.session, entries, tool=CODEGRAPH).intact
 
 
 def test_the_chat_record_is_copied_out_and_the_config_stays_the_harnesss(arms: dict) -> None:
@@ -213,7 +213,7 @@ def _assert_the_harnesss_config_held(arm: Arm) -> None:
     assert CONTEXT in json.dumps(arm.requests[0])
     assert sorted(p.name for p in arm.workspace.repo.glob("planted-*")) == []
     assert all("read_file" in [f["name"] for g in r["tools"] for f in g["functionDeclarations"]] for r in arm.requests)
-    report = contamination(arm.session)
+    report = contamination(arm.session, tool=CODEGRAPH)
     assert (report.cli_calls, report.cli_blocked, report.contaminated) == (1, 1, False)
 
 
@@ -337,8 +337,8 @@ def test_a_recorded_session_compacted_in_its_third_turn_replays_through_the_real
     assert len(replayed.requests) == len(read_truth_log(folder / "truth.jsonl")) == 12
     compacted = [i for i, e in enumerate(replayed.session.timeline) if isinstance(e, Compaction)]
     assert len(compacted) == len([e for e in recorded.timeline if isinstance(e, Compaction)]) == 1
-    assert evidence(replayed.session, read_requests(replayed.record)).intact
-    report = contamination(replayed.session)
+    assert evidence(replayed.session, read_requests(replayed.record), tool=CODEGRAPH).intact
+    report = contamination(replayed.session, tool=CODEGRAPH)
     assert (report.cli_calls, report.cli_blocked, report.contaminated) == (3, 3, False)
 
 
@@ -366,12 +366,12 @@ def test_a_model_that_delegates_to_a_subagent_is_read_whole_from_the_subagents_c
     label = f"run-{'with' if has_tool else 'without'}-1"
     [kept] = [p.name for p in GEMINI.record_files(arm.run.segments) if ".sub-" in p.name]  # packed into a baseline
     assert kept.startswith(f"{label}.sub-") and kept.endswith(".chat")
-    report = evidence(arm.session, entries)
+    report = evidence(arm.session, entries, tool=CODEGRAPH)
     assert report.intact, report.problems
     counts = read_truth_log(arm.truth)
     assert_occupancy_matches(arm.session, dict(zip([m.id for m in arm.session.messages(thread=None)], counts.values(),
                                                    strict=True)))  # fmt: skip
-    gate = contamination(arm.session)
+    gate = contamination(arm.session, tool=CODEGRAPH)
     assert (bool(gate.mcp_calls), gate.cli_blocked, gate.contaminated) == (has_tool, int(not has_tool), False)
 
 
@@ -402,8 +402,8 @@ def test_a_subagents_shell_is_under_the_harnesss_deny_too(
     [tried] = [c for c in arm.session.calls_in(delegated.id) if c.name == "Bash"]
     assert tried.input["command"] == f"{CODEGRAPH.cli} --version"
     assert tried.result is not None and tried.result.is_error and CODEGRAPH.deny_marker in tried.result.text
-    assert evidence(arm.session, read_requests(arm.record)).intact
-    gate = contamination(arm.session)
+    assert evidence(arm.session, read_requests(arm.record), tool=CODEGRAPH).intact
+    gate = contamination(arm.session, tool=CODEGRAPH)
     assert (gate.cli_calls, gate.cli_blocked, gate.contaminated) == (2, 2, False)  # the subagent's and the main one's
 
 
@@ -435,5 +435,5 @@ def test_subagents_run_side_by_side_are_read_in_the_order_the_model_received_the
         assert [c.name for c in arm.session.calls_in(call.id)] == ["Grep", COMPLETE_TOOL]
     entries = read_requests(arm.record)
     assert len(arm.session.messages(thread=None)) == len(entries)
-    report = evidence(arm.session, entries)
+    report = evidence(arm.session, entries, tool=CODEGRAPH)
     assert report.intact, report.problems

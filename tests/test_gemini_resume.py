@@ -17,6 +17,7 @@ from support.gemini import held_results
 from pytest_agent_eval.agents.gemini.transcript import read_gemini
 from pytest_agent_eval.metrics.occupancy import FAMILIES, family, occupancy
 from pytest_agent_eval.model.truth import read_truth_log
+from pytest_agent_eval.tool import CODEGRAPH
 from pytest_agent_eval.transcript import Compaction, Session, ToolResult, UserText
 
 DATA = Path(__file__).parent / "data/gemini"
@@ -111,12 +112,12 @@ def _per_request(session: Session, folder: Path) -> list[tuple[int, int]]:
     stand-in counted them; the N-th response's truth is the N-th the stand-in counted."""
     names = {call.id: call.name for call in session.calls}
     counts = read_truth_log(folder / "truth.jsonl").values()
-    estimates = occupancy(session, by_request=True).by_request
+    estimates = occupancy(session, by_request=True, tool=CODEGRAPH).by_request
     pairs = []
     for estimate, count in zip(estimates, counts, strict=True):
         truth = dict.fromkeys(FAMILIES, 0)
         for call_id, tokens in count.results.items():
-            truth[family(names.get(call_id, ""))] += tokens - count.context.get(call_id, 0)
+            truth[family(names.get(call_id, ""), tool=CODEGRAPH)] += tokens - count.context.get(call_id, 0)
         pairs.append((sum(estimate[f] for f in FAMILIES), sum(truth.values())))
     return pairs
 

@@ -20,6 +20,7 @@ from pytest_agent_eval.metrics.evidence import evidence
 from pytest_agent_eval.model import ScriptedBackend, cassette_backend, serve
 from pytest_agent_eval.model.gemini import assemble
 from pytest_agent_eval.model.record import read_requests
+from pytest_agent_eval.tool import CODEGRAPH
 from pytest_agent_eval.transcript import MAIN
 
 from support.replay import post, segments  # isort: skip
@@ -63,12 +64,12 @@ def test_the_subagents_run_is_read_into_the_delegating_calls_thread() -> None:
 def test_the_session_agrees_with_the_request_record_subagent_included_and_a_forged_subagent_record_does_not(
     tmp_path: Path,
 ) -> None:
-    assert evidence(read_gemini(segments(DATA)), _entries()).intact
+    assert evidence(read_gemini(segments(DATA)), _entries(), tool=CODEGRAPH).intact
     shutil.copytree(DATA, tmp_path / "run")
     forged = tmp_path / "run" / _subagent_file().relative_to(DATA)
     forged.write_text(forged.read_text(encoding="utf-8").replace('"pattern":"res\\\\.send"', '"pattern":"x"'),
                       encoding="utf-8")  # fmt: skip
-    problems = evidence(read_gemini(segments(tmp_path / "run")), _entries()).problems
+    problems = evidence(read_gemini(segments(tmp_path / "run")), _entries(), tool=CODEGRAPH).problems
     assert any("Grep) differs from what the model sent" in p for p in problems), problems
 
 
@@ -79,7 +80,7 @@ def test_without_the_subagents_chat_record_the_session_says_so_and_the_evidence_
     shutil.rmtree(tmp_path / "run" / _subagent_file().parent.name)
     session = read_gemini(segments(tmp_path / "run"))
     assert "chat record of subagent" in session.unread["subagents"]
-    problems = evidence(session, _entries()).problems
+    problems = evidence(session, _entries(), tool=CODEGRAPH).problems
     assert [p.split(" (")[0].split(" for ")[0] for p in problems] == ["tool call toolu_01093b81d2349c4fc6b85f66",
                                                                       "tool result"], problems  # fmt: skip
     assert all("reached the model in request #3, but is not in the transcript" in p for p in problems)
@@ -140,4 +141,4 @@ def test_messages_named_out_of_place_still_pair_with_their_own_responses() -> No
     session = read_gemini(segments(DATA))
     first, second = [m for m in session.messages(thread=None) if m.thread != MAIN]
     first.id, second.id = second.id, first.id
-    assert evidence(session, _entries()).intact
+    assert evidence(session, _entries(), tool=CODEGRAPH).intact

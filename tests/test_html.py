@@ -69,7 +69,7 @@ def campaign(tmp_path) -> Campaign:
                         "outcome": "passed",
                         "error": None,
                         "segments": [str(path.relative_to(campaign.path))],
-                        "scores": score_session(read_segments([path])),
+                        "scores": score_session(read_segments([path]), tool=CODEGRAPH),
                         "wall_s": 12.3,
                         "agent_s": 11.0,
                     }
@@ -312,7 +312,7 @@ def contaminated_run(campaign: Campaign, item_id: str, run: int) -> str:
             "run": run,
             "outcome": "failed",
             "segments": [str(path.relative_to(campaign.path))],
-            "scores": score_session(read_segments([path])),
+            "scores": score_session(read_segments([path]), tool=CODEGRAPH),
             "contaminated": True,
         }
     )

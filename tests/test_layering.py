@@ -88,3 +88,19 @@ def test_the_pytest_layer_imports_one_way():
     assert not [(name, dep) for name in settings for dep in graph[name] if dep.startswith("pytest_agent_eval.plugin")]
     assert graph["pytest_agent_eval.settings.options"] == set()
     assert "pytest_agent_eval.settings.config" not in graph["pytest_agent_eval.settings.parsers"]
+
+
+def test_the_registry_is_below_what_reads_campaigns_back():
+    """The registry (settings/registry.py) finds agents and tools for the campaign, report, CLI and harness
+    layers; it imports none of them, and only the agents' base and the tool description of what it finds."""
+    graph = _imports()
+    found = graph["pytest_agent_eval.settings.registry"]
+    assert found <= {
+        "pytest_agent_eval.settings.reference",
+        "pytest_agent_eval.agents.base",
+        "pytest_agent_eval.tool",
+    }, found
+    readers = ("campaign.made_by", "campaign.rescore", "report.html", "cli", "settings.parsers")
+    for reader in readers:  # each resolves through it, none by a table of its own
+        module = f"pytest_agent_eval.{reader}"
+        assert graph[module] & {"pytest_agent_eval.settings.registry", "pytest_agent_eval.campaign.made_by"}, module

@@ -5,6 +5,8 @@ Tool calls here carry no input unless said, so a call message adds ``len(name) +
 step's framing (:data:`STEP_FRAMING`) is priced at the ratio where a gap measures its own result.
 """
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
@@ -33,10 +35,10 @@ from pytest_agent_eval.metrics.occupancy import (
 from pytest_agent_eval.model.scripted import thinking_text
 from pytest_agent_eval.model.usage import count_tokens, text_tokens
 from pytest_agent_eval.report.blocks.occupancy import render_occupancy
-from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
+from pytest_agent_eval.tool import CODEGRAPH
 
 CG = "mcp__codegraph__codegraph_explore"  # 33 chars + "{}"
-SOURCEGRAPH = RetrievalTool("sourcegraph", "sg_keyword_search", "src")
+SOURCEGRAPH = replace(CODEGRAPH, name="sourcegraph", explore="sg_keyword_search", cli="src")
 TRANSCRIPTS = transcripts()
 ID_CHARS = len("toolu_0001")
 # The framing of a step that is not its result's: the call block and the two messages' wrappers.
@@ -99,7 +101,7 @@ def test_calibration_pools_clean_gaps_and_drops_one_far_above_the_lower_median()
     t.say("p" * 3_000, ctx=11_150)  # → Δ 100: 30 chars/tok, but prose, not a tool result
     step(t, 11_250, "Grep", 294)  # → Δ 10: only 300 chars, too small to measure
     t.say("done", ctx=11_260)
-    o = occupancy(t.session())
+    o = occupancy(t.session(), tool=CODEGRAPH)
     assert o.chars_per_token == pytest.approx(2_000 / 900)
     assert (o.calibration, o.calibrated) == (MEASURED, True)
 
@@ -109,7 +111,7 @@ def test_even_count_takes_the_lower_median():
     step(t, 10_000, "Read", 994)  # Δ 500: 2.0
     step(t, 10_500, "Read", 994)  # Δ 300: 3.33 — above 1.5 × 2.0 (a true median, 2.67, would keep it)
     t.say("done", ctx=10_800)
-    assert occupancy(t.session()).chars_per_token == 2.0
+    assert occupancy(t.session(), tool=CODEGRAPH).chars_per_token == 2.0
 
 
 @pytest.mark.parametrize(("prose", "expected"), [(194, (2.0, MEASURED)), (195, (1_001 / 500, ALL_GAPS))])
@@ -117,7 +119,7 @@ def test_a_clean_gap_is_at_least_80_percent_tool_result(prose, expected):
     t = Transcript()
     step(t, 10_000, "Read", 800, prose=prose)  # 800 of 1,000 (or of 1,001) chars
     t.say("done", ctx=10_500)
-    o = occupancy(t.session())
+    o = occupancy(t.session(), tool=CODEGRAPH)
     assert (o.chars_per_token, o.calibration) == expected
 
 
@@ -128,10 +130,10 @@ def test_without_a_clean_gap_all_growing_gaps_are_pooled():
     step(t, 11_200, "Read", 394)  # 400 chars → Δ −50: shrinking, not pooled
     t.say("p" * 700, ctx=11_150)  # → Δ 0: not pooled
     t.say("done", ctx=11_150)
-    o = occupancy(t.session())
+    o = occupancy(t.session(), tool=CODEGRAPH)
     assert o.chars_per_token == 3_300 / 1_200
     assert (o.calibration, o.calibrated) == (ALL_GAPS, False)
-    assert "2.75 chars/tok fallback over all gaps" in render_occupancy(o)
+    assert "2.75 chars/tok fallback over all gaps" in render_occupancy(o, tool=CODEGRAPH)
 
 
 @pytest.mark.parametrize("later_ctx", [None, 10_000, 9_000])
@@ -140,9 +142,9 @@ def test_without_a_growing_gap_the_ratio_is_the_default(later_ctx):
     step(t, 10_000, "Read", 2_000)
     if later_ctx is not None:
         t.say("done", ctx=later_ctx)
-    o = occupancy(t.session())
+    o = occupancy(t.session(), tool=CODEGRAPH)
     assert (o.chars_per_token, o.calibration, o.calibrated, o.dispersion) == (3.0, DEFAULT, False, None)
-    assert "measure: 3.00 chars/tok default · turns" in render_occupancy(o)
+    assert "measure: 3.00 chars/tok default · turns" in render_occupancy(o, tool=CODEGRAPH)
 
 
 # -- framing, gaps that measure their own results, family ratios -----------------------------------
@@ -154,7 +156,7 @@ def test_small_gaps_measure_the_framing_and_the_ratio_is_taken_net_of_it():
     step(t, 12_000 + framing, "Read", 7_994)  # 8,000 chars → Δ 4,000 + the framing
     step(t, 16_000 + 2 * framing, "Grep", 94)  # 100 chars → Δ 50 + the framing: mostly framing
     t.say("done", ctx=16_050 + 3 * framing)
-    o = occupancy(t.session())
+    o = occupancy(t.session(), tool=CODEGRAPH)
     assert (o.framing_tokens_per_char, o.framing) == (pytest.approx(0.5, abs=1e-3), MEASURED)
     assert o.chars_per_token == pytest.approx(2.0, abs=0.001)
     # The big gaps price their own result (growth less the call's 3 tokens and the step's framing); the Grep
@@ -185,7 +187,7 @@ def test_without_a_believable_small_gap_there_is_no_framing_cost(hidden, delta):
     t.message(*blocks, ctx=12_000)
     t.reply(grep["id"], "x" * 94)
     t.say("done", ctx=12_000 + delta)
-    o = occupancy(t.session())
+    o = occupancy(t.session(), tool=CODEGRAPH)
     assert (o.framing_tokens_per_char, o.framing, o.chars_per_token) == (0.0, DEFAULT, 2.0)
 
 
@@ -195,7 +197,7 @@ def test_a_clean_gap_prices_its_own_results_so_a_lighter_one_is_not_read_as_evic
     step(t, 11_000, "Read", 1_994)  # → Δ 1,000
     step(t, 12_000, "Read", 9_994)  # 10,000 chars of a lighter file → Δ 3,846, 327 short of the pooled ratio
     t.say("done", ctx=15_846)
-    o = occupancy(t.session())
+    o = occupancy(t.session(), tool=CODEGRAPH)
     ratio = 14_000 / 5_846
     assert o.chars_per_token == pytest.approx(ratio)
     assert o.evicted == 0  # one ratio for every result would have shed 327 tokens of the first Read
@@ -210,7 +212,7 @@ def test_a_family_is_priced_at_its_own_ratio_where_no_gap_of_its_own_measures_it
     step(t, 11_400, "Read", 1_994)  # → Δ 1,000
     step(t, 12_400, "Grep", 494, prose=600)  # mostly prose: not clean, its result is priced
     t.say("done", ctx=13_000)
-    o = occupancy(t.session())
+    o = occupancy(t.session(), tool=CODEGRAPH)
     ratio = 5_000 / 2_400
     own = (6 + STEP_FRAMING) / ratio
     search = 994 / (400 - own)
@@ -229,7 +231,7 @@ def test_exact_attribution_base_and_error_bar():
     step(t, 11_700, "Grep", 194)
     t.say("done", ctx=11_800)
     t.result("done")
-    o = occupancy(t.session())
+    o = occupancy(t.session(), tool=CODEGRAPH)
     assert o.chars_per_token == 2.0
     # The two clean gaps price their own results: growth less the call and the step's framing at the ratio.
     codegraph, read = 1_000 - (48 + STEP_FRAMING) // 2, 500 - (6 + STEP_FRAMING) // 2
@@ -257,7 +259,7 @@ def test_the_error_bar_is_taken_on_gaps_that_are_95_percent_one_result():
     t.reply(read["id"], "x" * 497)
     t.reply(grep["id"], "x" * 491)  # 98.8% tool result, but no one result dominates (would be 1.2%)
     t.say("done", ctx=12_500)
-    o = occupancy(t.session())
+    o = occupancy(t.session(), tool=CODEGRAPH)
     assert o.chars_per_token == 2.0  # 5,000 chars over 2,500 tokens, every gap clean
     assert o.dispersion == pytest.approx(0.05)
 
@@ -271,7 +273,7 @@ def test_usage_and_output_are_counted_once_per_message_id():
     t.say("done", ctx=10_400)
     session = t.session()
     assert session.parse.event_types["assistant"] == 4
-    o = occupancy(session)
+    o = occupancy(session, tool=CODEGRAPH)
     assert (o.turns, o.tokens_processed) == (2, 20_400)
     # The thinking is priced as prose; so short, it may hide what it counted: the gap bounds the ratio.
     assert (o.chars_per_token, o.calibration) == (pytest.approx(950 / (400 - 50 / PROSE_CHARS_PER_TOKEN)), BOUND)
@@ -285,7 +287,7 @@ def test_tokens_processed_sums_every_request_and_ignores_result_usage(tmp_path):
         t.say("done", ctx=second)
         t.result("done")  # carries usage.input_tokens = 999,999
         segments.append(t.write(tmp_path / f"run{'' if n == 0 else '.t2'}.jsonl"))
-    o = occupancy(read_segments(segments))
+    o = occupancy(read_segments(segments), tool=CODEGRAPH)
     assert o.tokens_processed == 10_000 + 12_000 + 13_000 + 15_500
     assert (o.turns, o.ctx_base, o.ctx_final) == (4, 10_000, 15_500)
 
@@ -300,7 +302,7 @@ def test_a_subagent_has_its_own_window():
     t.say("found it", ctx=6_000, thread=task["id"])
     t.reply(task["id"], "x" * 994)  # only its summary enters the parent's window: 1,000 chars, Δ 500
     t.say("done", ctx=10_500)
-    o = occupancy(t.session())
+    o = occupancy(t.session(), tool=CODEGRAPH)
     assert (o.turns, o.ctx_final, o.chars_per_token) == (2, 10_500, 2.0)
     assert o.residual == {"tool": 0, "read": 0, "search": 0, "bash": 0, "other": 500 - (6 + STEP_FRAMING) // 2}
     assert o.tokens_processed == 10_000 + 10_500 + 3_000 + 6_000
@@ -316,7 +318,7 @@ def test_compaction_clears_the_resident_set():
     t.user("This session is being continued from a previous conversation. " + "s" * 37)
     step(t, 3_000, "Read", 394)
     t.say("done", ctx=3_200)  # 400 chars, Δ 200: priced at the ratio, so no framing cost on top
-    o = occupancy(t.session())
+    o = occupancy(t.session(), tool=CODEGRAPH)
     assert (o.compactions, o.chars_per_token, o.framing_tokens_per_char) == (1, 2.0, 0.0)
     read, bash = 500 - (6 + STEP_FRAMING) // 2, 1_000 - (6 + STEP_FRAMING) // 2  # clean: their own growth
     later = round(394 / (994 / read))  # at the ratio the first Read's own gap measured for the family
@@ -334,7 +336,7 @@ def test_a_compaction_keeps_the_results_it_names_and_evicts_the_rest_once():
     t.compact(preserved=["a-call", f"u-{kept}"])
     t.user("This session is being continued from a previous conversation. " + "s" * 37)
     t.say("done", ctx=3_000)
-    o = occupancy(t.session())
+    o = occupancy(t.session(), tool=CODEGRAPH)
     read, bash = (delta - (6 + STEP_FRAMING) // 2 for delta in (1_000, 500))
     assert o.compactions == 1
     assert o.residual == {"tool": 1_975, "read": 0, "search": 0, "bash": 0, "other": 0}
@@ -358,7 +360,7 @@ def _compacted_after_a_dense_read(growth_of_result: int) -> tuple[Occupancy, flo
     call_frame = MESSAGE_FRAME_CHARS + CALL_FRAME_CHARS + ID_CHARS
     rest = len(summary) / PROSE_CHARS_PER_TOKEN + (len("Read{}") + call_frame + BLOCK_FRAME_CHARS) / 2
     t.say("done", ctx=10_000 + round(rest) + growth_of_result)
-    return occupancy(t.session()), 1_000 - (6 + STEP_FRAMING) / 2
+    return occupancy(t.session(), tool=CODEGRAPH), 1_000 - (6 + STEP_FRAMING) / 2
 
 
 def test_a_result_kept_across_a_compaction_is_measured_against_the_first_request():
@@ -392,7 +394,7 @@ def test_a_second_compaction_evicts_what_the_first_kept_unless_it_keeps_it_again
     step(t, 5_000, "Grep", 994)
     t.compact()
     t.say("done", ctx=4_000)
-    o = occupancy(t.session())
+    o = occupancy(t.session(), tool=CODEGRAPH)
     assert (o.compactions, sum(o.residual.values())) == (2, 0)
     assert o.evicted == sum(o.contributed.values())
 
@@ -408,7 +410,7 @@ def test_growth_the_transcript_does_not_show_is_neither_a_result_nor_an_eviction
     t.reply(call["id"], "x" * 1_994)
     step(t, 17_000, "Read", 1_994)  # Δ 1,000 + 3,000 hidden, then an ordinary gap
     t.say("done", ctx=18_000)
-    o = occupancy(t.session())
+    o = occupancy(t.session(), tool=CODEGRAPH)
     assert o.chars_per_token == pytest.approx(2.0)  # the plain pooled ratio would read 1.33 and shed 1,600
     assert o.evicted == 0
     assert o.unexplained == o.unexplained_thinking == pytest.approx(3_000, abs=20)  # less the block's framing
@@ -424,7 +426,7 @@ def test_a_gap_far_denser_than_the_others_beyond_their_spread_is_not_calibrated_
         step(t, ctx, "Read", 1_994)
         ctx += delta
     t.say("done", ctx=ctx)
-    o = occupancy(t.session())
+    o = occupancy(t.session(), tool=CODEGRAPH)
     assert o.chars_per_token == pytest.approx(8_000 / 4_005)
     assert o.evicted == 0 and o.unexplained == pytest.approx(1_500, abs=30)
 
@@ -437,12 +439,13 @@ def test_a_ratio_no_tokenizer_produces_is_never_used_and_the_block_says_what_was
         step(t, ctx, "Read", 1_994)
         ctx += 3_500
     t.say("done", ctx=ctx)
-    o = occupancy(t.session())
+    o = occupancy(t.session(), tool=CODEGRAPH)
     assert o.calibration == IMPLAUSIBLE and o.implausible_chars_per_token == pytest.approx(0.58, abs=0.02)
-    assert o.chars_per_token == simple_estimate(t.session()).chars_per_token == 3.0  # neither measure is a ratio
+    # neither measure is a ratio
+    assert o.chars_per_token == simple_estimate(t.session(), CODEGRAPH).chars_per_token == 3.0
     assert o.residual["read"] == pytest.approx(4 * 1_994 / 3.0, rel=0.01)  # not 4 × 3,500 of growth
     assert o.evicted == 0 and o.unexplained > 4 * 2_500
-    assert "(the gaps measured 0.57, which no tokenizer produces)" in render_occupancy(o)
+    assert "(the gaps measured 0.57, which no tokenizer produces)" in render_occupancy(o, tool=CODEGRAPH)
 
 
 def test_the_simple_estimate_cross_checks_the_residual_and_the_block_says_where_they_disagree():
@@ -451,9 +454,9 @@ def test_the_simple_estimate_cross_checks_the_residual_and_the_block_says_where_
     for ctx in (10_000, 11_000, 12_000):
         step(t, ctx, "Read", 1_994)
     t.say("done", ctx=13_000)
-    o = occupancy(t.session())
+    o = occupancy(t.session(), tool=CODEGRAPH)
     assert o.simple_chars_per_token == pytest.approx(2.0, rel=0.01) and o.simple_residual == 2_991
-    assert o.cross_check == "" and "cross-check" not in render_occupancy(o)
+    assert o.cross_check == "" and "cross-check" not in render_occupancy(o, tool=CODEGRAPH)
     # Thinking streamed empty counted 4,000 tokens, then left when the CLI resumed: occupancy takes the shrink from
     # that growth, the simple estimate from the results (it evicts them), so they disagree, and the block says so.
     t = Transcript()
@@ -463,10 +466,10 @@ def test_the_simple_estimate_cross_checks_the_residual_and_the_block_says_where_
     t.reply(call["id"], "x" * 1_994)
     t.say("next question", ctx=16_000)
     t.say("done", ctx=12_000)
-    o = occupancy(t.session())
+    o = occupancy(t.session(), tool=CODEGRAPH)
     assert o.evicted < 20 and o.simple_residual < sum(o.residual.values()) / 2  # a rounding, not a shedding
     assert o.cross_check.startswith(f"residual {sum(o.residual.values()):,} tok vs the simple estimate's ")
-    assert f"\n  cross-check: {o.cross_check}" in render_occupancy(o)
+    assert f"\n  cross-check: {o.cross_check}" in render_occupancy(o, tool=CODEGRAPH)
 
 
 def test_a_gap_that_falls_short_sheds_only_what_was_there_before_it():
@@ -479,7 +482,7 @@ def test_a_gap_that_falls_short_sheds_only_what_was_there_before_it():
         step(t, ctx, "Read", 1_994)
         ctx += 1_000
     t.say("done", ctx=ctx)
-    o = occupancy(t.session())
+    o = occupancy(t.session(), tool=CODEGRAPH)
     assert o.chars_per_token == pytest.approx(2.0, rel=0.01)
     assert o.evicted == 0  # it used to evict the gap's own result: 500 tokens no request ever dropped
     assert o.residual["read"] == pytest.approx(500 + 3 * (1_000 - (6 + STEP_FRAMING) / 2), rel=0.02)
@@ -493,7 +496,7 @@ def test_a_gap_that_reads_thin_sheds_only_what_earlier_gaps_brought():
     step(t, 10_000, "Grep", 1_994)
     step(t, 11_000, "Read", 34_994)
     t.say("done", ctx=21_000)
-    o = occupancy(t.session())
+    o = occupancy(t.session(), tool=CODEGRAPH)
     assert o.evicted == 0 and o.chars_per_token > 3.0
     assert o.residual["read"] == pytest.approx(10_000 - (6 + STEP_FRAMING) / 2, rel=0.02)
 
@@ -513,7 +516,7 @@ def test_short_results_of_the_agents_own_tools_are_priced_at_the_ratio_their_sma
         step(t, ctx, name, result)
         ctx += round((len(name) + 2) / 2.0 + result / chars_per_token + frame * 0.3)
     t.say("done", ctx=ctx)
-    o = occupancy(t.session())
+    o = occupancy(t.session(), tool=CODEGRAPH)
     assert o.family_chars_per_token["other"] == pytest.approx(1.0, rel=0.05)
     own_framing = 2 * RESULT_FRAMING * o.framing_tokens_per_char
     assert o.residual["other"] == pytest.approx(400 + own_framing, rel=0.05)  # not 2 × 200 at the run's 2.1
@@ -527,7 +530,7 @@ def test_a_shrink_takes_unexplained_growth_before_any_result():
     t.reply(call["id"], "x" * 1_994)
     t.say("next question", ctx=16_000)  # 1,000 for the result, 4,000 hidden
     t.say("done", ctx=12_000)  # the CLI dropped the earlier turn's thinking: 4,000 tokens left, no result did
-    o = occupancy(t.session())
+    o = occupancy(t.session(), tool=CODEGRAPH)
     assert o.unexplained == 0
     assert o.evicted <= 15  # the hidden growth less the thinking block's framing, at most
     assert sum(o.residual.values()) >= sum(o.contributed.values()) - 15
@@ -548,7 +551,7 @@ def test_thinking_a_resumed_turn_left_out_and_sent_again_is_neither_unexplained_
     t.user("next question")
     step(t, 14_100, "Read", 1_994)  # Δ −1,900: the thinking left, the answer and the question came
     t.say("done", ctx=14_100 + (3_200 if back else 1_200))  # a denser file: 1,200 tokens (and the thinking again)
-    o = occupancy(t.session())
+    o = occupancy(t.session(), tool=CODEGRAPH)
     own = (6 + STEP_FRAMING) / 2
     assert (o.evicted, o.unexplained) == (0, 0)
     # Either way the last gap measures its own result: net of the thinking that came back, or as it grew (its ratio,
@@ -565,7 +568,7 @@ def test_a_gap_across_a_compaction_is_neither_calibrated_on_nor_shed(delta):
     t.compact()
     t.reply(grep + "-late", "x" * 994)  # a result that arrives after the boundary stays resident
     t.say("done", ctx=10_500 + delta)
-    o = occupancy(t.session())
+    o = occupancy(t.session(), tool=CODEGRAPH)
     assert (o.chars_per_token, o.compactions) == (2.0, 1)
     assert o.residual == {"tool": 0, "read": 0, "search": 0, "bash": 0, "other": 497}
     assert o.evicted == 500 - (6 + STEP_FRAMING) // 2 + 497
@@ -578,7 +581,7 @@ def test_micro_compaction_sheds_the_oldest_results_first():
     step(t, 11_500, "Grep", 1_994)  # 997 tok, Δ 1,000
     step(t, 12_500, CG, 1_950, query="xy")  # 975 tok appended, yet the context shrank by 200
     t.say("done", ctx=12_300)
-    o = occupancy(t.session())
+    o = occupancy(t.session(), tool=CODEGRAPH)
     assert o.chars_per_token == 2.0
     # The clean gaps price their own results: growth less the call and the step's framing.
     read, bash, search = (delta - (6 + STEP_FRAMING) // 2 for delta in (1_000, 500, 1_000))
@@ -589,7 +592,7 @@ def test_micro_compaction_sheds_the_oldest_results_first():
     assert o.residual_results == {"tool": 1, "read": 0, "search": 1, "bash": 1, "other": 0}
     assert o.residual_chars["bash"] == round(994 * left / bash)
     assert o.contributed["read"] == read
-    assert "· evicted 1,175 tok" in render_occupancy(o)
+    assert "· evicted 1,175 tok" in render_occupancy(o, tool=CODEGRAPH)
 
 
 @pytest.mark.parametrize(
@@ -602,7 +605,7 @@ def test_a_shortfall_within_the_larger_of_200_tokens_and_5_percent_is_noise(resu
     # As much prose as result keeps this gap out of calibration; only the result is priced.
     step(t, 11_000, "Bash", result_chars, prose=result_chars)
     t.say("done", ctx=11_000 + result_chars // 2 - shortfall)
-    o = occupancy(t.session())
+    o = occupancy(t.session(), tool=CODEGRAPH)
     assert o.chars_per_token == 2.0
     assert o.evicted == evicted
     assert o.residual["read"] == 1_000 - (6 + STEP_FRAMING) // 2 - evicted
@@ -611,9 +614,11 @@ def test_a_shortfall_within_the_larger_of_200_tokens_and_5_percent_is_noise(resu
 
 # -- robustness -----------------------------------------------------------------------------------
 def test_an_empty_session():
-    o = occupancy(read_lines([]))
+    o = occupancy(read_lines([]), tool=CODEGRAPH)
     assert (o.turns, o.ctx_final, o.base, o.tokens_processed, o.calibration) == (0, 0, 0, 0, DEFAULT)
-    assert render_occupancy(o).splitlines()[1] == "  final context            0 tok    0.0% of 200k window"
+    assert (
+        render_occupancy(o, tool=CODEGRAPH).splitlines()[1] == "  final context            0 tok    0.0% of 200k window"
+    )
 
 
 def test_messages_without_usage_orphan_results_and_flat_gaps():
@@ -625,7 +630,7 @@ def test_messages_without_usage_orphan_results_and_flat_gaps():
     step(t, 10_600, "Bash", 200)  # Δ 600 over 1,000 + 18 + 100 chars: a clean gap, the only one
     t.say("flat", ctx=10_600)  # Δ 0 for Bash's 200 chars: 107 tokens short, below the tolerance
     t.say("shrinking", ctx=10_100)  # Δ −500 with nothing priced: 500 tokens shed, the oldest first
-    o = occupancy(t.session())
+    o = occupancy(t.session(), tool=CODEGRAPH)
     assert (o.turns, o.ctx_final) == (4, 10_100)
     ratio = 1_118 / 600
     assert o.chars_per_token == ratio
@@ -662,7 +667,7 @@ def test_residual_never_exceeds_contributed(steps):
             step(t, ctx, name, chars)
         ctx = max(1, ctx + delta)
     t.say("done", ctx=ctx)
-    o = occupancy(t.session())
+    o = occupancy(t.session(), tool=CODEGRAPH)
     assert all(0 <= o.residual[f] <= o.contributed[f] for f in FAMILIES)
     assert abs(sum(o.contributed.values()) - sum(o.residual.values()) - o.evicted) <= len(FAMILIES)
     assert o.base >= 0 and o.chars_per_token > 0
@@ -689,7 +694,7 @@ def test_the_block_has_the_seed_layout():
     o.residual_chars.update(tool=31_312, other=73)
     o.residual_results.update(tool=2, other=1)
     o.turns = 6
-    assert render_occupancy(o) == SEED_BLOCK
+    assert render_occupancy(o, tool=CODEGRAPH) == SEED_BLOCK
 
 
 def test_the_block_names_the_tool_and_a_default_ratio():
@@ -714,7 +719,7 @@ STREAM_RUNS = {
 def _sane(o: Occupancy) -> None:
     assert all(0 <= o.residual[f] <= o.contributed[f] for f in FAMILIES)
     assert o.tokens_processed >= o.ctx_final
-    assert render_occupancy(o).startswith("Residual context occupancy at end of run:")
+    assert render_occupancy(o, tool=CODEGRAPH).startswith("Residual context occupancy at end of run:")
 
 
 @pytest.mark.parametrize(("path", "turns"), STREAM_RUNS.items())
@@ -728,7 +733,7 @@ def test_real_stream_json_runs(path, turns):
 
 def test_real_session_with_a_compaction():
     [path] = (TRANSCRIPTS / "spotter").glob("*.jsonl")
-    o = occupancy(read_session_file(path))
+    o = occupancy(read_session_file(path), tool=CODEGRAPH)
     _sane(o)
     assert o.compactions == 1
     assert o.turns == 139
@@ -741,8 +746,8 @@ def test_real_session_with_a_compaction():
 def test_real_session_file_matches_its_stream_json_twin():
     folder = TRANSCRIPTS / "sjarmak/dependency_recognition-java-unkn__pshKMge"
     [session_file] = (folder / "sessions/projects/-workspace").glob("*.jsonl")
-    streamed = occupancy(read_segments([folder / "claude-code.txt"])).to_dict()
-    interactive = occupancy(read_session_file(session_file)).to_dict()
+    streamed = occupancy(read_segments([folder / "claude-code.txt"]), tool=CODEGRAPH).to_dict()
+    interactive = occupancy(read_session_file(session_file), tool=CODEGRAPH).to_dict()
     assert streamed == interactive
 
 
@@ -753,13 +758,13 @@ def test_by_request_keeps_what_each_family_had_resident_as_each_request_was_sent
     step(t, 11_500, "Grep", 1_994)
     step(t, 12_500, CG, 1_950, query="xy")  # the context shrank: Read's result is shed, then part of Bash's
     t.say("done", ctx=12_300)
-    o = occupancy(t.session(), by_request=True)
+    o = occupancy(t.session(), by_request=True, tool=CODEGRAPH)
     assert [r["ctx"] for r in o.by_request] == [10_000, 11_000, 11_500, 12_500, 12_300]
     assert o.by_request[0] == {"ctx": 10_000, "tool": 0, "read": 0, "search": 0, "bash": 0, "other": 0}
     assert o.by_request[1]["read"] > 0 and o.by_request[-1]["read"] == 0  # there, then shed
     assert {fam: o.by_request[-1][fam] for fam in o.residual} == o.residual  # the last is the residual
     # asked for only: the figures and what a record keeps are the same without it
-    plain = occupancy(t.session())
+    plain = occupancy(t.session(), tool=CODEGRAPH)
     assert plain.by_request == [] and plain.to_dict() == o.to_dict()
 
 
@@ -771,12 +776,12 @@ def test_by_request_across_a_compaction_and_on_real_transcripts():
     t.user("This session is being continued from a previous conversation. " + "s" * 37)
     step(t, 3_000, "Read", 394)
     t.say("done", ctx=3_200)
-    o = occupancy(t.session(), by_request=True)
+    o = occupancy(t.session(), by_request=True, tool=CODEGRAPH)
     assert len(o.by_request) == o.turns and o.by_request[3]["bash"] == 0  # cleared by the compaction
     assert {fam: o.by_request[-1][fam] for fam in o.residual} == o.residual
     for path in sorted(TRANSCRIPTS.rglob("*.jsonl"))[:6]:
         session = read_segments([path])
-        found = occupancy(session, by_request=True)
+        found = occupancy(session, by_request=True, tool=CODEGRAPH)
         assert len(found.by_request) == found.turns, path
         if found.by_request:
             assert {fam: found.by_request[-1][fam] for fam in found.residual} == found.residual, path
@@ -795,7 +800,9 @@ def test_visible_thinking_is_priced_at_what_the_declared_output_leaves_with_each
     t.result("done")
     t.events[-1]["usage"] = {"output_tokens": count_tokens([think, *calls]) + count_tokens([text("done")])}
     shown = think["thinking"]
-    assert occupancy(t.session()).thinking_chars_per_token == pytest.approx(len(shown) / text_tokens(shown), rel=0.05)
+    assert occupancy(t.session(), tool=CODEGRAPH).thinking_chars_per_token == pytest.approx(
+        len(shown) / text_tokens(shown), rel=0.05
+    )
 
 
 @pytest.mark.parametrize("told", [True, False], ids=["output declared", "no declared output"])
@@ -819,7 +826,7 @@ def test_a_result_beside_thinking_far_bigger_than_itself_is_priced_mostly_at_the
     t.result("done")
     if told:
         t.events[-1]["usage"] = {"output_tokens": shown + 2_000}
-    o = occupancy(t.session(), by_request=True)
+    o = occupancy(t.session(), by_request=True, tool=CODEGRAPH)
     first, second = (o.by_request[i + 1]["read"] - o.by_request[i]["read"] for i in (3, 4))
     if told:  # the measure weighs as the price squared, the price as the thinking's (twice it): a fifth and four fifths
         assert abs(first - second) <= 60
@@ -839,7 +846,7 @@ def test_a_segments_declared_output_tells_what_its_one_hiding_gap_hid(told):
     t.result("done")
     if told:  # the output of the three requests: what they show (91 tokens, as the stand-in counts), 3,000 hidden
         t.events[-1]["usage"] = {"output_tokens": 3_091}
-    o = occupancy(t.session())
+    o = occupancy(t.session(), tool=CODEGRAPH)
     own = (6 + STEP_FRAMING) / 2
     if told:  # the hiding gap is explained: it prices its own result, and what it hid is unexplained growth
         assert o.residual["read"] == pytest.approx(1_000 - own + 1_200 - own, abs=40)

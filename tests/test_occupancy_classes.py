@@ -12,6 +12,7 @@ import pytest
 from pytest_agent_eval.agents.claude_code.transcript import read_segments
 from pytest_agent_eval.metrics.occupancy import EVICTION_FLOOR_TOKENS, FAMILIES, family, occupancy
 from pytest_agent_eval.model.truth import evicted_truth, read_truth_log, resident_truth
+from pytest_agent_eval.tool import CODEGRAPH
 from pytest_agent_eval.transcript import MAIN, Compaction, segment_files
 
 DATA = Path(__file__).resolve().parents[1] / "bench" / "data"
@@ -38,7 +39,7 @@ def counts():
 def _scored(first: Path, counts):
     session = read_segments(segment_files(first))
     last = [m for m in session.messages(MAIN) if m.usage is not None and m.usage.ctx > 0][-1]
-    return session, occupancy(session), counts[last.id]
+    return session, occupancy(session, tool=CODEGRAPH), counts[last.id]
 
 
 def test_every_class_has_both_arms():
@@ -75,7 +76,7 @@ def test_visible_thinking_is_never_reported_as_unexplained_growth(first, counts)
 def test_a_compaction_keeps_the_results_it_names(first, counts):
     session, occ, last = _scored(first, counts)
     names = {call.id: call.name for call in session.calls}
-    kept = Counter(family(names.get(call_id, "")) for call_id in last.results)
+    kept = Counter(family(names.get(call_id, ""), tool=CODEGRAPH) for call_id in last.results)
     assert {f: n for f, n in occ.residual_results.items() if n} == dict(kept)
     assert sum(occ.contributed.values()) - sum(occ.residual.values()) == pytest.approx(occ.evicted, abs=len(FAMILIES))
     # Evicted once each, and only what the server no longer counts: as many results as it dropped.
@@ -99,7 +100,7 @@ def _mean_error(cls: str, counts) -> float:
     errors = truths = 0
     for first in _sessions(cls):
         session, occ, _ = _scored(first, counts)
-        truth = resident_truth(session, counts)
+        truth = resident_truth(session, counts, tool=CODEGRAPH)
         errors += sum(abs(occ.residual[f] - truth[f]) for f in FAMILIES)
         truths += sum(truth.values())
     return errors / truths

@@ -11,6 +11,7 @@ import pytest
 from pytest_agent_eval.agents.claude_code.transcript import read_segments
 from pytest_agent_eval.metrics.occupancy import FAMILIES, occupancy
 from pytest_agent_eval.model.truth import read_truth_log, resident_truth
+from pytest_agent_eval.tool import CODEGRAPH
 from pytest_agent_eval.transcript import MAIN, segment_files
 
 DATA = Path(__file__).resolve().parents[1] / "bench" / "data"
@@ -48,11 +49,11 @@ def test_the_corpus_has_both_arms_and_both_splits():
 @pytest.mark.parametrize("first", SESSIONS, ids=_session_id)
 def test_every_family_is_priced_close_to_what_the_server_counted(first, counts):
     session = read_segments(segment_files(first))
-    truth = resident_truth(session, counts)
+    truth = resident_truth(session, counts, tool=CODEGRAPH)
     assert truth is not None
     last = [m for m in session.messages(MAIN) if m.usage is not None][-1]
     assert counts[last.id].tokens == last.usage.ctx  # the usage the CLI recorded is the count itself
-    occ = occupancy(session)
+    occ = occupancy(session, tool=CODEGRAPH)
     for fam in FAMILIES:
         bound = max(FAMILY_SHARE * truth[fam], FAMILY_TOKENS)
         assert abs(occ.residual[fam] - truth[fam]) <= bound, (fam, occ.residual[fam], truth[fam])
@@ -63,8 +64,8 @@ def test_the_mean_error_over_each_split(split, counts):
     errors = truths = 0
     for first in (p for p in SESSIONS if _session_id(p).startswith(f"{split}/")):
         session = read_segments(segment_files(first))
-        truth = resident_truth(session, counts)
-        occ = occupancy(session)
+        truth = resident_truth(session, counts, tool=CODEGRAPH)
+        occ = occupancy(session, tool=CODEGRAPH)
         errors += sum(abs(occ.residual[f] - truth[f]) for f in FAMILIES)
         truths += sum(truth.values())
     assert errors / truths <= MEAN_ERROR
@@ -72,7 +73,7 @@ def test_the_mean_error_over_each_split(split, counts):
 
 def test_a_session_the_server_did_not_answer_has_no_truth(counts):
     session = read_segments(segment_files(SESSIONS[0]))
-    assert resident_truth(session, {}) is None
+    assert resident_truth(session, {}, tool=CODEGRAPH) is None
 
 
 def test_the_truth_of_a_result_is_its_own_not_the_context_the_cli_moved_into_it(tmp_path, counts):
@@ -85,7 +86,7 @@ def test_the_truth_of_a_result_is_its_own_not_the_context_the_cli_moved_into_it(
     log.write_text(json.dumps(record) + "\n")
     moved = read_truth_log(log)
     assert moved[last.id].context == {call_id: 30}
-    assert sum(resident_truth(session, moved).values()) == tokens - 30
+    assert sum(resident_truth(session, moved, tool=CODEGRAPH).values()) == tokens - 30
 
 
 def test_a_broken_truth_log_names_its_line(tmp_path):

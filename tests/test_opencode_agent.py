@@ -158,7 +158,7 @@ def test_the_without_arms_denied_cli_call_carries_the_mark() -> None:
     session = read_opencode(_segments("without"))
     [cli] = [c for c in session.calls if c.input["command"].startswith(f"{CODEGRAPH.cli} ")]
     assert cli.result is not None and cli.result.is_error and CODEGRAPH.deny_marker in cli.result.text
-    report = contamination(session)
+    report = contamination(session, tool=CODEGRAPH)
     assert (report.cli_calls, report.cli_blocked, report.contaminated) == (1, 1, False)
     assert not report.mcp_calls and session.mcp_servers == ()
 
@@ -182,7 +182,7 @@ def test_a_task_calls_child_session_is_read_into_the_calls_thread() -> None:
         start = timeline.index(next(m for m in session.messages() if task in m.calls))
         assert timeline[start + 1] is steps[0] and timeline.index(task.result) > timeline.index(steps[-1])
     assert [c.name for c in session.calls_in(MAIN)] == ["Task", EXPLORE, "Bash"] * 2
-    assert contamination(session).mcp_calls and len(session.answer_texts()) == 2
+    assert contamination(session, tool=CODEGRAPH).mcp_calls and len(session.answer_texts()) == 2
 
 
 def test_a_child_session_not_kept_is_said_and_fails_the_evidence(tmp_path: Path) -> None:
@@ -192,7 +192,7 @@ def test_a_child_session_not_kept_is_said_and_fails_the_evidence(tmp_path: Path)
     children = [c.result.text.split('"')[1] for c in session.calls if c.name == "Task"]
     assert children[0].startswith("ses_") and all(child in session.unread["subagents"] for child in children)
     assert session.threads == [MAIN]
-    problems = evidence(session, read_requests(DATA / "delegated" / "requests.jsonl")).problems
+    problems = evidence(session, read_requests(DATA / "delegated" / "requests.jsonl"), tool=CODEGRAPH).problems
     assert len([p for p in problems if "reached the model in request" in p]) == 4, problems  # 2 calls, 2 results
 
 
@@ -208,7 +208,7 @@ def test_a_tool_result_cut_down_in_a_subagents_database_is_named(tmp_path: Path)
     session = read_opencode(sorted(tmp_path.glob("events*.jsonl")), ("codegraph",))
     cut = [c for c in session.calls if c.thread != MAIN and c.result and c.result.text == "./lib/router/index.js\n"]
     assert len(cut) == 2  # each subagent's search
-    problems = evidence(session, read_requests(DATA / "delegated" / "requests.jsonl")).problems
+    problems = evidence(session, read_requests(DATA / "delegated" / "requests.jsonl"), tool=CODEGRAPH).problems
     assert problems == [
         f'tool result for {call.id} (Bash, thread {call.thread}) differs from what the model received: '
         '"./lib/router/index.js"'
@@ -254,7 +254,7 @@ def test_agent_eval_score_reads_an_opencode_run(capsys: pytest.CaptureFixture[st
 @pytest.mark.parametrize("arm", ARMS)
 def test_the_recorded_sessions_agree_with_the_request_records(arm: str) -> None:
     session, entries = read_opencode(_segments(arm)), read_requests(DATA / arm / "requests.jsonl")
-    report = evidence(session, entries)
+    report = evidence(session, entries, tool=CODEGRAPH)
     assert report.intact and report.requests == len(entries), report.problems
     paired = paired_responses(session, entries)
     assert list(paired) == [m.id for m in session.messages(None)] and len(set(paired.values())) == len(paired)
@@ -266,20 +266,20 @@ def test_a_stream_that_was_changed_or_cut_short_disagrees(tmp_path: Path) -> Non
     forged = tmp_path / "forged" / "events.jsonl"
     forged.parent.mkdir()
     forged.write_text(stream.replace(json.dumps(CODEGRAPH.deny_reason)[1:-1], "**Exploration: res.send**"))
-    problems = evidence(read_opencode([forged], ()), entries).problems
+    problems = evidence(read_opencode([forged], ()), entries, tool=CODEGRAPH).problems
     assert any("differs from what the model received" in p for p in problems), problems
     lines = stream.splitlines(keepends=True)
     first_end = next(i for i, line in enumerate(lines) if '"type":"step_finish"' in line)
     dropped = tmp_path / "dropped.jsonl"
     dropped.write_text("".join(lines[first_end + 1 :]))
-    problems = evidence(read_opencode([dropped], ()), entries).problems
+    problems = evidence(read_opencode([dropped], ()), entries, tool=CODEGRAPH).problems
     first_call = json.loads(lines[first_end - 1])["part"]["callID"]
     assert any(f"tool call {first_call} (bash) reached the model in request" in p for p in problems), problems
     answer = json.loads(next(line for line in lines if '"type":"text"' in line))
     answer["part"]["text"] = "Answer to: something else"
     changed = tmp_path / "changed.jsonl"
     changed.write_text("".join(json.dumps(answer) + "\n" if '"type":"text"' in line else line for line in lines))
-    problems = evidence(read_opencode([changed], ()), entries).problems
+    problems = evidence(read_opencode([changed], ()), entries, tool=CODEGRAPH).problems
     assert any("is in the transcript, but the model sent no such message" in p for p in problems), problems
 
 
@@ -290,9 +290,9 @@ def test_occupancy_of_the_recorded_sessions_matches_the_stand_ins_own_counts(arm
     counts = read_truth_log(DATA / arm / "truth.jsonl")
     paired = paired_responses(session, read_requests(DATA / arm / "requests.jsonl"))
     assert len(counts) == len(paired) + 1  # OpenCode's title request, answered, is in no step
-    truth = resident_truth(session, {message: counts[response] for message, response in paired.items()})
+    truth = resident_truth(session, {message: counts[response] for message, response in paired.items()}, tool=CODEGRAPH)
     assert truth is not None
-    estimate = occupancy(session).residual
+    estimate = occupancy(session, tool=CODEGRAPH).residual
     error = sum(abs(estimate[f] - truth[f]) for f in FAMILIES) / sum(truth.values())
     assert error <= 0.01, (estimate, truth)
 
@@ -548,7 +548,7 @@ def test_a_response_opencode_never_kept_is_passed_over_in_the_pairing() -> None:
     for block in cut["response"]["content"]:
         block["id"] = "toolu_cut_off"
     retried = [*entries[:first], cut, *entries[first:]]
-    assert evidence(session, retried).intact
+    assert evidence(session, retried, tool=CODEGRAPH).intact
     assert "msg_cut_off" not in paired_responses(session, retried).values()
     assert paired_responses(session, retried) == paired_responses(session, entries)
 
@@ -582,4 +582,4 @@ def test_subagents_run_side_by_side_pair_with_their_own_responses() -> None:
                answered("r_a2", text="A found it"), answered("r_m2", text="The answer")]  # fmt: skip
     paired = paired_responses(session, entries)
     assert paired == {"m1": "r_m1", "a1": "r_a1", "a2": "r_a2", "b1": "r_b1", "b2": "r_b2", "m2": "r_m2"}
-    assert not [p for p in evidence(session, entries).problems if "the model sent no such message" in p]
+    assert not [p for p in evidence(session, entries, tool=CODEGRAPH).problems if "the model sent no such message" in p]

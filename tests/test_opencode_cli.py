@@ -104,7 +104,7 @@ def test_the_session_agrees_with_what_the_model_received_and_a_forged_stream_doe
     for arm in arms.values():
         entries = read_requests(arm.record)
         assert {(e["method"], e["path"]) for e in entries} == {("POST", "/v1/messages")}  # nothing else asked
-        report = evidence(arm.session, entries)
+        report = evidence(arm.session, entries, tool=CODEGRAPH)
         assert report.intact and report.requests == len(arm.requests), report.problems
     arm = arms[False]
     stream = arm.run.segments[0].read_text(encoding="utf-8")
@@ -113,14 +113,14 @@ def test_the_session_agrees_with_what_the_model_received_and_a_forged_stream_doe
     forged = tmp_path / arm.run.segments[0].name
     forged.write_text(stream.replace(denied, "**Exploration: res.send**"), encoding="utf-8")
     shutil.copyfile(kept_config(arm.run.segments[0]), kept_config(forged))
-    problems = evidence(OPENCODE.read_transcript([forged]), read_requests(arm.record)).problems
+    problems = evidence(OPENCODE.read_transcript([forged]), read_requests(arm.record), tool=CODEGRAPH).problems
     assert any("differs from what the model received" in p for p in problems), problems
     dropped = tmp_path / "dropped" / arm.run.segments[0].name  # a step taken out of the stream
     dropped.parent.mkdir()
     lines = stream.splitlines(keepends=True)
     first_end = next(i for i, line in enumerate(lines) if '"type":"step_finish"' in line)
     dropped.write_text("".join(lines[first_end + 1 :]), encoding="utf-8")
-    problems = evidence(OPENCODE.read_transcript([dropped]), read_requests(arm.record)).problems
+    problems = evidence(OPENCODE.read_transcript([dropped]), read_requests(arm.record), tool=CODEGRAPH).problems
     assert problems, "a stream missing a step agreed with the record"
 
 
@@ -147,7 +147,7 @@ def test_a_second_turn_continues_the_session_and_the_policy_answers_the_new_ques
     first, second = arm.session.answer_texts()
     assert first.startswith("Answer to: How does res.send") and second.startswith("Answer to: Where is the ETag")
     assert [m.id for m in arm.session.messages()] == list(arm.truth_by_message())
-    assert evidence(arm.session, read_requests(arm.record)).intact
+    assert evidence(arm.session, read_requests(arm.record), tool=CODEGRAPH).intact
 
 
 @pytest.fixture(scope="module")
@@ -175,7 +175,7 @@ def test_a_subagent_of_the_task_tool_is_read_into_the_session_from_its_child_ses
     assert arm.session.threads == ["main", task.id] and "subagents" not in arm.session.unread
     child = [r for r in arm.requests if "You are a file search specialist" in json.dumps(r.get("system"))]
     assert len(child) == len(arm.session.messages(task.id)) == 2  # every request of the child session, read
-    report = evidence(arm.session, read_requests(arm.record))
+    report = evidence(arm.session, read_requests(arm.record), tool=CODEGRAPH)
     assert report.intact and report.requests == len(arm.requests), report.problems
     counts = arm.truth_by_message()
     assert [m.id for m in arm.session.messages(None)] == list(counts)
@@ -199,7 +199,7 @@ def test_a_recorded_subagent_replays_through_the_real_cli(
     assert [(c.id, c.name, c.thread, json.dumps(c.input)) for c in replayed.session.calls] == calls
     assert len(replayed.requests) == len(delegated.requests)
     assert replayed.session.answer_texts() == delegated.session.answer_texts()
-    assert evidence(replayed.session, read_requests(replayed.record)).intact
+    assert evidence(replayed.session, read_requests(replayed.record), tool=CODEGRAPH).intact
 
 
 HOSTILE = {
@@ -229,7 +229,7 @@ def test_an_opencode_json_in_the_repository_does_not_override_the_harnesss_confi
     assert not any(_offered_mcp(r) or any(t["name"].startswith("planted") for t in r.get("tools") or [])
                    for r in arm.requests)  # fmt: skip
     assert "PLANTED-INSTRUCTION" not in json.dumps(arm.requests)
-    report = contamination(arm.session)
+    report = contamination(arm.session, tool=CODEGRAPH)
     assert (report.cli_calls, report.cli_blocked, report.contaminated) == (1, 1, False)
 
 
@@ -269,7 +269,7 @@ def test_the_forwarder_relays_opencodes_requests_with_the_real_key_added_outside
     assert upstream.keys and set(upstream.keys) == {key}  # every request, the real key; never the placeholder
     assert key not in arm.config.files["config"].read_text() and key not in json.dumps(arm.requests)
     assert arm.session.answer_texts()[0].startswith("Answer to: How does res.send")
-    report = evidence(arm.session, read_requests(arm.record))
+    report = evidence(arm.session, read_requests(arm.record), tool=CODEGRAPH)
     assert report.intact and report.requests == len(upstream.keys), report.problems
 
 

@@ -31,6 +31,7 @@ from pytest_agent_eval.metrics.scorecard import score_session
 from pytest_agent_eval.report import terminal as tables
 from pytest_agent_eval.report.format import median_range, percent
 from pytest_agent_eval.settings.options import OPTIONS
+from pytest_agent_eval.tool import CODEGRAPH
 
 pytestmark = pytest.mark.slow  # pytester sessions, several in subprocesses, that run the stand-in claude
 
@@ -178,10 +179,12 @@ OPTION_CASES = {
     ),
 }
 TOOLS_MODULE = """
-from pytest_agent_eval.tool import RetrievalTool
+from dataclasses import replace
 
-ALPHA = RetrievalTool(name="alpha", package="alpha-mcp")
-BETA = RetrievalTool(name="beta", package="beta-mcp")
+from pytest_agent_eval.tool import CODEGRAPH
+
+ALPHA = replace(CODEGRAPH, name="alpha", package="alpha-mcp")
+BETA = replace(CODEGRAPH, name="beta", package="beta-mcp")
 
 from pytest_agent_eval.agents.claude_code import ClaudeCode
 
@@ -285,8 +288,8 @@ def test_flags_and_their_ini_keys(pytester, flag):
         (
             ["--agent-eval-agent", "nope"],
             "",
-            "--agent-eval-agent: no built-in agent (claude-code, codex, gemini, opencode); expected MODULE:ATTR "
-            "naming a CodingAgent, got 'nope'",
+            "--agent-eval-agent: unknown agent 'nope': the built-in agents are claude-code, codex, gemini, "
+            "opencode; or give MODULE:ATTR naming a CodingAgent",
         ),
         (
             ["--agent-eval-agent", "pytest_agent_eval.tool:CODEGRAPH"],
@@ -369,7 +372,7 @@ def test_clean_runs_pass_and_carry_their_figures(project):
     assert props["agent_eval.retrieval_calls"] == "1"
     assert props["agent_eval.sufficient_share"] == "1.0"
     assert props["agent_eval.contaminated"] == "False"
-    expected = score_session(with_clean().session())["allocation"]["efficiency"]
+    expected = score_session(with_clean().session(), tool=CODEGRAPH)["allocation"]["efficiency"]
     assert 0 < expected < 1
     assert float(props["agent_eval.allocation"]) == pytest.approx(expected)
 
@@ -705,7 +708,7 @@ def test_thresholds_of_an_entry_the_corpus_has_not_are_a_usage_error(project):
 
 
 def test_gate_skips_figures_a_run_does_not_have():
-    score = score_session(without_clean().session())
+    score = score_session(without_clean().session(), tool=CODEGRAPH)
     figures = figures_of(score, has_tool=False, wall_s=1.0)
     assert figures["allocation"] is None and figures["read_calls"] == 1
     verdicts = gates.evaluate(
@@ -715,6 +718,7 @@ def test_gate_skips_figures_a_run_does_not_have():
         arm_name="without",
         arm_label="without",
         thresholds=gates.parse_thresholds({"allocation": {"min": 0.9}, "read_calls": {"max": 0}}),
+        tool=CODEGRAPH,
     )
     assert [(v.gate, v.passed) for v in verdicts] == [("contamination", True), ("read_calls", False)]
 

@@ -10,6 +10,7 @@ from support.synth import explore_response
 
 from pytest_agent_eval.agents.claude_code.transcript import read_lines
 from pytest_agent_eval.metrics.scorecard import score
+from pytest_agent_eval.tool import CODEGRAPH
 from pytest_agent_eval.transcript import Session
 
 TOOLS = [
@@ -120,7 +121,7 @@ events = st.one_of(
 
 
 def check(session: Session) -> None:
-    data = score(session).to_dict()
+    data = score(session, tool=CODEGRAPH).to_dict()
     occ = data["occupancy"]
     for family, tokens in occ["residual"].items():
         assert 0 <= tokens <= occ["contributed"][family] + 1e-6

@@ -262,6 +262,9 @@ def supply_transcripts(example: Example, folder: Path) -> dict[str, str]:
     return env
 
 
+PLUGINS = ROOT / "tests" / "data" / "plugins"
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("example", AGENT_EVAL_COMMANDS, ids=[IDS[id(e)] for e in AGENT_EVAL_COMMANDS])
 def test_agent_eval_commands_run_or_use_options_that_exist(example: Example, tmp_path: Path):
@@ -274,6 +277,8 @@ def test_agent_eval_commands_run_or_use_options_that_exist(example: Example, tmp
             module, attribute = tool
             (tmp_path / f"{module}.py").write_text(python_block_defining(attribute), encoding="utf-8")
             env["PYTHONPATH"] = str(tmp_path)
+        if "example-agent" in argv:  # docs/extending.md's example distribution of plug-ins, installed
+            env["PYTHONPATH"] = os.pathsep.join(filter(None, [env.get("PYTHONPATH"), str(PLUGINS)]))
         done = run(argv, tmp_path, env)
         assert done.returncode == 0, f"{example}\n{done.stdout[-2000:]}\n{done.stderr[-2000:]}"
         assert done.stdout.strip(), example

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -14,11 +15,11 @@ from pytest_agent_eval.agents.recognition import recognise
 from pytest_agent_eval.cli import main
 from pytest_agent_eval.metrics.scorecard import score
 from pytest_agent_eval.report.blocks import render_scorecard
-from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
+from pytest_agent_eval.tool import CODEGRAPH
 
 ROOT = transcripts()
 
-SOURCEGRAPH = RetrievalTool("sourcegraph", "sg_keyword_search", "src")
+SOURCEGRAPH = replace(CODEGRAPH, name="sourcegraph", explore="sg_keyword_search", cli="src")
 HDA = "ccb/linux-hda-intel-suspend-fault-001"
 BUSTUB = "ccb/bustub-hyperloglog-impl-001"
 SJ = "sjarmak/dependency_recognition-java-unkn__pshKMge"

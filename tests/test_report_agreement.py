@@ -126,11 +126,11 @@ def test_terminal_tables_and_html_show_the_same_numbers(records):
     in_html, in_terminal = html_cells(page), terminal_cells(text)
     assert {(e, a) for e, a, _ in in_html} == {(row_label(r, records), r.arm_label) for r in records}
     for (entry, arm, figure), value in in_html.items():
-        assert in_terminal[entry, arm, FIGURES[figure].title()] == value, (entry, arm, figure)
+        assert in_terminal[entry, arm, FIGURES[figure].title("codegraph")] == value, (entry, arm, figure)
     paired = html_paired(page)
     assert paired, "report.html has a paired table for the arms that ran"
     for (arms, entry, figure), value in paired.items():
-        assert in_terminal[arms, entry, FIGURES[figure].title()] == value, (arms, entry, figure)
+        assert in_terminal[arms, entry, FIGURES[figure].title("codegraph")] == value, (arms, entry, figure)
     assert {f for _, _, f in paired} == set(PAIRED_COLUMNS)
     terminal_pairs = {(arms, entry) for arms, entry, _ in in_terminal if " − " in arms}
     assert terminal_pairs == html_pair_rows(page), "the terminal pairs the arms report.html pairs"

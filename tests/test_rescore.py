@@ -10,6 +10,7 @@ from pytest_agent_eval.campaign.store import Campaign, load_records, point_lates
 from pytest_agent_eval.cli import main
 from pytest_agent_eval.metrics.scorecard import score_session
 from pytest_agent_eval.report.terminal import render_rescore
+from pytest_agent_eval.tool import CODEGRAPH
 
 EXPLORE = "mcp__codegraph__codegraph_explore"
 SOURCES = {"lib/response.js": "function send(body) {}\n" * 20, "lib/utils.js": "exports.etag = etag;\n" * 8}
@@ -113,7 +114,7 @@ def test_rescore_a_harness_folder(harness_folder):
     counts = two_turns.scores["sufficiency"]["counts"]
     assert counts == {"explore_again": 0, "read_returned": 1, "read_missed": 0, "search": 0, "sufficient": 1}
     assert two_turns.scores["results"] == 2
-    expected = score_session(read_segments([harness_folder / s for s in two_turns.segments]))
+    expected = score_session(read_segments([harness_folder / s for s in two_turns.segments]), tool=CODEGRAPH)
     assert two_turns.scores == expected
     assert (records["excalidraw/run-with-2"].entry, records["excalidraw/run-with-2"].run) == ("excalidraw", 2)
     assert records["run-express-without-1"].arm == "without"
@@ -159,7 +160,7 @@ def test_rescore_a_campaign_replaces_scores_and_keeps_the_record(tmp_path):
         ["run-gone.jsonl"],
     ]
     fresh, gone = rescore(campaign.path)
-    assert fresh.scores == score_session(read_segments([first]))
+    assert fresh.scores == score_session(read_segments([first]), tool=CODEGRAPH)
     assert (fresh.outcome, fresh.tool_version, fresh.segments) == ("failed", "1.6.1", stale["segments"])
     assert gone.outcome == "error"
     assert "run-gone.jsonl" in gone.error

@@ -75,7 +75,7 @@ def test_the_tool_is_gone_every_way_but_claude_and_the_workspace_remain(host: Pa
     claude = cache / "claude" / "1.0" / "node_modules" / ".bin" / "claude"
     # the PATH folder is exposed (as /usr/local/bin would be): its other programs run, its codegraph does not
     readable = [*install_paths(claude), path_bin]
-    sandbox = sandbox_for(cache=cache, writable=[work], readable=readable, path_env=str(path_bin))
+    sandbox = sandbox_for(cache=cache, writable=[work], readable=readable, path_env=str(path_bin), tool=CODEGRAPH)
     tool = cache / "codegraph" / "1.0" / "node_modules" / ".bin" / "codegraph"
     script = textwrap.dedent(f"""
         {tool} ; {path_bin}/codegraph ; ls {cache}/codegraph ; ls {cache}
@@ -95,7 +95,7 @@ def test_the_tool_is_gone_every_way_but_claude_and_the_workspace_remain(host: Pa
 def test_an_exposed_folder_does_not_bring_a_hidden_one_back(host: Path) -> None:
     cache, work = host / "cache", host / "work"
     # exposing the whole host (a checkout holding the cache, say) must keep the cache hidden
-    sandbox = sandbox_for(cache=cache, writable=[work], readable=[host], path_env="")
+    sandbox = sandbox_for(cache=cache, writable=[work], readable=[host], path_env="", tool=CODEGRAPH)
     done = _run(sandbox, f"cat {cache}/codegraph/1.0/node_modules/.bin/codegraph; ls {host}", work)
     assert "CODEGRAPH OUTPUT" not in done.stdout and "work" in done.stdout
 
@@ -106,7 +106,7 @@ def test_the_user_home_and_tmp_are_hidden(host: Path, tmp_path: Path) -> None:
     secret.write_text("user's own file\n")
     try:
         (tmp_path / "other-item").mkdir()
-        sandbox = sandbox_for(cache=host / "cache", writable=[host / "work"], path_env="")
+        sandbox = sandbox_for(cache=host / "cache", writable=[host / "work"], path_env="", tool=CODEGRAPH)
         done = _run(sandbox, f"cat {secret}; ls {tmp_path}", host / "work")
     finally:
         secret.unlink()
@@ -327,7 +327,7 @@ def test_node_under_a_hidden_folder_still_runs_but_its_global_tool_does_not(host
     (package / "cli.sh").write_text("#!/bin/sh\necho CODEGRAPH OUTPUT\n")
     (package / "cli.sh").chmod(0o755)
     (prefix / "bin" / "codegraph").symlink_to(package / "cli.sh")
-    sandbox = sandbox_for(cache=host / "cache", writable=[host / "work"], path_env=str(prefix / "bin"))
+    sandbox = sandbox_for(cache=host / "cache", writable=[host / "work"], path_env=str(prefix / "bin"), tool=CODEGRAPH)
     done = _run(sandbox, f"{prefix}/bin/node; {package}/cli.sh; {prefix}/bin/codegraph", host / "work")
     assert "NODE RUNS" in done.stdout and "CODEGRAPH OUTPUT" not in done.stdout
 
@@ -339,7 +339,7 @@ def test_other_items_of_the_campaign_are_hidden_but_this_one_is_readable(host: P
     for folder in (mine, other):
         folder.mkdir(parents=True)
         (folder / "run.jsonl").write_text(f"transcript of {folder.name}\n")
-    sandbox = sandbox_for(cache=host / "cache", writable=[], readable=[mine], hidden=[out], path_env="")
+    sandbox = sandbox_for(cache=host / "cache", writable=[], readable=[mine], hidden=[out], path_env="", tool=CODEGRAPH)
     done = _run(sandbox, f"cat {mine}/run.jsonl {other}/run.jsonl", host)
     assert "transcript of express-without-1" in done.stdout and "express-with-1" not in done.stdout
 
@@ -371,7 +371,9 @@ def test_without_a_network_only_the_relayed_port_is_reachable(host: Path) -> Non
     """)
     try:
         with carried(f"http://127.0.0.1:{port}") as relay:
-            sandbox = sandbox_for(cache=host / "cache", writable=[host / "work"], relay=relay, path_env="")
+            sandbox = sandbox_for(
+                cache=host / "cache", writable=[host / "work"], relay=relay, path_env="", tool=CODEGRAPH
+            )
             command = sandbox.wrap([sys.executable, "-c", probe, str(port), str(other_port)])
             done = subprocess.run(command, capture_output=True, text=True, timeout=60)
     finally:
@@ -386,7 +388,7 @@ def test_without_a_network_only_the_relayed_port_is_reachable(host: Path) -> Non
 def test_the_root_holds_the_system_the_runtime_and_the_item_and_nothing_else(host: Path) -> None:
     work, mine = host / "work", host / "run"
     mine.mkdir()
-    sandbox = sandbox_for(cache=host / "cache", writable=[work], readable=[mine], path_env="")
+    sandbox = sandbox_for(cache=host / "cache", writable=[work], readable=[mine], path_env="", tool=CODEGRAPH)
     shown = [*sandbox.readable, *sandbox.writable, Path(launcher())]  # and the jail's launcher (harness.jail)
     # every folder on the way to a shown path holds that way only: /root shows .pyenv (the hook's interpreter)
     # but not .cache, .npm or .claude; /tmp shows the item's folders but not other items'
@@ -439,7 +441,9 @@ def test_a_global_install_in_an_allowed_folder_is_found_and_masked(host: Path, t
     prefix = tmp_path / "usr-local"
     link = _fake_global_install(prefix)
     modules = prefix / "lib" / "node_modules"
-    sandbox = sandbox_for(cache=host / "cache", writable=[host / "work"], path_env="", system=(*SYSTEM_ROOTS, prefix))
+    sandbox = sandbox_for(
+        cache=host / "cache", writable=[host / "work"], path_env="", system=(*SYSTEM_ROOTS, prefix), tool=CODEGRAPH
+    )
     scope, share = modules / "@colbymchenry", prefix / "share"
     script = textwrap.dedent(f"""
         {link}; {scope}/codegraph/npm-shim.js; {scope}/codegraph-linux-x64/lib/dist/bin/codegraph.js
@@ -458,7 +462,7 @@ def test_the_with_arm_install_stays_although_the_search_would_mask_it(host: Path
     link = _fake_global_install(prefix)
     install = install_paths(link)
     sandbox = sandbox_for(cache=host / "cache", writable=[host / "work"], path_env="", tool_install=install,
-                          system=(*SYSTEM_ROOTS, prefix))  # fmt: skip
+                          system=(*SYSTEM_ROOTS, prefix), tool=CODEGRAPH)  # fmt: skip
     assert "CODEGRAPH OUTPUT" in _run(sandbox, str(link), host / "work").stdout
 
 

@@ -12,6 +12,7 @@ from pytest_agent_eval.campaign.store import Campaign
 from pytest_agent_eval.metrics import gates
 from pytest_agent_eval.settings.config import AgentEvalConfig
 from pytest_agent_eval.settings.parsers import parse_rules
+from pytest_agent_eval.tool import CODEGRAPH
 
 
 def session_of(tmp_path, records, **settings) -> EvalSession:
@@ -60,7 +61,9 @@ def test_the_compare_gate_fails_exactly_on_a_regression(tmp_path):
 def test_a_gate_message_reads_like_the_tables_and_stays_exact():
     thresholds = gates.parse_thresholds({"residual_tokens": {"max": 60_000}, "codegraph_calls": {"max": 0}})
     figures = {"residual_tokens": 60_001, "retrieval_calls": 1}
-    verdicts = gates.evaluate({}, figures, entry="e", arm_name="with", arm_label="with", thresholds=thresholds)
+    verdicts = gates.evaluate(
+        {}, figures, entry="e", arm_name="with", arm_label="with", thresholds=thresholds, tool=CODEGRAPH
+    )
     messages = [v.message for v in verdicts if not v.passed]
     # 60,001 and 60,000 both print as 60.0k: the exact numbers say why the gate failed
     assert messages == [

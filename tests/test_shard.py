@@ -131,6 +131,11 @@ def test_merge_makes_one_campaign_of_the_shards(tmp_path):
     merged = Campaign.open(tmp_path / "merged")
     assert [r.id for r in merged.items()] == [r["id"] for name in RECORDS for r in RECORDS[name]]
     assert merged.manifest["config_hash"] == one.manifest["config_hash"]
+    # where its agents and tool came from, so that what reads the merged campaign back finds them
+    assert merged.manifest["plugins"] == one.manifest["plugins"] == {
+        "agents": {"claude-code": {"from": "built-in"}},
+        "tool": {"name": "codegraph", "from": {"from": "built-in"}},
+    }
     assert merged.manifest["shard"] == {
         "count": 2,
         "merged_from": [{"index": 1, "campaign": one.id}, {"index": 2, "campaign": two.id}],
@@ -343,7 +348,8 @@ def test_a_resume_gives_back_the_tool_the_replay_and_the_cassettes_the_campaign_
     """They decide what a run measures without being in the hashed config: a resume that lost them would finish
     the campaign with codegraph, or a real model, and pool those runs with the earlier ones."""
     (tmp_path / "mytool.py").write_text(
-        "from pytest_agent_eval.tool import RetrievalTool\nMINE = RetrievalTool('mine', package='mine-mcp')\n"
+        "from dataclasses import replace\nfrom pytest_agent_eval.tool import CODEGRAPH\n"
+        "MINE = replace(CODEGRAPH, name='mine', package='mine-mcp')\n"
     )
     sys.path.insert(0, str(tmp_path))
     try:

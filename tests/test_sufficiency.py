@@ -4,6 +4,7 @@ checked by hand."""
 from __future__ import annotations
 
 import shutil
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,7 @@ from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
 EXPLORE = "mcp__codegraph__codegraph_explore"
 DATA = Path(__file__).parent / "data"
 SHARED = transcripts()
-SOURCEGRAPH = RetrievalTool("sourcegraph", "sg_keyword_search", "src")
+SOURCEGRAPH = replace(CODEGRAPH, name="sourcegraph", explore="sg_keyword_search", cli="src")
 HDA_MCP = "ccb/linux-hda-intel-suspend-fault-001/mcp/claude-code.txt"
 
 
@@ -506,7 +507,7 @@ def test_note_line_counts_concurrent_and_errored():
 
 def test_to_dict_shape():
     session = cg22_express_baseline().session()
-    data = sufficiency(session).to_dict()
+    data = sufficiency(session, tool=CODEGRAPH).to_dict()
     explore_ids = [call.id for call in session.calls if call.name.endswith("codegraph_explore")]
     # Each verdict names the call it judged, so reports join them by id, not by position.
     assert [verdict.pop("call") for verdict in data["calls"]] == explore_ids
@@ -553,7 +554,7 @@ def test_sourcegraph_arm_finds_twelve_explore_calls():
 )
 def test_every_real_transcript_scores(path):
     session = read_segments([SHARED / path])
-    for tool in (CODEGRAPH, SOURCEGRAPH, RetrievalTool("grep", "Grep", "grep")):
+    for tool in (CODEGRAPH, SOURCEGRAPH, replace(CODEGRAPH, name="grep", explore="Grep", cli="grep")):
         s = sufficiency(session, tool)
         explores = sum(tool.is_explore(c.name) for c in session.calls)
         assert s.answered + s.errors == explores == len(s.calls)
@@ -567,7 +568,7 @@ def test_real_subagent_thread_is_judged_on_its_own(tmp_path):
     shutil.copytree(SHARED / "spotter" / "subagents", tmp_path / session_file.stem / "subagents")
     session = read_session_file(session_file)
     [task] = [c for c in session.calls if c.name == "Task"]
-    s = sufficiency(session, RetrievalTool("grep", "Grep", "grep"))
+    s = sufficiency(session, replace(CODEGRAPH, name="grep", explore="Grep", cli="grep"))
     in_subagent = [c for c in s.calls if c.thread == task.id]
     assert len(in_subagent) == 2  # the subagent's two Greps, judged inside its thread
     assert len(s.calls) == 12
@@ -605,6 +606,6 @@ def test_the_worked_example_of_the_docs_page():
     ]
     assert s.counts == dict.fromkeys(("explore_again", "read_returned", "read_missed", "search", "sufficient"), 1)
     assert (s.answered, s.errors, s.concurrent) == (5, 1, 1)
-    figures = figures_of(score_session(t.session()), has_tool=True)
+    figures = figures_of(score_session(t.session(), tool=CODEGRAPH), has_tool=True)
     assert figures["explore_calls"] == 5 and figures["explore_errors"] == 1
     assert {figures[f"{key}_share"] for key, _, _ in BUCKETS} == {0.2}

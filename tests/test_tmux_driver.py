@@ -50,6 +50,7 @@ from pytest_agent_eval.harness.drivers import AgentInfraError, TurnError
 from pytest_agent_eval.metrics.scorecard import score
 from pytest_agent_eval.model import Faults, RunningServer, make_backend, serve
 from pytest_agent_eval.report.blocks import render_scorecard, verdict_lines
+from pytest_agent_eval.tool import CODEGRAPH
 from pytest_agent_eval.transcript import Session, UserText
 
 REPO = Path(__file__).resolve().parents[1]
@@ -226,7 +227,7 @@ def test_verdict_lines_count_every_thread_and_each_request_once() -> None:
     t.reply(grep, "Found 1 file\nlib/response.js", thread=agent)
     t.reply(agent, "found it")
     t.say("`lib/response.js` does it", ctx=23_000)
-    verdict, tokens = verdict_lines(t.session()).splitlines()
+    verdict, tokens = verdict_lines(t.session(), tool=CODEGRAPH).splitlines()
     assert verdict == "VERDICT: codegraph_explore used 1x | Read 2 | Grep/Bash 1"
     # 5 requests (the two-Read message once): input 3 each, output 2 each, cache creation 100 each,
     # cache read ctx - 103 each: 19,897 + 20,897 + 21,897 + 4,897 + 22,897
@@ -520,19 +521,19 @@ def _check_scored(record: TmuxRunRecord, sandbox: Sandbox, server: RunningServer
     assert "sk-ant-agent-eval-local-stand-in"[-20:] not in (sandbox.root / "home/.claude.json").read_text()
     session = read_session_file(record.segments[0])
     assert session.infra_error is None
-    verdict, tokens = verdict_lines(session).splitlines()
+    verdict, tokens = verdict_lines(session, tool=CODEGRAPH).splitlines()
     n_in, n_out, n_read, n_write, requests = _usage_from_file(record.segments[0])
     assert tokens == f"TOKENS: in {n_in:,} | out {n_out:,} | cache read {n_read:,} | cache write {n_write:,} | " \
                      f"{requests} requests"  # fmt: skip
     assert requests == len(server.requests) and n_write > 20_000  # the CLI's own prompt is big
-    blocks = render_scorecard(score(session))
+    blocks = render_scorecard(score(session, tool=CODEGRAPH))
     assert verdict in blocks
     for heading in ("Residual context occupancy at end of run:", "Explore sufficiency", "Explore allocation"):
         assert heading in blocks
     assert len(record.wall_s) == len(record.turn_s) == len(record.typing_attempts) == len(record.settle_s)
     assert all(s >= 16 * 0.5 for s in record.settle_s)  # 16 unchanged polls before a turn counts as done
     print(json.dumps(record.to_dict(), indent=1))
-    print(verdict_lines(session))
+    print(verdict_lines(session, tool=CODEGRAPH))
     return session
 
 
@@ -550,14 +551,19 @@ class TestRealCliInTmux:
         assert [c.name for c in session.calls] == ["Grep", "Read", "Read", "Bash"]
         # the PreToolUse hook of --settings runs in the TUI as in -p: the CLI attempt is denied, so counted blocked
         assert "the `codegraph` CLI is not available in this evaluation arm" in session.calls[3].result.text
-        assert score(session).contamination.cli_blocked == 1
+        assert score(session, tool=CODEGRAPH).contamination.cli_blocked == 1
         assert session.calls[1].input["file_path"] == str(sandbox.repo / "lib/response.js")
         assert "res.send = function send(body)" in session.calls[1].result.text  # the CLI really read the file
-        assert verdict_lines(session).splitlines()[0] == "VERDICT: codegraph_explore used 0x | Read 2 | Grep/Bash 2"
+        assert (
+            verdict_lines(session, tool=CODEGRAPH).splitlines()[0]
+            == "VERDICT: codegraph_explore used 0x | Read 2 | Grep/Bash 2"
+        )
         pane = record.pane.read_text()
         assert pane.startswith("===== turn 1 =====") and f"● Answer to: {QUESTION}" in pane
         assert session.answer_texts()[0].startswith(f"Answer to: {QUESTION}")
-        assert "Explore sufficiency: no answered codegraph_explore calls" in render_scorecard(score(session))
+        assert "Explore sufficiency: no answered codegraph_explore calls" in render_scorecard(
+            score(session, tool=CODEGRAPH)
+        )
 
     def test_with_arm_in_tmux_explores_through_the_real_codegraph_mcp_server(self, sandbox: Sandbox) -> None:
         with serve(make_backend("scripted")) as server:
@@ -567,8 +573,11 @@ class TestRealCliInTmux:
         assert [c.name for c in session.calls] == ["mcp__codegraph__codegraph_explore", "Read"]
         explore = session.calls[0]
         assert explore.input == {"query": QUESTION} and "**`lib/response.js`**" in explore.result.text
-        assert verdict_lines(session).splitlines()[0] == "VERDICT: codegraph_explore used 1x | Read 1 | Grep/Bash 0"
-        blocks = render_scorecard(score(session))
+        assert (
+            verdict_lines(session, tool=CODEGRAPH).splitlines()[0]
+            == "VERDICT: codegraph_explore used 1x | Read 1 | Grep/Bash 0"
+        )
+        blocks = render_scorecard(score(session, tool=CODEGRAPH))
         assert "Explore sufficiency — what the agent did NEXT (1 answered call)" in blocks
         assert "Explore allocation — share of returned bytes the answer used (1 call" in blocks
 
@@ -620,7 +629,10 @@ class TestRealCliInTmux:
         assert agent.name in ("Agent", "Task") and [c.name for c in session.calls_in(agent.id)] == ["Grep"]
         assert [c.name for c in session.calls_in("main")] == ["Agent", "Grep", "Read", "Read", "Bash"]
         # the subagent's Grep counts: the interactive arm is run to see what subagents do
-        assert verdict_lines(session).splitlines()[0] == "VERDICT: codegraph_explore used 0x | Read 2 | Grep/Bash 3"
+        assert (
+            verdict_lines(session, tool=CODEGRAPH).splitlines()[0]
+            == "VERDICT: codegraph_explore used 0x | Read 2 | Grep/Bash 3"
+        )
 
     def test_a_hung_request_times_out_with_the_last_screen_kept(self, sandbox: Sandbox) -> None:
         with serve(make_backend("scripted"), faults={1: "hang"}) as server:

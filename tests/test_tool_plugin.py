@@ -12,6 +12,7 @@ import json
 import re
 import shutil
 import subprocess
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -57,7 +58,7 @@ def test_load_tool_names_the_object_and_says_what_is_wrong() -> None:
     assert AgentEvalConfig().tool is CODEGRAPH and AgentEvalConfig().default_tool_spec == "1.6.1"
     assert AgentEvalConfig(tool=TINYGREP).default_tool_spec == "0.1.0"
     for reference, message in (
-        ("support.tinygrep_tool", "expected MODULE:ATTR"),
+        ("support.tinygrep_tool", "give MODULE:ATTR naming a RetrievalTool"),
         ("no_such_module_xyz:T", "cannot import 'no_such_module_xyz'"),
         ("support.tinygrep_tool:MISSING", "has no attribute 'MISSING'"),
         ("support.tinygrep_tool:SERVER", "is a PosixPath, not a RetrievalTool"),
@@ -68,7 +69,7 @@ def test_load_tool_names_the_object_and_says_what_is_wrong() -> None:
 
 def test_a_tool_needs_a_package_or_a_build() -> None:
     with pytest.raises(ValueError, match="give an npm package or a local build"):
-        RetrievalTool(name="x", package=None)
+        replace(CODEGRAPH, name="x", package=None)
     assert TINYGREP.mcp_command("/b/tg", "/r") == ["/b/tg", "serve", "/r"]
     assert CODEGRAPH.mcp_command("/b/cg", "/r") == ["/b/cg", "serve", "--mcp", "--path", "/r"]
     assert CODEGRAPH.index_command("/b/cg", "/r") == ["/b/cg", "init", "-y", "/r"]
@@ -257,8 +258,11 @@ def test_the_scoring_cli_takes_a_tool_description() -> None:
 
     args = build_parser().parse_args(["score", "--tool", "support.tinygrep_tool:TINYGREP", "run.jsonl"])
     assert tool_of(args) == TINYGREP
-    args = build_parser().parse_args(["score", "--tool", "sg", "run.jsonl"])
-    assert (tool_of(args).name, tool_of(args).explore, tool_of(args).cli) == ("sg", "sg_explore", "sg")
+    args = build_parser().parse_args(["score", "--tool", "codegraph", "--explore-tool", "x", "run.jsonl"])
+    assert tool_of(args) == replace(CODEGRAPH, explore="x")
+    assert tool_of(build_parser().parse_args(["rescore", "folder"])) is None  # the campaign's own
+    with pytest.raises(SystemExit):  # a bare name no registry knows is no tool with codegraph's fingerprints
+        build_parser().parse_args(["score", "--tool", "sg", "run.jsonl"])
     with pytest.raises(SystemExit):
         build_parser().parse_args(["score", "--tool", "support.tinygrep_tool:NOPE", "run.jsonl"])
 
@@ -270,3 +274,22 @@ def test_a_fingerprint_whose_regex_does_not_compile_names_itself_when_first_used
     assert broken.search("nothing to see") is None  # the literal screen needs no pattern
     with pytest.raises(ValueError, match="fingerprint 'broken heading': missing \\), unterminated subpattern"):
         broken.search("an unclosed group")
+
+
+def test_a_tool_is_only_what_it_declares() -> None:
+    """No field falls back to codegraph's: a tool that forgets its fingerprints or state folders is an error,
+    never one gated against codegraph's output or copied without codegraph's index."""
+    with pytest.raises(TypeError, match="fingerprints"):
+        RetrievalTool(name="x", explore="x_find", cli="x", package="x")  # type: ignore[call-arg]
+    declared = {field: getattr(TINYGREP, field) for field in ("index_args", "serve_args", "state_dirs", "version")}
+    with pytest.raises(ValueError, match="fingerprints must name patterns only its output produces"):
+        RetrievalTool(name="x", explore="x_find", cli="x", fingerprints=(), package="x", **declared)
+    assert RetrievalTool(name="x", explore="x_find", cli="x", fingerprints=TINYGREP.fingerprints, package="x",
+                         **declared).env == {}  # fmt: skip
+
+
+def test_figures_count_the_calls_of_the_tool_the_scores_name() -> None:
+    from pytest_agent_eval.metrics.figures import figures_of
+
+    scores = {"tool": "tinygrep", "tool_counts": {"mcp__tinygrep__tinygrep_find": 2, "Read": 1}}
+    assert figures_of(scores, has_tool=True)["retrieval_calls"] == 2

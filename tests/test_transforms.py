@@ -13,6 +13,7 @@ from support.transcripts import transcripts
 
 from pytest_agent_eval.metrics.contamination import contamination, scan
 from pytest_agent_eval.metrics.transforms import normalised
+from pytest_agent_eval.tool import CODEGRAPH
 
 CCB = transcripts() / "ccb"
 
@@ -48,18 +49,18 @@ def test_a_transformed_explore_answer_is_still_a_leak(transform):
     t.init(tools=["Bash"])
     call = t.call("Bash", command="bash /tmp/x.sh")  # the matcher sees no codegraph: only the content can tell
     t.reply(call, TRANSFORMS[transform](EXPLORE))
-    report = contamination(t.session())
+    report = contamination(t.session(), tool=CODEGRAPH)
     assert [leak.call_id for leak in report.leaks] == [call] and report.contaminated, transform
 
 
 @pytest.mark.parametrize("name", sorted(REAL_OUTPUTS))
 @pytest.mark.parametrize("transform", ["| before each line", "json.dumps of the whole", "ANSI colours"])
 def test_every_real_output_is_found_through_a_transform(name, transform):
-    assert scan(TRANSFORMS[transform]((REAL / name).read_text())) is not None, (name, transform)
+    assert scan(TRANSFORMS[transform]((REAL / name).read_text()), tool=CODEGRAPH) is not None, (name, transform)
 
 
 def test_the_excerpt_is_the_line_with_the_transform_undone():
-    fingerprint, excerpt = scan(_lines(EXPLORE, "| "))
+    fingerprint, excerpt = scan(_lines(EXPLORE, "| "), tool=CODEGRAPH)
     assert fingerprint.name == "explore heading"
     assert excerpt == "**Exploration: How does res.send decide the Content-Type and ETag**"
 
@@ -80,7 +81,7 @@ def test_source_that_quotes_the_headings_stays_quiet_after_normalising():
         'const s = "Found " + n + " symbols across " + m + " files.\\n\\n**";\n'
     )
     for seen in (source, read_tool_view(source), _lines(source, "| ")):
-        assert scan(seen) is None, seen
+        assert scan(seen, tool=CODEGRAPH) is None, seen
 
 
 def test_the_scan_stays_quiet_on_this_repository_and_the_real_transcripts():
@@ -91,5 +92,8 @@ def test_the_scan_stays_quiet_on_this_repository_and_the_real_transcripts():
     assert len(files) > 40
     for path in files:
         text = path.read_text(errors="replace")
-        assert scan(read_tool_view(text)) is None, path
-        assert scan("\n".join(f"{path.name}:{n}:{line}" for n, line in enumerate(text.splitlines(), 1))) is None, path
+        assert scan(read_tool_view(text), tool=CODEGRAPH) is None, path
+        assert (
+            scan("\n".join(f"{path.name}:{n}:{line}" for n, line in enumerate(text.splitlines(), 1)), tool=CODEGRAPH)
+            is None
+        ), path

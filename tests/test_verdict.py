@@ -10,6 +10,7 @@ from pytest_agent_eval.report.aggregate import aggregate
 from pytest_agent_eval.report.stats import paired_ratios
 from pytest_agent_eval.report.terminal import summary
 from pytest_agent_eval.report.verdict import BETTER, NO_INTERVAL, OVERALL, UNCLEAR, WORSE, _change, shown, verdicts
+from pytest_agent_eval.tool import CODEGRAPH
 
 
 def run(entry: str, arm: str, n: int, contaminated: bool = False, **figures: float) -> ItemRecord:
@@ -53,8 +54,9 @@ def test_each_figure_is_better_worse_or_no_clear_difference_by_its_interval():
     assert residual.low <= residual.mean <= residual.high < 0 and residual.word == BETTER
     assert changes["cost_usd"].word == WORSE  # higher cost: worse, whatever the sign
     assert changes["duration_s"].low < 0 < changes["duration_s"].high and changes["duration_s"].word == UNCLEAR
-    assert changes["tokens_processed"].pairs == 0 and changes["tokens_processed"].text() == "tokens processed n/a"
-    line = express.line()
+    assert changes["tokens_processed"].pairs == 0
+    assert changes["tokens_processed"].text("codegraph") == "tokens processed n/a"
+    line = express.line("codegraph")
     assert line.startswith(
         "verdict express (with vs without, 3 paired runs): retrieval residual −74% [−75%, −73%] better"
     )
@@ -67,7 +69,7 @@ def test_one_pair_says_it_has_no_interval():
     gin = by_label(campaign())["gin"]
     residual = next(c for c in gin.changes if c.figure == "residual_tokens")
     assert residual.word == NO_INTERVAL and residual.to_dict()["interval"] is None
-    assert "retrieval residual −50% (1 pair: no interval)" in gin.line()
+    assert "retrieval residual −50% (1 pair: no interval)" in gin.line("codegraph")
 
 
 def test_overall_pools_every_entry_pairs():
@@ -76,7 +78,7 @@ def test_overall_pools_every_entry_pairs():
     assert (overall.entries, overall.pairs) == (2, 4)
     residual = next(c for c in overall.changes if c.figure == "residual_tokens")
     assert residual.mean == pytest.approx((10 / 40 + 12 / 44 + 11 / 42 + 30 / 60) / 4 - 1)
-    assert overall.line().startswith("verdict overall (with vs without, 2 entries, 4 paired runs): ")
+    assert overall.line("codegraph").startswith("verdict overall (with vs without, 2 entries, 4 paired runs): ")
     # over one entry the overall line would repeat it: not shown, still in summary.json
     one = [r for r in campaign() if r.entry == "express"]
     assert [v.label for v in shown(verdicts(aggregate(one)))] == ["express"]
@@ -109,7 +111,9 @@ def test_the_worked_example_of_the_gates_page():
     )
     score = {"contamination": {}, "evidence": {"problems": [], "requests": 3}}
     figures = {"residual_tokens": 45000, "allocation": 0.62, "sufficient_share": None}
-    found = evaluate(score, figures, entry="express", arm_name="with", arm_label="with@1.6.1", thresholds=thresholds)
+    found = evaluate(
+        score, figures, entry="express", arm_name="with", arm_label="with@1.6.1", thresholds=thresholds, tool=CODEGRAPH
+    )
     assert [(v.gate, v.passed, v.message) for v in found] == [
         ("contamination", True, "with-arm: the tool is the variable under test"),
         ("integrity", True, "the transcript agrees with the model's 3 request(s)"),
@@ -120,6 +124,6 @@ def test_the_worked_example_of_the_gates_page():
         "agent-eval gate failed for express / with@1.6.1:"
     )
     change = _change("residual_tokens", paired_ratios({1: 10000, 2: 12000}, {1: 40000, 2: 40000}))
-    assert change.text() == "retrieval residual −72% [−75%, −70%] better"
+    assert change.text("codegraph") == "retrieval residual −72% [−75%, −70%] better"
     single = _change("residual_tokens", paired_ratios({1: 10000}, {1: 40000}))
-    assert single.text() == "retrieval residual −75% (1 pair: no interval)"
+    assert single.text("codegraph") == "retrieval residual −75% (1 pair: no interval)"

@@ -39,6 +39,10 @@ if TYPE_CHECKING:
 # (``POST /v1/messages``), OpenAI Responses (``POST /v1/responses``) and Gemini (``POST /v1beta/models/…``).
 ModelApi = Literal["messages", "responses", "gemini"]
 HEADLESS, INTERACTIVE = "headless", "tmux"  # the modes an item is driven in (--agent-eval-mode)
+# The tool dialects the scripted stand-in model speaks (pytest_agent_eval.model): each built-in agent's tools in its
+# API — Claude Code's Bash/Read/Grep (messages), Codex CLI's shell (responses), Gemini CLI's (gemini), OpenCode's
+# bash (messages).
+STAND_IN_DIALECTS = ("claude-code", "codex", "gemini", "opencode")
 
 
 @dataclass(frozen=True)
@@ -130,7 +134,10 @@ class CodingAgent(ABC):
     variable through which it runs every shell command behind a prefix (the sandbox puts its jail there; None
     when it has none); ``shell_from`` where an agent without one looks its shell up instead, so where the sandbox
     puts the jailed shell (``"passwd"``: its user's password entry, ``"SHELL"``, ``"PATH"``: a ``bash`` there; None
-    by default: nowhere); ``managed_paths`` the machine-wide settings it would read (hidden by the sandbox).
+    by default: nowhere); ``managed_paths`` the machine-wide settings it would read (hidden by the sandbox);
+    ``stand_in`` the dialect of :data:`STAND_IN_DIALECTS` in which the scripted stand-in model asks for its tools
+    (the built-in agent whose tool names and API it shares), None when it shares none: then the stand-in cannot
+    drive it, and an item of it against the stand-in is an error saying so, never a run without tool calls.
     """
 
     name: str
@@ -145,6 +152,7 @@ class CodingAgent(ABC):
     shell_prefix_var: str | None
     shell_from: str | None = None
     managed_paths: tuple[Path, ...]
+    stand_in: str | None = None
 
     def provision(self, cache: Path, spec: str | None = None) -> Provisioned:
         """The agent's CLI, ready to run: with ``spec`` (a version or ``latest``) installed from npm under ``cache``
@@ -182,6 +190,19 @@ class CodingAgent(ABC):
     def block_probe(self, command: str) -> Any:
         """A model backend (:class:`pytest_agent_eval.model.server.Backend`, in :attr:`api`) that asks for one
         shell call of ``command`` and then ends the turn: the probe that proves the deny through the agent."""
+
+    def stand_in_problem(self) -> str | None:
+        """Why the scripted stand-in model cannot drive this agent (its :attr:`stand_in` dialect), None when it can."""
+        if self.stand_in in STAND_IN_DIALECTS:
+            return None
+        declared = "declares no stand_in" if self.stand_in is None else f"declares stand_in={self.stand_in!r}"
+        return (
+            f"{self.title} ({self.name}) {declared}: the scripted stand-in model asks for tools in the dialect of a "
+            f"built-in agent ({', '.join(STAND_IN_DIALECTS)}: its tool names in its API), and would make no tool "
+            "call in another agent's tools; declare the dialect whose tools the agent offers (stand_in=...), or run "
+            "it against a real model (--agent-eval-backend anthropic, openai or gemini) or a cassette "
+            '(docs/extending.md, "The stand-in model and a new agent")'
+        )
 
     def drive(self, run: Drive) -> RunRecord:
         """Drive ``run`` (:meth:`run_session`); a mode the agent does not have is a ValueError naming it."""

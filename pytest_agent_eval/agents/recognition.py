@@ -63,12 +63,17 @@ def recognise(path: str | Path, asked: Sequence[CodingAgent] | None = None) -> R
     return Recognised(_built_in(UNNAMED_AGENT), UNRECOGNISED, claimed=False)
 
 
-def read_given(files: Sequence[str | Path], companion: str | Path | None = None) -> tuple[Recognised, list[Session]]:
+def read_given(
+    files: Sequence[str | Path], companion: str | Path | None = None, agent: CodingAgent | None = None
+) -> tuple[Recognised, list[Session]]:
     """The sessions in ``files`` (one record and its later turns, in order), read by the agent whose record the
-    first is, with ``companion`` (a rollout, a chat record) when given; a later file another agent claims is an
-    error naming both."""
+    first is — or by ``agent`` when named (its own transcript when it does not claim the file) — with ``companion``
+    (a rollout, a chat record) when given; a later file another agent claims is an error naming both."""
     paths = [Path(f) for f in files]
-    found = recognise(paths[0])
+    found = recognise(paths[0], None if agent is None else [agent])
+    named_unclaimed = agent is not None and not found.claimed
+    if named_unclaimed:
+        found = Recognised(agent, found.kind, claimed=False)
     for later in paths[1:]:
         other = recognise(later)
         if other.claimed and found.claimed and other.agent.name != found.agent.name:
@@ -76,7 +81,10 @@ def read_given(files: Sequence[str | Path], companion: str | Path | None = None)
                 f"{later}: {other.describe()}, while {paths[0]} is {found.describe()}: one session's files are one "
                 "agent's"
             )
-    sessions = found.agent.read_record(paths, found.kind, Path(companion) if companion else None)
+    if named_unclaimed:
+        sessions = [found.agent.read_transcript(paths)]
+    else:
+        sessions = found.agent.read_record(paths, found.kind, Path(companion) if companion else None)
     for session in sessions:
         say_no_usage(session)
     return found, sessions

@@ -26,7 +26,7 @@ import zlib
 from datetime import datetime, timezone
 from pathlib import Path
 
-from pytest_agent_eval.agents import agent_named
+from pytest_agent_eval.campaign.made_by import agent_of
 from pytest_agent_eval.campaign.record import ItemRecord
 from pytest_agent_eval.campaign.store import (
     ITEMS,
@@ -82,11 +82,12 @@ def save(campaign: Campaign, name: str, out: str | Path) -> Path:
 
 def _record_files(campaign: Campaign, record: ItemRecord) -> list[tuple[Path, str]]:
     """The files a record's transcript is read from, each with its name in the archive: the segments, at the paths
-    the record names, and what its agent's reader reads beside them (Codex's rollout), beside the first. A project's
-    own agent is not known by name here: its segments are what it names."""
+    the record names, and what its agent's reader reads beside them (Codex's rollout), beside the first. The agent is
+    the one the record says made it (campaign/made_by.py); where it cannot be loaded here, its segments are what
+    it names."""
     files = [(campaign.resolve(segment), str(Path(segment))) for segment in record.segments]
     try:
-        agent = agent_named(record.agent)
+        agent = agent_of(record, campaign.manifest)
     except ValueError:
         return files
     segments = [path for path, _ in files]

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_agent_eval.campaign.manifest import campaign_config, finish_manifest, update_manifest
+from pytest_agent_eval.campaign.manifest import campaign_config, finish_manifest, plugins_of, update_manifest
 from pytest_agent_eval.campaign.record import ItemRecord
 from pytest_agent_eval.campaign.selection import corpus_hash, given_options, thresholds_record
 from pytest_agent_eval.campaign.store import (
@@ -31,6 +31,7 @@ from pytest_agent_eval.campaign.store import (
 from pytest_agent_eval.corpus.cases import EvalCase, select_campaign
 from pytest_agent_eval.corpus.load import CorpusEntry, CorpusError, load_corpus
 from pytest_agent_eval.settings.config import AgentEvalConfig
+from pytest_agent_eval.settings.registry import origin_of
 
 # The baselines, the shard planner and the reports load when a session has something for them.
 if TYPE_CHECKING:
@@ -197,6 +198,7 @@ class EvalSession:
             "corpus_hash": corpus_hash(cfg.corpus),
             "thresholds": thresholds_record(cfg.thresholds_file),
             **self.selection_record(),
+            "plugins": plugins_of(cfg),
         }
 
     def _campaign_config(self) -> dict[str, Any]:
@@ -498,4 +500,7 @@ def new_record(case: EvalCase, item_id: str, nodeid: str, cfg: AgentEvalConfig) 
         model=cfg.model,
         effort=cfg.effort,
         agent=(case.agent or cfg.agent).name,  # known before it runs: an item that errors still has its agent
+        agent_from=origin_of(case.agent or cfg.agent),
+        tool=cfg.tool.name,
+        tool_from=origin_of(cfg.tool),
     )

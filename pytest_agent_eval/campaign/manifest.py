@@ -10,6 +10,7 @@ from pytest_agent_eval.campaign.record import ItemRecord
 from pytest_agent_eval.campaign.store import MANIFEST, Campaign, write_atomic
 from pytest_agent_eval.corpus.load import CorpusEntry
 from pytest_agent_eval.settings.config import AgentEvalConfig
+from pytest_agent_eval.settings.registry import origin_of
 
 
 def campaign_config(cfg: AgentEvalConfig, entries: list[CorpusEntry]) -> dict[str, Any]:
@@ -39,6 +40,16 @@ def campaign_config(cfg: AgentEvalConfig, entries: list[CorpusEntry]) -> dict[st
         "agent_timeout": cfg.agent_timeout,
         "backend": cfg.backend,
         **agents,
+    }
+
+
+def plugins_of(cfg: AgentEvalConfig) -> dict[str, Any]:
+    """The manifest's ``plugins``: which agents and which tool ran, and where each came from (the registry's
+    origin: built-in, an entry point of a distribution, ``MODULE:ATTR``), so that what reads the campaign back
+    finds them again. Outside the hashed config: a campaign's hash stays what it was before origins were kept."""
+    return {
+        "agents": {agent.name: origin_of(agent) for agent in cfg.agents},
+        "tool": {"name": cfg.tool.name, "from": origin_of(cfg.tool)},
     }
 
 

@@ -62,6 +62,7 @@ def merge(out: str | Path, folders: Sequence[str | Path]) -> EvalSession:
             extra={
                 "corpus_hash": manifest.get("corpus_hash"),
                 "selection": manifest.get("selection"),
+                "plugins": manifest.get("plugins"),  # where its agents and tool came from (campaign/made_by.py)
                 "shard": {"count": count, "merged_from": merged_from},
             },
         )

@@ -63,6 +63,11 @@ class ItemRecord:
     tool_version: str | None = None
     tool_spec: str | None = None
     agent: str | None = None  # the coding agent's name (CodingAgent.name)
+    # Where the agent and the tool came from, as the registry resolved them (settings/registry.py: built-in, an
+    # entry point of a distribution, MODULE:ATTR): read back with the same ones. None: not recorded.
+    agent_from: dict[str, Any] | None = None
+    tool: str | None = None  # the retrieval tool's name (RetrievalTool.name)
+    tool_from: dict[str, Any] | None = None
     agent_version: str | None = None
     mode: str | None = None
     driver: dict[str, Any] | None = None
@@ -183,6 +188,9 @@ _TYPES: dict[str, tuple[type, ...]] = {
     "tool_provision": (dict, type(None)),
     "agent": (str, type(None)),
     "agent_version": (str, type(None)),
+    "agent_from": (dict, type(None)),
+    "tool": (str, type(None)),
+    "tool_from": (dict, type(None)),
     "agent_provision": (dict, type(None)),
     "warnings": (list,),
     "wall_s": (int, float, type(None)),

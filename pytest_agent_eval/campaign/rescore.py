@@ -16,8 +16,8 @@ import re
 from pathlib import Path
 from typing import Any
 
-from pytest_agent_eval.agents import agent_named
 from pytest_agent_eval.agents.recognition import recognise, say_no_usage
+from pytest_agent_eval.campaign.made_by import agent_of, tool_of
 from pytest_agent_eval.campaign.record import ItemRecord
 from pytest_agent_eval.campaign.store import ITEMS, MANIFEST, PROBE_FOLDER, Campaign, StoreError
 from pytest_agent_eval.corpus.cases import Arm
@@ -26,7 +26,8 @@ from pytest_agent_eval.metrics.figures import figures_of
 from pytest_agent_eval.metrics.occupancy import WINDOW_TOKENS
 from pytest_agent_eval.metrics.scorecard import score
 from pytest_agent_eval.model.record import requests_beside
-from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
+from pytest_agent_eval.settings.registry import recorded_tool
+from pytest_agent_eval.tool import RetrievalTool
 from pytest_agent_eval.transcript import Session, TranscriptError, is_later_segment, segment_files
 
 # run-<entry>-<arm>-<n>, where the entry may itself contain dashes and either end may be missing.
@@ -67,10 +68,15 @@ def parse_label(label: str) -> dict[str, Any]:
 
 
 def rescore(
-    folder: str | Path, tool: RetrievalTool = CODEGRAPH, window: int = WINDOW_TOKENS, problems: list[str] | None = None
+    folder: str | Path,
+    tool: RetrievalTool | None = None,
+    window: int = WINDOW_TOKENS,
+    problems: list[str] | None = None,
 ) -> list[ItemRecord]:
     """Item records for every session under ``folder``, scored with the current metrics; lines of a campaign
-    that cannot be read at all are named in ``problems``."""
+    that cannot be read at all are named in ``problems``. Without ``tool``, each item is scored with the tool its
+    record (or campaign) names, read back from where it came; a folder without records, with the tool the
+    original harness ran (codegraph)."""
     folder = Path(folder)
     said: list[str] = [] if problems is None else problems
     if folder.is_dir() and (folder / MANIFEST).is_file():
@@ -84,6 +90,7 @@ def rescore(
             "folder's, named by their files, without the records' entries, arms and runs"
         )
     root = folder.parent if folder.is_file() else folder
+    tool = tool or recorded_tool(None)
     records = []
     for files in find_sessions(folder):
         first = files[0]
@@ -109,9 +116,10 @@ def rescore(
     return records
 
 
-def _sessions(record: ItemRecord, files: list[Path]) -> list[Session]:
-    """The sessions of a record's files, read by its agent as the record it is (several for a log of several runs)."""
-    agent = agent_named(record.agent)
+def _sessions(record: ItemRecord, files: list[Path], manifest: dict[str, Any] | None = None) -> list[Session]:
+    """The sessions of a record's files, read by its agent (found where the record says it came from) as the record
+    it is (several for a log of several runs)."""
+    agent = agent_of(record, manifest)
     found = recognise(files[0], [agent])
     sessions = agent.read_record(files, found.kind) if found.claimed else [agent.read_transcript(files)]
     for session in sessions:
@@ -119,9 +127,17 @@ def _sessions(record: ItemRecord, files: list[Path]) -> list[Session]:
     return sessions
 
 
-def _rescore_campaign(campaign: Campaign, tool: RetrievalTool, window: int, said: list[str]) -> list[ItemRecord]:
+def _rescore_campaign(
+    campaign: Campaign, tool: RetrievalTool | None, window: int, said: list[str]
+) -> list[ItemRecord]:
     records = []
     for item in campaign.items():
+        try:
+            item_tool = tool or tool_of(item, campaign.manifest)
+        except ValueError as exc:
+            item.outcome, item.error, item.scores, item.figures = "error", str(exc), None, {}
+            records.append(item)
+            continue
         if not item.segments:
             records.append(item)
             continue
@@ -132,16 +148,16 @@ def _rescore_campaign(campaign: Campaign, tool: RetrievalTool, window: int, said
             records.append(item)
             continue
         # Gates are not re-run here, so the outcome the campaign recorded stands unless the transcript is broken.
-        records += _scored(item, files, tool, window, keep_outcome=True, said=said)
+        records += _scored(item, files, item_tool, window, keep_outcome=True, said=said, manifest=campaign.manifest)
     return records
 
 
 def _scored(record: ItemRecord, files: list[Path], tool: RetrievalTool, window: int, keep_outcome: bool = False,
-            said: list[str] | None = None) -> list[ItemRecord]:  # fmt: skip
+            said: list[str] | None = None, manifest: dict[str, Any] | None = None) -> list[ItemRecord]:  # fmt: skip
     """The record scored again; a file of several runs is one record each (``<id>#<n>``). What a record does not
     hold is named in ``said``."""
     try:
-        sessions = _sessions(record, files)
+        sessions = _sessions(record, files, manifest)
         requests = requests_beside(files[0])  # the model server's record, where the run kept one
     except (TranscriptError, OSError, ValueError) as exc:
         record.outcome, record.error, record.scores, record.figures = "error", str(exc), None, {}

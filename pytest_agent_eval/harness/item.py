@@ -382,6 +382,9 @@ class ItemLife:
         case, run_dir = self.case, setup.config_dir
         if case.driver not in self.agent.modes:
             raise AgentInfraError(f"{self.agent.title} cannot be driven {case.driver} (it has {self.agent.modes})")
+        problem = self.agent.stand_in_problem() if endpoint.backend == "scripted" else None
+        if problem is not None:  # else its without-arm would answer with no tool call, and pass
+            raise AgentInfraError(problem)
         record.mode = case.driver
         attempts = self.cfg.retries + 1
         for attempt in range(attempts):

@@ -65,7 +65,7 @@ from pytest_agent_eval.harness.jail import (
 )
 from pytest_agent_eval.harness.relay import relay_command
 from pytest_agent_eval.harness.seccomp import SeccompError, filter_file
-from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
+from pytest_agent_eval.tool import RetrievalTool
 
 # Tests switch the sandbox off to prove their attacks would otherwise get through; not a user option.
 DISABLE_VAR = "AGENT_EVAL_INTERNAL_NO_SANDBOX"
@@ -220,7 +220,7 @@ def sandbox_for(
     readable: Iterable[Path] = (),
     hidden: Iterable[Path] = (),
     relay: tuple[int, Path] | None = None,
-    tool: RetrievalTool = CODEGRAPH,
+    tool: RetrievalTool,
     tool_install: Iterable[Path] = (),
     path_env: str | None = None,
     system: Iterable[Path] = SYSTEM_ROOTS,

@@ -24,7 +24,7 @@ from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 from typing import Any
 
-from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
+from pytest_agent_eval.tool import RetrievalTool
 from pytest_agent_eval.tool.explore_answer import (
     FileSection,
     explore_sections,
@@ -123,7 +123,7 @@ class Allocation:
     files: list[FileUse] = field(default_factory=list)
     calls: list[CallAllocation] = field(default_factory=list)
     answer_source: str = "none"  # "result" | "assistant" | "globs" | "none"
-    explore: str = CODEGRAPH.explore  # the explore tool's name, for the rendered block
+    explore: str = field(kw_only=True)  # the explore tool's name, for the rendered block
 
     @property
     def envelope_chars(self) -> int:
@@ -180,7 +180,7 @@ class Allocation:
 
 def allocation(
     session: Session,
-    tool: RetrievalTool = CODEGRAPH,
+    tool: RetrievalTool,
     answer_globs: Sequence[str] = (),
     sections_by_call: Mapping[str, list[FileSection]] | None = None,
 ) -> Allocation:
@@ -220,7 +220,7 @@ def allocation(
             c.used_files += 1
         if f.via == "path":
             c.path_used_chars += f.chars
-    return Allocation(files, calls, source, tool.explore)
+    return Allocation(files, calls, source, explore=tool.explore)
 
 
 def _answer_source(session: Session, answers: list[str]) -> str:

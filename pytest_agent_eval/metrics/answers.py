@@ -29,7 +29,7 @@ from pytest_agent_eval.corpus.keys import AnswerKey, TurnKey
 from pytest_agent_eval.metrics.allocation import citation_paths, code_span_names
 from pytest_agent_eval.metrics.file_access import bash_access
 from pytest_agent_eval.metrics.sufficiency import READ_TOOLS, SEARCH_TOOLS
-from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
+from pytest_agent_eval.tool import RetrievalTool
 from pytest_agent_eval.tool.explore_answer import FileSection, file_references, file_sections, same_file
 from pytest_agent_eval.transcript import MAIN, Message, Session, ToolCall
 
@@ -129,7 +129,7 @@ class AnswerGrade:
 
 
 def grade(
-    session: Session, key: AnswerKey | None, tool: RetrievalTool = CODEGRAPH, questions: Sequence[str] = ()
+    session: Session, key: AnswerKey | None, tool: RetrievalTool, questions: Sequence[str] = ()
 ) -> AnswerGrade:
     """The answer grade of ``session`` against ``key`` (None: not graded); ``questions``: the turns' questions."""
     if key is None:

@@ -26,7 +26,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_agent_eval.metrics.transforms import normalised
-from pytest_agent_eval.tool import CODEGRAPH, Fingerprint, RetrievalTool
+from pytest_agent_eval.tool import Fingerprint, RetrievalTool
 from pytest_agent_eval.tool.cli_matcher import invokes_cli
 from pytest_agent_eval.transcript import Session, ToolCall, ToolResult, UserText
 
@@ -125,7 +125,7 @@ class Contamination:
         }
 
 
-def contamination(session: Session, tool: RetrievalTool = CODEGRAPH) -> Contamination:
+def contamination(session: Session, tool: RetrievalTool) -> Contamination:
     """Every shell call that ran ``tool.cli`` (blocked or not), every result carrying the tool's output."""
     report = Contamination(cli=tool.cli, exposed_tools=exposed_tools(session, tool), denial=session.denial)
     for call in session.calls:
@@ -149,7 +149,7 @@ def _refused(call: ToolCall) -> bool:
     return call.result is not None and call.result.is_error and COLD_START_MARKER in call.result.text
 
 
-def leaks(session: Session, tool: RetrievalTool = CODEGRAPH) -> list[Leak]:
+def leaks(session: Session, tool: RetrievalTool) -> list[Leak]:
     """Each tool result and injected message, in every thread, that carries one of the tool's fingerprints
     (results of the tool's own MCP tools aside)."""
     names = {call.id: call.name for call in session.calls}
@@ -170,7 +170,7 @@ def leaks(session: Session, tool: RetrievalTool = CODEGRAPH) -> list[Leak]:
     return found
 
 
-def scan(text: str, tool: RetrievalTool = CODEGRAPH) -> tuple[Fingerprint, str] | None:
+def scan(text: str, tool: RetrievalTool) -> tuple[Fingerprint, str] | None:
     """The first of the tool's fingerprints in ``text`` and the line it is on: in the text as it is, else in the
     text with what a transform can change undone (:func:`~.transforms.normalised`)."""
     hit, hidden = tool.first_fingerprint_or_hidden(text)
@@ -190,7 +190,7 @@ def describe_leak(leak: dict[str, Any]) -> str:
     return f'{where} (thread {leak.get("thread", "?")}): {leak.get("fingerprint", "?")} — "{leak.get("excerpt", "")}"'
 
 
-def exposed_tools(session: Session, tool: RetrievalTool = CODEGRAPH) -> list[str]:
+def exposed_tools(session: Session, tool: RetrievalTool) -> list[str]:
     """The tool's names offered in ``system/init`` events, then its MCP servers as ``server:<name> (<status>)``."""
     names: list[str] = []
     offered: list | None = None  # the previous init's tools: every segment of a session repeats the same list

@@ -44,7 +44,7 @@ from urllib.parse import urlsplit
 from pytest_agent_eval.agents.codex import transcript as codex
 from pytest_agent_eval.agents.gemini import transcript as gemini
 from pytest_agent_eval.metrics.contamination import Leak, scan
-from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
+from pytest_agent_eval.tool import RetrievalTool
 from pytest_agent_eval.transcript import Session, ToolResult, Usage, blocks_of, count_of, result_text
 
 MESSAGES_PATH = "/v1/messages"
@@ -246,7 +246,7 @@ def _pairing(session: Session, received: _Received) -> dict[str, str]:
 
 
 def evidence(
-    session: Session, entries: Sequence[dict[str, Any]], tool: RetrievalTool = CODEGRAPH, seen: Sequence[Leak] = ()
+    session: Session, entries: Sequence[dict[str, Any]], tool: RetrievalTool, seen: Sequence[Leak] = ()
 ) -> Evidence:
     """The transcript ``session`` held against the request record ``entries``; ``seen``: the leaks the transcript
     already showed (a received result holding one of those is not counted twice)."""

@@ -20,7 +20,7 @@ from typing import Any
 
 from pytest_agent_eval.metrics.occupancy import FILE_ACCESS, WINDOW_TOKENS
 from pytest_agent_eval.metrics.sufficiency import BUCKETS
-from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
+from pytest_agent_eval.tool import RetrievalTool
 
 # Units: how a figure prints (report.format) and whether a change can be read in percentage points.
 TOKENS, SHARE, SECONDS, USD, COUNT = "tokens", "share", "seconds", "usd", "count"
@@ -43,7 +43,7 @@ class Figure:
     def is_share(self) -> bool:
         return self.unit == SHARE
 
-    def title(self, tool_name: str = CODEGRAPH.name) -> str:
+    def title(self, tool_name: str) -> str:
         return self.label.format(tool=tool_name)
 
 
@@ -196,12 +196,15 @@ def figures_of(
     *,
     has_tool: bool,
     wall_s: float | None = None,
-    tool: RetrievalTool = CODEGRAPH,
+    tool: RetrievalTool | None = None,
     stalled: bool = False,
 ) -> dict[str, float | None]:
     """Every figure of one scored run (``scores`` as :meth:`Scorecard.to_dict` writes it); None where the run
     has no value (allocation without an explore call). A run with a stalled turn has no duration: its time is
-    the stall's, and a table would read it as time saved or lost."""
+    the stall's, and a table would read it as time saved or lost. The retrieval tool's calls are ``tool``'s, else
+    those of the tool the scores name (scores from before they named one were codegraph's)."""
+    named = str(scores.get("tool") or "codegraph").lower()
+    owns = tool.owns if tool is not None else lambda name: named in name.lower()
     occ = scores.get("occupancy") or {}
     suf = scores.get("sufficiency") or {}
     alloc = scores.get("allocation") or {}
@@ -222,7 +225,7 @@ def figures_of(
         "cost_usd": scores.get("cost_usd"),
         "tool_calls": sum(counts.values()),
         "read_calls": counts.get("Read", 0),
-        "retrieval_calls": sum(n for name, n in counts.items() if tool.owns(name)),
+        "retrieval_calls": sum(n for name, n in counts.items() if owns(name)),
         "turns": occ.get("turns"),
         "tokens_processed": occ.get("tokens_processed"),
         "ctx_final": ctx_final,

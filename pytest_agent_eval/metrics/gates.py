@@ -38,7 +38,7 @@ from pytest_agent_eval.corpus.cases import ARM_NAMES, Arm
 from pytest_agent_eval.metrics.contamination import describe_leak
 from pytest_agent_eval.metrics.figures import FIGURES, lookup
 from pytest_agent_eval.report.format import show
-from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
+from pytest_agent_eval.tool import RetrievalTool
 
 
 class ThresholdError(ValueError):
@@ -171,7 +171,7 @@ def _bounds(body: Any, where: str, prefix: str) -> dict[str, Bound]:
 SHOWN_LEAKS = 3  # the gate's message names this many leaks, then counts the rest
 
 
-def contamination_verdict(score: dict[str, Any], arm_has_tool: bool, tool: RetrievalTool = CODEGRAPH) -> Verdict:
+def contamination_verdict(score: dict[str, Any], arm_has_tool: bool, tool: RetrievalTool) -> Verdict:
     """A without-arm that reached the tool anyway is void; a with-arm is never contaminated by its own tool."""
     con = score.get("contamination") or {}
     if arm_has_tool:
@@ -238,7 +238,7 @@ def evaluate(
     arm_name: str,
     arm_label: str,
     thresholds: Thresholds,
-    tool: RetrievalTool = CODEGRAPH,
+    tool: RetrievalTool,
 ) -> list[Verdict]:
     """Every gate that applies to this run, passed or not, contamination first."""
     verdicts = [contamination_verdict(score, Arm(arm_name).has_tool, tool)]

@@ -80,7 +80,7 @@ from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
+from pytest_agent_eval.tool import RetrievalTool
 from pytest_agent_eval.transcript import MAIN, Compaction, Message, Session, ToolResult, UserText
 
 FAMILIES = ("tool", "read", "search", "bash", "other")  # "tool": the retrieval tool under test, whatever its name
@@ -153,7 +153,7 @@ MEASURED, ALL_GAPS, BOUND, DEFAULT = "measured", "all gaps", "bound", "default"
 IMPLAUSIBLE = "implausible"
 
 
-def family(tool_name: str, tool: RetrievalTool = CODEGRAPH) -> str:
+def family(tool_name: str, tool: RetrievalTool) -> str:
     """The family a tool's results are charged to; any tool of the retrieval server is "tool"."""
     if tool_name and tool.owns(tool_name):
         return "tool"
@@ -366,7 +366,7 @@ class _Resident:
 
 
 def occupancy(
-    session: Session, tool: RetrievalTool = CODEGRAPH, window: int = WINDOW_TOKENS, by_request: bool = False
+    session: Session, tool: RetrievalTool, window: int = WINDOW_TOKENS, by_request: bool = False
 ) -> Occupancy:
     """Residual context occupancy of the session's main thread at its last request (``by_request``: and at each
     request before it, in :attr:`Occupancy.by_request`)."""
@@ -964,7 +964,7 @@ class SimpleEstimate:
     residual: dict[str, int]
 
 
-def simple_estimate(session: Session, tool: RetrievalTool = CODEGRAPH) -> SimpleEstimate:
+def simple_estimate(session: Session, tool: RetrievalTool) -> SimpleEstimate:
     """The simple calibrated estimate of the session's main thread at its last request (see :class:`SimpleEstimate`)."""
     _, gaps, _ = _gaps(session, tool)
     return _simple(gaps)

@@ -17,7 +17,7 @@ from pytest_agent_eval.metrics.contamination import Contamination, contamination
 from pytest_agent_eval.metrics.evidence import Evidence, evidence, reached_the_model
 from pytest_agent_eval.metrics.occupancy import WINDOW_TOKENS, Occupancy, occupancy
 from pytest_agent_eval.metrics.sufficiency import Sufficiency, sufficiency
-from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
+from pytest_agent_eval.tool import RetrievalTool
 from pytest_agent_eval.tool.explore_answer import explore_sections
 from pytest_agent_eval.transcript import Session
 
@@ -65,7 +65,7 @@ class Scorecard:
 
 def score(
     session: Session,
-    tool: RetrievalTool = CODEGRAPH,
+    tool: RetrievalTool,
     window: int = WINDOW_TOKENS,
     answer_globs: Sequence[str] = (),
     requests: Sequence[dict[str, Any]] | None = None,
@@ -92,6 +92,6 @@ def score(
     )
 
 
-def score_session(session: Session, tool: RetrievalTool = CODEGRAPH, window: int = WINDOW_TOKENS) -> dict[str, Any]:
+def score_session(session: Session, tool: RetrievalTool, window: int = WINDOW_TOKENS) -> dict[str, Any]:
     """Every figure of one session as JSON-ready data."""
     return score(session, tool, window).to_dict()

@@ -27,7 +27,7 @@ from functools import cached_property
 from typing import Any
 
 from pytest_agent_eval.metrics.file_access import bash_access
-from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
+from pytest_agent_eval.tool import RetrievalTool
 from pytest_agent_eval.tool.explore_answer import FileSection, explore_sections, mentioned_paths, same_file
 from pytest_agent_eval.transcript import DELEGATION_TOOLS, MAIN, Message, Session, ToolCall
 
@@ -84,7 +84,7 @@ class Sufficiency:
     counts: dict[str, int] = field(default_factory=lambda: dict.fromkeys(BUCKET_KEYS, 0))
     errors: int = 0
     concurrent: int = 0
-    explore: str = CODEGRAPH.explore
+    explore: str = field(kw_only=True)  # the tool's explore tool, as the tool declares it
 
     @property
     def answered(self) -> int:
@@ -123,7 +123,7 @@ class _Response:
 
 
 def sufficiency(
-    session: Session, tool: RetrievalTool = CODEGRAPH, sections_by_call: Mapping[str, list[FileSection]] | None = None
+    session: Session, tool: RetrievalTool, sections_by_call: Mapping[str, list[FileSection]] | None = None
 ) -> Sufficiency:
     """Bucket every explore call of ``tool`` in the session by what the agent did next; ``sections_by_call``:
     :func:`~pytest_agent_eval.tool.explore_answer.explore_sections` of the session, when the caller has them."""

@@ -50,13 +50,28 @@ def make_backend(name: str, api: str = "messages", **opts: Any) -> Backend:
     raise ValueError(f"unknown model backend {name!r}; expected one of {BACKENDS}")
 
 
+_CASSETTES = {
+    "claude-code": CassetteBackend,
+    "codex": ResponsesCassetteBackend,
+    "gemini": GeminiCassetteBackend,
+    "opencode": OpenCodeCassetteBackend,
+}
+
+
 def cassette_backend(
-    paths: str | Path | Iterable[str | Path],
+    paths: str | Path | Iterable[str | Path], agent: Any = None
 ) -> CassetteBackend | ResponsesCassetteBackend | GeminiCassetteBackend:
-    """The cassette of a recording, by its format: a Codex run's (its ``codex exec --json`` streams) replays the
-    Responses API, a Gemini CLI run's (its stream-json events and chat record) the Gemini API, an OpenCode run's (its
-    ``--format json`` streams) and any other (Claude Code's stream-json segments) the Messages API."""
+    """The cassette of a recording: with ``agent`` (the CodingAgent that recorded it, as its record says), the one
+    of its ``stand_in`` dialect; else by the recording's format: a Codex run's (its ``codex exec --json`` streams)
+    replays the Responses API, a Gemini CLI run's (its stream-json events and chat record) the Gemini API, an
+    OpenCode run's (its ``--format json`` streams) and any other (Claude Code's stream-json segments) the Messages
+    API. An agent without a dialect has no cassette: a ValueError says so."""
     listed = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
+    if agent is not None:
+        cassette = _CASSETTES.get(agent.stand_in)
+        if cassette is None:
+            raise ValueError(f"no cassette replays a recording of {agent.title}: {agent.stand_in_problem()}")
+        return cassette(listed)
     if listed and is_codex_events(listed[0]):
         return ResponsesCassetteBackend(listed)
     if listed and is_gemini_events(listed[0]):

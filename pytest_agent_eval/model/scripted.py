@@ -45,6 +45,7 @@ FOLLOW_UPS = ("read", "explore", "none")
 # or name a wrong file; the grades must tell them apart.
 ANSWER_POLICIES = ("cite", "key", "none", "wrong")
 NO_ANSWER = "I looked, but I cannot say how this works."
+SPOKEN = ("Read", "Grep", "Bash")  # the common tools the without-arm's policy asks for
 # After this many tool calls for one question the agent answers with what it has.
 MAX_STEPS = 8
 
@@ -191,6 +192,10 @@ class Turn:
         return path[len(prefix) :] if self.cwd and path.startswith(prefix) else path
 
 
+class StandInError(ValueError):
+    """A request the stand-in cannot act on: the agent offers none of the tools its policy asks for."""
+
+
 # -- small pieces of judgment -------------------------------------------------------------------
 def keywords(question: str) -> list[str]:
     """Search terms, most code-like first: dotted/snake/camel identifiers, then the longest words."""
@@ -320,6 +325,12 @@ class ScriptedBackend:
             blocks = [self._answer(turn)]
         elif self._explore_tool(turn):
             blocks = self._with_arm(turn)
+        elif not any(turn.tool(name) for name in SPOKEN):
+            raise StandInError(
+                f"the scripted stand-in asks for {', '.join(SPOKEN)} or the retrieval tool's {self.explore}, and the "
+                f"agent offered none of them ({', '.join(sorted(turn.tools))}): it would answer without a tool call; "
+                "give the agent the stand_in dialect whose tools it offers (docs/extending.md)"
+            )
         else:
             blocks = self._without_arm(turn)
         if self.thinking and blocks and blocks[0].get("type") == "tool_use":

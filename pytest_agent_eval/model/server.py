@@ -53,6 +53,7 @@ from .refusal import gemini_refusal, refusal, responses_refusal
 from .responses import as_requested, assemble_response, output_items, read_turn, response_json, usage_json
 from .responses import stream_events as response_events
 from .retry import TRANSIENT_STATUSES, RetryPolicy
+from .scripted import StandInError
 from .sse import Reply, assemble, message_json, new_id, stream_events
 from .usage import PromptCount, UsageModel
 
@@ -385,6 +386,10 @@ class _Handler(BaseHTTPRequestHandler):
     def _backend_failed(self) -> None:
         with self.server.lock:
             self.server.errors.append(traceback.format_exc())
+        failure = sys.exc_info()[1]
+        if isinstance(failure, StandInError):  # the agent's own mistake, said to it (and in the request record)
+            self._send_error(400, f"agent-eval: {failure}", refused=str(failure))
+            return
         self._send_error(500, "backend failed")
 
     def _model(self, request: dict[str, Any]) -> str:

@@ -13,7 +13,7 @@ from collections.abc import Mapping
 from pathlib import Path
 
 from ..metrics.occupancy import FAMILIES, family
-from ..tool import CODEGRAPH, RetrievalTool
+from ..tool import RetrievalTool
 from ..transcript import MAIN, Session
 from .usage import PromptCount
 
@@ -35,9 +35,7 @@ def read_truth_log(path: str | Path) -> dict[str, PromptCount]:
     return counts
 
 
-def resident_truth(
-    session: Session, counts: Mapping[str, PromptCount], tool: RetrievalTool = CODEGRAPH
-) -> dict[str, int] | None:
+def resident_truth(session: Session, counts: Mapping[str, PromptCount], tool: RetrievalTool) -> dict[str, int] | None:
     """Tokens each family's tool results occupy in the main thread's last request, as the server counted
     them, less the session context the client moved into a result (:func:`~.usage.moved_context`: the CLI's reminders,
     there whichever result they ride on); None when the server did not answer that request (another server's session,

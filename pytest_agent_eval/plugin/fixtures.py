@@ -208,7 +208,7 @@ def agent_model_server(request: pytest.FixtureRequest, coding_agent: CodingAgent
         "finding the item's recording",
         lambda: baseline.recording(source, record.id, record.entry, record.arm, record.run, record.test),
     )
-    backend = step("reading the item's recording", lambda: cassette_backend(segments))
+    backend = step("reading the item's recording", lambda: cassette_backend(segments, coding_agent))
     replayed = str(eval_session(request.config).replay_path)
     server = serve(backend, retry=HARNESS_RETRY)
     try:

@@ -23,7 +23,7 @@ def answers_section(found: Aggregate) -> str:
     """The section; empty when no run was scored for its answers (records from before answers were graded)."""
     if not any(isinstance((run.scores or {}).get("answers"), dict) for run in found.records):
         return ""
-    head = "".join(f"<th>{_e(n)}</th>" for n in ["entry", "arm", *(FIGURES[c].title() for c in COLUMNS)])
+    head = "".join(f"<th>{_e(n)}</th>" for n in ["entry", "arm", *(FIGURES[c].label for c in COLUMNS)])
     rows = []
     for (row, arm), group in found.groups.items():
         cells = "".join(f'<td data-figure="{c}">{_e(answer_cell(group, c))}</td>' for c in COLUMNS)
@@ -48,7 +48,7 @@ def answers_section(found: Aggregate) -> str:
         + f'<div class="scroll"><table class="figures"><thead><tr>{head}</tr></thead>'
         + f"<tbody>{''.join(rows)}</tbody></table></div>"
         + (
-            f"<p>{_e(FIGURES[GRADE_FIGURE].title())}, paired run against run [95% bootstrap interval]:</p>"
+            f"<p>{_e(FIGURES[GRADE_FIGURE].label)}, paired run against run [95% bootstrap interval]:</p>"
             f"<ul>{''.join(paired)}</ul>"
             if paired
             else ""

@@ -41,7 +41,7 @@ def grade_text(groups: Sequence[tuple[str, ArmRuns]]) -> str:
     runs = [run for _, group in groups for run in group.runs]
     if not any(_answers(run) for run in runs):
         return ""  # records from before answers were graded
-    title = FIGURES[GRADE_FIGURE].title()
+    title = FIGURES[GRADE_FIGURE].label
     if not is_graded(runs):
         return f"{title} {NOT_GRADED}"
     cells = " · ".join(f"{arm} {answer_cell(group, GRADE_FIGURE)}" for arm, group in groups)

@@ -17,7 +17,7 @@ from datetime import datetime, timezone
 from pathlib import Path
 from typing import Any
 
-from pytest_agent_eval.agents import agent_named
+from pytest_agent_eval.campaign.made_by import agent_of, tool_of
 from pytest_agent_eval.campaign.record import ItemRecord
 from pytest_agent_eval.campaign.store import Campaign, StoreError, inside, write_atomic
 from pytest_agent_eval.metrics.figures import FIGURES
@@ -49,7 +49,7 @@ from pytest_agent_eval.report.terminal import (
     tool_name,
 )
 from pytest_agent_eval.report.verdict import BETTER, NO_PAIRS, UNCLEAR, WORSE, Verdict, shown, verdicts
-from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
+from pytest_agent_eval.tool import RetrievalTool
 from pytest_agent_eval.transcript import Compaction, Message, Session, ToolResult, UserText
 
 Records = Sequence[ItemRecord | Mapping[str, Any]]
@@ -136,14 +136,17 @@ def render_html(
     comparison: GateResult | None = None,
     compared_with: str | None = None,
     include_contaminated: bool = False,
+    manifest: Mapping[str, Any] | None = None,
 ) -> str:
-    """The whole report as one HTML string; segments are read inside ``base_dir`` (the campaign), never outside.
+    """The whole report as one HTML string; segments are read inside ``base_dir`` (the campaign), never outside,
+    with the agent and tool each record (or ``manifest``, the campaign's) says made it (campaign/made_by.py).
     With ``comparison`` (the session's compare gate against ``compared_with``) it shows the gate's verdicts; the
     verdict banner leaves out contaminated without-arm runs unless ``include_contaminated``, as the tables do."""
     base = Path(base_dir) if base_dir is not None else Path.cwd()
     found = aggregate(records)
     records = found.records
-    sessions = {record.id: _load(record, base) for record in records}
+    tools: dict[str, RetrievalTool] = {}  # each run's, as _load found it
+    sessions = {record.id: _load(record, base, manifest, tools) for record in records}
     replayed = replay_source(records)
     found_verdicts = shown(verdicts(found, include_contaminated))
     agents = side_by_side(found_verdicts)  # several agents: each one's arms compared, side by side
@@ -181,12 +184,12 @@ def render_html(
         _chart("chart-allocation", "Allocation efficiency per explore call"),
         "</section>",
         agents_section(agents, tool_name(records)),
-        _occupancy_section(found, sessions),
+        _occupancy_section(found, sessions, tools),
         '<section id="runs"><h2>Runs</h2>',
         "<p class=\"hint\">each run's figures as <code>-vv</code> prints them, then its transcript: a tool's "
         "result is folded (click to open); leaks of the tool's output and calls the agent's deny refused are "
         "marked</p>",
-        *(_run(record, sessions[record.id]) for record in records),
+        *(_run(record, sessions[record.id], tools.get(record.id)) for record in records),
         "</section></main>",
         f'<script type="application/json" id="chart-data">{data}</script>',
         f"<script>{_JS}</script>",
@@ -266,7 +269,9 @@ def _verdict_banner(found: list[Verdict], tool: str) -> str:
     )
 
 
-def _occupancy_section(found: Aggregate, sessions: Mapping[str, Session | str]) -> str:
+def _occupancy_section(
+    found: Aggregate, sessions: Mapping[str, Session | str], tools: Mapping[str, RetrievalTool]
+) -> str:
     """Per entry, each run's context over its requests stacked by family, the arms side by side on one scale."""
     tool = tool_name(found.records)
     figures = []
@@ -279,7 +284,7 @@ def _occupancy_section(found: Aggregate, sessions: Mapping[str, Session | str]) 
                 if isinstance(session, Session):
                     scores = run.scores or {}
                     window = (scores.get("occupancy") or {}).get("window") or WINDOW_TOKENS
-                    found_occupancy = occupancy(session, _tool(scores), window, by_request=True)
+                    found_occupancy = occupancy(session, tools[run.id], window, by_request=True)
                     series[run.id] = found_occupancy.by_request
         top, columns = occupancy_chart.scale(list(series.values()))
         columns_html = []
@@ -395,8 +400,11 @@ def _chart(chart_id: str, caption: str) -> str:
 
 
 # -- one run's transcript ------------------------------------------------------------------------------------
-def _load(record: ItemRecord, base: Path) -> Session | str:
-    """The run's transcript, or why there is none to show (as the HTML that says so)."""
+def _load(
+    record: ItemRecord, base: Path, manifest: Mapping[str, Any] | None, tools: dict[str, RetrievalTool]
+) -> Session | str:
+    """The run's transcript, read by the agent that made it, or why there is none to show (as the HTML that says
+    so); the tool it ran with (its fingerprints and explore tool, to score it again) goes into ``tools``."""
     try:
         segments = [inside(base, s) for s in record.segments]
     except StoreError as exc:
@@ -407,18 +415,15 @@ def _load(record: ItemRecord, base: Path) -> Session | str:
     if missing:
         return f'<p class="warning">segment not found: {_e(missing[0])}</p>'
     try:
-        return agent_named(record.agent).read_transcript(segments)
-    except (ValueError, OSError) as exc:  # a TranscriptError, or an agent this version does not know
+        tool = tool_of(record, manifest)
+        session = agent_of(record, manifest).read_transcript(segments)
+    except (ValueError, OSError) as exc:  # a TranscriptError, or an agent or tool that cannot be loaded here
         return f'<p class="warning">unreadable transcript: {_e(exc)}</p>'
+    tools[record.id] = tool
+    return session
 
 
-def _tool(scores: Mapping[str, Any]) -> RetrievalTool:
-    """The retrieval tool a run was scored for (records before ``explore`` was kept name none: the default's)."""
-    name = str(scores.get("tool") or CODEGRAPH.name)
-    return RetrievalTool(name, str(scores.get("explore") or f"{name}_explore"), name)
-
-
-def _run(record: ItemRecord, session: Session | str) -> str:
+def _run(record: ItemRecord, session: Session | str, tool: RetrievalTool | None) -> str:
     scores = record.scores or {}
     outcome = record.outcome
     label = " · ".join(str(x) for x in (record.entry, record.arm_label, record.run) if x is not None)
@@ -427,19 +432,19 @@ def _run(record: ItemRecord, session: Session | str) -> str:
         f'<strong>{_e(record.id)}</strong> <span class="meta">{_e(label)}</span></summary>'
     )
     body = [_run_meta(record), _leaks(record, scores)]
-    if isinstance(session, str):
-        body.append(session)
+    if isinstance(session, str) or tool is None:
+        body.append(str(session))
     else:
         if record.scored:
-            body.append(_blocks(session, scores))
-        body.append(_transcript(session, scores))
+            body.append(_blocks(session, scores, tool))
+        body.append(_transcript(session, scores, tool))
     return f'<details class="run" id="run-{_e(record.id)}">{summary}{"".join(body)}</details>'
 
 
-def _blocks(session: Session, scores: Mapping[str, Any]) -> str:
+def _blocks(session: Session, scores: Mapping[str, Any], tool: RetrievalTool) -> str:
     """The run's blocks as ``-vv`` prints them (records keep no text: scored again off the transcript)."""
     window = (scores.get("occupancy") or {}).get("window") or WINDOW_TOKENS
-    text = render_scorecard(score(session, _tool(scores), window))
+    text = render_scorecard(score(session, tool, window))
     return (
         '<details class="blocks"><summary>figures of this run, as <code>-vv</code> prints them</summary>'
         f"<pre>{_e(text)}</pre></details>"
@@ -482,9 +487,8 @@ def _run_meta(record: ItemRecord) -> str:
     return f'<ul class="run-meta">{"".join(rows)}</ul>' if rows else ""
 
 
-def _transcript(session: Session, scores: dict[str, Any]) -> str:
+def _transcript(session: Session, scores: dict[str, Any], tool: RetrievalTool) -> str:
     """The timeline, with each explore call marked by its bucket and the files the answer cited from it."""
-    tool = _tool(scores)
     verdict_list = (scores.get("sufficiency") or {}).get("calls") or []
     by_id = {v["call"]: v for v in verdict_list if v.get("call")}
     in_order = iter(verdict_list)  # records written before verdicts carried the call id: in session order
@@ -607,7 +611,9 @@ def write_html(
     backend = named or campaign.manifest.get("backend")
     title = f"agent-eval campaign {campaign.id}"
     note = backend_note(backend) + agents_note(records, backend_name(backend))  # with several: which ran on it
-    text = render_html(records, title, note, campaign.path, comparison, compared_with, include_contaminated)
+    text = render_html(
+        records, title, note, campaign.path, comparison, compared_with, include_contaminated, campaign.manifest
+    )
     path = campaign.path / REPORT
     write_atomic(path, text)
     return path

@@ -152,7 +152,7 @@ def item_blocks(record: ItemRecord) -> str:
     return f"{title:─<100}\n{body.rstrip()}{gates}"
 
 
-def run_line(record: ItemRecord, tool: str = CODEGRAPH.name) -> str:
+def run_line(record: ItemRecord, tool: str) -> str:
     """One run in one line: what it left resident and processed, what followed its explore calls, its time and
     cost, and what voids or fails it (the blocks, with -vv or in report.html, say how each figure came about)."""
     if not record.scored:

@@ -21,7 +21,6 @@ from pytest_agent_eval.report.aggregate import Aggregate, ArmRuns, Row
 from pytest_agent_eval.report.format import signed
 from pytest_agent_eval.report.grades import grade_medians, grade_text
 from pytest_agent_eval.report.stats import bootstrap_ci, paired_ratios
-from pytest_agent_eval.tool import CODEGRAPH
 
 # What a build decision reads first: what the arm left in the context, what it processed, its time and its cost.
 VERDICT_FIGURES = ("residual_tokens", "tokens_processed", "duration_s", "cost_usd")
@@ -50,7 +49,7 @@ class Change:
         better = FIGURES[self.figure].better or 0
         return BETTER if (self.mean > 0) == (better > 0) else WORSE
 
-    def text(self, tool: str = CODEGRAPH.name) -> str:
+    def text(self, tool: str) -> str:
         """``retrieval residual −73% [−75%, −70%] better``; one pair: ``… −73% (1 pair: no interval)``."""
         return f"{FIGURES[self.figure].title(tool)} {self.value_text()}"
 
@@ -98,7 +97,7 @@ class Verdict:
         over = f"{self.entries} entr{'y' if self.entries == 1 else 'ies'}, " if self.overall else ""
         return f"{self.arm} vs {self.reference}, {over}{self.pairs} paired run{'' if self.pairs == 1 else 's'}"
 
-    def line(self, tool: str = CODEGRAPH.name) -> str:
+    def line(self, tool: str) -> str:
         """``verdict express (with vs without, 2 paired runs): retrieval residual −73% [−73%, −73%] better · …``"""
         head = f"verdict {self.label} ({self.scope})"
         if not self.pairs:

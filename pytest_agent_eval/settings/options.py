@@ -277,18 +277,20 @@ OPTIONS: tuple[Option, ...] = (
         "agent_eval_tool",
         "tool",
         "tool",
-        "the retrieval tool under test: MODULE:ATTR naming a pytest_agent_eval.RetrievalTool object (the module "
+        "the retrieval tool under test: a built-in tool's name (codegraph), an installed distribution's entry point "
+        "(group pytest_agent_eval.tools) or MODULE:ATTR naming a pytest_agent_eval.RetrievalTool object (the module "
         "importable, e.g. through pytest's pythonpath ini) (default codegraph, pytest_agent_eval.CODEGRAPH)",
-        "MODULE:ATTR",
+        "TOOL",
     ),
     Option(
         "--agent-eval-agent",
         "agent_eval_agent",
         "agent",
         "agent",
-        "the coding agent that runs the items: a built-in agent's name (claude-code, codex, gemini, opencode) "
-        "or MODULE:ATTR naming a pytest_agent_eval.agents.base.CodingAgent object (the module importable, e.g. "
-        "through pytest's pythonpath ini) (default Claude Code, pytest_agent_eval.agents.claude_code:CLAUDE_CODE)",
+        "the coding agent that runs the items: a built-in agent's name (claude-code, codex, gemini, opencode), "
+        "an installed distribution's entry point (group pytest_agent_eval.agents) or MODULE:ATTR naming a "
+        "pytest_agent_eval.agents.base.CodingAgent object (the module importable, e.g. through pytest's pythonpath "
+        "ini) (default Claude Code, pytest_agent_eval.agents.claude_code:CLAUDE_CODE)",
         "AGENT",
     ),
     Option(

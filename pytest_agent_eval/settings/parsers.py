@@ -172,25 +172,25 @@ def parse_version(text: str) -> str:
 
 
 def parse_tool(text: str) -> RetrievalTool:
-    from pytest_agent_eval.tool import load_tool
+    """A built-in tool's name (``codegraph``), an installed entry point's (``pytest_agent_eval.tools``) or
+    ``MODULE:ATTR``."""
+    from pytest_agent_eval.settings.registry import resolve_tool
 
     try:
-        return load_tool(str(text))
+        return resolve_tool(str(text))
     except ValueError as exc:
         raise OptionError(str(exc)) from None
 
 
 def parse_agent(text: str) -> CodingAgent:
-    """A built-in agent's name (``codex``) or ``MODULE:ATTR``."""
-    from pytest_agent_eval.agents import BUILT_IN
-    from pytest_agent_eval.agents.base import load_agent
+    """A built-in agent's name (``codex``), an installed entry point's (``pytest_agent_eval.agents``) or
+    ``MODULE:ATTR``."""
+    from pytest_agent_eval.settings.registry import resolve_agent
 
-    name = str(text).strip()
     try:
-        return load_agent(BUILT_IN.get(name, name))
+        return resolve_agent(str(text))
     except ValueError as exc:
-        known = f"no built-in agent ({', '.join(BUILT_IN)}); " if ":" not in name else ""
-        raise OptionError(f"{known}{exc}") from None
+        raise OptionError(str(exc)) from None
 
 
 def parse_agents(text: str) -> list[CodingAgent]:

@@ -280,7 +280,7 @@ HOOK_DENY_REASON = HOOK_DENY_MARKER + "; use the tools you were given (Read, Gre
 REPO_PLACEHOLDER = "{repo}"
 
 
-@dataclass(frozen=True)
+@dataclass(frozen=True, kw_only=True)
 class RetrievalTool:
     """Everything the harness needs to know of a retrieval tool; nothing outside this description names it.
 
@@ -299,28 +299,34 @@ class RetrievalTool:
     ``{repo}`` standing for the repository; ``state_dirs`` are the files or folders indexing leaves in the
     repository (the without-arm's copy holds none of them); ``env`` is the tool's own environment (telemetry,
     daemons, prompt hooks off) for indexing, its MCP server and the agent.
+
+    A tool is only what it declares: every field but ``package``, ``build`` and ``env`` is required (by keyword), so
+    that a tool which forgets its fingerprints or state folders is an error, never one gated against another's
+    output or copied without another's index (:data:`CODEGRAPH` spells out all of its own).
     """
 
-    name: str = "codegraph"
-    explore: str = "codegraph_explore"
-    cli: str = "codegraph"
-    fingerprints: tuple[Fingerprint, ...] = field(default=CODEGRAPH_FINGERPRINTS)
-    package: str | None = "@colbymchenry/codegraph"
+    name: str
+    explore: str
+    cli: str
+    fingerprints: tuple[Fingerprint, ...]
+    package: str | None = None
     build: Path | None = None
-    version: str = "1.6.1"
-    index_args: tuple[str, ...] = ("init", "-y", REPO_PLACEHOLDER)
-    serve_args: tuple[str, ...] = ("serve", "--mcp", "--path", REPO_PLACEHOLDER)
-    state_dirs: tuple[str, ...] = (".codegraph",)
-    env: Mapping[str, str] = field(
-        hash=False,
-        default_factory=lambda: {"DO_NOT_TRACK": "1", "CODEGRAPH_NO_DAEMON": "1", "CODEGRAPH_NO_PROMPT_HOOK": "1"},
-    )
+    version: str
+    index_args: tuple[str, ...]
+    serve_args: tuple[str, ...]
+    state_dirs: tuple[str, ...]
+    env: Mapping[str, str] = field(hash=False, default_factory=dict)
 
     def __post_init__(self) -> None:
         if self.package is None and self.build is None:
             raise ValueError(f"retrieval tool {self.name!r}: give an npm package or a local build")
         if not self.state_dirs:
             raise ValueError(f"retrieval tool {self.name!r}: state_dirs must name what indexing leaves behind")
+        if not self.fingerprints:
+            raise ValueError(
+                f"retrieval tool {self.name!r}: fingerprints must name patterns only its output produces (the "
+                "contamination gate looks for nothing else)"
+            )
 
     def index_command(self, binary: Path | str, repo: Path | str) -> list[str]:
         """The command that indexes ``repo`` (run with ``repo`` as its working directory)."""
@@ -357,7 +363,18 @@ class RetrievalTool:
         return _scanner(self.fingerprints).first_or_hidden(text)
 
 
-CODEGRAPH = RetrievalTool()
+CODEGRAPH = RetrievalTool(
+    name="codegraph",
+    explore="codegraph_explore",
+    cli="codegraph",
+    fingerprints=CODEGRAPH_FINGERPRINTS,
+    package="@colbymchenry/codegraph",
+    version="1.6.1",
+    index_args=("init", "-y", REPO_PLACEHOLDER),
+    serve_args=("serve", "--mcp", "--path", REPO_PLACEHOLDER),
+    state_dirs=(".codegraph",),
+    env={"DO_NOT_TRACK": "1", "CODEGRAPH_NO_DAEMON": "1", "CODEGRAPH_NO_PROMPT_HOOK": "1"},
+)
 
 
 def load_tool(reference: str) -> RetrievalTool:

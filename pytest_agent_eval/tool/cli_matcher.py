@@ -18,8 +18,6 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from fnmatch import fnmatchcase
 
-from pytest_agent_eval.tool import CODEGRAPH
-
 _MAX_DEPTH = 8
 _OPERATORS = ("&&", "||", ";;", "|&", ";", "|", "&", "(", ")")
 _REDIRECTS = ("<<<", "<<-", "&>>", "<<", ">>", "<>", ">|", "&>", ">&", "<&", "<", ">")
@@ -83,7 +81,7 @@ class _Scope:
     cwd: str = ""
 
 
-def invokes_cli(command: str, cli: str = CODEGRAPH.cli) -> bool:
+def invokes_cli(command: str, cli: str) -> bool:
     """True when the shell ``command`` runs ``cli`` in some command position (not just names it)."""
     if not cli or not _may_name(command, cli):
         return False

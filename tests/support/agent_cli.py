@@ -152,7 +152,7 @@ def explored(arm: Arm) -> ToolResult:
     contamination, the policy's answer; the first explore's result (the offer of the tools is the agent's own)."""
     explores = [c for c in arm.session.calls if c.name == f"mcp__{CODEGRAPH.name}__{CODEGRAPH.explore}"]
     assert explores and explores[0].result is not None and "**Exploration:" in explores[0].result.text
-    report = contamination(arm.session)
+    report = contamination(arm.session, tool=CODEGRAPH)
     assert report.mcp_calls and not report.contaminated
     assert arm.session.answer_texts() and arm.session.answer_texts()[0].startswith("Answer to: How does res.send")
     return explores[0].result
@@ -166,7 +166,7 @@ def denied(arm: Arm, offered: Callable[[dict[str, Any]], list[str]]) -> ToolResu
     assert not any(CODEGRAPH.owns(c.name) for c in arm.session.calls)
     [cli] = [c for c in arm.session.calls if c.input.get("command", "").startswith(f"{CODEGRAPH.cli} ")]
     assert cli.result is not None and cli.result.is_error and CODEGRAPH.deny_marker in cli.result.text
-    report = contamination(arm.session)
+    report = contamination(arm.session, tool=CODEGRAPH)
     assert (report.cli_calls, report.cli_blocked, report.contaminated) == (1, 1, False)
     assert not (arm.workspace.repo / ".codegraph").exists()
     return cli.result
@@ -175,9 +175,9 @@ def denied(arm: Arm, offered: Callable[[dict[str, Any]], list[str]]) -> ToolResu
 def assert_occupancy_matches(session: Session, counts: dict[str, PromptCount]) -> None:
     """bench/occupancy_accuracy.py's measure, Σ|estimate − truth| / Σ truth over the families, is ≤ 1%: ``counts``
     the stand-in's, keyed by the session's messages."""
-    truth = resident_truth(session, counts)
+    truth = resident_truth(session, counts, tool=CODEGRAPH)
     assert truth is not None
-    estimate = occupancy(session).residual
+    estimate = occupancy(session, tool=CODEGRAPH).residual
     error = sum(abs(estimate[f] - truth[f]) for f in FAMILIES) / sum(truth.values())
     assert error <= 0.01, (estimate, truth)
 
@@ -192,7 +192,7 @@ def main(args: list[str]) -> int:
     launcher, express, cache, out = (Path(a) for a in args[1:5])
     build = Provisioned(agent.executable, launcher, agent.version, agent.version)
     arm = run_arm(agent, out, express, build, cache, codegraph=codegraph)
-    report = contamination(arm.session)
+    report = contamination(arm.session, tool=CODEGRAPH)
     shell = [c.result for c in arm.session.calls if c.name == "Bash" and c.result is not None]
     summary = {
         "uid": os.geteuid(),

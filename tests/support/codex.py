@@ -15,6 +15,7 @@ from pytest_agent_eval.campaign.store import Campaign
 from pytest_agent_eval.metrics.scorecard import score_session
 from pytest_agent_eval.model.responses import output_items, read_turn, stream_events
 from pytest_agent_eval.model.sse import new_id
+from pytest_agent_eval.tool import CODEGRAPH
 from support.upstream import Upstream, fake_api
 
 
@@ -45,7 +46,7 @@ def campaign_of(out: Path, recording: Path, arm: str, turns: int = 1) -> Campaig
         shutil.copyfile(recording / f"events{suffix}.jsonl", segments[-1])
     shutil.copyfile(next(recording.glob("rollout-*.jsonl")), folder / f"run-{arm}-1.rollout")
     (folder / f"run-{arm}-1.stderr").write_text("noise")
-    scores = score_session(CODEX.read_transcript(segments))
+    scores = score_session(CODEX.read_transcript(segments), tool=CODEGRAPH)
     campaign.record(
         ItemRecord(id=item, entry="express", arm=arm, arm_label=arm, run=1, outcome="passed", scores=scores,
                    figures={"allocation": scores["allocation"]["efficiency"]}, agent=CODEX.name,

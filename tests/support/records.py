@@ -7,6 +7,7 @@ from pytest_agent_eval.agents.claude_code.transcript import read_segments
 from pytest_agent_eval.campaign.record import ItemRecord
 from pytest_agent_eval.campaign.store import Campaign
 from pytest_agent_eval.metrics.scorecard import score_session
+from pytest_agent_eval.tool import CODEGRAPH
 from support.synth import Transcript, explore_response
 
 EXPLORE = "mcp__codegraph__codegraph_explore"
@@ -51,7 +52,7 @@ def record(t: Transcript, entry: str, arm: str, run: int) -> dict:
         "arm": arm,
         "run": run,
         "outcome": "passed",
-        "scores": score_session(t.session()),
+        "scores": score_session(t.session(), tool=CODEGRAPH),
     }
 
 
@@ -70,7 +71,7 @@ def recorded_campaign(out, cite: bool = True) -> Campaign:
         t.result(answer)
         segments.append(t.write(folder / name))
     (folder / "run-with-1.stderr").write_text("noise")
-    scores = score_session(read_segments(segments))
+    scores = score_session(read_segments(segments), tool=CODEGRAPH)
     campaign.record(
         ItemRecord(
             id="express-with-1",

@@ -15,6 +15,7 @@ from pytest_agent_eval.metrics.contamination import contamination
 from pytest_agent_eval.metrics.evidence import evidence
 from pytest_agent_eval.model import cassette_backend
 from pytest_agent_eval.model.record import read_requests
+from pytest_agent_eval.tool import CODEGRAPH
 from support.agent_cli import Arm, run_arm
 from support.e2e import RealTools
 
@@ -63,6 +64,6 @@ def assert_replayed(recorded: Arm, replayed: Arm, has_tool: bool) -> None:
         assert after.result is not None and before.result is not None
         assert after.result.is_error == before.result.is_error
         assert after.result.text.replace(new, old)[:200] == before.result.text[:200]
-    assert evidence(replayed.session, read_requests(replayed.record)).intact
-    report = contamination(replayed.session)
+    assert evidence(replayed.session, read_requests(replayed.record), tool=CODEGRAPH).intact
+    report = contamination(replayed.session, tool=CODEGRAPH)
     assert (bool(report.mcp_calls), report.cli_blocked, report.contaminated) == (has_tool, int(not has_tool), False)

@@ -30,11 +30,15 @@ def without_clean() -> Transcript:
     return t
 
 
-def without_contaminated() -> Transcript:
+def without_contaminated(
+    command: str = "codegraph explore 'res.send'",
+    output: str = "**Exploration: res.send**\n\n**`lib/response.js`** — send(function)\n\nfunction send() {}\n",
+) -> Transcript:
+    """A without-arm whose shell ``command`` printed the tool's ``output`` (codegraph's by default)."""
     t = Transcript()
     t.init()
-    call = t.call("Bash", command="codegraph explore 'res.send'")
-    t.reply(call, "**Exploration: res.send**\n\n**`lib/response.js`** — send(function)\n\nfunction send() {}\n")
+    call = t.call("Bash", command=command)
+    t.reply(call, output)
     t.result("It is `lib/response.js`.")
     return t
 

@@ -64,6 +64,7 @@ class ClaudeCode(CodingAgent):
     version: str = "2.1.332"
     executable: str = "claude"
     api: ModelApi = "messages"
+    stand_in: str | None = "claude-code"  # the scripted stand-in speaks its tools (CodingAgent.stand_in)
     modes: tuple[str, ...] = (HEADLESS, INTERACTIVE)
     runtimes: tuple[str, ...] = ("node",)
     passed_env: frozenset[str] = frozenset({"CLAUDE_CODE_MAX_RETRIES"})  # the CLI's own retry knob

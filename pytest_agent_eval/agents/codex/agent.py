@@ -47,6 +47,7 @@ class CodexAgent(CodingAgent):
     version: str = "0.171.0"
     executable: str = "codex"
     api: ModelApi = "responses"
+    stand_in: str | None = "codex"  # the scripted stand-in speaks its tools (CodingAgent.stand_in)
     modes: tuple[str, ...] = (HEADLESS,)
     runtimes: tuple[str, ...] = ("node",)  # bin/codex.js starts the native binary of the platform package
     passed_env: frozenset[str] = frozenset()

@@ -55,6 +55,7 @@ class GeminiAgent(CodingAgent):
     version: str = "0.61.0"
     executable: str = "gemini"
     api: ModelApi = "gemini"
+    stand_in: str | None = "gemini"  # the scripted stand-in speaks its tools (CodingAgent.stand_in)
     modes: tuple[str, ...] = (HEADLESS,)
     runtimes: tuple[str, ...] = ("node",)
     passed_env: frozenset[str] = frozenset()

@@ -47,6 +47,7 @@ class OpenCodeAgent(CodingAgent):
     version: str = "1.18.33"
     executable: str = "opencode"
     api: ModelApi = "messages"
+    stand_in: str | None = "opencode"  # the scripted stand-in speaks its tools (CodingAgent.stand_in)
     modes: tuple[str, ...] = (HEADLESS,)
     runtimes: tuple[str, ...] = ()  # a native binary (the platform package's, linked in by its postinstall)
     passed_env: frozenset[str] = frozenset()

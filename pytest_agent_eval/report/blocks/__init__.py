@@ -9,7 +9,7 @@ from pytest_agent_eval.report.blocks.contamination import render_contamination
 from pytest_agent_eval.report.blocks.evidence import render_evidence
 from pytest_agent_eval.report.blocks.occupancy import render_occupancy
 from pytest_agent_eval.report.blocks.sufficiency import render_sufficiency
-from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
+from pytest_agent_eval.tool import RetrievalTool
 from pytest_agent_eval.transcript import Session
 
 
@@ -74,7 +74,7 @@ def brief_lines(card: Scorecard) -> str:
     )
 
 
-def verdict_lines(session: Session, tool: RetrievalTool = CODEGRAPH) -> str:
+def verdict_lines(session: Session, tool: RetrievalTool) -> str:
     """``VERDICT: <explore> used Nx | Read N | Grep/Bash N`` and ``TOKENS:`` summed once per API request.
 
     Every thread counts, subagents included: that is what the interactive arm is run to see. Usage is taken

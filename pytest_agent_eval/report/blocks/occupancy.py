@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from pytest_agent_eval.metrics.occupancy import ALL_GAPS, BOUND, DEFAULT, IMPLAUSIBLE, MEASURED, Occupancy
-from pytest_agent_eval.tool import CODEGRAPH, RetrievalTool
+from pytest_agent_eval.tool import RetrievalTool
 
 _CALIBRATION_LABELS = {
     MEASURED: "measured",
@@ -14,7 +14,7 @@ _CALIBRATION_LABELS = {
 }
 
 
-def render_occupancy(o: Occupancy, tool: RetrievalTool = CODEGRAPH) -> str:
+def render_occupancy(o: Occupancy, tool: RetrievalTool) -> str:
     """The block, one row per family; shares are of the final context and of the nominal window."""
     win = f"{o.window / 1000:g}k"
 

@@ -1,0 +1,172 @@
+"""A plug-in agent and tool are first-class: found by name through the entry points of an installed distribution
+(tests/data/plugins/, outside the package) or by MODULE:ATTR, recorded with where they came from, and read back
+with them by rescore, report.html, a baseline and ``agent-eval score`` (docs/extending.md, "Read back")."""
+
+from __future__ import annotations
+
+import json
+import re
+import urllib.error
+import urllib.request
+from pathlib import Path
+
+import pytest
+from support.paths import REPO
+from support.sessions import without_contaminated
+from support.standin import Q_EXPRESS, Project, entry
+from support.synth import Transcript
+
+from pytest_agent_eval.campaign.made_by import agent_of, tool_of
+from pytest_agent_eval.campaign.record import ItemRecord
+from pytest_agent_eval.campaign.store import Campaign
+from pytest_agent_eval.cli import main
+from pytest_agent_eval.harness import runtimes
+from pytest_agent_eval.settings.registry import origin_of, recorded_agent, recorded_tool, resolve_agent, resolve_tool
+from pytest_agent_eval.tool import CODEGRAPH
+
+PLUGINS = REPO / "tests" / "data" / "plugins"
+DIST = "agent-eval-example-plugins"
+
+
+@pytest.fixture
+def installed(monkeypatch: pytest.MonkeyPatch) -> Path:
+    """The example distribution installed: its folder on sys.path, where importlib.metadata finds its .dist-info."""
+    monkeypatch.syspath_prepend(str(PLUGINS))
+    return PLUGINS
+
+
+def test_names_resolve_to_built_in_entry_point_and_module_attr_objects_with_their_origin(installed: Path) -> None:
+    from example_plugins import EXAMPLE_AGENT, GREPPER
+
+    assert resolve_agent("example-agent") is EXAMPLE_AGENT and resolve_tool("grepper") is GREPPER
+    assert origin_of(EXAMPLE_AGENT) == {
+        "from": "entry-point",
+        "reference": "example_plugins:EXAMPLE_AGENT",
+        "group": "pytest_agent_eval.agents",
+        "dist": DIST,
+        "version": "0.1.0",
+    }
+    assert resolve_tool("codegraph") is CODEGRAPH and origin_of(CODEGRAPH) == {"from": "built-in"}
+    assert origin_of(resolve_agent("example_plugins:EXAMPLE_AGENT"))["from"] in ("entry-point", "reference")
+    with pytest.raises(ValueError, match=r"installed entry points .*: example-agent"):
+        resolve_agent("no-such-agent")
+
+
+def test_a_record_whose_plugin_is_missing_says_which_distribution_to_install_or_which_reference() -> None:
+    point = {"from": "entry-point", "reference": "gone_plugins:AGENT", "dist": "gone-plugins", "version": "2.0"}
+    with pytest.raises(ValueError, match=r"not installed: pip install 'gone-plugins==2.0'"):
+        recorded_agent("gone-agent", point)
+    with pytest.raises(ValueError, match=r"was loaded from gone_plugins:TOOL \(MODULE:ATTR\), which is missing here"):
+        recorded_tool("gone", {"from": "reference", "reference": "gone_plugins:TOOL"})
+    with pytest.raises(ValueError, match="unknown tool 'gone'"):
+        recorded_tool("gone")  # an old record: only its name
+
+
+def test_an_old_record_is_read_with_what_ran_before_records_named_their_agent_and_tool() -> None:
+    record = ItemRecord.from_dict({"id": "e-with-1", "entry": "e", "arm": "with", "arm_label": "with"})
+    assert agent_of(record).name == "claude-code" and tool_of(record) is CODEGRAPH
+
+
+def _leaky() -> Transcript:
+    """A run that read grepper's output through its shell: a leak only grepper's fingerprints see."""
+    return without_contaminated("cat notes.txt", '### grepper: 2 sections for "send"\n**`lib/response.js`** send\n')
+
+
+@pytest.mark.slow
+def test_a_plugin_agent_and_tool_run_the_main_job_and_everything_reads_back_what_they_made(
+    pytester: pytest.Pytester, installed: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    project = Project(pytester, [entry("express", Q_EXPRESS)])
+    for arm in ("with", "without"):  # the stand-in tells the arms by codegraph's config name: grepper's is neither
+        project.script(arm, Q_EXPRESS, _leaky())
+    pytester.makeini(f"[pytest]\npythonpath = {PLUGINS}\n")
+    project.run("--agent-eval-agent", "example-agent", "--agent-eval-tool", "grepper", "--agent-eval-runs", "1")
+
+    campaign = Campaign.open(project.campaign())
+    manifest = campaign.manifest
+    assert manifest["plugins"]["agents"]["example-agent"]["dist"] == DIST
+    assert manifest["plugins"]["tool"]["name"] == "grepper" and manifest["plugins"]["tool"]["from"]["dist"] == DIST
+    records = {r.arm: r for r in campaign.items()}
+    without = records["without"]
+    assert (without.agent, without.tool, without.agent_from["dist"]) == ("example-agent", "grepper", DIST)
+    recorded_leaks = len(without.scores["contamination"]["leaks"])
+    assert recorded_leaks == 1 and without.outcome == "failed"  # the contamination gate followed grepper
+
+    # report.html: read with the plug-in agent, scored again with grepper's fingerprints
+    page = (project.campaign() / "report.html").read_text()
+    assert "unknown agent" not in page and "unreadable transcript" not in page
+    assert re.search(r"results carrying grepper output +1 ", page)  # not 0, as codegraph's fingerprints say
+
+    # agent-eval rescore: the campaign's own agent and tool
+    capsys.readouterr()  # the session's own output
+    assert main(["rescore", str(project.campaign()), "--json"]) == 0
+    rescored = {r["arm"]: r for r in json.loads(capsys.readouterr().out)}
+    assert len(rescored["without"]["scores"]["contamination"]["leaks"]) == recorded_leaks
+
+    # agent-eval score: the agent and tool by name
+    segment = project.campaign() / without.segments[0]
+    assert main(["score", str(segment), "--agent", "example-agent", "--tool", "grepper", "--json"]) == 0
+    assert len(json.loads(capsys.readouterr().out)["contamination"]["leaks"]) == recorded_leaks
+    assert main(["score", str(segment), "--json"]) == 0  # in its campaign: the agent and tool its record names
+    assert len(json.loads(capsys.readouterr().out)["contamination"]["leaks"]) == recorded_leaks
+
+
+def test_the_stand_in_refuses_an_agent_whose_tools_it_does_not_speak() -> None:
+    """A without-arm request offering none of the stand-in's tools is an error naming them, not an answer
+    without a tool call."""
+    from pytest_agent_eval.model.scripted import ScriptedBackend, StandInError
+    from pytest_agent_eval.model.server import serve
+
+    request = {
+        "messages": [{"role": "user", "content": "Where is res.send?"}],
+        "tools": [{"name": "shell_exec", "input_schema": {}}, {"name": "open_file", "input_schema": {}}],
+    }
+    with pytest.raises(StandInError, match=r"offered none of them \(open_file, shell_exec\)"):
+        ScriptedBackend(explore=CODEGRAPH.explore, cli=CODEGRAPH.cli).respond(request)
+    with serve(ScriptedBackend(explore=CODEGRAPH.explore, cli=CODEGRAPH.cli)) as server:  # said to the agent
+        asked = urllib.request.Request(server.url + "/v1/messages", data=json.dumps(request).encode(), method="POST",
+                                       headers={"content-type": "application/json"})  # fmt: skip
+        with pytest.raises(urllib.error.HTTPError) as refused:
+            urllib.request.urlopen(asked, timeout=10)
+    assert refused.value.code == 400 and b"offered none of them (open_file, shell_exec)" in refused.value.read()
+    request["tools"].append({"name": "Grep", "input_schema": {}})
+    assert ScriptedBackend(explore=CODEGRAPH.explore, cli=CODEGRAPH.cli).respond(request).blocks[0]["name"] == "Grep"
+
+
+def test_a_replay_takes_the_cassette_of_the_agent_that_recorded_it(tmp_path: Path) -> None:
+    from dataclasses import replace
+
+    from pytest_agent_eval.agents.claude_code import CLAUDE_CODE
+    from pytest_agent_eval.model import CassetteBackend, cassette_backend
+
+    recording = _leaky().write(tmp_path / "run-with-1.jsonl")
+    assert isinstance(cassette_backend([recording], resolve_agent("claude-code")), CassetteBackend)
+    with pytest.raises(ValueError, match=r"no cassette replays a recording of Fifth: .* declares no stand_in"):
+        cassette_backend([recording], replace(CLAUDE_CODE, name="fifth", title="Fifth", stand_in=None))
+
+
+def test_check_agent_fails_an_agent_naming_what_it_must_declare(
+    installed: Path, capsys: pytest.CaptureFixture[str]
+) -> None:
+    assert main(["check-agent", "example_plugins:FIFTH_AGENT"]) == 1
+    out = capsys.readouterr().out
+    assert "FAIL stand-in dialect: Fifth Agent (fifth-agent) declares no stand_in" in out
+    assert "FAIL jail: it declares neither shell_prefix_var nor shell_from" in out
+    assert "FAIL run: not driven" in out
+    assert out.endswith("agent-eval: fifth-agent: FAILED (stand-in dialect, jail, run)\n")
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+@pytest.mark.timeout(900)
+@pytest.mark.skipif(runtimes.node() is None, reason="Node.js with npm is needed")
+def test_check_agent_passes_a_plugin_agent_through_a_real_run(
+    installed: Path, real_tools: object, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """One without-arm item of the example agent (Claude Code's CLI under its own name) against the stand-in."""
+    assert main(["check-agent", "example-agent"]) == 0, capsys.readouterr().out
+    out = capsys.readouterr().out
+    checks = ("stand-in dialect", "jail", "deny proven", "calls", "stand-in spoken in its tools", "deny in the run")
+    for check in checks:
+        assert f"PASS {check}: " in out, out
+    assert "read back as Grep, Read, Bash" in out and out.endswith("agent-eval: example-agent: conforms\n")
