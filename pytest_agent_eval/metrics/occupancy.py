@@ -106,6 +106,11 @@ SHED_FACTOR = 1.5
 # read dense: a gap whose ratio falls below both the centre less UNEXPLAINED_MADS scaled MADs and the centre over
 # SHED_FACTOR is not calibrated on. 1.4826 scales a MAD to a normal spread's sigma.
 UNEXPLAINED_MADS = 3.0
+# Growth beside a result that nothing shows (context the server or the CLI adds): a gap that reads denser than the
+# run's gaps of other families by more than this factor measures nothing, its excess is unexplained. Files of one run
+# differ in density too: a webpack Read under o200k_base read 1.70x the run's other family, so the factor trades
+# them against each other (docs/metrics/occupancy.md, "Growth beside a result").
+GROWTH_FACTOR = 1.45
 MAD_SIGMA = 1.4826
 # Visible thinking is the model's prose: priced at prose's ratio (the stand-in's counting model, like the real
 # tokenizer, puts English prose near 4.5). A thinking block shorter than VISIBLE_THINKING_MIN_CHARS (empty, or a
@@ -749,7 +754,29 @@ def _pooled(clean: list[_Gap], framing: float | None) -> tuple[float, list[_Gap]
             kept.append(g)
             kept_chars += chars
             kept_nets.append(net)
+    kept, kept_chars, kept_nets = _beside_growth(kept, kept_chars, kept_nets, framing)
     return kept_chars / sum(kept_nets), kept
+
+
+def _beside_growth(
+    kept: list[_Gap], kept_chars: int, kept_nets: list[float], framing: float | None
+) -> tuple[list[_Gap], int, list[float]]:
+    """Drop a gap that reads denser than the run's gaps of other families by more than GROWTH_FACTOR (and
+    EVICTION_FLOOR_TOKENS): growth beside its results that nothing shows, not their cost. Such a gap measures nothing,
+    its results are priced at the run's terms and the rest of its growth is ``unexplained`` (docs/metrics/occupancy.md,
+    "Growth beside a result")."""
+    families = [{fam for fam, _, _ in g.results} for g in kept]
+    dropped = set()
+    for i, g in enumerate(kept):
+        others = [j for j in range(len(kept)) if not families[j] & families[i]]
+        theirs = sum(kept[j].shown_chars for j in others) / sum(kept_nets[j] for j in others) if others else 0.0
+        if theirs and g.shown_chars / kept_nets[i] * GROWTH_FACTOR < theirs:
+            if kept_nets[i] - g.shown_chars / theirs > EVICTION_FLOOR_TOKENS:
+                dropped.add(i)
+    if not dropped:
+        return kept, kept_chars, kept_nets
+    left = [i for i in range(len(kept)) if i not in dropped]
+    return [kept[i] for i in left], sum(kept[i].shown_chars for i in left), [kept_nets[i] for i in left]
 
 
 def _envelope(candidates: list[_Gap]) -> float:
