@@ -688,6 +688,8 @@ def _calibrate(gaps: list[_Gap]) -> _Pricing:
             (ratio, kept), framing, measured = pooled, density, MEASURED
             if settled:
                 break
+        # On the run's final terms: framing counted as characters makes a gap of small results read dense.
+        ratio, kept = _pooled(clean, framing if measured == MEASURED else None, beside=True)
         for g in kept:
             g.measured = True
         pricing = _Pricing(ratio, MEASURED, framing, measured)
@@ -732,9 +734,10 @@ def _net(g: _Gap, framing: float | None) -> float:
     return net - g.thinking_tokens if g.thinking_chars else net
 
 
-def _pooled(clean: list[_Gap], framing: float | None) -> tuple[float, list[_Gap]]:
+def _pooled(clean: list[_Gap], framing: float | None, beside: bool = False) -> tuple[float, list[_Gap]]:
     """The content's ratio pooled over the clean gaps net of their framing (``None``: framing characters are
-    characters like any, at the one ratio) and of their visible thinking, and the gaps it was pooled over."""
+    characters like any, at the one ratio) and of their visible thinking, and the gaps it was pooled over
+    (``beside``: not those whose family reads as growth beside their results, :func:`_beside_growth`)."""
     usable = [(g, g.shown_chars, net) for g in clean if (net := _net(g, framing)) > 0]
     if not usable:  # the framing leaves no gap any growth: it cannot be right
         return _pooled(clean, None) if framing is not None else (DEFAULT_CHARS_PER_TOKEN, [])
@@ -754,13 +757,12 @@ def _pooled(clean: list[_Gap], framing: float | None) -> tuple[float, list[_Gap]
             kept.append(g)
             kept_chars += chars
             kept_nets.append(net)
-    kept, kept_chars, kept_nets = _beside_growth(kept, kept_chars, kept_nets, framing)
+    if beside:
+        kept, kept_chars, kept_nets = _beside_growth(kept, kept_chars, kept_nets)
     return kept_chars / sum(kept_nets), kept
 
 
-def _beside_growth(
-    kept: list[_Gap], kept_chars: int, kept_nets: list[float], framing: float | None
-) -> tuple[list[_Gap], int, list[float]]:
+def _beside_growth(kept: list[_Gap], kept_chars: int, kept_nets: list[float]) -> tuple[list[_Gap], int, list[float]]:
     """Drop a gap that reads denser than the run's gaps of other families by more than GROWTH_FACTOR (and
     EVICTION_FLOOR_TOKENS): growth beside its results that nothing shows, not their cost. Such a gap measures nothing,
     its results are priced at the run's terms and the rest of its growth is ``unexplained`` (docs/metrics/occupancy.md,
