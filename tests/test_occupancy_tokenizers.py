@@ -26,18 +26,18 @@ GOAL = 0.01
 # Each class's mean error as bench/occupancy_accuracy.py measures it, rounded up: a change that loses accuracy fails.
 FIGURES = {
     "stand-in": {"calibration": 0.0055, "held-out": 0.0095, "ordinary": 0.0040, "multi-turn": 0.0035,
-                 "growth": 0.0570, "hidden-thinking": 0.0065, "long-thinking": 0.0090, "compaction": 0.0085},
+                 "growth": 0.0570, "hidden-thinking": 0.0095, "long-thinking": 0.0090, "compaction": 0.0085},
     "uniform": {"calibration": 0.0030, "held-out": 0.0035, "ordinary": 0.0055, "multi-turn": 0.0045, "growth": 0.0065,
-                "hidden-thinking": 0.0130, "long-thinking": 0.0100, "compaction": 0.0085},
+                "hidden-thinking": 0.0080, "long-thinking": 0.0100, "compaction": 0.0085},
     "o200k_base": {"calibration": 0.0075, "held-out": 0.0060, "ordinary": 0.0050, "multi-turn": 0.0040,
-                   "growth": 0.0590, "hidden-thinking": 0.0070, "long-thinking": 0.0080, "compaction": 0.0080},
+                   "growth": 0.0590, "hidden-thinking": 0.0060, "long-thinking": 0.0080, "compaction": 0.0080},
     "cl100k_base": {"calibration": 0.0070, "held-out": 0.0065, "ordinary": 0.0045, "multi-turn": 0.0040,
-                    "growth": 0.0590, "hidden-thinking": 0.0075, "long-thinking": 0.0085, "compaction": 0.0085},
+                    "growth": 0.0590, "hidden-thinking": 0.0065, "long-thinking": 0.0085, "compaction": 0.0085},
 }  # fmt: skip
 # Where the goal is not met yet, and why (docs/metrics/occupancy.md, "What it cannot see"): context the server counts
 # beside a result with nothing in the transcript to tell it, where the family reads less than GROWTH_FACTOR denser than
 # the others, reads as that family's density. Results are scored against their own tokens, the context apart.
-MISSES = {("stand-in", "growth"), ("o200k_base", "growth"), ("cl100k_base", "growth"), ("uniform", "hidden-thinking")}
+MISSES = {("stand-in", "growth"), ("o200k_base", "growth"), ("cl100k_base", "growth")}
 
 
 @pytest.fixture(scope="module")

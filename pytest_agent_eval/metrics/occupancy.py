@@ -386,13 +386,14 @@ def occupancy(
     thinking_ratio, thinking_measured = _declared_output(session, gaps)
     _returning(gaps)
     pricing = _calibrate(gaps)
-    if pricing.framing_calibration == MEASURED and any(g.hidden for g in gaps):
-        # The declared output's structure is the prompt's kind of framing: at the density the small gaps measured,
-        # not the stand-in's, what the thinking hid is told again (the tokenizer decides how dense JSON is).
+    if pricing.calibration == MEASURED and any(g.hidden for g in gaps):
+        # The declared output's structure is the prompt's kind of framing: at the density the small gaps measured, or
+        # where none does at the run's ratio as the rest of a gap's framing is, not the stand-in's, what the thinking
+        # hid is told again (the tokenizer decides how dense JSON is).
         for gap in gaps:
             gap.hidden = 0.0
             gap.measured = False
-        thinking_ratio, thinking_measured = _declared_output(session, gaps, pricing.framing)
+        thinking_ratio, thinking_measured = _declared_output(session, gaps, pricing.rest_framing)
         _returning(gaps)
         pricing = _calibrate(gaps)
     if any(g.returned and not g.measured for g in gaps):
