@@ -431,6 +431,23 @@ def test_a_gap_far_denser_than_the_others_beyond_their_spread_is_not_calibrated_
     assert o.evicted == 0 and o.unexplained == pytest.approx(1_500, abs=30)
 
 
+def test_growth_beside_a_result_of_a_family_denser_than_the_others_is_unexplained_not_its_price():
+    # Context the server adds beside the retrieval tool's result, 600 tokens no transcript shows, in a gap without
+    # thinking: the tool's only gap reads at 1.25 chars/token against the Read's 2.0, too few gaps for a spread.
+    t = Transcript()
+    step(t, 10_000, "Read", 1_994)
+    step(t, 11_000, CG, 1_994)
+    t.say("done", ctx=12_600)
+    o = occupancy(t.session())
+    assert o.chars_per_token == pytest.approx(2.0)
+    own = (6 + STEP_FRAMING) / 2  # the call and the step's framing, at the ratio
+    assert o.residual["tool"] == 997  # its characters at the Read's ratio, not the 1,600 - own its gap grew
+    # the 600 tokens, less the framing the ratio does not price into the result
+    assert o.evicted == 0 and o.unexplained == pytest.approx(1_600 - 997 - own, abs=20)
+    assert o.unexplained_beside == o.unexplained  # theirs or context: the data cannot tell, its error bar is itself
+    assert f"of which {o.unexplained:,} beside results, theirs or not: ±{o.unexplained:,}" in render_occupancy(o)
+
+
 def test_a_ratio_no_tokenizer_produces_is_never_used_and_the_block_says_what_was_measured():
     # Every gap grew by 3,500 tokens for 2,000 characters, 0.57 chars/token: growth the transcript does not show.
     t = Transcript()

@@ -50,9 +50,10 @@ What the transcript does not show (docs/metrics/occupancy.md, "Invisible growth"
   reminders the CLI adds, make a gap read dense. Only gaps whose every thinking block shows its content (none
   redacted or under :data:`VISIBLE_THINKING_MIN_CHARS`) calibrate or price their own results; a clean gap denser
   than the centre by more than its robust spread (MAD) and :data:`SHED_FACTOR` is dropped; where every clean gap
-  may hide growth, the least dense bounds the ratio (:data:`BOUND`). A gap's growth beyond its content's price is
-  reported as ``unexplained`` (``unexplained_thinking`` where it holds thinking), and a shrink takes it, then the
-  visible thinking, before any result.
+  may hide growth, the least dense bounds the ratio (:data:`BOUND`). A family whose gaps read denser than the others'
+  by :data:`GROWTH_FACTOR` measures nothing (:func:`_beside_growth`). A gap's growth beyond its content's price is
+  reported as ``unexplained`` (``unexplained_thinking`` where it holds thinking, ``unexplained_beside`` where its family
+  read so dense), and a shrink takes it, then the visible thinking, before any result.
 * **thinking is assistant content**, never a tool family: visible thinking is priced at the ratio the segments'
   declared output measures (:func:`_declared_output`), or else at prose's (:data:`PROSE_CHARS_PER_TOKEN`); the
   same declared output tells what a gap's thinking hid, where one gap of its segment may hide. That ratio is right in
@@ -106,6 +107,11 @@ SHED_FACTOR = 1.5
 # read dense: a gap whose ratio falls below both the centre less UNEXPLAINED_MADS scaled MADs and the centre over
 # SHED_FACTOR is not calibrated on. 1.4826 scales a MAD to a normal spread's sigma.
 UNEXPLAINED_MADS = 3.0
+# Growth beside a result that nothing shows (context the server or the CLI adds): a family whose gaps read denser than
+# the run's gaps of other families by more than this factor measures nothing, and its gaps' excess is unexplained.
+# Families of one run differ in density too (a real session's Grep listings 1.37x its other families'), so the factor
+# trades the two against each other (docs/metrics/occupancy.md, "Invisible growth").
+GROWTH_FACTOR = 1.4
 MAD_SIGMA = 1.4826
 # Visible thinking is the model's prose: priced at prose's ratio (the stand-in's counting model, like the real
 # tokenizer, puts English prose near 4.5). A thinking block shorter than VISIBLE_THINKING_MIN_CHARS (empty, or a
@@ -185,6 +191,9 @@ class Occupancy:
     evicted: int = 0
     unexplained: int = 0
     unexplained_thinking: int = 0
+    # Of it, the growth of gaps whose family read denser than the run's others by GROWTH_FACTOR: context beside their
+    # results, or their own cost; the data cannot tell, so its error bar is itself (docs/metrics/occupancy.md).
+    unexplained_beside: int = 0
     thinking_chars_per_token: float = PROSE_CHARS_PER_TOKEN
     compactions: int = 0
     turns: int = 0
@@ -235,6 +244,7 @@ class Occupancy:
             "evicted": self.evicted,
             "unexplained": self.unexplained,
             "unexplained_thinking": self.unexplained_thinking,
+            "unexplained_beside": self.unexplained_beside,
             "thinking_chars_per_token": self.thinking_chars_per_token,
             "compactions": self.compactions,
             "turns": self.turns,
@@ -269,6 +279,7 @@ class _Gap:
     at_last_boundary: tuple[int, int] = (0, 0)  # what the gap had shown but its results when its last boundary came
     delta: int = 0
     measured: bool = False  # kept by the calibration: its growth prices its own results
+    beside: bool = False  # its family read as growth beside its results (_beside_growth): it measures nothing
     before: int = 0  # content characters earlier gaps appended since the last compaction: all a shrink could shed
 
     @property
@@ -375,13 +386,14 @@ def occupancy(
     thinking_ratio, thinking_measured = _declared_output(session, gaps)
     _returning(gaps)
     pricing = _calibrate(gaps)
-    if pricing.framing_calibration == MEASURED and any(g.hidden for g in gaps):
-        # The declared output's structure is the prompt's kind of framing: at the density the small gaps measured,
-        # not the stand-in's, what the thinking hid is told again (the tokenizer decides how dense JSON is).
+    if pricing.calibration == MEASURED and any(g.hidden for g in gaps):
+        # The declared output's structure is the prompt's kind of framing: at the density the small gaps measured, or
+        # where none does at the run's ratio as the rest of a gap's framing is, not the stand-in's, what the thinking
+        # hid is told again (the tokenizer decides how dense JSON is).
         for gap in gaps:
             gap.hidden = 0.0
             gap.measured = False
-        thinking_ratio, thinking_measured = _declared_output(session, gaps, pricing.framing)
+        thinking_ratio, thinking_measured = _declared_output(session, gaps, pricing.rest_framing)
         _returning(gaps)
         pricing = _calibrate(gaps)
     if any(g.returned and not g.measured for g in gaps):
@@ -417,10 +429,10 @@ def occupancy(
     resident: deque[_Resident] = deque()
     contributed = dict.fromkeys(FAMILIES, 0.0)
     evicted = 0.0
-    # Growth no visible content explains, still in the window: (tokens, in a gap with thinking), since the last
-    # compaction (its summary replaces it).
-    unexplained: list[tuple[float, bool]] = []
-    thinking: list[tuple[float, bool]] = []  # visible thinking still in the window, priced, since the last compaction
+    # Growth no visible content explains, still in the window: (tokens, in a gap with thinking, beside results whose
+    # family read as growth), since the last compaction (its summary replaces it).
+    unexplained: list[tuple[float, bool, bool]] = []
+    thinking: list[tuple[float, bool, bool]] = []  # visible thinking still in the window, priced, since then
 
     ratio_of, ratio, framing = pricing.family_ratio.get, pricing.chars_per_token, pricing.framing
 
@@ -472,12 +484,12 @@ def occupancy(
         # resumes a session); growth beyond what the gap shows is neither a result's cost nor, by its absence, an
         # eviction.
         if gap.thinking_chars:
-            thinking.append((gap.thinking_tokens, True))
+            thinking.append((gap.thinking_tokens, True, False))
         if gap.returned:
-            thinking.append((gap.returned, True))
+            thinking.append((gap.returned, True, False))
         excess = gap.delta - tool_tokens - pricing.rest(gap) + gap.returned_hidden  # hidden, come back: not shown
         if gap.results and excess > max(EVICTION_FLOOR_TOKENS, EVICTION_TOOL_SHARE * gap.delta):
-            unexplained.append((excess, gap.thinking_blocks > 0))
+            unexplained.append((excess, gap.thinking_blocks > 0, gap.beside))
     if by_request and ctxs:
         out.by_request.append(_resident_at(resident, ctxs[-1]))
 
@@ -492,8 +504,9 @@ def occupancy(
         out.contributed[fam] = round(contributed[fam])
         out.residual_chars[fam] = round(left_chars[fam])
     out.evicted = round(evicted)
-    out.unexplained = round(sum(tokens for tokens, _ in unexplained))
-    out.unexplained_thinking = round(sum(tokens for tokens, thinking in unexplained if thinking))
+    out.unexplained = round(sum(tokens for tokens, *_ in unexplained))
+    out.unexplained_thinking = round(sum(tokens for tokens, thinking, _ in unexplained if thinking))
+    out.unexplained_beside = round(sum(tokens for tokens, _, beside in unexplained if beside))
     _cross_check(out, simple)
     return out
 
@@ -663,6 +676,8 @@ def _calibrate(gaps: list[_Gap]) -> _Pricing:
     """chars/token, pooled over the clean tool-dominated gaps that show all they hold, the shed and the unexplained
     ones dropped; then the framing density and the family ratios where the gaps measure them. Where every clean gap
     holds thinking that may hide growth, the least dense of them bounds it (see the module docstring)."""
+    for g in gaps:
+        g.beside = False
     candidates = [g for g in gaps if g.clean and g.tool_dominated]
     clean = [g for g in candidates if g.explained]
     if candidates and not clean:
@@ -683,6 +698,8 @@ def _calibrate(gaps: list[_Gap]) -> _Pricing:
             (ratio, kept), framing, measured = pooled, density, MEASURED
             if settled:
                 break
+        # On the run's final terms: framing counted as characters makes a gap of small results read dense.
+        ratio, kept = _pooled(clean, framing if measured == MEASURED else None, beside=True)
         for g in kept:
             g.measured = True
         pricing = _Pricing(ratio, MEASURED, framing, measured)
@@ -727,9 +744,10 @@ def _net(g: _Gap, framing: float | None) -> float:
     return net - g.thinking_tokens if g.thinking_chars else net
 
 
-def _pooled(clean: list[_Gap], framing: float | None) -> tuple[float, list[_Gap]]:
+def _pooled(clean: list[_Gap], framing: float | None, beside: bool = False) -> tuple[float, list[_Gap]]:
     """The content's ratio pooled over the clean gaps net of their framing (``None``: framing characters are
-    characters like any, at the one ratio) and of their visible thinking, and the gaps it was pooled over."""
+    characters like any, at the one ratio) and of their visible thinking, and the gaps it was pooled over
+    (``beside``: not those whose family reads as growth beside their results, :func:`_beside_growth`)."""
     usable = [(g, g.shown_chars, net) for g in clean if (net := _net(g, framing)) > 0]
     if not usable:  # the framing leaves no gap any growth: it cannot be right
         return _pooled(clean, None) if framing is not None else (DEFAULT_CHARS_PER_TOKEN, [])
@@ -749,7 +767,33 @@ def _pooled(clean: list[_Gap], framing: float | None) -> tuple[float, list[_Gap]
             kept.append(g)
             kept_chars += chars
             kept_nets.append(net)
+    if beside:
+        kept, kept_chars, kept_nets = _beside_growth(kept, kept_chars, kept_nets)
     return kept_chars / sum(kept_nets), kept
+
+
+def _beside_growth(kept: list[_Gap], kept_chars: int, kept_nets: list[float]) -> tuple[list[_Gap], int, list[float]]:
+    """Drop the gaps of a family (the families their results are of) that reads denser than the run's gaps of other
+    families by more than GROWTH_FACTOR and EVICTION_FLOOR_TOKENS: growth beside their results that nothing shows, or
+    their own cost; the data cannot tell. Marked ``beside``, they measure nothing: their results are priced at the run's
+    terms and the rest of their growth is unexplained (docs/metrics/occupancy.md, "Invisible growth")."""
+    families = [frozenset(fam for fam, _, _ in g.results) for g in kept]
+    dropped: set[int] = set()
+    for group in set(families):
+        mine = [i for i in range(len(kept)) if families[i] == group]
+        others = [j for j in range(len(kept)) if not families[j] & group]
+        if not others:
+            continue
+        theirs = sum(kept[j].shown_chars for j in others) / sum(kept_nets[j] for j in others)
+        chars, net = sum(kept[i].shown_chars for i in mine), sum(kept_nets[i] for i in mine)
+        if chars / net * GROWTH_FACTOR < theirs and net - chars / theirs > EVICTION_FLOOR_TOKENS:
+            dropped.update(mine)
+    if not dropped:
+        return kept, kept_chars, kept_nets
+    for i in dropped:
+        kept[i].beside = True
+    left = [i for i in range(len(kept)) if i not in dropped]
+    return [kept[i] for i in left], sum(kept[i].shown_chars for i in left), [kept_nets[i] for i in left]
 
 
 def _envelope(candidates: list[_Gap]) -> float:
@@ -771,16 +815,16 @@ def _unexplained_floor(ratios: list[float], centre: float) -> float:
     return min(centre / SHED_FACTOR, centre - UNEXPLAINED_MADS * spread)
 
 
-def _drop_unexplained(unexplained: list[tuple[float, bool]], tokens: float) -> float:
+def _drop_unexplained(unexplained: list[tuple[float, bool, bool]], tokens: float) -> float:
     """Take ``tokens`` of a shrink from growth that is not a result (unexplained, or thinking) still resident, oldest
     first; what is left of them."""
     while tokens > 0 and unexplained:
-        grown, thinking = unexplained[0]
+        grown, *kind = unexplained[0]
         if grown <= tokens:
             unexplained.pop(0)
             tokens -= grown
         else:
-            unexplained[0] = (grown - tokens, thinking)
+            unexplained[0] = (grown - tokens, *kind)
             tokens = 0
     return tokens
 

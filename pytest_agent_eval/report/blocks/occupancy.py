@@ -48,6 +48,8 @@ def render_occupancy(o: Occupancy, tool: RetrievalTool) -> str:
         measure += f" · evicted {o.evicted:,} tok"
     if o.unexplained > 0:  # growth no visible content explains: hidden thinking, CLI reminders; in base, not a result
         measure += f" · unexplained {o.unexplained:,} tok ({o.unexplained_thinking:,} with thinking)"
+    if o.unexplained_beside > 0:  # beside results of a family read far denser: context, or theirs; it cannot tell
+        measure += f", of which {o.unexplained_beside:,} beside results, theirs or not: ±{o.unexplained_beside:,}"
     if o.cross_check:  # the refined pricing and the simple calibrated estimate disagree beyond their error bars
         measure += f"\n  cross-check: {o.cross_check}"
     return "\n".join(
