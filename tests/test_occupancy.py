@@ -438,14 +438,14 @@ def test_growth_beside_a_result_of_a_family_denser_than_the_others_is_unexplaine
     step(t, 10_000, "Read", 1_994)
     step(t, 11_000, CG, 1_994)
     t.say("done", ctx=12_600)
-    o = occupancy(t.session())
+    o = occupancy(t.session(), tool=CODEGRAPH)
     assert o.chars_per_token == pytest.approx(2.0)
     own = (6 + STEP_FRAMING) / 2  # the call and the step's framing, at the ratio
     assert o.residual["tool"] == 997  # its characters at the Read's ratio, not the 1,600 - own its gap grew
     # the 600 tokens, less the framing the ratio does not price into the result
     assert o.evicted == 0 and o.unexplained == pytest.approx(1_600 - 997 - own, abs=20)
     assert o.unexplained_beside == o.unexplained  # theirs or context: the data cannot tell, its error bar is itself
-    assert f"of which {o.unexplained:,} beside results, theirs or not: ±{o.unexplained:,}" in render_occupancy(o)
+    assert f"of which {o.unexplained:,} beside results, theirs or not: ±{o.unexplained:,}" in render_occupancy(o, tool=CODEGRAPH)
 
 
 def test_a_ratio_no_tokenizer_produces_is_never_used_and_the_block_says_what_was_measured():
