@@ -115,6 +115,7 @@ def run_arm(
             tool=CODEGRAPH,
             tool_install=sandbox.install_paths(codegraph.bin) if codegraph is not None else [],
             shell_from=agent.shell_from,
+            binds=config.binds,
         )
         env = agent.process_environment(workspace.env(os.environ), server.url)
         env.update(**config.env, **CODEGRAPH.env)

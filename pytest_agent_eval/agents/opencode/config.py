@@ -95,6 +95,18 @@ def write_config(folder: Path, config: Mapping[str, Any]) -> Path:
     return path
 
 
+# OpenCode's global config folders (ConfigPaths.directories of 1.18.33: $XDG_CONFIG_HOME/opencode, and ~/.opencode
+# whatever OPENCODE_DISABLE_PROJECT_CONFIG says), each of which it reads a config, AGENTS.md, agents, commands,
+# plugins and tools from.
+GLOBAL_CONFIG_DIRS = (f"{XDG_DIRS['XDG_CONFIG_HOME']}/opencode", ".opencode")
+
+
+def home_files() -> dict[str, Any]:
+    """What the harness shows in the attempt's HOME for OpenCode (paths relative to HOME): its global config
+    folders, empty; the XDG folders around them (data, cache, state) are the agent's."""
+    return dict.fromkeys(GLOBAL_CONFIG_DIRS)
+
+
 def environment(home: Path, config_file: Path, denied_cli: str, deny_reason: str) -> dict[str, str]:
     """The attempt's own XDG folders in its ``home``, the harness's config, and the deny once more, last."""
     env = {var: str(Path(home) / relative) for var, relative in XDG_DIRS.items()}
