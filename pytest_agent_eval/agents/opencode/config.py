@@ -99,12 +99,16 @@ def write_config(folder: Path, config: Mapping[str, Any]) -> Path:
 # whatever OPENCODE_DISABLE_PROJECT_CONFIG says), each of which it reads a config, AGENTS.md, agents, commands,
 # plugins and tools from.
 GLOBAL_CONFIG_DIRS = (f"{XDG_DIRS['XDG_CONFIG_HOME']}/opencode", ".opencode")
+# What OpenCode writes into each config folder unless it is there already (Config.ensureGitignore), failing the run
+# on a read-only folder; the dependency install it then starts there only logs a warning when it fails.
+GITIGNORE = "\n".join(["node_modules", "package.json", "package-lock.json", "bun.lock", ".gitignore"])
 
 
 def home_files() -> dict[str, Any]:
     """What the harness shows in the attempt's HOME for OpenCode (paths relative to HOME): its global config
-    folders, empty; the XDG folders around them (data, cache, state) are the agent's."""
-    return dict.fromkeys(GLOBAL_CONFIG_DIRS)
+    folders, holding nothing but the ``.gitignore`` OpenCode would write; the XDG folders around them (data, cache,
+    state) are the agent's."""
+    return {folder: {".gitignore": GITIGNORE} for folder in GLOBAL_CONFIG_DIRS}
 
 
 def environment(home: Path, config_file: Path, denied_cli: str, deny_reason: str) -> dict[str, str]:
