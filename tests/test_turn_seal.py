@@ -47,14 +47,27 @@ PLANT = {
     "gemini": f"{WRITE_MARK} > ~/.gemini/GEMINI.md",
     # OpenCode asks before a command names a folder outside the project (external_directory, refused when run
     # headless): the command travels base64-encoded, as an agent would hide it
-    "opencode": "echo {} | base64 -d | sh".format(base64.b64encode((
-        f"{WRITE_MARK} > ~/.config/opencode/AGENTS.md; "
-        # an MCP server OpenCode would start itself, outside the shell's jail: it leaves a file when it runs
-        """printf '{"mcp": {"planted": {"type": "local", "command": ["sh", "-c", "touch ~/planted-ran"]}}}' """
-        "> ~/.config/opencode/opencode.json; "
-        "mkdir -p ~/.opencode && cp ~/.config/opencode/opencode.json ~/.opencode/opencode.json"
-    ).encode()).decode()),
+    "opencode": "echo {} | base64 -d | sh".format(
+        base64.b64encode(
+            (
+                f"{WRITE_MARK} > ~/.config/opencode/AGENTS.md; "
+                # an MCP server OpenCode would start itself, outside the shell's jail: it leaves a file when it runs
+                """printf '{"mcp": {"planted": {"type": "local", "command": ["sh", "-c", "touch ~/planted-ran"]}}}' """
+                "> ~/.config/opencode/opencode.json; "
+                "mkdir -p ~/.opencode && cp ~/.config/opencode/opencode.json ~/.opencode/opencode.json"
+            ).encode()
+        ).decode()
+    ),
 }
+
+
+# What turn 1 makes of its own copy of the folder: Codex's rules folder a relative link to the provisioning cache
+# (turn 2 would list it), Gemini CLI's admin policy (the deny, where the harness named it before) empty.
+LOOSEN = {
+    "codex": "mv rules rules.x && ln -s {cache} rules",
+    "gemini": "mkdir -p agent-eval && : > agent-eval/deny.toml",
+}
+EXPLOIT_COMMAND = {"codex": "ls ~/.codex/rules/", "gemini": "codegraph --version; ls ~/.gemini/"}
 
 
 @dataclass
@@ -98,12 +111,11 @@ def test_a_turn_that_rewires_the_folder_of_the_harnesss_files_fails_the_next_nam
     parent = CONFIG_PARENT[name]
     cache = os.path.relpath(real_tools.cache, tmp_path / "out" / "without" / "tmp" / "own")
     prepare = (
-        f"mkdir -p $TMPDIR/own && cp -r ~/{parent}/. $TMPDIR/own/ && "
-        # the bound folders (Codex's rules) become a link to the cache, relative so it resolves inside and out
-        f"for d in $TMPDIR/own/*/; do mv \"$d\" \"${{d%/}}.x\" && ln -s {cache} \"${{d%/}}\"; done; "
+        f"mkdir -p $TMPDIR/own && cp -r ~/{parent}/. $TMPDIR/own/ && cd $TMPDIR/own && "
+        f"{LOOSEN[name].format(cache=cache)} && "
         f"cd ~ && mv {parent} {parent}-moved && ln -s ../tmp/own {parent} && ls -la ~"
     )
-    exploit = f"ls ~/{parent}/*/ {real_tools.cache} 2>&1 | head -50"
+    exploit = EXPLOIT_COMMAND[name]
     model = TwoTurns(prepare=prepare, exploit=exploit)
     with pytest.raises(AgentInfraError) as failed:
         _two_turns(AGENTS[name], builds[name], real_tools, tmp_path / "out", model)
@@ -115,6 +127,10 @@ def test_a_turn_that_rewires_the_folder_of_the_harnesss_files_fails_the_next_nam
     assert (home / parent).is_symlink() and (home / f"{parent}-moved").is_dir()
     segments = sorted((tmp_path / "out" / "run-without").glob("run-without-1*.jsonl"))
     assert [s.name for s in segments] == ["run-without-1.jsonl"], segments
+    # today's code ran it: Codex's listed the cache (builds.log, codegraph, indexed…) at ~/.codex/rules, Gemini
+    # CLI's ran the tool's CLI with no deny left (command not found, where the policy refuses it)
+    received = (tmp_path / "out" / "requests-without.jsonl").read_text(encoding="utf-8")
+    assert "builds.log" not in received and "command not found" not in received
 
 
 @pytest.mark.parametrize("name", sorted(AGENTS))
