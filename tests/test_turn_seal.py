@@ -22,6 +22,7 @@ from support.agent_cli import run_arm
 from support.e2e import RealTools
 
 from pytest_agent_eval.agents.base import CodingAgent
+from pytest_agent_eval.agents.claude_code import CLAUDE_CODE
 from pytest_agent_eval.agents.codex import CODEX
 from pytest_agent_eval.agents.gemini import GEMINI
 from pytest_agent_eval.agents.opencode import OPENCODE
@@ -35,7 +36,7 @@ from pytest_agent_eval.model.sse import Reply, tool_use
 pytestmark = [pytest.mark.slow, pytest.mark.timeout(900)]
 
 PREPARE, EXPLOIT = "Turn one: prepare.", "Turn two: go on."
-AGENTS = {"codex": CODEX, "gemini": GEMINI, "opencode": OPENCODE}
+AGENTS = {"claude-code": CLAUDE_CODE, "codex": CODEX, "gemini": GEMINI, "opencode": OPENCODE}
 # What turn 1 leaves in a file; the command writes it in two pieces, so that only the file holds it whole (the
 # history every later request carries holds the command).
 MARK = "SEALEDMARK"
@@ -43,6 +44,12 @@ WRITE_MARK = "printf 'SEALED%sMARK\\n' ''"
 # The folder each CLI's harness files are bound into (point 1), and the global configuration each reads (point 2).
 CONFIG_PARENT = {"codex": ".codex", "gemini": ".gemini"}
 PLANT = {
+    "claude-code": (
+        f"mkdir -p ~/.claude/agents ~/.claude/commands ~/.claude/output-styles && {WRITE_MARK} > ~/.claude/CLAUDE.md && "
+        f"printf -- '---\\nname: planted\\ndescription: %s\\n---\\nHi\\n' \"$(cat ~/.claude/CLAUDE.md)\" "
+        "> ~/.claude/agents/planted.md && cp ~/.claude/agents/planted.md ~/.claude/commands/planted.md && "
+        "cp ~/.claude/agents/planted.md ~/.claude/output-styles/planted.md"
+    ),
     "codex": f"{WRITE_MARK} > ~/.codex/AGENTS.md",
     "gemini": f"{WRITE_MARK} > ~/.gemini/GEMINI.md",
     # OpenCode asks before a command names a folder outside the project (external_directory, refused when run
