@@ -43,6 +43,7 @@ def seal_home(source: Path, home: Path, tree: Tree) -> tuple[Bind, ...]:
     first."""
     if source.exists():
         shutil.rmtree(source)
+    home.mkdir(parents=True, exist_ok=True)  # the harness's own folder (a test's may not be made yet)
     binds = []
     for name, value in tree.items():
         relative = _relative(name)
