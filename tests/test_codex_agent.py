@@ -93,7 +93,7 @@ def test_the_config_points_codex_at_the_harness_and_serves_the_tool_in_the_with_
     placeholder = tmp_path / "without" / "home" / ".codex" / "config.toml"
     placeholder.unlink()
     placeholder.symlink_to(host)
-    with pytest.raises(UntrustedFile, match="config.toml: not a file the harness can bind over"):
+    with pytest.raises(UntrustedFile, match=r"config\.toml: not a file the harness can bind over"):
         CODEX.configure(agent_setup(tmp_path / "without"))
     assert host.read_text() == "the host's\n"
     linked = tmp_path / "linked"

@@ -99,7 +99,7 @@ def test_the_config_points_gemini_at_the_harness_and_serves_the_tool_in_the_with
     placeholder = without.files["gemini_dir"] / "settings.json"
     placeholder.unlink()
     placeholder.symlink_to(host)
-    with pytest.raises(UntrustedFile, match="settings.json: not a file the harness can bind over"):
+    with pytest.raises(UntrustedFile, match=r"settings\.json: not a file the harness can bind over"):
         GEMINI.configure(agent_setup(tmp_path / "without"))
     assert host.read_text() == "the host's\n"
     linked = tmp_path / "linked"
