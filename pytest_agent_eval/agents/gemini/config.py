@@ -4,10 +4,13 @@ turn left in ``~/.gemini`` changes how it runs.
 
 Gemini CLI reads its settings from ``~/.gemini/settings.json`` and its user policies from ``~/.gemini/policies/``,
 and writes its sessions under ``~/.gemini/tmp/<project>/chats/``. Each attempt's HOME is renewed by the harness, so
-each attempt gets a fresh ``.gemini``, written before the attempt's agent runs; the harness's files
-(:func:`protected_files`) are then bound read-only into the sandbox: a turn cannot loosen what the next one runs
-under. The rest of ``~/.gemini`` is the agent's (a turn's shell may write policies, extensions, a
-``trustedFolders.json`` there).
+each attempt gets a fresh ``.gemini``. The harness's files (:func:`protected_files`) are written into the item's
+config folder, outside anything the agent can write: the policy and the trusted-folders file are named by a flag
+and a variable and shown read-only at their own paths, the settings (which Gemini CLI reads only in ``~/.gemini``)
+bound read-only over a placeholder there, and Gemini CLI's user configuration (:data:`EMPTY`) bound empty and
+read-only the same way (:mod:`pytest_agent_eval.harness.binds`, which checks before every turn that no turn moved
+them): a turn can neither loosen what the next one runs under nor leave it context or a policy. The rest of
+``~/.gemini`` (sessions, history, a ``trustedFolders.json`` it is never pointed at) is the agent's.
 
 - The model is the harness's model URL (``GOOGLE_GEMINI_BASE_URL``), reached with a placeholder key
   (``GEMINI_API_KEY``; a real key stays outside the sandbox, with the forwarder) and ``security.auth.selectedType =

@@ -10,8 +10,11 @@ provider, other MCP servers, a looser permission). So:
 - ``OPENCODE_DISABLE_PROJECT_CONFIG=1``: OpenCode's own switch, which skips the project's ``opencode.json``,
   ``.opencode/`` folders and instruction files (``AGENTS.md``, ``CLAUDE.md``) of the working directory upward;
 - ``OPENCODE_PERMISSION`` repeats the deny, merged last (over any config OpenCode still read);
-- the config itself (``OPENCODE_CONFIG``) is written outside the workspace and shown read-only, as are the XDG
-  folders' config (an empty global config folder in the attempt's fresh HOME);
+- the config itself (``OPENCODE_CONFIG``) is written outside the workspace and shown read-only; OpenCode's global
+  config folders in the attempt's HOME (:data:`GLOBAL_CONFIG_DIRS`) are a folder of the harness's holding only the
+  ``.gitignore`` OpenCode writes, bound read-only over them (:func:`home_files`,
+  :mod:`pytest_agent_eval.harness.binds`), so no turn leaves instructions, an agent, a plugin or an MCP server there
+  for the next;
 - ``--pure``: no external plugins (an offline first run would try to install some from npm).
 
 The config points the ``anthropic`` provider at the harness's model URL (the Messages API, ``/v1``), asks for
