@@ -35,6 +35,7 @@ from pytest_agent_eval.harness.sandbox import (
     install_paths,
     npm_env,
     sandbox_for,
+    sealed_binds,
     tool_installs,
     tool_matches,
 )
@@ -511,3 +512,7 @@ def test_a_bind_of_the_harnesss_file_into_home_is_checked_every_start_without_fo
     with pytest.raises(UntrustedFile, match="a link or a file on the way"):
         seal_home(tmp_path / "harness", home, {".cli/rules/deny.rules": "x"})
     assert list(cache.iterdir()) == []  # nothing made through the link
+    # a HOME named through a link (a sandbox's writable folders are resolved, the agent's config names it as given)
+    (tmp_path / "named").symlink_to(tmp_path)
+    named = [(s, tmp_path / "named" / d.relative_to(tmp_path)) for s, d in binds]
+    assert sealed_binds(named, [home.resolve()]) == box.binds

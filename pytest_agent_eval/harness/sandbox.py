@@ -287,15 +287,27 @@ def sandbox_for(
 
 def sealed_binds(binds: Iterable[tuple[Path, Path]], writable: Iterable[Path]) -> tuple[tuple[Path, Path], ...]:
     """``binds`` with their sources resolved (harness folders) and their destinations named under the resolved
-    writable folder that holds them, never resolved through what is there; the last bind of a destination wins."""
-    roots = [Path(p) for p in writable]
+    writable folder that holds them, never resolved through what is inside it; the last bind of a destination
+    wins."""
+    roots = sorted((Path(p) for p in writable), key=lambda r: -len(r.parts))
     found: dict[Path, Path] = {}
     for source, dest in binds:
-        root = next((r for r in sorted(roots, key=lambda r: -len(r.parts)) if Path(dest).is_relative_to(r)), None)
-        if root is None:
-            raise ValueError(f"{dest}: a bind of the harness's file ({source}) outside the agent's writable folders")
-        found[root.resolve() / Path(dest).relative_to(root)] = Path(source).resolve()
+        found[_within(Path(dest), roots, source)] = Path(source).resolve()
     return tuple((source, dest) for dest, source in found.items())
+
+
+def _within(dest: Path, roots: list[Path], source: Path) -> Path:
+    """``dest`` under the resolved root that holds it. A root may be named resolved (a sandbox's) and ``dest`` not:
+    its folders are then resolved from the top down to the one that is the root, the harness's own (HOME), and no
+    further: what lies inside is the agent's."""
+    for root in roots:
+        if dest.is_relative_to(root):
+            return root.resolve() / dest.relative_to(root)
+    resolved = {root.resolve() for root in roots}
+    for folder in reversed(dest.parents):
+        if folder.resolve() in resolved:
+            return folder.resolve() / dest.relative_to(folder)
+    raise ValueError(f"{dest}: a bind of the harness's file ({source}) outside the agent's writable folders")
 
 
 @functools.cache
