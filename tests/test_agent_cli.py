@@ -22,6 +22,7 @@ import pytest
 from support.agent_cli import run_arm
 from support.e2e import RealTools, inner_env, leftovers, package_venv, run_pytest, summary
 from support.paths import REPO
+from support.turn_attacks import CONFIG_PARENT, PLANT, rewire
 
 from pytest_agent_eval.agents.base import AgentSetup, CodingAgent
 from pytest_agent_eval.agents.codex import CODEX
@@ -137,18 +138,20 @@ def test_a_cli_call_the_deny_does_not_catch_finds_no_codegraph_in_the_sealed_wit
 def test_a_config_the_agent_rewrote_is_not_what_the_next_turn_reads(
     tmp_path: Path, real_tools: RealTools, name: str
 ) -> None:
-    """The config (the file of the deny among it) is bound read-only: a shell of the agent cannot drop the deny for
-    a later turn."""
+    """The config (the file of the deny among it) is bound read-only, from the harness's folder: a shell of the agent
+    cannot drop the deny for a later turn."""
     expect = AGENTS[name]
     workspace = make_workspace(real_tools.express, tmp_path / "ws", CODEGRAPH.state_dirs)
     setup = AgentSetup(config_dir=tmp_path / "config", home=workspace.home, model_url="http://127.0.0.1:9",
                        mcp_servers=(), denied_cli=CODEGRAPH.cli, deny_reason=CODEGRAPH.deny_reason)  # fmt: skip
     config = expect.agent.configure(setup)
-    sealed = sandbox.sandbox_for(
-        cache=real_tools.cache, writable=[workspace.home], readable=list(config.readable), tool=CODEGRAPH
-    )
+    sealed = sandbox.sandbox_for(cache=real_tools.cache, writable=[workspace.home], readable=list(config.readable),
+                                 binds=config.binds, tool=CODEGRAPH)  # fmt: skip
     path = config.files[expect.deny_file]
-    script = f"echo '{{}}' > {path}; rm -f {path}; rm -rf {path.parent}; cat {path}"
+    # where the agent finds it: at its own path, or where the harness binds it in HOME
+    shown = next((dest / path.relative_to(source) for source, dest in config.binds if path.is_relative_to(source)),
+                 path)  # fmt: skip
+    script = f"echo '{{}}' > {shown}; rm -f {shown}; rm -rf {shown.parent}; cat {shown}"
     done = subprocess.run(sealed.wrap(["/bin/sh", "-c", script]), capture_output=True, text=True, timeout=60)
     assert expect.deny_shape in done.stdout and CODEGRAPH.deny_reason in path.read_text(), done.stderr
     shutil.rmtree(tmp_path / "ws")
@@ -186,11 +189,11 @@ def test_the_ab_eval_runs_both_arms_through_the_agent(
     assert leftovers(tag, tmp_path) == []
 
 
-@pytest.mark.parametrize("name", [name for name, expect in AGENTS.items() if expect.user_copy is not None])
-def test_the_agent_runs_sealed_for_an_ordinary_user_too(real_tools: RealTools, name: str) -> None:
-    """The harness run by an ordinary user: bubblewrap through an unprivileged user namespace. The user gets a copy
-    of the agent's install and of express, and a Python of the system's with this package (root's cache and Python
-    are not theirs to read), and runs the without-arm (tests/support/agent_cli.py as a script)."""
+def _as_ordinary_user(real_tools: RealTools, name: str, *extra: str) -> tuple[dict, pwd.struct_passwd]:
+    """tests/support/agent_cli.py run as a script by the ordinary user :data:`USER` (bubblewrap through an unprivileged
+    user namespace), with ``extra`` arguments: what it printed, and the user. The user gets a copy of the agent's
+    install and of express, and a Python of the system's with this package (root's cache and Python are not theirs to
+    read)."""
     expect = AGENTS[name]
     assert expect.user_copy is not None
     system_python = Path("/usr/bin/python3")
@@ -214,14 +217,48 @@ def test_the_agent_runs_sealed_for_an_ordinary_user_too(real_tools: RealTools, n
         env = {"PATH": "/usr/local/bin:/usr/bin:/bin", "HOME": str(base / "home"), "LANG": "C.UTF-8"}  # a user's own
         script = Path(__file__).parent / "support" / "agent_cli.py"
         command = [str(shutil.which("runuser")), "-u", USER, "--", str(python), str(script), expect.reference,
-                   str(launcher), str(base / "express"), str(base / "cache"), str(base / "out")]  # fmt: skip
+                   str(launcher), str(base / "express"), str(base / "cache"), str(base / "out"),
+                   *(arg.replace("@BASE@", str(base)) for arg in extra)]  # fmt: skip
         done = subprocess.run(command, env=env, cwd=base, capture_output=True, text=True, timeout=300)
         assert done.returncode == 0, done.stdout[-2000:] + done.stderr[-3000:]
-        result = json.loads(done.stdout.strip().splitlines()[-1])
+        return json.loads(done.stdout.strip().splitlines()[-1]), user
     finally:
         shutil.rmtree(base, ignore_errors=True)
+
+
+@pytest.mark.parametrize("name", [name for name, expect in AGENTS.items() if expect.user_copy is not None])
+def test_the_agent_runs_sealed_for_an_ordinary_user_too(real_tools: RealTools, name: str) -> None:
+    """The harness run by an ordinary user: the without-arm, sealed, as root runs it."""
+    expect = AGENTS[name]
+    result, user = _as_ordinary_user(real_tools, name)
     assert result["uid"] == user.pw_uid and result["exit_codes"] == [0]
     assert result["requests"] == result["messages"] + expect.side_requests and result["messages"] > 1
     assert result["answers"][0].startswith("Answer to: How does")
     assert (result["cli_blocked"], result["contaminated"], result["mcp_calls"]) == (1, False, 0)
     assert result["shell_ran"] >= 2  # its search and a read ran through the sandbox's shell (the jail's)
+
+
+@pytest.mark.parametrize(
+    ("name", "attack"),
+    [(name, "plant") for name, expect in AGENTS.items() if expect.user_copy is not None]
+    + [(name, "rewire") for name in CONFIG_PARENT],
+)
+def test_every_turn_is_sealed_as_the_first_for_an_ordinary_user_too(
+    real_tools: RealTools, name: str, attack: str
+) -> None:
+    """tests/test_turn_seal.py's two classes, run by an ordinary user: a turn that rewired the folder of the
+    harness's files in HOME fails the next, naming the link; a write into the agent's global configuration is
+    refused, and the next turn receives none of it."""
+    if attack == "rewire":  # the user's cache, relative to the folder turn 1 makes in its TMPDIR
+        prepare, exploit = rewire(name, "../../../../cache")
+    else:
+        prepare, exploit = PLANT[name], "echo second"
+    result, user = _as_ordinary_user(real_tools, name, "--two-turns", prepare, exploit)
+    assert result["uid"] == user.pw_uid and result["seen"] == [], result
+    if attack == "rewire":
+        assert "the sandbox cannot be built as the harness made it" in result["error"], result
+        assert f"/out/without/home/{CONFIG_PARENT[name]}: a link on the way" in result["error"], result
+    else:
+        assert result["error"] is None and len(result["results"]) == 2, result
+        assert "Read-only file system" in result["results"][0] and "second" in result["results"][1], result
+        assert result["server_ran"] is False

@@ -79,19 +79,27 @@ def test_the_config_points_codex_at_the_harness_and_serves_the_tool_in_the_with_
         assert (
             'pattern = ["codegraph"]' in rules and 'decision = "forbidden"' in rules and CODEGRAPH.deny_reason in rules
         )
-        assert arm.readable == (arm.files["config"], arm.files["rules"].parent)
-    # written again (the block probe's, then each attempt's): anew, never through a link the agent planted
+        # the harness's files live outside HOME, bound over placeholders in CODEX_HOME; its user configuration empty
+        home = Path(arm.env["CODEX_HOME"])
+        assert not arm.files["config"].is_relative_to(home.parent) and arm.readable == ()
+        shown = {dest.relative_to(home.parent): source for source, dest in arm.binds}
+        assert shown[Path(".codex/config.toml")] == arm.files["config"]
+        assert shown[Path(".codex/rules")] == arm.files["rules"].parent
+        assert shown[Path(".codex/AGENTS.md")].read_text() == "" and not any(shown[Path(".codex/skills")].iterdir())
+        assert Path(".agents/skills") in shown and all(dest.exists() for _, dest in arm.binds)  # the placeholders
+    # written again (the block probe's, then each attempt's): never through a link the agent planted in HOME
     host = tmp_path / "host-file"
     host.write_text("the host's\n")
-    without.files["config"].unlink()
-    without.files["config"].symlink_to(host)
-    again = CODEX.configure(agent_setup(tmp_path / "without"))
-    assert host.read_text() == "the host's\n" and not again.files["config"].is_symlink()
-    assert tomllib.loads(again.files["config"].read_text(encoding="utf-8"))["model"] == ScriptedBackend.stand_in_model
+    placeholder = tmp_path / "without" / "home" / ".codex" / "config.toml"
+    placeholder.unlink()
+    placeholder.symlink_to(host)
+    with pytest.raises(UntrustedFile, match=r"config\.toml: not a file the harness can bind over"):
+        CODEX.configure(agent_setup(tmp_path / "without"))
+    assert host.read_text() == "the host's\n"
     linked = tmp_path / "linked"
     (linked / "home").mkdir(parents=True)
     (linked / "home" / ".codex").symlink_to(tmp_path / "with" / "home" / ".codex")
-    with pytest.raises(UntrustedFile, match="a link on the way"):
+    with pytest.raises(UntrustedFile, match="a link or a file on the way"):
         CODEX.configure(agent_setup(linked))
     assert CODEX.environment("http://x")[KEY_VAR].startswith("sk-agent-eval")  # a placeholder, never a real key
 

@@ -171,11 +171,12 @@ def test_the_rollout_is_copied_out_and_the_config_stays_the_harnesss(arms: dict)
         kept = kept_rollout(arm.run.segments[0])
         assert kept.is_file() and arm.session.rollout_file == kept
         assert arm.session.thread_id == arm.run.session_id and arm.run.exit_codes == [0]
+        # the harness's files, outside HOME, bound over their places in CODEX_HOME
         home = codex_home(arm.workspace.home)
-        assert arm.config.files["config"] == home / "config.toml" and arm.config.readable == (
-            home / "config.toml",
-            home / "rules",
-        )
+        shown = {dest: source for source, dest in arm.config.binds}
+        assert shown[home / "config.toml"] == arm.config.files["config"] and arm.config.readable == ()
+        assert shown[home / "rules"] == arm.config.files["rules"].parent
+        assert not arm.config.files["config"].is_relative_to(arm.workspace.home)
 
 
 def test_the_agent_cannot_add_rules_for_the_next_turn(
@@ -190,7 +191,8 @@ def test_the_agent_cannot_add_rules_for_the_next_turn(
     [call] = [c for c in arm.session.calls if c.name == "Bash"]
     assert call.result is not None and "Read-only file system" in call.result.text, call.result
     assert "wrote=1" in call.result.text
-    assert [p.name for p in (codex_home(arm.workspace.home) / "rules").iterdir()] == ["deny.rules"]
+    assert [p.name for p in arm.config.files["rules"].parent.iterdir()] == ["deny.rules"]  # the harness's folder
+    assert list((codex_home(arm.workspace.home) / "rules").iterdir()) == []  # and the placeholder it is bound over
 
 
 # What a hostile corpus repository's `.codex/` would change if Codex loaded it: each part leaves a trace the test

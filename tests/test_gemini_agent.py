@@ -81,22 +81,31 @@ def test_the_config_points_gemini_at_the_harness_and_serves_the_tool_in_the_with
         [rule] = read_rules(arm.files["policy"].read_text(encoding="utf-8"))
         assert rule == {"toolName": "run_shell_command", "commandPrefix": "codegraph", "decision": "deny",
                         "priority": 900, "denyMessage": CODEGRAPH.deny_reason}  # fmt: skip
-        assert arm.readable == (arm.files["settings"], arm.files["policy"], arm.files["trusted_folders"])
+        assert arm.readable == (arm.files["policy"], arm.files["trusted_folders"])
+        # the harness's files live outside HOME: the settings bound over a placeholder, the user configuration empty
+        home = arm.files["gemini_dir"].parent
+        assert not any(arm.files[k].is_relative_to(home) for k in ("settings", "policy", "trusted_folders"))
+        shown = {dest.relative_to(home): source for source, dest in arm.binds}
+        assert shown[Path(".gemini/settings.json")] == arm.files["settings"]
+        assert shown[Path(".gemini/GEMINI.md")].read_text() == "" and not any(shown[Path(".gemini/policies")].iterdir())
+        assert Path(".agents/skills") in shown and all(dest.exists() for _, dest in arm.binds)  # the placeholders
         # not in policies/: given as an admin policy (turn_command), not read again as a user one
         assert arm.files["policy"].parent != arm.files["gemini_dir"] / "policies"
     env = GEMINI.environment("http://127.0.0.1:4321/")
     assert env[BASE_URL_VAR] == "http://127.0.0.1:4321" and env[KEY_VAR] == "agent-eval-local-stand-in"
-    # written again (the block probe's, then each attempt's): anew, never through a link the agent planted
+    # written again (the block probe's, then each attempt's): never through a link the agent planted in HOME
     host = tmp_path / "host-file"
     host.write_text("the host's\n")
-    without.files["policy"].unlink()
-    without.files["policy"].symlink_to(host)
-    again = GEMINI.configure(agent_setup(tmp_path / "without"))
-    assert host.read_text() == "the host's\n" and not again.files["policy"].is_symlink()
+    placeholder = without.files["gemini_dir"] / "settings.json"
+    placeholder.unlink()
+    placeholder.symlink_to(host)
+    with pytest.raises(UntrustedFile, match=r"settings\.json: not a file the harness can bind over"):
+        GEMINI.configure(agent_setup(tmp_path / "without"))
+    assert host.read_text() == "the host's\n"
     linked = tmp_path / "linked"
     (linked / "home").mkdir(parents=True)
     (linked / "home" / ".gemini").symlink_to(tmp_path / "with" / "home" / ".gemini")
-    with pytest.raises(UntrustedFile, match="a link on the way"):
+    with pytest.raises(UntrustedFile, match="a link or a file on the way"):
         GEMINI.configure(agent_setup(linked))
 
 
@@ -136,11 +145,11 @@ def test_gemini_is_selected_by_its_module_and_by_its_name_in_records() -> None:
     assert load_agent("pytest_agent_eval.agents.gemini:GEMINI") is GEMINI and agent_named("gemini") is GEMINI
     assert (GEMINI.name, GEMINI.api, GEMINI.modes, GEMINI.package, GEMINI.version) == (
         "gemini", "gemini", ("headless",), "@google/gemini-cli", "0.61.0")  # fmt: skip
-    home = Path("/h")
-    assert turn_command("gemini", "m", "Q?", "S", resume=False, home=home) == [
+    policy = Path("/run/home-files/agent-eval/deny.toml")
+    assert turn_command("gemini", "m", "Q?", "S", resume=False, policy=policy) == [
         "gemini", "-m", "m", "-p", "Q?", "--output-format", "stream-json", "--yolo", "--skip-trust",
-        "--extensions", "none", "--admin-policy", "/h/.gemini/agent-eval/deny.toml", "--session-id", "S"]  # fmt: skip
-    assert turn_command("gemini", "m", "Q2", "S", resume=True, home=home)[-2:] == ["--resume", "S"]
+        "--extensions", "none", "--admin-policy", str(policy), "--session-id", "S"]  # fmt: skip
+    assert turn_command("gemini", "m", "Q2", "S", resume=True, policy=policy)[-2:] == ["--resume", "S"]
 
 
 # -- the stand-in of the Gemini API ---------------------------------------------------------------------

@@ -153,9 +153,13 @@ def test_the_chat_record_is_copied_out_and_the_config_stays_the_harnesss(arms: d
         kept = kept_chat(arm.run.segments[0])
         assert kept.is_file() and arm.session.chat_file == kept
         assert arm.session.session_id == arm.run.session_id and arm.run.exit_codes == [0]
-        home = gemini_dir(arm.workspace.home)
-        own = home / "agent-eval"  # the harness's beside Gemini CLI's
-        assert arm.config.readable == (home / "settings.json", own / "deny.toml", own / "trusted-folders.json")
+        # the harness's files, outside HOME: the policy and trusted folders at their own paths, the settings bound
+        # over their place in ~/.gemini
+        files = arm.config.files
+        assert arm.config.readable == (files["policy"], files["trusted_folders"])
+        assert dict((dest, source) for source, dest in arm.config.binds)[gemini_dir(arm.workspace.home) /
+                                                                         "settings.json"] == files["settings"]
+        assert not any(files[k].is_relative_to(arm.workspace.home) for k in ("settings", "policy", "trusted_folders"))
 
 
 # A corpus repository's own Gemini CLI config, turned against the harness: each part would show if it applied.

@@ -445,7 +445,8 @@ def test_growth_beside_a_result_of_a_family_denser_than_the_others_is_unexplaine
     # the 600 tokens, less the framing the ratio does not price into the result
     assert o.evicted == 0 and o.unexplained == pytest.approx(1_600 - 997 - own, abs=20)
     assert o.unexplained_beside == o.unexplained  # theirs or context: the data cannot tell, its error bar is itself
-    assert f"of which {o.unexplained:,} beside results, theirs or not: ±{o.unexplained:,}" in render_occupancy(o, tool=CODEGRAPH)
+    rendered = render_occupancy(o, tool=CODEGRAPH)
+    assert f"of which {o.unexplained:,} beside results, theirs or not: ±{o.unexplained:,}" in rendered
 
 
 def test_a_ratio_no_tokenizer_produces_is_never_used_and_the_block_says_what_was_measured():

@@ -128,6 +128,9 @@ def test_the_config_is_the_harnesss_and_kept_beside_the_stream(arms: dict) -> No
     for arm in arms.values():
         config = arm.config.files["config"]
         assert arm.config.readable == (config,) and not config.is_relative_to(arm.workspace.repo)
+        # its global config folders: the harness's, read-only
+        assert {dest.relative_to(arm.workspace.home) for _, dest in arm.config.binds} == {
+            Path(".config/opencode"), Path(".opencode")}  # fmt: skip
         assert kept_config(arm.run.segments[0]).read_bytes() == config.read_bytes()
         assert arm.session.session_id == arm.run.session_id and arm.run.exit_codes == [0]
         assert arm.config.env["XDG_DATA_HOME"] == str(arm.workspace.home / ".local" / "share")

@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import re
 import shutil
 import socket
 import subprocess
@@ -21,6 +22,7 @@ import pytest
 from support.unprivileged import folder_mode, run_bound_by_permissions
 
 from pytest_agent_eval.agents.claude_code import CLAUDE_CODE, STANDIN_API_KEY
+from pytest_agent_eval.harness.binds import LayoutChanged, seal_home
 from pytest_agent_eval.harness.jail import launcher
 from pytest_agent_eval.harness.process import group_alive, start_group, stop_group, watched
 from pytest_agent_eval.harness.relay import carried
@@ -33,9 +35,11 @@ from pytest_agent_eval.harness.sandbox import (
     install_paths,
     npm_env,
     sandbox_for,
+    sealed_binds,
     tool_installs,
     tool_matches,
 )
+from pytest_agent_eval.harness.untrusted import UntrustedFile
 from pytest_agent_eval.harness.workspace import make_workspace
 from pytest_agent_eval.tool import CODEGRAPH
 
@@ -477,3 +481,42 @@ def test_the_search_names_every_entry_after_the_cli_or_the_package(tmp_path: Pat
         "share/cg", "share/cg.js", "share/code-graph", "share/code-graph-linux-x64", "share/code-graph-2.0.0.tgz",
         "share/npm-@acme-code-graph-2.zip", "share/npmrc", "node_modules/@acme",
     }  # fmt: skip
+
+
+def test_a_bind_of_the_harnesss_file_into_home_is_checked_every_start_without_following_links(tmp_path: Path) -> None:
+    """harness.binds: the harness's files written outside HOME, placeholders made in it, and before every start the
+    layout they are bound in is checked; what a turn changed (a renamed folder and a link in its place, a file where
+    a folder was, a file gone) fails the start, naming it; a link planted where a placeholder goes is refused."""
+    home, cache = tmp_path / "home", tmp_path / "cache"
+    home.mkdir()
+    cache.mkdir()
+    binds = seal_home(tmp_path / "harness", home, {".cli/config.toml": "deny = true\n", ".cli/rules": {"a": "x"}})
+    assert (home / ".cli" / "config.toml").read_text() == "" and list((home / ".cli" / "rules").iterdir()) == []
+    box = sandbox_for(cache=cache, writable=[home], binds=binds, tool=CODEGRAPH)
+    args = box.wrap(["true"])
+    source, dest = box.binds[0]
+    assert ["--ro-bind", str(source), str(dest)] == args[args.index(str(source)) - 1 : args.index(str(source)) + 2]
+    (home / ".cli").rename(home / ".cli-moved")
+    (home / ".cli").symlink_to(os.path.relpath(cache, home))
+    with pytest.raises(LayoutChanged, match=re.escape(f"{home / '.cli'}: a link on the way")):
+        box.wrap(["true"])
+    (home / ".cli").unlink()
+    (home / ".cli-moved").rename(home / ".cli")
+    box.wrap(["true"])  # as the harness made it again
+    (home / ".cli" / "rules").rmdir()
+    (home / ".cli" / "rules").write_text("")
+    with pytest.raises(LayoutChanged, match=r"rules: a file where the harness binds a folder"):
+        box.wrap(["true"])
+    (home / ".cli" / "rules").unlink()
+    with pytest.raises(LayoutChanged, match=r"rules: nothing where the harness binds a folder"):
+        box.wrap(["true"])
+    (home / ".cli" / "rules").symlink_to(cache)
+    with pytest.raises(LayoutChanged, match=r"rules: a link where the harness binds a folder"):
+        box.wrap(["true"])
+    with pytest.raises(UntrustedFile, match="a link or a file on the way"):
+        seal_home(tmp_path / "harness", home, {".cli/rules/deny.rules": "x"})
+    assert list(cache.iterdir()) == []  # nothing made through the link
+    # a HOME named through a link (a sandbox's writable folders are resolved, the agent's config names it as given)
+    (tmp_path / "named").symlink_to(tmp_path)
+    named = [(s, tmp_path / "named" / d.relative_to(tmp_path)) for s, d in binds]
+    assert sealed_binds(named, [home.resolve()]) == box.binds

@@ -81,12 +81,16 @@ class AgentSetup:
 class AgentConfig:
     """What :meth:`CodingAgent.configure` wrote: ``files`` by role (the agent's own driver finds them there, e.g.
     ``"mcp"``, ``"settings"``), ``env`` the variables that point the agent at them and at the model (added to
-    its environment), ``readable`` what the sandbox must show read-only for it (its config files; a config
-    folder under HOME is writable already)."""
+    its environment), ``readable`` what the sandbox must show read-only for it at its own path (its config files),
+    ``binds`` what it must show read-only at a path inside HOME (docs/sandbox.md, "Every turn sealed as the
+    first")."""
 
     files: Mapping[str, Path] = field(default_factory=dict, hash=False)
     env: Mapping[str, str] = field(default_factory=dict, hash=False)
     readable: tuple[Path, ...] = ()
+    # (source, destination): a file or folder of the harness's, outside anything the agent can write, shown
+    # read-only where the CLI insists on reading it inside HOME (pytest_agent_eval.harness.binds.seal_home)
+    binds: tuple[tuple[Path, Path], ...] = ()
 
 
 @dataclass(frozen=True)

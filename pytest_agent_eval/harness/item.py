@@ -304,7 +304,7 @@ class ItemLife:
                 lambda: sandbox.sandbox_for(
                     cache=cfg.cache, writable=writable, readable=readable, hidden=hidden, relay=relay,
                     tool=self.tool, tool_install=tool_install, shell_prefix_var=self.agent.shell_prefix_var,
-                    shell_from=self.agent.shell_from, managed=self.agent.managed_paths,
+                    shell_from=self.agent.shell_from, managed=self.agent.managed_paths, binds=config.binds,
                 ),
             )  # fmt: skip
 

@@ -19,6 +19,7 @@ from pytest_agent_eval.agents.base import HEADLESS, AgentSetup, CodingAgent, Dri
 from pytest_agent_eval.harness.isolation import IsolationError
 from pytest_agent_eval.harness.provision import Provisioned
 from pytest_agent_eval.harness.relay import carried
+from pytest_agent_eval.harness.sandbox import sealed_binds
 from pytest_agent_eval.model.server import serve
 
 PROBE_TIMEOUT_S = 120.0
@@ -51,7 +52,9 @@ def prove_block(
             relay = stack.enter_context(carried(server.url))
             # and show its config: of the run folder the sandbox shows only the files the agent is given
             readable = (*probe.sandbox.readable, *config.readable)
-            probe = replace(probe, sandbox=replace(probe.sandbox, relay=relay, readable=readable))
+            # and its own files where the CLI reads them in HOME, over the run's
+            binds = sealed_binds((*probe.sandbox.binds, *config.binds), probe.sandbox.writable)
+            probe = replace(probe, sandbox=replace(probe.sandbox, relay=relay, readable=readable, binds=binds))
         record = agent.drive(Drive(build, ["agent-eval block probe"], mode=HEADLESS, config=config, options=probe,
                                    label="block-probe", out_dir=out_dir, cwd=cwd, env=probe_env))  # fmt: skip
     calls = [c for c in agent.read_transcript(record.segments).calls if c.name == SHELL]

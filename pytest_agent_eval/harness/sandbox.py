@@ -54,6 +54,7 @@ from pathlib import Path
 
 import pytest_agent_eval
 from pytest_agent_eval.harness import runtimes
+from pytest_agent_eval.harness.binds import check_binds, check_within
 from pytest_agent_eval.harness.jail import (
     PASSWD,
     PATH_LOOKUP,
@@ -137,6 +138,9 @@ class Sandbox:
     shell_from: str | None = None
 
     layers: tuple[str, ...] = LAYERS  # every one; check_sandbox takes them off one by one only to name a refusal
+    # (source, destination): a harness file or folder shown read-only where the CLI insists on it, inside a writable
+    # folder (its HOME); checked before every start, no link followed (harness.binds)
+    binds: tuple[tuple[Path, Path], ...] = ()
 
     def __post_init__(self) -> None:
         if self.shell_from is not None and self.shell_from not in SHELL_SOURCES:
@@ -147,7 +151,9 @@ class Sandbox:
 
     def wrap(self, command: Sequence[str]) -> list[str]:
         """``command`` run inside the sandbox (a bubblewrap argv, behind a shell that hands it the seccomp
-        filter on a descriptor)."""
+        filter on a descriptor). Called for every turn: :class:`~pytest_agent_eval.harness.binds.LayoutChanged`
+        when a turn changed what a bind of the harness's lands on (:meth:`check_layout`)."""
+        self.check_layout()
         args = [self.bwrap, "--unshare-pid", "--unshare-ipc", "--unshare-uts", "--unshare-net", "--die-with-parent"]
         # no capability, also as root: one could unmount a mask (CAP_SYS_ADMIN) and find what it covers
         args += ["--cap-drop", "ALL"]
@@ -179,6 +185,8 @@ class Sandbox:
                 mounts.append((path, 1, _hide(path)))
         mounts += [(p, 2, ["--ro-bind", str(p), str(p)]) for p in self.readable if p.exists()]
         mounts += [(p, 3, ["--bind", str(p), str(p)]) for p in self.writable]
+        # the harness's own files, over their placeholders in HOME (deeper than HOME, so after it)
+        mounts += [(dest, 3, ["--ro-bind", str(source), str(dest)]) for source, dest in self.binds]
         # the socket alone, read-only: connecting needs no write access, and the agent can neither remove it nor
         # leave files in the harness's folder
         mounts += [(path, 3, ["--ro-bind", str(path), str(path)]) for _, path in carry]
@@ -212,6 +220,12 @@ class Sandbox:
             return ["/bin/sh", "-c", f'exec "$@" {_SECCOMP_FD}< "$0"', str(seccomp_filter()), *args, "--", *command]
         return [*args, "--", *command]
 
+    def check_layout(self) -> None:
+        """What a turn left cannot redirect the next turn's mounts: every bind's source and destination, and every
+        path mounted at its own name inside a writable folder, walked without following links (harness.binds)."""
+        check_binds(self.binds, self.writable)
+        check_within([*self.readable, *self.hidden], self.writable)
+
 
 def sandbox_for(
     *,
@@ -227,6 +241,7 @@ def sandbox_for(
     shell_prefix_var: str | None = None,
     shell_from: str | None = None,
     managed: Iterable[Path] = (),
+    binds: Iterable[tuple[Path, Path]] = (),
 ) -> Sandbox:
     """The sandbox of one agent run: ``writable`` is its workspace, ``readable`` what it must read besides
     the system (the agent's install, its config files, the shimmed PATH's folder), ``tool_install`` the
@@ -234,8 +249,10 @@ def sandbox_for(
     those (the campaign folder: other items' transcripts; the corpus folder). Every allowed folder is searched
     for ``tool``'s installs (:func:`tool_matches`), which are masked, as are those PATH shows
     (:func:`tool_installs`). ``shell_prefix_var``, ``shell_from`` and ``managed``: the agent's (:class:`Sandbox`;
-    its machine-wide settings, masked)."""
+    its machine-wide settings, masked); ``binds`` its config's (:attr:`~pytest_agent_eval.agents.base.AgentConfig.
+    binds`), each destination inside one of ``writable``."""
     path_env = os.environ.get("PATH", "") if path_env is None else path_env
+    writable = [Path(p) for p in writable]
     hidden = [Path(cache), Path.home(), *hidden, *MASKED, *managed]
     for name in ("HOME", "SUDO_HOME"):
         if os.environ.get(name):
@@ -264,7 +281,33 @@ def sandbox_for(
         system=system,
         shell_prefix_var=shell_prefix_var,
         shell_from=shell_from,
+        binds=sealed_binds(binds, writable),
     )
+
+
+def sealed_binds(binds: Iterable[tuple[Path, Path]], writable: Iterable[Path]) -> tuple[tuple[Path, Path], ...]:
+    """``binds`` with their sources resolved (harness folders) and their destinations named under the resolved
+    writable folder that holds them, never resolved through what is inside it; the last bind of a destination
+    wins."""
+    roots = sorted((Path(p) for p in writable), key=lambda r: -len(r.parts))
+    found: dict[Path, Path] = {}
+    for source, dest in binds:
+        found[_within(Path(dest), roots, source)] = Path(source).resolve()
+    return tuple((source, dest) for dest, source in found.items())
+
+
+def _within(dest: Path, roots: list[Path], source: Path) -> Path:
+    """``dest`` under the resolved root that holds it. A root may be named resolved (a sandbox's) and ``dest`` not:
+    its folders are then resolved from the top down to the one that is the root, the harness's own (HOME), and no
+    further: what lies inside is the agent's."""
+    for root in roots:
+        if dest.is_relative_to(root):
+            return root.resolve() / dest.relative_to(root)
+    resolved = {root.resolve() for root in roots}
+    for folder in reversed(dest.parents):
+        if folder.resolve() in resolved:
+            return folder.resolve() / dest.relative_to(folder)
+    raise ValueError(f"{dest}: a bind of the harness's file ({source}) outside the agent's writable folders")
 
 
 @functools.cache

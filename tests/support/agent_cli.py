@@ -3,10 +3,12 @@ tests/test_{codex,gemini,opencode}_cli.py, by tests/data/{gemini,opencode}/recor
 ordinary user, by the tests of the sandbox without root.
 
     python tests/support/agent_cli.py AGENT LAUNCHER EXPRESS CACHE OUT [--with CODEGRAPH]  # one arm; prints JSON
+    python tests/support/agent_cli.py AGENT LAUNCHER EXPRESS CACHE OUT --two-turns PREPARE EXPLOIT  # a hostile one
 
 AGENT: ``MODULE:ATTR`` of the agent (``pytest_agent_eval.agents.codex:CODEX``); LAUNCHER: the agent's executable of
 an install; EXPRESS: a copy of express (indexed, for the with-arm); CACHE: the harness's cache folder (hidden from
-the agent); OUT: a fresh folder for the run; CODEGRAPH: codegraph's executable, for the with-arm.
+the agent); OUT: a fresh folder for the run; CODEGRAPH: codegraph's executable, for the with-arm; PREPARE, EXPLOIT:
+the shell commands of a hostile model's two turns (:class:`TwoTurns`).
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from pytest_agent_eval.agents.base import (
     load_agent,
 )
 from pytest_agent_eval.harness import runtimes, sandbox
-from pytest_agent_eval.harness.drivers import RunRecord
+from pytest_agent_eval.harness.drivers import AgentInfraError, RunRecord
 from pytest_agent_eval.harness.provision import Provisioned
 from pytest_agent_eval.harness.relay import carried
 from pytest_agent_eval.harness.workspace import Workspace, make_workspace
@@ -39,6 +41,8 @@ from pytest_agent_eval.metrics.evidence import paired_responses
 from pytest_agent_eval.metrics.occupancy import FAMILIES, occupancy
 from pytest_agent_eval.model import ScriptedBackend, serve
 from pytest_agent_eval.model.record import read_requests
+from pytest_agent_eval.model.scripted import Turn
+from pytest_agent_eval.model.sse import Reply, tool_use
 from pytest_agent_eval.model.truth import read_truth_log, resident_truth
 from pytest_agent_eval.model.usage import PromptCount
 from pytest_agent_eval.tool import CODEGRAPH
@@ -115,6 +119,7 @@ def run_arm(
             tool=CODEGRAPH,
             tool_install=sandbox.install_paths(codegraph.bin) if codegraph is not None else [],
             shell_from=agent.shell_from,
+            binds=config.binds,
         )
         env = agent.process_environment(workspace.env(os.environ), server.url)
         env.update(**config.env, **CODEGRAPH.env)
@@ -127,6 +132,48 @@ def run_arm(
                                 label=f"{name}-1", out_dir=folder / f"run-{name}", cwd=workspace.repo, env=env))
         requests = server.requests
     return Arm(workspace, config, run, agent.read_transcript(run.segments), requests, truth, record)
+
+
+PREPARE, EXPLOIT = "Turn one: prepare.", "Turn two: go on."
+
+
+@dataclass
+class TwoTurns(ScriptedBackend):
+    """A hostile model: one shell call per question (``prepare`` for the first, ``exploit`` for the second), then
+    an answer quoting what the call returned."""
+
+    prepare: str = ""
+    exploit: str = ""
+
+    def decide(self, turn: Turn) -> Reply:
+        if not turn.tools or not turn.question:
+            return Reply.text("OK.")
+        if not turn.steps:
+            command = self.prepare if PREPARE in turn.question else self.exploit
+            return Reply([tool_use("Bash", {"command": command})])
+        return Reply.text(f"Done: {turn.steps[-1].result}")
+
+
+@dataclass
+class Hostile:
+    """A two-turn without-arm of :class:`TwoTurns`: the error that ended it (None when it ran through), the model
+    server's request record (what the model received), the arm when it ran through."""
+
+    error: str | None
+    received: str
+    arm: Arm | None = None
+
+
+def two_turns(agent: CodingAgent, folder: Path, repo: Path, build: Provisioned, cache: Path, prepare: str,
+              exploit: str) -> Hostile:  # fmt: skip
+    """Run the without-arm of ``agent`` over two turns whose model runs ``prepare``, then ``exploit``."""
+    model = TwoTurns(prepare=prepare, exploit=exploit)
+    error, arm = None, None
+    try:
+        arm = run_arm(agent, folder, repo, build, cache, (PREPARE, EXPLOIT), model=model)
+    except AgentInfraError as exc:
+        error = str(exc)
+    return Hostile(error, (folder / "requests-without.jsonl").read_text(encoding="utf-8"), arm)
 
 
 def both_arms(
@@ -188,9 +235,23 @@ def main(args: list[str]) -> int:
         at = args.index("--with")
         codegraph = Provisioned("codegraph", Path(args[at + 1]), CODEGRAPH.version, CODEGRAPH.version)
         del args[at : at + 2]
+    hostile = None
+    if "--two-turns" in args:
+        at = args.index("--two-turns")
+        hostile = args[at + 1 : at + 3]
+        del args[at : at + 3]
     agent = load_agent(args[0])
     launcher, express, cache, out = (Path(a) for a in args[1:5])
     build = Provisioned(agent.executable, launcher, agent.version, agent.version)
+    if hostile is not None:
+        from turn_attacks import NEEDLES, PLANTED_SERVER_RAN  # beside this script, which runs without the package
+
+        ran = two_turns(agent, out, express, build, cache, *hostile)
+        results = [c.result.text for c in ran.arm.session.calls if c.result is not None] if ran.arm else []
+        home = out / "without" / "home"
+        print(json.dumps({"uid": os.geteuid(), "error": ran.error, "seen": [n for n in NEEDLES if n in ran.received],
+                          "results": results, "server_ran": (home / PLANTED_SERVER_RAN).exists()}))  # fmt: skip
+        return 0
     arm = run_arm(agent, out, express, build, cache, codegraph=codegraph)
     report = contamination(arm.session, tool=CODEGRAPH)
     shell = [c.result for c in arm.session.calls if c.name == "Bash" and c.result is not None]

@@ -51,6 +51,12 @@ AGENT_ENV = {
 # one: CLAUDE_CONFIG_DIR (the user's own hooks and apiKeyHelper), CLAUDE_CODE_OAUTH_TOKEN, ANTHROPIC_AUTH_TOKEN,
 # CLAUDE_CODE_USE_BEDROCK or _VERTEX are not in the allow-list (harness.drivers.ALLOWED_ENV).
 STANDIN_API_KEY = "sk-ant-agent-eval-local-stand-in"
+# What Claude Code reads as its user's configuration in ~/.claude besides settings: memory, subagents, commands, skills,
+# output styles. ``--setting-sources ""`` keeps 2.1.332 from reading them (tests/test_turn_seal.py); they are bound
+# empty and read-only anyway, as every agent's global configuration is (docs/sandbox.md). Its state (~/.claude.json,
+# projects/, todos/) stays the agent's.
+EMPTY_USER_CONFIG = {".claude/CLAUDE.md": "", **dict.fromkeys(
+    (".claude/agents", ".claude/commands", ".claude/skills", ".claude/output-styles"))}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -77,6 +83,7 @@ class ClaudeCode(CodingAgent):
 
     def configure(self, setup: AgentSetup) -> AgentConfig:
         from pytest_agent_eval.agents.claude_code.deny import write_hook_settings
+        from pytest_agent_eval.harness.binds import HOME_FILES, seal_home
 
         folder = setup.config_dir
         folder.mkdir(parents=True, exist_ok=True)
@@ -89,7 +96,9 @@ class ClaudeCode(CodingAgent):
         }  # fmt: skip
         mcp = folder / (f"mcp-{'-'.join(servers)}.json" if servers else "mcp-empty.json")
         mcp.write_text(json.dumps({"mcpServers": servers}, indent=2) + "\n", encoding="utf-8")
-        return AgentConfig(files={"settings": settings, "mcp": mcp}, readable=(settings, mcp))
+        # its user configuration, empty and read-only: no turn installs memory, an agent or a command for the next
+        binds = seal_home(folder / HOME_FILES, setup.home, dict(EMPTY_USER_CONFIG))
+        return AgentConfig(files={"settings": settings, "mcp": mcp}, readable=(settings, mcp), binds=binds)
 
     def check_deny(self, config: AgentConfig, cli: str, env: Mapping[str, str], proven: set[str]) -> list[str]:
         from pytest_agent_eval.agents.claude_code.deny import hook_problems

@@ -22,6 +22,7 @@ from pytest_agent_eval.agents.codex.config import (
     protected_files,
     write_codex_home,
 )
+from pytest_agent_eval.harness.binds import HOME_FILES
 from pytest_agent_eval.tool import HOOK_DENY_MARKER
 
 if TYPE_CHECKING:
@@ -65,10 +66,13 @@ class CodexAgent(CodingAgent):
         return {"DO_NOT_TRACK": "1", KEY_VAR: STANDIN_API_KEY}
 
     def configure(self, setup: AgentSetup) -> AgentConfig:
-        """A fresh ``CODEX_HOME`` in the attempt's HOME (:mod:`.config`); its config file and rules folder are shown
-        read-only (Codex loads every ``rules/*.rules``: a file the agent added would be loaded by the next turn, and
-        one that does not parse stops it), the rest of it (sessions, state) is the agent's."""
-        folder = write_codex_home(
+        """A fresh ``CODEX_HOME`` in the attempt's HOME (:mod:`.config`); the harness's config file and rules folder
+        (Codex loads every ``rules/*.rules``: a file the agent added would be loaded by the next turn, and one that
+        does not parse stops it) and its empty user configuration are written in the item's config folder and bound
+        read-only over their places there; the rest of it (sessions, state) is the agent's."""
+        source = setup.config_dir / HOME_FILES
+        binds = write_codex_home(
+            source,
             setup.home,
             model_url=setup.model_url,
             model=self.model,
@@ -76,11 +80,12 @@ class CodexAgent(CodingAgent):
             denied_cli=setup.denied_cli,
             deny_reason=setup.deny_reason,
         )
-        config, rules = protected_files(setup.home)
+        config, rules = protected_files(source)
+        folder = codex_home(setup.home)
         return AgentConfig(
             files={"codex_home": folder, "config": config, "rules": rules},
             env={"CODEX_HOME": str(folder)},
-            readable=(config, rules.parent),
+            binds=binds,
         )
 
     def check_deny(self, config: AgentConfig, cli: str, env: Mapping[str, str], proven: set[str]) -> list[str]:

@@ -3,8 +3,11 @@
 Codex reads everything from ``$CODEX_HOME`` (``config.toml``, ``rules/*.rules``) and writes its sessions there
 (the rollout). Each attempt gets a fresh one inside the agent's HOME, which the harness renews for every attempt
 (never under ``$TMPDIR``: Codex's own sandbox refuses that, and it warns it cannot create its helper binaries
-there), written by the harness before the attempt's agent runs; ``config.toml`` and the rules file are then bound
-read-only into the sandbox (:func:`protected_files`), so a turn cannot loosen what the next one runs under.
+there). The harness's ``config.toml`` and rules folder are written into the item's config folder, outside anything
+the agent can write, and bound read-only over placeholders in ``CODEX_HOME``, as are an empty ``AGENTS.md``,
+``AGENTS.override.md``, ``agents/``, ``prompts/``, ``skills/`` and ``~/.agents/skills`` (:func:`home_files`); the
+sandbox checks, before every turn, that no turn moved them (:mod:`pytest_agent_eval.harness.binds`), so a turn can
+neither loosen what the next one runs under nor install instructions for it.
 
 - The model provider is the harness's model URL, speaking the Responses API (``wire_api = "responses"``), with no
   retries of Codex's own (the harness retries attempts; a CLI retry would be an unexplained second request).
@@ -32,9 +35,10 @@ from __future__ import annotations
 import json
 from collections.abc import Mapping, Sequence
 from pathlib import Path
+from typing import Any
 
 from pytest_agent_eval.agents.base import McpServer
-from pytest_agent_eval.harness.untrusted import replace_files
+from pytest_agent_eval.harness.binds import seal_home
 
 CODEX_HOME_DIR = ".codex"  # inside the agent's HOME
 CONFIG_FILE = "config.toml"
@@ -111,23 +115,51 @@ def deny_rules(cli: str, reason: str) -> str:
     )
 
 
+# What Codex reads as its user's configuration in CODEX_HOME besides the config and the rules: global instructions,
+# its roles, custom prompts and skills (and ~/.agents/skills): each an empty file or folder, read-only, so no turn
+# installs instructions or a skill for the next (docs/agents/codex.md).
+EMPTY = {"AGENTS.md": "", "AGENTS.override.md": "", "agents": None, "prompts": None, "skills": None}
+USER_SKILLS = ".agents/skills"  # inside the agent's HOME
+
+
+def home_files(
+    *, model_url: str, model: str, mcp_servers: Sequence[McpServer], denied_cli: str, deny_reason: str
+) -> dict[str, Any]:
+    """What the harness shows in the attempt's HOME for Codex (paths relative to HOME): ``config.toml``, the rules
+    folder with the deny, and the rest of its user configuration empty."""
+    files: dict[str, Any] = {
+        f"{CODEX_HOME_DIR}/{CONFIG_FILE}": config_toml(model_url, model, mcp_servers),
+        f"{CODEX_HOME_DIR}/{RULES_FILE.parent}": {RULES_FILE.name: deny_rules(denied_cli, deny_reason)},
+    }
+    files.update({f"{CODEX_HOME_DIR}/{name}": value for name, value in EMPTY.items()})
+    files[USER_SKILLS] = None
+    return files
+
+
 def write_codex_home(
-    home: Path, *, model_url: str, model: str, mcp_servers: Sequence[McpServer], denied_cli: str, deny_reason: str
-) -> Path:
-    """Write ``CODEX_HOME``'s config and rules inside ``home`` and return the folder. Each file is written anew and
-    renamed into place, never through a link, and no folder on the way may be one
-    (:func:`~pytest_agent_eval.harness.untrusted.replace_files`): the harness writes them again for the block probe
-    and for every attempt, into a HOME an agent may have run in."""
-    folder = codex_home(home)
-    files = {CONFIG_FILE: config_toml(model_url, model, mcp_servers), RULES_FILE: deny_rules(denied_cli, deny_reason)}
-    replace_files(home, folder, files)
-    return folder
+    source: Path,
+    home: Path,
+    *,
+    model_url: str,
+    model: str,
+    mcp_servers: Sequence[McpServer],
+    denied_cli: str,
+    deny_reason: str,
+) -> tuple[tuple[Path, Path], ...]:
+    """Write Codex's config, rules and empty user configuration into the harness folder ``source`` and make their
+    placeholders in ``home``'s ``CODEX_HOME`` (:func:`~pytest_agent_eval.harness.binds.seal_home`: no link followed);
+    returns the binds (source, destination). The harness writes them again for the block probe and for every attempt,
+    into a HOME an agent may have run in; the sandbox binds them over the placeholders and checks every turn that
+    no turn moved them."""
+    files = home_files(model_url=model_url, model=model, mcp_servers=mcp_servers, denied_cli=denied_cli,
+                       deny_reason=deny_reason)  # fmt: skip
+    return seal_home(source, home, files)
 
 
-def protected_files(home: Path) -> list[Path]:
-    """The files of an attempt's ``CODEX_HOME`` the agent may read but not change (bound read-only)."""
-    folder = codex_home(home)
-    return [folder / CONFIG_FILE, folder / RULES_FILE]
+def protected_files(source: Path) -> list[Path]:
+    """The harness's config file and rules file for Codex, in its folder ``source`` (bound read-only into
+    ``CODEX_HOME``)."""
+    return [source / CODEX_HOME_DIR / CONFIG_FILE, source / CODEX_HOME_DIR / RULES_FILE]
 
 
 def exec_command(codex: str | Path, question: str, thread_id: str | None = None) -> list[str]:

@@ -29,6 +29,7 @@ from pytest_agent_eval.agents.gemini.config import (
     write_gemini_dir,
 )
 from pytest_agent_eval.agents.gemini.transcript import SHELL_TOOL
+from pytest_agent_eval.harness.binds import HOME_FILES
 from pytest_agent_eval.tool import HOOK_DENY_MARKER
 
 if TYPE_CHECKING:
@@ -80,15 +81,24 @@ class GeminiAgent(CodingAgent):
         }
 
     def configure(self, setup: AgentSetup) -> AgentConfig:
-        """A fresh ``~/.gemini`` in the attempt's HOME (:mod:`.config`); its settings, policy and trusted-folders
-        files are shown read-only and named in the environment, the rest of it (sessions, state) is the agent's."""
-        folder = write_gemini_dir(setup.home, mcp_servers=setup.mcp_servers, denied_cli=setup.denied_cli,
-                                  deny_reason=setup.deny_reason)  # fmt: skip
-        settings, policy, trusted_folders = protected_files(setup.home)
+        """A fresh ``~/.gemini`` in the attempt's HOME (:mod:`.config`): the harness's settings (and an empty user
+        configuration) written in the item's config folder and bound read-only over their places there, its policy
+        and trusted-folders files shown read-only at their own paths and named by a flag and the environment; the
+        rest of it (sessions, state) is the agent's."""
+        source = setup.config_dir / HOME_FILES
+        binds = write_gemini_dir(source, setup.home, mcp_servers=setup.mcp_servers, denied_cli=setup.denied_cli,
+                                 deny_reason=setup.deny_reason)  # fmt: skip
+        settings, policy, trusted_folders = protected_files(source)
         return AgentConfig(
-            files={"gemini_dir": folder, "settings": settings, "policy": policy, "trusted_folders": trusted_folders},
-            env=home_env(setup.home),
-            readable=(settings, policy, trusted_folders),
+            files={
+                "gemini_dir": gemini_dir(setup.home),
+                "settings": settings,
+                "policy": policy,
+                "trusted_folders": trusted_folders,
+            },
+            env=home_env(setup.home, source),
+            readable=(policy, trusted_folders),
+            binds=binds,
         )
 
     def check_deny(self, config: AgentConfig, cli: str, env: Mapping[str, str], proven: set[str]) -> list[str]:
@@ -128,8 +138,8 @@ class GeminiAgent(CodingAgent):
             raise ValueError(f"the agent's environment names no model ({BASE_URL_VAR}): see GeminiAgent.environment")
         options = run.options
         gemini = GeminiOptions(gemini=str(run.build.bin), model=self.model, model_url=model_url,
-                               timeout_s=options.timeout_s, stall_s=options.stall_s,
-                               sandbox=options.sandbox)  # fmt: skip
+                               policy=Path(run.config.files["policy"]), timeout_s=options.timeout_s,
+                               stall_s=options.stall_s, sandbox=options.sandbox)  # fmt: skip
         return run_gemini(run.questions, label=run.label, out_dir=run.out_dir, cwd=run.cwd, env=env, options=gemini)
 
     def record_files(self, segments: Sequence[Path]) -> list[Path]:

@@ -4,10 +4,13 @@ turn left in ``~/.gemini`` changes how it runs.
 
 Gemini CLI reads its settings from ``~/.gemini/settings.json`` and its user policies from ``~/.gemini/policies/``,
 and writes its sessions under ``~/.gemini/tmp/<project>/chats/``. Each attempt's HOME is renewed by the harness, so
-each attempt gets a fresh ``.gemini``, written before the attempt's agent runs; the harness's files
-(:func:`protected_files`) are then bound read-only into the sandbox: a turn cannot loosen what the next one runs
-under. The rest of ``~/.gemini`` is the agent's (a turn's shell may write policies, extensions, a
-``trustedFolders.json`` there).
+each attempt gets a fresh ``.gemini``. The harness's files (:func:`protected_files`) are written into the item's
+config folder, outside anything the agent can write: the policy and the trusted-folders file are named by a flag
+and a variable and shown read-only at their own paths, the settings (which Gemini CLI reads only in ``~/.gemini``)
+bound read-only over a placeholder there, and Gemini CLI's user configuration (:data:`EMPTY`) bound empty and
+read-only the same way (:mod:`pytest_agent_eval.harness.binds`, which checks before every turn that no turn moved
+them): a turn can neither loosen what the next one runs under nor leave it context or a policy. The rest of
+``~/.gemini`` (sessions, history, a ``trustedFolders.json`` it is never pointed at) is the agent's.
 
 - The model is the harness's model URL (``GOOGLE_GEMINI_BASE_URL``), reached with a placeholder key
   (``GEMINI_API_KEY``; a real key stays outside the sandbox, with the forwarder) and ``security.auth.selectedType =
@@ -58,10 +61,11 @@ from __future__ import annotations
 import json
 from collections.abc import Sequence
 from pathlib import Path
+from typing import Any
 
 from pytest_agent_eval.agents.base import McpServer
 from pytest_agent_eval.agents.gemini.transcript import SHELL_TOOL
-from pytest_agent_eval.harness.untrusted import replace_files
+from pytest_agent_eval.harness.binds import seal_home
 
 GEMINI_DIR = ".gemini"  # inside the agent's HOME
 SYSTEM_DIR = Path("/etc/gemini-cli")  # the machine's system settings and admin policies
@@ -138,38 +142,48 @@ def deny_policy(cli: str, reason: str) -> str:
     )
 
 
-def write_gemini_dir(home: Path, *, mcp_servers: Sequence[McpServer], denied_cli: str, deny_reason: str) -> Path:
-    """Write ``~/.gemini``'s settings, deny policy and trusted folders inside ``home`` and return the folder. Each
-    file is written anew and renamed into place, never through a link, and no folder on the way may be one
-    (:func:`~pytest_agent_eval.harness.untrusted.replace_files`): the harness writes them again for the block probe
-    and for every attempt, into a HOME an agent may have run in."""
-    folder = gemini_dir(home)
-    files = {
-        SETTINGS_FILE: settings_json(mcp_servers),
-        POLICY_FILE: deny_policy(denied_cli, deny_reason),
-        TRUSTED_FOLDERS_FILE: json.dumps(NO_TRUSTED_FOLDER) + "\n",
-    }
-    replace_files(home, folder, files)
-    return folder
+# What Gemini CLI reads as its user's configuration in ~/.gemini besides its settings: global context, custom
+# commands, agents, skills, user policies, extensions, a .env: each an empty file or folder, read-only, so no turn
+# installs instructions, a command or a policy for the next (docs/agents/gemini.md).
+EMPTY = {"GEMINI.md": "", ".env": "", "commands": None, "agents": None, "skills": None, "policies": None,
+         "extensions": None}  # fmt: skip
+USER_SKILLS = ".agents/skills"  # inside the agent's HOME
 
 
-def protected_files(home: Path) -> list[Path]:
-    """The files of an attempt's ``~/.gemini`` the agent may read but not change (bound read-only)."""
-    folder = gemini_dir(home)
-    return [folder / SETTINGS_FILE, folder / POLICY_FILE, folder / TRUSTED_FOLDERS_FILE]
+def write_gemini_dir(
+    source: Path, home: Path, *, mcp_servers: Sequence[McpServer], denied_cli: str, deny_reason: str
+) -> tuple[tuple[Path, Path], ...]:
+    """Write Gemini CLI's settings (and its user configuration, empty) into the harness folder ``source`` with
+    placeholders for them in ``home``'s ``.gemini`` (:func:`~pytest_agent_eval.harness.binds.seal_home`: no link
+    followed), and the deny policy and trusted-folders file beside them (named by a flag and a variable, shown at
+    their own paths); returns the binds (source, destination). The harness writes them again for the block probe and
+    for every attempt, into a HOME an agent may have run in."""
+    files: dict[str, Any] = {f"{GEMINI_DIR}/{SETTINGS_FILE}": settings_json(mcp_servers)}
+    files.update({f"{GEMINI_DIR}/{name}": value for name, value in EMPTY.items()})
+    files[USER_SKILLS] = None
+    binds = seal_home(source / "home", home, files)
+    for path, text in ((POLICY_FILE, deny_policy(denied_cli, deny_reason)),
+                       (TRUSTED_FOLDERS_FILE, json.dumps(NO_TRUSTED_FOLDER) + "\n")):  # fmt: skip
+        (source / path).parent.mkdir(parents=True, exist_ok=True)
+        (source / path).write_text(text, encoding="utf-8")
+    return binds
 
 
-def home_env(home: Path) -> dict[str, str]:
+def protected_files(source: Path) -> list[Path]:
+    """The harness's settings, deny policy and trusted-folders files for Gemini CLI, in its folder ``source``."""
+    return [source / "home" / GEMINI_DIR / SETTINGS_FILE, source / POLICY_FILE, source / TRUSTED_FOLDERS_FILE]
+
+
+def home_env(home: Path, source: Path) -> dict[str, str]:
     """The variables naming the attempt's files: the harness's trusted-folders file, and HOME as Gemini CLI's home
     (``GEMINI_CLI_HOME``), so that no ``.env`` names others (module docstring)."""
-    return {TRUSTED_FOLDERS_VAR: str(gemini_dir(home) / TRUSTED_FOLDERS_FILE), "GEMINI_CLI_HOME": str(home)}
+    return {TRUSTED_FOLDERS_VAR: str(source / TRUSTED_FOLDERS_FILE), "GEMINI_CLI_HOME": str(home)}
 
 
 def turn_command(
-    gemini: str | Path, model: str, question: str, session_id: str, *, resume: bool, home: Path
+    gemini: str | Path, model: str, question: str, session_id: str, *, resume: bool, policy: Path
 ) -> list[str]:
-    """``gemini -p`` for one turn in the attempt's HOME ``home`` (its deny policy given as an admin policy): a new
-    session named ``session_id``, or (``resume``) the next turn of that one."""
+    """``gemini -p`` for one turn (its deny ``policy`` given as an admin policy): a new session named
+    ``session_id``, or (``resume``) the next turn of that one."""
     session = ["--resume", session_id] if resume else ["--session-id", session_id]
-    policy = ["--admin-policy", str(gemini_dir(home) / POLICY_FILE)]
-    return [str(gemini), "-m", model, "-p", question, *TURN_FLAGS, *policy, *session]
+    return [str(gemini), "-m", model, "-p", question, *TURN_FLAGS, "--admin-policy", str(policy), *session]

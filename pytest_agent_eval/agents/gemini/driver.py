@@ -48,11 +48,13 @@ REACH_TIMEOUT_S = 5.0
 @dataclass(frozen=True)
 class GeminiOptions(Launches):
     """How every turn of one run is started: the ``gemini`` executable, the model asked for, the model server's URL
-    (checked before each turn), the time a turn may take, the silence that marks it stalled, the sandbox."""
+    (checked before each turn), the deny policy, the time a turn may take, the silence that marks it stalled, the
+    sandbox."""
 
     gemini: str
     model: str
     model_url: str
+    policy: Path  # the harness's deny policy, given as an admin policy
     timeout_s: float = 900.0
     # Gemini CLI stops its MCP servers after the result: about 10 s, sealed, for codegraph
     exit_grace_s: float = 30.0
@@ -98,7 +100,7 @@ def run_gemini(
         segment = out_dir / segment_name(label, turn)
         stderr = out_dir / segment_name(label, turn, ".stderr")
         command = options.launch(
-            turn_command(options.gemini, options.model, question, session_id, resume=turn > 1, home=home)
+            turn_command(options.gemini, options.model, question, session_id, resume=turn > 1, policy=options.policy)
         )
         outcome, said = _run_turn(command, segment, stderr, cwd, env, options)
         record.streamed(segment, stderr, outcome, 0)  # one attempt per request: the config allows no retry

@@ -23,8 +23,10 @@ from pytest_agent_eval.agents.opencode.config import (
     XDG_DIRS,
     config_json,
     environment,
+    home_files,
     write_config,
 )
+from pytest_agent_eval.harness.binds import HOME_FILES, make_dirs, seal_home
 from pytest_agent_eval.tool import HOOK_DENY_MARKER
 
 if TYPE_CHECKING:
@@ -64,13 +66,17 @@ class OpenCodeAgent(CodingAgent):
         return dict(AGENT_ENV)
 
     def configure(self, setup: AgentSetup) -> AgentConfig:
-        """The config file in the item's config folder (shown read-only), the attempt's XDG folders in its HOME."""
+        """The config file in the item's config folder (shown read-only), the attempt's XDG folders in its HOME, and
+        OpenCode's global config folders there (``$XDG_CONFIG_HOME/opencode``, ``~/.opencode``) empty and read-only:
+        the harness's empty folders bound over them (:mod:`pytest_agent_eval.harness.binds`), so no turn installs
+        instructions, an agent, a plugin or an MCP server for the next."""
         config = config_json(setup.model_url, setup.mcp_servers, setup.denied_cli, setup.deny_reason)
         path = write_config(setup.config_dir, config)
+        binds = seal_home(setup.config_dir / HOME_FILES, setup.home, home_files())
         for relative in XDG_DIRS.values():
-            (setup.home / relative).mkdir(parents=True, exist_ok=True)
+            make_dirs(setup.home, relative)
         env = environment(setup.home, path, setup.denied_cli, setup.deny_reason)
-        return AgentConfig(files={"config": path}, env=env, readable=(path,))
+        return AgentConfig(files={"config": path}, env=env, readable=(path,), binds=binds)
 
     def check_deny(self, config: AgentConfig, cli: str, env: Mapping[str, str], proven: set[str]) -> list[str]:
         """OpenCode's own resolution of its permissions (``opencode debug agent build``, in the agent's environment),

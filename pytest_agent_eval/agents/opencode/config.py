@@ -10,8 +10,11 @@ provider, other MCP servers, a looser permission). So:
 - ``OPENCODE_DISABLE_PROJECT_CONFIG=1``: OpenCode's own switch, which skips the project's ``opencode.json``,
   ``.opencode/`` folders and instruction files (``AGENTS.md``, ``CLAUDE.md``) of the working directory upward;
 - ``OPENCODE_PERMISSION`` repeats the deny, merged last (over any config OpenCode still read);
-- the config itself (``OPENCODE_CONFIG``) is written outside the workspace and shown read-only, as are the XDG
-  folders' config (an empty global config folder in the attempt's fresh HOME);
+- the config itself (``OPENCODE_CONFIG``) is written outside the workspace and shown read-only; OpenCode's global
+  config folders in the attempt's HOME (:data:`GLOBAL_CONFIG_DIRS`) are a folder of the harness's holding only the
+  ``.gitignore`` OpenCode writes, bound read-only over them (:func:`home_files`,
+  :mod:`pytest_agent_eval.harness.binds`), so no turn leaves instructions, an agent, a plugin or an MCP server there
+  for the next;
 - ``--pure``: no external plugins (an offline first run would try to install some from npm).
 
 The config points the ``anthropic`` provider at the harness's model URL (the Messages API, ``/v1``), asks for
@@ -93,6 +96,22 @@ def write_config(folder: Path, config: Mapping[str, Any]) -> Path:
     path = folder / CONFIG_FILE
     path.write_text(json.dumps(config, indent=2) + "\n", encoding="utf-8")
     return path
+
+
+# OpenCode's global config folders (ConfigPaths.directories of 1.18.33: $XDG_CONFIG_HOME/opencode, and ~/.opencode
+# whatever OPENCODE_DISABLE_PROJECT_CONFIG says), each of which it reads a config, AGENTS.md, agents, commands,
+# plugins and tools from.
+GLOBAL_CONFIG_DIRS = (f"{XDG_DIRS['XDG_CONFIG_HOME']}/opencode", ".opencode")
+# What OpenCode writes into each config folder unless it is there already (Config.ensureGitignore), failing the run
+# on a read-only folder; the dependency install it then starts there only logs a warning when it fails.
+GITIGNORE = "\n".join(["node_modules", "package.json", "package-lock.json", "bun.lock", ".gitignore"])
+
+
+def home_files() -> dict[str, Any]:
+    """What the harness shows in the attempt's HOME for OpenCode (paths relative to HOME): its global config
+    folders, holding nothing but the ``.gitignore`` OpenCode would write; the XDG folders around them (data, cache,
+    state) are the agent's."""
+    return {folder: {".gitignore": GITIGNORE} for folder in GLOBAL_CONFIG_DIRS}
 
 
 def environment(home: Path, config_file: Path, denied_cli: str, deny_reason: str) -> dict[str, str]:

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_agent_eval.harness.binds import LayoutChanged
 from pytest_agent_eval.harness.drivers import AgentInfraError, NotWritten, StreamOutcome
 from pytest_agent_eval.harness.drivers.watch import Silences
 from pytest_agent_eval.harness.process import start_group, stop_group
@@ -45,8 +46,14 @@ class Launches:
     sandbox: Sandbox | None  # where the agent's process tree runs; None only when a test switched it off
 
     def launch(self, command: list[str]) -> list[str]:
-        """``command`` as started: inside the sandbox when there is one."""
-        return self.sandbox.wrap(command) if self.sandbox is not None else command
+        """``command`` as started: inside the sandbox when there is one. A turn that changed where the sandbox binds
+        the harness's files in HOME fails here, before the next turn starts, naming what changed."""
+        if self.sandbox is None:
+            return command
+        try:
+            return self.sandbox.wrap(command)
+        except LayoutChanged as exc:
+            raise AgentInfraError(f"the sandbox cannot be built as the harness made it: {exc}") from exc
 
 
 def event_of(raw: str | bytes) -> dict[str, Any] | None:
