@@ -18,7 +18,7 @@ from support.e2e import RealTools, inner_env, leftovers, run_pytest, summary
 from support.paths import REPO
 from support.second_agent import NEXT, REFERENCE, add_next, without_reading
 from support.sessions import api_error
-from support.standin import Q_EXPRESS, Q_GIN, Project, clean_scripts, entry
+from support.standin import NEXT_CALL, Q_EXPRESS, Q_GIN, Project, clean_scripts, entry
 
 from pytest_agent_eval.agents.claude_code import CLAUDE_CODE
 from pytest_agent_eval.agents.codex import CODEX
@@ -164,6 +164,20 @@ def args(out: str, *more: str) -> list[str]:
 def only_campaign(folder: Path) -> Path:
     [campaign] = [p for p in folder.iterdir() if p.is_dir()]
     return campaign
+
+
+def test_the_stand_ins_call_count_holds_under_two_processes_at_once(tmp_path):
+    """Two shards under xdist run two items of one question at the same moment: each stand-in counts its call in
+    one file. Read-then-write without a lock let one process read the file the other had just truncated (the
+    stand-in died on int(''), and shard 1/2 exited 1) or both take the same count."""
+    script = tmp_path / "count.py"
+    script.write_text(f"import fcntl, sys\nfrom pathlib import Path\n{NEXT_CALL}\n"
+                      "for _ in range(1500):\n    next_call(Path(sys.argv[1]))\n")  # fmt: skip
+    counter = tmp_path / "count-with-key"
+    both = [subprocess.Popen([sys.executable, str(script), str(counter)], stderr=subprocess.PIPE) for _ in range(2)]
+    errors = [process.communicate()[1].decode() for process in both]
+    assert [process.returncode for process in both] == [0, 0], errors
+    assert counter.read_text() == "3000"  # no call lost, none counted twice
 
 
 @pytest.mark.slow

@@ -56,10 +56,11 @@ def test_each_figure_is_better_worse_or_no_clear_difference_by_its_interval():
     assert changes["tokens_processed"].pairs == 0 and changes["tokens_processed"].text() == "tokens processed n/a"
     line = express.line()
     assert line.startswith(
-        "verdict express (with vs without, 3 paired runs): retrieval residual −74% [−75%, −73%] better"
+        "verdict express (with vs without, 3 paired runs): retrieval residual −74% [−77%, −71%] better (t, 3 pairs)"
     )
     assert line.endswith(
-        " · tokens processed n/a · duration +17% [−50%, +100%] no clear difference · cost +25% [+20%, +30%] worse"
+        " · tokens processed n/a · duration +17% [−173%, +206%] no clear difference (t, 3 pairs) · "
+        "cost +25% [+13%, +37%] worse (t, 3 pairs) — with better on: retrieval residual; the other way: duration, cost"
     )
 
 
@@ -67,7 +68,53 @@ def test_one_pair_says_it_has_no_interval():
     gin = by_label(campaign())["gin"]
     residual = next(c for c in gin.changes if c.figure == "residual_tokens")
     assert residual.word == NO_INTERVAL and residual.to_dict()["interval"] is None
-    assert "retrieval residual −50% (1 pair: no interval)" in gin.line()
+    assert "retrieval residual −50% (n=1: too few pairs for an interval)" in gin.line()
+
+
+def test_two_pairs_are_too_few_for_an_interval_never_a_tight_one():
+    """Two pairs of a real model's durations (+28% and +29%) once read ``+28% [+26%, +29%] worse``, and the next
+    run's +69% lay far outside: a bootstrap of two values holds the mean about half the time."""
+    change = _change("duration_s", [0.26, 0.29])
+    assert change.word == NO_INTERVAL and change.low is None and change.method == "too few"
+    assert change.text() == "duration +28% (n=2: too few pairs for an interval)"
+    assert change.to_dict()["interval"] is None and change.to_dict()["note"] == "n=2: too few pairs for an interval"
+
+
+def test_every_pair_the_same_change_says_so_not_a_point_interval():
+    change = _change("residual_tokens", [-0.73, -0.73, -0.73])
+    assert change.text() == "retrieval residual −73% better (every run gave the same value, 3 pairs)"
+    assert change.to_dict()["interval"] is None and change.method == "same" and change.to_dict()["sd"] == 0
+    assert _change("residual_tokens", [0.0, 0.0]).word == "no change"
+
+
+def test_the_method_is_chosen_from_the_number_of_pairs_and_named():
+    few = _change("cost_usd", [0.1, 0.2, 0.15, 0.12])
+    assert few.method == "t" and few.text().endswith("(t, 4 pairs)")
+    many = _change("cost_usd", [0.1 + (i % 7) / 100 for i in range(30)])
+    assert many.method == "bootstrap" and many.text().endswith("(bootstrap, 30 pairs)")
+
+
+def test_each_figure_says_how_many_pairs_would_decide_a_change_of_a_tenth_and_a_quarter():
+    noisy = _change("duration_s", [0.1, 0.5, -0.2, 0.3])  # sd ≈ 0.29
+    needed = noisy.to_dict()["pairs_to_decide"]
+    assert needed["10%"] > needed["25%"] > 3
+    assert 60 <= needed["10%"] <= 75  # ((1.96 + 0.84) · 0.29 / 0.1)² ≈ 66, a little more for t
+    assert _change("duration_s", [0.1]).to_dict()["pairs_to_decide"] == {"10%": None, "25%": None}
+    assert _change("residual_tokens", [-0.7, -0.7]).to_dict()["pairs_to_decide"] == {"10%": 3, "25%": 3}
+
+
+def test_a_verdict_names_what_it_rests_on_and_what_points_the_other_way():
+    records = []
+    for n, (res, ctx, t) in enumerate([(0.3, 1.20, 1.5), (0.25, 1.25, 1.6), (0.28, 1.22, 1.4)], start=1):
+        records.append(run("e", "with", n, residual_tokens=res * 100, ctx_final=ctx * 100, duration_s=t * 10))
+        records.append(run("e", "without", n, residual_tokens=100, ctx_final=100, duration_s=10))
+    verdict = by_label(records)["e"]
+    assert [c.figure for c in verdict.rests_on()] == ["residual_tokens"]
+    assert [c.figure for c in verdict.against()] == ["duration_s", "ctx_final"]
+    assert verdict.line().endswith("— with better on: retrieval residual; the other way: duration, final context")
+    data = verdict.to_dict()
+    assert data["better_on"] == ["residual_tokens"] and data["the_other_way"] == ["duration_s", "ctx_final"]
+    assert data["figures"]["ctx_final"]["verdict"] == WORSE
 
 
 def test_overall_pools_every_entry_pairs():
@@ -120,6 +167,8 @@ def test_the_worked_example_of_the_gates_page():
         "agent-eval gate failed for express / with@1.6.1:"
     )
     change = _change("residual_tokens", paired_ratios({1: 10000, 2: 12000}, {1: 40000, 2: 40000}))
-    assert change.text() == "retrieval residual −72% [−75%, −70%] better"
+    assert change.text() == "retrieval residual −72% (n=2: too few pairs for an interval)"
+    three = _change("residual_tokens", paired_ratios({1: 10000, 2: 12000, 3: 11000}, {1: 40000, 2: 40000, 3: 40000}))
+    assert three.text() == "retrieval residual −72% [−79%, −66%] better (t, 3 pairs)"
     single = _change("residual_tokens", paired_ratios({1: 10000}, {1: 40000}))
-    assert single.text() == "retrieval residual −75% (1 pair: no interval)"
+    assert single.text() == "retrieval residual −75% (n=1: too few pairs for an interval)"
