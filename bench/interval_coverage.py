@@ -24,7 +24,7 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from pytest_agent_eval.report.stats import bootstrap_ci, mean_interval  # noqa: E402
+from pytest_agent_eval.report.stats import bootstrap_ci, mean_interval
 
 SIZES = (2, 3, 5, 10, 30)
 

@@ -116,8 +116,8 @@ def test_arms_pair_within_an_agent_never_across():
     assert by_row["express · codex"].mean == pytest.approx((500 / 1000 + 600 / 1000) / 2 - 1)
     [on] = side_by_side(shown(verdicts(found)))
     assert on.line("codegraph") == (
-        "express: retrieval residual with vs without: Claude Code −74% [−75%, −72%] better · "
-        "Codex CLI −45% [−50%, −40%] better"
+        "express: retrieval residual with vs without: Claude Code −74% (n=2: too few pairs for an interval) · "
+        "Codex CLI −45% (n=2: too few pairs for an interval)"
     )
     # one agent: rows as they always were, nothing side by side
     alone = aggregate([r for r in both if r.agent == "codex"])
@@ -203,8 +203,8 @@ def test_a_mixed_campaign_resumed_sharded_and_merged_gives_the_records_of_one_ru
         "AVERAGE · claude-next: retrieval residual 8% LOWER with the tool*",
         "AVERAGE · claude-code saved: *",
         "AVERAGE · claude-next saved: *",
-        "agent-eval: agents on express: retrieval residual with vs without: Claude Code +6% [[]+6%, +6%] worse · "
-        "claude-next −8% [[]−8%, −8%] better",
+        "agent-eval: agents on express: retrieval residual with vs without: Claude Code +6% worse (every run gave "
+        "the same value, 2 pairs) · claude-next −8% better (every run gave the same value, 2 pairs)",
         "agent-eval: agents on gin: *Claude Code * · claude-next *",
     ])  # fmt: skip
     unsharded = only_campaign(project.path / "whole")
@@ -221,7 +221,8 @@ def test_a_mixed_campaign_resumed_sharded_and_merged_gives_the_records_of_one_ru
     page = (unsharded / "report.html").read_text()
     assert '<section id="agents">' in page and 'id="chart-agents"' in page
     assert re.search(r'id="backend-note">model backend: scripted[^<]* · agents Claude Code, claude-next</p>', page)
-    assert re.search(r'<td data-agent="claude-next" class="agent-change">−8% \[−8%, −8%\] better</td>', page)
+    assert re.search(r'<td data-agent="claude-next" class="agent-change">−8% better \(every run gave the same value, '
+                     r'2 pairs\)</td>', page)  # fmt: skip
     if CHROMIUM is not None:  # the page's own script draws the agents' chart: a bar per agent and entry
         dom = chromium(project.path / "profile", "--dump-dom", (unsharded / "report.html").as_uri()).stdout
         assert 'data-charts-rendered="4"' in dom

@@ -11,7 +11,7 @@ import sys
 import pytest
 from support.paths import REPO
 
-from pytest_agent_eval.report.stats import BOOTSTRAP, MIN_PAIRS_FOR_INTERVAL, T, TOO_FEW
+from pytest_agent_eval.report.stats import BOOTSTRAP, MIN_PAIRS_FOR_INTERVAL, TOO_FEW, T
 
 
 def _bench():

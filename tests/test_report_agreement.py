@@ -107,7 +107,7 @@ def terminal_cells(text: str) -> dict[tuple[str, str, str], str]:
                 pairs = re.match(r"paired (.*?), run against run", line).group(1)
                 continue
             if pairs is not None and line.startswith("  "):
-                label, value = re.match(r"  (.+?)\s{2,}(.+?\])", line).groups()
+                label, value = re.match(r"  (.+?)\s{2,}(.+)$", line).groups()
                 cells[pairs, entry, label] = value
             elif line.startswith("  "):
                 label, *values = re.split(r"\s{2,}", line.strip())

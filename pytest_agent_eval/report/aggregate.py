@@ -17,11 +17,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_agent_eval.agents import BUILT_IN
 from pytest_agent_eval.campaign.record import ItemRecord, as_records
 from pytest_agent_eval.metrics.figures import FIGURES
 from pytest_agent_eval.metrics.occupancy import WINDOW_TOKENS
 from pytest_agent_eval.metrics.sufficiency import BUCKET_KEYS
-from pytest_agent_eval.report.stats import bootstrap_ci, paired_differences
+from pytest_agent_eval.report.stats import Interval, mean_interval, paired_differences
 
 ArmOf = Callable[[ItemRecord], str]
 
@@ -132,14 +133,34 @@ class ArmRuns:
         return WINDOW_TOKENS
 
 
+# Why a figure no run of an agent has is not there: not a failure of the run, a thing its records do not give.
+NOT_GIVEN = {"cost_usd": "{agent}'s records give no cost"}
+
+
+def unavailable(groups: Iterable[ArmRuns | None], figure: str) -> str | None:
+    """``not available (Codex CLI's records give no cost)`` when no run of these groups has ``figure``; None when
+    one has it (or there is no run to ask)."""
+    present = [group for group in groups if group is not None and group.runs]
+    if not present or any(value is not None for group in present for value in group.values(figure)):
+        return None
+    from pytest_agent_eval.agents import agent_title
+
+    agent = agent_title(present[0].runs[0].agent_name)
+    why = NOT_GIVEN.get(figure, "no run of {agent} recorded it").format(agent=agent)
+    return f"not available ({why})"
+
+
 @dataclass(frozen=True)
 class Paired:
-    """``arm − reference`` run against run: the differences, their mean and 95% bootstrap interval."""
+    """``arm − reference`` run against run: the differences, and their mean with the 95% interval their number
+    allows (:func:`~pytest_agent_eval.report.stats.mean_interval`, the verdict's own)."""
 
     diffs: list[float]
-    mean: float
-    low: float
-    high: float
+    interval: Interval
+
+    @property
+    def mean(self) -> float:
+        return self.interval.mean
 
 
 @dataclass
@@ -193,8 +214,7 @@ class Aggregate:
         diffs = paired_differences(mine.by_run(figure), theirs.by_run(figure))
         if not diffs:
             return None
-        low, high = bootstrap_ci(diffs)
-        return Paired(diffs, statistics.fmean(diffs), low, high)
+        return Paired(diffs, mean_interval(diffs))
 
     def contaminated(self) -> int:
         return sum(group.contaminated for group in self.groups.values())
@@ -220,6 +240,11 @@ class Aggregate:
         return out
 
 
+def _arm_rank(groups: Mapping[tuple[Row, str], ArmRuns], arm: str) -> tuple[bool, str]:
+    """Arms with the tool first, then by name: the order of :func:`reading_order`, over every row."""
+    return (not next(g.has_tool for (_, name), g in groups.items() if name == arm), arm)
+
+
 def by_label(record: ItemRecord) -> str:
     return record.arm_label
 
@@ -233,6 +258,30 @@ def arm_namer(records: Sequence[ItemRecord]) -> ArmOf:
     return lambda record: record.arm_label if len(labels.get(record.arm, ())) > 1 else record.arm
 
 
+def reading_order(entry_order: Sequence[str] = ()) -> Callable[[ItemRecord], tuple[Any, ...]]:
+    """The one order every report reads records in, whatever order they finished in (docs/report.md, "One
+    order"): entries as ``entry_order`` lists them (others after, by name), then test, then agent (the built-in
+    agents in their own order, others after by name), then arm (arms with the tool first, by label), then run."""
+    entries = {name: i for i, name in enumerate(entry_order)}
+    agents = {name: i for i, name in enumerate(BUILT_IN)}
+
+    def key(record: ItemRecord) -> tuple[Any, ...]:
+        agent = record.agent_name or ""
+        return (
+            entries.get(record.entry, len(entries)),
+            record.entry,
+            record.test or "",
+            agents.get(agent, len(agents)),
+            agent,
+            not record.has_tool,
+            record.arm_label,
+            record.run or 0,
+            record.id,
+        )
+
+    return key
+
+
 def aggregate(
     records: Iterable[ItemRecord | Mapping[str, Any]],
     arm_of: ArmOf | None = None,
@@ -241,10 +290,11 @@ def aggregate(
     by_agent: bool | None = None,
 ) -> Aggregate:
     """Group the records by row × arm (by label unless ``arm_of`` says otherwise), scored runs apart from
-    errors; rows in ``entry_order``, then rows and arms in the order they first appear. Rows tell test functions
+    errors; the records in :func:`reading_order` (so rows, arms and runs are in it too, whatever order the runs
+    finished in). Rows tell test functions
     apart when ``by_test`` says so (by default: when :func:`tells_tests_apart` the records), agents when
     ``by_agent`` does (by default: when :func:`tells_agents_apart` the records)."""
-    typed = as_records(records)
+    typed = sorted(as_records(records), key=reading_order(entry_order))
     arm_of = arm_of or by_label
     if by_test is None:
         by_test = tells_tests_apart(typed)
@@ -259,8 +309,6 @@ def aggregate(
             group.runs.append(record)
         elif record.outcome == "error":
             group.errors += 1
-    seen = list(dict.fromkeys(row for row, _ in groups))
-    rows = [row for entry in entry_order for row in seen if row.entry == entry]
-    rows = list(dict.fromkeys([*rows, *seen]))
-    arms = list(dict.fromkeys(arm for _, arm in groups))
+    rows = list(dict.fromkeys(row for row, _ in groups))
+    arms = sorted(dict.fromkeys(arm for _, arm in groups), key=lambda arm: _arm_rank(groups, arm))
     return Aggregate(typed, rows, arms, groups)

@@ -29,7 +29,7 @@ from pytest_agent_eval.report import occupancy_chart
 from pytest_agent_eval.report.agents import side_by_side
 from pytest_agent_eval.report.agents_html import agents_section
 from pytest_agent_eval.report.agents_html import chart_data as agents_chart_data
-from pytest_agent_eval.report.aggregate import Aggregate, aggregate
+from pytest_agent_eval.report.aggregate import Aggregate, aggregate, unavailable
 from pytest_agent_eval.report.blocks import render_scorecard
 from pytest_agent_eval.report.compare import GateResult, comparison_cells, gate_line
 from pytest_agent_eval.report.format import percent, seconds, stall_note, tokens
@@ -134,12 +134,13 @@ def render_html(
     comparison: GateResult | None = None,
     compared_with: str | None = None,
     include_contaminated: bool = False,
+    entry_order: Sequence[str] = (),
 ) -> str:
     """The whole report as one HTML string; segments are read inside ``base_dir`` (the campaign), never outside.
     With ``comparison`` (the session's compare gate against ``compared_with``) it shows the gate's verdicts; the
     verdict banner leaves out contaminated without-arm runs unless ``include_contaminated``, as the tables do."""
     base = Path(base_dir) if base_dir is not None else Path.cwd()
-    found = aggregate(records)
+    found = aggregate(records, entry_order=entry_order)
     records = found.records
     sessions = {record.id: _load(record, base) for record in records}
     replayed = replay_source(records)
@@ -256,8 +257,9 @@ def _verdict_banner(found: list[Verdict], tool: str) -> str:
         )
     return (
         '<section id="verdict" class="banner"><h2>Verdict</h2><p class="hint">the change of each figure, run '
-        "against run (mean [95% bootstrap interval]); better or worse only when the interval lies wholly on one "
-        "side of no change</p>" + "".join(lines) + "</section>"
+        "against run (mean [95% interval], the method named: none below 3 pairs, t up to 30, bootstrap from 30); "
+        "better or worse only when the interval lies wholly on one side of no change, or every pair gave the same "
+        "change</p>" + "".join(lines) + "</section>"
     )
 
 
@@ -349,7 +351,9 @@ def _table(found: Aggregate) -> str:
         warning = small_n_warning(len(group.runs))
         n = len(group.runs)
         n_cell = f'<td class="small-n" title="{_e(warning)}">{n} ⚠</td>' if warning else f"<td>{n}</td>"
-        cells = "".join(f'<td data-figure="{name}">{_e(cell(group, name))}</td>' for name in COLUMNS)
+        cells = "".join(
+            f'<td data-figure="{name}">{_e(unavailable([group], name) or cell(group, name))}</td>' for name in COLUMNS
+        )
         rows.append(f"<tr><td>{_e(row.label)}</td><td>{_e(arm)}</td>{n_cell}{cells}</tr>")
     table = f'<table class="figures"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
     return f'<div class="scroll">{table}</div>'
@@ -365,21 +369,22 @@ def _paired_table(found: Aggregate, arm: str, reference: str) -> str:
             continue
         cells = []
         for name in PAIRED_COLUMNS:
-            paired = found.paired(row, arm, reference, name)
-            n = len(paired.diffs) if paired else 0
-            warning = small_n_warning(n)
-            if warning:
-                cells.append(f'<td class="small-n" title="{_e(warning)}">{n} pair(s) ⚠</td>')
+            text = paired_cell(found, row, arm, reference, name)
+            if text is None:  # no pair: a figure the agent's records do not give is said so, not warned about
+                missing = unavailable((found.group(row, arm), found.group(row, reference)), name)
+                kind = "not-available" if missing else "small-n"
+                text = missing or small_n_warning(0) or ""
+                cells.append(f'<td class="{kind}" data-figure="{name}">{_e(text)}</td>')
                 continue
-            cells.append(f'<td data-figure="{name}">{_e(paired_cell(found, row, arm, reference, name))}</td>')
+            cells.append(f'<td data-figure="{name}">{_e(text)}</td>')
         lines.append(f"<tr><td>{_e(row.label)}</td>{''.join(cells)}</tr>")
     if not lines:
         return ""
     titles = [FIGURES[n].title(tool) + (simulated if n == "cost_usd" else "") for n in PAIRED_COLUMNS]
     head = "".join(f"<th>{_e(name)}</th>" for name in ["entry", *titles])
     return (
-        f'<h3>{_e(arm)} − {_e(reference)}, paired by run</h3><p class="hint">mean difference [95% bootstrap '
-        f"interval]; negative means {_e(arm)} spent less</p>"
+        f'<h3>{_e(arm)} − {_e(reference)}, paired by run</h3><p class="hint">mean difference [95% interval] '
+        f"(its method: t up to 30 pairs, bootstrap from 30; none below 3); negative means {_e(arm)} spent less</p>"
         f'<div class="scroll"><table class="figures paired" data-arms="{_e(arm)} − {_e(reference)}">'
         f"<thead><tr>{head}</tr></thead><tbody>{''.join(lines)}</tbody></table></div>"
     )
@@ -595,14 +600,18 @@ def write_html(
     comparison: GateResult | None = None,
     compared_with: str | None = None,
     include_contaminated: bool = False,
+    entry_order: Sequence[str] = (),
 ) -> Path:
-    """``report.html`` in the campaign folder, from its items as recorded (and the session's compare gate)."""
+    """``report.html`` in the campaign folder, from its items as recorded (and the session's compare gate), its
+    entries in ``entry_order`` (the corpus's)."""
     records = campaign.items()
     named = next((r.backend for r in records if backend_name(r.backend)), None)
     backend = named or campaign.manifest.get("backend")
     title = f"agent-eval campaign {campaign.id}"
     note = backend_note(backend) + agents_note(records, backend_name(backend))  # with several: which ran on it
-    text = render_html(records, title, note, campaign.path, comparison, compared_with, include_contaminated)
+    text = render_html(
+        records, title, note, campaign.path, comparison, compared_with, include_contaminated, entry_order
+    )
     path = campaign.path / REPORT
     write_atomic(path, text)
     return path

@@ -29,7 +29,14 @@ from pytest_agent_eval.metrics.figures import (
 from pytest_agent_eval.metrics.gates import describe_leak
 from pytest_agent_eval.metrics.sufficiency import BUCKETS
 from pytest_agent_eval.report.agents import side_by_side
-from pytest_agent_eval.report.aggregate import Aggregate, ArmRuns, Row, aggregate, tells_agents_apart
+from pytest_agent_eval.report.aggregate import (
+    Aggregate,
+    ArmRuns,
+    Row,
+    aggregate,
+    tells_agents_apart,
+    unavailable,
+)
 from pytest_agent_eval.report.format import (
     change,
     direction,
@@ -188,8 +195,9 @@ def tool_name(records: Sequence[ItemRecord]) -> str:
 
 # -- arm comparison ------------------------------------------------------------------------------------------
 def cell(group: ArmRuns | None, figure: str) -> str:
-    """One figure of one entry × arm as every table prints it: ``median [min–max]``."""
-    return median_range(group.values(figure) if group else [], formatter(figure))
+    """One figure of one entry × arm as every table prints it: ``median [min–max]``; a figure the agent's records
+    do not give, ``not available (why)``."""
+    return unavailable([group], figure) or median_range(group.values(figure) if group else [], formatter(figure))
 
 
 def pooled_allocation(group: ArmRuns | None) -> str:
@@ -198,12 +206,16 @@ def pooled_allocation(group: ArmRuns | None) -> str:
 
 
 def paired_cell(found: Aggregate, row: Row, arm: str, reference: str, figure: str) -> str | None:
-    """``mean [low, high]`` of arm − reference, run against run; None when no run pairs."""
+    """``mean [low, high] (t, 5 pairs)`` of arm − reference, run against run; with too few pairs or one value
+    every time, the mean and why there is no interval; None when no run pairs."""
     paired = found.paired(row, arm, reference, figure)
     if paired is None:
         return None
-    show = formatter(figure)
-    return f"{signed(paired.mean, show)} [{signed(paired.low, show)}, {signed(paired.high, show)}]"
+    show, found_interval = formatter(figure), paired.interval
+    if not found_interval.has_interval:
+        return f"{signed(paired.mean, show)} ({found_interval.note})"
+    low, high = signed(found_interval.low, show), signed(found_interval.high, show)  # type: ignore[arg-type]
+    return f"{signed(paired.mean, show)} [{low}, {high}] ({found_interval.note})"
 
 
 def arm_comparison(row: Row, records: Records, found: Aggregate | None = None, notes: list[str] | None = None) -> str:
@@ -229,14 +241,11 @@ def arm_comparison(row: Row, records: Records, found: Aggregate | None = None, n
     lines += contamination_lines(g for g in groups if g is not None)
     lines += boundary_lines(g for g in groups if g is not None)
     for arm, reference in found.pairs(row):
-        lines.append(f"paired {arm} − {reference}, run against run: mean difference [95% bootstrap CI]")
+        lines.append(f"paired {arm} − {reference}, run against run: mean difference [95% interval] (its method)")
         for name in PAIRED_FIGURES:
             text = paired_cell(found, row, arm, reference, name)
-            if text is None:
-                continue
-            n = len(found.paired(row, arm, reference, name).diffs)
-            note = f"  n={n} pair(s)" + ("  (n<2: no interval to read)" if n < 2 else "")
-            lines.append(f"  {FIGURES[name].title(tool):<20} {text}{note}")
+            if text is not None:
+                lines.append(f"  {FIGURES[name].title(tool):<20} {text}")
     for arm, group in zip(arms, groups, strict=True):
         warning = small_n_warning(len(group.runs) if group else 0)
         if warning:
@@ -534,11 +543,13 @@ def terminal_report(
     return "\n\n".join(p for p in parts if p) + "\n"
 
 
-def summary(records: Records, meta: dict[str, Any], include_contaminated: bool = False) -> dict[str, Any]:
+def summary(
+    records: Records, meta: dict[str, Any], include_contaminated: bool = False, entry_order: Sequence[str] = ()
+) -> dict[str, Any]:
     """``summary.json``: ``meta``, what drove the agent (a stand-in model's notes, whether the costs are
     simulated), which arm did better (the verdicts), per entry and arm the median/min/max of every figure, and
-    every record."""
-    found = aggregate(records)
+    every record; all in one order (:func:`~pytest_agent_eval.report.aggregate.reading_order`)."""
+    found = aggregate(records, entry_order=entry_order)
     found_verdicts = verdicts(found, include_contaminated)
     agents = side_by_side(found_verdicts)
     return {
