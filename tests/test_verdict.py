@@ -172,3 +172,30 @@ def test_the_worked_example_of_the_gates_page():
     assert three.text() == "retrieval residual −72% [−79%, −66%] better (t, 3 pairs)"
     single = _change("residual_tokens", paired_ratios({1: 10000}, {1: 40000}))
     assert single.text() == "retrieval residual −75% (n=1: too few pairs for an interval)"
+
+
+def test_the_tables_averages_and_verdict_state_one_estimate_of_each_change():
+    """The campaign table once said (−63%) from medians beside a verdict of −62% from paired means, and AVERAGE
+    said time 45% more beside a verdict of +58%: now every change is the verdict's mean of the paired changes,
+    and the tables say so."""
+    from pytest_agent_eval.report.terminal import campaign_table, throughput_table
+
+    records = []
+    for n, (res_w, res_wo, t_w, t_wo, c_w, c_wo) in enumerate(
+        [(10, 40, 30, 10, 1.0, 2.0), (30, 40, 10, 10, 1.0, 1.0), (20, 30, 20, 10, 1.0, 1.0)], start=1
+    ):
+        records.append(run("e", "with", n, residual_tokens=res_w, duration_s=t_w, cost_usd=c_w, ctx_final=120,
+                           tokens_processed=100))  # fmt: skip
+        records.append(run("e", "without", n, residual_tokens=res_wo, duration_s=t_wo, cost_usd=c_wo, ctx_final=100,
+                           tokens_processed=100))  # fmt: skip
+    found = aggregate(records)
+    verdict = by_label(records)["e"]
+    residual, duration = verdict.change("residual_tokens").mean, verdict.change("duration_s").mean
+    assert residual == pytest.approx((10 / 40 + 30 / 40 + 20 / 30) / 3 - 1)  # −44%; the medians' 20/40: −50%
+    table = campaign_table(records, found=found)
+    assert f"20→40  ({residual:+.0%})" in table and "(−50%)" not in table
+    assert f"AVERAGE: retrieval residual {abs(residual):.0%} LOWER with the tool · final context 20% HIGHER" in table
+    assert "the mean of the paired changes, the verdict's own figure" in table
+    throughput = throughput_table(records, found=found)
+    assert f"time none ({duration:.0%} more with the tool)" in throughput  # +100%; the medians' 20/10: the same
+    assert f"cost {-verdict.change('cost_usd').mean:.0%}" in throughput  # 17%, where the medians said 0%

@@ -9,7 +9,6 @@ bootstrap interval; an arm with fewer than two runs says so.
 from __future__ import annotations
 
 import inspect
-import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -50,7 +49,7 @@ from pytest_agent_eval.report.format import (
     tokens,
 )
 from pytest_agent_eval.report.stats import small_n_warning
-from pytest_agent_eval.report.verdict import verdicts
+from pytest_agent_eval.report.verdict import OVERALL, verdicts
 from pytest_agent_eval.tool import CODEGRAPH
 from pytest_agent_eval.transcript import STAND_IN_PREFIX
 
@@ -336,9 +335,7 @@ def campaign_table(
         return None
     w_label, wo_label = found.pair() or ("", "")
     rows, warnings = [], []
-    # Averaged per agent when rows tell agents apart (one agent's tool use is no measure of another's).
-    residual_changes: dict[str | None, list[float]] = {}
-    share_changes: dict[str | None, list[float]] = {}
+    changes = _changes(found, include_contaminated)
     for entry, w, wo in pairs:
         if min(len(w.runs), len(wo.runs)) < 2:
             medians = f"medians over W n={len(w.runs)} / WO n={len(wo.runs)}"
@@ -346,12 +343,7 @@ def campaign_table(
         w_res, wo_res = w.median("residual_tokens"), wo.median("residual_tokens")
         w_ctx, wo_ctx = w.median("ctx_final"), wo.median("ctx_final")
         w_share, wo_share = _ratio(w_res, w_ctx), _ratio(wo_res, wo_ctx)
-        moved = relative_change(w_res, wo_res)
-        if moved is not None:
-            residual_changes.setdefault(w.row.agent, []).append(moved)
-        share_moved = relative_change(w_share, wo_share)
-        if share_moved is not None:
-            share_changes.setdefault(w.row.agent, []).append(share_moved)
+        moved = changes.get((entry, "residual_tokens"))
         rows.append(
             [
                 entry,
@@ -366,17 +358,20 @@ def campaign_table(
     head = ["entry", "turns W→WO", "final ctx W→WO", "residual W→WO", "% of ctx W→WO", "% of window W→WO"]
     lines = [
         f"CAMPAIGN — W = {w_label}: the tool's responses still resident · WO = {wo_label}: "
-        "Read + Grep/Glob + Bash results still resident (medians over runs)",
+        "Read + Grep/Glob + Bash results still resident (medians over runs; (±N%): the mean of the paired "
+        "changes, the verdict's own figure)",
         _table(rows, head, "plain"),
         "",
     ]
-    for agent, moved_by in residual_changes.items():
-        average = statistics.mean(moved_by)
+    for agent in dict.fromkeys(w.row.agent for _, w, _ in pairs):
+        average = changes.get((_overall(agent), "residual_tokens"))
+        if average is None:
+            continue
         line = f"{_average(agent)}: retrieval residual {abs(average):.0%} {direction(average)} with the tool"
-        if share_changes.get(agent):
-            share = statistics.mean(share_changes[agent])
-            line += f" · share-of-context {abs(share):.0%} {direction(share)}"
-        lines.append(line)
+        context = changes.get((_overall(agent), "ctx_final"))
+        if context is not None:
+            line += f" · final context {abs(context):.0%} {direction(context)}"
+        lines.append(line + " (the verdict's paired means over every entry)")
     note = contaminated_note(found, include_contaminated)
     if note:
         lines.append(note)
@@ -393,34 +388,47 @@ def throughput_table(
     if not pairs:
         return None
     rows = []
-    by_agent: dict[str | None, dict[str, list[float]]] = {}  # per agent when rows tell agents apart
+    changes = _changes(found, include_contaminated)
     for entry, w, wo in pairs:
-        saved = by_agent.setdefault(w.row.agent, {"cost": [], "tokens": [], "time": [], "tool calls": []})
-        for name, figure in (
-            ("cost", "cost_usd"),
-            ("tokens", "tokens_processed"),
-            ("time", "duration_s"),
-            ("tool calls", "tool_calls"),
-        ):
-            a, b = w.median(figure), wo.median(figure)
-            if a is not None and b:
-                saved[name].append(1 - a / b)
         rows.append(
             [
                 entry,
                 _pair(w, wo, "duration_s", seconds),
                 _pair(w, wo, "tool_calls", number),
-                _pair(w, wo, "tokens_processed", tokens, saved=True),
-                _pair(w, wo, "cost_usd", dollars, saved=True),
+                _pair(w, wo, "tokens_processed", tokens, changes.get((entry, "tokens_processed"))),
+                _pair(w, wo, "cost_usd", dollars, changes.get((entry, "cost_usd"))),
             ]
         )
     cost = "cost W→WO (saved, simulated)" if simulated_cost(found.records) else "cost W→WO (saved)"
     head = ["entry", "time W→WO", "tools W→WO", "tokens W→WO (saved)", cost]
     text = _table(rows, head, "plain")
-    for agent, saved in by_agent.items():
-        average = " · ".join(_saved(name, statistics.mean(v)) for name, v in saved.items() if v)
+    for agent in dict.fromkeys(w.row.agent for _, w, _ in pairs):
+        saved = {name: changes.get((_overall(agent), figure)) for name, figure in SAVED_FIGURES}
+        average = " · ".join(_saved(name, -moved) for name, moved in saved.items() if moved is not None)
         text += f"\n\n{_average(agent)} saved: {average}" if average else ""
-    return text
+    return text + ("\n(medians over runs; saved: the mean of the paired changes, the verdict's own figure)")
+
+
+# What AVERAGE saved reads, by the verdict's figures: one estimate of one figure everywhere.
+SAVED_FIGURES = (("cost", "cost_usd"), ("tokens", "tokens_processed"), ("time", "duration_s"))
+
+
+def _changes(found: Aggregate, include_contaminated: bool) -> dict[tuple[str, str], float]:
+    """(row label or ``overall[ · agent]``, figure) → the mean paired change the verdict states, W against WO."""
+    pair = found.pair()
+    out: dict[tuple[str, str], float] = {}
+    for verdict in verdicts(found, include_contaminated):
+        if pair is None or (verdict.arm, verdict.reference) != pair:
+            continue
+        label = _overall(verdict.row.agent) if verdict.overall else verdict.label
+        for found_change in verdict.changes:
+            if found_change.mean is not None:
+                out[label, found_change.figure] = found_change.mean
+    return out
+
+
+def _overall(agent: str | None) -> str:
+    return OVERALL if agent is None else f"{OVERALL} · {agent}"
 
 
 def _average(agent: str | None) -> str:
@@ -504,13 +512,17 @@ def _table(rows: list[list[str]], head: list[str], style: str) -> str:
         tabulate_module.PRESERVE_WHITESPACE = saved
 
 
-def _pair(w: ArmRuns, wo: ArmRuns, figure: str, show: Callable[[float], str], saved: bool = False) -> str:
+def _pair(w: ArmRuns, wo: ArmRuns, figure: str, show: Callable[[float], str], moved: float | None = None) -> str:
+    """``W→WO`` medians; with ``moved`` (the verdict's mean paired change), what the with-arm saved."""
+    missing = unavailable([w, wo], figure)
+    if missing:
+        return missing
     a, b = w.median(figure), wo.median(figure)
     if a is None or b is None:
         return "n/a"
     text = f"{show(a)}→{show(b)}"
-    if saved and b:
-        text += f"  ({1 - a / b:.0%})"
+    if moved is not None:
+        text += f"  ({-moved:.0%})"
     return text
 
 
