@@ -61,9 +61,7 @@ class Cell:
         return self.held / self.stated if self.stated else None
 
 
-def coverage(
-    dist: Distribution, n: int, trials: int, seed: int = 0, resamples: int = 2000, old: bool = False
-) -> Cell:
+def coverage(dist: Distribution, n: int, trials: int, seed: int = 0, resamples: int = 2000, old: bool = False) -> Cell:
     """``trials`` samples of ``n`` draws: the stated intervals and how many held the mean (``old``: the
     percentile bootstrap at every n instead of the report's choice)."""
     rng = random.Random(seed)

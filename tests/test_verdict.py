@@ -199,3 +199,12 @@ def test_the_tables_averages_and_verdict_state_one_estimate_of_each_change():
     throughput = throughput_table(records, found=found)
     assert f"time none ({duration:.0%} more with the tool)" in throughput  # +100%; the medians' 20/10: the same
     assert f"cost {-verdict.change('cost_usd').mean:.0%}" in throughput  # 17%, where the medians said 0%
+
+
+def test_the_verdict_says_how_many_pairs_would_decide_each_figure():
+    express = by_label(campaign())["express"]
+    line = express.power_line()
+    assert line.startswith("pairs to tell a 10% change from noise, express: retrieval residual 3 · duration ")
+    duration = express.change("duration_s").to_dict()["pairs_to_decide"]["10%"]
+    assert f"duration {duration} · cost " in line and duration > 100  # the time went up and down by half
+    assert "retrieval residual unknown (n=1) · duration unknown (n=1)" in by_label(campaign())["gin"].power_line()

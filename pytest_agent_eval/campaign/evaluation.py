@@ -409,6 +409,7 @@ class EvalSession:
         tool = tool_name(found.records)
         found_verdicts = shown(verdicts(found, self.cfg.include_contaminated))
         lines = [Line(f"agent-eval: {v.line(tool)}", {"bold": True}) for v in found_verdicts]
+        lines += [Line(f"agent-eval: {v.power_line(tool)}") for v in found_verdicts if v.pairs]
         lines += [Line(f"agent-eval: agents on {on.line(tool)}", {"bold": True}) for on in side_by_side(found_verdicts)]
         return [Line(""), *lines] if lines else []
 

@@ -255,6 +255,9 @@ def _verdict_banner(found: list[Verdict], tool: str) -> str:
             f'<p class="verdict-line" data-entry="{_e(verdict.label)}"><strong>{_e(verdict.label)}</strong> '
             f'<span class="meta">{_e(verdict.scope)}</span>: {changes if verdict.pairs else _e(NO_PAIRS)}</p>'
         )
+        if verdict.pairs:  # what it rests on and what points the other way; then how many runs would decide
+            lines.append(f'<p class="hint verdict-reading">{_e(verdict.reading(tool))}</p>')
+            lines.append(f'<p class="hint verdict-power">{_e(verdict.power_line(tool))}</p>')
     return (
         '<section id="verdict" class="banner"><h2>Verdict</h2><p class="hint">the change of each figure, run '
         "against run (mean [95% interval], the method named: none below 3 pairs, t up to 30, bootstrap from 30); "

@@ -154,9 +154,7 @@ def _pairs(n: int) -> str:
     return f"{n} pair{'' if n == 1 else 's'}"
 
 
-def mean_interval(
-    values: Sequence[float], confidence: float = 0.95, resamples: int = 2000, seed: int = 0
-) -> Interval:
+def mean_interval(values: Sequence[float], confidence: float = 0.95, resamples: int = 2000, seed: int = 0) -> Interval:
     """The mean of ``values`` with the interval their number allows (see the module's docstring); every value the
     same is said as such, never as a point interval. Deterministic: the same values give the same interval."""
     if not values:

@@ -151,6 +151,18 @@ class Verdict:
             return f"{head}: {NO_PAIRS}"
         return f"{head}: " + " · ".join(change.text(tool) for change in self.changes) + f" — {self.reading(tool)}"
 
+    def power_line(self, tool: str = CODEGRAPH.name, size: float = PLAN_CHANGES[0]) -> str:
+        """``pairs to tell a 10% change from noise, express: retrieval residual 3 · duration 118 · cost unknown
+        (n=1)``: per figure, from its observed spread (80% power, 95% interval)."""
+        parts = []
+        for change in self.changes:
+            if not change.pairs or change.interval is None:
+                continue
+            needed = pairs_needed(change.interval.sd, size)
+            shown = f"unknown (n={change.pairs})" if needed is None else str(needed)
+            parts.append(f"{FIGURES[change.figure].title(tool)} {shown}")
+        return f"pairs to tell a {size:.0%} change from noise, {self.label}: " + " · ".join(parts)
+
     def rests_on(self) -> list[Change]:
         """The figures a "better" rests on: those the arm is better on (an interval wholly on the good side, or
         the same change every pair)."""
