@@ -124,7 +124,8 @@ def test_verdict_banner_says_which_arm_did_better(campaign):
     # express: both runs of each arm alike, the tool's response larger than the grep: said so, never a point interval
     residual = re.search(r'<span class="change (\w+)" data-figure="residual_tokens">(.*?)</span>', lines["express"])
     assert residual.group(1) == "worse"
-    assert residual.group(2).endswith(" worse (every run gave the same value, 2 pairs)") and "[" not in residual.group(2)
+    assert residual.group(2).endswith(" worse (every run gave the same value, 2 pairs)")
+    assert "[" not in residual.group(2)
     assert "with vs without, 2 paired runs" in lines["express"]
     assert 'class="change no-interval" data-figure="residual_tokens">retrieval residual +' in lines["gin"]
     assert "(n=1: too few pairs for an interval)" in lines["gin"]
