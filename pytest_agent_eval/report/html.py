@@ -377,7 +377,7 @@ def _paired_table(found: Aggregate, arm: str, reference: str) -> str:
                 missing = unavailable((found.group(row, arm), found.group(row, reference)), name)
                 kind = "not-available" if missing else "small-n"
                 text = missing or small_n_warning(0) or ""
-                cells.append(f'<td class="{kind}" data-figure="{name}">{_e(text)}</td>')
+                cells.append(f'<td data-figure="{name}" class="{kind}">{_e(text)}</td>')
                 continue
             cells.append(f'<td data-figure="{name}">{_e(text)}</td>')
         lines.append(f"<tr><td>{_e(row.label)}</td>{''.join(cells)}</tr>")

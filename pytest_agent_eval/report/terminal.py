@@ -243,6 +243,7 @@ def arm_comparison(row: Row, records: Records, found: Aggregate | None = None, n
         lines.append(f"paired {arm} − {reference}, run against run: mean difference [95% interval] (its method)")
         for name in PAIRED_FIGURES:
             text = paired_cell(found, row, arm, reference, name)
+            text = text or unavailable((found.group(row, arm), found.group(row, reference)), name)
             if text is not None:
                 lines.append(f"  {FIGURES[name].title(tool):<20} {text}")
     for arm, group in zip(arms, groups, strict=True):
