@@ -166,6 +166,14 @@ def only_campaign(folder: Path) -> Path:
     return campaign
 
 
+def test_a_keyword_that_selects_no_agent_item_names_the_entries(project):
+    found = project.pytester.runpytest(*args("none", "-k", "nosuchentry"))
+    found.assert_outcomes()
+    found.stdout.fnmatch_lines(["agent-eval: -k 'nosuchentry' selected no agent item; the entries are express, gin *"])
+    chosen = project.pytester.runpytest(*args("one", "-k", "express and with", "--collect-only", "-q"))
+    assert "selected no agent item" not in chosen.stdout.str()
+
+
 def test_the_stand_ins_call_count_holds_under_two_processes_at_once(tmp_path):
     """Two shards under xdist run two items of one question at the same moment: each stand-in counts its call in
     one file. Read-then-write without a lock let one process read the file the other had just truncated (the

@@ -31,7 +31,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -250,6 +250,8 @@ class AgentEvalPlugin:
         self.header_shown = False
         self.opted_out = 0  # agent items deselected because nobody asked for them (here; a worker's, at the end)
         self.opted_out_on_workers = 0
+        self.deselected_entries: dict[str, None] = {}  # entries of agent items -k left out, in collection order
+        self.selected_agent_items = 0
         self.interrupted = False
         self.raised: list[str] = []  # warnings a filter naming AgentEvalWarning made errors: the summary names them
         self.raised_by = ""  # that filter: -W … or the ini's filterwarnings
@@ -490,6 +492,24 @@ class AgentEvalPlugin:
         if groups:  # an xdist worker under --dist loadgroup: tell the controller's scheduler the groups
             _write_groups(Path(groups), items)
 
+    def pytest_deselected(self, items: Sequence[pytest.Item]) -> None:
+        """The entries of agent items ``-k`` (or a marker expression) left out: named if it selected none."""
+        for item in items:
+            case = case_of(item)
+            if case is not None:
+                self.deselected_entries.setdefault(case.entry.name, None)
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.selected_agent_items = sum(1 for item in session.items if case_of(item) is not None)
+
+    def _nothing_selected(self, config: pytest.Config) -> str | None:
+        """``-k nosuchentry`` selected no agent item, though there were some: which entries there are."""
+        keyword = config.getoption("keyword", "") or ""
+        if self.worker_input is not None or self.selected_agent_items or not self.deselected_entries or not keyword:
+            return None
+        entries = ", ".join(self.deselected_entries)
+        return f"agent-eval: -k {keyword!r} selected no agent item; the entries are {entries} (e.g. -k express)"
+
     def _name_items(self, items: list[pytest.Item]) -> None:
         """Campaign item ids are the case ids; two selected tests with the same case are told apart by name. Then
         a resumed campaign's selection and ``--agent-eval-shard`` narrow the agent items (the session decides)."""
@@ -639,6 +659,9 @@ class AgentEvalPlugin:
         session = self._session
         opted_out = max(self.opted_out, self.opted_out_on_workers)
         if config.getoption("verbose") > -2:
+            nothing = self._nothing_selected(config)
+            if nothing:
+                terminalreporter.write_line(nothing, yellow=True)
             if opted_out:
                 why = " by --agent-eval-skip" if config.getoption("agent_eval_skip") else f": {OPT_IN_HINT}"
                 terminalreporter.write_line(f"agent-eval: {opted_out} agent evaluation item(s) deselected{why}")
