@@ -170,8 +170,13 @@ def test_a_keyword_that_selects_no_agent_item_names_the_entries(project):
     found = project.pytester.runpytest(*args("none", "-k", "nosuchentry"))
     found.assert_outcomes()
     found.stdout.fnmatch_lines(["agent-eval: -k 'nosuchentry' selected no agent item; the entries are express, gin *"])
-    chosen = project.pytester.runpytest(*args("one", "-k", "express and with", "--collect-only", "-q"))
+    chosen = project.pytester.runpytest(*args("one", "-k", "express and with", "--collect-only"))
     assert "selected no agent item" not in chosen.stdout.str()
+    # the header names the configured arms; a selection of fewer says which it runs
+    chosen.stdout.fnmatch_lines(["agent-eval: backend scripted; arms with,without; *",
+                                 "agent-eval: selected 2 agent item(s), arms with"])  # fmt: skip
+    both = project.pytester.runpytest(*args("both", "-k", "express", "--collect-only"))
+    assert "agent-eval: selected" not in both.stdout.str()
 
 
 def test_the_stand_ins_call_count_holds_under_two_processes_at_once(tmp_path):

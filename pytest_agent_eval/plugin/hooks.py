@@ -340,18 +340,26 @@ class AgentEvalPlugin:
 
     def pytest_report_collectionfinish(self, config: pytest.Config, items: list[pytest.Item]) -> list[str]:
         """The settings line, when the header could not show it (no setting given): once, if agent items remain."""
-        shown = self.header_shown or config.option.no_header or config.option.verbose < 0
-        if shown or not any(case_of(item) for item in items):
+        shown = config.option.no_header or config.option.verbose < 0
+        cases = [case for case in map(case_of, items) if case is not None]
+        if shown or not cases:
             return []
-        return self.header_lines()
+        selected = list(dict.fromkeys(case.arm.label for case in cases))
+        configured = [arm.label for arm in self.settings.arms]
+        if not self.header_shown:
+            return self.header_lines(selected)
+        if selected != [arm for arm in configured if arm in selected] or len(selected) != len(configured):
+            # the header named the configured arms; a test (or -k) that runs fewer says which ran
+            return [f"agent-eval: selected {len(cases)} agent item(s), arms {','.join(selected)}"]
+        return []
 
-    def header_lines(self) -> list[str]:
+    def header_lines(self, arms: Sequence[str] | None = None) -> list[str]:
         """The settings line, and which bubblewrap and Node.js the agents will run with (the machine's or bundled)."""
         from pytest_agent_eval.harness.runtimes import header_line
 
-        return [self.settings_line(), header_line()]
+        return [self.settings_line(arms), header_line()]
 
-    def settings_line(self) -> str:
+    def settings_line(self, selected: Sequence[str] | None = None) -> str:
         """The model (and why ``auto`` chose it), the arms (and the agents, when several are listed), the corpus and
         where campaigns go."""
         from pytest_agent_eval.settings.config import auto_backend
@@ -364,7 +372,7 @@ class AgentEvalPlugin:
             what = "scripted stand-in model" if why.startswith("no ") else "scripted"
             what = "the real API" if chosen != "scripted" else what
             backend = f"auto → {what} ({why})"
-        arms = ",".join(arm.label for arm in cfg.arms)
+        arms = ",".join(selected or [arm.label for arm in cfg.arms])  # after collection: the arms selected
         if cfg.agents_reference is not None:  # several agents: each arm of each
             arms += f" × agents {', '.join(agent.title for agent in cfg.agents)}"
         claimed = self._session.campaign_dir if self._session is not None else None  # a resumed campaign
