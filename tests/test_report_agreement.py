@@ -154,7 +154,8 @@ def four_agents_campaign() -> list[ItemRecord]:
                 data = dict(make(run // 2 + 1, entry=entry))
                 data.update(arm_label=label, agent=agent, id=f"{entry}-{agent}-{label}-{run // 2 + 1}")
                 if agent == "codex":
-                    data["scores"] = {**data["scores"], "cost_usd": None}  # Codex's records give no cost
+                    # Codex's records give no cost, and it reads through its shell
+                    data["scores"] = {**data["scores"], "cost_usd": None, "tool_counts": {"Bash": 3}}
                 records.append(ItemRecord.from_dict(data))
     return records
 
@@ -197,3 +198,8 @@ def test_a_figure_an_agent_does_not_give_reads_not_available_never_a_warning():
     assert cells["express · codex", "with", "cost_usd"] == "not available (Codex CLI's records give no cost)"
     text = terminal_report(four_agents_campaign())
     assert "not available (Codex CLI's records give no cost)" in text
+    codex = text.split("ARM COMPARISON — express · codex")[1].split("ARM COMPARISON")[0]
+    read = next(line for line in codex.splitlines() if line.strip().startswith("Read "))
+    assert read.count("not available (Codex CLI read through its shell: Read counts a Read tool only)") == 2
+    claude = text.split("ARM COMPARISON — express · claude-code")[1].split("ARM COMPARISON")[0]
+    assert "not available" not in claude  # its Read tool's count is a real one

@@ -133,21 +133,28 @@ class ArmRuns:
         return WINDOW_TOKENS
 
 
-# Why a figure no run of an agent has is not there: not a failure of the run, a thing its records do not give.
-NOT_GIVEN = {"cost_usd": "{agent}'s records give no cost"}
+# Why a figure an agent's runs have no reading of is not there: not a failure of the run, a thing its records do not
+# give (docs/report.md, "Not available").
+NO_COST = "{agent}'s records give no cost"
+SHELL_READS = "{agent} read through its shell: Read counts a Read tool only"
 
 
 def unavailable(groups: Iterable[ArmRuns | None], figure: str) -> str | None:
-    """``not available (Codex CLI's records give no cost)`` when no run of these groups has ``figure``; None when
-    one has it (or there is no run to ask)."""
-    present = [group for group in groups if group is not None and group.runs]
-    if not present or any(value is not None for group in present for value in group.values(figure)):
+    """``not available (why)`` for a figure these groups' runs have no reading of: a cost their agent's records do
+    not give; a ``Read`` count of 0 where every run read through its shell (Codex CLI, and the stand-in's Gemini CLI
+    and OpenCode). None otherwise (a real 0, an ``n/a`` a table prints itself)."""
+    runs = [run for group in groups if group is not None for run in group.runs]
+    if not runs:
         return None
     from pytest_agent_eval.agents import agent_title
 
-    agent = agent_title(present[0].runs[0].agent_name)
-    why = NOT_GIVEN.get(figure, "no run of {agent} recorded it").format(agent=agent)
-    return f"not available ({why})"
+    agent = agent_title(runs[0].agent_name)
+    if figure == "cost_usd" and all(run.figures.get(figure) is None for run in runs):
+        return f"not available ({NO_COST.format(agent=agent)})"
+    if figure == "read_calls" and all(not run.figures.get(figure) for run in runs):
+        shell = all(((run.scores or {}).get("tool_counts") or {}).get("Bash") for run in runs)
+        return f"not available ({SHELL_READS.format(agent=agent)})" if shell else None
+    return None
 
 
 @dataclass(frozen=True)
