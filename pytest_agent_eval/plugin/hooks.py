@@ -653,7 +653,8 @@ class AgentEvalPlugin:
         failed = self._session.finish()
         # Issued here, inside pytest's warnings capture of this hook: they are listed in the warnings summary, and
         # -W / filterwarnings apply to them as to any warning of a test.
-        where = self._session.campaign_dir
+        folder = self._session.campaign_dir  # the warnings are about its summary: they point at a line of it
+        where = folder / "summary.json" if folder is not None and (folder / "summary.json").is_file() else folder
         self.raised = [text for text in self._session.warnings() if warn_raised(f"agent-eval: warning: {text}", where)]
         self.raised_by = error_filter(self.config) if self.raised else ""
         if (failed or self.raised) and session.exitstatus == pytest.ExitCode.OK:
