@@ -20,6 +20,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
@@ -108,8 +109,19 @@ def tool_of(args: argparse.Namespace) -> RetrievalTool:
     return RetrievalTool(args.tool, args.explore_tool or f"{args.tool}_explore", args.cli_name or args.tool)
 
 
+def plain(text: str) -> str:
+    """reST as a terminal shows it: ````agent-eval```` and ``:func:`x``` as ``agent-eval`` and ``x``."""
+    return re.sub(r"(?::\w+:)?`+([^`]+)`+", r"\1", text)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="agent-eval", description=__doc__.split("\n\n")[0])
+    head, *rest = plain(__doc__ or "").split("\n\n")
+    parser = argparse.ArgumentParser(
+        prog="agent-eval",
+        description=head,
+        epilog="examples:\n" + "\n\n".join(rest).strip(),  # the module's own examples, as printed there
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action=_Version, nargs=0, help="print the version and exit")
     commands = parser.add_subparsers(dest="command", required=True)
     cmd = commands.add_parser("score", help="score one session's transcript")
