@@ -584,8 +584,9 @@ def render_rescore(records: Records) -> str:
     pooled = dict.fromkeys(keys, 0)
     for record in typed:
         scores = record.scores
+        who = [agent_title(record.agent_name), record.arm_label]  # which agent, which arm: the id alone hid them
         if not scores:
-            rows.append([record.id, "", "", "", "", record.error or "not scored"])
+            rows.append([record.id, *who, "", "", "", "", record.error or "not scored"])
             continue
         counts = scores["sufficiency"]["counts"]
         for key in pooled:
@@ -596,6 +597,7 @@ def render_rescore(records: Records) -> str:
         rows.append(
             [
                 record.id,
+                *who,
                 scores["occupancy"].get("turns", ""),
                 f"{tokens(value)} {kind}" if value is not None else "n/a",
                 " / ".join(str(counts.get(key, 0)) for key in pooled),
@@ -603,7 +605,8 @@ def render_rescore(records: Records) -> str:
                 (record.error or "error") if record.outcome == "error" else "",
             ]
         )
-    head = ["label", "turns", "residual", "again / returned / missed / grep / moved on", "allocation", "error"]
+    head = ["label", "agent", "arm", "turns", "residual", "again / returned / missed / grep / moved on", "allocation",
+            "error"]  # fmt: skip
     if not any(row[-1] for row in rows):  # an empty column would print a bare "--" under no heading
         head, rows = head[:-1], [row[:-1] for row in rows]
     table = tabulate(rows, headers=head, tablefmt="simple", disable_numparse=True)
