@@ -687,6 +687,9 @@ def test_threshold_precedence_and_validation():
         ({"entries": {"express": {"arms": {"wihtout": {"tool_calls": {"max": 9}}}}}}, "entries.express.arms.wihtout:"),
         ({"allocation": {"min": 2}}, "allocation.min: a share lies between 0 and 1 (0.7 is 70%), got 2"),
         ({"sufficient_share": {"max": -0.1}}, "sufficient_share.max: a share lies between 0 and 1"),
+        # a bare number: the form it meant, with the side the figure is better on
+        ({"allocation": 0.7}, "allocation: 0.7 is no bound by itself: write allocation: {min: 0.7} (the least"),
+        ({"entries": {"express": {"residual_tokens": 60000}}}, "residual_tokens: {max: 60000} (the most it may"),
     ],
 )
 def test_a_threshold_that_could_never_gate_anything_is_refused(data, message):
