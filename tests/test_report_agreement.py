@@ -3,9 +3,11 @@
 from __future__ import annotations
 
 import html
+import json
 import re
 
 import pytest
+from support.browser import CHROMIUM, chromium
 from support.records import with_run, without_run
 
 from pytest_agent_eval.campaign.record import ItemRecord
@@ -203,3 +205,24 @@ def test_a_figure_an_agent_does_not_give_reads_not_available_never_a_warning():
     assert read.count("not available (Codex CLI read through its shell: Read counts a Read tool only)") == 2
     claude = text.split("ARM COMPARISON — express · claude-code")[1].split("ARM COMPARISON")[0]
     assert "not available" not in claude  # its Read tool's count is a real one
+
+
+# After the charts: every label's box as drawn, against its chart's width (a label that runs off either edge is cut).
+CUT_LABELS = """<script>
+document.body.setAttribute("data-cut", JSON.stringify([].slice.call(document.querySelectorAll("svg text"))
+  .filter(function (t) { var box = t.getBBox(), width = +t.ownerSVGElement.getAttribute("width");
+                         return box.width && (box.x < -0.5 || box.x + box.width > width + 0.5); })
+  .map(function (t) { return t.textContent; })));
+</script></body>"""
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs Chromium to draw the charts")
+def test_no_chart_label_is_cut(tmp_path):
+    """The allocation chart once read ``press · claude-code``: its labels were drawn right-aligned at a fixed
+    margin, and a long entry · agent · arm ran off the left edge; the agents chart's values ran off the right."""
+    page = render_html(four_agents_campaign(), "t", "note").replace("</body>", CUT_LABELS)
+    (tmp_path / "report.html").write_text(page)
+    dom = chromium(tmp_path / "profile", "--dump-dom", (tmp_path / "report.html").as_uri()).stdout
+    assert 'data-charts-rendered="4"' in dom
+    cut = json.loads(html.unescape(re.search(r'data-cut="([^"]*)"', dom).group(1)))
+    assert cut == []

@@ -684,17 +684,29 @@ _JS = r"""
     return root;
   }
   function done(host) { host.setAttribute("data-rendered", "true"); }
+  // The widest of these labels as drawn (a margin sized to it: no label is cut, whatever an entry or agent is named).
+  function widest(host, labels, attrs) {
+    var probe = svg(host, 10, 10), most = 0;
+    labels.forEach(function (t) { most = Math.max(most, el("text", attrs || {}, probe, t).getComputedTextLength()); });
+    host.removeChild(probe);
+    return Math.ceil(most);
+  }
   function empty(root, width, text) {
     el("text", {x: width / 2, y: 30, "text-anchor": "middle", "class": "empty"}, root, text);
   }
 
   function residual(host) {
     // the right margin holds the label after the longest bar ("without 55.6k file-access (n=1!)")
-    var rows = data.residual, W = 760, left = 150, right = 230, barH = 14, H = 20, max = 0;
+    var rows = data.residual, barH = 14, H = 20, max = 0, ends = [];
+    var label = function (a) {
+      return a.arm + " " + a.text.median + " " + a.kind + (a.spread.n < 2 ? " (n=" + a.spread.n + "!)" : "");
+    };
     rows.forEach(function (r) {
       H += Math.max(1, r.arms.length) * (barH + 4) + 14;
-      r.arms.forEach(function (a) { if (a.spread) max = Math.max(max, a.spread.max); });
+      r.arms.forEach(function (a) { if (a.spread) { max = Math.max(max, a.spread.max); ends.push(label(a)); } });
     });
+    var left = Math.max(150, 16 + widest(host, rows.map(function (r) { return r.entry; }), {"font-weight": "bold"}));
+    var right = Math.max(230, 12 + widest(host, ends)), W = left + 380 + right;
     var root = svg(host, W, H);
     if (!rows.length || !max) { empty(root, W, "no residual figures"); return done(host); }
     var scale = function (v) { return left + (W - left - right) * v / max; };
@@ -713,8 +725,7 @@ _JS = r"""
         el("title", {}, bar, a.arm + " " + a.kind + " residual, median " + a.text.median + " [" + a.text.min + "–" +
            a.text.max + "] n=" + s.n);
         el("line", {x1: scale(s.min), x2: scale(s.max), y1: y + barH / 2, y2: y + barH / 2, stroke: "#222"}, root);
-        el("text", {x: scale(s.max) + 6, y: y + 11}, root,
-           a.arm + " " + a.text.median + " " + a.kind + (s.n < 2 ? " (n=" + s.n + "!)" : ""));
+        el("text", {x: scale(s.max) + 6, y: y + 11}, root, label(a));
         y += barH + 4;
       });
       y += 14;
@@ -724,7 +735,10 @@ _JS = r"""
   }
 
   function sufficiency(host) {
-    var rows = data.buckets, keys = Object.keys(data.bucketLabels), W = 720, left = 150, barH = 22;
+    var rows = data.buckets, keys = Object.keys(data.bucketLabels), barH = 22;
+    var names = rows.map(function (r) { var n = 0; keys.forEach(function (k) { n += r.counts[k] || 0; });
+                                        return r.arm + " (" + n + " calls)"; });
+    var left = Math.max(150, 16 + widest(host, names)), W = left + 570;
     var H = 66 + rows.length * (barH + 12), root = svg(host, W, H);
     if (!rows.length) { empty(root, W, "no explore calls"); return done(host); }
     rows.forEach(function (r, i) {
@@ -762,7 +776,8 @@ _JS = r"""
   }
 
   function allocation(host) {
-    var rows = data.allocation, W = 720, left = 150, right = 20, rowH = 30, H = 40 + rows.length * rowH;
+    var rows = data.allocation, right = 28, rowH = 30, H = 40 + rows.length * rowH;
+    var left = Math.max(150, 16 + widest(host, rows.map(function (r) { return r.group; }))), W = left + 570;
     var root = svg(host, W, H);
     if (!rows.length) { empty(root, W, "no explore call returned a file section"); return done(host); }
     var scale = function (v) { return left + (W - left - right) * v; };
@@ -786,8 +801,13 @@ _JS = r"""
 
   function agents(host) {
     // Per entry, a bar per agent from no change to its mean change, a whisker over its interval.
-    var rows = data.agents, W = 760, left = 150, right = 260, barH = 14, H = 20, max = 0, order = [];
+    var rows = data.agents, barH = 14, H = 20, max = 0, order = [], ends = [];
     var colors = ["#1e88e5", "#8e24aa", "#43a047"];
+    rows.forEach(function (r) {
+      r.agents.forEach(function (a) { ends.push(a.title + " " + a.text); });
+    });
+    var left = Math.max(150, 16 + widest(host, rows.map(function (r) { return r.entry; }), {"font-weight": "bold"}));
+    var right = Math.max(260, 12 + widest(host, ends)), W = left + 350 + right;
     rows.forEach(function (r) {
       H += Math.max(1, r.agents.length) * (barH + 4) + 14;
       r.agents.forEach(function (a) {
