@@ -386,7 +386,7 @@ def test_a_real_claude_code_and_codex_campaign_sharded_merged_and_resumed(
     done = {i: run_pytest([*command, f"--agent-eval-shard={i}/2", f"--agent-eval-out={tmp_path / f'shard{i}'}"],
                           REPO, env, tmp_path / f"run{i}") for i in (1, 2)}  # fmt: skip
     assert done[1].returncode == 0 and re.search(r"\b4 passed\b", done[1].stdout), done[1].stdout[-3000:]
-    side = r"[+−]\d+% \(1 pair: no interval\)"
+    side = r"[+−]\d+% \(n=1: too few pairs for an interval\)"
     assert re.search(rf"agent-eval: agents on express: retrieval residual with vs without: Claude Code {side} · "
                      rf"Codex CLI {side}\n", done[1].stdout)  # fmt: skip
     assert done[2].returncode == 0 and "agent-eval: shard 2/2 holds none of the 4 selected item(s)" in done[2].stdout
@@ -408,6 +408,8 @@ def test_a_real_claude_code_and_codex_campaign_sharded_merged_and_resumed(
     residual = {i: r.figures["residual_tokens"] for i, r in records.items()}
     assert on_express["agents"] == {
         agent: {"title": title, "figure": "residual_tokens", "pairs": 1, "interval": None, "verdict": "no interval",
+                "method": "too few", "note": "n=1: too few pairs for an interval", "sd": None,
+                "pairs_to_decide": {"10%": None, "25%": None},
                 "change": pytest.approx(residual[f"express{infix}-with-1"] / residual[f"express{infix}-without-1"] - 1)}
         for agent, title, infix in (("claude-code", "Claude Code", ""), ("codex", "Codex CLI", "-codex"))
     }  # fmt: skip

@@ -483,7 +483,7 @@ def test_qq_keeps_the_verdict_lines_and_drops_the_tables(project):
     result = project.run("--agent-eval-runs", "1", "-k", "express", "-qq")
     out = result.stdout.str()
     assert "agent-eval: verdict express (with vs without, 1 paired run): retrieval residual " in out
-    assert "(1 pair: no interval)" in out
+    assert "(n=1: too few pairs for an interval)" in out
     assert "ARM COMPARISON" not in out and "RUNS — one line each" not in out
 
 
