@@ -208,3 +208,14 @@ def test_the_verdict_says_how_many_pairs_would_decide_each_figure():
     duration = express.change("duration_s").to_dict()["pairs_to_decide"]["10%"]
     assert f"duration {duration} · cost " in line and duration > 100  # the time went up and down by half
     assert "retrieval residual unknown (n=1) · duration unknown (n=1)" in by_label(campaign())["gin"].power_line()
+
+
+def test_a_figure_the_agent_does_not_give_is_said_so_in_the_verdict_and_a_rough_spread_too():
+    records = []
+    for n in (1, 2):
+        for arm, res in (("with", 10), ("without", 40 + n)):
+            record = run("e", arm, n, residual_tokens=res, duration_s=10 + n)
+            records.append(ItemRecord.from_dict({**record.to_dict(), "agent": "codex", "id": f"e-codex-{arm}-{n}"}))
+    verdict = by_label(records)["e"]
+    assert verdict.change("cost_usd").value_text() == "not available (Codex CLI's records give no cost)"
+    assert verdict.power_line().endswith("(a spread from 2 pairs is itself a rough guess)")

@@ -19,9 +19,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_agent_eval.metrics.figures import FIGURES
-from pytest_agent_eval.report.aggregate import Aggregate, ArmRuns, Row
+from pytest_agent_eval.report.aggregate import Aggregate, ArmRuns, Row, unavailable
 from pytest_agent_eval.report.format import signed
 from pytest_agent_eval.report.stats import (
+    MIN_PAIRS_FOR_INTERVAL,
     PLAN_CHANGES,
     SAME,
     TOO_FEW,
@@ -50,6 +51,7 @@ class Change:
     figure: str
     pairs: int
     interval: Interval | None = None
+    missing: str | None = None  # no pair: ``not available (why)`` when the agent's records do not give the figure
 
     @property
     def mean(self) -> float | None:
@@ -91,7 +93,7 @@ class Change:
         ``−73% (n=2: too few pairs for an interval)``; no pair: ``n/a``."""
         found = self.interval
         if found is None:
-            return "n/a"
+            return self.missing or "n/a"
         if found.method == TOO_FEW:
             return f"{_pct(found.mean)} ({found.note})"
         if found.method == SAME:
@@ -161,7 +163,9 @@ class Verdict:
             needed = pairs_needed(change.interval.sd, size)
             shown = f"unknown (n={change.pairs})" if needed is None else str(needed)
             parts.append(f"{FIGURES[change.figure].title(tool)} {shown}")
-        return f"pairs to tell a {size:.0%} change from noise, {self.label}: " + " · ".join(parts)
+        few = self.pairs < MIN_PAIRS_FOR_INTERVAL
+        rough = f" (a spread from {self.pairs} pairs is itself a rough guess)" if few else ""
+        return f"pairs to tell a {size:.0%} change from noise, {self.label}: " + " · ".join(parts) + rough
 
     def rests_on(self) -> list[Change]:
         """The figures a "better" rests on: those the arm is better on (an interval wholly on the good side, or
@@ -210,7 +214,7 @@ def verdicts(found: Aggregate, include_contaminated: bool = False) -> list[Verdi
     for arm, reference in found.pairs():
         for agent in agents:  # an agent's runs pair with its own only, and pool into its own overall
             ratios: dict[str, list[float]] = {figure: [] for figure in (*VERDICT_FIGURES, *COUNTER_FIGURES)}
-            entries = []
+            entries, seen = [], []
             for row in (row for row in found.rows if row.agent == agent):
                 mine, theirs = found.group(row, arm), found.group(row, reference)
                 if mine is None or theirs is None:
@@ -219,11 +223,12 @@ def verdicts(found: Aggregate, include_contaminated: bool = False) -> list[Verdi
                 by_figure = {f: paired_ratios(mine.by_run(f), theirs.by_run(f)) for f in ratios}
                 for figure, found_ratios in by_figure.items():
                     ratios[figure] += found_ratios
-                entries.append(_verdict(row.label, arm, reference, 1, by_figure, row))
+                seen += [mine, theirs]
+                entries.append(_verdict(row.label, arm, reference, 1, by_figure, row, [mine, theirs]))
             if entries:
                 out += entries
                 label = OVERALL if agent is None else f"{OVERALL} · {agent}"
-                out.append(_verdict(label, arm, reference, len(entries), ratios, Row(OVERALL, agent=agent)))
+                out.append(_verdict(label, arm, reference, len(entries), ratios, Row(OVERALL, agent=agent), seen))
     return out
 
 
@@ -231,16 +236,24 @@ def _kept(group: ArmRuns, include_contaminated: bool) -> ArmRuns:
     return group if include_contaminated else group.without_contaminated()
 
 
-def _verdict(label: str, arm: str, reference: str, entries: int, ratios: dict[str, list[float]], row: Row) -> Verdict:
-    changes = [_change(figure, values) for figure, values in ratios.items()]
+def _verdict(
+    label: str,
+    arm: str,
+    reference: str,
+    entries: int,
+    ratios: dict[str, list[float]],
+    row: Row,
+    groups: list[ArmRuns] | None = None,
+) -> Verdict:
+    changes = [_change(figure, values, unavailable(groups or [], figure)) for figure, values in ratios.items()]
     changes = [c for c in changes if c.pairs or c.figure not in COUNTER_FIGURES]  # read beside, when there
     pairs = max((change.pairs for change in changes), default=0)
     return Verdict(label, arm, reference, entries, pairs, changes, row)
 
 
-def _change(figure: str, ratios: list[float]) -> Change:
+def _change(figure: str, ratios: list[float], missing: str | None = None) -> Change:
     if not ratios:
-        return Change(figure, 0)
+        return Change(figure, 0, missing=missing)
     return Change(figure, len(ratios), mean_interval(ratios))
 
 
