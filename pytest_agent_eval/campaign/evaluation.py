@@ -262,10 +262,14 @@ class EvalSession:
         reports' own, whatever order the items finished in."""
         from pytest_agent_eval.report.aggregate import reading_order
 
-        return sorted(self.records.values(), key=reading_order(self.entry_order()))
+        records = list(self.records.values())
+        return sorted(records, key=reading_order(self.entry_order(), self.arm_order(), records))
 
     def entry_order(self) -> list[str]:
         return [e.name for e in self._corpus()]
+
+    def arm_order(self) -> list[str]:
+        return [arm.label for arm in self.cfg.arms]
 
     # -- the end ---------------------------------------------------------------------------------------------
     def finish(self) -> bool:
@@ -312,11 +316,13 @@ class EvalSession:
             self.gate = compare_gate.gate(before, records, cfg.compare_fail, cfg.compare_min_pairs)
             meta["gate"] = {"baseline": str(self.compare_path), **compare_gate.gate_summary(self.gate)}
         path = self.campaign.path / SUMMARY
-        found = summary(records, meta, cfg.include_contaminated, self.entry_order())
+        found = summary(records, meta, cfg.include_contaminated, self.entry_order(), self.arm_order())
         text = json.dumps(found, indent=2, default=str) + "\n"
         write_atomic(path, text)
         compared = str(self.compare_path) if self.compare_path else None
-        html = write_html(self.campaign, self.gate, compared, cfg.include_contaminated, self.entry_order())
+        html = write_html(
+            self.campaign, self.gate, compared, cfg.include_contaminated, self.entry_order(), self.arm_order()
+        )
         self.written = [path, html]
         if cfg.json_path is not None:  # a known path for CI, whatever the campaign folder is called
             try:
@@ -393,6 +399,7 @@ class EvalSession:
                 include_contaminated=self.cfg.include_contaminated,
                 entry_order=self.entry_order(),
                 notes=notes,
+                arm_order=self.arm_order(),
             )
             self._tables[verbose] = (text, notes)
         return self._tables[verbose]
@@ -405,7 +412,7 @@ class EvalSession:
         from pytest_agent_eval.report.terminal import tool_name
         from pytest_agent_eval.report.verdict import shown, verdicts
 
-        found = aggregate(self.ordered(), entry_order=self.entry_order())
+        found = aggregate(self.ordered(), entry_order=self.entry_order(), arm_order=self.arm_order())
         tool = tool_name(found.records)
         found_verdicts = shown(verdicts(found, self.cfg.include_contaminated))
         lines = [Line(f"agent-eval: {v.line(tool)}", {"bold": True}) for v in found_verdicts]

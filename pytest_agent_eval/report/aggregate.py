@@ -247,11 +247,6 @@ class Aggregate:
         return out
 
 
-def _arm_rank(groups: Mapping[tuple[Row, str], ArmRuns], arm: str) -> tuple[bool, str]:
-    """Arms with the tool first, then by name: the order of :func:`reading_order`, over every row."""
-    return (not next(g.has_tool for (_, name), g in groups.items() if name == arm), arm)
-
-
 def by_label(record: ItemRecord) -> str:
     return record.arm_label
 
@@ -265,12 +260,20 @@ def arm_namer(records: Sequence[ItemRecord]) -> ArmOf:
     return lambda record: record.arm_label if len(labels.get(record.arm, ())) > 1 else record.arm
 
 
-def reading_order(entry_order: Sequence[str] = ()) -> Callable[[ItemRecord], tuple[Any, ...]]:
+def reading_order(
+    entry_order: Sequence[str] = (), arm_order: Sequence[str] = (), records: Sequence[ItemRecord] = ()
+) -> Callable[[ItemRecord], tuple[Any, ...]]:
     """The one order every report reads records in, whatever order they finished in (docs/report.md, "One
     order"): entries as ``entry_order`` lists them (others after, by name), then test, then agent (the built-in
-    agents in their own order, others after by name), then arm (arms with the tool first, by label), then run."""
+    agents in their own order, others after by name), then arm (as ``arm_order`` — the session's ``--arms`` —
+    lists them; else the arms with the tool first, in the order ``records`` first show them: the last build is
+    the baseline a ``with@new,with@old`` campaign compares against), then run."""
     entries = {name: i for i, name in enumerate(entry_order)}
     agents = {name: i for i, name in enumerate(BUILT_IN)}
+    arms = {label: i for i, label in enumerate(arm_order)}
+    first = {}
+    for i, record in enumerate(records):
+        first.setdefault(record.arm_label, i)
 
     def key(record: ItemRecord) -> tuple[Any, ...]:
         agent = record.agent_name or ""
@@ -280,7 +283,9 @@ def reading_order(entry_order: Sequence[str] = ()) -> Callable[[ItemRecord], tup
             record.test or "",
             agents.get(agent, len(agents)),
             agent,
+            arms.get(record.arm_label, len(arms)),
             not record.has_tool,
+            first.get(record.arm_label, 0),
             record.arm_label,
             record.run or 0,
             record.id,
@@ -295,13 +300,15 @@ def aggregate(
     entry_order: Sequence[str] = (),
     by_test: bool | None = None,
     by_agent: bool | None = None,
+    arm_order: Sequence[str] = (),
 ) -> Aggregate:
     """Group the records by row × arm (by label unless ``arm_of`` says otherwise), scored runs apart from
     errors; the records in :func:`reading_order` (so rows, arms and runs are in it too, whatever order the runs
     finished in). Rows tell test functions
     apart when ``by_test`` says so (by default: when :func:`tells_tests_apart` the records), agents when
     ``by_agent`` does (by default: when :func:`tells_agents_apart` the records)."""
-    typed = sorted(as_records(records), key=reading_order(entry_order))
+    given = as_records(records)
+    typed = sorted(given, key=reading_order(entry_order, arm_order, given))
     arm_of = arm_of or by_label
     if by_test is None:
         by_test = tells_tests_apart(typed)
@@ -317,5 +324,5 @@ def aggregate(
         elif record.outcome == "error":
             group.errors += 1
     rows = list(dict.fromkeys(row for row, _ in groups))
-    arms = sorted(dict.fromkeys(arm for _, arm in groups), key=lambda arm: _arm_rank(groups, arm))
+    arms = list(dict.fromkeys(arm for _, arm in groups))
     return Aggregate(typed, rows, arms, groups)

@@ -135,12 +135,13 @@ def render_html(
     compared_with: str | None = None,
     include_contaminated: bool = False,
     entry_order: Sequence[str] = (),
+    arm_order: Sequence[str] = (),
 ) -> str:
     """The whole report as one HTML string; segments are read inside ``base_dir`` (the campaign), never outside.
     With ``comparison`` (the session's compare gate against ``compared_with``) it shows the gate's verdicts; the
     verdict banner leaves out contaminated without-arm runs unless ``include_contaminated``, as the tables do."""
     base = Path(base_dir) if base_dir is not None else Path.cwd()
-    found = aggregate(records, entry_order=entry_order)
+    found = aggregate(records, entry_order=entry_order, arm_order=arm_order)
     records = found.records
     sessions = {record.id: _load(record, base) for record in records}
     replayed = replay_source(records)
@@ -604,6 +605,7 @@ def write_html(
     compared_with: str | None = None,
     include_contaminated: bool = False,
     entry_order: Sequence[str] = (),
+    arm_order: Sequence[str] = (),
 ) -> Path:
     """``report.html`` in the campaign folder, from its items as recorded (and the session's compare gate), its
     entries in ``entry_order`` (the corpus's)."""
@@ -612,8 +614,10 @@ def write_html(
     backend = named or campaign.manifest.get("backend")
     title = f"agent-eval campaign {campaign.id}"
     note = backend_note(backend) + agents_note(records, backend_name(backend))  # with several: which ran on it
+    configured = [arm.get("label") for arm in (campaign.manifest.get("config") or {}).get("arms") or []]
+    arm_order = arm_order or [label for label in configured if isinstance(label, str)]  # the session's --arms
     text = render_html(
-        records, title, note, campaign.path, comparison, compared_with, include_contaminated, entry_order
+        records, title, note, campaign.path, comparison, compared_with, include_contaminated, entry_order, arm_order
     )
     path = campaign.path / REPORT
     write_atomic(path, text)

@@ -535,11 +535,12 @@ def terminal_report(
     include_contaminated: bool = False,
     entry_order: Sequence[str] = (),
     notes: list[str] | None = None,
+    arm_order: Sequence[str] = (),
 ) -> str:
     """Header, one line per run (with ``verbose``: every run's blocks instead), an ARM COMPARISON per entry, the
     campaign tables; ``campaign`` adds the with-arm's secondary readings. Given ``notes``, the caveats go there, not
     into the tables."""
-    found = aggregate(records, entry_order=entry_order)
+    found = aggregate(records, entry_order=entry_order, arm_order=arm_order)
     parts = [header(found.records)]
     if verbose:
         parts += [item_blocks(r) for r in found.records]
@@ -557,12 +558,16 @@ def terminal_report(
 
 
 def summary(
-    records: Records, meta: dict[str, Any], include_contaminated: bool = False, entry_order: Sequence[str] = ()
+    records: Records,
+    meta: dict[str, Any],
+    include_contaminated: bool = False,
+    entry_order: Sequence[str] = (),
+    arm_order: Sequence[str] = (),
 ) -> dict[str, Any]:
     """``summary.json``: ``meta``, what drove the agent (a stand-in model's notes, whether the costs are
     simulated), which arm did better (the verdicts), per entry and arm the median/min/max of every figure, and
     every record; all in one order (:func:`~pytest_agent_eval.report.aggregate.reading_order`)."""
-    found = aggregate(records, entry_order=entry_order)
+    found = aggregate(records, entry_order=entry_order, arm_order=arm_order)
     found_verdicts = verdicts(found, include_contaminated)
     agents = side_by_side(found_verdicts)
     return {
