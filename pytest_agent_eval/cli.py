@@ -11,6 +11,7 @@ agent-eval compare BASELINE CURRENT --compare-fail "allocation:-5pt,residual_tok
 agent-eval merge merged/ shard-1/ shard-2/ shard-3/     # the campaigns of --agent-eval-shard 1/3 … 3/3 as one
 agent-eval check-agent mypkg.agent:MY_AGENT   # a short conformance run of a new agent: PASS/FAIL, each with why
 agent-eval compare recorded latest --compare-fail allocation:-5pt@95   # a saved baseline vs the newest campaign
+agent-eval plan latest --change 10%     # how many paired runs tell a 10% change from noise, from an earlier campaign
 
 compare exits 0 when the gate passes, 1 when it fails (a regression, an undecided noise-aware rule, or fewer
 (entry, arm) pairs compared than asked — nothing compared always fails), 2 on bad input.
@@ -21,6 +22,7 @@ from __future__ import annotations
 import argparse
 import json
 import math
+import re
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
@@ -119,8 +121,19 @@ def tool_of(args: argparse.Namespace) -> RetrievalTool | None:
     return replace(tool, explore=args.explore_tool or tool.explore, cli=args.cli_name or tool.cli)
 
 
+def plain(text: str) -> str:
+    """reST as a terminal shows it: ````agent-eval```` and ``:func:`x``` as ``agent-eval`` and ``x``."""
+    return re.sub(r"(?::\w+:)?`+([^`]+)`+", r"\1", text)
+
+
 def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="agent-eval", description=__doc__.split("\n\n")[0])
+    head, *rest = plain(__doc__ or "").split("\n\n")
+    parser = argparse.ArgumentParser(
+        prog="agent-eval",
+        description=head,
+        epilog="examples:\n" + "\n\n".join(rest).strip(),  # the module's own examples, as printed there
+        formatter_class=argparse.RawDescriptionHelpFormatter,
+    )
     parser.add_argument("--version", action=_Version, nargs=0, help="print the version and exit")
     commands = parser.add_subparsers(dest="command", required=True)
     cmd = commands.add_parser("score", help="score one session's transcript")
@@ -207,6 +220,15 @@ def build_parser() -> argparse.ArgumentParser:
         "--tool", type=_tool_reference, default=None, help=f"the retrieval tool to deny it (default {UNNAMED_TOOL})"
     )
 
+    cmd = commands.add_parser("plan", help="how many paired runs a campaign needs, from an earlier one's spread")
+    cmd.add_argument("earlier", metavar="CAMPAIGN", help=where)
+    cmd.add_argument(
+        "--change", type=_share, default=0.1, metavar="N%", help="the change to tell from noise (default 10%%)"
+    )
+    cmd.add_argument("--power", type=_share, default=0.8, metavar="N%", help="the chance to see it (default 80%%)")
+    cmd.add_argument("--json", action="store_true", help="print the plan as JSON")
+    cmd.add_argument("--out", metavar="DIR", help="where baselines and 'latest' are (default: --agent-eval-out's)")
+
     cmd = commands.add_parser("merge", help="merge the campaigns of shards 1..N (--agent-eval-shard I/N) into one")
     cmd.add_argument("out", metavar="OUT", help="the merged campaign's folder (new, or an empty one)")
     cmd.add_argument("campaigns", nargs="+", metavar="CAMPAIGN", help="the shards' campaign folders, any order")
@@ -224,6 +246,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return _merge(args)
     if args.command == "check-agent":
         return _check_agent(args)
+    if args.command == "plan":
+        return _plan(args)
     if bool(args.files) == bool(args.session):
         args.usage_error("score takes FILE… or --session FILE_OR_DIR (one of the two)")
     if args.agent is not None and not args.files:
@@ -440,6 +464,36 @@ def _check_agent(args: argparse.Namespace) -> int:
     failed = [check.name for check in checks if not check.passed]
     print(f"agent-eval: {args.agent.name}: " + (f"FAILED ({', '.join(failed)})" if failed else "conforms"))
     return 1 if failed else 0
+
+
+def _share(text: str) -> float:
+    """``10%`` or ``0.1``: a share strictly between 0 and 1."""
+    try:
+        value = float(text[:-1]) / 100 if text.endswith("%") else float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"not a share: {text!r} (give 10% or 0.1)") from None
+    if not 0 < value < 1:
+        raise argparse.ArgumentTypeError(f"must lie between 0 and 100%: {text!r}")
+    return value
+
+
+def _plan(args: argparse.Namespace) -> int:
+    from pytest_agent_eval.campaign import baseline
+    from pytest_agent_eval.campaign.store import StoreError, load_records
+    from pytest_agent_eval.report.plan import plan
+    from pytest_agent_eval.settings.config import DEFAULT_OUT
+
+    problems: list[str] = []
+    try:
+        found = baseline.find(args.earlier, args.out or DEFAULT_OUT)
+        records = load_records(found, problems)
+    except StoreError as exc:
+        print(f"agent-eval: error: {exc}", file=sys.stderr)
+        return 2
+    _warn(problems)
+    text, data = plan(records, args.change, args.power)
+    sys.stdout.write(json_text({"campaign": str(found), **data}) + "\n" if args.json else f"from {found}\n{text}")
+    return 0
 
 
 def _merge(args: argparse.Namespace) -> int:

@@ -6,6 +6,7 @@ showing the agents side by side; and the real Claude Code and Codex CLIs' campai
 
 from __future__ import annotations
 
+import difflib
 import json
 import re
 import subprocess
@@ -18,7 +19,7 @@ from support.e2e import RealTools, inner_env, leftovers, run_pytest, summary
 from support.paths import REPO
 from support.second_agent import NEXT, REFERENCE, add_next, without_reading
 from support.sessions import api_error
-from support.standin import Q_EXPRESS, Q_GIN, Project, clean_scripts, entry
+from support.standin import NEXT_CALL, Q_EXPRESS, Q_GIN, Project, clean_scripts, entry
 
 from pytest_agent_eval.agents.claude_code import CLAUDE_CODE
 from pytest_agent_eval.agents.codex import CODEX
@@ -117,8 +118,8 @@ def test_arms_pair_within_an_agent_never_across():
     assert by_row["express · codex"].mean == pytest.approx((500 / 1000 + 600 / 1000) / 2 - 1)
     [on] = side_by_side(shown(verdicts(found)))
     assert on.line("codegraph") == (
-        "express: retrieval residual with vs without: Claude Code −74% [−75%, −72%] better · "
-        "Codex CLI −45% [−50%, −40%] better"
+        "express: retrieval residual with vs without: Claude Code −74% (n=2: too few pairs for an interval) · "
+        "Codex CLI −45% (n=2: too few pairs for an interval)"
     )
     # one agent: rows as they always were, nothing side by side
     alone = aggregate([r for r in both if r.agent == "codex"])
@@ -167,6 +168,76 @@ def only_campaign(folder: Path) -> Path:
     return campaign
 
 
+TIME_KEY = re.compile(r"(_s|_ms|_at|time|times|started|ended|generated|duration|durations)$")
+
+
+def timeless(data: object) -> object:
+    """``data`` without what no two sessions share: every key naming a time or a duration (a figure, a driver's
+    timings, a verdict's duration_s), at any depth."""
+    if isinstance(data, dict):
+        return {k: timeless(v) for k, v in data.items() if not TIME_KEY.search(str(k))}
+    if isinstance(data, list):  # a verdict's better_on / the_other_way name figures: duration_s among them
+        return [timeless(v) for v in data if not (isinstance(v, str) and TIME_KEY.search(v))]
+    return data
+
+
+def masked(text: str, campaign: Path) -> str:
+    """A summary or report with the campaign's name and folder masked, and what no two sessions share: times and
+    durations (in summary.json by key; in report.html the values they print as, and each duration's change)."""
+    text = text.replace(str(campaign), "CAMPAIGN").replace(campaign.name, "CAMPAIGN")
+    text = re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:PORT", text)  # each session's model server listens anew
+    text = re.sub(r"popen-gw\d/repo\d+", "REPO", text)  # this test's repository fixture: a worker's own copy
+    if text.startswith("{"):
+        return json.dumps(timeless(json.loads(text)), indent=1)
+    text = re.sub(r"\b\d{4}-\d\d-\d\dT[\d:.+-]+Z?", "T", text)  # timestamps
+    text = re.sub(r"\b\d+(?:\.\d+)?m?s\b|\b\d+m \d+s\b", "Ns", text)  # durations as printed
+    text = re.sub(r'(data-figure="duration_s">)[^<]*', r"\1D", text)  # a duration's change, and its words
+    text = re.sub(r"(duration \d+ · )|(duration_s&quot;: )[^,]*", "D", text)
+    text = re.sub(r"(?:; the other way:)? duration(?=[,<])|,? duration(?=[;<])", "", text)  # what a verdict rests on
+    return text
+
+
+@pytest.mark.slow
+def test_two_runs_of_one_campaign_give_the_same_summary_and_report(project):
+    """Two sessions of one campaign, their items finishing in whatever order two workers finish them: the same
+    summary.json and report.html, byte for byte, times and durations aside (docs/report.md, "One order")."""
+    found = []
+    for name in ("first", "second"):
+        done = project.pytester.runpytest(*args(name, "-k", "express", "--agent-eval-agents", AGENTS, "-n", "2"))
+        done.assert_outcomes(passed=8)
+        campaign = only_campaign(project.path / name)
+        found.append([masked((campaign / f).read_text(), campaign) for f in ("summary.json", "report.html")])
+    for first, second in zip(*found, strict=True):
+        assert first == second, "\n".join(difflib.unified_diff(first.splitlines(), second.splitlines(), lineterm=""))
+
+
+def test_a_keyword_that_selects_no_agent_item_names_the_entries(project):
+    found = project.pytester.runpytest(*args("none", "-k", "nosuchentry"))
+    found.assert_outcomes()
+    found.stdout.fnmatch_lines(["agent-eval: -k 'nosuchentry' selected no agent item; the entries are express, gin *"])
+    chosen = project.pytester.runpytest(*args("one", "-k", "express and with", "--collect-only"))
+    assert "selected no agent item" not in chosen.stdout.str()
+    # the header names the configured arms; a selection of fewer says which it runs
+    chosen.stdout.fnmatch_lines(["agent-eval: backend scripted; arms with,without; *",
+                                 "agent-eval: selected 2 agent item(s), arms with"])  # fmt: skip
+    both = project.pytester.runpytest(*args("both", "-k", "express", "--collect-only"))
+    assert "agent-eval: selected" not in both.stdout.str()
+
+
+def test_the_stand_ins_call_count_holds_under_two_processes_at_once(tmp_path):
+    """Two shards under xdist run two items of one question at the same moment: each stand-in counts its call in
+    one file. Read-then-write without a lock let one process read the file the other had just truncated (the
+    stand-in died on int(''), and shard 1/2 exited 1) or both take the same count."""
+    script = tmp_path / "count.py"
+    script.write_text(f"import fcntl, sys\nfrom pathlib import Path\n{NEXT_CALL}\n"
+                      "for _ in range(1500):\n    next_call(Path(sys.argv[1]))\n")  # fmt: skip
+    counter = tmp_path / "count-with-key"
+    both = [subprocess.Popen([sys.executable, str(script), str(counter)], stderr=subprocess.PIPE) for _ in range(2)]
+    errors = [process.communicate()[1].decode() for process in both]
+    assert [process.returncode for process in both] == [0, 0], errors
+    assert counter.read_text() == "3000"  # no call lost, none counted twice
+
+
 @pytest.mark.slow
 def test_a_mixed_campaign_resumed_sharded_and_merged_gives_the_records_of_one_run(project, capsys, monkeypatch):
     pytester = project.pytester
@@ -190,8 +261,8 @@ def test_a_mixed_campaign_resumed_sharded_and_merged_gives_the_records_of_one_ru
         "AVERAGE · claude-next: retrieval residual 8% LOWER with the tool*",
         "AVERAGE · claude-code saved: *",
         "AVERAGE · claude-next saved: *",
-        "agent-eval: agents on express: retrieval residual with vs without: Claude Code +6% [[]+6%, +6%] worse · "
-        "claude-next −8% [[]−8%, −8%] better",
+        "agent-eval: agents on express: retrieval residual with vs without: Claude Code +6% worse (every run gave "
+        "the same value, 2 pairs) · claude-next −8% better (every run gave the same value, 2 pairs)",
         "agent-eval: agents on gin: *Claude Code * · claude-next *",
     ])  # fmt: skip
     unsharded = only_campaign(project.path / "whole")
@@ -208,7 +279,8 @@ def test_a_mixed_campaign_resumed_sharded_and_merged_gives_the_records_of_one_ru
     page = (unsharded / "report.html").read_text()
     assert '<section id="agents">' in page and 'id="chart-agents"' in page
     assert re.search(r'id="backend-note">model backend: scripted[^<]* · agents Claude Code, claude-next</p>', page)
-    assert re.search(r'<td data-agent="claude-next" class="agent-change">−8% \[−8%, −8%\] better</td>', page)
+    assert re.search(r'<td data-agent="claude-next" class="agent-change">−8% better \(every run gave the same value, '
+                     r'2 pairs\)</td>', page)  # fmt: skip
     if CHROMIUM is not None:  # the page's own script draws the agents' chart: a bar per agent and entry
         dom = chromium(project.path / "profile", "--dump-dom", (unsharded / "report.html").as_uri()).stdout
         assert 'data-charts-rendered="4"' in dom
@@ -315,7 +387,7 @@ def test_a_real_claude_code_and_codex_campaign_sharded_merged_and_resumed(
     done = {i: run_pytest([*command, f"--agent-eval-shard={i}/2", f"--agent-eval-out={tmp_path / f'shard{i}'}"],
                           REPO, env, tmp_path / f"run{i}") for i in (1, 2)}  # fmt: skip
     assert done[1].returncode == 0 and re.search(r"\b4 passed\b", done[1].stdout), done[1].stdout[-3000:]
-    side = r"[+−]\d+% \(1 pair: no interval\)"
+    side = r"[+−]\d+% \(n=1: too few pairs for an interval\)"
     assert re.search(rf"agent-eval: agents on express: retrieval residual with vs without: Claude Code {side} · "
                      rf"Codex CLI {side}\n", done[1].stdout)  # fmt: skip
     assert done[2].returncode == 0 and "agent-eval: shard 2/2 holds none of the 4 selected item(s)" in done[2].stdout
@@ -337,6 +409,8 @@ def test_a_real_claude_code_and_codex_campaign_sharded_merged_and_resumed(
     residual = {i: r.figures["residual_tokens"] for i, r in records.items()}
     assert on_express["agents"] == {
         agent: {"title": title, "figure": "residual_tokens", "pairs": 1, "interval": None, "verdict": "no interval",
+                "method": "too few", "note": "n=1: too few pairs for an interval", "sd": None,
+                "pairs_to_decide": {"10%": None, "25%": None},
                 "change": pytest.approx(residual[f"express{infix}-with-1"] / residual[f"express{infix}-without-1"] - 1)}
         for agent, title, infix in (("claude-code", "Claude Code", ""), ("codex", "Codex CLI", "-codex"))
     }  # fmt: skip

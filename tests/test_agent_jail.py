@@ -16,6 +16,7 @@ from typing import Any
 
 import pytest
 from support.agent_cli import run_arm
+from support.bwrap import BWRAP, needs_bwrap
 from support.e2e import RealTools
 
 from pytest_agent_eval.agents.claude_code import CLAUDE_CODE
@@ -25,8 +26,6 @@ from pytest_agent_eval.agents.opencode import OPENCODE
 from pytest_agent_eval.harness import sandbox
 from pytest_agent_eval.harness.jail import SHELL_SOURCES, jailed_shell
 from pytest_agent_eval.harness.sandbox import AGENT_UID, Sandbox, jailed_passwd, runtime_paths
-
-needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 
 # What a shell command tries on the process that started it ($P): the accesses the jail exists to take away.
 REACH = (
@@ -61,7 +60,7 @@ for flag in ("-lc", "-c"):
 
 def _sandbox(shell_from: str | None) -> Sandbox:
     readable = tuple(p.resolve() for p in runtime_paths())
-    return Sandbox(hidden=(), readable=readable, writable=(), bwrap=shutil.which("bwrap") or "bwrap",
+    return Sandbox(hidden=(), readable=readable, writable=(), bwrap=BWRAP,
                    shell_from=shell_from)  # fmt: skip
 
 

@@ -94,6 +94,24 @@ def test_latest_excludes_the_sessions_own_campaign(tmp_path):
         baseline.find("latest", out, exclude=only.path)
 
 
+def test_the_latest_file_names_the_newest_campaign_and_every_command_takes_its_path(tmp_path, capsys):
+    """``<out>/latest`` is a file, not a link (docs/campaigns-and-ci.md says why): ``ls latest/`` fails, so every
+    command that takes a campaign takes the file's path as well as the word."""
+    from pathlib import Path
+
+    from pytest_agent_eval.campaign.store import point_latest
+
+    out = tmp_path / "out"
+    only = recorded_campaign(out)
+    point_latest(only.path)
+    pointer = out / "latest"
+    assert pointer.is_file() and not pointer.is_symlink() and pointer.read_text() == f"{only.path.name}\n"
+    assert baseline.find(str(pointer), out) == only.path == baseline.find("latest", out)
+    assert main(["plan", str(pointer)]) == 0 and str(only.path) in capsys.readouterr().out
+    page = (Path(__file__).resolve().parents[1] / "docs" / "campaigns-and-ci.md").read_text()
+    assert "is a one-line file naming the newest campaign, not a link to it" in page
+
+
 def test_cli_compare_and_rescore_take_a_saved_baseline(tmp_path, capsys):
     out = tmp_path / "out"
     baseline.save(recorded_campaign(out), "good", out)

@@ -384,3 +384,13 @@ def test_a_run_cut_off_mid_turn_says_so(tmp_path, capsys):
     assert (data["ends_mid_turn"], data["unfinished_segments"]) == (False, [])
     assert main(["score", str(done)]) == 0
     assert "NOTICE" not in capsys.readouterr().out
+
+
+def test_help_reads_as_text_not_rest(capsys):
+    """``agent-eval --help`` showed its docstring's reST (````agent-eval````) and none of its examples."""
+    with pytest.raises(SystemExit):
+        main(["--help"])
+    out = capsys.readouterr().out
+    assert "``" not in out and ":func:" not in out
+    assert "agent-eval: score transcripts that already exist, without pytest." in out
+    assert "examples:\nagent-eval score run-with-1.jsonl" in out and "agent-eval plan latest --change 10%" in out

@@ -28,6 +28,7 @@ from unittest import mock
 import pyseccomp
 import pytest
 from support.adversarial import DENIAL, replay
+from support.bwrap import BWRAP, needs_bwrap
 from support.e2e import RealTools
 from support.escape_probes import CALLS, FORGED, outcomes, probe_script, shell_command
 
@@ -56,7 +57,6 @@ from pytest_agent_eval.harness.untrusted import UntrustedFile
 from pytest_agent_eval.harness.workspace import fresh_attempt, make_workspace
 from pytest_agent_eval.tool import CODEGRAPH
 
-needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="only root can show the host-root attacks of a bare sandbox")
 # The ordinary user the suite's core checks run as (`useradd -M -s /bin/sh agent-eval-user` makes one).
 USER = os.environ.get("AGENT_EVAL_TEST_USER", "agent-eval-user")
@@ -126,7 +126,7 @@ def _bare() -> Sandbox:
     """The system and the runtime (the hook's interpreter and package), nothing else."""
     readable = tuple(p.resolve() for p in runtime_paths())
     return Sandbox(
-        hidden=(), readable=readable, writable=(), bwrap=shutil.which("bwrap") or "bwrap",
+        hidden=(), readable=readable, writable=(), bwrap=BWRAP,
         shell_prefix_var=CLAUDE_CODE.shell_prefix_var,
     )  # fmt: skip
 
@@ -230,7 +230,7 @@ def test_a_key_stored_by_one_item_reaches_neither_the_host_nor_another_sandbox()
 def test_a_layer_the_kernel_refuses_is_one_error_naming_it(tmp_path: Path) -> None:
     """A bwrap that fails only once a layer's flags are there (a kernel that refuses user namespaces, say): the
     error names that layer, and the sandbox never runs without it."""
-    real = shutil.which("bwrap")
+    real = BWRAP
     for layer, flag in ((USER_NAMESPACE, "--unshare-user"), (SECCOMP, "--seccomp")):
         fake = tmp_path / layer.replace(" ", "-") / "bwrap"
         fake.parent.mkdir()
@@ -288,7 +288,7 @@ def test_a_kernel_that_refuses_landlock_is_one_error_naming_it(tmp_path: Path) -
     refuse.write_text(NO_LANDLOCK)
     refuse.chmod(0o755)
     fake = tmp_path / "bwrap"
-    fake.write_text(f'#!/bin/sh\nexec {refuse} {shutil.which("bwrap")} "$@"\n')
+    fake.write_text(f'#!/bin/sh\nexec {refuse} {BWRAP} "$@"\n')
     fake.chmod(0o755)
     check_sandbox.cache_clear()
     try:

@@ -121,12 +121,14 @@ def test_verdict_banner_says_which_arm_did_better(campaign):
     assert page.index('id="verdict"') < page.index('<section id="tables">')
     lines = dict(re.findall(r'<p class="verdict-line" data-entry="(\w+)">(.*?)</p>', banner))
     assert list(lines) == ["express", "gin", "overall"]
-    # express: both runs of each arm alike, the tool's response larger than the grep: a point interval, worse
+    # express: both runs of each arm alike, the tool's response larger than the grep: said so, never a point interval
     residual = re.search(r'<span class="change (\w+)" data-figure="residual_tokens">(.*?)</span>', lines["express"])
-    assert residual.group(1) == "worse" and residual.group(2).endswith("] worse")
+    assert residual.group(1) == "worse"
+    assert residual.group(2).endswith(" worse (every run gave the same value, 2 pairs)")
+    assert "[" not in residual.group(2)
     assert "with vs without, 2 paired runs" in lines["express"]
     assert 'class="change no-interval" data-figure="residual_tokens">retrieval residual +' in lines["gin"]
-    assert "(1 pair: no interval)" in lines["gin"]
+    assert "(n=1: too few pairs for an interval)" in lines["gin"]
     assert "with vs without, 2 entries, 3 paired runs" in lines["overall"]
 
 
@@ -163,10 +165,12 @@ def test_paired_differences_with_bootstrap_interval(campaign):
         - by_id[f"express-without-{run}"]["occupancy"]["file_access"]
         for run in (1, 2)
     ]
-    assert diffs[0] == diffs[1] > 0  # both runs gave the same response: the interval is that one value
-    assert rows["express"].startswith(f'<td data-figure="residual_tokens">+{diffs[0]} [+{diffs[0]}, +{diffs[0]}]</td>')
-    # gin has one pair: no interval, the n=1 warning instead.
-    assert rows["gin"].count("1 pair(s) ⚠") == 3
+    assert diffs[0] == diffs[1] > 0  # both runs gave the same response: said so, not a point interval
+    assert rows["express"].startswith(
+        f'<td data-figure="residual_tokens">+{diffs[0]} (every run gave the same value, 2 pairs)</td>'
+    )
+    # gin has one pair: its mean, and why there is no interval
+    assert rows["gin"].count("(n=1: too few pairs for an interval)</td>") == 3
 
 
 def test_transcript_view_marks_buckets_and_cited_files(campaign):

@@ -486,7 +486,7 @@ def test_qq_keeps_the_verdict_lines_and_drops_the_tables(project):
     result = project.run("--agent-eval-runs", "1", "-k", "express", "-qq")
     out = result.stdout.str()
     assert "agent-eval: verdict express (with vs without, 1 paired run): retrieval residual " in out
-    assert "(1 pair: no interval)" in out
+    assert "(n=1: too few pairs for an interval)" in out
     assert "ARM COMPARISON" not in out and "RUNS — one line each" not in out
 
 
@@ -690,6 +690,9 @@ def test_threshold_precedence_and_validation():
         ({"entries": {"express": {"arms": {"wihtout": {"tool_calls": {"max": 9}}}}}}, "entries.express.arms.wihtout:"),
         ({"allocation": {"min": 2}}, "allocation.min: a share lies between 0 and 1 (0.7 is 70%), got 2"),
         ({"sufficient_share": {"max": -0.1}}, "sufficient_share.max: a share lies between 0 and 1"),
+        # a bare number: the form it meant, with the side the figure is better on
+        ({"allocation": 0.7}, "allocation: 0.7 is no bound by itself: write allocation: {min: 0.7} (the least"),
+        ({"entries": {"express": {"residual_tokens": 60000}}}, "residual_tokens: {max: 60000} (the most it may"),
     ],
 )
 def test_a_threshold_that_could_never_gate_anything_is_refused(data, message):

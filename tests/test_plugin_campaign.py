@@ -405,8 +405,9 @@ def test_contaminated_runs_move_the_campaign_medians_only_when_included():
         }
 
     records = [record("with", 1, 16_000), record("without", 1, 2_000, True), record("without", 2, 8_000)]
-    assert "16.0k→8.0k  (+100%)" in tables.campaign_table(records)
-    assert "16.0k→5.0k  (+220%)" in tables.campaign_table(records, include_contaminated=True)
+    # the medians move; the change beside them is the verdict's, run 1 against run 1: none once run 1 is dropped
+    assert re.search(r"16\.0k→8\.0k +\d", tables.campaign_table(records))
+    assert "16.0k→5.0k  (+700%)" in tables.campaign_table(records, include_contaminated=True)
 
 
 # -- statistics in the tables --------------------------------------------------------------------------------
@@ -417,13 +418,13 @@ def test_arm_comparison_pairs_runs_and_warns_below_two():
 
     two = [record("with", 1, 12), record("with", 2, 30), record("without", 1, 2), record("without", 2, 10)]
     text = tables.arm_comparison(Row("gin"), two)
-    assert "paired with − without, run against run: mean difference [95% bootstrap CI]" in text
-    assert re.search(r"tool calls\s+\+15 \[\+10, \+20\]  n=2 pair\(s\)", text)
+    assert "paired with − without, run against run: mean difference [95% interval] (its method)" in text
+    assert re.search(r"tool calls\s+\+15 \(n=2: too few pairs for an interval\)", text)
     assert "21 [12–30]" in text  # median [min–max]
     assert "warning" not in text
 
     one = tables.arm_comparison(Row("gin"), two[:1] + two[2:3])
-    assert re.search(r"tool calls\s+\+10 \[\+10, \+10\]  n=1 pair\(s\)  \(n<2: no interval to read\)", one)
+    assert re.search(r"tool calls\s+\+10 \(n=1: too few pairs for an interval\)", one)
     assert "warning: gin / with: n=1: one run is no measurement (give --agent-eval-runs 2 or more)" in one
     assert "warning: gin / without: n=1" in one
 

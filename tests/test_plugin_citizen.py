@@ -328,6 +328,11 @@ def test_stand_in_and_n1_notes_are_agent_eval_warnings(project):
     result.stdout.fnmatch_lines(["*warnings summary*", f"*AgentEvalWarning: {STAND_IN}*"])
     result.stdout.fnmatch_lines([f"*AgentEvalWarning: {ONE_RUN}"])
     out = result.stdout.str()
+    # each points at the line of the campaign's summary.json it is about, not at line 0 of a folder
+    summary = (project.campaign() / "summary.json").read_text().splitlines()
+    located = re.findall(r"summary\.json:(\d+)", out)
+    assert located and ":0\n" not in out
+    assert any("express" in summary[int(n) - 1] for n in located)
     assert "express: medians over W n=1 / WO n=1 — one run is no measurement" in out
     # issued once each, in the warnings summary; the tables keep the stand-in note, not the caveats
     assert out.count("n=1: one run is no measurement") == 2  # with and without

@@ -150,7 +150,15 @@ def test_three_shards_side_by_side_merge_into_the_unsharded_campaign(project, ca
         text = re.sub(r"\d{4}-\d\d-\d\dT[\d:.]+\+00:00", "WHEN", text)
         text = re.sub(r"127\.0\.0\.1:\d+", "HOST", text)  # each session's model server
         text = re.sub(r'<span class="change [\w-]+" data-figure="duration_s">[^<]*</span>', "T", text)  # the verdict's
+        text = re.sub(r"duration (\d+|unknown \(n=\d+\)) · ", "", text)  # the pairs its spread needs
+        text = re.sub(r'(<p class="hint verdict-reading">)([^<]*)', lambda m: m.group(1) + timeless(m.group(2)), text)
         return re.sub(r"\d+(\.\d+)? ?s\b", "T", text)
+
+    def timeless(reading: str) -> str:
+        """What a verdict rests on and what points the other way, duration (a time) left out of both."""
+        head, _, rest = reading.partition(": ")
+        lists = [[f for f in part.split(", ") if f != "duration"] for part in rest.split("; the other way: ")]
+        return head + ": " + "; the other way: ".join(", ".join(names) for names in lists if names)
 
     assert page(merged) == page(unsharded)
 

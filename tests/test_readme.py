@@ -179,7 +179,8 @@ def test_the_readme_has_commands_and_the_headline_ones_are_run_by_ci():
         "pytest evals -k express --agent-eval-backend scripted --agent-eval-offline -v"
     )
     assert four_agents == (
-        "pytest evals -k express --agent-eval-agents claude-code,codex,gemini,opencode --arms with,without -n 4"
+        "pytest evals -k express --agent-eval-agents claude-code,codex,gemini,opencode --arms with,without "
+        "--agent-eval-backend scripted --agent-eval-offline -n 4"
     )
     assert tests == "pytest tests -n 2"
     assert all(by_ci(examples()[i]) for i in (0, 2, 3)), f"{CI} runs README's headline commands verbatim"
@@ -197,6 +198,18 @@ def test_every_command_runs_offline_as_printed_or_says_what_it_needs():
         elif PLACEHOLDER.search(example.command):
             unclear.append(f"{example}  (a <placeholder> to fill in: say what it needs)")
     assert not unclear, "\n".join(unclear)
+
+
+def test_an_eval_command_that_needs_nothing_says_offline_and_scripted():
+    """Without ``--agent-eval-offline`` an eval command calls the real models whenever a key is in the environment
+    (the README's four-agent headline once did): one printed as needing nothing says both."""
+    online = [
+        str(e)
+        for e in examples()
+        if e.argv[:2] == ["pytest", "evals"] and not e.needs
+        and not {"--agent-eval-offline", "--agent-eval-backend"} <= set(e.argv)
+    ]  # fmt: skip
+    assert not online, "\n".join(online)
 
 
 def test_needs_are_read_from_the_line_or_the_comment_lines_above():

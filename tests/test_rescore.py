@@ -170,8 +170,10 @@ def test_rescore_a_campaign_replaces_scores_and_keeps_the_record(tmp_path):
 def test_render_rescore_table_and_pooled_buckets(harness_folder):
     text = render_rescore(rescore(harness_folder))
     header, _, *rows = text.splitlines()
-    assert header.split()[:3] == ["label", "turns", "residual"]
+    assert header.split()[:5] == ["label", "agent", "arm", "turns", "residual"]
     row = next(r for r in rows if r.startswith("run-express-with-1 "))
+    assert row.split()[1:4] == ["Claude", "Code", "with"]  # which agent and arm each session was
+    assert next(r for r in rows if r.startswith("run-express-without-1 ")).split()[1:4] == ["Claude", "Code", "without"]
     assert " 0 / 1 / 0 / 0 / 1 " in row
     assert "codegraph" in row
     assert "file-access" in next(r for r in rows if r.startswith("run-express-without-1 "))

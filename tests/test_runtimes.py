@@ -137,3 +137,19 @@ def test_without_any_bwrap_the_sandbox_error_says_what_to_install(monkeypatch: p
             sandbox.check_sandbox()
     finally:
         sandbox.check_sandbox.cache_clear()
+
+
+def test_the_tests_find_bubblewrap_as_the_harness_does():
+    """32 tests once skipped "bubblewrap is not installed" on a machine with the bundled one, looking on PATH only:
+    they ask tests/support/bwrap.py, which asks find_bwrap."""
+    from support.bwrap import BWRAP
+    from support.paths import REPO
+
+    on_path_only = [
+        f"{path.relative_to(REPO)}:{n}"
+        for path in sorted((REPO / "tests").rglob("*.py"))
+        for n, line in enumerate(path.read_text(encoding="utf-8").splitlines(), start=1)
+        if 'which("bwrap")' in line and path.name != "test_runtimes.py"
+    ]
+    assert not on_path_only, on_path_only
+    assert BWRAP == (str(runtimes.find_bwrap().path) if runtimes.find_bwrap() else None)

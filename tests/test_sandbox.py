@@ -19,6 +19,7 @@ from dataclasses import replace
 from pathlib import Path
 
 import pytest
+from support.bwrap import BWRAP, needs_bwrap
 from support.unprivileged import folder_mode, run_bound_by_permissions
 
 from pytest_agent_eval.agents.claude_code import CLAUDE_CODE, STANDIN_API_KEY
@@ -42,8 +43,6 @@ from pytest_agent_eval.harness.sandbox import (
 from pytest_agent_eval.harness.untrusted import UntrustedFile
 from pytest_agent_eval.harness.workspace import make_workspace
 from pytest_agent_eval.tool import CODEGRAPH
-
-needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 
 
 @pytest.fixture
@@ -165,7 +164,7 @@ def test_the_sandbox_works_for_an_ordinary_user() -> None:
         hidden.mkdir(parents=True)
         (shown / "f").write_text("SHOWN\n")
         (hidden / "f").write_text("SECRET\n")
-        sandbox = Sandbox(hidden=(hidden,), readable=(shown,), writable=(), bwrap=shutil.which("bwrap") or "bwrap")
+        sandbox = Sandbox(hidden=(hidden,), readable=(shown,), writable=(), bwrap=BWRAP)
         script = f"cat {shown}/f; cat {hidden}/f; {_UNMASK.format(hidden)}"
         user = ["setpriv", "--reuid=nobody", "--regid=nogroup", "--clear-groups"]
         done = subprocess.run([*user, *sandbox.wrap(["sh", "-c", script])], capture_output=True, text=True, timeout=60)
@@ -187,7 +186,7 @@ def test_no_capability_inside_so_no_mask_comes_off(tmp_path: Path) -> None:
     shown, hidden = tmp_path / "shown", tmp_path / "shown" / "hidden"
     hidden.mkdir(parents=True)
     (hidden / "f").write_text("SECRET\n")
-    sandbox = Sandbox(hidden=(hidden,), readable=(shown,), writable=(), bwrap=shutil.which("bwrap") or "bwrap")
+    sandbox = Sandbox(hidden=(hidden,), readable=(shown,), writable=(), bwrap=BWRAP)
     done = _run(sandbox, f"grep CapEff /proc/self/status; {_UNMASK.format(hidden)}", tmp_path)
     assert "CapEff:\t0000000000000000" in done.stdout and "SECRET" not in done.stdout, done.stdout + done.stderr
     if os.geteuid() == 0:  # the same sandbox with its capabilities (and none of the other layers, each of which

@@ -177,9 +177,15 @@ def find(spec: str | Path, out: str | Path, exclude: str | Path | None = None) -
             return newest
         tried.append(f"no campaign in {out} for 'latest'")
     path = Path(text)
-    if path.exists():
+    if path.name == LATEST and path.is_file():  # <out>/latest names the newest campaign: that one
+        named_campaign = latest_pointer(path.parent)
+        if named_campaign is not None:
+            return named_campaign
+        tried.append(f"{path}: names no campaign in {path.parent}")
+    elif path.exists():
         return path
-    tried.append(f"{path}: no such file or folder")
+    else:
+        tried.append(f"{path}: no such file or folder")
     raise StoreError(f"cannot find baseline {text!r}: " + "; ".join(tried))
 
 

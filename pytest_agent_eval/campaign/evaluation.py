@@ -265,23 +265,18 @@ class EvalSession:
             self.records[nodeid] = ItemRecord.from_dict(data)
 
     def ordered(self) -> list[ItemRecord]:
-        """The records in corpus order, then agent order, then arm order, then run."""
-        entry_order = {e.name: i for i, e in enumerate(self._corpus())}
-        agent_order = {agent.name: i for i, agent in enumerate(self.cfg.agents)}
-        arm_order = {arm.label: i for i, arm in enumerate(self.cfg.arms)}
-        return sorted(
-            self.records.values(),
-            key=lambda r: (
-                entry_order.get(r.entry, 1 << 30),
-                r.entry,
-                agent_order.get(r.agent or "", 99),
-                r.agent or "",
-                arm_order.get(r.arm_label, 99),
-                r.arm_label,
-                r.run or 0,
-                r.nodeid or "",
-            ),
-        )
+        """The records in the order every report reads them (corpus order, then agent, arm and run): the
+        reports' own, whatever order the items finished in."""
+        from pytest_agent_eval.report.aggregate import reading_order
+
+        records = list(self.records.values())
+        return sorted(records, key=reading_order(self.entry_order(), self.arm_order(), records))
+
+    def entry_order(self) -> list[str]:
+        return [e.name for e in self._corpus()]
+
+    def arm_order(self) -> list[str]:
+        return [arm.label for arm in self.cfg.arms]
 
     # -- the end ---------------------------------------------------------------------------------------------
     def finish(self) -> bool:
@@ -343,10 +338,13 @@ class EvalSession:
             self.gate = compare_gate.gate(before, records, cfg.compare_fail, cfg.compare_min_pairs)
             meta["gate"] = {"baseline": str(self.compare_path), **compare_gate.gate_summary(self.gate)}
         path = self.campaign.path / SUMMARY
-        text = json.dumps(summary(records, meta, cfg.include_contaminated), indent=2, default=str) + "\n"
+        found = summary(records, meta, cfg.include_contaminated, self.entry_order(), self.arm_order())
+        text = json.dumps(found, indent=2, default=str) + "\n"
         write_atomic(path, text)
         compared = str(self.compare_path) if self.compare_path else None
-        html = write_html(self.campaign, self.gate, compared, cfg.include_contaminated)
+        html = write_html(
+            self.campaign, self.gate, compared, cfg.include_contaminated, self.entry_order(), self.arm_order()
+        )
         self.written = [path, html]
         if cfg.json_path is not None:  # a known path for CI, whatever the campaign folder is called
             try:
@@ -421,8 +419,9 @@ class EvalSession:
                 verbose=verbose,
                 campaign=self.cfg.campaign is not None,
                 include_contaminated=self.cfg.include_contaminated,
-                entry_order=[e.name for e in self._corpus()],
+                entry_order=self.entry_order(),
                 notes=notes,
+                arm_order=self.arm_order(),
             )
             self._tables[verbose] = (text, notes)
         return self._tables[verbose]
@@ -435,10 +434,11 @@ class EvalSession:
         from pytest_agent_eval.report.terminal import tool_name
         from pytest_agent_eval.report.verdict import shown, verdicts
 
-        found = aggregate(self.ordered(), entry_order=[e.name for e in self._corpus()])
+        found = aggregate(self.ordered(), entry_order=self.entry_order(), arm_order=self.arm_order())
         tool = tool_name(found.records)
         found_verdicts = shown(verdicts(found, self.cfg.include_contaminated))
         lines = [Line(f"agent-eval: {v.line(tool)}", {"bold": True}) for v in found_verdicts]
+        lines += [Line(f"agent-eval: {v.power_line(tool)}") for v in found_verdicts if v.pairs]
         lines += [Line(f"agent-eval: agents on {on.line(tool)}", {"bold": True}) for on in side_by_side(found_verdicts)]
         return [Line(""), *lines] if lines else []
 

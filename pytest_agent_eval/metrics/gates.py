@@ -36,7 +36,7 @@ from typing import Any
 
 from pytest_agent_eval.corpus.cases import ARM_NAMES, Arm
 from pytest_agent_eval.metrics.contamination import describe_leak
-from pytest_agent_eval.metrics.figures import FIGURES, lookup
+from pytest_agent_eval.metrics.figures import FIGURES, HIGHER, lookup
 from pytest_agent_eval.report.format import show
 from pytest_agent_eval.tool import RetrievalTool
 
@@ -154,6 +154,12 @@ def _bounds(body: Any, where: str, prefix: str) -> dict[str, Bound]:
         figure = lookup(str(name))
         if figure is None:
             raise ThresholdError(f"{where}: {key}: unknown figure (known: {', '.join(FIGURES)})")
+        if isinstance(spec, (int, float)) and not isinstance(spec, bool):  # ``allocation: 0.7``: which bound?
+            side = "min" if figure.better == HIGHER else "max"
+            raise ThresholdError(
+                f"{where}: {key}: {spec} is no bound by itself: write {name}: {{{side}: {spec}}} "
+                f"({'the least' if side == 'min' else 'the most'} it may be; min and max both work)"
+            )
         spec = _mapping(spec, where, key)
         unknown = set(spec) - {"min", "max"}
         if unknown or not spec:

@@ -11,9 +11,10 @@ import pytest
 
 
 def warn_raised(text: str, where: Path | None) -> bool:
-    """Issue a warning of the plugin's class, located at ``where`` (the campaign folder: the warning is about it,
-    not about a line of this plugin); True when a filter naming :class:`AgentEvalWarning` made it an error, which
-    the caller turns into a failed session rather than an internal error.
+    """Issue a warning of the plugin's class, located in ``where`` (the campaign's summary.json: the warning is
+    about it, not about a line of this plugin) at the line it is about (:func:`line_of`); True when a filter naming
+    :class:`AgentEvalWarning` made it an error, which the caller turns into a failed session rather than an
+    internal error.
 
     A filter that makes *every* warning an error (a project's ``filterwarnings = error``, ``-W error``) is about
     the project's own code: under it these caveats of a campaign (a stand-in model, n=1) are listed in the
@@ -26,10 +27,28 @@ def warn_raised(text: str, where: Path | None) -> bool:
         if action == "error" and not issubclass(category, AgentEvalWarning):
             warnings.filterwarnings("always", category=AgentEvalWarning)
         try:
-            warnings.warn_explicit(AgentEvalWarning(text), AgentEvalWarning, str(where or "agent-eval"), 0, module)
+            line = line_of(where, text) if where is not None else 1
+            warnings.warn_explicit(AgentEvalWarning(text), AgentEvalWarning, str(where or "agent-eval"), line, module)
         except AgentEvalWarning:
             return True
     return False
+
+
+def line_of(path: Path, text: str) -> int:
+    """The first line of ``path`` that holds what a caveat is about — its subject (``express / with`` names an
+    entry), else its first words — so a warning points at a line that exists (``summary.json:42``), not ``:0``;
+    line 1 when none does, or the file cannot be read."""
+    subject = text.removeprefix("agent-eval: warning: ").split(":")[0]
+    wanted = [f'"{part.strip()}' for part in subject.split("/")[:1]] + [subject[:40]]
+    try:
+        lines = path.read_text(encoding="utf-8").splitlines() if path.is_file() else []
+    except OSError:
+        return 1
+    for needle in wanted:
+        found = next((n for n, line in enumerate(lines, start=1) if needle in line), None)
+        if found is not None:
+            return found
+    return 1
 
 
 def _deciding_filter(category: type[Warning], text: str, module: str) -> tuple[str, type[Warning]]:

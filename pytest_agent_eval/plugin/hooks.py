@@ -31,7 +31,7 @@ import threading
 import time
 import uuid
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -266,6 +266,8 @@ class AgentEvalPlugin:
         self.header_shown = False
         self.opted_out = 0  # agent items deselected because nobody asked for them (here; a worker's, at the end)
         self.opted_out_on_workers = 0
+        self.deselected_entries: dict[str, None] = {}  # entries of agent items -k left out, in collection order
+        self.selected_agent_items = 0
         self.interrupted = False
         self.raised: list[str] = []  # warnings a filter naming AgentEvalWarning made errors: the summary names them
         self.raised_by = ""  # that filter: -W … or the ini's filterwarnings
@@ -354,21 +356,29 @@ class AgentEvalPlugin:
 
     def pytest_report_collectionfinish(self, config: pytest.Config, items: list[pytest.Item]) -> list[str]:
         """The settings line, when the header could not show it (no setting given): once, if agent items remain."""
-        shown = self.header_shown or config.option.no_header or config.option.verbose < 0
-        if shown or not any(case_of(item) for item in items):
+        shown = config.option.no_header or config.option.verbose < 0
+        cases = [case for case in map(case_of, items) if case is not None]
+        if shown or not cases:
             return []
-        return self.header_lines()
+        selected = list(dict.fromkeys(case.arm.label for case in cases))
+        configured = [arm.label for arm in self.settings.arms]
+        if not self.header_shown:
+            return self.header_lines(selected)
+        if selected != [arm for arm in configured if arm in selected] or len(selected) != len(configured):
+            # the header named the configured arms; a test (or -k) that runs fewer says which ran
+            return [f"agent-eval: selected {len(cases)} agent item(s), arms {','.join(selected)}"]
+        return []
 
-    def header_lines(self) -> list[str]:
+    def header_lines(self, arms: Sequence[str] | None = None) -> list[str]:
         """The settings line, which bubblewrap and Node.js the agents will run with (the machine's or bundled), and
         what the kernel's Landlock cannot scope here, if anything (docs/sandbox.md)."""
         from pytest_agent_eval.harness.jail import scoping_caveat
         from pytest_agent_eval.harness.runtimes import header_line
 
         caveat = scoping_caveat()
-        return [self.settings_line(), header_line(), *([caveat] if caveat else [])]
+        return [self.settings_line(arms), header_line(), *([caveat] if caveat else [])]
 
-    def settings_line(self) -> str:
+    def settings_line(self, selected: Sequence[str] | None = None) -> str:
         """The model (and why ``auto`` chose it), the arms (and the agents, when several are listed), the corpus and
         where campaigns go."""
         from pytest_agent_eval.settings.config import auto_backend
@@ -381,7 +391,7 @@ class AgentEvalPlugin:
             what = "scripted stand-in model" if why.startswith("no ") else "scripted"
             what = "the real API" if chosen != "scripted" else what
             backend = f"auto → {what} ({why})"
-        arms = ",".join(arm.label for arm in cfg.arms)
+        arms = ",".join(selected or [arm.label for arm in cfg.arms])  # after collection: the arms selected
         if cfg.agents_reference is not None:  # several agents: each arm of each
             arms += f" × agents {', '.join(agent.title for agent in cfg.agents)}"
         claimed = self._session.campaign_dir if self._session is not None else None  # a resumed campaign
@@ -508,6 +518,24 @@ class AgentEvalPlugin:
         groups = (self.worker_input or {}).get("agent_eval_groups")
         if groups:  # an xdist worker under --dist loadgroup: tell the controller's scheduler the groups
             _write_groups(Path(groups), items)
+
+    def pytest_deselected(self, items: Sequence[pytest.Item]) -> None:
+        """The entries of agent items ``-k`` (or a marker expression) left out: named if it selected none."""
+        for item in items:
+            case = case_of(item)
+            if case is not None:
+                self.deselected_entries.setdefault(case.entry.name, None)
+
+    def pytest_collection_finish(self, session: pytest.Session) -> None:
+        self.selected_agent_items = sum(1 for item in session.items if case_of(item) is not None)
+
+    def _nothing_selected(self, config: pytest.Config) -> str | None:
+        """``-k nosuchentry`` selected no agent item, though there were some: which entries there are."""
+        keyword = config.getoption("keyword", "") or ""
+        if self.worker_input is not None or self.selected_agent_items or not self.deselected_entries or not keyword:
+            return None
+        entries = ", ".join(self.deselected_entries)
+        return f"agent-eval: -k {keyword!r} selected no agent item; the entries are {entries} (e.g. -k express)"
 
     def _name_items(self, items: list[pytest.Item]) -> None:
         """Campaign item ids are the case ids; two selected tests with the same case are told apart by name. Then
@@ -653,7 +681,8 @@ class AgentEvalPlugin:
         failed = self._session.finish()
         # Issued here, inside pytest's warnings capture of this hook: they are listed in the warnings summary, and
         # -W / filterwarnings apply to them as to any warning of a test.
-        where = self._session.campaign_dir
+        folder = self._session.campaign_dir  # the warnings are about its summary: they point at a line of it
+        where = folder / "summary.json" if folder is not None and (folder / "summary.json").is_file() else folder
         self.raised = [text for text in self._session.warnings() if warn_raised(f"agent-eval: warning: {text}", where)]
         self.raised_by = error_filter(self.config) if self.raised else ""
         if (failed or self.raised) and session.exitstatus == pytest.ExitCode.OK:
@@ -667,6 +696,9 @@ class AgentEvalPlugin:
         session = self._session
         opted_out = max(self.opted_out, self.opted_out_on_workers)
         if config.getoption("verbose") > -2:
+            nothing = self._nothing_selected(config)
+            if nothing:
+                terminalreporter.write_line(nothing, yellow=True)
             if opted_out:
                 why = " by --agent-eval-skip" if config.getoption("agent_eval_skip") else f": {OPT_IN_HINT}"
                 terminalreporter.write_line(f"agent-eval: {opted_out} agent evaluation item(s) deselected{why}")

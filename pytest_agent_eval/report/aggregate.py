@@ -17,11 +17,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from pytest_agent_eval.agents import BUILT_IN
 from pytest_agent_eval.campaign.record import ItemRecord, as_records
 from pytest_agent_eval.metrics.figures import FIGURES
 from pytest_agent_eval.metrics.occupancy import WINDOW_TOKENS
 from pytest_agent_eval.metrics.sufficiency import BUCKET_KEYS
-from pytest_agent_eval.report.stats import bootstrap_ci, paired_differences
+from pytest_agent_eval.report.stats import Interval, mean_interval, paired_differences
 
 ArmOf = Callable[[ItemRecord], str]
 
@@ -132,14 +133,41 @@ class ArmRuns:
         return WINDOW_TOKENS
 
 
+# Why a figure an agent's runs have no reading of is not there: not a failure of the run, a thing its records do not
+# give (docs/report.md, "Not available").
+NO_COST = "{agent}'s records give no cost"
+SHELL_READS = "{agent} read through its shell: Read counts a Read tool only"
+
+
+def unavailable(groups: Iterable[ArmRuns | None], figure: str) -> str | None:
+    """``not available (why)`` for a figure these groups' runs have no reading of: a cost their agent's records do
+    not give; a ``Read`` count of 0 where every run read through its shell (Codex CLI, and the stand-in's Gemini CLI
+    and OpenCode). None otherwise (a real 0, an ``n/a`` a table prints itself)."""
+    runs = [run for group in groups if group is not None for run in group.runs]
+    if not runs:
+        return None
+    from pytest_agent_eval.agents import agent_title
+
+    agent = agent_title(runs[0].agent_name)
+    if figure == "cost_usd" and all(run.figures.get(figure) is None for run in runs):
+        return f"not available ({NO_COST.format(agent=agent)})"
+    if figure == "read_calls" and all(not run.figures.get(figure) for run in runs):
+        shell = all(((run.scores or {}).get("tool_counts") or {}).get("Bash") for run in runs)
+        return f"not available ({SHELL_READS.format(agent=agent)})" if shell else None
+    return None
+
+
 @dataclass(frozen=True)
 class Paired:
-    """``arm − reference`` run against run: the differences, their mean and 95% bootstrap interval."""
+    """``arm − reference`` run against run: the differences, and their mean with the 95% interval their number
+    allows (:func:`~pytest_agent_eval.report.stats.mean_interval`, the verdict's own)."""
 
     diffs: list[float]
-    mean: float
-    low: float
-    high: float
+    interval: Interval
+
+    @property
+    def mean(self) -> float:
+        return self.interval.mean
 
 
 @dataclass
@@ -193,8 +221,7 @@ class Aggregate:
         diffs = paired_differences(mine.by_run(figure), theirs.by_run(figure))
         if not diffs:
             return None
-        low, high = bootstrap_ci(diffs)
-        return Paired(diffs, statistics.fmean(diffs), low, high)
+        return Paired(diffs, mean_interval(diffs))
 
     def contaminated(self) -> int:
         return sum(group.contaminated for group in self.groups.values())
@@ -233,18 +260,55 @@ def arm_namer(records: Sequence[ItemRecord]) -> ArmOf:
     return lambda record: record.arm_label if len(labels.get(record.arm, ())) > 1 else record.arm
 
 
+def reading_order(
+    entry_order: Sequence[str] = (), arm_order: Sequence[str] = (), records: Sequence[ItemRecord] = ()
+) -> Callable[[ItemRecord], tuple[Any, ...]]:
+    """The one order every report reads records in, whatever order they finished in (docs/report.md, "One
+    order"): entries as ``entry_order`` lists them (others after, by name), then test, then agent (the built-in
+    agents in their own order, others after by name), then arm (as ``arm_order`` — the session's ``--arms`` —
+    lists them; else the arms with the tool first, in the order ``records`` first show them: the last build is
+    the baseline a ``with@new,with@old`` campaign compares against), then run."""
+    entries = {name: i for i, name in enumerate(entry_order)}
+    agents = {name: i for i, name in enumerate(BUILT_IN)}
+    arms = {label: i for i, label in enumerate(arm_order)}
+    first = {}
+    for i, record in enumerate(records):
+        first.setdefault(record.arm_label, i)
+
+    def key(record: ItemRecord) -> tuple[Any, ...]:
+        agent = record.agent_name or ""
+        return (
+            entries.get(record.entry, len(entries)),
+            record.entry,
+            record.test or "",
+            agents.get(agent, len(agents)),
+            agent,
+            arms.get(record.arm_label, len(arms)),
+            not record.has_tool,
+            first.get(record.arm_label, 0),
+            record.arm_label,
+            record.run or 0,
+            record.id,
+        )
+
+    return key
+
+
 def aggregate(
     records: Iterable[ItemRecord | Mapping[str, Any]],
     arm_of: ArmOf | None = None,
     entry_order: Sequence[str] = (),
     by_test: bool | None = None,
     by_agent: bool | None = None,
+    arm_order: Sequence[str] = (),
 ) -> Aggregate:
     """Group the records by row × arm (by label unless ``arm_of`` says otherwise), scored runs apart from
-    errors; rows in ``entry_order``, then rows and arms in the order they first appear. Rows tell test functions
+    errors; the records in :func:`reading_order` (so rows, arms and runs are in it too, whatever order the runs
+    finished in). Rows tell test functions
     apart when ``by_test`` says so (by default: when :func:`tells_tests_apart` the records), agents when
     ``by_agent`` does (by default: when :func:`tells_agents_apart` the records)."""
-    typed = as_records(records)
+    given = as_records(records)
+    typed = sorted(given, key=reading_order(entry_order, arm_order, given))
     arm_of = arm_of or by_label
     if by_test is None:
         by_test = tells_tests_apart(typed)
@@ -259,8 +323,6 @@ def aggregate(
             group.runs.append(record)
         elif record.outcome == "error":
             group.errors += 1
-    seen = list(dict.fromkeys(row for row, _ in groups))
-    rows = [row for entry in entry_order for row in seen if row.entry == entry]
-    rows = list(dict.fromkeys([*rows, *seen]))
+    rows = list(dict.fromkeys(row for row, _ in groups))
     arms = list(dict.fromkeys(arm for _, arm in groups))
     return Aggregate(typed, rows, arms, groups)

@@ -29,7 +29,7 @@ from pytest_agent_eval.report import occupancy_chart
 from pytest_agent_eval.report.agents import side_by_side
 from pytest_agent_eval.report.agents_html import agents_section
 from pytest_agent_eval.report.agents_html import chart_data as agents_chart_data
-from pytest_agent_eval.report.aggregate import Aggregate, aggregate
+from pytest_agent_eval.report.aggregate import Aggregate, aggregate, unavailable
 from pytest_agent_eval.report.answers_html import answers_section
 from pytest_agent_eval.report.blocks import render_scorecard
 from pytest_agent_eval.report.compare import GateResult, comparison_cells, gate_line
@@ -137,13 +137,15 @@ def render_html(
     compared_with: str | None = None,
     include_contaminated: bool = False,
     manifest: Mapping[str, Any] | None = None,
+    entry_order: Sequence[str] = (),
+    arm_order: Sequence[str] = (),
 ) -> str:
     """The whole report as one HTML string; segments are read inside ``base_dir`` (the campaign), never outside,
     with the agent and tool each record (or ``manifest``, the campaign's) says made it (campaign/made_by.py).
     With ``comparison`` (the session's compare gate against ``compared_with``) it shows the gate's verdicts; the
     verdict banner leaves out contaminated without-arm runs unless ``include_contaminated``, as the tables do."""
     base = Path(base_dir) if base_dir is not None else Path.cwd()
-    found = aggregate(records)
+    found = aggregate(records, entry_order=entry_order, arm_order=arm_order)
     records = found.records
     tools: dict[str, RetrievalTool] = {}  # each run's, as _load found it
     sessions = {record.id: _load(record, base, manifest, tools) for record in records}
@@ -262,10 +264,14 @@ def _verdict_banner(found: list[Verdict], tool: str) -> str:
             f'<p class="verdict-line" data-entry="{_e(verdict.label)}"><strong>{_e(verdict.label)}</strong> '
             f'<span class="meta">{_e(verdict.scope)}</span>: {changes if verdict.pairs else _e(NO_PAIRS)}</p>'
         )
+        if verdict.pairs:  # what it rests on and what points the other way; then how many runs would decide
+            lines.append(f'<p class="hint verdict-reading">{_e(verdict.reading(tool))}</p>')
+            lines.append(f'<p class="hint verdict-power">{_e(verdict.power_line(tool))}</p>')
     return (
         '<section id="verdict" class="banner"><h2>Verdict</h2><p class="hint">the change of each figure, run '
-        "against run (mean [95% bootstrap interval]); better or worse only when the interval lies wholly on one "
-        "side of no change</p>" + "".join(lines) + "</section>"
+        "against run (mean [95% interval], the method named: none below 3 pairs, t up to 30, bootstrap from 30); "
+        "better or worse only when the interval lies wholly on one side of no change, or every pair gave the same "
+        "change</p>" + "".join(lines) + "</section>"
     )
 
 
@@ -359,7 +365,9 @@ def _table(found: Aggregate) -> str:
         warning = small_n_warning(len(group.runs))
         n = len(group.runs)
         n_cell = f'<td class="small-n" title="{_e(warning)}">{n} ⚠</td>' if warning else f"<td>{n}</td>"
-        cells = "".join(f'<td data-figure="{name}">{_e(cell(group, name))}</td>' for name in COLUMNS)
+        cells = "".join(
+            f'<td data-figure="{name}">{_e(unavailable([group], name) or cell(group, name))}</td>' for name in COLUMNS
+        )
         rows.append(f"<tr><td>{_e(row.label)}</td><td>{_e(arm)}</td>{n_cell}{cells}</tr>")
     table = f'<table class="figures"><thead><tr>{head}</tr></thead><tbody>{"".join(rows)}</tbody></table>'
     return f'<div class="scroll">{table}</div>'
@@ -375,21 +383,22 @@ def _paired_table(found: Aggregate, arm: str, reference: str) -> str:
             continue
         cells = []
         for name in PAIRED_COLUMNS:
-            paired = found.paired(row, arm, reference, name)
-            n = len(paired.diffs) if paired else 0
-            warning = small_n_warning(n)
-            if warning:
-                cells.append(f'<td class="small-n" title="{_e(warning)}">{n} pair(s) ⚠</td>')
+            text = paired_cell(found, row, arm, reference, name)
+            if text is None:  # no pair: a figure the agent's records do not give is said so, not warned about
+                missing = unavailable((found.group(row, arm), found.group(row, reference)), name)
+                kind = "not-available" if missing else "small-n"
+                text = missing or small_n_warning(0) or ""
+                cells.append(f'<td data-figure="{name}" class="{kind}">{_e(text)}</td>')
                 continue
-            cells.append(f'<td data-figure="{name}">{_e(paired_cell(found, row, arm, reference, name))}</td>')
+            cells.append(f'<td data-figure="{name}">{_e(text)}</td>')
         lines.append(f"<tr><td>{_e(row.label)}</td>{''.join(cells)}</tr>")
     if not lines:
         return ""
     titles = [FIGURES[n].title(tool) + (simulated if n == "cost_usd" else "") for n in PAIRED_COLUMNS]
     head = "".join(f"<th>{_e(name)}</th>" for name in ["entry", *titles])
     return (
-        f'<h3>{_e(arm)} − {_e(reference)}, paired by run</h3><p class="hint">mean difference [95% bootstrap '
-        f"interval]; negative means {_e(arm)} spent less</p>"
+        f'<h3>{_e(arm)} − {_e(reference)}, paired by run</h3><p class="hint">mean difference [95% interval] '
+        f"(its method: t up to 30 pairs, bootstrap from 30; none below 3); negative means {_e(arm)} spent less</p>"
         f'<div class="scroll"><table class="figures paired" data-arms="{_e(arm)} − {_e(reference)}">'
         f"<thead><tr>{head}</tr></thead><tbody>{''.join(lines)}</tbody></table></div>"
     )
@@ -604,15 +613,21 @@ def write_html(
     comparison: GateResult | None = None,
     compared_with: str | None = None,
     include_contaminated: bool = False,
+    entry_order: Sequence[str] = (),
+    arm_order: Sequence[str] = (),
 ) -> Path:
-    """``report.html`` in the campaign folder, from its items as recorded (and the session's compare gate)."""
+    """``report.html`` in the campaign folder, from its items as recorded (and the session's compare gate), its
+    entries in ``entry_order`` (the corpus's)."""
     records = campaign.items()
     named = next((r.backend for r in records if backend_name(r.backend)), None)
     backend = named or campaign.manifest.get("backend")
     title = f"agent-eval campaign {campaign.id}"
     note = backend_note(backend) + agents_note(records, backend_name(backend))  # with several: which ran on it
+    configured = [arm.get("label") for arm in (campaign.manifest.get("config") or {}).get("arms") or []]
+    arm_order = arm_order or [label for label in configured if isinstance(label, str)]  # the session's --arms
     text = render_html(
-        records, title, note, campaign.path, comparison, compared_with, include_contaminated, campaign.manifest
+        records, title, note, campaign.path, comparison, compared_with, include_contaminated, campaign.manifest,
+        entry_order, arm_order
     )
     path = campaign.path / REPORT
     write_atomic(path, text)
@@ -683,17 +698,29 @@ _JS = r"""
     return root;
   }
   function done(host) { host.setAttribute("data-rendered", "true"); }
+  // The widest of these labels as drawn (a margin sized to it: no label is cut, whatever an entry or agent is named).
+  function widest(host, labels, attrs) {
+    var probe = svg(host, 10, 10), most = 0;
+    labels.forEach(function (t) { most = Math.max(most, el("text", attrs || {}, probe, t).getComputedTextLength()); });
+    host.removeChild(probe);
+    return Math.ceil(most);
+  }
   function empty(root, width, text) {
     el("text", {x: width / 2, y: 30, "text-anchor": "middle", "class": "empty"}, root, text);
   }
 
   function residual(host) {
     // the right margin holds the label after the longest bar ("without 55.6k file-access (n=1!)")
-    var rows = data.residual, W = 760, left = 150, right = 230, barH = 14, H = 20, max = 0;
+    var rows = data.residual, barH = 14, H = 20, max = 0, ends = [];
+    var label = function (a) {
+      return a.arm + " " + a.text.median + " " + a.kind + (a.spread.n < 2 ? " (n=" + a.spread.n + "!)" : "");
+    };
     rows.forEach(function (r) {
       H += Math.max(1, r.arms.length) * (barH + 4) + 14;
-      r.arms.forEach(function (a) { if (a.spread) max = Math.max(max, a.spread.max); });
+      r.arms.forEach(function (a) { if (a.spread) { max = Math.max(max, a.spread.max); ends.push(label(a)); } });
     });
+    var left = Math.max(150, 16 + widest(host, rows.map(function (r) { return r.entry; }), {"font-weight": "bold"}));
+    var right = Math.max(230, 12 + widest(host, ends)), W = left + 380 + right;
     var root = svg(host, W, H);
     if (!rows.length || !max) { empty(root, W, "no residual figures"); return done(host); }
     var scale = function (v) { return left + (W - left - right) * v / max; };
@@ -712,8 +739,7 @@ _JS = r"""
         el("title", {}, bar, a.arm + " " + a.kind + " residual, median " + a.text.median + " [" + a.text.min + "–" +
            a.text.max + "] n=" + s.n);
         el("line", {x1: scale(s.min), x2: scale(s.max), y1: y + barH / 2, y2: y + barH / 2, stroke: "#222"}, root);
-        el("text", {x: scale(s.max) + 6, y: y + 11}, root,
-           a.arm + " " + a.text.median + " " + a.kind + (s.n < 2 ? " (n=" + s.n + "!)" : ""));
+        el("text", {x: scale(s.max) + 6, y: y + 11}, root, label(a));
         y += barH + 4;
       });
       y += 14;
@@ -723,7 +749,10 @@ _JS = r"""
   }
 
   function sufficiency(host) {
-    var rows = data.buckets, keys = Object.keys(data.bucketLabels), W = 720, left = 150, barH = 22;
+    var rows = data.buckets, keys = Object.keys(data.bucketLabels), barH = 22;
+    var names = rows.map(function (r) { var n = 0; keys.forEach(function (k) { n += r.counts[k] || 0; });
+                                        return r.arm + " (" + n + " calls)"; });
+    var left = Math.max(150, 16 + widest(host, names)), W = left + 570;
     var H = 66 + rows.length * (barH + 12), root = svg(host, W, H);
     if (!rows.length) { empty(root, W, "no explore calls"); return done(host); }
     rows.forEach(function (r, i) {
@@ -761,7 +790,8 @@ _JS = r"""
   }
 
   function allocation(host) {
-    var rows = data.allocation, W = 720, left = 150, right = 20, rowH = 30, H = 40 + rows.length * rowH;
+    var rows = data.allocation, right = 28, rowH = 30, H = 40 + rows.length * rowH;
+    var left = Math.max(150, 16 + widest(host, rows.map(function (r) { return r.group; }))), W = left + 570;
     var root = svg(host, W, H);
     if (!rows.length) { empty(root, W, "no explore call returned a file section"); return done(host); }
     var scale = function (v) { return left + (W - left - right) * v; };
@@ -785,8 +815,13 @@ _JS = r"""
 
   function agents(host) {
     // Per entry, a bar per agent from no change to its mean change, a whisker over its interval.
-    var rows = data.agents, W = 760, left = 150, right = 260, barH = 14, H = 20, max = 0, order = [];
+    var rows = data.agents, barH = 14, H = 20, max = 0, order = [], ends = [];
     var colors = ["#1e88e5", "#8e24aa", "#43a047"];
+    rows.forEach(function (r) {
+      r.agents.forEach(function (a) { ends.push(a.title + " " + a.text); });
+    });
+    var left = Math.max(150, 16 + widest(host, rows.map(function (r) { return r.entry; }), {"font-weight": "bold"}));
+    var right = Math.max(260, 12 + widest(host, ends)), W = left + 350 + right;
     rows.forEach(function (r) {
       H += Math.max(1, r.agents.length) * (barH + 4) + 14;
       r.agents.forEach(function (a) {

@@ -9,7 +9,6 @@ bootstrap interval; an arm with fewer than two runs says so.
 from __future__ import annotations
 
 import inspect
-import statistics
 from collections.abc import Callable, Iterable, Mapping, Sequence
 from typing import Any
 
@@ -30,7 +29,14 @@ from pytest_agent_eval.metrics.figures import (
 from pytest_agent_eval.metrics.gates import describe_leak
 from pytest_agent_eval.metrics.sufficiency import BUCKETS
 from pytest_agent_eval.report.agents import side_by_side
-from pytest_agent_eval.report.aggregate import Aggregate, ArmRuns, Row, aggregate, tells_agents_apart
+from pytest_agent_eval.report.aggregate import (
+    Aggregate,
+    ArmRuns,
+    Row,
+    aggregate,
+    tells_agents_apart,
+    unavailable,
+)
 from pytest_agent_eval.report.format import (
     change,
     direction,
@@ -45,7 +51,7 @@ from pytest_agent_eval.report.format import (
 )
 from pytest_agent_eval.report.grades import answer_cell
 from pytest_agent_eval.report.stats import small_n_warning
-from pytest_agent_eval.report.verdict import verdicts
+from pytest_agent_eval.report.verdict import OVERALL, verdicts
 from pytest_agent_eval.tool import CODEGRAPH
 from pytest_agent_eval.transcript import STAND_IN_PREFIX
 
@@ -192,8 +198,9 @@ def tool_name(records: Sequence[ItemRecord]) -> str:
 
 # -- arm comparison ------------------------------------------------------------------------------------------
 def cell(group: ArmRuns | None, figure: str) -> str:
-    """One figure of one entry × arm as every table prints it: ``median [min–max]``."""
-    return median_range(group.values(figure) if group else [], formatter(figure))
+    """One figure of one entry × arm as every table prints it: ``median [min–max]``; a figure the agent's records
+    do not give, ``not available (why)``."""
+    return unavailable([group], figure) or median_range(group.values(figure) if group else [], formatter(figure))
 
 
 def pooled_allocation(group: ArmRuns | None) -> str:
@@ -202,12 +209,16 @@ def pooled_allocation(group: ArmRuns | None) -> str:
 
 
 def paired_cell(found: Aggregate, row: Row, arm: str, reference: str, figure: str) -> str | None:
-    """``mean [low, high]`` of arm − reference, run against run; None when no run pairs."""
+    """``mean [low, high] (t, 5 pairs)`` of arm − reference, run against run; with too few pairs or one value
+    every time, the mean and why there is no interval; None when no run pairs."""
     paired = found.paired(row, arm, reference, figure)
     if paired is None:
         return None
-    show = formatter(figure)
-    return f"{signed(paired.mean, show)} [{signed(paired.low, show)}, {signed(paired.high, show)}]"
+    show, found_interval = formatter(figure), paired.interval
+    if not found_interval.has_interval:
+        return f"{signed(paired.mean, show)} ({found_interval.note})"
+    low, high = signed(found_interval.low, show), signed(found_interval.high, show)  # type: ignore[arg-type]
+    return f"{signed(paired.mean, show)} [{low}, {high}] ({found_interval.note})"
 
 
 def arm_comparison(row: Row, records: Records, found: Aggregate | None = None, notes: list[str] | None = None) -> str:
@@ -234,14 +245,12 @@ def arm_comparison(row: Row, records: Records, found: Aggregate | None = None, n
     lines += contamination_lines(g for g in groups if g is not None)
     lines += boundary_lines(g for g in groups if g is not None)
     for arm, reference in found.pairs(row):
-        lines.append(f"paired {arm} − {reference}, run against run: mean difference [95% bootstrap CI]")
+        lines.append(f"paired {arm} − {reference}, run against run: mean difference [95% interval] (its method)")
         for name in PAIRED_FIGURES:
             text = paired_cell(found, row, arm, reference, name)
-            if text is None:
-                continue
-            n = len(found.paired(row, arm, reference, name).diffs)
-            note = f"  n={n} pair(s)" + ("  (n<2: no interval to read)" if n < 2 else "")
-            lines.append(f"  {FIGURES[name].title(tool):<20} {text}{note}")
+            text = text or unavailable((found.group(row, arm), found.group(row, reference)), name)
+            if text is not None:
+                lines.append(f"  {FIGURES[name].title(tool):<20} {text}")
     for arm, group in zip(arms, groups, strict=True):
         warning = small_n_warning(len(group.runs) if group else 0)
         if warning:
@@ -332,9 +341,7 @@ def campaign_table(
         return None
     w_label, wo_label = found.pair() or ("", "")
     rows, warnings = [], []
-    # Averaged per agent when rows tell agents apart (one agent's tool use is no measure of another's).
-    residual_changes: dict[str | None, list[float]] = {}
-    share_changes: dict[str | None, list[float]] = {}
+    changes = _changes(found, include_contaminated)
     for entry, w, wo in pairs:
         if min(len(w.runs), len(wo.runs)) < 2:
             medians = f"medians over W n={len(w.runs)} / WO n={len(wo.runs)}"
@@ -342,12 +349,7 @@ def campaign_table(
         w_res, wo_res = w.median("residual_tokens"), wo.median("residual_tokens")
         w_ctx, wo_ctx = w.median("ctx_final"), wo.median("ctx_final")
         w_share, wo_share = _ratio(w_res, w_ctx), _ratio(wo_res, wo_ctx)
-        moved = relative_change(w_res, wo_res)
-        if moved is not None:
-            residual_changes.setdefault(w.row.agent, []).append(moved)
-        share_moved = relative_change(w_share, wo_share)
-        if share_moved is not None:
-            share_changes.setdefault(w.row.agent, []).append(share_moved)
+        moved = changes.get((entry, "residual_tokens"))
         rows.append(
             [
                 entry,
@@ -362,17 +364,20 @@ def campaign_table(
     head = ["entry", "turns W→WO", "final ctx W→WO", "residual W→WO", "% of ctx W→WO", "% of window W→WO"]
     lines = [
         f"CAMPAIGN — W = {w_label}: the tool's responses still resident · WO = {wo_label}: "
-        "Read + Grep/Glob + Bash results still resident (medians over runs)",
+        "Read + Grep/Glob + Bash results still resident (medians over runs; (±N%): the mean of the paired "
+        "changes, the verdict's own figure)",
         _table(rows, head, "plain"),
         "",
     ]
-    for agent, moved_by in residual_changes.items():
-        average = statistics.mean(moved_by)
+    for agent in dict.fromkeys(w.row.agent for _, w, _ in pairs):
+        average = changes.get((_overall(agent), "residual_tokens"))
+        if average is None:
+            continue
         line = f"{_average(agent)}: retrieval residual {abs(average):.0%} {direction(average)} with the tool"
-        if share_changes.get(agent):
-            share = statistics.mean(share_changes[agent])
-            line += f" · share-of-context {abs(share):.0%} {direction(share)}"
-        lines.append(line)
+        context = changes.get((_overall(agent), "ctx_final"))
+        if context is not None:
+            line += f" · final context {abs(context):.0%} {direction(context)}"
+        lines.append(line + " (the verdict's paired means over every entry)")
     note = contaminated_note(found, include_contaminated)
     if note:
         lines.append(note)
@@ -389,34 +394,47 @@ def throughput_table(
     if not pairs:
         return None
     rows = []
-    by_agent: dict[str | None, dict[str, list[float]]] = {}  # per agent when rows tell agents apart
+    changes = _changes(found, include_contaminated)
     for entry, w, wo in pairs:
-        saved = by_agent.setdefault(w.row.agent, {"cost": [], "tokens": [], "time": [], "tool calls": []})
-        for name, figure in (
-            ("cost", "cost_usd"),
-            ("tokens", "tokens_processed"),
-            ("time", "duration_s"),
-            ("tool calls", "tool_calls"),
-        ):
-            a, b = w.median(figure), wo.median(figure)
-            if a is not None and b:
-                saved[name].append(1 - a / b)
         rows.append(
             [
                 entry,
                 _pair(w, wo, "duration_s", seconds),
                 _pair(w, wo, "tool_calls", number),
-                _pair(w, wo, "tokens_processed", tokens, saved=True),
-                _pair(w, wo, "cost_usd", dollars, saved=True),
+                _pair(w, wo, "tokens_processed", tokens, changes.get((entry, "tokens_processed"))),
+                _pair(w, wo, "cost_usd", dollars, changes.get((entry, "cost_usd"))),
             ]
         )
     cost = "cost W→WO (saved, simulated)" if simulated_cost(found.records) else "cost W→WO (saved)"
     head = ["entry", "time W→WO", "tools W→WO", "tokens W→WO (saved)", cost]
     text = _table(rows, head, "plain")
-    for agent, saved in by_agent.items():
-        average = " · ".join(_saved(name, statistics.mean(v)) for name, v in saved.items() if v)
+    for agent in dict.fromkeys(w.row.agent for _, w, _ in pairs):
+        saved = {name: changes.get((_overall(agent), figure)) for name, figure in SAVED_FIGURES}
+        average = " · ".join(_saved(name, -moved) for name, moved in saved.items() if moved is not None)
         text += f"\n\n{_average(agent)} saved: {average}" if average else ""
-    return text
+    return text + ("\n(medians over runs; saved: the mean of the paired changes, the verdict's own figure)")
+
+
+# What AVERAGE saved reads, by the verdict's figures: one estimate of one figure everywhere.
+SAVED_FIGURES = (("cost", "cost_usd"), ("tokens", "tokens_processed"), ("time", "duration_s"))
+
+
+def _changes(found: Aggregate, include_contaminated: bool) -> dict[tuple[str, str], float]:
+    """(row label or ``overall[ · agent]``, figure) → the mean paired change the verdict states, W against WO."""
+    pair = found.pair()
+    out: dict[tuple[str, str], float] = {}
+    for verdict in verdicts(found, include_contaminated):
+        if pair is None or (verdict.arm, verdict.reference) != pair:
+            continue
+        label = _overall(verdict.row.agent) if verdict.overall else verdict.label
+        for found_change in verdict.changes:
+            if found_change.mean is not None:
+                out[label, found_change.figure] = found_change.mean
+    return out
+
+
+def _overall(agent: str | None) -> str:
+    return OVERALL if agent is None else f"{OVERALL} · {agent}"
 
 
 def _average(agent: str | None) -> str:
@@ -500,13 +518,17 @@ def _table(rows: list[list[str]], head: list[str], style: str) -> str:
         tabulate_module.PRESERVE_WHITESPACE = saved
 
 
-def _pair(w: ArmRuns, wo: ArmRuns, figure: str, show: Callable[[float], str], saved: bool = False) -> str:
+def _pair(w: ArmRuns, wo: ArmRuns, figure: str, show: Callable[[float], str], moved: float | None = None) -> str:
+    """``W→WO`` medians; with ``moved`` (the verdict's mean paired change), what the with-arm saved."""
+    missing = unavailable([w, wo], figure)
+    if missing:
+        return missing
     a, b = w.median(figure), wo.median(figure)
     if a is None or b is None:
         return "n/a"
     text = f"{show(a)}→{show(b)}"
-    if saved and b:
-        text += f"  ({1 - a / b:.0%})"
+    if moved is not None:
+        text += f"  ({-moved:.0%})"
     return text
 
 
@@ -518,11 +540,12 @@ def terminal_report(
     include_contaminated: bool = False,
     entry_order: Sequence[str] = (),
     notes: list[str] | None = None,
+    arm_order: Sequence[str] = (),
 ) -> str:
     """Header, one line per run (with ``verbose``: every run's blocks instead), an ARM COMPARISON per entry, the
     campaign tables; ``campaign`` adds the with-arm's secondary readings. Given ``notes``, the caveats go there, not
     into the tables."""
-    found = aggregate(records, entry_order=entry_order)
+    found = aggregate(records, entry_order=entry_order, arm_order=arm_order)
     parts = [header(found.records)]
     if verbose:
         parts += [item_blocks(r) for r in found.records]
@@ -539,11 +562,17 @@ def terminal_report(
     return "\n\n".join(p for p in parts if p) + "\n"
 
 
-def summary(records: Records, meta: dict[str, Any], include_contaminated: bool = False) -> dict[str, Any]:
+def summary(
+    records: Records,
+    meta: dict[str, Any],
+    include_contaminated: bool = False,
+    entry_order: Sequence[str] = (),
+    arm_order: Sequence[str] = (),
+) -> dict[str, Any]:
     """``summary.json``: ``meta``, what drove the agent (a stand-in model's notes, whether the costs are
     simulated), which arm did better (the verdicts), per entry and arm the median/min/max of every figure, and
-    every record."""
-    found = aggregate(records)
+    every record; all in one order (:func:`~pytest_agent_eval.report.aggregate.reading_order`)."""
+    found = aggregate(records, entry_order=entry_order, arm_order=arm_order)
     found_verdicts = verdicts(found, include_contaminated)
     agents = side_by_side(found_verdicts)
     return {
@@ -565,8 +594,9 @@ def render_rescore(records: Records) -> str:
     pooled = dict.fromkeys(keys, 0)
     for record in typed:
         scores = record.scores
+        who = [agent_title(record.agent_name), record.arm_label]  # which agent, which arm: the id alone hid them
         if not scores:
-            rows.append([record.id, "", "", "", "", record.error or "not scored"])
+            rows.append([record.id, *who, "", "", "", "", record.error or "not scored"])
             continue
         counts = scores["sufficiency"]["counts"]
         for key in pooled:
@@ -577,6 +607,7 @@ def render_rescore(records: Records) -> str:
         rows.append(
             [
                 record.id,
+                *who,
                 scores["occupancy"].get("turns", ""),
                 f"{tokens(value)} {kind}" if value is not None else "n/a",
                 " / ".join(str(counts.get(key, 0)) for key in pooled),
@@ -584,7 +615,8 @@ def render_rescore(records: Records) -> str:
                 (record.error or "error") if record.outcome == "error" else "",
             ]
         )
-    head = ["label", "turns", "residual", "again / returned / missed / grep / moved on", "allocation", "error"]
+    head = ["label", "agent", "arm", "turns", "residual", "again / returned / missed / grep / moved on", "allocation",
+            "error"]  # fmt: skip
     if not any(row[-1] for row in rows):  # an empty column would print a bare "--" under no heading
         head, rows = head[:-1], [row[:-1] for row in rows]
     table = tabulate(rows, headers=head, tablefmt="simple", disable_numparse=True)

