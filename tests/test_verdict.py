@@ -113,7 +113,8 @@ def test_a_verdict_names_what_it_rests_on_and_what_points_the_other_way():
     verdict = by_label(records)["e"]
     assert [c.figure for c in verdict.rests_on()] == ["residual_tokens"]
     assert [c.figure for c in verdict.against()] == ["duration_s", "ctx_final"]
-    assert verdict.line("codegraph").endswith("— with better on: retrieval residual; the other way: duration, final context")
+    reading = "— with better on: retrieval residual; the other way: duration, final context"
+    assert verdict.line("codegraph").endswith(reading)
     data = verdict.to_dict()
     assert data["better_on"] == ["residual_tokens"] and data["the_other_way"] == ["duration_s", "ctx_final"]
     assert data["figures"]["ctx_final"]["verdict"] == WORSE
@@ -211,7 +212,8 @@ def test_the_verdict_says_how_many_pairs_would_decide_each_figure():
     assert line.startswith("pairs to tell a 10% change from noise, express: retrieval residual 3 · duration ")
     duration = express.change("duration_s").to_dict()["pairs_to_decide"]["10%"]
     assert f"duration {duration} · cost " in line and duration > 100  # the time went up and down by half
-    assert "retrieval residual unknown (n=1) · duration unknown (n=1)" in by_label(campaign())["gin"].power_line("codegraph")
+    gin = by_label(campaign())["gin"]
+    assert "retrieval residual unknown (n=1) · duration unknown (n=1)" in gin.power_line("codegraph")
 
 
 def test_a_figure_the_agent_does_not_give_is_said_so_in_the_verdict_and_a_rough_spread_too():
