@@ -270,10 +270,10 @@ def test_the_verdict_line_carries_each_arms_key_recall_and_says_it_grades_the_st
         _record(HALF, "without", 2),
     ]
     verdict = verdicts(aggregate(records))[0]  # the entry's (the overall one repeats it)
-    assert verdict.line(CODEGRAPH.name).endswith(
+    assert (
         "answer key recall with 100.0% [100.0%–100.0%] · without 50.0% [50.0%–50.0%] "
-        "(grades the stand-in's answers, not a model's)"
-    )
+        "(grades the stand-in's answers, not a model's) — with better on: "
+    ) in verdict.line(CODEGRAPH.name)
     assert verdict.to_dict()["key_recall"] == {"with": 1.0, "without": 0.5}
 
 
@@ -390,7 +390,7 @@ def test_report_html_shows_the_answers_the_paired_grade_and_whether_a_judge_ran(
         page.index('<section id="answers">') : page.index("</section>", page.index('<section id="answers">'))
     ]
     assert '<td data-figure="key_recall">100.0% [100.0%–100.0%]</td>' in section
-    assert "express: with − without +50.0% [+50.0%, +50.0%] (2 pair(s))" in section
+    assert "express: with − without +50.0% (every run gave the same value, 2 pairs)" in section
     assert '<p class="judge" id="judge">no judge ran</p>' in section
     assert '<span class="grade">answer key recall with 100.0% [100.0%–100.0%] · without 50.0%' in page
     keyless = render_html([_record(MISS, "with", 1, key=None)], base_dir=tmp_path)

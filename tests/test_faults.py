@@ -6,12 +6,12 @@ from __future__ import annotations
 
 import json
 import re
-import shutil
 import socket
 import sys
 from pathlib import Path
 
 import pytest
+from support.bwrap import needs_bwrap
 from support.sessions import api_error, with_clean, without_clean
 from support.small_disk import FILL_SOURCE, room_again, small_disk
 from support.standin import Project, entry
@@ -20,8 +20,6 @@ from pytest_agent_eval.harness.drivers.stream import run_streaming, unended
 from pytest_agent_eval.harness.relay import carried
 from pytest_agent_eval.harness.sandbox import sandbox_for
 from pytest_agent_eval.tool import CODEGRAPH
-
-needs_bwrap = pytest.mark.skipif(shutil.which("bwrap") is None, reason="bubblewrap is not installed")
 
 
 # -- signals ------------------------------------------------------------------------------------------------------

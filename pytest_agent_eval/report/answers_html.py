@@ -9,8 +9,8 @@ from typing import Any
 
 from pytest_agent_eval.metrics.figures import ANSWERS, FIGURES
 from pytest_agent_eval.report.aggregate import Aggregate
-from pytest_agent_eval.report.format import formatter, signed
 from pytest_agent_eval.report.grades import GRADE_FIGURE, STAND_IN_NOTE, answer_cell, judge_text
+from pytest_agent_eval.report.terminal import paired_cell
 
 COLUMNS = tuple(figure.name for figure in FIGURES.values() if figure.section == ANSWERS)
 
@@ -29,15 +29,12 @@ def answers_section(found: Aggregate) -> str:
         cells = "".join(f'<td data-figure="{c}">{_e(answer_cell(group, c))}</td>' for c in COLUMNS)
         rows.append(f"<tr><td>{_e(row.label)}</td><td>{_e(arm)}</td>{cells}</tr>")
     paired = []
-    show = formatter(GRADE_FIGURE)
     for row in found.rows:
         for arm, reference in found.pairs(row):
-            diff = found.paired(row, arm, reference, GRADE_FIGURE)
-            if diff is not None:
-                text = f"{signed(diff.mean, show)} [{signed(diff.low, show)}, {signed(diff.high, show)}]"
+            text = paired_cell(found, row, arm, reference, GRADE_FIGURE)  # the verdict's interval, its method named
+            if text is not None:
                 paired.append(
-                    f'<li data-entry="{_e(row.label)}">{_e(row.label)}: {_e(arm)} − {_e(reference)} '
-                    f"{_e(text)} ({len(diff.diffs)} pair(s))</li>"
+                    f'<li data-entry="{_e(row.label)}">{_e(row.label)}: {_e(arm)} − {_e(reference)} {_e(text)}</li>'
                 )
     stand_in = any((run.scores or {}).get("stand_in") for run in found.records)
     return (
@@ -48,7 +45,7 @@ def answers_section(found: Aggregate) -> str:
         + f'<div class="scroll"><table class="figures"><thead><tr>{head}</tr></thead>'
         + f"<tbody>{''.join(rows)}</tbody></table></div>"
         + (
-            f"<p>{_e(FIGURES[GRADE_FIGURE].label)}, paired run against run [95% bootstrap interval]:</p>"
+            f"<p>{_e(FIGURES[GRADE_FIGURE].label)}, paired run against run [95% interval]:</p>"
             f"<ul>{''.join(paired)}</ul>"
             if paired
             else ""
