@@ -26,6 +26,7 @@ never confirms a block of another item's prompt.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import sys
@@ -464,10 +465,13 @@ class _Handler(BaseHTTPRequestHandler):
         ``:countTokens`` by the counting model."""
         forward = getattr(self.server.backend, "forward_gemini", None)
         if callable(forward):  # the real API, through the harness's forwarder (pytest_agent_eval.model.google)
-            if method != COUNT:
-                with self.server.lock:
-                    self.server.requests.append(request)
-            self._relay(forward(self.path, request, dict(self.headers.items())))
+            relayed = functools.partial(forward, self.path, request, dict(self.headers.items()))
+            if method == COUNT:  # a token count is relayed as it comes, as the Messages forwarder's count_tokens
+                self._relay(relayed())
+                return
+            answered = self._tried(request, relayed)  # the harness's retry policy, as for Messages and Responses
+            if answered is not None:
+                self._relay(answered[0])
             return
         if method == COUNT:
             inner = request.get("generateContentRequest")
