@@ -1,13 +1,14 @@
 """Every forwarder to a real API (Messages, Responses, Gemini) is under the harness's one retry policy
 (docs/model-boundary.md, "The model's transient errors: one retry policy"): the API's 5xx and 429 (after its
-retry-after) are tried again, each try is in the request record, and a model that keeps failing is given up with an
-error no agent retries, naming the API's status and message. The upstream is a fake API on 127.0.0.1 that fails
-first, never the real one."""
+retry-after) and a connection closed before it answered are tried again, each try is in the request record, and a
+model that keeps failing is given up with an error no agent retries, naming the API's status and message. The
+upstream is a fake API on 127.0.0.1 that fails first, never the real one."""
 
 from __future__ import annotations
 
 import json
 import re
+import socket
 import urllib.error
 import urllib.request
 from collections.abc import Callable
@@ -139,3 +140,29 @@ def test_a_real_model_that_keeps_failing_is_given_up_naming_its_status_and_messa
     )
     last = read_requests(tmp_path / "r.jsonl")[-1]
     assert last["status"] == 400 and last["gave_up"] == reason
+
+
+@pytest.mark.parametrize("api", APIS, ids=[api.name for api in APIS])
+def test_an_api_that_closed_the_connection_without_answering_is_tried_again(api: Api, tmp_path: Path) -> None:
+    log = RequestLog()
+    with fake_api(lambda path, body: (api.answer, "text/event-stream"), [(0, b"", {})]) as upstream:
+        with serve(api.backend(upstream.url), retry=FAST, log=log) as server, log.into(tmp_path / "r.jsonl"):
+            status, body = _post(server.url, api)
+            errors = server.errors
+    assert (status, body) == (200, api.answer) and len(upstream.seen) == 2 and errors == []
+    first, answered = read_requests(tmp_path / "r.jsonl")
+    assert (first["status"], first["retried"], answered["status"]) == (0, 1, 200)
+    assert first["response"].startswith("could not be reached (Remote end closed connection without response")
+
+
+def test_an_api_that_cannot_be_reached_is_given_up_saying_so(tmp_path: Path) -> None:
+    with socket.socket() as closed:  # a loopback port nothing listens on
+        closed.bind(("127.0.0.1", 0))
+        url = f"http://127.0.0.1:{closed.getsockname()[1]}"
+    log = RequestLog()
+    with serve(APIS[2].backend(url), retry=FAST, log=log) as server, log.into(tmp_path / "r.jsonl"):
+        status, body = _post(server.url, APIS[2])
+        reason = log.gave_up
+    assert status == 400 and json.loads(body)["error"]["message"].startswith("agent-eval: the model kept failing")
+    assert reason is not None and reason.startswith("the model kept failing: could not be reached (")
+    assert "Connection refused" in reason and ", 3 tries over " in reason

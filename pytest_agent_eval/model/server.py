@@ -53,7 +53,7 @@ from .record import RequestLog
 from .refusal import gemini_refusal, refusal, responses_refusal
 from .responses import as_requested, assemble_response, output_items, read_turn, response_json, usage_json
 from .responses import stream_events as response_events
-from .retry import TRANSIENT_STATUSES, RetryPolicy
+from .retry import TRANSIENT_STATUSES, RetryPolicy, Unreachable
 from .sse import Reply, assemble, message_json, new_id, stream_events
 from .usage import PromptCount, UsageModel
 
@@ -131,7 +131,8 @@ class Truth:
 class Hit:
     """One HTTP request the server received (any path), for reports on what a client calls.
 
-    ``status`` 0 means it was never answered (a ``hang`` fault), or a try the retry policy made was cut (``break``)."""
+    ``status`` 0 means it was never answered (a ``hang`` fault), or a try the retry policy made was cut (``break``)
+    or could not reach the real API (:class:`~.retry.Unreachable`)."""
 
     method: str
     path: str
@@ -344,6 +345,11 @@ class _Handler(BaseHTTPRequestHandler):
             if failed is None:
                 try:
                     reply = produce()
+                except Unreachable as error:  # the real API, through a forwarder: transient under a policy
+                    if policy is None:
+                        self._backend_failed()
+                        return None
+                    failed = 0, str(error), None
                 except Exception:
                     self._backend_failed()
                     return None
@@ -368,7 +374,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _give_up(self, status: int, body: Any, fault: str | None, tries: int, spent_s: float) -> None:
         """The model kept failing: an error no agent retries (HTTP 400) naming the model's last status and
         message, also kept in the request log (``gave_up``, and RequestLog.gave_up for the harness)."""
-        said = _error_text(body) if status else "its stream was cut"
+        said = _error_text(body) if status else body or "its stream was cut"  # a forwarder's Unreachable says why
         last = f"HTTP {status} ({said})" if status else said
         reason = f"the model kept failing: {last}, {tries} tries over {spent_s:.1f}s"
         self.server.log.gave_up = reason

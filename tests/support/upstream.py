@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from typing import Any
 
 Answer = Callable[[str, Any], tuple[bytes, str]]  # (path, body) → (the answer's bytes, its content type)
-Failure = tuple[int, bytes, dict[str, str]]  # an error's status, JSON body and headers (retry-after)
+Failure = tuple[int, bytes, dict[str, str]]  # an error's status (0: no answer), JSON body and headers (retry-after)
 
 
 @dataclass
@@ -45,6 +45,9 @@ def fake_api(answer: Answer, failures: Sequence[Failure] = ()) -> Iterator[Upstr
                 kind = "application/json"
             else:
                 data, kind = answer(self.path, body)
+            if status == 0:  # the connection closed before any answer
+                self.close_connection = True
+                return
             self.send_response(status)
             for name, value in headers.items():
                 self.send_header(name, value)
