@@ -2,7 +2,7 @@
 
 The model server (stand-in or forwarder) stands between every agent and its model, so it is where a transient
 failure of the model — HTTP 5xx, a 429 (waited out as its ``retry-after`` says), a stream cut before it reached the
-agent, a real API a forwarder could not reach (:class:`Unreachable`) — is retried: the agent sees the answer of a
+agent, a real API a forwarder could not reach (``server.Unreachable``) — is retried: the agent sees the answer of a
 later try, after a short, bounded wait, whichever CLI it is and however that CLI's own retries are set. Every try
 the server retried is in the request record (``retried``: the try's number), so the item's ``api_retries`` counts
 it (docs/usage.md, "When something goes wrong").
@@ -18,11 +18,6 @@ from dataclasses import dataclass
 
 # What the server retries: the API's transient statuses (overloaded, rate-limited, its own errors, a gateway's).
 TRANSIENT_STATUSES = frozenset({429, 500, 502, 503, 504, 529})
-
-
-class Unreachable(Exception):
-    """A forwarder could not reach the real API (a connection refused, or closed before it answered): transient, as
-    its 5xx are. A timeout is not one: the server does not retry a model that does not answer."""
 
 
 @dataclass(frozen=True)

@@ -53,7 +53,7 @@ from .record import RequestLog
 from .refusal import gemini_refusal, refusal, responses_refusal
 from .responses import as_requested, assemble_response, output_items, read_turn, response_json, usage_json
 from .responses import stream_events as response_events
-from .retry import TRANSIENT_STATUSES, RetryPolicy, Unreachable
+from .retry import TRANSIENT_STATUSES, RetryPolicy
 from .sse import Reply, assemble, message_json, new_id, stream_events
 from .usage import PromptCount, UsageModel
 
@@ -70,6 +70,11 @@ class Passthrough:
     status: int
     headers: dict[str, str]
     body: Iterator[bytes]
+
+
+class Unreachable(Exception):
+    """A forwarder could not reach the real API (a connection refused, or closed before it answered): transient, as
+    its 5xx are. A timeout is not one: the server does not retry a model that does not answer."""
 
 
 class Backend(Protocol):
@@ -132,7 +137,7 @@ class Hit:
     """One HTTP request the server received (any path), for reports on what a client calls.
 
     ``status`` 0 means it was never answered (a ``hang`` fault), or a try the retry policy made was cut (``break``)
-    or could not reach the real API (:class:`~.retry.Unreachable`)."""
+    or could not reach the real API (:class:`Unreachable`)."""
 
     method: str
     path: str

@@ -13,8 +13,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from .retry import Unreachable
-from .server import Passthrough
+from .server import Passthrough, Unreachable
 
 
 def checked_url(url: str, setting: str) -> str:

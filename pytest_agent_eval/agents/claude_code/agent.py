@@ -46,16 +46,16 @@ AGENT_ENV = {
     "ENABLE_TOOL_SEARCH": "false",
     "CLAUDE_CODE_ENABLE_TASKS": "false",
 }
-# The CLI only needs *a* key to talk to the harness's loopback server (a stand-in, or the forwarder that adds the
-# real one outside the sandbox); a real key never goes into the agent's environment. Nor does any other way to
-# one: CLAUDE_CONFIG_DIR (the user's own hooks and apiKeyHelper), CLAUDE_CODE_OAUTH_TOKEN, ANTHROPIC_AUTH_TOKEN,
-# CLAUDE_CODE_USE_BEDROCK or _VERTEX are not in the allow-list (harness.drivers.ALLOWED_ENV).
-STANDIN_API_KEY = "sk-ant-agent-eval-local-stand-in"
 # No retries of the CLI's own, as Codex and Gemini CLI are configured: the harness's model server retries the model's
 # transient errors for every agent, and what it cannot retry (its own port unreachable, a request left unanswered, a
 # stream cut after it reached the agent) ends the turn rather than wait out Claude Code's 10 retries' back-off
 # (docs/model-boundary.md). CLAUDE_CODE_MAX_RETRIES in the harness's environment still sets it (passed_env).
 OWN_RETRIES = {"CLAUDE_CODE_MAX_RETRIES": "0"}
+# The CLI only needs *a* key to talk to the harness's loopback server (a stand-in, or the forwarder that adds the
+# real one outside the sandbox); a real key never goes into the agent's environment. Nor does any other way to
+# one: CLAUDE_CONFIG_DIR (the user's own hooks and apiKeyHelper), CLAUDE_CODE_OAUTH_TOKEN, ANTHROPIC_AUTH_TOKEN,
+# CLAUDE_CODE_USE_BEDROCK or _VERTEX are not in the allow-list (harness.drivers.ALLOWED_ENV).
+STANDIN_API_KEY = "sk-ant-agent-eval-local-stand-in"
 
 
 @dataclass(frozen=True)
