@@ -124,6 +124,28 @@ def test_claude_codes_environment_passes_no_credential() -> None:
     assert "CLAUDE_CONFIG_DIR" not in env and env["CLAUDE_CODE_MAX_RETRIES"] == "2" and env["LC_ALL"] == "C"
 
 
+def test_no_agent_retries_the_model_on_its_own_but_opencode_which_has_no_setting_for_it() -> None:
+    """What the harness's model server cannot retry (its port unreachable, a request unanswered, a stream cut after
+    it reached the agent) ends the turn the same way for every agent that can be told so: no retry of the CLI's own
+    (docs/model-boundary.md, "What each CLI retries by itself")."""
+    import tomllib
+
+    from pytest_agent_eval.agents.codex.config import PROVIDER, config_toml
+    from pytest_agent_eval.agents.gemini.config import settings_json
+    from pytest_agent_eval.agents.opencode import OPENCODE
+    from pytest_agent_eval.agents.opencode.config import config_json
+
+    url = "http://127.0.0.1:5"
+    assert CLAUDE_CODE.process_environment({"PATH": "/bin"}, url)["CLAUDE_CODE_MAX_RETRIES"] == "0"
+    provider = tomllib.loads(config_toml(url, "m", []))["model_providers"][PROVIDER]
+    assert (provider["request_max_retries"], provider["stream_max_retries"]) == (0, 0)
+    general = json.loads(settings_json([]))["general"]
+    assert (general["maxAttempts"], general["retryFetchErrors"]) == (1, False)
+    # OpenCode 1.18.33's own retries (5, waiting 2 s doubling to 30 s) are constants of its bundle: nothing is set
+    said = json.dumps([config_json(url, [], "cg", "denied"), OPENCODE.process_environment({"PATH": "/bin"}, url)])
+    assert "retr" not in said.lower()
+
+
 # -- an item's life without pytest, with an agent of a project's own ------------------------------------------
 STUB_CLI = f"#!{sys.executable}\nprint('stub 1.0.0')\n"
 

@@ -217,8 +217,8 @@ def test_two_turns_via_resume_restart_the_policy_on_the_new_question(sandbox: Sa
 
 
 def test_http_500_is_retried_and_the_run_completes(sandbox: Sandbox) -> None:
-    with serve(make_backend("scripted"), faults={1: "500"}) as server:
-        run = sandbox.run(server, QUESTION)
+    with serve(make_backend("scripted"), faults={1: "500"}) as server:  # the CLI's own retries, the harness's 0 lifted
+        run = sandbox.run(server, QUESTION, CLAUDE_CODE_MAX_RETRIES="2")
     assert run.result["is_error"] is False and run.result["subtype"] == "success"
     retries = run.of_type("system", "api_retry")
     assert [(r["attempt"], r["error_status"], r["error"]) for r in retries] == [(1, 500, "server_error")]
@@ -240,7 +240,7 @@ def test_persistent_500_ends_the_run_as_an_api_error_after_max_retries(sandbox: 
 
 def test_a_broken_stream_and_a_hanging_request_are_retried(sandbox: Sandbox) -> None:
     with serve(make_backend("scripted"), faults={1: "break", 3: "hang"}) as server:
-        run = sandbox.run(server, QUESTION, API_TIMEOUT_MS="3000")
+        run = sandbox.run(server, QUESTION, API_TIMEOUT_MS="3000", CLAUDE_CODE_MAX_RETRIES="2")
     assert run.result["is_error"] is False
     retries = run.of_type("system", "api_retry")
     assert [(r["error_status"], r["error"]) for r in retries] == [(None, "unknown"), (None, "unknown")]

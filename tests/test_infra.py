@@ -406,6 +406,7 @@ def test_real_cli_a_hanging_request_is_retried_and_the_turn_flagged_stalled(tmp_
     with serve(make_backend("scripted"), faults={1: "hang"}) as server:
         env = CLAUDE_CODE.process_environment(base, server.url)
         env["API_TIMEOUT_MS"] = "8000"
+        env["CLAUDE_CODE_MAX_RETRIES"] = "2"  # the CLI's own retries, which the harness sets to 0
         run = run_headless(
             ["How does res.send work?"], label="w-1", out_dir=tmp_path / "out", cwd=tmp_path, env=env, options=options
         )

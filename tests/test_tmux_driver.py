@@ -673,7 +673,7 @@ class TestRealCliInTmux:
         2.1.332 gives up on a request that never answers after 360 s, and on a stream that stops arriving after
         300 s (its stream idle floor) — then retrying without an api_retry event in stream-json."""
         with serve(make_backend("scripted"), faults={1: "hang"}) as server:
-            record = sandbox.run(server, [QUESTION], stall_s=4.0, API_TIMEOUT_MS="6000")
+            record = sandbox.run(server, [QUESTION], stall_s=4.0, API_TIMEOUT_MS="6000", CLAUDE_CODE_MAX_RETRIES="2")
         print(f"hanging request: silent {record.longest_silence_s[0]:.1f}s after {record.silence_after[0]}")
         assert [h.fault for h in server.hits][:2] == ["hang", None]
         assert record.api_retries == [1] and record.silence_after == ["api-request"]  # waiting on the model

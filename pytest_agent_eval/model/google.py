@@ -4,7 +4,9 @@ Gemini CLI in the sandbox talks to the harness's loopback server (:mod:`.server`
 (``GEMINI_API_KEY`` in its environment is not a real one); this backend sends each Gemini API request
 on to the API with the real key — ``x-goog-api-key`` from the harness's ``GEMINI_API_KEY`` — and relays the answer
 untouched (usage included). Only the client's ``user-agent`` and ``x-goog-api-client`` headers pass; its own key
-never does. The API is ``GOOGLE_GEMINI_BASE_URL`` of the harness's environment (the public API when unset).
+never does. The API is ``GOOGLE_GEMINI_BASE_URL`` of the harness's environment (the public API when unset). Its
+transient errors (5xx, 429) are tried again by the server under the harness's retry policy (:mod:`.retry`), as the
+Messages and Responses forwarders' are; a token count is relayed as it comes.
 
 It is an allow-list (:meth:`GeminiForwarder.forward_refusal`): only what Gemini CLI needs — ``streamGenerateContent``
 (query ``alt=sse``), ``generateContent`` and ``countTokens`` of the configured model (the ``-m`` the agent is run

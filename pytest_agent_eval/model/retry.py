@@ -2,9 +2,10 @@
 
 The model server (stand-in or forwarder) stands between every agent and its model, so it is where a transient
 failure of the model — HTTP 5xx, a 429 (waited out as its ``retry-after`` says), a stream cut before it reached the
-agent — is retried: the agent sees the answer of a later try, after a short, bounded wait, whichever CLI it is
-and however that CLI's own retries are set. Every try the server retried is in the request record (``retried``:
-the try's number), so the item's ``api_retries`` counts it (docs/usage.md, "When something goes wrong").
+agent, a real API a forwarder could not reach (``server.Unreachable``) — is retried: the agent sees the answer of a
+later try, after a short, bounded wait, whichever CLI it is and however that CLI's own retries are set. Every try
+the server retried is in the request record (``retried``: the try's number), so the item's ``api_retries`` counts
+it (docs/usage.md, "When something goes wrong").
 
 When the tries are spent the server gives up with an error no agent retries on its own clock (HTTP 400, naming the
 model's status and message and how many tries took how long): the item ends at once as an infrastructure error that

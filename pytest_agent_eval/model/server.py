@@ -26,6 +26,7 @@ never confirms a block of another item's prompt.
 from __future__ import annotations
 
 import contextlib
+import functools
 import json
 import os
 import sys
@@ -70,6 +71,11 @@ class Passthrough:
     status: int
     headers: dict[str, str]
     body: Iterator[bytes]
+
+
+class Unreachable(Exception):
+    """A forwarder could not reach the real API (a connection refused, or closed before it answered): transient, as
+    its 5xx are. A timeout is not one: the server does not retry a model that does not answer."""
 
 
 class Backend(Protocol):
@@ -131,7 +137,8 @@ class Truth:
 class Hit:
     """One HTTP request the server received (any path), for reports on what a client calls.
 
-    ``status`` 0 means it was never answered (a ``hang`` fault), or a try the retry policy made was cut (``break``)."""
+    ``status`` 0 means it was never answered (a ``hang`` fault), or a try the retry policy made was cut (``break``)
+    or could not reach the real API (:class:`Unreachable`)."""
 
     method: str
     path: str
@@ -344,6 +351,11 @@ class _Handler(BaseHTTPRequestHandler):
             if failed is None:
                 try:
                     reply = produce()
+                except Unreachable as error:  # the real API, through a forwarder: transient under a policy
+                    if policy is None:
+                        self._backend_failed()
+                        return None
+                    failed = 0, str(error), None
                 except Exception:
                     self._backend_failed()
                     return None
@@ -368,7 +380,7 @@ class _Handler(BaseHTTPRequestHandler):
     def _give_up(self, status: int, body: Any, fault: str | None, tries: int, spent_s: float) -> None:
         """The model kept failing: an error no agent retries (HTTP 400) naming the model's last status and
         message, also kept in the request log (``gave_up``, and RequestLog.gave_up for the harness)."""
-        said = _error_text(body) if status else "its stream was cut"
+        said = _error_text(body) if status else body or "its stream was cut"  # a forwarder's Unreachable says why
         last = f"HTTP {status} ({said})" if status else said
         reason = f"the model kept failing: {last}, {tries} tries over {spent_s:.1f}s"
         self.server.log.gave_up = reason
@@ -469,10 +481,13 @@ class _Handler(BaseHTTPRequestHandler):
         ``:countTokens`` by the counting model."""
         forward = getattr(self.server.backend, "forward_gemini", None)
         if callable(forward):  # the real API, through the harness's forwarder (pytest_agent_eval.model.google)
-            if method != COUNT:
-                with self.server.lock:
-                    self.server.requests.append(request)
-            self._relay(forward(self.path, request, dict(self.headers.items())))
+            relayed = functools.partial(forward, self.path, request, dict(self.headers.items()))
+            if method == COUNT:  # a token count is relayed as it comes, as the Messages forwarder's count_tokens
+                self._relay(relayed())
+                return
+            answered = self._tried(request, relayed)  # the harness's retry policy, as for Messages and Responses
+            if answered is not None:
+                self._relay(answered[0])
             return
         if method == COUNT:
             inner = request.get("generateContentRequest")

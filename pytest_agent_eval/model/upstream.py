@@ -13,7 +13,7 @@ from collections.abc import Iterator, Mapping
 from typing import Any
 from urllib.parse import unquote, urlsplit
 
-from .server import Passthrough
+from .server import Passthrough, Unreachable
 
 
 def checked_url(url: str, setting: str) -> str:
@@ -56,12 +56,18 @@ def forwarder_description(base_url: str) -> str:
 
 
 def post(url: str, request: dict[str, Any], headers: Mapping[str, str], timeout: float) -> Passthrough:
-    """POST ``request`` as JSON to ``url`` with exactly ``headers``; the answer as it came."""
+    """POST ``request`` as JSON to ``url`` with exactly ``headers``; the answer as it came. :class:`Unreachable` when
+    no answer came (a timeout is raised as it is)."""
     upstream = urllib.request.Request(url, data=json.dumps(request).encode(), headers=dict(headers), method="POST")
     try:
         response = urllib.request.urlopen(upstream, timeout=timeout)
     except urllib.error.HTTPError as error:
         return Passthrough(error.code, dict(error.headers), iter([error.read()]))
+    except (urllib.error.URLError, ConnectionError) as error:
+        reason = getattr(error, "reason", error)
+        if isinstance(reason, TimeoutError):
+            raise
+        raise Unreachable(f"could not be reached ({reason})") from error
     return Passthrough(response.status, dict(response.headers), _chunks(response))
 
 

@@ -46,6 +46,11 @@ AGENT_ENV = {
     "ENABLE_TOOL_SEARCH": "false",
     "CLAUDE_CODE_ENABLE_TASKS": "false",
 }
+# No retries of the CLI's own, as Codex and Gemini CLI are configured: the harness's model server retries the model's
+# transient errors for every agent, and what it cannot retry (its own port unreachable, a request left unanswered, a
+# stream cut after it reached the agent) ends the turn rather than wait out Claude Code's 10 retries' back-off
+# (docs/model-boundary.md). CLAUDE_CODE_MAX_RETRIES in the harness's environment still sets it (passed_env).
+OWN_RETRIES = {"CLAUDE_CODE_MAX_RETRIES": "0"}
 # The CLI only needs *a* key to talk to the harness's loopback server (a stand-in, or the forwarder that adds the
 # real one outside the sandbox); a real key never goes into the agent's environment. Nor does any other way to
 # one: CLAUDE_CONFIG_DIR (the user's own hooks and apiKeyHelper), CLAUDE_CODE_OAUTH_TOKEN, ANTHROPIC_AUTH_TOKEN,
@@ -80,6 +85,9 @@ class ClaudeCode(CodingAgent):
 
     def environment(self, model_url: str) -> dict[str, str]:
         return {**AGENT_ENV, "ANTHROPIC_BASE_URL": model_url, "ANTHROPIC_API_KEY": STANDIN_API_KEY}
+
+    def process_environment(self, base: Mapping[str, str], model_url: str) -> dict[str, str]:
+        return {**OWN_RETRIES, **super().process_environment(base, model_url)}  # the harness's own setting wins
 
     def configure(self, setup: AgentSetup) -> AgentConfig:
         from pytest_agent_eval.agents.claude_code.deny import write_hook_settings
