@@ -1,0 +1,207 @@
+"""The command matcher alone (docs/metrics/contamination.md, "The command matcher"): each form below pins one branch
+of ``invokes_cli``, most in pairs, a command that runs the CLI beside a near one that only names it, so a rule
+made looser or stricter fails here. tests/test_cli_block.py holds the forms the hook, the matcher and the metric
+must all agree on; these are the matcher's own parsing, fast enough to run on every mutant
+(``python bench/mutation.py tool/cli_matcher.py``, docs/benchmarks.md, "Mutation testing")."""
+
+from __future__ import annotations
+
+import pytest
+
+from pytest_agent_eval.tool.cli_matcher import _MAX_DEPTH, invokes_cli
+
+RUNS = [
+    # assignments: `+=` appends to what the variable holds, as bash does; export and readonly set it as well
+    'CG=codegraph; CG+=""; $CG explore x',
+    "CG=code; CG+=graph; $CG explore x",
+    "export CG=code; export CG+=graph; $CG x",
+    "readonly CG=codegraph; $CG x",
+    "CG=codegraph; ${CG} x",
+    # package runners: the package option, the inline command, the operand after `--`, a scoped and versioned name
+    "npx -p @colbymchenry/codegraph cg explore x",
+    "npx --package @colbymchenry/codegraph@1.6.1 cg x",
+    "npx --package=codegraph@latest cg x",
+    "npx -c 'codegraph explore x'",
+    "npx --call 'codegraph explore x'",
+    "npx --call='codegraph explore x'",
+    "npx -y -- @colbymchenry/codegraph explore x",
+    "npx ./node_modules/.bin/codegraph explore x",
+    "npm exec codegraph explore x",
+    "npm x codegraph x",
+    "pnpm dlx codegraph x",
+    "yarn exec codegraph x",
+    "bunx codegraph x",
+    "pnpx codegraph x",
+    "bun x codegraph x",
+    # node, deno and bun: the script after `run` and the options that take a value; inline code that spawns it
+    "deno run --allow-all /opt/cg/codegraph.js explore x",
+    "bun run /opt/cg/codegraph.js explore x",
+    "bun /opt/cg/codegraph.js explore x",
+    "node -r ts-node/register /opt/cg/codegraph.js explore x",
+    "node --require=tsx /opt/cg/codegraph.js x",
+    "node -- /opt/cg/codegraph.js x",
+    "node $(which codegraph) explore x",
+    "node -e \"require('child_process').execSync('codegraph explore x')\"",
+    "node --print \"require('codegraph')\"",
+    "node /opt/codegraph/dist/cli.js x",  # a file inside the package's folder
+    # other interpreters' inline code, and a script fed on stdin
+    "perl -E 'system(\"codegraph explore x\")'",
+    "php -r 'exec(\"codegraph explore x\");'",
+    "ruby -e '`codegraph explore x`'",
+    "python3.12 -c \"import os; os.system('codegraph explore x')\"",
+    "echo \"import os; os.system('codegraph x')\" | python3",
+    "echo \"import os; os.system('codegraph x')\" | python3 -",
+    # shells: options with a value, combined flags, a script path, stdin
+    "bash -o pipefail -c 'codegraph explore x'",
+    "bash --rcfile /dev/null -c 'codegraph x'",
+    "sh -ec 'codegraph explore x'",
+    "bash -- /opt/cg/bin/codegraph explore x",
+    "sh /dev/stdin <<< 'codegraph x'",
+    "cp /opt/cg/bin/codegraph ./cg.sh; bash ./cg.sh x",
+    # wrappers and their options that take a value
+    "xargs -I {} codegraph explore {}",
+    "find . -name '*.ts' | xargs -n 1 codegraph explore",
+    "sudo -u root codegraph x",
+    "timeout -s KILL 10 codegraph x",
+    "timeout 10 codegraph x",
+    "nice -n 5 codegraph x",
+    "stdbuf -o L codegraph x",
+    "exec -a name codegraph x",
+    "time -f %e codegraph x",
+    "watch -n 1 codegraph x",
+    "command codegraph x",
+    "command -p codegraph x",
+    "nohup codegraph x &",
+    "env -u HOME codegraph x",
+    "env -C /tmp codegraph x",
+    "env -- codegraph x",
+    "env --split-string='codegraph explore x'",
+    "env --split-string 'codegraph explore x'",
+    "find . -exec codegraph explore {} \\;",
+    "find . -exec ls {} + -exec codegraph x \\;",
+    "function f { codegraph x; }",
+    "! codegraph x",
+    "case x in a) codegraph x;; esac",
+    "eval codegraph x",
+    # names made for it
+    "pushd /opt/cg/bin && ./codegraph x",
+    "install -m 755 /opt/cg/bin/codegraph /usr/local/bin/cg; cg x",
+    "mv codegraph cg; ./cg x",
+    "ln -s /opt/codegraph/cli.js y; ./y x",
+    "alias cg='codegraph'; cg x",
+    "node_modules/@colbymchenry/codegraph/dist/bin/cli.js x",
+    # the lexer: a substitution after an escape, a heredoc followed by more commands, line continuations, quoting
+    "echo $(echo \\( ; codegraph x)",
+    "cat <<EOF\nhello\nEOF\ncodegraph explore y",
+    "cat <<-EOF\n\tcodegraph x\n\tEOF\ncodegraph explore y",
+    "cat <<A <<B\na\nA\nb\nB\ncodegraph x",
+    "code\\\ngraph explore x",
+    "$'codegraph' explore x",
+    '$"codegraph" explore x',
+    "echo $((1+2)); codegraph x",
+    'echo "$(codegraph x)"',
+    'echo "`codegraph x`"',
+    'echo "\\$HOME $(codegraph x)"',
+    "2>/dev/null codegraph x",
+    "&>/dev/null codegraph x",
+    "codegraph x &>/dev/null",
+    # what echo / printf / cat print, piped to a shell
+    "printf -- 'codegraph x' | sh",
+    "echo -n 'codegraph x' | sh",
+    "printf '%s %s\\n' codegraph x | sh",
+    "printf '%s\\n' 'echo hi' 'codegraph x' | sh",  # the format is used again while arguments remain
+    "printf '%b' 'echo\\ncodegraph x' | sh",
+    "printf '100%%\\ncodegraph x' | sh",
+    "echo 'codegraph\\tx' | sh",
+    "echo 'echo a\\\\b\\ncodegraph x' | sh",
+    "echo 'codegraph x' | cat - | sh",
+    "A=1 echo 'codegraph x' | sh",
+]
+
+DOES_NOT_RUN = [
+    "CG=codegraph; CG=''; $CG explore x",  # `=` replaces
+    "CG=code; CG+=graph; echo $CG",
+    "npx -p other-tool other codegraph",
+    "npx --call 'echo codegraph'",
+    "npx other codegraph",
+    "npm run codegraph",
+    "npm exec -- other codegraph",
+    "node --version",
+    "node -e \"console.log('codegraph')\"",
+    "node -r codegraph.js app.js",  # the option's value is a module, not the script
+    "deno run app.js codegraph",
+    "vendor/codegraph/cli.js x",  # a file in a folder of that name, outside node_modules, is not its bin script
+    "ruby -e 'puts \"codegraph\"'",
+    "python3 -c 'print(\"codegraph\")'",
+    "echo \"import os; os.system('codegraph x')\" | python3 script.py",
+    "bash script.sh codegraph",
+    "bash -o codegraph script.sh",
+    "sh -e script.sh 'codegraph x'",
+    "xargs -I codegraph echo codegraph",
+    "sudo -u codegraph whoami",
+    "timeout -s codegraph 10 ls",
+    "timeout 10 echo codegraph",
+    "watch -n 1 ls codegraph",
+    "command -V codegraph",
+    "env -u codegraph ls",
+    "env -S",
+    "env --split-string='echo codegraph'",
+    "env FOO=codegraph ls",
+    "find . -exec grep codegraph {} \\;",
+    "find . -name codegraph",
+    "function codegraph { ls; }",
+    "test -x codegraph && echo ok",
+    "[ -x codegraph ]",
+    "cp notes.txt backup; backup x codegraph",
+    "alias ll='ls -l'; ll codegraph",
+    "ls $(which codegraph)",
+    "echo $(echo \\)) codegraph",
+    "echo hi # codegraph x",
+    "echo 2>codegraph",
+    "cat <<EOF\ncodegraph x\nEOF\necho done",
+    "printf -v var 'codegraph x' | sh",
+    "printf | sh",
+    "cat file | sh",
+    "echo 'codegraph x' | cat notes | sh",
+    "echo 'echo codegraph' | sh",
+]
+
+
+@pytest.mark.parametrize("command", RUNS)
+def test_runs_the_cli(command):
+    assert invokes_cli(command)
+
+
+@pytest.mark.parametrize("command", DOES_NOT_RUN)
+def test_only_names_the_cli(command):
+    assert not invokes_cli(command)
+
+
+def test_an_appending_assignment_is_not_a_replacing_one():
+    """bash runs ``$CG`` as the CLI after ``CG+=""``: the matcher must too (it read ``+=`` as ``=``)."""
+    assert invokes_cli('CG=codegraph; CG+=""; $CG explore x')
+    assert not invokes_cli('CG=codegraph; CG=""; $CG explore x')
+
+
+def test_nesting_is_followed_to_its_depth_limit_and_no_further():
+    """The depth limit bounds the recursion on hostile input (a command nested without end): the last level it
+    follows still counts, the next is left to the contamination metric (docs/metrics/contamination.md)."""
+    assert invokes_cli("eval " * _MAX_DEPTH + "codegraph x")
+    assert not invokes_cli("eval " * (_MAX_DEPTH + 1) + "codegraph x")
+
+
+def test_a_glob_must_spell_at_least_half_the_name():
+    """``abc*`` spells half of ``abcdef`` (literal characters ≥ half the name); ``ab*`` less."""
+    assert invokes_cli("abc* x", cli="abcdef")
+    assert not invokes_cli("ab* x", cli="abcdef")
+
+
+def test_a_name_with_a_slash_or_an_equals_sign_is_not_taken_by_the_shortcut():
+    """The first-word shortcut is only for a plain name: ``bin/cg`` as a CLI name is a path, not a command word."""
+    assert not invokes_cli("bin/cg x", cli="bin/cg")
+    assert not invokes_cli("a=b x", cli="a=b")
+    assert not invokes_cli("if x", cli="if")
+    assert not invokes_cli("test x", cli="test")
+    assert not invokes_cli("export x", cli="export")
+    assert not invokes_cli("", cli="codegraph")
+    assert not invokes_cli("codegraph x", cli="")
