@@ -12,8 +12,8 @@ each mutant's tests are stopped after mutmut's time limit (a multiple of their c
 and one mutant runs at a time (``--jobs``).
 
 Each module is mutated in a scratch copy of the package and its tests (``$TMPDIR/pytest-agent-eval-mutation/``,
-never the work tree), and prints its score, killed (or timed out) over the mutants tested, and every survivor as the line it
-changed. A survivor that no input can tell from the original is *equivalent*: its judgement is kept in
+never the work tree), and prints its score, killed (or timed out) over the mutants tested, and every survivor as
+the line it changed. A survivor that no input can tell from the original is *equivalent*: its judgement is kept in
 bench/mutation.yaml (the function and the mutated line, and why), and printed under it. A judgement whose line no
 longer survives is reported stale. The scores and the date go in docs/benchmarks.md, "Mutation testing".
 """
@@ -204,14 +204,33 @@ def judge(score: Score, path: Path, config: dict[str, Any]) -> None:
     score.stale = [j for n, j in enumerate(kept) if n not in used]
 
 
-def run(path: Path, config: dict[str, Any], jobs: int) -> Score:
+def refresh_tests(folder: Path) -> None:
+    """The tests as they are now, in place of the copy the last run made (mutmut collects the new ones' stats)."""
+    shutil.rmtree(folder / "tests")
+    shutil.copytree(REPO / "tests", folder / "tests", ignore=shutil.ignore_patterns("__pycache__", "*.pyc"))
+
+
+def run(path: Path, config: dict[str, Any], jobs: int, again: bool = False, last: bool = False) -> Score:
     tests = test_files(path, config)
     folder = SCRATCH / dotted(path)
     score = Score(str(path), tests)
     print(f"== {path}: mutating against {len(tests)} test file(s): {' '.join(tests)}", flush=True)
     started = time.monotonic()
-    prepare(path, tests, config, folder)
-    mutmut(folder, "run", "--max-children", str(jobs), progress=True)
+    copied = folder / path
+    if last and (folder / "mutants" / f"{path}.meta").is_file():
+        print("   the last run's results, judged again", flush=True)
+    elif again and copied.is_file() and copied.read_bytes() == (REPO / path).read_bytes():
+        # The module as the last run mutated it: only what survived then can change its status now.
+        refresh_tests(folder)
+        left = [name for name, status in statuses(folder, path).items() if status not in KILLED | {"skipped"}]
+        print(f"   again: the last run's {len(left)} survivor(s) against the tests as they are now", flush=True)
+        if left:
+            mutmut(folder, "run", "--max-children", str(jobs), *left, progress=True)
+    else:
+        if again:
+            print("   again: the module changed since the last run (or none was made): every mutant", flush=True)
+        prepare(path, tests, config, folder)
+        mutmut(folder, "run", "--max-children", str(jobs), progress=True)
     score.seconds = time.monotonic() - started
     found = statuses(folder, path)
     for status in found.values():
@@ -252,6 +271,12 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("modules", nargs="+", metavar="MODULE", help="e.g. metrics/sufficiency.py")
     parser.add_argument("--jobs", type=int, default=1, help="mutants run side by side (default 1: shared cores)")
     parser.add_argument("--json", type=Path, help="also write the scores and survivors here")
+    parser.add_argument(
+        "--again",
+        action="store_true",
+        help="after adding tests: re-run only the last run's survivors (when the module itself is unchanged)",
+    )
+    parser.add_argument("--last", action="store_true", help="print the last run's results again, judged anew")
     args = parser.parse_args(argv)
     try:
         import mutmut  # noqa: F401
@@ -261,7 +286,7 @@ def main(argv: list[str] | None = None) -> int:
     paths = [module_path(name) for name in args.modules]
     scores = []
     for path in paths:
-        scores.append(run(path, config, args.jobs))
+        scores.append(run(path, config, args.jobs, args.again, args.last))
         print(report(scores[-1]), flush=True)
     print(f"\n{time.strftime('%Y-%m-%d')}, mutmut {_version()}:")
     for score in scores:
