@@ -251,7 +251,7 @@ def mutant_order(name: str) -> tuple[str, int]:
 
 def report(score: Score) -> str:
     counts = ", ".join(f"{n} {status}" for status, n in sorted(score.counts.items()))
-    judged = sum(1 for s in score.survivors if s.judgement)
+    judged = sum(1 for s in score.survivors if s.judgement and not s.judgement.startswith("NOT equivalent"))
     lines = [
         f"{score.module}: {score.score:.1f}% ({score.killed}/{score.tested} killed; {counts}; "
         f"{len(score.survivors)} not killed, {judged} judged equivalent; {score.seconds:.0f} s)"
@@ -260,7 +260,8 @@ def report(score: Score) -> str:
         change = f"{' / '.join(s.removed) or '?'}  ->  {' / '.join(s.added) or '(removed)'}"
         lines.append(f"  {s.status:9} {s.function}: {change}")
         if s.judgement:
-            lines.append(f"            # equivalent: {s.judgement}")
+            said = s.judgement if s.judgement.startswith("NOT equivalent") else f"equivalent: {s.judgement}"
+            lines.append(f"            # {said}")
     for j in score.stale:
         lines.append(f"  stale judgement ({j['function']}: {j['line']}): no such survivor now")
     return "\n".join(lines)
