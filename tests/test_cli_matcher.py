@@ -7,6 +7,7 @@ must all agree on; these are the matcher's own parsing, fast enough to run on ev
 from __future__ import annotations
 
 import pytest
+from support.cli_forms import INVOCATIONS, MENTIONS
 
 from pytest_agent_eval.tool.cli_matcher import _MAX_DEPTH, invokes_cli
 
@@ -167,12 +168,12 @@ DOES_NOT_RUN = [
 ]
 
 
-@pytest.mark.parametrize("command", RUNS)
+@pytest.mark.parametrize("command", RUNS + INVOCATIONS)
 def test_runs_the_cli(command):
     assert invokes_cli(command)
 
 
-@pytest.mark.parametrize("command", DOES_NOT_RUN)
+@pytest.mark.parametrize("command", DOES_NOT_RUN + MENTIONS)
 def test_only_names_the_cli(command):
     assert not invokes_cli(command)
 
