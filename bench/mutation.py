@@ -188,7 +188,11 @@ def diff_lines(text: str) -> tuple[list[str], list[str]]:
 
 
 def function_of(name: str) -> str:
-    return re.sub(r"__mutmut_\d+$", "", name.rsplit(".", 1)[-1]).removeprefix("x_").replace("ǁ", ".")
+    """``….x_f__mutmut_3`` → ``f``; a method's ``….xǁClassǁmethod__mutmut_3`` → ``Class.method``."""
+    mangled = re.sub(r"__mutmut_\d+$", "", name.rsplit(".", 1)[-1])
+    if mangled.startswith("xǁ"):
+        return mangled.removeprefix("xǁ").replace("ǁ", ".")
+    return mangled.removeprefix("x_")
 
 
 def judge(score: Score, path: Path, config: dict[str, Any]) -> None:
