@@ -116,9 +116,12 @@ def importers(path: Path) -> list[str]:
     )
 
 
+def module_settings(path: Path, config: dict[str, Any]) -> dict[str, Any]:
+    return (config.get("modules") or {}).get(str(path.relative_to(PACKAGE))) or {}
+
+
 def test_files(path: Path, config: dict[str, Any]) -> list[str]:
-    listed = (config.get("modules") or {}).get(str(path.relative_to(PACKAGE))) or {}
-    return listed.get("tests") or importers(path)
+    return module_settings(path, config).get("tests") or importers(path)
 
 
 def prepare(path: Path, tests: list[str], config: dict[str, Any], folder: Path) -> None:
@@ -134,7 +137,10 @@ def prepare(path: Path, tests: list[str], config: dict[str, Any], folder: Path) 
     table = {
         "source_paths": [PACKAGE],
         "only_mutate": [str(path)],
-        "pytest_add_cli_args": list(config.get("pytest_args") or []),
+        "pytest_add_cli_args": [
+            *(config.get("pytest_args") or []),
+            *module_settings(path, config).get("pytest_args", []),
+        ],
         "pytest_add_cli_args_test_selection": tests,
         **settings,
     }

@@ -28,6 +28,7 @@ from pytest_agent_eval.agents.claude_code.deny import HOOK_MODULE, hook_command,
 from pytest_agent_eval.harness import isolation
 from pytest_agent_eval.harness.isolation import IsolationError, shim_path
 from pytest_agent_eval.metrics.contamination import contamination
+from pytest_agent_eval.tool import CODEGRAPH
 from pytest_agent_eval.tool.cli_matcher import invokes_cli
 
 
@@ -73,17 +74,19 @@ def one_bash_call(command: str, result: str, is_error: bool | None) -> Transcrip
 
 
 @pytest.mark.parametrize("command", INVOCATIONS)
-def test_invocation_is_denied_seen_and_counted(command):
+def test_invocation_is_denied(command):
     done = run_hook(hook_event(command))
     assert decision(done) == "deny"
-    assert "codegraph" in json.loads(done.stdout)["hookSpecificOutput"]["permissionDecisionReason"]
-    assert invokes_cli(command)
+    # What Claude Code hands the agent for a denial is the hook's own reason, the only proof of a block.
+    assert json.loads(done.stdout)["hookSpecificOutput"]["permissionDecisionReason"] == CODEGRAPH.deny_reason
 
-    # What Claude Code hands the agent for a denial: the hook's own reason, the only proof of a block.
-    denial = (
-        "PreToolUse:Bash hook denied this tool: "
-        + json.loads(done.stdout)["hookSpecificOutput"]["permissionDecisionReason"]
-    )
+
+# The matcher and the metric apart from the hook program (a subprocess a form): fast enough for every mutant of
+# metrics/contamination.py (bench/mutation.yaml deselects the hook's two tests there).
+@pytest.mark.parametrize("command", INVOCATIONS)
+def test_invocation_is_seen_and_counted(command):
+    assert invokes_cli(command)
+    denial = "PreToolUse:Bash hook denied this tool: " + CODEGRAPH.deny_reason
     session = one_bash_call(command, denial, True).session()
     blocked = contamination(session)
     assert (blocked.cli_calls, blocked.cli_blocked, blocked.leaks) == (1, 1, [])
@@ -105,8 +108,12 @@ def test_invocation_is_denied_seen_and_counted(command):
 
 
 @pytest.mark.parametrize("command", MENTIONS)
-def test_mention_is_allowed_and_not_counted(command):
+def test_mention_is_allowed(command):
     assert decision(run_hook(hook_event(command))) is None
+
+
+@pytest.mark.parametrize("command", MENTIONS)
+def test_mention_is_not_counted(command):
     assert not invokes_cli(command)
     report = contamination(one_bash_call(command, "src/a.js: codegraph", False).session())
     assert (report.cli_calls, report.cli_blocked, report.leaks) == (0, 0, [])
