@@ -624,7 +624,7 @@ def test_malformed_offers_are_passed_over():
     """An init event whose tools or servers are not lists, a server that is not an object or has no name: skipped,
     and a server without a status is ``unknown``."""
     t = Transcript()
-    t.events.append({"type": "system", "subtype": "init", "session_id": "s", "tools": "codegraph", "mcp_servers": {}})
+    t.events.append({"type": "system", "subtype": "init", "session_id": "s", "tools": "codegraph", "mcp_servers": 5})
     t.init(
         tools=["Bash", 7, "mcp__codegraph__codegraph_explore"],
         mcp_servers=["codegraph", {"status": "connected"}, {"name": 3}, {"name": "codegraph"}],
@@ -651,3 +651,37 @@ def test_describe_leak_words_a_call_and_an_injected_message():
     assert describe_leak(leak) == 'Bash call toolu_01 (thread main): explore heading — "**E"'
     assert describe_leak({"call_id": None}) == 'an injected message (thread ?): ? — ""'
     assert describe_leak({"call_id": "c"}) == '? call c (thread ?): ? — ""'
+
+
+def test_a_result_whose_call_the_transcript_lacks_is_still_scanned():
+    """An orphan result (its call cut off the transcript) may carry the tool's output: a leak, of tool ``?``."""
+    t = Transcript()
+    t.reply("toolu_orphan", EXPLORE)
+    [leak] = contamination(t.session()).leaks
+    assert (leak.call_id, leak.tool, leak.fingerprint) == ("toolu_orphan", "?", "explore heading")
+
+
+def test_an_injected_leak_keeps_its_thread_and_line():
+    t = Transcript()
+    task = t.call("Task", prompt="watch")
+    t.say("starting", thread=task)
+    t.events.append(
+        {
+            "type": "user",
+            "parent_tool_use_id": task,
+            "message": {"role": "user", "content": "<task-notification>\n" + BANNER + " found\n</task-notification>"},
+        }
+    )
+    [leak] = contamination(t.session(), TINYGREP).leaks
+    assert leak.to_dict() == {
+        "thread": task,
+        "call_id": None,
+        "tool": INJECTED,
+        "fingerprint": "tinygrep banner",
+        "excerpt": BANNER + " found",
+    }
+
+
+def test_the_report_dict_names_the_cli_and_the_cold_start():
+    data = contamination(Transcript().session()).to_dict()
+    assert (data["cli"], data["cold_start_race"], data["contaminated"]) == ("codegraph", False, False)
