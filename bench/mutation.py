@@ -21,6 +21,8 @@ longer survives is reported stale. The scores and the date go in docs/benchmarks
 from __future__ import annotations
 
 import argparse
+import ast
+import difflib
 import json
 import re
 import shutil
@@ -187,6 +189,18 @@ def statuses(folder: Path, path: Path) -> dict[str, str]:
     return {name: status_by_exit_code[code] for name, code in meta["exit_code_by_key"].items()}
 
 
+def mutant_sources(mutated: Path) -> dict[str, list[str]]:
+    """Each function mutmut wrote into the mutated module (the original, ``…__mutmut_orig``, and every mutant), as
+    its lines with the ``def`` line's name made the same, so a diff of two shows only the mutation."""
+    lines = mutated.read_text(encoding="utf-8").splitlines(keepends=True)
+    found: dict[str, list[str]] = {}
+    for node in ast.walk(ast.parse("".join(lines))):
+        if isinstance(node, (ast.FunctionDef, ast.AsyncFunctionDef)) and "__mutmut_" in node.name:
+            body = lines[node.lineno - 1 : node.end_lineno]
+            found[node.name] = [body[0].replace(node.name, "f", 1), *body[1:]]
+    return found
+
+
 def diff_lines(text: str) -> tuple[list[str], list[str]]:
     removed = [line[1:].strip() for line in text.splitlines() if line.startswith("-") and not line.startswith("---")]
     added = [line[1:].strip() for line in text.splitlines() if line.startswith("+") and not line.startswith("+++")]
@@ -245,10 +259,17 @@ def run(path: Path, config: dict[str, Any], jobs: int, again: bool = False, last
     found = statuses(folder, path)
     for status in found.values():
         score.counts[status] = score.counts.get(status, 0) + 1
+    sources = mutant_sources(folder / "mutants" / path)
     for name, status in sorted(found.items(), key=lambda item: mutant_order(item[0])):
         if status in KILLED or status == "skipped":
             continue
-        removed, added = diff_lines(mutmut(folder, "show", name))
+        local = name.rsplit(".", 1)[-1]
+        original = sources.get(re.sub(r"__mutmut_\d+$", "__mutmut_orig", local))
+        if local in sources and original is not None:
+            text = "".join(difflib.unified_diff(original, sources[local], "a", "b", n=0))
+        else:  # not laid out as this version of mutmut did: ask it
+            text = mutmut(folder, "show", name)
+        removed, added = diff_lines(text)
         score.survivors.append(Survivor(name, status, function_of(name), removed, added))
     judge(score, path, config)
     return score
