@@ -168,6 +168,7 @@ RUNS = [
     "echo -E 'codegraph x' | sh",
     "printf '%% ; %s x\\n' codegraph | sh",
     "printf '%scodegraph x' | sh",
+    "python3 -c \"import os; os.system('codegraph x')\" arg",
 ]
 
 DOES_NOT_RUN = [
@@ -237,9 +238,7 @@ DOES_NOT_RUN = [
     "printf '%s %s\\n' echo codegraph | sh",
     "printf -- | CG=codegraph sh",
     "echo 'a\\qb codegraph x' | sh",
-    "python3 -c \"import os; os.system('codegraph x')\" arg"
-    if False
-    else "python3 -c \"print('hi')\" \"os.system('codegraph x')\"",
+    "python3 -c \"print('hi')\" \"os.system('codegraph x')\"",  # the code is -c's value, not what follows it
 ]
 
 
