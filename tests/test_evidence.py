@@ -254,3 +254,103 @@ def test_a_record_without_a_messages_request_says_nothing_of_the_run():
     assert score(t.session(), requests=[]).evidence is None
     assert score(t.session(), requests=[probe]).evidence is None
     assert score(t.session(), requests=model_side(t.events)).evidence is not None
+
+
+# -- edge inputs each rule must hold on (python bench/mutation.py metrics/evidence.py) ------------------------------
+def _response(response_id: str, *blocks: dict, tools: bool = True) -> dict[str, Any]:
+    request = {"model": "m", "messages": [], **({"tools": [{"name": "bash"}]} if tools else {})}
+    return {"method": "POST", "path": "/v1/messages", "status": 200, "request": request,
+            "response": {"id": response_id, "content": list(blocks)}, "refused": None}  # fmt: skip
+
+
+def test_messages_named_by_the_agents_own_ids_are_paired_with_the_responses_in_order():
+    """OpenCode's way (docs/model-boundary.md): a message pairs with the next response to a request offering tools
+    with its calls, or without calls its text (blanks aside); a response passed over is not taken back, a subagent's
+    thread goes on from the response that made its call, and a side request (a session title) pairs with nothing."""
+    from pytest_agent_eval.agents.opencode.transcript import OpenCodeSession
+    from pytest_agent_eval.metrics.evidence import paired_responses
+
+    t = Transcript()
+    answer = "It is in lib/a.js."
+    a = t.message(text("Let me delegate."), {"type": "tool_use", "id": "c1", "name": "Task", "input": {}})
+    t.message(text(answer), error="rate_limit")  # the CLI's note of an API error: never paired
+    s = t.message({"type": "tool_use", "id": "c2", "name": "Bash", "input": {}}, thread="c1")
+    t.reply("c2", "ok", thread="c1")
+    t.reply("c1", "report")
+    b = t.say(answer)
+    plain = t.session()
+    session = OpenCodeSession(timeline=plain.timeline, calls=plain.calls, results=plain.results)
+    tool_use = {"type": "tool_use", "name": "bash", "input": {}}
+    entries = [
+        _response("r_title", text(answer), tools=False),
+        _response("r_early", text(answer)),  # before the delegation: a later message may not go back to it
+        _response("r1", dict(tool_use, id="c1")),
+        _response("r_sub", dict(tool_use, id="c2")),
+        _response("r_cut", text("partial")),  # cut off and retried: passed over
+        _response("r2", text("It is in"), {"type": "text"}, text("lib/a.js.")),
+    ]
+    assert paired_responses(session, entries) == {a: "r1", s: "r_sub", b: "r2"}
+    assert paired_responses(plain, entries) == {m.id: m.id for m in plain.messages(None) if not m.error}
+
+
+def test_usage_of_each_api_is_the_whole_prompt_its_cached_part_and_the_output():
+    from pytest_agent_eval.metrics.evidence import _gemini_usage, _responses_usage, _whole_prompt
+
+    assert _responses_usage(
+        {"input_tokens": 100, "input_tokens_details": {"cached_tokens": 30}, "output_tokens": 5}
+    ) == (Usage(70, 30, 0, 5))
+    assert _responses_usage({"input_tokens": 100, "input_tokens_details": None}) == Usage(100, 0, 0, 0)
+    assert _responses_usage({"input_tokens": 100}) == Usage(100, 0, 0, 0)
+    assert _responses_usage([]) is None
+    gemini = {"promptTokenCount": 50, "cachedContentTokenCount": 20, "candidatesTokenCount": 7}
+    assert _gemini_usage(gemini) == Usage(30, 20, 0, 7)
+    assert _gemini_usage("x") is None
+    assert _whole_prompt(True, 0, 0) is None  # a bool is no count
+    assert _whole_prompt("9", 0, 0) is None
+    assert _whole_prompt(10, 40, None) == Usage(0, 40, 0, 0)  # never a negative part
+
+
+def test_what_both_sides_compare_drops_reminders_and_folds_blanks():
+    from pytest_agent_eval.metrics.evidence import _comparable
+
+    assert _comparable("a <system-reminder>x\ny</system-reminder>b\n\n c ") == "a b c"
+    assert _comparable("a<system-reminder>x</system-reminder>b") == "a b"
+    assert _comparable("\tplain  text\n") == "plain text"
+
+
+def test_a_request_path_is_read_without_its_query_or_a_trailing_slash():
+    from pytest_agent_eval.metrics.evidence import reached_the_model
+
+    assert reached_the_model([{"path": "/v1/messages/?beta=true"}])
+    assert reached_the_model([{"path": "/v1/responses/"}])
+    assert not reached_the_model([{"path": "/v1/models"}, {"path": "/v1/messagesX"}])
+
+
+def test_a_refused_request_is_not_read_as_evidence():
+    t = honest()
+    entries = model_side(t.events)
+    forged = copy.deepcopy(entries[-1])
+    forged["response"]["id"], forged["refused"] = "msg_refused", "server-side tool(s) web_fetch"
+    forged["request"]["messages"].append(
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_x", "content": "x"}]}
+    )
+    report = evidence(t.session(), [*entries, forged])
+    assert report.problems == [] and report.refused == ["POST /v1/messages?beta=true: server-side tool(s) web_fetch"]
+
+
+def test_the_evidence_dict_names_every_figure():
+    t = honest()
+    data = evidence(t.session(), model_side(t.events)).to_dict()
+    unchecked = data.pop("unchecked")  # this record's responses carry no usage: said, never guessed
+    assert data == {"requests": 3, "refused": [], "problems": [], "leaks": [], "intact": True}
+    assert len(unchecked) == 3 and unchecked[0].endswith("(thread main): the model's response records no usage")
+
+
+def test_a_call_the_request_carries_without_a_name_is_named_by_a_question_mark():
+    t = honest()
+    entries = model_side(t.events)
+    entries[-1]["request"]["messages"].append(
+        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_ghost", "input": {}}, "not a block"]}
+    )
+    problems = evidence(t.session(), entries).problems
+    assert problems == ["tool call toolu_ghost (?) reached the model in request #3, but is not in the transcript"]
