@@ -135,8 +135,16 @@ def prepare(path: Path, tests: list[str], config: dict[str, Any], folder: Path) 
     ignore = shutil.ignore_patterns("__pycache__", "*.pyc")
     shutil.copytree(REPO / PACKAGE, folder / PACKAGE, ignore=ignore)
     shutil.copytree(REPO / "tests", folder / "tests", ignore=ignore)
+    data = list(module_settings(path, config).get("copy", []))  # what the tests read besides themselves
+    for name in data:
+        source = REPO / name
+        if source.is_dir():
+            shutil.copytree(source, folder / name, ignore=ignore)
+        else:
+            shutil.copy2(source, folder / name)
     settings = config.get("mutmut") or {}
     table = {
+        "also_copy": data,
         "source_paths": [PACKAGE],
         "only_mutate": [str(path)],
         "pytest_add_cli_args": [
