@@ -169,6 +169,15 @@ RUNS = [
     "printf '%% ; %s x\\n' codegraph | sh",
     "printf '%scodegraph x' | sh",
     "python3 -c \"import os; os.system('codegraph x')\" arg",
+    "export CG=codegraph X=1; $CG x",
+    "! function f { codegraph x; }",
+    "cd -P /opt/codegraph-linux-x64 && ./node x.js",
+    "pushd /opt/codegraph-linux-x64 && ./node x.js",
+    "cd /opt/codegraph-linux-x64/lib && cd .. && ./node x.js",
+    "cd /opt/codegraph && cp ./cli.js /tmp/y && /tmp/y x",
+    "alias q='A=1 codegraph x'; q",
+    "! bash -c 'codegraph x'",
+    "echo 'codegraph x' | { sh; }",
 ]
 
 DOES_NOT_RUN = [
