@@ -131,9 +131,10 @@ def test_two_explores_in_one_message_do_not_judge_each_other():
     assert s.concurrent == 0  # an explore is not a file access
 
 
-def test_a_shell_read_in_the_same_message_is_concurrent_too():
+@pytest.mark.parametrize("command", ["cat lib/response.js", "grep -rn send lib/"])  # a shell read, a shell search
+def test_a_shell_read_in_the_same_message_is_concurrent_too(command):
     t = Transcript()
-    e, b = t.calls(tool_use(EXPLORE, query="q"), tool_use("Bash", command="cat lib/response.js"))
+    e, b = t.calls(tool_use(EXPLORE, query="q"), tool_use("Bash", command=command))
     t.reply(e, explore_response({"lib/response.js": "code()"}))
     t.reply(b, "source")
     t.say("done")
@@ -236,11 +237,13 @@ def test_delegation_is_judged_by_the_subagents_first_call(delegate, first, tool_
     assert (verdict.bucket, verdict.reaction) == (bucket, reaction)
 
 
-def test_delegation_that_never_runs_a_tool_is_moved_on():
+@pytest.mark.parametrize("said", [True, False])  # False: the subagent left no message (cut off, not recorded)
+def test_delegation_that_never_runs_a_tool_is_moved_on(said):
     t = Transcript()
     explore(t, "q", ["lib/response.js"])
     agent = t.call("Agent", prompt="think")
-    t.say("nothing to look up", thread=agent)
+    if said:
+        t.say("nothing to look up", thread=agent)
     t.reply(agent, "report")
     t.say("done")
     assert (only(t).bucket, only(t).reaction) == ("sufficient", "Agent → moved on")
@@ -611,16 +614,6 @@ def test_the_worked_example_of_the_docs_page():
 
 
 # -- edge inputs each rule must hold on (python bench/mutation.py metrics/sufficiency.py) ----------------------------
-def test_a_shell_search_in_the_same_message_is_concurrent():
-    """Rule 1 steps over a shell search as it does a shell read."""
-    t = Transcript()
-    e, b = t.calls(tool_use(EXPLORE, query="q"), tool_use("Bash", command="grep -rn send lib/"))
-    t.reply(e, explore_response({"lib/response.js": "code()"}))
-    t.reply(b, "lib/response.js:1")
-    t.say("done")
-    assert judge(t).concurrent == 1
-
-
 def test_a_shell_write_or_a_bash_call_without_a_command_in_the_same_message_is_not_concurrent():
     t = Transcript()
     e, w, n = t.calls(tool_use(EXPLORE, query="q"), tool_use("Bash", command="echo x > /tmp/o"), tool_use("Bash"))
@@ -671,16 +664,6 @@ def test_an_errored_explore_still_names_its_call():
     t.reply(bad, "Error: project not indexed", is_error=True)
     t.say("done")
     assert only(t).call_id == bad
-
-
-def test_a_delegation_whose_subagent_thread_is_missing_is_moved_on():
-    """Rule 4 with a subagent that left no message in the transcript (cut off, or its thread not recorded)."""
-    t = Transcript()
-    explore(t, "q", ["lib/response.js"])
-    agent = t.call("Agent", prompt="look")
-    t.reply(agent, "report")
-    t.say("done")
-    assert (only(t).bucket, only(t).reaction) == ("sufficient", "Agent → moved on")
 
 
 def test_a_subagent_message_holding_bookkeeping_then_a_read_is_judged_by_the_read():
