@@ -349,8 +349,14 @@ def test_the_evidence_dict_names_every_figure():
 def test_a_call_the_request_carries_without_a_name_is_named_by_a_question_mark():
     t = honest()
     entries = model_side(t.events)
-    entries[-1]["request"]["messages"].append(
-        {"role": "assistant", "content": [{"type": "tool_use", "id": "toolu_ghost", "input": {}}, "not a block"]}
-    )
-    problems = evidence(t.session(), entries).problems
-    assert problems == ["tool call toolu_ghost (?) reached the model in request #3, but is not in the transcript"]
+    entries[-1]["request"]["messages"] += [
+        "not a message",
+        {"role": "assistant", "content": ["not a block", {"type": "tool_use", "id": "toolu_ghost", "input": {}}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "an id is no call", "id": "toolu_text"}]},
+    ]
+    entries.append({"method": "POST", "path": "/v1/messages", "request": None, "response": None, "refused": None})
+    report = evidence(t.session(), entries)
+    assert report.requests == 4
+    assert report.problems == [
+        "tool call toolu_ghost (?) reached the model in request #3, but is not in the transcript"
+    ]
