@@ -178,6 +178,8 @@ RUNS = [
     "alias q='A=1 codegraph x'; q",
     "! bash -c 'codegraph x'",
     "echo 'codegraph x' | { sh; }",
+    "echo `codegraph x",  # unterminated: read to the end
+    "echo $(codegraph x",
 ]
 
 DOES_NOT_RUN = [
@@ -247,6 +249,7 @@ DOES_NOT_RUN = [
     "printf '%s %s\\n' echo codegraph | sh",
     "printf -- | CG=codegraph sh",
     "echo 'a\\qb codegraph x' | sh",
+    "echo \"'code\\graph' x\" | sh",  # an unknown escape is kept: single-quoted, it stays in the name
     "python3 -c \"print('hi')\" \"os.system('codegraph x')\"",  # the code is -c's value, not what follows it
 ]
 
@@ -272,6 +275,13 @@ def test_nesting_is_followed_to_its_depth_limit_and_no_further():
     follows still counts, the next is left to the contamination metric (docs/metrics/contamination.md)."""
     assert invokes_cli("eval " * _MAX_DEPTH + "codegraph x")
     assert not invokes_cli("eval " * (_MAX_DEPTH + 1) + "codegraph x")
+
+
+@pytest.mark.parametrize("nested", ["bash -c codegraph", "npx -c codegraph"])
+def test_a_shell_or_a_runner_nests_one_level(nested):
+    """``bash -c`` and ``npx -c`` each add one level, as ``eval`` does (eval passes its words on unquoted)."""
+    assert invokes_cli("eval " * (_MAX_DEPTH - 1) + nested)
+    assert not invokes_cli("eval " * _MAX_DEPTH + nested)
 
 
 def test_a_glob_must_spell_at_least_half_the_name():
