@@ -360,3 +360,31 @@ def test_a_call_the_request_carries_without_a_name_is_named_by_a_question_mark()
     assert report.problems == [
         "tool call toolu_ghost (?) reached the model in request #3, but is not in the transcript"
     ]
+
+
+def test_a_leak_only_the_model_received_is_named_with_its_call_and_line_and_counted_once():
+    from pytest_agent_eval.metrics.contamination import Leak
+
+    t = honest()
+    entries = model_side(t.events)
+    entries[-1]["request"]["messages"] += [
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "toolu_mcp", "name": "mcp__codegraph__codegraph_explore", "input": {}},
+            {"type": "tool_use", "id": "toolu_hidden", "name": "Bash", "input": {"command": "cat /tmp/n"}},
+        ]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_mcp", "content": EXPLORE},  # the arm's own: no leak
+            {"type": "tool_result", "tool_use_id": "toolu_hidden", "content": EXPLORE},
+        ]},
+    ]  # fmt: skip
+    [leak] = evidence(t.session(), entries).leaks
+    heading = "**Exploration: How does res.send decide the Content-Type and ETag**"
+    assert leak.to_dict() == {
+        "thread": "?",  # a call the transcript lacks has no thread there
+        "call_id": "toolu_hidden",
+        "tool": "Bash",
+        "fingerprint": "explore heading",
+        "excerpt": heading,
+    }
+    seen = [Leak("main", "toolu_hidden", "Bash", "explore heading", heading)]
+    assert evidence(t.session(), entries, seen=seen).leaks == []  # the transcript showed it already
