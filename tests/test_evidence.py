@@ -388,3 +388,25 @@ def test_a_leak_only_the_model_received_is_named_with_its_call_and_line_and_coun
     }
     seen = [Leak("main", "toolu_hidden", "Bash", "explore heading", heading)]
     assert evidence(t.session(), entries, seen=seen).leaks == []  # the transcript showed it already
+
+
+def test_a_result_cut_in_the_middle_agrees_only_where_both_cuts_left_the_same_text():
+    """Codex CLI cuts a long result's middle twice, to different budgets (docs/model-boundary.md): the shown head
+    must begin where the received head does and agree as far as both go, the shown tail end the received one."""
+    from pytest_agent_eval.metrics.evidence import _holds
+
+    head, tail = "".join(f"h{i:03d}" for i in range(60)), "".join(f"t{i:03d}" for i in range(60))
+    received = head + "…40 tokens truncated…" + tail
+
+    def shown(h: str = head[:120], t: str = tail[-120:]) -> str:
+        return h + "…300 chars truncated…" + t
+
+    assert _holds(received, shown())  # the received head starts at 0
+    assert _holds("preamble " + received, shown())  # or later
+    assert _holds(received, shown(head[:100] + head[100:110], tail[-30:]))  # a short tail: compared as it is
+    assert not _holds(received, shown(head[:64] + "X" + head[65:120]))  # the anchor agrees, then the head does not
+    assert not _holds(received, shown(t=tail[-120:-1] + "X"))  # a long tail must end the received one
+    assert not _holds(received, shown(t="X" + tail[-29:]))  # a short one, as far as it goes
+    assert not _holds(received, shown(h="nowhere" + head[:120]))  # a head the received one does not hold
+    assert not _holds(head + tail, shown())  # only one side cut: no agreement to read
+    assert not _holds(received, head[:120] + tail[-120:])
