@@ -127,22 +127,20 @@ def test_copy_tree_copies_folders_and_files_and_refuses_any_link_or_special_file
     assert open_fds() == before
 
 
-def test_copy_tree_refuses_a_subfolder_swapped_for_a_link_while_copying(home, tmp_path, monkeypatch):
-    """A folder listed as a folder but a link by the time it is opened (the agent raced the copy) is refused."""
+def swap_after_listing(monkeypatch, listed: str, swap) -> None:
+    """``swap()`` runs once a folder holding ``listed`` has been listed (each entry's kind read), before it is
+    copied: the agent racing the copy."""
     real_scandir = os.scandir
 
     def swapping_scandir(fd):
         entries = list(real_scandir(fd))
         for entry in entries:
-            entry.stat(follow_symlinks=False)  # listed (and cached) as a folder: then swapped
-        if any(e.name == "b" for e in entries):
-            (home / "a" / "b").rename(home / "a" / "b-moved")
-            (home / "a" / "b").symlink_to(tmp_path / "host")
+            entry.stat(follow_symlinks=False)
+        if any(e.name == listed for e in entries):
+            swap()
         return _Entries(entries)
 
     monkeypatch.setattr(os, "scandir", swapping_scandir)
-    with pytest.raises(UntrustedFile, match=r"home/a/b: a link on the way"):
-        copy_tree(home, "a", tmp_path / "copy")
 
 
 class _Entries(list):
@@ -151,6 +149,18 @@ class _Entries(list):
 
     def __exit__(self, *exc):
         return False
+
+
+def test_copy_tree_refuses_a_subfolder_swapped_for_a_link_while_copying(home, tmp_path, monkeypatch):
+    """A folder listed as a folder but a link by the time it is opened (the agent raced the copy) is refused."""
+
+    def swap():
+        (home / "a" / "b").rename(home / "a" / "b-moved")
+        (home / "a" / "b").symlink_to(tmp_path / "host")
+
+    swap_after_listing(monkeypatch, "b", swap)
+    with pytest.raises(UntrustedFile, match=r"home/a/b: a link on the way"):
+        copy_tree(home, "a", tmp_path / "copy")
 
 
 def test_replace_file_writes_a_new_file_over_a_link_never_through_it(home, tmp_path):
@@ -179,3 +189,28 @@ def test_replace_files_makes_the_folders_and_writes_each_as_utf8(home):
     replace_files(home, home / "cfg", {"settings.json": "{}", "sub/deep/agents.md": "héllo"})
     assert (home / "cfg" / "settings.json").read_text() == "{}"
     assert (home / "cfg" / "sub" / "deep" / "agents.md").read_bytes() == "héllo".encode()
+
+
+def test_replace_file_never_writes_through_a_link_planted_at_its_temporary_name(home, tmp_path):
+    """The temporary is created exclusively: a link the agent planted at its name fails the write."""
+    (home / f".top.txt.agent-eval-{os.getpid()}").symlink_to(tmp_path / "host" / "secret")
+    with pytest.raises(FileExistsError):
+        replace_file(home, "top.txt", b"mine")
+    assert (tmp_path / "host" / "secret").read_text() == "host secret"
+    assert (home / "top.txt").read_text() == "0123456789"
+
+
+def test_replace_files_writes_again_into_folders_that_exist(home):
+    for text in ("one", "two"):
+        replace_files(home, home / "cfg", {"a.json": text, "b.json": text})
+    assert (home / "cfg" / "b.json").read_text() == "two"
+
+
+def test_copy_tree_names_a_file_swapped_for_a_link_while_copying(home, tmp_path, monkeypatch):
+    def swap():
+        (home / "a" / "b" / "c.txt").unlink()
+        (home / "a" / "b" / "c.txt").symlink_to(tmp_path / "host" / "secret")
+
+    swap_after_listing(monkeypatch, "c.txt", swap)
+    with pytest.raises(UntrustedFile, match=r"home/a/b/c\.txt: a link on the way"):
+        copy_tree(home, "a", tmp_path / "copy")
