@@ -277,19 +277,30 @@ def test_messages_named_by_the_agents_own_ids_are_paired_with_the_responses_in_o
     s = t.message({"type": "tool_use", "id": "c2", "name": "Bash", "input": {}}, thread="c1")
     t.reply("c2", "ok", thread="c1")
     t.reply("c1", "report")
+    t.say(answer)
+    t.events[-1]["message"]["model"] = "<synthetic>"  # the CLI's own message: never paired
     b = t.say(answer)
     plain = t.session()
     session = OpenCodeSession(timeline=plain.timeline, calls=plain.calls, results=plain.results)
     tool_use = {"type": "tool_use", "name": "bash", "input": {}}
     entries = [
+        _response("r_x", dict(tool_use, id="c2")),  # before the delegation: the subagent may not go back to it
         _response("r_title", text(answer), tools=False),
         _response("r_early", text(answer)),  # before the delegation: a later message may not go back to it
         _response("r1", dict(tool_use, id="c1")),
         _response("r_sub", dict(tool_use, id="c2")),
         _response("r_cut", text("partial")),  # cut off and retried: passed over
-        _response("r2", text("It is in"), {"type": "text"}, text("lib/a.js.")),
+        _response("r2", text("It is in"), {"type": "text"}, dict(text("lib/a.js."), id="blk_1")),  # an id, no call
     ]
     assert paired_responses(session, entries) == {a: "r1", s: "r_sub", b: "r2"}
+    assert not [p for p in evidence(session, entries).problems if "the model sent no such message" in p]
+    t = Transcript()  # the first response pairs, and the next follows it at once
+    first = t.message({"type": "tool_use", "id": "c9", "name": "Bash", "input": {}})
+    second = t.say("done")
+    plain = t.session()
+    session = OpenCodeSession(timeline=plain.timeline, calls=plain.calls, results=plain.results)
+    entries = [_response("r_a", dict(tool_use, id="c9")), _response("r_b", text("done"))]
+    assert paired_responses(session, entries) == {first: "r_a", second: "r_b"}
     assert paired_responses(plain, entries) == {m.id: m.id for m in plain.messages(None) if not m.error}
 
 
@@ -410,3 +421,35 @@ def test_a_result_cut_in_the_middle_agrees_only_where_both_cuts_left_the_same_te
     assert not _holds(received, shown(h="nowhere" + head[:120]))  # a head the received one does not hold
     assert not _holds(head + tail, shown())  # only one side cut: no agreement to read
     assert not _holds(received, head[:120] + tail[-120:])
+
+
+def test_a_rewritten_input_is_shown_as_written_and_a_cli_message_is_passed_over():
+    t = honest()
+    entries = copy.deepcopy(model_side(t.events))
+    t.say("The CLI's own note.")
+    t.events[-1]["message"]["model"] = "<synthetic>"  # not the model's: no response to find
+    t.message(text("forged"), msg_id="msg_forged")
+    read = next(e for e in t.events if e["type"] == "assistant" and e["message"]["content"][0].get("name") == "Read")
+    read["message"]["content"][0]["input"] = {"file_path": "lib/réponse.js"}
+    assert [p.split(": ", 1)[-1] if "differs" in p else p for p in evidence(t.session(), entries).problems] == [
+        '{"file_path": "lib/réponse.js"}',
+        "assistant message msg_forged (thread main) is in the transcript, but the model sent no such message",
+    ]
+
+
+def test_a_received_result_whose_call_no_request_carried_is_named_by_a_question_mark():
+    t = honest()
+    entries = model_side(t.events)
+    entries[-1]["request"]["messages"].append(
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_lost", "content": EXPLORE}]}
+    )
+    [leak] = evidence(t.session(), entries).leaks
+    assert (leak.call_id, leak.tool, leak.thread) == ("toolu_lost", "?", "?")
+    grep = next(c.id for c in t.session().calls if c.name == "Bash")  # a call the transcript has: its thread
+    entries[-1]["request"]["messages"].append(
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": grep, "content": EXPLORE}]}
+    )
+    assert [(x.call_id, x.tool, x.thread) for x in evidence(t.session(), entries).leaks] == [
+        (grep, "Bash", "main"),
+        ("toolu_lost", "?", "?"),
+    ]
