@@ -180,6 +180,9 @@ RUNS = [
     "echo 'codegraph x' | { sh; }",
     "echo `codegraph x",  # unterminated: read to the end
     "echo $(codegraph x",
+    "echo a#b; codegraph x",  # a # inside a word starts no comment
+    "echo ${X}; codegraph x }",
+    "CG=codegraph; $CG x # run it",
 ]
 
 DOES_NOT_RUN = [
@@ -250,6 +253,14 @@ DOES_NOT_RUN = [
     "printf -- | CG=codegraph sh",
     "echo 'a\\qb codegraph x' | sh",
     "echo \"'code\\graph' x\" | sh",  # an unknown escape is kept: single-quoted, it stays in the name
+    "echo hi # ; codegraph x",
+    "echo ${X:-;} codegraph x",
+    "echo $((codegraph + 1))",
+    "$((1+2)) codegraph",
+    "echo 'codegraph x'\nsh",  # a line break is no pipe
+    "echo codegraph\\",
+    "${codegraph} x",  # a variable no earlier command set
+    "| CG=codegraph sh",
     "python3 -c \"print('hi')\" \"os.system('codegraph x')\"",  # the code is -c's value, not what follows it
 ]
 
