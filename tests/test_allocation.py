@@ -9,7 +9,7 @@ import pytest
 from support.synth import Transcript, explore_response
 
 from pytest_agent_eval.agents.claude_code.transcript import read_segments
-from pytest_agent_eval.metrics.allocation import allocation, citation_paths, code_span_names
+from pytest_agent_eval.metrics.allocation import allocation, citation_paths, code_span_names, symbol_owners
 from pytest_agent_eval.report.blocks.allocation import render_allocation
 from pytest_agent_eval.tool import CODEGRAPH
 from pytest_agent_eval.tool.explore_answer import file_sections
@@ -415,3 +415,64 @@ def test_the_worked_example_of_the_docs_page():
     assert (a.used_chars, a.path_used_chars, a.envelope_chars) == (3500, 3000, 5000)
     assert (a.efficiency, a.path_efficiency, a.answer_source) == (0.7, 0.6, "result")
     assert [(c.efficiency, c.used_files, c.files) for c in a.calls] == [(1.0, 2, 2), (0.4, 1, 2)]
+
+
+# -- edge inputs each rule must hold on (python bench/mutation.py metrics/allocation.py) -----------------------------
+def test_unmatched_names_the_answer_globs_no_returned_file_matches():
+    """The ``--answer`` typo warning (docs/metrics/allocation.md): a glob no returned file matches, and only that."""
+    a = allocation(run(sized(THREE), answer="x").session(), tool=CODEGRAPH)
+    assert a.unmatched(["lib/response.js", "utils.js", "lib/*.ts", "lib/respones.js"]) == [
+        "lib/*.ts",
+        "lib/respones.js",
+    ]
+    assert a.unmatched([]) == []
+
+
+def test_a_multi_dot_basename_counts_by_its_last_extension():
+    """The shipped extensions are the last dot's: ``js`` for ``app.test.js``, so a bare ``app.test.js`` is a file."""
+    session = run(sized({"src/app.test.js": 400, "src/app.ts": 600}), answer="See app.test.js.").session()
+    a = allocation(session, tool=CODEGRAPH)
+    assert used(a) == {"src/app.ts": (None, None), "src/app.test.js": ("path", None)}
+
+
+def test_a_tilde_fence_is_code():
+    headers = {"lib/utils.js": "compileETag(function)"}
+    answer = "It is built here:\n~~~js\nvar fn = compileETag(val)\n~~~\n"
+    session = run(sized({"lib/utils.js": 500, "lib/a.js": 500}, headers), answer=answer).session()
+    a = allocation(session, tool=CODEGRAPH)
+    assert used(a)["lib/utils.js"] == ("symbol", "compileETag")
+
+
+def test_an_answer_with_a_fenced_block_and_inline_code_reads_both():
+    headers = {"lib/utils.js": "compileETag(function)", "lib/view.js": "renderView(function)"}
+    answer = "```js\ncompileETag(val)\n```\nand `renderView` draws it."
+    session = run(sized({"lib/utils.js": 500, "lib/view.js": 500}, headers), answer=answer).session()
+    a = allocation(session, tool=CODEGRAPH)
+    assert used(a) == {"lib/utils.js": ("symbol", "compileETag"), "lib/view.js": ("symbol", "renderView")}
+
+
+def test_an_explore_input_without_a_string_query_has_an_empty_one():
+    t = Transcript()
+    t.reply(t.call(EXPLORE, depth=2), sized({"lib/a.js": 100}))
+    t.result("see lib/a.js")
+    assert [c.query for c in allocation(t.session(), tool=CODEGRAPH).calls] == [""]
+
+
+def test_the_allocation_names_the_tool_it_measured():
+    tool = replace(CODEGRAPH, name="sourcegraph", explore="sg_keyword_search", cli="src")
+    t = Transcript()
+    t.reply(t.call("mcp__sourcegraph__sg_keyword_search", query="x"), sized({"a/b.go": 100}))
+    t.result("see b.go")
+    assert allocation(t.session(), tool).explore == "sg_keyword_search"
+
+
+def test_a_files_row_is_the_first_call_that_returned_it():
+    session = run(sized({"lib/b.js": 100}), sized({"lib/a.js": 100, "lib/b.js": 100}), answer="x").session()
+    a = allocation(session, tool=CODEGRAPH)
+    assert {f.path: f.call for f in a.by_file()} == {"lib/a.js": 2, "lib/b.js": 1}
+
+
+def test_symbol_owners_looks_up_only_the_names_asked_for():
+    sections = file_sections(explore_response({"lib/a.js": ""}, {"lib/a.js": "alpha(function), beta(function)"}))
+    assert symbol_owners(sections, {"alpha"}) == {"alpha": {"lib/a.js"}}
+    assert symbol_owners(sections) == {"alpha": {"lib/a.js"}, "beta": {"lib/a.js"}}

@@ -18,6 +18,7 @@ from pathlib import Path
 import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
+from support.cli_forms import INVOCATIONS, MENTIONS
 from support.synth import Transcript
 from support.unprivileged import folder_mode, run_bound_by_permissions
 
@@ -29,158 +30,6 @@ from pytest_agent_eval.harness.isolation import IsolationError, shim_path
 from pytest_agent_eval.metrics.contamination import contamination
 from pytest_agent_eval.tool import CODEGRAPH
 from pytest_agent_eval.tool.cli_matcher import invokes_cli
-
-INVOCATIONS = [
-    "codegraph explore 'how does routing work'",
-    "/abs/path/bin/codegraph explore x",
-    "./node_modules/.bin/codegraph status",
-    "~/.npm-global/bin/codegraph explore x",
-    "VAR=1 codegraph explore x",
-    "CODEGRAPH_NO_PROMPT_HOOK=1 FOO='a b' codegraph explore x",
-    "ls .codegraph && codegraph explore x",
-    "false || codegraph explore x",
-    "cd /repo; codegraph explore x",
-    "echo q | codegraph explore x",
-    "codegraph explore x | head -50",
-    "ls\ncodegraph explore x",
-    'echo "$(codegraph explore x)"',
-    "out=$(codegraph explore x)",
-    "echo `codegraph explore x`",
-    "cat <(codegraph explore x)",
-    "(cd /repo && codegraph explore x)",
-    "{ codegraph explore x; }",
-    "if true; then codegraph explore x; fi",
-    "for q in a b; do codegraph explore $q; done",
-    "env codegraph explore x",
-    "env -i PATH=/usr/bin codegraph explore x",
-    "env -S 'codegraph explore x'",
-    "$(which codegraph) explore x",
-    '"$(command -v codegraph)" explore x',
-    "`which codegraph` explore x",
-    "CG=$(which codegraph); $CG explore x",
-    'A=1 CG=`command -v codegraph`\n"$CG" explore x',
-    "export CG=/opt/cg/bin/codegraph && ${CG} explore x",
-    "bash -c 'codegraph explore x'",
-    'sh -c "cd /repo && codegraph explore x"',
-    "bash -lc 'VAR=1 codegraph explore x'",
-    "bash <<EOF\ncodegraph explore x\nEOF",
-    "bash <<< 'codegraph explore x'",
-    "eval 'codegraph explore x'",
-    "echo x | xargs codegraph explore",
-    "echo x | xargs -I{} codegraph explore {}",
-    "find . -maxdepth 1 -exec codegraph explore {} \\;",
-    "find /usr -name '*.js' -execdir codegraph status +",
-    "npx @colbymchenry/codegraph explore x",
-    "npx -y @colbymchenry/codegraph@1.6.1 explore x",
-    "npx codegraph explore x",
-    "npx --package=@colbymchenry/codegraph codegraph explore x",
-    "pnpm dlx @colbymchenry/codegraph explore x",
-    "bunx @colbymchenry/codegraph explore x",
-    "bun x codegraph explore x",
-    "npm exec -- codegraph explore x",
-    "npm exec --yes @colbymchenry/codegraph -- explore x",
-    "yarn dlx @colbymchenry/codegraph explore x",
-    "node ./bin/codegraph.js explore x",
-    "node /usr/lib/node_modules/@colbymchenry/codegraph/dist/bin/codegraph.js explore x",
-    "node /x/node_modules/@colbymchenry/codegraph/npm-shim.js explore x",
-    "node --max-old-space-size=4096 /x/node_modules/@colbymchenry/codegraph/dist/cli.js explore x",
-    "/usr/bin/node $(which codegraph) explore x",
-    "node -e \"require('child_process').execSync('codegraph explore x')\"",
-    "/x/node_modules/@colbymchenry/codegraph/dist/cli.js explore x",
-    "sudo codegraph explore x",
-    "sudo -u root -E codegraph explore x",
-    "time codegraph explore x",
-    "nohup codegraph serve > /tmp/log 2>&1 &",
-    "timeout 5 codegraph explore x",
-    "timeout -s KILL 30 codegraph explore x",
-    "command codegraph explore x",
-    "exec codegraph explore x",
-    "'codegraph' explore x",
-    "$'codegraph' explore x",
-    "\\codegraph explore x",
-    "codegraph explore 'unbalanced",
-    # a script piped or fed into a shell: what echo / printf / cat print is the script it runs
-    "echo 'codegraph explore x' | sh",
-    "printf 'codegraph x\\n' | bash",
-    "echo codegraph x | bash -s",
-    "sh <<< 'codegraph x'",
-    "cat <<EOF | sh\ncodegraph x\nEOF",
-    "cat <<'EOF' | bash -x\nset -e\ncd /repo\ncodegraph explore x\nEOF",
-    "echo -e 'cd /repo\\ncodegraph explore x' | bash -ex",
-    "printf '%s\\n' 'codegraph explore x' | zsh",
-    "echo 'codegraph explore x' |\n  dash -s -- arg",
-    "echo 'codegraph explore x' | cat | ksh",
-    "echo 'codegraph explore x' |& bash -",
-    # a lookup of the CLI, made in this same command, used as the command word
-    "CG=$(command -v codegraph); $CG explore x",
-    'CG=$(type -P codegraph) && "$CG" explore x',
-    '"$(which codegraph)" explore',
-    "`which codegraph` x",
-    # de-quoted before any shortcut; globs that can match the name; names made for it; the package's shim and runtime
-    "code''graph explore x",
-    '"code"graph explore x',
-    "c\\odegraph explore x",
-    "c?degraph explore x",
-    "/opt/cg/bin/c*graph explore x",
-    "[c]odegraph explore x",
-    "~/.cache/*/c?degraph/1.6.1/node_modules/.bin/codegraph explore x",
-    "ln -s /opt/cg/node_modules/.bin/codegraph x; ./x explore q",
-    "cp /opt/cg/node_modules/.bin/codegraph /tmp/y && /tmp/y explore q",
-    "alias q='codegraph explore'; q routing",
-    "cd /opt/cg/node_modules/.bin && ./codegraph explore x",
-    "cd /opt/cg/node_modules/@colbymchenry/codegraph && node npm-shim.js explore x",
-    "cd /opt/cg/node_modules/@colbymchenry/codegraph-linux-x64 && ./node lib/dist/bin/codegraph.js explore x",
-    "/opt/cg/node_modules/@colbymchenry/codegraph-linux-x64/node /tmp/anything.js",
-    "/opt/cg/node_modules/@colbymchenry/codegraph-linux-x64/bin/codegraph explore x",
-    "a=code; b=graph; $a$b explore x",
-    'a=code; "${a}graph" explore x',
-    "codegraph explore x; false",
-    "python3 -c \"import subprocess; subprocess.run(['codegraph', 'explore', 'x'])\"",
-    "perl -e 'system(\"codegraph explore x\")'",
-]
-
-MENTIONS = [
-    "grep codegraph src/",
-    "grep -rn 'codegraph explore' .",
-    "rg -l codegraph -g '*.md'",
-    "ls .codegraph",
-    "ls -la .codegraph/ node_modules/@colbymchenry/codegraph/",
-    "which codegraph",
-    "command -v codegraph",
-    "type codegraph",
-    "cat codegraph.md",
-    "cat .codegraph/config.json",
-    "sed -n '1,20p' codegraph.md",
-    "echo codegraph",
-    "echo 'run codegraph explore later'",
-    "git log --grep codegraph",
-    "rm -rf .codegraph",
-    "find / -iname '*codegraph*' 2>/dev/null",
-    "ps aux | grep codegraph",
-    "npm ls @colbymchenry/codegraph",
-    "npm view @colbymchenry/codegraph version",
-    "node scripts/codegraph-report.js",
-    "echo hi > codegraph",
-    "cat > notes.md <<'EOF'\ncodegraph explore x\nEOF",
-    "# codegraph explore x",
-    "echo \"unbalanced 'codegraph",
-    "echo codegraph | grep code",
-    "echo 'codegraph is great' > notes.txt",
-    "echo 'codegraph explore x' | tee notes.txt",
-    "echo 'codegraph explore x'; sh",
-    "printf 'echo %s\\n' codegraph | sh",  # the shell only echoes the word
-    "bash < script.sh",  # the script's text is not in the command: undecidable, so allowed
-    "$CG explore x",  # set by an earlier command: cannot be resolved here
-    "CG=codegraph $CG explore x",  # the shell expands $CG before this assignment takes effect
-    "node scripts/*.js",  # globs that match anything name nothing in particular
-    "node */index.js",
-    "./*.sh",
-    "c* --help",
-    "ls c?degraph",  # a glob that spells the name, as an argument
-    "ln -s /opt/cg/bin/codegraph x",  # a name made for it, never run
-    "cd /opt/cg/node_modules/.bin && ls",
-    "cd /opt/cg/node_modules/@colbymchenry/codegraph-linux-x64 && node --version",  # PATH's node, not the bundled one
-]
 
 
 def run_hook(payload: str | bytes, cli: str = "codegraph") -> subprocess.CompletedProcess:
@@ -225,17 +74,19 @@ def one_bash_call(command: str, result: str, is_error: bool | None) -> Transcrip
 
 
 @pytest.mark.parametrize("command", INVOCATIONS)
-def test_invocation_is_denied_seen_and_counted(command):
+def test_invocation_is_denied(command):
     done = run_hook(hook_event(command))
     assert decision(done) == "deny"
-    assert "codegraph" in json.loads(done.stdout)["hookSpecificOutput"]["permissionDecisionReason"]
-    assert invokes_cli(command, cli=CODEGRAPH.cli)
+    # What Claude Code hands the agent for a denial is the hook's own reason, the only proof of a block.
+    assert json.loads(done.stdout)["hookSpecificOutput"]["permissionDecisionReason"] == CODEGRAPH.deny_reason
 
-    # What Claude Code hands the agent for a denial: the hook's own reason, the only proof of a block.
-    denial = (
-        "PreToolUse:Bash hook denied this tool: "
-        + json.loads(done.stdout)["hookSpecificOutput"]["permissionDecisionReason"]
-    )
+
+# The matcher and the metric apart from the hook program (a subprocess a form): fast enough for every mutant of
+# metrics/contamination.py (bench/mutation.yaml deselects the hook's two tests there).
+@pytest.mark.parametrize("command", INVOCATIONS)
+def test_invocation_is_seen_and_counted(command):
+    assert invokes_cli(command, cli=CODEGRAPH.cli)
+    denial = "PreToolUse:Bash hook denied this tool: " + CODEGRAPH.deny_reason
     session = one_bash_call(command, denial, True).session()
     blocked = contamination(session, tool=CODEGRAPH)
     assert (blocked.cli_calls, blocked.cli_blocked, blocked.leaks) == (1, 1, [])
@@ -259,8 +110,12 @@ def test_invocation_is_denied_seen_and_counted(command):
 
 
 @pytest.mark.parametrize("command", MENTIONS)
-def test_mention_is_allowed_and_not_counted(command):
+def test_mention_is_allowed(command):
     assert decision(run_hook(hook_event(command))) is None
+
+
+@pytest.mark.parametrize("command", MENTIONS)
+def test_mention_is_not_counted(command):
     assert not invokes_cli(command, cli=CODEGRAPH.cli)
     report = contamination(one_bash_call(command, "src/a.js: codegraph", False).session(), tool=CODEGRAPH)
     assert (report.cli_calls, report.cli_blocked, report.leaks) == (0, 0, [])

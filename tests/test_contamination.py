@@ -15,7 +15,7 @@ from support.synth import Transcript, explore_response
 from support.transcripts import transcripts
 
 from pytest_agent_eval.agents.claude_code.transcript import read_lines, read_segments
-from pytest_agent_eval.metrics.contamination import INJECTED, contamination
+from pytest_agent_eval.metrics.contamination import INJECTED, contamination, describe_leak, scan
 from pytest_agent_eval.metrics.gates import contamination_verdict
 from pytest_agent_eval.metrics.scorecard import score_session
 from pytest_agent_eval.report.blocks.contamination import render_contamination
@@ -575,3 +575,119 @@ def test_the_worked_example_of_the_docs_page():
     assert [(leak.call_id, leak.fingerprint) for leak in report.leaks] == [(hidden, "explore heading")]
     verdict = contamination_verdict(score_session(t.session(), tool=CODEGRAPH), arm_has_tool=False, tool=CODEGRAPH)
     assert not verdict.passed and hidden in verdict.message and "explore heading" in verdict.message
+
+
+# -- edge inputs each rule must hold on (python bench/mutation.py metrics/contamination.py) -------------------------
+TINYGREP = RetrievalTool(
+    name="tinygrep", explore="tg_search", cli="tinygrep", package="tinygrep", version="0.1.0",
+    index_args=("index",), serve_args=("serve",), state_dirs=(".tinygrep",),
+    fingerprints=(fingerprint("tinygrep banner", r"=== tinygrep hits ===", "=== tinygrep"),),
+)  # fmt: skip
+
+
+def test_a_leak_after_the_arms_own_mcp_result_is_still_found():
+    """The tool's own result is stepped over, not the end of the scan."""
+    t = Transcript()
+    t.reply(t.call("mcp__codegraph__codegraph_explore", query="q"), EXPLORE)
+    bash = t.call("Bash", command="cat /tmp/notes.md")
+    t.reply(bash, EXPLORE)
+    assert [(leak.call_id, leak.tool) for leak in contamination(t.session(), tool=CODEGRAPH).leaks] == [(bash, "Bash")]
+
+
+def test_a_tool_is_judged_by_its_own_fingerprints():
+    t = Transcript()
+    mine = t.call("Bash", command="cat a")
+    t.reply(mine, "=== tinygrep hits ===\nsrc/a.py:1")
+    other = t.call("Bash", command="cat b")
+    t.reply(other, EXPLORE)  # codegraph's output is no leak of tinygrep's
+    t.user("=== tinygrep hits === (from a monitor)")
+    report = contamination(t.session(), TINYGREP)
+    assert [(leak.call_id, leak.tool, leak.fingerprint) for leak in report.leaks] == [
+        (mine, "Bash", "tinygrep banner"),
+        (None, INJECTED, "tinygrep banner"),
+    ]
+    assert report.cli == "tinygrep"
+
+
+BANNER = "=== tinygrep hits ==="
+
+
+@pytest.mark.parametrize(
+    ("text", "excerpt"),
+    [
+        (BANNER + "x" * 139, BANNER + "x" * 139),  # 160 characters: whole
+        (BANNER + "x" * 140, BANNER + "x" * 138 + "…"),  # 161: cut to 160 with the ellipsis
+        ("before\n  " + BANNER + " hit  \nafter", BANNER + " hit"),  # its own line, trimmed
+        ("a\nb\n" + BANNER, BANNER),  # the last line, no line break after it
+    ],
+)
+def test_a_leaks_excerpt_is_its_line_trimmed_and_shortened(text, excerpt):
+    fingerprint_, found = scan(text, TINYGREP)
+    assert (fingerprint_.name, found) == ("tinygrep banner", excerpt)
+
+
+def test_malformed_offers_are_passed_over():
+    """An init event whose tools or servers are not lists, a server that is not an object or has no name: skipped,
+    and a server without a status is ``unknown``."""
+    t = Transcript()
+    t.events.append({"type": "system", "subtype": "init", "session_id": "s", "tools": "codegraph", "mcp_servers": 5})
+    t.init(
+        tools=["Bash", 7, "mcp__codegraph__codegraph_explore"],
+        mcp_servers=["codegraph", {"status": "connected"}, {"name": 3}, {"name": "codegraph"}],
+    )
+    assert contamination(t.session(), tool=CODEGRAPH).exposed_tools == [
+        "mcp__codegraph__codegraph_explore",
+        "server:codegraph (unknown)",
+    ]
+
+
+def test_each_init_after_a_different_one_offers_its_own_tools():
+    t = Transcript()
+    t.init(tools=["mcp__codegraph__codegraph_explore"])
+    t.init(tools=["mcp__codegraph__codegraph_explore"])  # a resumed segment repeats the list
+    t.init(tools=["Bash", "mcp__codegraph__codegraph_node"])
+    assert contamination(t.session(), tool=CODEGRAPH).exposed_tools == [
+        "mcp__codegraph__codegraph_explore",
+        "mcp__codegraph__codegraph_node",
+    ]
+
+
+def test_describe_leak_words_a_call_and_an_injected_message():
+    leak = {"thread": "main", "call_id": "toolu_01", "tool": "Bash", "fingerprint": "explore heading", "excerpt": "**E"}
+    assert describe_leak(leak) == 'Bash call toolu_01 (thread main): explore heading — "**E"'
+    assert describe_leak({"call_id": None}) == 'an injected message (thread ?): ? — ""'
+    assert describe_leak({"call_id": "c"}) == '? call c (thread ?): ? — ""'
+
+
+def test_a_result_whose_call_the_transcript_lacks_is_still_scanned():
+    """An orphan result (its call cut off the transcript) may carry the tool's output: a leak, of tool ``?``."""
+    t = Transcript()
+    t.reply("toolu_orphan", EXPLORE)
+    [leak] = contamination(t.session(), tool=CODEGRAPH).leaks
+    assert (leak.call_id, leak.tool, leak.fingerprint) == ("toolu_orphan", "?", "explore heading")
+
+
+def test_an_injected_leak_keeps_its_thread_and_line():
+    t = Transcript()
+    task = t.call("Task", prompt="watch")
+    t.say("starting", thread=task)
+    t.events.append(
+        {
+            "type": "user",
+            "parent_tool_use_id": task,
+            "message": {"role": "user", "content": "<task-notification>\n" + BANNER + " found\n</task-notification>"},
+        }
+    )
+    [leak] = contamination(t.session(), TINYGREP).leaks
+    assert leak.to_dict() == {
+        "thread": task,
+        "call_id": None,
+        "tool": INJECTED,
+        "fingerprint": "tinygrep banner",
+        "excerpt": BANNER + " found",
+    }
+
+
+def test_the_report_dict_names_the_cli_and_the_cold_start():
+    data = contamination(Transcript().session(), tool=CODEGRAPH).to_dict()
+    assert (data["cli"], data["cold_start_race"], data["contaminated"]) == ("codegraph", False, False)

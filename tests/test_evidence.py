@@ -255,3 +255,203 @@ def test_a_record_without_a_messages_request_says_nothing_of_the_run():
     assert score(t.session(), requests=[], tool=CODEGRAPH).evidence is None
     assert score(t.session(), requests=[probe], tool=CODEGRAPH).evidence is None
     assert score(t.session(), requests=model_side(t.events), tool=CODEGRAPH).evidence is not None
+
+
+# -- edge inputs each rule must hold on (python bench/mutation.py metrics/evidence.py) ------------------------------
+def _response(response_id: str, *blocks: dict, tools: bool = True) -> dict[str, Any]:
+    request = {"model": "m", "messages": [], **({"tools": [{"name": "bash"}]} if tools else {})}
+    return {"method": "POST", "path": "/v1/messages", "status": 200, "request": request,
+            "response": {"id": response_id, "content": list(blocks)}, "refused": None}  # fmt: skip
+
+
+def test_messages_named_by_the_agents_own_ids_are_paired_with_the_responses_in_order():
+    """OpenCode's way (docs/model-boundary.md): a message pairs with the next response to a request offering tools
+    with its calls, or without calls its text (blanks aside); a response passed over is not taken back, a subagent's
+    thread goes on from the response that made its call, and a side request (a session title) pairs with nothing."""
+    from pytest_agent_eval.agents.opencode.transcript import OpenCodeSession
+    from pytest_agent_eval.metrics.evidence import paired_responses
+
+    t = Transcript()
+    answer = "It is in lib/a.js."
+    a = t.message(text("Let me delegate."), {"type": "tool_use", "id": "c1", "name": "Task", "input": {}})
+    t.message(text(answer), error="rate_limit")  # the CLI's note of an API error: never paired
+    s = t.message({"type": "tool_use", "id": "c2", "name": "Bash", "input": {}}, thread="c1")
+    t.reply("c2", "ok", thread="c1")
+    t.reply("c1", "report")
+    t.say(answer)
+    t.events[-1]["message"]["model"] = "<synthetic>"  # the CLI's own message: never paired
+    b = t.say(answer)
+    plain = t.session()
+    session = OpenCodeSession(timeline=plain.timeline, calls=plain.calls, results=plain.results)
+    tool_use = {"type": "tool_use", "name": "bash", "input": {}}
+    entries = [
+        _response("r_x", dict(tool_use, id="c2")),  # before the delegation: the subagent may not go back to it
+        _response("r_title", text(answer), tools=False),
+        _response("r_early", text(answer)),  # before the delegation: a later message may not go back to it
+        _response("r1", dict(tool_use, id="c1")),
+        _response("r_sub", dict(tool_use, id="c2")),
+        _response("r_cut", text("partial")),  # cut off and retried: passed over
+        _response("r2", text("It is in"), {"type": "text"}, dict(text("lib/a.js."), id="blk_1")),  # an id, no call
+    ]
+    assert paired_responses(session, entries) == {a: "r1", s: "r_sub", b: "r2"}
+    assert not [p for p in evidence(session, entries, tool=CODEGRAPH).problems if "the model sent no such message" in p]
+    t = Transcript()  # the first response pairs, and the next follows it at once
+    first = t.message({"type": "tool_use", "id": "c9", "name": "Bash", "input": {}})
+    second = t.say("done")
+    plain = t.session()
+    session = OpenCodeSession(timeline=plain.timeline, calls=plain.calls, results=plain.results)
+    entries = [_response("r_a", dict(tool_use, id="c9")), _response("r_b", text("done"))]
+    assert paired_responses(session, entries) == {first: "r_a", second: "r_b"}
+    assert paired_responses(plain, entries) == {m.id: m.id for m in plain.messages(None) if not m.error}
+
+
+def test_usage_of_each_api_is_the_whole_prompt_its_cached_part_and_the_output():
+    from pytest_agent_eval.metrics.evidence import _gemini_usage, _responses_usage, _whole_prompt
+
+    assert _responses_usage(
+        {"input_tokens": 100, "input_tokens_details": {"cached_tokens": 30}, "output_tokens": 5}
+    ) == (Usage(70, 30, 0, 5))
+    assert _responses_usage({"input_tokens": 100, "input_tokens_details": None}) == Usage(100, 0, 0, 0)
+    assert _responses_usage({"input_tokens": 100}) == Usage(100, 0, 0, 0)
+    assert _responses_usage([]) is None
+    gemini = {"promptTokenCount": 50, "cachedContentTokenCount": 20, "candidatesTokenCount": 7}
+    assert _gemini_usage(gemini) == Usage(30, 20, 0, 7)
+    assert _gemini_usage("x") is None
+    assert _whole_prompt(True, 0, 0) is None  # a bool is no count
+    assert _whole_prompt("9", 0, 0) is None
+    assert _whole_prompt(10, 40, None) == Usage(0, 40, 0, 0)  # never a negative part
+
+
+def test_what_both_sides_compare_drops_reminders_and_folds_blanks():
+    from pytest_agent_eval.metrics.evidence import _comparable
+
+    assert _comparable("a <system-reminder>x\ny</system-reminder>b\n\n c ") == "a b c"
+    assert _comparable("a<system-reminder>x</system-reminder>b") == "a b"
+    assert _comparable("\tplain  text\n") == "plain text"
+
+
+def test_a_request_path_is_read_without_its_query_or_a_trailing_slash():
+    from pytest_agent_eval.metrics.evidence import reached_the_model
+
+    assert reached_the_model([{"path": "/v1/messages/?beta=true"}])
+    assert reached_the_model([{"path": "/v1/responses/"}])
+    assert not reached_the_model([{"path": "/v1/models"}, {"path": "/v1/messagesX"}])
+
+
+def test_a_refused_request_is_not_read_as_evidence():
+    t = honest()
+    entries = model_side(t.events)
+    forged = copy.deepcopy(entries[-1])
+    forged["response"]["id"], forged["refused"] = "msg_refused", "server-side tool(s) web_fetch"
+    forged["request"]["messages"].append(
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_x", "content": "x"}]}
+    )
+    report = evidence(t.session(), [*entries, forged], tool=CODEGRAPH)
+    assert report.problems == [] and report.refused == ["POST /v1/messages?beta=true: server-side tool(s) web_fetch"]
+
+
+def test_the_evidence_dict_names_every_figure():
+    t = honest()
+    data = evidence(t.session(), model_side(t.events), tool=CODEGRAPH).to_dict()
+    unchecked = data.pop("unchecked")  # this record's responses carry no usage: said, never guessed
+    assert data == {"requests": 3, "refused": [], "problems": [], "leaks": [], "intact": True}
+    assert len(unchecked) == 3 and unchecked[0].endswith("(thread main): the model's response records no usage")
+
+
+def test_a_call_the_request_carries_without_a_name_is_named_by_a_question_mark():
+    t = honest()
+    entries = model_side(t.events)
+    entries[-1]["request"]["messages"] += [
+        "not a message",
+        {"role": "assistant", "content": ["not a block", {"type": "tool_use", "id": "toolu_ghost", "input": {}}]},
+        {"role": "assistant", "content": [{"type": "text", "text": "an id is no call", "id": "toolu_text"}]},
+    ]
+    entries.append({"method": "POST", "path": "/v1/messages", "request": None, "response": None, "refused": None})
+    report = evidence(t.session(), entries, tool=CODEGRAPH)
+    assert report.requests == 4
+    assert report.problems == [
+        "tool call toolu_ghost (?) reached the model in request #3, but is not in the transcript"
+    ]
+
+
+def test_a_leak_only_the_model_received_is_named_with_its_call_and_line_and_counted_once():
+    from pytest_agent_eval.metrics.contamination import Leak
+
+    t = honest()
+    entries = model_side(t.events)
+    entries[-1]["request"]["messages"] += [
+        {"role": "assistant", "content": [
+            {"type": "tool_use", "id": "toolu_mcp", "name": "mcp__codegraph__codegraph_explore", "input": {}},
+            {"type": "tool_use", "id": "toolu_hidden", "name": "Bash", "input": {"command": "cat /tmp/n"}},
+        ]},
+        {"role": "user", "content": [
+            {"type": "tool_result", "tool_use_id": "toolu_mcp", "content": EXPLORE},  # the arm's own: no leak
+            {"type": "tool_result", "tool_use_id": "toolu_hidden", "content": EXPLORE},
+        ]},
+    ]  # fmt: skip
+    [leak] = evidence(t.session(), entries, tool=CODEGRAPH).leaks
+    heading = "**Exploration: How does res.send decide the Content-Type and ETag**"
+    assert leak.to_dict() == {
+        "thread": "?",  # a call the transcript lacks has no thread there
+        "call_id": "toolu_hidden",
+        "tool": "Bash",
+        "fingerprint": "explore heading",
+        "excerpt": heading,
+    }
+    seen = [Leak("main", "toolu_hidden", "Bash", "explore heading", heading)]
+    assert evidence(t.session(), entries, seen=seen, tool=CODEGRAPH).leaks == []  # the transcript showed it already
+
+
+def test_a_result_cut_in_the_middle_agrees_only_where_both_cuts_left_the_same_text():
+    """Codex CLI cuts a long result's middle twice, to different budgets (docs/model-boundary.md): the shown head
+    must begin where the received head does and agree as far as both go, the shown tail end the received one."""
+    from pytest_agent_eval.metrics.evidence import _agrees
+
+    head, tail = "".join(f"h{i:03d}" for i in range(60)), "".join(f"t{i:03d}" for i in range(60))
+    received = head + "…40 tokens truncated…" + tail
+
+    def shown(h: str = head[:120], t: str = tail[-120:]) -> str:
+        return h + "…300 chars truncated…" + t
+
+    assert _agrees(received, shown())  # both begin and end alike
+    assert not _agrees("preamble " + received, shown())  # a shown head that begins later is less than was carried
+    assert _agrees(received, shown(head[:100] + head[100:110], tail[-30:]))  # a short tail: compared as it is
+    assert not _agrees(received, shown(head[:64] + "X" + head[65:120]))  # the head agrees, then it does not
+    assert not _agrees(received, shown(t=tail[-120:-1] + "X"))  # a long tail must end the received one
+    assert not _agrees(received, shown(t="X" + tail[-29:]))  # a short one, as far as it goes
+    assert not _agrees(received, shown(h="nowhere" + head[:120]))  # a head the received one does not begin with
+    assert not _agrees(head + tail, shown())  # only one side cut: no agreement to read
+    assert not _agrees(received, head[:120] + tail[-120:])
+
+
+def test_a_rewritten_input_is_shown_as_written_and_a_cli_message_is_passed_over():
+    t = honest()
+    entries = copy.deepcopy(model_side(t.events))
+    t.say("The CLI's own note.")
+    t.events[-1]["message"]["model"] = "<synthetic>"  # not the model's: no response to find
+    t.message(text("forged"), msg_id="msg_forged")
+    read = next(e for e in t.events if e["type"] == "assistant" and e["message"]["content"][0].get("name") == "Read")
+    read["message"]["content"][0]["input"] = {"file_path": "lib/réponse.js"}
+    problems = evidence(t.session(), entries, tool=CODEGRAPH).problems
+    assert [p.split(": ", 1)[-1] if "differs" in p else p for p in problems] == [
+        '{"file_path": "lib/réponse.js"}',
+        "assistant message msg_forged (thread main) is in the transcript, but the model sent no such message",
+    ]
+
+
+def test_a_received_result_whose_call_no_request_carried_is_named_by_a_question_mark():
+    t = honest()
+    entries = model_side(t.events)
+    entries[-1]["request"]["messages"].append(
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": "toolu_lost", "content": EXPLORE}]}
+    )
+    [leak] = evidence(t.session(), entries, tool=CODEGRAPH).leaks
+    assert (leak.call_id, leak.tool, leak.thread) == ("toolu_lost", "?", "?")
+    grep = next(c.id for c in t.session().calls if c.name == "Bash")  # a call the transcript has: its thread
+    entries[-1]["request"]["messages"].append(
+        {"role": "user", "content": [{"type": "tool_result", "tool_use_id": grep, "content": EXPLORE}]}
+    )
+    assert [(x.call_id, x.tool, x.thread) for x in evidence(t.session(), entries, tool=CODEGRAPH).leaks] == [
+        (grep, "Bash", "main"),
+        ("toolu_lost", "?", "?"),
+    ]

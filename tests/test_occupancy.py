@@ -246,6 +246,12 @@ def test_exact_attribution_base_and_error_bar():
     d = o.to_dict()
     assert d["residual"]["tool"] == codegraph and d["file_access"] == read + 244 and d["base"] == base
     assert d["calibrated"] is True and d["dispersion"] == pytest.approx(0.006)
+    # Every figure is in the dict under its own name (reports and rescores read them by it).
+    for name in ("ctx_final", "ctx_base", "chars_per_token", "calibration", "framing", "framing_tokens_per_char",
+                 "family_chars_per_token", "residual", "contributed", "residual_chars", "residual_results",
+                 "contributed_chars", "contributed_results", "evicted", "unexplained", "unexplained_thinking",
+                 "thinking_chars_per_token", "compactions", "turns", "window", "tokens_processed"):  # fmt: skip
+        assert d[name] == getattr(o, name), name
 
 
 def test_the_error_bar_is_taken_on_gaps_that_are_95_percent_one_result():

@@ -132,9 +132,10 @@ def test_two_explores_in_one_message_do_not_judge_each_other():
     assert s.concurrent == 0  # an explore is not a file access
 
 
-def test_a_shell_read_in_the_same_message_is_concurrent_too():
+@pytest.mark.parametrize("command", ["cat lib/response.js", "grep -rn send lib/"])  # a shell read, a shell search
+def test_a_shell_read_in_the_same_message_is_concurrent_too(command):
     t = Transcript()
-    e, b = t.calls(tool_use(EXPLORE, query="q"), tool_use("Bash", command="cat lib/response.js"))
+    e, b = t.calls(tool_use(EXPLORE, query="q"), tool_use("Bash", command=command))
     t.reply(e, explore_response({"lib/response.js": "code()"}))
     t.reply(b, "source")
     t.say("done")
@@ -237,11 +238,13 @@ def test_delegation_is_judged_by_the_subagents_first_call(delegate, first, tool_
     assert (verdict.bucket, verdict.reaction) == (bucket, reaction)
 
 
-def test_delegation_that_never_runs_a_tool_is_moved_on():
+@pytest.mark.parametrize("said", [True, False])  # False: the subagent left no message (cut off, not recorded)
+def test_delegation_that_never_runs_a_tool_is_moved_on(said):
     t = Transcript()
     explore(t, "q", ["lib/response.js"])
     agent = t.call("Agent", prompt="think")
-    t.say("nothing to look up", thread=agent)
+    if said:
+        t.say("nothing to look up", thread=agent)
     t.reply(agent, "report")
     t.say("done")
     assert (only(t).bucket, only(t).reaction) == ("sufficient", "Agent → moved on")
@@ -609,3 +612,79 @@ def test_the_worked_example_of_the_docs_page():
     figures = figures_of(score_session(t.session(), tool=CODEGRAPH), has_tool=True)
     assert figures["explore_calls"] == 5 and figures["explore_errors"] == 1
     assert {figures[f"{key}_share"] for key, _, _ in BUCKETS} == {0.2}
+
+
+# -- edge inputs each rule must hold on (python bench/mutation.py metrics/sufficiency.py) ----------------------------
+def test_a_shell_write_or_a_bash_call_without_a_command_in_the_same_message_is_not_concurrent():
+    t = Transcript()
+    e, w, n = t.calls(tool_use(EXPLORE, query="q"), tool_use("Bash", command="echo x > /tmp/o"), tool_use("Bash"))
+    t.reply(e, explore_response({"lib/response.js": "code()"}))
+    t.reply(w, "")
+    t.reply(n, "")
+    t.say("done")
+    assert judge(t).concurrent == 0
+
+
+def test_the_query_is_the_query_input_wherever_it_stands():
+    t = Transcript()
+    e = t.call(EXPLORE, depth="deep", query="how does routing work")
+    t.reply(e, explore_response({"lib/router/index.js": "x"}))
+    t.say("done")
+    assert only(t).query == "how does routing work"
+
+
+def test_an_explore_input_with_no_string_value_has_an_empty_query():
+    t = Transcript()
+    e = t.call(EXPLORE, depth=2)
+    t.reply(e, explore_response({"lib/router/index.js": "x"}))
+    t.say("done")
+    assert only(t).query == ""
+
+
+@pytest.mark.parametrize(
+    ("tool_input", "reaction"),
+    [
+        ({"file_path": "README.md"}, "Read README.md"),  # a bare file name: no folder to cut
+        ({"file_path": "/t/lib/"}, "Read lib"),  # a folder's trailing slash is not its name
+        ({"file_path": "/t/docs/INDEX"}, "Read INDEX"),
+        ({}, "Read"),  # no path at all: the verb alone, no trailing blank
+    ],
+)
+def test_a_reads_label_is_the_files_own_name(tool_input, reaction):
+    assert one_shot("Read", **tool_input).reaction == reaction
+
+
+def test_only_the_mcp_prefix_is_cut_from_an_explore_again():
+    """``mcp__server__tool`` shows as ``tool``; a name the tool owns without that prefix is shown whole."""
+    assert one_shot("codegraph__codegraph_search", query="x").reaction == "codegraph__codegraph_search"
+
+
+def test_an_errored_explore_still_names_its_call():
+    t = Transcript()
+    bad = t.call(EXPLORE, query="not indexed")
+    t.reply(bad, "Error: project not indexed", is_error=True)
+    t.say("done")
+    assert only(t).call_id == bad
+
+
+def test_a_subagent_message_holding_bookkeeping_then_a_read_is_judged_by_the_read():
+    """Rule 4 steps over bookkeeping inside one subagent message, not the rest of that message."""
+    t = Transcript()
+    explore(t, "q", ["lib/response.js"])
+    agent = t.call("Agent", prompt="look")
+    s, r = t.calls(tool_use("TodoWrite", todos=[]), tool_use("Read", file_path="/t/lib/response.js"), thread=agent)
+    t.reply(s, "ok", thread=agent)
+    t.reply(r, "source", thread=agent)
+    t.reply(agent, "report")
+    t.say("done")
+    assert (only(t).bucket, only(t).reaction) == ("read_returned", "Agent → Read response.js")
+
+
+def test_the_note_is_carried_across_a_delegation():
+    t = Transcript()
+    explore(t, "q", ["lib/response.js"], named=["lib/router/index.js"])
+    agent = t.call("Agent", prompt="look")
+    then(t, "Read", thread=agent, file_path="/t/lib/router/index.js")
+    t.reply(agent, "report")
+    t.say("done")
+    assert (only(t).reaction, only(t).note) == ("Agent → Read index.js", "(named, not returned)")

@@ -106,9 +106,9 @@ def _leads(command: str, cli: str) -> bool:
 
 
 def _may_name(command: str, cli: str) -> bool:
-    """The cheap shortcut, taken only after quotes and backslashes are gone (``code''graph``, ``\\codegraph``);
-    a glob or a variable can spell the name without containing it."""
-    return cli in re.sub(r"[\"'\\]", "", command) or any(ch in _GLOB_CHARS or ch == "$" for ch in command)
+    """The cheap shortcut, taken only after quotes, backslashes and line continuations are gone (``code''graph``,
+    ``\\codegraph``, ``code\\<newline>graph``); a glob or a variable can spell the name without containing it."""
+    return cli in re.sub(r"\\\n|[\"'\\]", "", command) or any(ch in _GLOB_CHARS or ch == "$" for ch in command)
 
 
 def _script_runs(script: str, cli: str, depth: int) -> bool:
@@ -130,8 +130,7 @@ def _command_runs(command: _Command, cli: str, depth: int, scope: _Scope, stdin:
     words = command.words
     if all(_ASSIGN_RE.match(w.text) for w in words):  # `CG=$(which codegraph)` alone sets a variable
         for word in words:
-            name, _, value = word.text.partition("=")
-            scope.variables[name.rstrip("+")] = _expand(_Word(value, word.subs), scope)
+            _assign(word, scope)
         return False
     i = 0
     while i < len(words) and (words[i].text in _SKIP_WORDS or _ASSIGN_RE.match(words[i].text)):
@@ -139,13 +138,22 @@ def _command_runs(command: _Command, cli: str, depth: int, scope: _Scope, stdin:
     if i < len(words) and words[i].text in ("export", "readonly") and len(words) > i + 1:
         for word in words[i + 1 :]:
             if _ASSIGN_RE.match(word.text):
-                name, _, value = word.text.partition("=")
-                scope.variables[name] = _expand(_Word(value, word.subs), scope)
+                _assign(word, scope)
         return False
     if i < len(words) and words[i].text == "function":
         i += 2
     _remember(words[i:], cli, depth, scope)
     return _runs_from(words[i:], cli, depth, scope, stdin)
+
+
+def _assign(word: _Word, scope: _Scope) -> None:
+    """``name=value`` sets the variable; ``name+=value`` appends to what it holds, as bash does
+    (``CG=codegraph; CG+=""`` still holds the CLI's name)."""
+    target, _, value = word.text.partition("=")
+    name = target.removesuffix("+")
+    assigned = _expand(_Word(value, word.subs), scope)
+    held = scope.variables.get(name) if target.endswith("+") else None
+    scope.variables[name] = _Word(held.text + assigned.text, held.subs + assigned.subs) if held else assigned
 
 
 def _remember(words: list[_Word], cli: str, depth: int, scope: _Scope) -> None:
