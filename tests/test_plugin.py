@@ -170,6 +170,8 @@ OPTION_CASES = {
     "--agent-eval-compare-min-pairs": ("2", "3", "compare_min_pairs", 2, 3),
     "--agent-eval-tool": ("mytools:ALPHA", "mytools:BETA", "tool", "alpha", "beta"),  # DUMP_CONFIG keeps its name
     "--agent-eval-agent": ("mytools:AGENT_A", "mytools:AGENT_B", "agent", "agent-a", "agent-b"),  # and this one's
+    "--agent-eval-stand-in-answers": ("key", "wrong", "stand_in_answers", "key", "wrong"),
+    "--agent-eval-judge": ("model", "mytools:JUDGE", "judge", "model", "mytools:JUDGE"),
     "--agent-eval-agents": (
         "codex,mytools:AGENT_A",
         "mytools:AGENT_B,claude-code",

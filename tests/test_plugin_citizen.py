@@ -3,6 +3,7 @@ runs, pytest's conventions. pytester sessions with the stand-in ``claude`` of :m
 
 from __future__ import annotations
 
+import importlib
 import json
 import re
 
@@ -457,13 +458,15 @@ def test_report_header_names_backend_arms_corpus_and_out(project, monkeypatch):
 def test_a_kernel_whose_landlock_cannot_scope_signals_is_said_in_the_header(project, monkeypatch):
     """Below Landlock ABI 6 the agent's shells could signal the CLI, the relay and the sandbox's init: the header
     says so, as for any layer the kernel refuses; where it can (this kernel), no line."""
-    from pytest_agent_eval.harness import jail
+    # the module the session will import: an earlier in-process session may have imported it and pytester taken it
+    # out of sys.modules after, leaving the package's attribute a stale copy
+    jail = importlib.import_module("pytest_agent_eval.harness.jail")
 
     assert jail.landlock_abi() >= jail.SCOPED_ABI and jail.scoping_caveat() is None
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)
-    (project.path / "conftest.py").write_text(  # the session's own process: a kernel with Landlock ABI 5
-        "from pytest_agent_eval.harness import jail\njail.landlock_abi = lambda: 5\n", encoding="utf-8"
-    )
+    # the session runs in this process: a kernel with Landlock ABI 5 for it alone (undone after the test, so no
+    # later in-process session reads it)
+    monkeypatch.setattr(jail, "landlock_abi", lambda: 5)
     result = project.pytester.runpytest("-p", "no:cacheprovider", "--arms", "with", "--agent-eval-out", "out")
     result.stdout.fnmatch_lines([RUNTIMES, "agent-eval: landlock: signal scoping refused by this kernel (Landlock ABI"
                                  " 5, 6 needed: Linux 6.12+): the agent's shells can signal*"])  # fmt: skip
