@@ -154,6 +154,21 @@ def test_the_with_arms_stream_reads_into_the_common_session() -> None:
     assert "response_ids" in session.unread and session.own_message_ids
 
 
+def test_calls_that_finished_out_of_order_are_read_in_the_order_the_model_sent_them(tmp_path: Path) -> None:
+    """OpenCode writes a step's calls as each finishes; the reader orders them by part id, the order the model sent them
+    and the next request carries them in (the request record says so)."""
+    lines = _segments("without")[0].read_text().splitlines()
+    parallel = [i for i, line in enumerate(lines) if json.loads(line)["type"] == "tool_use"][1:3]
+    assert parallel == [4, 5]
+    lines[4], lines[5] = lines[5], lines[4]  # the second call finished first
+    swapped = tmp_path / "events.jsonl"
+    swapped.write_text("\n".join(lines) + "\n")
+    requests = read_requests(DATA / "without/requests.jsonl")
+    sent = [b["id"] for m in requests[-1]["request"]["messages"] if m["role"] == "assistant" for b in m["content"]]
+    assert [c.id for c in read_opencode([swapped]).calls] == sent
+    assert [c.id for c in read_opencode(_segments("without")).calls] == sent
+
+
 def test_the_without_arms_denied_cli_call_carries_the_mark() -> None:
     session = read_opencode(_segments("without"))
     [cli] = [c for c in session.calls if c.input["command"].startswith(f"{CODEGRAPH.cli} ")]
@@ -210,7 +225,7 @@ def test_a_tool_result_cut_down_in_a_subagents_database_is_named(tmp_path: Path)
     assert len(cut) == 2  # each subagent's search
     problems = evidence(session, read_requests(DATA / "delegated" / "requests.jsonl"), tool=CODEGRAPH).problems
     assert problems == [
-        f'tool result for {call.id} (Bash, thread {call.thread}) differs from what the model received: '
+        f"tool result for {call.id} (Bash, thread {call.thread}) differs from what the model received: "
         '"./lib/router/index.js"'
         for call in cut
     ]

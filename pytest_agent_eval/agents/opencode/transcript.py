@@ -318,7 +318,7 @@ class _Reader:
     def _steps(self, events: list[dict[str, Any]], segment: int) -> tuple[str, str | None]:
         """Read ``events``; the answer, and how the turn ended (None: it did not)."""
         answer, ended = "", None
-        for event in events:
+        for event in in_model_order(events):
             kind, part = event.get("type"), event.get("part") if isinstance(event.get("part"), dict) else {}
             if kind == "step_start":
                 self._open(str(part.get("messageID") or ""), segment)
@@ -398,6 +398,27 @@ class _Reader:
             if tool.startswith(server + "_"):
                 return f"mcp__{server}__{tool[len(server) + 1 :]}", dict(raw_input)
         return tool, dict(raw_input)
+
+
+def in_model_order(events: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """``events`` with each run of ``tool_use`` events in the order the model sent the calls. OpenCode runs a step's
+    calls at once and writes each one's event when it has run, so two calls' events come in the order they finished,
+    which the machine's load decides; each part's id is ascending in the order OpenCode made it (``prt_`` and a hex
+    count of time), as the model streamed the calls, and the next request carries them in that order."""
+    ordered: list[dict[str, Any]] = []
+    calls: list[dict[str, Any]] = []
+    for event in [*events, {}]:
+        if event.get("type") == "tool_use":
+            calls.append(event)
+            continue
+        ids = [call["part"].get("id") for call in calls if isinstance(call.get("part"), dict)]
+        if len(ids) == len(calls) and all(isinstance(i, str) and i.startswith("prt_") for i in ids):
+            calls.sort(key=lambda call: call["part"]["id"])
+        ordered += calls
+        calls = []
+        if event:
+            ordered.append(event)
+    return ordered
 
 
 def _usage(raw: Any) -> Usage | None:
