@@ -473,10 +473,8 @@ def test_a_family_denser_than_the_others_below_the_factor_keeps_its_price_and_sa
     )
     assert o.to_dict()["denser"] == o.denser
     rendered = render_occupancy(o, tool=CODEGRAPH)
-    line = (
-        f"denser than the run's other families, its own cost or context beside it: codegraph ±{o.denser['tool']:,} tok"
-    )
-    assert line in rendered
+    bar = f"codegraph ±{o.denser['tool']:,} tok"
+    assert f"read denser than the other families, their own cost or context beside them: {bar}" in rendered
 
 
 def test_a_family_as_dense_as_the_others_within_the_tolerance_has_no_bar():
@@ -487,7 +485,7 @@ def test_a_family_as_dense_as_the_others_within_the_tolerance_has_no_bar():
     t.say("done", ctx=12_050)
     o = occupancy(t.session(), tool=CODEGRAPH)
     assert o.denser == {}
-    assert "denser than the run's other families" not in render_occupancy(o, tool=CODEGRAPH)
+    assert "read denser than the other families" not in render_occupancy(o, tool=CODEGRAPH)
 
 
 def test_a_ratio_no_tokenizer_produces_is_never_used_and_the_block_says_what_was_measured():

@@ -55,7 +55,7 @@ def render_occupancy(o: Occupancy, tool: RetrievalTool) -> str:
     if o.denser:  # growth beyond the other families' terms: the family's own cost, or context beside it; it cannot tell
         labels = {"tool": tool.name, **_FAMILY_LABELS}
         bars = ", ".join(f"{labels[fam]} ±{tokens:,} tok" for fam, tokens in o.denser.items())
-        measure += f"\n  denser than the run's other families, its own cost or context beside it: {bars}"
+        measure += f"\n  read denser than the other families, their own cost or context beside them: {bars}"
     if o.cross_check:  # the refined pricing and the simple calibrated estimate disagree beyond their error bars
         measure += f"\n  cross-check: {o.cross_check}"
     return "\n".join(
