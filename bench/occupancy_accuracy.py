@@ -76,6 +76,7 @@ class ClassScore:
     simple_errors: float = 0.0
     truths: float = 0.0
     worst: float = 0.0
+    worst_tokens: int = 0  # the largest |estimate − truth| of one family of one session
     misses: int = 0
     families: int = 0
     sessions: int = 0
@@ -144,6 +145,7 @@ def score_session(
             target.errors += abs(estimate - actual)
             target.simple_errors += abs(simple.residual[fam] - actual)
             target.truths += actual
+            target.worst_tokens = max(target.worst_tokens, abs(estimate - actual))
             if actual >= SIZABLE_TOKENS:
                 target.worst = max(target.worst, abs(estimate - actual) / actual)
             target.misses += not within(estimate, actual)

@@ -96,9 +96,12 @@ def test_what_the_server_hid_is_reported_as_unexplained_not_priced(scores, model
 
 AGENTS = ("codex", "gemini", "opencode")
 CASES_PER_AGENT = ("plain-with", "plain-without", "delegated-with", "delegated-without", "two-turns-with")
-# "other" (spawning a subagent and waiting for it: a few dozen tokens of JSON ids) misses its share: at most 27% (Codex
-# under the stand-in's own counting), 83 tokens at most; every other family holds the goal.
+# "other" (spawning a subagent and waiting for it: a few dozen tokens of JSON ids) misses its share: the one small gap
+# that measures the framing density is the spawn's, so its result reads at the run's ratio, where ids tokenise at about
+# 1.5 chars/token (docs/metrics/occupancy.md, "What it cannot see"). Its bound: at most 28% of the family (Codex under
+# the stand-in's own counting), and OTHER_TOKENS in one session; every other family holds the goal.
 FAMILY_FIGURES = {"other": 0.28}
+OTHER_TOKENS = 90
 
 
 @pytest.fixture(scope="module")
@@ -120,3 +123,9 @@ def test_every_agents_sessions_hold_the_goal_under_every_counting_model(agent_sc
     assert all(f.mean <= FAMILY_FIGURES.get(fam, GOAL) for fam, f in families.items()), {
         fam: f.mean for fam, f in families.items()
     }
+
+
+@pytest.mark.parametrize(("model", "agent"), [(m, a) for m in MODELS for a in AGENTS])
+def test_the_other_family_of_every_agent_is_off_by_no_more_than_its_stated_bound(agent_scores, model, agent):
+    _, families = agent_scores[(model, agent)]
+    assert families["other"].worst_tokens <= OTHER_TOKENS
