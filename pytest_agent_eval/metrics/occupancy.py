@@ -53,7 +53,9 @@ What the transcript does not show (docs/metrics/occupancy.md, "Invisible growth"
   may hide growth, the least dense bounds the ratio (:data:`BOUND`). A family whose gaps read denser than the others'
   by :data:`GROWTH_FACTOR` measures nothing (:func:`_beside_growth`). A gap's growth beyond its content's price is
   reported as ``unexplained`` (``unexplained_thinking`` where it holds thinking, ``unexplained_beside`` where its family
-  read so dense), and a shrink takes it, then the visible thinking, before any result.
+  read so dense), and a shrink takes it, then the visible thinking, before any result. Whatever the factor, a family's
+  growth beyond the other families' terms is its own cost or context beside it, which nothing here tells apart: it is
+  the family's error bar, ``denser``.
 * **thinking is assistant content**, never a tool family: visible thinking is priced at the ratio the segments'
   declared output measures (:func:`_declared_output`), or else at prose's (:data:`PROSE_CHARS_PER_TOKEN`); the
   same declared output tells what a gap's thinking hid, where one gap of its segment may hide. That ratio is right in
