@@ -18,7 +18,9 @@ Then per class (the top folder: ``calibration``, ``held-out``, ``ordinary``, ``m
 * unexplained: occupancy's growth no visible content explains, against what the server hid in the last request
   (thinking it did not stream, context beside results; reminders the CLI adds are in the first, not the second);
 * disagree: sessions whose occupancy the cross-check flags (it differs from the simple estimate by more than its
-  error bar).
+  error bar);
+* beyond bar: of the families whose gaps read denser than the run's others (growth that is theirs or beside them,
+  :attr:`~pytest_agent_eval.metrics.occupancy.Occupancy.denser`), those off by more than that bar and the tolerance.
 """
 
 from __future__ import annotations
@@ -74,6 +76,7 @@ class ClassScore:
     simple_errors: float = 0.0
     truths: float = 0.0
     worst: float = 0.0
+    worst_tokens: int = 0  # the largest |estimate − truth| of one family of one session
     misses: int = 0
     families: int = 0
     sessions: int = 0
@@ -83,6 +86,8 @@ class ClassScore:
     unexplained: int = 0
     hidden: int = 0
     disagree: int = 0
+    bars: int = 0  # families occupancy gives a bar for growth that may be theirs or beside them (Occupancy.denser)
+    beyond_bar: int = 0  # of them, those off by more than their bar and the tolerance
 
     @property
     def mean(self) -> float:
@@ -140,10 +145,15 @@ def score_session(
             target.errors += abs(estimate - actual)
             target.simple_errors += abs(simple.residual[fam] - actual)
             target.truths += actual
+            target.worst_tokens = max(target.worst_tokens, abs(estimate - actual))
             if actual >= SIZABLE_TOKENS:
                 target.worst = max(target.worst, abs(estimate - actual) / actual)
             target.misses += not within(estimate, actual)
             target.families += 1
+            if fam in occ.denser:
+                target.bars += 1
+                target.beyond_bar += abs(estimate - actual) > max(occ.denser[fam], TOLERANCE_SHARE * actual,
+                                                                  TOLERANCE_TOKENS)  # fmt: skip
         if rows is not None:
             error = estimate - actual
             relative = f"{error / actual:+.1%}" if actual else "n/a"
@@ -202,9 +212,9 @@ def main() -> int:
             s = scores[cls]
             detail.append([model, cls, s.sessions, f"{s.mean:.3%}", f"{s.simple_mean:.3%}", f"{s.worst:.1%}",
                            f"{s.misses}/{s.families}", f"{s.evicted:,} ({s.truly_evicted:,})", s.false_evictions,
-                           f"{s.unexplained:,} ({s.hidden:,})", s.disagree])  # fmt: skip
+                           f"{s.unexplained:,} ({s.hidden:,})", s.disagree, f"{s.beyond_bar}/{s.bars}"])  # fmt: skip
     headers = ["model", "class", "sessions", "mean", "simple", "worst ≥1k", "misses", "evicted (truth)", "false",
-               "unexplained (hidden)", "disagree"]  # fmt: skip
+               "unexplained (hidden)", "disagree", "beyond bar"]  # fmt: skip
     print(tabulate(detail, headers=headers))
     return 0
 

@@ -451,8 +451,41 @@ def test_growth_beside_a_result_of_a_family_denser_than_the_others_is_unexplaine
     # the 600 tokens, less the framing the ratio does not price into the result
     assert o.evicted == 0 and o.unexplained == pytest.approx(1_600 - 997 - own, abs=20)
     assert o.unexplained_beside == o.unexplained  # theirs or context: the data cannot tell, its error bar is itself
+    # The family's bar: the same growth, its call and framing too (the gap's characters at the Read's ratio)
+    assert set(o.denser) == {"tool"} and o.unexplained <= o.denser["tool"] <= 1_600 - 997
     rendered = render_occupancy(o, tool=CODEGRAPH)
     assert f"of which {o.unexplained:,} beside results, theirs or not: ±{o.unexplained:,}" in rendered
+
+
+def test_a_family_denser_than_the_others_below_the_factor_keeps_its_price_and_says_its_bar():
+    # The same two gaps, the tool's growing by 1,300 tokens: 1.3x the Read's density, a denser file or 300 tokens of
+    # context beside it. Priced at what its own gap measured, with that growth beyond the Read's terms as its bar.
+    t = Transcript()
+    step(t, 10_000, "Read", 1_994)
+    step(t, 11_000, CG, 1_994)
+    t.say("done", ctx=12_300)
+    o = occupancy(t.session(), tool=CODEGRAPH)
+    assert o.unexplained == 0 and o.unexplained_beside == 0
+    assert o.family_chars_per_token["tool"] < o.family_chars_per_token["read"]  # priced as the denser family it read
+    # Its bar: what its price holds beyond the same characters at the Read's terms.
+    assert set(o.denser) == {"tool"} and o.denser["tool"] == pytest.approx(
+        o.residual["tool"] - o.residual["read"], abs=5
+    )
+    assert o.to_dict()["denser"] == o.denser
+    rendered = render_occupancy(o, tool=CODEGRAPH)
+    bar = f"codegraph ±{o.denser['tool']:,} tok"
+    assert f"read denser than the other families, their own cost or context beside them: {bar}" in rendered
+
+
+def test_a_family_as_dense_as_the_others_within_the_tolerance_has_no_bar():
+    # 5% denser: within the tolerance that makes growth unexplained, max(200 tokens, 5%), no bar and no line.
+    t = Transcript()
+    step(t, 10_000, "Read", 1_994)
+    step(t, 11_000, CG, 1_994)
+    t.say("done", ctx=12_050)
+    o = occupancy(t.session(), tool=CODEGRAPH)
+    assert o.denser == {}
+    assert "read denser than the other families" not in render_occupancy(o, tool=CODEGRAPH)
 
 
 def test_a_ratio_no_tokenizer_produces_is_never_used_and_the_block_says_what_was_measured():

@@ -34,9 +34,13 @@ FIGURES = {
     "cl100k_base": {"calibration": 0.0070, "held-out": 0.0065, "ordinary": 0.0045, "multi-turn": 0.0040,
                     "growth": 0.0590, "hidden-thinking": 0.0065, "long-thinking": 0.0085, "compaction": 0.0085},
 }  # fmt: skip
-# Where the goal is not met yet, and why (docs/metrics/occupancy.md, "What it cannot see"): context the server counts
+# Where the goal is not met, and why (docs/metrics/occupancy.md, "What it cannot see"): context the server counts
 # beside a result with nothing in the transcript to tell it, where the family reads less than GROWTH_FACTOR denser than
-# the others, reads as that family's density. Results are scored against their own tokens, the context apart.
+# the others, reads as that family's density (growth/every-step-with: 1.32x to 1.38x, where real families of the bench
+# differ by up to 1.73x; bench/family_density.py: no weighing of the characters sets them apart by more than 1.01x
+# under the stand-in's counting). The family's bar, Occupancy.denser, covers it
+# (test_a_family_read_denser_than_the_others_is_off_by_no_more_than_its_bar). Results are scored against their own
+# tokens, the context apart.
 MISSES = {("stand-in", "growth"), ("o200k_base", "growth"), ("cl100k_base", "growth")}
 
 
@@ -67,6 +71,15 @@ def test_occupancy_is_no_worse_than_the_simple_estimate_on_any_class(scores, mod
     assert s.mean <= s.simple_mean
 
 
+@pytest.mark.parametrize(("model", "cls"), [(m, c) for m in MODELS for c in CLASSES])
+def test_a_family_read_denser_than_the_others_is_off_by_no_more_than_its_bar(scores, model, cls):
+    # Its gaps' growth beyond the other families' terms is its own cost or context beside it: the residual's bar.
+    s = scores[model][cls]
+    assert s.beyond_bar == 0
+    if cls == "growth":  # every session whose results' family the context made read denser has its bar
+        assert s.bars >= 3
+
+
 @pytest.mark.parametrize("model", MODELS)
 def test_growth_beside_results_is_reported_unexplained_never_more_than_the_server_hid(scores, model):
     # Results are scored on their own tokens; the context beside them is unexplained where their family read far
@@ -84,9 +97,12 @@ def test_what_the_server_hid_is_reported_as_unexplained_not_priced(scores, model
 
 AGENTS = ("codex", "gemini", "opencode")
 CASES_PER_AGENT = ("plain-with", "plain-without", "delegated-with", "delegated-without", "two-turns-with")
-# "other" (spawning a subagent and waiting for it: a few dozen tokens of JSON ids) misses its share: at most 27% (Codex
-# under the stand-in's own counting), 83 tokens at most; every other family holds the goal.
+# "other" (spawning a subagent and waiting for it: a few dozen tokens of JSON ids) misses its share: the one small gap
+# that measures the framing density is the spawn's, so its result reads at the run's ratio, where ids tokenise at about
+# 1.5 chars/token (docs/metrics/occupancy.md, "What it cannot see"). Its bound: at most 28% of the family (Codex under
+# the stand-in's own counting), and OTHER_TOKENS in one session; every other family holds the goal.
 FAMILY_FIGURES = {"other": 0.28}
+OTHER_TOKENS = 90
 
 
 @pytest.fixture(scope="module")
@@ -108,3 +124,9 @@ def test_every_agents_sessions_hold_the_goal_under_every_counting_model(agent_sc
     assert all(f.mean <= FAMILY_FIGURES.get(fam, GOAL) for fam, f in families.items()), {
         fam: f.mean for fam, f in families.items()
     }
+
+
+@pytest.mark.parametrize(("model", "agent"), [(m, a) for m in MODELS for a in AGENTS])
+def test_the_other_family_of_every_agent_is_off_by_no_more_than_its_stated_bound(agent_scores, model, agent):
+    _, families = agent_scores[(model, agent)]
+    assert families["other"].worst_tokens <= OTHER_TOKENS

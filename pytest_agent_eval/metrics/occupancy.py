@@ -53,7 +53,9 @@ What the transcript does not show (docs/metrics/occupancy.md, "Invisible growth"
   may hide growth, the least dense bounds the ratio (:data:`BOUND`). A family whose gaps read denser than the others'
   by :data:`GROWTH_FACTOR` measures nothing (:func:`_beside_growth`). A gap's growth beyond its content's price is
   reported as ``unexplained`` (``unexplained_thinking`` where it holds thinking, ``unexplained_beside`` where its family
-  read so dense), and a shrink takes it, then the visible thinking, before any result.
+  read so dense), and a shrink takes it, then the visible thinking, before any result. Whatever the factor, a family's
+  growth beyond the other families' terms is its own cost or context beside it, which nothing here tells apart: it is
+  the family's error bar, ``denser``.
 * **thinking is assistant content**, never a tool family: visible thinking is priced at the ratio the segments'
   declared output measures (:func:`_declared_output`), or else at prose's (:data:`PROSE_CHARS_PER_TOKEN`); the
   same declared output tells what a gap's thinking hid, where one gap of its segment may hide. That ratio is right in
@@ -194,6 +196,10 @@ class Occupancy:
     # Of it, the growth of gaps whose family read denser than the run's others by GROWTH_FACTOR: context beside their
     # results, or their own cost; the data cannot tell, so its error bar is itself (docs/metrics/occupancy.md).
     unexplained_beside: int = 0
+    # Per family, the growth of its clean gaps beyond its characters at the run's other families' ratio: its own cost
+    # (a denser file) or context beside its results; the data cannot tell, so it is the family's error bar. Priced into
+    # its results where the family reads less than GROWTH_FACTOR denser, unexplained_beside where more.
+    denser: dict[str, int] = field(default_factory=dict)
     thinking_chars_per_token: float = PROSE_CHARS_PER_TOKEN
     compactions: int = 0
     turns: int = 0
@@ -245,6 +251,7 @@ class Occupancy:
             "unexplained": self.unexplained,
             "unexplained_thinking": self.unexplained_thinking,
             "unexplained_beside": self.unexplained_beside,
+            "denser": dict(self.denser),
             "thinking_chars_per_token": self.thinking_chars_per_token,
             "compactions": self.compactions,
             "turns": self.turns,
@@ -351,6 +358,7 @@ class _Pricing:
     framing_calibration: str = DEFAULT
     family_ratio: dict[str, float] = field(default_factory=dict)
     implausible: float | None = None  # the ratio measured, where no tokenizer produces it (_sane)
+    denser: dict[str, float] = field(default_factory=dict)  # each family's growth beyond the others' terms (_pooled)
 
     @property
     def rest_framing(self) -> float:
@@ -418,6 +426,7 @@ def occupancy(
         framing=pricing.framing_calibration,
         family_chars_per_token=dict(pricing.family_ratio),
         implausible_chars_per_token=pricing.implausible,
+        denser={fam: round(tokens) for fam, tokens in pricing.denser.items()},
         compactions=compactions,
         turns=len(ctxs),
         window=window,
@@ -622,9 +631,7 @@ def _declared_output(
                 if segment not in main_only:
                     del declared[segment]
                 continue
-            shown[segment] += (
-                item.output_chars / PROSE_CHARS_PER_TOKEN + _message_frame(item) * framing
-            )
+            shown[segment] += item.output_chars / PROSE_CHARS_PER_TOKEN + _message_frame(item) * framing
             for block in item.blocks:
                 if block.get("type") == "thinking":
                     visible = len(block.get("thinking") or "")
@@ -699,10 +706,11 @@ def _calibrate(gaps: list[_Gap]) -> _Pricing:
             if settled:
                 break
         # On the run's final terms: framing counted as characters makes a gap of small results read dense.
-        ratio, kept = _pooled(clean, framing if measured == MEASURED else None, beside=True)
+        denser: dict[str, float] = {}
+        ratio, kept = _pooled(clean, framing if measured == MEASURED else None, denser)
         for g in kept:
             g.measured = True
-        pricing = _Pricing(ratio, MEASURED, framing, measured)
+        pricing = _Pricing(ratio, MEASURED, framing, measured, denser=denser)
         pricing.family_ratio = _family_ratios(kept, pricing)
         if measured == MEASURED:
             pricing.family_ratio |= _small_family_ratios(small, pricing)
@@ -744,10 +752,13 @@ def _net(g: _Gap, framing: float | None) -> float:
     return net - g.thinking_tokens if g.thinking_chars else net
 
 
-def _pooled(clean: list[_Gap], framing: float | None, beside: bool = False) -> tuple[float, list[_Gap]]:
+def _pooled(
+    clean: list[_Gap], framing: float | None, denser: dict[str, float] | None = None
+) -> tuple[float, list[_Gap]]:
     """The content's ratio pooled over the clean gaps net of their framing (``None``: framing characters are
-    characters like any, at the one ratio) and of their visible thinking, and the gaps it was pooled over
-    (``beside``: not those whose family reads as growth beside their results, :func:`_beside_growth`)."""
+    characters like any, at the one ratio) and of their visible thinking, and the gaps it was pooled over (where
+    ``denser`` is given: not those whose family reads as growth beside their results, and ``denser`` gets each
+    family's growth beyond the other families' terms, :func:`_beside_growth`)."""
     usable = [(g, g.shown_chars, net) for g in clean if (net := _net(g, framing)) > 0]
     if not usable:  # the framing leaves no gap any growth: it cannot be right
         return _pooled(clean, None) if framing is not None else (DEFAULT_CHARS_PER_TOKEN, [])
@@ -767,16 +778,21 @@ def _pooled(clean: list[_Gap], framing: float | None, beside: bool = False) -> t
             kept.append(g)
             kept_chars += chars
             kept_nets.append(net)
-    if beside:
-        kept, kept_chars, kept_nets = _beside_growth(kept, kept_chars, kept_nets)
+    if denser is not None:
+        kept, kept_chars, kept_nets = _beside_growth(kept, kept_chars, kept_nets, denser)
     return kept_chars / sum(kept_nets), kept
 
 
-def _beside_growth(kept: list[_Gap], kept_chars: int, kept_nets: list[float]) -> tuple[list[_Gap], int, list[float]]:
-    """Drop the gaps of a family (the families their results are of) that reads denser than the run's gaps of other
-    families by more than GROWTH_FACTOR and EVICTION_FLOOR_TOKENS: growth beside their results that nothing shows, or
-    their own cost; the data cannot tell. Marked ``beside``, they measure nothing: their results are priced at the run's
-    terms and the rest of their growth is unexplained (docs/metrics/occupancy.md, "Invisible growth")."""
+def _beside_growth(
+    kept: list[_Gap], kept_chars: int, kept_nets: list[float], denser: dict[str, float]
+) -> tuple[list[_Gap], int, list[float]]:
+    """Where the gaps of a family (the families their results are of) grew beyond their characters at the ratio of the
+    run's gaps of other families by more than max(EVICTION_FLOOR_TOKENS, EVICTION_TOOL_SHARE of their growth), that
+    growth is the family's own cost or growth beside its results that nothing shows; the data cannot tell
+    (docs/metrics/occupancy.md, "Invisible growth"). Each family's share of it, by characters, goes to ``denser``: the
+    error bar of its residual either way. Where the family also reads denser by more than GROWTH_FACTOR, its gaps are
+    dropped: marked ``beside``, they measure nothing, their results are priced at the run's terms and the rest of their
+    growth is unexplained."""
     families = [frozenset(fam for fam, _, _ in g.results) for g in kept]
     dropped: set[int] = set()
     for group in set(families):
@@ -786,7 +802,17 @@ def _beside_growth(kept: list[_Gap], kept_chars: int, kept_nets: list[float]) ->
             continue
         theirs = sum(kept[j].shown_chars for j in others) / sum(kept_nets[j] for j in others)
         chars, net = sum(kept[i].shown_chars for i in mine), sum(kept_nets[i] for i in mine)
-        if chars / net * GROWTH_FACTOR < theirs and net - chars / theirs > EVICTION_FLOOR_TOKENS:
+        beyond = net - chars / theirs
+        if beyond <= max(EVICTION_FLOOR_TOKENS, EVICTION_TOOL_SHARE * net):  # the unexplained rule's tolerance
+            continue
+        by_family: dict[str, int] = {}
+        for i in mine:
+            for fam, fam_chars, _ in kept[i].results:
+                by_family[fam] = by_family.get(fam, 0) + fam_chars
+        group_chars = sum(by_family.values())
+        for fam, fam_chars in by_family.items():
+            denser[fam] = denser.get(fam, 0.0) + beyond * fam_chars / group_chars
+        if chars / net * GROWTH_FACTOR < theirs:
             dropped.update(mine)
     if not dropped:
         return kept, kept_chars, kept_nets
@@ -855,8 +881,10 @@ def _measure_kept(
         frame += gap.calls[i][1]
     rest = summary / PROSE_CHARS_PER_TOKEN + calls / pricing.chars_per_token + frame * pricing.rest_framing
     measured = growth - rest - sum(r.tokens for r in resident if r.uuid not in mine)
-    if restored and measured - restored > 0 and abs(math.log((measured - restored) / priced)) < abs(
-        math.log(max(measured, 1.0) / priced)
+    if (
+        restored
+        and measured - restored > 0
+        and abs(math.log((measured - restored) / priced)) < abs(math.log(max(measured, 1.0) / priced))
     ):
         measured -= restored
     # A bound prices results at most at what they cost (every measuring gap may hide growth): any measure below it
@@ -1026,12 +1054,15 @@ def _simple(gaps: list[_Gap]) -> SimpleEstimate:
     for gap in gaps:
         start = 0
         for index, kept in gap.clearings:
-            resident.extend(_Resident(f, c / ratio, c, u) for (f, c, _), u in zip(gap.results[start:index],
-                                                                                  gap.uuids[start:index], strict=True))
+            resident.extend(
+                _Resident(f, c / ratio, c, u)
+                for (f, c, _), u in zip(gap.results[start:index], gap.uuids[start:index], strict=True)
+            )
             start = index
             _compact(resident, kept)
-        appended = [_Resident(f, c / ratio, c, u) for (f, c, _), u in zip(gap.results[start:], gap.uuids[start:],
-                                                                           strict=True)]
+        appended = [
+            _Resident(f, c / ratio, c, u) for (f, c, _), u in zip(gap.results[start:], gap.uuids[start:], strict=True)
+        ]
         resident.extend(appended)
         shortfall = sum(r.tokens for r in appended) - gap.delta
         if not gap.clearings and shortfall > max(EVICTION_FLOOR_TOKENS, EVICTION_TOOL_SHARE * (shortfall + gap.delta)):

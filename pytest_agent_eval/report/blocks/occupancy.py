@@ -12,6 +12,8 @@ _CALIBRATION_LABELS = {
     DEFAULT: "default",
     IMPLAUSIBLE: "simple estimate's",
 }
+# Each built-in family's row label; "tool" is the retrieval tool's own name.
+_FAMILY_LABELS = {"read": "Read", "search": "Grep/Glob", "bash": "Bash", "other": "other tools"}
 
 
 def render_occupancy(o: Occupancy, tool: RetrievalTool) -> str:
@@ -50,6 +52,10 @@ def render_occupancy(o: Occupancy, tool: RetrievalTool) -> str:
         measure += f" · unexplained {o.unexplained:,} tok ({o.unexplained_thinking:,} with thinking)"
     if o.unexplained_beside > 0:  # beside results of a family read far denser: context, or theirs; it cannot tell
         measure += f", of which {o.unexplained_beside:,} beside results, theirs or not: ±{o.unexplained_beside:,}"
+    if o.denser:  # growth beyond the other families' terms: the family's own cost, or context beside it; it cannot tell
+        labels = {"tool": tool.name, **_FAMILY_LABELS}
+        bars = ", ".join(f"{labels[fam]} ±{tokens:,} tok" for fam, tokens in o.denser.items())
+        measure += f"\n  read denser than the other families, their own cost or context beside them: {bars}"
     if o.cross_check:  # the refined pricing and the simple calibrated estimate disagree beyond their error bars
         measure += f"\n  cross-check: {o.cross_check}"
     return "\n".join(
@@ -57,11 +63,11 @@ def render_occupancy(o: Occupancy, tool: RetrievalTool) -> str:
             "Residual context occupancy at end of run:",
             f"{head('final context', o.ctx_final)}  {pct(o.ctx_final, o.window):>6} of {win} window",
             family_row(tool.name, "tool"),
-            family_row("Read", "read"),
-            family_row("Grep/Glob", "search"),
-            family_row("Bash", "bash"),
+            family_row(_FAMILY_LABELS["read"], "read"),
+            family_row(_FAMILY_LABELS["search"], "search"),
+            family_row(_FAMILY_LABELS["bash"], "bash"),
             family_row("→ file-access", "read", "search", "bash"),
-            family_row("other tools", "other"),
+            family_row(_FAMILY_LABELS["other"], "other"),
             row("base (prompt+prose)", o.base),
             f"{head('  of which fixed', o.ctx_base)}  system + tool schemas + question, before any tool answered",
             measure,
