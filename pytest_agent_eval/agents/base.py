@@ -32,6 +32,8 @@ if TYPE_CHECKING:
     from pytest_agent_eval.harness.drivers import RunRecord
     from pytest_agent_eval.harness.provision import Provisioned
     from pytest_agent_eval.harness.sandbox import Sandbox
+    from pytest_agent_eval.model.server import Backend
+    from pytest_agent_eval.model.speech import Speech
     from pytest_agent_eval.transcript import Session
     from pytest_agent_eval.transcript.sample import Sample
 
@@ -206,6 +208,39 @@ class CodingAgent(ABC):
             "call in another agent's tools; declare the dialect whose tools the agent offers (stand_in=...), or run "
             "it against a real model (--agent-eval-backend anthropic, openai or gemini) or a cassette "
             '(docs/extending.md, "The stand-in model and a new agent")'
+        )
+
+    def speech(self) -> Speech | None:
+        """How the scripted stand-in's decisions are spoken in this agent's tools and API (its folder's
+        ``stand_in.py``; :mod:`pytest_agent_eval.model.speech`): the model server reads the agent's requests with it
+        and renders the policy's reply back. None: the agent's tools are the common vocabulary (Claude Code's), or it
+        shares a built-in agent's (its :attr:`stand_in` names it)."""
+        return None
+
+    def cassette(self, segments: Sequence[Path]) -> Backend:
+        """A model backend that replays this agent's recorded run (its ``segments``), in the API it speaks: by
+        default the cassette of the built-in agent its :attr:`stand_in` names (whose record format it shares); a
+        ValueError where it names none."""
+        problem = self.stand_in_problem()
+        if problem is not None or self.stand_in is None:
+            raise ValueError(f"no cassette replays a recording of {self.title}: {problem}")
+        from pytest_agent_eval.settings.registry import resolve_agent
+
+        return resolve_agent(self.stand_in).cassette(segments)
+
+    def ends_turn(self, event: Mapping[str, Any]) -> bool:
+        """Whether ``event``, the last of a segment, ends a finished turn (a segment that ends otherwise was cut off:
+        its item runs again on resume). Default: a stream-json ``result`` or a ``turn.completed`` (the events Claude
+        Code's and Codex CLI's headless streams end a turn with)."""
+        return event.get("type") in ("result", "turn.completed")
+
+    def read_interactive(self, path: Path) -> Session:
+        """The session of an interactive session file, or of the newest in a folder of them (``agent-eval score
+        --session``); a TranscriptError when the agent keeps none that agent-eval reads."""
+        from pytest_agent_eval.transcript import TranscriptError
+
+        raise TranscriptError(
+            f"{self.title} keeps no interactive session file agent-eval reads: give its record's FILEs"
         )
 
     def drive(self, run: Drive) -> RunRecord:

@@ -2,7 +2,8 @@
 
 ``agent-eval score`` and ``agent-eval rescore`` of a plain folder read whatever an agent wrote, as a user has it
 (docs/usage.md, "Scoring records you already have"). Each built-in agent says from the file's content whether it is
-its record, and of which kind; a file two agents claim is refused naming both (no order of asking decides it); a
+its record, and of which kind (every agent the registry knows: the built-in ones and those installed distributions offer
+through entry points); a file two agents claim is refused naming both (no order of asking decides it); a
 file none claims is read as Claude Code's stream-json, whose reader says what it lacks.
 """
 
@@ -10,11 +11,11 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_agent_eval.agents import BUILT_IN, UNNAMED_AGENT
+from pytest_agent_eval.agents.built_in import UNNAMED_AGENT
+from pytest_agent_eval.settings.registry import known_agents, resolve_agent
 from pytest_agent_eval.transcript import TranscriptError
 from pytest_agent_eval.transcript.sample import sample
 
@@ -39,15 +40,8 @@ class Recognised:
 
 
 def agents() -> list[CodingAgent]:
-    """Every agent asked: the built-in ones."""
-    return [_built_in(name) for name in BUILT_IN]
-
-
-def _built_in(name: str) -> CodingAgent:
-    """A built-in agent's description, imported straight from its module (``agent-eval score`` starts without the
-    settings' reference loader, which a project's own agent needs and these do not)."""
-    module, attribute = BUILT_IN[name].split(":")
-    return getattr(import_module(module), attribute)
+    """Every agent asked: the registry's (built in, or offered by an installed distribution's entry point)."""
+    return known_agents()
 
 
 def recognise(path: str | Path, asked: Sequence[CodingAgent] | None = None) -> Recognised:
@@ -60,7 +54,7 @@ def recognise(path: str | Path, asked: Sequence[CodingAgent] | None = None) -> R
         raise TranscriptError(f"{path}: could be {named}: give each agent's record in a file of its own")
     if claims:
         return Recognised(*claims[0])
-    return Recognised(_built_in(UNNAMED_AGENT), UNRECOGNISED, claimed=False)
+    return Recognised(resolve_agent(UNNAMED_AGENT), UNRECOGNISED, claimed=False)
 
 
 def read_given(

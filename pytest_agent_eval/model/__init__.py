@@ -8,24 +8,21 @@ from __future__ import annotations
 
 from collections.abc import Iterable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pytest_agent_eval.agents.codex.transcript import is_codex_events
-from pytest_agent_eval.agents.gemini.transcript import is_gemini_events
-from pytest_agent_eval.agents.opencode.transcript import is_opencode_events
 from pytest_agent_eval.settings.config import auto_backend
 from pytest_agent_eval.settings.options import BACKENDS  # the option table names the backends
 
 from .anthropic import AnthropicBackend
 from .cassette import CassetteBackend
-from .gemini_cassette import GeminiCassetteBackend
 from .google import GeminiForwarder
 from .openai import OpenAIBackend
-from .opencode_cassette import OpenCodeCassetteBackend
-from .responses_cassette import ResponsesCassetteBackend
 from .scripted import ScriptedBackend
 from .server import Backend, Faults, Hit, ModelEndpoint, Passthrough, RunningServer, serve
 from .sse import Reply
+
+if TYPE_CHECKING:
+    from pytest_agent_eval.agents.base import CodingAgent
 
 
 def resolve_backend(name: str, api: str = "messages") -> str:
@@ -50,35 +47,19 @@ def make_backend(name: str, api: str = "messages", **opts: Any) -> Backend:
     raise ValueError(f"unknown model backend {name!r}; expected one of {BACKENDS}")
 
 
-_CASSETTES = {
-    "claude-code": CassetteBackend,
-    "codex": ResponsesCassetteBackend,
-    "gemini": GeminiCassetteBackend,
-    "opencode": OpenCodeCassetteBackend,
-}
-
-
-def cassette_backend(
-    paths: str | Path | Iterable[str | Path], agent: Any = None
-) -> CassetteBackend | ResponsesCassetteBackend | GeminiCassetteBackend:
-    """The cassette of a recording: with ``agent`` (the CodingAgent that recorded it, as its record says), the one
-    of its ``stand_in`` dialect; else by the recording's format: a Codex run's (its ``codex exec --json`` streams)
-    replays the Responses API, a Gemini CLI run's (its stream-json events and chat record) the Gemini API, an
-    OpenCode run's (its ``--format json`` streams) and any other (Claude Code's stream-json segments) the Messages
-    API. An agent without a dialect has no cassette: a ValueError says so."""
+def cassette_backend(paths: str | Path | Iterable[str | Path], agent: CodingAgent | None = None) -> Backend:
+    """The cassette of a recording, the recording agent's own (:meth:`CodingAgent.cassette`: it replays the API the
+    agent speaks): ``agent`` when given (the one its record names), else the agent whose record the first file is,
+    as each agent says (``CodingAgent.recognise``; a file none claims is Claude Code's stream-json). An agent that
+    cannot be replayed says why in a ValueError."""
     listed = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
-    if agent is not None:
-        cassette = _CASSETTES.get(agent.stand_in)
-        if cassette is None:
-            raise ValueError(f"no cassette replays a recording of {agent.title}: {agent.stand_in_problem()}")
-        return cassette(listed)
-    if listed and is_codex_events(listed[0]):
-        return ResponsesCassetteBackend(listed)
-    if listed and is_gemini_events(listed[0]):
-        return GeminiCassetteBackend(listed)
-    if listed and is_opencode_events(listed[0]):
-        return OpenCodeCassetteBackend(listed)
-    return CassetteBackend(listed)
+    if agent is None and listed:
+        from pytest_agent_eval.agents.recognition import recognise
+
+        agent = recognise(listed[0]).agent
+    if agent is None:
+        return CassetteBackend(listed)
+    return agent.cassette(listed)
 
 
 __all__ = [
@@ -87,15 +68,12 @@ __all__ = [
     "Backend",
     "CassetteBackend",
     "Faults",
-    "GeminiCassetteBackend",
     "GeminiForwarder",
     "Hit",
     "ModelEndpoint",
     "OpenAIBackend",
-    "OpenCodeCassetteBackend",
     "Passthrough",
     "Reply",
-    "ResponsesCassetteBackend",
     "RunningServer",
     "ScriptedBackend",
     "cassette_backend",

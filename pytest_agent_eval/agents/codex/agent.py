@@ -28,6 +28,8 @@ from pytest_agent_eval.tool import HOOK_DENY_MARKER
 if TYPE_CHECKING:
     from pytest_agent_eval.agents.codex.transcript import CodexSession
     from pytest_agent_eval.harness.drivers import RunRecord
+    from pytest_agent_eval.model.server import Backend
+    from pytest_agent_eval.model.speech import Speech
     from pytest_agent_eval.transcript import Session
     from pytest_agent_eval.transcript.sample import Sample
 
@@ -160,6 +162,17 @@ class CodexAgent(CodingAgent):
         paths = list(segments)
         kind = recognise(sample(paths[0])) if paths else None
         return read_codex_record(paths, kind or EVENTS_KIND)
+
+    def speech(self) -> Speech:
+        from pytest_agent_eval.agents.codex.stand_in import SPEECH
+
+        return SPEECH
+
+    def cassette(self, segments: Sequence[Path]) -> Backend:
+        """Its run replayed over the Responses API from the rollout beside its streams (:mod:`.cassette`)."""
+        from pytest_agent_eval.agents.codex.cassette import ResponsesCassetteBackend
+
+        return ResponsesCassetteBackend(segments)
 
 
 def _policy_decision(binary: str, rules: Path, command: list[str], env: Mapping[str, str]) -> tuple[str | None, str]:

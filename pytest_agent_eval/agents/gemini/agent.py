@@ -35,6 +35,8 @@ from pytest_agent_eval.tool import HOOK_DENY_MARKER
 if TYPE_CHECKING:
     from pytest_agent_eval.agents.gemini.transcript import GeminiSession
     from pytest_agent_eval.harness.drivers import RunRecord
+    from pytest_agent_eval.model.server import Backend
+    from pytest_agent_eval.model.speech import Speech
     from pytest_agent_eval.transcript import Session
     from pytest_agent_eval.transcript.sample import Sample
 
@@ -174,6 +176,17 @@ class GeminiAgent(CodingAgent):
         paths = list(segments)
         kind = recognise(sample(paths[0])) if paths else None
         return read_gemini_record(paths, kind or EVENTS_KIND)
+
+    def speech(self) -> Speech:
+        from pytest_agent_eval.agents.gemini.stand_in import SPEECH
+
+        return SPEECH
+
+    def cassette(self, segments: Sequence[Path]) -> Backend:
+        """Its run replayed over the Gemini API from the chat record beside its streams (:mod:`.cassette`)."""
+        from pytest_agent_eval.agents.gemini.cassette import GeminiCassetteBackend
+
+        return GeminiCassetteBackend(segments)
 
 
 def read_rules(text: str) -> list[dict[str, Any]]:

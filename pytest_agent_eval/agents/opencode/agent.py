@@ -32,6 +32,8 @@ from pytest_agent_eval.tool import HOOK_DENY_MARKER
 if TYPE_CHECKING:
     from pytest_agent_eval.agents.opencode.transcript import OpenCodeSession
     from pytest_agent_eval.harness.drivers import RunRecord
+    from pytest_agent_eval.model.server import Backend
+    from pytest_agent_eval.model.speech import Speech
     from pytest_agent_eval.transcript import Session
     from pytest_agent_eval.transcript.sample import Sample
 
@@ -155,6 +157,23 @@ class OpenCodeAgent(CodingAgent):
         if len(paths) == 1 and recognise(sample(paths[0])) == EXPORT_KIND:
             return read_export(paths[0])
         return read_opencode(paths)
+
+    def speech(self) -> Speech:
+        from pytest_agent_eval.agents.opencode.stand_in import SPEECH
+
+        return SPEECH
+
+    def cassette(self, segments: Sequence[Path]) -> Backend:
+        """Its ``--format json`` streams replayed over the Messages API, in its own tools (:mod:`.cassette`)."""
+        from pytest_agent_eval.agents.opencode.cassette import OpenCodeCassetteBackend
+
+        return OpenCodeCassetteBackend(segments, self)
+
+    def ends_turn(self, event: Mapping[str, Any]) -> bool:
+        """Also a ``step_finish`` of an answer (not of tool calls): OpenCode's turn end."""
+        from pytest_agent_eval.agents.opencode.transcript import ends_turn
+
+        return super().ends_turn(event) or ends_turn(dict(event))
 
 
 def _resolved_rules(binary: str, cwd: Path, env: Mapping[str, str]) -> tuple[list[dict[str, Any]] | None, str]:

@@ -5,7 +5,7 @@ the end of the turn; text for a request without tools, as OpenCode's session tit
 from __future__ import annotations
 
 from pytest_agent_eval.agents.claude_code.probe import ProbeModel as MessagesProbe
-from pytest_agent_eval.model.opencode import SHELL_TOOL
+from pytest_agent_eval.agents.opencode.stand_in import SHELL_TOOL
 
 
 class ProbeModel(MessagesProbe):
