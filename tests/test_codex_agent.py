@@ -16,13 +16,13 @@ from pytest_agent_eval.agents.base import Drive, DriveOptions, McpServer, load_a
 from pytest_agent_eval.agents.codex import CODEX
 from pytest_agent_eval.agents.codex.config import KEY_VAR, exec_command
 from pytest_agent_eval.agents.codex.driver import CodexOptions, find_rollout_in, run_codex
-from pytest_agent_eval.agents.codex.probe import ProbeModel
 from pytest_agent_eval.agents.codex.stand_in import output_items, read_turn
 from pytest_agent_eval.campaign.store import ends_with_result
 from pytest_agent_eval.harness.drivers import TurnError
 from pytest_agent_eval.harness.provision import Provisioned
 from pytest_agent_eval.harness.untrusted import UntrustedFile
 from pytest_agent_eval.model import ScriptedBackend
+from pytest_agent_eval.model.probe import TurnProbe
 from pytest_agent_eval.tool import CODEGRAPH
 
 pytestmark = pytest.mark.timeout(60)
@@ -116,7 +116,7 @@ def test_the_block_probe_asks_for_one_shell_call_then_ends() -> None:
     shell = {"type": "function", "name": "exec_command", "parameters": {}}
     question = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "probe"}]}
     request = {"tools": [shell], "input": [question]}
-    model = ProbeModel("codegraph --version")
+    model = TurnProbe("codegraph --version")
     [call] = output_items(request, model.decide(read_turn(request)))
     assert call["name"] == "exec_command" and json.loads(call["arguments"]) == {"cmd": "codegraph --version"}
     result = {"type": "function_call_output", "call_id": call["call_id"], "output": "rejected"}

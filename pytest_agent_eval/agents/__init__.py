@@ -20,9 +20,8 @@ from pytest_agent_eval.agents.built_in import BUILT_IN_AGENTS, UNNAMED_AGENT
 if TYPE_CHECKING:
     from pytest_agent_eval.agents.base import CodingAgent
 
-BUILT_IN = BUILT_IN_AGENTS
-DEFAULT_AGENT = BUILT_IN["claude-code"]  # --agent-eval-agent's default
-__all__ = ["BUILT_IN", "DEFAULT_AGENT", "UNNAMED_AGENT", "agent_named", "agent_title"]
+DEFAULT_AGENT = BUILT_IN_AGENTS["claude-code"]  # --agent-eval-agent's default
+__all__ = ["BUILT_IN_AGENTS", "DEFAULT_AGENT", "UNNAMED_AGENT", "agent_named", "agent_title"]
 
 
 def agent_named(name: str | None, origin: Mapping[str, Any] | None = None) -> CodingAgent:

@@ -32,8 +32,6 @@ if TYPE_CHECKING:
     from pytest_agent_eval.harness.drivers import RunRecord
     from pytest_agent_eval.harness.provision import Provisioned
     from pytest_agent_eval.harness.sandbox import Sandbox
-    from pytest_agent_eval.model.server import Backend
-    from pytest_agent_eval.model.speech import Speech
     from pytest_agent_eval.transcript import Session
     from pytest_agent_eval.transcript.sample import Sample
 
@@ -210,23 +208,18 @@ class CodingAgent(ABC):
             '(docs/extending.md, "The stand-in model and a new agent")'
         )
 
-    def speech(self) -> Speech | None:
-        """How the scripted stand-in's decisions are spoken in this agent's tools and API (its folder's
-        ``stand_in.py``; :mod:`pytest_agent_eval.model.speech`): the model server reads the agent's requests with it
-        and renders the policy's reply back. None: the agent's tools are the common vocabulary (Claude Code's), or it
-        shares a built-in agent's (its :attr:`stand_in` names it)."""
+    def speech(self) -> Any:
+        """How the scripted stand-in's decisions are spoken in this agent's tools and API (a
+        :class:`pytest_agent_eval.model.speech.Speech`, in its folder's ``stand_in.py``): the model server reads the
+        agent's requests with it and renders the policy's reply back. None: the agent's tools are the common
+        vocabulary (Claude Code's), or it shares a built-in agent's (its :attr:`stand_in` names it)."""
         return None
 
-    def cassette(self, segments: Sequence[Path]) -> Backend:
-        """A model backend that replays this agent's recorded run (its ``segments``), in the API it speaks: by
-        default the cassette of the built-in agent its :attr:`stand_in` names (whose record format it shares); a
-        ValueError where it names none."""
-        problem = self.stand_in_problem()
-        if problem is not None or self.stand_in is None:
-            raise ValueError(f"no cassette replays a recording of {self.title}: {problem}")
-        from pytest_agent_eval.settings.registry import resolve_agent
-
-        return resolve_agent(self.stand_in).cassette(segments)
+    def cassette(self, segments: Sequence[Path]) -> Any:
+        """A model backend (:class:`pytest_agent_eval.model.server.Backend`) that replays this agent's recorded run
+        (its ``segments``) in the API it speaks. None: it has none of its own, and replays as the built-in agent its
+        :attr:`stand_in` names, whose record format it shares (:func:`pytest_agent_eval.model.cassette_backend`)."""
+        return None
 
     def ends_turn(self, event: Mapping[str, Any]) -> bool:
         """Whether ``event``, the last of a segment, ends a finished turn (a segment that ends otherwise was cut off:

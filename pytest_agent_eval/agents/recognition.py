@@ -4,7 +4,9 @@
 (docs/usage.md, "Scoring records you already have"). Each built-in agent says from the file's content whether it is
 its record, and of which kind (every agent the registry knows: the built-in ones and those installed distributions offer
 through entry points); a file two agents claim is refused naming both (no order of asking decides it); a
-file none claims is read as Claude Code's stream-json, whose reader says what it lacks.
+file none claims is read as Claude Code's stream-json, whose reader says what it lacks. Agents of one class (a
+plug-in that is a built-in agent under another name) read a file alike: they make one claim, the first asked's (the
+built-in one's).
 """
 
 from __future__ import annotations
@@ -48,7 +50,11 @@ def recognise(path: str | Path, asked: Sequence[CodingAgent] | None = None) -> R
     """Whose record ``path`` is; a TranscriptError naming both when two agents claim it."""
     path = Path(path)
     head = sample(path)
-    claims = [(agent, kind) for agent in (asked if asked is not None else agents()) if (kind := agent.recognise(head))]
+    claims: list[tuple[CodingAgent, str]] = []
+    for agent in asked if asked is not None else agents():
+        kind = agent.recognise(head)
+        if kind and not any(type(claimant) is type(agent) for claimant, _ in claims):
+            claims.append((agent, kind))
     if len(claims) > 1:
         named = " and ".join(f"{agent.title}'s {kind}" for agent, kind in claims)
         raise TranscriptError(f"{path}: could be {named}: give each agent's record in a file of its own")

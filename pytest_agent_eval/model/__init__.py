@@ -49,9 +49,9 @@ def make_backend(name: str, api: str = "messages", **opts: Any) -> Backend:
 
 def cassette_backend(paths: str | Path | Iterable[str | Path], agent: CodingAgent | None = None) -> Backend:
     """The cassette of a recording, the recording agent's own (:meth:`CodingAgent.cassette`: it replays the API the
-    agent speaks): ``agent`` when given (the one its record names), else the agent whose record the first file is,
-    as each agent says (``CodingAgent.recognise``; a file none claims is Claude Code's stream-json). An agent that
-    cannot be replayed says why in a ValueError."""
+    agent speaks), or that of the built-in agent its ``stand_in`` names: ``agent`` when given (the one its record
+    names), else the agent whose record the first file is, as each agent says (``CodingAgent.recognise``; a file none
+    claims is Claude Code's stream-json). An agent that cannot be replayed says why in a ValueError."""
     listed = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
     if agent is None and listed:
         from pytest_agent_eval.agents.recognition import recognise
@@ -59,7 +59,15 @@ def cassette_backend(paths: str | Path | Iterable[str | Path], agent: CodingAgen
         agent = recognise(listed[0]).agent
     if agent is None:
         return CassetteBackend(listed)
-    return agent.cassette(listed)
+    problem = agent.stand_in_problem()  # a cassette speaks the tools of a stand-in dialect, as the stand-in does
+    if problem is not None or agent.stand_in is None:
+        raise ValueError(f"no cassette replays a recording of {agent.title}: {problem}")
+    cassette = agent.cassette(listed)
+    if cassette is not None:
+        return cassette
+    from pytest_agent_eval.settings.registry import resolve_agent
+
+    return resolve_agent(agent.stand_in).cassette(listed)
 
 
 __all__ = [

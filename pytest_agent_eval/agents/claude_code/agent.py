@@ -31,7 +31,6 @@ from pytest_agent_eval.agents.base import (
 
 if TYPE_CHECKING:
     from pytest_agent_eval.harness.drivers import RunRecord
-    from pytest_agent_eval.model.server import Backend
     from pytest_agent_eval.transcript import Session
     from pytest_agent_eval.transcript.sample import Sample
 
@@ -115,9 +114,9 @@ class ClaudeCode(CodingAgent):
         return hook_problems(config.files["settings"], cli, env, proven)
 
     def block_probe(self, command: str) -> Any:
-        from pytest_agent_eval.agents.claude_code.probe import ProbeModel
+        from pytest_agent_eval.model.probe import MessagesProbe
 
-        return ProbeModel(command)
+        return MessagesProbe(command)
 
     def run_session(self, run: Drive) -> RunRecord:
         from pytest_agent_eval.agents.claude_code.headless import HeadlessOptions, run_headless
@@ -158,7 +157,7 @@ class ClaudeCode(CodingAgent):
 
         return read_segments(segments)
 
-    def cassette(self, segments: Sequence[Path]) -> Backend:
+    def cassette(self, segments: Sequence[Path]) -> Any:
         """Its stream-json segments replayed over the Messages API, in its own tools (the common vocabulary)."""
         from pytest_agent_eval.model.cassette import CassetteBackend
 

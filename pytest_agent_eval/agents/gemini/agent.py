@@ -35,8 +35,6 @@ from pytest_agent_eval.tool import HOOK_DENY_MARKER
 if TYPE_CHECKING:
     from pytest_agent_eval.agents.gemini.transcript import GeminiSession
     from pytest_agent_eval.harness.drivers import RunRecord
-    from pytest_agent_eval.model.server import Backend
-    from pytest_agent_eval.model.speech import Speech
     from pytest_agent_eval.transcript import Session
     from pytest_agent_eval.transcript.sample import Sample
 
@@ -124,9 +122,9 @@ class GeminiAgent(CodingAgent):
         return problems
 
     def block_probe(self, command: str) -> Any:
-        from pytest_agent_eval.agents.codex.probe import ProbeModel
+        from pytest_agent_eval.model.probe import TurnProbe  # its call spoken in Gemini CLI's tools (stand_in.py)
 
-        return ProbeModel(command)
+        return TurnProbe(command)
 
     def run_session(self, run: Drive) -> RunRecord:
         from pytest_agent_eval.agents.gemini.driver import GeminiOptions, run_gemini
@@ -177,12 +175,12 @@ class GeminiAgent(CodingAgent):
         kind = recognise(sample(paths[0])) if paths else None
         return read_gemini_record(paths, kind or EVENTS_KIND)
 
-    def speech(self) -> Speech:
+    def speech(self) -> Any:
         from pytest_agent_eval.agents.gemini.stand_in import SPEECH
 
         return SPEECH
 
-    def cassette(self, segments: Sequence[Path]) -> Backend:
+    def cassette(self, segments: Sequence[Path]) -> Any:
         """Its run replayed over the Gemini API from the chat record beside its streams (:mod:`.cassette`)."""
         from pytest_agent_eval.agents.gemini.cassette import GeminiCassetteBackend
 

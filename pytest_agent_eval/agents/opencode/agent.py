@@ -32,8 +32,6 @@ from pytest_agent_eval.tool import HOOK_DENY_MARKER
 if TYPE_CHECKING:
     from pytest_agent_eval.agents.opencode.transcript import OpenCodeSession
     from pytest_agent_eval.harness.drivers import RunRecord
-    from pytest_agent_eval.model.server import Backend
-    from pytest_agent_eval.model.speech import Speech
     from pytest_agent_eval.transcript import Session
     from pytest_agent_eval.transcript.sample import Sample
 
@@ -158,12 +156,12 @@ class OpenCodeAgent(CodingAgent):
             return read_export(paths[0])
         return read_opencode(paths)
 
-    def speech(self) -> Speech:
+    def speech(self) -> Any:
         from pytest_agent_eval.agents.opencode.stand_in import SPEECH
 
         return SPEECH
 
-    def cassette(self, segments: Sequence[Path]) -> Backend:
+    def cassette(self, segments: Sequence[Path]) -> Any:
         """Its ``--format json`` streams replayed over the Messages API, in its own tools (:mod:`.cassette`)."""
         from pytest_agent_eval.agents.opencode.cassette import OpenCodeCassetteBackend
 
