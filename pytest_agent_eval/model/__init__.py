@@ -2,48 +2,66 @@
 
 ``serve(make_backend("scripted"))`` gives a URL for ``ANTHROPIC_BASE_URL``; nothing else in the
 house needs to know whether the model is real.
+
+The names below load when first asked for: ``agent-eval score`` reads request records through an API's side
+(``model.gemini``'s paths, for the evidence) and needs no server.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from pytest_agent_eval.settings.config import auto_backend
-from pytest_agent_eval.settings.options import BACKENDS  # the option table names the backends
-
-from .anthropic import AnthropicBackend
-from .cassette import CassetteBackend
-from .google import GeminiForwarder
-from .openai import OpenAIBackend
-from .scripted import ScriptedBackend
-from .server import Backend, Faults, Hit, ModelEndpoint, Passthrough, RunningServer, serve
-from .sse import Reply
-
 if TYPE_CHECKING:
     from pytest_agent_eval.agents.base import CodingAgent
+
+    from .anthropic import AnthropicBackend
+    from .cassette import CassetteBackend
+    from .google import GeminiForwarder
+    from .openai import OpenAIBackend
+    from .scripted import ScriptedBackend
+    from .server import Backend, Faults, Hit, ModelEndpoint, Passthrough, RunningServer, serve
+    from .sse import Reply
+
+_LAZY = {
+    "BACKENDS": "pytest_agent_eval.settings.options",  # the option table names the backends
+    "AnthropicBackend": ".anthropic",
+    "CassetteBackend": ".cassette",
+    "GeminiForwarder": ".google",
+    "OpenAIBackend": ".openai",
+    "ScriptedBackend": ".scripted",
+    **dict.fromkeys(("Backend", "Faults", "Hit", "ModelEndpoint", "Passthrough", "RunningServer", "serve"), ".server"),
+    "Reply": ".sse",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(_LAZY[name], __name__), name)
 
 
 def resolve_backend(name: str, api: str = "messages") -> str:
     """The backend ``name`` stands for with an agent speaking ``api``: ``auto`` is the forwarder to the real API when
     the key it needs (ANTHROPIC_API_KEY, or OPENAI_API_KEY for the Responses API) is a real one, else scripted."""
+    from pytest_agent_eval.settings.config import auto_backend
+
     return auto_backend(api)[0] if name == "auto" else name
 
 
 def make_backend(name: str, api: str = "messages", **opts: Any) -> Backend:
     """A backend by name (``auto`` resolved for an agent speaking ``api``, :func:`resolve_backend`)."""
     name = resolve_backend(name, api)
-    if name == "scripted":
-        return ScriptedBackend(**opts)
     if name == "cassette":
         return cassette_backend(**opts)
-    if name == "anthropic":
-        return AnthropicBackend(**opts)
-    if name == "openai":
-        return OpenAIBackend(**opts)
-    if name == "gemini":
-        return GeminiForwarder(**opts)
+    if name in ("scripted", "anthropic", "openai", "gemini"):
+        backend = {"scripted": "ScriptedBackend", "anthropic": "AnthropicBackend", "openai": "OpenAIBackend",
+                   "gemini": "GeminiForwarder"}[name]  # fmt: skip
+        return __getattr__(backend)(**opts)
+    from pytest_agent_eval.settings.options import BACKENDS
+
     raise ValueError(f"unknown model backend {name!r}; expected one of {BACKENDS}")
 
 
@@ -58,6 +76,8 @@ def cassette_backend(paths: str | Path | Iterable[str | Path], agent: CodingAgen
 
         agent = recognise(listed[0]).agent
     if agent is None:
+        from .cassette import CassetteBackend
+
         return CassetteBackend(listed)
     problem = agent.stand_in_problem()  # a cassette speaks the tools of a stand-in dialect, as the stand-in does
     if problem is not None or agent.stand_in is None:
