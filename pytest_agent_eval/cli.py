@@ -29,7 +29,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from pytest_agent_eval.agents.claude_code.transcript import find_session_file, read_session_file
+from pytest_agent_eval.agents.built_in import UNNAMED_AGENT
 from pytest_agent_eval.agents.recognition import read_given, recognise
 from pytest_agent_eval.metrics.occupancy import WINDOW_TOKENS
 from pytest_agent_eval.metrics.scorecard import score
@@ -38,7 +38,6 @@ from pytest_agent_eval.tool import RetrievalTool
 from pytest_agent_eval.transcript import (
     Session,
     TranscriptError,
-    fast_decoding_pays,
     missing_segments,
     segment_files,
 )
@@ -262,8 +261,8 @@ def main(argv: Sequence[str] | None = None) -> int:
     tool = tool_of(args) or recorded_tool or resolve_tool(UNNAMED_TOOL)
     try:
         if args.session:
-            session_file = find_session_file(Path(args.session))
-            sessions = [read_session_file(session_file, fast_decoding_pays([session_file]))]
+            # an interactive session file is Claude Code's, the agent of runs that name none
+            sessions = [resolve_agent(UNNAMED_AGENT).read_interactive(Path(args.session))]
             _warn(_reading_problems(sessions[0]))
         else:  # a resumed session's later turns are its .tN.jsonl, whichever agent's they are
             files = segment_files(args.files[0]) if len(args.files) == 1 else args.files

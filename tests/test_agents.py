@@ -29,7 +29,6 @@ from pytest_agent_eval.agents.base import (
 )
 from pytest_agent_eval.agents.claude_code import CLAUDE_CODE, STANDIN_API_KEY, ClaudeCode
 from pytest_agent_eval.agents.claude_code.deny import hook_command
-from pytest_agent_eval.agents.claude_code.probe import ProbeModel
 from pytest_agent_eval.agents.claude_code.transcript import read_segments
 from pytest_agent_eval.campaign.record import SCHEMA, ItemRecord
 from pytest_agent_eval.corpus.cases import Arm, EvalCase
@@ -39,6 +38,7 @@ from pytest_agent_eval.harness.failures import FailureMemo
 from pytest_agent_eval.harness.item import ItemLife
 from pytest_agent_eval.harness.provision import Provisioned
 from pytest_agent_eval.harness.sandbox import DISABLE_VAR
+from pytest_agent_eval.model.probe import MessagesProbe
 from pytest_agent_eval.settings.config import AgentEvalConfig, OptionError
 from pytest_agent_eval.settings.parsers import parse_agent
 from pytest_agent_eval.transcript import Session
@@ -190,7 +190,7 @@ class StubAgent(CodingAgent):
         return []
 
     def block_probe(self, command: str) -> Any:
-        return ProbeModel(command)
+        return MessagesProbe(command)
 
     def run_session(self, run: Drive) -> RunRecord:
         label, env = run.label, run.env
@@ -290,8 +290,8 @@ def test_claude_code_is_a_frozen_description_a_project_can_vary() -> None:
 
 def test_the_options_help_names_every_built_in_agent() -> None:
     """The option table cannot import the agents (it loads in every pytest session): its list is checked here."""
-    from pytest_agent_eval.agents import BUILT_IN
+    from pytest_agent_eval.agents.built_in import BUILT_IN_AGENTS
     from pytest_agent_eval.settings.options import OPTIONS
 
     [agent_option] = [option for option in OPTIONS if option.flag == "--agent-eval-agent"]
-    assert f"a built-in agent's name ({', '.join(sorted(BUILT_IN))})" in agent_option.help
+    assert f"a built-in agent's name ({', '.join(sorted(BUILT_IN_AGENTS))})" in agent_option.help

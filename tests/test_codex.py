@@ -14,6 +14,7 @@ from typing import Any
 
 import pytest
 
+from pytest_agent_eval.agents.codex.stand_in import output_items, read_turn
 from pytest_agent_eval.agents.codex.transcript import (
     CodexSession,
     find_rollout,
@@ -28,7 +29,6 @@ from pytest_agent_eval.metrics.contamination import contamination
 from pytest_agent_eval.metrics.evidence import evidence
 from pytest_agent_eval.metrics.occupancy import FAMILIES, occupancy
 from pytest_agent_eval.model import Reply, ScriptedBackend, serve
-from pytest_agent_eval.model.responses import output_items, read_turn
 from pytest_agent_eval.model.scripted import thinking_text
 from pytest_agent_eval.model.truth import read_truth_log, resident_truth
 from pytest_agent_eval.model.usage import UsageModel, count_tokens, declared_hidden, text_tokens

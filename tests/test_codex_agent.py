@@ -16,13 +16,13 @@ from pytest_agent_eval.agents.base import Drive, DriveOptions, McpServer, load_a
 from pytest_agent_eval.agents.codex import CODEX
 from pytest_agent_eval.agents.codex.config import KEY_VAR, exec_command
 from pytest_agent_eval.agents.codex.driver import CodexOptions, find_rollout_in, run_codex
-from pytest_agent_eval.agents.codex.probe import ProbeModel
+from pytest_agent_eval.agents.codex.stand_in import output_items, read_turn
 from pytest_agent_eval.campaign.store import ends_with_result
 from pytest_agent_eval.harness.drivers import TurnError
 from pytest_agent_eval.harness.provision import Provisioned
 from pytest_agent_eval.harness.untrusted import UntrustedFile
 from pytest_agent_eval.model import ScriptedBackend
-from pytest_agent_eval.model.responses import output_items, read_turn
+from pytest_agent_eval.model.probe import TurnProbe
 from pytest_agent_eval.tool import CODEGRAPH
 
 pytestmark = pytest.mark.timeout(60)
@@ -116,7 +116,7 @@ def test_the_block_probe_asks_for_one_shell_call_then_ends() -> None:
     shell = {"type": "function", "name": "exec_command", "parameters": {}}
     question = {"type": "message", "role": "user", "content": [{"type": "input_text", "text": "probe"}]}
     request = {"tools": [shell], "input": [question]}
-    model = ProbeModel("codegraph --version")
+    model = TurnProbe("codegraph --version")
     [call] = output_items(request, model.decide(read_turn(request)))
     assert call["name"] == "exec_command" and json.loads(call["arguments"]) == {"cmd": "codegraph --version"}
     result = {"type": "function_call_output", "call_id": call["call_id"], "output": "rejected"}
@@ -224,7 +224,7 @@ def test_codex_is_driven_headless_only_and_with_a_question(tmp_path: Path) -> No
 
 def test_a_finished_codex_turn_counts_as_complete_for_a_resumed_campaign(tmp_path: Path) -> None:
     events = (DATA / "with" / "events.jsonl").read_text(encoding="utf-8")
-    assert ends_with_result(DATA / "with" / "events.jsonl")  # its last event: turn.completed
+    assert ends_with_result(DATA / "with" / "events.jsonl", CODEX)  # its last event: turn.completed
     cut = tmp_path / "run-with-1.jsonl"
     cut.write_text("\n".join(events.splitlines()[:-1]) + "\n", encoding="utf-8")
-    assert not ends_with_result(cut)
+    assert not ends_with_result(cut, CODEX)

@@ -22,6 +22,7 @@ from support.replay import assert_replays
 
 from pytest_agent_eval.agents.codex import CODEX
 from pytest_agent_eval.agents.codex import config as codex_config
+from pytest_agent_eval.agents.codex.cassette import ResponsesCassetteBackend
 from pytest_agent_eval.agents.codex.config import STANDIN_API_KEY, codex_home
 from pytest_agent_eval.agents.codex.transcript import SPAWN_TOOL, kept_rollout, kept_subagents, spawned_agent
 from pytest_agent_eval.harness import sandbox
@@ -29,7 +30,7 @@ from pytest_agent_eval.harness.provision import Provisioned, read_builds
 from pytest_agent_eval.metrics.contamination import contamination
 from pytest_agent_eval.metrics.evidence import evidence
 from pytest_agent_eval.metrics.occupancy import FAMILIES, occupancy
-from pytest_agent_eval.model import OpenAIBackend, ResponsesCassetteBackend, ScriptedBackend, make_backend
+from pytest_agent_eval.model import OpenAIBackend, ScriptedBackend, make_backend
 from pytest_agent_eval.model.record import read_requests
 from pytest_agent_eval.model.truth import read_truth_log, resident_truth
 from pytest_agent_eval.tool import CODEGRAPH

@@ -11,10 +11,10 @@ from typing import Any
 
 import pytest
 
-from pytest_agent_eval.model import CassetteBackend, ResponsesCassetteBackend, cassette_backend, make_backend, serve
+from pytest_agent_eval.agents.codex.cassette import ResponsesCassetteBackend, responses_in
+from pytest_agent_eval.model import CassetteBackend, cassette_backend, make_backend, serve
 from pytest_agent_eval.model.record import RequestLog, read_requests
 from pytest_agent_eval.model.responses import assemble_response
-from pytest_agent_eval.model.responses_cassette import responses_in
 
 from support.replay import post  # isort: skip
 from support.synth import Transcript  # isort: skip

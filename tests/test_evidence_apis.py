@@ -14,7 +14,9 @@ from typing import Any
 
 import pytest
 
+from pytest_agent_eval.agents.codex import stand_in as codex_stand_in
 from pytest_agent_eval.agents.codex.transcript import CodexSession, read_codex
+from pytest_agent_eval.agents.gemini import stand_in as gemini_stand_in
 from pytest_agent_eval.agents.gemini.transcript import GeminiSession, read_gemini
 from pytest_agent_eval.metrics.evidence import evidence
 from pytest_agent_eval.metrics.scorecard import score
@@ -80,7 +82,7 @@ def _codex_record() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         _turns("Wall time: 0.01 seconds\nProcess exited with code 0\nOutput:\n" + READ_OUTPUT)
     ):
         request = {"model": "stand-in-scripted", "stream": True, "tools": CODEX_TOOLS, "input": copy.deepcopy(history)}
-        items = responses_api.output_items(request, turn.reply)
+        items = codex_stand_in.output_items(request, turn.reply)
         if number == 1:
             items.insert(0, {"type": "reasoning", "id": "rs_1", "summary": [], "encrypted_content": "opaque"})
         response_id = f"resp_{number + 1}"
@@ -129,7 +131,7 @@ def _gemini_record() -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
         _turns(f"<untrusted_context>\nOutput: {READ_OUTPUT}\nExit Code: 0\n</untrusted_context>")
     ):
         request = {"contents": copy.deepcopy(contents), "tools": GEMINI_TOOLS}
-        parts = gemini_api.reply_parts(request, turn.reply)
+        parts = gemini_stand_in.reply_parts(request, turn.reply)
         if number == 1:
             parts.insert(0, {"text": "**Reading** the response", "thought": True})
         usage = gemini_api.usage_metadata(turn.prompt, turn.cached, parts)

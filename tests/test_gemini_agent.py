@@ -22,8 +22,10 @@ from pytest_agent_eval.agents import agent_named
 from pytest_agent_eval.agents.base import Drive, DriveOptions, McpServer, load_agent
 from pytest_agent_eval.agents.gemini import GEMINI
 from pytest_agent_eval.agents.gemini.agent import read_rules
+from pytest_agent_eval.agents.gemini.cassette import sent_call
 from pytest_agent_eval.agents.gemini.config import BASE_URL_VAR, KEY_VAR, TRUSTED_FOLDERS_VAR, turn_command
 from pytest_agent_eval.agents.gemini.driver import find_chat_in
+from pytest_agent_eval.agents.gemini.stand_in import gemini_name, read_turn, reply_parts
 from pytest_agent_eval.agents.gemini.transcript import (
     common_call,
     common_name,
@@ -39,8 +41,7 @@ from pytest_agent_eval.metrics.contamination import contamination
 from pytest_agent_eval.metrics.evidence import evidence
 from pytest_agent_eval.metrics.occupancy import FAMILIES, family, occupancy
 from pytest_agent_eval.model import ScriptedBackend, serve
-from pytest_agent_eval.model.gemini import assemble, gemini_name, read_turn, reply_parts, stream_frames, usage_metadata
-from pytest_agent_eval.model.gemini_cassette import sent_call
+from pytest_agent_eval.model.gemini import assemble, stream_frames, usage_metadata
 from pytest_agent_eval.model.record import read_requests
 from pytest_agent_eval.model.sse import Reply
 from pytest_agent_eval.model.truth import read_truth_log, resident_truth
@@ -382,10 +383,10 @@ def test_agent_eval_score_recognises_a_gemini_run(tmp_path: Path) -> None:
 
 
 def test_a_finished_gemini_turn_counts_as_complete_for_a_resumed_campaign(tmp_path: Path) -> None:
-    assert ends_with_result(DATA / "with" / "events.jsonl")  # its last event: result
+    assert ends_with_result(DATA / "with" / "events.jsonl", GEMINI)  # its last event: result
     cut = tmp_path / "run-with-1.jsonl"
     cut.write_text("\n".join((DATA / "with" / "events.jsonl").read_text().splitlines()[:-1]) + "\n")
-    assert not ends_with_result(cut)
+    assert not ends_with_result(cut, GEMINI)
 
 
 # -- the driver, around a scripted gemini -------------------------------------------------------------------

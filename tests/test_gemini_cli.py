@@ -24,6 +24,7 @@ from support.replay import assert_replays, segments
 from pytest_agent_eval.agents.base import AgentConfig, AgentSetup
 from pytest_agent_eval.agents.gemini import GEMINI
 from pytest_agent_eval.agents.gemini.agent import GeminiAgent
+from pytest_agent_eval.agents.gemini.cassette import GeminiCassetteBackend
 from pytest_agent_eval.agents.gemini.config import gemini_dir
 from pytest_agent_eval.agents.gemini.transcript import COMPLETE_TOOL, kept_chat, read_gemini
 from pytest_agent_eval.harness import sandbox
@@ -31,7 +32,7 @@ from pytest_agent_eval.harness.drivers import TurnError
 from pytest_agent_eval.harness.provision import Provisioned, read_builds
 from pytest_agent_eval.metrics.contamination import contamination
 from pytest_agent_eval.metrics.evidence import evidence
-from pytest_agent_eval.model import GeminiCassetteBackend, GeminiForwarder, ScriptedBackend, cassette_backend, serve
+from pytest_agent_eval.model import GeminiForwarder, ScriptedBackend, cassette_backend, serve
 from pytest_agent_eval.model.record import read_requests
 from pytest_agent_eval.model.scripted import Turn
 from pytest_agent_eval.model.server import Faults

@@ -13,10 +13,10 @@ from typing import Any
 import pytest
 
 from pytest_agent_eval.agents.gemini import GEMINI
+from pytest_agent_eval.agents.gemini.cassette import SIDE_REQUEST_TEXT, GeminiCassetteBackend, sent_call
 from pytest_agent_eval.agents.gemini.transcript import kept_chat, read_gemini
-from pytest_agent_eval.model import GeminiCassetteBackend, cassette_backend, serve
+from pytest_agent_eval.model import cassette_backend, serve
 from pytest_agent_eval.model.gemini import assemble
-from pytest_agent_eval.model.gemini_cassette import SIDE_REQUEST_TEXT, sent_call
 from pytest_agent_eval.model.record import read_requests
 
 from support.replay import post, segments  # isort: skip

@@ -92,15 +92,76 @@ def test_the_pytest_layer_imports_one_way():
 
 def test_the_registry_is_below_what_reads_campaigns_back():
     """The registry (settings/registry.py) finds agents and tools for the campaign, report, CLI and harness
-    layers; it imports none of them, and only the agents' base and the tool description of what it finds."""
+    layers; it imports none of them, and only the agents' base, the one table of built-in agents and the tool
+    description of what it finds."""
     graph = _imports()
     found = graph["pytest_agent_eval.settings.registry"]
     assert found <= {
         "pytest_agent_eval.settings.reference",
         "pytest_agent_eval.agents.base",
+        "pytest_agent_eval.agents.built_in",
         "pytest_agent_eval.tool",
     }, found
     readers = ("campaign.made_by", "campaign.rescore", "report.html", "cli", "settings.parsers")
     for reader in readers:  # each resolves through it, none by a table of its own
         module = f"pytest_agent_eval.{reader}"
         assert graph[module] & {"pytest_agent_eval.settings.registry", "pytest_agent_eval.campaign.made_by"}, module
+
+
+AGENTS = "pytest_agent_eval.agents"
+# The agents' package itself: the protocol (base), the one table of built-in agents, whose-record-is-this (the rest
+# of agents/ is one folder per agent).
+AGENT_PROTOCOL = {AGENTS, f"{AGENTS}.base", f"{AGENTS}.built_in", f"{AGENTS}.recognition"}
+
+
+def _agent_folder(module: str) -> str | None:
+    """The particular agent's folder ``module`` is in (``pytest_agent_eval.agents.codex``), None for any other."""
+    parts = module.split(".")
+    folder = ".".join(parts[:3])
+    return folder if len(parts) > 2 and parts[1] == "agents" and folder not in AGENT_PROTOCOL else None
+
+
+def _package(module: str) -> str:
+    """The package ``module`` belongs to at the level the direction rules speak of (docs/architecture.md): a
+    top-level package, the agents' protocol (``agents``), or a particular agent's folder (``agents.<name>``)."""
+    folder = _agent_folder(module)
+    return folder.removeprefix("pytest_agent_eval.") if folder else module.split(".")[1] if "." in module else "."
+
+
+def test_no_module_outside_an_agents_folder_imports_it():
+    """What is particular to an agent lives in its folder (docs/architecture.md, "An agent is one folder"): nothing
+    else imports it, not even another agent; generic code asks the agent object, found through the registry."""
+    graph = _imports()
+    outside = sorted(
+        (module, imported)
+        for module, found in graph.items()
+        for imported in found
+        if _agent_folder(imported) and _agent_folder(imported) != _agent_folder(module)
+    )
+    assert outside == []
+
+
+def test_an_agent_folder_imports_only_the_packages_below_it():
+    """A particular agent is above the generic parts it is made of — the agents' protocol, the harness, the model
+    server and its APIs, the tool's description, the common transcript — and below what reads or runs it (campaign,
+    metrics, report, settings, the CLI, the plugin), which reach it only through the registry."""
+    below = {"agents", "harness", "model", "tool", "transcript"}
+    graph = _imports()
+    above = sorted(
+        (module, imported)
+        for module, found in graph.items()
+        if _agent_folder(module)
+        for imported in found
+        if _package(imported) != _package(module) and _package(imported) not in below
+    )
+    assert above == []
+
+
+def test_the_generic_model_code_is_below_the_agents():
+    """The model server, its APIs and the generic cassette know no particular agent: they import of ``agents/``
+    the protocol alone (the types, whose-record-is-this), and route by what an agent object declares (its speech,
+    its cassette)."""
+    graph = _imports()
+    model = [name for name in graph if name.split(".")[1:2] == ["model"]]
+    reached = {imported for name in model for imported in graph[name] if imported.startswith(f"{AGENTS}")}
+    assert reached <= AGENT_PROTOCOL, reached

@@ -23,6 +23,7 @@ from pytest_agent_eval.agents.opencode.agent import bash_action, wildcard
 from pytest_agent_eval.agents.opencode.config import AGENT_ENV, run_command
 from pytest_agent_eval.agents.opencode.driver import OpenCodeOptions, run_opencode
 from pytest_agent_eval.agents.opencode.probe import ProbeModel
+from pytest_agent_eval.agents.opencode.stand_in import is_opencode_request, read_turn, render, unquoted
 from pytest_agent_eval.agents.opencode.subagents import SubagentsError, keep_subagents
 from pytest_agent_eval.agents.opencode.transcript import (
     OpenCodeSession,
@@ -40,7 +41,6 @@ from pytest_agent_eval.metrics.contamination import contamination
 from pytest_agent_eval.metrics.evidence import evidence, paired_responses
 from pytest_agent_eval.metrics.occupancy import FAMILIES, occupancy
 from pytest_agent_eval.model import ScriptedBackend, serve
-from pytest_agent_eval.model.opencode import is_opencode_request, read_turn, render, unquoted
 from pytest_agent_eval.model.record import read_requests
 from pytest_agent_eval.model.truth import read_truth_log, resident_truth
 from pytest_agent_eval.tool import CODEGRAPH
@@ -547,10 +547,10 @@ def test_claude_codes_reader_refuses_opencodes_streams() -> None:
 
 def test_a_finished_opencode_turn_counts_as_complete_for_a_resumed_campaign(tmp_path: Path) -> None:
     events = _segments("with")[0].read_text(encoding="utf-8").splitlines()
-    assert ends_with_result(_segments("with")[0])  # its last event: the answer's step_finish
+    assert ends_with_result(_segments("with")[0], OPENCODE)  # its last event: the answer's step_finish
     cut = tmp_path / "run-with-1.jsonl"
     cut.write_text("\n".join(events[:3]) + "\n", encoding="utf-8")  # ends with a step_finish for tool calls
-    assert '"tool-calls"' in events[2] and not ends_with_result(cut)
+    assert '"tool-calls"' in events[2] and not ends_with_result(cut, OPENCODE)
 
 
 def test_a_response_opencode_never_kept_is_passed_over_in_the_pairing() -> None:

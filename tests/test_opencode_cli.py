@@ -22,13 +22,14 @@ from support.e2e import RealTools
 from support.replay import assert_replays
 
 from pytest_agent_eval.agents.opencode import OPENCODE
+from pytest_agent_eval.agents.opencode.cassette import OpenCodeCassetteBackend
+from pytest_agent_eval.agents.opencode.stand_in import is_opencode_request, read_turn, render
 from pytest_agent_eval.agents.opencode.transcript import kept_config
 from pytest_agent_eval.harness import sandbox
 from pytest_agent_eval.harness.provision import Provisioned, read_builds
 from pytest_agent_eval.metrics.contamination import contamination
 from pytest_agent_eval.metrics.evidence import evidence
-from pytest_agent_eval.model import AnthropicBackend, OpenCodeCassetteBackend, ScriptedBackend, cassette_backend, serve
-from pytest_agent_eval.model.opencode import is_opencode_request, read_turn, render
+from pytest_agent_eval.model import AnthropicBackend, ScriptedBackend, cassette_backend, serve
 from pytest_agent_eval.model.record import read_requests
 from pytest_agent_eval.model.sse import Reply
 from pytest_agent_eval.tool import CODEGRAPH

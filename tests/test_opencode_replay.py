@@ -13,9 +13,9 @@ from typing import Any
 import pytest
 
 from pytest_agent_eval.agents.opencode import OPENCODE
+from pytest_agent_eval.agents.opencode.cassette import REPLAY_TITLE, OpenCodeCassetteBackend
 from pytest_agent_eval.agents.opencode.transcript import read_opencode
-from pytest_agent_eval.model import CassetteBackend, OpenCodeCassetteBackend, cassette_backend, serve
-from pytest_agent_eval.model.opencode_cassette import REPLAY_TITLE
+from pytest_agent_eval.model import CassetteBackend, cassette_backend, serve
 from pytest_agent_eval.model.record import read_requests
 
 from support.replay import post, segments  # isort: skip

@@ -72,6 +72,20 @@ def _leaky() -> Transcript:
     return without_contaminated("cat notes.txt", '### grepper: 2 sections for "send"\n**`lib/response.js`** send\n')
 
 
+def test_every_agent_the_registry_knows_is_asked_whose_record_a_file_is(installed: Path, tmp_path: Path) -> None:
+    from example_plugins import EXAMPLE_AGENT
+
+    from pytest_agent_eval.agents.recognition import agents, recognise
+
+    asked = agents()
+    assert [a.name for a in asked[:4]] == ["claude-code", "codex", "gemini", "opencode"]
+    assert any(agent is EXAMPLE_AGENT for agent in asked)  # an installed distribution's, beside the built-in ones
+    # example-agent is Claude Code under another name: it reads the file alike, so it makes no second claim
+    recording = _leaky().write(tmp_path / "run-with-1.jsonl")
+    found = recognise(recording)
+    assert (found.agent.name, found.kind, found.claimed) == ("claude-code", "stream-json", True)
+
+
 @pytest.mark.slow
 def test_a_plugin_agent_and_tool_run_the_main_job_and_everything_reads_back_what_they_made(
     pytester: pytest.Pytester, installed: Path, capsys: pytest.CaptureFixture[str]

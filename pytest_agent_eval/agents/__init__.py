@@ -1,10 +1,13 @@
 """The coding agents the harness drives: how each is provisioned, driven, given a model and an MCP server,
 denied a tool, and read back into the common Session (:class:`~pytest_agent_eval.agents.base.CodingAgent`).
 
-The built-in agents are named in the registry (:mod:`pytest_agent_eval.settings.registry`) by their
-``MODULE:ATTR`` reference, beside the agents installed distributions offer through entry points, so that a record
-naming one (its ``agent``) is read back with its reader, and so that nothing is imported before it is asked for
-(a record, the settings and ``agent-eval score`` import this package).
+Everything particular to an agent lives in its folder (``agents/<name>/``: provisioning, config, driver, reader,
+how the stand-in's decisions are spoken in its tools, its cassette, its evidence reading, its turn end); no module
+outside ``agents/`` imports one (docs/architecture.md). The built-in ones are listed once (:mod:`.built_in`) and
+found, with the agents installed distributions offer through entry points, by the registry
+(:mod:`pytest_agent_eval.settings.registry`), so that a record naming one (its ``agent``) is read back with its
+reader, and so that nothing is imported before it is asked for (a record, the settings and ``agent-eval score``
+import this package).
 """
 
 from __future__ import annotations
@@ -12,20 +15,21 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
-from pytest_agent_eval.settings.registry import BUILT_IN_AGENTS, UNNAMED_AGENT, recorded_agent
+from pytest_agent_eval.agents.built_in import BUILT_IN_AGENTS, UNNAMED_AGENT
 
 if TYPE_CHECKING:
     from pytest_agent_eval.agents.base import CodingAgent
 
-BUILT_IN = BUILT_IN_AGENTS
-DEFAULT_AGENT = BUILT_IN["claude-code"]  # --agent-eval-agent's default
-__all__ = ["BUILT_IN", "DEFAULT_AGENT", "UNNAMED_AGENT", "agent_named", "agent_title"]
+DEFAULT_AGENT = BUILT_IN_AGENTS["claude-code"]  # --agent-eval-agent's default
+__all__ = ["BUILT_IN_AGENTS", "DEFAULT_AGENT", "UNNAMED_AGENT", "agent_named", "agent_title"]
 
 
 def agent_named(name: str | None, origin: Mapping[str, Any] | None = None) -> CodingAgent:
     """The agent a record names (None: a record from before agents were named), found where ``origin`` (the
     record's ``agent_from``) says it came from: built in, an installed entry point, ``MODULE:ATTR``; raises
     ValueError saying which distribution to install or which ``MODULE:ATTR`` is missing."""
+    from pytest_agent_eval.settings.registry import recorded_agent  # the registry reads this package's table
+
     return recorded_agent(name, origin)
 
 

@@ -208,6 +208,34 @@ class CodingAgent(ABC):
             '(docs/extending.md, "The stand-in model and a new agent")'
         )
 
+    def speech(self) -> Any:
+        """How the scripted stand-in's decisions are spoken in this agent's tools and API (a
+        :class:`pytest_agent_eval.model.speech.Speech`, in its folder's ``stand_in.py``): the model server reads the
+        agent's requests with it and renders the policy's reply back. None: the agent's tools are the common
+        vocabulary (Claude Code's), or it shares a built-in agent's (its :attr:`stand_in` names it)."""
+        return None
+
+    def cassette(self, segments: Sequence[Path]) -> Any:
+        """A model backend (:class:`pytest_agent_eval.model.server.Backend`) that replays this agent's recorded run
+        (its ``segments``) in the API it speaks. None: it has none of its own, and replays as the built-in agent its
+        :attr:`stand_in` names, whose record format it shares (:func:`pytest_agent_eval.model.cassette_backend`)."""
+        return None
+
+    def ends_turn(self, event: Mapping[str, Any]) -> bool:
+        """Whether ``event``, the last of a segment, ends a finished turn (a segment that ends otherwise was cut off:
+        its item runs again on resume). Default: a stream-json ``result`` or a ``turn.completed`` (the events Claude
+        Code's and Codex CLI's headless streams end a turn with)."""
+        return event.get("type") in ("result", "turn.completed")
+
+    def read_interactive(self, path: Path) -> Session:
+        """The session of an interactive session file, or of the newest in a folder of them (``agent-eval score
+        --session``); a TranscriptError when the agent keeps none that agent-eval reads."""
+        from pytest_agent_eval.transcript import TranscriptError
+
+        raise TranscriptError(
+            f"{self.title} keeps no interactive session file agent-eval reads: give its record's FILEs"
+        )
+
     def drive(self, run: Drive) -> RunRecord:
         """Drive ``run`` (:meth:`run_session`); a mode the agent does not have is a ValueError naming it."""
         if run.mode not in self.modes:

@@ -2,19 +2,22 @@
 
 ``agent-eval score`` and ``agent-eval rescore`` of a plain folder read whatever an agent wrote, as a user has it
 (docs/usage.md, "Scoring records you already have"). Each built-in agent says from the file's content whether it is
-its record, and of which kind; a file two agents claim is refused naming both (no order of asking decides it); a
-file none claims is read as Claude Code's stream-json, whose reader says what it lacks.
+its record, and of which kind (every agent the registry knows: the built-in ones and those installed distributions offer
+through entry points); a file two agents claim is refused naming both (no order of asking decides it); a
+file none claims is read as Claude Code's stream-json, whose reader says what it lacks. Agents of one class (a
+plug-in that is a built-in agent under another name) read a file alike: they make one claim, the first asked's (the
+built-in one's).
 """
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 from dataclasses import dataclass
-from importlib import import_module
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_agent_eval.agents import BUILT_IN, UNNAMED_AGENT
+from pytest_agent_eval.agents.built_in import UNNAMED_AGENT
+from pytest_agent_eval.settings.registry import known_agents, resolve_agent
 from pytest_agent_eval.transcript import TranscriptError
 from pytest_agent_eval.transcript.sample import sample
 
@@ -39,28 +42,25 @@ class Recognised:
 
 
 def agents() -> list[CodingAgent]:
-    """Every agent asked: the built-in ones."""
-    return [_built_in(name) for name in BUILT_IN]
-
-
-def _built_in(name: str) -> CodingAgent:
-    """A built-in agent's description, imported straight from its module (``agent-eval score`` starts without the
-    settings' reference loader, which a project's own agent needs and these do not)."""
-    module, attribute = BUILT_IN[name].split(":")
-    return getattr(import_module(module), attribute)
+    """Every agent asked: the registry's (built in, or offered by an installed distribution's entry point)."""
+    return known_agents()
 
 
 def recognise(path: str | Path, asked: Sequence[CodingAgent] | None = None) -> Recognised:
     """Whose record ``path`` is; a TranscriptError naming both when two agents claim it."""
     path = Path(path)
     head = sample(path)
-    claims = [(agent, kind) for agent in (asked if asked is not None else agents()) if (kind := agent.recognise(head))]
+    claims: list[tuple[CodingAgent, str]] = []
+    for agent in asked if asked is not None else agents():
+        kind = agent.recognise(head)
+        if kind and not any(type(claimant) is type(agent) for claimant, _ in claims):
+            claims.append((agent, kind))
     if len(claims) > 1:
         named = " and ".join(f"{agent.title}'s {kind}" for agent, kind in claims)
         raise TranscriptError(f"{path}: could be {named}: give each agent's record in a file of its own")
     if claims:
         return Recognised(*claims[0])
-    return Recognised(_built_in(UNNAMED_AGENT), UNRECOGNISED, claimed=False)
+    return Recognised(resolve_agent(UNNAMED_AGENT), UNRECOGNISED, claimed=False)
 
 
 def read_given(

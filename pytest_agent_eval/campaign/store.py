@@ -30,14 +30,16 @@ from collections.abc import Iterable, Iterator, Mapping
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from filelock import FileLock, Timeout
 
-from pytest_agent_eval.agents.opencode.transcript import ends_turn as opencode_ends_turn
 from pytest_agent_eval.campaign.record import ItemRecord, RecordError
 from pytest_agent_eval.harness.writes import append_line, replace_whole
 from pytest_agent_eval.transcript import is_later_segment, segment_files
+
+if TYPE_CHECKING:
+    from pytest_agent_eval.agents.base import CodingAgent
 
 LATEST = "latest"  # the out folder's pointer to the newest campaign
 MANIFEST = "manifest.json"
@@ -250,20 +252,24 @@ class Campaign:
         return [self.resolve(s) for s in item.segments]
 
     def complete_ids(self) -> set[str]:
-        """Items that need no re-run: not an error, and every segment on disk ends with a result event.
+        """Items that need no re-run: not an error, and every segment on disk ends a turn, as its agent says.
 
-        An item whose segments cannot be read (outside the campaign) is not complete: it runs again.
+        An item whose segments cannot be read (outside the campaign), or whose agent cannot be found, is not
+        complete: it runs again.
         """
+        from pytest_agent_eval.campaign.made_by import agent_of
+
         done = set()
         for item in self.items():
             if item.outcome == "error" or not item.segments:
                 continue
             try:
                 files = self.segments(item)
-            except StoreError as exc:
+                agent = agent_of(item)
+            except (StoreError, ValueError) as exc:
                 self.problems.append(f"{item.id}: {exc}")
                 continue
-            if all(ends_with_result(path) for path in files):
+            if all(ends_with_result(path, agent) for path in files):
                 done.add(item.id)
         return done
 
@@ -297,12 +303,8 @@ def safe_name(item_id: str) -> str:
     return _UNSAFE.sub("_", item_id).strip("._") or "item"
 
 
-# The last event of a finished turn's segment: Claude Code's stream-json ``result``, Codex CLI's ``turn.completed``.
-TURN_END_EVENTS = ("result", "turn.completed")  # Claude Code's, Codex's; OpenCode's is a step_finish of an answer
-
-
-def ends_with_result(path: Path) -> bool:
-    """Whether a segment finished: its last JSON line ends a turn (:data:`TURN_END_EVENTS`)."""
+def ends_with_result(path: Path, agent: CodingAgent) -> bool:
+    """Whether a segment of ``agent``'s finished: its last JSON line ends a turn (:meth:`CodingAgent.ends_turn`)."""
     try:
         lines = path.read_text(encoding="utf-8", errors="replace").splitlines()
     except OSError:
@@ -314,7 +316,7 @@ def ends_with_result(path: Path) -> bool:
             event = json.loads(line)
         except ValueError:
             return False  # a torn last line: the agent was killed mid-write
-        return isinstance(event, dict) and (event.get("type") in TURN_END_EVENTS or opencode_ends_turn(event))
+        return isinstance(event, dict) and agent.ends_turn(event)
     return False
 
 

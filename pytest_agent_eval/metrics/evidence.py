@@ -12,7 +12,8 @@ transcript must agree with them:
   model's; Gemini CLI's messages are named by their guessed place among the streamed responses) is paired with the
   responses in order, by their calls or text (:func:`paired_responses`). The same for every API: a
   Responses ``function_call`` or a Gemini ``functionCall`` is compared in the common vocabulary, mapped by the
-  agent's own reader (``common_call``: Codex's ``exec_command{cmd}`` is ``Bash{command}``), and the prompt size is
+  agent's own reader, as the session offers it (:attr:`~pytest_agent_eval.transcript.Session.api_reading`:
+  Codex's ``exec_command{cmd}`` is ``Bash{command}``), and the prompt size is
   the whole prompt (``input_tokens``, ``promptTokenCount``); a prompt size one side does not record is listed as
   unchecked, never guessed;
 * every tool result of the transcript reached the model: a request carried a result for that call whose text, as
@@ -41,9 +42,8 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit
 
-from pytest_agent_eval.agents.codex import transcript as codex
-from pytest_agent_eval.agents.gemini import transcript as gemini
 from pytest_agent_eval.metrics.contamination import Leak, scan
+from pytest_agent_eval.model.gemini import COUNT, STREAM, model_method
 from pytest_agent_eval.tool import RetrievalTool
 from pytest_agent_eval.transcript import Session, ToolResult, Usage, blocks_of, count_of, result_text
 
@@ -98,15 +98,22 @@ class _Received:
     # (id, call ids, text) of the responses to requests offering tools, in order: what an agent's own message ids
     # are paired with
     answers: list[tuple[str, frozenset[str], str]] = field(default_factory=list)
+    # the agent's reader of the API's items (Session.api_reading); None: exchanges of a non-Messages API are not read
+    reading: Any = None
+    unread: set[str] = field(default_factory=set)  # the APIs whose exchanges could not be read, for want of it
 
     def read(self, number: int, entry: dict[str, Any]) -> None:
         response, request = entry.get("response"), entry.get("request")
         request = request if isinstance(request, dict) else {}
+        method = model_method(_path(entry))
+        if (_path(entry) == RESPONSES_PATH or method is not None) and self.reading is None:
+            self.unread.add("Responses" if method is None else "Gemini")
+            return
         if _path(entry) == RESPONSES_PATH:
             self._read_responses(number, request, response)
             return
-        if (method := gemini.model_method(_path(entry))) is not None:
-            self._read_gemini(number, request, response, method[1] == gemini.STREAM)
+        if method is not None:
+            self._read_gemini(number, request, response, method[1] == STREAM)
             return
         if isinstance(response, dict) and isinstance(response.get("id"), str):
             self.sent.setdefault(response["id"], set()).update(_call_ids(response.get("content")))
@@ -149,33 +156,33 @@ class _Received:
             calls = [i for i in output if isinstance(i, dict) and i.get("type") in _CALL_ITEMS and "call_id" in i]
             self.sent.setdefault(response["id"], set()).update(str(i["call_id"]) for i in calls)
             for item in calls:  # in the common vocabulary, as Codex's rollout is read
-                self.sent_calls.setdefault(str(item["call_id"]), codex.common_call(item))
+                self.sent_calls.setdefault(str(item["call_id"]), self.reading.common_call(item))
             self._keep_usage(response["id"], _responses_usage(response.get("usage")))
         for item in request.get("input") or []:
             if not isinstance(item, dict) or not isinstance(item.get("call_id"), str):
                 continue
             if item.get("type") in _CALL_ITEMS:
-                self.calls.setdefault(item["call_id"], (codex.common_call(item)[0], number))
+                self.calls.setdefault(item["call_id"], (self.reading.common_call(item)[0], number))
             elif item.get("type") in _OUTPUT_ITEMS:
                 output = item.get("output")
-                text = output if isinstance(output, str) else codex.text_of(output)
-                shown = codex.shown_output(output, self._name(item["call_id"]))[0]
+                text = output if isinstance(output, str) else self.reading.text_of(output)
+                shown = self.reading.shown_output(output, self._name(item["call_id"]))[0]
                 self._carried(item["call_id"], text, shown, number)
 
     def _read_gemini(self, number: int, request: dict[str, Any], response: Any, streamed: bool) -> None:
         """A Gemini API exchange (Gemini CLI): calls are ``functionCall`` parts (keyed by ``id``), results
         ``functionResponse`` parts, in the request's ``contents`` and the response's candidate; a streamed response
-        is named by its place (:func:`~pytest_agent_eval.agents.gemini.transcript.response_name`)."""
+        is named by its place (the reading's ``response_name``)."""
         candidates = response.get("candidates") if isinstance(response, dict) else None
         if streamed and isinstance(candidates, list) and candidates:
             self.streamed_gemini += 1
-            name = gemini.response_name(self.streamed_gemini)
+            name = self.reading.response_name(self.streamed_gemini)
             content = candidates[0].get("content") if isinstance(candidates[0], dict) else None
             parts = [p for p in (content or {}).get("parts") or [] if isinstance(p, dict)]
             calls = [p["functionCall"] for p in parts if isinstance(p.get("functionCall"), dict)]
             self.sent.setdefault(name, set()).update(str(call.get("id")) for call in calls)
             for call in calls:  # in the common vocabulary, as Gemini CLI's chat record is read
-                self.sent_calls.setdefault(str(call.get("id")), gemini.common_call(call))
+                self.sent_calls.setdefault(str(call.get("id")), self.reading.common_call(call))
             self._keep_usage(name, _gemini_usage(response.get("usageMetadata")))
             text = "\n".join(str(p["text"]) for p in parts if isinstance(p.get("text"), str) and not p.get("thought"))
             self.answers.append((name, frozenset(str(call.get("id")) for call in calls), _comparable(text)))
@@ -184,10 +191,10 @@ class _Received:
                 call = part.get("functionCall") if isinstance(part, dict) else None
                 answer = part.get("functionResponse") if isinstance(part, dict) else None
                 if isinstance(call, dict) and isinstance(call.get("id"), str):
-                    self.calls.setdefault(call["id"], (gemini.common_call(call)[0], number))
+                    self.calls.setdefault(call["id"], (self.reading.common_call(call)[0], number))
                 elif isinstance(answer, dict) and isinstance(answer.get("id"), str):
-                    text = gemini.response_output(answer.get("response"))[0]
-                    shown = gemini.shown_response(answer.get("response"), self._name(answer["id"]))[0]
+                    text = self.reading.response_output(answer.get("response"))[0]
+                    shown = self.reading.shown_response(answer.get("response"), self._name(answer["id"]))[0]
                     self._carried(answer["id"], text, shown, number)
 
 
@@ -203,12 +210,12 @@ def _path(entry: dict[str, Any]) -> str:
 
 
 def _is_model_request(entry: dict[str, Any]) -> bool:
-    method = gemini.model_method(_path(entry))
-    return _path(entry) in (MESSAGES_PATH, RESPONSES_PATH) or (method is not None and method[1] != gemini.COUNT)
+    method = model_method(_path(entry))
+    return _path(entry) in (MESSAGES_PATH, RESPONSES_PATH) or (method is not None and method[1] != COUNT)
 
 
-def _received(entries: Sequence[dict[str, Any]]) -> _Received:
-    received = _Received()
+def _received(entries: Sequence[dict[str, Any]], reading: Any) -> _Received:
+    received = _Received(reading=reading)
     for number, entry in enumerate([e for e in entries if _is_model_request(e)], start=1):
         if not entry.get("refused"):
             received.read(number, entry)
@@ -223,7 +230,7 @@ def paired_responses(session: Session, entries: Sequence[dict[str, Any]]) -> dic
     "In order" is each thread's own: subagents run side by side (OpenCode's parallel ``task`` calls) interleave their
     requests, so a subagent's thread goes on from the response that made its call, and a response is paired once. A
     response the CLI never kept (a stream cut off, retried) is passed over; a message no response fits is unpaired."""
-    return _pairing(session, _received(entries))
+    return _pairing(session, _received(entries, session.api_reading))
 
 
 def _pairing(session: Session, received: _Received) -> dict[str, str]:
@@ -254,8 +261,12 @@ def evidence(
         requests=sum(1 for e in entries if _is_model_request(e)),
         refused=[f"{e.get('method')} {e.get('path')}: {e['refused']}" for e in entries if e.get("refused")],
     )
-    received = _received(entries)
+    received = _received(entries, session.api_reading)
     report.problems, report.unchecked = _disagreements(session, received)
+    report.unchecked += [
+        f"the {api} API's exchanges: {type(session).__name__} offers no reading of their items (Session.api_reading)"
+        for api in sorted(received.unread)
+    ]
     report.leaks = _received_leaks(session, received, tool, {leak.call_id for leak in seen})
     return report
 

@@ -2,83 +2,92 @@
 
 ``serve(make_backend("scripted"))`` gives a URL for ``ANTHROPIC_BASE_URL``; nothing else in the
 house needs to know whether the model is real.
+
+The names below load when first asked for: ``agent-eval score`` reads request records through an API's side
+(``model.gemini``'s paths, for the evidence) and needs no server.
 """
 
 from __future__ import annotations
 
 from collections.abc import Iterable
+from importlib import import_module
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pytest_agent_eval.agents.codex.transcript import is_codex_events
-from pytest_agent_eval.agents.gemini.transcript import is_gemini_events
-from pytest_agent_eval.agents.opencode.transcript import is_opencode_events
-from pytest_agent_eval.settings.config import auto_backend
-from pytest_agent_eval.settings.options import BACKENDS  # the option table names the backends
+if TYPE_CHECKING:
+    from pytest_agent_eval.agents.base import CodingAgent
 
-from .anthropic import AnthropicBackend
-from .cassette import CassetteBackend
-from .gemini_cassette import GeminiCassetteBackend
-from .google import GeminiForwarder
-from .openai import OpenAIBackend
-from .opencode_cassette import OpenCodeCassetteBackend
-from .responses_cassette import ResponsesCassetteBackend
-from .scripted import ScriptedBackend
-from .server import Backend, Faults, Hit, ModelEndpoint, Passthrough, RunningServer, serve
-from .sse import Reply
+    from .anthropic import AnthropicBackend
+    from .cassette import CassetteBackend
+    from .google import GeminiForwarder
+    from .openai import OpenAIBackend
+    from .scripted import ScriptedBackend
+    from .server import Backend, Faults, Hit, ModelEndpoint, Passthrough, RunningServer, serve
+    from .sse import Reply
+
+_LAZY = {
+    "BACKENDS": "pytest_agent_eval.settings.options",  # the option table names the backends
+    "AnthropicBackend": ".anthropic",
+    "CassetteBackend": ".cassette",
+    "GeminiForwarder": ".google",
+    "OpenAIBackend": ".openai",
+    "ScriptedBackend": ".scripted",
+    **dict.fromkeys(("Backend", "Faults", "Hit", "ModelEndpoint", "Passthrough", "RunningServer", "serve"), ".server"),
+    "Reply": ".sse",
+}
+
+
+def __getattr__(name: str) -> Any:
+    if name not in _LAZY:
+        raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
+    return getattr(import_module(_LAZY[name], __name__), name)
 
 
 def resolve_backend(name: str, api: str = "messages") -> str:
     """The backend ``name`` stands for with an agent speaking ``api``: ``auto`` is the forwarder to the real API when
     the key it needs (ANTHROPIC_API_KEY, or OPENAI_API_KEY for the Responses API) is a real one, else scripted."""
+    from pytest_agent_eval.settings.config import auto_backend
+
     return auto_backend(api)[0] if name == "auto" else name
 
 
 def make_backend(name: str, api: str = "messages", **opts: Any) -> Backend:
     """A backend by name (``auto`` resolved for an agent speaking ``api``, :func:`resolve_backend`)."""
     name = resolve_backend(name, api)
-    if name == "scripted":
-        return ScriptedBackend(**opts)
     if name == "cassette":
         return cassette_backend(**opts)
-    if name == "anthropic":
-        return AnthropicBackend(**opts)
-    if name == "openai":
-        return OpenAIBackend(**opts)
-    if name == "gemini":
-        return GeminiForwarder(**opts)
+    if name in ("scripted", "anthropic", "openai", "gemini"):
+        backend = {"scripted": "ScriptedBackend", "anthropic": "AnthropicBackend", "openai": "OpenAIBackend",
+                   "gemini": "GeminiForwarder"}[name]  # fmt: skip
+        return __getattr__(backend)(**opts)
+    from pytest_agent_eval.settings.options import BACKENDS
+
     raise ValueError(f"unknown model backend {name!r}; expected one of {BACKENDS}")
 
 
-_CASSETTES = {
-    "claude-code": CassetteBackend,
-    "codex": ResponsesCassetteBackend,
-    "gemini": GeminiCassetteBackend,
-    "opencode": OpenCodeCassetteBackend,
-}
-
-
-def cassette_backend(
-    paths: str | Path | Iterable[str | Path], agent: Any = None
-) -> CassetteBackend | ResponsesCassetteBackend | GeminiCassetteBackend:
-    """The cassette of a recording: with ``agent`` (the CodingAgent that recorded it, as its record says), the one
-    of its ``stand_in`` dialect; else by the recording's format: a Codex run's (its ``codex exec --json`` streams)
-    replays the Responses API, a Gemini CLI run's (its stream-json events and chat record) the Gemini API, an
-    OpenCode run's (its ``--format json`` streams) and any other (Claude Code's stream-json segments) the Messages
-    API. An agent without a dialect has no cassette: a ValueError says so."""
+def cassette_backend(paths: str | Path | Iterable[str | Path], agent: CodingAgent | None = None) -> Backend:
+    """The cassette of a recording, the recording agent's own (:meth:`CodingAgent.cassette`: it replays the API the
+    agent speaks), or that of the built-in agent its ``stand_in`` names: ``agent`` when given (the one its record
+    names), else the agent whose record the first file is, as each agent says (``CodingAgent.recognise``; a file none
+    claims is Claude Code's stream-json). An agent that cannot be replayed says why in a ValueError."""
     listed = [Path(paths)] if isinstance(paths, (str, Path)) else [Path(p) for p in paths]
-    if agent is not None:
-        cassette = _CASSETTES.get(agent.stand_in)
-        if cassette is None:
-            raise ValueError(f"no cassette replays a recording of {agent.title}: {agent.stand_in_problem()}")
-        return cassette(listed)
-    if listed and is_codex_events(listed[0]):
-        return ResponsesCassetteBackend(listed)
-    if listed and is_gemini_events(listed[0]):
-        return GeminiCassetteBackend(listed)
-    if listed and is_opencode_events(listed[0]):
-        return OpenCodeCassetteBackend(listed)
-    return CassetteBackend(listed)
+    if agent is None and listed:
+        from pytest_agent_eval.agents.recognition import recognise
+
+        agent = recognise(listed[0]).agent
+    if agent is None:
+        from .cassette import CassetteBackend
+
+        return CassetteBackend(listed)
+    problem = agent.stand_in_problem()  # a cassette speaks the tools of a stand-in dialect, as the stand-in does
+    if problem is not None or agent.stand_in is None:
+        raise ValueError(f"no cassette replays a recording of {agent.title}: {problem}")
+    cassette = agent.cassette(listed)
+    if cassette is not None:
+        return cassette
+    from pytest_agent_eval.settings.registry import resolve_agent
+
+    return resolve_agent(agent.stand_in).cassette(listed)
 
 
 __all__ = [
@@ -87,15 +96,12 @@ __all__ = [
     "Backend",
     "CassetteBackend",
     "Faults",
-    "GeminiCassetteBackend",
     "GeminiForwarder",
     "Hit",
     "ModelEndpoint",
     "OpenAIBackend",
-    "OpenCodeCassetteBackend",
     "Passthrough",
     "Reply",
-    "ResponsesCassetteBackend",
     "RunningServer",
     "ScriptedBackend",
     "cassette_backend",

@@ -1,4 +1,7 @@
-"""Replay a recorded run: the model's turns come from a stream-json transcript, the tools run for real.
+"""Replay a recorded run over the Messages API: the model's turns come from its transcript, read by the agent that
+recorded it (Claude Code's stream-json segments, by default), the tools run for real. An agent speaking another API
+replays through a cassette of its own folder (:meth:`~pytest_agent_eval.agents.base.CodingAgent.cassette`), which
+shares these rules and helpers.
 
 The N-th request of a thread gets the N-th recorded assistant message of that thread, where N is
 counted from the request itself (assistant messages already in its conversation), so a retried
@@ -18,22 +21,31 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping
 from pathlib import Path
-from typing import Any, TypeVar
-
-from pytest_agent_eval.agents.claude_code.transcript import read_segments
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from ..transcript import DELEGATION_TOOLS, MAIN, Session
 from .scripted import user_question, working_directory
 from .sse import Reply, tool_use
+
+if TYPE_CHECKING:
+    from pytest_agent_eval.agents.base import CodingAgent
 
 _REPLAYABLE_BLOCKS = frozenset({"text", "thinking"})
 S = TypeVar("S", bound=Session)
 
 
 class CassetteBackend:
+    """A cassette of a run over the Messages API, read by ``agent`` (the one a record names; by default the agent
+    runs were made by before records named one: Claude Code)."""
+
     stand_in_model = "stand-in-cassette"
 
-    def __init__(self, paths: str | Path | Iterable[str | Path]) -> None:
+    def __init__(self, paths: str | Path | Iterable[str | Path], agent: CodingAgent | None = None) -> None:
+        if agent is None:
+            from pytest_agent_eval.settings.registry import recorded_agent
+
+            agent = recorded_agent(None)
+        self.agent = agent
         self.paths = recording_paths(paths)
         session = refuse_unreadable(self.read(self.paths))
         self.turns = recorded_turns(session)
@@ -45,8 +57,8 @@ class CassetteBackend:
         }
 
     def read(self, paths: list[Path]) -> Session:
-        """The recorded session: Claude Code's stream-json segments."""
-        return read_segments(paths)
+        """The recorded session, as the agent that recorded it reads its segments."""
+        return self.agent.read_transcript(paths)
 
     def recorded_cwd(self, session: Session) -> str | None:
         """The working directory the recording ran in (its tool inputs name it), None when it names none."""

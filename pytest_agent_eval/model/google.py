@@ -23,10 +23,9 @@ from collections.abc import Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-from ..agents.gemini.config import STANDIN_API_KEY
-from ..agents.gemini.transcript import API_PREFIX, COUNT, GENERATE, STREAM, model_method
+from .gemini import API_PREFIX, COUNT, GENERATE, STREAM, model_method
 from .server import Passthrough
-from .upstream import checked_url, model_refusal, path_refusal, post
+from .upstream import STAND_IN_KEY_MARK, checked_url, model_refusal, path_refusal, post
 
 API_URL = "https://generativelanguage.googleapis.com"
 _FORWARDED_HEADERS = ("user-agent", "x-goog-api-client")
@@ -49,7 +48,7 @@ class GeminiForwarder:
         self, api_key: str | None = None, base_url: str | None = None, timeout: float = 600.0, model: str | None = None
     ) -> None:
         key = api_key if api_key is not None else os.environ.get("GEMINI_API_KEY")
-        if not key or key == STANDIN_API_KEY:
+        if not key or STAND_IN_KEY_MARK in key:  # the placeholder the agent's own environment holds
             raise ValueError("the Gemini forwarder needs a real GEMINI_API_KEY in the harness's environment")
         url = checked_url(base_url or os.environ.get("GOOGLE_GEMINI_BASE_URL") or API_URL, "GOOGLE_GEMINI_BASE_URL")
         self.key, self.base_url, self.timeout, self.model = key, url, timeout, model

@@ -1,6 +1,7 @@
 """A Messages-API server on loopback, so the real Claude Code CLI can talk to a stand-in model; it answers
-the Responses API (``POST /v1/responses``, Codex CLI) too, from the same policy (:mod:`.responses`), and OpenCode's
-Messages requests, which name its own tools, through the policy as well (:mod:`.opencode`).
+the Responses API (``POST /v1/responses``, :mod:`.responses`) and the Gemini API (:mod:`.gemini`) too, from the same
+policy. A request in an agent's own tools is read for the policy, and the decision spoken back in them, by the speech
+its agent declares (:mod:`.speech`: the server routes by the API a request came on and the speech that claims it).
 
 The CLI only needs ``POST /v1/messages`` with ``stream: true``; the server also answers the
 non-streaming form, ``/v1/messages/count_tokens``, and GET/HEAD probes, so nothing the CLI might
@@ -40,24 +41,21 @@ from pathlib import Path
 from typing import Any, Protocol
 from urllib.parse import urlsplit
 
-from ..agents.gemini.transcript import COUNT, GENERATE, STREAM, model_method
 from ..harness.writes import WriteFailed, append_line
+from .gemini import COUNT, GENERATE, STREAM, model_method, stream_frames, usage_metadata
 from .gemini import assemble as assemble_gemini
-from .gemini import read_turn as read_gemini_turn
-from .gemini import reply_parts, stream_frames, usage_metadata
 from .gemini import response_json as gemini_response_json
-from .opencode import is_opencode_request
-from .opencode import read_turn as read_opencode_turn
-from .opencode import render as render_opencode
 from .record import RequestLog
 from .refusal import gemini_refusal, refusal, responses_refusal
-from .responses import as_requested, assemble_response, output_items, read_turn, response_json, usage_json
+from .responses import as_requested, assemble_response, response_json, usage_json
 from .responses import stream_events as response_events
 from .retry import TRANSIENT_STATUSES, RetryPolicy
 from .scripted import StandInError
+from .speech import Speech, built_in_speeches, speech_for
 from .sse import Reply, assemble, message_json, new_id, stream_events
 from .usage import PromptCount, UsageModel
 
+_API_TITLES = {"messages": "Messages", "responses": "Responses", "gemini": "Gemini"}  # as errors name them
 FAULT_KINDS = frozenset({"500", "529", "429", "break", "stall", "hang"})
 _ERROR_TYPES = {500: "api_error", 529: "overloaded_error", 429: "rate_limit_error"}
 # Where a server started without ``truth_log`` appends its truth (so a harness run can keep it).
@@ -174,6 +172,15 @@ class _Server(ThreadingHTTPServer):
         self.token_counts: list[dict[str, Any]] = []
         self.hits: list[Hit] = []
         self.errors: list[str] = []
+        self._speeches: tuple[Speech, ...] | None = None
+
+    def speech(self, api: str, request: dict[str, Any]) -> Speech | None:
+        """The speech of the agent whose tools ``request`` (of ``api``) is in: the built-in agents' (an agent's
+        ``stand_in`` names one of them), read when a policy first needs one."""
+        with self.lock:
+            if self._speeches is None:
+                self._speeches = built_in_speeches()
+        return speech_for(api, request, self._speeches)
 
     @property
     def usage_model(self) -> UsageModel:
@@ -427,20 +434,19 @@ class _Handler(BaseHTTPRequestHandler):
         self._stream(list(stream_events(reply, model, usage, message_id)), fault, message)
 
     def _reply(self, request: dict[str, Any]) -> Reply | Passthrough:
-        """The backend's reply to a Messages request; OpenCode's, where the backend has a policy, decided on the turn
-        read in the common vocabulary and rendered in OpenCode's tools (:mod:`.opencode`)."""
+        """The backend's reply to a Messages request; one in an agent's own tools (OpenCode's), where the backend has
+        a policy, decided on the turn its speech reads in the common vocabulary and rendered back in its tools."""
         backend = self.server.backend
         decide, explore = getattr(backend, "decide", None), getattr(backend, "explore", None)
-        if decide is not None and isinstance(explore, str) and is_opencode_request(request):
-            return render_opencode(request, decide(read_opencode_turn(request, explore)), explore)
+        speech = self.server.speech("messages", request) if decide is not None and isinstance(explore, str) else None
+        if speech is not None:
+            return speech.render(request, decide(speech.read_turn(request, explore)), explore)
         return backend.respond(request, dict(self.headers.items()))
 
     def _responses(self, request: dict[str, Any]) -> None:
         """The Responses API (Codex CLI): the backend answers the request (``respond_responses``: a cassette's output
         items, or the forwarder's relay), or its policy decides on the turn read from it (``decide``)."""
-        replied = self._answer_or_decide(
-            request, "Responses", "respond_responses", lambda decide: output_items(request, decide(read_turn(request)))
-        )
+        replied = self._answer_or_decide(request, "responses", "respond_responses")
         if replied is None:
             return
         items, fault = replied
@@ -460,20 +466,23 @@ class _Handler(BaseHTTPRequestHandler):
             return
         self._stream(list(response_events(items, model, body_usage, response_id)), fault, response)
 
-    def _answer_or_decide(
-        self, request: dict[str, Any], api: str, answer_name: str, render: Callable[[Any], Any]
-    ) -> tuple[Any, str] | None:
+    def _answer_or_decide(self, request: dict[str, Any], api: str, answer_name: str) -> tuple[Any, str] | None:
         """The backend's reply to a request of ``api``, and the fault the request was admitted with: the backend's
-        own answer (``answer_name``: a cassette's, or a forwarder's relay) or its policy's decision rendered by
-        ``render(decide)``. None when an error was sent instead (no way to answer, a fault, the backend failed)."""
+        own answer (``answer_name``: a cassette's, or a forwarder's relay) or its policy's decision on the request
+        read, and rendered, by the speech that claims it. None when an error was sent instead (no way to answer, a
+        fault, the backend failed)."""
         answer = getattr(self.server.backend, answer_name, None)
         decide = getattr(self.server.backend, "decide", None)
-        if answer is None and decide is None:
-            self._send_error(400, f"this backend does not answer the {api} API: {self.server.backend.describe()}")
+        speech = self.server.speech(api, request) if answer is None and decide is not None else None
+        if answer is None and speech is None:
+            title = _API_TITLES[api]
+            self._send_error(400, f"this backend does not answer the {title} API: {self.server.backend.describe()}")
             return None
-        return self._tried(
-            request, lambda: answer(request, dict(self.headers.items())) if answer is not None else render(decide)
-        )
+        if answer is not None:
+            return self._tried(request, lambda: answer(request, dict(self.headers.items())))
+        assert speech is not None and decide is not None
+        explore = getattr(self.server.backend, "explore", None)
+        return self._tried(request, lambda: speech.render(request, decide(speech.read_turn(request, explore)), explore))
 
     def _gemini(self, model: str, method: str, request: dict[str, Any]) -> None:
         """The Gemini API (Gemini CLI): ``:streamGenerateContent`` and ``:generateContent`` answered by the backend
@@ -496,9 +505,7 @@ class _Handler(BaseHTTPRequestHandler):
         if method not in (STREAM, GENERATE):
             self._send_error(404, f"Not found: {model}:{method}")
             return
-        replied = self._answer_or_decide(  # respond_gemini: a cassette's recorded parts
-            request, "Gemini", "respond_gemini", lambda decide: reply_parts(request, decide(read_gemini_turn(request)))
-        )
+        replied = self._answer_or_decide(request, "gemini", "respond_gemini")  # a cassette's recorded parts
         if replied is None:
             return
         parts, fault = replied

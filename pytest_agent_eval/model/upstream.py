@@ -15,6 +15,9 @@ from urllib.parse import unquote, urlsplit
 
 from .server import Passthrough, Unreachable
 
+# What the placeholder key each built-in agent is handed holds (its config's STANDIN_API_KEY): never the harness's key.
+STAND_IN_KEY_MARK = "agent-eval-local-stand-in"
+
 
 def checked_url(url: str, setting: str) -> str:
     """``url`` without a trailing slash; a ValueError naming ``setting`` unless it is http(s) with a host."""

@@ -17,7 +17,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from pytest_agent_eval.agents import BUILT_IN
+from pytest_agent_eval.agents.built_in import BUILT_IN_AGENTS as BUILT_IN
 from pytest_agent_eval.campaign.record import ItemRecord, as_records
 from pytest_agent_eval.metrics.figures import FIGURES
 from pytest_agent_eval.metrics.occupancy import WINDOW_TOKENS

@@ -13,6 +13,7 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
+from pytest_agent_eval.agents.built_in import BUILT_IN_AGENTS, UNNAMED_AGENT
 from pytest_agent_eval.settings.reference import load_reference
 
 if TYPE_CHECKING:
@@ -26,15 +27,8 @@ T = TypeVar("T")
 AGENT_GROUP = "pytest_agent_eval.agents"
 TOOL_GROUP = "pytest_agent_eval.tools"
 
-BUILT_IN_AGENTS = {
-    "claude-code": "pytest_agent_eval.agents.claude_code:CLAUDE_CODE",
-    "codex": "pytest_agent_eval.agents.codex:CODEX",
-    "gemini": "pytest_agent_eval.agents.gemini:GEMINI",
-    "opencode": "pytest_agent_eval.agents.opencode:OPENCODE",
-}
 BUILT_IN_TOOLS = {"codegraph": "pytest_agent_eval.tool:CODEGRAPH"}
-# What a campaign recorded before records named their agent, or their tool, ran with.
-UNNAMED_AGENT = "claude-code"
+# What a campaign recorded before records named their tool ran with (their agent: UNNAMED_AGENT).
 UNNAMED_TOOL = "codegraph"
 
 # Where each object resolved here came from, by identity (each entry keeps its object alive, so an id is not
@@ -116,6 +110,14 @@ def resolve_agent(text: str) -> CodingAgent:
 def resolve_tool(text: str) -> RetrievalTool:
     """The retrieval tool ``text`` names, as :func:`resolve_agent` finds an agent."""
     return _resolve(TOOL_GROUP, text)
+
+
+def known_agents() -> list[CodingAgent]:
+    """Every agent there is to ask (whose record is this file?): the built-in ones, then those the installed
+    distributions offer through entry points (:data:`AGENT_GROUP`); an entry point that does not load is a
+    ValueError naming it."""
+    names = [*BUILT_IN_AGENTS, *(name for name in entry_points(AGENT_GROUP) if name not in BUILT_IN_AGENTS)]
+    return [resolve_agent(name) for name in names]
 
 
 def origin_of(found: object) -> dict[str, str] | None:

@@ -215,6 +215,11 @@ class Session:
     # Whether the messages are named by the agent's own ids, not the model's response ids (OpenCode's): the evidence
     # then pairs them with the model's responses in order (pytest_agent_eval.metrics.evidence.paired_responses).
     own_message_ids: ClassVar[bool] = False
+    # How the agent's reader reads the call and result items of the API it speaks, when that is not the Messages API
+    # (whose blocks are the transcript's own): the evidence holds the request record against the transcript with it
+    # (pytest_agent_eval.metrics.evidence; each agent's folder sets its own: Codex's Responses items, Gemini CLI's
+    # parts). None: the agent's exchanges in another API cannot be read, and the evidence says so.
+    api_reading: ClassVar[Any] = None
 
     @property
     def inits(self) -> list[dict[str, Any]]:

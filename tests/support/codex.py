@@ -10,10 +10,11 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agent_eval.agents.codex import CODEX
+from pytest_agent_eval.agents.codex.stand_in import output_items, read_turn
 from pytest_agent_eval.campaign.record import ItemRecord
 from pytest_agent_eval.campaign.store import Campaign
 from pytest_agent_eval.metrics.scorecard import score_session
-from pytest_agent_eval.model.responses import output_items, read_turn, stream_events
+from pytest_agent_eval.model.responses import stream_events
 from pytest_agent_eval.model.sse import new_id
 from pytest_agent_eval.tool import CODEGRAPH
 from support.upstream import Upstream, fake_api

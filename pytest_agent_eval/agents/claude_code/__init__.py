@@ -1,6 +1,7 @@
 """Claude Code (``@anthropic-ai/claude-code``) as a coding agent: :data:`CLAUDE_CODE`, the built-in one
 (:mod:`.agent`); its config and deny (:mod:`.deny`, :mod:`.hook`), its drivers (:mod:`.headless`, :mod:`.tmux`,
-:mod:`.events`), its transcript reader (:mod:`.transcript`), its block probe's model (:mod:`.probe`).
+:mod:`.events`), its transcript reader (:mod:`.transcript`), which the Messages cassette replays. Its tools are the
+stand-in's common vocabulary: it needs no speech of its own.
 
 The description loads when first asked for: the hook program and ``agent-eval score`` import modules of this
 package, and need none of it.

@@ -114,9 +114,9 @@ class ClaudeCode(CodingAgent):
         return hook_problems(config.files["settings"], cli, env, proven)
 
     def block_probe(self, command: str) -> Any:
-        from pytest_agent_eval.agents.claude_code.probe import ProbeModel
+        from pytest_agent_eval.model.probe import MessagesProbe
 
-        return ProbeModel(command)
+        return MessagesProbe(command)
 
     def run_session(self, run: Drive) -> RunRecord:
         from pytest_agent_eval.agents.claude_code.headless import HeadlessOptions, run_headless
@@ -156,6 +156,21 @@ class ClaudeCode(CodingAgent):
         from pytest_agent_eval.agents.claude_code.transcript import read_segments
 
         return read_segments(segments)
+
+    def cassette(self, segments: Sequence[Path]) -> Any:
+        """Its stream-json segments replayed over the Messages API, in its own tools (the common vocabulary)."""
+        from pytest_agent_eval.model.cassette import CassetteBackend
+
+        return CassetteBackend(segments, self)
+
+    def read_interactive(self, path: Path) -> Session:
+        """An interactive session file (``~/.claude/projects/<project>/<session>.jsonl``), or the newest in a
+        project folder, its subagents' files found beside it."""
+        from pytest_agent_eval.agents.claude_code.transcript import find_session_file, read_session_file
+        from pytest_agent_eval.transcript import fast_decoding_pays
+
+        session_file = find_session_file(Path(path))
+        return read_session_file(session_file, fast_decoding_pays([session_file]))
 
 
 CLAUDE_CODE = ClaudeCode()

@@ -1,9 +1,10 @@
 """Codex CLI (``@openai/codex``) as a coding agent: :data:`CODEX` (:mod:`.agent`), selected with
 ``--agent-eval-agent pytest_agent_eval.agents.codex:CODEX``; its config (:mod:`.config`), its driver (:mod:`.driver`),
-its transcript reader (:mod:`.transcript`), its block probe's model (:mod:`.probe`).
+its transcript reader (:mod:`.transcript`, with its reading of the Responses API's items for the evidence), the
+stand-in's decisions spoken in its tools (:mod:`.stand_in`), its cassette (:mod:`.cassette`).
 
-The description loads when first asked for: the model server and ``agent-eval score`` import the transcript reader,
-and need none of it.
+The description loads when first asked for: ``agent-eval score`` imports the transcript reader, and needs none of
+it.
 """
 
 from __future__ import annotations

@@ -2,8 +2,9 @@
 
 What is Codex's own lives in this package: its config (:mod:`.config`: ``CODEX_HOME``, the deny rules), its driver
 (:mod:`.driver`: ``codex exec --json``, ``exec resume``, the rollout copied out), its transcript reader
-(:mod:`.transcript`), its block probe (:mod:`.probe`). The harness, the sandbox and the metrics are the same as
-Claude Code's. The driver, the reader and the probe are imported when first used.
+(:mod:`.transcript`), how the stand-in speaks its tools (:mod:`.stand_in`), its cassette (:mod:`.cassette`). The
+harness, the sandbox and the metrics are the same as Claude Code's. The driver and the reader are imported when first
+used.
 """
 
 from __future__ import annotations
@@ -116,9 +117,9 @@ class CodexAgent(CodingAgent):
         return problems
 
     def block_probe(self, command: str) -> Any:
-        from pytest_agent_eval.agents.codex.probe import ProbeModel
+        from pytest_agent_eval.model.probe import TurnProbe  # its call spoken in Codex's tools (stand_in.py)
 
-        return ProbeModel(command)
+        return TurnProbe(command)
 
     def run_session(self, run: Drive) -> RunRecord:
         from pytest_agent_eval.agents.codex.driver import CodexOptions, run_codex
@@ -160,6 +161,17 @@ class CodexAgent(CodingAgent):
         paths = list(segments)
         kind = recognise(sample(paths[0])) if paths else None
         return read_codex_record(paths, kind or EVENTS_KIND)
+
+    def speech(self) -> Any:
+        from pytest_agent_eval.agents.codex.stand_in import SPEECH
+
+        return SPEECH
+
+    def cassette(self, segments: Sequence[Path]) -> Any:
+        """Its run replayed over the Responses API from the rollout beside its streams (:mod:`.cassette`)."""
+        from pytest_agent_eval.agents.codex.cassette import ResponsesCassetteBackend
+
+        return ResponsesCassetteBackend(segments)
 
 
 def _policy_decision(binary: str, rules: Path, command: list[str], env: Mapping[str, str]) -> tuple[str | None, str]:

@@ -688,3 +688,15 @@ def text_of(content: Any) -> str:
         return content
     parts = [p.get("text") for p in content or [] if isinstance(p, dict)]
     return "\n".join(p for p in parts if isinstance(p, str))
+
+
+class ResponsesReading:
+    """How this reader reads the Responses API's items (:attr:`~pytest_agent_eval.transcript.Session.api_reading`):
+    a call in the common vocabulary, an output's text, and that text as the session shows it."""
+
+    common_call = staticmethod(common_call)
+    text_of = staticmethod(text_of)
+    shown_output = staticmethod(shown_output)
+
+
+CodexSession.api_reading = ResponsesReading

@@ -1,9 +1,10 @@
 """Gemini CLI (``@google/gemini-cli``) as a coding agent: :data:`GEMINI` (:mod:`.agent`), selected with
 ``--agent-eval-agent gemini`` (or ``pytest_agent_eval.agents.gemini:GEMINI``); its config (:mod:`.config`), its
-driver (:mod:`.driver`), its transcript reader (:mod:`.transcript`).
+driver (:mod:`.driver`), its transcript reader (:mod:`.transcript`, with its reading of the Gemini API's parts for the
+evidence), the stand-in's decisions spoken in its tools (:mod:`.stand_in`), its cassette (:mod:`.cassette`).
 
-The description loads when first asked for: the model server and ``agent-eval score`` import the transcript reader,
-and need none of it.
+The description loads when first asked for: ``agent-eval score`` imports the transcript reader, and needs none of
+it.
 """
 
 from __future__ import annotations

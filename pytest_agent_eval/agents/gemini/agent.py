@@ -122,9 +122,9 @@ class GeminiAgent(CodingAgent):
         return problems
 
     def block_probe(self, command: str) -> Any:
-        from pytest_agent_eval.agents.codex.probe import ProbeModel
+        from pytest_agent_eval.model.probe import TurnProbe  # its call spoken in Gemini CLI's tools (stand_in.py)
 
-        return ProbeModel(command)
+        return TurnProbe(command)
 
     def run_session(self, run: Drive) -> RunRecord:
         from pytest_agent_eval.agents.gemini.driver import GeminiOptions, run_gemini
@@ -174,6 +174,17 @@ class GeminiAgent(CodingAgent):
         paths = list(segments)
         kind = recognise(sample(paths[0])) if paths else None
         return read_gemini_record(paths, kind or EVENTS_KIND)
+
+    def speech(self) -> Any:
+        from pytest_agent_eval.agents.gemini.stand_in import SPEECH
+
+        return SPEECH
+
+    def cassette(self, segments: Sequence[Path]) -> Any:
+        """Its run replayed over the Gemini API from the chat record beside its streams (:mod:`.cassette`)."""
+        from pytest_agent_eval.agents.gemini.cassette import GeminiCassetteBackend
+
+        return GeminiCassetteBackend(segments)
 
 
 def read_rules(text: str) -> list[dict[str, Any]]:

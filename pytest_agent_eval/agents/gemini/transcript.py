@@ -85,9 +85,6 @@ SENT_KEYS = {common: key for key, common in _INPUT_KEYS.items()}
 # ends its run with, its report as the call's args.
 DELEGATE_TOOL = "invoke_agent"
 COMPLETE_TOOL = "complete_task"
-# The Gemini API the records come from: POST /v1beta/models/{model}:{method}
-API_PREFIX = "/v1beta/models/"
-STREAM, GENERATE, COUNT = "streamGenerateContent", "generateContent", "countTokens"
 _UNTRUSTED_RE = re.compile(r"<untrusted_context>\n?(.*?)\n?</untrusted_context>\s*", re.S)
 # What the CLI puts after a command's output: its error, exit code, signal, background processes, process group.
 _TRAILER_RE = re.compile(r"(?:\n(?:Error|Exit Code|Signal|Background PIDs|Process Group PGID): [^\n]*)+\Z")
@@ -129,14 +126,6 @@ class GeminiSession(Session):
     # the evidence pairs them with the responses by their calls or text, in each thread's own order, since
     # subagents run side by side interleave their requests in an order no record of theirs keeps.
     own_message_ids: ClassVar[bool] = True
-
-
-def model_method(path: str) -> tuple[str, str] | None:
-    """(model, method) of a Gemini API path ``/v1beta/models/{model}:{method}``; None for any other path."""
-    if not path.startswith(API_PREFIX) or ":" not in path:
-        return None
-    model, method = path[len(API_PREFIX) :].rsplit(":", 1)
-    return (model, method) if model and "/" not in model else None
 
 
 def common_name(name: str) -> str:
@@ -656,3 +645,17 @@ def _text(parts: Any) -> str:
         return parts
     texts = [p.get("text") for p in parts or [] if isinstance(p, dict) and not p.get("thought")]
     return "\n".join(t for t in texts if isinstance(t, str))
+
+
+class GeminiReading:
+    """How this reader reads the Gemini API's parts (:attr:`~pytest_agent_eval.transcript.Session.api_reading`): a
+    streamed response's name (its place), a call in the common vocabulary, a response's text, and that text as the
+    session shows it."""
+
+    response_name = staticmethod(response_name)
+    common_call = staticmethod(common_call)
+    response_output = staticmethod(response_output)
+    shown_response = staticmethod(shown_response)
+
+
+GeminiSession.api_reading = GeminiReading

@@ -156,6 +156,23 @@ class OpenCodeAgent(CodingAgent):
             return read_export(paths[0])
         return read_opencode(paths)
 
+    def speech(self) -> Any:
+        from pytest_agent_eval.agents.opencode.stand_in import SPEECH
+
+        return SPEECH
+
+    def cassette(self, segments: Sequence[Path]) -> Any:
+        """Its ``--format json`` streams replayed over the Messages API, in its own tools (:mod:`.cassette`)."""
+        from pytest_agent_eval.agents.opencode.cassette import OpenCodeCassetteBackend
+
+        return OpenCodeCassetteBackend(segments, self)
+
+    def ends_turn(self, event: Mapping[str, Any]) -> bool:
+        """Also a ``step_finish`` of an answer (not of tool calls): OpenCode's turn end."""
+        from pytest_agent_eval.agents.opencode.transcript import ends_turn
+
+        return super().ends_turn(event) or ends_turn(dict(event))
+
 
 def _resolved_rules(binary: str, cwd: Path, env: Mapping[str, str]) -> tuple[list[dict[str, Any]] | None, str]:
     """The permission rules OpenCode resolved for its ``run`` agent (None when it could not say), and what it said."""

@@ -1,6 +1,6 @@
 """Replay a recorded OpenCode run over the Messages API: the model's turns come from its ``--format json`` streams.
 
-OpenCode speaks the Messages API, so the Messages cassette's rules hold (:mod:`.cassette`): the N-th request gets the
+OpenCode speaks the Messages API, so the Messages cassette's rules hold (model/cassette.py): the N-th request gets the
 N-th recorded step, N counted from the assistant messages already in the request, so a retried request gets the same
 answer and ``opencode run --session`` continues where the recording did. OpenCode records none of the model's
 response ids, but each call's id is the model's (``toolu_…``) and its name and input are kept as OpenCode received
@@ -20,10 +20,9 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agent_eval.agents.opencode.transcript import kept_cwd, read_opencode
-
-from ..transcript import Session
-from .cassette import CassetteBackend
-from .sse import Reply
+from pytest_agent_eval.model.cassette import CassetteBackend
+from pytest_agent_eval.model.sse import Reply
+from pytest_agent_eval.transcript import Session
 
 REPLAY_TITLE = "Cassette replay"
 

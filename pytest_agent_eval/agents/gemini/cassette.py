@@ -3,14 +3,14 @@
 A recording is the ``gemini --output-format stream-json`` stream(s) of a run, with its chat record found beside the
 first as ``agent-eval score`` finds it (``run-<label>.chat``, or ``session-*-<id prefix>.jsonl``;
 :func:`~pytest_agent_eval.agents.gemini.transcript.read_gemini`). The matching rules are the Messages cassette's
-(:mod:`.cassette`): a ``:streamGenerateContent`` (or ``:generateContent``) request gets the recorded response its
+(model/cassette.py): a ``:streamGenerateContent`` (or ``:generateContent``) request gets the recorded response its
 history has reached, read off the request itself, so a retried request gets the same answer and ``--resume`` continues
 where the recording did. The place is what survives Gemini CLI compressing its history (a summary replacing the older
 turns, :func:`request_place`): the turn's question, the last user text, and how many ``model`` turns follow it; only a
 request whose question the recording never asked is placed by its count of ``model`` turns. Each response is sent as
 the model sent it: its text, then its calls as ``functionCall{id, name, args}`` under the names the CLI offers
 (``run_shell_command``, ``mcp_NAME_tool``) and the model's ids, so the CLI's ``functionResponse``s pair up with them;
-its thinking, where the record kept some, as the stand-in renders it (:func:`~.gemini.with_thinking`: the recorded
+its thinking, where the record kept some, as the stand-in renders it (model/gemini.py, with_thinking: the recorded
 thoughts, and a signature declaring the rest of ``tokens.thoughts``), so the replay counts the thinking the recording
 did. The recorded working directory (the session context's first workspace directory) is rewritten to the replaying
 CLI's.
@@ -26,12 +26,12 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from pytest_agent_eval.agents.gemini.stand_in import gemini_name, read_turn, workspace_directory
 from pytest_agent_eval.agents.gemini.transcript import SENT_KEYS, SENT_NAMES, SHELL_NAME, SHELL_TOOL, read_gemini
-
-from ..transcript import Compaction, Message, Session, UserText
-from .cassette import rebase, recording_paths, refuse_unreadable
-from .gemini import gemini_name, read_turn, with_thinking, workspace_directory
-from .usage import text_tokens
+from pytest_agent_eval.model.cassette import rebase, recording_paths, refuse_unreadable
+from pytest_agent_eval.model.gemini import with_thinking
+from pytest_agent_eval.model.usage import text_tokens
+from pytest_agent_eval.transcript import Compaction, Message, Session, UserText
 
 SIDE_REQUEST_TEXT = "OK."
 
@@ -127,7 +127,7 @@ def request_place(request: dict[str, Any]) -> tuple[str, int]:
         if contents[at].get("role") == "user" and not any("functionResponse" in p for p in parts):
             texts = [p["text"] for p in parts if isinstance(p.get("text"), str)]
             if texts:
-                return texts[-1], sum(1 for c in contents[at + 1:] if c.get("role") == "model")
+                return texts[-1], sum(1 for c in contents[at + 1 :] if c.get("role") == "model")
     return "", responses_in(request)
 
 

@@ -3,8 +3,8 @@
 OpenCode speaks the Messages API, but in its own tools: the shell is ``bash{command, description}`` (besides its
 ``read``, ``grep``, ``glob``…), and an MCP server ``NAME``'s tools are ``NAME_tool``. The scripted policy decides in
 the house's common vocabulary (``Read``, ``Grep``, ``Bash``, ``mcp__NAME__tool``), so, as for Codex
-(:mod:`.responses`), a request is read into that vocabulary — the shell offers Read, Grep and Bash, an earlier
-``bash`` call is the step its command is (:func:`~.responses.shell_step`), the explore tool ``NAME_<explore>`` is
+(``agents/codex/stand_in.py``), a request is read into that vocabulary — the shell offers Read, Grep and Bash, an
+earlier ``bash`` call is the step its command is (model/speech.py, shell_step), the explore tool ``NAME_<explore>`` is
 ``mcp__NAME__<explore>``, the question is read without the quotes OpenCode put it in — and the reply is rendered
 back: a Read is ``cat -n FILE``, a Grep a ``grep -rli``, both through ``bash``. OpenCode's request for a session
 title offers no tools: the policy answers it with text.
@@ -16,10 +16,10 @@ import shlex
 from dataclasses import replace
 from typing import Any
 
-from ..agents.opencode.transcript import TASK_TOOL
-from .responses import grep_command, shell_step
-from .scripted import Turn
-from .sse import Reply
+from pytest_agent_eval.agents.opencode.transcript import TASK_TOOL
+from pytest_agent_eval.model.scripted import Turn
+from pytest_agent_eval.model.speech import grep_command, shell_step
+from pytest_agent_eval.model.sse import Reply
 
 SHELL_TOOL = "bash"  # OpenCode's shell: bash{command, description}
 _COMMON_SHELL = ("Read", "Grep", "Bash")
@@ -94,3 +94,22 @@ def render(request: dict[str, Any], reply: Reply, explore: str) -> Reply:
         offered = SHELL_TOOL if name in _COMMON_SHELL else TASK_TOOL if name == "Task" else names.get(name, name)
         blocks.append({**block, "name": offered, "input": tool_input})
     return replace(reply, blocks=blocks)
+
+
+class OpenCodeSpeech:
+    """The stand-in's decisions in OpenCode's tools (:class:`~pytest_agent_eval.model.speech.Speech`): a Messages
+    request offering its shell (:func:`is_opencode_request`); its MCP names are read with the tool's explore tool."""
+
+    api = "messages"
+
+    def speaks(self, request: dict[str, Any]) -> bool:
+        return is_opencode_request(request)
+
+    def read_turn(self, request: dict[str, Any], explore: str | None) -> Turn:
+        return read_turn(request, str(explore))
+
+    def render(self, request: dict[str, Any], reply: Reply, explore: str | None) -> Reply:
+        return render(request, reply, str(explore))
+
+
+SPEECH = OpenCodeSpeech()

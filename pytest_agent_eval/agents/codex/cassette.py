@@ -1,6 +1,6 @@
 """Replay a recorded Codex run over the Responses API: the model's turns come from its rollout, the tools run for real.
 
-The matching rules are the Messages cassette's (:mod:`.cassette`): the N-th request gets the N-th recorded response,
+The matching rules are the Messages cassette's (model/cassette.py): the N-th request gets the N-th recorded response,
 where N is counted from the request itself — the model's responses already in its ``input`` (runs of consecutive
 model output items: calls, reasoning, assistant text) — so a retried request gets the same answer and ``codex exec
 resume`` continues where the recording did. Output items are sent as recorded (``call_id`` kept, so the CLI's
@@ -19,11 +19,10 @@ from collections.abc import Iterable, Mapping
 from pathlib import Path
 from typing import Any
 
+from pytest_agent_eval.agents.codex.stand_in import read_turn
 from pytest_agent_eval.agents.codex.transcript import is_model_output, read_codex, recorded_responses
-
-from .cassette import rebase, recording_paths, refuse_unreadable
-from .responses import read_turn
-from .sse import new_id
+from pytest_agent_eval.model.cassette import rebase, recording_paths, refuse_unreadable
+from pytest_agent_eval.model.sse import new_id
 
 
 class ResponsesCassetteBackend:

@@ -1,0 +1,70 @@
+"""How the scripted stand-in's decisions are spoken in an agent's own tools: the protocol each agent's folder fills
+(``agents/<name>/stand_in.py``), and what every such translation shares.
+
+The policy (:mod:`.scripted`) decides in the house's common tool vocabulary (``Read``, ``Grep``, ``Bash``,
+``mcp__NAME__tool``, ``Task``), which is Claude Code's own, so a Claude Code request is answered as decided. Any other
+agent's request is read into that vocabulary and the decision rendered back in its tools and API by the
+:class:`Speech` its agent object offers (:meth:`~pytest_agent_eval.agents.base.CodingAgent.speech`): the model server
+routes a request by the API it came on and the speech that claims it (:func:`speech_for`), never by naming an agent.
+"""
+
+from __future__ import annotations
+
+import shlex
+from typing import TYPE_CHECKING, Any, Protocol
+
+from ..metrics.file_access import bash_access
+from .scripted import Step
+
+if TYPE_CHECKING:
+    from .scripted import Turn
+    from .sse import Reply
+
+# Directories a file search skips: version control, the retrieval tool's index, dependencies.
+_SKIPPED_DIRS = (".git", ".codegraph", "node_modules")
+
+
+class Speech(Protocol):
+    """One agent's tools, as the stand-in speaks them: ``api`` the model API its requests come on (``messages``,
+    ``responses``, ``gemini``); :meth:`speaks` whether a request of that API is in its tools; :meth:`read_turn` the
+    request as the policy sees it; :meth:`render` the policy's reply as the API's answer in its tools (a Messages
+    :class:`~.sse.Reply`, the Responses API's output items, the Gemini API's parts)."""
+
+    api: str
+
+    def speaks(self, request: dict[str, Any]) -> bool: ...
+
+    def read_turn(self, request: dict[str, Any], explore: str | None) -> Turn: ...
+
+    def render(self, request: dict[str, Any], reply: Reply, explore: str | None) -> Any: ...
+
+
+def built_in_speeches() -> tuple[Speech, ...]:
+    """The speeches of the registry's built-in agents (an agent whose tools are the common vocabulary has none):
+    the dialects an agent's ``stand_in`` names."""
+    from pytest_agent_eval.settings.registry import BUILT_IN_AGENTS, resolve_agent
+
+    found = (resolve_agent(name).speech() for name in BUILT_IN_AGENTS)
+    return tuple(speech for speech in found if speech is not None)
+
+
+def speech_for(api: str, request: dict[str, Any], speeches: tuple[Speech, ...]) -> Speech | None:
+    """The speech of ``api`` that claims ``request``; None when none does (a Messages request in the common
+    vocabulary: Claude Code's)."""
+    return next((speech for speech in speeches if speech.api == api and speech.speaks(request)), None)
+
+
+def shell_step(command: str) -> Step:
+    """A shell command as the step it is in the common vocabulary: a Read of one file, a Grep, or a Bash call."""
+    access = bash_access(command)
+    if access is not None and access.kind == "read" and access.path:
+        return Step("Read", {"file_path": access.path})
+    if access is not None and access.kind == "search":
+        return Step("Grep", {"command": command})
+    return Step("Bash", {"command": command})
+
+
+def grep_command(pattern: str) -> str:
+    """The shell command a Grep of the policy is run as: the names of the files matching ``pattern``."""
+    skipped = " ".join(f"--exclude-dir={d}" for d in _SKIPPED_DIRS)
+    return f"grep -rliE {shlex.quote(pattern)} {skipped} ."
