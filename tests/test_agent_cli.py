@@ -22,7 +22,7 @@ import pytest
 from support.agent_cli import run_arm
 from support.e2e import RealTools, inner_env, leftovers, package_venv, run_pytest, summary
 from support.paths import REPO
-from support.turn_attacks import CONFIG_PARENT, PLANT, rewire
+from support.turn_attacks import CONFIG_PARENT, NEIGHBOURS, PERL_RAN, PLANT, neighbours, rewire
 
 from pytest_agent_eval.agents.base import AgentSetup, CodingAgent
 from pytest_agent_eval.agents.codex import CODEX
@@ -241,21 +241,30 @@ def test_the_agent_runs_sealed_for_an_ordinary_user_too(real_tools: RealTools, n
 @pytest.mark.parametrize(
     ("name", "attack"),
     [(name, "plant") for name, expect in AGENTS.items() if expect.user_copy is not None]
-    + [(name, "rewire") for name in CONFIG_PARENT],
+    + [(name, "rewire") for name in CONFIG_PARENT]
+    + [(name, "neighbours") for name in AGENTS if name in NEIGHBOURS],
 )
 def test_every_turn_is_sealed_as_the_first_for_an_ordinary_user_too(
     real_tools: RealTools, name: str, attack: str
 ) -> None:
-    """tests/test_turn_seal.py's two classes, run by an ordinary user: a turn that rewired the folder of the
-    harness's files in HOME fails the next, naming the link; a write into the agent's global configuration is
-    refused, and the next turn receives none of it."""
+    """tests/test_turn_seal.py's two classes and tests/test_turn_neighbours.py's, run by an ordinary user: a turn that
+    rewired the folder of the harness's files in HOME fails the next, naming the link; a write into the agent's global
+    configuration is refused, and the next turn receives none of it; what a turn plants for the CLI to read at
+    start-up (hooks, MCP servers, environment files) starts nothing, and nothing runs before the jail's domain."""
     if attack == "rewire":  # the user's cache, relative to the folder turn 1 makes in its TMPDIR
         prepare, exploit = rewire(name, "../../../../cache")
+    elif attack == "neighbours":
+        prepare, exploit = neighbours(name), "echo second"
     else:
         prepare, exploit = PLANT[name], "echo second"
     result, user = _as_ordinary_user(real_tools, name, "--two-turns", prepare, exploit)
     assert result["uid"] == user.pw_uid and result["seen"] == [], result
-    if attack == "rewire":
+    if attack == "neighbours":
+        assert result["error"] is None and len(result["results"]) == 2, result
+        assert "planted" in result["results"][0] and "second" in result["results"][1], result
+        left = result["left"]
+        assert set(left) <= {PERL_RAN} and "OPENED" not in left.get(PERL_RAN, ""), result
+    elif attack == "rewire":
         assert "the sandbox cannot be built as the harness made it" in result["error"], result
         assert f"/out/without/home/{CONFIG_PARENT[name]}: a link on the way" in result["error"], result
     else:
