@@ -120,8 +120,18 @@ def deny_rules(cli: str, reason: str) -> str:
 # folder, read-only, so no turn installs instructions or a skill for the next, nor sets its variables. Codex reads
 # ``$CODEX_HOME/.env`` at start into its own process, over the variables it was given (but ``CODEX_*``): measured,
 # one a turn wrote (``PERL5OPT``) made the next turn's jailed shell load a Perl module of the agent's before its
-# Landlock domain, which opened Codex's ``/proc/<pid>/environ`` (docs/agents/codex.md).
-EMPTY = {"AGENTS.md": "", "AGENTS.override.md": "", ".env": "", "agents": None, "prompts": None, "skills": None}
+# Landlock domain, which opened Codex's ``/proc/<pid>/environ`` (docs/agents/codex.md). Its user hooks file
+# (``hooks.json``, no hooks) too: Codex runs no hook it was not told to trust, and the trust it would record lies in
+# the read-only ``config.toml``, but no turn should leave hooks behind for that to decide.
+EMPTY = {
+    "AGENTS.md": "",
+    "AGENTS.override.md": "",
+    ".env": "",
+    "hooks.json": '{"hooks": {}}\n',
+    "agents": None,
+    "prompts": None,
+    "skills": None,
+}
 USER_SKILLS = ".agents/skills"  # inside the agent's HOME
 
 
