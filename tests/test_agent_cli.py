@@ -32,6 +32,7 @@ from pytest_agent_eval.agents.gemini.transcript import kept_chat
 from pytest_agent_eval.agents.opencode import OPENCODE
 from pytest_agent_eval.agents.opencode.transcript import kept_config
 from pytest_agent_eval.harness import sandbox
+from pytest_agent_eval.harness.binds import LayoutChanged
 from pytest_agent_eval.harness.provision import Provisioned
 from pytest_agent_eval.harness.workspace import make_workspace
 from pytest_agent_eval.metrics.contamination import contamination
@@ -139,7 +140,10 @@ def test_a_config_the_agent_rewrote_is_not_what_the_next_turn_reads(
     tmp_path: Path, real_tools: RealTools, name: str
 ) -> None:
     """The config (the file of the deny among it) is bound read-only, from the harness's folder: a shell of the agent
-    cannot drop the deny for a later turn."""
+    cannot drop the deny for a later turn, neither by writing the file nor by renaming the folder it is shown in and
+    leaving its own copy in its place (before the harness's files lived outside HOME, Codex's next turn bound the
+    agent's copy: the deny was gone). Gemini CLI's policy and OpenCode's config are shown at their own paths, outside
+    anything the agent can write: there, both are refused."""
     expect = AGENTS[name]
     workspace = make_workspace(real_tools.express, tmp_path / "ws", CODEGRAPH.state_dirs)
     setup = AgentSetup(config_dir=tmp_path / "config", home=workspace.home, model_url="http://127.0.0.1:9",
@@ -154,6 +158,17 @@ def test_a_config_the_agent_rewrote_is_not_what_the_next_turn_reads(
     script = f"echo '{{}}' > {shown}; rm -f {shown}; rm -rf {shown.parent}; cat {shown}"
     done = subprocess.run(sealed.wrap(["/bin/sh", "-c", script]), capture_output=True, text=True, timeout=60)
     assert expect.deny_shape in done.stdout and CODEGRAPH.deny_reason in path.read_text(), done.stderr
+    home = workspace.home
+    top = home / shown.relative_to(home).parts[0] if shown.is_relative_to(home) else shown.parent
+    script = f"mv {top} {top}-moved; mkdir -p {shown.parent}; echo '{{}}' > {shown}; ls -d {top}-moved"
+    moved = subprocess.run(sealed.wrap(["/bin/sh", "-c", script]), capture_output=True, text=True, timeout=60)
+    assert f"{top}-moved" in moved.stdout, moved  # renamed (outside HOME, on the sandbox's own tmpfs: gone after)
+    if shown.is_relative_to(home):  # the next turn does not start: what the harness binds over is gone
+        with pytest.raises(LayoutChanged, match=f"{top}/.*: nothing where the harness binds"):
+            sealed.wrap(["cat", str(shown)])
+    else:  # the next turn, in a sandbox built again, shows the harness's file
+        again = subprocess.run(sealed.wrap(["cat", str(shown)]), capture_output=True, text=True, timeout=60)
+        assert expect.deny_shape in again.stdout, again
     shutil.rmtree(tmp_path / "ws")
 
 
