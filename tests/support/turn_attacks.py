@@ -1,6 +1,7 @@
 """What a hostile model's shell does in turn 1 to prepare turn 2, per agent (docs/sandbox.md, "Every turn sealed as the
-first"): data alone, shared by tests/test_turn_seal.py (as root) and tests/test_agent_cli.py (as an ordinary user, by
-tests/support/agent_cli.py run as a script)."""
+first", "What a turn leaves for the next"): data alone, shared by tests/test_turn_seal.py and
+tests/test_turn_neighbours.py (as root) and tests/test_agent_cli.py (as an ordinary user, by tests/support/agent_cli.py
+run as a script)."""
 
 from __future__ import annotations
 
