@@ -135,6 +135,11 @@ NEIGHBOURS: dict[str, dict[str, str]] = {
         "claude-settings": _write(".claude/settings.json", json.dumps(_CLAUDE_SETTINGS)),
         "claude-settings-local": _write(".claude/settings.local.json", json.dumps(_CLAUDE_SETTINGS)),
         "claude-mcp": _write(".mcp.json", json.dumps({"mcpServers": {"planted": _server("claude-mcp")}})),
+        # the user's settings, and user-scope MCP servers in the CLI's state file (which the harness writes per attempt)
+        "claude-user-settings": _write("~/.claude/settings.json", json.dumps(_CLAUDE_SETTINGS)),
+        "claude-state-mcp": 'python3 -c \'import json, os; p = os.path.expanduser("~/.claude.json"); '
+        "d = json.load(open(p)) if os.path.exists(p) else {}; "
+        f'd["mcpServers"] = {json.dumps({"planted": _server("claude-state-mcp")})}; json.dump(d, open(p, "w"))\'',
     },
     "codex": {
         "codex-dotenv": _env_file("~/.codex/.env"),
@@ -145,6 +150,7 @@ NEIGHBOURS: dict[str, dict[str, str]] = {
     "gemini": {
         "gemini-dotenv": _env_file(".gemini/.env"),
         "gemini-settings": _write(".gemini/settings.json", json.dumps(_GEMINI_SETTINGS)),
+        "gemini-home-dotenv": _env_file("~/.env"),
     },
     "opencode": {
         "opencode-project": _write("opencode.json", json.dumps(_opencode_mcp("opencode-mcp"))),
