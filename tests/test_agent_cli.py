@@ -22,7 +22,7 @@ import pytest
 from support.agent_cli import run_arm
 from support.e2e import RealTools, inner_env, leftovers, package_venv, run_pytest, summary
 from support.paths import REPO
-from support.turn_attacks import CONFIG_PARENT, PLANT, rewire
+from support.turn_attacks import CONFIG_PARENT, NEIGHBOURS, PERL_RAN, PLANT, neighbours, rewire
 
 from pytest_agent_eval.agents.base import AgentSetup, CodingAgent
 from pytest_agent_eval.agents.codex import CODEX
@@ -32,6 +32,7 @@ from pytest_agent_eval.agents.gemini.transcript import kept_chat
 from pytest_agent_eval.agents.opencode import OPENCODE
 from pytest_agent_eval.agents.opencode.transcript import kept_config
 from pytest_agent_eval.harness import sandbox
+from pytest_agent_eval.harness.binds import LayoutChanged
 from pytest_agent_eval.harness.provision import Provisioned
 from pytest_agent_eval.harness.workspace import make_workspace
 from pytest_agent_eval.metrics.contamination import contamination
@@ -139,7 +140,10 @@ def test_a_config_the_agent_rewrote_is_not_what_the_next_turn_reads(
     tmp_path: Path, real_tools: RealTools, name: str
 ) -> None:
     """The config (the file of the deny among it) is bound read-only, from the harness's folder: a shell of the agent
-    cannot drop the deny for a later turn."""
+    cannot drop the deny for a later turn, neither by writing the file nor by renaming the folder it is shown in and
+    leaving its own copy in its place (before the harness's files lived outside HOME, Codex's next turn bound the
+    agent's copy: the deny was gone). Gemini CLI's policy and OpenCode's config are shown at their own paths, outside
+    anything the agent can write: there, both are refused."""
     expect = AGENTS[name]
     workspace = make_workspace(real_tools.express, tmp_path / "ws", CODEGRAPH.state_dirs)
     setup = AgentSetup(config_dir=tmp_path / "config", home=workspace.home, model_url="http://127.0.0.1:9",
@@ -154,6 +158,17 @@ def test_a_config_the_agent_rewrote_is_not_what_the_next_turn_reads(
     script = f"echo '{{}}' > {shown}; rm -f {shown}; rm -rf {shown.parent}; cat {shown}"
     done = subprocess.run(sealed.wrap(["/bin/sh", "-c", script]), capture_output=True, text=True, timeout=60)
     assert expect.deny_shape in done.stdout and CODEGRAPH.deny_reason in path.read_text(), done.stderr
+    home = workspace.home
+    top = home / shown.relative_to(home).parts[0] if shown.is_relative_to(home) else shown.parent
+    script = f"mv {top} {top}-moved; mkdir -p {shown.parent}; echo '{{}}' > {shown}; ls -d {top}-moved"
+    moved = subprocess.run(sealed.wrap(["/bin/sh", "-c", script]), capture_output=True, text=True, timeout=60)
+    assert f"{top}-moved" in moved.stdout, moved  # renamed (outside HOME, on the sandbox's own tmpfs: gone after)
+    if shown.is_relative_to(home):  # the next turn does not start: what the harness binds over is gone
+        with pytest.raises(LayoutChanged, match=f"{top}/.*: nothing where the harness binds"):
+            sealed.wrap(["cat", str(shown)])
+    else:  # the next turn, in a sandbox built again, shows the harness's file
+        again = subprocess.run(sealed.wrap(["cat", str(shown)]), capture_output=True, text=True, timeout=60)
+        assert expect.deny_shape in again.stdout, again
     shutil.rmtree(tmp_path / "ws")
 
 
@@ -241,21 +256,30 @@ def test_the_agent_runs_sealed_for_an_ordinary_user_too(real_tools: RealTools, n
 @pytest.mark.parametrize(
     ("name", "attack"),
     [(name, "plant") for name, expect in AGENTS.items() if expect.user_copy is not None]
-    + [(name, "rewire") for name in CONFIG_PARENT],
+    + [(name, "rewire") for name in CONFIG_PARENT]
+    + [(name, "neighbours") for name in AGENTS if name in NEIGHBOURS],
 )
 def test_every_turn_is_sealed_as_the_first_for_an_ordinary_user_too(
     real_tools: RealTools, name: str, attack: str
 ) -> None:
-    """tests/test_turn_seal.py's two classes, run by an ordinary user: a turn that rewired the folder of the
-    harness's files in HOME fails the next, naming the link; a write into the agent's global configuration is
-    refused, and the next turn receives none of it."""
+    """tests/test_turn_seal.py's two classes and tests/test_turn_neighbours.py's, run by an ordinary user: a turn that
+    rewired the folder of the harness's files in HOME fails the next, naming the link; a write into the agent's global
+    configuration is refused, and the next turn receives none of it; what a turn plants for the CLI to read at
+    start-up (hooks, MCP servers, environment files) starts nothing, and nothing runs before the jail's domain."""
     if attack == "rewire":  # the user's cache, relative to the folder turn 1 makes in its TMPDIR
         prepare, exploit = rewire(name, "../../../../cache")
+    elif attack == "neighbours":
+        prepare, exploit = neighbours(name), "echo second"
     else:
         prepare, exploit = PLANT[name], "echo second"
     result, user = _as_ordinary_user(real_tools, name, "--two-turns", prepare, exploit)
     assert result["uid"] == user.pw_uid and result["seen"] == [], result
-    if attack == "rewire":
+    if attack == "neighbours":
+        assert result["error"] is None and len(result["results"]) == 2, result
+        assert "planted" in result["results"][0] and "second" in result["results"][1], result
+        left = result["left"]
+        assert set(left) <= {PERL_RAN} and "OPENED" not in left.get(PERL_RAN, ""), result
+    elif attack == "rewire":
         assert "the sandbox cannot be built as the harness made it" in result["error"], result
         assert f"/out/without/home/{CONFIG_PARENT[name]}: a link on the way" in result["error"], result
     else:

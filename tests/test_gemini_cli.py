@@ -132,19 +132,30 @@ def test_the_session_agrees_with_what_the_model_received_and_a_forged_chat_recor
     assert any('(Bash) differs from what the model sent: {"command": "nl -ba ' in p for p in problems), problems
 
 
+# A request of the agent's shell to the model URL its CLI is given: another model's method, refused by the allow-list.
+CRAFTED_PATH = "/v1beta/models/veo-3.0-generate-001:predictLongRunning"
+CRAFTED = (
+    "python3 -c \"import os, urllib.request as u; print(u.urlopen(u.Request(os.environ['GOOGLE_GEMINI_BASE_URL'] + "
+    f"'{CRAFTED_PATH}', data=b'{{}}', headers={{'content-type': 'application/json'}})).status)\"; echo through"
+)
+
+
 def test_through_the_forwarders_allow_list_gemini_clis_own_requests_all_pass(
     tmp_path: Path, real_tools: RealTools, gemini: Provisioned
 ) -> None:
     """In real-API mode the forwarder sends on only Gemini CLI's methods, for its model: the real CLI's requests (a
-    shell call and an answer) all pass it, none refused, each reaching the upstream (a stand-in on 127.0.0.1) with
-    the harness's key and the model the CLI was run with."""
-    with serve(GEMINI.block_probe("echo through")) as upstream:
+    shell call and an answer) all pass it, each reaching the upstream (a stand-in on 127.0.0.1) with the harness's
+    key and the model the CLI was run with; the one the agent's shell crafts in the same run, another model's
+    ``predictLongRunning`` on the CLI's own model URL, is refused and listed, and never reaches the upstream (before
+    the allow-list, it was sent on with the harness's key)."""
+    with serve(GEMINI.block_probe(CRAFTED)) as upstream:
         forwarder = GeminiForwarder(api_key="the-harness-key", base_url=upstream.url, model=GEMINI.model)
         arm = run_arm(GEMINI, tmp_path, real_tools.express, gemini, real_tools.cache, model=forwarder)
         reached = [hit.path for hit in upstream.hits]
     entries = read_requests(arm.record)
-    assert entries and [e["refused"] for e in entries] == [None] * len(entries), entries
-    assert len(reached) == len(entries) >= 2
+    refused = [e for e in entries if e["refused"]]
+    assert [e["path"] for e in refused] == [CRAFTED_PATH] and "HTTP Error 400" in arm.session.calls[0].result.text
+    assert len(reached) == len(entries) - 1 >= 2
     assert all(path == f"/v1beta/models/{GEMINI.model}:streamGenerateContent?alt=sse" for path in reached), reached
     assert evidence(arm.session, entries, tool=CODEGRAPH).intact
 

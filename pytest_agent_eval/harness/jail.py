@@ -44,6 +44,14 @@ SHELL_NAME = "bash"
 # (Gemini CLI).
 PASSWD, SHELL_VAR, PATH_LOOKUP = "passwd", "SHELL", "PATH"
 SHELL_SOURCES = (PASSWD, SHELL_VAR, PATH_LOOKUP)
+# The variables that run code of their own in the jail's process before it enters its domain (the dynamic loader's
+# preloads and audit libraries, Perl's options and module folders) or in a process the CLI starts outside any domain
+# (node's options, for a Node MCP server). The harness never passes them from its environment; an agent that reads an
+# environment file into its own process after start (Gemini CLI's ``.env``) must have them pinned empty
+# (docs/sandbox.md, "What a turn leaves for the next"): measured, a turn's ``PERL5OPT`` made the next turn's jail
+# load a module of the agent's that opened the CLI's ``/proc/<pid>/environ``.
+PRE_DOMAIN_ENV = ("LD_PRELOAD", "LD_AUDIT", "LD_LIBRARY_PATH", "PERL5OPT", "PERL5LIB", "PERLLIB", "PERL5DB",
+                  "NODE_OPTIONS")  # fmt: skip
 SCOPED_ABI = 6  # the Landlock ABI that scopes signals and abstract Unix sockets (Linux 6.12)
 _LANDLOCK_CREATE_RULESET, _VERSION_FLAG = 444, 1
 

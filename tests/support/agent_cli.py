@@ -244,13 +244,14 @@ def main(args: list[str]) -> int:
     launcher, express, cache, out = (Path(a) for a in args[1:5])
     build = Provisioned(agent.executable, launcher, agent.version, agent.version)
     if hostile is not None:
-        from turn_attacks import NEEDLES, PLANTED_SERVER_RAN  # beside this script, which runs without the package
+        from turn_attacks import NEEDLES, PLANTED_SERVER_RAN, RAN  # beside this script, run without the package
 
         ran = two_turns(agent, out, express, build, cache, *hostile)
         results = [c.result.text for c in ran.arm.session.calls if c.result is not None] if ran.arm else []
         home = out / "without" / "home"
         print(json.dumps({"uid": os.geteuid(), "error": ran.error, "seen": [n for n in NEEDLES if n in ran.received],
-                          "results": results, "server_ran": (home / PLANTED_SERVER_RAN).exists()}))  # fmt: skip
+                          "results": results, "server_ran": (home / PLANTED_SERVER_RAN).exists(),
+                          "left": {p.name: p.read_text() for p in sorted(home.glob(f"{RAN}*"))}}))  # fmt: skip
         return 0
     arm = run_arm(agent, out, express, build, cache, codegraph=codegraph)
     report = contamination(arm.session, tool=CODEGRAPH)

@@ -116,9 +116,22 @@ def deny_rules(cli: str, reason: str) -> str:
 
 
 # What Codex reads as its user's configuration in CODEX_HOME besides the config and the rules: global instructions,
-# its roles, custom prompts and skills (and ~/.agents/skills): each an empty file or folder, read-only, so no turn
-# installs instructions or a skill for the next (docs/agents/codex.md).
-EMPTY = {"AGENTS.md": "", "AGENTS.override.md": "", "agents": None, "prompts": None, "skills": None}
+# its roles, custom prompts and skills (and ~/.agents/skills), and its environment file: each an empty file or
+# folder, read-only, so no turn installs instructions or a skill for the next, nor sets its variables. Codex reads
+# ``$CODEX_HOME/.env`` at start into its own process, over the variables it was given (but ``CODEX_*``): measured,
+# one a turn wrote (``PERL5OPT``) made the next turn's jailed shell load a Perl module of the agent's before its
+# Landlock domain, which opened Codex's ``/proc/<pid>/environ`` (docs/agents/codex.md). Its user hooks file
+# (``hooks.json``, no hooks) too: Codex runs no hook it was not told to trust, and the trust it would record lies in
+# the read-only ``config.toml``, but no turn should leave hooks behind for that to decide.
+EMPTY = {
+    "AGENTS.md": "",
+    "AGENTS.override.md": "",
+    ".env": "",
+    "hooks.json": '{"hooks": {}}\n',
+    "agents": None,
+    "prompts": None,
+    "skills": None,
+}
 USER_SKILLS = ".agents/skills"  # inside the agent's HOME
 
 

@@ -48,8 +48,12 @@ What Gemini CLI 0.61.0 would take from the workspace (``<cwd>/.gemini/``), measu
   is trusted, ``validateAuthMethod`` loads it (``loadEnvironment``) into the process for every variable not set
   yet; measured, ``GEMINI_SYSTEM_MD`` replaced the system prompt and ``HTTPS_PROXY`` took the model's requests
   elsewhere; ``GEMINI_RESTRICTED_MODE`` and ``GEMINI_CLI_HOME`` ended the turn. The variables that would turn the
-  run are set by the harness (:data:`PINNED_ENV`, :func:`home_env`); any other a repository's ``.env`` sets
-  reaches Gemini CLI and its shells, as for a user.
+  run are set by the harness (:data:`PINNED_ENV`, :func:`home_env`), and so, empty, are those that would run code
+  of the agent's before the jail's Landlock domain or in an MCP server (``LD_PRELOAD``, ``PERL5OPT``,
+  ``NODE_OPTIONS``…: :data:`~pytest_agent_eval.harness.jail.PRE_DOMAIN_ENV`; measured, a ``.gemini/.env`` a turn
+  wrote made the next turn's jailed shell load a Perl module that opened Gemini CLI's ``/proc/<pid>/environ``,
+  tests/test_turn_neighbours.py); any other a repository's ``.env`` sets reaches Gemini CLI and its shells, as for
+  a user.
 - Extensions (``~/.gemini/extensions``, which an earlier turn may write; measured, one's context reached the
   requests): off (``--extensions none``).
 - ``GEMINI.md``, skills (``.gemini/skills``), agents (``.gemini/agents``), commands (``.gemini/commands``): the
@@ -66,6 +70,7 @@ from typing import Any
 from pytest_agent_eval.agents.base import McpServer
 from pytest_agent_eval.agents.gemini.transcript import SHELL_TOOL
 from pytest_agent_eval.harness.binds import seal_home
+from pytest_agent_eval.harness.jail import PRE_DOMAIN_ENV
 
 GEMINI_DIR = ".gemini"  # inside the agent's HOME
 SYSTEM_DIR = Path("/etc/gemini-cli")  # the machine's system settings and admin policies
@@ -85,8 +90,10 @@ DENY_PRIORITY = 900
 NO_TRUSTED_FOLDER = {"/": "DO_NOT_TRUST"}
 # What a repository's .env (loaded once the session is trusted, for each variable not set yet) would otherwise set:
 # the system prompt (or a copy of it written out), the route of the model's requests, the session's trust (an
-# untrusted one starts no MCP server and drops --yolo). Gemini CLI's home is pinned too (home_env).
+# untrusted one starts no MCP server and drops --yolo), what runs before the jail's domain or in an MCP server
+# (harness.jail.PRE_DOMAIN_ENV, pinned empty). Gemini CLI's home is pinned too (home_env).
 PINNED_ENV = {
+    **dict.fromkeys(PRE_DOMAIN_ENV, ""),
     "GEMINI_SYSTEM_MD": "false",  # "false": Gemini CLI's own system prompt
     "GEMINI_WRITE_SYSTEM_MD": "false",
     "HTTPS_PROXY": "",  # the first set of the four is the proxy

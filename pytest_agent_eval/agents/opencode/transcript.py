@@ -67,6 +67,7 @@ SUBAGENTS_SUFFIX = ".subagents"
 FIRST_LINE_MAX_BYTES = 1 << 20  # a first event is a step_start of about 300 bytes; a long one may be a tool_use
 STEP_END = "step_finish"
 TASK_TOOL = "task"  # runs a subagent in a child session: state.metadata.sessionId names it
+UNCLAIMED = "unclaimed "  # the thread of a kept child session's steps no task call ran: + the session's id
 CALLS_REASON = "tool-calls"  # a step_finish that is not the turn's last
 
 UNREAD = {
@@ -196,7 +197,19 @@ def read_opencode(events_files: str | Path | Sequence[str | Path], mcp_servers: 
         elif ids[0] != session.session_id:
             raise TranscriptError(f"{path}: session {ids[0]}, not {paths[0]}'s {session.session_id}")
         reader.read(events, path, segment)
+    _unclaimed(session, reader.children, len(paths) - 1)
     return _finished(session)
+
+
+def _unclaimed(session: OpenCodeSession, children: dict[str, list[dict[str, Any]]], segment: int) -> None:
+    """Read the kept steps no ``task`` call of the stream ran (a child session no call names, steps after its call
+    ended), each child in a thread of its own, into the last turn: the database they come from is the agent's to
+    write, and a step the model never sent must meet the integrity gate, named, not vanish (docs/sandbox.md, "What a
+    turn leaves for the next")."""
+    for child in list(children):
+        pending, children[child] = children[child], []
+        if pending:
+            _Reader(session, children, f"{UNCLAIMED}{child}")._steps(pending, segment)
 
 
 EVENTS_KIND, EXPORT_KIND = "run --format json stream", "export"
