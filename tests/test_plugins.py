@@ -166,7 +166,24 @@ def test_check_agent_passes_a_plugin_agent_through_a_real_run(
     """One without-arm item of the example agent (Claude Code's CLI under its own name) against the stand-in."""
     assert main(["check-agent", "example-agent"]) == 0, capsys.readouterr().out
     out = capsys.readouterr().out
-    checks = ("stand-in dialect", "jail", "deny proven", "calls", "stand-in spoken in its tools", "deny in the run")
+    checks = ("stand-in dialect", "jail", "deny proven", "stdout not reopenable", "calls",
+              "stand-in spoken in its tools", "deny in the run")  # fmt: skip
     for check in checks:
         assert f"PASS {check}: " in out, out
+    assert "none of it was recorded (No such device or address)" in out, out  # sockets: ENXIO
     assert "read back as Grep, Read, Bash" in out and out.endswith("agent-eval: example-agent: conforms\n")
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+@pytest.mark.timeout(900)
+@pytest.mark.skipif(runtimes.node() is None, reason="Node.js with npm is needed")
+def test_check_agent_fails_a_plugin_driver_that_bypasses_the_turn_runner_naming_why(
+    installed: Path, real_tools: object, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same CLI, its stdout a file the driver opened itself: the agent's shell reopens it and forges a line."""
+    assert main(["check-agent", "example_plugins.bypass:BYPASSING_AGENT"]) == 1
+    out = capsys.readouterr().out
+    assert re.search(r"FAIL stdout not reopenable: a line the agent's shell wrote into /proc/\d+/fd/1 \(claude\) was "
+                     r"recorded in run-stdout-probe\.jsonl: .* shared turn runner", out), out  # fmt: skip
+    assert out.endswith("agent-eval: bypassing-agent: FAILED (stdout not reopenable)\n"), out
