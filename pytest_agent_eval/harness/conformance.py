@@ -78,7 +78,7 @@ def declared(agent: CodingAgent) -> list[Check]:
     problem = agent.stand_in_problem()
     jail = agent.shell_prefix_var or agent.shell_from
     return [
-        Check("stand-in dialect", problem is None, problem or f"the stand-in speaks {agent.stand_in}'s tools to it"),
+        Check("stand-in dialect", problem is None, problem or _spoken_as(agent)),
         Check("headless", HEADLESS in agent.modes, f"driven {', '.join(agent.modes)}"),
         Check(
             "jail",
@@ -170,6 +170,12 @@ def stdout_check(
         f"its shell, unjailed, wrote into fd 1 and fd 2 of the {len(tried) // 2} process(es) it runs under and none "
         f"of it was recorded ({', '.join(refusals) or 'no refusal'})",
     )
+
+
+def _spoken_as(agent: CodingAgent) -> str:
+    """How the stand-in speaks to ``agent``: a built-in agent's tools, with the agent's own names of some."""
+    renamed = ", ".join(f"{tool.common} as {tool.name}" for tool in agent.stand_in_tools)
+    return f"the stand-in speaks {agent.stand_in_dialect}'s tools to it" + (f" ({renamed})" if renamed else "")
 
 
 def check_agent(agent: CodingAgent, tool: RetrievalTool, folder: Path) -> list[Check]:
