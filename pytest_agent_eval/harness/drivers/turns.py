@@ -16,7 +16,7 @@ cannot be reopened from inside (docs/extending.md, "Checking a new agent").
 from __future__ import annotations
 
 from collections.abc import Iterator, Mapping, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -86,6 +86,7 @@ class Turns:
     timeout_s: float = 900.0  # per turn
     grace_s: float = RESULT_GRACE_S  # how long the CLI may linger after the line that ended its turn
     stall_s: float | None = None  # a longer silence between a turn's lines marks it stalled (see .watch)
+    record: RunRecord = field(init=False)
 
     def __post_init__(self) -> None:
         if not self.questions:
