@@ -39,9 +39,9 @@ STDOUT_PROBE = "stdout-probe"  # its label and folder, beside the block probe's 
 FORGED = "agent-eval-forged"  # the type of the line the probe's shell forges: no CLI writes such an event
 _DONE = "agent-eval stdout probe: done"
 _NOT_BELOW = "agent-eval stdout probe: not below the harness"
-# POSIX sh, in whichever shell the agent runs: $H the harness's pid, $N its pid namespace. Outside a sandbox (same
-# namespace) the walk must end at the harness, and nothing is written unless it does; inside one it ends at the
-# sandbox's first process.
+# POSIX sh, in whichever shell the agent runs: H is the harness's pid, unless the shell's pid namespace is not the
+# harness's (inside a sandbox: the walk ends at its first process). Outside one the walk must end at the harness,
+# and nothing is written unless it does: the shell never writes into a process the harness did not start.
 _PROBE = r'''H=@PID@; n=$(readlink /proc/self/ns/pid 2>/dev/null)
 if [ -n "$n" ] && [ "$n" != "@NS@" ]; then H=0; fi
 p=$PPID; chain=
