@@ -147,6 +147,76 @@ def test_the_stand_in_refuses_an_agent_whose_tools_it_does_not_speak() -> None:
     assert ScriptedBackend(explore=CODEGRAPH.explore, cli=CODEGRAPH.cli).respond(request).blocks[0]["name"] == "Grep"
 
 
+def test_the_stand_in_asks_an_agent_for_its_tools_in_the_names_it_declares() -> None:
+    """Its calls in the agent's names and arguments (those its schema lacks left out), its results heard back."""
+    from pytest_agent_eval.model.scripted import ScriptedBackend, SpokenTool
+
+    speaks = (SpokenTool("Grep", "search_text", (("pattern", "query"),)), SpokenTool("Read", "open_file"))
+    backend = ScriptedBackend(explore=CODEGRAPH.explore, cli=CODEGRAPH.cli, speaks=speaks)
+    schema = {"type": "object", "properties": {"query": {"type": "string"}}}
+    request = {
+        "system": "Working directory: /repo",
+        "messages": [{"role": "user", "content": "How does send work?"}],
+        "tools": [{"name": "search_text", "input_schema": schema}, {"name": "open_file", "input_schema": {}}],
+    }
+    (call,) = backend.respond(request).blocks
+    assert (call["name"], call["input"]) == ("search_text", {"query": "send"})  # "-i" is no property of its schema
+    request["messages"] += [
+        {"role": "assistant", "content": [call]},
+        {
+            "role": "user",
+            "content": [
+                {"type": "tool_result", "tool_use_id": call["id"], "content": "Found 1 file\n/repo/lib/response.js"}
+            ],
+        },
+    ]
+    (read,) = backend.respond(request).blocks
+    assert (read["name"], read["input"]) == ("open_file", {"file_path": "/repo/lib/response.js"})
+
+
+# The conftest's CLI per agent: OwnCLI for the agent of its own tool names, the stand-in claude for any other.
+OWN_BUILD = """
+
+@pytest.fixture
+def agent_build(coding_agent):
+    if coding_agent.executable == "owncli":
+        from example_plugins.own_tools import OWNCLI
+
+        return Provisioned("owncli", OWNCLI, "1", "1")
+    return Provisioned("claude", HERE / "standin" / "claude", "standin", "standin")
+"""
+
+
+@pytest.mark.slow
+def test_a_plugin_agent_with_tools_of_its_own_names_is_asked_for_them_and_its_without_arm_makes_calls(
+    pytester: pytest.Pytester, installed: Path
+) -> None:
+    """OwnCLI (example_plugins/owncli) offers shell_exec, open_file and search_text, and declares them as Bash, Read
+    and Grep: the scripted stand-in asks for them in its names, against the real model server, and the without-arm
+    reads code (a residual), where without the declaration the stand-in refuses its requests."""
+    from example_plugins.own_tools import OWN_TOOLS_AGENT
+
+    project = Project(pytester, [entry("express", "How does send work?")])  # its one file defines send
+    conftest = project.path / "conftest.py"
+    conftest.write_text(conftest.read_text() + OWN_BUILD)
+    pytester.makeini(f"[pytest]\npythonpath = {PLUGINS}\n")
+    args = ("--agent-eval-arms", "without", "--agent-eval-runs", "1")
+    project.run("--agent-eval-agent", "example_plugins.own_tools:OWN_TOOLS_AGENT", *args)
+
+    (without,) = Campaign.open(project.campaign()).items()
+    assert without.error is None and without.agent == "own-tools-agent", without.error
+    session = OWN_TOOLS_AGENT.read_transcript([project.campaign() / s for s in without.segments])
+    asked = [(call.sent_as[0], call.name) for call in session.calls if call.sent_as]
+    assert {"search_text", "open_file", "shell_exec"} <= {sent for sent, _ in asked}, asked  # its own names
+    assert {("search_text", "Grep"), ("open_file", "Read"), ("shell_exec", "Bash")} >= set(asked), asked
+    assert all(call.result is not None and call.result.text for call in session.calls)  # each one ran
+    assert without.figures["residual_tokens"] > 0, without.figures
+
+    project.run("--agent-eval-agent", "example_plugins.own_tools:UNDECLARED", *args)
+    (undeclared,) = Campaign.open(project.campaign()).items()
+    assert "offered none of them (open_file, search_text, shell_exec)" in str(undeclared.error), undeclared.error
+
+
 def test_a_replay_takes_the_cassette_of_the_agent_that_recorded_it(tmp_path: Path) -> None:
     from dataclasses import replace
 
@@ -180,7 +250,24 @@ def test_check_agent_passes_a_plugin_agent_through_a_real_run(
     """One without-arm item of the example agent (Claude Code's CLI under its own name) against the stand-in."""
     assert main(["check-agent", "example-agent"]) == 0, capsys.readouterr().out
     out = capsys.readouterr().out
-    checks = ("stand-in dialect", "jail", "deny proven", "calls", "stand-in spoken in its tools", "deny in the run")
+    checks = ("stand-in dialect", "jail", "deny proven", "stdout not reopenable", "calls",
+              "stand-in spoken in its tools", "deny in the run")  # fmt: skip
     for check in checks:
         assert f"PASS {check}: " in out, out
+    assert "none of it was recorded (No such device or address)" in out, out  # sockets: ENXIO
     assert "read back as Grep, Read, Bash" in out and out.endswith("agent-eval: example-agent: conforms\n")
+
+
+@pytest.mark.slow
+@pytest.mark.e2e
+@pytest.mark.timeout(900)
+@pytest.mark.skipif(runtimes.node() is None, reason="Node.js with npm is needed")
+def test_check_agent_fails_a_plugin_driver_that_bypasses_the_turn_runner_naming_why(
+    installed: Path, real_tools: object, capsys: pytest.CaptureFixture[str]
+) -> None:
+    """The same CLI, its stdout a file the driver opened itself: the agent's shell reopens it and forges a line."""
+    assert main(["check-agent", "example_plugins.bypass:BYPASSING_AGENT"]) == 1
+    out = capsys.readouterr().out
+    assert re.search(r"FAIL stdout not reopenable: a line the agent's shell wrote into /proc/\d+/fd/1 \(claude\) was "
+                     r"recorded in run-stdout-probe\.jsonl: .* shared turn runner", out), out  # fmt: skip
+    assert out.endswith("agent-eval: bypassing-agent: FAILED (stdout not reopenable)\n"), out

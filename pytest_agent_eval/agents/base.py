@@ -32,6 +32,7 @@ if TYPE_CHECKING:
     from pytest_agent_eval.harness.drivers import RunRecord
     from pytest_agent_eval.harness.provision import Provisioned
     from pytest_agent_eval.harness.sandbox import Sandbox
+    from pytest_agent_eval.model.scripted import SpokenTool
     from pytest_agent_eval.transcript import Session
     from pytest_agent_eval.transcript.sample import Sample
 
@@ -43,6 +44,17 @@ HEADLESS, INTERACTIVE = "headless", "tmux"  # the modes an item is driven in (--
 # API — Claude Code's Bash/Read/Grep (messages), Codex CLI's shell (responses), Gemini CLI's (gemini), OpenCode's
 # bash (messages).
 STAND_IN_DIALECTS = ("claude-code", "codex", "gemini", "opencode")
+
+
+@dataclass(frozen=True)
+class StandIn:
+    """A ``stand_in`` for an agent that offers a built-in agent's API but some of the tools the scripted stand-in asks
+    for (``Bash``, ``Read``, ``Grep``) under names of its own: the ``dialect`` (of :data:`STAND_IN_DIALECTS`, the
+    Messages API's ``claude-code`` one) and its names for them (:class:`~pytest_agent_eval.model.scripted.SpokenTool`:
+    the stand-in hears its calls in the common names and asks for them in its own)."""
+
+    dialect: str
+    tools: tuple[SpokenTool, ...] = ()
 
 
 @dataclass(frozen=True)
@@ -140,8 +152,9 @@ class CodingAgent(ABC):
     puts the jailed shell (``"passwd"``: its user's password entry, ``"SHELL"``, ``"PATH"``: a ``bash`` there; None
     by default: nowhere); ``managed_paths`` the machine-wide settings it would read (hidden by the sandbox);
     ``stand_in`` the dialect of :data:`STAND_IN_DIALECTS` in which the scripted stand-in model asks for its tools
-    (the built-in agent whose tool names and API it shares), None when it shares none: then the stand-in cannot
-    drive it, and an item of it against the stand-in is an error saying so, never a run without tool calls.
+    (the built-in agent whose tool names and API it shares), or a :class:`StandIn` naming the dialect and the
+    agent's own names of its tools, None when it shares none: then the stand-in cannot drive it, and an item of it
+    against the stand-in is an error saying so, never a run without tool calls.
     """
 
     name: str
@@ -156,7 +169,7 @@ class CodingAgent(ABC):
     shell_prefix_var: str | None
     shell_from: str | None = None
     managed_paths: tuple[Path, ...]
-    stand_in: str | None = None
+    stand_in: str | StandIn | None = None
 
     def provision(self, cache: Path, spec: str | None = None) -> Provisioned:
         """The agent's CLI, ready to run: with ``spec`` (a version or ``latest``) installed from npm under ``cache``
@@ -195,16 +208,33 @@ class CodingAgent(ABC):
         """A model backend (:class:`pytest_agent_eval.model.server.Backend`, in :attr:`api`) that asks for one
         shell call of ``command`` and then ends the turn: the probe that proves the deny through the agent."""
 
+    @property
+    def stand_in_dialect(self) -> str | None:
+        """The dialect of :attr:`stand_in` (one of :data:`STAND_IN_DIALECTS` when it is right)."""
+        return self.stand_in.dialect if isinstance(self.stand_in, StandIn) else self.stand_in
+
+    @property
+    def stand_in_tools(self) -> tuple[SpokenTool, ...]:
+        """The agent's own names of the stand-in's tools (:class:`StandIn`), none when it offers them as they are."""
+        return self.stand_in.tools if isinstance(self.stand_in, StandIn) else ()
+
     def stand_in_problem(self) -> str | None:
         """Why the scripted stand-in model cannot drive this agent (its :attr:`stand_in` dialect), None when it can."""
-        if self.stand_in in STAND_IN_DIALECTS:
+        if self.stand_in_tools and self.stand_in_dialect != "claude-code":
+            return (
+                f"{self.title} ({self.name}) declares its own names of the stand-in's tools in the "
+                f"{self.stand_in_dialect!r} dialect: the stand-in speaks renamed tools in the Messages API's "
+                "(StandIn('claude-code', tools=...)) only"
+            )
+        if self.stand_in_dialect in STAND_IN_DIALECTS:
             return None
         declared = "declares no stand_in" if self.stand_in is None else f"declares stand_in={self.stand_in!r}"
         return (
             f"{self.title} ({self.name}) {declared}: the scripted stand-in model asks for tools in the dialect of a "
             f"built-in agent ({', '.join(STAND_IN_DIALECTS)}: its tool names in its API), and would make no tool "
-            "call in another agent's tools; declare the dialect whose tools the agent offers (stand_in=...), or run "
-            "it against a real model (--agent-eval-backend anthropic, openai or gemini) or a cassette "
+            "call in another agent's tools; declare the dialect whose tools the agent offers (stand_in=...), with "
+            "its own names of those it names otherwise (stand_in=StandIn('claude-code', tools=(SpokenTool(...), "
+            "...))), or run it against a real model (--agent-eval-backend anthropic, openai or gemini) or a cassette "
             '(docs/extending.md, "The stand-in model and a new agent")'
         )
 

@@ -90,8 +90,10 @@ def model_endpoint(
     if name in ("openai", "gemini") and isinstance(configured, str):
         options["model"] = configured  # the forwarder sends on requests for that model only
     backend = step(f"model backend {name}", lambda: make_backend(name, **options))
-    if isinstance(backend, ScriptedBackend):  # the stand-in calls the tool under test by its own names
-        backend = replace(backend, explore=cfg.tool.explore, cli=cfg.tool.cli, answers=cfg.stand_in_answers)
+    if isinstance(backend, ScriptedBackend):  # the stand-in calls the tool under test, and the agent's, by their names
+        speaks = (agent or cfg.agent).stand_in_tools
+        backend = replace(backend, explore=cfg.tool.explore, cli=cfg.tool.cli, answers=cfg.stand_in_answers,
+                          speaks=speaks)  # fmt: skip
         if cfg.stand_in_answers in ("key", "wrong"):  # it names the key, or a file outside it (docs/metrics/answers.md)
             from pytest_agent_eval.corpus.keys import answer_sheet
             from pytest_agent_eval.corpus.load import load_corpus
@@ -111,16 +113,17 @@ class ModelServers:
 
     def __init__(self, cfg: AgentEvalConfig) -> None:
         self.cfg = cfg
-        self._started: dict[str, ModelEndpoint] = {}
+        self._started: dict[tuple[str, tuple], ModelEndpoint] = {}
         self._stack = ExitStack()
 
     def for_agent(self, agent: CodingAgent) -> ModelEndpoint:
         from pytest_agent_eval.model import resolve_backend
 
         name = resolve_backend(self.cfg.backend, agent.api)
-        if name not in self._started:
-            self._started[name] = self._stack.enter_context(model_endpoint(self.cfg, agent.api, agent))
-        return self._started[name]
+        key = (name, agent.stand_in_tools)  # an agent naming the stand-in's tools its own way is spoken to so
+        if key not in self._started:
+            self._started[key] = self._stack.enter_context(model_endpoint(self.cfg, agent.api, agent))
+        return self._started[key]
 
     def close(self) -> None:
         self._stack.close()

@@ -14,6 +14,7 @@ from collections.abc import Mapping
 from contextlib import ExitStack
 from dataclasses import replace
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from pytest_agent_eval.agents.base import HEADLESS, AgentSetup, CodingAgent, Drive, DriveOptions
 from pytest_agent_eval.harness.isolation import IsolationError
@@ -21,6 +22,9 @@ from pytest_agent_eval.harness.provision import Provisioned
 from pytest_agent_eval.harness.relay import carried
 from pytest_agent_eval.harness.sandbox import sealed_binds
 from pytest_agent_eval.model.server import serve
+
+if TYPE_CHECKING:
+    from pytest_agent_eval.harness.drivers import RunRecord
 
 PROBE_TIMEOUT_S = 120.0
 SHELL = "Bash"  # the shell tool's name in the common vocabulary every reader writes
@@ -41,6 +45,30 @@ def prove_block(
     ``config_dir`` (the transcript lands there too); ``options`` the run's (its sandbox); ``env`` the run's
     environment, whose model endpoint the probe's replaces."""
     command = f"{setup.denied_cli} --version"
+    record, results = shell_probe(agent, build, setup, options, command, cwd=cwd, env=env, label="block-probe")
+    if not results:
+        raise IsolationError(f"block probe: {agent.title} never ran the shell call `{command}` ({record.segments[0]})")
+    if not any(deny_marker in text for text in results):
+        raise IsolationError(
+            f"block probe: {agent.title} ran `{command}` and its deny did not deny it; the agent saw: "
+            f"{results[0][:300]!r} ({record.segments[0]})"
+        )
+
+
+def shell_probe(
+    agent: CodingAgent,
+    build: Provisioned,
+    setup: AgentSetup,
+    options: DriveOptions,
+    command: str,
+    *,
+    cwd: Path,
+    env: Mapping[str, str],
+    label: str,
+) -> tuple[RunRecord, list[str]]:
+    """A session of the agent, in ``options``' sandbox, whose stand-in model (:meth:`CodingAgent.block_probe`) asks
+    for one shell call of ``command``: the driver's record (the run ``run-<label>…`` in ``setup.config_dir``) and
+    what the shell calls returned, as the agent's reader gives them (none when it never ran one)."""
     out_dir = setup.config_dir
     out_dir.mkdir(parents=True, exist_ok=True)
     with serve(agent.block_probe(command)) as server, ExitStack() as stack:
@@ -55,14 +83,7 @@ def prove_block(
             # and its own files where the CLI reads them in HOME, over the run's
             binds = sealed_binds((*probe.sandbox.binds, *config.binds), probe.sandbox.writable)
             probe = replace(probe, sandbox=replace(probe.sandbox, relay=relay, readable=readable, binds=binds))
-        record = agent.drive(Drive(build, ["agent-eval block probe"], mode=HEADLESS, config=config, options=probe,
-                                   label="block-probe", out_dir=out_dir, cwd=cwd, env=probe_env))  # fmt: skip
+        record = agent.drive(Drive(build, [f"agent-eval {label.replace('-', ' ')}"], mode=HEADLESS, config=config,
+                                   options=probe, label=label, out_dir=out_dir, cwd=cwd, env=probe_env))  # fmt: skip
     calls = [c for c in agent.read_transcript(record.segments).calls if c.name == SHELL]
-    results = [c.result.text for c in calls if c.result is not None]
-    if not results:
-        raise IsolationError(f"block probe: {agent.title} never ran the shell call `{command}` ({record.segments[0]})")
-    if not any(deny_marker in text for text in results):
-        raise IsolationError(
-            f"block probe: {agent.title} ran `{command}` and its deny did not deny it; the agent saw: "
-            f"{results[0][:300]!r} ({record.segments[0]})"
-        )
+    return record, [c.result.text for c in calls if c.result is not None]

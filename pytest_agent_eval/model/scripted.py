@@ -23,14 +23,16 @@ Its figures measure the harness and the retrieval tool's responses, never a mode
 The policy (:meth:`ScriptedBackend.decide`) reads a :class:`Turn` and decides in the common tool vocabulary, the
 names the transcript metrics read (``Read``, ``Grep``, ``Bash``, ``mcp__NAME__tool``, ``Agent``). The Messages API
 is spoken in those names, so its reply goes out as decided; the Responses API (Codex CLI) reads its requests into
-a Turn and renders the decision in its own tools (:mod:`.responses`).
+a Turn and renders the decision in its own tools (:mod:`.responses`). An agent that offers the Messages API's tools
+under names of its own declares them (:class:`SpokenTool`, given as ``speaks``): its requests are heard in the
+common names and the replies spoken in its own (docs/extending.md, "The stand-in model and a new agent").
 """
 
 from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import PurePosixPath
 from typing import Any, ClassVar
 
@@ -192,6 +194,69 @@ class Turn:
         return path[len(prefix) :] if self.cwd and path.startswith(prefix) else path
 
 
+@dataclass(frozen=True)
+class SpokenTool:
+    """One of the tools the policy asks for (:data:`SPOKEN`) as an agent offers it under a name of its own: ``name``,
+    and ``args``, (the policy's argument, the agent's), for its arguments named otherwise (``Bash``'s ``command``,
+    ``Read``'s ``file_path``, ``Grep``'s ``pattern``). The policy's other arguments are sent only where the tool's
+    schema has them."""
+
+    common: str
+    name: str
+    args: tuple[tuple[str, str], ...] = ()
+
+    def __post_init__(self) -> None:
+        if self.common not in SPOKEN:
+            raise ValueError(
+                f"SpokenTool {self.name!r}: the stand-in asks for {', '.join(SPOKEN)}, not {self.common!r}"
+            )
+
+    def heard(self, tool_input: dict[str, Any]) -> dict[str, Any]:
+        """A call's input as the agent sent it, in the policy's argument names."""
+        theirs = {agent: common for common, agent in self.args}
+        return {theirs.get(key, key): value for key, value in tool_input.items()}
+
+    def said(self, tool_input: dict[str, Any], schema: Any) -> dict[str, Any]:
+        """The policy's input in the agent's argument names, kept to the properties ``schema`` has (all of them when
+        it names none)."""
+        ours = dict(self.args)
+        spoken = {ours.get(key, key): value for key, value in tool_input.items()}
+        known = schema.get("properties") if isinstance(schema, dict) else None
+        return {key: value for key, value in spoken.items() if not isinstance(known, dict) or key in known}
+
+
+def _heard(request: dict[str, Any], spoken: list[SpokenTool]) -> dict[str, Any]:
+    """``request`` with the tools of ``spoken`` (their calls, and the tools offered) in the common names."""
+    by_name = {tool.name: tool for tool in spoken}
+
+    def block(b: Any) -> Any:
+        if isinstance(b, dict) and b.get("type") == "tool_use" and b.get("name") in by_name:
+            tool = by_name[b["name"]]
+            return {**b, "name": tool.common, "input": tool.heard(b.get("input") or {})}
+        return b
+
+    def message(m: Any) -> Any:
+        content = m.get("content") if isinstance(m, dict) else None
+        return {**m, "content": [block(b) for b in content]} if isinstance(content, list) else m
+
+    tools = [{**t, "name": by_name[t["name"]].common} if isinstance(t, dict) and t.get("name") in by_name else t
+             for t in request.get("tools") or []]  # fmt: skip
+    return {**request, "tools": tools, "messages": [message(m) for m in request.get("messages") or []]}
+
+
+def _said(reply: Reply, spoken: list[SpokenTool], request: dict[str, Any]) -> Reply:
+    """``reply``'s calls of the tools of ``spoken`` in the agent's names and arguments."""
+    by_common = {tool.common: tool for tool in spoken}
+    schemas = {t.get("name"): t.get("input_schema") for t in request.get("tools") or [] if isinstance(t, dict)}
+    blocks = []
+    for b in reply.blocks:
+        tool = by_common.get(b.get("name")) if b.get("type") == "tool_use" else None
+        blocks.append(
+            b if tool is None else {**b, "name": tool.name, "input": tool.said(b["input"], schemas[tool.name])}
+        )
+    return replace(reply, blocks=blocks)
+
+
 class StandInError(ValueError):
     """A request the stand-in cannot act on: the agent offers none of the tools its policy asks for."""
 
@@ -290,6 +355,7 @@ class ScriptedBackend:
     cli: str = CODEGRAPH.cli
     answers: str = "cite"
     keys: Mapping[str, tuple[tuple[str, ...], ...]] = field(default_factory=dict)
+    speaks: tuple[SpokenTool, ...] = ()  # the agent's own names of the tools the policy asks for (SpokenTool)
     stand_in_model: ClassVar[str] = "stand-in-scripted"
 
     def __post_init__(self) -> None:
@@ -306,10 +372,12 @@ class ScriptedBackend:
         )
 
     def respond(self, request: dict[str, Any], headers: Mapping[str, str] | None = None) -> Reply:
-        turn = Turn.from_request(request)
+        offered = {t.get("name") for t in request.get("tools") or [] if isinstance(t, dict)}
+        spoken = [tool for tool in self.speaks if tool.name in offered and tool.common not in offered]
+        turn = Turn.from_request(_heard(request, spoken) if spoken else request)
         if compaction_requested(request):
             return Reply.text(self._summary(turn))
-        return self.decide(turn)
+        return _said(self.decide(turn), spoken, request) if spoken else self.decide(turn)
 
     def decide(self, turn: Turn) -> Reply:
         """The next assistant message for ``turn``, in the common tool vocabulary (``Read``, ``Grep``, ``Bash``,
@@ -329,7 +397,8 @@ class ScriptedBackend:
             raise StandInError(
                 f"the scripted stand-in asks for {', '.join(SPOKEN)} or the retrieval tool's {self.explore}, and the "
                 f"agent offered none of them ({', '.join(sorted(turn.tools))}): it would answer without a tool call; "
-                "give the agent the stand_in dialect whose tools it offers (docs/extending.md)"
+                "give the agent the stand_in dialect whose tools it offers, or declare which of its tools are these "
+                "(stand_in=StandIn(dialect, tools=(SpokenTool(...), ...)): docs/extending.md)"
             )
         else:
             blocks = self._without_arm(turn)

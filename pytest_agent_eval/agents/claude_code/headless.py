@@ -16,10 +16,10 @@ driver shares).
 The environment is passed to the child only; nothing here writes it to a file, so an API key in it never
 lands on disk.
 
-Each turn's process is run by :func:`pytest_agent_eval.harness.drivers.stream.run_streaming`, as every headless
-agent's: the CLI's stdout and stderr are sockets, which the agent's shells cannot reopen through ``/proc`` to write
-forged stream-json lines. The ``ptrace`` family that could take one another way is denied by the sandbox's seccomp
-filter.
+Each turn is run by the shared turn runner (:class:`pytest_agent_eval.harness.drivers.turns.Turns`), as every
+headless agent's: in the sandbox, with the CLI's stdout and stderr sockets, which the agent's shells cannot reopen
+through ``/proc`` to write forged stream-json lines. The ``ptrace`` family that could take one another way is denied
+by the sandbox's seccomp filter.
 """
 
 from __future__ import annotations
@@ -29,16 +29,9 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from pytest_agent_eval.agents.claude_code.events import describe, turn_api_error
-from pytest_agent_eval.harness.drivers import RunRecord, StreamOutcome, TurnError, segment_name
-from pytest_agent_eval.harness.drivers.stream import (
-    RESULT_GRACE_S,
-    Launches,
-    event_of,
-    not_run,
-    run_streaming,
-    stderr_tail,
-    unended,
-)
+from pytest_agent_eval.harness.drivers import RunRecord, TurnError
+from pytest_agent_eval.harness.drivers.stream import RESULT_GRACE_S, event_of
+from pytest_agent_eval.harness.drivers.turns import Launches, Turns
 from pytest_agent_eval.harness.drivers.watch import STALL_S_REAL_API
 from pytest_agent_eval.harness.sandbox import Sandbox
 
@@ -121,32 +114,24 @@ def run_headless(
 ) -> RunRecord:
     """Run every turn; raises :class:`TurnError` (partial segments kept, later turns not started) when a turn
     yields no result event or ends in an API error."""
-    if not questions:
-        raise ValueError("no question to ask")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    record = RunRecord(label=label, stall_s=options.stall_s)
-    for turn, question in enumerate(questions, start=1):
-        if turn > 1 and not record.session_id:
-            raise TurnError(f"turn {turn}: no session id in {record.segments[-1]}, so it cannot be resumed", record)
-        segment = out_dir / segment_name(label, turn)
-        stderr = out_dir / segment_name(label, turn, ".stderr")
-        command = options.launch(build_command(question, options, record.session_id))
-        outcome, seen = _run_process(command, segment, stderr, cwd, env, options)
-        record.streamed(segment, stderr, outcome, seen.api_retries)
-        record.session_id = seen.session_id or record.session_id
-        later = not_run(turn, len(questions))
-        if not outcome.ended:
-            why = unended(outcome, options.timeout_s)
+    turns = Turns(questions, label=label, out_dir=out_dir, cwd=cwd, env=env, sandbox=options.sandbox, name="claude",
+                  timeout_s=options.timeout_s, grace_s=options.result_grace_s, stall_s=options.stall_s)  # fmt: skip
+    record = turns.record
+    for turn in turns:
+        if turn.number > 1 and not record.session_id:
             raise TurnError(
-                f"turn {turn}: claude {why} without a result event (partial segment kept: {segment})"
-                + stderr_tail(stderr)
-                + later,
-                record,
+                f"turn {turn.number}: no session id in {record.segments[-1]}, so it cannot be resumed", record
             )
-        api_error = turn_api_error(segment.read_bytes().splitlines())
+        seen = _Seen()
+        outcome = turns.run(turn, build_command(turn.question, options, record.session_id), seen.read)
+        turns.retried(seen.api_retries)
+        record.session_id = seen.session_id or record.session_id
+        if not outcome.ended:
+            raise turns.unended(turn, outcome, f"without a result event (partial segment kept: {turn.segment})")
+        api_error = turn_api_error(turn.segment.read_bytes().splitlines())
         if api_error:
             retried = f" after {seen.api_retries} API retries" if seen.api_retries else ""
-            raise TurnError(f"turn {turn}: {api_error}{retried}{later}", record)
+            raise turns.failed(turn, f"{api_error}{retried}", stderr=False)
     return record
 
 
@@ -157,23 +142,13 @@ class _Seen:
     session_id: str | None = None
     api_retries: int = 0
 
-
-def _run_process(
-    command: list[str], segment: Path, stderr_path: Path, cwd: Path, env: Mapping[str, str], options: HeadlessOptions
-) -> tuple[StreamOutcome, _Seen]:
-    seen = _Seen()
-
-    def watch(raw: bytes) -> tuple[str, bool]:
+    def read(self, raw: bytes) -> tuple[str, bool]:
+        """One line of the stream: what it is (for the silences), and whether it ends the turn."""
         event = event_of(raw)
         if event is None:
             return describe(event), False
         if isinstance(event.get("session_id"), str) and event["session_id"]:
-            seen.session_id = event["session_id"]
+            self.session_id = event["session_id"]
         if event.get("type") == "system" and event.get("subtype") == "api_retry":
-            seen.api_retries += 1
+            self.api_retries += 1
         return describe(event), event.get("type") == "result"
-
-    outcome = run_streaming(command, segment=segment, stderr=stderr_path, cwd=cwd, env=env,
-                            timeout_s=options.timeout_s, grace_s=options.result_grace_s, watch=watch,
-                            name="claude")  # fmt: skip
-    return outcome, seen

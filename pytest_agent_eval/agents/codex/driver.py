@@ -10,8 +10,9 @@ so are the rollouts of the subagents its ``spawn_agent`` calls started, to ``run
 
 A turn ends with ``turn.completed`` or ``turn.failed``; Codex exits then (a CLI still running a few seconds later
 is stopped, its stream kept). A turn that never ends is stopped at the timeout; a turn that failed ends the run.
-The process is run as every headless driver runs its CLI (:mod:`pytest_agent_eval.harness.drivers.stream`: stdout
-and stderr are sockets the agent's shells cannot reopen through ``/proc`` to forge events).
+Each turn is run by the shared turn runner (:class:`pytest_agent_eval.harness.drivers.turns.Turns`), as every
+headless driver's: in the sandbox, stdout and stderr sockets the agent's shells cannot reopen through ``/proc`` to
+forge events.
 """
 
 from __future__ import annotations
@@ -32,17 +33,9 @@ from pytest_agent_eval.agents.codex.transcript import (
     spawned_agents,
 )
 from pytest_agent_eval.harness import untrusted
-from pytest_agent_eval.harness.drivers import RunRecord, StreamOutcome, TurnError, segment_name
-from pytest_agent_eval.harness.drivers.stream import (
-    NOT_JSON,
-    RESULT_GRACE_S,
-    Launches,
-    event_of,
-    not_run,
-    run_streaming,
-    stderr_tail,
-    unended,
-)
+from pytest_agent_eval.harness.drivers import RunRecord, TurnError
+from pytest_agent_eval.harness.drivers.stream import NOT_JSON, RESULT_GRACE_S, event_of
+from pytest_agent_eval.harness.drivers.turns import Turns
 from pytest_agent_eval.harness.drivers.watch import STALL_S_STAND_IN
 from pytest_agent_eval.harness.sandbox import Sandbox
 from pytest_agent_eval.transcript import Session, read_records
@@ -51,7 +44,7 @@ TURN_ENDS = ("turn.completed", "turn.failed")
 
 
 @dataclass(frozen=True)
-class CodexOptions(Launches):
+class CodexOptions:
     """How every turn of one run is started: the ``codex`` executable, the time a turn may take, the silence that
     marks it stalled, the sandbox (None only when a test switched it off)."""
 
@@ -74,30 +67,22 @@ def run_codex(
     """Run every turn and copy the rollout out; raises :class:`TurnError` (what was recorded kept, later turns not
     started) when a turn does not end, fails, or leaves no rollout. ``env`` names the attempt's ``HOME``, which holds
     its ``CODEX_HOME`` (``.codex``)."""
-    if not questions:
-        raise ValueError("no question to ask")
-    home = Path(env["HOME"])
-    out_dir.mkdir(parents=True, exist_ok=True)
-    record = RunRecord(label=label, stall_s=options.stall_s)
-    for turn, question in enumerate(questions, start=1):
-        segment = out_dir / segment_name(label, turn)
-        stderr = out_dir / segment_name(label, turn, ".stderr")
-        command = options.launch(exec_command(options.codex, question, record.session_id))
-        outcome, said = _run_turn(command, segment, stderr, cwd, env, options)
-        record.streamed(segment, stderr, outcome, 0)  # no retries of Codex's own: the config sets them to 0
+    turns = Turns(questions, label=label, out_dir=out_dir, cwd=cwd, env=env, sandbox=options.sandbox, name="codex",
+                  timeout_s=options.timeout_s, grace_s=options.exit_grace_s, stall_s=options.stall_s)  # fmt: skip
+    home, record = Path(env["HOME"]), turns.record
+    for turn in turns:
+        said = _Said()
+        # no retries of Codex's own: the config sets them to 0
+        outcome = turns.run(turn, exec_command(options.codex, turn.question, record.session_id), said.read)
         record.session_id = record.session_id or said.thread
-        later = not_run(turn, len(questions))
         if said.end is None:
-            why = unended(outcome, options.timeout_s)
             _keep_rollout(home, record)
-            message = f"turn {turn}: codex {why} without ending the turn ({segment}){stderr_tail(stderr)}{later}"
-            raise TurnError(message, record)
+            raise turns.unended(turn, outcome)
         if not record.session_id:
-            raise TurnError(f"turn {turn}: no {FIRST_EVENT} event in {segment}{stderr_tail(stderr)}{later}", record)
+            raise turns.failed(turn, f"no {FIRST_EVENT} event in {turn.segment}")
         if said.end != "turn.completed":
             _keep_rollout(home, record)
-            why = f": {said.error}" if said.error else ""
-            raise TurnError(f"turn {turn}: codex reported {said.end}{why}{stderr_tail(stderr)}{later}", record)
+            raise turns.failed(turn, f"codex reported {said.end}" + (f": {said.error}" if said.error else ""))
     rollout = _keep_rollout(home, record)
     if rollout is None:
         raise TurnError(f"codex left no rollout of thread {record.session_id} under {home / CODEX_HOME_DIR}", record)
@@ -130,15 +115,6 @@ class _Said:
         if isinstance(error, dict) and isinstance(error.get("message"), str):
             self.error = error["message"]
         return (f"{kind} {item.get('type')}" if isinstance(item, dict) else kind), kind in TURN_ENDS
-
-
-def _run_turn(command: list[str], segment: Path, stderr: Path, cwd: Path, env: Mapping[str, str],
-              options: CodexOptions) -> tuple[StreamOutcome, _Said]:  # fmt: skip
-    """Run one ``codex exec``: how the process went, and what its events said."""
-    said = _Said()
-    outcome = run_streaming(command, segment=segment, stderr=stderr, cwd=cwd, env=env, timeout_s=options.timeout_s,
-                            grace_s=options.exit_grace_s, watch=said.read, name="codex")  # fmt: skip
-    return outcome, said
 
 
 def _keep_rollout(home: Path, record: RunRecord) -> Path | None:

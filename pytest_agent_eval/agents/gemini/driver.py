@@ -11,6 +11,8 @@ without following any link the agent may have planted there (:mod:`pytest_agent_
 A turn ends with the ``result`` event; Gemini CLI exits then. With its model unreachable Gemini CLI retries for
 minutes on its own: the config allows it one attempt (:mod:`.config`), and the driver first checks the model's
 address answers at all (:func:`check_reachable`, a few seconds at most), so such a turn fails at once, saying why.
+Each turn is run by the shared turn runner (:class:`pytest_agent_eval.harness.drivers.turns.Turns`), as every
+headless driver's: in the sandbox, stdout and stderr sockets the agent's shells cannot reopen.
 """
 
 from __future__ import annotations
@@ -27,17 +29,9 @@ from urllib.parse import urlsplit
 from pytest_agent_eval.agents.gemini.config import GEMINI_DIR, turn_command
 from pytest_agent_eval.agents.gemini.transcript import FIRST_EVENT, kept_chat, read_gemini, subagent_chat
 from pytest_agent_eval.harness import untrusted
-from pytest_agent_eval.harness.drivers import RunRecord, TurnError, segment_name
-from pytest_agent_eval.harness.drivers.stream import (
-    NOT_JSON,
-    Launches,
-    StreamOutcome,
-    event_of,
-    not_run,
-    run_streaming,
-    stderr_tail,
-    unended,
-)
+from pytest_agent_eval.harness.drivers import RunRecord, TurnError
+from pytest_agent_eval.harness.drivers.stream import NOT_JSON, event_of
+from pytest_agent_eval.harness.drivers.turns import Turns
 from pytest_agent_eval.harness.drivers.watch import STALL_S_STAND_IN
 from pytest_agent_eval.harness.sandbox import Sandbox
 
@@ -46,7 +40,7 @@ REACH_TIMEOUT_S = 5.0
 
 
 @dataclass(frozen=True)
-class GeminiOptions(Launches):
+class GeminiOptions:
     """How every turn of one run is started: the ``gemini`` executable, the model asked for, the model server's URL
     (checked before each turn), the deny policy, the time a turn may take, the silence that marks it stalled, the
     sandbox."""
@@ -85,38 +79,31 @@ def run_gemini(
     """Run every turn and copy the chat record out; raises :class:`TurnError` (what was recorded kept, later turns not
     started) when the model is unreachable, or a turn does not end, fails, or leaves no chat record. ``env`` names
     the attempt's ``HOME``, which holds its ``.gemini``."""
-    if not questions:
-        raise ValueError("no question to ask")
-    home = Path(env["HOME"])
-    out_dir.mkdir(parents=True, exist_ok=True)
-    record = RunRecord(label=label, stall_s=options.stall_s)
+    turns = Turns(questions, label=label, out_dir=out_dir, cwd=cwd, env=env, sandbox=options.sandbox, name="gemini",
+                  timeout_s=options.timeout_s, grace_s=options.exit_grace_s, stall_s=options.stall_s)  # fmt: skip
+    home, record = Path(env["HOME"]), turns.record
     session_id = str(uuid.uuid4())
-    for turn, question in enumerate(questions, start=1):
-        later = not_run(turn, len(questions))
+    for turn in turns:
         unreachable = check_reachable(options.model_url)
         if unreachable is not None:
             _keep_chat(home, record)
-            raise TurnError(f"turn {turn}: {unreachable}{later}", record)
-        segment = out_dir / segment_name(label, turn)
-        stderr = out_dir / segment_name(label, turn, ".stderr")
-        command = options.launch(
-            turn_command(options.gemini, options.model, question, session_id, resume=turn > 1, policy=options.policy)
-        )
-        outcome, said = _run_turn(command, segment, stderr, cwd, env, options)
-        record.streamed(segment, stderr, outcome, 0)  # one attempt per request: the config allows no retry
+            raise turns.failed(turn, unreachable, stderr=False)
+        command = turn_command(options.gemini, options.model, turn.question, session_id, resume=turn.number > 1,
+                               policy=options.policy)  # fmt: skip
+        said = _Said()
+        outcome = turns.run(turn, command, said.read)  # one attempt per request: the config allows no retry
         if said.session is not None and said.session != session_id:
-            raise TurnError(f"turn {turn}: gemini ran session {said.session}, not {session_id} ({segment})", record)
+            raise TurnError(
+                f"turn {turn.number}: gemini ran session {said.session}, not {session_id} ({turn.segment})", record
+            )
         record.session_id = record.session_id or said.session
         if said.status is None:
-            why = unended(outcome, options.timeout_s)
             _keep_chat(home, record)
             error = f": {said.error}" if said.error else ""
-            message = f"turn {turn}: gemini {why} without ending the turn{error} ({segment})"
-            raise TurnError(f"{message}{stderr_tail(stderr)}{later}", record)
+            raise turns.unended(turn, outcome, f"without ending the turn{error} ({turn.segment})")
         if said.status != "success":
             _keep_chat(home, record)
-            why = f": {said.error}" if said.error else ""
-            raise TurnError(f"turn {turn}: gemini reported {said.status}{why}{stderr_tail(stderr)}{later}", record)
+            raise turns.failed(turn, f"gemini reported {said.status}" + (f": {said.error}" if said.error else ""))
     chat = _keep_chat(home, record)
     if chat is None:
         raise TurnError(f"gemini left no chat record of session {session_id} under {home / GEMINI_DIR}", record)
@@ -150,14 +137,6 @@ class _Said:
         if kind == TURN_END:
             self.status = str(event.get("status") or "")
         return (f"{kind} {event.get('tool_name')}" if kind == "tool_use" else kind), kind == TURN_END
-
-
-def _run_turn(command: list[str], segment: Path, stderr: Path, cwd: Path, env: Mapping[str, str],
-              options: GeminiOptions) -> tuple[StreamOutcome, _Said]:  # fmt: skip
-    said = _Said()
-    outcome = run_streaming(command, segment=segment, stderr=stderr, cwd=cwd, env=env, timeout_s=options.timeout_s,
-                            grace_s=options.exit_grace_s, watch=said.read, name="gemini")  # fmt: skip
-    return outcome, said
 
 
 def _keep_chat(home: Path, record: RunRecord) -> Path | None:

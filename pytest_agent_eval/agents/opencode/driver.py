@@ -9,8 +9,8 @@ first segment too (``run-<label>.subagents``, read out of OpenCode's database: :
 
 A turn ends with a ``step_finish`` whose reason is not ``tool-calls`` (the model answered), or with an ``error``
 event; OpenCode exits then (a CLI still running a few seconds later is stopped, its stream kept). A turn that never
-ends is stopped at the timeout; a turn that failed ends the run. The process is run as every headless driver runs
-its CLI (:mod:`pytest_agent_eval.harness.drivers.stream`).
+ends is stopped at the timeout; a turn that failed ends the run. Each turn is run by the shared turn runner
+(:class:`pytest_agent_eval.harness.drivers.turns.Turns`), as every headless driver's.
 """
 
 from __future__ import annotations
@@ -30,23 +30,15 @@ from pytest_agent_eval.agents.opencode.transcript import (
     kept_cwd,
     kept_subagents,
 )
-from pytest_agent_eval.harness.drivers import RunRecord, TurnError, segment_name
-from pytest_agent_eval.harness.drivers.stream import (
-    NOT_JSON,
-    RESULT_GRACE_S,
-    Launches,
-    event_of,
-    not_run,
-    run_streaming,
-    stderr_tail,
-    unended,
-)
+from pytest_agent_eval.harness.drivers import RunRecord
+from pytest_agent_eval.harness.drivers.stream import NOT_JSON, RESULT_GRACE_S, event_of
+from pytest_agent_eval.harness.drivers.turns import Turns
 from pytest_agent_eval.harness.drivers.watch import STALL_S_STAND_IN
 from pytest_agent_eval.harness.sandbox import Sandbox
 
 
 @dataclass(frozen=True)
-class OpenCodeOptions(Launches):
+class OpenCodeOptions:
     """How every turn of one run is started: the ``opencode`` executable, the config it is given (copied beside the
     first segment), the time a turn may take, the silence that marks it stalled, the sandbox (None only when a test
     switched it off)."""
@@ -71,40 +63,30 @@ def run_opencode(
     """Run every turn; raises :class:`TurnError` (what was recorded kept, later turns not started) when a turn does
     not end or fails, or its subagents' steps cannot be kept. ``env`` names the attempt's ``HOME`` and
     ``XDG_DATA_HOME`` (inside it), which holds OpenCode's database."""
-    if not questions:
-        raise ValueError("no question to ask")
-    out_dir.mkdir(parents=True, exist_ok=True)
-    record = RunRecord(label=label, stall_s=options.stall_s)
+    turns = Turns(questions, label=label, out_dir=out_dir, cwd=cwd, env=env, sandbox=options.sandbox,
+                  name="opencode", timeout_s=options.timeout_s, grace_s=options.exit_grace_s,
+                  stall_s=options.stall_s)  # fmt: skip
+    record = turns.record
     delegated = False
-    for turn, question in enumerate(questions, start=1):
-        segment = out_dir / segment_name(label, turn)
-        stderr = out_dir / segment_name(label, turn, ".stderr")
-        if turn == 1:
-            shutil.copyfile(options.config, kept_config(segment))
-            kept_cwd(segment).write_text(str(cwd), encoding="utf-8")
-        command = options.launch(run_command(options.opencode, question, record.session_id))
+    for turn in turns:
+        if turn.number == 1:
+            shutil.copyfile(options.config, kept_config(turn.segment))
+            kept_cwd(turn.segment).write_text(str(cwd), encoding="utf-8")
         said = _Said()
-        outcome = run_streaming(command, segment=segment, stderr=stderr, cwd=cwd, env=env, timeout_s=options.timeout_s,
-                                grace_s=options.exit_grace_s, watch=said.read, name="opencode")  # fmt: skip
-        record.streamed(segment, stderr, outcome, 0)
+        outcome = turns.run(turn, run_command(options.opencode, turn.question, record.session_id), said.read)
         record.session_id = record.session_id or said.session
-        later = not_run(turn, len(questions))
         delegated = delegated or said.delegated
         unkept = None
         if delegated and record.session_id:  # kept before any failure is said: what ran stays readable
             unkept = _keep_subagents(env, record.session_id, kept_subagents(record.segments[0]))
         if said.error is not None:
-            raise TurnError(
-                f"turn {turn}: opencode reported an error: {said.error}{stderr_tail(stderr)}{later}", record
-            )
+            raise turns.failed(turn, f"opencode reported an error: {said.error}")
         if not said.ended:
-            why = unended(outcome, options.timeout_s)
-            raise TurnError(f"turn {turn}: opencode {why} without ending the turn ({segment}){stderr_tail(stderr)}"
-                            f"{later}", record)  # fmt: skip
+            raise turns.unended(turn, outcome)
         if said.session is None or said.session != record.session_id:
-            raise TurnError(f"turn {turn}: {segment} is not of session {record.session_id}{later}", record)
+            raise turns.failed(turn, f"{turn.segment} is not of session {record.session_id}", stderr=False)
         if unkept is not None:
-            raise TurnError(f"turn {turn}: {unkept}{later}", record)
+            raise turns.failed(turn, unkept, stderr=False)
     return record
 
 

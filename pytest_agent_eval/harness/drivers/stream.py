@@ -21,16 +21,12 @@ import threading
 import time
 from collections.abc import Callable, Mapping
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
-from pytest_agent_eval.harness.binds import LayoutChanged
 from pytest_agent_eval.harness.drivers import AgentInfraError, NotWritten, StreamOutcome
 from pytest_agent_eval.harness.drivers.watch import Silences
 from pytest_agent_eval.harness.process import start_group, stop_group
 from pytest_agent_eval.harness.writes import WriteFailed, append_fd
-
-if TYPE_CHECKING:
-    from pytest_agent_eval.harness.sandbox import Sandbox
 
 RESULT_GRACE_S = 5.0  # how long a CLI may linger after the line that ended its turn before it counts as hung
 _KILL_WAIT_S = 3.0
@@ -38,22 +34,6 @@ _KILL_WAIT_S = 3.0
 # Reads one line of the stream: (what it is, in a few words, for the silences; whether it ends the turn).
 LineWatcher = Callable[[bytes], tuple[str, bool]]
 NOT_JSON = "a non-JSON line"  # what a line that holds no JSON object is, for the silences
-
-
-class Launches:
-    """What a driver's options (a frozen dataclass with a ``sandbox`` field) start a turn's command with."""
-
-    sandbox: Sandbox | None  # where the agent's process tree runs; None only when a test switched it off
-
-    def launch(self, command: list[str]) -> list[str]:
-        """``command`` as started: inside the sandbox when there is one. A turn that changed where the sandbox binds
-        the harness's files in HOME fails here, before the next turn starts, naming what changed."""
-        if self.sandbox is None:
-            return command
-        try:
-            return self.sandbox.wrap(command)
-        except LayoutChanged as exc:
-            raise AgentInfraError(f"the sandbox cannot be built as the harness made it: {exc}") from exc
 
 
 def event_of(raw: str | bytes) -> dict[str, Any] | None:
