@@ -229,6 +229,24 @@ def test_a_replay_takes_the_cassette_of_the_agent_that_recorded_it(tmp_path: Pat
         cassette_backend([recording], replace(CLAUDE_CODE, name="fifth", title="Fifth", stand_in=None))
 
 
+def test_an_agent_with_no_cassette_of_its_own_replays_as_the_dialect_its_stand_in_declares(tmp_path: Path) -> None:
+    """A ``StandIn`` (its own tool names) names its dialect: the cassette is that built-in agent's."""
+    from dataclasses import dataclass
+
+    from pytest_agent_eval.agents.base import StandIn
+    from pytest_agent_eval.agents.claude_code.agent import ClaudeCode
+    from pytest_agent_eval.model import CassetteBackend, cassette_backend
+
+    @dataclass(frozen=True)
+    class NoCassette(ClaudeCode):
+        def cassette(self, segments: object) -> None:
+            return None
+
+    renamed = NoCassette(name="renamed", title="Renamed", stand_in=StandIn("claude-code"))
+    recording = _leaky().write(tmp_path / "run-with-1.jsonl")
+    assert isinstance(cassette_backend([recording], renamed), CassetteBackend)
+
+
 def test_check_agent_fails_an_agent_naming_what_it_must_declare(
     installed: Path, capsys: pytest.CaptureFixture[str]
 ) -> None:

@@ -87,7 +87,7 @@ def cassette_backend(paths: str | Path | Iterable[str | Path], agent: CodingAgen
         return cassette
     from pytest_agent_eval.settings.registry import resolve_agent
 
-    return resolve_agent(agent.stand_in).cassette(listed)
+    return resolve_agent(agent.stand_in_dialect).cassette(listed)
 
 
 __all__ = [

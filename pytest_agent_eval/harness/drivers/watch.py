@@ -1,6 +1,6 @@
 """What every driver watches a turn for, whatever it reads the turn from: an API error that ends the run at
 once, and the silences that mark a turn stalled (this module judges the silences; an agent's driver reads its
-own lines for errors, e.g. :mod:`pytest_agent_eval.agents.claude_code.events`).
+own lines for errors, as Claude Code's ``events`` module in its agent's folder does).
 
 Claude Code's headless driver reads the turn from the CLI's stream-json stdout, the interactive one from the
 session file the CLI appends to; both are JSON lines written one per whole message, tool result or request, so
