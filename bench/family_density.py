@@ -12,6 +12,18 @@ character, a run of whitespace, :mod:`pytest_agent_eval.model.tokenizers`); ``ch
 ``classes``, letters/4 + digits/2 + other characters + whitespace runs. Where the densest real family reads denser
 than the least dense ``growth`` family, that weight cannot tell them apart; where it reads less, the margin is how far
 apart (docs/metrics/occupancy.md, "What it cannot see": too thin for a rule).
+
+Then whether a lump per gap tells it where a density cannot: context beside results is about the same amount in every
+gap, a denser family's excess grows with its results' characters. Per session and family (the families of a gap's
+results), over the clean gaps occupancy's calibration kept, each gap's excess is its growth net of framing and thinking
+less its characters at the ratio of the session's gaps of other families; ``excess = a + b × characters`` is fitted by
+least squares where the family has gaps of two sizes or more and two gaps or more of other families stand beside them.
+``a`` beyond EVICTION_FLOOR_TOKENS would be the lump. Its standard error takes each gap's noise from the other
+families' gaps: their scatter about their own pooled ratio (σ, tokens per gap). ``truth``: what the server counted
+beside the family's results, per gap. Last, per counting model, the context's family against the real ones (nothing
+beside them): those whose lump is beyond the floor at as many σ, and how many of those whose gaps grew by more than
+the floor beyond the other families' terms have too few gaps to fit at all (docs/metrics/occupancy.md, "What it
+cannot see": it does not separate).
 """
 
 from __future__ import annotations
@@ -20,16 +32,18 @@ import math
 import re
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import dataclass
 
 from occupancy_accuracy import corpora, first_segments
 from tabulate import tabulate
 
 from pytest_agent_eval.agents.claude_code.transcript import read_segments
-from pytest_agent_eval.metrics.occupancy import family
+from pytest_agent_eval.metrics import occupancy as occ
+from pytest_agent_eval.metrics.occupancy import EVICTION_FLOOR_TOKENS, family
 from pytest_agent_eval.model.truth import read_truth_log
 from pytest_agent_eval.model.usage import declared_server_context
 from pytest_agent_eval.tool import CODEGRAPH
-from pytest_agent_eval.transcript import MAIN, ToolResult, segment_files
+from pytest_agent_eval.transcript import MAIN, Session, ToolResult, segment_files
 
 MIN_CHARS = 300
 _PIECES = re.compile(r" ?[A-Za-z]+| ?\d{1,3}| ?[^\sA-Za-z\d]|\s+")
@@ -98,6 +112,81 @@ def denser(rows: list[tuple[str, str, str, str, str, int, int]], weight: Callabl
     return max(real), min(growth)
 
 
+def kept_gaps(session: Session) -> tuple[list[occ._Gap], list[float]]:
+    """The clean gaps occupancy's calibration kept (those whose family read as growth beside results too), and each
+    one's growth net of its framing and thinking at the run's terms (occupancy's first calibration)."""
+    _, gaps, _ = occ._gaps(session, CODEGRAPH)
+    occ._declared_output(session, gaps)
+    occ._returning(gaps)
+    pricing = occ._calibrate(gaps)
+    framing = pricing.framing if pricing.framing_calibration == occ.MEASURED else None
+    kept = [g for g in gaps if g.measured or g.beside]
+    return kept, [occ._net(g, framing) for g in kept]
+
+
+def _fit(sizes: list[int], excesses: list[float]) -> tuple[float, float]:
+    """Least squares ``excess = a + b × size``: (a, b)."""
+    mean_size, mean_excess = sum(sizes) / len(sizes), sum(excesses) / len(excesses)
+    spread = sum((x - mean_size) ** 2 for x in sizes)
+    b = sum((x - mean_size) * (e - mean_excess) for x, e in zip(sizes, excesses, strict=True)) / spread
+    return mean_excess - b * mean_size, b
+
+
+@dataclass
+class Lump:
+    """One family of one session: its kept gaps' excess over the other families' terms, fitted against their sizes."""
+
+    model: str
+    session: str  # class/session
+    family: str  # the families of its gaps' results, joined by "+"
+    gaps: int
+    apart: float  # the largest gap's characters over the smallest's
+    excess: float  # per gap, tokens
+    lump: float | None  # a, tokens per gap (None: one gap, or gaps of one size, or fewer than two of other families)
+    error: float  # a's standard error, tokens
+    truth: float  # what the server counted beside the family's results, per gap
+
+    @property
+    def sigmas(self) -> float:
+        return self.lump / self.error if self.error else math.inf
+
+
+def lumps() -> list[Lump]:
+    """Every family of every session that has gaps of other families beside its own, fitted where it can be."""
+    found = []
+    for model, sessions, _ in corpora():
+        for first in first_segments(sessions):
+            session = read_segments(segment_files(first))
+            call_ids = {r.uuid: r.call_id for r in session.timeline if isinstance(r, ToolResult) and r.thread == MAIN}
+            kept, nets = kept_gaps(session)
+            groups = [frozenset(fam for fam, _, _ in g.results) for g in kept]
+            name = f"{first.relative_to(sessions).parts[0]}/{first.parent.name}"
+            for group in set(groups):
+                mine = [i for i, g in enumerate(groups) if g == group]
+                others = [j for j, g in enumerate(groups) if not g & group]
+                if not others:
+                    continue
+                sizes = [kept[i].shown_chars for i in mine]
+                theirs = sum(kept[j].shown_chars for j in others) / sum(nets[j] for j in others)
+                excesses = [nets[i] - sizes[k] / theirs for k, i in enumerate(mine)]
+                truth = sum(
+                    declared_server_context({"type": "tool_result", "tool_use_id": call_ids.get(uuid, "")})
+                    for i in mine
+                    for uuid in kept[i].uuids
+                )
+                row = Lump(model, name, "+".join(sorted(group)), len(mine), max(sizes) / min(sizes),
+                           sum(excesses) / len(mine), None, 0.0, truth / len(mine))  # fmt: skip
+                if len(others) >= 2 and len(set(sizes)) >= 2:
+                    scatter = [nets[j] - kept[j].shown_chars / theirs for j in others]
+                    sigma = math.sqrt(sum(e * e for e in scatter) / (len(others) - 1))
+                    mean_size = sum(sizes) / len(sizes)
+                    spread = sum((x - mean_size) ** 2 for x in sizes)
+                    row.lump, _ = _fit(sizes, excesses)
+                    row.error = sigma * math.sqrt(1 / len(sizes) + mean_size**2 / spread)
+                found.append(row)
+    return found
+
+
 def main() -> int:
     rows = results()
     table = []
@@ -108,6 +197,31 @@ def main() -> int:
             table.append([model, name, f"{real:.2f}× ({where})", f"{grown:.2f}× ({grown_where})", margin])
     headers = ["model", "weight", "densest real family", "least dense growth family", "margin"]
     print(tabulate(table, headers=headers))
+    print()
+    every = sorted(lumps(), key=lambda r: (r.model, r.session, r.family))
+    fitted = [r for r in every if r.lump is not None]
+    table = [[r.model, r.session, r.family, r.gaps, f"{r.apart:.3f}", f"{r.excess:+,.0f}", f"{r.lump:+,.0f}",
+              f"{r.error:,.0f}", f"{r.sigmas:+.1f}", f"{r.truth:,.0f}"] for r in fitted]  # fmt: skip
+    headers = ["model", "session", "family", "gaps", "sizes apart", "excess/gap", "lump a", "± (1σ)", "a/σ", "truth"]
+    print("a lump per gap (a) or a share per character? excess = a + b × characters over a family's kept gaps")
+    print(tabulate(table, headers=headers, disable_numparse=True))
+    print()
+    verdict = []
+    for model in sorted({r.model for r in every}):
+        mine = [r for r in every if r.model == model]
+        real = [r for r in fitted if r.model == model and not r.truth and r.lump > EVICTION_FLOOR_TOKENS]
+        dense = [r for r in mine if not r.truth and r.excess > EVICTION_FLOOR_TOKENS]
+        for r in (r for r in fitted if r.model == model and r.truth):
+            as_sure = [
+                f"{o.session} {o.family} {o.lump:+,.0f} ({o.sigmas:+.1f}σ)" for o in real if o.sigmas >= r.sigmas
+            ]
+            verdict.append([model, f"{r.session} {r.family}", f"{r.truth:,.0f}",
+                            f"{r.lump:+,.0f} ± {r.error:,.0f} ({r.sigmas:+.1f}σ)", "; ".join(as_sure) or "none",
+                            f"{sum(o.lump is None for o in dense)}/{len(dense)}"])  # fmt: skip
+    floor = EVICTION_FLOOR_TOKENS
+    headers = ["model", "context beside", "truth", "lump a", f"real families with a lump > {floor}, as sure",
+               f"real families denser by > {floor}/gap, unfittable"]  # fmt: skip
+    print(tabulate(verdict, headers=headers, disable_numparse=True))
     return 0
 
 

@@ -38,7 +38,8 @@ FIGURES = {
 # beside a result with nothing in the transcript to tell it, where the family reads less than GROWTH_FACTOR denser than
 # the others, reads as that family's density (growth/every-step-with: 1.32x to 1.38x, where real families of the bench
 # differ by up to 1.73x; bench/family_density.py: no weighing of the characters sets them apart by more than 1.01x
-# under the stand-in's counting). The family's bar, Occupancy.denser, covers it
+# under the stand-in's counting, and a lump per gap fitted against the gaps' sizes reads 1.0-1.1 sigma there, less sure
+# than real families' lumps). The family's bar, Occupancy.denser, covers it
 # (test_a_family_read_denser_than_the_others_is_off_by_no_more_than_its_bar). Results are scored against their own
 # tokens, the context apart.
 MISSES = {("stand-in", "growth"), ("o200k_base", "growth"), ("cl100k_base", "growth")}
