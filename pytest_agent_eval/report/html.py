@@ -238,8 +238,8 @@ def _comparison(result: GateResult | None, compared_with: str | None, replayed: 
     return (
         f'<section id="comparison" data-gate="{state}"><h2>Compared with {_e(compared_with or "the baseline")}</h2>'
         f'<p class="gate {state}">{_e(verdict)}</p>{problems}'
-        '<p class="hint">before → after are medians; the change of the means carries its bootstrap interval '
-        "(paired by run where both sides ran the same runs)</p>"
+        '<p class="hint">before → after are medians; the mean of the paired changes (run k against run k) carries '
+        "the verdict's interval, its method named (none below 3 pairs, t up to 30, bootstrap from 30)</p>"
         f"{table}</section>"
     )
 
@@ -374,7 +374,7 @@ def _table(found: Aggregate) -> str:
 
 
 def _paired_table(found: Aggregate, arm: str, reference: str) -> str:
-    """Arm − reference per entry, run against run, with a bootstrap interval of the mean difference."""
+    """Arm − reference per entry, run against run, with the interval their number allows of the mean difference."""
     tool = tool_name(found.records)
     simulated = " (simulated)" if simulated_cost(found.records) else ""
     lines = []
