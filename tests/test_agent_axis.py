@@ -211,10 +211,17 @@ def test_two_runs_of_one_campaign_give_the_same_summary_and_report(project):
         assert first == second, "\n".join(difflib.unified_diff(first.splitlines(), second.splitlines(), lineterm=""))
 
 
-def test_a_keyword_that_selects_no_agent_item_names_the_entries(project):
-    found = project.pytester.runpytest(*args("none", "-k", "nosuchentry"))
+@pytest.mark.parametrize("workers", [(), ("-n", "2")], ids=["alone", "xdist"])
+def test_a_keyword_that_selects_no_agent_item_names_the_entries(project, workers):
+    """Under xdist the controller collects nothing: its workers say what -k selected and left out."""
+    found = project.pytester.runpytest(*args("none", "-k", "nosuchentry", *workers))
     found.assert_outcomes()
     found.stdout.fnmatch_lines(["agent-eval: -k 'nosuchentry' selected no agent item; the entries are express, gin *"])
+    if workers:
+        some = project.pytester.runpytest(*args("some", "-k", "express and with-1 and not codex", *workers))
+        some.assert_outcomes(passed=1)
+        assert "selected no agent item" not in some.stdout.str()
+        return
     chosen = project.pytester.runpytest(*args("one", "-k", "express and with", "--collect-only"))
     assert "selected no agent item" not in chosen.stdout.str()
     # the header names the configured arms; a selection of fewer says which it runs
