@@ -523,7 +523,7 @@ def _transcript(session: Session, scores: dict[str, Any], tool: RetrievalTool) -
         marks[call.id] = _explore_mark(verdict, cited)
 
     out = []
-    for item in session.timeline:
+    for item in _results_in_call_order(session):
         thread = "" if item.thread == "main" else f'<span class="thread">subagent {_e(item.thread[-8:])}</span> '
         if isinstance(item, Message):
             if item.text.strip():
@@ -559,6 +559,23 @@ def _transcript(session: Session, scores: dict[str, Any], tool: RetrievalTool) -
         answer = "\n\n".join(answers)
         out.append(f'<div class="answer"><h4>Final answer</h4><pre>{_e(_clip(answer, TEXT_CHARS))}</pre></div>')
     return f'<div class="timeline">{"".join(out)}</div>'
+
+
+def _results_in_call_order(session: Session) -> list[Any]:
+    """The timeline, each run of consecutive tool results in the order of their calls: an agent records the
+    results of parallel calls as they finish, which no two runs share (docs/report.md, "One order")."""
+    position = {call.id: index for index, call in enumerate(session.calls)}
+    out: list[Any] = []
+    results: list[ToolResult] = []
+    for item in [*session.timeline, None]:
+        if isinstance(item, ToolResult):
+            results.append(item)
+            continue
+        out += sorted(results, key=lambda result: position.get(result.call_id, len(position)))
+        results = []
+        if item is not None:
+            out.append(item)
+    return out
 
 
 def _cli_mark(command: Mapping[str, Any] | None, denial: str) -> str:
