@@ -1,3 +1,4 @@
+import dataclasses
 import re
 from pathlib import Path
 
@@ -130,6 +131,10 @@ def test_verdict_banner_says_which_arm_did_better(campaign):
     assert 'class="change no-interval" data-figure="residual_tokens">retrieval residual +' in lines["gin"]
     assert "(n=1: too few pairs for an interval)" in lines["gin"]
     assert "with vs without, 2 entries, 3 paired runs" in lines["overall"]
+    # on a stand-in, what running the campaign again repeats, and what a CLI's own bytes move (docs/report.md)
+    assert '<p class="hint repeats">run again, a campaign on the stand-in gives these figures again' in banner
+    real = [dataclasses.replace(record, backend={"name": "anthropic"}) for record in campaign.items()]
+    assert 'class="hint repeats"' not in render_html(real, "t", "note", campaign.path)
 
 
 def test_each_run_context_over_its_requests_stacked_by_family(campaign):

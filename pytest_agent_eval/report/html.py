@@ -172,7 +172,7 @@ def render_html(
         _warnings(found),
         _replay(replayed),
         "<main>",
-        _verdict_banner(found_verdicts, tool_name(records)),
+        _verdict_banner(found_verdicts, tool_name(records), simulated_cost(records)),
         _comparison(comparison, compared_with, replayed is not None),
         '<section id="tables"><h2>Per entry × arm</h2>',
         '<p class="hint">median [min–max] over the scored runs of each arm</p>',
@@ -247,8 +247,16 @@ def _comparison(result: GateResult | None, compared_with: str | None, replayed: 
 VERDICT_CLASSES = {BETTER: "better", WORSE: "worse", UNCLEAR: "unclear"}
 
 
-def _verdict_banner(found: list[Verdict], tool: str) -> str:
-    """Which arm did better: a line per entry (and overall), each figure's change with its interval, in words."""
+REPEATS = (
+    "run again, a campaign on the stand-in gives these figures again but for times and durations, where the agent "
+    "sends the stand-in the same requests; what a CLI puts of its own into them (a shell result's wall time, what it "
+    'resends after --resume) moves its token counts, as docs/report.md "Two runs of one campaign" measures per agent'
+)
+
+
+def _verdict_banner(found: list[Verdict], tool: str, stand_in: bool = False) -> str:
+    """Which arm did better: a line per entry (and overall), each figure's change with its interval, in words; on
+    a stand-in, what running the campaign again would and would not repeat."""
     if not found:
         return ""
     lines = []
@@ -271,7 +279,10 @@ def _verdict_banner(found: list[Verdict], tool: str) -> str:
         '<section id="verdict" class="banner"><h2>Verdict</h2><p class="hint">the change of each figure, run '
         "against run (mean [95% interval], the method named: none below 3 pairs, t up to 30, bootstrap from 30); "
         "better or worse only when the interval lies wholly on one side of no change, or every pair gave the same "
-        "change</p>" + "".join(lines) + "</section>"
+        "change</p>"
+        + "".join(lines)
+        + (f'<p class="hint repeats">{_e(REPEATS)}</p>' if stand_in else "")
+        + "</section>"
     )
 
 
