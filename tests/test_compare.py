@@ -302,7 +302,7 @@ def test_a_noise_aware_rule_over_too_few_runs_is_undecided_and_the_gate_does_not
     assert row.verdict == "UNDECIDED allocation:-5pt@95 (n=2: too few pairs for an interval: 3 paired runs needed)"
     text = render_gate(result)
     assert "1 verdict(s) undecided" in text and "gate: UNDECIDED (fails)" in text
-    # two pairs state no interval, never a tight one (a bootstrap of two values gave [-61.5pt, -60.0pt])
+    # two pairs state no interval, never a tight one (the bootstrap of two pairs gave [-61.0pt, -60.0pt])
     line = next(line for line in render_comparison(result.rows).splitlines() if " allocation " in line)
     assert "-60.5pt (n=2: too few pairs for an interval)" in line and "[" not in line
     assert row.interval.low is None and gate_summary(result)["undecided"][0]["interval"] is None
