@@ -197,7 +197,7 @@ def build_parser() -> argparse.ArgumentParser:
         metavar="RULES",
         default=None,
         help="fail (exit 1) when a figure regresses, e.g. allocation:-5pt,sufficient_share:-10pt,residual_tokens:+20%%;"
-        " @95 after a rule: only when the change's 95%% bootstrap interval lies beyond the threshold",
+        " @95 after a rule: only when the change's 95%% interval (the verdict's) lies beyond the threshold",
     )
     cmd.add_argument(
         "--min-pairs",

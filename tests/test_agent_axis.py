@@ -6,7 +6,6 @@ showing the agents side by side; and the real Claude Code and Codex CLIs' campai
 
 from __future__ import annotations
 
-import difflib
 import json
 import re
 import subprocess
@@ -17,6 +16,7 @@ import pytest
 from support.browser import CHROMIUM, chart, chromium
 from support.e2e import RealTools, inner_env, leftovers, run_pytest, summary
 from support.paths import REPO
+from support.sameness import differences, masked
 from support.second_agent import NEXT, REFERENCE, add_next, without_reading
 from support.sessions import api_error
 from support.standin import NEXT_CALL, Q_EXPRESS, Q_GIN, Project, clean_scripts, entry
@@ -168,35 +168,6 @@ def only_campaign(folder: Path) -> Path:
     return campaign
 
 
-TIME_KEY = re.compile(r"(_s|_ms|_at|time|times|started|ended|generated|duration|durations)$")
-
-
-def timeless(data: object) -> object:
-    """``data`` without what no two sessions share: every key naming a time or a duration (a figure, a driver's
-    timings, a verdict's duration_s), at any depth."""
-    if isinstance(data, dict):
-        return {k: timeless(v) for k, v in data.items() if not TIME_KEY.search(str(k))}
-    if isinstance(data, list):  # a verdict's better_on / the_other_way name figures: duration_s among them
-        return [timeless(v) for v in data if not (isinstance(v, str) and TIME_KEY.search(v))]
-    return data
-
-
-def masked(text: str, campaign: Path) -> str:
-    """A summary or report with the campaign's name and folder masked, and what no two sessions share: times and
-    durations (in summary.json by key; in report.html the values they print as, and each duration's change)."""
-    text = text.replace(str(campaign), "CAMPAIGN").replace(campaign.name, "CAMPAIGN")
-    text = re.sub(r"127\.0\.0\.1:\d+", "127.0.0.1:PORT", text)  # each session's model server listens anew
-    text = re.sub(r"popen-gw\d/repo\d+", "REPO", text)  # this test's repository fixture: a worker's own copy
-    if text.startswith("{"):
-        return json.dumps(timeless(json.loads(text)), indent=1)
-    text = re.sub(r"\b\d{4}-\d\d-\d\dT[\d:.+-]+Z?", "T", text)  # timestamps
-    text = re.sub(r"\b\d+(?:\.\d+)?m?s\b|\b\d+m \d+s\b", "Ns", text)  # durations as printed
-    text = re.sub(r'(data-figure="duration_s">)[^<]*', r"\1D", text)  # a duration's change, and its words
-    text = re.sub(r"(duration \d+ · )|(duration_s&quot;: )[^,]*", "D", text)
-    text = re.sub(r"(?:; the other way:)? duration(?=[,<])|,? duration(?=[;<])", "", text)  # what a verdict rests on
-    return text
-
-
 @pytest.mark.slow
 def test_two_runs_of_one_campaign_give_the_same_summary_and_report(project):
     """Two sessions of one campaign, their items finishing in whatever order two workers finish them: the same
@@ -208,13 +179,20 @@ def test_two_runs_of_one_campaign_give_the_same_summary_and_report(project):
         campaign = only_campaign(project.path / name)
         found.append([masked((campaign / f).read_text(), campaign) for f in ("summary.json", "report.html")])
     for first, second in zip(*found, strict=True):
-        assert first == second, "\n".join(difflib.unified_diff(first.splitlines(), second.splitlines(), lineterm=""))
+        assert first == second, differences(first, second)
 
 
-def test_a_keyword_that_selects_no_agent_item_names_the_entries(project):
-    found = project.pytester.runpytest(*args("none", "-k", "nosuchentry"))
+@pytest.mark.parametrize("workers", [(), ("-n", "2")], ids=["alone", "xdist"])
+def test_a_keyword_that_selects_no_agent_item_names_the_entries(project, workers):
+    """Under xdist the controller collects nothing: its workers say what -k selected and left out."""
+    found = project.pytester.runpytest(*args("none", "-k", "nosuchentry", *workers))
     found.assert_outcomes()
     found.stdout.fnmatch_lines(["agent-eval: -k 'nosuchentry' selected no agent item; the entries are express, gin *"])
+    if workers:
+        some = project.pytester.runpytest(*args("some", "-k", "express and with-1 and not codex", *workers))
+        some.assert_outcomes(passed=1)
+        assert "selected no agent item" not in some.stdout.str()
+        return
     chosen = project.pytester.runpytest(*args("one", "-k", "express and with", "--collect-only"))
     assert "selected no agent item" not in chosen.stdout.str()
     # the header names the configured arms; a selection of fewer says which it runs

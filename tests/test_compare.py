@@ -4,9 +4,19 @@ import math
 import pytest
 from support.records import with_run, without_run
 
+from pytest_agent_eval.campaign.record import as_records
 from pytest_agent_eval.cli import main
-from pytest_agent_eval.report.aggregate import Row
-from pytest_agent_eval.report.compare import compare, gate, gate_line, medians, render_comparison, render_gate
+from pytest_agent_eval.report.aggregate import Row, aggregate
+from pytest_agent_eval.report.compare import (
+    compare,
+    gate,
+    gate_line,
+    gate_summary,
+    medians,
+    render_comparison,
+    render_gate,
+)
+from pytest_agent_eval.report.verdict import verdicts
 from pytest_agent_eval.settings.config import OptionError
 from pytest_agent_eval.settings.parsers import Rule
 from pytest_agent_eval.settings.parsers import parse_rules as parse_compare_fail
@@ -148,7 +158,7 @@ def test_render_comparison_names_entry_metric_before_after_change():
     assert "warning: n=1: one run is no measurement (give --agent-eval-runs 2 or more)" in text
     head = ["entry", "arm", "metric", "before", "after", "change", "mean", "[95%", "interval]", "n", "rule"]
     assert text.splitlines()[0].split() == head
-    assert "n<2: no interval" in line  # the current side has one run
+    assert "(n=1: too few pairs for an interval)" in line  # the current side has one run: one pair
     assert text.rstrip().endswith("1 regression(s) beyond --compare-fail thresholds")
 
 
@@ -275,40 +285,49 @@ def test_parse_reads_a_confidence_and_refuses_a_silly_one():
 
 
 def test_a_noise_aware_rule_fails_only_when_the_whole_interval_is_beyond_the_threshold():
-    # a clear drop of ~30pt with little noise: every resample is beyond -5pt
+    # a clear drop of ~30pt with little noise: the whole t interval is beyond -5pt
     row, result = allocation_row([0.80, 0.82, 0.78, 0.81], [0.50, 0.52, 0.49, 0.51])
     assert row.failed and not row.undecided and result.failed
-    low, high = row.interval
-    assert low <= row.mean_change <= high < -5 and row.paired
+    assert row.interval.method == "t" and row.interval.low <= row.mean_change <= row.interval.high < -5
     # a median drop of 10pt, but one noisy run: the interval reaches past -5pt, so the rule does not fail
     row, result = allocation_row([0.80, 0.80, 0.80], [0.70, 0.70, 0.95])
     assert row.change == pytest.approx(-10.0) and parse_compare_fail("allocation:-5pt")[0].fails(row.change)
-    assert not row.failed and row.interval[1] > -5 and not result.failed
+    assert not row.failed and row.interval.high > -5 and not result.failed
     assert row.verdict == "ok allocation:-5pt@95"
 
 
 def test_a_noise_aware_rule_over_too_few_runs_is_undecided_and_the_gate_does_not_pass():
-    row, result = allocation_row([0.80, 0.80], [0.20, 0.20])
+    row, result = allocation_row([0.80, 0.82], [0.20, 0.21])
     assert row.undecided and not row.failed and result.failed
-    assert row.verdict == "UNDECIDED allocation:-5pt@95 (n too small: 3 runs a side needed)"
+    assert row.verdict == "UNDECIDED allocation:-5pt@95 (n=2: too few pairs for an interval: 3 paired runs needed)"
     text = render_gate(result)
     assert "1 verdict(s) undecided" in text and "gate: UNDECIDED (fails)" in text
+    # two pairs state no interval, never a tight one (the bootstrap of two pairs gave [-61.0pt, -60.0pt])
+    line = next(line for line in render_comparison(result.rows).splitlines() if " allocation " in line)
+    assert "-60.5pt (n=2: too few pairs for an interval)" in line and "[" not in line
+    assert row.interval.low is None and gate_summary(result)["undecided"][0]["interval"] is None
     # the same drop under a point rule decides: the medians moved 60pt
     row, result = allocation_row([0.80, 0.80], [0.20, 0.20], "allocation:-5pt")
     assert row.failed and not row.undecided
 
 
-def test_every_row_carries_the_interval_of_its_change_unpaired_when_runs_do_not_pair():
+def test_every_row_carries_the_interval_of_its_paired_change_and_runs_that_do_not_pair_decide_nothing():
     before = runs_of([0.80, 0.82, 0.78])
-    after = [with_allocation(run, value) for run, value in ((4, 0.6), (5, 0.62), (6, 0.58))]
+    after = runs_of([0.60, 0.63, 0.58])
     result = gate(before, after, parse_compare_fail("allocation:-5pt@95"))
     row = next(r for r in result.rows if r.metric == "allocation")
-    assert not row.paired and row.failed
-    assert row.mean_change == pytest.approx(-20.0)
+    assert row.failed and row.mean_change == pytest.approx(-19.667, abs=1e-3)
     text = render_comparison(result.rows)
     line = next(line for line in text.splitlines() if " allocation " in line)
-    assert f"-20.0pt [{row.interval[0]:+.1f}pt, {row.interval[1]:+.1f}pt]" in line
-    assert "FAILED allocation:-5pt@95" in line
+    low, high = row.interval.low, row.interval.high
+    assert f"-19.7pt [{low:+.1f}pt, {high:+.1f}pt] (t, 3 pairs)" in line and "FAILED allocation:-5pt@95" in line
+    # runs 4-6 after against runs 1-3 before: no run k on both sides, so no change to take an interval of
+    moved = [with_allocation(run, value) for run, value in ((4, 0.6), (5, 0.62), (6, 0.58))]
+    row = next(
+        r for r in gate(before, moved, parse_compare_fail("allocation:-5pt@95")).rows if r.metric == "allocation"
+    )
+    assert row.interval is None and row.undecided and not row.failed
+    assert "no run pairs" in row.verdict
 
 
 def test_a_zero_threshold_passes_no_change_and_fails_any_regression():
@@ -368,3 +387,62 @@ def test_cli_compare_skips_a_record_whose_figure_is_not_a_number_naming_it(tmp_p
     assert f"{current}: record 1: figures.allocation: expected a number or null, got 'high': skipped" in captured.err
     assert "express  with     allocation           75.2%     75.2%" in captured.out
     assert "2→1" in captured.out
+
+
+def test_every_pair_changing_alike_decides_a_noise_aware_rule_as_the_verdict_does():
+    """A scripted stand-in repeats itself: every pair the same change has no spread, which the verdict reads as a
+    decided change ("every run gave the same value"), not as a point interval nor as undecided."""
+    row, result = allocation_row([0.80, 0.80, 0.80], [0.50, 0.50, 0.50])
+    assert row.interval.method == "same" and row.failed and not row.undecided
+    assert "-30.0pt (every run gave the same value, 3 pairs)" in render_comparison(result.rows)
+    row, _ = allocation_row([0.80, 0.80, 0.80], [0.78, 0.78, 0.78])
+    assert row.interval.method == "same" and not row.failed and row.verdict == "ok allocation:-5pt@95"
+
+
+def residual_runs(arm: str, values: list[float]) -> list[dict]:
+    return [
+        {
+            "id": f"express-{arm}-{run}",
+            "entry": "express",
+            "arm": arm,
+            "run": run,
+            "outcome": "passed",
+            "figures": {"residual_tokens": value},
+        }
+        for run, value in enumerate(values, start=1)
+    ]
+
+
+@pytest.mark.parametrize(
+    "without, with_",
+    [
+        ([40000, 41000, 39000, 42000], [11000, 12500, 10000, 13000]),  # a t interval
+        ([40000, 40000], [10000, 12000]),  # too few pairs: none
+        ([40000, 40000, 40000], [10000, 10000, 10000]),  # every run the same
+        ([40000 + 100 * k for k in range(30)], [12000 + 37 * (k % 7) * (-1) ** k for k in range(30)]),  # bootstrap
+    ],
+)
+def test_compare_and_the_gate_state_the_interval_the_verdict_states(without, with_):
+    """One figure, one interval: a campaign's verdict on with vs without, and compare / the gate of a baseline
+    whose runs are the without-arm's against a current whose runs are the with-arm's, give the same mean change,
+    the same interval and the same method (the gate in percent)."""
+    records = as_records([*residual_runs("with", with_), *residual_runs("without", without)])
+    verdict = next(v for v in verdicts(aggregate(records)) if v.label == "express")
+    expected = verdict.change("residual_tokens").interval
+    rules = parse_compare_fail("residual_tokens:+20%@95")
+    result = gate(residual_runs("with", without), residual_runs("with", with_), rules)
+    row = next(r for r in result.rows if r.metric == "residual_tokens" and r.rule)
+    (shown,) = [
+        r
+        for r in compare(residual_runs("with", without), residual_runs("with", with_))
+        if r.metric == "residual_tokens"
+    ]
+    for found in (row.interval, shown.interval):
+        assert found.method == expected.method and found.n == expected.n
+        assert found.mean == pytest.approx(expected.mean * 100)
+        if expected.has_interval:
+            assert (found.low, found.high) == pytest.approx((expected.low * 100, expected.high * 100))
+        else:
+            assert not found.has_interval
+    undecided = "UNDECIDED residual_tokens:+20%@95 (n=2: too few pairs for an interval: 3 paired runs needed)"
+    assert row.verdict == (undecided if expected.method == "too few" else "ok residual_tokens:+20%@95")

@@ -21,6 +21,7 @@ from pathlib import Path
 
 import pytest
 from support.e2e import RealTools, inner_env, leftovers, run_pytest, summary
+from support.sameness import differences, masked
 
 from pytest_agent_eval.agents.claude_code import STANDIN_API_KEY
 from pytest_agent_eval.agents.claude_code.transcript import read_segments
@@ -175,6 +176,26 @@ def test_both_arms_two_runs_three_turns_under_xdist(real_tools: RealTools, tag: 
     # the session fixture built express's index; two workers and four items built none
     assert len(_index_builds(real_tools.cache)) == builds_before
     assert leftovers(tag, tmp_path) == []
+
+
+def test_two_runs_of_the_main_job_give_the_same_summary_and_report(
+    real_tools: RealTools, tag: str, tmp_path: Path
+) -> None:
+    """README's main job twice: summary.json and report.html byte for byte the same but for what no two runs share
+    (support/sameness.py; docs/report.md, "Two runs of one campaign"). The stand-in's call ids were random and moved
+    the token counts of every prompt that repeats them, and a run's parallel results showed in the order they
+    finished."""
+    args = ["evals", "-k", "express", "--agent-eval-backend", "scripted", "--agent-eval-offline"]
+    found = []
+    for name in ("run1", "run2"):  # names alike in length and letters: the workspace path the agent sees counts alike
+        out = tmp_path / name / "out"
+        done = run_pytest([*args, f"--agent-eval-out={out}"], REPO, inner_env(real_tools, tag), tmp_path / name)
+        assert done.returncode == 0, done.stdout[-3000:]
+        (campaign,) = [path for path in out.iterdir() if path.is_dir()]
+        texts = [(campaign / name).read_text(encoding="utf-8") for name in ("summary.json", "report.html")]
+        found.append([masked(text, campaign, tmp_path / name) for text in texts])
+    for first, second in zip(*found, strict=True):
+        assert first == second, differences(first, second)
 
 
 # -- b. a hanging API request ---------------------------------------------------------------------------------

@@ -1,9 +1,10 @@
+import dataclasses
 import re
 from pathlib import Path
 
 import pytest
 from support.browser import CHROMIUM, chart, chromium
-from support.synth import Transcript, explore_response
+from support.synth import Transcript, explore_response, tool_use
 
 from pytest_agent_eval.agents.claude_code.transcript import read_segments
 from pytest_agent_eval.campaign.store import Campaign
@@ -130,6 +131,10 @@ def test_verdict_banner_says_which_arm_did_better(campaign):
     assert 'class="change no-interval" data-figure="residual_tokens">retrieval residual +' in lines["gin"]
     assert "(n=1: too few pairs for an interval)" in lines["gin"]
     assert "with vs without, 2 entries, 3 paired runs" in lines["overall"]
+    # on a stand-in, what running the campaign again repeats, and what a CLI's own bytes move (docs/report.md)
+    assert '<p class="hint repeats">run again, a campaign on the stand-in gives these figures again' in banner
+    real = [dataclasses.replace(record, backend={"name": "anthropic"}) for record in campaign.items()]
+    assert 'class="hint repeats"' not in render_html(real, "t", "note", campaign.path)
 
 
 def test_each_run_context_over_its_requests_stacked_by_family(campaign):
@@ -334,3 +339,36 @@ def test_a_contaminated_without_arm_shows_its_leaks(tmp_path):
     )
     assert '<span class="error leak">tool output: explore heading</span>' in section
     assert re.search(r'<details class="result leaked"><summary>result [\d,]+ chars <span class="error leak">', section)
+
+
+def parallel_reads(path: Path, finished: tuple[int, int]) -> Path:
+    """A without-arm run that reads two files in one message; their results recorded in the order ``finished``
+    (an agent runs parallel calls at once and records each result as it comes)."""
+    t = Transcript()
+    t.init()
+    t.user(QUESTION)
+    calls = t.calls(
+        tool_use("Read", file_path="/repo/lib/response.js"), tool_use("Read", file_path="/repo/lib/utils.js")
+    )
+    contents = ["     1→function send(body) {}\n", "     1→exports.etag = etag;\n"]
+    for index in finished:
+        t.reply(calls[index], contents[index])
+    t.say("lib/response.js")
+    t.result("lib/response.js")
+    return t.write(path)
+
+
+def test_parallel_results_show_in_the_order_of_their_calls_whatever_order_they_finished_in(tmp_path):
+    """Two runs of one campaign showed a message's parallel Reads' results in the order they finished: one order."""
+    pages = []
+    for finished in ((0, 1), (1, 0)):
+        campaign = Campaign.create(tmp_path / f"out{finished[0]}", {"backend": "scripted"})
+        path = parallel_reads(campaign.item_dir("express-without-1") / "run-express-without-1.jsonl", finished)
+        scores = score_session(read_segments([path]), tool=CODEGRAPH)
+        segments = [str(path.relative_to(campaign.path))]
+        record = {"id": "express-without-1", "entry": "express", "arm": "without", "run": 1, "outcome": "passed",
+                  "segments": segments, "scores": scores}  # fmt: skip
+        campaign.record(record)
+        pages.append(run_section(render_html(campaign.items(), "t", "note", campaign.path), "express-without-1"))
+    shown = [re.findall(r"<pre>\s*1→([^\n<]*)", page) for page in pages]
+    assert shown[0] == shown[1] == ["function send(body) {}", "exports.etag = etag;"]

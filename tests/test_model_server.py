@@ -465,6 +465,35 @@ def test_with_arm_explores_reads_the_trimmed_file_then_cites_section_headers() -
     assert "`createETagGenerator`" in said and "`jsonp`" in said
 
 
+def _call_ids(item: Path) -> list[str]:
+    """The ids of the calls a scripted server, its log pointed at ``item``'s record, makes in a with-arm turn."""
+    messages = [_user("How does res.send decide the Content-Type and ETag?"), ENV]
+    item.mkdir(parents=True)
+    log = RequestLog()
+    with serve(make_backend("scripted"), log=log) as server, log.into(item / "model-requests.jsonl"):
+        explore = _turn(server.url, messages, WITH_TOOLS)["content"][0]
+        _result(messages, explore["id"], EXPLORE_TEXT)
+        read = _turn(server.url, messages, WITH_TOOLS)["content"][0]
+        _result(messages, read["id"], "1\tvar res = module.exports")
+        _turn(server.url, messages, WITH_TOOLS)
+        replies = [message["content"] for message in messages if message["role"] == "assistant"]
+        return [block["id"] for content in replies for block in content if block["type"] == "tool_use"]
+
+
+def test_an_items_call_ids_are_the_same_in_every_campaign_and_its_own(tmp_path: Path) -> None:
+    """Random call ids moved the token count of every prompt that repeats them (digits and letters are counted in
+    pieces), so two runs of one campaign differed by a few tokens: an item's ids come from its folder's name."""
+    first = _call_ids(tmp_path / "campaign-1" / "items" / "express-with-1")
+    again = _call_ids(tmp_path / "campaign-2" / "items" / "express-with-1")
+    other = _call_ids(tmp_path / "campaign-2" / "items" / "express-with-2")
+    assert len(first) == 2 and len(set(first)) == 2 and first == again
+    assert all(re.fullmatch(r"toolu_01[0-9a-f]{22}", call) for call in first)
+    assert not set(other) & set(first)
+    with serve(make_backend("scripted")) as server:  # a server no item's record is pointed at: ids as before
+        messages = [_user("How does res.send work?"), ENV]
+        assert _turn(server.url, messages, WITH_TOOLS)["content"][0]["id"] not in first
+
+
 def test_with_arm_can_explore_the_elided_names_instead() -> None:
     messages = [_user("How does res.send work?"), ENV]
     with serve(make_backend("scripted", follow_up="explore")) as server:

@@ -52,7 +52,7 @@ from .responses import stream_events as response_events
 from .retry import TRANSIENT_STATUSES, RetryPolicy
 from .scripted import StandInError
 from .speech import Speech, built_in_speeches, speech_for
-from .sse import Reply, assemble, message_json, new_id, stream_events
+from .sse import IdSource, Reply, assemble, ids_from, message_json, new_id, stream_events
 from .usage import PromptCount, UsageModel
 
 _API_TITLES = {"messages": "Messages", "responses": "Responses", "gemini": "Gemini"}  # as errors name them
@@ -164,7 +164,7 @@ class _Server(ThreadingHTTPServer):
         self.refused: list[str] = []
         self.faults = faults
         self.truth_log = truth_log
-        self._usage_model, self._cache_owner = UsageModel(), log.path
+        self._usage_model, self._ids, self._cache_owner = UsageModel(), _ids_for(log.path), log.path
         self.truth: list[Truth] = []
         self.stopping = threading.Event()
         self.lock = threading.Lock()
@@ -186,16 +186,29 @@ class _Server(ThreadingHTTPServer):
     def usage_model(self) -> UsageModel:
         """The simulated prompt cache of the item being served: a fresh one whenever the request log is pointed at
         another item's record (see the module docstring)."""
+        return self._item_state()[0]
+
+    @property
+    def ids(self) -> IdSource | None:
+        """Where the item being served draws its ids from (seeded by its folder's name); None outside an item."""
+        return self._item_state()[1]
+
+    def _item_state(self) -> tuple[UsageModel, IdSource | None]:
         with self.lock:
             if self.log.path != self._cache_owner:
-                self._usage_model, self._cache_owner = UsageModel(), self.log.path
-            return self._usage_model
+                self._usage_model, self._ids, self._cache_owner = UsageModel(), _ids_for(self.log.path), self.log.path
+            return self._usage_model, self._ids
 
     def handle_error(self, request: Any, client_address: Any) -> None:
         """A client that hangs up mid-stream (a CLI timing out, a test's broken read) is not a server error."""
         if isinstance(sys.exc_info()[1], ConnectionError):
             return
         super().handle_error(request, client_address)
+
+
+def _ids_for(record: Path | None) -> IdSource | None:
+    """An item's ids are seeded by its folder's name (``express-with-1``): the same in every campaign."""
+    return IdSource(record.parent.name) if record is not None else None
 
 
 class _Handler(BaseHTTPRequestHandler):
@@ -298,6 +311,10 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_error(404, f"Not found: {path}")
 
     def do_POST(self) -> None:
+        with ids_from(self.server.ids):
+            self._post()
+
+    def _post(self) -> None:
         path = urlsplit(self.path).path.rstrip("/")
         self.body = None
         try:

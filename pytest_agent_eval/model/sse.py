@@ -7,9 +7,13 @@ content block ``content_block_start`` / ``content_block_delta``… / ``content_b
 
 from __future__ import annotations
 
+import hashlib
 import json
+import threading
 import uuid
+from collections import Counter
 from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -37,8 +41,42 @@ class Reply:
         return cls([{"type": "text", "text": text}])
 
 
+class IdSource:
+    """The ids one item's answers carry, the same every time the item is asked the same things: the ``n``-th id of a
+    prefix is drawn from ``seed`` (the item's folder name), so two runs of a campaign send the CLI the same call ids
+    and the token counts of the prompts that repeat them do not move (docs/report.md, "Two runs of one campaign").
+    A count per prefix: a side request that draws a message id does not shift the next call id."""
+
+    def __init__(self, seed: str) -> None:
+        self.seed = seed
+        self._drawn: Counter[str] = Counter()
+        self._lock = threading.Lock()
+
+    def new(self, prefix: str) -> str:
+        with self._lock:
+            number = self._drawn[prefix]
+            self._drawn[prefix] += 1
+        digest = hashlib.sha256(f"{self.seed}\0{prefix}\0{number}".encode()).hexdigest()
+        return f"{prefix}_01{digest[:22]}"
+
+
+_serving = threading.local()  # the IdSource of the item the current request thread answers for, if any
+
+
+@contextmanager
+def ids_from(source: IdSource | None) -> Iterator[None]:
+    """Draw :func:`new_id` from ``source`` on this thread while the block runs (a server's request thread)."""
+    before, _serving.source = getattr(_serving, "source", None), source
+    try:
+        yield
+    finally:
+        _serving.source = before
+
+
 def new_id(prefix: str) -> str:
-    return f"{prefix}_01{uuid.uuid4().hex[:22]}"
+    """An id of the API's form: the serving item's next (:class:`IdSource`), or a random one outside an item."""
+    source = getattr(_serving, "source", None)
+    return source.new(prefix) if source is not None else f"{prefix}_01{uuid.uuid4().hex[:22]}"
 
 
 def tool_use(name: str, tool_input: dict[str, Any], call_id: str | None = None) -> dict[str, Any]:

@@ -422,6 +422,10 @@ class AgentEvalPlugin:
     def pytest_testnodedown(self, node: Any, error: Any) -> None:
         output = getattr(node, "workeroutput", None) or {}
         self.opted_out_on_workers = max(self.opted_out_on_workers, output.get("agent_eval_opted_out", 0))
+        # Every worker collects every item, and the controller none: what -k selected is the workers' to say.
+        self.selected_agent_items = max(self.selected_agent_items, output.get("agent_eval_selected_items", 0))
+        for entry in output.get("agent_eval_deselected_entries", ()):
+            self.deselected_entries.setdefault(entry, None)
         if output.get("agent_eval_selection"):
             self.session.note_selection(output["agent_eval_selection"])
 
@@ -670,8 +674,10 @@ class AgentEvalPlugin:
     @pytest.hookimpl(tryfirst=True)
     def pytest_sessionfinish(self, session: pytest.Session) -> None:
         output = getattr(session.config, "workeroutput", None)
-        if output is not None:  # a worker tells its controller how many agent items it left out (each collects all)
+        if output is not None:  # a worker tells its controller what it selected and left out (each collects all)
             output["agent_eval_opted_out"] = self.opted_out
+            output["agent_eval_selected_items"] = self.selected_agent_items
+            output["agent_eval_deselected_entries"] = list(self.deselected_entries)
             return
         self.stop_following()  # before the summary: the workers are done
         if self._session is None:

@@ -3,7 +3,7 @@ campaign ran several agents (``--agent-eval-agents``).
 
 Arms are compared within each agent only — the rows of :mod:`pytest_agent_eval.report.aggregate` tell agents apart,
 so Claude Code's with-arm pairs with Claude Code's without-arm, never with Codex's — and the change is the verdict's
-(:mod:`pytest_agent_eval.report.verdict`: the mean of the paired relative changes with its 95% bootstrap interval).
+(:mod:`pytest_agent_eval.report.verdict`: the mean of the paired relative changes with its 95% interval).
 The terminal's side-by-side lines, ``summary.json``'s ``agents`` and report.html's agents section all read
 :func:`side_by_side`; a campaign of one agent has none of them.
 """

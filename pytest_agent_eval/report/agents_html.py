@@ -41,7 +41,7 @@ def agents_section(found: Sequence[AgentsOn], tool: str) -> str:
         [
             '<section id="agents"><h2>Agents side by side</h2>',
             f'<p class="hint">{_e(figure)}: each agent\'s arm against its reference, run against run within that '
-            "agent (never one agent's runs against another's): mean relative change [95% bootstrap interval]</p>",
+            "agent (never one agent's runs against another's): mean relative change [95% interval] (its method)</p>",
             f'<div class="scroll"><table class="figures agents"><thead><tr>{head}</tr></thead>'
             f"<tbody>{''.join(rows)}</tbody></table></div>",
             f"<figure><figcaption>{_e(figure)}, with vs without, per agent</figcaption>"

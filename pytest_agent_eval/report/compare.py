@@ -8,11 +8,16 @@ and are left out. Without a rule, the catalogue's headline figures are shown and
 campaigns ran several test functions, an entry is compared per test function (its row), never pooled across
 them.
 
+Every row's change also has its interval, the verdict's own (:func:`~pytest_agent_eval.report.stats.mean_interval`,
+docs/report.md "How sure"): run k after against run k before, the mean of those paired changes, and the interval
+their number allows — none below three pairs, a t interval, a bootstrap from thirty, "every run gave the same
+value" — so a figure has one interval in the verdict, in compare and in the gate.
+
 As a gate (:func:`gate`), a comparison that matched no (entry, arm) fails, and so does one that matched
 fewer than asked (by default, with rules: every pair the baseline scored). A noise-aware rule
-(``allocation:-5pt@95``) fails only when the change's bootstrap interval lies wholly beyond its threshold; with
-fewer than three runs a side it is *undecided*, and an undecided gate fails too: a gate that cannot decide must
-not pass silently.
+(``allocation:-5pt@95``) fails only when that interval lies wholly beyond its threshold (or every pair changed
+by the same amount beyond it); with too few pairs for an interval it is *undecided*, and says so, and an
+undecided gate fails too: a gate that cannot decide must not pass silently.
 """
 
 from __future__ import annotations
@@ -29,10 +34,20 @@ from pytest_agent_eval.campaign.record import ItemRecord, as_records
 from pytest_agent_eval.metrics.figures import FIGURES
 from pytest_agent_eval.report.aggregate import ArmRuns, Row, aggregate, arm_namer, tells_agents_apart, tells_tests_apart
 from pytest_agent_eval.report.format import show
-from pytest_agent_eval.report.stats import MIN_RUNS_TO_DECIDE, change_interval, small_n_warning
+from pytest_agent_eval.report.stats import (
+    MIN_PAIRS_FOR_INTERVAL,
+    SAME,
+    TOO_FEW,
+    Interval,
+    mean_interval,
+    paired_differences,
+    paired_ratios,
+    small_n_warning,
+)
 from pytest_agent_eval.settings.parsers import Rule
 
 HEADLINE = [figure.name for figure in FIGURES.values() if figure.headline]
+NO_PAIR = "no run pairs: no run number was run on both sides"
 
 
 @dataclass(frozen=True)
@@ -40,9 +55,10 @@ class Regression:
     """One figure of one (entry, arm), before and after; ``failed`` when a rule's threshold was reached.
     ``test``: the test function, when the comparison tells tests apart.
 
-    ``interval`` is the bootstrap interval of the change (in the rule's unit) around ``mean_change``, the
-    change of the means; None with fewer than two runs a side. ``undecided``: a noise-aware rule (``@95``)
-    had too few runs to decide, or a rule's figure has a value on one side only (that side's median is None).
+    ``interval`` is the mean of the paired changes (run k after against run k before, in the rule's unit) and
+    what can be said of it, as the verdict says it (:func:`~pytest_agent_eval.report.stats.mean_interval`); None
+    when no run pairs. ``undecided``: a noise-aware rule (``@95``) had too few pairs for an interval, or a rule's
+    figure has a value on one side only (that side's median is None).
     """
 
     entry: str
@@ -56,9 +72,7 @@ class Regression:
     rule: str | None = None
     n_before: int = 0
     n_after: int = 0
-    mean_change: float | None = None
-    interval: tuple[float, float] | None = None
-    paired: bool = False
+    interval: Interval | None = None
     undecided: bool = False
     test: str | None = None
     agent: str | None = None  # the agent, when the comparison tells agents apart
@@ -70,13 +84,19 @@ class Regression:
         return Row(self.entry, self.test, self.agent).label
 
     @property
+    def mean_change(self) -> float | None:
+        """The mean of the paired changes, in the row's unit; None when no run pairs."""
+        return self.interval.mean if self.interval is not None else None
+
+    @property
     def verdict(self) -> str:
         if self.rule is None:
             return ""
         if self.undecided and self.change is None:
             return f"UNDECIDED {self.rule} (no value {'before' if self.before is None else 'after'})"
         if self.undecided:
-            return f"UNDECIDED {self.rule} (n too small: {MIN_RUNS_TO_DECIDE} runs a side needed)"
+            why = self.interval.note if self.interval is not None else NO_PAIR
+            return f"UNDECIDED {self.rule} ({why}: {MIN_PAIRS_FOR_INTERVAL} paired runs needed)"
         return f"FAILED {self.rule}" if self.failed else f"ok {self.rule}"
 
 
@@ -190,8 +210,9 @@ def gate(
     A figure with rules gets one row per rule (its change in the rule's unit); the others get one row in
     their natural unit (points for shares, percent otherwise) and never fail. A point rule compares the
     medians; a noise-aware rule (``@95``) fails only when the whole interval of the change lies beyond its
-    threshold, and is undecided with fewer than :data:`MIN_RUNS_TO_DECIDE` runs a side. A rule's figure with a
-    value on one side only is undecided too.
+    threshold (or every pair changed alike, beyond it), and is undecided with fewer than
+    :data:`~pytest_agent_eval.report.stats.MIN_PAIRS_FOR_INTERVAL` pairs. A rule's figure with a value on one side
+    only is undecided too.
     """
     names = list(dict.fromkeys([*HEADLINE, *(rule.metric for rule in rules)]))
     before_records, after_records = as_records(baseline_records), as_records(current_records)
@@ -231,16 +252,16 @@ def _row(
 ) -> Regression:
     before_median, after_median = statistics.median(before.values()), statistics.median(after.values())
     change = unit_rule.change(before_median, after_median)
-    mean_change, interval, paired = None, None, False
-    if min(len(before), len(after)) >= 2:
-        level = (rule.confidence if rule is not None and rule.confidence is not None else 95) / 100
-        mean_change, low, high, paired = change_interval(before, after, unit_rule.change, level)
-        interval = (low, high)
+    level = (rule.confidence if rule is not None and rule.confidence is not None else 95) / 100
+    interval = paired_interval(before, after, unit_rule.unit, level)
     undecided = failed = False
     if rule is not None and rule.confidence is not None:
-        undecided = min(len(before), len(after)) < MIN_RUNS_TO_DECIDE
-        # Beyond the threshold means both ends are: the interval's least-bad end regressed too.
-        failed = not undecided and interval is not None and rule.fails(interval[0]) and rule.fails(interval[1])
+        undecided = interval is None or interval.method == TOO_FEW
+        if interval is not None and interval.method == SAME:
+            failed = rule.fails(interval.mean)  # every pair changed alike: no spread, the change itself decides
+        elif not undecided and interval is not None:
+            # Beyond the threshold means both ends are: the interval's least-bad end regressed too.
+            failed = rule.fails(interval.low) and rule.fails(interval.high)  # type: ignore[arg-type]
     elif rule is not None:
         failed = rule.fails(change)
     return Regression(
@@ -255,13 +276,19 @@ def _row(
         rule=str(rule) if rule is not None else None,
         n_before=len(before),
         n_after=len(after),
-        mean_change=mean_change,
         interval=interval,
-        paired=paired,
         undecided=undecided,
         test=key[0].test,
         agent=key[0].agent,
     )
+
+
+def paired_interval(before: dict[int, float], after: dict[int, float], unit: str, confidence: float) -> Interval | None:
+    """The verdict's interval of the change, in ``unit``: per run both sides ran, ``after − before`` (points of a
+    share) or ``after / before − 1`` (percent; a pair whose baseline is 0 has no relative change, as in the
+    verdict), then :func:`~pytest_agent_eval.report.stats.mean_interval`. None when no run pairs."""
+    changes = paired_differences(after, before) if unit == "pt" else paired_ratios(after, before)
+    return mean_interval(changes, confidence).scaled(100) if changes else None
 
 
 def _one_sided_row(
@@ -324,8 +351,8 @@ def render_comparison(
         lines.append(f"{len(failed)} regression(s) beyond {flag} thresholds")
     if any(row.change is not None for row in undecided):
         lines.append(
-            f"{len(undecided)} verdict(s) undecided: a noise-aware rule needs {MIN_RUNS_TO_DECIDE} runs a side "
-            "(more --agent-eval-runs, or a point rule without '@')"
+            f"{len(undecided)} verdict(s) undecided: a noise-aware rule needs {MIN_PAIRS_FOR_INTERVAL} paired runs "
+            "(run k on both sides) for an interval (more --agent-eval-runs, or a point rule without '@')"
         )
     if any(row.change is None for row in undecided):
         lines.append("a ruled figure has a value on one side only: the gate cannot judge that change")
@@ -379,17 +406,24 @@ def _row_summary(row: Regression) -> dict[str, Any]:
         "after": row.after,
         "change": row.change,
         "mean_change": row.mean_change,
-        "interval": list(row.interval) if row.interval is not None else None,
+        "interval": [row.interval.low, row.interval.high] if row.interval and row.interval.has_interval else None,
+        "method": row.interval.method if row.interval is not None else None,
+        "note": row.interval.note if row.interval is not None else NO_PAIR,
         "n": [row.n_before, row.n_after],
     }
 
 
 def interval_text(row: Regression) -> str:
-    """``mean [low, high]`` of the change in the row's unit; ``n<2`` when a side has one run."""
-    if row.interval is None or row.mean_change is None:
-        return "n<2: no interval"
-    low, high = row.interval
-    return f"{_change(row.mean_change, row.unit)} [{_change(low, row.unit)}, {_change(high, row.unit)}]"
+    """The mean change and its interval as the verdict writes them, in the row's unit: ``-20.0pt [-25.1pt,
+    -14.9pt] (t, 3 pairs)``, ``-20.0pt (every run gave the same value, 3 pairs)``, ``-20.0pt (n=2: too few pairs
+    for an interval)``; no run pairs: says so."""
+    found = row.interval
+    if found is None:
+        return NO_PAIR
+    mean = _change(found.mean, row.unit)
+    if not found.has_interval:
+        return f"{mean} ({found.note})"
+    return f"{mean} [{_change(found.low, row.unit)}, {_change(found.high, row.unit)}] ({found.note})"  # type: ignore[arg-type]
 
 
 def _change(value: float, unit: str) -> str:

@@ -172,7 +172,7 @@ def render_html(
         _warnings(found),
         _replay(replayed),
         "<main>",
-        _verdict_banner(found_verdicts, tool_name(records)),
+        _verdict_banner(found_verdicts, tool_name(records), simulated_cost(records)),
         _comparison(comparison, compared_with, replayed is not None),
         '<section id="tables"><h2>Per entry × arm</h2>',
         '<p class="hint">median [min–max] over the scored runs of each arm</p>',
@@ -238,8 +238,8 @@ def _comparison(result: GateResult | None, compared_with: str | None, replayed: 
     return (
         f'<section id="comparison" data-gate="{state}"><h2>Compared with {_e(compared_with or "the baseline")}</h2>'
         f'<p class="gate {state}">{_e(verdict)}</p>{problems}'
-        '<p class="hint">before → after are medians; the change of the means carries its bootstrap interval '
-        "(paired by run where both sides ran the same runs)</p>"
+        '<p class="hint">before → after are medians; the mean of the paired changes (run k against run k) carries '
+        "the verdict's interval, its method named (none below 3 pairs, t up to 30, bootstrap from 30)</p>"
         f"{table}</section>"
     )
 
@@ -247,8 +247,16 @@ def _comparison(result: GateResult | None, compared_with: str | None, replayed: 
 VERDICT_CLASSES = {BETTER: "better", WORSE: "worse", UNCLEAR: "unclear"}
 
 
-def _verdict_banner(found: list[Verdict], tool: str) -> str:
-    """Which arm did better: a line per entry (and overall), each figure's change with its interval, in words."""
+REPEATS = (
+    "run again, a campaign on the stand-in gives these figures again but for times and durations, where the agent "
+    "sends the stand-in the same requests; what a CLI puts of its own into them (a shell result's wall time, what it "
+    'resends after --resume) moves its token counts, as docs/report.md "Two runs of one campaign" measures per agent'
+)
+
+
+def _verdict_banner(found: list[Verdict], tool: str, stand_in: bool = False) -> str:
+    """Which arm did better: a line per entry (and overall), each figure's change with its interval, in words; on
+    a stand-in, what running the campaign again would and would not repeat."""
     if not found:
         return ""
     lines = []
@@ -271,7 +279,10 @@ def _verdict_banner(found: list[Verdict], tool: str) -> str:
         '<section id="verdict" class="banner"><h2>Verdict</h2><p class="hint">the change of each figure, run '
         "against run (mean [95% interval], the method named: none below 3 pairs, t up to 30, bootstrap from 30); "
         "better or worse only when the interval lies wholly on one side of no change, or every pair gave the same "
-        "change</p>" + "".join(lines) + "</section>"
+        "change</p>"
+        + "".join(lines)
+        + (f'<p class="hint repeats">{_e(REPEATS)}</p>' if stand_in else "")
+        + "</section>"
     )
 
 
@@ -374,7 +385,7 @@ def _table(found: Aggregate) -> str:
 
 
 def _paired_table(found: Aggregate, arm: str, reference: str) -> str:
-    """Arm − reference per entry, run against run, with a bootstrap interval of the mean difference."""
+    """Arm − reference per entry, run against run, with the interval their number allows of the mean difference."""
     tool = tool_name(found.records)
     simulated = " (simulated)" if simulated_cost(found.records) else ""
     lines = []
@@ -523,7 +534,7 @@ def _transcript(session: Session, scores: dict[str, Any], tool: RetrievalTool) -
         marks[call.id] = _explore_mark(verdict, cited)
 
     out = []
-    for item in session.timeline:
+    for item in _results_in_call_order(session):
         thread = "" if item.thread == "main" else f'<span class="thread">subagent {_e(item.thread[-8:])}</span> '
         if isinstance(item, Message):
             if item.text.strip():
@@ -559,6 +570,23 @@ def _transcript(session: Session, scores: dict[str, Any], tool: RetrievalTool) -
         answer = "\n\n".join(answers)
         out.append(f'<div class="answer"><h4>Final answer</h4><pre>{_e(_clip(answer, TEXT_CHARS))}</pre></div>')
     return f'<div class="timeline">{"".join(out)}</div>'
+
+
+def _results_in_call_order(session: Session) -> list[Any]:
+    """The timeline, each run of consecutive tool results in the order of their calls: an agent records the
+    results of parallel calls as they finish, which no two runs share (docs/report.md, "One order")."""
+    position = {call.id: index for index, call in enumerate(session.calls)}
+    out: list[Any] = []
+    results: list[ToolResult] = []
+    for item in [*session.timeline, None]:
+        if isinstance(item, ToolResult):
+            results.append(item)
+            continue
+        out += sorted(results, key=lambda result: position.get(result.call_id, len(position)))
+        results = []
+        if item is not None:
+            out.append(item)
+    return out
 
 
 def _cli_mark(command: Mapping[str, Any] | None, denial: str) -> str:

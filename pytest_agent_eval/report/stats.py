@@ -14,7 +14,7 @@ from __future__ import annotations
 import math
 import random
 import statistics
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 
 
@@ -77,45 +77,6 @@ def small_n_warning(n: int) -> str | None:
     return None
 
 
-MIN_RUNS_TO_DECIDE = 3  # a noise-aware rule needs this many runs a side: fewer make no interval worth trusting
-
-
-def change_interval(
-    before: Mapping[int, float],
-    after: Mapping[int, float],
-    change: Callable[[float, float], float],
-    confidence: float = 0.95,
-    resamples: int = 2000,
-    seed: int = 0,
-) -> tuple[float, float, float, bool]:
-    """``change(mean before, mean after)`` and its percentile bootstrap interval: ``(value, low, high, paired)``.
-
-    Runs pair (run k before with run k after: a replay of run k is run k) when both sides hold the same run
-    numbers; then the pairs are resampled together. Otherwise each side is resampled on its own.
-    """
-    if not before or not after:
-        raise ValueError("change_interval needs at least one value a side")
-    if not 0 < confidence < 1:
-        raise ValueError(f"confidence must be between 0 and 1, not {confidence}")
-    rng = random.Random(seed)
-    paired = before.keys() == after.keys() and len(before) > 1
-    runs = sorted(before)
-    values = []
-    for _ in range(resamples):
-        if paired:
-            picked = rng.choices(runs, k=len(runs))
-            left, right = [before[r] for r in picked], [after[r] for r in picked]
-        else:
-            left = rng.choices(list(before.values()), k=len(before))
-            right = rng.choices(list(after.values()), k=len(after))
-        values.append(change(statistics.fmean(left), statistics.fmean(right)))
-    values.sort()
-    tail = (1 - confidence) / 2
-    low = values[max(0, math.floor(tail * resamples))]
-    high = values[min(resamples - 1, math.ceil((1 - tail) * resamples) - 1)]
-    return change(statistics.fmean(before.values()), statistics.fmean(after.values())), low, high, paired
-
-
 # -- the interval of a mean, its method chosen from the data -----------------------------------------------------
 MIN_PAIRS_FOR_INTERVAL = 3  # two pairs give a t interval 12.7 standard errors wide either way: nothing to read
 BOOTSTRAP_MIN_PAIRS = 30  # below this a bootstrap sees too few values to know the tails, and claims too much
@@ -138,6 +99,13 @@ class Interval:
     @property
     def has_interval(self) -> bool:
         return self.low is not None and self.high is not None
+
+    def scaled(self, factor: float) -> Interval:
+        """The same interval in another unit (a ratio as percent: ``scaled(100)``); its method and note unchanged."""
+        low = self.low * factor if self.low is not None else None
+        high = self.high * factor if self.high is not None else None
+        sd = abs(self.sd * factor) if self.sd is not None else None
+        return Interval(self.n, self.mean * factor, low, high, self.method, sd)
 
     @property
     def note(self) -> str:

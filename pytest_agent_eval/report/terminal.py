@@ -2,8 +2,8 @@
 :class:`~pytest_agent_eval.report.aggregate.Aggregate`, with the catalogue's labels and formatters, so they read
 the same as ``report.html``.
 
-Every per-arm figure shows as ``median [min–max]`` over runs; arms are compared run against run with a
-bootstrap interval; an arm with fewer than two runs says so.
+Every per-arm figure shows as ``median [min–max]`` over runs; arms are compared run against run with the
+interval their number allows (report/stats.py ``mean_interval``); an arm with fewer than two runs says so.
 """
 
 from __future__ import annotations

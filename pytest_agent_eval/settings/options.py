@@ -135,7 +135,7 @@ OPTIONS: tuple[Option, ...] = (
         "rules",
         "fail the session when a figure regressed against --agent-eval-compare, e.g. "
         "allocation:-5pt,sufficient_share:-10pt,residual_tokens:+20%; @95 after a rule fails it only when the "
-        "change's 95% bootstrap interval lies beyond the threshold (allocation:-5pt@95)",
+        "change's 95% interval (the verdict's) lies beyond the threshold (allocation:-5pt@95)",
         "RULES",
     ),
     Option(

@@ -70,8 +70,9 @@ class Rule(NamedTuple):
     The sign is the direction that fails: the figure's bad direction (``-`` a drop of a higher-is-better figure,
     ``+`` a rise of a lower-is-better one), which it may leave out;
     ``pt`` is percentage points of a share, ``%`` a change relative to the baseline. With ``@95``
-    (``confidence``) the rule is noise-aware: it fails only when the change's 95% bootstrap interval lies
-    entirely beyond the threshold, and cannot decide over fewer than three runs a side.
+    (``confidence``) the rule is noise-aware: it fails only when the change's 95% interval (the verdict's:
+    report/stats.py ``mean_interval`` over the paired runs) lies entirely beyond the threshold, and cannot decide
+    over fewer than three pairs.
     """
 
     metric: str
