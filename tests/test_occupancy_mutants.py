@@ -1,0 +1,368 @@
+"""Occupancy's rules at their edges: the arithmetic of shedding, calibration, compaction and the simple estimate, pinned
+where the suite in tests/test_occupancy.py let a change through (bench/mutation.py metrics/occupancy.py; issue 42).
+
+The helpers are held to exact figures on gaps built by hand (``_Gap``: what a transcript appends between two requests,
+as ``_gaps`` reads it); what a whole run does, on transcripts written the way the CLI writes them (tests/support).
+"""
+
+from collections import deque
+from dataclasses import fields
+
+import pytest
+from support.synth import Transcript, tool_use
+
+from pytest_agent_eval.metrics.occupancy import (
+    BOUND,
+    DEFAULT_CHARS_PER_TOKEN,
+    MEASURED,
+    Occupancy,
+    _drop_unexplained,
+    _envelope,
+    _evict_oldest,
+    _family_ratios,
+    _Gap,
+    _holds,
+    _measure_kept,
+    _measured_scale,
+    _pooled,
+    _Pricing,
+    _Resident,
+    _small_family_ratios,
+    _unexplained_floor,
+    occupancy,
+)
+from pytest_agent_eval.tool import CODEGRAPH
+
+
+def step(t: Transcript, ctx: int, name: str, result_chars: int, prose: int = 0, **tool_input) -> str:
+    """A request of size ``ctx`` calling ``name``, then its result (as tests/test_occupancy.py builds them)."""
+    call = tool_use(name, **tool_input)
+    t.message(*([{"type": "text", "text": "p" * prose}] if prose else []), call, ctx=ctx)
+    t.reply(call["id"], "x" * result_chars)
+    return call["id"]
+
+
+def gap(chars: int, delta: int, **fields_) -> _Gap:
+    """A gap of ``chars`` content characters, all a Read's result unless ``results`` says otherwise."""
+    results = fields_.pop("results", [("read", chars, 0)])
+    tool_chars = sum(c for _, c, _ in results)
+    return _Gap(chars=chars, delta=delta, tool_chars=tool_chars, results=results, **fields_)
+
+
+# -- the record -------------------------------------------------------------------------------------------------------
+def test_the_record_holds_every_figure_under_its_own_name():
+    o = Occupancy(unexplained_beside=7, simple_chars_per_token=2.5, simple_residual=900, cross_check="off")
+    o.implausible_chars_per_token = 0.5
+    d = o.to_dict()
+    stored = {f.name for f in fields(Occupancy)} - {"by_request"}  # asked for, never stored
+    assert set(d) == stored | {"calibrated", "file_access", "base"}
+    for name in stored:
+        assert d[name] == getattr(o, name), name
+
+
+# -- what a shrink takes ----------------------------------------------------------------------------------------------
+def test_a_shrink_takes_unexplained_growth_oldest_first_to_the_fraction_of_a_token():
+    grown = [(10.0, True, False), (5.0, False, True)]
+    assert _drop_unexplained(grown, 4.0) == 0
+    assert grown == [(6.0, True, False), (5.0, False, True)]  # the oldest, partly; what it was kept
+    assert _drop_unexplained(grown, 0.5) == 0 and grown[0] == (5.5, True, False)
+    assert _drop_unexplained(grown, 5.5) == 0 and grown == [(5.0, False, True)]  # exactly all of it: gone
+    assert _drop_unexplained(grown, 8.0) == 3.0 and grown == []  # what is left for the results
+
+
+def test_eviction_takes_the_oldest_results_to_the_fraction_of_a_token_and_never_the_gaps_own():
+    resident = deque(
+        [_Resident("read", 10.0, 20.0, "a"), _Resident("bash", 4.0, 8.0, "b"), _Resident("tool", 6.0, 9.0)]
+    )
+    assert _evict_oldest(resident, 0.5) == 0.5
+    assert (resident[0].tokens, resident[0].chars) == (9.5, 19.0)  # its characters shrink with it
+    assert _evict_oldest(resident, 9.5) == 9.5  # exactly the oldest: it leaves
+    assert [r.uuid for r in resident] == ["b", ""]
+    assert _evict_oldest(resident, 100.0, appended=1) == 4.0  # the last gap's own result stays
+    assert [r.family for r in resident] == ["tool"] and resident[0].tokens == 6.0
+
+
+# -- the calibration's centre, floor and ceiling ----------------------------------------------------------------------
+def test_the_unexplained_floor_lies_three_scaled_mads_below_the_centre():
+    # Deviations 0, 1, 2 from the centre 2.0: the median one, 1, scaled to a sigma.
+    assert _unexplained_floor([1.0, 2.0, 4.0], 2.0) == pytest.approx(2.0 - 3 * 1.4826)
+    # No spread: the centre over SHED_FACTOR.
+    assert _unexplained_floor([2.0, 2.0, 5.0], 2.0) == pytest.approx(2.0 / 1.5)
+
+
+def test_the_pooled_ratio_keeps_gaps_from_the_floor_to_the_ceiling_inclusive():
+    # Ratios 2, 3, 3: the centre is 3, no spread, the floor 3 / 1.5 = 2.0 exactly: the gap on it is kept.
+    gaps = [gap(2_000, 1_000), gap(3_000, 1_000), gap(3_000, 1_000)]
+    assert _pooled(gaps, None) == (8_000 / 3_000, gaps)
+    # Ratios 2, 2, 3: the centre 2, the ceiling 3.0 exactly; the gap on it is kept though it could have shed.
+    gaps = [gap(2_000, 1_000), gap(2_000, 1_000), gap(3_000, 1_000, before=100_000)]
+    assert _pooled(gaps, None) == (7_000 / 3_000, gaps)
+
+
+def test_the_pooled_centre_is_the_lower_median():
+    # Ratios 2, 2.9, 3.1: the centre 2.9 keeps them all (the lowest, 2, would shed the 3.1).
+    gaps = [gap(2_000, 1_000), gap(2_900, 1_000), gap(3_100, 1_000, before=100_000)]
+    assert _pooled(gaps, None) == (8_000 / 3_000, gaps)
+
+
+@pytest.mark.parametrize(("before", "kept"), [(2_000, False), (1_999, True), (1_000, True)])
+def test_a_gap_past_the_ceiling_is_kept_only_where_earlier_gaps_brought_less_than_it_lacks(before, kept):
+    # At the centre 2.0 the thin gap's 4,000 characters cost 2,000 tokens: it grew 1,000 less. Only 2,000 characters
+    # (1,000 tokens) before it could have shed that much.
+    gaps = [gap(2_000, 1_000), gap(2_000, 1_000), gap(4_000, 1_000, before=before)]
+    ratio, found = _pooled(gaps, None)
+    assert found == (gaps if kept else gaps[:2])
+    assert ratio == (8_000 / 3_000 if kept else 2.0)
+
+
+def test_a_tiny_gap_past_the_ceiling_that_could_not_have_shed_is_kept():
+    # Nothing before it: whatever it lacks was never there. (Its characters times its growth are below the ceiling.)
+    gaps = [gap(2, 1), gap(2, 1), gap(5, 1, hidden=0.5)]
+    assert _pooled(gaps, None) == ((2 + 2 + 5) / 2.5, gaps)
+
+
+def test_a_gap_whose_net_growth_is_not_positive_is_never_pooled_however_small():
+    hidden_all = gap(2_000, 1_000, hidden=1_000.0)  # every token of its growth was hidden thinking
+    half_token = gap(1, 1, hidden=0.5)  # half a token of growth left: a ratio of 2
+    assert _pooled([hidden_all, gap(2_000, 1_000)], None)[0] == 2.0
+    assert _pooled([half_token], None) == (2.0, [half_token])
+
+
+def test_framing_that_leaves_no_gap_any_growth_falls_back_to_pricing_framing_as_characters():
+    gaps = [gap(2_000, 1_000, frame=100), gap(2_400, 1_000, frame=100)]
+    assert _pooled(gaps, 10.0) == _pooled(gaps, None) == (2.2, gaps)
+    # and where no gap grew at all, nothing measures the ratio
+    assert _pooled([gap(2_000, 1_000, hidden=1_000.0)], None) == (DEFAULT_CHARS_PER_TOKEN, [])
+
+
+# -- the bound, where every gap may hide growth -----------------------------------------------------------------------
+def test_the_bound_is_the_least_dense_gap_up_to_the_ceiling_inclusive():
+    # Ratios 1, 2, 2.5: the lower median 2, the ceiling 3: the least dense below it, 2.5.
+    assert _envelope([gap(1_000, 1_000), gap(2_000, 1_000), gap(2_500, 1_000)]) == 2.5
+    # Ratios 2, 3: the ceiling 3.0 exactly, and the gap on it bounds the ratio.
+    assert _envelope([gap(2_000, 1_000), gap(3_000, 1_000)]) == 3.0
+
+
+def test_the_bound_skips_gaps_whose_thinking_took_all_their_growth_but_not_half_a_token():
+    assert _envelope([gap(2_000, 1_000, hidden=1_000.0), gap(2_000, 1_000)]) == 2.0
+    assert _envelope([gap(1, 1, hidden=0.5)]) == 2.0
+    assert _envelope([gap(2_000, 1_000, hidden=1_000.0)]) == DEFAULT_CHARS_PER_TOKEN
+
+
+# -- a family's share of a gap ----------------------------------------------------------------------------------------
+@pytest.mark.parametrize(
+    ("results", "prose", "share"),
+    [
+        ([("read", 95, 40)], 5, ("read", 95, 40)),  # exactly 95% of what the gap shows
+        ([("read", 94, 40)], 6, None),
+        ([("read", 50, 20), ("read", 45, 30)], 5, ("read", 95, 50)),  # one family's results summed, chars and framing
+        ([("bash", 960, 10), ("tool", 30, 500)], 10, ("bash", 960, 10)),  # the family with the most characters
+        ([("bash", 500, 10), ("tool", 500, 10)], 0, None),
+        ([("read", 900, 10), ("bash", 50, 10), ("read", 50, 10)], 0, ("read", 950, 20)),
+    ],
+)
+def test_a_gaps_family_share_is_the_family_holding_95_percent_of_what_it_shows(results, prose, share):
+    chars = sum(c for _, c, _ in results) + prose
+    assert gap(chars, 100, results=results).family_share() == share
+
+
+def test_a_gap_without_results_has_no_family_share():
+    assert _Gap(chars=100, delta=50).family_share() is None
+
+
+def test_family_ratios_skip_a_gap_no_family_holds_and_measure_the_next():
+    pricing = _Pricing(2.0, MEASURED)
+    mixed = gap(1_000, 400, results=[("bash", 500, 0), ("tool", 500, 0)])
+    grep = gap(1_000, 400, results=[("search", 1_000, 0)])
+    assert _family_ratios([mixed, grep], pricing) == {"search": 2.5}
+
+
+# -- whether a gap holds what it shows --------------------------------------------------------------------------------
+def _holding(delta: int, result: int = 4_000, prose: int = 0, **fields_) -> bool:
+    pricing = _Pricing(2.0, MEASURED, framing=0.0, framing_calibration=MEASURED, family_ratio={"read": 4.0})
+    return _holds(gap(result + prose, delta, results=[("read", result, 0)], **fields_), pricing)
+
+
+@pytest.mark.parametrize(
+    ("delta", "fields_", "holds"),
+    [
+        (1_000, {}, True),  # a Read at its family's ratio, 4.0
+        (2_000, {}, False),  # at the run's ratio it would hold
+        (1_200, {}, True),  # 200 off: the floor, inclusive
+        (1_201, {}, False),
+        (1_300, {"hidden": 300.0}, True),  # what its thinking hid is no result's
+        (1_500, {"prose": 1_000}, True),  # the prose at the run's ratio
+        (10_500, {"result": 40_000}, True),  # 500 off: within 5% of its growth
+        (1_000, {"clearings": [(1, frozenset())]}, False),  # a compaction's gap measures nothing
+    ],
+)
+def test_a_gap_holds_its_results_and_thinking_at_the_runs_terms_within_the_eviction_tolerance(delta, fields_, holds):
+    assert _holding(delta, **fields_) is holds
+
+
+# -- "other" measured on its small gaps -------------------------------------------------------------------------------
+SMALL_PRICING = dict(chars_per_token=2.0, calibration=MEASURED, framing=0.5, framing_calibration=MEASURED)
+
+
+def test_other_is_priced_at_what_its_small_gaps_grew_less_their_call_and_framing():
+    # A spawned agent's 200-character id after a 12-character call: 160 framing characters, 60 of them the result's.
+    spawn = gap(212, 6 + 50 + 30 + 200, results=[("other", 200, 60)], frame=160)
+    grep = gap(212, 500, results=[("search", 200, 60)], frame=160)  # not all "other": no measure
+    assert _small_family_ratios([spawn, grep, _Gap(chars=12, delta=30)], _Pricing(**SMALL_PRICING)) == {"other": 1.0}
+
+
+def test_other_measured_by_a_big_gap_is_not_measured_again_on_small_ones():
+    spawn = gap(212, 286, results=[("other", 200, 60)], frame=160)
+    assert _small_family_ratios([spawn], _Pricing(**SMALL_PRICING, family_ratio={"other": 3.0})) == {}
+
+
+@pytest.mark.parametrize(
+    ("small", "ratios"),
+    [
+        ([], {}),  # nothing measures it
+        ([gap(100, 25, results=[("other", 100, 50)], frame=50)], {}),  # its framing took all its growth
+        ([gap(1, 1, results=[("other", 1, 1)], frame=1)], {"other": 2.0}),  # half a token for a character
+    ],
+)
+def test_other_is_measured_only_where_its_gaps_leave_it_growth(small, ratios):
+    assert _small_family_ratios(small, _Pricing(**SMALL_PRICING)) == ratios
+
+
+# -- a compaction's kept results, measured on the request after it ----------------------------------------------------
+def _kept_after(growth: float, restored: float | None = None, calibration: str = MEASURED) -> dict[str, float]:
+    """A boundary's gap with three results, the first and third kept (with one of an earlier gap, and one that came
+    after the boundary); the summary's 450 characters, the kept calls' 40 and their framing cost 210 tokens, the other
+    resident results 400: the kept two are priced 1,500 together."""
+    boundary_gap = _Gap(
+        chars=3_500 + 100 + 450,  # the results, what the gap showed before the boundary, the summary
+        frame=180 + 200 + 20,
+        tool_chars=3_500,
+        results=[("read", 2_000, 60), ("read", 1_000, 60), ("bash", 500, 60)],
+        uuids=["u1", "u2", "u3"],
+        clearings=[(3, frozenset({"u1", "u3", "old"}))],
+        calls=[(10, 80), (20, 80), (30, 80)],
+        at_last_boundary=(100, 200),
+    )
+    resident = deque(
+        [
+            _Resident("read", 300.0, 600, "old"),
+            _Resident("read", 1_200.0, 2_000, "u1"),
+            _Resident("bash", 300.0, 500, "u3"),
+            _Resident("tool", 100.0, 200, "u4"),
+        ]
+    )
+    pricing = _Pricing(2.0, calibration, framing=0.5, framing_calibration=MEASURED)
+    extra = {} if restored is None else {"restored": restored}
+    return {r.uuid: tokens for r, tokens in _measure_kept(boundary_gap, resident, growth, pricing, **extra)}
+
+
+@pytest.mark.parametrize(
+    ("measured", "kept"),
+    [
+        (1_800, {"u1": 1_440.0, "u3": 360.0}),  # their prices' share of it
+        (1_000, {"u1": 800.0, "u3": 200.0}),  # their prices over SHED_FACTOR: inclusive
+        (2_250, {"u1": 1_800.0, "u3": 450.0}),  # their prices times SHED_FACTOR: inclusive
+        (999, {}),
+        (2_251, {}),
+        (500, {}),  # below what they could cost at any ratio a tokenizer produces, yet a measure only under a bound
+    ],
+)
+def test_the_kept_results_cost_the_growth_less_the_summary_their_calls_and_the_other_results(measured, kept):
+    assert _kept_after(610 + measured) == pytest.approx(kept, abs=1e-9)
+
+
+def test_under_a_bound_a_kept_result_may_measure_below_its_price_down_to_the_densest_ratio():
+    # The bound prices results at most at what they cost: 500 tokens for 2,500 characters is 5 chars/token.
+    assert _kept_after(610 + 500, calibration=BOUND) == pytest.approx({"u1": 400.0, "u3": 100.0})
+    assert _kept_after(610 + 312, calibration=BOUND) == {}  # 8.01 chars/token: no tokenizer's
+
+
+@pytest.mark.parametrize(
+    ("measured", "restored", "kept"),
+    [
+        (2_600, 1_000, {"u1": 1_280.0, "u3": 320.0}),  # less the restored files, nearer their prices: restored
+        (1_800, 1_000, {"u1": 1_440.0, "u3": 360.0}),  # less them, farther: none was restored
+        (1_800, 1_800, {"u1": 1_440.0, "u3": 360.0}),  # they would be all of it
+    ],
+)
+def test_restored_files_are_taken_out_of_the_measure_only_where_that_brings_it_nearer_the_prices(
+    measured, restored, kept
+):
+    assert _kept_after(610 + measured, restored) == pytest.approx(kept, abs=1e-9)
+
+
+def test_a_measure_as_far_below_the_prices_less_the_restored_files_as_above_them_keeps_the_restored_files():
+    # 3,000 is twice their prices, 750 half: as far either way, so the files are not taken out, and 3,000 is too much.
+    assert _kept_after(610 + 3_000, 2_250, calibration=BOUND) == {}
+
+
+def _tiny_kept(measured: float, restored: float = 0.0) -> float | None:
+    """One kept result of 2 characters priced a token, nothing else in the request: what it measures."""
+    boundary_gap = _Gap(
+        chars=2,
+        tool_chars=2,
+        results=[("read", 2, 0)],
+        uuids=["u1"],
+        clearings=[(1, frozenset({"u1"}))],
+        calls=[(0, 0)],
+    )
+    found = _measure_kept(
+        boundary_gap, deque([_Resident("read", 1.0, 2, "u1")]), measured, _Pricing(2.0, MEASURED), restored
+    )
+    return found[0][1] if found else None
+
+
+@pytest.mark.parametrize(
+    ("measured", "restored", "tokens"),
+    [
+        (1.2, 0.0, 1.2),  # a result of a token is measured like any
+        (1.0, 0.1, 1.0),  # the measure is its price: no restored file is taken out
+        (3.0, 2.1, pytest.approx(0.9)),  # less them, less than a token is left, nearer its price
+    ],
+)
+def test_a_kept_result_of_a_token_is_measured_to_the_fraction(measured, restored, tokens):
+    assert _tiny_kept(measured, restored) == tokens
+
+
+# -- a clean gap measuring its own results ----------------------------------------------------------------------------
+def _scale(delta: int, result: int = 2_000, thinking_measured: bool = False, **fields_) -> float:
+    """The factor a measured gap of one Read (``result`` characters at 2.0, 1,000 tokens) brings its price to."""
+    results = [("read", result, 0)] if result else []
+    fields_.setdefault("measured", True)
+    measured = gap(result + fields_.pop("thinking_chars", 0), delta, results=results, **fields_)
+    measured.thinking_chars = measured.chars - result
+    return _measured_scale(measured, _Pricing(2.0, MEASURED, framing_calibration=MEASURED), thinking_measured)
+
+
+@pytest.mark.parametrize(
+    ("delta", "fields_", "scale"),
+    [
+        (1_200, {}, 1.2),  # its growth over its price
+        (0, {}, 1.0),  # it did not grow: nothing to measure
+        (100, {"result": 0}, 1.0),  # nothing to price
+        (1, {"result": 1}, 2.0),  # half a token priced, a token grown
+        (1, {"result": 2, "hidden": 0.5}, 0.5),  # half a token grown net of what its thinking hid
+        (1_200, {"measured": False}, 1.0),  # a gap the calibration did not keep prices at the run's terms
+    ],
+)
+def test_a_measured_gap_brings_its_results_to_its_growth(delta, fields_, scale):
+    assert _scale(delta, **fields_) == scale
+
+
+@pytest.mark.parametrize("thinking_measured", [True, False])
+def test_beside_thinking_of_a_measured_ratio_the_measure_and_the_price_are_weighed_by_the_thinking(thinking_measured):
+    # 50 tokens of its own visible thinking and 100 returned: the gap measures its Read at 1,200 tokens, priced 1,000.
+    scale = _scale(1_350, thinking_chars=450, thinking_tokens=50.0, returned=100.0, thinking_measured=thinking_measured)
+    if thinking_measured:
+        assert scale == pytest.approx((1_200 * 1_000**2 + 1_000 * 150**2) / (1_000**2 + 150**2) / 1_000)
+    else:
+        assert scale == pytest.approx(1.2)
+
+
+# -- the run's figures ------------------------------------------------------------------------------------------------
+def test_the_window_is_the_one_asked_for_and_an_empty_run_has_no_base():
+    t = Transcript()
+    step(t, 10_000, "Read", 1_994)
+    t.say("done", ctx=11_000)
+    assert occupancy(t.session(), CODEGRAPH, window=128_000).window == 128_000
+    assert occupancy(Transcript().session(), CODEGRAPH).ctx_base == 0
