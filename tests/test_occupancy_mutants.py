@@ -15,6 +15,7 @@ from pytest_agent_eval.metrics.occupancy import (
     BOUND,
     DEFAULT_CHARS_PER_TOKEN,
     MEASURED,
+    PROSE_CHARS_PER_TOKEN,
     Occupancy,
     _drop_unexplained,
     _envelope,
@@ -24,6 +25,7 @@ from pytest_agent_eval.metrics.occupancy import (
     _holds,
     _measure_kept,
     _measured_scale,
+    _message_frame,
     _pooled,
     _Pricing,
     _Resident,
@@ -32,6 +34,7 @@ from pytest_agent_eval.metrics.occupancy import (
     occupancy,
 )
 from pytest_agent_eval.tool import CODEGRAPH
+from pytest_agent_eval.transcript import MAIN
 
 
 def step(t: Transcript, ctx: int, name: str, result_chars: int, prose: int = 0, **tool_input) -> str:
@@ -366,3 +369,78 @@ def test_the_window_is_the_one_asked_for_and_an_empty_run_has_no_base():
     t.say("done", ctx=11_000)
     assert occupancy(t.session(), CODEGRAPH, window=128_000).window == 128_000
     assert occupancy(Transcript().session(), CODEGRAPH).ctx_base == 0
+
+
+# -- leaving the window, run by run --------------------------------------------------------------------------------
+def test_a_gap_holding_two_boundaries_appends_each_result_once():
+    t = Transcript()
+    step(t, 10_000, "Read", 994)  # Δ 500 → 2.0
+    grep = step(t, 10_500, "Grep", 994)
+    t.compact()
+    t.reply(grep + "-late", "x" * 994)  # arrives between the two boundaries: the second evicts it
+    t.compact()
+    t.say("done", ctx=3_000)
+    o = occupancy(t.session(), CODEGRAPH)
+    assert o.compactions == 2 and o.contributed_results == {"tool": 0, "read": 1, "search": 1, "bash": 0, "other": 1}
+    assert o.residual == dict.fromkeys(o.residual, 0) and o.evicted == sum(o.contributed.values())
+
+
+def test_a_shortfall_of_exactly_200_tokens_is_noise():
+    t = Transcript()
+    step(t, 10_000, "Read", 1_994)  # Δ 1,000 → 2.0
+    step(t, 11_000, "Bash", 1_994, prose=1_994)  # not calibrated on: priced 997 at the ratio
+    t.say("done", ctx=11_000 + 997 - 200)
+    o = occupancy(t.session(), CODEGRAPH)
+    assert (o.chars_per_token, o.evicted, o.residual["bash"]) == (2.0, 0, 997)
+
+
+def test_a_gap_short_by_half_a_token_more_than_was_there_before_it_prices_its_result_half_a_token_lower():
+    t = Transcript()
+    step(t, 10_000, "Read", 1_994)  # Δ 1,000 → 2.0; its own gap prices it at 936 (less its call and framing)
+    step(t, 11_000, "Bash", 1_995, prose=1_995)  # priced 997.5, yet the gap grew 61: 936.5 short
+    t.say("done", ctx=11_061)
+    o = occupancy(t.session(), CODEGRAPH)
+    assert o.contributed["read"] == 936 and o.evicted == 936
+    assert o.contributed["bash"] == o.residual["bash"] == 997  # 997.5 less the half token, not round(997.5) = 998
+
+
+def test_thinking_sent_again_beside_a_result_too_small_to_measure_is_neither_unexplained_nor_its_price():
+    # As in tests/test_occupancy.py's resumed turn, but the gap the thinking comes back in holds a 294-character Read:
+    # too small to calibrate on, it holds what it shows with the thinking at the run's terms, so it was given it back.
+    t = Transcript()
+    for ctx in (10_000, 11_000, 12_000):
+        step(t, ctx, "Read", 1_994)
+    call = tool_use("Read")
+    t.message({"type": "thinking", "thinking": "t" * 9_000, "signature": "sig"}, call, ctx=13_000)
+    t.reply(call["id"], "x" * 1_994)
+    t.say("answer", ctx=16_000)  # Δ 3,000: the thinking's 2,000 and the result's 1,000
+    t.user("next question")
+    step(t, 14_100, "Read", 294)  # Δ −1,900: the thinking left
+    t.say("done", ctx=14_100 + 2_000 + 147 + 60)  # it came back, with the small Read and the step's framing
+    o = occupancy(t.session(), CODEGRAPH)
+    assert (o.evicted, o.unexplained) == (0, 0)
+
+
+def test_what_thinking_hid_is_told_again_with_the_declared_outputs_framing_at_the_runs_ratio():
+    # Reads at 2.5 chars/token, no small gap: a framing character costs 0.4 tokens, not the stand-in's 0.5. The
+    # segment declares what its messages show so priced, and 3,000 tokens more: what the empty thinking hid.
+    def run(grown: int, output: int | None) -> Transcript:
+        t = Transcript()
+        for ctx in (10_000, 11_000, 12_000):
+            step(t, ctx, "Read", 2_494)
+        call = tool_use("Read")
+        t.message({"type": "thinking", "thinking": "", "signature": "sig"}, call, ctx=13_000)
+        t.reply(call["id"], "x" * 2_494)
+        step(t, 13_000 + grown, "Bash", 994, prose=2_000)  # not calibrated on: priced at the ratio
+        t.say("done", ctx=14_500 + grown)
+        t.result("done")
+        t.events[-1]["usage"] = {"output_tokens": output}
+        return t
+
+    messages = run(4_000, None).session().messages(MAIN)
+    shown = sum(m.output_chars / PROSE_CHARS_PER_TOKEN + _message_frame(m) * 0.4 for m in messages)
+    hidden = round(shown) + 3_000 - shown
+    o = occupancy(run(1_000 + round(hidden), round(shown) + 3_000).session(), CODEGRAPH)
+    assert o.chars_per_token == pytest.approx(2.5, abs=0.005)
+    assert o.unexplained_thinking == pytest.approx(hidden, abs=5)  # at 0.5 a framing character, 50 tokens less
+    assert o.residual["bash"] == round(994 / 2.5)
