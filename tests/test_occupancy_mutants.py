@@ -9,7 +9,7 @@ from collections import deque
 from dataclasses import fields
 
 import pytest
-from support.synth import Transcript, tool_use
+from support.synth import Transcript, text, thinking, tool_use
 
 from pytest_agent_eval.metrics.occupancy import (
     BOUND,
@@ -17,11 +17,14 @@ from pytest_agent_eval.metrics.occupancy import (
     MEASURED,
     PROSE_CHARS_PER_TOKEN,
     Occupancy,
+    SimpleEstimate,
+    _cross_check,
     _drop_unexplained,
     _envelope,
     _evict_oldest,
     _family_ratios,
     _Gap,
+    _gaps,
     _holds,
     _measure_kept,
     _measured_scale,
@@ -371,7 +374,7 @@ def test_the_window_is_the_one_asked_for_and_an_empty_run_has_no_base():
     assert occupancy(Transcript().session(), CODEGRAPH).ctx_base == 0
 
 
-# -- leaving the window, run by run --------------------------------------------------------------------------------
+# -- leaving the window, run by run -----------------------------------------------------------------------------------
 def test_a_gap_holding_two_boundaries_appends_each_result_once():
     t = Transcript()
     step(t, 10_000, "Read", 994)  # Δ 500 → 2.0
@@ -444,3 +447,89 @@ def test_what_thinking_hid_is_told_again_with_the_declared_outputs_framing_at_th
     assert o.chars_per_token == pytest.approx(2.5, abs=0.005)
     assert o.unexplained_thinking == pytest.approx(hidden, abs=5)  # at 0.5 a framing character, 50 tokens less
     assert o.residual["bash"] == round(994 / 2.5)
+
+
+# -- what the transcript appended, gap by gap -------------------------------------------------------------------------
+def test_each_gap_counts_its_content_framing_thinking_and_results_as_the_transcript_shows_them():
+    t = Transcript()
+    read = tool_use("Read", "toolu_r1", file_path="a.py")
+    t.message(thinking("t" * 600), thinking("s" * 10), read, ctx=10_000)  # the second may hide what it counted
+    t.reply(read["id"], "x" * 100, is_error=True)
+    t.reply("toolu_none", "y" * 50)  # no call: "other", in the same user message
+    t.user("question")
+    t.message({"type": "redacted_thinking", "data": ""}, text("a"))
+    t.events[-1]["message"]["usage"] = t.events[-2]["message"]["usage"] = {"input_tokens": 1}  # a measure all the same
+    t.user("more")  # a user message of its own
+    t.compact()
+    t.say("done", ctx=2_000)
+    t.say("end", ctx=2_500)
+    session = t.session()
+    first, second, third = session.messages(MAIN)[:3]
+    ctxs, gaps, compactions = _gaps(session, CODEGRAPH)
+    assert (ctxs, compactions, [g.delta for g in gaps]) == ([10_000, 1, 2_000, 2_500], 1, [-9_999, 1_999, 500])
+    a, b, c = gaps
+    error_frame = len('{"type":"tool_result","tool_use_id":"","content":"","is_error":true}') + len("toolu_r1")
+    orphan_frame = len('{"type":"tool_result","tool_use_id":"","content":""}') + len("toolu_none")
+    assert a.results == [("read", 100, error_frame), ("other", 50, orphan_frame)]
+    call_frame = len('{"role":"assistant","content":[]}') + len('{"type":"tool_use","id":"","name":"","input":}')
+    assert a.calls == [(session.calls[0].input_chars, call_frame + 8), (0, call_frame + 10)]  # no call: nothing
+    assert (a.chars, a.tool_chars) == (first.output_chars + 100 + 50 + len("question"), 150)
+    user_message, text_block = len('{"role":"assistant","content":[]}'), len('{"type":"text","text":""}')
+    assert a.frame == _message_frame(first) + error_frame + orphan_frame + user_message + text_block
+    assert (a.thinking_chars, a.thinking_blocks, a.hiding_blocks, a.before) == (610, 2, 1, 0)
+    assert (b.thinking_chars, b.thinking_blocks, b.hiding_blocks, b.before) == (0, 1, 1, a.chars)
+    assert b.frame == _message_frame(second) + text_block + user_message
+    assert b.clearings == [(0, frozenset())] and b.at_last_boundary == (b.chars, b.frame)
+    assert (c.chars, c.before, c.hiding_blocks) == (third.output_chars, 0, 0)  # a compaction: nothing before it
+
+
+# -- the cross-check against the simple estimate ----------------------------------------------------------------------
+def _checked(refined: int, simple: int, dispersion: float | None, simple_dispersion: float | None) -> str:
+    out = Occupancy(dispersion=dispersion)
+    out.residual["read"] = refined
+    _cross_check(out, SimpleEstimate(2.0, MEASURED, simple_dispersion, {"read": simple}))
+    return out.cross_check
+
+
+@pytest.mark.parametrize(
+    ("refined", "simple", "dispersion", "simple_dispersion", "said"),
+    [
+        (10_000, 8_500, 0.2, None, ""),  # within occupancy's error bar
+        (10_000, 8_500, None, 0.1, "+1,500 tok, beyond ±10%"),  # beyond the simple estimate's
+        (10_000, 8_500, 0.1, 0.2, ""),  # the larger bar
+        (10_000, 9_400, None, None, "+600 tok, beyond ±5%"),  # no bar: 5%
+        (1_000, 800, None, None, ""),  # 200 tokens: the eviction floor, inclusive
+        (1_000, 799, None, None, "+201 tok, beyond ±5%"),
+    ],
+)
+def test_the_residual_is_held_against_the_simple_estimates_beyond_the_larger_error_bar(
+    refined, simple, dispersion, simple_dispersion, said
+):
+    found = _checked(refined, simple, dispersion, simple_dispersion)
+    assert found.endswith(said) if said else found == ""
+    if said:
+        assert found.startswith(f"residual {refined:,} tok vs the simple estimate's {simple:,} (2.00 chars/tok): ")
+
+
+def test_the_cross_check_keeps_the_simple_estimates_ratio_to_three_places_and_checks_nothing_unmeasured():
+    out = Occupancy()
+    out.residual["read"] = 10_000
+    _cross_check(out, SimpleEstimate(2_000 / 900, "all gaps", None, {"read": 5_000}))
+    assert (out.simple_chars_per_token, out.simple_residual, out.cross_check) == (2.222, 5_000, "")
+
+
+def test_a_subagents_output_in_a_segments_declared_output_tells_nothing_of_the_main_threads_thinking():
+    def run(subagent: bool) -> float:
+        t = Transcript()
+        task = tool_use("Task")
+        t.message(thinking("t" * 900), task, ctx=10_000)
+        if subagent:
+            t.message(text("looking"), ctx=3_000, thread=task["id"])
+        t.reply(task["id"], "x" * 994)
+        t.say("done", ctx=10_500)
+        t.result("done")
+        t.events[-1]["usage"] = {"output_tokens": 300}
+        return occupancy(t.session(), CODEGRAPH).thinking_chars_per_token
+
+    assert run(subagent=False) == pytest.approx(4.25, abs=0.01)  # what the main thread's thinking cost
+    assert run(subagent=True) == PROSE_CHARS_PER_TOKEN  # the sum may be the subagent's too: prose's ratio
