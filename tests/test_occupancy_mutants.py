@@ -11,6 +11,7 @@ from dataclasses import fields
 import pytest
 from support.synth import Transcript, text, thinking, tool_use
 
+from pytest_agent_eval.agents.claude_code.transcript import read_segments
 from pytest_agent_eval.metrics.occupancy import (
     BOUND,
     DEFAULT_CHARS_PER_TOKEN,
@@ -19,6 +20,7 @@ from pytest_agent_eval.metrics.occupancy import (
     Occupancy,
     SimpleEstimate,
     _cross_check,
+    _declared_output,
     _drop_unexplained,
     _envelope,
     _evict_oldest,
@@ -533,3 +535,95 @@ def test_a_subagents_output_in_a_segments_declared_output_tells_nothing_of_the_m
 
     assert run(subagent=False) == pytest.approx(4.25, abs=0.01)  # what the main thread's thinking cost
     assert run(subagent=True) == PROSE_CHARS_PER_TOKEN  # the sum may be the subagent's too: prose's ratio
+
+
+# -- what a segment's declared output tells ---------------------------------------------------------------------------
+def _shown(session) -> float:
+    """What the main thread's messages show, as the declared output counts them: prose's ratio, half a token a
+    framing character."""
+    return sum(m.output_chars / PROSE_CHARS_PER_TOKEN + _message_frame(m) * 0.5 for m in session.messages(MAIN))
+
+
+def _thinking_run(t: Transcript, thinking_chars: int = 900, *, hiding: bool = False) -> Transcript:
+    """A Read after ``thinking_chars`` of visible thinking (and a redacted block, with ``hiding``), then the answer;
+    the segment declares what its messages show with the thinking at 4.0 chars/token, rounded."""
+    read = tool_use("Read")
+    blocks = [thinking("t" * thinking_chars), *([{"type": "redacted_thinking", "data": ""}] if hiding else []), read]
+    t.message(*blocks, ctx=10_000)
+    t.reply(read["id"], "x" * 994)
+    t.say("done", ctx=10_500)
+    t.result("done")
+    shown = _shown(t.session()) - thinking_chars / PROSE_CHARS_PER_TOKEN + thinking_chars / 4.0
+    t.events[-1]["usage"] = {"output_tokens": round(shown)}
+    return t
+
+
+def _told(session) -> tuple[float, bool, list[_Gap]]:
+    _, gaps, _ = _gaps(session, CODEGRAPH)
+    return (*_declared_output(session, gaps), gaps)
+
+
+@pytest.mark.parametrize("thinking_chars", [900, 500])
+def test_visible_thinking_costs_what_the_declared_output_leaves_once_the_rest_is_priced(thinking_chars):
+    session = _thinking_run(Transcript(), thinking_chars).session()
+    ratio, measured, gaps = _told(session)
+    tokens = session.results[0].output_tokens - _shown(session) + thinking_chars / PROSE_CHARS_PER_TOKEN
+    assert (ratio, measured) == (pytest.approx(thinking_chars / tokens, abs=1e-9), True)
+    assert ratio == pytest.approx(4.0, abs=0.05)
+    assert gaps[0].thinking_tokens == pytest.approx(tokens, abs=1e-9) and gaps[0].hidden == 0
+
+
+def test_a_segment_with_redacted_thinking_tells_what_its_one_gap_hid_not_what_visible_thinking_costs():
+    session = _thinking_run(Transcript(), hiding=True).session()
+    ratio, measured, gaps = _told(session)
+    assert (ratio, measured) == (PROSE_CHARS_PER_TOKEN, False)
+    assert gaps[0].hidden == pytest.approx(session.results[0].output_tokens - _shown(session), abs=1e-9)
+    assert gaps[0].hidden == pytest.approx(900 / 4.0 - 900 / PROSE_CHARS_PER_TOKEN, abs=1)
+
+
+def test_a_segment_whose_thinking_may_hide_in_two_gaps_tells_neither_what_it_hid():
+    t = Transcript()
+    for ctx in (10_000, 11_000):
+        read = tool_use("Read")
+        t.message({"type": "redacted_thinking", "data": ""}, read, ctx=ctx)
+        t.reply(read["id"], "x" * 994)
+    t.say("done", ctx=12_000)
+    t.result("done")
+    t.events[-1]["usage"] = {"output_tokens": 3_000}
+    assert [g.hidden for g in _told(t.session())[2]] == [0.0, 0.0]
+
+
+@pytest.mark.parametrize("where", ["first", "later"])
+def test_a_segment_with_a_compaction_tells_nothing_its_summary_may_be_in_the_sum(where):
+    t = Transcript()
+    if where == "first":
+        t.compact()
+    _thinking_run(t)
+    if where == "later":
+        t.events.insert(2, {"type": "system", "subtype": "compact_boundary", "compact_metadata": {"trigger": "auto"}})
+    assert _told(t.session())[:2] == (PROSE_CHARS_PER_TOKEN, False)
+
+
+def test_a_segment_that_declares_nothing_is_passed_over_and_the_next_one_measured(tmp_path):
+    first = Transcript()
+    step(first, 9_000, "Read", 994)
+    first.say("ok", ctx=9_500)
+    first.result("ok")  # no output declared
+    second = _thinking_run(Transcript())
+    session = read_segments([first.write(tmp_path / "run.jsonl"), second.write(tmp_path / "run.t2.jsonl")])
+    assert _told(session)[:2] == (pytest.approx(4.0, abs=0.05), True)
+
+
+def test_where_the_declared_output_is_the_main_threads_alone_a_subagents_messages_are_passed_over():
+    t = Transcript()
+    task = tool_use("Task")
+    t.message(thinking("t" * 900), task, ctx=9_000)
+    t.message(text("looking"), ctx=3_000, thread=task["id"])
+    t.reply(task["id"], "x" * 994)
+    t.say("done", ctx=9_500)
+    t.result("done")
+    shown = _shown(t.session()) - 900 / PROSE_CHARS_PER_TOKEN + 900 / 4.0
+    t.events[-1]["usage"] = {"output_tokens": round(shown)}
+    session = t.session()
+    session.results[0].main_output_only = True  # as Codex's rollouts declare it
+    assert _told(session)[:2] == (pytest.approx(4.0, abs=0.05), True)
