@@ -34,6 +34,7 @@ from pytest_agent_eval.metrics.occupancy import (
     _pooled,
     _Pricing,
     _Resident,
+    _returning,
     _small_family_ratios,
     _unexplained_floor,
     occupancy,
@@ -579,6 +580,14 @@ def test_a_segment_with_redacted_thinking_tells_what_its_one_gap_hid_not_what_vi
     assert (ratio, measured) == (PROSE_CHARS_PER_TOKEN, False)
     assert gaps[0].hidden == pytest.approx(session.results[0].output_tokens - _shown(session), abs=1e-9)
     assert gaps[0].hidden == pytest.approx(900 / 4.0 - 900 / PROSE_CHARS_PER_TOKEN, abs=1)
+    session.results[0].output_tokens = round(_shown(session)) - 1  # less than the messages show: nothing hid
+    assert _told(session)[2][0].hidden == 0.0
+
+
+def test_a_ratio_of_visible_thinking_beyond_shed_factor_of_prose_is_not_taken():
+    session = _thinking_run(Transcript()).session()
+    session.results[0].output_tokens -= 120  # 900 characters in about 105 tokens: 8.6 chars/token
+    assert _told(session)[:2] == (PROSE_CHARS_PER_TOKEN, False)
 
 
 def test_a_segment_whose_thinking_may_hide_in_two_gaps_tells_neither_what_it_hid():
@@ -627,3 +636,43 @@ def test_where_the_declared_output_is_the_main_threads_alone_a_subagents_message
     session = t.session()
     session.results[0].main_output_only = True  # as Codex's rollouts declare it
     assert _told(session)[:2] == (pytest.approx(4.0, abs=0.05), True)
+
+
+# -- thinking that leaves and comes back ------------------------------------------------------------------------------
+def _given_back(*deltas: int, results_in: tuple[int, ...] = (), hidden: float = 0.0) -> list[tuple[float, float]]:
+    """Gaps of these growths, the first with 2,000 tokens of visible thinking (and ``hidden``); those numbered in
+    ``results_in`` with a result: what each was given back, and of it what was hidden."""
+    gaps = [_Gap(delta=d, results=[("read", 100, 0)] if i in results_in else []) for i, d in enumerate(deltas)]
+    gaps[0].thinking_tokens, gaps[0].hidden = 2_000.0, hidden
+    _returning(gaps)
+    return [(g.returned, g.returned_hidden) for g in gaps]
+
+
+@pytest.mark.parametrize(
+    ("deltas", "results_in", "given"),
+    [
+        ((3_000, -1_900, 3_200), (), 2_000.0),  # it left with a shrink of at least 2,000 / 1.5, and came back
+        ((3_000, -1_000, 3_200), (), 0.0),  # too small a shrink to have taken it out
+        ((3_000, -1_900, 3_200), (1,), 0.0),  # a shrink with a result is not the thinking leaving
+        ((3_000, 0, -1_900, 500), (), 2_000.0),  # a flat gap neither takes it out nor is given it
+    ],
+)
+def test_visible_thinking_a_shrink_took_out_is_given_back_to_the_next_gap_that_grows(deltas, results_in, given):
+    assert _given_back(*deltas, results_in=results_in)[-1] == (given, 0.0)
+
+
+def test_without_thinking_before_it_a_shrink_takes_nothing_out():
+    gaps = [_Gap(delta=-100), _Gap(delta=500)]
+    _returning(gaps)
+    assert (gaps[1].returned, gaps[1].returned_hidden) == (0.0, 0.0)
+
+
+def test_thinking_the_declared_output_told_was_hidden_leaves_and_comes_back_with_the_visible():
+    assert _given_back(3_000, -2_000, 3_500, hidden=500.0)[-1] == (2_500.0, 500.0)
+
+
+def test_a_compaction_takes_the_thinking_into_its_summary_for_good():
+    gaps = [_Gap(delta=3_000, thinking_tokens=2_000.0), _Gap(delta=-5_000, clearings=[(0, frozenset())])]
+    gaps += [_Gap(delta=-1_900), _Gap(delta=3_200)]
+    _returning(gaps)
+    assert gaps[-1].returned == 0.0
