@@ -19,6 +19,7 @@ from pytest_agent_eval.metrics.occupancy import (
     PROSE_CHARS_PER_TOKEN,
     Occupancy,
     SimpleEstimate,
+    _calibrate,
     _cross_check,
     _declared_output,
     _drop_unexplained,
@@ -654,7 +655,8 @@ def _given_back(*deltas: int, results_in: tuple[int, ...] = (), hidden: float = 
         ((3_000, -1_900, 3_200), (), 2_000.0),  # it left with a shrink of at least 2,000 / 1.5, and came back
         ((3_000, -1_000, 3_200), (), 0.0),  # too small a shrink to have taken it out
         ((3_000, -1_900, 3_200), (1,), 0.0),  # a shrink with a result is not the thinking leaving
-        ((3_000, 0, -1_900, 500), (), 2_000.0),  # a flat gap neither takes it out nor is given it
+        ((3_000, -1_900, 0, 500), (), 2_000.0),  # a flat gap is not given it
+        ((3_000, -1_900, 1), (), 2_000.0),  # a gap that grew a token is
     ],
 )
 def test_visible_thinking_a_shrink_took_out_is_given_back_to_the_next_gap_that_grows(deltas, results_in, given):
@@ -676,3 +678,67 @@ def test_a_compaction_takes_the_thinking_into_its_summary_for_good():
     gaps += [_Gap(delta=-1_900), _Gap(delta=3_200)]
     _returning(gaps)
     assert gaps[-1].returned == 0.0
+
+
+def test_thinking_that_left_on_exactly_its_share_comes_back_and_leaves_again_as_often_as_the_cli_resumes():
+    gaps = [_Gap(delta=3_000, thinking_tokens=1_500.0, hidden=300.0), _Gap(delta=-1_200), _Gap(delta=3_000)]
+    gaps += [_Gap(delta=-1_800), _Gap(delta=3_000)]  # a shrink of exactly 1,800 / 1.5 takes it all out
+    _returning(gaps)
+    assert [(g.returned, g.returned_hidden) for g in gaps] == [(0, 0), (0, 0), (1_800, 300), (0, 0), (1_800, 300)]
+
+
+# -- the calibration's fall-backs and framing -------------------------------------------------------------------------
+def test_without_a_clean_gap_every_growing_gap_with_content_is_pooled_and_no_framing_is_priced():
+    gaps = [_Gap(chars=1, delta=1), _Gap(chars=0, delta=50), _Gap(chars=300, delta=100), _Gap(chars=300, delta=0)]
+    pricing = _calibrate(gaps)
+    assert (pricing.chars_per_token, pricing.calibration, pricing.framing) == (301 / 101, "all gaps", 0.0)
+    assert _calibrate([_Gap(chars=300, delta=-10)]).framing == 0.0
+
+
+def test_a_small_gap_of_framing_alone_measures_a_token_a_character_the_densest_structure_believed():
+    small = gap(0, 100, results=[("bash", 0, 60)], frame=100)  # an empty result: its growth is all structure
+    big = [gap(2_000, 1_000 + 100, frame=100), gap(4_000, 2_000 + 100, frame=100)]
+    pricing = _calibrate([*big, small])
+    assert (pricing.framing, pricing.framing_calibration, pricing.chars_per_token) == (1.0, MEASURED, 2.0)
+
+
+def test_the_framing_density_is_the_lower_median_of_the_small_gaps():
+    smalls = [gap(0, round(100 * density), results=[("bash", 0, 60)], frame=100) for density in (0.3, 0.5, 0.7)]
+    big = [gap(2_000, 1_000 + 50, frame=100), gap(4_000, 2_000 + 50, frame=100)]
+    assert _calibrate([*big, *smalls]).framing == 0.5
+
+
+def test_a_small_gap_of_500_characters_still_measures_the_framing():
+    t = Transcript()
+    step(t, 10_000, "Read", 3_994)
+    step(t, 12_061, "Read", 7_994)
+    step(t, 16_122, "Grep", 494)  # 500 characters with its call
+    t.say("done", ctx=16_122 + 250 + 61)
+    assert occupancy(t.session(), CODEGRAPH).framing == MEASURED
+
+
+def test_other_measured_on_small_gaps_joins_the_families_big_gaps_measured():
+    t = Transcript()
+    step(t, 10_000, "Grep", 994)  # a listing at 2.9 chars/token, net of the framing
+    ctx = 10_400
+    for _ in range(2):
+        step(t, ctx, "Read", 1_994)
+        ctx += 1_000
+    for name in ("Bash", "Bash", "Bash", "spawn_agent", "wait_agent"):
+        step(t, ctx, name, 100 if name == "Bash" else 200)
+        ctx += round((len(name) + 2) / 2.0 + (50 if name == "Bash" else 200) + 184 * 0.3)
+    t.say("done", ctx=ctx)
+    o = occupancy(t.session(), CODEGRAPH)
+    assert {"search", "other"} <= set(o.family_chars_per_token)
+
+
+def test_growth_beside_thinking_is_not_reported_as_beside_a_family():
+    t = Transcript()
+    for ctx in (10_000, 11_000, 12_000):
+        step(t, ctx, "Read", 1_994)
+    call = tool_use("Read")
+    t.message({"type": "thinking", "thinking": "", "signature": "sig"}, call, ctx=13_000)
+    t.reply(call["id"], "x" * 1_994)
+    t.say("done", ctx=17_000)  # Δ 1,000 for the result, 3,000 the thinking hid
+    o = occupancy(t.session(), CODEGRAPH)
+    assert o.unexplained > 2_500 and o.unexplained_beside == 0
