@@ -36,9 +36,11 @@ from pytest_agent_eval.metrics.occupancy import (
     _Pricing,
     _Resident,
     _returning,
+    _simple,
     _small_family_ratios,
     _unexplained_floor,
     occupancy,
+    plausible,
 )
 from pytest_agent_eval.tool import CODEGRAPH
 from pytest_agent_eval.transcript import MAIN
@@ -56,6 +58,7 @@ def gap(chars: int, delta: int, **fields_) -> _Gap:
     """A gap of ``chars`` content characters, all a Read's result unless ``results`` says otherwise."""
     results = fields_.pop("results", [("read", chars, 0)])
     tool_chars = sum(c for _, c, _ in results)
+    fields_.setdefault("uuids", [""] * len(results))  # each result's event, as _gaps keeps them
     return _Gap(chars=chars, delta=delta, tool_chars=tool_chars, results=results, **fields_)
 
 
@@ -742,3 +745,63 @@ def test_growth_beside_thinking_is_not_reported_as_beside_a_family():
     t.say("done", ctx=17_000)  # Δ 1,000 for the result, 3,000 the thinking hid
     o = occupancy(t.session(), CODEGRAPH)
     assert o.unexplained > 2_500 and o.unexplained_beside == 0
+
+
+# -- the simple calibrated estimate -----------------------------------------------------------------------------------
+def test_the_simple_estimates_error_bar_is_the_lower_median_over_gaps_that_are_95_percent_one_result():
+    gaps = [gap(1_000, delta) for delta in (500, 400, 600, 500)]  # errors 0, 25%, 16.7%, 0
+    gaps.append(gap(1_000, 500, results=[("read", 950, 0)]))  # exactly 95% one result, priced 475: 5%
+    gaps.append(gap(1_000, 500, results=[("read", 500, 0), ("bash", 500, 0)]))  # no one result: not counted
+    simple = _simple(gaps)
+    assert (simple.chars_per_token, simple.calibration) == (2.0, MEASURED)
+    assert simple.dispersion == pytest.approx(0.05)
+
+
+def test_without_a_clean_gap_the_simple_estimate_pools_every_growing_gap_with_content_and_no_thinking():
+    gaps = [
+        _Gap(chars=2_000, delta=100, thinking_blocks=1),  # may hide growth
+        _Gap(chars=2_000, delta=100, clearings=[(0, frozenset())]),  # holds a compaction
+        _Gap(chars=0, delta=50),  # nothing to price
+        _Gap(chars=5, delta=1),
+        _Gap(chars=300, delta=99),
+    ]
+    simple = _simple(gaps)
+    assert (simple.chars_per_token, simple.calibration) == (305 / 100, "all gaps")
+    assert _simple([_Gap(chars=5, delta=1)]).chars_per_token == 5.0  # a token of growth measures
+
+
+def test_without_a_growing_gap_the_simple_estimate_takes_the_default():
+    simple = _simple([_Gap(chars=300, delta=-5)])
+    assert (simple.chars_per_token, simple.calibration, simple.dispersion) == (3.0, "default", None)
+
+
+def test_the_simple_estimate_keeps_what_a_compaction_names_and_sheds_the_oldest_after():
+    gaps = [
+        gap(2_000, 1_000, results=[("tool", 2_000, 0)], uuids=["u1"]),  # the only clean gap: 2.0
+        gap(1_000, -500, results=[("read", 600, 0), ("bash", 400, 0)], uuids=["u2", "u3"]),
+    ]
+    gaps[1].clearings = [(1, frozenset({"u1", "u2"}))]  # kept: the earlier gap's result, and its own first
+    assert _simple(gaps).residual == {"tool": 1_000, "read": 300, "bash": 200, "search": 0, "other": 0}
+    # A shrink of 1,100 beyond its own result: all of the oldest, then part of the next.
+    gaps.append(gap(2_200, -1_000, results=[("read", 200, 0)], uuids=["u4"]))
+    gaps[-1].chars += 2_000  # mostly prose: not clean
+    assert _simple(gaps).residual == {"tool": 0, "read": 300, "bash": 200, "search": 0, "other": 0}
+
+
+def test_a_gap_holding_two_boundaries_leaves_the_simple_estimate_nothing_of_them():
+    gaps = [gap(2_000, 1_000, uuids=["u1"])]
+    gaps.append(gap(2_000, 100, results=[("read", 1_000, 0), ("bash", 1_000, 0)], uuids=["u2", "u3"]))
+    gaps[1].clearings = [(1, frozenset()), (2, frozenset())]
+    assert sum(_simple(gaps).residual.values()) == 0
+
+
+def test_the_simple_estimate_sheds_past_the_larger_of_200_tokens_and_5_percent_of_what_was_appended():
+    gaps = [gap(2_000, 1_000, results=[("tool", 2_000, 0)], uuids=["u1"])]  # 2.0
+    gaps.append(gap(2_400, 0, results=[("read", 400, 0)], uuids=["u2"]))  # 200 short: the floor, inclusive
+    gaps.append(gap(40_000, 9_600, results=[("read", 20_000, 0)], uuids=["u3"]))  # 400 short of 10,000: within 5%
+    assert _simple(gaps).residual == {"tool": 1_000, "read": 10_200, "bash": 0, "search": 0, "other": 0}
+
+
+@pytest.mark.parametrize(("ratio", "plausible_"), [(1.0, True), (8.0, True), (0.99, False), (8.01, False)])
+def test_a_plausible_ratio_is_one_from_1_to_8_chars_a_token_inclusive(ratio, plausible_):
+    assert plausible(ratio) is plausible_
