@@ -6,7 +6,7 @@ as ``_gaps`` reads it); what a whole run does, on transcripts written the way th
 """
 
 from collections import deque
-from dataclasses import fields
+from dataclasses import fields, replace
 
 import pytest
 from support.synth import Transcript, text, thinking, tool_use
@@ -429,6 +429,11 @@ def test_thinking_sent_again_beside_a_result_too_small_to_measure_is_neither_une
     t.say("done", ctx=14_100 + 2_000 + 147 + 60)  # it came back, with the small Read and the step's framing
     o = occupancy(t.session(), CODEGRAPH)
     assert (o.evicted, o.unexplained) == (0, 0)
+    # and it leaves again, first of all that is resident, when the CLI resumes once more
+    t.user("last question")
+    step(t, 14_300, "Read", 294)
+    t.say("done", ctx=14_300 + 147 + 60)
+    assert occupancy(t.session(), CODEGRAPH).evicted == 0
 
 
 def test_what_thinking_hid_is_told_again_with_the_declared_outputs_framing_at_the_runs_ratio():
@@ -454,6 +459,41 @@ def test_what_thinking_hid_is_told_again_with_the_declared_outputs_framing_at_th
     assert o.chars_per_token == pytest.approx(2.5, abs=0.005)
     assert o.unexplained_thinking == pytest.approx(hidden, abs=5)  # at 0.5 a framing character, 50 tokens less
     assert o.residual["bash"] == round(994 / 2.5)
+
+
+def test_a_gap_that_grew_exactly_200_tokens_past_what_it_shows_has_no_unexplained_growth():
+    t = Transcript()
+    step(t, 10_000, "Read", 1_994)  # Δ 1,000 → 2.0
+    step(t, 11_000, "Bash", 1_994, prose=1_995)  # priced 997; its prose, call and framing 1,074 at the ratio
+    t.say("done", ctx=11_000 + 997 + 1_074 + 200)
+    assert occupancy(t.session(), CODEGRAPH).unexplained == 0
+
+
+def test_growth_without_thinking_is_unexplained_but_not_thinkings():
+    t = Transcript()
+    ctx = 10_000
+    for delta in (1_000, 1_010, 990, 1_005, 2_500):  # the last: a reminder of 1,500 tokens nothing shows
+        step(t, ctx, "Read", 1_994)
+        ctx += delta
+    t.say("done", ctx=ctx)
+    o = occupancy(t.session(), CODEGRAPH)
+    assert o.unexplained > 1_000 and o.unexplained_thinking == 0
+
+
+def test_a_result_of_a_token_in_a_gap_that_shrank_with_nothing_before_it_costs_nothing():
+    t = Transcript()
+    step(t, 10_000, "Read", 3)  # a token at the default ratio, and the context shrank by 500
+    t.say("done", ctx=9_500)
+    o = occupancy(t.session(), CODEGRAPH)
+    assert (o.residual["read"], o.evicted, o.residual_results["read"]) == (0, 0, 1)
+
+
+def test_a_familys_residual_characters_are_its_results_summed():
+    t = Transcript()
+    for ctx in (10_000, 11_000):
+        step(t, ctx, "Read", 1_994)
+    t.say("done", ctx=12_000)
+    assert occupancy(t.session(), CODEGRAPH).residual_chars["read"] == 2 * 1_994
 
 
 # -- what the transcript appended, gap by gap -------------------------------------------------------------------------
@@ -488,6 +528,15 @@ def test_each_gap_counts_its_content_framing_thinking_and_results_as_the_transcr
     assert b.frame == _message_frame(second) + text_block + user_message
     assert b.clearings == [(0, frozenset())] and b.at_last_boundary == (b.chars, b.frame)
     assert (c.chars, c.before, c.hiding_blocks) == (third.output_chars, 0, 0)  # a compaction: nothing before it
+
+
+def test_a_result_without_its_call_is_never_the_retrieval_tools_whatever_its_name():
+    t = Transcript()
+    t.message(text("a"), ctx=10_000)
+    t.reply("toolu_none", "y" * 50)
+    t.say("done", ctx=10_100)
+    _, [orphan], _ = _gaps(t.session(), replace(CODEGRAPH, name="xx"))
+    assert orphan.results[0][0] == "other"
 
 
 # -- the cross-check against the simple estimate ----------------------------------------------------------------------
