@@ -414,9 +414,10 @@ def test_a_gap_short_by_half_a_token_more_than_was_there_before_it_prices_its_re
     assert o.contributed["bash"] == o.residual["bash"] == 997  # 997.5 less the half token, not round(997.5) = 998
 
 
-def test_thinking_sent_again_beside_a_result_too_small_to_measure_is_neither_unexplained_nor_its_price():
-    # As in tests/test_occupancy.py's resumed turn, but the gap the thinking comes back in holds a 294-character Read:
-    # too small to calibrate on, it holds what it shows with the thinking at the run's terms, so it was given it back.
+def _resumed() -> Transcript:
+    """As in tests/test_occupancy.py's resumed turn (three Reads at 2.0, then 9,000 characters of thinking, 2,000
+    tokens at prose's ratio, that leave on the next turn's first request), but the gap the thinking comes back in holds
+    a 294-character Read: too small to calibrate on, it holds what it shows with the thinking at the run's terms."""
     t = Transcript()
     for ctx in (10_000, 11_000, 12_000):
         step(t, ctx, "Read", 1_994)
@@ -427,6 +428,11 @@ def test_thinking_sent_again_beside_a_result_too_small_to_measure_is_neither_une
     t.user("next question")
     step(t, 14_100, "Read", 294)  # Δ −1,900: the thinking left
     t.say("done", ctx=14_100 + 2_000 + 147 + 60)  # it came back, with the small Read and the step's framing
+    return t
+
+
+def test_thinking_sent_again_beside_a_result_too_small_to_measure_is_neither_unexplained_nor_its_price():
+    t = _resumed()
     o = occupancy(t.session(), CODEGRAPH)
     assert (o.evicted, o.unexplained) == (0, 0)
     # and it leaves again, first of all that is resident, when the CLI resumes once more
@@ -434,6 +440,14 @@ def test_thinking_sent_again_beside_a_result_too_small_to_measure_is_neither_une
     step(t, 14_300, "Read", 294)
     t.say("done", ctx=14_300 + 147 + 60)
     assert occupancy(t.session(), CODEGRAPH).evicted == 0
+
+
+def test_where_thinking_came_back_a_gap_the_calibration_did_not_keep_still_prices_its_result_at_the_ratio():
+    t = _resumed()
+    step(t, 16_207, "Bash", 994, prose=2_001)  # priced 497; its prose, call and framing 1,077: and 500 nothing shows
+    t.say("end", ctx=16_207 + 497 + 1_077 + 500)
+    o = occupancy(t.session(), CODEGRAPH)
+    assert (o.chars_per_token, o.residual["bash"], o.unexplained) == (2.0, 497, 500)
 
 
 def test_what_thinking_hid_is_told_again_with_the_declared_outputs_framing_at_the_runs_ratio():
