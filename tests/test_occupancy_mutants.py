@@ -190,6 +190,32 @@ def test_family_ratios_skip_a_gap_no_family_holds_and_measure_the_next():
     assert _family_ratios([mixed, grep], pricing) == {"search": 2.5}
 
 
+def _family_ratio(chars: int, delta: int, **fields_) -> dict[str, float]:
+    """The family ratio one kept gap of a Read of ``chars`` characters measures, at 2.0 and 0.5 a framing character."""
+    pricing = _Pricing(2.0, MEASURED, framing=0.5, framing_calibration=MEASURED)
+    return _family_ratios([gap(chars + fields_.pop("prose", 0), delta, **fields_)], pricing)
+
+
+@pytest.mark.parametrize(
+    ("chars", "delta", "fields_", "ratios"),
+    [
+        (2_500, 1_000, {}, {"read": 2.5}),
+        (2_500, 1_100, {"thinking_tokens": 100.0}, {"read": 2.5}),  # its visible thinking is no result's
+        (2_500, 1_100, {"hidden": 100.0}, {"read": 2.5}),  # nor what its thinking hid
+        (2_500, 1_050, {"results": [("read", 2_500, 100)], "frame": 100}, {"read": 2.5}),  # its framing at 0.5
+        (3_000, 1_000, {}, {"read": 3.0}),  # SHED_FACTOR times the run's ratio: inclusive
+        (4_000, 3_000, {}, {"read": 4_000 / 3_000}),  # the run's ratio over SHED_FACTOR: inclusive
+        (3_001, 1_000, {}, {}),
+        (2, 1, {}, {"read": 2.0}),  # a token measures
+        (2_500, 0, {}, {}),  # no growth: nothing
+    ],
+)
+def test_a_family_ratio_is_what_its_gaps_grew_net_of_the_rest_within_shed_factor_of_the_runs(
+    chars, delta, fields_, ratios
+):
+    assert _family_ratio(chars, delta, **fields_) == ratios
+
+
 # -- whether a gap holds what it shows --------------------------------------------------------------------------------
 def _holding(delta: int, result: int = 4_000, prose: int = 0, **fields_) -> bool:
     pricing = _Pricing(2.0, MEASURED, framing=0.0, framing_calibration=MEASURED, family_ratio={"read": 4.0})
@@ -514,13 +540,16 @@ def test_a_familys_residual_characters_are_its_results_summed():
 def test_each_gap_counts_its_content_framing_thinking_and_results_as_the_transcript_shows_them():
     t = Transcript()
     read = tool_use("Read", "toolu_r1", file_path="a.py")
-    t.message(thinking("t" * 600), thinking("s" * 10), read, ctx=10_000)  # the second may hide what it counted
+    # the short one may hide what it counted; 500 characters show it
+    t.message(thinking("s" * 10), thinking("t" * 600), thinking("u" * 500), read, ctx=10_000)
     t.reply(read["id"], "x" * 100, is_error=True)
     t.reply("toolu_none", "y" * 50)  # no call: "other", in the same user message
     t.user("question")
-    t.message({"type": "redacted_thinking", "data": ""}, text("a"))
-    t.events[-1]["message"]["usage"] = t.events[-2]["message"]["usage"] = {"input_tokens": 1}  # a measure all the same
+    t.message(thinking("s" * 5), {"type": "redacted_thinking", "data": ""}, text("a"))
+    for event in t.events[-3:]:
+        event["message"]["usage"] = {"input_tokens": 1}  # a measure all the same
     t.user("more")  # a user message of its own
+    t.user("again")  # in the same one
     t.compact()
     t.say("done", ctx=2_000)
     t.say("end", ctx=2_500)
@@ -537,9 +566,9 @@ def test_each_gap_counts_its_content_framing_thinking_and_results_as_the_transcr
     assert (a.chars, a.tool_chars) == (first.output_chars + 100 + 50 + len("question"), 150)
     user_message, text_block = len('{"role":"assistant","content":[]}'), len('{"type":"text","text":""}')
     assert a.frame == _message_frame(first) + error_frame + orphan_frame + user_message + text_block
-    assert (a.thinking_chars, a.thinking_blocks, a.hiding_blocks, a.before) == (610, 2, 1, 0)
-    assert (b.thinking_chars, b.thinking_blocks, b.hiding_blocks, b.before) == (0, 1, 1, a.chars)
-    assert b.frame == _message_frame(second) + text_block + user_message
+    assert (a.thinking_chars, a.thinking_blocks, a.hiding_blocks, a.before) == (1_110, 3, 1, 0)
+    assert (b.thinking_chars, b.thinking_blocks, b.hiding_blocks, b.before) == (5, 2, 2, a.chars)
+    assert b.frame == _message_frame(second) + 2 * text_block + user_message
     assert b.clearings == [(0, frozenset())] and b.at_last_boundary == (b.chars, b.frame)
     assert (c.chars, c.before, c.hiding_blocks) == (third.output_chars, 0, 0)  # a compaction: nothing before it
 
@@ -639,6 +668,18 @@ def test_visible_thinking_costs_what_the_declared_output_leaves_once_the_rest_is
     assert (ratio, measured) == (pytest.approx(thinking_chars / tokens, abs=1e-9), True)
     assert ratio == pytest.approx(4.0, abs=0.05)
     assert gaps[0].thinking_tokens == pytest.approx(tokens, abs=1e-9) and gaps[0].hidden == 0
+
+
+@pytest.mark.parametrize(("thinking_chars", "output", "ratio"), [(900, 389, 3.0), (1_350, 289, 6.75)])
+def test_visible_thinking_measured_at_shed_factor_of_proses_ratio_either_way_is_taken(thinking_chars, output, ratio):
+    # Every figure exact: the messages show 9 + 18 characters besides the thinking (4 + 2 tokens at prose's ratio), and
+    # 83 + 83 framing characters (83 tokens).
+    t = Transcript()
+    t.message(thinking("t" * thinking_chars), text("c" * 9), ctx=10_000)
+    t.message(text("d" * 9), text("e" * 9), ctx=10_500)
+    t.result("done")
+    t.events[-1]["usage"] = {"output_tokens": output}
+    assert _told(t.session())[:2] == (ratio, True)
 
 
 def test_a_segment_with_redacted_thinking_tells_what_its_one_gap_hid_not_what_visible_thinking_costs():
