@@ -536,6 +536,28 @@ def test_a_familys_residual_characters_are_its_results_summed():
     assert occupancy(t.session(), CODEGRAPH).residual_chars["read"] == 2 * 1_994
 
 
+@pytest.mark.parametrize("beyond", [0, 1_000], ids=["holds it", "grew 1,000 more"])
+def test_thinking_the_declared_output_told_was_hidden_stays_unexplained_when_it_comes_back(beyond):
+    # Three Reads at 2.0; a Read beside empty thinking that counted 3,000 tokens (the segment declares it); the next
+    # turn's first request leaves it out, the next sends it again beside a small Read. Back, it is still growth
+    # nothing shows; where that gap grew by more than it and what it shows, all of its growth is unexplained.
+    t = Transcript()
+    for ctx in (10_000, 11_000, 12_000):
+        step(t, ctx, "Read", 1_994)
+    call = tool_use("Read")
+    t.message({"type": "thinking", "thinking": "", "signature": "sig"}, call, ctx=13_000)
+    t.reply(call["id"], "x" * 1_994)
+    t.say("answer", ctx=17_000)  # Δ 4,000: the result's 1,000 and the 3,000 hidden
+    t.user("next question")
+    step(t, 14_050, "Read", 294)  # Δ −2,950: the hidden thinking left (the shrink takes 2,950 of its 3,000)
+    t.say("done", ctx=14_050 + 3_000 + 147 + 60 + beyond)
+    t.result("done")
+    t.events[-1]["usage"] = {"output_tokens": round(_shown(t.session())) + 3_000}
+    o = occupancy(t.session(), CODEGRAPH)
+    assert o.evicted == 0
+    assert o.unexplained == pytest.approx(50 + 3_000 + beyond, abs=60)
+
+
 # -- what the transcript appended, gap by gap -------------------------------------------------------------------------
 def test_each_gap_counts_its_content_framing_thinking_and_results_as_the_transcript_shows_them():
     t = Transcript()
