@@ -558,6 +558,28 @@ def test_thinking_the_declared_output_told_was_hidden_stays_unexplained_when_it_
     assert o.unexplained == pytest.approx(50 + 3_000 + beyond, abs=60)
 
 
+def test_a_gap_whose_thinking_may_hide_and_whose_segment_tells_nothing_is_never_calibrated_on(tmp_path):
+    # The first segment's one hiding gap is told what it hid, so the run is calibrated again; the second segment's
+    # gap of redacted thinking grew 400 tokens more than its Read, and nothing says what that was.
+    first = Transcript()
+    for ctx in (10_000, 11_000, 12_000):
+        step(first, ctx, "Read", 1_994)
+    call = tool_use("Read")
+    first.message({"type": "thinking", "thinking": "", "signature": "sig"}, call, ctx=13_000)
+    first.reply(call["id"], "x" * 1_994)
+    first.say("done", ctx=17_000)
+    first.result("done")
+    first.events[-1]["usage"] = {"output_tokens": round(_shown(first.session())) + 3_000}
+    second = Transcript()
+    call = tool_use("Read")
+    second.message({"type": "redacted_thinking", "data": ""}, call, ctx=17_100)
+    second.reply(call["id"], "x" * 1_994)
+    second.say("done", ctx=17_100 + 1_400)
+    second.result("done")
+    session = read_segments([first.write(tmp_path / "run.jsonl"), second.write(tmp_path / "run.t2.jsonl")])
+    assert occupancy(session, CODEGRAPH).chars_per_token == pytest.approx(2.0, abs=0.01)
+
+
 # -- what the transcript appended, gap by gap -------------------------------------------------------------------------
 def test_each_gap_counts_its_content_framing_thinking_and_results_as_the_transcript_shows_them():
     t = Transcript()
