@@ -1,5 +1,6 @@
 """Occupancy's rules at their edges: the arithmetic of shedding, calibration, compaction and the simple estimate, pinned
-where the suite in tests/test_occupancy.py let a change through (bench/mutation.py metrics/occupancy.py; issue 42).
+where the suite in tests/test_occupancy.py let a change through (``bench/mutation.py metrics/occupancy.py``;
+docs/benchmarks.md, "Mutation testing").
 
 The helpers are held to exact figures on gaps built by hand (``_Gap``: what a transcript appends between two requests,
 as ``_gaps`` reads it); what a whole run does, on transcripts written the way the CLI writes them (tests/support).
