@@ -536,3 +536,44 @@ def test_a_result_the_run_was_cut_off_after_does_not_hide_a_later_forgery():
     t.reply("toolu_forged", "made up")  # no call, no request: named
     problems = evidence(t.session(), model_side(t.events), tool=CODEGRAPH).problems
     assert [p for p in problems if "toolu_forged" in p and "no request carried it" in p]
+
+
+def test_a_subagent_goes_on_from_its_call_and_a_response_it_took_is_not_paired_again():
+    from pytest_agent_eval.agents.opencode.transcript import OpenCodeSession
+    from pytest_agent_eval.metrics.evidence import paired_responses
+
+    t = Transcript()
+    a = t.message(text("Let me delegate."), {"type": "tool_use", "id": "c1", "name": "Task", "input": {}})
+    s = t.message(text("y"), thread="c1")
+    t.reply("c1", "report")
+    b = t.say("y")
+    plain = t.session()
+    session = OpenCodeSession(timeline=plain.timeline, calls=plain.calls, results=plain.results)
+    entries = [
+        _response("r_retry", text("y")),  # before the delegation: the subagent may not go back to it
+        _response("r1", {"type": "tool_use", "id": "c1", "name": "task", "input": {}}),
+        _response("r_sub", text("y")),
+        _response("r_main", text("y")),  # the same text: the main thread's, the subagent's being taken
+    ]
+    assert paired_responses(session, entries) == {a: "r1", s: "r_sub", b: "r_main"}
+
+
+def test_a_result_is_shown_as_the_reader_shows_its_call_whichever_side_carried_the_call():
+    """Codex's shell output is shown without its header; the call's name comes from a request, or else from the
+    response that made it: a result with neither is shown whole."""
+    from pytest_agent_eval.metrics.evidence import _received
+
+    output = '{"output": "hi", "metadata": {"exit_code": 0}}'
+
+    def call(call_id: str) -> dict[str, Any]:
+        return {"type": "function_call", "call_id": call_id, "name": "exec_command", "arguments": '{"cmd": "ls"}'}
+
+    def result(call_id: str) -> dict[str, Any]:
+        return {"type": "function_call_output", "call_id": call_id, "output": output}
+
+    entries = [
+        _entry("/v1/responses", {}, {"id": "r1", "output": [call("sent")]}),
+        _entry("/v1/responses", {"input": [result("sent"), call("carried"), result("carried"), result("none")]}, {}),
+    ]
+    shown = _received(entries).shown
+    assert (shown["sent"], shown["carried"], shown["none"]) == ({"hi"}, {"hi"}, {output})
