@@ -214,6 +214,20 @@ RUNS = [
     "env - codegraph x",
     "env -- A=1 codegraph x",
     "env -i -- A=1 codegraph x",
+    # a substitution's text as written, read again by eval: what follows it is not swallowed
+    "eval $(echo a)\\;codegraph",
+    "eval `echo a`\\;codegraph",
+    "eval $((1))\\;codegraph",
+    'eval "$(echo a)"\\;codegraph',
+    'eval "`echo a`"\\;codegraph',
+    "echo \"$(')'; codegraph x)\"",
+    'echo $(echo "$(ls)"); codegraph x',
+    "echo x; codegrap\\h",
+    "# c\ncodegraph x\necho b",
+    "cat <<\"'\"\nx\n'\ncodegraph x",
+    "python3 -c \"import os; os.system('codegraph x')\" -",
+    "time ! eval codegraph x",
+    "echo 'codegraph x' | time ! sh",
 ]
 
 DOES_NOT_RUN = [
@@ -340,6 +354,12 @@ DOES_NOT_RUN = [
     "timeoutX 10 codegraph x",
     "ln -s /opt/cg/bin/codegraph ./cgX; ./cg x",
     "$ codegraph",
+    'echo "``" codegraph',
+    "echo `` codegraph",
+    "echo $(echo 'a') codegraph 'b'",
+    "node -- -e \"require('codegraph')\"",
+    "nice -- -x codegraph",
+    "cd /opt/node_modules/codegraph && ~/cli.js",
 ]
 
 
