@@ -349,6 +349,7 @@ DOES_NOT_RUN = [
     "npx -y -q other codegraph",
     "xargs - codegraph",
     "env -- -i codegraph x",
+    "env -- A=codegraph",  # assignments alone: nothing runs
     "command - codegraph x",
     "command -- -p codegraph",
     "timeoutX 10 codegraph x",
