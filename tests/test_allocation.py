@@ -94,6 +94,22 @@ def test_a_file_without_an_extension_is_cited_whole_or_with_its_folder():
     )
 
 
+def test_a_file_whose_name_reads_as_no_reference_is_cited_with_its_folder():
+    """A dot file and an extension the reference pattern does not read (`.file-name`): named with a folder, each
+    is a path like any other (docs/metrics/allocation.md); once these were credited by neither channel."""
+    response = sized({"lib/.eslintrc": 200, "lib/weird.file-name": 300, "lib/app.js": 500})
+    answer = "Lint rules: `lib/.eslintrc`; the loader reads /repo/lib/weird.file-name:4."
+    a = allocation(run(response, answer=answer).session(), tool=CODEGRAPH)
+    assert used(a) == {
+        "lib/.eslintrc": ("path", None),
+        "lib/weird.file-name": ("path", None),
+        "lib/app.js": (None, None),
+    }
+    # Their basenames alone are words, as an extensionless one's is.
+    a = allocation(run(response, answer="See .eslintrc and weird.file-name.").session(), tool=CODEGRAPH)
+    assert a.used_chars == 0
+
+
 def test_path_match_is_by_folder_boundary_not_substring():
     # `onse.js` is not `lib/response.js`; `other/utils.js` is a different file from `lib/utils.js`.
     a = allocation(run(sized(THREE), answer="onse.js and other/utils.js").session(), tool=CODEGRAPH)

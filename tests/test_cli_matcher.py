@@ -184,6 +184,50 @@ RUNS = [
     "echo a#b; codegraph x",  # a # inside a word starts no comment
     "echo ${X}; codegraph x }",
     "CG=codegraph; $CG x # run it",
+    # escapes in double quotes: `\``, `\$`, `\"` and `\\` are decoded, another keeps its backslash; eval reads the
+    # decoded text again
+    'eval "\\`codegraph x\\`"',
+    'CG="\\$(codegraph)"; eval $CG',
+    'eval "\\"codegraph\\""',
+    'eval "\\\\codegraph"',
+    'eval "code\\graph"',
+    'X="a\\"b"; codegraph x',
+    '"a\\"" ; codegraph x',
+    'echo "$(echo \\")"; codegraph x',
+    'echo "\\\\`codegraph x`"',
+    # a variable's value read by eval, node, an interpreter; wrappers by name; an escaped word is still a word
+    'X=codegraph; eval "$X" x',
+    "X=/opt/cg/codegraph.js; node $X",
+    "X=codegraph; perl -e \"system('$X')\"",
+    "doas -u root codegraph x",
+    "ionice -c 3 codegraph x",
+    "timeout \\5 codegraph x",
+    "echo $'x'; codegraph x",
+    "npx -y -q codegraph x",
+    "bash -x -- /opt/cg/bin/codegraph",
+    "cd /opt/node_modules && codegraph/bin/x.js",  # relative to the folder cd moved to
+    # the lexer: a `}` before a `${…}` closes nothing; a comment ends at its line's end
+    "echo }; echo ${X}; codegraph x",
+    "echo hi\n# c\ncodegraph x",
+    "echo 'code\\graph x' | sh",  # echo keeps the unknown escape; sh drops the backslash
+    # env: a lone `-` is `-i`, and assignments still come after `--`
+    "env - codegraph x",
+    "env -- A=1 codegraph x",
+    "env -i -- A=1 codegraph x",
+    # a substitution's text as written, read again by eval: what follows it is not swallowed
+    "eval $(echo a)\\;codegraph",
+    "eval `echo a`\\;codegraph",
+    "eval $((1))\\;codegraph",
+    'eval "$(echo a)"\\;codegraph',
+    'eval "`echo a`"\\;codegraph',
+    "echo \"$(')'; codegraph x)\"",
+    'echo $(echo "$(ls)"); codegraph x',
+    "echo x; codegrap\\h",
+    "# c\ncodegraph x\necho b",
+    "cat <<\"'\"\nx\n'\ncodegraph x",
+    "python3 -c \"import os; os.system('codegraph x')\" -",
+    "time ! eval codegraph x",
+    "echo 'codegraph x' | time ! sh",
 ]
 
 DOES_NOT_RUN = [
@@ -263,6 +307,60 @@ DOES_NOT_RUN = [
     "${codegraph} x",  # a variable no earlier command set
     "| CG=codegraph sh",
     "python3 -c \"print('hi')\" \"os.system('codegraph x')\"",  # the code is -c's value, not what follows it
+    # a substitution's end found past an escape, quoted or not: what follows it is an argument
+    "echo `echo \\x` codegraph",
+    'echo "`echo \\x` codegraph"',
+    'echo "a\\"; codegraph x"',
+    'echo "\\$(codegraph x)"',
+    'echo "\\`codegraph x\\`"',
+    '"\\codegraph" x',  # in double quotes `\c` keeps its backslash
+    # eval runs the substitution's output, here a word before the CLI's name
+    'eval "`echo hi`" codegraph',
+    'eval "$(echo hi)" codegraph',
+    "eval `echo hi` codegraph",
+    "eval $(echo hi) codegraph",
+    'eval "$(echo ")")" codegraph',
+    "eval $(echo ')') codegraph",
+    'eval "a\\$b" codegraph',
+    'eval "\\q" codegraph',
+    'eval "\\qcodegraph"',
+    'eval "x\\"; codegraph"',
+    "eval <(true)codegraph",
+    "eval >(true)codegraph",
+    # a `)` or a quote inside the substitution
+    "echo $(echo 'a'b) codegraph",
+    "echo $('') codegraph",
+    'echo $(echo "\\"") codegraph',
+    'echo $(echo "a"b) codegraph',
+    "echo $(echo '; codegraph y)",  # unterminated: bash refuses it
+    "echo ${X; codegraph x",
+    "echo a\n# codegraph x",
+    "echo hi &>out codegraph x",
+    "sh <<< 'echo hi' > codegraph",
+    "printf 'codegraph%% x' | sh",
+    "printf '%s%%' codegraph | sh",
+    "echo '\\qcodegraph x' | sh",
+    # a lone `-` or an option after `--` is an operand: the command
+    "node - codegraph",
+    "node - - codegraph",
+    "bash - codegraph",
+    "bash -- -c 'codegraph x'",
+    "npx -- -y codegraph",
+    "npx -y -q other codegraph",
+    "xargs - codegraph",
+    "env -- -i codegraph x",
+    "env -- A=codegraph",  # assignments alone: nothing runs
+    "command - codegraph x",
+    "command -- -p codegraph",
+    "timeoutX 10 codegraph x",
+    "ln -s /opt/cg/bin/codegraph ./cgX; ./cg x",
+    "$ codegraph",
+    'echo "``" codegraph',
+    "echo `` codegraph",
+    "echo $(echo 'a') codegraph 'b'",
+    "node -- -e \"require('codegraph')\"",
+    "nice -- -x codegraph",
+    "cd /opt/node_modules/codegraph && ~/cli.js",
 ]
 
 
@@ -309,5 +407,25 @@ def test_a_name_with_a_slash_or_an_equals_sign_is_not_taken_by_the_shortcut():
     assert not invokes_cli("if x", cli="if")
     assert not invokes_cli("test x", cli="test")
     assert not invokes_cli("export x", cli="export")
+    assert not invokes_cli("readonly x", cli="readonly")
+    assert not invokes_cli("function x", cli="function")
+    assert not invokes_cli("a;b x", cli="a;b")  # two commands, `a` and `b x`
+    assert not invokes_cli("$(ls) x", cli="")
     assert not invokes_cli("", cli="codegraph")
     assert not invokes_cli("codegraph x", cli="")
+
+
+@pytest.mark.parametrize(
+    "form",
+    ["env -S '{}'", "watch '{}'", "echo $({})", "echo '{}' | bash", "bash <<< '{}'", "alias a='{}'; a"],
+)
+def test_each_nesting_form_adds_one_level(form):
+    """A split string, watch's command, a substitution, a script on a shell's stdin and an alias's value are each
+    one level deeper than the command that holds them."""
+    assert invokes_cli(form.format("eval " * (_MAX_DEPTH - 1) + "codegraph"), cli=CODEGRAPH.cli)
+    assert not invokes_cli(form.format("eval " * _MAX_DEPTH + "codegraph"), cli=CODEGRAPH.cli)
+
+
+def test_a_backslash_before_an_ordinary_character_stays_in_a_double_quoted_word():
+    assert not invokes_cli('"\\X" x', cli="X")
+    assert invokes_cli('"\\$X" x', cli="$X")

@@ -11,6 +11,8 @@ from support.codegraph_outputs import EXPLORE
 from support.synth import Transcript, text
 
 from pytest_agent_eval.agents.claude_code.transcript import read_lines
+from pytest_agent_eval.agents.codex.transcript import ResponsesReading
+from pytest_agent_eval.agents.gemini.transcript import GeminiReading
 from pytest_agent_eval.metrics.evidence import evidence
 from pytest_agent_eval.metrics.gates import contamination_verdict, evaluate, integrity_verdict, load_thresholds
 from pytest_agent_eval.metrics.scorecard import score
@@ -455,3 +457,125 @@ def test_a_received_result_whose_call_no_request_carried_is_named_by_a_question_
         (grep, "Bash", "main"),
         ("toolu_lost", "?", "?"),
     ]
+
+
+def _entry(path: str, request: Any, response: Any) -> dict[str, Any]:
+    return {"method": "POST", "path": path, "status": 200, "request": request, "response": response, "refused": None}
+
+
+def test_each_apis_reader_takes_what_the_record_carried_and_passes_over_malformed_parts():
+    """A record is the model server's, but a response cut off, a part of an unknown shape or an item without an id is
+    passed over, never a failure; what is well formed is read: calls, results, the streamed answer's text without its
+    thoughts, and nothing the API does not call a result."""
+    from pytest_agent_eval.agents.gemini.transcript import response_name
+    from pytest_agent_eval.metrics.evidence import _received
+
+    stream, once = "/v1beta/models/m:streamGenerateContent", "/v1beta/models/m:generateContent"
+    gemini_request = {
+        "contents": [
+            "junk",
+            {"parts": None},
+            {"parts": ["junk", {"functionCall": {"id": "g0", "name": "read_file", "args": {}}}]},
+            {"parts": [{"functionResponse": {"id": "g0", "response": {"output": "hello"}}}]},
+        ]
+    }
+    parts = [{"text": "planning", "thought": True}, {"text": "A"}, {"text": "B"}, {"functionCall": {"id": "g1"}}]
+    entries = [
+        _entry(stream, gemini_request, {"candidates": [{"content": {"parts": parts}}]}),
+        _entry(stream, {}, {"candidates": []}),  # nothing streamed: no response to name
+        _entry(stream, {}, {"candidates": ["junk"]}),
+        _entry(stream, {}, "cut off"),
+        _entry(once, {}, {"candidates": [{"content": {"parts": [{"text": "a side answer"}]}}]}),  # not streamed
+    ]
+    received = _received(entries, GeminiReading)
+    assert received.answers == [(response_name(1), frozenset({"g1"}), "A B"), (response_name(2), frozenset(), "")]
+    assert (received.calls, received.results) == ({"g0": ("Read", 1)}, {"g0": {"hello": 1}})  # in the common vocabulary
+
+    items = [
+        {"type": "function_call", "call_id": "c1", "name": "shell", "arguments": "{}"},
+        {"type": "function_call", "name": "shell"},  # no call_id
+        {"type": "message", "call_id": "c_msg"},  # not a call
+        "junk",
+    ]
+    responses_request = {
+        "input": [
+            "junk",
+            {"type": "function_call_output", "call_id": "c1", "output": [{"type": "input_text", "text": "hi"}]},
+        ]
+    }
+    entries = [
+        _entry("/v1/responses", responses_request, {"id": "resp_1", "output": items}),
+        _entry("/v1/responses", {}, {"id": "resp_2", "output": None}),
+        _entry("/v1/responses", {}, {"output": []}),  # no id: no response to keep
+    ]
+    received = _received(entries, ResponsesReading)
+    assert received.sent == {"resp_1": {"c1"}, "resp_2": set()}
+    assert received.results == {"c1": {"hi": 1}}
+
+    messages_request = {"messages": [{"role": "user", "content": [{"type": "text", "tool_use_id": "t9", "text": "x"}]}]}
+    received = _received([_entry("/v1/messages", messages_request, {"id": "m1", "content": None})], None)
+    assert (received.sent, received.results) == ({"m1": set()}, {})  # a text block with an id is no result
+
+
+def test_a_cut_in_the_middle_keeps_both_ends_on_both_sides_and_a_second_mark_is_text():
+    """An honest cut keeps a head and a tail on each side; a result whose text holds another mark after the cut (a
+    quoted truncated output) is compared from its first."""
+    from pytest_agent_eval.metrics.evidence import _agrees
+
+    head, tail = "h" * 40, "t" * 40
+    assert not _agrees(head + "…5 tokens truncated…" + tail, "…9 chars truncated…" + tail)  # the shown head lost
+    assert not _agrees("…5 tokens truncated…" + tail, head + "…9 chars truncated…" + tail)  # the carried head lost
+    assert not _agrees(head + "…5 tokens truncated…", head + "…9 chars truncated…" + tail)
+    quoted = "quoted: …3 chars truncated… end" + tail
+    assert _agrees(head + "…5 tokens truncated…" + quoted, head + "…9 chars truncated…" + quoted)
+
+
+def test_a_result_the_run_was_cut_off_after_does_not_hide_a_later_forgery():
+    t = Transcript()
+    t.init()
+    call = t.call("Bash", command="sleep 100")
+    t.reply(call, "killed")  # the run stopped here: allowed
+    t.reply("toolu_forged", "made up")  # no call, no request: named
+    problems = evidence(t.session(), model_side(t.events), tool=CODEGRAPH).problems
+    assert [p for p in problems if "toolu_forged" in p and "no request carried it" in p]
+
+
+def test_a_subagent_goes_on_from_its_call_and_a_response_it_took_is_not_paired_again():
+    from pytest_agent_eval.agents.opencode.transcript import OpenCodeSession
+    from pytest_agent_eval.metrics.evidence import paired_responses
+
+    t = Transcript()
+    a = t.message(text("Let me delegate."), {"type": "tool_use", "id": "c1", "name": "Task", "input": {}})
+    s = t.message(text("y"), thread="c1")
+    t.reply("c1", "report")
+    b = t.say("y")
+    plain = t.session()
+    session = OpenCodeSession(timeline=plain.timeline, calls=plain.calls, results=plain.results)
+    entries = [
+        _response("r_retry", text("y")),  # before the delegation: the subagent may not go back to it
+        _response("r1", {"type": "tool_use", "id": "c1", "name": "task", "input": {}}),
+        _response("r_sub", text("y")),
+        _response("r_main", text("y")),  # the same text: the main thread's, the subagent's being taken
+    ]
+    assert paired_responses(session, entries) == {a: "r1", s: "r_sub", b: "r_main"}
+
+
+def test_a_result_is_shown_as_the_reader_shows_its_call_whichever_side_carried_the_call():
+    """Codex's shell output is shown without its header; the call's name comes from a request, or else from the
+    response that made it: a result with neither is shown whole."""
+    from pytest_agent_eval.metrics.evidence import _received
+
+    output = '{"output": "hi", "metadata": {"exit_code": 0}}'
+
+    def call(call_id: str) -> dict[str, Any]:
+        return {"type": "function_call", "call_id": call_id, "name": "exec_command", "arguments": '{"cmd": "ls"}'}
+
+    def result(call_id: str) -> dict[str, Any]:
+        return {"type": "function_call_output", "call_id": call_id, "output": output}
+
+    entries = [
+        _entry("/v1/responses", {}, {"id": "r1", "output": [call("sent")]}),
+        _entry("/v1/responses", {"input": [result("sent"), call("carried"), result("carried"), result("none")]}, {}),
+    ]
+    shown = _received(entries, ResponsesReading).shown
+    assert (shown["sent"], shown["carried"], shown["none"]) == ({"hi"}, {"hi"}, {output})

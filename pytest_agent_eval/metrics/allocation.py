@@ -252,7 +252,9 @@ def _cited(sections: list[FileSection], answer: str) -> dict[str, tuple[str, str
         candidates = cited_by_name.get(_basename(path))
         if candidates and any(same_file(path, c) for c in candidates):
             verdict[path] = ("path", None)
-    bare = [path for path in paths if "." not in _basename(path)]  # rare: most returned files have an extension
+    # Rare: a name no reference pattern reads (`bin/www`, `Makefile`, `lib/.eslintrc`, `lib/weird.file-name`) is
+    # cited whole or with its folder (docs/metrics/allocation.md, "Path references").
+    bare = [path for path in paths if not file_references(path)]
     for path in extensionless_references(answer, bare):
         verdict[path] = ("path", None)
     names = code_span_names(answer)

@@ -310,12 +310,14 @@ def _skip_env(words: list[_Word]) -> tuple[list[_Word], str | None]:
             return [], " ".join(w.text for w in words[i + 1 :])
         if text.startswith("--split-string="):
             return [], " ".join([text.partition("=")[2]] + [w.text for w in words[i + 1 :]])
-        if text == "--":
+        if text == "--":  # the options end; the assignments still come before the command
             i += 1
+            while i < len(words) and _ASSIGN_RE.match(words[i].text):
+                i += 1
             break
         if text in _VALUE_OPTS["env"]:
             i += 2
-        elif (text.startswith("-") and text != "-") or _ASSIGN_RE.match(text):
+        elif text.startswith("-") or _ASSIGN_RE.match(text):  # a lone `-` is `-i` (POSIX env)
             i += 1
         else:
             break

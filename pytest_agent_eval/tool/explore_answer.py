@@ -99,9 +99,10 @@ def file_references(text: str) -> list[tuple[str, str]]:
 
 
 def extensionless_references(text: str, paths: Iterable[str]) -> set[str]:
-    """Which of ``paths``, files without an extension (``bin/www``, ``Makefile``), ``text`` names: whole, or by a
-    folder and the name (``/repo/bin/www:12``). No extension tells such a name from a word, so a basename alone
-    (``www``) never counts."""
+    """Which of ``paths``, files whose name :func:`file_references` does not read (no extension: ``bin/www``,
+    ``Makefile``; a dot file or an odd one: ``lib/.eslintrc``, ``lib/weird.file-name``), ``text`` names: whole, or
+    by a folder and the name (``/repo/bin/www:12``). No known extension tells such a name from a word, so a
+    basename alone (``www``) never counts."""
     wanted = list(paths)
     if not wanted:
         return set()
