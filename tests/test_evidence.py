@@ -5,6 +5,7 @@ from __future__ import annotations
 import copy
 import json
 import re
+from pathlib import Path
 from typing import Any
 
 from support.codegraph_outputs import EXPLORE
@@ -12,13 +13,14 @@ from support.synth import Transcript, text
 
 from pytest_agent_eval.agents.claude_code.transcript import read_lines
 from pytest_agent_eval.agents.codex.transcript import ResponsesReading
-from pytest_agent_eval.agents.gemini.transcript import GeminiReading
-from pytest_agent_eval.metrics.evidence import evidence
+from pytest_agent_eval.agents.gemini.transcript import GeminiReading, read_gemini
+from pytest_agent_eval.metrics.evidence import evidence, paired_responses
 from pytest_agent_eval.metrics.gates import contamination_verdict, evaluate, integrity_verdict, load_thresholds
 from pytest_agent_eval.metrics.scorecard import score
+from pytest_agent_eval.model.record import read_requests
 from pytest_agent_eval.report.blocks import render_scorecard
 from pytest_agent_eval.tool import CODEGRAPH
-from pytest_agent_eval.transcript import Usage
+from pytest_agent_eval.transcript import Session, Usage
 
 HELP = "Usage: codegraph [options] [command]\n\nCode intelligence and knowledge graph\n"
 
@@ -579,3 +581,27 @@ def test_a_result_is_shown_as_the_reader_shows_its_call_whichever_side_carried_t
     ]
     shown = _received(entries, ResponsesReading).shown
     assert (shown["sent"], shown["carried"], shown["none"]) == ({"hi"}, {"hi"}, {output})
+
+
+def test_a_session_that_offers_no_reading_of_an_api_lists_its_exchanges_unchecked():
+    """Claude Code's Session reads the Messages API only: a record of Responses and Gemini exchanges is named as not
+    checked, per API, never read as Messages."""
+    responses = _entry("/v1/responses", {}, {"id": "resp_1", "output": []})
+    gemini = _entry("/v1beta/models/m:streamGenerateContent", {}, {"candidates": []})
+    for entries, apis in (
+        ([responses], ["Responses"]),
+        ([gemini], ["Gemini"]),
+        ([responses, gemini], ["Gemini", "Responses"]),
+    ):
+        assert evidence(Session(), entries, tool=CODEGRAPH).unchecked == [
+            f"the {api} API's exchanges: Session offers no reading of their items (Session.api_reading)" for api in apis
+        ]
+
+
+def test_a_gemini_runs_messages_pair_with_the_responses_its_record_holds():
+    """Gemini names its messages by its own ids: each is paired with a response of the record, read through the
+    Gemini reading its Session offers."""
+    folder = Path(__file__).parent / "data/gemini/with"
+    session = read_gemini(sorted(folder.glob("events*.jsonl")))
+    paired = paired_responses(session, read_requests(folder / "requests.jsonl"))
+    assert paired and set(paired) == {m.id for m in session.messages(None) if not m.error}
