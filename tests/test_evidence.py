@@ -25,13 +25,13 @@ from pytest_agent_eval.transcript import Session, Usage
 HELP = "Usage: codegraph [options] [command]\n\nCode intelligence and knowledge graph\n"
 
 
-def model_side(events: list[dict]) -> list[dict[str, Any]]:
-    """The request record a server would have kept for the main thread of ``events``: each assistant message is
-    the response to a request carrying every message before it."""
+def model_side(events: list[dict], thread: str | None = None) -> list[dict[str, Any]]:
+    """The request record a server would have kept for the main thread of ``events`` (or the subagent ``thread``):
+    each assistant message is the response to a request carrying every message of the thread before it."""
     entries: list[dict[str, Any]] = []
     messages: list[dict] = []
     for event in events:
-        if event.get("parent_tool_use_id") or event["type"] not in ("assistant", "user"):
+        if event.get("parent_tool_use_id") != thread or event["type"] not in ("assistant", "user"):
             continue
         message = event["message"]
         if event["type"] == "user":
@@ -605,3 +605,24 @@ def test_a_gemini_runs_messages_pair_with_the_responses_its_record_holds():
     session = read_gemini(sorted(folder.glob("events*.jsonl")))
     paired = paired_responses(session, read_requests(folder / "requests.jsonl"))
     assert paired and set(paired) == {m.id for m in session.messages(None) if not m.error}
+
+
+def test_a_result_cut_down_in_a_subagents_record_is_named_as_in_the_main_thread():
+    """Claude Code keeps a subagent's steps in the subagent's thread: a result its record shows less of than the
+    subagent's model received is a forgery there too, named with its thread."""
+    t = Transcript()
+    t.init(tools=["Task", "Bash"])
+    task = t.call("Task", description="find it", prompt="Where is res.send defined?")
+    grep = t.call("Bash", thread=task, command="grep -rn 'res.send =' lib")
+    found = "lib/response.js:107:res.send = function send(body) {\nlib/response.js:108:  var chunk = body;"
+    t.reply(grep, found, thread=task)
+    t.say("lib/response.js:107", thread=task)
+    t.reply(task, "res.send is defined in lib/response.js:107")
+    t.say("In lib/response.js.")
+    entries = model_side(t.events) + model_side(t.events, thread=task)
+    assert evidence(t.session(), entries, tool=CODEGRAPH).problems == []
+    shown = found.split("\n")[0]
+    next(e for e in t.events if e.get("uuid") == f"u-{grep}")["message"]["content"][0]["content"] = shown
+    assert evidence(t.session(), entries, tool=CODEGRAPH).problems == [
+        f'tool result for {grep} (Bash, thread {task}) differs from what the model received: "{shown}"'
+    ]
