@@ -16,10 +16,12 @@ from pytest_agent_eval.agents.claude_code.transcript import read_segments
 from pytest_agent_eval.metrics.occupancy import (
     BOUND,
     DEFAULT_CHARS_PER_TOKEN,
+    FAMILIES,
     MEASURED,
     PROSE_CHARS_PER_TOKEN,
     Occupancy,
     SimpleEstimate,
+    _beside_growth,
     _calibrate,
     _cross_check,
     _declared_output,
@@ -147,6 +149,77 @@ def test_framing_that_leaves_no_gap_any_growth_falls_back_to_pricing_framing_as_
     assert _pooled(gaps, 10.0) == _pooled(gaps, None) == (2.2, gaps)
     # and where no gap grew at all, nothing measures the ratio
     assert _pooled([gap(2_000, 1_000, hidden=1_000.0)], None) == (DEFAULT_CHARS_PER_TOKEN, [])
+
+
+# -- a family denser than the others (docs/metrics/occupancy.md, "Invisible growth") ---------------------------------
+def _beside(kept: list[_Gap], nets: list[float]) -> tuple[list[_Gap], dict[str, float]]:
+    """The gaps the growth rule keeps of ``kept`` (grown ``nets`` net of all but their results), and each family's
+    growth beyond the other families' terms."""
+    denser: dict[str, float] = {}
+    left, chars, left_nets = _beside_growth(kept, sum(g.shown_chars for g in kept), nets, denser)
+    assert chars == sum(g.shown_chars for g in left) and left_nets == [nets[kept.index(g)] for g in left]
+    assert [g.beside for g in kept] == [g not in left for g in kept]
+    return left, denser
+
+
+def test_growth_beyond_the_other_families_terms_by_exactly_the_tolerance_is_no_bar_and_a_token_more_is():
+    # The Read's gap reads 2.0: the tool's 9,500 characters cost 4,750 tokens at its terms. Grown 5,000, the 250
+    # beyond are exactly 5% of that growth, more than 200 tokens: within the unexplained rule's tolerance.
+    read, tool = gap(2_000, 1_000), gap(9_500, 5_000, results=[("tool", 9_500, 0)])
+    assert _beside([read, tool], [1_000.0, 5_000.0]) == ([read, tool], {})
+    assert _beside([read, tool], [1_000.0, 5_001.0]) == ([read, tool], {"tool": 251.0})  # 5% is 250.05
+
+
+def test_a_familys_bar_is_its_share_by_characters_of_its_gaps_growth_beyond_the_others():
+    # Two gaps of the tool's and the Read's results read 6,000 characters at 1.5 against Bash's 2.0: 1,000 tokens
+    # beyond its terms, the tool's 4,000 characters two thirds of it (its results in both gaps summed).
+    mixed = [
+        gap(2_000, 1_500, results=[("tool", 1_000, 0), ("read", 1_000, 0)]),
+        gap(4_000, 2_500, results=[("read", 1_000, 0), ("tool", 3_000, 0)]),
+    ]
+    bash = gap(4_000, 2_000, results=[("bash", 4_000, 0)])
+    left, denser = _beside([*mixed, bash], [1_500.0, 2_500.0, 2_000.0])
+    assert left == [*mixed, bash]  # 1.5 x 1.4 is 2.1: within GROWTH_FACTOR of Bash's, priced as they measured
+    assert denser == {"tool": pytest.approx(2_000 / 3), "read": pytest.approx(1_000 / 3)}
+
+
+def test_a_family_denser_in_its_own_gaps_and_in_gaps_it_shares_adds_both_bars():
+    # Against Bash's 2.0, the tool's own gap and the gap it shares with the Read each grew 300 beyond: the tool's
+    # bar is all of the first and half of the second (1,000 of its 2,000 characters).
+    tool = gap(2_000, 1_300, results=[("tool", 2_000, 0)])
+    shared = gap(2_000, 1_300, results=[("tool", 1_000, 0), ("read", 1_000, 0)])
+    bash = gap(4_000, 2_000, results=[("bash", 4_000, 0)])
+    assert _beside([tool, shared, bash], [1_300.0, 1_300.0, 2_000.0]) == (
+        [tool, shared, bash],
+        {"tool": 450.0, "read": 150.0},
+    )
+
+
+def test_a_family_exactly_growth_factor_denser_keeps_its_gaps_and_one_a_token_denser_is_beside():
+    read = gap(1_400, 1_000)  # 1.4 chars/token
+    tool = gap(1_000, 1_000, results=[("tool", 1_000, 0)])  # 1.0: 1.4 times as dense
+    beyond = 1_000 - 1_000 / 1.4
+    assert _beside([read, tool], [1_000.0, 1_000.0]) == ([read, tool], {"tool": pytest.approx(beyond)})
+    assert _beside([read, tool], [1_000.0, 1_001.0]) == ([read], {"tool": pytest.approx(beyond + 1)})
+
+
+def _spanning(dense: str, other: str) -> list[list[str]]:
+    """The two families, and with each of the rest."""
+    return [[dense, other], *([dense, other, f] for f in FAMILIES if f not in (dense, other))]
+
+
+@pytest.mark.parametrize(("dense", "other"), [(d, o) for d in FAMILIES for o in FAMILIES if d != o])
+def test_gaps_holding_every_family_leave_none_to_weigh_them_against_and_the_rule_weighs_the_rest(dense, other):
+    # Gaps whose results span both families (and more) are disjoint from no other gap's: passed over, in whatever
+    # order the families' names put them, the dense family is still weighed against the other: 300 beyond.
+    spanning = [
+        gap(1_000 * len(fams), 1_500, results=[(f, 1_000, 0) for f in fams]) for fams in _spanning(dense, other)
+    ]
+    own = [gap(2_000, 1_000, results=[(other, 2_000, 0)]), gap(2_000, 1_300, results=[(dense, 2_000, 0)])]
+    assert _beside([*spanning, *own], [1_500.0] * len(spanning) + [1_000.0, 1_300.0]) == (
+        [*spanning, *own],
+        {dense: 300.0},
+    )
 
 
 # -- the bound, where every gap may hide growth -----------------------------------------------------------------------
