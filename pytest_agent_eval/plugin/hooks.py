@@ -657,7 +657,7 @@ class AgentEvalPlugin:
         data = getattr(report, "agent_eval", None)
         if report.when != "call" or not isinstance(data, dict) or not data.get("stalled"):
             return None
-        from pytest_agent_eval.report.format import stall_note
+        from pytest_agent_eval.metrics.format import stall_note
 
         letter = {"passed": ".", "failed": "F"}.get(report.outcome, "s")
         return (
@@ -726,7 +726,7 @@ class AgentEvalPlugin:
             terminalreporter.write_line(f"agent-eval: warning: {text} (an error by {self.raised_by})", red=True)
         for record in session.ordered() if session else []:
             if record.stalled:
-                from pytest_agent_eval.report.format import stall_note
+                from pytest_agent_eval.metrics.format import stall_note
 
                 note = stall_note(record.driver or {})
                 terminalreporter.write_line(f"agent-eval: {record.id} {note}; its time is no measurement", yellow=True)
