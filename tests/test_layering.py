@@ -97,7 +97,7 @@ def test_the_registry_is_below_what_reads_campaigns_back():
     graph = _imports()
     found = graph["pytest_agent_eval.settings.registry"]
     assert found <= {
-        "pytest_agent_eval.settings.reference",
+        "pytest_agent_eval.reference",
         "pytest_agent_eval.agents.base",
         "pytest_agent_eval.agents.built_in",
         "pytest_agent_eval.tool",

@@ -308,6 +308,6 @@ class CodingAgent(ABC):
 def load_agent(reference: str) -> CodingAgent:
     """The :class:`CodingAgent` that ``MODULE:ATTR`` names (``MODULE`` importable: installed, or on pytest's
     ``pythonpath``); raises ValueError saying what is wrong."""
-    from pytest_agent_eval.settings.reference import load_reference
+    from pytest_agent_eval.reference import load_reference
 
     return load_reference(reference, CodingAgent)
