@@ -454,7 +454,7 @@ def _check_agent(args: argparse.Namespace) -> int:
     """Exit 0 when every check passes, 1 when one fails (each printed, PASS or FAIL, with why)."""
     import tempfile
 
-    from pytest_agent_eval.harness.conformance import check_agent
+    from pytest_agent_eval.run.conformance import check_agent
 
     with tempfile.TemporaryDirectory(prefix="agent-eval-check-") as folder:
         checks = check_agent(args.agent, args.tool or resolve_tool(UNNAMED_TOOL), Path(folder))
@@ -496,7 +496,7 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _merge(args: argparse.Namespace) -> int:
-    from pytest_agent_eval.campaign.merge import MergeError, merge
+    from pytest_agent_eval.run.merge import MergeError, merge
 
     try:
         session = merge(args.out, args.campaigns)

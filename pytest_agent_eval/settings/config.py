@@ -8,7 +8,7 @@ come from ``agent-eval.yaml`` (see :mod:`pytest_agent_eval.metrics.gates`).
 The option table is :mod:`pytest_agent_eval.settings.options`, the parsers of the options' texts
 :mod:`pytest_agent_eval.settings.parsers`: the settings are resolved for the first agent item (or, when a setting is
 given, as the session starts), and defaults need no parser. Settings only: what a session learns as it runs (its
-campaign folder) is the evaluation session's (:mod:`pytest_agent_eval.campaign.evaluation`). Nothing here touches
+campaign folder) is the evaluation session's (:mod:`pytest_agent_eval.run.evaluation`). Nothing here touches
 the network or npm.
 """
 

@@ -343,9 +343,9 @@ class ItemLife:
         env: dict[str, str],
     ) -> None:
         """Once per agent per process: a probe session through the agent itself, in the sandbox, whose shell call of the
-        tool must come back denied (:mod:`pytest_agent_eval.harness.probe`); ``setup.config_dir`` receives its
+        tool must come back denied (:mod:`pytest_agent_eval.run.probe`); ``setup.config_dir`` receives its
         files."""
-        from pytest_agent_eval.harness.probe import prove_block
+        from pytest_agent_eval.run.probe import prove_block
 
         options = DriveOptions(sandbox=sandbox)
         probe = partial(
