@@ -40,11 +40,11 @@ from pytest_agent_eval.harness.untrusted import UntrustedFile
 from pytest_agent_eval.metrics.contamination import contamination
 from pytest_agent_eval.metrics.evidence import evidence
 from pytest_agent_eval.metrics.occupancy import FAMILIES, family, occupancy
+from pytest_agent_eval.metrics.truth import read_truth_log, resident_truth
 from pytest_agent_eval.model import ScriptedBackend, serve
 from pytest_agent_eval.model.gemini import assemble, stream_frames, usage_metadata
 from pytest_agent_eval.model.record import read_requests
 from pytest_agent_eval.model.sse import Reply
-from pytest_agent_eval.model.truth import read_truth_log, resident_truth
 from pytest_agent_eval.model.usage import MESSAGE_FRAME_TOKENS, UsageModel, count_tokens, text_tokens
 from pytest_agent_eval.tool import CODEGRAPH
 from pytest_agent_eval.transcript import Compaction, Message, ToolResult, UserText

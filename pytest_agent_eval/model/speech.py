@@ -13,7 +13,7 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..metrics.file_access import bash_access
+from ..transcript.file_access import bash_access
 from .scripted import Step
 
 if TYPE_CHECKING:
