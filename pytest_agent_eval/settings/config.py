@@ -26,8 +26,8 @@ from pytest_agent_eval.settings.options import OPTIONS, THRESHOLDS_FILE, THRESHO
 # The tool (its fingerprints), the parsers and the shard planner load only when a setting needs them.
 if TYPE_CHECKING:
     from pytest_agent_eval.agents.base import CodingAgent
-    from pytest_agent_eval.campaign.shard import Shard
     from pytest_agent_eval.settings.parsers import Rule
+    from pytest_agent_eval.settings.shard import Shard
     from pytest_agent_eval.tool import RetrievalTool
 
 DEFAULT_OUT = "agent-eval-out"
@@ -215,7 +215,7 @@ class AgentEvalConfig:
     def output_problem(self) -> str | None:
         """Why the campaign folder (``--agent-eval-out``) or ``--agent-eval-json`` cannot be written, naming the
         setting; None when both can."""
-        from pytest_agent_eval.campaign.store import unwritable
+        from pytest_agent_eval.harness.writes import unwritable
 
         if self.out is not None and (problem := unwritable(self.out)):
             return f"--agent-eval-out {self.out}: {problem}"

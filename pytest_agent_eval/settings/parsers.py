@@ -18,7 +18,7 @@ from pytest_agent_eval.settings.options import BACKENDS, EFFORTS, MODES, STAND_I
 
 if TYPE_CHECKING:
     from pytest_agent_eval.agents.base import CodingAgent
-    from pytest_agent_eval.campaign.shard import Shard
+    from pytest_agent_eval.settings.shard import Shard
     from pytest_agent_eval.tool import RetrievalTool
 
 
@@ -290,7 +290,7 @@ def parse_paths(text: str) -> list[Path]:
 
 
 def parse_shard_option(text: str) -> Shard:
-    from pytest_agent_eval.campaign.shard import ShardError, parse_shard
+    from pytest_agent_eval.settings.shard import ShardError, parse_shard
 
     try:
         return parse_shard(text)
