@@ -91,11 +91,11 @@ def test_the_pytest_layer_imports_one_way():
 
 
 def test_the_registry_is_below_what_reads_campaigns_back():
-    """The registry (settings/registry.py) finds agents and tools for the campaign, report, CLI and harness
+    """The registry (agents/registry.py) finds agents and tools for the campaign, report, CLI and harness
     layers; it imports none of them, and only the agents' base, the one table of built-in agents and the tool
     description of what it finds."""
     graph = _imports()
-    found = graph["pytest_agent_eval.settings.registry"]
+    found = graph["pytest_agent_eval.agents.registry"]
     assert found <= {
         "pytest_agent_eval.reference",
         "pytest_agent_eval.agents.base",
@@ -105,13 +105,13 @@ def test_the_registry_is_below_what_reads_campaigns_back():
     readers = ("campaign.made_by", "campaign.rescore", "report.html", "cli", "settings.parsers")
     for reader in readers:  # each resolves through it, none by a table of its own
         module = f"pytest_agent_eval.{reader}"
-        assert graph[module] & {"pytest_agent_eval.settings.registry", "pytest_agent_eval.campaign.made_by"}, module
+        assert graph[module] & {"pytest_agent_eval.agents.registry", "pytest_agent_eval.campaign.made_by"}, module
 
 
 AGENTS = "pytest_agent_eval.agents"
-# The agents' package itself: the protocol (base), the one table of built-in agents, whose-record-is-this (the rest
-# of agents/ is one folder per agent).
-AGENT_PROTOCOL = {AGENTS, f"{AGENTS}.base", f"{AGENTS}.built_in", f"{AGENTS}.recognition"}
+# The agents' package itself: the protocol (base), the one table of built-in agents, the registry that finds them
+# and the plug-ins, whose-record-is-this (the rest of agents/ is one folder per agent).
+AGENT_PROTOCOL = {AGENTS, f"{AGENTS}.base", f"{AGENTS}.built_in", f"{AGENTS}.registry", f"{AGENTS}.recognition"}
 
 
 def _agent_folder(module: str) -> str | None:

@@ -16,12 +16,12 @@ from support.sessions import without_contaminated
 from support.standin import Q_EXPRESS, Project, entry
 from support.synth import Transcript
 
+from pytest_agent_eval.agents.registry import origin_of, recorded_agent, recorded_tool, resolve_agent, resolve_tool
 from pytest_agent_eval.campaign.made_by import agent_of, tool_of
 from pytest_agent_eval.campaign.record import ItemRecord
 from pytest_agent_eval.campaign.store import Campaign
 from pytest_agent_eval.cli import main
 from pytest_agent_eval.harness import runtimes
-from pytest_agent_eval.settings.registry import origin_of, recorded_agent, recorded_tool, resolve_agent, resolve_tool
 from pytest_agent_eval.tool import CODEGRAPH
 
 PLUGINS = REPO / "tests" / "data" / "plugins"

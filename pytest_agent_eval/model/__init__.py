@@ -85,7 +85,7 @@ def cassette_backend(paths: str | Path | Iterable[str | Path], agent: CodingAgen
     cassette = agent.cassette(listed)
     if cassette is not None:
         return cassette
-    from pytest_agent_eval.settings.registry import resolve_agent
+    from pytest_agent_eval.agents.registry import resolve_agent
 
     return resolve_agent(agent.stand_in_dialect).cassette(listed)
 

@@ -42,7 +42,7 @@ class CassetteBackend:
 
     def __init__(self, paths: str | Path | Iterable[str | Path], agent: CodingAgent | None = None) -> None:
         if agent is None:
-            from pytest_agent_eval.settings.registry import recorded_agent
+            from pytest_agent_eval.agents.registry import recorded_agent
 
             agent = recorded_agent(None)
         self.agent = agent
