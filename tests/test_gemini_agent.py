@@ -566,7 +566,8 @@ def test_the_forwarder_adds_the_real_key_outside_the_sandbox_and_records_what_it
 
 
 def test_the_gemini_backend_is_the_forwarder_and_needs_the_harnesss_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_agent_eval.model import GeminiForwarder, make_backend, resolve_backend
+    from pytest_agent_eval.model import GeminiForwarder
+    from pytest_agent_eval.run.backends import make_backend, resolve_backend
     from pytest_agent_eval.settings.config import AgentEvalConfig
 
     real_key = "AIza" + "Sy9fQ2mLk7VbX3nR8tWcJ4hP6dGzE1aYu0o"  # the shape of a key Google issues

@@ -16,15 +16,7 @@ from typing import Any
 import pytest
 from support.synth import Transcript, explore_response, text, tool_use
 
-from pytest_agent_eval.model import (
-    AnthropicBackend,
-    CassetteBackend,
-    Faults,
-    Reply,
-    ScriptedBackend,
-    make_backend,
-    serve,
-)
+from pytest_agent_eval.model import AnthropicBackend, CassetteBackend, Faults, Reply, ScriptedBackend, serve
 from pytest_agent_eval.model.record import RequestLog, read_requests, retries_by_turn
 from pytest_agent_eval.model.retry import RetryPolicy
 from pytest_agent_eval.model.scripted import COMPACT_INSTRUCTION, CONTINUATION, keywords
@@ -38,6 +30,7 @@ from pytest_agent_eval.model.usage import (
     server_context_id,
     text_tokens,
 )
+from pytest_agent_eval.run.backends import make_backend
 
 pytestmark = pytest.mark.timeout(60)
 

@@ -205,7 +205,8 @@ class CodingAgent(ABC):
     def cassette(self, segments: Sequence[Path]) -> Any:
         """A model backend (:class:`pytest_agent_eval.model.server.Backend`) that replays this agent's recorded run
         (its ``segments``) in the API it speaks. None: it has none of its own, and replays as the built-in agent its
-        :attr:`stand_in` names, whose record format it shares (:func:`pytest_agent_eval.model.cassette_backend`)."""
+        :attr:`stand_in` names, whose record format it shares
+        (:func:`pytest_agent_eval.run.backends.cassette_backend`)."""
         return None
 
     def ends_turn(self, event: Mapping[str, Any]) -> bool:

@@ -195,8 +195,9 @@ def agent_model_servers(agent_eval_config: AgentEvalConfig) -> Iterator[ModelSer
 
 def agent_model_server(request: pytest.FixtureRequest, coding_agent: CodingAgent) -> Iterator[ModelEndpoint]:
     from pytest_agent_eval.campaign import baseline
-    from pytest_agent_eval.model import ModelEndpoint, cassette_backend, serve
+    from pytest_agent_eval.model import ModelEndpoint, serve
     from pytest_agent_eval.model.retry import HARNESS_RETRY
+    from pytest_agent_eval.run.backends import cassette_backend
     from pytest_agent_eval.run.item import step
 
     source: Campaign | None = request.getfixturevalue("agent_replay_source")

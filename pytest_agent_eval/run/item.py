@@ -80,8 +80,9 @@ def model_endpoint(
     """The loopback model server of ``cfg.backend`` for an agent speaking ``api`` (the session's agent's when not
     given): a stand-in, a cassette, or the forwarder to the real API; the model's transient failures retried by the
     harness's policy (model/retry.py). ``faults``: what the server injects (a test's)."""
-    from pytest_agent_eval.model import ModelEndpoint, ScriptedBackend, make_backend, resolve_backend, serve
+    from pytest_agent_eval.model import ModelEndpoint, ScriptedBackend, serve
     from pytest_agent_eval.model.retry import HARNESS_RETRY
+    from pytest_agent_eval.run.backends import make_backend, resolve_backend
 
     # the forwarder (anthropic, openai, gemini): the agent's CLI gets its loopback URL, not the key
     name = resolve_backend(cfg.backend, api or cfg.agent.api)
@@ -117,7 +118,7 @@ class ModelServers:
         self._stack = ExitStack()
 
     def for_agent(self, agent: CodingAgent) -> ModelEndpoint:
-        from pytest_agent_eval.model import resolve_backend
+        from pytest_agent_eval.run.backends import resolve_backend
 
         name = resolve_backend(self.cfg.backend, agent.api)
         key = (name, agent.stand_in_tools)  # an agent naming the stand-in's tools its own way is spoken to so
