@@ -19,10 +19,11 @@ from pytest_agent_eval.agents.claude_code import CLAUDE_CODE
 from pytest_agent_eval.agents.codex import CODEX
 from pytest_agent_eval.agents.codex.config import STANDIN_API_KEY
 from pytest_agent_eval.model import OpenAIBackend, ScriptedBackend, serve
+from pytest_agent_eval.model.keys import is_real_openai_key
 from pytest_agent_eval.model.record import RequestLog, read_requests
 from pytest_agent_eval.model.responses import assemble_response
 from pytest_agent_eval.run.backends import make_backend, resolve_backend
-from pytest_agent_eval.settings.config import AgentEvalConfig, is_real_openai_key
+from pytest_agent_eval.settings.config import AgentEvalConfig
 from pytest_agent_eval.tool import CODEGRAPH
 
 pytestmark = pytest.mark.timeout(60)

@@ -21,6 +21,7 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pytest_agent_eval.corpus.cases import Arm
 from pytest_agent_eval.harness.cache import cache_root
+from pytest_agent_eval.model.keys import is_real_gemini_key, is_real_key, is_real_openai_key
 from pytest_agent_eval.settings.options import OPTIONS, THRESHOLDS_FILE, THRESHOLDS_INI, OptionError
 
 # The tool (its fingerprints), the parsers and the shard planner load only when a setting needs them.
@@ -32,33 +33,6 @@ if TYPE_CHECKING:
 
 DEFAULT_OUT = "agent-eval-out"
 CAMPAIGN_TURNS = 3  # a campaign entry: its question and two in-flow follow-ups (docs/campaigns-and-ci.md)
-
-
-_PLACEHOLDER_WORDS = ("placeholder", "dummy", "fake", "test", "xxx", "your")
-
-
-def is_real_key(key: str | None) -> bool:
-    """An ANTHROPIC_API_KEY that looks issued by Anthropic, not a stand-in such as ``sk-test`` or ``dummy``:
-    what ``--agent-eval-backend auto`` decides by (here, so the report header need not load the model package)."""
-    if not key or not key.startswith("sk-ant-") or len(key) < 40:
-        return False
-    return not any(word in key.lower() for word in _PLACEHOLDER_WORDS)
-
-
-def is_real_openai_key(key: str | None) -> bool:
-    """An OPENAI_API_KEY that looks issued by OpenAI (``sk-…``, ``sk-proj-…``), not a stand-in: what ``auto``
-    decides by for an agent speaking the Responses API."""
-    if not key or not key.startswith("sk-") or key.startswith("sk-ant-") or len(key) < 40:
-        return False
-    return not any(word in key.lower() for word in _PLACEHOLDER_WORDS)
-
-
-def is_real_gemini_key(key: str | None) -> bool:
-    """A GEMINI_API_KEY that looks issued by Google (``AIza…``, 39 characters), not a stand-in: what ``auto``
-    decides by for an agent speaking the Gemini API."""
-    if not key or not key.startswith("AIza") or len(key) < 39:
-        return False
-    return not any(word in key.lower() for word in _PLACEHOLDER_WORDS)
 
 
 # The real API ``auto`` forwards to, by the API the agent speaks: (backend, the variable holding its key, the check).
