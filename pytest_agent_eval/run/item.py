@@ -172,10 +172,10 @@ def note_driver(record: ItemRecord, run: RunRecord) -> None:
 
 
 def provenance(record: ItemRecord, repo: Path, tool: Any, agent: Any, offline: bool) -> None:
-    """Where the item's code under test and tools came from (see :func:`pytest_agent_eval.harness.repos.
+    """Where the item's code under test and tools came from (see :func:`pytest_agent_eval.corpus.repos.
     fetched_source` and :class:`pytest_agent_eval.harness.provision.Provisioned`), and what to warn about."""
+    from pytest_agent_eval.corpus.repos import fallback_warning, fetched_source
     from pytest_agent_eval.harness.provenance import git_state
-    from pytest_agent_eval.harness.repos import fallback_warning, fetched_source
 
     # A repository the harness did not fetch (a test's own folder) is described as a local path.
     record.source = fetched_source(repo) or {"kind": "local", "path": str(repo), "git_state": git_state(repo)}
@@ -211,7 +211,7 @@ class ItemLife:
 
     def fetch_repo(self) -> Path:
         """The entry's repository under the corpus folder, fetched once (and tried once per session)."""
-        from pytest_agent_eval.harness.repos import fetch_repo
+        from pytest_agent_eval.corpus.repos import fetch_repo
 
         entry, cfg = self.case.entry, self.cfg
         fetch = partial(step, f"fetching {entry.name}", lambda: fetch_repo(entry, cfg.corpus_dir, offline=cfg.offline))
