@@ -49,9 +49,10 @@ def cassette_backend(paths: str | Path | Iterable[str | Path], agent: CodingAgen
 
         agent = recognise(listed[0]).agent
     if agent is None:
+        from pytest_agent_eval.agents.registry import recorded_agent
         from pytest_agent_eval.model.cassette import CassetteBackend
 
-        return CassetteBackend(listed)
+        return CassetteBackend(listed, recorded_agent(None))  # a record from before records named their agent
     problem = agent.stand_in_problem()  # a cassette speaks the tools of a stand-in dialect, as the stand-in does
     if problem is not None or agent.stand_in is None:
         raise ValueError(f"no cassette replays a recording of {agent.title}: {problem}")
