@@ -20,7 +20,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))  # occupancy_accuracy, 
 from occupancy_accuracy import GOAL, ClassScore, first_segments, score_session
 
 from pytest_agent_eval.agents import agent_named
-from pytest_agent_eval.model.truth import read_truth_log
+from pytest_agent_eval.metrics.truth import read_truth_log
 from pytest_agent_eval.transcript import segment_files
 
 DATA = Path(__file__).resolve().parent / "data" / "agents"

@@ -29,7 +29,8 @@ from tabulate import tabulate
 from pytest_agent_eval.agents.claude_code import CLAUDE_CODE
 from pytest_agent_eval.agents.claude_code.headless import HeadlessOptions, RunRecord, run_headless
 from pytest_agent_eval.harness.drivers.watch import STALL_S_STAND_IN
-from pytest_agent_eval.model import Faults, make_backend, serve
+from pytest_agent_eval.model import Faults, serve
+from pytest_agent_eval.run.backends import make_backend
 from pytest_agent_eval.settings.config import cache_root
 
 

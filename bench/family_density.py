@@ -40,7 +40,7 @@ from tabulate import tabulate
 from pytest_agent_eval.agents.claude_code.transcript import read_segments
 from pytest_agent_eval.metrics import occupancy as occ
 from pytest_agent_eval.metrics.occupancy import EVICTION_FLOOR_TOKENS, family
-from pytest_agent_eval.model.truth import read_truth_log
+from pytest_agent_eval.metrics.truth import read_truth_log
 from pytest_agent_eval.model.usage import declared_server_context
 from pytest_agent_eval.tool import CODEGRAPH
 from pytest_agent_eval.transcript import MAIN, Session, ToolResult, segment_files

@@ -43,9 +43,9 @@ from tabulate import tabulate
 
 from pytest_agent_eval.agents.claude_code import CLAUDE_CODE
 from pytest_agent_eval.corpus.load import load_corpus
+from pytest_agent_eval.corpus.repos import fetch_repo
 from pytest_agent_eval.harness.index import indexed_copy
 from pytest_agent_eval.harness.provision import provision_tool, read_builds
-from pytest_agent_eval.harness.repos import fetch_repo
 from pytest_agent_eval.harness.sandbox import LAYERS, LAYERS_VAR, Sandbox, runtime_paths
 from pytest_agent_eval.settings.config import AgentEvalConfig, cache_root
 from pytest_agent_eval.tool import CODEGRAPH

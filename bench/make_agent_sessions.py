@@ -31,12 +31,12 @@ from support.agent_cli import QUESTION, run_arm  # noqa: E402
 
 from pytest_agent_eval.agents import agent_named  # noqa: E402
 from pytest_agent_eval.corpus.load import load_corpus  # noqa: E402
+from pytest_agent_eval.corpus.repos import fetch_repo  # noqa: E402
 from pytest_agent_eval.harness.index import indexed_copy  # noqa: E402
 from pytest_agent_eval.harness.provision import provision_tool  # noqa: E402
-from pytest_agent_eval.harness.repos import fetch_repo  # noqa: E402
+from pytest_agent_eval.metrics.truth import read_truth_log  # noqa: E402
 from pytest_agent_eval.model import ScriptedBackend  # noqa: E402
 from pytest_agent_eval.model.tokenizers import TOKENIZER_NAMES, count_with  # noqa: E402
-from pytest_agent_eval.model.truth import read_truth_log  # noqa: E402
 from pytest_agent_eval.settings.config import AgentEvalConfig, cache_root  # noqa: E402
 from pytest_agent_eval.tool import CODEGRAPH  # noqa: E402
 

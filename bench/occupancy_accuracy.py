@@ -7,7 +7,7 @@ Default: every corpus under bench/data: ``transcripts/`` with ``truth.jsonl`` (t
 and ``tokenizers/<NAME>/transcripts/`` with its ``truth.jsonl`` (``uniform``, ``o200k_base``, ``cl100k_base``:
 ``bench/make_occupancy_sessions.py --tokenizer NAME`` made them). Each session folder (its ``run-*.jsonl`` segments
 stitched) is scored and held against the server's count of its last main-thread request
-(:func:`~pytest_agent_eval.model.truth.resident_truth`). ``--sessions`` prints one row per session and family first.
+(:func:`~pytest_agent_eval.metrics.truth.resident_truth`). ``--sessions`` prints one row per session and family first.
 Then per class (the top folder: ``calibration``, ``held-out``, ``ordinary``, ``multi-turn``, ``growth``,
 ``hidden-thinking``, ``long-thinking``, ``compaction``) and counting model:
 
@@ -33,7 +33,7 @@ from tabulate import tabulate
 
 from pytest_agent_eval.agents.claude_code.transcript import read_segments
 from pytest_agent_eval.metrics.occupancy import EVICTION_FLOOR_TOKENS, FAMILIES, occupancy, simple_estimate
-from pytest_agent_eval.model.truth import evicted_truth, read_truth_log, resident_truth
+from pytest_agent_eval.metrics.truth import evicted_truth, read_truth_log, resident_truth
 from pytest_agent_eval.model.usage import PromptCount
 from pytest_agent_eval.tool import CODEGRAPH
 from pytest_agent_eval.transcript import MAIN, Session, segment_files

@@ -29,8 +29,8 @@ from typing import Any
 from tabulate import tabulate
 
 from pytest_agent_eval.agents.claude_code import CLAUDE_CODE
-from pytest_agent_eval.campaign.merge import merge
 from pytest_agent_eval.harness.provision import provision_tool, read_builds
+from pytest_agent_eval.run.merge import merge
 from pytest_agent_eval.settings.config import cache_root
 from pytest_agent_eval.tool import CODEGRAPH
 

@@ -31,9 +31,9 @@ from typing import Any
 
 from pytest_agent_eval.agents.built_in import UNNAMED_AGENT
 from pytest_agent_eval.agents.recognition import read_given, recognise
+from pytest_agent_eval.agents.registry import UNNAMED_TOOL, resolve_agent, resolve_tool
 from pytest_agent_eval.metrics.occupancy import WINDOW_TOKENS
 from pytest_agent_eval.metrics.scorecard import score
-from pytest_agent_eval.settings.registry import UNNAMED_TOOL, resolve_agent, resolve_tool
 from pytest_agent_eval.tool import RetrievalTool
 from pytest_agent_eval.transcript import (
     Session,
@@ -93,7 +93,7 @@ def _add_scoring_options(cmd: argparse.ArgumentParser) -> None:
 
 
 def _tool_reference(text: str) -> RetrievalTool:
-    """The RetrievalTool a name or MODULE:ATTR names, from the registry (settings/registry.py)."""
+    """The RetrievalTool a name or MODULE:ATTR names, from the registry (agents/registry.py)."""
     if not text.strip():
         raise argparse.ArgumentTypeError("empty: give the tool's MCP server name, or MODULE:ATTR")
     try:
@@ -103,7 +103,7 @@ def _tool_reference(text: str) -> RetrievalTool:
 
 
 def _agent_reference(text: str) -> Any:
-    """The CodingAgent a name or MODULE:ATTR names, from the registry (settings/registry.py)."""
+    """The CodingAgent a name or MODULE:ATTR names, from the registry (agents/registry.py)."""
     try:
         return resolve_agent(text)
     except ValueError as exc:
@@ -454,7 +454,7 @@ def _check_agent(args: argparse.Namespace) -> int:
     """Exit 0 when every check passes, 1 when one fails (each printed, PASS or FAIL, with why)."""
     import tempfile
 
-    from pytest_agent_eval.harness.conformance import check_agent
+    from pytest_agent_eval.run.conformance import check_agent
 
     with tempfile.TemporaryDirectory(prefix="agent-eval-check-") as folder:
         checks = check_agent(args.agent, args.tool or resolve_tool(UNNAMED_TOOL), Path(folder))
@@ -496,7 +496,7 @@ def _plan(args: argparse.Namespace) -> int:
 
 
 def _merge(args: argparse.Namespace) -> int:
-    from pytest_agent_eval.campaign.merge import MergeError, merge
+    from pytest_agent_eval.run.merge import MergeError, merge
 
     try:
         session = merge(args.out, args.campaigns)

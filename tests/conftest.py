@@ -12,12 +12,12 @@ from support.paths import REPO
 
 from pytest_agent_eval.agents.claude_code import CLAUDE_CODE
 from pytest_agent_eval.corpus.load import load_corpus
+from pytest_agent_eval.corpus.repos import fetch_repo
 from pytest_agent_eval.harness import runtimes
 from pytest_agent_eval.harness.index import indexed_copy
 from pytest_agent_eval.harness.provision import (
     provision_tool,
 )
-from pytest_agent_eval.harness.repos import fetch_repo
 from pytest_agent_eval.settings.config import AgentEvalConfig, cache_root
 from pytest_agent_eval.tool import CODEGRAPH
 

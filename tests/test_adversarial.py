@@ -38,7 +38,7 @@ from support.adversarial import DENIAL, attack_names, fill_cassette, received_ev
 from support.e2e import RUN_TIMEOUT, TAG_VAR, RealTools, inner_env
 from support.paths import REPO
 
-from pytest_agent_eval.agents.claude_code import STANDIN_API_KEY
+from pytest_agent_eval.agents.claude_code import CLAUDE_CODE, STANDIN_API_KEY
 from pytest_agent_eval.harness.sandbox import DISABLE_VAR
 from pytest_agent_eval.model import CassetteBackend, RunningServer, ScriptedBackend, serve
 
@@ -242,7 +242,7 @@ def _real_api_without_arm(
         if keep:
             lines = cassette.read_text(encoding="utf-8").splitlines()
             cassette.write_text("".join(f"{line}\n" for line in lines if keep in line or "attack" not in line))
-        with _real_api(CassetteBackend(cassette)) as (api, api_env):
+        with _real_api(CassetteBackend(cassette, CLAUDE_CODE)) as (api, api_env):
             record = without_arm(tools, tag, tmp_path, None, backend="anthropic", **api_env, **env)
             return record, [hit.path for hit in api.hits]
 
@@ -310,7 +310,7 @@ def test_in_real_api_mode_the_key_stays_outside_and_server_side_tools_are_refuse
     its own request with Anthropic's server-side web_fetch to the model's port: it finds the placeholder only, and
     the forwarder refuses the request, says so in the report, and never passes it on."""
     cassette = fill_cassette(KEY_ATTACKS, real_tools, tmp_path / "api" / KEY_ATTACKS)
-    with _real_api(CassetteBackend(cassette)) as (api, api_env):
+    with _real_api(CassetteBackend(cassette, CLAUDE_CODE)) as (api, api_env):
         record, output = run_without_arm(real_tools, tag, tmp_path, None, backend="anthropic", **api_env)
         upstream = api.requests
     results = _results(record)

@@ -35,10 +35,10 @@ from pytest_agent_eval.corpus.cases import Arm, EvalCase
 from pytest_agent_eval.corpus.load import CorpusEntry
 from pytest_agent_eval.harness.drivers import AgentInfraError, RunRecord, segment_name
 from pytest_agent_eval.harness.failures import FailureMemo
-from pytest_agent_eval.harness.item import ItemLife
 from pytest_agent_eval.harness.provision import Provisioned
 from pytest_agent_eval.harness.sandbox import DISABLE_VAR
 from pytest_agent_eval.model.probe import MessagesProbe
+from pytest_agent_eval.run.item import ItemLife
 from pytest_agent_eval.settings.config import AgentEvalConfig, OptionError
 from pytest_agent_eval.settings.parsers import parse_agent
 from pytest_agent_eval.transcript import Session

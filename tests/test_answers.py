@@ -20,7 +20,7 @@ from pytest_agent_eval.campaign.rescore import rescore
 from pytest_agent_eval.campaign.store import Campaign
 from pytest_agent_eval.corpus.keys import AnswerKey, answer_sheet, check_key, defines
 from pytest_agent_eval.corpus.load import CorpusEntry, CorpusError, load_corpus
-from pytest_agent_eval.harness.repos import fetch_repo
+from pytest_agent_eval.corpus.repos import fetch_repo
 from pytest_agent_eval.metrics.answers import grade, names_symbol
 from pytest_agent_eval.metrics.figures import figures_of
 from pytest_agent_eval.metrics.gates import evaluate, load_thresholds
@@ -57,7 +57,7 @@ def test_every_entry_with_an_offline_source_ships_a_key_in_both_copies_of_the_co
         assert entry.source.endswith(entry.key.version)
 
 
-@pytest.mark.slow  # downloads each registry tarball once into the plugin's cache (harness/repos.py)
+@pytest.mark.slow  # downloads each registry tarball once into the plugin's cache (corpus/repos.py)
 @pytest.mark.parametrize("entry", KEYED, ids=lambda e: e.name)
 def test_each_key_holds_against_its_source_at_its_pinned_version(entry: CorpusEntry) -> None:
     root = fetch_repo(entry, AgentEvalConfig().corpus_dir, offline=True)

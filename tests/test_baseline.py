@@ -11,10 +11,10 @@ import pytest
 from support.records import recorded_campaign, with_run, without_run
 
 from pytest_agent_eval.campaign import baseline
-from pytest_agent_eval.campaign.evaluation import EvalSession, SessionError
 from pytest_agent_eval.campaign.record import ItemRecord
 from pytest_agent_eval.campaign.store import Campaign, StoreError, load_records
 from pytest_agent_eval.cli import main
+from pytest_agent_eval.run.evaluation import EvalSession, SessionError
 from pytest_agent_eval.settings.config import AgentEvalConfig, OptionError, resolve
 from pytest_agent_eval.settings.parsers import parse_rules
 

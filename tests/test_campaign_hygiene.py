@@ -14,12 +14,12 @@ import pytest
 from support.standin import Q_EXPRESS, Project, entry
 from support.synth import Transcript
 
-from pytest_agent_eval.campaign.evaluation import EvalSession, SessionError
 from pytest_agent_eval.campaign.record import SCHEMA, ItemRecord, RecordError
 from pytest_agent_eval.campaign.rescore import rescore
 from pytest_agent_eval.campaign.store import Campaign, StoreError
 from pytest_agent_eval.cli import main
 from pytest_agent_eval.report.html import render_html
+from pytest_agent_eval.run.evaluation import EvalSession, SessionError
 from pytest_agent_eval.settings.config import AgentEvalConfig
 
 

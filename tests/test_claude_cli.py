@@ -24,8 +24,9 @@ from pytest_agent_eval.agents.claude_code import CLAUDE_CODE
 from pytest_agent_eval.agents.claude_code.headless import HeadlessOptions, run_headless
 from pytest_agent_eval.agents.claude_code.transcript import read_lines
 from pytest_agent_eval.metrics.occupancy import FAMILIES, occupancy
-from pytest_agent_eval.model import Faults, RunningServer, make_backend, serve
-from pytest_agent_eval.model.truth import resident_truth
+from pytest_agent_eval.metrics.truth import resident_truth
+from pytest_agent_eval.model import Faults, RunningServer, serve
+from pytest_agent_eval.run.backends import make_backend
 from pytest_agent_eval.tool import CODEGRAPH
 from pytest_agent_eval.tool.explore_answer import file_sections
 from pytest_agent_eval.transcript import Session

@@ -28,9 +28,9 @@ from pytest_agent_eval.cli import main
 from pytest_agent_eval.metrics.contamination import contamination
 from pytest_agent_eval.metrics.evidence import evidence
 from pytest_agent_eval.metrics.occupancy import FAMILIES, occupancy
+from pytest_agent_eval.metrics.truth import read_truth_log, resident_truth
 from pytest_agent_eval.model import Reply, ScriptedBackend, serve
 from pytest_agent_eval.model.scripted import thinking_text
-from pytest_agent_eval.model.truth import read_truth_log, resident_truth
 from pytest_agent_eval.model.usage import UsageModel, count_tokens, declared_hidden, text_tokens
 from pytest_agent_eval.tool import CODEGRAPH
 from pytest_agent_eval.transcript import TranscriptError

@@ -14,7 +14,7 @@ from pytest_agent_eval.agents.codex.cassette import ResponsesCassetteBackend
 from pytest_agent_eval.campaign import baseline
 from pytest_agent_eval.campaign.store import Campaign
 from pytest_agent_eval.cli import main
-from pytest_agent_eval.model import cassette_backend
+from pytest_agent_eval.run.backends import cassette_backend
 
 pytestmark = pytest.mark.timeout(60)
 

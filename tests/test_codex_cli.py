@@ -30,9 +30,10 @@ from pytest_agent_eval.harness.provision import Provisioned, read_builds
 from pytest_agent_eval.metrics.contamination import contamination
 from pytest_agent_eval.metrics.evidence import evidence
 from pytest_agent_eval.metrics.occupancy import FAMILIES, occupancy
-from pytest_agent_eval.model import OpenAIBackend, ScriptedBackend, make_backend
+from pytest_agent_eval.metrics.truth import read_truth_log, resident_truth
+from pytest_agent_eval.model import OpenAIBackend, ScriptedBackend
 from pytest_agent_eval.model.record import read_requests
-from pytest_agent_eval.model.truth import read_truth_log, resident_truth
+from pytest_agent_eval.run.backends import make_backend
 from pytest_agent_eval.tool import CODEGRAPH
 from pytest_agent_eval.transcript import MAIN
 

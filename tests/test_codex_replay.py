@@ -12,9 +12,10 @@ from typing import Any
 import pytest
 
 from pytest_agent_eval.agents.codex.cassette import ResponsesCassetteBackend, responses_in
-from pytest_agent_eval.model import CassetteBackend, cassette_backend, make_backend, serve
+from pytest_agent_eval.model import CassetteBackend, serve
 from pytest_agent_eval.model.record import RequestLog, read_requests
 from pytest_agent_eval.model.responses import assemble_response
+from pytest_agent_eval.run.backends import cassette_backend, make_backend
 
 from support.replay import post  # isort: skip
 from support.synth import Transcript  # isort: skip

@@ -79,7 +79,8 @@ from urllib.parse import urlsplit
 import pytest
 
 from pytest_agent_eval.model import ModelEndpoint
-from pytest_agent_eval.model import Faults, make_backend, serve
+from pytest_agent_eval.model import Faults, serve
+from pytest_agent_eval.run.backends import make_backend
 
 FAULTS = {faults!r}  # run number -> Faults(**kwargs)
 

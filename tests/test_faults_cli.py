@@ -59,7 +59,7 @@ from pathlib import Path
 
 import pytest
 
-from pytest_agent_eval.harness.item import model_endpoint
+from pytest_agent_eval.run.item import model_endpoint
 from pytest_agent_eval.model import Faults
 
 HERE = Path(__file__).parent

@@ -40,11 +40,11 @@ from pytest_agent_eval.harness.untrusted import UntrustedFile
 from pytest_agent_eval.metrics.contamination import contamination
 from pytest_agent_eval.metrics.evidence import evidence
 from pytest_agent_eval.metrics.occupancy import FAMILIES, family, occupancy
+from pytest_agent_eval.metrics.truth import read_truth_log, resident_truth
 from pytest_agent_eval.model import ScriptedBackend, serve
 from pytest_agent_eval.model.gemini import assemble, stream_frames, usage_metadata
 from pytest_agent_eval.model.record import read_requests
 from pytest_agent_eval.model.sse import Reply
-from pytest_agent_eval.model.truth import read_truth_log, resident_truth
 from pytest_agent_eval.model.usage import MESSAGE_FRAME_TOKENS, UsageModel, count_tokens, text_tokens
 from pytest_agent_eval.tool import CODEGRAPH
 from pytest_agent_eval.transcript import Compaction, Message, ToolResult, UserText
@@ -566,7 +566,8 @@ def test_the_forwarder_adds_the_real_key_outside_the_sandbox_and_records_what_it
 
 
 def test_the_gemini_backend_is_the_forwarder_and_needs_the_harnesss_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_agent_eval.model import GeminiForwarder, make_backend, resolve_backend
+    from pytest_agent_eval.model import GeminiForwarder
+    from pytest_agent_eval.run.backends import make_backend, resolve_backend
     from pytest_agent_eval.settings.config import AgentEvalConfig
 
     real_key = "AIza" + "Sy9fQ2mLk7VbX3nR8tWcJ4hP6dGzE1aYu0o"  # the shape of a key Google issues

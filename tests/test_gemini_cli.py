@@ -32,12 +32,13 @@ from pytest_agent_eval.harness.drivers import TurnError
 from pytest_agent_eval.harness.provision import Provisioned, read_builds
 from pytest_agent_eval.metrics.contamination import contamination
 from pytest_agent_eval.metrics.evidence import evidence
-from pytest_agent_eval.model import GeminiForwarder, ScriptedBackend, cassette_backend, serve
+from pytest_agent_eval.metrics.truth import read_truth_log
+from pytest_agent_eval.model import GeminiForwarder, ScriptedBackend, serve
 from pytest_agent_eval.model.record import read_requests
 from pytest_agent_eval.model.scripted import Turn
 from pytest_agent_eval.model.server import Faults
 from pytest_agent_eval.model.sse import Reply, tool_use
-from pytest_agent_eval.model.truth import read_truth_log
+from pytest_agent_eval.run.backends import cassette_backend
 from pytest_agent_eval.tool import CODEGRAPH
 from pytest_agent_eval.transcript import Compaction
 

@@ -15,9 +15,10 @@ import pytest
 from pytest_agent_eval.agents.gemini import GEMINI
 from pytest_agent_eval.agents.gemini.cassette import SIDE_REQUEST_TEXT, GeminiCassetteBackend, sent_call
 from pytest_agent_eval.agents.gemini.transcript import kept_chat, read_gemini
-from pytest_agent_eval.model import cassette_backend, serve
+from pytest_agent_eval.model import serve
 from pytest_agent_eval.model.gemini import assemble
 from pytest_agent_eval.model.record import read_requests
+from pytest_agent_eval.run.backends import cassette_backend
 
 from support.replay import post, segments  # isort: skip
 

@@ -16,7 +16,7 @@ from support.gemini import held_results
 
 from pytest_agent_eval.agents.gemini.transcript import read_gemini
 from pytest_agent_eval.metrics.occupancy import FAMILIES, family, occupancy
-from pytest_agent_eval.model.truth import read_truth_log
+from pytest_agent_eval.metrics.truth import read_truth_log
 from pytest_agent_eval.tool import CODEGRAPH
 from pytest_agent_eval.transcript import Compaction, Session, ToolResult, UserText
 

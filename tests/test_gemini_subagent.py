@@ -17,9 +17,10 @@ import pytest
 from pytest_agent_eval.agents.gemini import GEMINI
 from pytest_agent_eval.agents.gemini.transcript import COMPLETE_TOOL, kept_chat, kept_subagent_chat, read_gemini
 from pytest_agent_eval.metrics.evidence import evidence
-from pytest_agent_eval.model import ScriptedBackend, cassette_backend, serve
+from pytest_agent_eval.model import ScriptedBackend, serve
 from pytest_agent_eval.model.gemini import assemble
 from pytest_agent_eval.model.record import read_requests
+from pytest_agent_eval.run.backends import cassette_backend
 from pytest_agent_eval.tool import CODEGRAPH
 from pytest_agent_eval.transcript import MAIN
 

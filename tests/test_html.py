@@ -8,8 +8,8 @@ from support.synth import Transcript, explore_response, tool_use
 
 from pytest_agent_eval.agents.claude_code.transcript import read_segments
 from pytest_agent_eval.campaign.store import Campaign
+from pytest_agent_eval.metrics.format import tokens
 from pytest_agent_eval.metrics.scorecard import score_session
-from pytest_agent_eval.report.format import tokens
 from pytest_agent_eval.report.html import backend_note, render_html, write_html
 from pytest_agent_eval.report.occupancy_chart import SERIES
 from pytest_agent_eval.tool import CODEGRAPH

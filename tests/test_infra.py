@@ -376,7 +376,8 @@ def real_cli_options(tmp_path: Path, real_tools) -> tuple[HeadlessOptions, dict[
 @pytest.mark.slow
 @pytest.mark.timeout(300)
 def test_real_cli_an_unreachable_api_ends_the_item_after_turn_one(tmp_path: Path, real_cli_options) -> None:
-    from pytest_agent_eval.model import Faults, make_backend, serve
+    from pytest_agent_eval.model import Faults, serve
+    from pytest_agent_eval.run.backends import make_backend
 
     options, base = real_cli_options
     with serve(make_backend("scripted"), faults=Faults(default="500")) as server:
@@ -399,7 +400,8 @@ def test_real_cli_a_hanging_request_is_retried_and_the_turn_flagged_stalled(tmp_
     """The 280 s "saving": a request the server never answers costs the CLI its request timeout (API_TIMEOUT_MS;
     8 s here, longer than the CLI's start under load; 360 s without it in 2.1.332) before it retries, and then the
     turn succeeds with that wait in its wall time."""
-    from pytest_agent_eval.model import make_backend, serve
+    from pytest_agent_eval.model import serve
+    from pytest_agent_eval.run.backends import make_backend
 
     options, base = real_cli_options
     options = HeadlessOptions(**{**options.__dict__, "stall_s": 5.0})

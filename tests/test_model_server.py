@@ -16,15 +16,8 @@ from typing import Any
 import pytest
 from support.synth import Transcript, explore_response, text, tool_use
 
-from pytest_agent_eval.model import (
-    AnthropicBackend,
-    CassetteBackend,
-    Faults,
-    Reply,
-    ScriptedBackend,
-    make_backend,
-    serve,
-)
+from pytest_agent_eval.agents.claude_code import CLAUDE_CODE
+from pytest_agent_eval.model import AnthropicBackend, CassetteBackend, Faults, Reply, ScriptedBackend, serve
 from pytest_agent_eval.model.record import RequestLog, read_requests, retries_by_turn
 from pytest_agent_eval.model.retry import RetryPolicy
 from pytest_agent_eval.model.scripted import COMPACT_INSTRUCTION, CONTINUATION, keywords
@@ -38,6 +31,7 @@ from pytest_agent_eval.model.usage import (
     server_context_id,
     text_tokens,
 )
+from pytest_agent_eval.run.backends import make_backend
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -630,7 +624,7 @@ def test_cassette_replays_each_threads_turns_request_by_request(tmp_path: Path) 
         main.append(_user("one more?"))
         exhausted = _turn(server.url, main, WITHOUT_TOOLS)["content"][0]["text"]
     assert "cassette exhausted" in exhausted
-    assert "not a model" in CassetteBackend(path).describe()
+    assert "not a model" in CassetteBackend(path, CLAUDE_CODE).describe()
 
 
 # -- backends by name ---------------------------------------------------------------------------

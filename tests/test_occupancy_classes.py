@@ -11,7 +11,7 @@ import pytest
 
 from pytest_agent_eval.agents.claude_code.transcript import read_segments
 from pytest_agent_eval.metrics.occupancy import EVICTION_FLOOR_TOKENS, FAMILIES, family, occupancy
-from pytest_agent_eval.model.truth import evicted_truth, read_truth_log, resident_truth
+from pytest_agent_eval.metrics.truth import evicted_truth, read_truth_log, resident_truth
 from pytest_agent_eval.tool import CODEGRAPH
 from pytest_agent_eval.transcript import MAIN, Compaction, segment_files
 

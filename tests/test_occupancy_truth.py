@@ -10,7 +10,7 @@ import pytest
 
 from pytest_agent_eval.agents.claude_code.transcript import read_segments
 from pytest_agent_eval.metrics.occupancy import FAMILIES, occupancy
-from pytest_agent_eval.model.truth import read_truth_log, resident_truth
+from pytest_agent_eval.metrics.truth import read_truth_log, resident_truth
 from pytest_agent_eval.tool import CODEGRAPH
 from pytest_agent_eval.transcript import MAIN, segment_files
 

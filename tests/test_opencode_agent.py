@@ -40,9 +40,9 @@ from pytest_agent_eval.harness.untrusted import UntrustedFile
 from pytest_agent_eval.metrics.contamination import contamination
 from pytest_agent_eval.metrics.evidence import evidence, paired_responses
 from pytest_agent_eval.metrics.occupancy import FAMILIES, occupancy
+from pytest_agent_eval.metrics.truth import read_truth_log, resident_truth
 from pytest_agent_eval.model import ScriptedBackend, serve
 from pytest_agent_eval.model.record import read_requests
-from pytest_agent_eval.model.truth import read_truth_log, resident_truth
 from pytest_agent_eval.tool import CODEGRAPH
 from pytest_agent_eval.transcript import MAIN, Message, ToolCall, TranscriptError
 

@@ -29,9 +29,10 @@ from pytest_agent_eval.harness import sandbox
 from pytest_agent_eval.harness.provision import Provisioned, read_builds
 from pytest_agent_eval.metrics.contamination import contamination
 from pytest_agent_eval.metrics.evidence import evidence
-from pytest_agent_eval.model import AnthropicBackend, ScriptedBackend, cassette_backend, serve
+from pytest_agent_eval.model import AnthropicBackend, ScriptedBackend, serve
 from pytest_agent_eval.model.record import read_requests
 from pytest_agent_eval.model.sse import Reply
+from pytest_agent_eval.run.backends import cassette_backend
 from pytest_agent_eval.tool import CODEGRAPH
 
 SECOND_QUESTION = "Where is the ETag function configured, and how does the app setting reach res.send?"

@@ -15,8 +15,9 @@ import pytest
 from pytest_agent_eval.agents.opencode import OPENCODE
 from pytest_agent_eval.agents.opencode.cassette import REPLAY_TITLE, OpenCodeCassetteBackend
 from pytest_agent_eval.agents.opencode.transcript import read_opencode
-from pytest_agent_eval.model import CassetteBackend, cassette_backend, serve
+from pytest_agent_eval.model import CassetteBackend, serve
 from pytest_agent_eval.model.record import read_requests
+from pytest_agent_eval.run.backends import cassette_backend
 
 from support.replay import post, segments  # isort: skip
 

@@ -27,9 +27,9 @@ from pytest_agent_eval.agents.claude_code.headless import HeadlessOptions, build
 from pytest_agent_eval.harness.drivers import AgentInfraError, segment_name, warm_mcp_server
 from pytest_agent_eval.metrics import gates
 from pytest_agent_eval.metrics.figures import figures_of
+from pytest_agent_eval.metrics.format import median_range, percent
 from pytest_agent_eval.metrics.scorecard import score_session
 from pytest_agent_eval.report import terminal as tables
-from pytest_agent_eval.report.format import median_range, percent
 from pytest_agent_eval.settings.options import OPTIONS
 from pytest_agent_eval.tool import CODEGRAPH
 

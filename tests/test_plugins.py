@@ -16,12 +16,12 @@ from support.sessions import without_contaminated
 from support.standin import Q_EXPRESS, Project, entry
 from support.synth import Transcript
 
+from pytest_agent_eval.agents.registry import origin_of, recorded_agent, recorded_tool, resolve_agent, resolve_tool
 from pytest_agent_eval.campaign.made_by import agent_of, tool_of
 from pytest_agent_eval.campaign.record import ItemRecord
 from pytest_agent_eval.campaign.store import Campaign
 from pytest_agent_eval.cli import main
 from pytest_agent_eval.harness import runtimes
-from pytest_agent_eval.settings.registry import origin_of, recorded_agent, recorded_tool, resolve_agent, resolve_tool
 from pytest_agent_eval.tool import CODEGRAPH
 
 PLUGINS = REPO / "tests" / "data" / "plugins"
@@ -221,7 +221,8 @@ def test_a_replay_takes_the_cassette_of_the_agent_that_recorded_it(tmp_path: Pat
     from dataclasses import replace
 
     from pytest_agent_eval.agents.claude_code import CLAUDE_CODE
-    from pytest_agent_eval.model import CassetteBackend, cassette_backend
+    from pytest_agent_eval.model import CassetteBackend
+    from pytest_agent_eval.run.backends import cassette_backend
 
     recording = _leaky().write(tmp_path / "run-with-1.jsonl")
     assert isinstance(cassette_backend([recording], resolve_agent("claude-code")), CassetteBackend)
@@ -235,7 +236,8 @@ def test_an_agent_with_no_cassette_of_its_own_replays_as_the_dialect_its_stand_i
 
     from pytest_agent_eval.agents.base import StandIn
     from pytest_agent_eval.agents.claude_code.agent import ClaudeCode
-    from pytest_agent_eval.model import CassetteBackend, cassette_backend
+    from pytest_agent_eval.model import CassetteBackend
+    from pytest_agent_eval.run.backends import cassette_backend
 
     @dataclass(frozen=True)
     class NoCassette(ClaudeCode):

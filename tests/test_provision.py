@@ -19,6 +19,7 @@ import pytest
 
 from pytest_agent_eval.agents.claude_code import CLAUDE_CODE
 from pytest_agent_eval.corpus.load import CorpusEntry
+from pytest_agent_eval.corpus.repos import fallback_warning, fetch_repo, fetched_source
 from pytest_agent_eval.harness.index import indexed_copy
 from pytest_agent_eval.harness.provenance import git_state
 from pytest_agent_eval.harness.provision import (
@@ -27,7 +28,6 @@ from pytest_agent_eval.harness.provision import (
     provision_tool,
     read_builds,
 )
-from pytest_agent_eval.harness.repos import fallback_warning, fetch_repo, fetched_source
 from pytest_agent_eval.harness.workspace import make_workspace
 from pytest_agent_eval.tool import CODEGRAPH
 from pytest_agent_eval.warnings import AgentEvalWarning

@@ -18,10 +18,12 @@ from pytest_agent_eval.agents.base import AgentSetup
 from pytest_agent_eval.agents.claude_code import CLAUDE_CODE
 from pytest_agent_eval.agents.codex import CODEX
 from pytest_agent_eval.agents.codex.config import STANDIN_API_KEY
-from pytest_agent_eval.model import OpenAIBackend, ScriptedBackend, make_backend, resolve_backend, serve
+from pytest_agent_eval.model import OpenAIBackend, ScriptedBackend, serve
+from pytest_agent_eval.model.keys import is_real_openai_key
 from pytest_agent_eval.model.record import RequestLog, read_requests
 from pytest_agent_eval.model.responses import assemble_response
-from pytest_agent_eval.settings.config import AgentEvalConfig, is_real_openai_key
+from pytest_agent_eval.run.backends import make_backend, resolve_backend
+from pytest_agent_eval.settings.config import AgentEvalConfig
 from pytest_agent_eval.tool import CODEGRAPH
 
 pytestmark = pytest.mark.timeout(60)
@@ -139,7 +141,7 @@ def test_the_agent_gets_a_stand_in_key_and_its_home_never_holds_the_real_one(
 
 
 def test_the_harness_serves_the_forwarder_for_codex_when_auto_finds_a_real_key(monkeypatch: pytest.MonkeyPatch) -> None:
-    from pytest_agent_eval.harness.item import model_endpoint
+    from pytest_agent_eval.run.item import model_endpoint
 
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     monkeypatch.setenv("ANTHROPIC_API_KEY", "sk-ant-api03-" + "R" * 40)
@@ -154,7 +156,7 @@ def test_the_harness_serves_the_forwarder_for_codex_when_auto_finds_a_real_key(m
 
 def test_each_agent_of_a_mixed_session_gets_the_model_of_its_own_api(monkeypatch: pytest.MonkeyPatch) -> None:
     """auto with only OPENAI_API_KEY set: Codex talks to the forwarder, Claude Code to the stand-in, in one worker."""
-    from pytest_agent_eval.harness.item import ModelServers
+    from pytest_agent_eval.run.item import ModelServers
 
     monkeypatch.setenv("OPENAI_API_KEY", KEY)
     monkeypatch.delenv("ANTHROPIC_API_KEY", raising=False)

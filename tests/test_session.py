@@ -6,10 +6,10 @@ import json
 
 from support.records import with_run, without_run
 
-from pytest_agent_eval.campaign.evaluation import EvalSession
 from pytest_agent_eval.campaign.record import ItemRecord
 from pytest_agent_eval.campaign.store import Campaign
 from pytest_agent_eval.metrics import gates
+from pytest_agent_eval.run.evaluation import EvalSession
 from pytest_agent_eval.settings.config import AgentEvalConfig
 from pytest_agent_eval.settings.parsers import parse_rules
 from pytest_agent_eval.tool import CODEGRAPH

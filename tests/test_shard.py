@@ -13,14 +13,15 @@ import pytest
 from support.records import with_run, without_run
 from support.selection import selection
 
-from pytest_agent_eval.campaign.evaluation import EvalSession
-from pytest_agent_eval.campaign.merge import MergeError, merge
 from pytest_agent_eval.campaign.record import ItemRecord
 from pytest_agent_eval.campaign.selection import ResumeError, manifest_options, restore
-from pytest_agent_eval.campaign.shard import SIZE_WEIGHTS, Shard, ShardError, item_weight, parse_shard, partition
+from pytest_agent_eval.campaign.shard import SIZE_WEIGHTS, item_weight, partition
 from pytest_agent_eval.campaign.store import Campaign, load_records
 from pytest_agent_eval.cli import main
+from pytest_agent_eval.run.evaluation import EvalSession
+from pytest_agent_eval.run.merge import MergeError, merge
 from pytest_agent_eval.settings.config import AgentEvalConfig
+from pytest_agent_eval.settings.shard import Shard, ShardError, parse_shard
 
 
 # -- the partition -------------------------------------------------------------------------------------------

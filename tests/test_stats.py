@@ -5,7 +5,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from pytest_agent_eval.report.format import median_range, percent, seconds, signed, tokens
+from pytest_agent_eval.metrics.format import median_range, percent, seconds, signed, tokens
 from pytest_agent_eval.report.stats import bootstrap_ci, paired_differences, small_n_warning
 
 

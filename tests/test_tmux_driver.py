@@ -48,8 +48,9 @@ from pytest_agent_eval.agents.claude_code.tmux import (
 from pytest_agent_eval.agents.claude_code.transcript import read_session_file
 from pytest_agent_eval.harness.drivers import AgentInfraError, TurnError
 from pytest_agent_eval.metrics.scorecard import score
-from pytest_agent_eval.model import Faults, RunningServer, make_backend, serve
+from pytest_agent_eval.model import Faults, RunningServer, serve
 from pytest_agent_eval.report.blocks import render_scorecard, verdict_lines
+from pytest_agent_eval.run.backends import make_backend
 from pytest_agent_eval.tool import CODEGRAPH
 from pytest_agent_eval.transcript import Session, UserText
 
@@ -688,7 +689,8 @@ STALL_CONFTEST = """
 import pytest
 
 from pytest_agent_eval.model import ModelEndpoint
-from pytest_agent_eval.model import Faults, make_backend, serve
+from pytest_agent_eval.model import Faults, serve
+from pytest_agent_eval.run.backends import make_backend
 
 
 @pytest.fixture(autouse=True)

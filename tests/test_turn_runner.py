@@ -11,10 +11,10 @@ import subprocess
 from pathlib import Path
 
 from pytest_agent_eval.agents.base import AgentConfig, Drive, DriveOptions
-from pytest_agent_eval.harness.conformance import FORGED, forged_lines, stdout_probe_command
 from pytest_agent_eval.harness.drivers import TurnError
 from pytest_agent_eval.harness.drivers.turns import Turns
 from pytest_agent_eval.harness.provision import Provisioned
+from pytest_agent_eval.run.conformance import FORGED, forged_lines, stdout_probe_command
 
 RESULT = json.dumps({"type": "result"})
 # A CLI played by a shell: it runs the agent's shell command ($0) as its child, as a CLI runs its shell tool, and

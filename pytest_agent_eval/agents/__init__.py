@@ -5,7 +5,7 @@ Everything particular to an agent lives in its folder (``agents/<name>/``: provi
 how the stand-in's decisions are spoken in its tools, its cassette, its evidence reading, its turn end); no module
 outside ``agents/`` imports one (docs/architecture.md). The built-in ones are listed once (:mod:`.built_in`) and
 found, with the agents installed distributions offer through entry points, by the registry
-(:mod:`pytest_agent_eval.settings.registry`), so that a record naming one (its ``agent``) is read back with its
+(:mod:`pytest_agent_eval.agents.registry`), so that a record naming one (its ``agent``) is read back with its
 reader, and so that nothing is imported before it is asked for (a record, the settings and ``agent-eval score``
 import this package).
 """
@@ -28,7 +28,7 @@ def agent_named(name: str | None, origin: Mapping[str, Any] | None = None) -> Co
     """The agent a record names (None: a record from before agents were named), found where ``origin`` (the
     record's ``agent_from``) says it came from: built in, an installed entry point, ``MODULE:ATTR``; raises
     ValueError saying which distribution to install or which ``MODULE:ATTR`` is missing."""
-    from pytest_agent_eval.settings.registry import recorded_agent  # the registry reads this package's table
+    from pytest_agent_eval.agents.registry import recorded_agent  # the registry reads this package's table
 
     return recorded_agent(name, origin)
 

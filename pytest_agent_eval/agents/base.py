@@ -1,7 +1,7 @@
 """The coding agent under test, described once: how it is installed, reaches a model, is given an MCP server,
 is denied the retrieval tool's CLI, is driven, and how its transcript is read into the common Session.
 
-The harness (:mod:`pytest_agent_eval.harness.item`) drives any :class:`CodingAgent` the same way; only its
+The harness (:mod:`pytest_agent_eval.run.item`) drives any :class:`CodingAgent` the same way; only its
 implementation knows the agent's flags, config files and transcript format. Claude Code
 (:mod:`pytest_agent_eval.agents.claude_code`) is the built-in one. A project selects another with
 ``--agent-eval-agent MODULE:ATTR`` (ini ``agent_eval_agent``), naming a :class:`CodingAgent` object (see
@@ -28,10 +28,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, Literal
 
+# What a run is made of is the harness's (its turn runner reads a Drive); the protocol names them here, where an
+# agent's implementation imports the types its methods take.
+from pytest_agent_eval.harness.drivers.drive import AgentConfig, Drive
+from pytest_agent_eval.harness.drivers.drive import DriveOptions as DriveOptions
+
 if TYPE_CHECKING:
     from pytest_agent_eval.harness.drivers import RunRecord
     from pytest_agent_eval.harness.provision import Provisioned
-    from pytest_agent_eval.harness.sandbox import Sandbox
     from pytest_agent_eval.model.scripted import SpokenTool
     from pytest_agent_eval.transcript import Session
     from pytest_agent_eval.transcript.sample import Sample
@@ -87,53 +91,6 @@ class AgentSetup:
     mcp_servers: tuple[McpServer, ...]
     denied_cli: str
     deny_reason: str
-
-
-@dataclass(frozen=True)
-class AgentConfig:
-    """What :meth:`CodingAgent.configure` wrote: ``files`` by role (the agent's own driver finds them there, e.g.
-    ``"mcp"``, ``"settings"``), ``env`` the variables that point the agent at them and at the model (added to
-    its environment), ``readable`` what the sandbox must show read-only for it at its own path (its config files),
-    ``binds`` what it must show read-only at a path inside HOME (docs/sandbox.md, "Every turn sealed as the
-    first")."""
-
-    files: Mapping[str, Path] = field(default_factory=dict, hash=False)
-    env: Mapping[str, str] = field(default_factory=dict, hash=False)
-    readable: tuple[Path, ...] = ()
-    # (source, destination): a file or folder of the harness's, outside anything the agent can write, shown
-    # read-only where the CLI insists on reading it inside HOME (pytest_agent_eval.harness.binds.seal_home)
-    binds: tuple[tuple[Path, Path], ...] = ()
-
-
-@dataclass(frozen=True)
-class DriveOptions:
-    """How one run is driven, whatever the agent: the model and effort asked for, the budget (where the agent
-    takes one), the time a turn may take, the silence that marks a turn stalled, the sandbox (None only where a
-    test switched it off)."""
-
-    model: str = "sonnet"
-    effort: str = "high"
-    max_budget_usd: float = 4.0
-    timeout_s: float = 900.0  # per turn
-    stall_s: float = 180.0
-    sandbox: Sandbox | None = None
-
-
-@dataclass(frozen=True)
-class Drive:
-    """One run for :meth:`CodingAgent.drive`: ``questions`` asked as the turns of one session in ``mode``, under
-    ``config`` (what :meth:`CodingAgent.configure` wrote) and ``options``; the agent's process starts in ``cwd`` with
-    exactly ``env``, and the transcript's segments are written to ``out_dir`` as ``run-<label>…``."""
-
-    build: Provisioned
-    questions: Sequence[str]
-    mode: str
-    config: AgentConfig
-    options: DriveOptions
-    label: str
-    out_dir: Path
-    cwd: Path
-    env: Mapping[str, str]
 
 
 class CodingAgent(ABC):
@@ -248,7 +205,8 @@ class CodingAgent(ABC):
     def cassette(self, segments: Sequence[Path]) -> Any:
         """A model backend (:class:`pytest_agent_eval.model.server.Backend`) that replays this agent's recorded run
         (its ``segments``) in the API it speaks. None: it has none of its own, and replays as the built-in agent its
-        :attr:`stand_in` names, whose record format it shares (:func:`pytest_agent_eval.model.cassette_backend`)."""
+        :attr:`stand_in` names, whose record format it shares
+        (:func:`pytest_agent_eval.run.backends.cassette_backend`)."""
         return None
 
     def ends_turn(self, event: Mapping[str, Any]) -> bool:
@@ -308,6 +266,6 @@ class CodingAgent(ABC):
 def load_agent(reference: str) -> CodingAgent:
     """The :class:`CodingAgent` that ``MODULE:ATTR`` names (``MODULE`` importable: installed, or on pytest's
     ``pythonpath``); raises ValueError saying what is wrong."""
-    from pytest_agent_eval.settings.reference import load_reference
+    from pytest_agent_eval.reference import load_reference
 
     return load_reference(reference, CodingAgent)

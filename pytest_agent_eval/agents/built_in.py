@@ -1,6 +1,6 @@
 """The built-in agents, by name: each one's folder under ``agents/`` and the object describing it (``MODULE:ATTR``).
 
-The one table of them: the registry (:mod:`pytest_agent_eval.settings.registry`) resolves these names and offers
+The one table of them: the registry (:mod:`pytest_agent_eval.agents.registry`) resolves these names and offers
 installed distributions' agents beside them; nothing is imported before it is asked for (a record, the settings and
 ``agent-eval score`` read this table). A fifth agent needs no line here (docs/extending.md).
 """

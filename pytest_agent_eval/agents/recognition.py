@@ -17,7 +17,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from pytest_agent_eval.agents.built_in import UNNAMED_AGENT
-from pytest_agent_eval.settings.registry import known_agents, resolve_agent
+from pytest_agent_eval.agents.registry import known_agents, resolve_agent
 from pytest_agent_eval.transcript import TranscriptError
 from pytest_agent_eval.transcript.sample import sample
 

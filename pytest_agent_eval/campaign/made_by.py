@@ -1,5 +1,5 @@
 """Which agent and which retrieval tool made a record: found again from where the record (or its campaign's
-manifest, ``plugins``) says each came from, through the registry (:mod:`pytest_agent_eval.settings.registry`).
+manifest, ``plugins``) says each came from, through the registry (:mod:`pytest_agent_eval.agents.registry`).
 
 A record from before origins were kept names the agent and the tool only: a built-in one, or one an installed
 distribution offers under that name. What cannot be found is a ValueError saying which distribution to install
@@ -11,8 +11,8 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
+from pytest_agent_eval.agents.registry import recorded_agent, recorded_tool
 from pytest_agent_eval.campaign.record import ItemRecord
-from pytest_agent_eval.settings.registry import recorded_agent, recorded_tool
 
 if TYPE_CHECKING:
     from pytest_agent_eval.agents.base import CodingAgent

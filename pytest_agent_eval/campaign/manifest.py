@@ -6,11 +6,11 @@ import json
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pytest_agent_eval.agents.registry import origin_of
 from pytest_agent_eval.campaign.record import ItemRecord
 from pytest_agent_eval.campaign.store import MANIFEST, Campaign, write_atomic
 from pytest_agent_eval.corpus.load import CorpusEntry
 from pytest_agent_eval.settings.config import AgentEvalConfig
-from pytest_agent_eval.settings.registry import origin_of
 
 
 def campaign_config(cfg: AgentEvalConfig, entries: list[CorpusEntry]) -> dict[str, Any]:

@@ -63,7 +63,7 @@ class ItemRecord:
     tool_version: str | None = None
     tool_spec: str | None = None
     agent: str | None = None  # the coding agent's name (CodingAgent.name)
-    # Where the agent and the tool came from, as the registry resolved them (settings/registry.py: built-in, an
+    # Where the agent and the tool came from, as the registry resolved them (agents/registry.py: built-in, an
     # entry point of a distribution, MODULE:ATTR): read back with the same ones. None: not recorded.
     agent_from: dict[str, Any] | None = None
     tool: str | None = None  # the retrieval tool's name (RetrievalTool.name)

@@ -17,6 +17,7 @@ from pathlib import Path
 from typing import Any
 
 from pytest_agent_eval.agents.recognition import recognise, say_no_usage
+from pytest_agent_eval.agents.registry import recorded_tool
 from pytest_agent_eval.campaign.made_by import agent_of, tool_of
 from pytest_agent_eval.campaign.record import ItemRecord
 from pytest_agent_eval.campaign.store import ITEMS, MANIFEST, PROBE_FOLDER, Campaign, StoreError
@@ -26,7 +27,6 @@ from pytest_agent_eval.metrics.figures import figures_of
 from pytest_agent_eval.metrics.occupancy import WINDOW_TOKENS
 from pytest_agent_eval.metrics.scorecard import score
 from pytest_agent_eval.model.record import requests_beside
-from pytest_agent_eval.settings.registry import recorded_tool
 from pytest_agent_eval.tool import RetrievalTool
 from pytest_agent_eval.transcript import Session, TranscriptError, is_later_segment, segment_files
 

@@ -22,7 +22,6 @@ from __future__ import annotations
 import contextlib
 import hashlib
 import json
-import os
 import re
 import secrets
 import time
@@ -70,19 +69,6 @@ def make_out_dir(out_dir: Path) -> None:
     ignore = out_dir / ".gitignore"
     if not ignore.exists():
         ignore.write_text("# Created by pytest-retrieval-ab automatically.\n*\n", encoding="utf-8")
-
-
-def unwritable(folder: Path) -> str | None:
-    """Why files could not be written under ``folder``, made if missing (None: they can): what exists of its path
-    must be a folder this process may write in."""
-    existing = folder
-    while not existing.exists() and existing != existing.parent:
-        existing = existing.parent
-    if not existing.is_dir():
-        return f"{existing} is not a folder"
-    if not os.access(existing, os.W_OK | os.X_OK):
-        return f"{existing} is not writable"
-    return None
 
 
 def config_hash(config: dict[str, Any]) -> str:

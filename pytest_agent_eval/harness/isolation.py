@@ -17,7 +17,7 @@ re-reads every shell command after.
 Text matching cannot be complete (a quoted name, a Python subprocess), so these two layers only make the
 agent's attempts visible; what seals the without-arm is the sandbox it runs in, where the tool does not
 exist (:mod:`pytest_agent_eval.harness.sandbox`), and the probe through the agent itself
-(:mod:`pytest_agent_eval.harness.probe`).
+(:mod:`pytest_agent_eval.run.probe`).
 """
 
 from __future__ import annotations

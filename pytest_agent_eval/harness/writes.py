@@ -98,3 +98,16 @@ def replace_whole(path: str | Path, data: bytes) -> None:
     except OSError as exc:
         tmp.unlink(missing_ok=True)
         raise WriteFailed(exc.errno, cannot_write(path, exc)) from exc
+
+
+def unwritable(folder: Path) -> str | None:
+    """Why files could not be written under ``folder``, made if missing (None: they can): what exists of its path
+    must be a folder this process may write in."""
+    existing = folder
+    while not existing.exists() and existing != existing.parent:
+        existing = existing.parent
+    if not existing.is_dir():
+        return f"{existing} is not a folder"
+    if not os.access(existing, os.W_OK | os.X_OK):
+        return f"{existing} is not writable"
+    return None

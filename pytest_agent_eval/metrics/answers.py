@@ -27,11 +27,11 @@ from typing import Any
 
 from pytest_agent_eval.corpus.keys import AnswerKey, TurnKey
 from pytest_agent_eval.metrics.allocation import citation_paths, code_span_names
-from pytest_agent_eval.metrics.file_access import bash_access
 from pytest_agent_eval.metrics.sufficiency import READ_TOOLS, SEARCH_TOOLS
 from pytest_agent_eval.tool import RetrievalTool
 from pytest_agent_eval.tool.explore_answer import FileSection, file_references, file_sections, same_file
 from pytest_agent_eval.transcript import MAIN, Message, Session, ToolCall
+from pytest_agent_eval.transcript.file_access import bash_access
 
 RETURNED, READ, SEARCHED = "returned", "read", "searched"
 _QUALIFIED_RE = re.compile(r"[A-Za-z_$][\w$]*(?:(?:\.|::|#|->)[A-Za-z_$][\w$]*)+")

@@ -22,7 +22,7 @@ from pytest_agent_eval.metrics.occupancy import FILE_ACCESS, WINDOW_TOKENS
 from pytest_agent_eval.metrics.sufficiency import BUCKETS
 from pytest_agent_eval.tool import RetrievalTool
 
-# Units: how a figure prints (report.format) and whether a change can be read in percentage points.
+# Units: how a figure prints (metrics.format) and whether a change can be read in percentage points.
 TOKENS, SHARE, SECONDS, USD, COUNT = "tokens", "share", "seconds", "usd", "count"
 HIGHER, LOWER = 1, -1  # the better direction; None: neither (a count that describes, not judges)
 MEDIAN = "median"  # every figure aggregates across runs as median [min–max]

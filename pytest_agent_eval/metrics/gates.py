@@ -37,7 +37,7 @@ from typing import Any
 from pytest_agent_eval.corpus.cases import ARM_NAMES, Arm
 from pytest_agent_eval.metrics.contamination import describe_leak
 from pytest_agent_eval.metrics.figures import FIGURES, HIGHER, lookup
-from pytest_agent_eval.report.format import show
+from pytest_agent_eval.metrics.format import show
 from pytest_agent_eval.tool import RetrievalTool
 
 

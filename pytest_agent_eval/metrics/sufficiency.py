@@ -26,10 +26,10 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
-from pytest_agent_eval.metrics.file_access import bash_access
 from pytest_agent_eval.tool import RetrievalTool
 from pytest_agent_eval.tool.explore_answer import FileSection, explore_sections, mentioned_paths, same_file
 from pytest_agent_eval.transcript import DELEGATION_TOOLS, MAIN, Message, Session, ToolCall
+from pytest_agent_eval.transcript.file_access import bash_access
 
 # read_returned is glossed "excerpt", not "allocation" (docs/metrics/sufficiency.md, "read_returned"): allocation
 # names another metric (allocation efficiency: returned bytes on files the answer cited) that can read

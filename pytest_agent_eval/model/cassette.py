@@ -19,32 +19,32 @@ file and line: replaying it would stop short of the recording without a word.
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import Any, Protocol, TypeVar
 
 from ..transcript import DELEGATION_TOOLS, MAIN, Session
 from .scripted import user_question, working_directory
 from .sse import Reply, tool_use
 
-if TYPE_CHECKING:
-    from pytest_agent_eval.agents.base import CodingAgent
-
 _REPLAYABLE_BLOCKS = frozenset({"text", "thinking"})
 S = TypeVar("S", bound=Session)
 
 
+class RecordReader(Protocol):
+    """What a cassette asks of the agent that recorded it (a :class:`~pytest_agent_eval.agents.base.CodingAgent`,
+    which the model package, below the agents, does not import): its reader."""
+
+    def read_transcript(self, segments: Sequence[Path]) -> Session: ...
+
+
 class CassetteBackend:
-    """A cassette of a run over the Messages API, read by ``agent`` (the one a record names; by default the agent
-    runs were made by before records named one: Claude Code)."""
+    """A cassette of a run over the Messages API, read by ``agent`` (the one a record names; for a record from
+    before records named one, the caller passes the agent runs were then made by: Claude Code)."""
 
     stand_in_model = "stand-in-cassette"
 
-    def __init__(self, paths: str | Path | Iterable[str | Path], agent: CodingAgent | None = None) -> None:
-        if agent is None:
-            from pytest_agent_eval.settings.registry import recorded_agent
-
-            agent = recorded_agent(None)
+    def __init__(self, paths: str | Path | Iterable[str | Path], agent: RecordReader) -> None:
         self.agent = agent
         self.paths = recording_paths(paths)
         session = refuse_unreadable(self.read(self.paths))

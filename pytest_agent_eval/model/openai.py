@@ -19,7 +19,7 @@ import os
 from collections.abc import Mapping
 from typing import Any
 
-from pytest_agent_eval.settings.config import is_real_openai_key
+from pytest_agent_eval.model.keys import is_real_openai_key
 
 from .server import Passthrough
 from .upstream import checked_url, forwarder_description, model_refusal, path_refusal, post

@@ -1,4 +1,4 @@
-"""The stand-in models of the block probe (:func:`pytest_agent_eval.harness.probe.prove_block`): each asks for one
+"""The stand-in models of the block probe (:func:`pytest_agent_eval.run.probe.prove_block`): each asks for one
 shell call of the tool's CLI, then ends the turn. An agent's ``block_probe`` picks the one for the API it speaks.
 
 :class:`MessagesProbe` answers the Messages API in the shell tool it is given (Claude Code's ``Bash``; OpenCode's

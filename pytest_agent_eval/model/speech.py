@@ -13,7 +13,7 @@ from __future__ import annotations
 import shlex
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..metrics.file_access import bash_access
+from ..transcript.file_access import bash_access
 from .scripted import Step
 
 if TYPE_CHECKING:
@@ -42,7 +42,7 @@ class Speech(Protocol):
 def built_in_speeches() -> tuple[Speech, ...]:
     """The speeches of the registry's built-in agents (an agent whose tools are the common vocabulary has none):
     the dialects an agent's ``stand_in`` names."""
-    from pytest_agent_eval.settings.registry import BUILT_IN_AGENTS, resolve_agent
+    from pytest_agent_eval.agents.registry import BUILT_IN_AGENTS, resolve_agent
 
     found = (resolve_agent(name).speech() for name in BUILT_IN_AGENTS)
     return tuple(speech for speech in found if speech is not None)

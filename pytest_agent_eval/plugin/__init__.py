@@ -31,17 +31,17 @@ if TYPE_CHECKING:
     from pathlib import Path
 
     from pytest_agent_eval.agents.base import AgentConfig, AgentSetup, CodingAgent
-    from pytest_agent_eval.campaign.evaluation import AgentResult
     from pytest_agent_eval.campaign.record import ItemRecord
     from pytest_agent_eval.campaign.store import Campaign
     from pytest_agent_eval.corpus.cases import EvalCase
     from pytest_agent_eval.harness.drivers import RunRecord
     from pytest_agent_eval.harness.failures import FailureMemo
     from pytest_agent_eval.harness.isolation import CliBlock
-    from pytest_agent_eval.harness.item import ItemLife, ModelServers
     from pytest_agent_eval.metrics import gates
     from pytest_agent_eval.model import ModelEndpoint
     from pytest_agent_eval.plugin.hooks import AgentEvalPlugin
+    from pytest_agent_eval.run.evaluation import AgentResult
+    from pytest_agent_eval.run.item import ItemLife, ModelServers
     from pytest_agent_eval.settings.config import AgentEvalConfig
     from pytest_agent_eval.tool import RetrievalTool
 
@@ -228,7 +228,7 @@ def agent_failure_memo(request) -> FailureMemo:
     return _body("agent_failure_memo", locals())
 
 
-# -- the item's life: each fixture one step of pytest_agent_eval.harness.item.ItemLife --------------------------
+# -- the item's life: each fixture one step of pytest_agent_eval.run.item.ItemLife --------------------------
 @pytest.fixture(scope="session")
 def agent_tool(agent_eval_config: AgentEvalConfig) -> RetrievalTool:
     """The retrieval tool under test (``--agent-eval-tool``; codegraph unless a project names its own)."""
@@ -247,7 +247,7 @@ def coding_agent(agent_case, agent_eval_config) -> CodingAgent:
 def agent_item(
     request, agent_case, agent_eval_config, coding_agent, agent_tool, agent_eval_memo, agent_failure_memo
 ) -> ItemLife:
-    """This item's life as one harness object (:class:`pytest_agent_eval.harness.item.ItemLife`): the fixtures
+    """This item's life as one harness object (:class:`pytest_agent_eval.run.item.ItemLife`): the fixtures
     below each call one of its steps."""
     return _body("agent_item", locals())
 
@@ -358,7 +358,7 @@ def tool_warm(agent_item, tool_build, indexed_repo, agent_workspace, agent_env) 
 @pytest.fixture
 def agent_block_proven(agent_item, agent_build, agent_setup, agent_sandbox, agent_workspace, agent_env) -> None:
     """Once per agent per worker: a probe session through the agent itself, in the sandbox, whose shell call of the tool
-    must come back denied (see :mod:`pytest_agent_eval.harness.probe`); the item errors if not."""
+    must come back denied (see :mod:`pytest_agent_eval.run.probe`); the item errors if not."""
     return _body("agent_block_proven", locals())
 
 

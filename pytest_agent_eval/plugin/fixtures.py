@@ -30,7 +30,6 @@ from pytest_agent_eval.plugin.hooks import item_state, plugin_of, record_of
 # The harness, scoring and reports load when a body first needs them.
 if TYPE_CHECKING:
     from pytest_agent_eval.agents.base import AgentConfig, AgentSetup, CodingAgent
-    from pytest_agent_eval.campaign.evaluation import AgentResult, EvalSession
     from pytest_agent_eval.campaign.record import ItemRecord
     from pytest_agent_eval.campaign.store import Campaign
     from pytest_agent_eval.corpus.cases import EvalCase
@@ -38,12 +37,13 @@ if TYPE_CHECKING:
     from pytest_agent_eval.harness.drivers import RunRecord
     from pytest_agent_eval.harness.failures import FailureMemo
     from pytest_agent_eval.harness.isolation import CliBlock
-    from pytest_agent_eval.harness.item import ItemLife, ModelServers
     from pytest_agent_eval.harness.provision import Provisioned
     from pytest_agent_eval.harness.sandbox import Sandbox
     from pytest_agent_eval.harness.workspace import Workspace
     from pytest_agent_eval.metrics import gates
     from pytest_agent_eval.model import ModelEndpoint
+    from pytest_agent_eval.run.evaluation import AgentResult, EvalSession
+    from pytest_agent_eval.run.item import ItemLife, ModelServers
     from pytest_agent_eval.settings.config import AgentEvalConfig
     from pytest_agent_eval.tool import RetrievalTool
     from pytest_agent_eval.transcript import Session
@@ -52,7 +52,7 @@ T = TypeVar("T")
 
 
 def eval_session(config: pytest.Config) -> EvalSession:
-    """This pytest session's :class:`~pytest_agent_eval.campaign.evaluation.EvalSession` (the plugin object's)."""
+    """This pytest session's :class:`~pytest_agent_eval.run.evaluation.EvalSession` (the plugin object's)."""
     return plugin_of(config).session
 
 
@@ -78,7 +78,7 @@ def agent_failure_memo(request: pytest.FixtureRequest) -> FailureMemo:
     return plugin_of(request.config).failure_memo
 
 
-# -- the item's life (pytest_agent_eval.harness.item): each fixture is one step ----------------------------------
+# -- the item's life (pytest_agent_eval.run.item): each fixture is one step ----------------------------------
 def coding_agent(agent_case: EvalCase, agent_eval_config: AgentEvalConfig) -> CodingAgent:
     return agent_case.agent or agent_eval_config.agent
 
@@ -92,7 +92,7 @@ def agent_item(
     agent_eval_memo: dict,
     agent_failure_memo: FailureMemo,
 ) -> ItemLife:
-    from pytest_agent_eval.harness.item import ItemLife
+    from pytest_agent_eval.run.item import ItemLife
 
     campaign_dir = eval_session(request.config).campaign_dir
     return ItemLife(
@@ -110,7 +110,7 @@ def agent_build(
     agent_eval_memo: dict,
     agent_failure_memo: FailureMemo,
 ) -> Provisioned:
-    from pytest_agent_eval.harness.item import agent_build, remembered
+    from pytest_agent_eval.run.item import agent_build, remembered
 
     build = partial(agent_build, coding_agent, agent_eval_config.cache, agent_failure_memo)
     return remembered(agent_eval_memo, ("agent", coding_agent.name), build)
@@ -129,7 +129,7 @@ def agent_workspace(agent_item: ItemLife, indexed_repo: Path, tmp_path: Path) ->
 
 
 def agent_run_dir(request: pytest.FixtureRequest, agent_case: EvalCase, agent_campaign: Campaign) -> Path:
-    from pytest_agent_eval.harness.item import set_aside
+    from pytest_agent_eval.run.item import set_aside
 
     folder = agent_campaign.item_dir(item_state(request.node).item_id)
     # A resumed campaign re-running an item that errored: its old files are kept, never mixed in.
@@ -174,7 +174,7 @@ def agent_sandbox(
 def agent_replay_source(request: pytest.FixtureRequest, tmp_path_factory: pytest.TempPathFactory) -> Campaign | None:
     from pytest_agent_eval.campaign import baseline
     from pytest_agent_eval.campaign.store import Campaign
-    from pytest_agent_eval.harness.item import step
+    from pytest_agent_eval.run.item import step
 
     path = eval_session(request.config).replay_path
     if path is None:
@@ -184,7 +184,7 @@ def agent_replay_source(request: pytest.FixtureRequest, tmp_path_factory: pytest
 
 
 def agent_model_servers(agent_eval_config: AgentEvalConfig) -> Iterator[ModelServers]:
-    from pytest_agent_eval.harness.item import ModelServers
+    from pytest_agent_eval.run.item import ModelServers
 
     servers = ModelServers(agent_eval_config)
     try:
@@ -195,9 +195,10 @@ def agent_model_servers(agent_eval_config: AgentEvalConfig) -> Iterator[ModelSer
 
 def agent_model_server(request: pytest.FixtureRequest, coding_agent: CodingAgent) -> Iterator[ModelEndpoint]:
     from pytest_agent_eval.campaign import baseline
-    from pytest_agent_eval.harness.item import step
-    from pytest_agent_eval.model import ModelEndpoint, cassette_backend, serve
+    from pytest_agent_eval.model import ModelEndpoint, serve
     from pytest_agent_eval.model.retry import HARNESS_RETRY
+    from pytest_agent_eval.run.backends import cassette_backend
+    from pytest_agent_eval.run.item import step
 
     source: Campaign | None = request.getfixturevalue("agent_replay_source")
     if source is None:
@@ -292,16 +293,16 @@ def agent_result(
     agent_campaign: Campaign,
     agent_resumed: dict[str, ItemRecord],
 ) -> AgentResult:
-    from pytest_agent_eval.campaign.evaluation import AgentResult
     from pytest_agent_eval.campaign.record import same_item
     from pytest_agent_eval.harness.drivers import AgentInfraError
-    from pytest_agent_eval.harness.item import step
     from pytest_agent_eval.metrics import gates
     from pytest_agent_eval.metrics.figures import figures_of
     from pytest_agent_eval.metrics.scorecard import score as score_of
     from pytest_agent_eval.model.record import requests_beside
     from pytest_agent_eval.report.blocks import render_scorecard
     from pytest_agent_eval.report.terminal import model_notes
+    from pytest_agent_eval.run.evaluation import AgentResult
+    from pytest_agent_eval.run.item import step
 
     record = record_of(request.node)
     done = agent_resumed.get(record.id)

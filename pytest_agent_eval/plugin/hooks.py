@@ -1,5 +1,5 @@
 """The plugin of a session that evaluates: one object per pytest config, whose methods are the hooks and whose
-attributes are the session's state (its settings, its :class:`~pytest_agent_eval.campaign.evaluation.EvalSession`,
+attributes are the session's state (its settings, its :class:`~pytest_agent_eval.run.evaluation.EvalSession`,
 its failure memo, the progress of xdist's workers, what it deselected), as pytest-xdist's ``DSession`` is.
 
 :mod:`pytest_agent_eval.plugin` is what pytest imports in every session of every project the plugin is installed
@@ -45,11 +45,11 @@ from pytest_agent_eval.settings.options import THRESHOLDS_FILE
 
 # The corpus, the session, the reports and the harness load when an item first needs them.
 if TYPE_CHECKING:
-    from pytest_agent_eval.campaign.evaluation import EvalSession
     from pytest_agent_eval.campaign.record import ItemRecord
     from pytest_agent_eval.campaign.selection import Restored
     from pytest_agent_eval.corpus.load import CorpusEntry
     from pytest_agent_eval.harness.failures import FailureMemo
+    from pytest_agent_eval.run.evaluation import EvalSession
 
 PLUGIN_NAME = "agent_eval_session"  # the AgentEvalPlugin, in the config's plugin manager
 
@@ -83,7 +83,7 @@ def record_of(item: pytest.Item) -> ItemRecord:
     """The item's record, made on first use; the fixtures fill it in, the plugin finishes and ships it."""
     state = item_state(item)
     if state.record is None:
-        from pytest_agent_eval.campaign.evaluation import new_record
+        from pytest_agent_eval.run.evaluation import new_record
 
         case = item.callspec.params["agent_case"]  # type: ignore[attr-defined]
         state.record = new_record(case, state.item_id, item.nodeid, plugin_of(item.config).settings)
@@ -132,7 +132,7 @@ def start(config: pytest.Config, settings_given: bool) -> AgentEvalPlugin:
     if restored is not None and worker_input is None:
         _note_thresholds(plugin, cfg)
     if worker_input is None and (cfg.resume is not None or cfg.compare is not None or cfg.replay is not None):
-        from pytest_agent_eval.campaign.evaluation import SessionError
+        from pytest_agent_eval.run.evaluation import SessionError
 
         try:
             plugin.session.claim()
@@ -297,10 +297,10 @@ class AgentEvalPlugin:
     # -- the state ---------------------------------------------------------------------------------------------
     @property
     def session(self) -> EvalSession:
-        """This pytest session's :class:`~pytest_agent_eval.campaign.evaluation.EvalSession`, made when first
+        """This pytest session's :class:`~pytest_agent_eval.run.evaluation.EvalSession`, made when first
         needed (a session that runs no agent item makes none)."""
         if self._session is None:
-            from pytest_agent_eval.campaign.evaluation import EvalSession
+            from pytest_agent_eval.run.evaluation import EvalSession
 
             option = self.config.option
             session = self._session = EvalSession(self.settings)
@@ -401,7 +401,7 @@ class AgentEvalPlugin:
     @pytest.hookimpl(optionalhook=True)
     def pytest_configure_node(self, node: Any) -> None:
         """xdist controller → worker: what names the one campaign every item lands in (see
-        :meth:`~pytest_agent_eval.campaign.evaluation.EvalSession.share`), and a resumed campaign's settings, so
+        :meth:`~pytest_agent_eval.run.evaluation.EvalSession.share`), and a resumed campaign's settings, so
         every worker selects what the controller restored."""
         session = self._session
         folder = session.campaign_dir if session is not None else None  # known here only when it was claimed
@@ -657,7 +657,7 @@ class AgentEvalPlugin:
         data = getattr(report, "agent_eval", None)
         if report.when != "call" or not isinstance(data, dict) or not data.get("stalled"):
             return None
-        from pytest_agent_eval.report.format import stall_note
+        from pytest_agent_eval.metrics.format import stall_note
 
         letter = {"passed": ".", "failed": "F"}.get(report.outcome, "s")
         return (
@@ -726,7 +726,7 @@ class AgentEvalPlugin:
             terminalreporter.write_line(f"agent-eval: warning: {text} (an error by {self.raised_by})", red=True)
         for record in session.ordered() if session else []:
             if record.stalled:
-                from pytest_agent_eval.report.format import stall_note
+                from pytest_agent_eval.metrics.format import stall_note
 
                 note = stall_note(record.driver or {})
                 terminalreporter.write_line(f"agent-eval: {record.id} {note}; its time is no measurement", yellow=True)

@@ -32,8 +32,8 @@ from tabulate import tabulate
 
 from pytest_agent_eval.campaign.record import ItemRecord, as_records
 from pytest_agent_eval.metrics.figures import FIGURES
+from pytest_agent_eval.metrics.format import show
 from pytest_agent_eval.report.aggregate import ArmRuns, Row, aggregate, arm_namer, tells_agents_apart, tells_tests_apart
-from pytest_agent_eval.report.format import show
 from pytest_agent_eval.report.stats import (
     MIN_PAIRS_FOR_INTERVAL,
     SAME,

@@ -9,8 +9,8 @@ from typing import Any
 
 from pytest_agent_eval.campaign.record import ItemRecord
 from pytest_agent_eval.metrics.figures import FIGURES
+from pytest_agent_eval.metrics.format import formatter, median_range
 from pytest_agent_eval.report.aggregate import ArmRuns
-from pytest_agent_eval.report.format import formatter, median_range
 
 NOT_GRADED = "not graded"
 GRADE_FIGURE = "key_recall"

@@ -21,6 +21,7 @@ from pytest_agent_eval.campaign.made_by import agent_of, tool_of
 from pytest_agent_eval.campaign.record import ItemRecord
 from pytest_agent_eval.campaign.store import Campaign, StoreError, inside, write_atomic
 from pytest_agent_eval.metrics.figures import FIGURES
+from pytest_agent_eval.metrics.format import percent, seconds, stall_note, tokens
 from pytest_agent_eval.metrics.gates import describe_leak
 from pytest_agent_eval.metrics.occupancy import WINDOW_TOKENS, occupancy
 from pytest_agent_eval.metrics.scorecard import score
@@ -33,7 +34,6 @@ from pytest_agent_eval.report.aggregate import Aggregate, aggregate, unavailable
 from pytest_agent_eval.report.answers_html import answers_section
 from pytest_agent_eval.report.blocks import render_scorecard
 from pytest_agent_eval.report.compare import GateResult, comparison_cells, gate_line
-from pytest_agent_eval.report.format import percent, seconds, stall_note, tokens
 from pytest_agent_eval.report.grades import grade_text
 from pytest_agent_eval.report.replay import caveat as replay_caveat
 from pytest_agent_eval.report.replay import replay_note

@@ -14,8 +14,8 @@ import html
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from pytest_agent_eval.metrics.format import tokens
 from pytest_agent_eval.metrics.occupancy import FAMILIES
-from pytest_agent_eval.report.format import tokens
 
 REST = "rest"
 SERIES = (*FAMILIES, REST)  # bottom to top: the tool's results first, the rest on top

@@ -26,18 +26,7 @@ from pytest_agent_eval.metrics.figures import (
     OCCUPANCY,
     SUFFICIENCY,
 )
-from pytest_agent_eval.metrics.gates import describe_leak
-from pytest_agent_eval.metrics.sufficiency import BUCKETS
-from pytest_agent_eval.report.agents import side_by_side
-from pytest_agent_eval.report.aggregate import (
-    Aggregate,
-    ArmRuns,
-    Row,
-    aggregate,
-    tells_agents_apart,
-    unavailable,
-)
-from pytest_agent_eval.report.format import (
+from pytest_agent_eval.metrics.format import (
     change,
     direction,
     dollars,
@@ -48,6 +37,17 @@ from pytest_agent_eval.report.format import (
     seconds,
     signed,
     tokens,
+)
+from pytest_agent_eval.metrics.gates import describe_leak
+from pytest_agent_eval.metrics.sufficiency import BUCKETS
+from pytest_agent_eval.report.agents import side_by_side
+from pytest_agent_eval.report.aggregate import (
+    Aggregate,
+    ArmRuns,
+    Row,
+    aggregate,
+    tells_agents_apart,
+    unavailable,
 )
 from pytest_agent_eval.report.grades import answer_cell
 from pytest_agent_eval.report.stats import small_n_warning

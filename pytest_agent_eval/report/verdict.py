@@ -19,8 +19,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from pytest_agent_eval.metrics.figures import FIGURES
+from pytest_agent_eval.metrics.format import signed
 from pytest_agent_eval.report.aggregate import Aggregate, ArmRuns, Row, unavailable
-from pytest_agent_eval.report.format import signed
 from pytest_agent_eval.report.grades import grade_medians, grade_text
 from pytest_agent_eval.report.stats import (
     MIN_PAIRS_FOR_INTERVAL,

@@ -8,7 +8,7 @@ come from ``agent-eval.yaml`` (see :mod:`pytest_agent_eval.metrics.gates`).
 The option table is :mod:`pytest_agent_eval.settings.options`, the parsers of the options' texts
 :mod:`pytest_agent_eval.settings.parsers`: the settings are resolved for the first agent item (or, when a setting is
 given, as the session starts), and defaults need no parser. Settings only: what a session learns as it runs (its
-campaign folder) is the evaluation session's (:mod:`pytest_agent_eval.campaign.evaluation`). Nothing here touches
+campaign folder) is the evaluation session's (:mod:`pytest_agent_eval.run.evaluation`). Nothing here touches
 the network or npm.
 """
 
@@ -21,44 +21,18 @@ from typing import TYPE_CHECKING, Any, NamedTuple
 
 from pytest_agent_eval.corpus.cases import Arm
 from pytest_agent_eval.harness.cache import cache_root
+from pytest_agent_eval.model.keys import is_real_gemini_key, is_real_key, is_real_openai_key
 from pytest_agent_eval.settings.options import OPTIONS, THRESHOLDS_FILE, THRESHOLDS_INI, OptionError
 
 # The tool (its fingerprints), the parsers and the shard planner load only when a setting needs them.
 if TYPE_CHECKING:
     from pytest_agent_eval.agents.base import CodingAgent
-    from pytest_agent_eval.campaign.shard import Shard
     from pytest_agent_eval.settings.parsers import Rule
+    from pytest_agent_eval.settings.shard import Shard
     from pytest_agent_eval.tool import RetrievalTool
 
 DEFAULT_OUT = "agent-eval-out"
 CAMPAIGN_TURNS = 3  # a campaign entry: its question and two in-flow follow-ups (docs/campaigns-and-ci.md)
-
-
-_PLACEHOLDER_WORDS = ("placeholder", "dummy", "fake", "test", "xxx", "your")
-
-
-def is_real_key(key: str | None) -> bool:
-    """An ANTHROPIC_API_KEY that looks issued by Anthropic, not a stand-in such as ``sk-test`` or ``dummy``:
-    what ``--agent-eval-backend auto`` decides by (here, so the report header need not load the model package)."""
-    if not key or not key.startswith("sk-ant-") or len(key) < 40:
-        return False
-    return not any(word in key.lower() for word in _PLACEHOLDER_WORDS)
-
-
-def is_real_openai_key(key: str | None) -> bool:
-    """An OPENAI_API_KEY that looks issued by OpenAI (``sk-…``, ``sk-proj-…``), not a stand-in: what ``auto``
-    decides by for an agent speaking the Responses API."""
-    if not key or not key.startswith("sk-") or key.startswith("sk-ant-") or len(key) < 40:
-        return False
-    return not any(word in key.lower() for word in _PLACEHOLDER_WORDS)
-
-
-def is_real_gemini_key(key: str | None) -> bool:
-    """A GEMINI_API_KEY that looks issued by Google (``AIza…``, 39 characters), not a stand-in: what ``auto``
-    decides by for an agent speaking the Gemini API."""
-    if not key or not key.startswith("AIza") or len(key) < 39:
-        return False
-    return not any(word in key.lower() for word in _PLACEHOLDER_WORDS)
 
 
 # The real API ``auto`` forwards to, by the API the agent speaks: (backend, the variable holding its key, the check).
@@ -215,7 +189,7 @@ class AgentEvalConfig:
     def output_problem(self) -> str | None:
         """Why the campaign folder (``--agent-eval-out``) or ``--agent-eval-json`` cannot be written, naming the
         setting; None when both can."""
-        from pytest_agent_eval.campaign.store import unwritable
+        from pytest_agent_eval.harness.writes import unwritable
 
         if self.out is not None and (problem := unwritable(self.out)):
             return f"--agent-eval-out {self.out}: {problem}"

@@ -18,7 +18,7 @@ from pytest_agent_eval.settings.options import BACKENDS, EFFORTS, MODES, STAND_I
 
 if TYPE_CHECKING:
     from pytest_agent_eval.agents.base import CodingAgent
-    from pytest_agent_eval.campaign.shard import Shard
+    from pytest_agent_eval.settings.shard import Shard
     from pytest_agent_eval.tool import RetrievalTool
 
 
@@ -175,7 +175,7 @@ def parse_version(text: str) -> str:
 def parse_tool(text: str) -> RetrievalTool:
     """A built-in tool's name (``codegraph``), an installed entry point's (``pytest_agent_eval.tools``) or
     ``MODULE:ATTR``."""
-    from pytest_agent_eval.settings.registry import resolve_tool
+    from pytest_agent_eval.agents.registry import resolve_tool
 
     try:
         return resolve_tool(str(text))
@@ -186,7 +186,7 @@ def parse_tool(text: str) -> RetrievalTool:
 def parse_agent(text: str) -> CodingAgent:
     """A built-in agent's name (``codex``), an installed entry point's (``pytest_agent_eval.agents``) or
     ``MODULE:ATTR``."""
-    from pytest_agent_eval.settings.registry import resolve_agent
+    from pytest_agent_eval.agents.registry import resolve_agent
 
     try:
         return resolve_agent(str(text))
@@ -290,7 +290,7 @@ def parse_paths(text: str) -> list[Path]:
 
 
 def parse_shard_option(text: str) -> Shard:
-    from pytest_agent_eval.campaign.shard import ShardError, parse_shard
+    from pytest_agent_eval.settings.shard import ShardError, parse_shard
 
     try:
         return parse_shard(text)

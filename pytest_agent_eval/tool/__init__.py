@@ -380,6 +380,6 @@ CODEGRAPH = RetrievalTool(
 def load_tool(reference: str) -> RetrievalTool:
     """The :class:`RetrievalTool` that ``MODULE:ATTR`` names (``MODULE`` importable: installed, or on pytest's
     ``pythonpath``); raises ValueError saying what is wrong."""
-    from pytest_agent_eval.settings.reference import load_reference
+    from pytest_agent_eval.reference import load_reference
 
     return load_reference(reference, RetrievalTool)

@@ -39,11 +39,11 @@ from pytest_agent_eval.harness.workspace import Workspace, make_workspace
 from pytest_agent_eval.metrics.contamination import contamination
 from pytest_agent_eval.metrics.evidence import paired_responses
 from pytest_agent_eval.metrics.occupancy import FAMILIES, occupancy
+from pytest_agent_eval.metrics.truth import read_truth_log, resident_truth
 from pytest_agent_eval.model import ScriptedBackend, serve
 from pytest_agent_eval.model.record import read_requests
 from pytest_agent_eval.model.scripted import Turn
 from pytest_agent_eval.model.sse import Reply, tool_use
-from pytest_agent_eval.model.truth import read_truth_log, resident_truth
 from pytest_agent_eval.model.usage import PromptCount
 from pytest_agent_eval.tool import CODEGRAPH
 from pytest_agent_eval.transcript import Session, ToolResult

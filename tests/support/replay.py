@@ -13,8 +13,8 @@ from pytest_agent_eval.agents.base import CodingAgent
 from pytest_agent_eval.harness.provision import Provisioned
 from pytest_agent_eval.metrics.contamination import contamination
 from pytest_agent_eval.metrics.evidence import evidence
-from pytest_agent_eval.model import cassette_backend
 from pytest_agent_eval.model.record import read_requests
+from pytest_agent_eval.run.backends import cassette_backend
 from pytest_agent_eval.tool import CODEGRAPH
 from support.agent_cli import Arm, run_arm
 from support.e2e import RealTools

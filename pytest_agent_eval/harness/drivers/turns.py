@@ -31,7 +31,7 @@ from pytest_agent_eval.harness.drivers.stream import (
 )
 
 if TYPE_CHECKING:
-    from pytest_agent_eval.agents.base import Drive
+    from pytest_agent_eval.harness.drivers.drive import Drive
     from pytest_agent_eval.harness.sandbox import Sandbox
 
 

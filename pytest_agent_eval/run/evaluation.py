@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from pytest_agent_eval.agents.registry import origin_of
 from pytest_agent_eval.campaign.manifest import campaign_config, finish_manifest, plugins_of, update_manifest
 from pytest_agent_eval.campaign.record import ItemRecord
 from pytest_agent_eval.campaign.selection import corpus_hash, given_options, thresholds_record
@@ -31,7 +32,6 @@ from pytest_agent_eval.campaign.store import (
 from pytest_agent_eval.corpus.cases import EvalCase, select_campaign
 from pytest_agent_eval.corpus.load import CorpusEntry, CorpusError, load_corpus
 from pytest_agent_eval.settings.config import AgentEvalConfig
-from pytest_agent_eval.settings.registry import origin_of
 
 # The baselines, the shard planner and the reports load when a session has something for them.
 if TYPE_CHECKING:

@@ -12,10 +12,10 @@ import json
 from collections.abc import Mapping
 from pathlib import Path
 
-from ..metrics.occupancy import FAMILIES, family
+from ..model.usage import PromptCount
 from ..tool import RetrievalTool
 from ..transcript import MAIN, Session
-from .usage import PromptCount
+from .occupancy import FAMILIES, family
 
 
 def read_truth_log(path: str | Path) -> dict[str, PromptCount]:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
-from pytest_agent_eval.harness.item import ItemLife
+from pytest_agent_eval.run.item import ItemLife
 
 if TYPE_CHECKING:
     from pytest_agent_eval.agents.base import AgentSetup, CodingAgent
@@ -130,8 +130,8 @@ def stdout_check(
     """The stdout probe (the module's docstring) through ``agent`` in ``sandbox`` without its jail, its files in
     ``setup.config_dir``."""
     from pytest_agent_eval.agents.base import DriveOptions
-    from pytest_agent_eval.harness.probe import shell_probe
     from pytest_agent_eval.harness.sandbox import LANDLOCK
+    from pytest_agent_eval.run.probe import shell_probe
 
     name = "stdout not reopenable"
     unjailed = None if sandbox is None else replace(sandbox, layers=tuple(x for x in sandbox.layers if x != LANDLOCK))

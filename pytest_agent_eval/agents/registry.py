@@ -14,7 +14,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any, TypeVar
 
 from pytest_agent_eval.agents.built_in import BUILT_IN_AGENTS, UNNAMED_AGENT
-from pytest_agent_eval.settings.reference import load_reference
+from pytest_agent_eval.reference import load_reference
 
 if TYPE_CHECKING:
     from importlib import metadata

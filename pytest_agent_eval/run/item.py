@@ -80,8 +80,9 @@ def model_endpoint(
     """The loopback model server of ``cfg.backend`` for an agent speaking ``api`` (the session's agent's when not
     given): a stand-in, a cassette, or the forwarder to the real API; the model's transient failures retried by the
     harness's policy (model/retry.py). ``faults``: what the server injects (a test's)."""
-    from pytest_agent_eval.model import ModelEndpoint, ScriptedBackend, make_backend, resolve_backend, serve
+    from pytest_agent_eval.model import ModelEndpoint, ScriptedBackend, serve
     from pytest_agent_eval.model.retry import HARNESS_RETRY
+    from pytest_agent_eval.run.backends import make_backend, resolve_backend
 
     # the forwarder (anthropic, openai, gemini): the agent's CLI gets its loopback URL, not the key
     name = resolve_backend(cfg.backend, api or cfg.agent.api)
@@ -117,7 +118,7 @@ class ModelServers:
         self._stack = ExitStack()
 
     def for_agent(self, agent: CodingAgent) -> ModelEndpoint:
-        from pytest_agent_eval.model import resolve_backend
+        from pytest_agent_eval.run.backends import resolve_backend
 
         name = resolve_backend(self.cfg.backend, agent.api)
         key = (name, agent.stand_in_tools)  # an agent naming the stand-in's tools its own way is spoken to so
@@ -171,10 +172,10 @@ def note_driver(record: ItemRecord, run: RunRecord) -> None:
 
 
 def provenance(record: ItemRecord, repo: Path, tool: Any, agent: Any, offline: bool) -> None:
-    """Where the item's code under test and tools came from (see :func:`pytest_agent_eval.harness.repos.
+    """Where the item's code under test and tools came from (see :func:`pytest_agent_eval.corpus.repos.
     fetched_source` and :class:`pytest_agent_eval.harness.provision.Provisioned`), and what to warn about."""
+    from pytest_agent_eval.corpus.repos import fallback_warning, fetched_source
     from pytest_agent_eval.harness.provenance import git_state
-    from pytest_agent_eval.harness.repos import fallback_warning, fetched_source
 
     # A repository the harness did not fetch (a test's own folder) is described as a local path.
     record.source = fetched_source(repo) or {"kind": "local", "path": str(repo), "git_state": git_state(repo)}
@@ -210,7 +211,7 @@ class ItemLife:
 
     def fetch_repo(self) -> Path:
         """The entry's repository under the corpus folder, fetched once (and tried once per session)."""
-        from pytest_agent_eval.harness.repos import fetch_repo
+        from pytest_agent_eval.corpus.repos import fetch_repo
 
         entry, cfg = self.case.entry, self.cfg
         fetch = partial(step, f"fetching {entry.name}", lambda: fetch_repo(entry, cfg.corpus_dir, offline=cfg.offline))
@@ -343,9 +344,9 @@ class ItemLife:
         env: dict[str, str],
     ) -> None:
         """Once per agent per process: a probe session through the agent itself, in the sandbox, whose shell call of the
-        tool must come back denied (:mod:`pytest_agent_eval.harness.probe`); ``setup.config_dir`` receives its
+        tool must come back denied (:mod:`pytest_agent_eval.run.probe`); ``setup.config_dir`` receives its
         files."""
-        from pytest_agent_eval.harness.probe import prove_block
+        from pytest_agent_eval.run.probe import prove_block
 
         options = DriveOptions(sandbox=sandbox)
         probe = partial(

@@ -3,7 +3,7 @@
 The merged campaign is an ordinary one: its manifest keeps the shards' config (and hash), versions, backend,
 corpus hash and selection, its ``shard`` says what it was merged from, ``items.jsonl`` holds every shard's
 records and ``items/`` their transcripts; ``summary.json`` and ``report.html`` are rendered by the same
-:class:`~pytest_agent_eval.campaign.evaluation.EvalSession` the plugin uses. So ``agent-eval rescore``, ``agent-eval
+:class:`~pytest_agent_eval.run.evaluation.EvalSession` the plugin uses. So ``agent-eval rescore``, ``agent-eval
 compare`` and ``--agent-eval-compare`` read it like any other.
 
 Shards merge only when their results are comparable: a field they disagree on is a MergeError naming the field,
@@ -17,10 +17,10 @@ from collections.abc import Sequence
 from pathlib import Path
 from typing import Any
 
-from pytest_agent_eval.campaign.evaluation import EvalSession
 from pytest_agent_eval.campaign.record import ItemRecord
 from pytest_agent_eval.campaign.selection import manifest_options
 from pytest_agent_eval.campaign.store import ITEM_DIRS, MANIFEST, Campaign, StoreError, safe_name
+from pytest_agent_eval.run.evaluation import EvalSession
 from pytest_agent_eval.settings.config import AgentEvalConfig, OptionError, resolve
 
 
