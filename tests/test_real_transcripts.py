@@ -3,7 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import shutil
+import subprocess
+import sys
 from dataclasses import replace
 from pathlib import Path
 
@@ -129,6 +132,19 @@ def test_every_transcript_scores_without_error(path: str) -> None:
         assert render_scorecard(card)
         if data["allocation"]["efficiency"] is not None:
             assert 0.0 <= data["allocation"]["efficiency"] <= 1.0
+
+
+def test_a_score_reads_the_same_whatever_the_hash_seed() -> None:
+    """Python orders a set by its members' hashes, which change from process to process: nothing a score prints may
+    follow that order (spotter's two denser families came out in either order)."""
+    command = [sys.executable, "-m", "pytest_agent_eval.cli", "score", "--json", str(ROOT / SPOTTER)]
+    outputs = {
+        subprocess.run(
+            command, env={**os.environ, "PYTHONHASHSEED": seed}, capture_output=True, text=True, check=True
+        ).stdout
+        for seed in ("0", "1", "2", "3")
+    }
+    assert len(outputs) == 1 and json.loads(outputs.pop())["occupancy"]["denser"]
 
 
 def test_rate_limited_run_is_an_infrastructure_failure() -> None:

@@ -795,7 +795,7 @@ def _beside_growth(
     growth is unexplained."""
     families = [frozenset(fam for fam, _, _ in g.results) for g in kept]
     dropped: set[int] = set()
-    for group in set(families):
+    for group in dict.fromkeys(families):  # in the order the gaps came: the bars' order, whatever the hash seed
         mine = [i for i in range(len(kept)) if families[i] == group]
         others = [j for j in range(len(kept)) if not families[j] & group]
         if not others:
