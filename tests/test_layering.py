@@ -170,12 +170,7 @@ def test_the_generic_model_code_is_below_the_agents():
 
 # An upward import between first-level packages not cut yet: (importer, imported), each with why. The direction
 # test sets these aside and refuses any other cycle among the packages; an entry that no longer holds is refused too.
-ALLOWED_UPWARD = {
-    # model/speech.py finds the built-in agents' speeches (agents/<name>/stand_in.py, which import the model's
-    # generic parts) through the agents' registry when the server first needs one: cutting it means handing the
-    # speeches to serve() from the run layer, which every test that serves a stand-in would then have to do.
-    ("model", "agents"),
-}
+ALLOWED_UPWARD: set[tuple[str, str]] = set()  # a pair of packages one may import upward, and why: none
 
 
 def _first_level(module: str) -> str:

@@ -747,14 +747,15 @@ def test_a_compaction_summary_carries_the_question_and_the_policy_answers_after_
 
 
 def test_a_request_in_an_agents_own_tools_is_routed_to_the_speech_its_agent_declares():
-    """The server names no agent: it asks the built-in agents for their speech (agents/<name>/stand_in.py) and
-    routes a request by its API and the speech that claims it; Claude Code's tools are the common vocabulary."""
+    """The server names no agent: the agents' package provides the built-in agents' speech (agents/<name>/stand_in.py)
+    and the server routes a request by its API and the speech that claims it; Claude Code's tools are the common
+    vocabulary."""
     from pytest_agent_eval.agents.codex import CODEX
     from pytest_agent_eval.agents.gemini import GEMINI
     from pytest_agent_eval.agents.opencode import OPENCODE
-    from pytest_agent_eval.model.speech import built_in_speeches, speech_for
+    from pytest_agent_eval.model.speech import known_speeches, speech_for
 
-    speeches = built_in_speeches()
+    speeches = known_speeches()
     assert set(speeches) == {CODEX.speech(), GEMINI.speech(), OPENCODE.speech()}
     shell = {"name": "bash", "input_schema": {"properties": {"command": {}, "description": {}}}}
     assert speech_for("messages", {"tools": [shell]}, speeches) is OPENCODE.speech()

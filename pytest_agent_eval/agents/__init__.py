@@ -16,9 +16,11 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from pytest_agent_eval.agents.built_in import BUILT_IN_AGENTS, UNNAMED_AGENT
+from pytest_agent_eval.model import speech
 
 if TYPE_CHECKING:
     from pytest_agent_eval.agents.base import CodingAgent
+    from pytest_agent_eval.model.speech import Speech
 
 DEFAULT_AGENT = BUILT_IN_AGENTS["claude-code"]  # --agent-eval-agent's default
 __all__ = ["BUILT_IN_AGENTS", "DEFAULT_AGENT", "UNNAMED_AGENT", "agent_named", "agent_title"]
@@ -39,3 +41,15 @@ def agent_title(name: str | None) -> str:
         return agent_named(name).title
     except ValueError:
         return str(name)
+
+
+def _built_in_speeches() -> list[Speech]:
+    """The built-in agents' speeches, the dialects an agent's ``stand_in`` names (each loaded when the model server
+    first needs one)."""
+    from pytest_agent_eval.agents.registry import resolve_agent
+
+    found = (resolve_agent(name).speech() for name in BUILT_IN_AGENTS)
+    return [spoken for spoken in found if spoken is not None]
+
+
+speech.provide(_built_in_speeches)  # the model server asks for speeches; it names no agent itself

@@ -51,7 +51,7 @@ from .responses import as_requested, assemble_response, response_json, usage_jso
 from .responses import stream_events as response_events
 from .retry import TRANSIENT_STATUSES, RetryPolicy
 from .scripted import StandInError
-from .speech import Speech, built_in_speeches, speech_for
+from .speech import Speech, known_speeches, speech_for
 from .sse import IdSource, Reply, assemble, ids_from, message_json, new_id, stream_events
 from .usage import PromptCount, UsageModel
 
@@ -175,11 +175,12 @@ class _Server(ThreadingHTTPServer):
         self._speeches: tuple[Speech, ...] | None = None
 
     def speech(self, api: str, request: dict[str, Any]) -> Speech | None:
-        """The speech of the agent whose tools ``request`` (of ``api``) is in: the built-in agents' (an agent's
-        ``stand_in`` names one of them), read when a policy first needs one."""
+        """The speech of the agent whose tools ``request`` (of ``api``) is in: of those the agents' package provides
+        (:func:`.speech.provide`: the built-in agents', one of which an agent's ``stand_in`` names), read when a
+        policy first needs one."""
         with self.lock:
             if self._speeches is None:
-                self._speeches = built_in_speeches()
+                self._speeches = known_speeches()
         return speech_for(api, request, self._speeches)
 
     @property

@@ -11,13 +11,11 @@ routes a request by the API it came on and the speech that claims it (:func:`spe
 from __future__ import annotations
 
 import shlex
+from collections.abc import Callable, Iterable
 from typing import TYPE_CHECKING, Any, Protocol
 
-from ..transcript.file_access import bash_access
-from .scripted import Step
-
 if TYPE_CHECKING:
-    from .scripted import Turn
+    from .scripted import Step, Turn
     from .sse import Reply
 
 # Directories a file search skips: version control, the retrieval tool's index, dependencies.
@@ -39,13 +37,19 @@ class Speech(Protocol):
     def render(self, request: dict[str, Any], reply: Reply, explore: str | None) -> Any: ...
 
 
-def built_in_speeches() -> tuple[Speech, ...]:
-    """The speeches of the registry's built-in agents (an agent whose tools are the common vocabulary has none):
-    the dialects an agent's ``stand_in`` names."""
-    from pytest_agent_eval.agents.registry import BUILT_IN_AGENTS, resolve_agent
+_PROVIDERS: list[Callable[[], Iterable[Speech]]] = []
 
-    found = (resolve_agent(name).speech() for name in BUILT_IN_AGENTS)
-    return tuple(speech for speech in found if speech is not None)
+
+def provide(speeches: Callable[[], Iterable[Speech]]) -> None:
+    """Say where speeches come from: the agents' package gives its built-in agents' when it is imported, so that the
+    model, below the agents, names none of them (docs/architecture.md)."""
+    if speeches not in _PROVIDERS:
+        _PROVIDERS.append(speeches)
+
+
+def known_speeches() -> tuple[Speech, ...]:
+    """Every speech the providers give (an agent whose tools are the common vocabulary gives none)."""
+    return tuple(speech for provider in _PROVIDERS for speech in provider())
 
 
 def speech_for(api: str, request: dict[str, Any], speeches: tuple[Speech, ...]) -> Speech | None:
@@ -56,6 +60,9 @@ def speech_for(api: str, request: dict[str, Any], speeches: tuple[Speech, ...]) 
 
 def shell_step(command: str) -> Step:
     """A shell command as the step it is in the common vocabulary: a Read of one file, a Grep, or a Bash call."""
+    from ..transcript.file_access import bash_access  # here: the agents' package imports this module's registry
+    from .scripted import Step
+
     access = bash_access(command)
     if access is not None and access.kind == "read" and access.path:
         return Step("Read", {"file_path": access.path})
