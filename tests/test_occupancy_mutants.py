@@ -49,6 +49,17 @@ from pytest_agent_eval.tool import CODEGRAPH
 from pytest_agent_eval.transcript import MAIN
 
 
+def _three_reads_and_a_hidden_thinking_read(t: Transcript, answer: str) -> Transcript:
+    """Three Reads at 2.0 chars/token, then a Read beside empty thinking, and ``answer`` 4,000 tokens on."""
+    for ctx in (10_000, 11_000, 12_000):
+        step(t, ctx, "Read", 1_994)
+    call = tool_use("Read")
+    t.message({"type": "thinking", "thinking": "", "signature": "sig"}, call, ctx=13_000)
+    t.reply(call["id"], "x" * 1_994)
+    t.say(answer, ctx=17_000)
+    return t
+
+
 def step(t: Transcript, ctx: int, name: str, result_chars: int, prose: int = 0, **tool_input) -> str:
     """A request of size ``ctx`` calling ``name``, then its result (as tests/test_occupancy.py builds them)."""
     call = tool_use(name, **tool_input)
@@ -615,13 +626,7 @@ def test_thinking_the_declared_output_told_was_hidden_stays_unexplained_when_it_
     # Three Reads at 2.0; a Read beside empty thinking that counted 3,000 tokens (the segment declares it); the next
     # turn's first request leaves it out, the next sends it again beside a small Read. Back, it is still growth
     # nothing shows; where that gap grew by more than it and what it shows, all of its growth is unexplained.
-    t = Transcript()
-    for ctx in (10_000, 11_000, 12_000):
-        step(t, ctx, "Read", 1_994)
-    call = tool_use("Read")
-    t.message({"type": "thinking", "thinking": "", "signature": "sig"}, call, ctx=13_000)
-    t.reply(call["id"], "x" * 1_994)
-    t.say("answer", ctx=17_000)  # Δ 4,000: the result's 1,000 and the 3,000 hidden
+    t = _three_reads_and_a_hidden_thinking_read(Transcript(), "answer")  # Δ 4,000: the result's 1,000, 3,000 hidden
     t.user("next question")
     step(t, 14_050, "Read", 294)  # Δ −2,950: the hidden thinking left (the shrink takes 2,950 of its 3,000)
     t.say("done", ctx=14_050 + 3_000 + 147 + 60 + beyond)
@@ -635,13 +640,7 @@ def test_thinking_the_declared_output_told_was_hidden_stays_unexplained_when_it_
 def test_a_gap_whose_thinking_may_hide_and_whose_segment_tells_nothing_is_never_calibrated_on(tmp_path):
     # The first segment's one hiding gap is told what it hid, so the run is calibrated again; the second segment's
     # gap of redacted thinking grew 400 tokens more than its Read, and nothing says what that was.
-    first = Transcript()
-    for ctx in (10_000, 11_000, 12_000):
-        step(first, ctx, "Read", 1_994)
-    call = tool_use("Read")
-    first.message({"type": "thinking", "thinking": "", "signature": "sig"}, call, ctx=13_000)
-    first.reply(call["id"], "x" * 1_994)
-    first.say("done", ctx=17_000)
+    first = _three_reads_and_a_hidden_thinking_read(Transcript(), "done")
     first.result("done")
     first.events[-1]["usage"] = {"output_tokens": round(_shown(first.session())) + 3_000}
     second = Transcript()
