@@ -16,11 +16,13 @@ import pytest
 AT_LOAD = {"pytest_agent_eval", "pytest_agent_eval.plugin", "pytest_agent_eval.settings",
            "pytest_agent_eval.settings.options"}  # fmt: skip
 # An xdist controller names the campaign and follows its workers' progress from the start: the hooks' bodies,
-# and the settings (defaults need no parser; the cache folder's is the harness's).
+# and the settings (defaults need no parser; the cache folder's is the harness's; `auto`'s key checks are plain
+# string tests in model/keys.py, under a model package that loads nothing until asked).
 FOR_XDIST = {"pytest_agent_eval.plugin.hooks", "pytest_agent_eval.plugin.items", "pytest_agent_eval.harness",
              "pytest_agent_eval.harness.progress", "pytest_agent_eval.harness.cache",
              "pytest_agent_eval.settings.config", "pytest_agent_eval.corpus",
-             "pytest_agent_eval.corpus.cases"}  # fmt: skip
+             "pytest_agent_eval.corpus.cases", "pytest_agent_eval.model",
+             "pytest_agent_eval.model.keys"}  # fmt: skip
 HEAVY_LIBRARIES = {"filelock", "yaml", "tabulate", "msgspec", "ahocorasick_rs"}
 LOADED = f"sorted(m for m in sys.modules if m.split('.')[0] == 'pytest_agent_eval' or m in {HEAVY_LIBRARIES!r})"
 
