@@ -46,7 +46,7 @@ from pytest_agent_eval.tool import CODEGRAPH
 from pytest_agent_eval.transcript import MAIN, Session, ToolResult, segment_files
 
 MIN_CHARS = 300
-_PIECES = re.compile(r" ?[A-Za-z]+| ?\d{1,3}| ?[^\sA-Za-z\d]|\s+")
+_PIECES = occ.PIECE_RE
 
 
 def _count(pattern: str, text: str) -> int:
@@ -187,6 +187,54 @@ def lumps() -> list[Lump]:
     return found
 
 
+def as_the_rule_weighs() -> list[list[str]]:
+    """Per counting model, occupancy's own view (:func:`~pytest_agent_eval.metrics.occupancy._beside_growth`): each
+    family's kept gaps against the other families', denser by the lesser of the two weights it holds them to (the
+    characters, and the pieces, :func:`~pytest_agent_eval.metrics.occupancy._pieces`); the densest real family, and the
+    least dense family the growth context made denser. Families whose gaps hold thinking are left out of the real ones:
+    a thinking block's price is their noise, not their content (the rule weighs them all the same)."""
+    rows = []
+    for model, sessions, _ in corpora():
+        real: list[tuple[float, str]] = []
+        growth: list[tuple[float, str]] = []
+        for first in first_segments(sessions):
+            session = read_segments(segment_files(first))
+            kept, nets = kept_gaps(session)
+            groups = [frozenset(fam for fam, _, _ in g.results) for g in kept]
+            name = f"{first.relative_to(sessions).parts[0]}/{first.parent.name}"
+            for group in dict.fromkeys(groups):
+                mine = [i for i, g in enumerate(groups) if g == group]
+                others = [j for j, g in enumerate(groups) if not g & group]
+                pieces = {i: occ._pieces(kept[i]) for i in (*mine, *others)}
+                if not others or None in pieces.values() or any(kept[i].hidden or kept[i].returned for i in mine):
+                    continue
+                chars = {i: kept[i].shown_chars for i in (*mine, *others)}
+                denser = min(
+                    sum(nets[i] for i in mine) / sum(weight[i] for i in mine)
+                    / (sum(nets[j] for j in others) / sum(weight[j] for j in others))
+                    for weight in (chars, pieces)
+                )
+                where = f"{name} {'+'.join(sorted(group))}"
+                beside = any(
+                    declared_server_context({"type": "tool_result", "tool_use_id": call_id})
+                    for i in mine
+                    for call_id in call_ids_of(session, kept[i])
+                )
+                if beside:
+                    growth.append((denser, where))
+                elif not any(kept[i].thinking_blocks for i in (*mine, *others)):
+                    real.append((denser, where))
+        (most, at), (least, grown) = max(real), min(growth)
+        rows.append([model, f"{most:.2f}× ({at})", f"{least:.2f}× ({grown})", f"{occ.GROWTH_FACTOR}"])
+    return rows
+
+
+def call_ids_of(session: Session, gap: occ._Gap) -> list[str]:
+    """The call ids of a gap's results."""
+    by_uuid = {r.uuid: r.call_id for r in session.timeline if isinstance(r, ToolResult) and r.thread == MAIN}
+    return [by_uuid.get(uuid, "") for uuid in gap.uuids]
+
+
 def main() -> int:
     rows = results()
     table = []
@@ -197,6 +245,10 @@ def main() -> int:
             table.append([model, name, f"{real:.2f}× ({where})", f"{grown:.2f}× ({grown_where})", margin])
     headers = ["model", "weight", "densest real family", "least dense growth family", "margin"]
     print(tabulate(table, headers=headers))
+    print()
+    print("as occupancy's rule weighs them: kept gaps, denser by characters and by pieces (the lesser), no thinking")
+    print(tabulate(as_the_rule_weighs(), headers=["model", "densest real family", "least dense growth family",
+                                                   "GROWTH_FACTOR"]))  # fmt: skip
     print()
     every = sorted(lumps(), key=lambda r: (r.model, r.session, r.family))
     fitted = [r for r in every if r.lump is not None]

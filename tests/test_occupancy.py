@@ -458,12 +458,12 @@ def test_growth_beside_a_result_of_a_family_denser_than_the_others_is_unexplaine
 
 
 def test_a_family_denser_than_the_others_below_the_factor_keeps_its_price_and_says_its_bar():
-    # The same two gaps, the tool's growing by 1,300 tokens: 1.3x the Read's density, a denser file or 300 tokens of
+    # The same two gaps, the tool's growing by 1,250 tokens: 1.25x the Read's density, a denser file or 250 tokens of
     # context beside it. Priced at what its own gap measured, with that growth beyond the Read's terms as its bar.
     t = Transcript()
     step(t, 10_000, "Read", 1_994)
     step(t, 11_000, CG, 1_994)
-    t.say("done", ctx=12_300)
+    t.say("done", ctx=12_250)
     o = occupancy(t.session(), tool=CODEGRAPH)
     assert o.unexplained == 0 and o.unexplained_beside == 0
     assert o.family_chars_per_token["tool"] < o.family_chars_per_token["read"]  # priced as the denser family it read
@@ -475,6 +475,31 @@ def test_a_family_denser_than_the_others_below_the_factor_keeps_its_price_and_sa
     rendered = render_occupancy(o, tool=CODEGRAPH)
     bar = f"codegraph ±{o.denser['tool']:,} tok"
     assert f"read denser than the other families, their own cost or context beside them: {bar}" in rendered
+
+
+def _prose_read_then_tool(result: str, grown: int) -> Occupancy:
+    """A Read of 2,000 characters of prose ("word " 400 times) growing its gap by 1,000 tokens, then the tool's
+    ``result``, its gap growing by ``grown``."""
+    t = Transcript()
+    for ctx, name, shown in ((10_000, "Read", "word " * 400), (11_000, CG, result)):
+        call = tool_use(name)
+        t.message(call, ctx=ctx)
+        t.reply(call["id"], shown)
+    t.say("done", ctx=11_000 + grown)
+    return occupancy(t.session(), tool=CODEGRAPH)
+
+
+def test_a_family_denser_by_characters_but_not_by_pieces_is_priced_as_its_gap_measured():
+    # The tool's 2,000 characters are numbers and punctuation ("1,2;" 500 times, 2,000 pieces), the Read's 400 pieces:
+    # grown 1,600 tokens, the tool reads 1.6x as dense by characters, a third as dense by pieces. A denser file, not
+    # context beside it: priced at what its gap measured (less the call and framing at the run's terms), nothing
+    # unexplained; its bar all the same, since the data do not say which.
+    o = _prose_read_then_tool("1,2;" * 500, 1_600)
+    assert o.unexplained == 0 and o.unexplained_beside == 0
+    assert 1_450 < o.residual["tool"] < 1_600 and set(o.denser) == {"tool"}
+    # The same growth beside a listing of one piece: denser by both, context beside it or its own cost.
+    beside = _prose_read_then_tool("x" * 2_000, 1_600)
+    assert beside.residual["tool"] < 1_000 and beside.unexplained_beside > 500
 
 
 def test_a_family_as_dense_as_the_others_within_the_tolerance_has_no_bar():

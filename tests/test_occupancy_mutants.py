@@ -10,6 +10,8 @@ from collections import deque
 from dataclasses import fields, replace
 
 import pytest
+from hypothesis import given
+from hypothesis import strategies as st
 from support.synth import Transcript, text, thinking, tool_use
 
 from pytest_agent_eval.agents.claude_code.transcript import read_segments
@@ -18,6 +20,7 @@ from pytest_agent_eval.metrics.occupancy import (
     DEFAULT_CHARS_PER_TOKEN,
     FAMILIES,
     MEASURED,
+    PIECE_RE,
     PROSE_CHARS_PER_TOKEN,
     Occupancy,
     SimpleEstimate,
@@ -35,6 +38,7 @@ from pytest_agent_eval.metrics.occupancy import (
     _measure_kept,
     _measured_scale,
     _message_frame,
+    _pieces,
     _pooled,
     _Pricing,
     _Resident,
@@ -42,6 +46,7 @@ from pytest_agent_eval.metrics.occupancy import (
     _simple,
     _small_family_ratios,
     _unexplained_floor,
+    count_pieces,
     occupancy,
     plausible,
 )
@@ -182,36 +187,79 @@ def test_growth_beyond_the_other_families_terms_by_exactly_the_tolerance_is_no_b
 
 
 def test_a_familys_bar_is_its_share_by_characters_of_its_gaps_growth_beyond_the_others():
-    # Two gaps of the tool's and the Read's results read 6,000 characters at 1.5 against Bash's 2.0: 1,000 tokens
+    # Two gaps of the tool's and the Read's results read 6,000 characters at 1.667 against Bash's 2.0: 600 tokens
     # beyond its terms, the tool's 4,000 characters two thirds of it (its results in both gaps summed).
     mixed = [
         gap(2_000, 1_500, results=[("tool", 1_000, 0), ("read", 1_000, 0)]),
         gap(4_000, 2_500, results=[("read", 1_000, 0), ("tool", 3_000, 0)]),
     ]
     bash = gap(4_000, 2_000, results=[("bash", 4_000, 0)])
-    left, denser = _beside([*mixed, bash], [1_500.0, 2_500.0, 2_000.0])
-    assert left == [*mixed, bash]  # 1.5 x 1.4 is 2.1: within GROWTH_FACTOR of Bash's, priced as they measured
-    assert denser == {"tool": pytest.approx(2_000 / 3), "read": pytest.approx(1_000 / 3)}
+    left, denser = _beside([*mixed, bash], [1_500.0, 2_100.0, 2_000.0])
+    assert left == [*mixed, bash]  # 1.2 times as dense: within GROWTH_FACTOR of Bash's, priced as they measured
+    assert denser == {"tool": pytest.approx(400), "read": pytest.approx(200)}
 
 
 def test_a_family_denser_in_its_own_gaps_and_in_gaps_it_shares_adds_both_bars():
-    # Against Bash's 2.0, the tool's own gap and the gap it shares with the Read each grew 300 beyond: the tool's
+    # Against Bash's 2.0, the tool's own gap and the gap it shares with the Read each grew 250 beyond: the tool's
     # bar is all of the first and half of the second (1,000 of its 2,000 characters).
-    tool = gap(2_000, 1_300, results=[("tool", 2_000, 0)])
-    shared = gap(2_000, 1_300, results=[("tool", 1_000, 0), ("read", 1_000, 0)])
+    tool = gap(2_000, 1_250, results=[("tool", 2_000, 0)])
+    shared = gap(2_000, 1_250, results=[("tool", 1_000, 0), ("read", 1_000, 0)])
     bash = gap(4_000, 2_000, results=[("bash", 4_000, 0)])
-    assert _beside([tool, shared, bash], [1_300.0, 1_300.0, 2_000.0]) == (
+    assert _beside([tool, shared, bash], [1_250.0, 1_250.0, 2_000.0]) == (
         [tool, shared, bash],
-        {"tool": 450.0, "read": 150.0},
+        {"tool": 375.0, "read": 125.0},
     )
 
 
 def test_a_family_exactly_growth_factor_denser_keeps_its_gaps_and_one_a_token_denser_is_beside():
-    read = gap(1_400, 1_000)  # 1.4 chars/token
-    tool = gap(1_000, 1_000, results=[("tool", 1_000, 0)])  # 1.0: 1.4 times as dense
-    beyond = 1_000 - 1_000 / 1.4
+    read = gap(1_270, 1_000)  # 1.27 chars/token
+    tool = gap(1_000, 1_000, results=[("tool", 1_000, 0)])  # 1.0: GROWTH_FACTOR times as dense
+    beyond = 1_000 - 1_000 / 1.27
     assert _beside([read, tool], [1_000.0, 1_000.0]) == ([read, tool], {"tool": pytest.approx(beyond)})
     assert _beside([read, tool], [1_000.0, 1_001.0]) == ([read], {"tool": pytest.approx(beyond + 1)})
+
+
+def test_a_family_denser_by_characters_but_not_by_pieces_keeps_its_gaps():
+    # The tool's 500 characters of "a;" are 500 pieces, the Read's 2,000 of "word " 400: grown 1,000 tokens each,
+    # the tool reads 4x as dense by characters, half as dense by pieces: a denser file, priced as it measured.
+    read = gap(2_000, 1_000, texts=["word " * 400])
+    tool = gap(1_000, 1_000, results=[("tool", 1_000, 0)], texts=["a;" * 500])
+    left, denser = _beside([read, tool], [1_000.0, 1_000.0])
+    assert left == [read, tool] and denser == {"tool": pytest.approx(500)}
+    # The same growth beside 1,000 characters of "word ": denser by both weights, context beside it or its own cost.
+    tool = gap(1_000, 1_000, results=[("tool", 1_000, 0)], texts=["word " * 200])
+    assert _beside([read, tool], [1_000.0, 1_000.0]) == ([read], {"tool": pytest.approx(500)})
+
+
+def test_a_family_exactly_growth_factor_denser_by_pieces_keeps_its_gaps_and_one_a_token_denser_is_beside():
+    read = gap(1_000, 1_000, texts=["x" * 1_000])  # one piece: 1,000 tokens a piece, 1.0 a character
+    dense = [("tool", 500, 0)]
+    tool = gap(500, 1_270, results=dense, texts=["x" * 500])  # 1,270 a piece: GROWTH_FACTOR times; 2.54 a character
+    assert _beside([read, tool], [1_000.0, 1_270.0])[0] == [read, tool]
+    tool = gap(500, 1_271, results=dense, texts=["x" * 500])
+    assert _beside([read, tool], [1_000.0, 1_271.0])[0] == [read]
+
+
+def test_a_gaps_pieces_are_its_results_scaled_to_all_it_shows_and_none_without_text():
+    assert _pieces(gap(2_000, 1_000, results=[("read", 1_000, 0)], texts=["x" * 500 + " y" * 250])) == 502.0
+    assert _pieces(gap(1_000, 1_000, texts=[""])) is None
+    # a gap whose results show no text is weighed by its characters alone: 2x as dense, beside
+    read = gap(1_000, 1_000, texts=["x" * 1_000])
+    tool = gap(1_000, 2_000, results=[("tool", 1_000, 0)], texts=[""])
+    assert _beside([read, tool], [1_000.0, 2_000.0])[0] == [read]
+
+
+@given(st.text(alphabet=st.sampled_from("aZ09 _-é\t\n\r\x0b\x0c\u00a0{}"), max_size=60) | st.text(max_size=40))
+def test_pieces_are_counted_as_the_pattern_matches(text):
+    assert count_pieces(text) == len(PIECE_RE.findall(text))
+
+
+@pytest.mark.parametrize(
+    ("text", "pieces"),
+    [("", 0), (" ", 1), ("a ", 2), (" a", 1), ("  a", 2), ("a \n", 2), ("1234567", 3), ("x_y", 3), ("é", 1)],
+)
+def test_a_single_space_leads_the_next_piece_and_digits_go_three_to_a_piece(text, pieces):
+    assert count_pieces(text) == pieces
 
 
 def _spanning(dense: str, other: str) -> list[list[str]]:
@@ -222,14 +270,14 @@ def _spanning(dense: str, other: str) -> list[list[str]]:
 @pytest.mark.parametrize(("dense", "other"), [(d, o) for d in FAMILIES for o in FAMILIES if d != o])
 def test_gaps_holding_every_family_leave_none_to_weigh_them_against_and_the_rule_weighs_the_rest(dense, other):
     # Gaps whose results span both families (and more) are disjoint from no other gap's: passed over, in whatever
-    # order the families' names put them, the dense family is still weighed against the other: 300 beyond.
+    # order the families' names put them, the dense family is still weighed against the other: 250 beyond.
     spanning = [
         gap(1_000 * len(fams), 1_500, results=[(f, 1_000, 0) for f in fams]) for fams in _spanning(dense, other)
     ]
-    own = [gap(2_000, 1_000, results=[(other, 2_000, 0)]), gap(2_000, 1_300, results=[(dense, 2_000, 0)])]
-    assert _beside([*spanning, *own], [1_500.0] * len(spanning) + [1_000.0, 1_300.0]) == (
+    own = [gap(2_000, 1_000, results=[(other, 2_000, 0)]), gap(2_000, 1_250, results=[(dense, 2_000, 0)])]
+    assert _beside([*spanning, *own], [1_500.0] * len(spanning) + [1_000.0, 1_250.0]) == (
         [*spanning, *own],
-        {dense: 300.0},
+        {dense: 250.0},
     )
 
 

@@ -26,20 +26,19 @@ GOAL = 0.01
 # Each class's mean error as bench/occupancy_accuracy.py measures it, rounded up: a change that loses accuracy fails.
 FIGURES = {
     "stand-in": {"calibration": 0.0055, "held-out": 0.0095, "ordinary": 0.0040, "multi-turn": 0.0035,
-                 "growth": 0.0570, "hidden-thinking": 0.0095, "long-thinking": 0.0090, "compaction": 0.0085},
+                 "growth": 0.0155, "hidden-thinking": 0.0095, "long-thinking": 0.0090, "compaction": 0.0085},
     "uniform": {"calibration": 0.0030, "held-out": 0.0035, "ordinary": 0.0055, "multi-turn": 0.0045, "growth": 0.0065,
                 "hidden-thinking": 0.0080, "long-thinking": 0.0100, "compaction": 0.0085},
-    "o200k_base": {"calibration": 0.0075, "held-out": 0.0060, "ordinary": 0.0050, "multi-turn": 0.0040,
-                   "growth": 0.0590, "hidden-thinking": 0.0060, "long-thinking": 0.0080, "compaction": 0.0080},
-    "cl100k_base": {"calibration": 0.0070, "held-out": 0.0065, "ordinary": 0.0045, "multi-turn": 0.0040,
-                    "growth": 0.0590, "hidden-thinking": 0.0065, "long-thinking": 0.0085, "compaction": 0.0085},
+    "o200k_base": {"calibration": 0.0040, "held-out": 0.0060, "ordinary": 0.0050, "multi-turn": 0.0040,
+                   "growth": 0.0110, "hidden-thinking": 0.0060, "long-thinking": 0.0080, "compaction": 0.0080},
+    "cl100k_base": {"calibration": 0.0040, "held-out": 0.0065, "ordinary": 0.0045, "multi-turn": 0.0040,
+                    "growth": 0.0110, "hidden-thinking": 0.0065, "long-thinking": 0.0085, "compaction": 0.0085},
 }  # fmt: skip
 # Where the goal is not met, and why (docs/metrics/occupancy.md, "What it cannot see"): context the server counts
-# beside a result with nothing in the transcript to tell it, where the family reads less than GROWTH_FACTOR denser than
-# the others, reads as that family's density (growth/every-step-with: 1.32x to 1.38x, where real families of the bench
-# differ by up to 1.73x; bench/family_density.py: no weighing of the characters sets them apart by more than 1.01x
-# under the stand-in's counting, and a lump per gap fitted against the gaps' sizes reads 1.0-1.1 sigma there, less sure
-# than real families' lumps). The family's bar, Occupancy.denser, covers it
+# beside a result with nothing in the transcript to tell it makes its family read denser; where it reads denser than
+# GROWTH_FACTOR by characters and by pieces, the family is priced at the other families' terms, which are not its own
+# (growth/one-without: a Read beside 3,000 tokens priced at the one Grep listing's ratio, +13.5% under the stand-in's
+# counting, -7.1% under the BPE ones). The family's bar, Occupancy.denser, covers it
 # (test_a_family_read_denser_than_the_others_is_off_by_no_more_than_its_bar). Results are scored against their own
 # tokens, the context apart.
 MISSES = {("stand-in", "growth"), ("o200k_base", "growth"), ("cl100k_base", "growth")}
@@ -84,9 +83,10 @@ def test_a_family_read_denser_than_the_others_is_off_by_no_more_than_its_bar(sco
 @pytest.mark.parametrize("model", MODELS)
 def test_growth_beside_results_is_reported_unexplained_never_more_than_the_server_hid(scores, model):
     # Results are scored on their own tokens; the context beside them is unexplained where their family read far
-    # denser than the others (all four sessions under uniform counting, three of four under the others).
+    # denser than the others (every session), more than the server hid only by what the other families' terms
+    # under-price the family beside it (growth/one-without's Read, -7.1% under the BPE counting: 270 tokens).
     s = scores[model]["growth"]
-    assert 0.7 * s.hidden <= s.unexplained <= s.hidden
+    assert 0.95 * s.hidden <= s.unexplained <= 1.05 * s.hidden
 
 
 @pytest.mark.parametrize("model", MODELS)

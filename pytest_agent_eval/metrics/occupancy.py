@@ -51,11 +51,11 @@ What the transcript does not show (docs/metrics/occupancy.md, "Invisible growth"
   redacted or under :data:`VISIBLE_THINKING_MIN_CHARS`) calibrate or price their own results; a clean gap denser
   than the centre by more than its robust spread (MAD) and :data:`SHED_FACTOR` is dropped; where every clean gap
   may hide growth, the least dense bounds the ratio (:data:`BOUND`). A family whose gaps read denser than the others'
-  by :data:`GROWTH_FACTOR` measures nothing (:func:`_beside_growth`). A gap's growth beyond its content's price is
-  reported as ``unexplained`` (``unexplained_thinking`` where it holds thinking, ``unexplained_beside`` where its family
-  read so dense), and a shrink takes it, then the visible thinking, before any result. Whatever the factor, a family's
-  growth beyond the other families' terms is its own cost or context beside it, which nothing here tells apart: it is
-  the family's error bar, ``denser``.
+  by :data:`GROWTH_FACTOR`, weighed by characters and by pieces both, measures nothing (:func:`_beside_growth`). A
+  gap's growth beyond its content's price is reported as ``unexplained`` (``unexplained_thinking`` where it holds
+  thinking, ``unexplained_beside`` where its family read so dense), and a shrink takes it, then the visible thinking,
+  before any result. Whatever the factor, a family's growth beyond the other families' terms is its own cost or
+  context beside it, which nothing here tells apart: it is the family's error bar, ``denser``.
 * **thinking is assistant content**, never a tool family: visible thinking is priced at the ratio the segments'
   declared output measures (:func:`_declared_output`), or else at prose's (:data:`PROSE_CHARS_PER_TOKEN`); the
   same declared output tells what a gap's thinking hid, where one gap of its segment may hide. That ratio is right in
@@ -79,6 +79,8 @@ ratio or a gap measured on the very gap it is tested on would hide its own error
 from __future__ import annotations
 
 import math
+import re
+import string
 from collections import deque
 from dataclasses import dataclass, field
 from typing import Any
@@ -110,11 +112,25 @@ SHED_FACTOR = 1.5
 # SHED_FACTOR is not calibrated on. 1.4826 scales a MAD to a normal spread's sigma.
 UNEXPLAINED_MADS = 3.0
 # Growth beside a result that nothing shows (context the server or the CLI adds): a family whose gaps read denser than
-# the run's gaps of other families by more than this factor measures nothing, and its gaps' excess is unexplained.
-# Families of one run differ in density too (a real session's Grep listings 1.37x its other families'), so the factor
-# trades the two against each other (docs/metrics/occupancy.md, "Invisible growth").
-GROWTH_FACTOR = 1.4
+# the run's gaps of other families by more than this factor, by characters and by pieces both, measures nothing, and
+# its gaps' excess is unexplained. Families of one run differ in density too, so the factor trades the two against each
+# other: weighed both ways, the bench's real families read at most 1.25x denser than their run's others (django's Read
+# under cl100k_base), the least context beside results it holds 1.30x (the stand-in's counting), and by characters
+# alone real families read up to 1.73x (docs/metrics/occupancy.md, "Invisible growth"; bench/family_density.py).
+GROWTH_FACTOR = 1.27
 MAD_SIGMA = 1.4826
+# What a BPE tokenizer splits text into before it merges: a run of letters, up to three digits, one other character,
+# a run of whitespace, each optionally led by a space. Tokens a piece vary far less between kinds of text than tokens a
+# character (source with short names, numbers and markup has more pieces a character than prose). ASCII classes: any
+# other character is a piece of its own. count_pieces counts them, four times as fast as this pattern's matches.
+PIECE_RE = re.compile(r" ?[A-Za-z]+| ?\d{1,3}| ?[^\sA-Za-z\d]|\s+", re.ASCII)
+_WHITESPACE = " \t\n\r\x0b\x0c"  # \s under re.ASCII
+# bytes.translate tables for count_pieces: letters as "a" amid spaces; digits as "0" amid spaces; whitespace as words
+# of its own ("s" a space, "w" any other) amid spaces; and the bytes that are not other characters.
+_LETTERS = bytes(ord("a") if chr(b) in string.ascii_letters else ord(" ") for b in range(256))
+_DIGITS = bytes(ord("0") if chr(b) in string.digits else ord(" ") for b in range(256))
+_SPACES = bytes(ord("s") if b == ord(" ") else ord("w") if chr(b) in _WHITESPACE else ord(" ") for b in range(256))
+_NOT_OTHER = (string.ascii_letters + string.digits + _WHITESPACE).encode()
 # Visible thinking is the model's prose: priced at prose's ratio (the stand-in's counting model, like the real
 # tokenizer, puts English prose near 4.5). A thinking block shorter than VISIBLE_THINKING_MIN_CHARS (empty, or a
 # summary) may hide what it counted, and so may a redacted one: its gap is not calibrated on.
@@ -281,6 +297,7 @@ class _Gap:
     returned_hidden: float = 0.0  # of it, thinking the declared output told was hidden: still growth nothing shows
     results: list[tuple[str, int, int]] = field(default_factory=list)  # (family, chars, frame), in order
     uuids: list[str] = field(default_factory=list)  # each result's event, as a compaction names what it keeps
+    texts: list[str] = field(default_factory=list)  # each result's text (for _pieces; "" where it shows none)
     clearings: list[tuple[int, frozenset[str]]] = field(default_factory=list)  # (results before, kept) per boundary
     calls: list[tuple[int, int]] = field(default_factory=list)  # each result's call: (content, framing) characters
     at_last_boundary: tuple[int, int] = (0, 0)  # what the gap had shown but its results when its last boundary came
@@ -581,6 +598,7 @@ def _gaps(session: Session, tool: RetrievalTool) -> tuple[list[int], list[_Gap],
             frame = RESULT_FRAME_CHARS + len(item.call_id) + (ERROR_FRAME_CHARS if item.is_error else 0)
             gap.results.append((family(names.get(item.call_id, ""), tool), item.chars, frame))
             gap.uuids.append(item.uuid)
+            gap.texts.append(item.text)
             call_frame = MESSAGE_FRAME_CHARS + CALL_FRAME_CHARS + len(item.call_id)
             gap.calls.append((call_chars.get(item.call_id, 0), call_frame))
             gap.chars += item.chars
@@ -790,9 +808,9 @@ def _beside_growth(
     run's gaps of other families by more than max(EVICTION_FLOOR_TOKENS, EVICTION_TOOL_SHARE of their growth), that
     growth is the family's own cost or growth beside its results that nothing shows; the data cannot tell
     (docs/metrics/occupancy.md, "Invisible growth"). Each family's share of it, by characters, goes to ``denser``: the
-    error bar of its residual either way. Where the family also reads denser by more than GROWTH_FACTOR, its gaps are
-    dropped: marked ``beside``, they measure nothing, their results are priced at the run's terms and the rest of their
-    growth is unexplained."""
+    error bar of its residual either way. Where the family also reads denser by more than GROWTH_FACTOR, by its
+    characters and by its pieces (:func:`_denser_by_pieces`), its gaps are dropped: marked ``beside``, they measure
+    nothing, their results are priced at the run's terms and the rest of their growth is unexplained."""
     families = [frozenset(fam for fam, _, _ in g.results) for g in kept]
     dropped: set[int] = set()
     for group in dict.fromkeys(families):  # in the order the gaps came: the bars' order, whatever the hash seed
@@ -812,7 +830,7 @@ def _beside_growth(
         group_chars = sum(by_family.values())
         for fam, fam_chars in by_family.items():
             denser[fam] = denser.get(fam, 0.0) + beyond * fam_chars / group_chars
-        if chars / net * GROWTH_FACTOR < theirs:
+        if chars / net * GROWTH_FACTOR < theirs and _denser_by_pieces(kept, kept_nets, mine, others):
             dropped.update(mine)
     if not dropped:
         return kept, kept_chars, kept_nets
@@ -820,6 +838,40 @@ def _beside_growth(
         kept[i].beside = True
     left = [i for i in range(len(kept)) if i not in dropped]
     return [kept[i] for i in left], sum(kept[i].shown_chars for i in left), [kept_nets[i] for i in left]
+
+
+def _denser_by_pieces(kept: list[_Gap], kept_nets: list[float], mine: list[int], others: list[int]) -> bool:
+    """The gaps ``mine`` grew by more than GROWTH_FACTOR times the ``others``' growth a piece of what they show
+    (:func:`_pieces`; where a gap's results show no text, the characters alone decide): context beside results makes a
+    family read denser by any weight of what it shows, a denser file by its characters only (source with short names,
+    numbers, markup: more pieces a character; docs/metrics/occupancy.md, "Invisible growth")."""
+    pieces = {i: _pieces(kept[i]) for i in (*mine, *others)}
+    if None in pieces.values():
+        return True
+    density = sum(kept_nets[i] for i in mine) / sum(pieces[i] for i in mine)
+    return density > GROWTH_FACTOR * sum(kept_nets[j] for j in others) / sum(pieces[j] for j in others)
+
+
+def _pieces(gap: _Gap) -> float | None:
+    """What the gap shows, counted in pieces (:data:`PIECE_RE`): its results' pieces, scaled to all it shows by
+    characters; ``None`` where its results show no text."""
+    text_chars = sum(len(t) for t in gap.texts)
+    if not text_chars:
+        return None
+    return sum(count_pieces(t) for t in gap.texts) * gap.shown_chars / text_chars
+
+
+def count_pieces(text: str) -> int:
+    """How many :data:`PIECE_RE` matches ``text`` holds, by the classes' runs (bytes.translate and split run in C): a
+    letter run is a piece, a digit run one per three digits, any other character one, a whitespace run one but a single
+    space before something else (that piece's leading space)."""
+    data = text.encode("ascii", "replace")  # any other character, one byte: a piece of its own, as the pattern has it
+    letters = len(data.translate(_LETTERS).split())
+    digits = sum((len(run) + 2) // 3 for run in data.translate(_DIGITS).split())
+    other = len(data.translate(None, _NOT_OTHER))
+    runs = data.translate(_SPACES).split()
+    spaces = len(runs) - runs.count(b"s") + (data.endswith(b" ") and runs[-1] == b"s")
+    return letters + digits + other + spaces
 
 
 def _envelope(candidates: list[_Gap]) -> float:

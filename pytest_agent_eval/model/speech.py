@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import shlex
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any, Protocol
 
 if TYPE_CHECKING:
@@ -35,6 +36,25 @@ class Speech(Protocol):
     def read_turn(self, request: dict[str, Any], explore: str | None) -> Turn: ...
 
     def render(self, request: dict[str, Any], reply: Reply, explore: str | None) -> Any: ...
+
+
+@dataclass(frozen=True)
+class ApiSpeech:
+    """A :class:`Speech` that claims every request of its API (the one agent on it speaks its tools there): its
+    ``read`` reads a request into a turn, its ``write`` renders a reply in the API's answer."""
+
+    api: str
+    read: Callable[[dict[str, Any]], Turn]
+    write: Callable[[dict[str, Any], Reply], Any]
+
+    def speaks(self, request: dict[str, Any]) -> bool:
+        return True
+
+    def read_turn(self, request: dict[str, Any], explore: str | None = None) -> Turn:
+        return self.read(request)
+
+    def render(self, request: dict[str, Any], reply: Reply, explore: str | None = None) -> Any:
+        return self.write(request, reply)
 
 
 _PROVIDERS: list[Callable[[], Iterable[Speech]]] = []

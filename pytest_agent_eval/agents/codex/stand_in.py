@@ -24,7 +24,7 @@ from typing import Any
 from pytest_agent_eval.agents.codex.transcript import SHELL_TOOL, command_output, spawned_agent, text_of
 from pytest_agent_eval.model.responses import reasoning_item
 from pytest_agent_eval.model.scripted import Step, Turn, working_directory
-from pytest_agent_eval.model.speech import grep_command, shell_step
+from pytest_agent_eval.model.speech import ApiSpeech, grep_command, shell_step
 from pytest_agent_eval.model.sse import Reply, new_id, tool_use
 
 # The CLI's own context, sent as user messages: not the question (nor is a subagent's end, which Codex tells so).
@@ -174,20 +174,5 @@ def _awaited(request: dict[str, Any], reply: Reply) -> Reply:
     return Reply([tool_use(f"{SUBAGENTS}__{_WAIT}", {"targets": pending, "timeout_ms": _WAIT_MS})])
 
 
-class CodexSpeech:
-    """The stand-in's decisions in Codex CLI's tools (:class:`~pytest_agent_eval.model.speech.Speech`): every
-    Responses request is Codex's."""
-
-    api = "responses"
-
-    def speaks(self, request: dict[str, Any]) -> bool:
-        return True
-
-    def read_turn(self, request: dict[str, Any], explore: str | None = None) -> Turn:
-        return read_turn(request)
-
-    def render(self, request: dict[str, Any], reply: Reply, explore: str | None = None) -> list[dict[str, Any]]:
-        return output_items(request, reply)
-
-
-SPEECH = CodexSpeech()
+# The stand-in's decisions in Codex CLI's tools: every Responses request is Codex's.
+SPEECH = ApiSpeech("responses", read_turn, output_items)

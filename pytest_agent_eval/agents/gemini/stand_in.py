@@ -38,7 +38,7 @@ from pytest_agent_eval.agents.gemini.transcript import (
 )
 from pytest_agent_eval.model.gemini import with_thinking
 from pytest_agent_eval.model.scripted import Step, Turn
-from pytest_agent_eval.model.speech import grep_command, shell_step
+from pytest_agent_eval.model.speech import ApiSpeech, grep_command, shell_step
 from pytest_agent_eval.model.sse import Reply, new_id
 from pytest_agent_eval.model.usage import declared_hidden
 from pytest_agent_eval.transcript import DELEGATION_TOOLS
@@ -196,20 +196,5 @@ def filled(schema: dict[str, Any], text: str) -> Any:
     return {"boolean": True, "number": 0, "integer": 0}.get(str(kind), text)
 
 
-class GeminiSpeech:
-    """The stand-in's decisions in Gemini CLI's tools (:class:`~pytest_agent_eval.model.speech.Speech`): every
-    Gemini API request is Gemini CLI's."""
-
-    api = "gemini"
-
-    def speaks(self, request: dict[str, Any]) -> bool:
-        return True
-
-    def read_turn(self, request: dict[str, Any], explore: str | None = None) -> Turn:
-        return read_turn(request)
-
-    def render(self, request: dict[str, Any], reply: Reply, explore: str | None = None) -> list[dict[str, Any]]:
-        return reply_parts(request, reply)
-
-
-SPEECH = GeminiSpeech()
+# The stand-in's decisions in Gemini CLI's tools: every Gemini API request is Gemini CLI's.
+SPEECH = ApiSpeech("gemini", read_turn, reply_parts)
