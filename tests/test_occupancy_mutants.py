@@ -163,6 +163,10 @@ def test_a_gap_whose_net_growth_is_not_positive_is_never_pooled_however_small():
 def test_framing_that_leaves_no_gap_any_growth_falls_back_to_pricing_framing_as_characters():
     gaps = [gap(2_000, 1_000, frame=100), gap(2_400, 1_000, frame=100)]
     assert _pooled(gaps, 10.0) == _pooled(gaps, None) == (2.2, gaps)
+    # and the family bars are taken on those terms: the tool's gap reads 1.2 against the Read's 2.0, 1,000 beyond
+    gaps = [gap(2_000, 1_000, frame=100), gap(2_400, 2_000, frame=100, results=[("tool", 2_400, 0)])]
+    denser: dict[str, float] = {}
+    assert _pooled(gaps, 20.0, denser) == (2.0, [gaps[0]]) and denser == {"tool": pytest.approx(800)}
     # and where no gap grew at all, nothing measures the ratio
     assert _pooled([gap(2_000, 1_000, hidden=1_000.0)], None) == (DEFAULT_CHARS_PER_TOKEN, [])
 

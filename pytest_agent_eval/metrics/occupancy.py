@@ -779,7 +779,7 @@ def _pooled(
     family's growth beyond the other families' terms, :func:`_beside_growth`)."""
     usable = [(g, g.shown_chars, net) for g in clean if (net := _net(g, framing)) > 0]
     if not usable:  # the framing leaves no gap any growth: it cannot be right
-        return _pooled(clean, None) if framing is not None else (DEFAULT_CHARS_PER_TOKEN, [])
+        return _pooled(clean, None, denser) if framing is not None else (DEFAULT_CHARS_PER_TOKEN, [])
     # Shedding can only push a gap's chars/token up, so the lower median is the honest centre; growth the gap does
     # not show can only pull it down, so a gap far below it, beyond the ratios' own spread, is not calibrated on.
     ratios = sorted(chars / net for _, chars, net in usable)
