@@ -210,8 +210,7 @@ def as_the_rule_weighs() -> list[list[str]]:
                     continue
                 chars = {i: kept[i].shown_chars for i in (*mine, *others)}
                 denser = min(
-                    sum(nets[i] for i in mine)
-                    / sum(weight[i] for i in mine)
+                    sum(nets[i] for i in mine) / sum(weight[i] for i in mine)
                     / (sum(nets[j] for j in others) / sum(weight[j] for j in others))
                     for weight in (chars, pieces)
                 )

@@ -36,10 +36,13 @@ REACH = (
 )
 REFUSED = ["mem refused", "environ refused", "kill refused", "renice refused"]
 # The other processes that watch the agent, in a real run: the relay carrying the model's port, the sandbox's init.
-WATCHERS = '; pgrep -f "harness[.]relay" > "$TMPDIR/relay"; read R < "$TMPDIR/relay"; echo "relay $R"; I=1' + "".join(
-    f'; kill -0 ${var} 2>/dev/null && echo "kill {name} ALLOWED" || echo "kill {name} refused"'
-    f'; renice -n 0 -p ${var} >/dev/null 2>&1 && echo "renice {name} ALLOWED" || echo "renice {name} refused"'
-    for var, name in (("R", "relay"), ("I", "init"))
+WATCHERS = (
+    '; pgrep -f "harness[.]relay" > "$TMPDIR/relay"; read R < "$TMPDIR/relay"; echo "relay $R"; I=1'
+    + "".join(
+        f'; kill -0 ${var} 2>/dev/null && echo "kill {name} ALLOWED" || echo "kill {name} refused"'
+        f'; renice -n 0 -p ${var} >/dev/null 2>&1 && echo "renice {name} ALLOWED" || echo "renice {name} refused"'
+        for var, name in (("R", "relay"), ("I", "init"))
+    )
 )
 OPENED = ["mem OPENED", "environ READ"]
 # A stand-in agent: looks its shell up as argv[2] says (as Codex, OpenCode, Gemini CLI do), runs it with `-lc`

@@ -403,24 +403,14 @@ def test_a_key_recall_threshold_gates_a_run_and_a_compare_rule_names_it(tmp_path
     for answer, passed in ((HIT, True), (HALF, False)):
         record = _record(answer, "with", 1)
         found = evaluate(
-            record.scores,
-            record.figures,
-            entry="express",
-            arm_name="with",
-            arm_label="with",
-            thresholds=thresholds,
-            tool=CODEGRAPH,
+            record.scores, record.figures, entry="express", arm_name="with", arm_label="with",
+            thresholds=thresholds, tool=CODEGRAPH
         )
         assert [v.passed for v in found if v.gate == "key_recall"] == [passed]
     keyless = _record(MISS, "with", 1, key=None)  # not graded: nothing to gate, never a 0 that fails
     found = evaluate(
-        keyless.scores,
-        keyless.figures,
-        entry="express",
-        arm_name="with",
-        arm_label="with",
-        thresholds=thresholds,
-        tool=CODEGRAPH,
+        keyless.scores, keyless.figures, entry="express", arm_name="with", arm_label="with",
+        thresholds=thresholds, tool=CODEGRAPH
     )
     assert [v.gate for v in found] == ["contamination"]
     (rule,) = parse_rules("key_recall:-10pt")

@@ -216,19 +216,8 @@ def test_codex_is_driven_headless_only_and_with_a_question(tmp_path: Path) -> No
     config = CODEX.configure(agent_setup(tmp_path))
     build = Provisioned("codex", tmp_path / "codex", CODEX.version, CODEX.version)
     with pytest.raises(ValueError, match="driven headless only"):
-        CODEX.drive(
-            Drive(
-                build,
-                ["Q?"],
-                mode="tmux",
-                config=config,
-                options=DriveOptions(),
-                label="x",
-                out_dir=tmp_path,
-                cwd=tmp_path,
-                env={"HOME": str(tmp_path / "home")},
-            )
-        )
+        CODEX.drive(Drive(build, ["Q?"], mode="tmux", config=config, options=DriveOptions(), label="x",
+                          out_dir=tmp_path, cwd=tmp_path, env={"HOME": str(tmp_path / "home")}))
     with pytest.raises(ValueError, match="no question"):
         run_codex([], label="x", out_dir=tmp_path, cwd=tmp_path, env={}, options=CodexOptions(codex="codex"))
 

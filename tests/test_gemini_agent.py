@@ -429,19 +429,8 @@ def _drive(tmp_path: Path, how: str, questions: tuple[str, ...] = ("Q1?",), url:
         build = Provisioned("gemini", fake, GEMINI.version, GEMINI.version)
         options = DriveOptions(timeout_s=3.0, stall_s=30.0, sandbox=None)
         try:
-            return GEMINI.drive(
-                Drive(
-                    build,
-                    questions,
-                    mode="headless",
-                    config=config,
-                    options=options,
-                    label="with-1",
-                    out_dir=tmp_path / "out",
-                    cwd=tmp_path,
-                    env=env,
-                )
-            )
+            return GEMINI.drive(Drive(build, questions, mode="headless", config=config, options=options,
+                                      label="with-1", out_dir=tmp_path / "out", cwd=tmp_path, env=env))
         except TurnError as error:
             return error
 
@@ -504,19 +493,8 @@ def test_gemini_is_driven_headless_only(tmp_path: Path) -> None:
     config = GEMINI.configure(agent_setup(tmp_path))
     build = Provisioned("gemini", tmp_path / "gemini", GEMINI.version, GEMINI.version)
     with pytest.raises(ValueError, match="driven headless only"):
-        GEMINI.drive(
-            Drive(
-                build,
-                ["Q?"],
-                mode="tmux",
-                config=config,
-                options=DriveOptions(),
-                label="x",
-                out_dir=tmp_path,
-                cwd=tmp_path,
-                env={"HOME": str(tmp_path / "home")},
-            )
-        )
+        GEMINI.drive(Drive(build, ["Q?"], mode="tmux", config=config, options=DriveOptions(), label="x",
+                           out_dir=tmp_path, cwd=tmp_path, env={"HOME": str(tmp_path / "home")}))
 
 
 def test_a_backend_without_a_policy_refuses_the_gemini_routes_saying_so() -> None:

@@ -170,10 +170,8 @@ def test_the_chat_record_is_copied_out_and_the_config_stays_the_harnesss(arms: d
         # over their place in ~/.gemini
         files = arm.config.files
         assert arm.config.readable == (files["policy"], files["trusted_folders"])
-        assert (
-            dict((dest, source) for source, dest in arm.config.binds)[gemini_dir(arm.workspace.home) / "settings.json"]
-            == files["settings"]
-        )
+        assert dict((dest, source) for source, dest in arm.config.binds)[gemini_dir(arm.workspace.home) /
+                                                                         "settings.json"] == files["settings"]
         assert not any(files[k].is_relative_to(arm.workspace.home) for k in ("settings", "policy", "trusted_folders"))
 
 
@@ -332,7 +330,6 @@ def test_a_recorded_gemini_run_replays_through_the_real_cli_in_another_workspace
     API: Gemini CLI makes the recorded calls again, in a workspace at another path (the recorded working
     directory rewritten to it), and the tools run for real; the recorded thinking is sent again, at its cost."""
     replayed = assert_replays(GEMINI, arms[has_tool], tmp_path, real_tools, gemini, GeminiCassetteBackend, has_tool)
-
     def thought_tokens(arm: Arm) -> dict[str, int]:  # the text not: the CLI trims each thought chunk it records
         return {message: tokens for message, (_, tokens) in arm.session.thinking.items()}
 

@@ -143,7 +143,6 @@ def test_a_request_whose_history_was_compressed_gets_the_response_its_turn_reach
     backend = cassette_backend(segments(DATA / "three-turns"))
     third = "What would I change to make res.send skip the ETag for bodies larger than 1 MB?"
     second = "Where is the ETag function configured, and how does the app setting reach res.send?"
-
     def answered(request: dict[str, Any]) -> list[dict[str, Any]]:  # its calls and text, not its thinking
         return [{k: v for k, v in part.items() if k in ("functionCall", "text")}
                 for part in backend.respond_gemini(request) if not part.get("thought")]  # fmt: skip

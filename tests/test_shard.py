@@ -133,14 +133,10 @@ def test_merge_makes_one_campaign_of_the_shards(tmp_path):
     assert [r.id for r in merged.items()] == [r["id"] for name in RECORDS for r in RECORDS[name]]
     assert merged.manifest["config_hash"] == one.manifest["config_hash"]
     # where its agents and tool came from, so that what reads the merged campaign back finds them
-    assert (
-        merged.manifest["plugins"]
-        == one.manifest["plugins"]
-        == {
-            "agents": {"claude-code": {"from": "built-in"}},
-            "tool": {"name": "codegraph", "from": {"from": "built-in"}},
-        }
-    )
+    assert merged.manifest["plugins"] == one.manifest["plugins"] == {
+        "agents": {"claude-code": {"from": "built-in"}},
+        "tool": {"name": "codegraph", "from": {"from": "built-in"}},
+    }
     assert merged.manifest["shard"] == {
         "count": 2,
         "merged_from": [{"index": 1, "campaign": one.id}, {"index": 2, "campaign": two.id}],

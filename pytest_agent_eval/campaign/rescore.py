@@ -127,7 +127,9 @@ def _sessions(record: ItemRecord, files: list[Path], manifest: dict[str, Any] | 
     return sessions
 
 
-def _rescore_campaign(campaign: Campaign, tool: RetrievalTool | None, window: int, said: list[str]) -> list[ItemRecord]:
+def _rescore_campaign(
+    campaign: Campaign, tool: RetrievalTool | None, window: int, said: list[str]
+) -> list[ItemRecord]:
     records = []
     for item in campaign.items():
         try:

@@ -128,7 +128,9 @@ class AnswerGrade:
         }
 
 
-def grade(session: Session, key: AnswerKey | None, tool: RetrievalTool, questions: Sequence[str] = ()) -> AnswerGrade:
+def grade(
+    session: Session, key: AnswerKey | None, tool: RetrievalTool, questions: Sequence[str] = ()
+) -> AnswerGrade:
     """The answer grade of ``session`` against ``key`` (None: not graded); ``questions``: the turns' questions."""
     if key is None:
         return AnswerGrade()

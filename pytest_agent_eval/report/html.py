@@ -654,16 +654,8 @@ def write_html(
     configured = [arm.get("label") for arm in (campaign.manifest.get("config") or {}).get("arms") or []]
     arm_order = arm_order or [label for label in configured if isinstance(label, str)]  # the session's --arms
     text = render_html(
-        records,
-        title,
-        note,
-        campaign.path,
-        comparison,
-        compared_with,
-        include_contaminated,
-        campaign.manifest,
-        entry_order,
-        arm_order,
+        records, title, note, campaign.path, comparison, compared_with, include_contaminated, campaign.manifest,
+        entry_order, arm_order
     )
     path = campaign.path / REPORT
     write_atomic(path, text)

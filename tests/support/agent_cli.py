@@ -128,19 +128,8 @@ def run_arm(
         problems = agent.check_deny(config, CODEGRAPH.cli, env, set())
         assert problems == [], problems
         options = DriveOptions(timeout_s=TURN_TIMEOUT, stall_s=30.0, sandbox=box)
-        run = agent.drive(
-            Drive(
-                build,
-                questions,
-                mode="headless",
-                config=config,
-                options=options,
-                label=f"{name}-1",
-                out_dir=folder / f"run-{name}",
-                cwd=workspace.repo,
-                env=env,
-            )
-        )
+        run = agent.drive(Drive(build, questions, mode="headless", config=config, options=options,
+                                label=f"{name}-1", out_dir=folder / f"run-{name}", cwd=workspace.repo, env=env))
         requests = server.requests
     return Arm(workspace, config, run, agent.read_transcript(run.segments), requests, truth, record)
 
