@@ -122,7 +122,7 @@ MAD_SIGMA = 1.4826
 # What a BPE tokenizer splits text into before it merges: a run of letters, up to three digits, one other character,
 # a run of whitespace, each optionally led by a space. Tokens a piece vary far less between kinds of text than tokens a
 # character (source with short names, numbers and markup has more pieces a character than prose). ASCII classes: any
-# other character is a piece of its own. count_pieces counts them, four times as fast as this pattern's matches.
+# other character is a piece of its own. count_pieces counts them 3.4 times as fast as findall over this pattern.
 PIECE_RE = re.compile(r" ?[A-Za-z]+| ?\d{1,3}| ?[^\sA-Za-z\d]|\s+", re.ASCII)
 _WHITESPACE = " \t\n\r\x0b\x0c"  # \s under re.ASCII
 # bytes.translate tables for count_pieces: letters as "a" amid spaces; digits as "0" amid spaces; whitespace as words
