@@ -14,6 +14,7 @@ from support.synth import Transcript, text, thinking, tool_use
 from support.transcripts import transcripts
 
 from pytest_agent_eval.agents.claude_code.transcript import read_lines, read_segments, read_session_file
+from pytest_agent_eval.metrics import occupancy as occupancy_module
 from pytest_agent_eval.metrics.figures import figures_of
 from pytest_agent_eval.metrics.occupancy import (
     ALL_GAPS,
@@ -823,6 +824,20 @@ def test_real_session_with_a_compaction():
     # The compaction summarised everything before it away: what is left is less than was added.
     assert o.evicted > 0 and sum(o.residual.values()) < sum(o.contributed.values())
     assert o.ctx_final < 170_251
+
+
+def test_a_real_sessions_grep_listings_denser_by_characters_are_a_denser_file_by_their_pieces(monkeypatch):
+    # spotter's Grep listings (a real model's counts, nobody here wrote them) read 1.37x its other families by
+    # characters, past GROWTH_FACTOR, and 1.02x by pieces: priced as their gaps measured, nothing beside them. Weighed
+    # by characters alone, they would be context: 250 tokens moved out of the results into unexplained.
+    [path] = (TRANSCRIPTS / "spotter").glob("*.jsonl")
+    session = read_session_file(path)
+    o = occupancy(session, tool=CODEGRAPH)
+    assert o.unexplained_beside == 0 and o.denser["search"] > 0
+    monkeypatch.setattr(occupancy_module, "_denser_by_pieces", lambda *_: True)
+    by_characters = occupancy(session, tool=CODEGRAPH)
+    assert by_characters.unexplained_beside > 200
+    assert by_characters.residual["search"] < o.residual["search"] - 200
 
 
 def test_real_session_file_matches_its_stream_json_twin():
