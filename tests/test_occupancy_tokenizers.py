@@ -81,10 +81,11 @@ def test_a_family_read_denser_than_the_others_is_off_by_no_more_than_its_bar(sco
 
 
 @pytest.mark.parametrize("model", MODELS)
-def test_growth_beside_results_is_reported_unexplained_never_more_than_the_server_hid(scores, model):
-    # Results are scored on their own tokens; the context beside them is unexplained where their family read far
-    # denser than the others (every session), more than the server hid only by what the other families' terms
-    # under-price the family beside it (growth/one-without's Read, -7.1% under the BPE counting: 270 tokens).
+def test_growth_beside_results_is_reported_unexplained_within_five_percent_of_what_the_server_hid(scores, model):
+    # Results are scored on their own tokens; the context beside them is unexplained in every session (in three as
+    # growth beside a family far denser than the others, in every-step-without as a gap beyond the gaps' spread), more
+    # than the server hid only by what the other families' terms under-price the family beside it
+    # (growth/one-without's Read, -7.1% under the BPE counting: 270 tokens).
     s = scores[model]["growth"]
     assert 0.95 * s.hidden <= s.unexplained <= 1.05 * s.hidden
 
