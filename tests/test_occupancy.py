@@ -14,6 +14,7 @@ from support.synth import Transcript, text, thinking, tool_use
 from support.transcripts import transcripts
 
 from pytest_agent_eval.agents.claude_code.transcript import read_lines, read_segments, read_session_file
+from pytest_agent_eval.agents.claude_code.unshown import TOKENS_LEFT
 from pytest_agent_eval.metrics import occupancy as occupancy_module
 from pytest_agent_eval.metrics.figures import figures_of
 from pytest_agent_eval.metrics.occupancy import (
@@ -223,6 +224,27 @@ def test_a_family_is_priced_at_its_own_ratio_where_no_gap_of_its_own_measures_it
 
 
 # -- attribution ------------------------------------------------------------------------------
+def test_the_reminder_the_cli_adds_unseen_rides_on_each_user_messages_last_result():
+    # Claude Code 2.1.332 appends its tokens-left reminder, which no transcript shows, to the last result of each user
+    # message it sends a model whose capability has it (agents/claude_code/unshown.py): the model read it there.
+    def scored(model: str) -> Occupancy:
+        t = Transcript()
+        t.init(model=model, version="2.1.332")
+        step(t, 10_000, "Read", 994)
+        grep, bash = tool_use("Grep"), tool_use("Bash")
+        t.message(grep, bash, ctx=11_000)  # two results, one user message: the reminder rides on the second
+        t.reply(grep["id"], "x" * 194)
+        t.reply(bash["id"], "x" * 294)
+        t.say("done", ctx=11_500)
+        return occupancy(t.session(), CODEGRAPH)
+
+    plain, reminded = scored("claude-sonnet-5-5"), scored("claude-sonnet-4-5-20250929")
+    assert plain.residual_chars == {"tool": 0, "read": 994, "search": 194, "bash": 294, "other": 0}
+    added = len(TOKENS_LEFT)
+    assert reminded.residual_chars == {"tool": 0, "read": 994 + added, "search": 194, "bash": 294 + added, "other": 0}
+    assert reminded.residual_results == plain.residual_results  # in the result, not a result of its own
+
+
 def test_exact_attribution_base_and_error_bar():
     t = Transcript()
     step(t, 10_000, CG, 1_952, query="xy")  # 33 + 15 + 1,952 chars → Δ 1,000

@@ -51,7 +51,7 @@ from pytest_agent_eval.metrics.occupancy import (
     plausible,
 )
 from pytest_agent_eval.tool import CODEGRAPH
-from pytest_agent_eval.transcript import MAIN
+from pytest_agent_eval.transcript import MAIN, content_chars
 
 
 def _three_reads_and_a_hidden_thinking_read(t: Transcript, answer: str) -> Transcript:
@@ -613,14 +613,16 @@ def test_where_thinking_came_back_a_gap_the_calibration_did_not_keep_still_price
     assert (o.chars_per_token, o.residual["bash"], o.unexplained) == (2.0, 497, 500)
 
 
-def test_what_thinking_hid_is_told_again_with_the_declared_outputs_framing_at_the_runs_ratio():
-    # Reads at 2.5 chars/token, no small gap: a framing character costs 0.4 tokens, not the stand-in's 0.5. The
-    # segment declares what its messages show so priced, and 3,000 tokens more: what the empty thinking hid.
+def test_what_thinking_hid_is_told_again_with_the_declared_outputs_calls_and_framing_at_the_runs_terms():
+    # Reads at 2.5 chars/token, no small gap: a framing character costs 0.4 tokens, not the stand-in's 0.5, and a
+    # call's input 1 token in 2.5 characters, not prose's 4.5 (the small gaps would have measured the framing net of
+    # their calls so priced). The segment declares what its messages show so priced, and 3,000 tokens more: what the
+    # empty thinking hid.
     def run(grown: int, output: int | None) -> Transcript:
         t = Transcript()
         for ctx in (10_000, 11_000, 12_000):
             step(t, ctx, "Read", 2_494)
-        call = tool_use("Read")
+        call = tool_use("Read", file_path="/src/" + "p" * 495)  # 525 characters of input
         t.message({"type": "thinking", "thinking": "", "signature": "sig"}, call, ctx=13_000)
         t.reply(call["id"], "x" * 2_494)
         step(t, 13_000 + grown, "Bash", 994, prose=2_000)  # not calibrated on: priced at the ratio
@@ -630,11 +632,15 @@ def test_what_thinking_hid_is_told_again_with_the_declared_outputs_framing_at_th
         return t
 
     messages = run(4_000, None).session().messages(MAIN)
-    shown = sum(m.output_chars / PROSE_CHARS_PER_TOKEN + _message_frame(m) * 0.4 for m in messages)
+    calls = sum(call.input_chars for m in messages for call in m.calls)
+    assert calls > 500
+    shown = calls / 2.5 + sum(content_chars(m.blocks) / PROSE_CHARS_PER_TOKEN + _message_frame(m) * 0.4
+                              for m in messages)
     hidden = round(shown) + 3_000 - shown
-    o = occupancy(run(1_000 + round(hidden), round(shown) + 3_000).session(), CODEGRAPH)
+    o = occupancy(run(1_000 + round(calls / 2.5 + hidden), round(shown) + 3_000).session(), CODEGRAPH)
     assert o.chars_per_token == pytest.approx(2.5, abs=0.005)
-    assert o.unexplained_thinking == pytest.approx(hidden, abs=5)  # at 0.5 a framing character, 50 tokens less
+    # at 0.5 a framing character, 50 tokens less; the calls at prose's ratio, 95 tokens more
+    assert o.unexplained_thinking == pytest.approx(hidden, abs=5)
     assert o.residual["bash"] == round(994 / 2.5)
 
 

@@ -25,23 +25,23 @@ CLASSES = ("calibration", "held-out", "ordinary", "multi-turn", "growth", "hidde
 GOAL = 0.01
 # Each class's mean error as bench/occupancy_accuracy.py measures it, rounded up: a change that loses accuracy fails.
 FIGURES = {
-    "stand-in": {"calibration": 0.0055, "held-out": 0.0095, "ordinary": 0.0040, "multi-turn": 0.0035,
-                 "growth": 0.0155, "hidden-thinking": 0.0095, "long-thinking": 0.0090, "compaction": 0.0085},
-    "uniform": {"calibration": 0.0030, "held-out": 0.0035, "ordinary": 0.0055, "multi-turn": 0.0045, "growth": 0.0065,
-                "hidden-thinking": 0.0080, "long-thinking": 0.0100, "compaction": 0.0085},
-    "o200k_base": {"calibration": 0.0040, "held-out": 0.0060, "ordinary": 0.0050, "multi-turn": 0.0040,
-                   "growth": 0.0110, "hidden-thinking": 0.0060, "long-thinking": 0.0080, "compaction": 0.0080},
-    "cl100k_base": {"calibration": 0.0040, "held-out": 0.0065, "ordinary": 0.0045, "multi-turn": 0.0040,
-                    "growth": 0.0110, "hidden-thinking": 0.0065, "long-thinking": 0.0085, "compaction": 0.0085},
+    "stand-in": {"calibration": 0.0055, "held-out": 0.0095, "ordinary": 0.0025, "multi-turn": 0.0020,
+                 "growth": 0.0145, "hidden-thinking": 0.0070, "long-thinking": 0.0090, "compaction": 0.0085},
+    "uniform": {"calibration": 0.0030, "held-out": 0.0035, "ordinary": 0.0025, "multi-turn": 0.0020, "growth": 0.0050,
+                "hidden-thinking": 0.0040, "long-thinking": 0.0100, "compaction": 0.0075},
+    "o200k_base": {"calibration": 0.0040, "held-out": 0.0060, "ordinary": 0.0025, "multi-turn": 0.0020,
+                   "growth": 0.0095, "hidden-thinking": 0.0055, "long-thinking": 0.0095, "compaction": 0.0065},
+    "cl100k_base": {"calibration": 0.0040, "held-out": 0.0065, "ordinary": 0.0025, "multi-turn": 0.0020,
+                    "growth": 0.0095, "hidden-thinking": 0.0060, "long-thinking": 0.0100, "compaction": 0.0060},
 }  # fmt: skip
 # Where the goal is not met, and why (docs/metrics/occupancy.md, "What it cannot see"): context the server counts
 # beside a result with nothing in the transcript to tell it makes its family read denser; where it reads denser than
 # GROWTH_FACTOR by characters and by pieces, the family is priced at the other families' terms, which are not its own
-# (growth/one-without: a Read beside 3,000 tokens priced at the one Grep listing's ratio, +13.5% under the stand-in's
-# counting, -7.1% under the BPE ones). The family's bar, Occupancy.denser, covers it
+# (growth/one-without: a Read beside 3,000 tokens priced at the one Grep listing's ratio, +14.7% under the stand-in's
+# counting, -5.2% under the BPE ones). The family's bar, Occupancy.denser, covers it
 # (test_a_family_read_denser_than_the_others_is_off_by_no_more_than_its_bar). Results are scored against their own
 # tokens, the context apart.
-MISSES = {("stand-in", "growth"), ("o200k_base", "growth"), ("cl100k_base", "growth")}
+MISSES = {("stand-in", "growth")}
 
 
 @pytest.fixture(scope="module")
@@ -83,9 +83,9 @@ def test_a_family_read_denser_than_the_others_is_off_by_no_more_than_its_bar(sco
 @pytest.mark.parametrize("model", MODELS)
 def test_growth_beside_results_is_reported_unexplained_within_five_percent_of_what_the_server_hid(scores, model):
     # Results are scored on their own tokens; the context beside them is unexplained in every session (in three as
-    # growth beside a family far denser than the others, in every-step-without as a gap beyond the gaps' spread), more
-    # than the server hid only by what the other families' terms under-price the family beside it
-    # (growth/one-without's Read, -7.1% under the BPE counting: 270 tokens).
+    # growth beside a family far denser than the others, in every-step-without as a gap beyond the gaps' spread), off
+    # what the server hid only by what the other families' terms misprice the family beside it (growth/one-without's
+    # Read, +14.7% under the stand-in's counting: 655 tokens of it priced as the Read's).
     s = scores[model]["growth"]
     assert 0.95 * s.hidden <= s.unexplained <= 1.05 * s.hidden
 

@@ -5,6 +5,7 @@ from support.synth import Transcript, thinking, tool_use
 
 from pytest_agent_eval.agents.claude_code import transcript
 from pytest_agent_eval.agents.claude_code.transcript import read_lines, read_segments
+from pytest_agent_eval.agents.claude_code.unshown import TOKENS_LEFT, result_suffix
 from pytest_agent_eval.transcript import MAIN
 
 
@@ -204,3 +205,45 @@ def test_a_segments_declared_output_is_read_off_its_result_event():
     t.result("done")
     t.events[-1]["usage"] = {"input_tokens": 3, "output_tokens": 3_310}
     assert t.session().results[0].output_tokens == 3_310
+
+
+@pytest.mark.parametrize(
+    ("model", "version", "reminded"),
+    [
+        ("claude-sonnet-4-5", "2.1.332", True),
+        ("claude-opus-4-5-20251101", "2.1.332", True),  # a provider's dated id
+        ("claude-sonnet-4-5[1m]", "2.1.332", True),  # with the context-window suffix
+        ("claude-sonnet-5", "2.1.332", True),
+        ("claude-sonnet-5-5", "2.1.332", False),  # the table gives it no total_tokens_reminder capability
+        ("claude-sonnet-5-5-20260101", "2.1.332", False),  # not claude-sonnet-5 with a date
+        ("stand-in-scripted", "2.1.332", False),  # a model the table does not hold
+        ("claude-sonnet-4-5", "2.1.331", False),  # a version whose table nobody here read
+        ("claude-sonnet-4-5", None, False),
+        (None, "2.1.332", False),
+    ],
+)
+def test_what_claude_code_appends_unseen_is_read_off_its_version_and_the_model_it_asked_for(model, version, reminded):
+    # The tokens-left reminder (agents/claude_code/unshown.py): the init event names the model the CLI asked for,
+    # whatever model answered (here the stand-in, which names itself).
+    t = Transcript()
+    t.init(model=model, version=version)
+    t.say("done", ctx=10_000)
+    t.result("done")
+    for fast in (True, False):
+        assert read_lines(t.lines(), fast=fast).result_suffix == (TOKENS_LEFT if reminded else "")
+    assert result_suffix(version, model) == (TOKENS_LEFT if reminded else "")
+
+
+@pytest.mark.parametrize("model", ["claude-sonnet-4-5-20250929", "claude-sonnet-5-5"])
+def test_a_session_files_events_name_the_version_and_its_messages_the_model(model):
+    # A session file has no init event: each event names the CLI's version, each message the model that answered.
+    def event(kind: str, uuid: str, message: dict) -> str:
+        return json.dumps({"type": kind, "sessionId": "s", "uuid": uuid, "version": "2.1.332", "message": message})
+
+    lines = [
+        event("user", "u1", {"role": "user", "content": "q"}),
+        event("assistant", "a1", {"id": "m1", "role": "assistant", "model": model,
+                                  "content": [{"type": "text", "text": "done"}]}),
+    ]  # fmt: skip
+    for fast in (True, False):
+        assert read_lines(lines, fast=fast).result_suffix == ("" if model.endswith("5-5") else TOKENS_LEFT)

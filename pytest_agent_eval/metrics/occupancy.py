@@ -86,7 +86,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_agent_eval.tool import RetrievalTool
-from pytest_agent_eval.transcript import MAIN, Compaction, Message, Session, ToolResult, UserText
+from pytest_agent_eval.transcript import MAIN, Compaction, Message, Session, ToolResult, UserText, content_chars
 
 FAMILIES = ("tool", "read", "search", "bash", "other")  # "tool": the retrieval tool under test, whatever its name
 # The without-arm's way of getting the same bytes into the agent's head.
@@ -414,11 +414,14 @@ def occupancy(
     if pricing.calibration == MEASURED and any(g.hidden for g in gaps):
         # The declared output's structure is the prompt's kind of framing: at the density the small gaps measured, or
         # where none does at the run's ratio as the rest of a gap's framing is, not the stand-in's, what the thinking
-        # hid is told again (the tokenizer decides how dense JSON is).
+        # hid is told again (the tokenizer decides how dense JSON is). The small gaps measured that density net of
+        # their calls at the run's ratio: the output's calls are priced so too, or the density's error stays in.
         for gap in gaps:
             gap.hidden = 0.0
             gap.measured = False
-        thinking_ratio, thinking_measured = _declared_output(session, gaps, pricing.rest_framing)
+        thinking_ratio, thinking_measured = _declared_output(
+            session, gaps, pricing.rest_framing, pricing.chars_per_token
+        )
         _returning(gaps)
         pricing = _calibrate(gaps)
     if any(g.returned and not g.measured for g in gaps):
@@ -567,10 +570,15 @@ def _gaps(session: Session, tool: RetrievalTool) -> tuple[list[int], list[_Gap],
     gap = _Gap()
     compactions = 0
     in_user_message = False  # the user items after an assistant message travel as one message
+    suffix = session.result_suffix
+    last_result: tuple[_Gap, int] | None = None  # the current user message's last result: the suffix rides on it
     for item in session.timeline:
         if item.thread != MAIN:
             continue
         if isinstance(item, Message):
+            if suffix and last_result is not None:
+                _append_unseen(*last_result, suffix)
+            last_result = None
             ctx = item.usage.ctx if item.usage is not None else 0
             if ctx > 0:
                 if ctxs:
@@ -597,6 +605,7 @@ def _gaps(session: Session, tool: RetrievalTool) -> tuple[list[int], list[_Gap],
             # A result without its call still occupies the window; it is charged to "other".
             frame = RESULT_FRAME_CHARS + len(item.call_id) + (ERROR_FRAME_CHARS if item.is_error else 0)
             gap.results.append((family(names.get(item.call_id, ""), tool), item.chars, frame))
+            last_result = (gap, len(gap.results) - 1)
             gap.uuids.append(item.uuid)
             gap.texts.append(item.text)
             call_frame = MESSAGE_FRAME_CHARS + CALL_FRAME_CHARS + len(item.call_id)
@@ -616,6 +625,16 @@ def _gaps(session: Session, tool: RetrievalTool) -> tuple[list[int], list[_Gap],
     return ctxs, gaps, compactions
 
 
+def _append_unseen(gap: _Gap, index: int, suffix: str) -> None:
+    """What the CLI appends to a result that the transcript does not show (:attr:`Session.result_suffix`), counted
+    in that result: the model read it there."""
+    fam, chars, frame = gap.results[index]
+    gap.results[index] = (fam, chars + len(suffix), frame)
+    gap.texts[index] += suffix
+    gap.chars += len(suffix)
+    gap.tool_chars += len(suffix)
+
+
 def _message_frame(message: Message) -> int:
     """An assistant message's framing characters: its wrapping, each block's, and each call's with its id."""
     frame = MESSAGE_FRAME_CHARS + BLOCK_FRAME_CHARS * len(message.blocks)
@@ -625,7 +644,10 @@ def _message_frame(message: Message) -> int:
 
 
 def _declared_output(
-    session: Session, gaps: list[_Gap], framing: float = OUTPUT_FRAMING_TOKENS_PER_CHAR
+    session: Session,
+    gaps: list[_Gap],
+    framing: float = OUTPUT_FRAMING_TOKENS_PER_CHAR,
+    calls_ratio: float = PROSE_CHARS_PER_TOKEN,
 ) -> tuple[float, bool]:
     """What a stream-json segment's ``result`` declares, its output tokens (every request's summed, thinking the model
     did not stream included), tells of its thinking; a subagent's output or a compaction's summary would be in the sum
@@ -633,7 +655,8 @@ def _declared_output(
     the messages show is what it hid (``_Gap.hidden``). Where none does, the sum less the rest of what they show is
     what their visible thinking cost: the chars/token of visible thinking, pooled over such segments (prose's where
     none measures it, or it comes out beyond SHED_FACTOR of prose's). Each gap's ``thinking_tokens`` is priced at it.
-    That ratio, and whether the declared output measured it."""
+    The messages' structure is priced at ``framing`` tokens a character, their calls' inputs at ``calls_ratio``, the
+    rest of what they show at prose's ratio. That ratio, and whether the declared output measured it."""
     declared = {r.segment: r.output_tokens for r in session.results if r.output_tokens}
     main_only = {r.segment for r in session.results if r.main_output_only}
     shown = dict.fromkeys(declared, 0.0)  # what the segment's messages show, their thinking at prose's ratio
@@ -649,7 +672,9 @@ def _declared_output(
                 if segment not in main_only:
                     del declared[segment]
                 continue
-            shown[segment] += item.output_chars / PROSE_CHARS_PER_TOKEN + _message_frame(item) * framing
+            calls = sum(call.input_chars for call in item.calls) / calls_ratio
+            prose = content_chars(item.blocks) / PROSE_CHARS_PER_TOKEN
+            shown[segment] += prose + calls + _message_frame(item) * framing
             for block in item.blocks:
                 if block.get("type") == "thinking":
                     visible = len(block.get("thinking") or "")

@@ -68,16 +68,24 @@ class Transcript:
         self.ctx = 10_000
 
     # -- events ---------------------------------------------------------------------------
-    def init(self, tools: list[str] | None = None, mcp_servers: list[dict] | None = None) -> None:
-        self.events.append(
-            {
-                "type": "system",
-                "subtype": "init",
-                "session_id": "s-1",
-                "tools": tools or ["Bash", "Glob", "Grep", "Read"],
-                "mcp_servers": mcp_servers or [],
-            }
-        )
+    def init(
+        self,
+        tools: list[str] | None = None,
+        mcp_servers: list[dict] | None = None,
+        model: str | None = None,
+        version: str | None = None,
+    ) -> None:
+        """``model``: the one the CLI asked for; ``version``: Claude Code's (both left out where None)."""
+        event = {
+            "type": "system",
+            "subtype": "init",
+            "session_id": "s-1",
+            "tools": tools or ["Bash", "Glob", "Grep", "Read"],
+            "mcp_servers": mcp_servers or [],
+        }
+        event |= {"model": model} if model else {}
+        event |= {"claude_code_version": version} if version else {}
+        self.events.append(event)
 
     def message(
         self,

@@ -23,6 +23,7 @@ from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any, BinaryIO
 
+from pytest_agent_eval.agents.claude_code.unshown import result_suffix
 from pytest_agent_eval.transcript import (
     BAD_LINES_NAMED,
     MAIN,
@@ -260,8 +261,17 @@ class _Builder:
         # subagents linked to the calls that spawned them (a stream-json subagent's events name their call), which
         # saves searching every result's structured copy for an agent id.
         self.interactive = False
+        self.version: str | None = None  # the CLI's, as a session file's events name it (stream-json's init does)
 
     def finish(self) -> Session:
+        # What the CLI added unseen depends on its version and the model it asked for: stream-json's init names both;
+        # a session file's events name the version and its messages the model that answered.
+        init = next((i for i in self.session.inits if i.get("model")), None)
+        if init is not None:
+            version, model = string_of(init.get("claude_code_version")), string_of(init.get("model"))
+        else:
+            version, model = self.version, next((m.model for m in self.session.messages(MAIN) if m.model), None)
+        self.session.result_suffix = result_suffix(version, model)
         return self.session
 
     def read_file(
@@ -362,6 +372,8 @@ class _Builder:
         raw = event.message
         if not isinstance(raw, dict):
             return
+        if self.version is None and event.version is not _ABSENT:
+            self.version = _lazy_string(event.version)
         msg_id = string_of(raw.get("id")) or string_of(event.uuid) or f"anon-{len(self.session.timeline)}"
         key = (thread, msg_id)
         message = self.messages.get(key)
@@ -485,6 +497,7 @@ _LAZY_FIELDS = (
     ("parent_uuid", "parentUuid"),
     ("structured", "toolUseResult"),
     ("structured_snake", "tool_use_result"),
+    ("version", "version"),
 )
 
 
@@ -512,6 +525,16 @@ class _Event:
     def agent_id(self) -> str | None:
         """The subagent a Task/Agent result names (``toolUseResult.agentId``)."""
         return _agent_id(self.structured if self.structured is not _ABSENT else self.structured_snake)
+
+
+def _lazy_string(value: Any) -> str:
+    """A lazy field's string ("" for any other value): msgspec leaves it raw JSON, the standard library decodes it."""
+    if not isinstance(value, str):
+        try:
+            value = json.loads(bytes(value))
+        except ValueError:
+            return ""
+    return value if isinstance(value, str) else ""
 
 
 def _agent_id(structured: Any) -> str | None:
