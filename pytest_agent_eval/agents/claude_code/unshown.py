@@ -4,9 +4,9 @@
 Claude Code 2.1.332 appends a tokens-left reminder to the last tool result of each user message it sends
 (``totalTokensReminder``, an internal setting: by default a countdown from 15,000,000 for a model whose entry in the
 CLI's model table has the ``total_tokens_reminder`` capability, else off). The reminder stays on that result in every
-later request. The countdown's number has eight digits while under 15,000,000 tokens have been spent: its length is
-the reminder's length. ``CLAUDE_CODE_TOTAL_TOKENS_REMINDER`` and the setting override the default, and no record
-shows either: a run that set them is read as the default.
+later request. The countdown's number has eight digits until 5,000,000 tokens have been spent (seven after, one
+character less): :data:`TOKENS_LEFT` is eight. ``CLAUDE_CODE_TOTAL_TOKENS_REMINDER`` and the setting override the
+default, and no record shows either: a run that set them is read as the default.
 """
 
 from __future__ import annotations
