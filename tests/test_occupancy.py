@@ -243,6 +243,10 @@ def test_the_reminder_the_cli_adds_unseen_rides_on_each_user_messages_last_resul
     added = len(TOKENS_LEFT)
     assert reminded.residual_chars == {"tool": 0, "read": 994 + added, "search": 194, "bash": 294 + added, "other": 0}
     assert reminded.residual_results == plain.residual_results  # in the result, not a result of its own
+    # and the figures say they count what no transcript shows
+    assert (plain.unseen_suffix_chars, reminded.to_dict()["unseen_suffix_chars"]) == (0, added)
+    assert "counted:" not in render_occupancy(plain, CODEGRAPH)
+    assert f"counted: {added} chars the CLI appends unseen" in render_occupancy(reminded, CODEGRAPH)
 
 
 def test_exact_attribution_base_and_error_bar():

@@ -216,6 +216,9 @@ class Occupancy:
     # (a denser file) or context beside its results; the data cannot tell, so it is the family's error bar. Priced into
     # its results where the family reads less than GROWTH_FACTOR denser, unexplained_beside where more.
     denser: dict[str, int] = field(default_factory=dict)
+    # Characters the CLI appends unseen to the last result of each user message, counted in it (Session.result_suffix:
+    # Claude Code's tokens-left reminder); 0 where it appends none.
+    unseen_suffix_chars: int = 0
     thinking_chars_per_token: float = PROSE_CHARS_PER_TOKEN
     compactions: int = 0
     turns: int = 0
@@ -268,6 +271,7 @@ class Occupancy:
             "unexplained_thinking": self.unexplained_thinking,
             "unexplained_beside": self.unexplained_beside,
             "denser": dict(self.denser),
+            "unseen_suffix_chars": self.unseen_suffix_chars,
             "thinking_chars_per_token": self.thinking_chars_per_token,
             "compactions": self.compactions,
             "turns": self.turns,
@@ -447,6 +451,7 @@ def occupancy(
         family_chars_per_token=dict(pricing.family_ratio),
         implausible_chars_per_token=pricing.implausible,
         denser={fam: round(tokens) for fam, tokens in pricing.denser.items()},
+        unseen_suffix_chars=len(session.result_suffix),
         compactions=compactions,
         turns=len(ctxs),
         window=window,

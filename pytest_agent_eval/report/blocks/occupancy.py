@@ -56,6 +56,11 @@ def render_occupancy(o: Occupancy, tool: RetrievalTool) -> str:
         labels = {"tool": tool.name, **_FAMILY_LABELS}
         bars = ", ".join(f"{labels[fam]} ±{tokens:,} tok" for fam, tokens in o.denser.items())
         measure += f"\n  read denser than the other families, their own cost or context beside them: {bars}"
+    if o.unseen_suffix_chars:  # in the results' characters above, though no transcript shows it
+        measure += (
+            f"\n  counted: {o.unseen_suffix_chars} chars the CLI appends unseen to each user message's last result"
+            " (its tokens-left reminder)"
+        )
     if o.cross_check:  # the refined pricing and the simple calibrated estimate disagree beyond their error bars
         measure += f"\n  cross-check: {o.cross_check}"
     return "\n".join(
