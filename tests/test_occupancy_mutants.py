@@ -613,6 +613,24 @@ def test_where_thinking_came_back_a_gap_the_calibration_did_not_keep_still_price
     assert (o.chars_per_token, o.residual["bash"], o.unexplained) == (2.0, 497, 500)
 
 
+def test_a_family_measured_in_the_gap_its_thinking_came_back_in_is_measured_net_of_that_thinking():
+    # The resumed turn's thinking (2,000 tokens) comes back beside a Grep listing of 2,994 characters at about 1.8
+    # chars/token: the listing's family ratio is what is left once the thinking is taken out, not its double.
+    t = Transcript()
+    for ctx in (10_000, 11_000, 12_000):
+        step(t, ctx, "Read", 1_994)
+    call = tool_use("Read")
+    t.message({"type": "thinking", "thinking": "t" * 9_000, "signature": "sig"}, call, ctx=13_000)
+    t.reply(call["id"], "x" * 1_994)
+    t.say("answer", ctx=16_000)
+    t.user("next question")
+    step(t, 14_100, "Grep", 2_994)  # Δ −1,900: the thinking left
+    t.say("done", ctx=14_100 + 2_000 + 1_663 + 60)  # it came back, with the listing, its call and the framing
+    o = occupancy(t.session(), CODEGRAPH)
+    assert o.family_chars_per_token["search"] == pytest.approx(1.8, rel=0.01)
+    assert o.unexplained == 0
+
+
 def test_what_thinking_hid_is_told_again_with_the_declared_outputs_calls_and_framing_at_the_runs_terms():
     # Reads at 2.5 chars/token, no small gap: a framing character costs 0.4 tokens, not the stand-in's 0.5, and a
     # call's input 1 token in 2.5 characters, not prose's 4.5 (the small gaps would have measured the framing net of

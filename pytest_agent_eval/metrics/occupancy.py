@@ -632,10 +632,9 @@ def _gaps(session: Session, tool: RetrievalTool) -> tuple[list[int], list[_Gap],
 
 def _append_unseen(gap: _Gap, index: int, suffix: str) -> None:
     """What the CLI appends to a result that the transcript does not show (:attr:`Session.result_suffix`), counted
-    in that result: the model read it there."""
+    in that result: the model read it there. (Its pieces are its result's, by characters: :func:`_pieces`.)"""
     fam, chars, frame = gap.results[index]
     gap.results[index] = (fam, chars + len(suffix), frame)
-    gap.texts[index] += suffix
     gap.chars += len(suffix)
     gap.tool_chars += len(suffix)
 

@@ -38,4 +38,4 @@ def result_suffix(version: str | None, model: str | None) -> str:
     if not version or not model:
         return ""
     with_reminder = TOKENS_LEFT_MODELS.get(version, frozenset())
-    return TOKENS_LEFT if _DATED_RE.sub("", model, count=1) in with_reminder else ""
+    return TOKENS_LEFT if _DATED_RE.sub("", model) in with_reminder else ""
