@@ -261,14 +261,14 @@ class _Builder:
         # subagents linked to the calls that spawned them (a stream-json subagent's events name their call), which
         # saves searching every result's structured copy for an agent id.
         self.interactive = False
-        self.version: str | None = None  # the CLI's, as a session file's events name it (stream-json's init does)
+        self.version: str | None = None  # the CLI's, as a session file's events name it
+        self.asked: tuple[str | None, str | None] | None = None  # (version, model) as the first init names them
 
     def finish(self) -> Session:
         # What the CLI added unseen depends on its version and the model it asked for: stream-json's init names both;
         # a session file's events name the version and its messages the model that answered.
-        init = next((i for i in self.session.inits if i.get("model")), None)
-        if init is not None:
-            version, model = string_of(init.get("claude_code_version")), string_of(init.get("model"))
+        if self.asked is not None:
+            version, model = self.asked
         else:
             version, model = self.version, next((m.model for m in self.session.messages(MAIN) if m.model), None)
         self.session.result_suffix = result_suffix(version, model)
@@ -357,6 +357,8 @@ class _Builder:
         subtype = event.subtype
         if subtype == "init":
             self.session.offers.append(Offer(event.tools, event.mcp_servers))
+            if self.asked is None and event.model:
+                self.asked = (string_of(event.cli_version), string_of(event.model))
             # A copy of a view: the view would keep the whole file's bytes alive.
             self.session.init_lines.append(line if isinstance(line, (str, bytes)) else bytes(line))
         elif subtype in ("compact_boundary", "compaction"):
@@ -372,8 +374,8 @@ class _Builder:
         raw = event.message
         if not isinstance(raw, dict):
             return
-        if self.version is None and event.version is not _ABSENT:
-            self.version = _lazy_string(event.version)
+        if self.version is None:  # the first message's says it ("" where it does not, as stream-json's)
+            self.version = _lazy_string(event.version) if event.version is not _ABSENT else ""
         msg_id = string_of(raw.get("id")) or string_of(event.uuid) or f"anon-{len(self.session.timeline)}"
         key = (thread, msg_id)
         message = self.messages.get(key)
@@ -488,6 +490,8 @@ _EVENT_FIELDS = (
     ("usage", "usage"),
     ("tools", "tools"),
     ("mcp_servers", "mcp_servers"),
+    ("model", "model"),  # an init event's: the model the CLI asked for (an assistant event's is in its message)
+    ("cli_version", "claude_code_version"),
 )
 # Fields read only for whether they are there (a session file's ``sessionId``/``parentUuid``), or only for a Task
 # result's agent id (the structured copy of a tool result, about half of a stream-json file's bytes): msgspec leaves
