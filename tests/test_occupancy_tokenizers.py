@@ -26,13 +26,13 @@ GOAL = 0.01
 # Each class's mean error as bench/occupancy_accuracy.py measures it, rounded up: a change that loses accuracy fails.
 FIGURES = {
     "stand-in": {"calibration": 0.0055, "held-out": 0.0095, "ordinary": 0.0025, "multi-turn": 0.0020,
-                 "growth": 0.0145, "hidden-thinking": 0.0070, "long-thinking": 0.0090, "compaction": 0.0085},
+                 "growth": 0.0145, "hidden-thinking": 0.0100, "long-thinking": 0.0090, "compaction": 0.0085},
     "uniform": {"calibration": 0.0030, "held-out": 0.0035, "ordinary": 0.0025, "multi-turn": 0.0020, "growth": 0.0050,
-                "hidden-thinking": 0.0040, "long-thinking": 0.0100, "compaction": 0.0075},
+                "hidden-thinking": 0.0045, "long-thinking": 0.0100, "compaction": 0.0075},
     "o200k_base": {"calibration": 0.0040, "held-out": 0.0060, "ordinary": 0.0025, "multi-turn": 0.0020,
-                   "growth": 0.0095, "hidden-thinking": 0.0055, "long-thinking": 0.0095, "compaction": 0.0065},
+                   "growth": 0.0095, "hidden-thinking": 0.0075, "long-thinking": 0.0095, "compaction": 0.0065},
     "cl100k_base": {"calibration": 0.0040, "held-out": 0.0065, "ordinary": 0.0025, "multi-turn": 0.0020,
-                    "growth": 0.0095, "hidden-thinking": 0.0060, "long-thinking": 0.0100, "compaction": 0.0060},
+                    "growth": 0.0095, "hidden-thinking": 0.0080, "long-thinking": 0.0100, "compaction": 0.0065},
 }  # fmt: skip
 # Where the goal is not met, and why (docs/metrics/occupancy.md, "What it cannot see"): context the server counts
 # beside a result with nothing in the transcript to tell it makes its family read denser; where it reads denser than

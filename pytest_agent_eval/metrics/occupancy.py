@@ -86,7 +86,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from pytest_agent_eval.tool import RetrievalTool
-from pytest_agent_eval.transcript import MAIN, Compaction, Message, Session, ToolResult, UserText, content_chars
+from pytest_agent_eval.transcript import MAIN, Compaction, Message, Session, ToolResult, UserText
 
 FAMILIES = ("tool", "read", "search", "bash", "other")  # "tool": the retrieval tool under test, whatever its name
 # The without-arm's way of getting the same bytes into the agent's head.
@@ -418,14 +418,11 @@ def occupancy(
     if pricing.calibration == MEASURED and any(g.hidden for g in gaps):
         # The declared output's structure is the prompt's kind of framing: at the density the small gaps measured, or
         # where none does at the run's ratio as the rest of a gap's framing is, not the stand-in's, what the thinking
-        # hid is told again (the tokenizer decides how dense JSON is). The small gaps measured that density net of
-        # their calls at the run's ratio: the output's calls are priced so too, or the density's error stays in.
+        # hid is told again (the tokenizer decides how dense JSON is).
         for gap in gaps:
             gap.hidden = 0.0
             gap.measured = False
-        thinking_ratio, thinking_measured = _declared_output(
-            session, gaps, pricing.rest_framing, pricing.chars_per_token
-        )
+        thinking_ratio, thinking_measured = _declared_output(session, gaps, pricing.rest_framing)
         _returning(gaps)
         pricing = _calibrate(gaps)
     if any(g.returned and not g.measured for g in gaps):
@@ -648,10 +645,7 @@ def _message_frame(message: Message) -> int:
 
 
 def _declared_output(
-    session: Session,
-    gaps: list[_Gap],
-    framing: float = OUTPUT_FRAMING_TOKENS_PER_CHAR,
-    calls_ratio: float = PROSE_CHARS_PER_TOKEN,
+    session: Session, gaps: list[_Gap], framing: float = OUTPUT_FRAMING_TOKENS_PER_CHAR
 ) -> tuple[float, bool]:
     """What a stream-json segment's ``result`` declares, its output tokens (every request's summed, thinking the model
     did not stream included), tells of its thinking; a subagent's output or a compaction's summary would be in the sum
@@ -659,8 +653,7 @@ def _declared_output(
     the messages show is what it hid (``_Gap.hidden``). Where none does, the sum less the rest of what they show is
     what their visible thinking cost: the chars/token of visible thinking, pooled over such segments (prose's where
     none measures it, or it comes out beyond SHED_FACTOR of prose's). Each gap's ``thinking_tokens`` is priced at it.
-    The messages' structure is priced at ``framing`` tokens a character, their calls' inputs at ``calls_ratio``, the
-    rest of what they show at prose's ratio. That ratio, and whether the declared output measured it."""
+    That ratio, and whether the declared output measured it."""
     declared = {r.segment: r.output_tokens for r in session.results if r.output_tokens}
     main_only = {r.segment for r in session.results if r.main_output_only}
     shown = dict.fromkeys(declared, 0.0)  # what the segment's messages show, their thinking at prose's ratio
@@ -676,9 +669,7 @@ def _declared_output(
                 if segment not in main_only:
                     del declared[segment]
                 continue
-            calls = sum(call.input_chars for call in item.calls) / calls_ratio
-            prose = content_chars(item.blocks) / PROSE_CHARS_PER_TOKEN
-            shown[segment] += prose + calls + _message_frame(item) * framing
+            shown[segment] += item.output_chars / PROSE_CHARS_PER_TOKEN + _message_frame(item) * framing
             for block in item.blocks:
                 if block.get("type") == "thinking":
                     visible = len(block.get("thinking") or "")
@@ -839,12 +830,15 @@ def _beside_growth(
     (docs/metrics/occupancy.md, "Invisible growth"). Each family's share of it, by characters, goes to ``denser``: the
     error bar of its residual either way. Where the family also reads denser by more than GROWTH_FACTOR, by its
     characters and by its pieces (:func:`_denser_by_pieces`), its gaps are dropped: marked ``beside``, they measure
-    nothing, their results are priced at the run's terms and the rest of their growth is unexplained."""
+    nothing, their results are priced at the run's terms and the rest of their growth is unexplained.
+
+    The other families' terms come from gaps that show what they grew: a gap whose hidden thinking the declared output
+    told measures its results only as well as that telling, which is often many times their size."""
     families = [frozenset(fam for fam, _, _ in g.results) for g in kept]
     dropped: set[int] = set()
     for group in dict.fromkeys(families):  # in the order the gaps came: the bars' order, whatever the hash seed
         mine = [i for i in range(len(kept)) if families[i] == group]
-        others = [j for j in range(len(kept)) if not families[j] & group]
+        others = [j for j in range(len(kept)) if not families[j] & group and not kept[j].hidden]
         if not others:
             continue
         theirs = sum(kept[j].shown_chars for j in others) / sum(kept_nets[j] for j in others)
