@@ -589,10 +589,11 @@ def test_a_gap_short_by_half_a_token_more_than_was_there_before_it_prices_its_re
     assert o.contributed["bash"] == o.residual["bash"] == 997  # 997.5 less the half token, not round(997.5) = 998
 
 
-def _resumed() -> Transcript:
+def _resumed(name: str = "Read", chars: int = 294, grown: int = 147 + 60) -> Transcript:
     """As in tests/test_occupancy.py's resumed turn (three Reads at 2.0, then 9,000 characters of thinking, 2,000
     tokens at prose's ratio, that leave on the next turn's first request), but the gap the thinking comes back in holds
-    a 294-character Read: too small to calibrate on, it holds what it shows with the thinking at the run's terms."""
+    a ``name`` result of ``chars`` characters, grown ``grown`` beside the thinking (by default a 294-character Read: too
+    small to calibrate on, it holds what it shows with the thinking at the run's terms)."""
     t = Transcript()
     for ctx in (10_000, 11_000, 12_000):
         step(t, ctx, "Read", 1_994)
@@ -601,8 +602,8 @@ def _resumed() -> Transcript:
     t.reply(call["id"], "x" * 1_994)
     t.say("answer", ctx=16_000)  # Δ 3,000: the thinking's 2,000 and the result's 1,000
     t.user("next question")
-    step(t, 14_100, "Read", 294)  # Δ −1,900: the thinking left
-    t.say("done", ctx=14_100 + 2_000 + 147 + 60)  # it came back, with the small Read and the step's framing
+    step(t, 14_100, name, chars)  # Δ −1,900: the thinking left
+    t.say("done", ctx=14_100 + 2_000 + grown)  # it came back, with the result and the step's framing
     return t
 
 
@@ -628,17 +629,7 @@ def test_where_thinking_came_back_a_gap_the_calibration_did_not_keep_still_price
 def test_a_family_measured_in_the_gap_its_thinking_came_back_in_is_measured_net_of_that_thinking():
     # The resumed turn's thinking (2,000 tokens) comes back beside a Grep listing of 2,994 characters at about 1.8
     # chars/token: the listing's family ratio is what is left once the thinking is taken out, not its double.
-    t = Transcript()
-    for ctx in (10_000, 11_000, 12_000):
-        step(t, ctx, "Read", 1_994)
-    call = tool_use("Read")
-    t.message({"type": "thinking", "thinking": "t" * 9_000, "signature": "sig"}, call, ctx=13_000)
-    t.reply(call["id"], "x" * 1_994)
-    t.say("answer", ctx=16_000)
-    t.user("next question")
-    step(t, 14_100, "Grep", 2_994)  # Δ −1,900: the thinking left
-    t.say("done", ctx=14_100 + 2_000 + 1_663 + 60)  # it came back, with the listing, its call and the framing
-    o = occupancy(t.session(), CODEGRAPH)
+    o = occupancy(_resumed("Grep", 2_994, 1_663 + 60).session(), CODEGRAPH)
     assert o.family_chars_per_token["search"] == pytest.approx(1.8, rel=0.01)
     assert o.unexplained == 0
 
