@@ -210,8 +210,8 @@ class Session:
     # The init events' lines, about 10 kB of tool and command lists each: decoded whole only when asked for.
     init_lines: list[str | bytes] = field(default_factory=list, repr=False)
     # What the agent appends to the last tool result of each message it sends, which its record does not show (Claude
-    # Code's tokens-left reminder, where its version and model add it: agents/claude_code/unshown.py); occupancy
-    # counts it in that result.
+    # Code's tokens-left reminder, where its version and model add it, as its reader says); occupancy counts it in
+    # that result.
     result_suffix: str = ""
     # What this record does not hold that a figure needs (a companion file not given, a version that writes no usage
     # or no call ids): figure → why, said by ``agent-eval score`` beside the figures, which never read it as zero.
