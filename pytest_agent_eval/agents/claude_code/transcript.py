@@ -375,7 +375,7 @@ class _Builder:
         if not isinstance(raw, dict):
             return
         if self.version is None:  # the first message's says it ("" where it does not, as stream-json's)
-            self.version = _lazy_string(event.version) if event.version is not _ABSENT else ""
+            self.version = string_of(event.version)
         msg_id = string_of(raw.get("id")) or string_of(event.uuid) or f"anon-{len(self.session.timeline)}"
         key = (thread, msg_id)
         message = self.messages.get(key)
@@ -492,6 +492,7 @@ _EVENT_FIELDS = (
     ("mcp_servers", "mcp_servers"),
     ("model", "model"),  # an init event's: the model the CLI asked for (an assistant event's is in its message)
     ("cli_version", "claude_code_version"),
+    ("version", "version"),  # a session file's events': the CLI's version
 )
 # Fields read only for whether they are there (a session file's ``sessionId``/``parentUuid``), or only for a Task
 # result's agent id (the structured copy of a tool result, about half of a stream-json file's bytes): msgspec leaves
@@ -501,7 +502,6 @@ _LAZY_FIELDS = (
     ("parent_uuid", "parentUuid"),
     ("structured", "toolUseResult"),
     ("structured_snake", "tool_use_result"),
-    ("version", "version"),
 )
 
 
@@ -529,16 +529,6 @@ class _Event:
     def agent_id(self) -> str | None:
         """The subagent a Task/Agent result names (``toolUseResult.agentId``)."""
         return _agent_id(self.structured if self.structured is not _ABSENT else self.structured_snake)
-
-
-def _lazy_string(value: Any) -> str:
-    """A lazy field's string ("" for any other value): msgspec leaves it raw JSON, the standard library decodes it."""
-    if not isinstance(value, str):
-        try:
-            value = json.loads(bytes(value))
-        except ValueError:
-            return ""
-    return value if isinstance(value, str) else ""
 
 
 def _agent_id(structured: Any) -> str | None:
